@@ -1,0 +1,3 @@
+from emutrace.cli.main import entry
+
+entry()

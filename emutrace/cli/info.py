@@ -1,0 +1,41 @@
+"""`emutrace info`: the ISA × capability matrix, straight from the ISA modules."""
+
+from __future__ import annotations
+
+import argparse
+
+from emutrace.isa import all_isas
+from emutrace.isa.base import CAPABILITIES
+
+
+class InfoCommand:
+    name = "info"
+    help = "show the supported ISAs and what works on each (with the reason for each gap)"
+
+    def configure(self, p: argparse.ArgumentParser) -> None:
+        pass
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        print(render_matrix())
+        return 0
+
+
+def render_matrix() -> str:
+    isas = all_isas()
+    width = max(len(c) for c in CAPABILITIES) + 2
+    lines = ["ISA".ljust(10) + "".join(c.ljust(width) for c in CAPABILITIES)]
+    notes: list[str] = []
+    for isa in isas:
+        cells = []
+        for cap in CAPABILITIES:
+            c = isa.capability(cap)
+            if c.works:
+                cells.append("yes".ljust(width))
+            else:
+                if c.reason not in notes:
+                    notes.append(c.reason)
+                cells.append(f"no [{notes.index(c.reason) + 1}]".ljust(width))
+        lines.append(isa.name.ljust(10) + "".join(cells))
+    lines.append("")
+    lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""`emutrace run`: run a program under emulation, passing its stdio and exit status through."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT
+from emutrace.session import Process, RunConfig, RunResult
+
+BACKENDS = ("none",)
+
+
+class RunCommand:
+    name = "run"
+    help = "run PROGRAM [ARGS...] under emulation"
+
+    def configure(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--arch", help="ISA of PROGRAM (default: from its ELF header; a "
+                                      "disagreeing value is an error)")
+        p.add_argument("--backend", choices=BACKENDS, default="none",
+                       help="instrumentation mechanism (none: just run)")
+        p.add_argument("--root", default="/", metavar="DIR",
+                       help="host directory the guest sees as / (default: /)")
+        p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
+                       help="directory the guest may create or change files in (repeatable; "
+                            "default: the current directory)")
+        p.add_argument("--max-insns", type=int, default=0, metavar="N",
+                       help=f"stop after N guest instructions (exit {EXIT_MAX_INSNS})")
+        p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+                       help=f"stop after S seconds of wall time (exit {EXIT_TIMEOUT})")
+        p.add_argument("--stats", action="store_true",
+                       help="print syscall counts to stderr at the end")
+        p.add_argument("program", metavar="PROGRAM")
+        p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
+                           allow_write=args.allow_write, max_insns=args.max_insns,
+                           timeout=args.timeout)
+        result = Process(config).run()
+        report(result)
+        if args.stats:
+            counts = ", ".join(f"{k}={v}" for k, v in sorted(result.syscall_counts.items()))
+            print(f"emutrace: {result.syscalls} syscalls: {counts}", file=sys.stderr)
+        return result.exit_code
+
+
+def report(result: RunResult) -> None:
+    """One line on stderr for any end that is not the guest's own exit."""
+    stop = result.stop
+    if stop.kind == "exit":
+        return
+    where = f"pc {stop.pc:#x} ({result.image.symbolize(stop.pc)})"
+    if stop.kind == "timeout":
+        print(f"emutrace: --timeout reached at {where}", file=sys.stderr)
+    elif stop.kind == "max_insns":
+        print(f"emutrace: --max-insns budget exhausted at {where}", file=sys.stderr)
+    elif stop.kind == "interrupted":
+        print(f"emutrace: interrupted at {where}", file=sys.stderr)
+    else:
+        detail = f": {stop.detail}" if stop.detail else ""
+        print(f"emutrace: guest killed by {stop.signal} at {where}{detail}", file=sys.stderr)

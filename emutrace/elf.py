@@ -1,0 +1,152 @@
+"""Reading a program image: pyelftools does the parsing, this module checks and summarises.
+
+Pure: no emulator.  Everything the loader, the fault reporter and (later) function discovery
+need from the file is collected once into an :class:`Image`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass, field
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from emutrace.errors import EXIT_NO_INPUT, BadElf, EmutraceError, Unsupported
+from emutrace.isa import UnknownIsa, from_elf
+from emutrace.isa.base import Isa
+
+PF_X, PF_W, PF_R = 1, 2, 4
+
+
+@dataclass(frozen=True)
+class Segment:
+    vaddr: int
+    memsz: int
+    offset: int  # p_offset
+    data: bytes  # file contents (filesz bytes); the rest up to memsz is zero
+    flags: int  # PF_R | PF_W | PF_X
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    addr: int
+    size: int
+    kind: str  # "func" or "object"
+
+
+@dataclass
+class Image:
+    path: str
+    isa: Isa
+    kind: str  # "exec" or "dyn" (static-PIE)
+    entry: int
+    phoff: int
+    phentsize: int
+    phnum: int
+    segments: list[Segment]
+    interpreter: str | None
+    symbols: list[Symbol] = field(default_factory=list)
+    _starts: list[int] = field(default_factory=list, repr=False)
+
+    def symbolize(self, addr: int, bias: int = 0) -> str:
+        """`name+0xoff` of the function containing addr, or '??'."""
+        i = bisect.bisect_right(self._starts, addr - bias) - 1
+        if i < 0:
+            return "??"
+        sym = self.symbols[i]
+        off = addr - bias - sym.addr
+        if sym.size and off >= sym.size:
+            return "??"
+        return f"{sym.name}+{off:#x}" if off else sym.name
+
+
+def _check_readable(path: str) -> None:
+    if not os.path.exists(path):
+        raise EmutraceError(f"{path}: no such file", EXIT_NO_INPUT)
+    if os.path.isdir(path):
+        raise EmutraceError(f"{path}: is a directory", EXIT_NO_INPUT)
+    if not os.access(path, os.R_OK):
+        raise EmutraceError(f"{path}: permission denied", EXIT_NO_INPUT)
+
+
+def load_image(path: str) -> Image:
+    """Parse and validate an ELF executable; every failure is a one-line EmutraceError."""
+    _check_readable(path)
+    with open(path, "rb") as f:
+        blob = f.read()
+    if blob[:4] != b"\x7fELF":
+        raise BadElf(f"{path}: not an ELF file")
+    try:
+        return _parse(path, blob)
+    except (ELFError, ValueError, KeyError, IndexError, OverflowError) as e:
+        raise BadElf(f"{path}: truncated or malformed ELF ({e})") from None
+    except Exception as e:  # pyelftools raises assorted errors on garbage (struct.error, ...)
+        if isinstance(e, EmutraceError):
+            raise
+        raise BadElf(f"{path}: truncated or malformed ELF ({type(e).__name__}: {e})") from None
+
+
+def _parse(path: str, blob: bytes) -> Image:
+    import io
+
+    elf = ELFFile(io.BytesIO(blob))
+    hdr = elf.header
+    endian = "little" if elf.little_endian else "big"
+    try:
+        isa = from_elf(hdr["e_machine"], elf.elfclass, endian, hdr["e_flags"])
+    except UnknownIsa as e:
+        raise Unsupported(f"{path}: {e}") from None
+    if hdr["e_type"] not in ("ET_EXEC", "ET_DYN"):
+        raise Unsupported(f"{path}: not an executable (ELF type {hdr['e_type']})")
+    segments: list[Segment] = []
+    interpreter = None
+    for seg in elf.iter_segments():
+        ptype = seg["p_type"]
+        if ptype == "PT_INTERP":
+            interpreter = seg.data().rstrip(b"\0").decode(errors="replace")
+        elif ptype == "PT_LOAD":
+            off, filesz = seg["p_offset"], seg["p_filesz"]
+            if off + filesz > len(blob):
+                raise BadElf(f"{path}: truncated ELF (segment at {seg['p_vaddr']:#x} extends "
+                             f"past the end of the file)")
+            segments.append(Segment(seg["p_vaddr"], seg["p_memsz"], off, blob[off:off + filesz],
+                                    seg["p_flags"]))
+    if not segments:
+        raise BadElf(f"{path}: no loadable segments")
+    if interpreter is not None:
+        raise Unsupported(f"{path}: dynamically linked (interpreter {interpreter}); only "
+                          f"static executables are supported so far")
+    image = Image(
+        path=path,
+        isa=isa,
+        kind="exec" if hdr["e_type"] == "ET_EXEC" else "dyn",
+        entry=hdr["e_entry"],
+        phoff=hdr["e_phoff"],
+        phentsize=hdr["e_phentsize"],
+        phnum=hdr["e_phnum"],
+        segments=segments,
+        interpreter=interpreter,
+    )
+    image.symbols = _symbols(elf, isa)
+    image._starts = [s.addr for s in image.symbols]
+    return image
+
+
+def _symbols(elf: ELFFile, isa: Isa) -> list[Symbol]:
+    table = elf.get_section_by_name(".symtab")
+    if table is None or not hasattr(table, "iter_symbols"):
+        return []
+    out = []
+    for sym in table.iter_symbols():
+        kind = sym["st_info"]["type"]
+        if kind not in ("STT_FUNC", "STT_OBJECT") or not sym.name or sym["st_shndx"] == "SHN_UNDEF":
+            continue
+        addr = sym["st_value"]
+        if isa.thumb_bit and kind == "STT_FUNC":
+            addr &= ~1
+        out.append(Symbol(sym.name, addr, sym["st_size"], "func" if kind == "STT_FUNC" else "object"))
+    out.sort(key=lambda s: (s.addr, s.kind != "func", s.name))
+    return out

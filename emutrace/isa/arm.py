@@ -1,0 +1,111 @@
+"""ARM 32-bit (ARMv7-A, EABI hard-float), AAPCS; A32 and Thumb-2 code."""
+
+from emutrace.isa.base import (
+    Breakpoint,
+    Capability,
+    CpuPort,
+    Engines,
+    Identity,
+    Isa,
+    RegFixup,
+    Registers,
+    SyscallConvention,
+)
+
+# ---------------------------------------------------------------- identity
+IDENTITY = Identity(
+    name="arm",
+    aliases=("armhf", "armv7", "arm32"),
+    elf_machine="EM_ARM",
+    elf_class=32,
+    endian="little",
+    qemu="arm",
+    debian_arch="armhf",
+    triple="arm-linux-gnueabihf",
+)
+
+# ---------------------------------------------------------------- engines
+ENGINES = Engines(
+    uc_arch="UC_ARCH_ARM",
+    uc_mode=("UC_MODE_ARM",),
+    uc_reg_module="arm_const",
+    uc_reg_prefix="UC_ARM_REG_",
+    cs_arch="CS_ARCH_ARM",
+    cs_mode=("CS_MODE_ARM",),
+    ks_arch="KS_ARCH_ARM",
+    ks_mode=("KS_MODE_ARM",),
+)
+
+# ---------------------------------------------------------------- registers
+# AAPCS §6.1: arguments r0–r3, result r0, link register r14 (lr); stacked arguments at sp.
+# The thread pointer lives in TPIDRURO (CP15 c13, c0, 3), read by `mrc p15,0,rX,c13,c0,3`.
+REGISTERS = Registers(
+    pc="pc",
+    sp="sp",
+    retval="r0",
+    args=("r0", "r1", "r2", "r3"),
+    link="lr",
+    tls="c13_c0_3",
+    general=("r0", "r1", "r4", "r7", "r11", "r12", "lr"),
+)
+
+# ---------------------------------------------------------------- syscalls
+# EABI `svc #0`: number in r7, arguments r0–r6, result r0 (-errno).  Unicorn: INTR 2.
+SYSCALLS = SyscallConvention(
+    hook="intr",
+    intno=2,
+    insn=None,
+    number="r7",
+    args=("r0", "r1", "r2", "r3", "r4", "r5", "r6"),
+    ret="r0",
+    pair_aligned=True,
+)
+
+# ---------------------------------------------------------------- traps
+# BKPT #0: A32 0xE1200070, Thumb 0xBE00 (Arm ARM A8.8.24).  INTR 7, PC left on the BKPT.
+# (The UDF 0xE7F001F0 that gdb uses surfaces as INSN_INVALID in Unicorn.)
+BREAKPOINTS = (
+    Breakpoint("bkpt #0", bytes.fromhex("700020e1"), hook="intr", intno=7, pc_after=0, works=True),
+    Breakpoint("bkpt #0 (thumb)", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
+               works=True),
+)
+
+
+# ---------------------------------------------------------------- quirks
+def set_tls(cpu: CpuPort, args: tuple[int, ...]) -> int:
+    """__ARM_NR_set_tls (0xF0005): the kernel writes TPIDRURO."""
+    cpu.reg_write("c13_c0_3", args[0])
+    return 0
+
+
+RESET = (
+    # FPEXC.EN (bit 30): VFP is off at reset; the first VFP instruction would be UNDEFINED.
+    RegFixup("fpexc", 0x40000000, "VFP disabled at reset (FPEXC.EN = 0)", combine="set"),
+)
+
+# asm/hwcap.h: SWP HALF THUMB FAST_MULT VFP EDSP VFPv3 TLS IDIVA IDIVT (no NEON, no VFPD32
+# claims beyond what Cortex-A15 has)
+HWCAP = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 13) | (1 << 15)
+HWCAP |= (1 << 17) | (1 << 18)
+
+# ---------------------------------------------------------------- capabilities
+ISA = Isa(
+    identity=IDENTITY,
+    engines=ENGINES,
+    registers=REGISTERS,
+    syscalls=SYSCALLS,
+    breakpoints=BREAKPOINTS,
+    reset=RESET,
+    hwcap=HWCAP,
+    hwcap2=0,
+    platform="v7l",
+    uname_machine="armv7l",
+    capabilities={
+        "run_static": Capability(True),
+        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "sw_breakpoint": Capability(True),
+        "busybox": Capability(True),
+    },
+    private_syscalls={"ARM_set_tls": set_tls},
+    thumb_bit=True,
+)

@@ -1,0 +1,208 @@
+"""The shape of an ISA description.
+
+Every module in ``emutrace.isa`` builds one frozen :class:`Isa` from these parts, in the same
+order: identity → engines → registers → syscalls → traps → classifiers → quirks (CPU set-up) →
+capabilities.  Nothing here imports an emulator: engine settings are the *names* of Unicorn,
+Capstone and Keystone constants, resolved by the target layer.  Code that an ISA really needs
+(a TLS system call, a reset fix-up that writes a descriptor table) is a small function written
+against :class:`CpuPort`, so it is testable without Unicorn too.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+RegValue = int | tuple[int, ...]
+
+
+class CpuPort(Protocol):
+    """What ISA code may do to a CPU: registers by their short name, memory."""
+
+    def reg_read(self, name: str) -> int: ...
+
+    def reg_write(self, name: str, value: RegValue) -> None: ...
+
+    def mem_read(self, addr: int, size: int) -> bytes: ...
+
+    def mem_write(self, addr: int, data: bytes) -> None: ...
+
+    def mem_map(self, addr: int, size: int, perms: int = 7) -> None: ...
+
+
+# ---------------------------------------------------------------- identity
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str  # our canonical name, e.g. "s390x"
+    aliases: tuple[str, ...]  # other names users type ("arm64", "ppc64el", ...)
+    elf_machine: str  # pyelftools' e_machine name, e.g. "EM_S390"
+    elf_class: int  # 32 or 64
+    endian: str  # "little" or "big"
+    qemu: str  # qemu-user name: qemu-<qemu>-static
+    debian_arch: str  # Debian architecture, for busybox-static and cross packages
+    triple: str  # GNU triple of the Debian cross compiler
+    # e_flags bits that must be set (mask, value) to match, e.g. ELFv2 on ppc64le
+    elf_flags: tuple[int, int] = (0, 0)
+
+    @property
+    def word_size(self) -> int:
+        return self.elf_class // 8
+
+
+# ---------------------------------------------------------------- engines
+
+
+@dataclass(frozen=True)
+class Engines:
+    uc_arch: str  # unicorn_const name, e.g. "UC_ARCH_S390X"
+    uc_mode: tuple[str, ...]  # OR-ed unicorn_const names
+    uc_reg_module: str  # unicorn.<x>_const module holding the register constants
+    uc_reg_prefix: str  # prefix of register constants, e.g. "UC_S390X_REG_"
+    cs_arch: str  # capstone name, e.g. "CS_ARCH_SYSZ"
+    cs_mode: tuple[str, ...]
+    uc_cpu_model: str | None = None  # unicorn cpu-model constant name, None = default
+    uc_tlb_virtual: bool = False  # use UC_TLB_VIRTUAL (bypass the guest MMU)
+    ks_arch: str | None = None  # keystone, None where keystone cannot assemble it
+    ks_mode: tuple[str, ...] = ()
+    # our register name → suffix of the Unicorn constant, where they differ (ppc: r3 → 3)
+    uc_reg_rename: Mapping[str, str] = field(default_factory=dict)
+
+    def uc_reg_constant(self, reg: str) -> str:
+        return self.uc_reg_prefix + self.uc_reg_rename.get(reg, reg).upper()
+
+
+# ---------------------------------------------------------------- registers
+
+
+@dataclass(frozen=True)
+class Registers:
+    pc: str
+    sp: str
+    retval: str
+    args: tuple[str, ...]  # integer argument registers of the C ABI, in order
+    link: str | None = None  # return-address register; None where calls push it (x86)
+    tls: str | None = None  # thread-pointer register the loader or a syscall sets
+    # argument slots on the stack after the registers: offset of the first from sp at the
+    # call, and the slot size (x86_64: 8 bytes above the return address, ...)
+    stack_args_offset: int = 0
+    general: tuple[str, ...] = ()  # registers the conformance suite round-trips
+
+
+# ---------------------------------------------------------------- syscalls
+
+
+class SyscallErrors(enum.Enum):
+    NEGATIVE = "ret = -errno"  # most ISAs
+    CR0_SO = "ret = errno, CR0.SO set"  # powerpc (Power ABI, sc)
+    A3_FLAG = "ret = errno, a3 = 1"  # mips o32
+
+
+@dataclass(frozen=True)
+class SyscallConvention:
+    # how the trap surfaces in Unicorn: ("intr", intno) via UC_HOOK_INTR, or
+    # ("insn", "UC_X86_INS_SYSCALL") via UC_HOOK_INSN
+    hook: str
+    intno: int | None
+    insn: str | None
+    number: str  # register holding the syscall number
+    args: tuple[str, ...]  # registers with the first len(args) arguments
+    ret: str
+    errors: SyscallErrors = SyscallErrors.NEGATIVE
+    stack_args: int = 0  # further arguments on the user stack (mips o32: 5–8 at sp+16)
+    stack_args_offset: int = 0
+    pc_advance: int = 0  # bytes the hook must add to PC itself (s390x leaves PC on the svc)
+    imm_number: tuple[int, int] | None = None  # (offset from PC, size) of an immediate nr
+    error_flag_reg: str | None = None  # mips: a3
+    # 32-bit ISAs pass a 64-bit argument in two registers; EABI, o32 and the PPC32 ABI start
+    # the pair on an even register (skipping one), i386 does not.  Word order follows endian.
+    pair_aligned: bool = False
+
+
+# ---------------------------------------------------------------- traps
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """A software breakpoint and how Unicorn 2.1.4 reports it (measured)."""
+
+    insn: str  # mnemonic as in the ISA manual
+    encoding: bytes  # bytes as stored in memory, in the ISA's byte order
+    hook: str  # "intr" or "insn_invalid"
+    intno: int | None
+    pc_after: int  # PC seen in the hook minus the breakpoint address
+    works: bool  # False: Unicorn's trap path is broken, deliver another way
+    reason: str = ""
+
+
+# ---------------------------------------------------------------- quirks
+
+
+@dataclass(frozen=True)
+class RegFixup:
+    """A register value the CPU needs at reset before Linux user code can run."""
+
+    reg: str
+    value: int
+    reason: str
+    combine: str = "or"  # "or" into the reset value, or "set"
+
+
+@dataclass(frozen=True)
+class Capability:
+    works: bool
+    reason: str = ""
+
+
+# Capability names, in the order `emutrace info` prints them.
+CAPABILITIES = (
+    "run_static",  # static ELF (ET_EXEC and static-PIE) under Unicorn
+    "run_dynamic",  # dynamically linked ELF with a rootfs
+    "sw_breakpoint",  # the declared breakpoint instruction traps as declared
+    "busybox",  # Debian ships busybox-static for this architecture
+)
+
+class GuestError(Exception):
+    """A system call fails with this errno name; the syscall layer maps it per ISA."""
+
+    def __init__(self, errno_name: str) -> None:
+        super().__init__(errno_name)
+        self.errno_name = errno_name
+
+
+SyscallHandler = Callable[[CpuPort, tuple[int, ...]], int]
+CpuSetup = Callable[[CpuPort], None]
+
+
+@dataclass(frozen=True)
+class Isa:
+    identity: Identity
+    engines: Engines
+    registers: Registers
+    syscalls: SyscallConvention
+    breakpoints: tuple[Breakpoint, ...]
+    reset: tuple[RegFixup, ...]
+    # Linux auxv values chosen conservatively: only features Unicorn's default CPU has
+    hwcap: int
+    hwcap2: int
+    platform: str
+    capabilities: Mapping[str, Capability]
+    # ISA-private system calls (TLS set-up): name in the ABI table → handler
+    private_syscalls: Mapping[str, SyscallHandler] = field(default_factory=dict)
+    # extra set-up that is code, not a register value (descriptor tables)
+    setup: CpuSetup | None = None
+    # bit 0 of a code address selects the instruction set (ARM Thumb)
+    thumb_bit: bool = False
+    # registers that hold the entry address at process start (ELFv2: r12 at a global entry)
+    entry_regs: tuple[str, ...] = ()
+    uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    def capability(self, key: str) -> Capability:
+        return self.capabilities.get(key, Capability(False, "not declared"))

@@ -1,0 +1,134 @@
+"""i386 (IA-32), System V i386 psABI."""
+
+import struct
+
+from emutrace.isa.base import (
+    Breakpoint,
+    Capability,
+    CpuPort,
+    Engines,
+    GuestError,
+    Identity,
+    Isa,
+    Registers,
+    SyscallConvention,
+)
+
+# ---------------------------------------------------------------- identity
+IDENTITY = Identity(
+    name="i386",
+    aliases=("x86", "i686", "ia32"),
+    elf_machine="EM_386",
+    elf_class=32,
+    endian="little",
+    qemu="i386",
+    debian_arch="i386",
+    triple="i686-linux-gnu",
+)
+
+# ---------------------------------------------------------------- engines
+ENGINES = Engines(
+    uc_arch="UC_ARCH_X86",
+    uc_mode=("UC_MODE_32",),
+    uc_reg_module="x86_const",
+    uc_reg_prefix="UC_X86_REG_",
+    cs_arch="CS_ARCH_X86",
+    cs_mode=("CS_MODE_32",),
+    ks_arch="KS_ARCH_X86",
+    ks_mode=("KS_MODE_32",),
+)
+
+# ---------------------------------------------------------------- registers
+# i386 psABI §2.2: all arguments on the stack, the first at 4(%esp) on entry; result in eax.
+REGISTERS = Registers(
+    pc="eip",
+    sp="esp",
+    retval="eax",
+    args=(),
+    tls="gs",
+    stack_args_offset=4,
+    general=("eax", "ebx", "ecx", "edx", "esi", "edi", "ebp"),
+)
+
+# ---------------------------------------------------------------- syscalls
+# `int $0x80`: number in eax, arguments ebx, ecx, edx, esi, edi, ebp; -errno in eax.
+SYSCALLS = SyscallConvention(
+    hook="intr",
+    intno=0x80,
+    insn=None,
+    number="eax",
+    args=("ebx", "ecx", "edx", "esi", "edi", "ebp"),
+    ret="eax",
+)
+
+# ---------------------------------------------------------------- traps
+BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, works=True),)
+
+# ---------------------------------------------------------------- quirks
+# A GDT of our own at the top of the address space.  Entry 2 is a flat 32-bit ring-0 data
+# segment loaded into SS: UC_MODE_32 leaves SS's hidden descriptor without the B bit, so the
+# first segment load (glibc's `mov %ax,%gs`) would switch pushes to 16-bit SP.
+# Entries 12–14 are the TLS slots of set_thread_area(2) (GDT_ENTRY_TLS_MIN = 12, asm/segment.h).
+GDT_BASE = 0xFFFFF000
+GDT_ENTRIES = 32
+SS_ENTRY = 2
+TLS_FIRST, TLS_LAST = 12, 14
+
+
+def _descriptor(base: int, limit: int, access: int, flags: int) -> bytes:
+    """An 8-byte segment descriptor (Intel SDM vol. 3 §3.4.5)."""
+    value = limit & 0xFFFF
+    value |= (base & 0xFFFFFF) << 16
+    value |= access << 40
+    value |= ((limit >> 16) & 0xF) << 48
+    value |= flags << 52
+    value |= ((base >> 24) & 0xFF) << 56
+    return value.to_bytes(8, "little")
+
+
+def setup_gdt(cpu: CpuPort) -> None:
+    cpu.mem_map(GDT_BASE, 0x1000, 3)
+    # access 0x93: present, DPL 0, data, read/write, accessed; flags 0xC: 4 KiB granular, 32-bit
+    cpu.mem_write(GDT_BASE + 8 * SS_ENTRY, _descriptor(0, 0xFFFFF, 0x93, 0xC))
+    cpu.reg_write("gdtr", (0, GDT_BASE, 8 * GDT_ENTRIES - 1, 0))
+    cpu.reg_write("ss", SS_ENTRY << 3)
+
+
+def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
+    """set_thread_area(struct user_desc *) (asm/ldt.h): install a TLS descriptor."""
+    addr = args[0]
+    entry, base, limit, bits = struct.unpack("<iIII", cpu.mem_read(addr, 16))
+    if entry == -1:
+        entry = TLS_FIRST
+        cpu.mem_write(addr, struct.pack("<i", entry))
+    if not TLS_FIRST <= entry <= TLS_LAST:
+        raise GuestError("EINVAL")
+    # user_desc bits: seg_32bit 0, contents 1-2, read_exec_only 3, limit_in_pages 4,
+    # seg_not_present 5, useable 6
+    flags = 0x4 | (0x8 if bits & 0x10 else 0)
+    access = 0xF2 if not bits & 0x20 else 0x72  # DPL 3 data, read/write
+    cpu.mem_write(GDT_BASE + 8 * entry, _descriptor(base, limit, access, flags))
+    return 0
+
+
+# ---------------------------------------------------------------- capabilities
+ISA = Isa(
+    identity=IDENTITY,
+    engines=ENGINES,
+    registers=REGISTERS,
+    syscalls=SYSCALLS,
+    breakpoints=BREAKPOINTS,
+    reset=(),
+    hwcap=0,  # CPUID.1:EDX on x86; glibc reads CPUID itself
+    hwcap2=0,
+    platform="i686",
+    uname_machine="i686",
+    capabilities={
+        "run_static": Capability(True),
+        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "sw_breakpoint": Capability(True),
+        "busybox": Capability(True),
+    },
+    private_syscalls={"set_thread_area": set_thread_area},
+    setup=setup_gdt,
+)

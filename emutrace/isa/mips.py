@@ -1,0 +1,108 @@
+"""MIPS32 big-endian, o32 ABI (SYSV MIPS psABI).  mipsel.py derives the little-endian twin."""
+
+from emutrace.isa.base import (
+    Breakpoint,
+    Capability,
+    CpuPort,
+    Engines,
+    Identity,
+    Isa,
+    Registers,
+    SyscallConvention,
+    SyscallErrors,
+)
+
+# ---------------------------------------------------------------- identity
+IDENTITY = Identity(
+    name="mips",
+    aliases=("mipsbe", "mips32", "mipseb"),
+    elf_machine="EM_MIPS",
+    elf_class=32,
+    endian="big",
+    qemu="mips",
+    debian_arch="mips",
+    triple="mips-linux-gnu",
+)
+
+# ---------------------------------------------------------------- engines
+ENGINES = Engines(
+    uc_arch="UC_ARCH_MIPS",
+    uc_mode=("UC_MODE_MIPS32", "UC_MODE_BIG_ENDIAN"),
+    uc_reg_module="mips_const",
+    uc_reg_prefix="UC_MIPS_REG_",
+    cs_arch="CS_ARCH_MIPS",
+    cs_mode=("CS_MODE_MIPS32", "CS_MODE_BIG_ENDIAN"),
+    ks_arch="KS_ARCH_MIPS",
+    ks_mode=("KS_MODE_MIPS32", "KS_MODE_BIG_ENDIAN"),
+)
+
+# ---------------------------------------------------------------- registers
+# o32 (psABI ch. 3): arguments a0–a3, then the stack at 16(sp) (a 16-byte home area for
+# a0–a3 precedes them); result v0 (v1 for the high half); return address in ra ($31).
+REGISTERS = Registers(
+    pc="pc",
+    sp="sp",
+    retval="v0",
+    args=("a0", "a1", "a2", "a3"),
+    link="ra",
+    tls="cp0_userlocal",
+    stack_args_offset=16,
+    general=("v0", "v1", "a0", "a3", "t0", "s0", "s7", "gp", "fp", "ra"),
+)
+
+# ---------------------------------------------------------------- syscalls
+# o32 `syscall`: number (4000 + n) in v0, arguments a0–a3 and 16/20/24/28(sp); result in v0,
+# on error v0 = positive errno and a3 = 1 (a3 = 0 on success).  Unicorn: INTR 17
+# (EXCP_SYSCALL), PC already on the next instruction.
+SYSCALLS = SyscallConvention(
+    hook="intr",
+    intno=17,
+    insn=None,
+    number="v0",
+    args=("a0", "a1", "a2", "a3"),
+    ret="v0",
+    errors=SyscallErrors.A3_FLAG,
+    stack_args=4,
+    stack_args_offset=16,
+    error_flag_reg="a3",
+    pair_aligned=True,
+)
+
+# ---------------------------------------------------------------- traps
+# BREAK 0 = 0x0000000D.  Unicorn 2.1.4 raises INTR 18 (EXCP_BREAK) but sets PC to a stale
+# `next_pc` (0 when measured), so emulation cannot resume at the breakpoint.
+BREAKPOINTS = (
+    Breakpoint("break", bytes.fromhex("0000000d"), hook="intr", intno=18, pc_after=0,
+               works=False,
+               reason="Unicorn 2.1.4 reports BREAK with a stale PC (next_pc is only set for "
+                      "syscall): use a bounded code hook"),
+)
+
+
+# ---------------------------------------------------------------- quirks
+def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
+    """set_thread_area(tp): the kernel stores tp in CP0 UserLocal, read by `rdhwr $3,$29`."""
+    cpu.reg_write("cp0_userlocal", args[0])
+    return 0
+
+
+# ---------------------------------------------------------------- capabilities
+ISA = Isa(
+    identity=IDENTITY,
+    engines=ENGINES,
+    registers=REGISTERS,
+    syscalls=SYSCALLS,
+    breakpoints=BREAKPOINTS,
+    reset=(),  # Unicorn's default model (24Kf) has an FPU and rdhwr in kernel mode
+    hwcap=0,
+    hwcap2=0,
+    platform="mips",
+    uname_machine="mips",
+    capabilities={
+        "run_static": Capability(True),
+        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
+        "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
+    },
+    private_syscalls={"set_thread_area": set_thread_area},
+)

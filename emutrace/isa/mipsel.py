@@ -1,0 +1,41 @@
+"""MIPS32 little-endian, o32 ABI: the same description as mips.py but the byte order."""
+
+from dataclasses import replace
+
+from emutrace.isa import mips
+from emutrace.isa.base import Capability
+
+# ---------------------------------------------------------------- identity
+IDENTITY = replace(
+    mips.IDENTITY,
+    name="mipsel",
+    aliases=("mipsle", "mips32el"),
+    endian="little",
+    qemu="mipsel",
+    debian_arch="mipsel",
+    triple="mipsel-linux-gnu",
+)
+
+# ---------------------------------------------------------------- engines
+ENGINES = replace(
+    mips.ENGINES,
+    uc_mode=("UC_MODE_MIPS32", "UC_MODE_LITTLE_ENDIAN"),
+    cs_mode=("CS_MODE_MIPS32", "CS_MODE_LITTLE_ENDIAN"),
+    ks_mode=("KS_MODE_MIPS32", "KS_MODE_LITTLE_ENDIAN"),
+)
+
+# ---------------------------------------------------------------- registers, syscalls, traps
+# identical to mips.py (o32 is byte-order neutral); BREAK is stored as 0D 00 00 00.
+BREAKPOINTS = tuple(replace(b, encoding=b.encoding[::-1]) for b in mips.BREAKPOINTS)
+
+# ---------------------------------------------------------------- capabilities
+ISA = replace(
+    mips.ISA,
+    identity=IDENTITY,
+    engines=ENGINES,
+    breakpoints=BREAKPOINTS,
+    capabilities={
+        **mips.ISA.capabilities,
+        "busybox": Capability(True),
+    },
+)

@@ -1,0 +1,113 @@
+"""PowerPC 64-bit little-endian, ELFv2 ABI (OpenPOWER 64-Bit ELF V2 ABI)."""
+
+from emutrace.isa.base import (
+    Breakpoint,
+    Capability,
+    Engines,
+    Identity,
+    Isa,
+    RegFixup,
+    Registers,
+    SyscallConvention,
+    SyscallErrors,
+)
+from emutrace.isa.ppc import GPR_NAMES
+
+# ---------------------------------------------------------------- identity
+IDENTITY = Identity(
+    name="ppc64le",
+    aliases=("ppc64el", "powerpc64le"),
+    elf_machine="EM_PPC64",
+    elf_class=64,
+    endian="little",
+    qemu="ppc64le",
+    debian_arch="ppc64el",
+    triple="powerpc64le-linux-gnu",
+    elf_flags=(0x3, 0x2),  # EF_PPC64_ABI = 2: ELFv2
+)
+
+# ---------------------------------------------------------------- engines
+# Unicorn 2.1.4 has no ppc64le mode (UC_MODE_PPC64|LITTLE_ENDIAN → UC_ERR_MODE): run in the
+# big-endian mode and switch the CPU to little-endian with MSR.LE (see RESET).  The default
+# POWER10 model faults every fetch (MSR[HV] lost at reset, VRMA real mode); UC_TLB_VIRTUAL
+# bypasses the guest MMU and makes it run.
+ENGINES = Engines(
+    uc_arch="UC_ARCH_PPC",
+    uc_mode=("UC_MODE_PPC64", "UC_MODE_BIG_ENDIAN"),
+    uc_reg_module="ppc_const",
+    uc_reg_prefix="UC_PPC_REG_",
+    cs_arch="CS_ARCH_PPC",
+    cs_mode=("CS_MODE_64", "CS_MODE_LITTLE_ENDIAN"),
+    uc_tlb_virtual=True,
+    ks_arch="KS_ARCH_PPC",
+    ks_mode=("KS_MODE_PPC64", "KS_MODE_LITTLE_ENDIAN"),
+    uc_reg_rename=GPR_NAMES,
+)
+
+# ---------------------------------------------------------------- registers
+# ELFv2 §2.2.2: arguments r3–r10, result r3, stack pointer r1, link register LR, thread
+# pointer r13, TOC r2; the parameter save area starts at 32(r1).  Functions have a global
+# entry (sets r2 from r12) and a local entry (st_other bits 5–7 give the offset).
+REGISTERS = Registers(
+    pc="pc",
+    sp="r1",
+    retval="r3",
+    args=("r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10"),
+    link="lr",
+    tls="r13",
+    stack_args_offset=32 + 8 * 8,  # save area for the 8 register arguments comes first
+    general=("r0", "r2", "r3", "r10", "r13", "r31", "lr", "ctr"),
+)
+
+# ---------------------------------------------------------------- syscalls
+# As on ppc: `sc`, r0 = number, r3–r8 arguments, r3 result, errors via CR0.SO.
+SYSCALLS = SyscallConvention(
+    hook="intr",
+    intno=8,
+    insn=None,
+    number="r0",
+    args=("r3", "r4", "r5", "r6", "r7", "r8"),
+    ret="r3",
+    errors=SyscallErrors.CR0_SO,
+    error_flag_reg="cr",  # CR0.SO lives in the CR image
+)
+
+# ---------------------------------------------------------------- traps
+# `tw 31,0,0` = 0x7FE00008, stored little-endian.
+BREAKPOINTS = (
+    Breakpoint("tw 31,0,0", bytes.fromhex("0800e07f"), hook="intr", intno=6, pc_after=4,
+               works=True),
+)
+
+# ---------------------------------------------------------------- quirks
+MSR_SF, MSR_VEC, MSR_VSX, MSR_FP, MSR_LE = 1 << 63, 1 << 25, 1 << 23, 1 << 13, 1 << 0
+RESET = (
+    RegFixup("msr", MSR_SF | MSR_VEC | MSR_VSX | MSR_FP | MSR_LE,
+             "64-bit, little-endian, FP/VMX/VSX on: reset is big-endian with units off",
+             combine="set"),
+)
+
+# PPC_FEATURE_32|64|FPU|MMU and HWCAP2 ARCH_2_07 (glibc's ppc64le build requires POWER8)
+HWCAP = 0x80000000 | 0x40000000 | 0x08000000 | 0x04000000
+HWCAP2 = 0x80000000
+
+# ---------------------------------------------------------------- capabilities
+ISA = Isa(
+    identity=IDENTITY,
+    engines=ENGINES,
+    registers=REGISTERS,
+    syscalls=SYSCALLS,
+    breakpoints=BREAKPOINTS,
+    reset=RESET,
+    hwcap=HWCAP,
+    hwcap2=HWCAP2,
+    platform="power8",
+    uname_machine="ppc64le",
+    entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
+    capabilities={
+        "run_static": Capability(True),
+        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "sw_breakpoint": Capability(True),
+        "busybox": Capability(True),
+    },
+)

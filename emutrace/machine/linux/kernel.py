@@ -1,0 +1,216 @@
+"""The generic Linux system-call layer: decode a trap with the ISA's convention, dispatch by
+name through the ISA's generated number table, and encode the result the ISA's way.
+
+Handlers live in ``sys_*.py`` modules and register by name in :mod:`.table`; ISA-private calls
+(TLS set-up) come from the ISA description.  No ISA is named here.
+"""
+
+from __future__ import annotations
+
+import errno as host_errno
+import os
+import random
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from emutrace.isa.abi import Abi, StructLayout
+from emutrace.isa.base import GuestError, Isa, SyscallErrors
+from emutrace.machine.linux.memory import AddressSpace
+from emutrace.machine.linux.sandbox import Sandbox, SandboxError
+from emutrace.machine.linux.table import HANDLERS
+from emutrace.target.unicorn_cpu import UnicornCpu
+
+CR0_SO = 0x10000000  # summary-overflow bit of CR field 0 in the 32-bit CR image
+
+
+class GuestExit(Exception):
+    """The guest called exit/exit_group; raised out of the hook to end emulation."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+@dataclass
+class FileDesc:
+    host_fd: int
+    guest_path: str
+    cloexec: bool = False
+    dir_entries: list[tuple[bytes, int, int]] | None = None  # getdents64 snapshot
+    dir_pos: int = 0
+
+
+@dataclass
+class SyscallStats:
+    count: int = 0
+    by_name: dict[str, int] = field(default_factory=dict)
+
+
+class LinuxKernel:
+    def __init__(self, cpu: UnicornCpu, isa: Isa, abi: Abi, space: AddressSpace,
+                 sandbox: Sandbox, exe_guest_path: str,
+                 warn: Callable[[str], None], seed: int = 0) -> None:
+        self.cpu = cpu
+        self.isa = isa
+        self.abi = abi
+        self.space = space
+        self.sandbox = sandbox
+        self.exe_guest_path = exe_guest_path
+        self.warn = warn
+        self.conv = isa.syscalls
+        self.word = isa.identity.word_size
+        self.mask = (1 << (8 * self.word)) - 1
+        self.endian = isa.identity.endian
+        self.rng = random.Random(seed)  # getrandom/AT_RANDOM: deterministic runs
+        self.fds: dict[int, FileDesc] = {
+            n: FileDesc(os.dup(n), f"/dev/fd/{n}") for n in (0, 1, 2)
+        }
+        self.stats = SyscallStats()
+        self._warned: set[str] = set()
+        self._dispatch = self._build_dispatch()
+
+    def _build_dispatch(self) -> dict[int, tuple[str, Callable[..., int]]]:
+        table: dict[int, tuple[str, Callable[..., int]]] = {}
+        for name, nr in self.abi.syscalls.items():
+            private = self.isa.private_syscalls.get(name)
+            if private is not None:
+                table[nr] = (name, lambda k, a, _p=private: _p(k.cpu, a))
+            elif name in HANDLERS:
+                table[nr] = (name, HANDLERS[name])
+        return table
+
+    # ------------------------------------------------------------ trap entry
+    def on_syscall(self) -> None:
+        cpu, conv = self.cpu, self.conv
+        if conv.imm_number is not None:
+            off, size = conv.imm_number
+            nr = int.from_bytes(cpu.mem_read(cpu.pc + off, size), self.endian)
+            if nr == 0:
+                nr = cpu.reg_read(conv.number)
+        else:
+            nr = cpu.reg_read(conv.number)
+        args = [cpu.reg_read(r) for r in conv.args]
+        if conv.stack_args:
+            sp = cpu.reg_read(self.isa.registers.sp) + conv.stack_args_offset
+            args += [cpu.read_word(sp + i * self.word) for i in range(conv.stack_args)]
+        if conv.pc_advance:
+            cpu.reg_write(self.isa.registers.pc, cpu.pc + conv.pc_advance)
+        self._set_result(self.call(nr, tuple(args)))
+
+    def call(self, nr: int, args: tuple[int, ...]) -> int:
+        """Run syscall nr; returns the result, -errno (as a negative int) on failure."""
+        self.stats.count += 1
+        entry = self._dispatch.get(nr)
+        if entry is None:
+            name = self.abi.syscall_names.get(nr, f"#{nr}")
+            self._warn_once(f"unknown:{nr}",
+                            f"emutrace: unsupported syscall {name} (nr {nr}): returning ENOSYS")
+            return -self.errno("ENOSYS")
+        name, handler = entry
+        self.stats.by_name[name] = self.stats.by_name.get(name, 0) + 1
+        try:
+            return int(handler(self, args))
+        except GuestError as e:
+            return -self.errno(e.errno_name)
+        except SandboxError as e:
+            if e.errno_name == "EACCES":
+                self._warn_once(str(e), str(e))
+            return -self.errno(e.errno_name)
+        except OSError as e:
+            code = host_errno.errorcode.get(e.errno or 0, "EIO")
+            return -self.errno(code)
+
+    def _set_result(self, value: int) -> None:
+        cpu, conv = self.cpu, self.conv
+        failed = -4095 <= value < 0
+        if conv.errors is SyscallErrors.NEGATIVE or not failed:
+            cpu.reg_write(conv.ret, value & self.mask)
+        else:
+            cpu.reg_write(conv.ret, -value)
+        if conv.errors is SyscallErrors.CR0_SO and conv.error_flag_reg:
+            cr = cpu.reg_read(conv.error_flag_reg)
+            cpu.reg_write(conv.error_flag_reg, cr | CR0_SO if failed else cr & ~CR0_SO)
+        elif conv.errors is SyscallErrors.A3_FLAG and conv.error_flag_reg:
+            cpu.reg_write(conv.error_flag_reg, 1 if failed else 0)
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.warn(message)
+
+    # ------------------------------------------------------------ helpers for handlers
+    def errno(self, name: str) -> int:
+        return self.abi.errno.get(name) or self.abi.errno["EINVAL"]
+
+    def const(self, name: str) -> int:
+        return self.abi.constants[name]
+
+    def signed(self, value: int) -> int:
+        value &= self.mask
+        return value - (1 << (8 * self.word)) if value >> (8 * self.word - 1) else value
+
+    def arg64(self, args: tuple[int, ...], i: int) -> tuple[int, int]:
+        """A 64-bit argument at position i; returns (value, index of the next argument)."""
+        if self.word == 8:
+            return args[i], i + 1
+        if self.conv.pair_aligned and i % 2:
+            i += 1
+        first, second = args[i], args[i + 1]
+        hi, lo = (first, second) if self.endian == "big" else (second, first)
+        value = (hi << 32) | lo
+        return (value - (1 << 64) if value >> 63 else value), i + 2
+
+    def string(self, addr: int) -> bytes:
+        if addr == 0:
+            raise GuestError("EFAULT")
+        return self.cpu.read_cstring(addr)
+
+    def read(self, addr: int, size: int) -> bytes:
+        return self.cpu.mem_read(addr, size) if size else b""
+
+    def write(self, addr: int, data: bytes) -> None:
+        if data:
+            self.cpu.mem_write(addr, data)
+
+    def struct_bytes(self, name: str, values: dict[str, int]) -> bytes:
+        layout: StructLayout = self.abi.structs[name]
+        buf = bytearray(layout.size)
+        for field_name, value in values.items():
+            where = layout.fields.get(field_name)
+            if where is None:
+                continue
+            off, size = where
+            buf[off:off + size] = (value & ((1 << (8 * size)) - 1)).to_bytes(size, self.endian)
+        return bytes(buf)
+
+    def pack_words(self, *values: int) -> bytes:
+        return b"".join(self.cpu.pack_word(v) for v in values)
+
+    def fd(self, number: int) -> FileDesc:
+        desc = self.fds.get(self.signed(number))
+        if desc is None:
+            raise GuestError("EBADF")
+        return desc
+
+    def new_fd(self, desc: FileDesc, lowest: int = 0) -> int:
+        n = lowest
+        while n in self.fds:
+            n += 1
+        self.fds[n] = desc
+        return n
+
+    def close_all(self) -> None:
+        for desc in self.fds.values():
+            try:
+                os.close(desc.host_fd)
+            except OSError:
+                pass
+        self.fds.clear()
+
+    def random_bytes(self, n: int) -> bytes:
+        return bytes(self.rng.getrandbits(8) for _ in range(n))
+
+    def unpack_words(self, data: bytes) -> list[int]:
+        fmt = ("<" if self.endian == "little" else ">") + ("Q" if self.word == 8 else "I")
+        return [v[0] for v in struct.iter_unpack(fmt, data)]

@@ -1,0 +1,114 @@
+"""Loading a static ELF the way Linux's binfmt_elf does: segments, brk, the initial stack.
+
+The initial stack (System V ABI, "Process Initialization"; the same on every ISA here):
+argc, argv[], NULL, envp[], NULL, auxv pairs ending in AT_NULL, then the strings and the
+16 AT_RANDOM bytes higher up; sp is 16-byte aligned at argc.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from emutrace.elf import PF_R, PF_W, PF_X, Image
+from emutrace.machine.linux.memory import AddressSpace, page_down, page_up
+
+# <elf.h> / <linux/auxvec.h> auxiliary vector types (generic across ISAs)
+AT_NULL, AT_PHDR, AT_PHENT, AT_PHNUM, AT_PAGESZ, AT_BASE, AT_FLAGS, AT_ENTRY = 0, 3, 4, 5, 6, 7, 8, 9
+AT_UID, AT_EUID, AT_GID, AT_EGID, AT_PLATFORM, AT_HWCAP, AT_CLKTCK = 11, 12, 13, 14, 15, 16, 17
+AT_SECURE, AT_RANDOM, AT_HWCAP2, AT_EXECFN = 23, 25, 26, 31
+
+UC_PROT_READ, UC_PROT_WRITE, UC_PROT_EXEC = 1, 2, 4
+
+
+def segment_perms(flags: int) -> int:
+    return ((UC_PROT_READ if flags & PF_R else 0) | (UC_PROT_WRITE if flags & PF_W else 0)
+            | (UC_PROT_EXEC if flags & PF_X else 0))
+
+
+@dataclass(frozen=True)
+class Process:
+    entry: int  # where execution starts (Thumb bit kept)
+    sp: int
+    bias: int  # load bias (0 for ET_EXEC)
+    execfn: str
+
+
+def load_segments(image: Image, space: AddressSpace) -> int:
+    """Map the PT_LOAD segments; returns the load bias.  Pages shared by two segments get
+    the union of their permissions, as the kernel's page-granular mappings do."""
+    bias = space.layout.pie_base if image.kind == "dyn" else 0
+    pages: dict[int, int] = {}
+    for seg in image.segments:
+        for page in range(page_down(seg.vaddr + bias), page_up(seg.vaddr + bias + seg.memsz),
+                          0x1000):
+            pages[page] = pages.get(page, 0) | segment_perms(seg.flags)
+    run_start = None
+    ordered = sorted(pages)
+    for i, page in enumerate(ordered):  # map maximal runs of equal permissions
+        if run_start is None:
+            run_start = page
+        nxt = ordered[i + 1] if i + 1 < len(ordered) else None
+        if nxt != page + 0x1000 or pages[nxt] != pages[page]:
+            space.map(run_start, page + 0x1000 - run_start, pages[page])
+            run_start = None
+    for seg in image.segments:
+        if seg.data:
+            space.cpu.mem_write(seg.vaddr + bias, seg.data)
+    space.init_brk(max(seg.vaddr + seg.memsz for seg in image.segments) + bias)
+    return bias
+
+
+def phdr_address(image: Image, bias: int) -> int:
+    for seg in image.segments:
+        if seg.offset <= image.phoff < seg.offset + len(seg.data):
+            return seg.vaddr + image.phoff - seg.offset + bias
+    return 0
+
+
+class StackBuilder:
+    """Writes strings downward from the stack top and returns their addresses."""
+
+    def __init__(self, space: AddressSpace, word: int, byteorder: str) -> None:
+        self.space = space
+        self.word = word
+        self.byteorder = byteorder
+        layout = space.layout
+        space.map(layout.stack_top - layout.stack_size, layout.stack_size, 3)
+        self.sp = layout.stack_top - 16
+
+    def push_bytes(self, data: bytes) -> int:
+        self.sp -= len(data)
+        self.space.cpu.mem_write(self.sp, data)
+        return self.sp
+
+    def pack(self, values: list[int]) -> bytes:
+        mask = (1 << (8 * self.word)) - 1
+        return b"".join((v & mask).to_bytes(self.word, self.byteorder) for v in values)
+
+
+def build_stack(image: Image, space: AddressSpace, bias: int, argv: list[bytes],
+                envp: list[bytes], execfn: str, random16: bytes) -> int:
+    isa = image.isa
+    word = isa.identity.word_size
+    st = StackBuilder(space, word, isa.identity.endian)
+    execfn_addr = st.push_bytes(os.fsencode(execfn) + b"\0")
+    env_addrs = [st.push_bytes(e + b"\0") for e in reversed(envp)][::-1]
+    arg_addrs = [st.push_bytes(a + b"\0") for a in reversed(argv)][::-1]
+    platform_addr = st.push_bytes(isa.platform.encode() + b"\0")
+    random_addr = st.push_bytes(random16)
+    auxv = [
+        (AT_PHDR, phdr_address(image, bias)), (AT_PHENT, image.phentsize),
+        (AT_PHNUM, image.phnum), (AT_PAGESZ, 0x1000), (AT_BASE, 0), (AT_FLAGS, 0),
+        (AT_ENTRY, image.entry + bias), (AT_UID, os.getuid()), (AT_EUID, os.geteuid()),
+        (AT_GID, os.getgid()), (AT_EGID, os.getegid()), (AT_HWCAP, isa.hwcap),
+        (AT_HWCAP2, isa.hwcap2), (AT_CLKTCK, 100), (AT_SECURE, 0), (AT_RANDOM, random_addr),
+        (AT_EXECFN, execfn_addr), (AT_PLATFORM, platform_addr), (AT_NULL, 0),
+    ]
+    table = [len(argv), *arg_addrs, 0, *env_addrs, 0]
+    for key, value in auxv:
+        table += [key, value]
+    blob = st.pack(table)
+    sp = (st.sp - len(blob)) & ~15
+    space.cpu.mem_write(sp, blob)
+    return sp

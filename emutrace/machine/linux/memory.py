@@ -1,0 +1,151 @@
+"""The guest's address space: which pages are mapped, where new mappings go, brk.
+
+Unicorn keeps the real memory; this keeps the bookkeeping Linux needs on top of it (free-gap
+search for mmap, the brk area) and talks to the CPU only through map/unmap/protect calls.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Protocol
+
+PAGE = 0x1000
+
+
+def page_down(x: int) -> int:
+    return x & ~(PAGE - 1)
+
+
+def page_up(x: int) -> int:
+    return (x + PAGE - 1) & ~(PAGE - 1)
+
+
+class MemoryPort(Protocol):
+    def mem_map(self, addr: int, size: int, perms: int = 7) -> None: ...
+
+    def mem_unmap(self, addr: int, size: int) -> None: ...
+
+    def mem_protect(self, addr: int, size: int, perms: int) -> None: ...
+
+    def mem_write(self, addr: int, data: bytes) -> None: ...
+
+    def mem_read(self, addr: int, size: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where things go, per word size (chosen to fit every ISA's emulated address width)."""
+
+    pie_base: int  # load bias for static-PIE executables
+    mmap_top: int  # mmap allocates top-down below this
+    mmap_bottom: int
+    stack_top: int
+    stack_size: int
+
+    @staticmethod
+    def for_word_size(word: int) -> Layout:
+        if word == 8:
+            return Layout(0x10_0000_0000, 0x7E_0000_0000, 0x20_0000_0000, 0x7F_0000_0000,
+                          8 << 20)
+        # 32-bit: stay below 0x80000000 (MIPS kseg0 starts there)
+        return Layout(0x0040_0000, 0x7700_0000, 0x1000_0000, 0x7FFF_0000, 8 << 20)
+
+
+class AddressSpace:
+    """Sorted, non-overlapping [start, end) intervals of mapped pages."""
+
+    def __init__(self, cpu: MemoryPort, layout: Layout) -> None:
+        self.cpu = cpu
+        self.layout = layout
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self.brk_start = 0
+        self.brk = 0
+
+    # ------------------------------------------------------------ bookkeeping
+    def mapped(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of [start, end) that are mapped."""
+        out = []
+        i = max(bisect.bisect_right(self._starts, start) - 1, 0)
+        while i < len(self._starts) and self._starts[i] < end:
+            lo, hi = max(self._starts[i], start), min(self._ends[i], end)
+            if lo < hi:
+                out.append((lo, hi))
+            i += 1
+        return out
+
+    def is_free(self, start: int, end: int) -> bool:
+        return not self.mapped(start, end)
+
+    def _add(self, start: int, end: int) -> None:
+        i = bisect.bisect_left(self._starts, start)
+        self._starts.insert(i, start)
+        self._ends.insert(i, end)
+
+    def _remove(self, start: int, end: int) -> None:
+        pieces = []
+        for s, e in zip(self._starts, self._ends, strict=True):
+            if e <= start or s >= end:
+                pieces.append((s, e))
+                continue
+            if s < start:
+                pieces.append((s, start))
+            if e > end:
+                pieces.append((end, e))
+        self._starts = [p[0] for p in pieces]
+        self._ends = [p[1] for p in pieces]
+
+    # ------------------------------------------------------------ operations
+    def map(self, start: int, size: int, perms: int) -> None:
+        start, end = page_down(start), page_up(start + size)
+        for lo, hi in self.mapped(start, end):  # MAP_FIXED semantics: replace what is there
+            self.unmap(lo, hi - lo)
+        self.cpu.mem_map(start, end - start, perms)
+        self._add(start, end)
+
+    def unmap(self, start: int, size: int) -> None:
+        start, end = page_down(start), page_up(start + size)
+        for lo, hi in self.mapped(start, end):
+            self.cpu.mem_unmap(lo, hi - lo)
+        self._remove(start, end)
+
+    def protect(self, start: int, size: int, perms: int) -> bool:
+        start, end = page_down(start), page_up(start + size)
+        parts = self.mapped(start, end)
+        if sum(hi - lo for lo, hi in parts) != end - start:
+            return False
+        for lo, hi in parts:
+            self.cpu.mem_protect(lo, hi - lo, perms)
+        return True
+
+    def find_free(self, size: int, hint: int = 0) -> int | None:
+        size = page_up(size)
+        if hint and self.layout.mmap_bottom <= hint and self.is_free(hint, hint + size):
+            return page_down(hint)
+        top = self.layout.mmap_top
+        while top - size >= self.layout.mmap_bottom:
+            blockers = self.mapped(top - size, top)
+            if not blockers:
+                return top - size
+            top = page_down(blockers[0][0])
+        return None
+
+    # ------------------------------------------------------------ brk
+    def init_brk(self, addr: int) -> None:
+        self.brk_start = self.brk = page_up(addr)
+
+    def set_brk(self, new: int) -> int:
+        """brk(2): grow or shrink the heap; returns the (possibly unchanged) break."""
+        if new < self.brk_start:
+            return self.brk
+        old_top, new_top = page_up(self.brk), page_up(new)
+        if new_top > old_top:
+            if not self.is_free(old_top, new_top):
+                return self.brk
+            self.cpu.mem_map(old_top, new_top - old_top, 3)
+            self._add(old_top, new_top)
+        elif new_top < old_top:
+            self.unmap(new_top, old_top - new_top)
+        self.brk = new
+        return new

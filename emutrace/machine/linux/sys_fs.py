@@ -1,0 +1,380 @@
+"""File-system system calls.  Every path goes through the sandbox; every descriptor is a
+host descriptor of our own (the guest's numbers map to them in ``kernel.fds``)."""
+
+from __future__ import annotations
+
+import os
+import stat as st_mod
+from typing import Any
+
+from emutrace.isa.base import GuestError
+from emutrace.machine.linux.kernel import FileDesc, LinuxKernel
+from emutrace.machine.linux.table import syscall
+
+# open(2) flags we translate from the guest's numbering to the host's, by name
+OPEN_FLAGS = ("O_CREAT", "O_EXCL", "O_NOCTTY", "O_TRUNC", "O_APPEND", "O_NONBLOCK",
+              "O_DIRECTORY", "O_NOFOLLOW", "O_DSYNC", "O_SYNC")
+DT_TYPES = ((st_mod.S_ISDIR, 4), (st_mod.S_ISREG, 8), (st_mod.S_ISLNK, 10), (st_mod.S_ISCHR, 2),
+            (st_mod.S_ISBLK, 6), (st_mod.S_ISFIFO, 1), (st_mod.S_ISSOCK, 12))
+PROC_SELF_EXE = (b"/proc/self/exe", b"/proc/self/fd/exe")
+
+K = LinuxKernel
+
+
+def _base(k: K, dirfd: int) -> str | None:
+    if k.signed(dirfd) == k.const("AT_FDCWD"):
+        return None
+    return k.fd(dirfd).guest_path
+
+
+def _resolve(k: K, dirfd: int, path_addr: int, **kw: Any) -> str:
+    return str(k.sandbox.resolve(k.string(path_addr), base=_base(k, dirfd), **kw))
+
+
+def _host_open_flags(k: K, flags: int) -> int:
+    host = flags & 3  # O_ACCMODE: 0, 1, 2 on every Linux ISA
+    for name in OPEN_FLAGS:
+        if name in k.abi.constants and flags & k.abi.constants[name]:
+            host |= getattr(os, name, 0)
+    return host
+
+
+# ---------------------------------------------------------------- open / close
+def _openat(k: K, dirfd: int, path_addr: int, flags: int, mode: int) -> int:
+    c = k.abi.constants
+    writes = flags & 3 != 0 or flags & (c["O_CREAT"] | c["O_TRUNC"] | c["O_APPEND"])
+    host = _resolve(k, dirfd, path_addr, write=bool(writes), create=bool(flags & c["O_CREAT"]),
+                    follow_final=not flags & c["O_NOFOLLOW"])
+    hfd = os.open(host, _host_open_flags(k, flags) | os.O_CLOEXEC, mode & 0o7777)
+    guest = k.sandbox.to_guest(os.path.realpath(host)) if host else host
+    return k.new_fd(FileDesc(hfd, guest, cloexec=bool(flags & c["O_CLOEXEC"])))
+
+
+@syscall("openat")
+def sys_openat(k: K, a: tuple[int, ...]) -> int:
+    return _openat(k, a[0], a[1], a[2], a[3])
+
+
+@syscall("open")
+def sys_open(k: K, a: tuple[int, ...]) -> int:
+    return _openat(k, k.const("AT_FDCWD"), a[0], a[1], a[2])
+
+
+@syscall("creat")
+def sys_creat(k: K, a: tuple[int, ...]) -> int:
+    c = k.abi.constants
+    return _openat(k, c["AT_FDCWD"], a[0], c["O_CREAT"] | c["O_WRONLY"] | c["O_TRUNC"], a[1])
+
+
+@syscall("close")
+def sys_close(k: K, a: tuple[int, ...]) -> int:
+    desc = k.fd(a[0])
+    del k.fds[k.signed(a[0])]
+    if not any(d.host_fd == desc.host_fd for d in k.fds.values()):
+        os.close(desc.host_fd)
+    return 0
+
+
+# ---------------------------------------------------------------- read / write
+@syscall("read")
+def sys_read(k: K, a: tuple[int, ...]) -> int:
+    data = os.read(k.fd(a[0]).host_fd, min(a[2], 1 << 24))
+    k.write(a[1], data)
+    return len(data)
+
+
+@syscall("write")
+def sys_write(k: K, a: tuple[int, ...]) -> int:
+    return os.write(k.fd(a[0]).host_fd, k.read(a[1], a[2]))
+
+
+def _iovecs(k: K, addr: int, count: int) -> list[tuple[int, int]]:
+    words = k.unpack_words(k.read(addr, 2 * k.word * count))
+    return list(zip(words[0::2], words[1::2], strict=True))
+
+
+@syscall("readv")
+def sys_readv(k: K, a: tuple[int, ...]) -> int:
+    total = 0
+    for base, length in _iovecs(k, a[1], a[2]):
+        data = os.read(k.fd(a[0]).host_fd, length)
+        k.write(base, data)
+        total += len(data)
+        if len(data) < length:
+            break
+    return total
+
+
+@syscall("writev")
+def sys_writev(k: K, a: tuple[int, ...]) -> int:
+    blob = b"".join(k.read(base, length) for base, length in _iovecs(k, a[1], a[2]))
+    return os.write(k.fd(a[0]).host_fd, blob)
+
+
+@syscall("pread64")
+def sys_pread64(k: K, a: tuple[int, ...]) -> int:
+    offset, _ = k.arg64(a, 3)
+    data = os.pread(k.fd(a[0]).host_fd, a[2], offset)
+    k.write(a[1], data)
+    return len(data)
+
+
+@syscall("pwrite64")
+def sys_pwrite64(k: K, a: tuple[int, ...]) -> int:
+    offset, _ = k.arg64(a, 3)
+    return os.pwrite(k.fd(a[0]).host_fd, k.read(a[1], a[2]), offset)
+
+
+@syscall("lseek")
+def sys_lseek(k: K, a: tuple[int, ...]) -> int:
+    return os.lseek(k.fd(a[0]).host_fd, k.signed(a[1]), a[2])
+
+
+@syscall("_llseek")
+def sys_llseek(k: K, a: tuple[int, ...]) -> int:
+    offset = (a[1] << 32) | a[2]
+    pos = os.lseek(k.fd(a[0]).host_fd, offset - (1 << 64) if offset >> 63 else offset, a[4])
+    k.write(a[3], pos.to_bytes(8, k.endian))
+    return 0
+
+
+@syscall("sendfile", "sendfile64")
+def sys_sendfile(k: K, a: tuple[int, ...]) -> int:
+    raise GuestError("ENOSYS")  # callers (busybox cat, coreutils) fall back to read/write
+
+
+# ---------------------------------------------------------------- stat family
+def _stat_values(s: os.stat_result) -> dict[str, int]:
+    out = {"st_dev": s.st_dev, "st_ino": s.st_ino, "st_mode": s.st_mode, "st_nlink": s.st_nlink,
+           "st_uid": s.st_uid, "st_gid": s.st_gid, "st_rdev": s.st_rdev, "st_size": s.st_size,
+           "st_blksize": s.st_blksize, "st_blocks": s.st_blocks}
+    for t in ("atime", "mtime", "ctime"):
+        ns = getattr(s, f"st_{t}_ns")
+        out[f"st_{t}"], out[f"st_{t}_nsec"] = divmod(ns, 10**9)
+    return out
+
+
+def _stat_at(k: K, dirfd: int, path_addr: int, flags: int) -> os.stat_result:
+    c = k.abi.constants
+    path = k.string(path_addr)
+    if not path and flags & c.get("AT_EMPTY_PATH", 0x1000):
+        return os.fstat(k.fd(dirfd).host_fd)
+    follow = not flags & c["AT_SYMLINK_NOFOLLOW"]
+    host = str(k.sandbox.resolve(path, base=_base(k, dirfd), follow_final=follow))
+    return os.stat(host, follow_symlinks=follow)
+
+
+def _put_stat(k: K, layout: str, addr: int, s: os.stat_result) -> int:
+    k.write(addr, k.struct_bytes(layout, _stat_values(s)))
+    return 0
+
+
+@syscall("fstat")
+def sys_fstat(k: K, a: tuple[int, ...]) -> int:
+    return _put_stat(k, "stat", a[1], os.fstat(k.fd(a[0]).host_fd))
+
+
+@syscall("fstat64")
+def sys_fstat64(k: K, a: tuple[int, ...]) -> int:
+    return _put_stat(k, "stat64", a[1], os.fstat(k.fd(a[0]).host_fd))
+
+
+@syscall("newfstatat")
+def sys_newfstatat(k: K, a: tuple[int, ...]) -> int:
+    return _put_stat(k, "stat", a[2], _stat_at(k, a[0], a[1], a[3]))
+
+
+@syscall("fstatat64")
+def sys_fstatat64(k: K, a: tuple[int, ...]) -> int:
+    return _put_stat(k, "stat64", a[2], _stat_at(k, a[0], a[1], a[3]))
+
+
+def _path_stat(layout: str, nofollow: bool) -> Any:
+    def handler(k: K, a: tuple[int, ...]) -> int:
+        flags = k.const("AT_SYMLINK_NOFOLLOW") if nofollow else 0
+        return _put_stat(k, layout, a[1], _stat_at(k, k.const("AT_FDCWD"), a[0], flags))
+    return handler
+
+
+syscall("stat")(_path_stat("stat", False))
+syscall("lstat")(_path_stat("stat", True))
+syscall("stat64")(_path_stat("stat64", False))
+syscall("lstat64")(_path_stat("stat64", True))
+
+
+@syscall("statx")
+def sys_statx(k: K, a: tuple[int, ...]) -> int:
+    s = _stat_at(k, a[0], a[1], a[2])
+    values = {"stx_mask": k.abi.constants.get("STATX_BASIC_STATS", 0x7FF),
+              "stx_blksize": s.st_blksize, "stx_nlink": s.st_nlink, "stx_uid": s.st_uid,
+              "stx_gid": s.st_gid, "stx_mode": s.st_mode, "stx_ino": s.st_ino,
+              "stx_size": s.st_size, "stx_blocks": s.st_blocks,
+              "stx_rdev_major": os.major(s.st_rdev), "stx_rdev_minor": os.minor(s.st_rdev),
+              "stx_dev_major": os.major(s.st_dev), "stx_dev_minor": os.minor(s.st_dev)}
+    blob = bytearray(k.struct_bytes("statx", values))
+    ts = k.abi.structs["statx_timestamp"]
+    for name, ns in (("atime", s.st_atime_ns), ("mtime", s.st_mtime_ns),
+                     ("ctime", s.st_ctime_ns), ("btime", s.st_ctime_ns)):
+        off = k.abi.structs["statx"].fields[f"stx_{name}"][0]
+        sec, nsec = divmod(ns, 10**9)
+        blob[off:off + ts.size] = k.struct_bytes("statx_timestamp",
+                                                 {"tv_sec": sec, "tv_nsec": nsec})
+    k.write(a[4], bytes(blob))
+    return 0
+
+
+# ---------------------------------------------------------------- directories
+@syscall("getdents64")
+def sys_getdents64(k: K, a: tuple[int, ...]) -> int:
+    desc = k.fd(a[0])
+    if desc.dir_entries is None:
+        host = str(k.sandbox.resolve(desc.guest_path))
+        entries = [(b".", os.stat(host).st_ino, 4), (b"..", os.stat(host + "/..").st_ino, 4)]
+        with os.scandir(os.fsencode(host)) as it:
+            for e in it:
+                mode = e.stat(follow_symlinks=False).st_mode
+                dtype = next((t for test, t in DT_TYPES if test(mode)), 0)
+                entries.append((e.name, e.inode(), dtype))
+        desc.dir_entries = entries
+    layout = k.abi.structs["linux_dirent64"]
+    name_off = layout.fields["d_name"][0]
+    out = bytearray()
+    while desc.dir_pos < len(desc.dir_entries):
+        name, ino, dtype = desc.dir_entries[desc.dir_pos]
+        reclen = (name_off + len(name) + 1 + 7) & ~7
+        if len(out) + reclen > a[2]:
+            break
+        rec = bytearray(k.struct_bytes("linux_dirent64", {
+            "d_ino": ino, "d_off": desc.dir_pos + 1, "d_reclen": reclen, "d_type": dtype}))
+        rec[name_off:] = name + b"\0"
+        out += rec.ljust(reclen, b"\0")
+        desc.dir_pos += 1
+    if not out and desc.dir_pos < len(desc.dir_entries):
+        raise GuestError("EINVAL")  # buffer too small for one entry
+    k.write(a[1], bytes(out))
+    return len(out)
+
+
+@syscall("getcwd")
+def sys_getcwd(k: K, a: tuple[int, ...]) -> int:
+    cwd = os.fsencode(k.sandbox.guest_cwd) + b"\0"
+    if len(cwd) > a[1]:
+        raise GuestError("ERANGE")
+    k.write(a[0], cwd)
+    return len(cwd)
+
+
+@syscall("chdir")
+def sys_chdir(k: K, a: tuple[int, ...]) -> int:
+    k.sandbox.chdir(k.string(a[0]))
+    return 0
+
+
+@syscall("fchdir")
+def sys_fchdir(k: K, a: tuple[int, ...]) -> int:
+    k.sandbox.chdir(k.fd(a[0]).guest_path)
+    return 0
+
+
+def _readlink(k: K, dirfd: int, path_addr: int, buf: int, size: int) -> int:
+    path = k.string(path_addr)
+    if path in PROC_SELF_EXE:
+        target = os.fsencode(k.exe_guest_path)
+    else:
+        host = str(k.sandbox.resolve(path, base=_base(k, dirfd), follow_final=False))
+        target = os.readlink(os.fsencode(host))
+    k.write(buf, target[:size])
+    return min(len(target), size)
+
+
+@syscall("readlinkat")
+def sys_readlinkat(k: K, a: tuple[int, ...]) -> int:
+    return _readlink(k, a[0], a[1], a[2], a[3])
+
+
+@syscall("readlink")
+def sys_readlink(k: K, a: tuple[int, ...]) -> int:
+    return _readlink(k, k.const("AT_FDCWD"), a[0], a[1], a[2])
+
+
+def _access(k: K, dirfd: int, path_addr: int, mode: int, flags: int) -> int:
+    host = _resolve(k, dirfd, path_addr, write=bool(mode & os.W_OK),
+                    follow_final=not flags & k.const("AT_SYMLINK_NOFOLLOW"))
+    if not os.path.lexists(host):
+        raise GuestError("ENOENT")
+    if not os.access(host, mode):
+        raise GuestError("EACCES")
+    return 0
+
+
+@syscall("faccessat", "faccessat2")
+def sys_faccessat(k: K, a: tuple[int, ...]) -> int:
+    return _access(k, a[0], a[1], a[2], a[3] if len(a) > 3 else 0)
+
+
+@syscall("access")
+def sys_access(k: K, a: tuple[int, ...]) -> int:
+    return _access(k, k.const("AT_FDCWD"), a[0], a[1], 0)
+
+
+# ---------------------------------------------------------------- changing the tree
+@syscall("unlinkat")
+def sys_unlinkat(k: K, a: tuple[int, ...]) -> int:
+    host = _resolve(k, a[0], a[1], write=True, follow_final=False)
+    if a[2] & k.const("AT_REMOVEDIR"):
+        os.rmdir(host)
+    else:
+        os.unlink(host)
+    return 0
+
+
+@syscall("unlink")
+def sys_unlink(k: K, a: tuple[int, ...]) -> int:
+    os.unlink(_resolve(k, k.const("AT_FDCWD"), a[0], write=True, follow_final=False))
+    return 0
+
+
+@syscall("rmdir")
+def sys_rmdir(k: K, a: tuple[int, ...]) -> int:
+    os.rmdir(_resolve(k, k.const("AT_FDCWD"), a[0], write=True, follow_final=False))
+    return 0
+
+
+@syscall("mkdirat")
+def sys_mkdirat(k: K, a: tuple[int, ...]) -> int:
+    os.mkdir(_resolve(k, a[0], a[1], write=True, create=True, follow_final=False), a[2] & 0o7777)
+    return 0
+
+
+@syscall("mkdir")
+def sys_mkdir(k: K, a: tuple[int, ...]) -> int:
+    return sys_mkdirat(k, (k.const("AT_FDCWD"), a[0], a[1]))
+
+
+@syscall("renameat", "renameat2")
+def sys_renameat(k: K, a: tuple[int, ...]) -> int:
+    if len(a) > 4 and a[4]:
+        raise GuestError("EINVAL")  # RENAME_NOREPLACE/EXCHANGE/WHITEOUT not supported
+    old = _resolve(k, a[0], a[1], write=True, follow_final=False)
+    new = _resolve(k, a[2], a[3], write=True, create=True, follow_final=False)
+    os.rename(old, new)
+    return 0
+
+
+@syscall("rename")
+def sys_rename(k: K, a: tuple[int, ...]) -> int:
+    fdcwd = k.const("AT_FDCWD")
+    return sys_renameat(k, (fdcwd, a[0], fdcwd, a[1]))
+
+
+@syscall("ftruncate")
+def sys_ftruncate(k: K, a: tuple[int, ...]) -> int:
+    os.ftruncate(k.fd(a[0]).host_fd, a[1])
+    return 0
+
+
+@syscall("ftruncate64")
+def sys_ftruncate64(k: K, a: tuple[int, ...]) -> int:
+    length, _ = k.arg64(a, 1)
+    os.ftruncate(k.fd(a[0]).host_fd, length)
+    return 0

@@ -1,0 +1,277 @@
+"""Process, identity, time, limits and signal system calls."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal as host_signal
+import time
+
+from emutrace.isa.base import GuestError
+from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
+from emutrace.machine.linux.table import syscall
+
+K = LinuxKernel
+
+
+class GuestKilled(Exception):
+    """The guest sent itself a fatal signal (abort → tgkill(SIGABRT))."""
+
+    def __init__(self, signal_name: str, host_signal: int) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.host_signal = host_signal
+
+
+# ---------------------------------------------------------------- lifetime
+@syscall("exit", "exit_group")
+def sys_exit(k: K, a: tuple[int, ...]) -> int:
+    raise GuestExit(a[0] & 0xFF)
+
+
+def _signal_self(k: K, sig: int) -> int:
+    if sig == 0:
+        return 0
+    name = next((n for n, v in k.abi.constants.items()
+                 if v == sig and n.startswith("SIG") and not n.startswith("SIG_")), None)
+    if name is None:
+        raise GuestError("EINVAL")
+    raise GuestKilled(name, int(getattr(host_signal, name, 9)))
+
+
+@syscall("kill", "tkill")
+def sys_kill(k: K, a: tuple[int, ...]) -> int:
+    return _signal_self(k, a[1])  # one process, one thread: every target is ourselves
+
+
+@syscall("tgkill")
+def sys_tgkill(k: K, a: tuple[int, ...]) -> int:
+    return _signal_self(k, a[2])
+
+
+@syscall("set_tid_address", "gettid", "getpid")
+def sys_getpid(k: K, a: tuple[int, ...]) -> int:
+    return os.getpid()
+
+
+@syscall("getppid")
+def sys_getppid(k: K, a: tuple[int, ...]) -> int:
+    return os.getppid()
+
+
+@syscall("getuid", "getuid32")
+def sys_getuid(k: K, a: tuple[int, ...]) -> int:
+    return os.getuid()
+
+
+@syscall("geteuid", "geteuid32")
+def sys_geteuid(k: K, a: tuple[int, ...]) -> int:
+    return os.geteuid()
+
+
+@syscall("getgid", "getgid32")
+def sys_getgid(k: K, a: tuple[int, ...]) -> int:
+    return os.getgid()
+
+
+@syscall("getegid", "getegid32")
+def sys_getegid(k: K, a: tuple[int, ...]) -> int:
+    return os.getegid()
+
+
+@syscall("getgroups", "getgroups32")
+def sys_getgroups(k: K, a: tuple[int, ...]) -> int:
+    return 0
+
+
+@syscall("set_robust_list", "sched_yield")
+def sys_accept_quietly(k: K, a: tuple[int, ...]) -> int:
+    return 0  # one thread, no futexes shared with anybody
+
+
+@syscall("rseq", "prctl")
+def sys_not_supported(k: K, a: tuple[int, ...]) -> int:
+    # glibc treats ENOSYS from rseq as "no rseq"; busybox ignores prctl failures
+    raise GuestError("ENOSYS")
+
+
+@syscall("umask")
+def sys_umask(k: K, a: tuple[int, ...]) -> int:
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+@syscall("uname")
+def sys_uname(k: K, a: tuple[int, ...]) -> int:
+    host = os.uname()
+    fields = (host.sysname, host.nodename, host.release, host.version,
+              k.isa.uname_machine, "(none)")
+    layout = k.abi.structs["new_utsname"]
+    width = layout.size // 6
+    k.write(a[0], b"".join(f.encode()[:width - 1].ljust(width, b"\0") for f in fields))
+    return 0
+
+
+# ---------------------------------------------------------------- time
+CLOCKS = {"CLOCK_REALTIME": time.CLOCK_REALTIME, "CLOCK_MONOTONIC": time.CLOCK_MONOTONIC,
+          "CLOCK_PROCESS_CPUTIME_ID": time.CLOCK_PROCESS_CPUTIME_ID,
+          "CLOCK_THREAD_CPUTIME_ID": time.CLOCK_THREAD_CPUTIME_ID,
+          "CLOCK_MONOTONIC_RAW": time.CLOCK_MONOTONIC_RAW,
+          "CLOCK_REALTIME_COARSE": time.CLOCK_REALTIME,
+          "CLOCK_MONOTONIC_COARSE": time.CLOCK_MONOTONIC,
+          "CLOCK_BOOTTIME": time.CLOCK_BOOTTIME}
+
+
+def _clock_ns(k: K, clk: int) -> int:
+    for name, host in CLOCKS.items():
+        if k.abi.constants.get(name) == clk:
+            return time.clock_gettime_ns(host)
+    raise GuestError("EINVAL")
+
+
+def _put_time(k: K, layout: str, addr: int, ns: int, sub: str = "tv_nsec",
+              scale: int = 1) -> int:
+    if addr:
+        sec, rest = divmod(ns, 10**9)
+        k.write(addr, k.struct_bytes(layout, {"tv_sec": sec, sub: rest // scale}))
+    return 0
+
+
+@syscall("clock_gettime")
+def sys_clock_gettime(k: K, a: tuple[int, ...]) -> int:
+    return _put_time(k, "timespec", a[1], _clock_ns(k, a[0]))
+
+
+@syscall("clock_gettime64")
+def sys_clock_gettime64(k: K, a: tuple[int, ...]) -> int:
+    return _put_time(k, "kernel_timespec", a[1], _clock_ns(k, a[0]))
+
+
+@syscall("clock_getres")
+def sys_clock_getres(k: K, a: tuple[int, ...]) -> int:
+    _clock_ns(k, a[0])
+    return _put_time(k, "timespec", a[1], 1)
+
+
+@syscall("clock_getres_time64")
+def sys_clock_getres64(k: K, a: tuple[int, ...]) -> int:
+    _clock_ns(k, a[0])
+    return _put_time(k, "kernel_timespec", a[1], 1)
+
+
+@syscall("gettimeofday")
+def sys_gettimeofday(k: K, a: tuple[int, ...]) -> int:
+    return _put_time(k, "timeval", a[0], time.time_ns(), "tv_usec", 1000)
+
+
+@syscall("time")
+def sys_time(k: K, a: tuple[int, ...]) -> int:
+    now = int(time.time())
+    if a[0]:
+        k.write(a[0], k.pack_words(now))
+    return now
+
+
+def _sleep_ns(k: K, layout: str, addr: int) -> int:
+    lay = k.abi.structs[layout]
+    blob = k.read(addr, lay.size)
+    sec_off, sec_size = lay.fields["tv_sec"]
+    ns_off, ns_size = lay.fields["tv_nsec"]
+    sec = int.from_bytes(blob[sec_off:sec_off + sec_size], k.endian, signed=True)
+    nsec = int.from_bytes(blob[ns_off:ns_off + ns_size], k.endian, signed=True)
+    if sec < 0 or not 0 <= nsec < 10**9:
+        raise GuestError("EINVAL")
+    return sec * 10**9 + nsec
+
+
+@syscall("nanosleep")
+def sys_nanosleep(k: K, a: tuple[int, ...]) -> int:
+    time.sleep(_sleep_ns(k, "timespec", a[0]) / 1e9)
+    return 0
+
+
+def _clock_nanosleep(k: K, a: tuple[int, ...], layout: str) -> int:
+    ns = _sleep_ns(k, layout, a[2])
+    if a[1] & 1:  # TIMER_ABSTIME
+        ns -= _clock_ns(k, a[0])
+    if ns > 0:
+        time.sleep(ns / 1e9)
+    return 0
+
+
+@syscall("clock_nanosleep")
+def sys_clock_nanosleep(k: K, a: tuple[int, ...]) -> int:
+    return _clock_nanosleep(k, a, "timespec")
+
+
+@syscall("clock_nanosleep_time64")
+def sys_clock_nanosleep64(k: K, a: tuple[int, ...]) -> int:
+    return _clock_nanosleep(k, a, "kernel_timespec")
+
+
+@syscall("getrandom")
+def sys_getrandom(k: K, a: tuple[int, ...]) -> int:
+    k.write(a[0], k.random_bytes(a[1]))
+    return a[1]
+
+
+# ---------------------------------------------------------------- limits
+def _host_resource(k: K, number: int) -> int:
+    for name, value in k.abi.constants.items():
+        if name.startswith("RLIMIT_") and value == number and hasattr(resource, name):
+            return int(getattr(resource, name))
+    raise GuestError("EINVAL")
+
+
+def _limits(k: K, number: int, bits: int) -> tuple[int, int]:
+    top = (1 << bits) - 1
+    cur, hi = resource.getrlimit(_host_resource(k, number))
+    return (top if cur == resource.RLIM_INFINITY else min(cur, top),
+            top if hi == resource.RLIM_INFINITY else min(hi, top))
+
+
+@syscall("prlimit64")
+def sys_prlimit64(k: K, a: tuple[int, ...]) -> int:
+    if a[0] not in (0, os.getpid()):
+        raise GuestError("ESRCH")
+    if a[3]:
+        cur, hi = _limits(k, a[1], 64)
+        k.write(a[3], k.struct_bytes("rlimit64", {"rlim_cur": cur, "rlim_max": hi}))
+    return 0  # a new limit (a[2]) is accepted and not applied: the host process is ours
+
+
+@syscall("getrlimit", "ugetrlimit")
+def sys_getrlimit(k: K, a: tuple[int, ...]) -> int:
+    cur, hi = _limits(k, a[0], 8 * k.word)
+    k.write(a[1], k.struct_bytes("rlimit", {"rlim_cur": cur, "rlim_max": hi}))
+    return 0
+
+
+@syscall("setrlimit")
+def sys_setrlimit(k: K, a: tuple[int, ...]) -> int:
+    _host_resource(k, a[0])
+    return 0
+
+
+# ---------------------------------------------------------------- signals (no delivery yet)
+@syscall("rt_sigaction")
+def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
+    if a[2]:
+        layout = k.abi.structs.get("sigaction")
+        k.write(a[2], bytes(layout.size if layout else 4 * k.word + 8))
+    return 0
+
+
+@syscall("rt_sigprocmask")
+def sys_rt_sigprocmask(k: K, a: tuple[int, ...]) -> int:
+    if a[2]:
+        k.write(a[2], bytes(a[3] or 8))
+    return 0
+
+
+@syscall("sigaltstack")
+def sys_sigaltstack(k: K, a: tuple[int, ...]) -> int:
+    if a[1]:
+        k.write(a[1], bytes(3 * k.word))
+    return 0

@@ -1,0 +1,117 @@
+"""Wiring: image → CPU → address space → Linux kernel → run.  The CLI's `run` and the tests
+use this; later the tracing backends plug in between the CPU and the run."""
+
+from __future__ import annotations
+
+import os
+import signal as host_signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from emutrace.elf import Image, load_image
+from emutrace.errors import UsageError
+from emutrace.isa import UnknownIsa, by_name
+from emutrace.isa.abi import load_abi
+from emutrace.machine.linux import sys_fd, sys_fs, sys_mem, sys_proc  # noqa: F401 (register)
+from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
+from emutrace.machine.linux.loader import build_stack, load_segments
+from emutrace.machine.linux.memory import AddressSpace, Layout
+from emutrace.machine.linux.sandbox import Sandbox
+from emutrace.machine.linux.sys_proc import GuestKilled
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet, Stop, run
+
+
+@dataclass
+class RunConfig:
+    program: str
+    args: Sequence[str] = ()
+    arch: str | None = None
+    root: str = "/"
+    allow_write: Sequence[str] = ()
+    max_insns: int = 0
+    timeout: float = 0.0
+    env: dict[str, str] | None = None  # None: the host environment, as qemu-user passes it
+
+
+@dataclass
+class RunResult:
+    stop: Stop
+    image: Image
+    syscalls: int = 0
+    syscall_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """What a shell would see: the status, or 128 + signal for a killed process."""
+        if self.stop.kind == "exit":
+            return self.stop.status
+        sig = getattr(host_signal, self.stop.signal, host_signal.SIGKILL)
+        return 128 + int(sig)
+
+
+def open_image(program: str, arch: str | None) -> Image:
+    image = load_image(program)
+    if arch is not None:
+        try:
+            wanted = by_name(arch)
+        except UnknownIsa as e:
+            raise UsageError(str(e)) from None
+        if wanted.name != image.isa.name:
+            raise UsageError(f"--arch {arch} disagrees with {program}, which is "
+                             f"{image.isa.name} (ELF header)")
+    return image
+
+
+def guest_path_of(sandbox: Sandbox, program: str) -> str:
+    try:
+        from pathlib import Path
+
+        return sandbox.to_guest(Path(os.path.realpath(program)))
+    except ValueError:
+        return program
+
+
+class Process:
+    """A program loaded into a fresh emulated CPU with its Linux layer, ready to run."""
+
+    def __init__(self, config: RunConfig, warn: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.image = open_image(config.program, config.arch)
+        isa = self.image.isa
+        self.cpu = UnicornCpu(isa)
+        self.cpu.apply_reset()
+        self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size))
+        self.sandbox = Sandbox(config.root, config.allow_write or [os.getcwd()])
+        self.bias = load_segments(self.image, self.space)
+        exe = guest_path_of(self.sandbox, config.program)
+        self.kernel = LinuxKernel(self.cpu, isa, load_abi(isa.name), self.space, self.sandbox,
+                                  exe, warn or (lambda m: print(m, file=sys.stderr)))
+        env = os.environ if config.env is None else config.env
+        argv = [os.fsencode(config.program), *(os.fsencode(a) for a in config.args)]
+        envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
+        sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,
+                         self.kernel.random_bytes(16))
+        regs = isa.registers
+        self.entry = self.image.entry + self.bias
+        self.cpu.reg_write(regs.sp, sp)
+        for reg in isa.entry_regs:
+            self.cpu.reg_write(reg, self.entry)
+        self.hooks = HookSet(self.cpu, self.kernel.on_syscall)
+
+    def run(self) -> RunResult:
+        def on_exit(e: BaseException) -> Stop:
+            if isinstance(e, GuestExit):
+                return Stop("exit", status=e.status, pc=self.cpu.pc)
+            assert isinstance(e, GuestKilled)
+            return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
+
+        try:
+            stop = run(self.cpu, self.hooks, self.entry, max_insns=self.config.max_insns,
+                       timeout=self.config.timeout, exits=(GuestExit, GuestKilled),
+                       on_exit=on_exit)
+        finally:
+            self.kernel.close_all()
+        return RunResult(stop, self.image, self.kernel.stats.count,
+                         dict(self.kernel.stats.by_name))

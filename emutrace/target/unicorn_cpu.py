@@ -1,0 +1,104 @@
+"""The Unicorn engine behind :class:`~emutrace.isa.base.CpuPort`.
+
+Creates a Uc for an ISA from the names in its description, applies the reset fix-ups, and
+gives register access by our short names (constants resolved once and cached).
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import reduce
+
+import unicorn
+from unicorn import unicorn_const as ucc
+
+from emutrace.isa.base import Isa, RegValue
+
+PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
+
+
+def _const(module: object, name: str) -> int:
+    try:
+        return int(getattr(module, name))
+    except AttributeError:
+        raise KeyError(f"{getattr(module, '__name__', module)} has no constant {name}") from None
+
+
+class UnicornCpu:
+    """One emulated CPU with its memory; implements CpuPort."""
+
+    def __init__(self, isa: Isa) -> None:
+        self.isa = isa
+        eng = isa.engines
+        mode = reduce(lambda a, m: a | _const(ucc, m), eng.uc_mode, 0)
+        self.uc = unicorn.Uc(_const(ucc, eng.uc_arch), mode)
+        if eng.uc_cpu_model:
+            self.uc.ctl_set_cpu_model(_const(ucc, eng.uc_cpu_model))
+        if eng.uc_tlb_virtual:
+            self.uc.ctl_set_tlb_mode(ucc.UC_TLB_VIRTUAL)
+        self._regmod = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
+        self._reg_ids: dict[str, int] = {}
+        self.byteorder = isa.identity.endian
+        self.word = isa.identity.word_size
+
+    # ------------------------------------------------------------ registers
+    def reg_id(self, name: str) -> int:
+        rid = self._reg_ids.get(name)
+        if rid is None:
+            rid = _const(self._regmod, self.isa.engines.uc_reg_constant(name))
+            self._reg_ids[name] = rid
+        return rid
+
+    def reg_read(self, name: str) -> int:
+        value = self.uc.reg_read(self.reg_id(name))
+        assert isinstance(value, int)
+        return value
+
+    def reg_write(self, name: str, value: RegValue) -> None:
+        self.uc.reg_write(self.reg_id(name), value)  # type: ignore[arg-type]
+
+    @property
+    def pc(self) -> int:
+        return self.reg_read(self.isa.registers.pc)
+
+    # ------------------------------------------------------------ memory
+    def mem_read(self, addr: int, size: int) -> bytes:
+        return bytes(self.uc.mem_read(addr, size))
+
+    def mem_write(self, addr: int, data: bytes) -> None:
+        self.uc.mem_write(addr, data)
+
+    def mem_map(self, addr: int, size: int, perms: int = 7) -> None:
+        self.uc.mem_map(addr, size, perms)
+
+    def mem_unmap(self, addr: int, size: int) -> None:
+        self.uc.mem_unmap(addr, size)
+
+    def mem_protect(self, addr: int, size: int, perms: int) -> None:
+        self.uc.mem_protect(addr, size, perms)
+
+    def read_word(self, addr: int) -> int:
+        return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
+
+    def pack_word(self, value: int) -> bytes:
+        return (value & ((1 << (8 * self.word)) - 1)).to_bytes(self.word, self.byteorder)
+
+    def read_cstring(self, addr: int, limit: int = 4096) -> bytes:
+        out = bytearray()
+        while len(out) < limit:
+            chunk = self.mem_read(addr + len(out), min(256, 0x1000 - ((addr + len(out)) & 0xFFF)))
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                out += chunk[:nul]
+                return bytes(out)
+            out += chunk
+        raise ValueError("string too long")
+
+    # ------------------------------------------------------------ reset
+    def apply_reset(self) -> None:
+        """Reset fix-ups from the ISA description, then its set-up code."""
+        for fix in self.isa.reset:
+            value = fix.value if fix.combine == "set" else self.reg_read(fix.reg) | fix.value
+            self.reg_write(fix.reg, value)
+        if self.isa.setup is not None:
+            self.isa.setup(self)

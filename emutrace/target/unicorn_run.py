@@ -1,0 +1,142 @@
+"""Running a loaded program on Unicorn: the hooks that connect the CPU to the Linux layer,
+and the one `emu_start` call with its budget.  Every way a run can end becomes a
+:class:`Stop`; nothing escapes as a raw Unicorn error."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import unicorn
+from unicorn import unicorn_const as ucc
+
+from emutrace.target.unicorn_cpu import UnicornCpu
+
+# Unicorn error → the signal Linux would deliver for that fault
+FAULT_SIGNALS = {
+    ucc.UC_ERR_READ_UNMAPPED: "SIGSEGV", ucc.UC_ERR_WRITE_UNMAPPED: "SIGSEGV",
+    ucc.UC_ERR_FETCH_UNMAPPED: "SIGSEGV", ucc.UC_ERR_READ_PROT: "SIGSEGV",
+    ucc.UC_ERR_WRITE_PROT: "SIGSEGV", ucc.UC_ERR_FETCH_PROT: "SIGSEGV",
+    ucc.UC_ERR_READ_UNALIGNED: "SIGBUS", ucc.UC_ERR_WRITE_UNALIGNED: "SIGBUS",
+    ucc.UC_ERR_FETCH_UNALIGNED: "SIGBUS", ucc.UC_ERR_INSN_INVALID: "SIGILL",
+    ucc.UC_ERR_EXCEPTION: "SIGILL",
+}
+ACCESS_NAMES = {
+    ucc.UC_MEM_READ_UNMAPPED: "read of unmapped", ucc.UC_MEM_WRITE_UNMAPPED: "write to unmapped",
+    ucc.UC_MEM_FETCH_UNMAPPED: "fetch from unmapped", ucc.UC_MEM_READ_PROT: "read of protected",
+    ucc.UC_MEM_WRITE_PROT: "write to protected", ucc.UC_MEM_FETCH_PROT: "fetch from protected",
+}
+
+
+@dataclass
+class Stop:
+    """Why emulation ended: "exit", "signal", "timeout", "max_insns" or "interrupted"."""
+
+    kind: str
+    status: int = 0  # exit status for "exit"
+    signal: str = ""  # e.g. "SIGSEGV" for "signal"
+    pc: int = 0
+    fault_addr: int | None = None
+    detail: str = ""
+
+
+class CpuException(Exception):
+    """A CPU exception that is not a system call (raised from the INTR hook)."""
+
+    def __init__(self, intno: int) -> None:
+        super().__init__(intno)
+        self.intno = intno
+
+
+class HookSet:
+    """Installs the syscall, exception and memory-fault hooks for one process."""
+
+    def __init__(self, cpu: UnicornCpu, on_syscall: Callable[[], None]) -> None:
+        self.cpu = cpu
+        self.fault: tuple[str, int] | None = None
+        conv = cpu.isa.syscalls
+        uc = cpu.uc
+        if conv.hook == "insn":
+            const = getattr(unicorn.x86_const, conv.insn or "")
+            uc.hook_add(ucc.UC_HOOK_INSN, lambda _uc, _d: on_syscall(), None, 1, 0, const)
+            uc.hook_add(ucc.UC_HOOK_INTR, self._exception)
+        else:
+            def on_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
+                if intno == conv.intno:
+                    on_syscall()
+                else:
+                    self._exception(_uc, intno, _d)
+            uc.hook_add(ucc.UC_HOOK_INTR, on_intr)
+        uc.hook_add(ucc.UC_HOOK_MEM_INVALID, self._mem_invalid)
+
+    def _exception(self, _uc: unicorn.Uc, intno: int, _d: object) -> None:
+        raise CpuException(intno)
+
+    def _mem_invalid(self, _uc: unicorn.Uc, access: int, addr: int, size: int, value: int,
+                     _d: object) -> bool:
+        self.fault = (ACCESS_NAMES.get(access, "invalid access to"), addr)
+        return False
+
+
+@contextmanager
+def interruptible(cpu: UnicornCpu) -> Iterator[list[bool]]:
+    """Ctrl-C stops emulation cleanly: SIGINT is blocked in this thread and taken by a
+    watcher thread with sigwait, which calls emu_stop (a Python signal handler would not run
+    while the main thread is inside emu_start)."""
+    hit = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield hit
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if signal.sigtimedwait({signal.SIGINT}, 0.2) is not None:
+                hit[0] = True
+                cpu.uc.emu_stop()
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield hit
+    finally:
+        done.set()
+        watcher.join()
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
+        timeout: float = 0.0, exits: tuple[type[BaseException], ...] = (),
+        on_exit: Callable[[BaseException], Stop] | None = None) -> Stop:
+    """One emu_start from entry to a sentinel outside mapped memory.  Exceptions of the types
+    in `exits` (guest exit, guest signal) raised by hooks are turned into a Stop by on_exit."""
+    sentinel = (1 << (8 * cpu.word)) - 16
+    start = time.monotonic()
+    with interruptible(cpu) as interrupted:
+        try:
+            cpu.uc.emu_start(entry, sentinel, timeout=int(timeout * 1e6), count=max_insns)
+        except exits as e:
+            assert on_exit is not None
+            return on_exit(e)
+        except CpuException as e:
+            sig = next((("SIGTRAP") for b in cpu.isa.breakpoints if b.intno == e.intno), "SIGILL")
+            return Stop("signal", signal=sig, pc=cpu.pc, detail=f"CPU exception {e.intno}")
+        except unicorn.UcError as e:
+            sig = FAULT_SIGNALS.get(e.errno, "SIGILL")
+            if hooks.fault is not None:
+                what, addr = hooks.fault
+                return Stop("signal", signal=sig, pc=cpu.pc, fault_addr=addr,
+                            detail=f"{what} memory at {addr:#x}")
+            return Stop("signal", signal=sig, pc=cpu.pc, detail=str(e))
+    if interrupted[0]:
+        return Stop("interrupted", signal="SIGINT", pc=cpu.pc)
+    if timeout and time.monotonic() - start >= timeout * 0.99:
+        return Stop("timeout", pc=cpu.pc)
+    if max_insns:
+        return Stop("max_insns", pc=cpu.pc)
+    return Stop("signal", signal="SIGSEGV", pc=cpu.pc, detail="emulation left mapped code")
