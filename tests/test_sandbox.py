@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from emutrace.machine.linux.sandbox import MAXSYMLINKS, Sandbox, SandboxError
@@ -93,6 +93,11 @@ def test_relative_host_paths_are_made_absolute(tree: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tree)
     sb = Sandbox(".", writable=["home/user"])
     assert sb.root == tree
+    assert sb.writable == (tree / "home" / "user",)
+
+
+def test_single_writable_path_is_one_directory(tree: Path) -> None:
+    sb = Sandbox(str(tree), writable=str(tree / "home" / "user"))
     assert sb.writable == (tree / "home" / "user",)
 
 
@@ -508,6 +513,41 @@ def test_chdir_unsearchable_directory(sb: Sandbox, tree: Path) -> None:
         locked.chmod(0o700)
 
 
+def test_chdir_unsearchable_directory_any_uid(
+    sb: Sandbox, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_access = os.access
+    locked = tree / "etc" / "sub"
+
+    def access(path: object, mode: int) -> bool:
+        assert isinstance(path, (str, bytes, os.PathLike))
+        return False if Path(os.fsdecode(path)) == locked else real_access(path, mode)
+
+    monkeypatch.setattr(os, "access", access)
+    err = raises("EACCES", sb.chdir, "/etc/sub")
+    assert not err.denied
+    assert "not searchable" in str(err)
+    assert sb.guest_cwd == "/home/user"
+
+
+def test_host_errors_are_reported_with_their_errno(
+    sb: Sandbox, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_lstat = os.lstat
+    blocked = os.fsencode(tree / "etc" / "sub")
+
+    def lstat(path: bytes) -> os.stat_result:
+        if path == blocked:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_lstat(path)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    err = raises("EACCES", sb.resolve, "/etc/sub/x")
+    assert not err.denied  # the host refused, not the sandbox policy
+    assert "permission denied" in str(err)
+    assert sb.resolve("/etc/passwd") == tree / "etc" / "passwd"
+
+
 # --------------------------------------------------------------------------- bytes names
 
 
@@ -600,6 +640,7 @@ def test_property_results_stay_inside_root(data: st.DataObject, tree: dict[str, 
         try:
             result = sb.resolve(path, base=base, follow_final=follow, write=write, create=create)
         except SandboxError as err:
+            event(f"error {err.errno_name} denied={err.denied} write={write}")
             assert err.errno_name in {"EACCES", "ENOENT", "ENOTDIR", "ELOOP", "EEXIST"}
             assert "\n" not in str(err)
             if err.denied:
@@ -612,6 +653,7 @@ def test_property_results_stay_inside_root(data: st.DataObject, tree: dict[str, 
                 plain = sb.resolve(path, base=base, follow_final=follow)
                 assert not any(plain != w and plain.is_relative_to(w) for w in writable)
             return
+        event(f"resolved exists={os.path.lexists(result)} write={write}")
         assert result.is_absolute()
         assert ".." not in result.parts and "." not in result.parts
         assert _inside(result, root)
@@ -632,7 +674,7 @@ def _kernel_lookup(path: str, dir_fd: int, follow: bool) -> os.stat_result | str
     try:
         fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError as e:
-        return errno.errorcode[e.errno]
+        return errno.errorcode.get(e.errno or 0, "EIO")
     try:
         return os.fstat(fd)
     finally:
@@ -660,6 +702,7 @@ def test_property_matches_kernel_with_host_root(data: st.DataObject, tree: dict[
             kernel = _kernel_lookup(path, dfd, follow)
         finally:
             os.close(dfd)
+        event(f"outcome {result if isinstance(result, str) else 'found'}")
         if isinstance(result, str):
             assert kernel == result, (path, base)
         elif not os.path.lexists(result):

@@ -56,7 +56,7 @@ Families (all integer-valued macros of the header matching the pattern):
 PKEY_`` (mman), ``SEEK_ RENAME_`` (linux/fs.h), ``S_I* STATX_ UTIME_`` (stat),
 ``CLOCK_ TIMER_ABSTIME ITIMER_`` (linux/time.h), ``GRND_``, ``RLIMIT_ RLIM_``
 (asm/resource.h), ``RUSAGE_ PRIO_``, signals ``SIG*`` ``SIG_BLOCK/UNBLOCK/SETMASK``
-``SA_ SS_ MINSIGSTKSZ _NSIG NSIG`` (asm/signal.h), everything in
+``SA_ SS_ MINSIGSTKSZ _NSIG`` (asm/signal.h; not the legacy ``NSIG``), everything in
 ``<asm/termbits.h>`` (c_cc indices, termios flag bits, baud rates, TCSANOW...),
 ``TC* TIOC* FIO*`` (asm/ioctls.h), ``CLONE_ CSIGNAL SCHED_``, ``FUTEX_``, wait
 flags ``W* __W* P_*``, auxv ``AT_*`` (linux/auxvec.h; same namespace as the
@@ -77,8 +77,14 @@ i386; ``SA_RESTORER`` is absent on mips/mipsel/riscv64; ``SIGSTKFLT`` is absent
 on mips/mipsel (which have ``SIGEMT``); ``SIGRTMAX`` is not an integer constant
 in the x86/arm/s390x uapi headers (it expands to the kernel-only ``_NSIG``), so
 it is missing there; ``_NSIG`` likewise exists only on the asm-generic, mips
-and powerpc headers.  ``tools/gen_abi.py`` prints any explicitly required name
-that is missing for an ISA.
+and powerpc headers.  ``MAP_32BIT`` is x86 only; ``MAP_SYNC``,
+``MAP_UNINITIALIZED`` and ``MADV_SOFT_OFFLINE`` are not defined for mips.  On the
+32-bit ISAs ``SO_RCVTIMEO SO_SNDTIMEO SO_TIMESTAMP* SCM_TIMESTAMP*`` depend on
+libc's ``time_t`` and are omitted (their ``*_OLD``/``*_NEW`` variants are there);
+ioctl numbers built from structs of headers not included (``TIOCGISO7816``,
+``TIOCSISO7816``, mips' ``TIOCGRS485 TIOCSRS485``, powerpc's ``FIOQSIZE``) are omitted.
+``--verbose`` lists every omitted macro; an explicitly required name that is
+missing is always printed.
 
 Structs
 -------
@@ -124,7 +130,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_DIR = REPO / "emutrace" / "isa" / "abi"
@@ -279,8 +285,16 @@ LIBC_CONSTANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "sys/socket.h",
         (
-            "AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK", "SOCK_STREAM", "SOCK_DGRAM",
-            "SOCK_RAW", "SOCK_SEQPACKET", "SOCK_NONBLOCK", "SOCK_CLOEXEC",
+            "AF_UNIX",
+            "AF_INET",
+            "AF_INET6",
+            "AF_NETLINK",
+            "SOCK_STREAM",
+            "SOCK_DGRAM",
+            "SOCK_RAW",
+            "SOCK_SEQPACKET",
+            "SOCK_NONBLOCK",
+            "SOCK_CLOEXEC",
         ),
     ),
     ("sys/eventfd.h", ("EFD_SEMAPHORE", "EFD_CLOEXEC", "EFD_NONBLOCK")),
@@ -358,7 +372,11 @@ class GenError(RuntimeError):
 
 def _run(cmd: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        list(cmd), input=stdin, capture_output=True, text=True, check=False,
+        list(cmd),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
         env={"LC_ALL": "C", "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
 
@@ -423,8 +441,18 @@ def _compile_markers(
                 )
             )
             res = _run(
-                [spec.compiler, *spec.cflags, "-O2", "-S", "-w", "-ftrack-macro-expansion=0",
-                 "-fno-diagnostics-show-caret", "-o", str(asm), str(src)]
+                [
+                    spec.compiler,
+                    *spec.cflags,
+                    "-O2",
+                    "-S",
+                    "-w",
+                    "-ftrack-macro-expansion=0",
+                    "-fno-diagnostics-show-caret",
+                    "-o",
+                    str(asm),
+                    str(src),
+                ]
             )
             if res.returncode == 0:
                 return _parse_markers(asm.read_text())
@@ -439,7 +467,9 @@ def _compile_markers(
             if required:
                 raise GenError(
                     f"{spec.compiler}: required items do not compile:\n"
-                    + "\n".join(required) + "\n" + res.stderr[:4000]
+                    + "\n".join(required)
+                    + "\n"
+                    + res.stderr[:4000]
                 )
             if dropped is not None:
                 dropped.extend(items[i].label for i in sorted(bad))
@@ -461,8 +491,7 @@ def _value_item(kind: str, name: str, expr: str, optional: bool) -> Item:
     ops = [f'"i"((unsigned)(({ull} >> {s}) & 0xffffu))' for s in (0, 16, 32, 48)]
     ops.append(f'"i"(({expr}) < 0)')
     line = (
-        f'__asm__ volatile("{MARK}V {kind} {name} %0 %1 %2 %3 %4{MARK}" :: '
-        + ", ".join(ops) + ");"
+        f'__asm__ volatile("{MARK}V {kind} {name} %0 %1 %2 %3 %4{MARK}" :: ' + ", ".join(ops) + ");"
     )
     return Item(line, optional, name)
 
@@ -689,16 +718,16 @@ def generate(spec: IsaSpec, notes: list[str] | None = None) -> dict[str, Any]:
                 raise GenError(f"{spec.name}: inconsistent value for {name}")
             target[name] = value
         elif toks[0] == "Z":
-            st = raw_structs.setdefault(toks[1], {"fields": {}})
-            st["size"], st["align"] = _imm(toks[2]), _imm(toks[3])
+            layout = raw_structs.setdefault(toks[1], {"fields": {}})
+            layout["size"], layout["align"] = _imm(toks[2]), _imm(toks[3])
         elif toks[0] == "F":
-            st = raw_structs.setdefault(toks[1], {"fields": {}})
-            st["fields"][toks[2]] = [_imm(toks[3]), _imm(toks[4])]
+            layout = raw_structs.setdefault(toks[1], {"fields": {}})
+            layout["fields"][toks[2]] = [_imm(toks[3]), _imm(toks[4])]
         else:
             raise GenError(f"unknown marker {toks}")
 
     big = sizes.pop("big_endian") != 0
-    endianness = "big" if big else "little"
+    endianness: Literal["little", "big"] = "big" if big else "little"
 
     # ---- bitfields (second pass, needs the struct sizes)
     bit_items: list[Item] = []
@@ -732,8 +761,7 @@ def generate(spec: IsaSpec, notes: list[str] | None = None) -> dict[str, Any]:
         for (sname, fname), img in image.items():
             nz = [i for i, b in img.items() if b]
             lo, hi = min(nz), max(nz)
-            raw = bytes(img[i] for i in range(lo, hi + 1))
-            value = int.from_bytes(raw, endianness)
+            value = int.from_bytes(bytes(img[i] for i in range(lo, hi + 1)), endianness)
             shift = (value & -value).bit_length() - 1
             width = (value >> shift).bit_length()
             if value != ((1 << width) - 1) << shift:
@@ -804,24 +832,54 @@ def render(table: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--isa", action="append", choices=sorted(ISA_BY_NAME),
-                    help="only this ISA (repeatable); default: all ten")
-    ap.add_argument("--check", action="store_true",
-                    help="compare with the files on disk instead of writing; exit 1 on difference")
+    ap.add_argument(
+        "--isa",
+        action="append",
+        choices=sorted(ISA_BY_NAME),
+        help="only this ISA (repeatable); default: all ten",
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with the files on disk instead of writing; exit 1 on difference",
+    )
     ap.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    ap.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print per-ISA diagnostics (omitted macros ...)",
+    )
     args = ap.parse_args(argv)
     specs = [ISA_BY_NAME[n] for n in args.isa] if args.isa else list(ISAS)
 
-    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
-        rendered = list(pool.map(lambda s: render(generate(s)), specs))
+    def build(spec: IsaSpec) -> tuple[str, list[str]]:
+        notes: list[str] = []
+        return render(generate(spec, notes)), notes
+
+    try:
+        with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+            results = list(pool.map(build, specs))
+    except GenError as exc:
+        print(f"gen_abi: error: {exc}", file=sys.stderr)
+        return 2
 
     status = 0
-    for spec, text in zip(specs, rendered):
+    for spec, (text, notes) in zip(specs, results, strict=True):
+        for note in notes:
+            if args.verbose or note.startswith("required"):
+                print(f"gen_abi: {spec.name}: {note}", file=sys.stderr)
         path = args.out_dir / f"{spec.name}.json"
         if args.check:
             old = path.read_text() if path.exists() else None
             if old != text:
-                print(f"gen_abi: {path} is out of date", file=sys.stderr)
+                keys = "missing file"
+                if old is not None:
+                    before, after = json.loads(old), json.loads(text)
+                    keys = ", ".join(
+                        sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+                    )
+                print(f"gen_abi: {path} is out of date ({keys})", file=sys.stderr)
                 status = 1
         else:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -58,23 +58,42 @@ class HookSet:
     def __init__(self, cpu: UnicornCpu, on_syscall: Callable[[], None]) -> None:
         self.cpu = cpu
         self.fault: tuple[str, int] | None = None
+        # The first exception raised by a hook.  We keep it ourselves instead of relying on
+        # the binding's re-raise, which loses it when emu_start also returns an error (seen
+        # on MIPS: the CPU runs on briefly after emu_stop).
+        self.pending: BaseException | None = None
         conv = cpu.isa.syscalls
         uc = cpu.uc
         if conv.hook == "insn":
             const = getattr(unicorn.x86_const, conv.insn or "")
-            uc.hook_add(ucc.UC_HOOK_INSN, lambda _uc, _d: on_syscall(), None, 1, 0, const)
+            uc.hook_add(ucc.UC_HOOK_INSN, lambda _uc, _d: self.guard(on_syscall), None, 1, 0,
+                        const)
             uc.hook_add(ucc.UC_HOOK_INTR, self._exception)
         else:
             def on_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
                 if intno == conv.intno:
-                    on_syscall()
+                    self.guard(on_syscall)
                 else:
                     self._exception(_uc, intno, _d)
             uc.hook_add(ucc.UC_HOOK_INTR, on_intr)
         uc.hook_add(ucc.UC_HOOK_MEM_INVALID, self._mem_invalid)
 
+    def guard(self, fn: Callable[[], None]) -> None:
+        """Run a hook body; an exception stops emulation and is kept for run()."""
+        if self.pending is not None:
+            self.cpu.uc.emu_stop()
+            return
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised by run()
+            self.pending = e
+            self.cpu.uc.emu_stop()
+
     def _exception(self, _uc: unicorn.Uc, intno: int, _d: object) -> None:
-        raise CpuException(intno)
+        def fail() -> None:
+            raise CpuException(intno)
+
+        self.guard(fail)
 
     def _mem_invalid(self, _uc: unicorn.Uc, access: int, addr: int, size: int, value: int,
                      _d: object) -> bool:
@@ -119,7 +138,13 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
     start = time.monotonic()
     with interruptible(cpu) as interrupted:
         try:
-            cpu.uc.emu_start(entry, sentinel, timeout=int(timeout * 1e6), count=max_insns)
+            try:
+                cpu.uc.emu_start(entry, sentinel, timeout=int(timeout * 1e6), count=max_insns)
+            except unicorn.UcError:
+                if hooks.pending is None:
+                    raise
+            if hooks.pending is not None:
+                raise hooks.pending
         except exits as e:
             assert on_exit is not None
             return on_exit(e)

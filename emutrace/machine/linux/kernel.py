@@ -150,6 +150,12 @@ class LinuxKernel:
         value &= self.mask
         return value - (1 << (8 * self.word)) if value >> (8 * self.word - 1) else value
 
+    @staticmethod
+    def int32(value: int) -> int:
+        """A C `int` argument (fds, dirfds, flags): the low 32 bits, sign-extended."""
+        value &= 0xFFFFFFFF
+        return value - (1 << 32) if value >> 31 else value
+
     def arg64(self, args: tuple[int, ...], i: int) -> tuple[int, int]:
         """A 64-bit argument at position i; returns (value, index of the next argument)."""
         if self.word == 8:
@@ -188,7 +194,7 @@ class LinuxKernel:
         return b"".join(self.cpu.pack_word(v) for v in values)
 
     def fd(self, number: int) -> FileDesc:
-        desc = self.fds.get(self.signed(number))
+        desc = self.fds.get(self.int32(number))
         if desc is None:
             raise GuestError("EBADF")
         return desc

@@ -183,10 +183,6 @@ def _join(parts: Sequence[bytes]) -> bytes:
     return b"/" + b"/".join(parts)
 
 
-def _to_bytes(path: HostPath) -> bytes:
-    return os.fsencode(path)
-
-
 class Sandbox:
     """Maps guest paths to host paths and enforces the write policy.
 
@@ -223,6 +219,8 @@ class Sandbox:
         except OSError:  # the current directory was removed
             host_cwd = None
 
+        if isinstance(writable, (str, bytes, os.PathLike)):
+            writable = [writable]  # a single directory, not a sequence of characters
         dirs: list[Path] = []
         if writable:
             for w in writable:

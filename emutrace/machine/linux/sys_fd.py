@@ -32,17 +32,17 @@ def sys_dup(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("dup2")
 def sys_dup2(k: K, a: tuple[int, ...]) -> int:
-    if k.signed(a[0]) == k.signed(a[1]):
+    if k.int32(a[0]) == k.int32(a[1]):
         k.fd(a[0])
         return a[1]
-    return _dup(k, a[0], k.signed(a[1]), False)
+    return _dup(k, a[0], k.int32(a[1]), False)
 
 
 @syscall("dup3")
 def sys_dup3(k: K, a: tuple[int, ...]) -> int:
-    if k.signed(a[0]) == k.signed(a[1]):
+    if k.int32(a[0]) == k.int32(a[1]):
         raise GuestError("EINVAL")
-    return _dup(k, a[0], k.signed(a[1]), bool(a[2] & k.const("O_CLOEXEC")))
+    return _dup(k, a[0], k.int32(a[1]), bool(a[2] & k.const("O_CLOEXEC")))
 
 
 @syscall("fcntl", "fcntl64")

@@ -22,7 +22,7 @@ K = LinuxKernel
 
 
 def _base(k: K, dirfd: int) -> str | None:
-    if k.signed(dirfd) == k.const("AT_FDCWD"):
+    if k.int32(dirfd) == k.const("AT_FDCWD"):
         return None
     return k.fd(dirfd).guest_path
 
@@ -69,7 +69,7 @@ def sys_creat(k: K, a: tuple[int, ...]) -> int:
 @syscall("close")
 def sys_close(k: K, a: tuple[int, ...]) -> int:
     desc = k.fd(a[0])
-    del k.fds[k.signed(a[0])]
+    del k.fds[k.int32(a[0])]
     if not any(d.host_fd == desc.host_fd for d in k.fds.values()):
         os.close(desc.host_fd)
     return 0
@@ -127,7 +127,7 @@ def sys_pwrite64(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("lseek")
 def sys_lseek(k: K, a: tuple[int, ...]) -> int:
-    return os.lseek(k.fd(a[0]).host_fd, k.signed(a[1]), a[2])
+    return os.lseek(k.fd(a[0]).host_fd, k.int32(a[1]), a[2])
 
 
 @syscall("_llseek")

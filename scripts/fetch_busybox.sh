@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Fetch Debian's busybox-static for every architecture Debian 12 ships it on, through apt
+# (the package registry), into .cache/busybox/<isa>/busybox.  Never committed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=.cache/busybox
+mkdir -p "$dest/debs"
+# Debian architecture → emutrace ISA name
+declare -A isa=([amd64]=x86_64 [i386]=i386 [arm64]=aarch64 [armhf]=arm [mipsel]=mipsel
+                [ppc64el]=ppc64le [s390x]=s390x)
+sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+native=$(dpkg --print-architecture)
+need_update=0
+for a in "${!isa[@]}"; do
+  if [ "$a" != "$native" ] && ! dpkg --print-foreign-architectures | grep -qx "$a"; then
+    $sudo dpkg --add-architecture "$a"; need_update=1
+  fi
+done
+if [ "$need_update" = 1 ] || ! apt-cache show busybox-static:s390x >/dev/null 2>&1; then
+  # a half-synced mirror index of one suite must not stop us: busybox comes from main
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+fi
+for a in "${!isa[@]}"; do
+  out="$dest/${isa[$a]}/busybox"
+  [ -x "$out" ] && continue
+  (cd "$dest/debs" && apt-get download -qq "busybox-static:$a")
+  deb=$(ls "$dest"/debs/busybox-static_*_"$a".deb | head -n1)
+  tmp=$(mktemp -d)
+  dpkg-deb -x "$deb" "$tmp"
+  mkdir -p "$dest/${isa[$a]}"
+  cp "$tmp/bin/busybox" "$out"
+  rm -rf "$tmp"
+  echo "busybox-static ($a) -> $out"
+done
