@@ -38,4 +38,10 @@ def render_matrix() -> str:
         lines.append(isa.name.ljust(10) + "".join(cells))
     lines.append("")
     lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
+    extra = [(isa.name, key, cap) for isa in isas for key, cap in isa.capabilities.items()
+             if key not in CAPABILITIES]
+    if extra:
+        lines += ["", "ISA-specific:"]
+        lines += [f"  {name} {key}: {'yes' if cap.works else 'no: ' + cap.reason}"
+                  for name, key, cap in extra]
     return "\n".join(lines)

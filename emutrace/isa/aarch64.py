@@ -50,6 +50,7 @@ REGISTERS = Registers(
 # `svc #0`: number in x8, arguments x0–x5, result x0 (-errno).  Unicorn: INTR 2 (EXCP_SWI),
 # PC already on the next instruction.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("010000d4"),  # svc #0
     hook="intr",
     intno=2,
     insn=None,

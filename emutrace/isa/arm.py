@@ -52,6 +52,7 @@ REGISTERS = Registers(
 # ---------------------------------------------------------------- syscalls
 # EABI `svc #0`: number in r7, arguments r0–r6, result r0 (-errno).  Unicorn: INTR 2.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("000000ef"),  # svc #0
     hook="intr",
     intno=2,
     insn=None,

@@ -103,6 +103,7 @@ class SyscallErrors(enum.Enum):
 
 @dataclass(frozen=True)
 class SyscallConvention:
+    instruction: bytes  # the trap instruction as stored in memory (conformance tests run it)
     # how the trap surfaces in Unicorn: ("intr", intno) via UC_HOOK_INTR, or
     # ("insn", "UC_X86_INS_SYSCALL") via UC_HOOK_INSN
     hook: str

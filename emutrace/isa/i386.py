@@ -53,6 +53,7 @@ REGISTERS = Registers(
 # ---------------------------------------------------------------- syscalls
 # `int $0x80`: number in eax, arguments ebx, ecx, edx, esi, edi, ebp; -errno in eax.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("cd80"),  # int $0x80
     hook="intr",
     intno=0x80,
     insn=None,

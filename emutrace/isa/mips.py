@@ -55,6 +55,7 @@ REGISTERS = Registers(
 # on error v0 = positive errno and a3 = 1 (a3 = 0 on success).  Unicorn: INTR 17
 # (EXCP_SYSCALL), PC already on the next instruction.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("0000000c"),  # syscall
     hook="intr",
     intno=17,
     insn=None,

@@ -27,6 +27,7 @@ ENGINES = replace(
 # ---------------------------------------------------------------- registers, syscalls, traps
 # identical to mips.py (o32 is byte-order neutral); BREAK is stored as 0D 00 00 00.
 BREAKPOINTS = tuple(replace(b, encoding=b.encoding[::-1]) for b in mips.BREAKPOINTS)
+SYSCALLS = replace(mips.SYSCALLS, instruction=mips.SYSCALLS.instruction[::-1])
 
 # ---------------------------------------------------------------- capabilities
 ISA = replace(
@@ -34,6 +35,7 @@ ISA = replace(
     identity=IDENTITY,
     engines=ENGINES,
     breakpoints=BREAKPOINTS,
+    syscalls=SYSCALLS,
     capabilities={
         **mips.ISA.capabilities,
         "busybox": Capability(True),

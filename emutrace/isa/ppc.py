@@ -61,6 +61,7 @@ REGISTERS = Registers(
 # is set.  Unicorn: INTR 8 (POWERPC_EXCP_SYSCALL) with nip already += 4 — but Unicorn adds 4
 # for *every* PPC exception and passes them all to the INTR hook, so check the number.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("44000002"),  # sc
     hook="intr",
     intno=8,
     insn=None,

@@ -62,6 +62,7 @@ REGISTERS = Registers(
 # ---------------------------------------------------------------- syscalls
 # As on ppc: `sc`, r0 = number, r3–r8 arguments, r3 result, errors via CR0.SO.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("02000044"),  # sc
     hook="intr",
     intno=8,
     insn=None,

@@ -51,6 +51,7 @@ REGISTERS = Registers(
 # `ecall`: number in a7, arguments a0–a5, result a0 (-errno).  Unicorn: INTR 8 (reported as
 # "ecall from U-mode" although the CPU runs in M-mode), PC already advanced by 4.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("73000000"),  # ecall
     hook="intr",
     intno=8,
     insn=None,

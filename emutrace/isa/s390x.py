@@ -55,6 +55,7 @@ REGISTERS = Registers(
 # arguments r2–r7, result r2 (-errno).  Unicorn: INTR 2 (EXCP_SVC) with PC still AT the svc
 # (QEMU's do_svc_interrupt adds the length, Unicorn skips it): the hook adds 2.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("0a00"),  # svc 0
     hook="intr",
     intno=2,
     insn=None,
@@ -101,5 +102,10 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        # ISA-specific:
+        "exrl_relative_long": Capability(
+            False, "Unicorn 2.1.4 (QEMU 5.0) takes the target of a relative-long instruction "
+                   "run by EXRL (e.g. BRASL) relative to the EXRL, not to the executed "
+                   "instruction (fixed in QEMU 8.0): such a call goes astray"),
     },
 )

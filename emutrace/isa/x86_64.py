@@ -54,6 +54,7 @@ REGISTERS = Registers(
 # which the instruction clobbers), result in rax, -4095..-1 is -errno.  Unicorn does not raise
 # an interrupt for `syscall`: it needs UC_HOOK_INSN with UC_X86_INS_SYSCALL.
 SYSCALLS = SyscallConvention(
+    instruction=bytes.fromhex("0f05"),  # syscall
     hook="insn",
     intno=None,
     insn="UC_X86_INS_SYSCALL",

@@ -101,6 +101,13 @@ class HookSet:
         return False
 
 
+def _holds(cpu: UnicornCpu, addr: int, data: bytes) -> bool:
+    try:
+        return cpu.mem_read(addr, len(data)) == data
+    except unicorn.UcError:
+        return False
+
+
 @contextmanager
 def interruptible(cpu: UnicornCpu) -> Iterator[list[bool]]:
     """Ctrl-C stops emulation cleanly: SIGINT is blocked in this thread and taken by a
@@ -149,8 +156,11 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             assert on_exit is not None
             return on_exit(e)
         except CpuException as e:
-            sig = next((("SIGTRAP") for b in cpu.isa.breakpoints if b.intno == e.intno), "SIGILL")
-            return Stop("signal", signal=sig, pc=cpu.pc, detail=f"CPU exception {e.intno}")
+            pc = cpu.pc
+            trap = any(b.intno == e.intno and _holds(cpu, pc - b.pc_after, b.encoding)
+                       for b in cpu.isa.breakpoints)
+            return Stop("signal", signal="SIGTRAP" if trap else "SIGILL", pc=pc,
+                        detail=f"CPU exception {e.intno}")
         except unicorn.UcError as e:
             sig = FAULT_SIGNALS.get(e.errno, "SIGILL")
             if hooks.fault is not None:

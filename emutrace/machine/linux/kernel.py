@@ -114,7 +114,7 @@ class LinuxKernel:
         except GuestError as e:
             return -self.errno(e.errno_name)
         except SandboxError as e:
-            if e.errno_name == "EACCES":
+            if e.denied:  # a policy refusal, not an ordinary ENOENT: tell the user once
                 self._warn_once(str(e), str(e))
             return -self.errno(e.errno_name)
         except OSError as e:

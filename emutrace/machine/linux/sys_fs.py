@@ -43,10 +43,14 @@ def _host_open_flags(k: K, flags: int) -> int:
 def _openat(k: K, dirfd: int, path_addr: int, flags: int, mode: int) -> int:
     c = k.abi.constants
     writes = flags & 3 != 0 or flags & (c["O_CREAT"] | c["O_TRUNC"] | c["O_APPEND"])
+    excl = flags & c["O_CREAT"] and flags & c["O_EXCL"]
     host = _resolve(k, dirfd, path_addr, write=bool(writes), create=bool(flags & c["O_CREAT"]),
-                    follow_final=not flags & c["O_NOFOLLOW"])
+                    follow_final=not (flags & c["O_NOFOLLOW"] or excl))
     hfd = os.open(host, _host_open_flags(k, flags) | os.O_CLOEXEC, mode & 0o7777)
-    guest = k.sandbox.to_guest(os.path.realpath(host)) if host else host
+    try:
+        guest = k.sandbox.to_guest(host)
+    except ValueError:
+        guest = host
     return k.new_fd(FileDesc(hfd, guest, cloexec=bool(flags & c["O_CLOEXEC"])))
 
 
@@ -145,7 +149,7 @@ def sys_sendfile(k: K, a: tuple[int, ...]) -> int:
 
 # ---------------------------------------------------------------- stat family
 def _stat_values(s: os.stat_result) -> dict[str, int]:
-    out = {"st_dev": s.st_dev, "st_ino": s.st_ino, "st_mode": s.st_mode, "st_nlink": s.st_nlink,
+    out = {"st_dev": s.st_dev, "st_ino": s.st_ino, "__st_ino": s.st_ino, "st_mode": s.st_mode, "st_nlink": s.st_nlink,
            "st_uid": s.st_uid, "st_gid": s.st_gid, "st_rdev": s.st_rdev, "st_size": s.st_size,
            "st_blksize": s.st_blksize, "st_blocks": s.st_blocks}
     for t in ("atime", "mtime", "ctime"):
@@ -356,7 +360,7 @@ def sys_renameat(k: K, a: tuple[int, ...]) -> int:
     if len(a) > 4 and a[4]:
         raise GuestError("EINVAL")  # RENAME_NOREPLACE/EXCHANGE/WHITEOUT not supported
     old = _resolve(k, a[0], a[1], write=True, follow_final=False)
-    new = _resolve(k, a[2], a[3], write=True, create=True, follow_final=False)
+    new = _resolve(k, a[2], a[3], write=True, follow_final=False)  # may replace: no create
     os.rename(old, new)
     return 0
 
