@@ -25,6 +25,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -36,13 +37,13 @@ from unicorn import x86_const
 
 from emutrace.isa import by_name
 from emutrace.machine.linux.kernel import GuestExit
-from emutrace.session import Process, RunConfig
+from emutrace.session import Process, RunConfig, RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le",
         "s390x")
 TARGET = 1.3  # emutrace run() / bare Unicorn
-VARIANTS = ("run", "bare", "cli", "qemu")
+VARIANTS = ("run", "run_thread", "bare", "cli", "qemu")
 
 
 # ---------------------------------------------------------------- helpers
@@ -86,13 +87,28 @@ def new_process(isa: str, n: int) -> Process:
 # ---------------------------------------------------------------- the variants
 
 
-def time_run(isa: str, n: int) -> float:
-    """emutrace in-process: Process() is built untimed, then only run() is timed."""
-    p = new_process(isa, n)
+def time_run(isa: str, n: int, in_thread: bool = False) -> float:
+    """emutrace in-process: Process() is built untimed, then only run() is timed.  (The
+    Linux layer dups fd 1 when the Process is built, hence the redirect around both.)
+
+    in_thread: call run() from a second thread, where emutrace's run() skips its Ctrl-C
+    watcher thread (a diagnostic variant: it isolates the cost of that watcher)."""
+    results: list[RunResult] = []
+
+    def go() -> None:
+        results.append(p.run())
+
     with stdout_to_devnull():
+        p = new_process(isa, n)
         t0 = time.perf_counter()
-        result = p.run()
+        if in_thread:
+            th = threading.Thread(target=go)
+            th.start()
+            th.join()
+        else:
+            go()
         elapsed = time.perf_counter() - t0
+    result = results[0]
     if result.stop.kind != "exit" or result.exit_code != 0:
         raise RuntimeError(f"{isa}: emutrace run ended with {result.stop}")
     return elapsed
@@ -106,15 +122,20 @@ class BareResult:
     exit_status: int | None
 
 
-def time_bare(isa: str, n: int) -> BareResult:
+def time_bare(isa: str, n: int,
+              extra_hooks: Callable[[unicorn.Uc], None] | None = None) -> BareResult:
     """Bare Unicorn: the same loaded Process (memory image, stack, registers, Uc), with all of
     emutrace's hooks deleted and ONE minimal syscall hook written here, then a plain
     ``uc.emu_start(entry, sentinel)``: no fault hook, no exception guard, no run() wrapper
     (Ctrl-C watcher, Stop mapping).  The hook hands each syscall to the Linux layer's handler
     body (``kernel.on_syscall``): a static glibc program cannot start without real answers to
     brk and the TLS calls (arch_prctl, set_thread_area, ARM_set_tls), and the time spent there
-    is measured so it can be told apart (it is the "only syscalls should cost extra" part)."""
-    p = new_process(isa, n)
+    is measured so it can be told apart (it is the "only syscalls should cost extra" part).
+
+    extra_hooks: called with the Uc after the minimal hook is installed (bench/hook_cost.py
+    uses it to measure what one more hook costs)."""
+    with stdout_to_devnull():
+        p = new_process(isa, n)
     uc = p.cpu.uc
     for handle in list(uc._callbacks):  # every hook HookSet installed
         uc.hook_del(handle)
@@ -144,6 +165,8 @@ def time_bare(isa: str, n: int) -> BareResult:
         uc.hook_add(ucc.UC_HOOK_INTR, on_intr)
     else:
         uc.hook_add(ucc.UC_HOOK_INTR, on_intr)
+    if extra_hooks is not None:
+        extra_hooks(uc)
     sentinel = (1 << (8 * p.cpu.word)) - 16  # as emutrace's run(): outside mapped memory
     error: unicorn.UcError | None = None
     with stdout_to_devnull():
@@ -213,6 +236,7 @@ class IsaResult:
     def ratios(self) -> dict[str, float]:
         return {
             "run_over_bare": self.median("run") / self.median("bare"),
+            "run_thread_over_bare": self.median("run_thread") / self.median("bare"),
             "cli_over_qemu": self.median("cli") / self.median("qemu"),
             "bare_over_qemu": self.median("bare") / self.median("qemu"),
         }
@@ -237,6 +261,8 @@ def bench_isa(isa: str, n: int, repeat: int, log: Callable[[str], None]) -> IsaR
     for i in range(repeat):
         gc.collect()
         res.samples["run"].append(time_run(isa, n))
+        gc.collect()
+        res.samples["run_thread"].append(time_run(isa, n, in_thread=True))
         gc.collect()
         bare = time_bare(isa, n)
         res.samples["bare"].append(bare.seconds)
@@ -313,21 +339,23 @@ def markdown(results: list[IsaResult], info: dict[str, object], repeat: int) -> 
         f"Median of {repeat} interleaved repetitions, seconds of wall time; ratios are of "
         "medians from this one run.",
         "",
-        "| ISA | N | emutrace run() | bare Unicorn | run/bare | ≤1.3×? | run−bare ms "
-        "| emutrace CLI | qemu-user | CLI/qemu | bare/qemu | output = qemu |",
-        "|---|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|:-:|",
+        "| ISA | N | emutrace run() | bare Unicorn | **run/bare** | ≤1.3× | run−bare ms "
+        "| run() off main thread | ÷bare | emutrace CLI | qemu-user | CLI/qemu | bare/qemu "
+        "| stdout = qemu's |",
+        "|---|---:|---:|---:|---:|:-:|---:|---:|---:|---:|---:|---:|---:|:-:|",
     ]
     for r in results:
         s = r.summary()
         lines.append(
             f"| {r.isa} | {r.n} | {s['run_median_s']:.3f} | {s['bare_median_s']:.3f} "
             f"| **{s['run_over_bare']:.2f}×** | {'yes' if s['target_ok'] else 'NO'} "
-            f"| {s['run_minus_bare_ms']:.0f} | {s['cli_median_s']:.3f} | {s['qemu_median_s']:.3f} "
-            f"| {s['cli_over_qemu']:.1f}× | {s['bare_over_qemu']:.1f}× "
-            f"| {'yes' if r.output_ok else 'NO'} |")
-    sys_ms = [r.summary()["bare_syscall_median_ms"] for r in results]
+            f"| {s['run_minus_bare_ms']:.0f} | {s['run_thread_median_s']:.3f} "
+            f"| {s['run_thread_over_bare']:.2f}× | {s['cli_median_s']:.3f} "
+            f"| {s['qemu_median_s']:.3f} | {s['cli_over_qemu']:.1f}× "
+            f"| {s['bare_over_qemu']:.1f}× | {'yes' if r.output_ok else 'NO'} |")
+    sys_ms = [statistics.median(r.bare_syscall_s) * 1e3 for r in results]
     lines += ["", f"Time inside the Linux layer's syscall handlers during the bare run "
-              f"(14–16 syscalls): {min(sys_ms)}–{max(sys_ms)} ms per run.", ""]
+              f"(14–16 syscalls): {min(sys_ms):.1f}–{max(sys_ms):.1f} ms per run.", ""]
     return "\n".join(lines)
 
 
@@ -343,7 +371,7 @@ def parse_isas(text: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--isa", default="all", help="all, or a comma-separated list")
-    ap.add_argument("--n", type=int, default=30, help="fib argument (default 30)")
+    ap.add_argument("--n", type=int, default=32, help="fib argument (default 32)")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions")
     ap.add_argument("--out", default="bench/results/runner",
                     help="output prefix, relative to the repository root")

@@ -116,6 +116,7 @@ class SyscallConvention:
     stack_args: int = 0  # further arguments on the user stack (mips o32: 5–8 at sp+16)
     stack_args_offset: int = 0
     pc_advance: int = 0  # bytes the hook must add to PC itself (s390x leaves PC on the svc)
+    pc_in_hook: int | None = None  # PC seen in the hook minus the trap's address (None: len)
     imm_number: tuple[int, int] | None = None  # (offset from PC, size) of an immediate nr
     error_flag_reg: str | None = None  # mips: a3
     # 32-bit ISAs pass a 64-bit argument in two registers; EABI, o32 and the PPC32 ABI start

@@ -74,10 +74,10 @@ SYSCALLS = SyscallConvention(
 )
 
 # ---------------------------------------------------------------- traps
-# `tw 31,0,0` = 0x7FE00008 (the Linux trap instruction, ppc-opcode.h PPC_RAW_TRAP):
+# `trap` (= `tw 31,0,0`) = 0x7FE00008 (the Linux trap instruction, ppc-opcode.h PPC_RAW_TRAP):
 # INTR 6 (POWERPC_EXCP_PROGRAM), PC seen = bp + 4.
 BREAKPOINTS = (
-    Breakpoint("tw 31,0,0", bytes.fromhex("7fe00008"), hook="intr", intno=6, pc_after=4,
+    Breakpoint("trap", bytes.fromhex("7fe00008"), hook="intr", intno=6, pc_after=4,
                works=True),
 )
 

@@ -74,9 +74,9 @@ SYSCALLS = SyscallConvention(
 )
 
 # ---------------------------------------------------------------- traps
-# `tw 31,0,0` = 0x7FE00008, stored little-endian.
+# `trap` (= `tw 31,0,0`) = 0x7FE00008, stored little-endian.
 BREAKPOINTS = (
-    Breakpoint("tw 31,0,0", bytes.fromhex("0800e07f"), hook="intr", intno=6, pc_after=4,
+    Breakpoint("trap", bytes.fromhex("0800e07f"), hook="intr", intno=6, pc_after=4,
                works=True),
 )
 

@@ -63,6 +63,7 @@ SYSCALLS = SyscallConvention(
     args=("r2", "r3", "r4", "r5", "r6", "r7"),
     ret="r2",
     pc_advance=2,
+    pc_in_hook=0,  # PC still on the svc
     imm_number=(1, 1),
 )
 

@@ -61,6 +61,7 @@ SYSCALLS = SyscallConvention(
     number="rax",
     args=("rdi", "rsi", "rdx", "r10", "r8", "r9"),
     ret="rax",
+    pc_in_hook=0,  # UC_HOOK_INSN runs before the instruction; Unicorn moves RIP on after it
 )
 
 # ---------------------------------------------------------------- traps
