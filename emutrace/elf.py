@@ -147,6 +147,7 @@ def _symbols(elf: ELFFile, isa: Isa) -> list[Symbol]:
         addr = sym["st_value"]
         if isa.thumb_bit and kind == "STT_FUNC":
             addr &= ~1
-        out.append(Symbol(sym.name, addr, sym["st_size"], "func" if kind == "STT_FUNC" else "object"))
+        out.append(Symbol(sym.name, addr, sym["st_size"],
+                          "func" if kind == "STT_FUNC" else "object"))
     out.sort(key=lambda s: (s.addr, s.kind != "func", s.name))
     return out

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from emutrace.elf import Image, load_image
-from emutrace.errors import UsageError
+from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
 from emutrace.machine.linux import sys_fd, sys_fs, sys_mem, sys_proc  # noqa: F401 (register)
@@ -47,6 +47,10 @@ class RunResult:
         """What a shell would see: the status, or 128 + signal for a killed process."""
         if self.stop.kind == "exit":
             return self.stop.status
+        if self.stop.kind == "timeout":
+            return EXIT_TIMEOUT
+        if self.stop.kind == "max_insns":
+            return EXIT_MAX_INSNS
         sig = getattr(host_signal, self.stop.signal, host_signal.SIGKILL)
         return 128 + int(sig)
 
@@ -86,13 +90,14 @@ class Process:
         self.sandbox = Sandbox(config.root, config.allow_write or [os.getcwd()])
         self.bias = load_segments(self.image, self.space)
         exe = guest_path_of(self.sandbox, config.program)
-        self.kernel = LinuxKernel(self.cpu, isa, load_abi(isa.name), self.space, self.sandbox,
+        abi = load_abi(isa.name)
+        self.kernel = LinuxKernel(self.cpu, isa, abi, self.space, self.sandbox,
                                   exe, warn or (lambda m: print(m, file=sys.stderr)))
         env = os.environ if config.env is None else config.env
         argv = [os.fsencode(config.program), *(os.fsencode(a) for a in config.args)]
         envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
         sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,
-                         self.kernel.random_bytes(16))
+                         self.kernel.random_bytes(16), abi.constants)
         regs = isa.registers
         self.entry = self.image.entry + self.bias
         self.cpu.reg_write(regs.sp, sp)

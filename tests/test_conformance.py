@@ -116,42 +116,45 @@ def test_syscall_trap_as_declared(isa: str) -> None:
     assert cpu.pc == CODE + len(conv.instruction)
 
 
-@pytest.mark.parametrize("isa", ISAS)
-def test_breakpoints_trap_as_declared(isa: str) -> None:
+BREAKPOINTS = [(isa, i) for isa in ISAS for i in range(len(by_name(isa).breakpoints))]
+
+
+@pytest.mark.parametrize(("isa", "index"), BREAKPOINTS)
+def test_breakpoints_trap_as_declared(isa: str, index: int) -> None:
     """Working breakpoints surface with the declared hook, intno and PC; the broken ones
     show exactly the broken behaviour the description gives as the reason."""
     desc = by_name(isa)
-    for bp in desc.breakpoints:
-        cpu = fresh_cpu(desc)
-        thumb = "(thumb)" in bp.insn
-        cpu.mem_write(CODE, bp.encoding * 4)
-        got: list[tuple[str, int | None, int]] = []
+    bp = desc.breakpoints[index]
+    cpu = fresh_cpu(desc)
+    thumb = "(thumb)" in bp.insn
+    cpu.mem_write(CODE, bp.encoding * 4)
+    got: list[tuple[str, int | None, int]] = []
 
-        def intr(uc: unicorn.Uc, intno: int, d: object) -> None:
-            got.append(("intr", intno, cpu.pc))
-            uc.emu_stop()
+    def intr(uc: unicorn.Uc, intno: int, d: object) -> None:
+        got.append(("intr", intno, cpu.pc))
+        uc.emu_stop()
 
-        def invalid(uc: unicorn.Uc, d: object) -> bool:
-            got.append(("insn_invalid", None, cpu.pc))
-            cpu.reg_write(desc.registers.pc, cpu.pc + len(bp.encoding))
-            return True  # handled and skipped: the declared bug is that emu_start still fails
+    def invalid(uc: unicorn.Uc, d: object) -> bool:
+        got.append(("insn_invalid", None, cpu.pc))
+        cpu.reg_write(desc.registers.pc, cpu.pc + len(bp.encoding))
+        return True  # handled and skipped: the declared bug is that emu_start still fails
 
-        cpu.uc.hook_add(ucc.UC_HOOK_INTR, intr)
-        cpu.uc.hook_add(ucc.UC_HOOK_INSN_INVALID, invalid)
-        error = None
-        try:
-            cpu.uc.emu_start(CODE | thumb, CODE + 0x1000)
-        except unicorn.UcError as e:
-            error = e.errno
-        hook, intno, pc = got[0]
-        assert (hook, intno) == (bp.hook, bp.intno), bp.insn
-        if bp.works:
-            assert pc == CODE + bp.pc_after, bp.insn
-            assert error is None
-        elif hook == "intr":  # MIPS BREAK: the PC seen is not the breakpoint's
-            assert pc not in (CODE, CODE + len(bp.encoding)), hex(pc)
-        else:  # RISC-V EBREAK: emulation ends in an error even after the hook ran
-            assert error == ucc.UC_ERR_EXCEPTION
+    cpu.uc.hook_add(ucc.UC_HOOK_INTR, intr)
+    cpu.uc.hook_add(ucc.UC_HOOK_INSN_INVALID, invalid)
+    error = None
+    try:
+        cpu.uc.emu_start(CODE | thumb, CODE + 0x1000)
+    except unicorn.UcError as e:
+        error = e.errno
+    hook, intno, pc = got[0]
+    assert (hook, intno) == (bp.hook, bp.intno), bp.insn
+    if bp.works:
+        assert pc == CODE + bp.pc_after, bp.insn
+        assert error is None
+    elif hook == "intr":  # MIPS BREAK: the PC seen is not the breakpoint's
+        assert pc not in (CODE, CODE + len(bp.encoding)), hex(pc)
+    else:  # RISC-V EBREAK: emulation ends in an error even after the hook ran
+        assert error == ucc.UC_ERR_EXCEPTION
 
 
 EXPECTED_COMBINE9 = (11, 22, 33, 44, 55, 66, 77, 88, 99)

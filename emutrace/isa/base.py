@@ -13,9 +13,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 RegValue = int | tuple[int, ...]
+Endian = Literal["little", "big"]
 
 
 class CpuPort(Protocol):
@@ -41,7 +42,7 @@ class Identity:
     aliases: tuple[str, ...]  # other names users type ("arm64", "ppc64el", ...)
     elf_machine: str  # pyelftools' e_machine name, e.g. "EM_S390"
     elf_class: int  # 32 or 64
-    endian: str  # "little" or "big"
+    endian: Endian
     qemu: str  # qemu-user name: qemu-<qemu>-static
     debian_arch: str  # Debian architecture, for busybox-static and cross packages
     triple: str  # GNU triple of the Debian cross compiler

@@ -12,7 +12,7 @@ from functools import reduce
 import unicorn
 from unicorn import unicorn_const as ucc
 
-from emutrace.isa.base import Isa, RegValue
+from emutrace.isa.base import Endian, Isa, RegValue
 
 PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
 
@@ -35,10 +35,10 @@ class UnicornCpu:
         if eng.uc_cpu_model:
             self.uc.ctl_set_cpu_model(_const(ucc, eng.uc_cpu_model))
         if eng.uc_tlb_virtual:
-            self.uc.ctl_set_tlb_mode(ucc.UC_TLB_VIRTUAL)
+            self.uc.ctl_set_tlb_mode(ucc.UC_TLB_VIRTUAL)  # type: ignore[attr-defined]
         self._regmod = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
         self._reg_ids: dict[str, int] = {}
-        self.byteorder = isa.identity.endian
+        self.byteorder: Endian = isa.identity.endian
         self.word = isa.identity.word_size
 
     # ------------------------------------------------------------ registers

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from emutrace.isa.abi import Abi, StructLayout
-from emutrace.isa.base import GuestError, Isa, SyscallErrors
+from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.memory import AddressSpace
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
@@ -61,7 +61,7 @@ class LinuxKernel:
         self.conv = isa.syscalls
         self.word = isa.identity.word_size
         self.mask = (1 << (8 * self.word)) - 1
-        self.endian = isa.identity.endian
+        self.endian: Endian = isa.identity.endian
         self.rng = random.Random(seed)  # getrandom/AT_RANDOM: deterministic runs
         self.fds: dict[int, FileDesc] = {
             n: FileDesc(os.dup(n), f"/dev/fd/{n}") for n in (0, 1, 2)

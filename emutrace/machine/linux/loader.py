@@ -8,15 +8,12 @@ argc, argv[], NULL, envp[], NULL, auxv pairs ending in AT_NULL, then the strings
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from emutrace.elf import PF_R, PF_W, PF_X, Image
+from emutrace.isa.base import Endian
 from emutrace.machine.linux.memory import AddressSpace, page_down, page_up
-
-# <elf.h> / <linux/auxvec.h> auxiliary vector types (generic across ISAs)
-AT_NULL, AT_PHDR, AT_PHENT, AT_PHNUM, AT_PAGESZ, AT_BASE, AT_FLAGS, AT_ENTRY = 0, 3, 4, 5, 6, 7, 8, 9
-AT_UID, AT_EUID, AT_GID, AT_EGID, AT_PLATFORM, AT_HWCAP, AT_CLKTCK = 11, 12, 13, 14, 15, 16, 17
-AT_SECURE, AT_RANDOM, AT_HWCAP2, AT_EXECFN = 23, 25, 26, 31
 
 UC_PROT_READ, UC_PROT_WRITE, UC_PROT_EXEC = 1, 2, 4
 
@@ -69,7 +66,7 @@ def phdr_address(image: Image, bias: int) -> int:
 class StackBuilder:
     """Writes strings downward from the stack top and returns their addresses."""
 
-    def __init__(self, space: AddressSpace, word: int, byteorder: str) -> None:
+    def __init__(self, space: AddressSpace, word: int, byteorder: Endian) -> None:
         self.space = space
         self.word = word
         self.byteorder = byteorder
@@ -88,7 +85,9 @@ class StackBuilder:
 
 
 def build_stack(image: Image, space: AddressSpace, bias: int, argv: list[bytes],
-                envp: list[bytes], execfn: str, random16: bytes) -> int:
+                envp: list[bytes], execfn: str, random16: bytes,
+                constants: Mapping[str, int]) -> int:
+    """The initial stack; auxv type numbers (<linux/auxvec.h>) come from the ABI table."""
     isa = image.isa
     word = isa.identity.word_size
     st = StackBuilder(space, word, isa.identity.endian)
@@ -98,16 +97,17 @@ def build_stack(image: Image, space: AddressSpace, bias: int, argv: list[bytes],
     platform_addr = st.push_bytes(isa.platform.encode() + b"\0")
     random_addr = st.push_bytes(random16)
     auxv = [
-        (AT_PHDR, phdr_address(image, bias)), (AT_PHENT, image.phentsize),
-        (AT_PHNUM, image.phnum), (AT_PAGESZ, 0x1000), (AT_BASE, 0), (AT_FLAGS, 0),
-        (AT_ENTRY, image.entry + bias), (AT_UID, os.getuid()), (AT_EUID, os.geteuid()),
-        (AT_GID, os.getgid()), (AT_EGID, os.getegid()), (AT_HWCAP, isa.hwcap),
-        (AT_HWCAP2, isa.hwcap2), (AT_CLKTCK, 100), (AT_SECURE, 0), (AT_RANDOM, random_addr),
-        (AT_EXECFN, execfn_addr), (AT_PLATFORM, platform_addr), (AT_NULL, 0),
+        ("AT_PHDR", phdr_address(image, bias)), ("AT_PHENT", image.phentsize),
+        ("AT_PHNUM", image.phnum), ("AT_PAGESZ", 0x1000), ("AT_BASE", 0), ("AT_FLAGS", 0),
+        ("AT_ENTRY", image.entry + bias), ("AT_UID", os.getuid()), ("AT_EUID", os.geteuid()),
+        ("AT_GID", os.getgid()), ("AT_EGID", os.getegid()), ("AT_HWCAP", isa.hwcap),
+        ("AT_HWCAP2", isa.hwcap2), ("AT_CLKTCK", 100), ("AT_SECURE", 0),
+        ("AT_RANDOM", random_addr), ("AT_EXECFN", execfn_addr),
+        ("AT_PLATFORM", platform_addr), ("AT_NULL", 0),
     ]
     table = [len(argv), *arg_addrs, 0, *env_addrs, 0]
     for key, value in auxv:
-        table += [key, value]
+        table += [constants[key], value]
     blob = st.pack(table)
     sp = (st.sp - len(blob)) & ~15
     space.cpu.mem_write(sp, blob)

@@ -149,7 +149,8 @@ def sys_sendfile(k: K, a: tuple[int, ...]) -> int:
 
 # ---------------------------------------------------------------- stat family
 def _stat_values(s: os.stat_result) -> dict[str, int]:
-    out = {"st_dev": s.st_dev, "st_ino": s.st_ino, "__st_ino": s.st_ino, "st_mode": s.st_mode, "st_nlink": s.st_nlink,
+    out = {"st_dev": s.st_dev, "st_ino": s.st_ino, "__st_ino": s.st_ino, "st_mode": s.st_mode,
+           "st_nlink": s.st_nlink,
            "st_uid": s.st_uid, "st_gid": s.st_gid, "st_rdev": s.st_rdev, "st_size": s.st_size,
            "st_blksize": s.st_blksize, "st_blocks": s.st_blocks}
     for t in ("atime", "mtime", "ctime"):

@@ -1,0 +1,156 @@
+"""Bad input: one clear line on stderr, a distinct documented exit code, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emutrace import errors
+from emutrace.elf import load_image
+from emutrace.errors import EmutraceError
+from emutrace.isa.abi import load_abi
+from emutrace.session import Process, RunConfig
+
+from .conftest import ENV, ISAS, bin_path, run_emutrace
+
+CALLS = bin_path("x86_64", "calls")
+
+
+def one_line_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    err = proc.stderr.decode()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, lines
+    for needle in needles:
+        assert needle in lines[0]
+    assert lines[0].startswith("emutrace: ")
+    return lines[0]
+
+
+def test_exit_codes_are_distinct() -> None:
+    codes = [errors.EXIT_USAGE, errors.EXIT_BAD_ELF, errors.EXIT_NO_INPUT,
+             errors.EXIT_UNSUPPORTED, errors.EXIT_INTERNAL, errors.EXIT_TIMEOUT,
+             errors.EXIT_MAX_INSNS]
+    assert len(set(codes)) == len(codes)
+    assert all(0 < c < 128 for c in codes)  # never mistaken for 128 + signal
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    one_line_error(run_emutrace("run", tmp_path / "nope"), errors.EXIT_NO_INPUT,
+                   "no such file")
+
+
+def test_directory(tmp_path: Path) -> None:
+    one_line_error(run_emutrace("run", tmp_path), errors.EXIT_NO_INPUT, "is a directory")
+
+
+def test_not_an_elf(tmp_path: Path) -> None:
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    one_line_error(run_emutrace("run", script), errors.EXIT_BAD_ELF, "not an ELF file")
+
+
+@pytest.mark.parametrize("keep", [4, 20, 63, 200, 5000, 100_000])
+def test_truncated_elf(tmp_path: Path, keep: int) -> None:
+    cut = tmp_path / "cut"
+    cut.write_bytes(CALLS.read_bytes()[:keep])
+    one_line_error(run_emutrace("run", cut), errors.EXIT_BAD_ELF, "ELF")
+
+
+def test_unsupported_machine(tmp_path: Path) -> None:
+    blob = bytearray(CALLS.read_bytes())
+    blob[18:20] = (2).to_bytes(2, "little")  # e_machine = EM_SPARC
+    sparc = tmp_path / "sparc"
+    sparc.write_bytes(bytes(blob))
+    one_line_error(run_emutrace("run", sparc), errors.EXIT_UNSUPPORTED, "EM_SPARC", "supported")
+
+
+def test_dynamic_binary_is_refused() -> None:
+    true = shutil.which("true")
+    assert true is not None
+    one_line_error(run_emutrace("run", true), errors.EXIT_UNSUPPORTED, "dynamically linked")
+
+
+def test_arch_disagreeing_with_header() -> None:
+    one_line_error(run_emutrace("run", "--arch", "s390x", CALLS), errors.EXIT_USAGE,
+                   "--arch s390x disagrees", "x86_64")
+
+
+def test_arch_alias_agreeing_is_fine() -> None:
+    got = run_emutrace("run", "--arch", "amd64", CALLS, "recursion")
+    assert got.returncode == 0 and b"fact(10)" in got.stdout
+
+
+def test_unknown_arch() -> None:
+    line = one_line_error(run_emutrace("run", "--arch", "vax", CALLS), errors.EXIT_USAGE, "vax")
+    assert "s390x" in line  # lists the known ones
+
+
+def test_max_insns_budget() -> None:
+    one_line_error(run_emutrace("run", "--max-insns", "20000", CALLS, "all"),
+                   errors.EXIT_MAX_INSNS, "--max-insns", "pc 0x")
+
+
+def test_timeout() -> None:
+    start = time.monotonic()
+    got = run_emutrace("run", "--timeout", "0.5", bin_path("x86_64", "fib"), "60")
+    one_line_error(got, errors.EXIT_TIMEOUT, "--timeout", "fib")
+    assert time.monotonic() - start < 30
+
+
+def test_ctrl_c_stops_cleanly() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run",
+                             str(bin_path("x86_64", "fib")), "60"], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT
+    lines = err.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("emutrace: interrupted at pc 0x"), lines
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_unknown_syscall_warns_once_and_returns_enosys(isa: str) -> None:
+    warnings: list[str] = []
+    proc = Process(RunConfig(str(bin_path(isa, "hello_fs"))), warn=warnings.append)
+    abi = load_abi(isa)
+    nr = abi.syscalls["io_setup"]
+    assert proc.kernel.call(nr, (0,) * 6) == -abi.errno["ENOSYS"]
+    assert proc.kernel.call(nr, (0,) * 6) == -abi.errno["ENOSYS"]
+    assert warnings == [f"emutrace: unsupported syscall io_setup (nr {nr}): returning ENOSYS"]
+    bogus = 0xFFFF  # no ISA uses this number
+    assert proc.kernel.call(bogus, (0,) * 6) == -abi.errno["ENOSYS"]
+    assert len(warnings) == 2 and "#65535" in warnings[1]
+    proc.kernel.close_all()
+
+
+SMALL = bin_path("x86_64", "hello_fs").read_bytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, min(len(SMALL), 4096) - 1), st.integers(0, 255)),
+                min_size=1, max_size=8))
+def test_mutated_elf_never_crashes_the_loader(tmp_path_factory: pytest.TempPathFactory,
+                                             edits: list[tuple[int, int]]) -> None:
+    blob = bytearray(SMALL)
+    for where, value in edits:
+        blob[where] = value
+    path = tmp_path_factory.mktemp("m") / "mutant"
+    path.write_bytes(bytes(blob))
+    try:
+        load_image(str(path))
+    except EmutraceError as e:
+        assert "\n" not in e.message and e.exit_code in (errors.EXIT_BAD_ELF,
+                                                         errors.EXIT_UNSUPPORTED)
+    os.unlink(path)
