@@ -154,3 +154,22 @@ def test_mutated_elf_never_crashes_the_loader(tmp_path_factory: pytest.TempPathF
         assert "\n" not in e.message and e.exit_code in (errors.EXIT_BAD_ELF,
                                                          errors.EXIT_UNSUPPORTED)
     os.unlink(path)
+
+
+def test_i386_old_mmap_takes_a_struct() -> None:
+    """i386 syscall 90 reads its six arguments from memory (old_mmap)."""
+    proc = Process(RunConfig(str(bin_path("i386", "hello_fs"))), warn=lambda m: None)
+    abi = load_abi("i386")
+    k = proc.kernel
+    c = abi.constants
+    block = proc.space.find_free(0x1000)
+    assert block is not None
+    proc.space.map(block, 0x1000, 3)
+    args = [0, 0x2000, c["PROT_READ"] | c["PROT_WRITE"], c["MAP_PRIVATE"] | c["MAP_ANONYMOUS"],
+            0xFFFFFFFF, 0]
+    k.write(block, k.pack_words(*args))
+    addr = k.call(abi.syscalls["mmap"], (block, 0, 0, 0, 0, 0))
+    assert addr > 0 and addr % 0x1000 == 0
+    k.write(addr + 0x1FFF, b"x")  # both pages are mapped and writable
+    assert k.read(addr + 0x1FFF, 1) == b"x"
+    k.close_all()

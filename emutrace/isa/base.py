@@ -199,6 +199,9 @@ class Isa:
     setup: CpuSetup | None = None
     # bit 0 of a code address selects the instruction set (ARM Thumb)
     thumb_bit: bool = False
+    # system calls whose arguments are a struct of N words pointed to by the first argument
+    # (i386 old_mmap); the layer unpacks them and calls the common handler
+    packed_args: Mapping[str, int] = field(default_factory=dict)
     # registers that hold the entry address at process start (ELFv2: r12 at a global entry)
     entry_regs: tuple[str, ...] = ()
     uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA

@@ -131,5 +131,8 @@ ISA = Isa(
         "busybox": Capability(True),
     },
     private_syscalls={"set_thread_area": set_thread_area},
+    # i386 `mmap` (nr 90) is old_mmap(struct mmap_arg_struct *) with six 32-bit words
+    # (arch/x86/kernel/sys_ia32.c); glibc uses mmap2, but old programs do not
+    packed_args={"mmap": 6},
     setup=setup_gdt,
 )

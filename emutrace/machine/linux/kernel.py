@@ -76,6 +76,10 @@ class LinuxKernel:
             private = self.isa.private_syscalls.get(name)
             if private is not None:
                 table[nr] = (name, lambda k, a, _p=private: _p(k.cpu, a))
+            elif name in HANDLERS and name in self.isa.packed_args:
+                count, handler = self.isa.packed_args[name], HANDLERS[name]
+                table[nr] = (name, lambda k, a, _n=count, _h=handler: _h(
+                    k, tuple(k.unpack_words(k.read(a[0], _n * k.word)))))
             elif name in HANDLERS:
                 table[nr] = (name, HANDLERS[name])
         return table
