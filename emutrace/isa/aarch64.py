@@ -1,10 +1,15 @@
 """AArch64 (ARMv8-A, LP64), Procedure Call Standard for the Arm 64-bit Architecture."""
 
 from emutrace.isa.base import (
+    NO_FLOW,
     Breakpoint,
     Capability,
+    Classifiers,
     Engines,
+    Flow,
+    FlowKind,
     Identity,
+    Insn,
     Isa,
     Registers,
     SyscallConvention,
@@ -65,6 +70,38 @@ BREAKPOINTS = (
     Breakpoint("brk #0", bytes.fromhex("000020d4"), hook="intr", intno=7, pc_after=0, works=True),
 )
 
+# ---------------------------------------------------------------- classifiers
+# Arm ARM (DDI 0487) C6: BL imm26 / BLR Xn are calls (X30 = return address), RET {Xn}
+# returns, B imm26 / BR Xn jump, B.cond / CBZ / CBNZ / TBZ / TBNZ branch conditionally;
+# BRK and UDF never fall through.
+_A64_COND = frozenset({"cbz", "cbnz", "tbz", "tbnz"})
+
+
+def _a64_imm(op: str) -> int:
+    return int(op.split(",")[-1].strip().lstrip("#"), 0)
+
+
+def classify_aarch64(insn: Insn) -> Flow:
+    m, op = insn.mnemonic, insn.op_str.strip()
+    if m == "bl":
+        return Flow(FlowKind.CALL, target=_a64_imm(op))
+    if m in ("blr", "blraa", "blrab", "blraaz", "blrabz"):
+        return Flow(FlowKind.CALL, indirect=op.split(",")[0])
+    if m in ("ret", "retaa", "retab"):
+        return Flow(FlowKind.RETURN)
+    if m == "b":
+        return Flow(FlowKind.JUMP, target=_a64_imm(op))
+    if m in ("br", "braa", "brab", "braaz", "brabz"):
+        return Flow(FlowKind.JUMP, indirect=op.split(",")[0])
+    if m.startswith("b.") or m in _A64_COND:
+        return Flow(FlowKind.BRANCH, target=_a64_imm(op), conditional=True)
+    if m in ("brk", "udf", "hlt"):
+        return Flow(FlowKind.STOP)
+    return NO_FLOW
+
+
+CLASSIFIERS = Classifiers(classify=classify_aarch64)
+
 # ---------------------------------------------------------------- capabilities
 HWCAP_FP, HWCAP_ASIMD = 1 << 0, 1 << 1  # asm/hwcap.h; no CPUID bit: glibc never reads MIDR
 
@@ -85,4 +122,5 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
     },
+    classifiers=CLASSIFIERS,
 )

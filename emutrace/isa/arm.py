@@ -1,11 +1,16 @@
 """ARM 32-bit (ARMv7-A, EABI hard-float), AAPCS; A32 and Thumb-2 code."""
 
 from emutrace.isa.base import (
+    NO_FLOW,
     Breakpoint,
     Capability,
+    Classifiers,
     CpuPort,
     Engines,
+    Flow,
+    FlowKind,
     Identity,
+    Insn,
     Isa,
     RegFixup,
     Registers,
@@ -72,6 +77,68 @@ BREAKPOINTS = (
 )
 
 
+# ---------------------------------------------------------------- classifiers
+# Arm ARM (DDI 0406C) A8.8: BL imm stays in the current instruction set, BLX imm switches
+# ARM↔Thumb (the target gets bit 0 when it is Thumb), BLX Rm is an indirect call.  Returns:
+# BX LR, MOV PC, LR, POP/LDM SP!, {…, PC}, LDR PC, [SP], #4.  B / BX Rm / LDR PC / TBB / TBH
+# jump; B<cond> / CBZ / CBNZ and anything inside an IT block (capstone prints the condition)
+# are conditional.  UDF and BKPT never fall through.
+_ARM_CONDS = frozenset(
+    {"eq", "ne", "hs", "lo", "cs", "cc", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt", "gt",
+     "le"})
+_ARM_BASES = frozenset(
+    {"b", "bl", "blx", "bx", "cbz", "cbnz", "pop", "ldm", "ldmia", "ldmfd", "ldr", "mov",
+     "tbb", "tbh", "udf", "bkpt"})
+
+
+def _arm_split(mnemonic: str) -> tuple[str, bool]:
+    """(base mnemonic, conditional) from e.g. `bxeq`, `ldmia.w`, `blo`."""
+    m = mnemonic.split(".")[0]
+    if m in _ARM_BASES:
+        return m, False
+    if m[:-2] in _ARM_BASES and m[-2:] in _ARM_CONDS:
+        return m[:-2], True
+    return m, False
+
+
+def classify_arm(insn: Insn) -> Flow:
+    m, cond = _arm_split(insn.mnemonic)
+    op = insn.op_str.strip()
+    regs = op.replace(" ", "")
+    if m in ("bl", "blx") and op.startswith("#"):
+        target = int(op.lstrip("#"), 0)
+        thumb = insn.thumb != (m == "blx")  # BLX imm switches the instruction set
+        return Flow(FlowKind.CALL, target=target | 1 if thumb else target, conditional=cond)
+    if m == "blx":
+        return Flow(FlowKind.CALL, indirect=op, conditional=cond)
+    if m == "bx" or (m == "mov" and regs.startswith("pc,")):
+        src = op if m == "bx" else regs.split(",")[1]
+        if src == "lr":
+            return Flow(FlowKind.RETURN, conditional=cond)
+        return Flow(FlowKind.JUMP, indirect=src, conditional=cond)
+    if m in ("pop", "ldm", "ldmia", "ldmfd") and regs.endswith("pc}"):
+        if m == "pop" or regs.startswith("sp!,"):
+            return Flow(FlowKind.RETURN, conditional=cond)
+        return Flow(FlowKind.JUMP, indirect=op, conditional=cond)
+    if m == "ldr" and regs.startswith("pc,"):
+        if regs == "pc,[sp],#4":
+            return Flow(FlowKind.RETURN, conditional=cond)
+        return Flow(FlowKind.JUMP, indirect=op.split(",", 1)[1].strip(), conditional=cond)
+    if m == "b":
+        target = int(op.lstrip("#"), 0) | (1 if insn.thumb else 0)
+        return Flow(FlowKind.BRANCH if cond else FlowKind.JUMP, target=target, conditional=cond)
+    if m in ("cbz", "cbnz"):
+        target = int(op.split(",")[-1].strip().lstrip("#"), 0) | 1  # Thumb only
+        return Flow(FlowKind.BRANCH, target=target, conditional=True)
+    if m in ("tbb", "tbh"):
+        return Flow(FlowKind.JUMP, indirect=op, conditional=cond)  # jump table
+    if m in ("udf", "bkpt") and not cond:
+        return Flow(FlowKind.STOP)
+    return NO_FLOW
+
+
+CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",))
+
 # ---------------------------------------------------------------- quirks
 def set_tls(cpu: CpuPort, args: tuple[int, ...]) -> int:
     """__ARM_NR_set_tls (0xF0005): the kernel writes TPIDRURO."""
@@ -109,4 +176,5 @@ ISA = Isa(
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,
+    classifiers=CLASSIFIERS,
 )

@@ -141,6 +141,56 @@ class Breakpoint:
     reason: str = ""
 
 
+# ---------------------------------------------------------------- classifiers
+
+
+@dataclass(frozen=True)
+class Insn:
+    """One decoded instruction as function discovery hands it to an ISA's classifier."""
+
+    addr: int
+    size: int
+    mnemonic: str  # capstone's, lower case (may carry a prefix: "notrack jmp")
+    op_str: str
+    raw: bytes
+    thumb: bool = False  # decoded in the alternative mode (ARM Thumb)
+
+
+class FlowKind(enum.Enum):
+    NONE = "falls through"
+    CALL = "call: enters a callee, comes back after it (and after its delay slot)"
+    RETURN = "return to the caller"
+    JUMP = "unconditional jump, direct or indirect"
+    BRANCH = "conditional direct jump"
+    EXECUTE = "executes the instruction at target (s390x EX/EXRL) and falls through"
+    STOP = "never falls through (trap, undefined)"
+
+
+@dataclass(frozen=True)
+class Flow:
+    kind: FlowKind
+    target: int | None = None  # direct target (ARM: bit 0 set when the target is Thumb)
+    indirect: str | None = None  # how to compute the target: a register or a memory operand
+    conditional: bool = False  # a conditional call/return/jump also falls through
+
+
+NO_FLOW = Flow(FlowKind.NONE)
+
+
+@dataclass(frozen=True)
+class Classifiers:
+    """How function discovery reads control flow on this ISA."""
+
+    classify: Callable[[Insn], Flow]
+    delay_slot: bool = False  # every branch, call and return has one delay slot (MIPS)
+    # capstone mode names for code at odd addresses (ARM: Thumb), () where there is none
+    alt_mode: tuple[str, ...] = ()
+    # ELFv2 (ppc64): st_other bits 5–7 encode the local entry offset of a function
+    local_entry: bool = False
+    insn_align: int = 4  # bytes to skip past an undecodable spot (x86: 1, RISC-V C: 2)
+    alt_insn_align: int = 2
+
+
 # ---------------------------------------------------------------- quirks
 
 
@@ -205,6 +255,8 @@ class Isa:
     # registers that hold the entry address at process start (ELFv2: r12 at a global entry)
     entry_regs: tuple[str, ...] = ()
     uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA
+    # how function discovery classifies control flow (None: not described yet)
+    classifiers: Classifiers | None = None
 
     @property
     def name(self) -> str:

@@ -5,6 +5,7 @@ import struct
 from emutrace.isa.base import (
     Breakpoint,
     Capability,
+    Classifiers,
     CpuPort,
     Engines,
     GuestError,
@@ -13,6 +14,7 @@ from emutrace.isa.base import (
     Registers,
     SyscallConvention,
 )
+from emutrace.isa.x86_64 import classify_x86
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -64,6 +66,11 @@ SYSCALLS = SyscallConvention(
 
 # ---------------------------------------------------------------- traps
 BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, works=True),)
+
+# ---------------------------------------------------------------- classifiers
+# The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
+CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1)
+
 
 # ---------------------------------------------------------------- quirks
 # A GDT of our own at the top of the address space.  Entry 2 is a flat 32-bit ring-0 data
@@ -135,4 +142,5 @@ ISA = Isa(
     # (arch/x86/kernel/sys_ia32.c); glibc uses mmap2, but old programs do not
     packed_args={"mmap": 6},
     setup=setup_gdt,
+    classifiers=CLASSIFIERS,
 )

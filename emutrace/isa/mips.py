@@ -1,11 +1,16 @@
 """MIPS32 big-endian, o32 ABI (SYSV MIPS psABI).  mipsel.py derives the little-endian twin."""
 
 from emutrace.isa.base import (
+    NO_FLOW,
     Breakpoint,
     Capability,
+    Classifiers,
     CpuPort,
     Engines,
+    Flow,
+    FlowKind,
     Identity,
+    Insn,
     Isa,
     Registers,
     SyscallConvention,
@@ -80,6 +85,42 @@ BREAKPOINTS = (
 )
 
 
+# ---------------------------------------------------------------- classifiers
+# MIPS32 ISA vol. II: JAL / BAL (= BGEZAL $zero) / JALR are calls (ra = PC + 8), BGEZAL /
+# BLTZAL conditional calls; JR $ra returns; J / B (= BEQ $zero,$zero) / JR rs jump; the
+# other branches are conditional.  Every one of them has a delay slot: the next instruction
+# runs before the target.  BREAK and TEQ-style traps are not treated as stops (TEQ may not
+# trap); BREAK is.
+_MIPS_COND = frozenset(
+    {"beq", "bne", "beqz", "bnez", "bgez", "bgtz", "blez", "bltz", "bc1t", "bc1f", "beql",
+     "bnel", "bgezl", "bltzl", "blezl", "bgtzl", "bc1tl", "bc1fl"})
+
+
+def _mips_imm(op: str) -> int:
+    return int(op.split(",")[-1].strip(), 0)
+
+
+def classify_mips(insn: Insn) -> Flow:
+    m, op = insn.mnemonic, insn.op_str.strip()
+    if m in ("jal", "bal"):
+        return Flow(FlowKind.CALL, target=_mips_imm(op))
+    if m in ("bgezal", "bltzal"):
+        return Flow(FlowKind.CALL, target=_mips_imm(op), conditional=True)
+    if m == "jalr":
+        return Flow(FlowKind.CALL, indirect=op.split(",")[-1].strip())
+    if m == "jr":
+        return Flow(FlowKind.RETURN) if op == "$ra" else Flow(FlowKind.JUMP, indirect=op)
+    if m in ("j", "b"):
+        return Flow(FlowKind.JUMP, target=_mips_imm(op))
+    if m in _MIPS_COND:
+        return Flow(FlowKind.BRANCH, target=_mips_imm(op), conditional=True)
+    if m == "break":
+        return Flow(FlowKind.STOP)
+    return NO_FLOW
+
+
+CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True)
+
 # ---------------------------------------------------------------- quirks
 def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
     """set_thread_area(tp): the kernel stores tp in CP0 UserLocal, read by `rdhwr $3,$29`."""
@@ -106,4 +147,5 @@ ISA = Isa(
         "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
     },
     private_syscalls={"set_thread_area": set_thread_area},
+    classifiers=CLASSIFIERS,
 )

@@ -1,10 +1,15 @@
 """PowerPC 32-bit big-endian, System V PowerPC ABI (SVR4 / Power Architecture 32-bit ABI)."""
 
 from emutrace.isa.base import (
+    NO_FLOW,
     Breakpoint,
     Capability,
+    Classifiers,
     Engines,
+    Flow,
+    FlowKind,
     Identity,
+    Insn,
     Isa,
     RegFixup,
     Registers,
@@ -81,6 +86,51 @@ BREAKPOINTS = (
                works=True),
 )
 
+# ---------------------------------------------------------------- classifiers
+# Power ISA v3.1 Book I §2.4, decoded from the bits (capstone's extended mnemonics are
+# many): opcode 18 I-form `b`/`bl` (LK = call, AA = absolute), opcode 16 B-form `bc`/`bcl`,
+# opcode 19 XL-form `bclr` (XO 16: `blr` returns, `blrl` calls through LR) and `bcctr`
+# (XO 528: `bctr` jumps, `bctrl` calls through CTR).  BO with 0b1x1xx branches always.
+# `bcl 20,31,$+4` (read the PC) is a call to the next instruction: discovery ignores it.
+# `trap` (tw 31,0,0) never falls through.
+def classify_ppc_word(addr: int, w: int) -> Flow:
+    opcode, lk = w >> 26, w & 1
+    if opcode == 18:
+        li = w & 0x03FFFFFC
+        li = li - (1 << 26) if li & (1 << 25) else li
+        target = (li if w & 2 else addr + li) & 0xFFFFFFFFFFFFFFFF
+        return Flow(FlowKind.CALL if lk else FlowKind.JUMP, target=target)
+    bo = (w >> 21) & 31
+    always = bo & 0x14 == 0x14
+    if opcode == 16:
+        bd = w & 0xFFFC
+        bd = bd - (1 << 16) if bd & (1 << 15) else bd
+        target = bd if w & 2 else addr + bd
+        if lk:
+            return Flow(FlowKind.CALL, target=target, conditional=not always)
+        return Flow(FlowKind.JUMP if always else FlowKind.BRANCH, target=target,
+                    conditional=not always)
+    if opcode == 19:
+        xo = (w >> 1) & 0x3FF
+        if xo == 16:  # bclr
+            if lk:
+                return Flow(FlowKind.CALL, indirect="lr", conditional=not always)
+            return Flow(FlowKind.RETURN, conditional=not always)
+        if xo in (528, 560):  # bcctr, bctar
+            reg = "ctr" if xo == 528 else "tar"
+            kind = FlowKind.CALL if lk else FlowKind.JUMP
+            return Flow(kind, indirect=reg, conditional=not always)
+    if w == 0x7FE00008:  # trap
+        return Flow(FlowKind.STOP)
+    return NO_FLOW
+
+
+def classify_ppc(insn: Insn) -> Flow:
+    return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "big"))
+
+
+CLASSIFIERS = Classifiers(classify=classify_ppc)
+
 # ---------------------------------------------------------------- quirks
 RESET = (
     # MSR.FP (0x2000) is clear at reset: the first FP instruction raises FP-unavailable.
@@ -108,4 +158,5 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
     },
+    classifiers=CLASSIFIERS,
 )

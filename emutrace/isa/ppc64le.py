@@ -3,15 +3,18 @@
 from emutrace.isa.base import (
     Breakpoint,
     Capability,
+    Classifiers,
     Engines,
+    Flow,
     Identity,
+    Insn,
     Isa,
     RegFixup,
     Registers,
     SyscallConvention,
     SyscallErrors,
 )
-from emutrace.isa.ppc import GPR_NAMES
+from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -80,6 +83,16 @@ BREAKPOINTS = (
                works=True),
 )
 
+# ---------------------------------------------------------------- classifiers
+# The same instructions as ppc.py (Power ISA v3.1 Book I §2.4), stored little-endian.  ELFv2
+# §3.4.1: a `bl` goes to the callee's local entry (global entry + the offset in st_other
+# bits 5–7); discovery maps it back to the function.
+def classify_ppc64le(insn: Insn) -> Flow:
+    return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "little"))
+
+
+CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True)
+
 # ---------------------------------------------------------------- quirks
 MSR_SF, MSR_VEC, MSR_VSX, MSR_FP, MSR_LE = 1 << 63, 1 << 25, 1 << 23, 1 << 13, 1 << 0
 RESET = (
@@ -111,4 +124,5 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
     },
+    classifiers=CLASSIFIERS,
 )

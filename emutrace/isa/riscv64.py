@@ -1,10 +1,15 @@
 """RISC-V 64-bit (RV64GC, LP64D), RISC-V ELF psABI."""
 
 from emutrace.isa.base import (
+    NO_FLOW,
     Breakpoint,
     Capability,
+    Classifiers,
     Engines,
+    Flow,
+    FlowKind,
     Identity,
+    Insn,
     Isa,
     RegFixup,
     Registers,
@@ -73,6 +78,78 @@ BREAKPOINTS = (
                works=False, reason="as ebreak"),
 )
 
+# ---------------------------------------------------------------- classifiers
+# RISC-V unprivileged spec ch. 2.5 and 16 (C extension), decoded from the bits (capstone 5
+# prints branch offsets, not targets, and uses aliases): JAL / JALR with rd ≠ x0 are calls
+# (any link register), JALR x0, 0(ra) is `ret`, JAL x0 (`j`) and JALR x0 (`jr`) jump;
+# C.JAL (RV32 only) / C.JALR call through ra, C.JR ra returns, C.JR rs / C.J jump;
+# BEQ…BGEU, C.BEQZ / C.BNEZ branch.  EBREAK / C.EBREAK / UNIMP never fall through.
+_RA = 1
+
+
+def _sext(value: int, bits: int) -> int:
+    return value - (1 << bits) if value & (1 << (bits - 1)) else value
+
+
+def _rv_reg(n: int) -> str:
+    return f"x{n}"
+
+
+def classify_riscv(insn: Insn) -> Flow:
+    w = int.from_bytes(insn.raw, "little")
+    if insn.size == 2:
+        return _classify_rvc(insn.addr, w)
+    opcode, rd, rs1 = w & 0x7F, (w >> 7) & 31, (w >> 15) & 31
+    if opcode == 0x6F:  # JAL
+        imm = ((w >> 31) << 20) | (((w >> 12) & 0xFF) << 12) | (((w >> 20) & 1) << 11) \
+            | (((w >> 21) & 0x3FF) << 1)
+        target = insn.addr + _sext(imm, 21)
+        return Flow(FlowKind.CALL if rd else FlowKind.JUMP, target=target)
+    if opcode == 0x67:  # JALR
+        off = _sext(w >> 20, 12)
+        if rd:
+            return Flow(FlowKind.CALL, indirect=f"{off}({_rv_reg(rs1)})")
+        if rs1 == _RA and off == 0:
+            return Flow(FlowKind.RETURN)
+        return Flow(FlowKind.JUMP, indirect=f"{off}({_rv_reg(rs1)})")
+    if opcode == 0x63:  # BRANCH
+        imm = ((w >> 31) << 12) | (((w >> 7) & 1) << 11) | (((w >> 25) & 0x3F) << 5) \
+            | (((w >> 8) & 0xF) << 1)
+        return Flow(FlowKind.BRANCH, target=insn.addr + _sext(imm, 13), conditional=True)
+    if w in (0x00100073, 0xC0001073):  # EBREAK, UNIMP (csrrw x0, cycle, x0)
+        return Flow(FlowKind.STOP)
+    return NO_FLOW
+
+
+def _classify_rvc(addr: int, w: int) -> Flow:
+    op, funct3 = w & 3, w >> 13
+    if op == 1 and funct3 == 5:  # C.J offset[11|4|9:8|10|6|7|3:1|5]
+        b = [(w >> i) & 1 for i in range(16)]
+        imm = (b[12] << 11) | (b[8] << 10) | (b[10] << 9) | (b[9] << 8) | (b[6] << 7) \
+            | (b[7] << 6) | (b[2] << 5) | (b[11] << 4) | (b[5] << 3) | (b[4] << 2) | (b[3] << 1)
+        return Flow(FlowKind.JUMP, target=addr + _sext(imm, 12))
+    if op == 1 and funct3 in (6, 7):  # C.BEQZ / C.BNEZ offset[8|4:3], [7:6|2:1|5]
+        b = [(w >> i) & 1 for i in range(16)]
+        imm = (b[12] << 8) | (b[6] << 7) | (b[5] << 6) | (b[2] << 5) | (b[11] << 4) \
+            | (b[10] << 3) | (b[4] << 2) | (b[3] << 1)
+        return Flow(FlowKind.BRANCH, target=addr + _sext(imm, 9), conditional=True)
+    if op == 2 and funct3 == 4 and (w >> 2) & 31 == 0:
+        rs1, link = (w >> 7) & 31, (w >> 12) & 1
+        if link and rs1 == 0:
+            return Flow(FlowKind.STOP)  # C.EBREAK
+        if link:  # C.JALR rs1: ra = pc + 2
+            return Flow(FlowKind.CALL, indirect=f"0({_rv_reg(rs1)})")
+        if rs1 == _RA:  # C.JR ra
+            return Flow(FlowKind.RETURN)
+        if rs1:
+            return Flow(FlowKind.JUMP, indirect=f"0({_rv_reg(rs1)})")
+    if w == 0:
+        return Flow(FlowKind.STOP)  # the all-zero parcel is defined illegal
+    return NO_FLOW
+
+
+CLASSIFIERS = Classifiers(classify=classify_riscv, insn_align=2)
+
 # ---------------------------------------------------------------- quirks
 RESET = (
     # mstatus.FS (bits 13–14) = 0 means the FPU is off: FP instructions raise illegal-insn.
@@ -101,4 +178,5 @@ ISA = Isa(
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
     },
+    classifiers=CLASSIFIERS,
 )

@@ -1,10 +1,15 @@
 """IBM z/Architecture (s390x), ELF ABI for the zSeries / s390x ELF ABI Supplement."""
 
 from emutrace.isa.base import (
+    NO_FLOW,
     Breakpoint,
     Capability,
+    Classifiers,
     Engines,
+    Flow,
+    FlowKind,
     Identity,
+    Insn,
     Isa,
     RegFixup,
     Registers,
@@ -74,6 +79,64 @@ BREAKPOINTS = (
     Breakpoint("0x0001", bytes.fromhex("0001"), hook="intr", intno=3, pc_after=0, works=True),
 )
 
+# ---------------------------------------------------------------- classifiers
+# z/Architecture Principles of Operation ch. 7: BRASL / BRAS are direct calls, BASR / BALR /
+# BAS / BAL calls through a register or address (R1 gets the return address); `br %r14`
+# (BCR 15,%r14) returns, B<cond>R %r14 returns conditionally; J / JG (BRC / BRCL 15) and
+# BR / B jump, the other BRC / BRCL / BRCT / BRXH forms branch conditionally.  EX / EXRL
+# execute one instruction elsewhere: discovery decodes that target (a call through EXRL is a
+# call).  `basr %rX, 0` only reads the PC.
+_S390_CALLS = frozenset({"brasl", "bras", "basr", "balr", "bas", "bal"})
+_S390_COND_PREFIX = ("brct", "brxh", "brxl", "bct", "bxh", "bxle")
+
+
+def _s390_ops(op: str) -> list[str]:
+    return [o.strip() for o in op.replace(", ", ",").split(",")] if op else []
+
+
+def classify_s390x(insn: Insn) -> Flow:
+    m, ops = insn.mnemonic, _s390_ops(insn.op_str)
+    if m in _S390_CALLS:
+        dest = ops[-1] if len(ops) >= 2 else ""
+        if m in ("brasl", "bras"):
+            return Flow(FlowKind.CALL, target=int(dest, 0))
+        if dest in ("%r0", "0"):
+            return NO_FLOW  # basr %rX, 0: no branch
+        return Flow(FlowKind.CALL, indirect=dest.lstrip("%"))
+    if m == "exrl":
+        return Flow(FlowKind.EXECUTE, target=int(ops[-1], 0))
+    if m in ("br", "b"):
+        dest = ops[0]
+        return Flow(FlowKind.RETURN) if dest == "%r14" else \
+            Flow(FlowKind.JUMP, indirect=dest.lstrip("%"))
+    if m in ("j", "jg"):
+        return Flow(FlowKind.JUMP, target=int(ops[0], 0))
+    if m in ("brc", "brcl", "bcr"):  # explicit mask form
+        mask = int(ops[0], 0)
+        if mask == 0:
+            return NO_FLOW
+        if m == "bcr":
+            kind = FlowKind.RETURN if ops[1] == "%r14" else FlowKind.JUMP
+            return Flow(kind, indirect=None if kind is FlowKind.RETURN else ops[1].lstrip("%"),
+                        conditional=mask != 15)
+        kind = FlowKind.JUMP if mask == 15 else FlowKind.BRANCH
+        return Flow(kind, target=int(ops[1], 0), conditional=mask != 15)
+    if m.startswith("j") and ops:  # je, jne, jgnl, ...: conditional relative branches
+        return Flow(FlowKind.BRANCH, target=int(ops[-1], 0), conditional=True)
+    if m.startswith("b") and m.endswith("r") and ops == ["%r14"]:  # ber %r14, bner %r14, ...
+        return Flow(FlowKind.RETURN, conditional=True)
+    if m.startswith(_S390_COND_PREFIX) and ops:
+        try:
+            return Flow(FlowKind.BRANCH, target=int(ops[-1], 0), conditional=True)
+        except ValueError:
+            return NO_FLOW
+    if insn.raw[:2] == b"\x00\x00":
+        return Flow(FlowKind.STOP)  # opcode 0x00 is invalid
+    return NO_FLOW
+
+
+CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2)
+
 # ---------------------------------------------------------------- quirks
 RESET = (
     # PSW mask EA|BA: Unicorn resets to 24-bit addressing; the stack lives far above 16 MiB.
@@ -109,4 +172,5 @@ ISA = Isa(
                    "run by EXRL (e.g. BRASL) relative to the EXRL, not to the executed "
                    "instruction (fixed in QEMU 8.0): such a call goes astray"),
     },
+    classifiers=CLASSIFIERS,
 )

@@ -1,12 +1,19 @@
 """x86_64 (AMD64), System V psABI."""
 
+from dataclasses import replace
+
 from emutrace.isa.base import (
+    NO_FLOW,
     Breakpoint,
     Capability,
+    Classifiers,
     CpuPort,
     Engines,
+    Flow,
+    FlowKind,
     GuestError,
     Identity,
+    Insn,
     Isa,
     Registers,
     SyscallConvention,
@@ -69,6 +76,40 @@ SYSCALLS = SyscallConvention(
 BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, works=True),)
 
 
+# ---------------------------------------------------------------- classifiers
+# Intel SDM vol. 2: CALL rel32 / r/m (E8, FF /2), RET (C3, C2 iw), JMP rel / r/m (E9, EB,
+# FF /4), Jcc, JrCXZ and LOOPcc (conditional).  The i386 PC thunk (`call
+# __x86.get_pc_thunk.bx`) is an ordinary call.  HLT, UD2 and INT3 never fall through.
+_X86_COND_JUMPS = frozenset({"jrcxz", "jecxz", "jcxz", "loop", "loope", "loopne"})
+_X86_STOPS = frozenset({"hlt", "ud2", "int3", "ud1", "ud0"})
+
+
+def _x86_target(op: str) -> Flow:
+    try:
+        return Flow(FlowKind.NONE, target=int(op, 0))
+    except ValueError:
+        return Flow(FlowKind.NONE, indirect=op)  # register ("rax") or memory ("qword ptr [...]")
+
+
+def classify_x86(insn: Insn) -> Flow:
+    """x86 and x86_64 (capstone Intel syntax; prefixes like `notrack`/`bnd` are skipped)."""
+    m = insn.mnemonic.split()[-1] if insn.mnemonic else ""
+    if m in ("ret", "retf"):
+        return Flow(FlowKind.RETURN)
+    if m == "call":
+        return replace(_x86_target(insn.op_str), kind=FlowKind.CALL)
+    if m == "jmp":
+        return replace(_x86_target(insn.op_str), kind=FlowKind.JUMP)
+    if m.startswith("j") or m in _X86_COND_JUMPS:
+        return replace(_x86_target(insn.op_str), kind=FlowKind.BRANCH, conditional=True)
+    if m in _X86_STOPS:
+        return Flow(FlowKind.STOP)
+    return NO_FLOW
+
+
+CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1)
+
+
 # ---------------------------------------------------------------- quirks
 ARCH_SET_FS = 0x1002  # <asm/prctl.h>
 ARCH_GET_FS = 0x1003
@@ -105,4 +146,5 @@ ISA = Isa(
         "busybox": Capability(True),
     },
     private_syscalls={"arch_prctl": arch_prctl},
+    classifiers=CLASSIFIERS,
 )

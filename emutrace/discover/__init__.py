@@ -1,0 +1,62 @@
+"""Function discovery (pure: capstone and pyelftools, no emulator).
+
+`Discovery(image).function_at(addr)` gives a :class:`Function` — its extent, its call sites
+(direct target or the operand an indirect target is read from), its returns and the jumps
+that may leave it (tail calls) — decoded once and cached.  With a symbol table the function
+is the symbol containing addr (a linear sweep of its extent, skipping `$d` data); without
+one it is found by recursive descent from addr (see descent.py).  The ISA-specific reading
+of instructions is the `classifiers` section of each `emutrace.isa.<isa>` module.
+"""
+
+from __future__ import annotations
+
+from emutrace.discover.decode import Decoder, NoClassifiers
+from emutrace.discover.descent import descend
+from emutrace.discover.functions import from_symbol
+from emutrace.discover.model import Function, Site, SiteKind
+from emutrace.discover.symbols import SymbolTable, read_symbols
+from emutrace.elf import Image
+
+__all__ = ["Discovery", "Function", "NoClassifiers", "Site", "SiteKind"]
+
+
+class Discovery:
+    def __init__(self, image: Image, use_symbols: bool = True) -> None:
+        self.image = image
+        self.decoder = Decoder(image)
+        self.symbols = read_symbols(image) if use_symbols else SymbolTable([], [])
+        self._by_start: dict[int, Function] = {}
+        self._entries: set[int] = set()  # known function entries (code addresses)
+
+    def _code(self, addr: int) -> int:
+        return addr & ~1 if self.image.isa.thumb_bit else addr
+
+    def function_at(self, addr: int) -> Function:
+        """The function containing addr (symbols), or the one entered at addr (descent).
+        On ARM without symbols, bit 0 of addr selects Thumb."""
+        code = self._code(addr)
+        sym = self.symbols.containing(code)
+        key = sym.start if sym is not None else code
+        cached = self._by_start.get(key)
+        if cached is not None:
+            return cached
+        if sym is not None:
+            func = from_symbol(sym, self.symbols, self.decoder)
+        else:
+            alt = self.image.isa.thumb_bit and bool(addr & 1)
+            func = descend(self.decoder, code, alt, self._is_entry)
+        self._by_start[key] = func
+        self._entries.add(func.start)
+        for site in func.calls:
+            if site.target is not None:
+                self._entries.add(self._code(site.target))
+        return func
+
+    def _is_entry(self, addr: int) -> bool:
+        return addr in self._entries
+
+    def function_by_name(self, name: str) -> Function:
+        sym = self.symbols.by_name(name)
+        if sym is None:
+            raise KeyError(name)
+        return self.function_at(sym.start | (1 if sym.alt else 0))

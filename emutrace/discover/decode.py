@@ -1,0 +1,73 @@
+"""Capstone set-up from an ISA description, and a cached instruction reader over an Image."""
+
+from __future__ import annotations
+
+import capstone
+
+from emutrace.elf import PF_X, Image
+from emutrace.isa.base import Classifiers, Insn
+
+
+class NoClassifiers(LookupError):
+    pass
+
+
+def classifiers_of(image: Image) -> Classifiers:
+    cls = image.isa.classifiers
+    if cls is None:
+        raise NoClassifiers(f"{image.isa.name}: no control-flow classifiers declared")
+    return cls
+
+
+def _mode(names: tuple[str, ...]) -> int:
+    mode = 0
+    for name in names:
+        mode |= getattr(capstone, name)
+    return mode
+
+
+class Decoder:
+    """Decodes instructions of the executable segments once; `alt` selects the alternative
+    instruction set (ARM Thumb)."""
+
+    def __init__(self, image: Image) -> None:
+        self.isa = image.isa
+        self.cls = classifiers_of(image)
+        engines = image.isa.engines
+        arch = getattr(capstone, engines.cs_arch)
+        self._cs = capstone.Cs(arch, _mode(engines.cs_mode))
+        self._cs_alt = None
+        if self.cls.alt_mode:
+            # the alternative mode keeps the byte-order bits of the main mode
+            self._cs_alt = capstone.Cs(arch, _mode(self.cls.alt_mode))
+        self._code = [(s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
+        self._cache: dict[tuple[int, bool], Insn | None] = {}
+
+    def in_code(self, addr: int) -> bool:
+        return any(base <= addr < base + len(data) for base, data in self._code)
+
+    def code_end(self, addr: int) -> int:
+        """End of the executable file data containing addr (addr itself if none)."""
+        for base, data in self._code:
+            if base <= addr < base + len(data):
+                return base + len(data)
+        return addr
+
+    def insn_at(self, addr: int, alt: bool = False) -> Insn | None:
+        """The instruction at addr, or None where nothing valid decodes."""
+        key = (addr, alt)
+        if key in self._cache:
+            return self._cache[key]
+        insn = None
+        cs = self._cs_alt if alt and self._cs_alt is not None else self._cs
+        for base, data in self._code:
+            if base <= addr < base + len(data):
+                off = addr - base
+                for i in cs.disasm(data[off:off + 16], addr, 1):
+                    insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes), alt)
+                break
+        self._cache[key] = insn
+        return insn
+
+    def align(self, alt: bool) -> int:
+        return self.cls.alt_insn_align if alt else self.cls.insn_align

@@ -1,0 +1,68 @@
+"""A function without a symbol: recursive descent over its basic blocks from the entry.
+
+Blocks end at returns, unconditional jumps and undecodable or trapping instructions.  A
+direct unconditional jump is a tail call (not followed) when its target lies before the
+entry or is a known function entry; otherwise it is followed as part of the function.  An
+indirect jump ends the block and becomes a TAIL site with its operand: whether it leaves the
+function (tail call) or stays (jump table) is decided when it runs; code reached only through
+a jump table is therefore missing from the extent.  The extent is the covered range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from emutrace.discover.decode import Decoder
+from emutrace.discover.model import Function, Site, SiteKind
+from emutrace.discover.sites import code_addr, fall_through, resolve, site_for
+from emutrace.isa.base import FlowKind
+
+MAX_INSNS = 200_000
+
+
+def descend(decoder: Decoder, entry: int, alt: bool,
+            is_function_entry: Callable[[int], bool]) -> Function:
+    seen: dict[int, int] = {}  # addr → size of every covered instruction
+    sites: dict[int, Site] = {}
+    todo = [entry]
+
+    def leaves(target: int) -> bool:
+        return target < entry or (target != entry and is_function_entry(target))
+
+    def inside(target: int) -> bool:
+        return not leaves(target)
+
+    while todo and len(seen) < MAX_INSNS:
+        addr = todo.pop()
+        while addr not in seen:
+            insn = decoder.insn_at(addr, alt)
+            if insn is None:
+                break
+            seen[addr] = insn.size
+            flow, _ = resolve(decoder, insn)
+            site = site_for(decoder, insn, inside)
+            if site is not None:
+                sites[addr] = site
+            kind, nxt = flow.kind, addr + insn.size
+            if decoder.cls.delay_slot and kind not in (FlowKind.NONE, FlowKind.STOP,
+                                                        FlowKind.EXECUTE):
+                slot = decoder.insn_at(nxt, alt)
+                if slot is not None:
+                    seen[nxt] = slot.size
+                nxt = fall_through(decoder, insn)
+            if kind in (FlowKind.JUMP, FlowKind.BRANCH) and flow.target is not None:
+                target = code_addr(decoder, flow.target)
+                if inside(target) and decoder.in_code(target):
+                    todo.append(target)
+            if kind is FlowKind.STOP:
+                break
+            if kind in (FlowKind.RETURN, FlowKind.JUMP) and not flow.conditional:
+                break
+            addr = nxt
+    start = min(seen) if seen else entry
+    end = max(a + s for a, s in seen.items()) if seen else entry
+    ordered = tuple(sorted(sites.values(), key=lambda s: s.addr))
+    # a site's conditional TAIL to a target that was followed as part of the function
+    ordered = tuple(s for s in ordered if not (s.kind is SiteKind.TAIL and s.target is not None
+                                               and code_addr(decoder, s.target) in seen))
+    return Function(None, start, end, ordered, alt)

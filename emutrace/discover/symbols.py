@@ -1,0 +1,96 @@
+"""Function symbols as discovery needs them: the ISA-mode bit of the value (ARM Thumb), the
+ELFv2 local entry (st_other bits 5–7), and the mapping symbols that mark data in code."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from elftools.elf.elffile import ELFFile
+
+from emutrace.elf import Image
+
+
+@dataclass(frozen=True)
+class FuncSymbol:
+    name: str
+    start: int  # first byte of code (bit 0 cleared on Thumb ISAs)
+    size: int
+    alt: bool  # bit 0 of st_value was set: Thumb code
+    local_offset: int  # ELFv2 local entry − global entry (0 when there is one entry)
+
+
+def _local_offset(value: int) -> int:
+    """ELFv2 ABI §3.4.1, st_other bits 5–7: 0 and 1 mean one entry, 2–6 mean 2**v bytes."""
+    return 1 << value if 2 <= value <= 6 else 0
+
+
+@dataclass
+class SymbolTable:
+    funcs: list[FuncSymbol]
+    data_ranges: list[tuple[int, int]]  # [start, end) of data in code ($d mapping symbols)
+
+    def __post_init__(self) -> None:
+        self.funcs.sort(key=lambda f: (f.start, -f.size, f.name))
+        self._starts = [f.start for f in self.funcs]
+        self._data_starts = [d[0] for d in self.data_ranges]
+
+    def containing(self, addr: int) -> FuncSymbol | None:
+        """The function whose [start, start+size) holds addr (a sized one wins)."""
+        i = bisect.bisect_right(self._starts, addr) - 1
+        while i >= 0 and self.funcs[i].start <= addr:
+            f = self.funcs[i]
+            if f.start <= addr < f.start + max(f.size, 1):
+                return f
+            if f.start < addr and f.size and f.start + f.size <= addr:
+                i -= 1
+                continue
+            i -= 1
+        return None
+
+    def next_start(self, addr: int) -> int | None:
+        i = bisect.bisect_right(self._starts, addr)
+        return self._starts[i] if i < len(self._starts) else None
+
+    def in_data(self, addr: int) -> bool:
+        i = bisect.bisect_right(self._data_starts, addr) - 1
+        return i >= 0 and addr < self.data_ranges[i][1]
+
+    def by_name(self, name: str) -> FuncSymbol | None:
+        for f in self.funcs:
+            if f.name == name:
+                return f
+        return None
+
+
+def read_symbols(image: Image) -> SymbolTable:
+    with open(image.path, "rb") as fh:
+        elf = ELFFile(fh)
+        table = elf.get_section_by_name(".symtab")
+        if table is None or not hasattr(table, "iter_symbols"):
+            return SymbolTable([], [])
+        cls = image.isa.classifiers
+        local = cls is not None and cls.local_entry
+        funcs: list[FuncSymbol] = []
+        marks: list[tuple[int, bool]] = []  # (addr, is data) from $d / $a $t $x mapping symbols
+        for sym in table.iter_symbols():
+            if sym["st_shndx"] == "SHN_UNDEF":
+                continue
+            value = sym["st_value"]
+            name = sym.name
+            if name in ("$d", "$a", "$t", "$x") or name.startswith(("$d.", "$x.", "$a.", "$t.")):
+                marks.append((value, name.startswith("$d")))
+                continue
+            if sym["st_info"]["type"] != "STT_FUNC" or not name:
+                continue
+            alt = image.isa.thumb_bit and bool(value & 1)
+            start = value & ~1 if image.isa.thumb_bit else value
+            off = _local_offset(sym["st_other"]["local"]) if local else 0
+            funcs.append(FuncSymbol(name, start, sym["st_size"], alt, off))
+    marks.sort()
+    ranges = []
+    for i, (addr, is_data) in enumerate(marks):
+        if is_data:
+            end = next((a for a, d in marks[i + 1:] if not d and a > addr), None)
+            ranges.append((addr, end if end is not None else addr + 1))
+    return SymbolTable(funcs, ranges)
