@@ -1,0 +1,87 @@
+"""The event model: what a backend reports (raw events) and what the shadow stack makes of
+them (records).
+
+Raw events (backend → `trace.shadow.ShadowStack`):
+
+* `Call` — a call instruction is about to execute at `site_addr`, going to `target`.
+* `TailCall` — a jump that leaves the current function for the start of another one (a
+  sibling call): the current function's frame is reused by `target`.
+* `Return` — a return instruction is about to execute at `site_addr`.
+
+Conventions every backend keeps (the shadow stack's non-local-exit rules rely on them):
+
+* `time` is the number of guest instructions executed before the event's instruction: a
+  deterministic timestamp, the same on every host and every rerun.
+* `sp` is the stack pointer *before* the event's instruction executes (on x86 before `call`
+  pushes and before `ret` pops the return address; on MIPS before a delay slot that pops).
+* `return_addr` of a `Call` is where the callee will return to (the instruction after the
+  call, or after its delay slot).  `target` of a `Return`, when the backend knows it (the
+  link register or the word at sp), is where that return goes; `None` when unknown.
+* `args` are the raw argument-register words (unsigned, as read), as many as the backend
+  chose to read; `retval` is the raw return-value register word (`None`: not read).
+
+Records (shadow stack → formatters): `Entry` and `Exit`, properly nested — every `Entry` has
+exactly one later `Exit` at the same depth, and depth 0 is the outermost traced frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    time: int
+    site_addr: int
+    target: int
+    sp: int
+    return_addr: int
+    args: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TailCall:
+    time: int
+    site_addr: int
+    target: int
+    sp: int
+    args: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    time: int
+    site_addr: int
+    sp: int
+    retval: int | None = None
+    target: int | None = None
+
+
+Event = Call | TailCall | Return
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    time: int
+    depth: int
+    func: int
+    args: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """The end of a frame.  `unwound`: the frame did not return by its own return
+    instruction (skipped by longjmp/unwinding, or still open at program exit); then `retval`
+    is None.  `at_exit`: closed by `ShadowStack.close_all` (the program ended with it open);
+    `at_exit` implies `unwound`."""
+
+    time: int
+    depth: int
+    func: int
+    retval: int | None
+    duration: int
+    unwound: bool = False
+    at_exit: bool = False
+
+
+Record = Entry | Exit

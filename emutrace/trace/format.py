@@ -1,0 +1,175 @@
+"""The text call graph in uftrace `replay` layout (itself modelled on ftrace's
+`function_graph`), with uftrace's filter options.
+
+Layout (uftrace-replay(1), `-f duration`, with `-A`/`-R` style arguments and return values)::
+
+    # DURATION [insns]   FUNCTION
+                       | main(1, 0x7ffe0010) {
+                   120 |   fact(10) = 3628800;
+                       |   scenario_qsort() {
+                    33 |     compare_ints(0x4a0010, 0x4a0014) = -1;
+                    90 |   } /* scenario_qsort */
+                   400 | } = 0; /* main */
+
+* One line per entry and per exit, indented two spaces per depth level; a function that
+  calls nothing shown (its entry immediately followed by its exit) takes one line,
+  `name(args) = retval;`.
+* The duration column holds the callee's duration on exit and leaf lines, blank on entry
+  lines.  Durations are guest instructions (the header says `[insns]`), not time, so a rerun
+  gives byte-identical text.
+* Arguments and return values as uftrace's default ("auto") format prints integers: the
+  word read as a signed number of the ISA's width; if it is within ±100000 it is decimal,
+  otherwise lowercase hex with `0x` (a pointer); on 64-bit ISAs a value in
+  (0xffff0000, 0xffffffff] is a sign-extended-looking 32-bit negative and prints as decimal,
+  as uftrace does.  `show_args=False` prints `name()`; `show_retval=False` (or a return value
+  that was not read) prints `} /* name */` and `name(args);`.
+* Frames that did not return by their own return instruction have no return value and say
+  so: `} /* name (unwound) */`, `} /* name (at exit) */`, or as leaves
+  `name(args); /* unwound */`.
+
+Filters (uftrace semantics; names are matched exactly):
+
+* `filters` (`-F/--filter FUNC`): show only FUNC and what it calls; depth restarts at 0 for
+  the outermost shown FUNC.
+* `notrace` (`-N/--notrace FUNC`): hide FUNC and everything it calls.  Wins over `-F`.
+* `depth` (`-D/--depth N`): show at most N nesting levels of shown frames.
+* `start` (`--start SYM`, default `main`): nothing is shown before the first entry of SYM;
+  frames already open then are never shown.  `None` shows everything.
+
+Names come from the caller's `symbolize(addr) -> str`.  The output is a pure function of
+the records and the options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from emutrace.trace.events import Entry, Exit, Record
+
+HEADER = "# DURATION [insns]   FUNCTION"
+_DURATION_WIDTH = 18  # len("# DURATION [insns]"); the function text starts after " | "
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    filters: tuple[str, ...] = ()
+    notrace: tuple[str, ...] = ()
+    depth: int | None = None
+    start: str | None = "main"
+    show_args: bool = True
+    show_retval: bool = True
+    word_bits: int = 64
+    header: bool = True
+
+
+def format_value(value: int, bits: int = 64) -> str:
+    """An integer word as uftrace's "auto" argument format prints it."""
+    mask = (1 << bits) - 1
+    u = value & mask
+    s = u - (1 << bits) if u >> (bits - 1) else u
+    if -100000 <= s <= 100000:
+        return str(s)
+    if bits == 64 and 0xFFFF0000 < u <= 0xFFFFFFFF:
+        return str(u - (1 << 32))
+    return f"{u:#x}"
+
+
+@dataclass(slots=True)
+class _Frame:
+    shown: bool
+    in_filter: bool
+    hidden: bool
+    child_depth: int  # display depth of this frame's children
+    line_depth: int  # display depth of this frame (meaningful when shown)
+    call_text: str  # "name(args)", when shown
+
+
+class _Writer:
+    """Emits lines; holds back a shown entry until it is known whether it is a leaf."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.pending: tuple[int, str] | None = None  # (depth, call_text) of a held entry
+
+    def _line(self, duration: str, depth: int, text: str) -> None:
+        self.lines.append(f"{duration:>{_DURATION_WIDTH}} | {'  ' * depth}{text}")
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            depth, call_text = self.pending
+            self.pending = None
+            self._line("", depth, call_text + " {")
+
+    def entry(self, depth: int, call_text: str) -> None:
+        self.flush()
+        self.pending = (depth, call_text)
+
+    def exit(self, depth: int, call_text: str, name: str, duration: int, ret: str | None,
+             note: str | None) -> None:
+        if self.pending is not None and self.pending[0] == depth:
+            self.pending = None
+            if note is not None:
+                text = f"{call_text}; /* {note} */"
+            elif ret is not None:
+                text = f"{call_text} = {ret};"
+            else:
+                text = f"{call_text};"
+        else:
+            self.flush()
+            if note is not None:
+                text = f"}} /* {name} ({note}) */"
+            elif ret is not None:
+                text = f"}} = {ret}; /* {name} */"
+            else:
+                text = f"}} /* {name} */"
+        self._line(str(duration), depth, text)
+
+
+def replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
+                 opts: ReplayOptions = ReplayOptions()) -> list[str]:
+    """The call graph as lines (no trailing newlines)."""
+    filters, notrace = frozenset(opts.filters), frozenset(opts.notrace)
+    started = opts.start is None
+    stack: list[_Frame] = []
+    out = _Writer()
+    if opts.header:
+        out.lines.append(HEADER)
+    for rec in records:
+        if isinstance(rec, Entry):
+            name = symbolize(rec.func)
+            if not started and name == opts.start:
+                started = True
+            parent_in_filter = stack[-1].in_filter if stack else False
+            parent_hidden = stack[-1].hidden if stack else False
+            depth = stack[-1].child_depth if stack else 0
+            in_filter = parent_in_filter or name in filters
+            hidden = parent_hidden or name in notrace
+            shown = (started and (in_filter or not filters) and not hidden
+                     and (opts.depth is None or depth < opts.depth))
+            call_text = ""
+            if shown:
+                args = ", ".join(format_value(a, opts.word_bits) for a in rec.args) \
+                    if opts.show_args else ""
+                call_text = f"{name}({args})"
+                out.entry(depth, call_text)
+            stack.append(_Frame(shown, in_filter, hidden, depth + 1 if shown else depth,
+                                depth, call_text))
+        elif isinstance(rec, Exit):
+            if not stack:
+                raise ValueError(f"exit without entry: {rec!r}")
+            frame = stack.pop()
+            if not frame.shown:
+                continue
+            note = ("at exit" if rec.at_exit else "unwound") if rec.unwound else None
+            ret = format_value(rec.retval, opts.word_bits) \
+                if opts.show_retval and rec.retval is not None else None
+            out.exit(frame.line_depth, frame.call_text, symbolize(rec.func), rec.duration, ret,
+                     note)
+    out.flush()
+    return out.lines
+
+
+def replay_text(records: Iterable[Record], symbolize: Callable[[int], str],
+                opts: ReplayOptions = ReplayOptions()) -> str:
+    return "".join(line + "\n" for line in replay_lines(records, symbolize, opts))
