@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from emutrace.backends.step import StepBackend
 from emutrace.elf import Image, load_image
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.isa import UnknownIsa, by_name
@@ -20,6 +21,8 @@ from emutrace.machine.linux.memory import AddressSpace, Layout
 from emutrace.machine.linux.sandbox import Sandbox
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.trace.events import Record
+from emutrace.trace.shadow import ShadowStack
 from emutrace.target.unicorn_run import HookSet, Stop, run
 
 
@@ -33,6 +36,7 @@ class RunConfig:
     max_insns: int = 0
     timeout: float = 0.0
     env: dict[str, str] | None = None  # None: the host environment, as qemu-user passes it
+    backend: str = "none"  # "none" (just run) or a tracing backend: "step"
 
 
 @dataclass
@@ -41,6 +45,8 @@ class RunResult:
     image: Image
     syscalls: int = 0
     syscall_counts: dict[str, int] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)  # the call trace (tracing backends)
+    backend_stats: dict[str, int] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -104,6 +110,14 @@ class Process:
         for reg in isa.entry_regs:
             self.cpu.reg_write(reg, self.entry)
         self.hooks = HookSet(self.cpu, self.kernel.on_syscall)
+        self.shadow = ShadowStack()
+        self.records: list[Record] = []
+        self.backend: StepBackend | None = None
+        if config.backend == "step":
+            self.backend = StepBackend(self.image, self.cpu,
+                                       lambda ev: self.records.extend(self.shadow.feed(ev)))
+        elif config.backend != "none":
+            raise UsageError(f"unknown backend {config.backend!r}; known: none, step")
 
     def run(self) -> RunResult:
         def on_exit(e: BaseException) -> Stop:
@@ -118,5 +132,9 @@ class Process:
                        on_exit=on_exit)
         finally:
             self.kernel.close_all()
+        stats: dict[str, int] = {}
+        if self.backend is not None:
+            self.records.extend(self.shadow.close_all(self.backend.finish()))
+            stats = dict(self.backend.stats)
         return RunResult(stop, self.image, self.kernel.stats.count,
-                         dict(self.kernel.stats.by_name))
+                         dict(self.kernel.stats.by_name), self.records, stats)

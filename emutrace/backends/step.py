@@ -1,0 +1,120 @@
+"""`step`: observe every instruction (a global code hook), classify calls, returns and tail
+jumps with the ISA's classifiers — slow and simple, the ground truth the other backends are
+compared with.
+
+A classified instruction is resolved on the next instruction executed (after the delay slot
+on ISAs that have one): it took effect if the PC did not fall through.  Time is the number of
+guest instructions executed before the event's instruction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import unicorn
+from unicorn import unicorn_const as ucc
+
+from emutrace.discover.decode import Decoder
+from emutrace.discover.symbols import read_symbols
+from emutrace.elf import Image
+from emutrace.isa.base import NO_FLOW, Flow, FlowKind
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.trace.events import Call, Event, Return, TailCall
+
+THUMB = 0x20  # CPSR.T
+
+
+@dataclass
+class Pending:
+    kind: FlowKind
+    site: int
+    fallthrough: int
+    time: int
+    sp: int
+    args: tuple[int, ...]
+    countdown: int  # instructions still to run before the effect (delay slots)
+
+
+class StepBackend:
+    name = "step"
+
+    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None]) -> None:
+        self.image = image
+        self.cpu = cpu
+        self.emit = emit
+        self.decoder = Decoder(image)
+        self.cls = self.decoder.cls
+        self.symbols = read_symbols(image)
+        self.delay = 4 if self.cls.delay_slot else 0
+        regs = image.isa.registers
+        self.arg_regs = regs.args[:6]
+        self.sp_reg, self.ret_reg = regs.sp, regs.retval
+        self.time = 0
+        self.pending: Pending | None = None
+        self.flows: dict[int, tuple[Flow, int]] = {}
+        self.stats = {"steps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
+        cpu.uc.hook_add(ucc.UC_HOOK_CODE, self._on_insn)
+
+    # ------------------------------------------------------------ classification
+    def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
+        """(flow, size) of the instruction at addr, decoded once."""
+        thumb = self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & THUMB)
+        insn = self.decoder.insn_at(addr, thumb)
+        if insn is None:
+            return NO_FLOW, size
+        flow = self.cls.classify(insn)
+        if flow.kind is FlowKind.EXECUTE and flow.target is not None:
+            target = self.decoder.insn_at(flow.target, thumb)  # s390x EXRL of a call
+            inner = self.cls.classify(target) if target is not None else NO_FLOW
+            flow = inner if inner.kind is FlowKind.CALL else NO_FLOW
+        return flow, insn.size
+
+    def _is_tail(self, site: int, target: int) -> bool:
+        """A jump to the entry of another function leaves the current one: a tail call."""
+        callee = self.symbols.containing(target)
+        entries = () if callee is None else (callee.start, callee.start + callee.local_offset)
+        code = target & ~1 if self.image.isa.thumb_bit else target
+        if callee is None or code not in entries:  # ELFv2: the local entry counts too
+            return False
+        here = self.symbols.containing(site)
+        return here is None or here.start != callee.start
+
+    # ------------------------------------------------------------ the hook
+    def _on_insn(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+        time = self.time
+        self.time += 1
+        pending = self.pending
+        if pending is not None:
+            if pending.countdown:
+                pending.countdown -= 1
+            else:
+                self.pending = None
+                if addr != pending.fallthrough:
+                    self._resolve(pending, addr)
+        entry = self.flows.get(addr)
+        if entry is None:
+            entry = self.flows[addr] = self._flow(addr, size)
+        flow, length = entry
+        if flow.kind is FlowKind.NONE or flow.kind is FlowKind.STOP:
+            return
+        cpu = self.cpu
+        args = tuple(cpu.reg_read(r) for r in self.arg_regs) if flow.kind is FlowKind.CALL \
+            else ()
+        self.pending = Pending(flow.kind, addr, addr + length + self.delay, time,
+                               cpu.reg_read(self.sp_reg), args, 1 if self.delay else 0)
+
+    def _resolve(self, p: Pending, pc: int) -> None:
+        if p.kind is FlowKind.CALL:
+            self.stats["calls"] += 1
+            self.emit(Call(p.time, p.site, pc, p.sp, p.fallthrough, p.args))
+        elif p.kind is FlowKind.RETURN:
+            self.stats["returns"] += 1
+            self.emit(Return(p.time, p.site, p.sp, self.cpu.reg_read(self.ret_reg), pc))
+        elif self._is_tail(p.site, pc):
+            self.stats["tail_calls"] += 1
+            self.emit(TailCall(p.time, p.site, pc, p.sp))
+
+    def finish(self) -> int:
+        self.stats["steps"] = self.time
+        return self.time
