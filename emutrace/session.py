@@ -21,9 +21,9 @@ from emutrace.machine.linux.memory import AddressSpace, Layout
 from emutrace.machine.linux.sandbox import Sandbox
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet, Stop, run
 from emutrace.trace.events import Record
 from emutrace.trace.shadow import ShadowStack
-from emutrace.target.unicorn_run import HookSet, Stop, run
 
 
 @dataclass
@@ -47,6 +47,7 @@ class RunResult:
     syscall_counts: dict[str, int] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)  # the call trace (tracing backends)
     backend_stats: dict[str, int] = field(default_factory=dict)
+    open_frames: list[int] = field(default_factory=list)  # shadow call stack at the end
 
     @property
     def exit_code(self) -> int:
@@ -133,8 +134,9 @@ class Process:
         finally:
             self.kernel.close_all()
         stats: dict[str, int] = {}
+        frames = [f.func for f in self.shadow.frames]
         if self.backend is not None:
             self.records.extend(self.shadow.close_all(self.backend.finish()))
             stats = dict(self.backend.stats)
         return RunResult(stop, self.image, self.kernel.stats.count,
-                         dict(self.kernel.stats.by_name), self.records, stats)
+                         dict(self.kernel.stats.by_name), self.records, stats, frames)

@@ -23,6 +23,7 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.trace.events import Call, Event, Return, TailCall
 
 THUMB = 0x20  # CPSR.T
+DEFAULT_ARGS = 4  # until DWARF prototypes give the real count
 
 
 @dataclass
@@ -48,7 +49,12 @@ class StepBackend:
         self.symbols = read_symbols(image)
         self.delay = 4 if self.cls.delay_slot else 0
         regs = image.isa.registers
-        self.arg_regs = regs.args[:6]
+        # arguments shown by default: the first DEFAULT_ARGS, from registers, then from the
+        # stack slots (read at the call site: before a pushing call, one word lower)
+        self.arg_regs = regs.args[:DEFAULT_ARGS]
+        self.stack_args = DEFAULT_ARGS - len(self.arg_regs)
+        word = image.isa.identity.word_size
+        self.stack_off = regs.stack_args_offset - (word if regs.link is None else 0)
         self.sp_reg, self.ret_reg = regs.sp, regs.retval
         self.time = 0
         self.pending: Pending | None = None
@@ -99,10 +105,17 @@ class StepBackend:
         if flow.kind is FlowKind.NONE or flow.kind is FlowKind.STOP:
             return
         cpu = self.cpu
-        args = tuple(cpu.reg_read(r) for r in self.arg_regs) if flow.kind is FlowKind.CALL \
-            else ()
+        args = self._args() if flow.kind is FlowKind.CALL else ()
         self.pending = Pending(flow.kind, addr, addr + length + self.delay, time,
                                cpu.reg_read(self.sp_reg), args, 1 if self.delay else 0)
+
+    def _args(self) -> tuple[int, ...]:
+        cpu = self.cpu
+        values = [cpu.reg_read(r) for r in self.arg_regs]
+        if self.stack_args:
+            base = cpu.reg_read(self.sp_reg) + self.stack_off
+            values += [cpu.read_word(base + i * cpu.word) for i in range(self.stack_args)]
+        return tuple(values)
 
     def _resolve(self, p: Pending, pc: int) -> None:
         if p.kind is FlowKind.CALL:

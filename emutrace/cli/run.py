@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT
 from emutrace.session import Process, RunConfig, RunResult
+from emutrace.trace.format import ReplayOptions, replay_text
 
-BACKENDS = ("none",)
+BACKENDS = ("none", "step")
 
 
 class RunCommand:
@@ -19,7 +21,18 @@ class RunCommand:
         p.add_argument("--arch", help="ISA of PROGRAM (default: from its ELF header; a "
                                       "disagreeing value is an error)")
         p.add_argument("--backend", choices=BACKENDS, default="none",
-                       help="instrumentation mechanism (none: just run)")
+                       help="instrumentation mechanism (none: just run; step: observe every "
+                            "instruction, slow ground truth)")
+        g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
+        g.add_argument("-o", "--output", metavar="FILE",
+                       help="write the call trace to FILE (default: stderr)")
+        g.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
+                       help="show only FUNC and what it calls (repeatable)")
+        g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
+                       help="hide FUNC and what it calls (repeatable)")
+        g.add_argument("-D", "--depth", type=int, metavar="N", help="show N levels at most")
+        g.add_argument("--start", default="main", metavar="SYM",
+                       help="show nothing before SYM is first entered (default: main)")
         p.add_argument("--root", default="/", metavar="DIR",
                        help="host directory the guest sees as / (default: /)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
@@ -37,19 +50,24 @@ class RunCommand:
     def __call__(self, args: argparse.Namespace) -> int:
         config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
                            allow_write=args.allow_write, max_insns=args.max_insns,
-                           timeout=args.timeout)
+                           timeout=args.timeout, backend=args.backend)
         result = Process(config).run()
+        if args.backend != "none":
+            write_trace(result, args)  # before the report: a crash keeps what was recorded
         report(result)
         if args.stats:
             counts = ", ".join(f"{k}={v}" for k, v in sorted(result.syscall_counts.items()))
             print(f"emutrace: {result.syscalls} syscalls: {counts}", file=sys.stderr)
+            if result.backend_stats:
+                mech = ", ".join(f"{k}={v}" for k, v in result.backend_stats.items())
+                print(f"emutrace: {args.backend}: {mech}", file=sys.stderr)
         return result.exit_code
 
 
 def report(result: RunResult) -> None:
     """One line on stderr for any end that is not the guest's own exit."""
     stop = result.stop
-    if stop.kind == "exit":
+    if stop.kind == "exit":  # the guest's own exit: nothing to report, frames may be open
         return
     where = f"pc {stop.pc:#x} ({result.image.symbolize(stop.pc)})"
     if stop.kind == "timeout":
@@ -61,3 +79,26 @@ def report(result: RunResult) -> None:
     else:
         detail = f": {stop.detail}" if stop.detail else ""
         print(f"emutrace: guest killed by {stop.signal} at {where}{detail}", file=sys.stderr)
+    if result.open_frames:  # the shadow call stack (tracing backends), outermost first
+        names = " > ".join(result.image.symbolize(f).split("+")[0] for f in result.open_frames)
+        print(f"emutrace: call stack: {names}", file=sys.stderr)
+
+
+def write_trace(result: RunResult, args: argparse.Namespace) -> None:
+    symbols = read_symbols(result.image)
+
+    def name(addr: int) -> str:
+        func = symbols.containing(addr)
+        return func.name if func is not None else f"{addr:#x}"
+
+    start = args.start if symbols.by_name(args.start) is not None else None
+    options = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
+                            depth=args.depth, start=start,
+                            word_bits=8 * result.image.isa.identity.word_size)
+    text = replay_text(result.records, name, options)
+    if args.output:
+        with open(args.output, "w") as out:
+            out.write(text)
+    else:
+        sys.stderr.write(text)
+        sys.stderr.flush()

@@ -1,0 +1,43 @@
+"""`emutrace run --backend step`: the trace goes to stderr or -o FILE, the guest's own
+stdout and exit status stay exactly as without tracing (checked against qemu-user)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import ISAS, bin_path, run_emutrace, run_qemu, shell_status
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_trace_to_file_keeps_guest_output(isa: str, tmp_path: Path) -> None:
+    calls = bin_path(isa, "calls")
+    out = tmp_path / "trace.txt"
+    got = run_emutrace("run", "--backend", "step", "-o", out, "-F", "scenario_recursion",
+                       "-D", "2", calls, "recursion", cwd=tmp_path)
+    want = run_qemu(isa, calls, "recursion", cwd=tmp_path)
+    assert (got.stdout, got.stderr, got.returncode) == (want.stdout, b"", 0)
+    lines = out.read_text().splitlines()
+    assert lines[0] == "# DURATION [insns]   FUNCTION"
+    assert lines[1].endswith("| scenario_recursion(") or "scenario_recursion(" in lines[1]
+    # depth 2 under the filter: fact(10) is shown as a leaf call returning 10! = 0x375f00
+    fact = [line for line in lines if "| " in line and line.split("| ", 1)[1].startswith(
+        "  fact(10")]
+    assert len(fact) == 1 and fact[0].endswith("= 0x375f00;"), lines
+    assert lines[-1].endswith("} /* scenario_recursion */") or "scenario_recursion" in lines[-1]
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "s390x", "arm", "mipsel"])
+def test_crash_reports_the_shadow_call_stack(isa: str, tmp_path: Path) -> None:
+    calls = bin_path(isa, "calls")
+    got = run_emutrace("run", "--backend", "step", "-o", tmp_path / "t", calls, "crash")
+    want = run_qemu(isa, calls, "crash")
+    assert got.stdout == want.stdout
+    assert got.returncode == shell_status(want.returncode) == 139
+    err = got.stderr.decode().splitlines()
+    assert err[0].startswith("emutrace: guest killed by SIGSEGV")
+    assert err[1].startswith("emutrace: call stack: ")
+    assert err[1].endswith("main > run_scenario > scenario_crash > crash_deref")
+    # the trace written so far is kept: the open frame is closed "at exit"
+    assert "crash_deref" in (tmp_path / "t").read_text()
