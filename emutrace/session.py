@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from emutrace.backends.int3 import Int3Backend
 from emutrace.backends.step import StepBackend
 from emutrace.elf import Image, load_image
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
@@ -22,7 +23,7 @@ from emutrace.machine.linux.sandbox import Sandbox
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
-from emutrace.trace.events import Record
+from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
 
 
@@ -36,7 +37,8 @@ class RunConfig:
     max_insns: int = 0
     timeout: float = 0.0
     env: dict[str, str] | None = None  # None: the host environment, as qemu-user passes it
-    backend: str = "none"  # "none" (just run) or a tracing backend: "step"
+    backend: str = "none"  # "none" (just run) or a tracing backend: "int3", "step"
+    cleanup: str = "lazy"  # int3: "lazy" or "strict"
 
 
 @dataclass
@@ -113,12 +115,18 @@ class Process:
         self.hooks = HookSet(self.cpu, self.kernel.on_syscall)
         self.shadow = ShadowStack()
         self.records: list[Record] = []
-        self.backend: StepBackend | None = None
+        self.backend: StepBackend | Int3Backend | None = None
+
+        def emit(ev: Event) -> None:
+            self.records.extend(self.shadow.feed(ev))
+
         if config.backend == "step":
-            self.backend = StepBackend(self.image, self.cpu,
-                                       lambda ev: self.records.extend(self.shadow.feed(ev)))
+            self.backend = StepBackend(self.image, self.cpu, emit)
+        elif config.backend == "int3":
+            self.backend = Int3Backend(self.image, self.cpu, self.hooks, emit, config.cleanup)
+            self.backend.start(self.entry)
         elif config.backend != "none":
-            raise UsageError(f"unknown backend {config.backend!r}; known: none, step")
+            raise UsageError(f"unknown backend {config.backend!r}; known: none, int3, step")
 
     def run(self) -> RunResult:
         def on_exit(e: BaseException) -> Stop:

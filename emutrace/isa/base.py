@@ -191,6 +191,9 @@ class Classifiers:
     alt_insn_align: int = 2
 
 
+Simulator = Callable[["CpuPort", Insn, Flow], "int | None"]
+
+
 # ---------------------------------------------------------------- quirks
 
 
@@ -257,6 +260,9 @@ class Isa:
     uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA
     # how function discovery classifies control flow (None: not described yet)
     classifiers: Classifiers | None = None
+    # the effect of a call/return/jump whose bytes a breakpoint displaced (uprobes'
+    # simulate-insn): sets registers and memory, returns the next PC; None: not simulated
+    simulate: Simulator | None = None
 
     @property
     def name(self) -> str:

@@ -14,7 +14,7 @@ from emutrace.isa.base import (
     Registers,
     SyscallConvention,
 )
-from emutrace.isa.x86_64 import classify_x86
+from emutrace.isa.x86_64 import classify_x86, x86_simulator
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -70,6 +70,9 @@ BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, wor
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
 CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1)
+
+# ---------------------------------------------------------------- simulation
+SIMULATE = x86_simulator(4, "esp", "eflags")  # as x86_64, with 4-byte stack slots
 
 
 # ---------------------------------------------------------------- quirks
@@ -143,4 +146,5 @@ ISA = Isa(
     packed_args={"mmap": 6},
     setup=setup_gdt,
     classifiers=CLASSIFIERS,
+    simulate=SIMULATE,
 )

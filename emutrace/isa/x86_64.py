@@ -16,6 +16,7 @@ from emutrace.isa.base import (
     Insn,
     Isa,
     Registers,
+    Simulator,
     SyscallConvention,
 )
 
@@ -110,6 +111,82 @@ def classify_x86(insn: Insn) -> Flow:
 CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1)
 
 
+# ---------------------------------------------------------------- simulation
+# The effect of a displaced call/return/jump (Intel SDM vol. 2, CALL/RET/JMP/Jcc): CALL pushes
+# the address of the next instruction and jumps; RET pops it (RET imm16 also releases imm16
+# bytes); Jcc tests EFLAGS (CF bit 0, PF 2, ZF 6, SF 7, OF 11).
+_SIZES = {"byte": 1, "word": 2, "dword": 4, "qword": 8}
+_CONDITIONS = {
+    "jo": lambda f: f["of"], "jno": lambda f: not f["of"],
+    "jb": lambda f: f["cf"], "jae": lambda f: not f["cf"],
+    "je": lambda f: f["zf"], "jne": lambda f: not f["zf"],
+    "jbe": lambda f: f["cf"] or f["zf"], "ja": lambda f: not (f["cf"] or f["zf"]),
+    "js": lambda f: f["sf"], "jns": lambda f: not f["sf"],
+    "jp": lambda f: f["pf"], "jnp": lambda f: not f["pf"],
+    "jl": lambda f: f["sf"] != f["of"], "jge": lambda f: f["sf"] == f["of"],
+    "jle": lambda f: f["zf"] or f["sf"] != f["of"],
+    "jg": lambda f: not f["zf"] and f["sf"] == f["of"],
+}
+
+
+def _operand(cpu: CpuPort, insn: Insn, text: str, word: int) -> int:
+    """Value of a register or memory operand in capstone's Intel syntax."""
+    text = text.strip()
+    if "[" not in text:
+        return cpu.reg_read(text)
+    size = next((n for k, n in _SIZES.items() if text.startswith(k)), word)
+    addr = 0
+    inner = text[text.index("[") + 1:text.rindex("]")].replace(" - ", " + -")
+    for term in inner.split(" + "):
+        term = term.strip()
+        if "*" in term:
+            reg, scale = term.split("*")
+            addr += cpu.reg_read(reg) * int(scale, 0)
+        elif term in ("rip", "eip"):
+            addr += insn.addr + insn.size
+        elif term.lstrip("-")[:1].isdigit():
+            addr += int(term, 0)
+        else:
+            addr += cpu.reg_read(term)
+    addr &= (1 << (8 * word)) - 1
+    return int.from_bytes(cpu.mem_read(addr, size), "little")
+
+
+def x86_simulator(word: int, sp: str, flags: str) -> Simulator:
+    mask = (1 << (8 * word)) - 1
+
+    def simulate(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
+        m = insn.mnemonic.split()[-1]
+        after = insn.addr + insn.size
+        if m == "call" or m == "jmp":
+            if flow.target is None and ":" in (flow.indirect or ""):
+                return None  # segment-relative (i386 `call gs:[0x10]`): not simulated
+            target = flow.target if flow.target is not None else \
+                _operand(cpu, insn, flow.indirect or "", word)
+            if m == "call":
+                top = (cpu.reg_read(sp) - word) & mask
+                cpu.mem_write(top, after.to_bytes(word, "little"))
+                cpu.reg_write(sp, top)
+            return target
+        if m == "ret":
+            top = cpu.reg_read(sp)
+            target = int.from_bytes(cpu.mem_read(top, word), "little")
+            release = int(insn.op_str, 0) if insn.op_str else 0
+            cpu.reg_write(sp, (top + word + release) & mask)
+            return target
+        test = _CONDITIONS.get(m)
+        if test is not None and flow.target is not None:
+            value = cpu.reg_read(flags)
+            bits = {"cf": value & 1, "pf": value >> 2 & 1, "zf": value >> 6 & 1,
+                    "sf": value >> 7 & 1, "of": value >> 11 & 1}
+            return flow.target if test(bits) else after
+        if m in ("jrcxz", "jecxz") and flow.target is not None:
+            return flow.target if cpu.reg_read(m[1:-1]) == 0 else after
+        return None  # loop/loopcc and the rest: not simulated (the backend falls back)
+
+    return simulate
+
+
 # ---------------------------------------------------------------- quirks
 ARCH_SET_FS = 0x1002  # <asm/prctl.h>
 ARCH_GET_FS = 0x1003
@@ -147,4 +224,5 @@ ISA = Isa(
     },
     private_syscalls={"arch_prctl": arch_prctl},
     classifiers=CLASSIFIERS,
+    simulate=x86_simulator(8, "rsp", "eflags"),
 )

@@ -62,6 +62,8 @@ class HookSet:
         # the binding's re-raise, which loses it when emu_start also returns an error (seen
         # on MIPS: the CPU runs on briefly after emu_stop).
         self.pending: BaseException | None = None
+        # a backend's breakpoint handler: gets the intno, returns True when it was its trap
+        self.on_trap: Callable[[int], bool] | None = None
         conv = cpu.isa.syscalls
         uc = cpu.uc
         if conv.hook == "insn":
@@ -90,10 +92,11 @@ class HookSet:
             self.cpu.uc.emu_stop()
 
     def _exception(self, _uc: unicorn.Uc, intno: int, _d: object) -> None:
-        def fail() -> None:
-            raise CpuException(intno)
+        def handle() -> None:
+            if self.on_trap is None or not self.on_trap(intno):
+                raise CpuException(intno)
 
-        self.guard(fail)
+        self.guard(handle)
 
     def _mem_invalid(self, _uc: unicorn.Uc, access: int, addr: int, size: int, value: int,
                      _d: object) -> bool:

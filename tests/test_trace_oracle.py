@@ -1,6 +1,7 @@
-"""The `step` backend against the program's own record: on every ISA, the call sequence
-emutrace records for the plain `calls` build equals what the `-finstrument-functions` build
-of the same source records about itself under qemu-user (names and nesting)."""
+"""Every tracing backend against the program's own record: on every ISA, the call sequence
+emutrace records for the plain `calls` build (int3 with both cleanup policies, and step)
+equals what the `-finstrument-functions` build of the same source records about itself
+under qemu-user (names and nesting)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,14 @@ def namer(path: str):  # type: ignore[no-untyped-def]
     return name
 
 
+BACKENDS = [("step", "lazy"), ("int3", "lazy"), ("int3", "strict")]
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize(("backend", "cleanup"), BACKENDS, ids=["step", "int3-lazy", "int3-strict"])
 @pytest.mark.parametrize("isa", ISAS)
-def test_step_trace_equals_self_record(isa: str, scenario: str) -> None:
+def test_trace_equals_self_record(isa: str, backend: str, cleanup: str, scenario: str) -> None:
     instr = str(bin_path(isa, "calls.instr"))
     record = run_qemu(isa, instr, scenario).stderr.decode()
     instr_name = namer(instr)
@@ -37,7 +42,8 @@ def test_step_trace_equals_self_record(isa: str, scenario: str) -> None:
     want = canonical_from_instr(record, instr_name, program_functions)
 
     plain = str(bin_path(isa, "calls"))
-    result = Process(RunConfig(plain, [scenario], backend="step"), warn=lambda m: None).run()
+    config = RunConfig(plain, [scenario], backend=backend, cleanup=cleanup)
+    result = Process(config, warn=lambda m: None).run()
     got = canonical_text(result.records, namer(plain), program_functions)
     assert got.count("\n") > 3
     assert got == want

@@ -1,0 +1,304 @@
+"""`int3`: the lazy call-site breakpoint algorithm of fctrace.
+
+Only functions that have run carry breakpoints, on their call sites, returns and jumps that
+may leave them.  When one fires, the event is recorded, the callee is discovered (decoded
+once, cached) and armed, and the displaced instruction is *simulated* by the ISA's simulator
+(uprobes' simulate-insn) — never single-stepped.
+
+Delivery (from the ISA description):
+* "patch": the ISA's real breakpoint bytes are written over the site (x86 int3, ARM/Thumb
+  BKPT, AArch64 BRK, PowerPC trap, s390x 0x0001); after every write the translated code of
+  the range is dropped (``ctl_remove_cache``), because Unicorn does not notice host writes.
+* "hook": where Unicorn's trap path is broken (MIPS BREAK, RISC-V EBREAK: see the ISA
+  capability table), a code hook bounded to the site fires before the instruction instead;
+  it counts as a trap all the same.  The instruction itself then runs as it is.
+
+An instruction the simulator does not handle (it returns None) runs in place instead: the
+site is restored, execution resumes at it, and the breakpoint is written back at the next
+translation block — the "fallbacks" counter says how often.  With hook delivery, and for
+fallbacks, the target is learnt from the next block the CPU enters (a call, return or jump
+always ends a block).
+
+Cleanup: "lazy" leaves breakpoints in place (after warm-up nothing is patched any more);
+"strict" (fctrace's rule) disarms a function as soon as it stops being the current one.
+
+Time: a block hook adds each block's instruction count (decoded once per block).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import unicorn
+from unicorn import unicorn_const as ucc
+
+from emutrace.discover import Discovery, Function, Site, SiteKind
+from emutrace.elf import Image
+from emutrace.isa.base import Flow, Insn
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet
+from emutrace.trace.events import Call, Event, Return, TailCall
+
+DEFAULT_ARGS = 4
+
+
+@dataclass
+class Armed:
+    site: Site
+    func: int  # start of the function the site belongs to
+    original: bytes = b""  # bytes under the breakpoint (patch delivery)
+    hook: int = 0  # hook handle (hook delivery)
+
+
+@dataclass
+class Pending:
+    site: Site
+    time: int
+    sp: int
+    args: tuple[int, ...]
+    fallthrough: int
+
+
+class Int3Backend:
+    name = "int3"
+
+    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+                 emit: Callable[[Event], None], cleanup: str = "lazy") -> None:
+        if cleanup not in ("lazy", "strict"):
+            raise ValueError(f"cleanup policy {cleanup!r}: lazy or strict")
+        self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
+        isa = image.isa
+        self.discovery = Discovery(image)
+        self.decoder = self.discovery.decoder
+        self.classify = self.decoder.cls.classify
+        self.simulator = isa.simulate
+        working = [b for b in isa.breakpoints if b.works]
+        self.delivery = "patch" if working else "hook"
+        self.bp = next((b for b in working if "thumb" not in b.insn), None)
+        self.bp_alt = next((b for b in working if "thumb" in b.insn), None)
+        self.bp_intnos = {b.intno for b in working}
+        regs = isa.registers
+        self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
+        self.arg_regs = regs.args[:DEFAULT_ARGS]
+        self.stack_args = DEFAULT_ARGS - len(self.arg_regs)
+        self.stack_off = regs.stack_args_offset - (cpu.word if regs.link is None else 0)
+        self.delay = 4 if self.decoder.cls.delay_slot else 0
+        self.armed: dict[int, Armed] = {}
+        self.armed_funcs: dict[int, Function] = {}
+        self.flows: dict[int, tuple[Insn, Flow]] = {}
+        self.block_sizes: dict[tuple[int, int], int] = {}
+        self.pending: Pending | None = None
+        self.rearm: dict[int, tuple[Site, int]] = {}  # restored for a fallback: site, func
+        self._seen: set[int] = set()
+        self._armed_now = False  # set when a site was armed: the current block may hold it
+        self._restarted: int | None = None
+        self._resume_at: int | None = None  # a fallback re-executes the site from here
+        self.time = 0
+        self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
+                      "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
+        cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
+        if self.delivery == "patch":
+            hooks.on_trap = self._on_trap
+
+    def start(self, entry: int) -> None:
+        self._arm(self._function(entry))
+
+    # ------------------------------------------------------------ arming
+    def _function(self, addr: int) -> Function | None:
+        try:
+            return self.discovery.function_at(addr)
+        except Exception:  # noqa: BLE001 - outside the image (vdso, a jump to data): untraced
+            return None
+
+    def _arm(self, func: Function | None) -> None:
+        if func is None or func.start in self.armed_funcs:
+            return
+        if func.start not in self._seen:
+            self._seen.add(func.start)
+            self.stats["functions"] += 1
+        self.armed_funcs[func.start] = func
+        for site in func.sites:
+            if site.addr not in self.armed:
+                self._arm_site(site, func.start)
+
+    def _arm_site(self, site: Site, func: int) -> None:
+        uc, addr = self.cpu.uc, site.addr
+        if self.delivery == "hook":
+            handle = uc.hook_add(ucc.UC_HOOK_CODE, self._on_site, None, addr, addr)
+            self.armed[addr] = Armed(site, func, hook=handle)
+            self.stats["hooks_added"] += 1
+            self._drop_cache(addr, site.size)  # a hook added after translation never fires
+            self._armed_now = True
+            return
+        bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
+        assert bp is not None
+        original = self.cpu.mem_read(addr, len(bp.encoding))
+        self.cpu.mem_write(addr, bp.encoding)
+        self.stats["patches"] += 1
+        self._drop_cache(addr, len(bp.encoding))
+        self.armed[addr] = Armed(site, func, original=original)
+        self._armed_now = True
+
+    def _disarm_site(self, addr: int) -> None:
+        armed = self.armed.pop(addr)
+        if self.delivery == "hook":
+            self.cpu.uc.hook_del(armed.hook)  # hook_del drops its own translations
+            self.stats["hooks_removed"] += 1
+            return
+        self.cpu.mem_write(addr, armed.original)
+        self.stats["patches"] += 1
+        self._drop_cache(addr, len(armed.original))
+
+    def _disarm(self, func_start: int) -> None:
+        func = self.armed_funcs.pop(func_start, None)
+        if func is None:
+            return
+        for site in func.sites:
+            if site.addr in self.armed and self.armed[site.addr].func == func_start:
+                self._disarm_site(site.addr)
+
+    def _drop_cache(self, addr: int, size: int) -> None:
+        self.cpu.uc.ctl_remove_cache(addr, addr + size)
+        self.stats["cache_removals"] += 1
+
+    # ------------------------------------------------------------ events
+    def _insn(self, site: Site) -> tuple[Insn, Flow]:
+        got = self.flows.get(site.addr)
+        if got is None:
+            insn = self.decoder.insn_at(site.addr, site.alt_mode)
+            assert insn is not None, hex(site.addr)
+            flow = self.classify(insn)
+            if site.executes is not None:  # s390x EXRL: the executed instruction is the call
+                target = self.decoder.insn_at(site.executes, site.alt_mode)
+                assert target is not None
+                insn, flow = target, self.classify(target)
+            got = self.flows[site.addr] = (insn, flow)
+        return got
+
+    def _pending(self, site: Site) -> Pending:
+        cpu = self.cpu
+        args: tuple[int, ...] = ()
+        if site.kind is SiteKind.CALL:
+            values = [cpu.reg_read(r) for r in self.arg_regs]
+            if self.stack_args:
+                base = cpu.reg_read(self.sp_reg) + self.stack_off
+                values += [cpu.read_word(base + i * cpu.word) for i in range(self.stack_args)]
+            args = tuple(values)
+        return Pending(site, self.time, cpu.reg_read(self.sp_reg), args,
+                       site.addr + site.size + (self.delay if site.delay_slot else 0))
+
+    def _on_trap(self, intno: int) -> bool:
+        """A breakpoint (patch delivery).  False: not ours, the run loop reports SIGTRAP."""
+        if intno not in self.bp_intnos:
+            return False
+        cpu = self.cpu
+        pc = cpu.pc
+        addr = next((pc - b.pc_after for b in (self.bp, self.bp_alt)
+                     if b is not None and b.intno == intno and pc - b.pc_after in self.armed),
+                    None)
+        if addr is None:
+            return False
+        armed = self.armed[addr]
+        self.stats["traps"] += 1
+        pending = self._pending(armed.site)
+        insn, flow = self._insn(armed.site)
+        target = None
+        if self.simulator is not None and armed.site.executes is None:
+            target = self.simulator(cpu, insn, flow)
+        if target is None:  # run the original instruction in place, re-arm afterwards
+            self.stats["fallbacks"] += 1
+            self._disarm_site(addr)
+            self.rearm[addr] = (armed.site, armed.func)
+            self.pending = pending
+            self._resume_at = addr
+            cpu.reg_write(self.pc_reg, addr | (1 if armed.site.alt_mode else 0))
+            return True
+        self.stats["simulated"] += 1
+        cpu.reg_write(self.pc_reg, target)
+        self._resolve(pending, target)
+        return True
+
+    def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+        """A site hook (hook delivery): the instruction runs next; resolve at the next block."""
+        armed = self.armed.get(addr)
+        if armed is None:
+            return
+        self.stats["traps"] += 1
+        self.pending = self._pending(armed.site)
+
+    def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+        if self._restarted == addr or self._resume_at == addr:
+            # the second entry of a block we restarted, or the block that re-executes a
+            # fallback site: the site has not run yet, nothing to resolve
+            self._restarted = self._resume_at = None
+            self._count_block(addr, size)
+            return
+        self._armed_now = False
+        if self.rearm:
+            for site_addr, (site, func) in self.rearm.items():
+                if func in self.armed_funcs and site_addr not in self.armed:
+                    self._arm_site(site, func)
+            self.rearm.clear()
+        pending = self.pending
+        if pending is not None:
+            self.pending = None
+            self._resolve(pending, addr)
+        if self._armed_now:
+            # this block was translated before its sites were armed: run it again from its
+            # start so that the new breakpoints (or site hooks) are in it
+            self._restarted = addr
+            thumb = self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
+            self.cpu.reg_write(self.pc_reg, addr | (1 if thumb else 0))
+            return
+        self._count_block(addr, size)
+
+    def _count_block(self, addr: int, size: int) -> None:
+        key = (addr, size)
+        count = self.block_sizes.get(key)
+        if count is None:
+            count = self.block_sizes[key] = self._count(addr, size)
+        self.time += count
+
+    def _count(self, addr: int, size: int) -> int:
+        thumb = self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
+        n, at = 0, addr
+        while at < addr + size:
+            insn = self.decoder.insn_at(at, thumb)
+            at += insn.size if insn is not None else self.decoder.align(thumb)
+            n += 1
+        return n
+
+    def _resolve(self, p: Pending, target: int) -> None:
+        site = p.site
+        if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.RETURN):
+            return  # not taken (or a call to the next instruction: reading the PC)
+        here = self.armed.get(site.addr)
+        current = here.func if here is not None else None
+        if site.kind is SiteKind.CALL:
+            self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough, p.args))
+            callee = self._function(target)
+            if self.strict and current is not None and (callee is None
+                                                         or callee.start != current):
+                self._disarm(current)
+            self._arm(callee)
+        elif site.kind is SiteKind.RETURN:
+            self.emit(Return(p.time, site.addr, p.sp, self.cpu.reg_read(self.ret_reg), target))
+            if self.strict:
+                caller = self._function(target)
+                if current is not None and (caller is None or caller.start != current):
+                    self._disarm(current)
+                self._arm(caller)
+        else:
+            callee = self._function(target)
+            if callee is None or current is None or callee.start == current:
+                return  # a jump inside the function (jump table) or out of the image
+            if target not in (callee.start, callee.entry, callee.local_entry):
+                return
+            self.emit(TailCall(p.time, site.addr, target, p.sp))
+            if self.strict:
+                self._disarm(current)
+            self._arm(callee)
+
+    def finish(self) -> int:
+        return self.time
