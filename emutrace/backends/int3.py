@@ -293,9 +293,10 @@ class Int3Backend:
             callee = self._function(target)
             if callee is None or current is None or callee.start == current:
                 return  # a jump inside the function (jump table) or out of the image
-            if target not in (callee.start, callee.entry, callee.local_entry):
-                return
-            self.emit(TailCall(p.time, site.addr, target, p.sp))
+            if target in (callee.start, callee.entry, callee.local_entry):
+                self.emit(TailCall(p.time, site.addr, target, p.sp))
+            # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
+            # no call, but the code it reaches is now the current code: arm it all the same
             if self.strict:
                 self._disarm(current)
             self._arm(callee)
