@@ -94,6 +94,7 @@ class Int3Backend:
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
+        self._unhook: list[int] = []  # site hooks to delete at the next block
         self.time = 0
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
@@ -143,8 +144,9 @@ class Int3Backend:
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
         if self.delivery == "hook":
-            self.cpu.uc.hook_del(armed.hook)  # hook_del drops its own translations
-            self.stats["hooks_removed"] += 1
+            # deleted at the next block: a hook_del inside the block hook that also restarts
+            # the block (see _on_block) loses the restart in Unicorn 2.1.4
+            self._unhook.append(armed.hook)
             return
         self.cpu.mem_write(addr, armed.original)
         self.stats["patches"] += 1
@@ -235,6 +237,11 @@ class Int3Backend:
             self._count_block(addr, size)
             return
         self._armed_now = False
+        if self._unhook:
+            for handle in self._unhook:
+                uc.hook_del(handle)  # hook_del drops the translations it was compiled into
+            self.stats["hooks_removed"] += len(self._unhook)
+            self._unhook.clear()
         if self.rearm:
             for site_addr, (site, func) in self.rearm.items():
                 if func in self.armed_funcs and site_addr not in self.armed:
@@ -271,8 +278,9 @@ class Int3Backend:
 
     def _resolve(self, p: Pending, target: int) -> None:
         site = p.site
-        if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.RETURN):
-            return  # not taken (or a call to the next instruction: reading the PC)
+        if target == p.fallthrough and (site.conditional or site.kind is SiteKind.CALL):
+            return  # not taken (or a call to the next instruction: reading the PC); an
+            # unconditional jump to the next function (it may start right there) is taken
         here = self.armed.get(site.addr)
         current = here.func if here is not None else None
         if site.kind is SiteKind.CALL:

@@ -35,6 +35,7 @@ class Pending:
     sp: int
     args: tuple[int, ...]
     countdown: int  # instructions still to run before the effect (delay slots)
+    conditional: bool = False
 
 
 class StepBackend:
@@ -96,7 +97,11 @@ class StepBackend:
                 pending.countdown -= 1
             else:
                 self.pending = None
-                if addr != pending.fallthrough:
+                # taken if it did not fall through; an unconditional jump or return to the
+                # next address (a function may start right there) is taken all the same, a
+                # call to the next instruction only reads the PC
+                if addr != pending.fallthrough or not (pending.conditional
+                                                       or pending.kind is FlowKind.CALL):
                     self._resolve(pending, addr)
         entry = self.flows.get(addr)
         if entry is None:
@@ -107,7 +112,8 @@ class StepBackend:
         cpu = self.cpu
         args = self._args() if flow.kind is FlowKind.CALL else ()
         self.pending = Pending(flow.kind, addr, addr + length + self.delay, time,
-                               cpu.reg_read(self.sp_reg), args, 1 if self.delay else 0)
+                               cpu.reg_read(self.sp_reg), args, 1 if self.delay else 0,
+                               flow.conditional)
 
     def _args(self) -> tuple[int, ...]:
         cpu = self.cpu
