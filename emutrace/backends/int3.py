@@ -107,6 +107,8 @@ class Int3Backend:
 
     # ------------------------------------------------------------ arming
     def _function(self, addr: int) -> Function | None:
+        if self._thumb():  # the CPU is at addr in Thumb state: discovery needs bit 0 set
+            addr |= 1
         try:
             return self.discovery.function_at(addr)
         except Exception:  # noqa: BLE001 - outside the image (vdso, a jump to data): untraced
@@ -255,8 +257,7 @@ class Int3Backend:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
             self._restarted = addr
-            thumb = self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
-            self.cpu.reg_write(self.pc_reg, addr | (1 if thumb else 0))
+            self.cpu.reg_write(self.pc_reg, addr | (1 if self._thumb() else 0))
             return
         self._count_block(addr, size)
 
@@ -267,8 +268,11 @@ class Int3Backend:
             count = self.block_sizes[key] = self._count(addr, size)
         self.time += count
 
+    def _thumb(self) -> bool:
+        return self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
+
     def _count(self, addr: int, size: int) -> int:
-        thumb = self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
+        thumb = self._thumb()
         n, at = 0, addr
         while at < addr + size:
             insn = self.decoder.insn_at(at, thumb)
@@ -299,8 +303,14 @@ class Int3Backend:
                 self._arm(caller)
         else:
             callee = self._function(target)
-            if callee is None or current is None or callee.start == current:
-                return  # a jump inside the function (jump table) or out of the image
+            if callee is not None and current is not None and callee.start == current:
+                if not (self.image.isa.thumb_bit and self._thumb() != site.alt_mode):
+                    return  # a jump inside the function (a jump table)
+                # a mode switch inside one symbol (`bx pc` in a Thumb stub to A32 code):
+                # the code reached is decoded in its own mode
+                callee = self.discovery.function_entered_at(target, self._thumb())
+            if callee is None or current is None:
+                return  # out of the image
             if target in (callee.start, callee.entry, callee.local_entry):
                 self.emit(TailCall(p.time, site.addr, target, p.sp))
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is

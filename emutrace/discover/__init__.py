@@ -27,6 +27,7 @@ class Discovery:
         self.symbols = read_symbols(image) if use_symbols else SymbolTable([], [])
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
+        self._descended: dict[tuple[int, bool], Function] = {}
 
     def _code(self, addr: int) -> int:
         return addr & ~1 if self.image.isa.thumb_bit else addr
@@ -60,3 +61,12 @@ class Discovery:
         if sym is None:
             raise KeyError(name)
         return self.function_at(sym.start | (1 if sym.alt else 0))
+
+    def function_entered_at(self, addr: int, alt: bool) -> Function:
+        """Code entered at addr in the given ISA mode, found by recursive descent whatever
+        the symbols say (ARM: `bx pc` switches to A32 code inside a Thumb symbol)."""
+        key = (self._code(addr), alt)
+        func = self._descended.get(key)
+        if func is None:
+            func = self._descended[key] = descend(self.decoder, key[0], alt, self._is_entry)
+        return func
