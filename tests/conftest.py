@@ -26,8 +26,13 @@ def bin_path(isa: str, name: str) -> Path:
 
 def run_emutrace(*args: str | os.PathLike[str], cwd: Path | None = None,
                  stdin: bytes | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m emutrace ARGS` in a subprocess, with a small fixed environment."""
-    return subprocess.run([sys.executable, "-m", "emutrace", *map(str, args)], cwd=cwd,
+    """`python -m emutrace ARGS` in a subprocess, with a small fixed environment.  A `run`
+    without `--backend` gets `--backend none`: tests about running (not tracing) compare
+    stderr with qemu's, and the default backend would add the trace there."""
+    argv = [str(a) for a in args]
+    if argv[:1] == ["run"] and "--backend" not in argv:
+        argv[1:1] = ["--backend", "none"]
+    return subprocess.run([sys.executable, "-m", "emutrace", *argv], cwd=cwd,
                           input=stdin, capture_output=True, timeout=timeout, env=ENV)
 
 

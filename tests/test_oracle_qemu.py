@@ -45,14 +45,18 @@ def gap_mark(isa: str, program: str, args: tuple[str, ...]) -> list[pytest.MarkD
 
 
 @pytest.mark.oracle
+@pytest.mark.parametrize("backend", ["none", "int3"])
 @pytest.mark.parametrize(("isa", "program", "args"), cases(),
                          ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
-def test_same_as_qemu(isa: str, program: str, args: tuple[str, ...], tmp_path: Path) -> None:
+def test_same_as_qemu(isa: str, program: str, args: tuple[str, ...], backend: str,
+                      tmp_path: Path) -> None:
+    """With tracing on (int3, the trace to a file) the guest behaves exactly the same."""
     path = TESTBINS / isa / program
     (tmp_path / "q").mkdir()
     (tmp_path / "e").mkdir()
     want = run_qemu(isa, path, *args, cwd=tmp_path / "q")
-    got = run_emutrace("run", path, *args, cwd=tmp_path / "e")
+    got = run_emutrace("run", "--backend", backend, "-o", tmp_path / "trace.txt", path, *args,
+                       cwd=tmp_path / "e")
     assert got.stdout == want.stdout
     assert got.stderr == want.stderr
     assert got.returncode == shell_status(want.returncode)

@@ -125,9 +125,15 @@ class Int3Backend:
             if site.addr not in self.armed:
                 self._arm_site(site, func.start)
 
+    def _by_hook(self, func: int) -> bool:
+        """Site hooks where traps are broken, and for code found by descent (no symbol): a
+        wrong guess about what is code must never write a breakpoint into data."""
+        known = self.armed_funcs.get(func)
+        return self.delivery == "hook" or known is None or known.name is None
+
     def _arm_site(self, site: Site, func: int) -> None:
         uc, addr = self.cpu.uc, site.addr
-        if self.delivery == "hook":
+        if self._by_hook(func):
             handle = uc.hook_add(ucc.UC_HOOK_CODE, self._on_site, None, addr, addr)
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
@@ -145,7 +151,7 @@ class Int3Backend:
 
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
-        if self.delivery == "hook":
+        if armed.hook:
             # deleted at the next block: a hook_del inside the block hook that also restarts
             # the block (see _on_block) loses the restart in Unicorn 2.1.4
             self._unhook.append(armed.hook)

@@ -10,7 +10,7 @@ from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.format import ReplayOptions, replay_text
 
-BACKENDS = ("none", "step")
+BACKENDS = ("int3", "step", "none")
 
 
 class RunCommand:
@@ -20,9 +20,13 @@ class RunCommand:
     def configure(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--arch", help="ISA of PROGRAM (default: from its ELF header; a "
                                       "disagreeing value is an error)")
-        p.add_argument("--backend", choices=BACKENDS, default="none",
-                       help="instrumentation mechanism (none: just run; step: observe every "
-                            "instruction, slow ground truth)")
+        p.add_argument("--backend", choices=BACKENDS, default="int3",
+                       help="instrumentation mechanism (int3: lazy call-site breakpoints, the "
+                            "default; step: observe every instruction, slow ground truth; "
+                            "none: just run)")
+        p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
+                       help="int3: leave breakpoints in place (lazy) or disarm a function when "
+                            "it stops being current (strict, fctrace's rule)")
         g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
         g.add_argument("-o", "--output", metavar="FILE",
                        help="write the call trace to FILE (default: stderr)")
@@ -50,7 +54,7 @@ class RunCommand:
     def __call__(self, args: argparse.Namespace) -> int:
         config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
                            allow_write=args.allow_write, max_insns=args.max_insns,
-                           timeout=args.timeout, backend=args.backend)
+                           timeout=args.timeout, backend=args.backend, cleanup=args.cleanup)
         result = Process(config).run()
         if args.backend != "none":
             write_trace(result, args)  # before the report: a crash keeps what was recorded
@@ -61,6 +65,7 @@ class RunCommand:
             if result.backend_stats:
                 mech = ", ".join(f"{k}={v}" for k, v in result.backend_stats.items())
                 print(f"emutrace: {args.backend}: {mech}", file=sys.stderr)
+                print(f"emutrace: {len(result.records) // 2} calls traced", file=sys.stderr)
         return result.exit_code
 
 

@@ -24,6 +24,8 @@ def descend(decoder: Decoder, entry: int, alt: bool,
             is_function_entry: Callable[[int], bool]) -> Function:
     seen: dict[int, int] = {}  # addr → size of every covered instruction
     sites: dict[int, Site] = {}
+    data: list[tuple[int, int]] = []  # PC-relative literals loaded by covered code
+    literal = decoder.cls.literal
     todo = [entry]
 
     def leaves(target: int) -> bool:
@@ -39,6 +41,10 @@ def descend(decoder: Decoder, entry: int, alt: bool,
             if insn is None:
                 break
             seen[addr] = insn.size
+            if literal is not None:
+                pool = literal(insn)
+                if pool is not None:
+                    data.append(pool)
             flow, _ = resolve(decoder, insn)
             site = site_for(decoder, insn, inside)
             if site is not None:
@@ -59,6 +65,11 @@ def descend(decoder: Decoder, entry: int, alt: bool,
             if kind in (FlowKind.RETURN, FlowKind.JUMP) and not flow.conditional:
                 break
             addr = nxt
+    # code "after" a call that never returns (abort, __stack_chk_fail) may be a literal
+    # pool: a site that overlaps loaded data is no site (patching it would corrupt the data)
+    for lo, size in data:
+        for addr in [a for a, s in sites.items() if a < lo + size and lo < a + s.size]:
+            del sites[addr]
     start = min(seen) if seen else entry
     end = max(a + s for a, s in seen.items()) if seen else entry
     ordered = tuple(sorted(sites.values(), key=lambda s: s.addr))

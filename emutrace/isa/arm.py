@@ -1,5 +1,7 @@
 """ARM 32-bit (ARMv7-A, EABI hard-float), AAPCS; A32 and Thumb-2 code."""
 
+import re
+
 from emutrace.isa.base import (
     NO_FLOW,
     Breakpoint,
@@ -137,7 +139,24 @@ def classify_arm(insn: Insn) -> Flow:
     return NO_FLOW
 
 
-CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",))
+_LITERAL = re.compile(r"\[pc, #(-?(?:0x[0-9a-f]+|\d+))\]")
+
+
+def literal_arm(insn: Insn) -> tuple[int, int] | None:
+    """LDR (literal), Arm ARM A8.8.64: the address is Align(PC, 4) + imm, where PC reads as
+    the instruction's address + 8 in A32 and + 4 in Thumb; LDRD/VLDR load 8 bytes."""
+    if not insn.mnemonic.startswith(("ldr", "vldr")):
+        return None
+    m = _LITERAL.search(insn.op_str)
+    if m is None:
+        return None
+    base = (insn.addr + (4 if insn.thumb else 8)) & ~3
+    size = 8 if insn.mnemonic.startswith(("ldrd", "vldr")) else 4
+    return base + int(m.group(1), 0), size
+
+
+CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),
+                          literal=literal_arm)
 
 # ---------------------------------------------------------------- quirks
 def set_tls(cpu: CpuPort, args: tuple[int, ...]) -> int:

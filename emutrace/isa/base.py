@@ -189,6 +189,9 @@ class Classifiers:
     local_entry: bool = False
     insn_align: int = 4  # bytes to skip past an undecodable spot (x86: 1, RISC-V C: 2)
     alt_insn_align: int = 2
+    # address and size of PC-relative data the instruction loads (ARM literal pools), so
+    # that recursive descent never takes it for code; None where the ISA has none
+    literal: Callable[[Insn], tuple[int, int] | None] | None = None
 
 
 Simulator = Callable[["CpuPort", Insn, Flow], "int | None"]
