@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import unicorn
 from unicorn import unicorn_const as ucc
 
+from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, Insn
@@ -70,6 +71,7 @@ class Int3Backend:
         self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
         isa = image.isa
         self.discovery = Discovery(image)
+        self.tails = TailRule(self.discovery.symbols, isa.thumb_bit)
         self.decoder = self.discovery.decoder
         self.classify = self.decoder.cls.classify
         self.simulator = isa.simulate
@@ -294,6 +296,7 @@ class Int3Backend:
         here = self.armed.get(site.addr)
         current = here.func if here is not None else None
         if site.kind is SiteKind.CALL:
+            self.tails.called(target)
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough, p.args))
             callee = self._function(target)
             if self.strict and current is not None and (callee is None
@@ -301,6 +304,7 @@ class Int3Backend:
                 self._disarm(current)
             self._arm(callee)
         elif site.kind is SiteKind.RETURN:
+            self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.cpu.reg_read(self.ret_reg), target))
             if self.strict:
                 caller = self._function(target)
@@ -317,7 +321,7 @@ class Int3Backend:
                 callee = self.discovery.function_entered_at(target, self._thumb())
             if callee is None or current is None:
                 return  # out of the image
-            if target in (callee.start, callee.entry, callee.local_entry):
+            if self.tails.is_tail(target):
                 self.emit(TailCall(p.time, site.addr, target, p.sp))
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
             # no call, but the code it reaches is now the current code: arm it all the same

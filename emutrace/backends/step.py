@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import unicorn
 from unicorn import unicorn_const as ucc
 
+from emutrace.backends.tails import TailRule
 from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
@@ -47,7 +48,7 @@ class StepBackend:
         self.emit = emit
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
-        self.symbols = read_symbols(image)
+        self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
         self.delay = 4 if self.cls.delay_slot else 0
         regs = image.isa.registers
         # arguments shown by default: the first DEFAULT_ARGS, from registers, then from the
@@ -76,16 +77,6 @@ class StepBackend:
             inner = self.cls.classify(target) if target is not None else NO_FLOW
             flow = inner if inner.kind is FlowKind.CALL else NO_FLOW
         return flow, insn.size
-
-    def _is_tail(self, site: int, target: int) -> bool:
-        """A jump to the entry of another function leaves the current one: a tail call."""
-        callee = self.symbols.containing(target)
-        entries = () if callee is None else (callee.start, callee.start + callee.local_offset)
-        code = target & ~1 if self.image.isa.thumb_bit else target
-        if callee is None or code not in entries:  # ELFv2: the local entry counts too
-            return False
-        here = self.symbols.containing(site)
-        return here is None or here.start != callee.start
 
     # ------------------------------------------------------------ the hook
     def _on_insn(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
@@ -126,11 +117,13 @@ class StepBackend:
     def _resolve(self, p: Pending, pc: int) -> None:
         if p.kind is FlowKind.CALL:
             self.stats["calls"] += 1
+            self.tails.called(pc)
             self.emit(Call(p.time, p.site, pc, p.sp, p.fallthrough, p.args))
         elif p.kind is FlowKind.RETURN:
             self.stats["returns"] += 1
+            self.tails.returned()
             self.emit(Return(p.time, p.site, p.sp, self.cpu.reg_read(self.ret_reg), pc))
-        elif self._is_tail(p.site, pc):
+        elif self.tails.is_tail(pc):
             self.stats["tail_calls"] += 1
             self.emit(TailCall(p.time, p.site, pc, p.sp))
 

@@ -1,0 +1,78 @@
+"""N-version agreement: `int3` (lazy and strict) and `step` give the same canonical trace for
+every other program — the freestanding tier, the per-ISA edge cases, the stripped build and
+Debian's busybox (stripped: code found by recursive descent) — on every ISA."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from emutrace.discover.symbols import read_symbols
+from emutrace.elf import Image
+from emutrace.isa import by_name
+from emutrace.session import Process, RunConfig, RunResult
+from emutrace.trace.canonical import canonical_text
+
+from .conftest import BUSYBOX, ISAS, TESTBINS
+
+
+def namer(image: Image):  # type: ignore[no-untyped-def]
+    syms = read_symbols(image)
+
+    def name(addr: int) -> str:
+        f = syms.containing(addr)
+        return f.name if f is not None else hex(addr)
+    return name
+
+
+def trace(path: Path, args: list[str], backend: str, cleanup: str = "lazy",
+          cwd: Path | None = None) -> tuple[str, RunResult]:
+    config = RunConfig(str(path), args, backend=backend, cleanup=cleanup,
+                       allow_write=[str(cwd)] if cwd else ())
+    result = Process(config, warn=lambda m: None).run()
+    return canonical_text(result.records, namer(result.image)), result
+
+
+def programs() -> list:
+    out = []
+    for isa in ISAS:
+        out.append(pytest.param(isa, "hello_fs", [], id=f"{isa}-hello_fs"))
+        out.append(pytest.param(isa, "calls.stripped", ["recursion"],
+                                id=f"{isa}-stripped-recursion"))
+        for p in sorted((TESTBINS / isa).glob("edge_*")):
+            marks = []
+            if p.name == "edge_exrl":
+                cap = by_name(isa).capability("exrl_relative_long")
+                marks = [pytest.mark.xfail(not cap.works, reason=cap.reason, strict=True)]
+            out.append(pytest.param(isa, p.name, [], id=f"{isa}-{p.name}", marks=marks))
+    return out
+
+
+def agree(path: Path, args: list[str], cwd: Path | None = None) -> None:
+    want, ref = trace(path, args, "step", cwd=cwd)
+    assert ref.stop.kind == "exit"
+    assert want.count("\n") >= 4
+    for cleanup in ("lazy", "strict"):
+        got, result = trace(path, args, "int3", cleanup, cwd=cwd)
+        assert result.exit_code == ref.exit_code
+        assert got == want, cleanup
+        assert result.backend_stats["traps"] > 0
+
+
+@pytest.mark.parametrize(("isa", "program", "args"), programs())
+def test_int3_agrees_with_step(isa: str, program: str, args: list[str]) -> None:
+    agree(TESTBINS / isa / program, args)
+
+
+BUSYBOX_ISAS = [isa for isa in ISAS if by_name(isa).capability("busybox").works]
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize("isa", BUSYBOX_ISAS)
+def test_busybox_applet_agrees(isa: str, tmp_path: Path) -> None:
+    bb = BUSYBOX / isa / "busybox"
+    if not bb.exists():
+        pytest.fail(f"{bb} missing: run `make setup`")
+    (tmp_path / "f.txt").write_text("b\na\nc\n")
+    agree(bb, ["sort", str(tmp_path / "f.txt")], cwd=tmp_path)
