@@ -93,6 +93,9 @@ class Int3Backend:
         self.pending: Pending | None = None
         self.rearm: dict[int, tuple[Site, int]] = {}  # restored for a fallback: site, func
         self._seen: set[int] = set()
+        # the functions on the call chain, innermost last: strict mode re-arms the caller
+        # from here (descent from a return address would miss the caller's earlier code)
+        self.chain: list[Function] = []
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
@@ -105,7 +108,10 @@ class Int3Backend:
             hooks.on_trap = self._on_trap
 
     def start(self, entry: int) -> None:
-        self._arm(self._function(entry))
+        func = self._function(entry)
+        if func is not None:
+            self.chain.append(func)
+        self._arm(func)
 
     # ------------------------------------------------------------ arming
     def _function(self, addr: int) -> Function | None:
@@ -302,12 +308,14 @@ class Int3Backend:
             if self.strict and current is not None and (callee is None
                                                          or callee.start != current):
                 self._disarm(current)
+            if callee is not None:
+                self.chain.append(callee)
             self._arm(callee)
         elif site.kind is SiteKind.RETURN:
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.cpu.reg_read(self.ret_reg), target))
+            caller = self._caller(target)
             if self.strict:
-                caller = self._function(target)
                 if current is not None and (caller is None or caller.start != current):
                     self._disarm(current)
                 self._arm(caller)
@@ -323,11 +331,28 @@ class Int3Backend:
                 return  # out of the image
             if self.tails.is_tail(target):
                 self.emit(TailCall(p.time, site.addr, target, p.sp))
+            if self.chain:
+                self.chain[-1] = callee
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
             # no call, but the code it reaches is now the current code: arm it all the same
             if self.strict:
                 self._disarm(current)
             self._arm(callee)
+
+    def _caller(self, target: int) -> Function | None:
+        """The function a return goes back to: the chain's next one, or the one below that
+        contains target after a non-local exit; discovery when the chain knows nothing."""
+        if self.chain:
+            self.chain.pop()
+        code = target & ~1 if self.image.isa.thumb_bit else target
+        while self.chain and code not in self.chain[-1]:
+            self.chain.pop()
+        if self.chain:
+            return self.chain[-1]
+        func = self._function(target)
+        if func is not None:
+            self.chain.append(func)
+        return func
 
     def finish(self) -> int:
         return self.time
