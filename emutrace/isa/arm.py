@@ -192,6 +192,15 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        # ISA-specific:
+        "int3_stripped": Capability(
+            False, "stripped Thumb/A32 code (calls.stripped recursion): int3 misses a return "
+                   "that step sees (the frame closes as unwound); cause not yet pinned down, "
+                   "suspected: a mode-switching stub found by recursive descent"),
+        "int3_strict_stripped": Capability(
+            False, "strict cleanup on stripped code (busybox): descent from a mid-function "
+                   "address yields a fragment of the function; strict mode disarms the "
+                   "fragment holding the next call site and the trace loses events"),
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,
