@@ -1,10 +1,13 @@
 """PowerPC 32-bit big-endian, System V PowerPC ABI (SVR4 / Power Architecture 32-bit ABI)."""
 
+from typing import Literal
+
 from emutrace.isa.base import (
     NO_FLOW,
     Breakpoint,
     Capability,
     Classifiers,
+    CpuPort,
     Engines,
     Flow,
     FlowKind,
@@ -13,6 +16,7 @@ from emutrace.isa.base import (
     Isa,
     RegFixup,
     Registers,
+    Simulator,
     SyscallConvention,
     SyscallErrors,
 )
@@ -131,6 +135,53 @@ def classify_ppc(insn: Insn) -> Flow:
 
 CLASSIFIERS = Classifiers(classify=classify_ppc)
 
+
+# ---------------------------------------------------------------- simulation
+# The effect of a displaced branch (Power ISA v3.1 Book I §2.4), decoded from the bits like
+# the classifier.  BO (bits 6–10, MSB first): 0x10 ignore the CR bit, 0x08 the value it must
+# have, 0x04 do not decrement CTR, 0x02 branch when CTR = 0 (else when CTR != 0).  BI names
+# the CR bit counted from the MSB of the 32-bit CR image (CR0 = LT GT EQ SO in the top
+# nibble).  The target is read before LK writes LR (`blrl`), and CIA + 4 goes to LR whether
+# or not the branch is taken.  `bcctr` with a decrementing BO is invalid and `bctar` is not
+# simulated: None (the backend runs them in place).
+def ppc_simulator(byteorder: Literal["big", "little"], word: int) -> Simulator:
+    mask = (1 << (8 * word)) - 1
+
+    def simulate(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
+        if insn.size != 4:
+            return None
+        w = int.from_bytes(insn.raw, byteorder)
+        opcode, lk, after = w >> 26, w & 1, (insn.addr + 4) & mask
+        if opcode == 18:  # b, bl, ba, bla
+            li = w & 0x03FFFFFC
+            li = li - (1 << 26) if li & (1 << 25) else li
+            target = (li if w & 2 else insn.addr + li) & mask
+            if lk:
+                cpu.reg_write("lr", after)
+            return target
+        bo, bi = (w >> 21) & 31, (w >> 16) & 31
+        if opcode == 16:  # bc
+            bd = w & 0xFFFC
+            bd = bd - (1 << 16) if bd & (1 << 15) else bd
+            target = (bd if w & 2 else insn.addr + bd) & mask
+        elif opcode == 19 and (w >> 1) & 0x3FF == 16:  # bclr
+            target = cpu.reg_read("lr") & mask & ~3
+        elif opcode == 19 and (w >> 1) & 0x3FF == 528 and bo & 0x04:  # bcctr
+            target = cpu.reg_read("ctr") & mask & ~3
+        else:
+            return None
+        ctr_ok = True
+        if not bo & 0x04:  # decrement CTR, then test it
+            ctr = (cpu.reg_read("ctr") - 1) & mask
+            cpu.reg_write("ctr", ctr)
+            ctr_ok = (ctr != 0) != bool(bo & 0x02)
+        cond_ok = bool(bo & 0x10) or (cpu.reg_read("cr") >> (31 - bi) & 1) == (bo >> 3 & 1)
+        if lk:
+            cpu.reg_write("lr", after)
+        return target if ctr_ok and cond_ok else after
+
+    return simulate
+
 # ---------------------------------------------------------------- quirks
 RESET = (
     # MSR.FP (0x2000) is clear at reset: the first FP instruction raises FP-unavailable.
@@ -159,4 +210,5 @@ ISA = Isa(
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
     },
     classifiers=CLASSIFIERS,
+    simulate=ppc_simulator("big", 4),
 )

@@ -14,7 +14,7 @@ from emutrace.isa.base import (
     SyscallConvention,
     SyscallErrors,
 )
-from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word
+from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_simulator
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -93,6 +93,11 @@ def classify_ppc64le(insn: Insn) -> Flow:
 
 CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True)
 
+# ---------------------------------------------------------------- simulation
+# ppc.py's simulator on little-endian words, 64-bit mode (MSR.SF): LR/CTR/targets are 64-bit.
+# A `bl` to a local entry is just a target; the TOC restore after a call is ordinary code.
+SIMULATE = ppc_simulator("little", 8)
+
 # ---------------------------------------------------------------- quirks
 MSR_SF, MSR_VEC, MSR_VSX, MSR_FP, MSR_LE = 1 << 63, 1 << 25, 1 << 23, 1 << 13, 1 << 0
 RESET = (
@@ -125,4 +130,5 @@ ISA = Isa(
         "busybox": Capability(True),
     },
     classifiers=CLASSIFIERS,
+    simulate=SIMULATE,
 )

@@ -5,6 +5,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    CpuPort,
     Engines,
     Flow,
     FlowKind,
@@ -137,6 +138,59 @@ def classify_s390x(insn: Insn) -> Flow:
 
 CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2)
 
+# ---------------------------------------------------------------- simulation
+# The effect of a displaced branch (z/Architecture PoO ch. 7), decoded from the bits: BRASL
+# (C0x5, RIL) / BRAS (A7x5, RI) put the next address in R1 and branch relative (halfwords);
+# BASR (0D, RR) reads R2 before writing R1, R2 = 0 does not branch; BCR (07) / BRC (A7x4) /
+# BRCL (C0x4) branch when mask bit 8 >> CC is set, CC = PSW mask bits 18–19.  Only in the
+# 64-bit addressing mode (PSW EA|BA); BAL/BALR/BAS/BC/BCT* and EXRL are run in place (None).
+_PSW_EA_BA = 0x180000000
+_MASK64 = (1 << 64) - 1
+
+
+def _signed(value: int, bits: int) -> int:
+    return value - (1 << bits) if value >> (bits - 1) & 1 else value
+
+
+def simulate_s390x(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
+    raw, addr = insn.raw, insn.addr
+    after = (addr + insn.size) & _MASK64
+    op = raw[0]
+    if op == 0x0D and insn.size == 2:  # basr
+        r1, r2 = raw[1] >> 4, raw[1] & 15
+        if r2 == 0:
+            return None
+        pswm = cpu.reg_read("pswm")
+        if pswm & _PSW_EA_BA != _PSW_EA_BA:
+            return None
+        target = cpu.reg_read(f"r{r2}") & _MASK64
+        cpu.reg_write(f"r{r1}", after)
+        return target
+    if op == 0x07 and insn.size == 2:  # bcr
+        m1, r2 = raw[1] >> 4, raw[1] & 15
+        if r2 == 0:
+            return None  # bcr m,0 never branches (15,0 / 14,0 serialize)
+        pswm = cpu.reg_read("pswm")
+        if pswm & _PSW_EA_BA != _PSW_EA_BA:
+            return None
+        return cpu.reg_read(f"r{r2}") & _MASK64 if m1 & (8 >> (pswm >> 44 & 3)) else after
+    if op == 0xA7 and insn.size == 4 and raw[1] & 15 in (4, 5):  # brc, bras
+        offset = 2 * _signed(int.from_bytes(raw[2:4], "big"), 16)
+    elif op == 0xC0 and insn.size == 6 and raw[1] & 15 in (4, 5):  # brcl, brasl
+        offset = 2 * _signed(int.from_bytes(raw[2:6], "big"), 32)
+    else:
+        return None
+    pswm = cpu.reg_read("pswm")
+    if pswm & _PSW_EA_BA != _PSW_EA_BA:
+        return None
+    target = (addr + offset) & _MASK64
+    r1 = raw[1] >> 4
+    if raw[1] & 15 == 5:  # bras / brasl
+        cpu.reg_write(f"r{r1}", after)
+        return target
+    return target if r1 & (8 >> (pswm >> 44 & 3)) else after
+
+
 # ---------------------------------------------------------------- quirks
 RESET = (
     # PSW mask EA|BA: Unicorn resets to 24-bit addressing; the stack lives far above 16 MiB.
@@ -173,4 +227,5 @@ ISA = Isa(
                    "instruction (fixed in QEMU 8.0): such a call goes astray"),
     },
     classifiers=CLASSIFIERS,
+    simulate=simulate_s390x,
 )
