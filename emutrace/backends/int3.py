@@ -233,8 +233,8 @@ class Int3Backend:
             cpu.reg_write(self.pc_reg, addr | (1 if armed.site.alt_mode else 0))
             return True
         self.stats["simulated"] += 1
-        cpu.reg_write(self.pc_reg, target)
-        self._resolve(pending, target)
+        cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
+        self._resolve(pending, target & ~1 if self.image.isa.thumb_bit else target)
         return True
 
     def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:

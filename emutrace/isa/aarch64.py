@@ -1,10 +1,13 @@
 """AArch64 (ARMv8-A, LP64), Procedure Call Standard for the Arm 64-bit Architecture."""
 
+import re
+
 from emutrace.isa.base import (
     NO_FLOW,
     Breakpoint,
     Capability,
     Classifiers,
+    CpuPort,
     Engines,
     Flow,
     FlowKind,
@@ -102,6 +105,69 @@ def classify_aarch64(insn: Insn) -> Flow:
 
 CLASSIFIERS = Classifiers(classify=classify_aarch64)
 
+# ---------------------------------------------------------------- simulation
+# The effect of a displaced call/return/jump (Arm ARM C6.2): BL/BLR set X30 to the next
+# instruction (the target register is read first: `blr x30`), RET/BR/B jump, B.cond tests
+# NZCV (ConditionHolds, J1.1.3.x), CBZ/CBNZ test a register, TBZ/TBNZ one bit of it.
+# Pointer-authenticated forms (blraa, retab, ...) are not simulated: the backend falls back.
+_A64_TESTS = {
+    "eq": lambda n, z, c, v: z, "ne": lambda n, z, c, v: not z,
+    "cs": lambda n, z, c, v: c, "hs": lambda n, z, c, v: c,
+    "cc": lambda n, z, c, v: not c, "lo": lambda n, z, c, v: not c,
+    "mi": lambda n, z, c, v: n, "pl": lambda n, z, c, v: not n,
+    "vs": lambda n, z, c, v: v, "vc": lambda n, z, c, v: not v,
+    "hi": lambda n, z, c, v: c and not z, "ls": lambda n, z, c, v: not c or z,
+    "ge": lambda n, z, c, v: n == v, "lt": lambda n, z, c, v: n != v,
+    "gt": lambda n, z, c, v: not z and n == v, "le": lambda n, z, c, v: z or n != v,
+    "al": lambda n, z, c, v: True, "nv": lambda n, z, c, v: True,
+}
+
+
+def condition_holds(cond: str, nzcv: int) -> bool | None:
+    """An A64/A32 condition (eq, ne, ...) from NZCV in bits 31–28; None if unknown."""
+    test = _A64_TESTS.get(cond)
+    if test is None:
+        return None
+    n, z, c, v = (bool(nzcv >> bit & 1) for bit in (31, 30, 29, 28))
+    return bool(test(n, z, c, v))
+
+
+def simulate_aarch64(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
+    m, op = insn.mnemonic, insn.op_str.replace(" ", "")
+    after = insn.addr + insn.size
+    if m in ("bl", "b") and flow.target is not None:
+        if m == "bl":
+            cpu.reg_write("x30", after)
+        return flow.target
+    if m in ("blr", "br") and re.fullmatch(r"x([0-9]|[12][0-9]|30)", op):
+        target = cpu.reg_read(op)
+        if m == "blr":
+            cpu.reg_write("x30", after)
+        return target
+    if m == "ret" and (op == "" or re.fullmatch(r"x([0-9]|[12][0-9]|30)", op)):
+        return cpu.reg_read(op or "x30")
+    if flow.target is None:
+        return None
+    if m.startswith("b."):
+        taken = condition_holds(m[2:], cpu.reg_read("nzcv"))
+        if taken is None:
+            return None
+        return flow.target if taken else after
+    parts = op.split(",")
+    reg = parts[0]
+    if not re.fullmatch(r"[xw]([0-9]|[12][0-9]|30)|[xw]zr", reg):
+        return None
+    value = 0 if reg.endswith("zr") else cpu.reg_read("x" + reg[1:])
+    if reg.startswith("w"):
+        value &= 0xFFFFFFFF
+    if m in ("cbz", "cbnz") and len(parts) == 2:
+        return flow.target if (value == 0) == (m == "cbz") else after
+    if m in ("tbz", "tbnz") and len(parts) == 3:
+        bit = int(parts[1].lstrip("#"), 0)
+        return flow.target if (value >> bit & 1 == 0) == (m == "tbz") else after
+    return None
+
+
 # ---------------------------------------------------------------- capabilities
 HWCAP_FP, HWCAP_ASIMD = 1 << 0, 1 << 1  # asm/hwcap.h; no CPUID bit: glibc never reads MIDR
 
@@ -123,4 +189,5 @@ ISA = Isa(
         "busybox": Capability(True),
     },
     classifiers=CLASSIFIERS,
+    simulate=simulate_aarch64,
 )
