@@ -41,3 +41,19 @@ def test_crash_reports_the_shadow_call_stack(isa: str, tmp_path: Path) -> None:
     assert err[1].endswith("main > run_scenario > scenario_crash > crash_deref")
     # the trace written so far is kept: the open frame is closed "at exit"
     assert "crash_deref" in (tmp_path / "t").read_text()
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "mipsel", "ppc64le"])
+def test_two_runs_print_byte_identical_traces(isa: str, tmp_path: Path) -> None:
+    """Timestamps are guest instructions: no host time leaks into the trace."""
+    calls = bin_path(isa, "calls")
+    texts = []
+    for n in range(2):
+        out = tmp_path / f"t{n}"
+        got = run_emutrace("run", "--backend", "int3", "-o", out, calls, "qsort")
+        assert got.returncode == 0
+        texts.append(out.read_bytes())
+    assert texts[0] == texts[1]
+    assert b"compare_ints(" in texts[0]
+    durations = [line.split(b"|")[0].strip() for line in texts[0].splitlines()[1:]]
+    assert any(d.isdigit() and int(d) > 0 for d in durations)

@@ -5,6 +5,8 @@ under qemu-user (names and nesting)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from emutrace.discover.symbols import read_symbols
@@ -15,7 +17,7 @@ from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse
 from .conftest import ISAS, bin_path, run_qemu
 
 SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longjmp", "tail",
-             "exit42")
+             "exit42", "float", "deep")
 
 
 def namer(path: str):  # type: ignore[no-untyped-def]
@@ -47,3 +49,21 @@ def test_trace_equals_self_record(isa: str, backend: str, cleanup: str, scenario
     got = canonical_text(result.records, namer(plain), program_functions)
     assert got.count("\n") > 3
     assert got == want
+    assert got == golden(scenario)  # the same for all ten ISAs
+
+
+def golden(scenario: str) -> str:
+    return (Path(__file__).parent / "golden" / f"calls-{scenario}.txt").read_text()
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("isa", ISAS)
+def test_golden_equals_every_isas_own_record(isa: str, scenario: str) -> None:
+    """tests/golden/ (tools/make_golden.py, from the x86_64 self-record) is shared by all
+    ten ISAs: each ISA's own record of the same program gives the same canonical text."""
+    instr = str(bin_path(isa, "calls.instr"))
+    record = run_qemu(isa, instr, scenario).stderr.decode()
+    name = namer(instr)
+    keep = {name(addr) for _, addr in parse_instr_record(record)}
+    assert canonical_from_instr(record, name, keep) == golden(scenario)
