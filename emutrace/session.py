@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from emutrace.backends.int3 import Int3Backend
 from emutrace.backends.step import StepBackend
+from emutrace.discover.prototypes import parameter_counts
 from emutrace.elf import Image, load_image
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.isa import UnknownIsa, by_name
@@ -120,10 +121,14 @@ class Process:
         def emit(ev: Event) -> None:
             self.records.extend(self.shadow.feed(ev))
 
+        # arguments to record per call: the most any function declares (DWARF), at most 12
+        counts = parameter_counts(self.image.path) if config.backend != "none" else {}
+        max_args = min(max(counts.values(), default=4), 12)
         if config.backend == "step":
-            self.backend = StepBackend(self.image, self.cpu, emit)
+            self.backend = StepBackend(self.image, self.cpu, emit, max_args)
         elif config.backend == "int3":
-            self.backend = Int3Backend(self.image, self.cpu, self.hooks, emit, config.cleanup)
+            self.backend = Int3Backend(self.image, self.cpu, self.hooks, emit, config.cleanup,
+                                       max_args)
             self.backend.start(self.entry)
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}; known: none, int3, step")

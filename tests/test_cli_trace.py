@@ -57,3 +57,34 @@ def test_two_runs_print_byte_identical_traces(isa: str, tmp_path: Path) -> None:
     assert b"compare_ints(" in texts[0]
     durations = [line.split(b"|")[0].strip() for line in texts[0].splitlines()[1:]]
     assert any(d.isdigit() and int(d) > 0 for d in durations)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_arguments_per_abi_with_dwarf_counts(isa: str, tmp_path: Path) -> None:
+    """combine9(11, 22, …, 99) in calls.c: DWARF says 9 parameters, so all nine are shown,
+    read from the ISA's argument registers and then its stack slots; -A limits mixed9."""
+    out = tmp_path / "t"
+    got = run_emutrace("run", "--backend", "int3", "-o", out, "-F", "scenario_args9", "-D", "2",
+                       "-A", "mixed9@arg2",
+                       bin_path(isa, "calls"), "args9")
+    assert got.returncode == 0
+    text = out.read_text()
+    assert "combine9(11, 22, 33, 44, 55, 66, 77, 88, 99) = 3135;" in text
+    assert "combine9(-1, 2, -3, 4, -5, 6, -7, 8, -9) = -45;" in text
+    assert "mixed9(1, 2) = " in text
+
+
+def test_bad_argument_spec_is_refused_before_running() -> None:
+    got = run_emutrace("run", "--backend", "int3", "-A", "combine9", bin_path("x86_64", "calls"),
+                       "args9")
+    assert got.returncode == 64 and got.stdout == b""
+    assert got.stderr.decode().startswith("emutrace: -A combine9: expected FUNC@argN")
+
+
+def test_parameter_counts_from_dwarf() -> None:
+    from emutrace.discover.prototypes import parameter_counts
+
+    counts = parameter_counts(str(bin_path("s390x", "calls")))
+    # from testbins/src/calls.c: combine9 has 9 parameters, fact 1, mixed9 9, main 2
+    assert (counts["combine9"], counts["fact"], counts["mixed9"], counts["main"]) == (9, 1, 9, 2)
+    assert parameter_counts(str(bin_path("s390x", "calls.stripped"))) == {}

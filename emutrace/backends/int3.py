@@ -41,8 +41,6 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, TailCall
 
-DEFAULT_ARGS = 4
-
 
 @dataclass
 class Armed:
@@ -65,7 +63,7 @@ class Int3Backend:
     name = "int3"
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
-                 emit: Callable[[Event], None], cleanup: str = "lazy") -> None:
+                 emit: Callable[[Event], None], cleanup: str = "lazy", max_args: int = 4) -> None:
         if cleanup not in ("lazy", "strict"):
             raise ValueError(f"cleanup policy {cleanup!r}: lazy or strict")
         self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
@@ -82,8 +80,8 @@ class Int3Backend:
         self.bp_intnos = {b.intno for b in working}
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
-        self.arg_regs = regs.args[:DEFAULT_ARGS]
-        self.stack_args = DEFAULT_ARGS - len(self.arg_regs)
+        self.arg_regs = regs.args[:max_args]
+        self.stack_args = max_args - len(self.arg_regs)
         self.stack_off = regs.stack_args_offset - (cpu.word if regs.link is None else 0)
         self.delay = 4 if self.decoder.cls.delay_slot else 0
         self.armed: dict[int, Armed] = {}

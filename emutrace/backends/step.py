@@ -24,7 +24,6 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.trace.events import Call, Event, Return, TailCall
 
 THUMB = 0x20  # CPSR.T
-DEFAULT_ARGS = 4  # until DWARF prototypes give the real count
 
 
 @dataclass
@@ -42,7 +41,8 @@ class Pending:
 class StepBackend:
     name = "step"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None]) -> None:
+    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
+                 max_args: int = 4) -> None:
         self.image = image
         self.cpu = cpu
         self.emit = emit
@@ -51,10 +51,10 @@ class StepBackend:
         self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
         self.delay = 4 if self.cls.delay_slot else 0
         regs = image.isa.registers
-        # arguments shown by default: the first DEFAULT_ARGS, from registers, then from the
-        # stack slots (read at the call site: before a pushing call, one word lower)
-        self.arg_regs = regs.args[:DEFAULT_ARGS]
-        self.stack_args = DEFAULT_ARGS - len(self.arg_regs)
+        # arguments recorded per call: max_args, from registers, then from the stack slots
+        # (read at the call site: before a pushing call, one word lower)
+        self.arg_regs = regs.args[:max_args]
+        self.stack_args = max_args - len(self.arg_regs)
         word = image.isa.identity.word_size
         self.stack_off = regs.stack_args_offset - (word if regs.link is None else 0)
         self.sp_reg, self.ret_reg = regs.sp, regs.retval

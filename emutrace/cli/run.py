@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from emutrace.discover.prototypes import parameter_counts
 from emutrace.discover.symbols import read_symbols
-from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT
+from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.format import ReplayOptions, replay_text
 
@@ -35,6 +36,9 @@ class RunCommand:
         g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
                        help="hide FUNC and what it calls (repeatable)")
         g.add_argument("-D", "--depth", type=int, metavar="N", help="show N levels at most")
+        g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
+                       help="show the first N arguments of FUNC (default: the count from "
+                            "DWARF, else 4; repeatable)")
         g.add_argument("--start", default="main", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main)")
         p.add_argument("--root", default="/", metavar="DIR",
@@ -52,6 +56,7 @@ class RunCommand:
         p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
     def __call__(self, args: argparse.Namespace) -> int:
+        args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
         config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
                            allow_write=args.allow_write, max_insns=args.max_insns,
                            timeout=args.timeout, backend=args.backend, cleanup=args.cleanup)
@@ -89,6 +94,20 @@ def report(result: RunResult) -> None:
         print(f"emutrace: call stack: {names}", file=sys.stderr)
 
 
+DEFAULT_SHOWN_ARGS = 4  # a function without DWARF or -A
+
+
+def parse_arg_specs(specs: list[str]) -> dict[str, int]:
+    """`-A FUNC@argN`: show N arguments of FUNC (uftrace's spelling of an argument)."""
+    out = {}
+    for spec in specs:
+        func, _, arg = spec.partition("@")
+        if not func or not arg.startswith("arg") or not arg[3:].isdigit():
+            raise UsageError(f"-A {spec}: expected FUNC@argN, e.g. -A combine9@arg9")
+        out[func] = int(arg[3:])
+    return out
+
+
 def write_trace(result: RunResult, args: argparse.Namespace) -> None:
     symbols = read_symbols(result.image)
 
@@ -97,9 +116,12 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
         return func.name if func is not None else f"{addr:#x}"
 
     start = args.start if symbols.by_name(args.start) is not None else None
+    counts = parameter_counts(result.image.path)
+    counts.update(args.arg_counts)
     options = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
                             depth=args.depth, start=start,
-                            word_bits=8 * result.image.isa.identity.word_size)
+                            word_bits=8 * result.image.isa.identity.word_size,
+                            arg_counts=counts, default_args=DEFAULT_SHOWN_ARGS)
     text = replay_text(result.records, name, options)
     if args.output:
         with open(args.output, "w") as out:

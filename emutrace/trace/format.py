@@ -42,8 +42,8 @@ the records and the options.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from emutrace.trace.events import Entry, Exit, Record
 
@@ -61,6 +61,10 @@ class ReplayOptions:
     show_retval: bool = True
     word_bits: int = 64
     header: bool = True
+    # arguments shown per function: from DWARF or -A; others get default_args (None: all
+    # the backend recorded)
+    arg_counts: Mapping[str, int] = field(default_factory=dict)
+    default_args: int | None = None
 
 
 def format_value(value: int, bits: int = 64) -> str:
@@ -149,7 +153,9 @@ def replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
                      and (opts.depth is None or depth < opts.depth))
             call_text = ""
             if shown:
-                args = ", ".join(format_value(a, opts.word_bits) for a in rec.args) \
+                count = opts.arg_counts.get(name, opts.default_args)
+                shown_args = rec.args if count is None else rec.args[:count]
+                args = ", ".join(format_value(a, opts.word_bits) for a in shown_args) \
                     if opts.show_args else ""
                 call_text = f"{name}({args})"
                 out.entry(depth, call_text)
