@@ -301,9 +301,10 @@ ISA = Isa(
         "busybox": Capability(True),
         # ISA-specific:
         "int3_stripped": Capability(
-            False, "stripped Thumb/A32 code (calls.stripped recursion): int3 misses a return "
-                   "that step sees (the frame closes as unwound); cause not yet pinned down, "
-                   "suspected: a mode-switching stub found by recursive descent"),
+            False, "Thumb-to-A32 `bx pc` stubs (glibc's *_from_thumb, and stripped code "
+                   "found by descent): int3 can miss an event in the A32 half that step "
+                   "sees (___fini_from_thumb -> _fini in fib; a return in calls.stripped); "
+                   "the mode-switch handling in backends/int3.py is incomplete"),
         "int3_strict_stripped": Capability(
             False, "strict cleanup on stripped code (busybox): descent from a mid-function "
                    "address yields a fragment of the function; strict mode disarms the "
