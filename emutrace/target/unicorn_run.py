@@ -33,6 +33,8 @@ ACCESS_NAMES = {
 
 
 NULL_REGION = 0x10000  # never mapped: the loader and mmap stay above it
+MEMORY_FAULTS = {ucc.UC_ERR_READ_UNMAPPED, ucc.UC_ERR_WRITE_UNMAPPED, ucc.UC_ERR_FETCH_UNMAPPED,
+                 ucc.UC_ERR_READ_PROT, ucc.UC_ERR_WRITE_PROT, ucc.UC_ERR_FETCH_PROT}
 
 
 @dataclass
@@ -103,6 +105,20 @@ class HookSet:
                 raise CpuException(intno)
 
         self.guard(handle)
+
+    def replay_fault(self) -> None:
+        """Learn the address of a memory fault outside the NULL region: the faulting
+        instruction had no effect (faults are precise), so run it once more with a memory
+        hook over the whole address space — only now, when the hook's cost no longer
+        matters — and let it fault again."""
+        uc, pc = self.cpu.uc, self.cpu.pc
+        thumb = self.cpu.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
+        uc.hook_add(ucc.UC_HOOK_MEM_INVALID, self._mem_invalid)
+        uc.ctl_remove_cache(pc, pc + 16)
+        try:
+            uc.emu_start(pc | thumb, (1 << (8 * self.cpu.word)) - 16, count=1)
+        except unicorn.UcError:
+            pass
 
     def _mem_invalid(self, _uc: unicorn.Uc, access: int, addr: int, size: int, value: int,
                      _d: object) -> bool:
@@ -181,6 +197,8 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
                         detail=f"CPU exception {e.intno}")
         except unicorn.UcError as e:
             sig = FAULT_SIGNALS.get(e.errno, "SIGILL")
+            if hooks.fault is None and e.errno in MEMORY_FAULTS:
+                hooks.replay_fault()
             if hooks.fault is not None:
                 what, addr = hooks.fault
                 return Stop("signal", signal=sig, pc=cpu.pc, fault_addr=addr,
