@@ -294,9 +294,12 @@ class Int3Backend:
 
     def _resolve(self, p: Pending, target: int) -> None:
         site = p.site
-        if target == p.fallthrough and (site.conditional or site.kind is SiteKind.CALL):
-            return  # not taken (or a call to the next instruction: reading the PC); an
-            # unconditional jump to the next function (it may start right there) is taken
+        if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.TAIL):
+            # not taken: a conditional site, or one in a Thumb IT block that decodes as
+            # unconditional (a return never goes to the next instruction; a call there only
+            # reads the PC); an unconditional jump to the next function (it may start right
+            # there) is taken
+            return
         here = self.armed.get(site.addr)
         current = here.func if here is not None else None
         if site.kind is SiteKind.CALL:

@@ -91,8 +91,8 @@ class StepBackend:
                 # taken if it did not fall through; an unconditional jump or return to the
                 # next address (a function may start right there) is taken all the same, a
                 # call to the next instruction only reads the PC
-                if addr != pending.fallthrough or not (pending.conditional
-                                                       or pending.kind is FlowKind.CALL):
+                if addr != pending.fallthrough or not (
+                        pending.conditional or pending.kind in (FlowKind.CALL, FlowKind.RETURN)):
                     self._resolve(pending, addr)
         entry = self.flows.get(addr)
         if entry is None:

@@ -54,7 +54,11 @@ class Discovery:
         return func
 
     def _is_entry(self, addr: int) -> bool:
-        return addr in self._entries
+        """A known function entry: a symbol's start or an address a call went to."""
+        if addr in self._entries:
+            return True
+        sym = self.symbols.containing(addr)
+        return sym is not None and sym.start == addr
 
     def function_by_name(self, name: str) -> Function:
         sym = self.symbols.by_name(name)

@@ -11,6 +11,7 @@ a jump table is therefore missing from the extent.  The extent is the covered ra
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from emutrace.discover.decode import Decoder
 from emutrace.discover.model import Function, Site, SiteKind
@@ -26,6 +27,7 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     sites: dict[int, Site] = {}
     data: list[tuple[int, int]] = []  # PC-relative literals loaded by covered code
     literal = decoder.cls.literal
+    predicates = decoder.cls.predicates
     todo = [entry]
 
     def leaves(target: int) -> bool:
@@ -36,6 +38,7 @@ def descend(decoder: Decoder, entry: int, alt: bool,
 
     while todo and len(seen) < MAX_INSNS:
         addr = todo.pop()
+        predicated = 0  # instructions still under an IT block
         while addr not in seen:
             insn = decoder.insn_at(addr, alt)
             if insn is None:
@@ -47,6 +50,13 @@ def descend(decoder: Decoder, entry: int, alt: bool,
                     data.append(pool)
             flow, _ = resolve(decoder, insn)
             site = site_for(decoder, insn, inside)
+            if predicated:
+                predicated -= 1
+                flow = replace(flow, conditional=True)
+                if site is not None:
+                    site = replace(site, conditional=True)
+            elif predicates is not None:
+                predicated = predicates(insn)
             if site is not None:
                 sites[addr] = site
             kind, nxt = flow.kind, addr + insn.size

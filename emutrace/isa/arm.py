@@ -155,8 +155,15 @@ def literal_arm(insn: Insn) -> tuple[int, int] | None:
     return base + int(m.group(1), 0), size
 
 
+def it_block_arm(insn: Insn) -> int:
+    """IT{x{y{z}}} (Arm ARM A8.8.54) makes the next 1–4 Thumb instructions conditional."""
+    m = insn.mnemonic
+    return len(m) - 1 if insn.thumb and m.startswith("it") and len(m) <= 5 \
+        and set(m[2:]) <= {"t", "e"} else 0
+
+
 CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),
-                          literal=literal_arm)
+                          literal=literal_arm, predicates=it_block_arm)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM DDI 0406C A8.8, A2.3.2): BL sets LR to
@@ -299,16 +306,6 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
-        # ISA-specific:
-        "int3_stripped": Capability(
-            False, "Thumb-to-A32 `bx pc` stubs (glibc's *_from_thumb, and stripped code "
-                   "found by descent): int3 can miss an event in the A32 half that step "
-                   "sees (___fini_from_thumb -> _fini in fib; a return in calls.stripped); "
-                   "the mode-switch handling in backends/int3.py is incomplete"),
-        "int3_strict_stripped": Capability(
-            False, "strict cleanup on stripped code (busybox): descent from a mid-function "
-                   "address yields a fragment of the function; strict mode disarms the "
-                   "fragment holding the next call site and the trace loses events"),
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,

@@ -192,6 +192,9 @@ class Classifiers:
     # address and size of PC-relative data the instruction loads (ARM literal pools), so
     # that recursive descent never takes it for code; None where the ISA has none
     literal: Callable[[Insn], tuple[int, int] | None] | None = None
+    # how many following instructions an instruction makes conditional (Thumb IT), so that
+    # a `bxeq lr` decoded alone is not taken for an unconditional return
+    predicates: Callable[[Insn], int] | None = None
 
 
 Simulator = Callable[["CpuPort", Insn, Flow], "int | None"]
