@@ -108,16 +108,32 @@ def test_timeout() -> None:
     assert time.monotonic() - start < 30
 
 
-def test_ctrl_c_stops_cleanly() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run",
+def interrupt(*extra: str) -> tuple[int, list[str]]:
+    proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", *extra,
                              str(bin_path("x86_64", "fib")), "60"], env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.0)
+    time.sleep(3.0)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGINT
-    lines = err.decode().splitlines()
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.decode().splitlines()
+
+
+def test_ctrl_c_stops_cleanly() -> None:
+    code, lines = interrupt("--backend", "none")
+    assert code == 128 + signal.SIGINT
     assert len(lines) == 1 and lines[0].startswith("emutrace: interrupted at pc 0x"), lines
+
+
+def test_ctrl_c_keeps_the_trace(tmp_path: Path) -> None:
+    """A trace being written is never lost: Ctrl-C flushes what was recorded, the open
+    frames closed "at exit", and the report names the shadow call stack."""
+    out = tmp_path / "trace.txt"
+    code, lines = interrupt("--backend", "int3", "-o", str(out))
+    assert code == 128 + signal.SIGINT
+    assert lines[0].startswith("emutrace: interrupted at pc 0x")
+    assert lines[1].startswith("emutrace: call stack: ") and "main > fib > fib" in lines[1]
+    text = out.read_text()
+    assert text.startswith("# DURATION") and "fib(60" in text and "(at exit)" in text
 
 
 @pytest.mark.parametrize("isa", ISAS)
