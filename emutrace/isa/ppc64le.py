@@ -1,5 +1,8 @@
 """PowerPC 64-bit little-endian, ELFv2 ABI (OpenPOWER 64-Bit ELF V2 ABI)."""
 
+from dataclasses import replace
+
+from emutrace.isa import ppc
 from emutrace.isa.base import (
     Breakpoint,
     Capability,
@@ -11,8 +14,6 @@ from emutrace.isa.base import (
     Isa,
     RegFixup,
     Registers,
-    SyscallConvention,
-    SyscallErrors,
 )
 from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_simulator
 
@@ -63,18 +64,9 @@ REGISTERS = Registers(
 )
 
 # ---------------------------------------------------------------- syscalls
-# As on ppc: `sc`, r0 = number, r3–r8 arguments, r3 result, errors via CR0.SO.
-SYSCALLS = SyscallConvention(
-    instruction=bytes.fromhex("02000044"),  # sc
-    hook="intr",
-    intno=8,
-    insn=None,
-    number="r0",
-    args=("r3", "r4", "r5", "r6", "r7", "r8"),
-    ret="r3",
-    errors=SyscallErrors.CR0_SO,
-    error_flag_reg="cr",  # CR0.SO lives in the CR image
-)
+# As on ppc (`sc`, r0 = number, r3–r8 arguments, r3 result, errors via CR0.SO); the
+# instruction is stored little-endian, and 64-bit arguments take one register.
+SYSCALLS = replace(ppc.SYSCALLS, instruction=ppc.SYSCALLS.instruction[::-1], pair_aligned=False)
 
 # ---------------------------------------------------------------- traps
 # `trap` (= `tw 31,0,0`) = 0x7FE00008, stored little-endian.
