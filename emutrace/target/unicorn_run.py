@@ -137,35 +137,48 @@ WAKE = signal.SIGUSR2  # sent by the main thread to end the watcher promptly
 
 
 @contextmanager
-def interruptible(cpu: UnicornCpu) -> Iterator[list[bool]]:
-    """Ctrl-C stops emulation cleanly: SIGINT is blocked in this thread and taken by a
-    watcher thread with sigwait, which calls emu_stop (a Python signal handler would not run
-    while the main thread is inside emu_start).  At the end the main thread wakes the watcher
-    with WAKE, so leaving costs nothing measurable."""
-    hit = [False]
+def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[dict[str, bool]]:
+    """Ctrl-C and --timeout stop emulation cleanly.  SIGINT is blocked in this thread and
+    taken by a watcher thread with sigtimedwait, which calls emu_stop (a Python signal
+    handler would not run while the main thread is inside emu_start); the same wait ends
+    at the deadline.  Unicorn's own emu_start timeout is not used: its timer thread crashed
+    strict-mode tracing with site hooks on MIPS (a guest SIGSEGV that varies run to run).
+    At the end the main thread wakes the watcher with WAKE, so leaving costs nothing."""
+    state = {"interrupted": False, "timed_out": False}
     if threading.current_thread() is not threading.main_thread():
-        yield hit
+        yield state
         return
     done = threading.Event()
+    deadline = time.monotonic() + timeout if timeout else None
 
     def watch() -> None:
         while True:
-            sig = signal.sigwait({signal.SIGINT, WAKE})
+            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if wait is None:
+                sig: int | None = signal.sigwait({signal.SIGINT, WAKE})
+            else:
+                info = signal.sigtimedwait({signal.SIGINT, WAKE}, wait)
+                sig = None if info is None else info.si_signo
             if done.is_set():
                 return
             if sig == signal.SIGINT:
-                hit[0] = True
+                state["interrupted"] = True
                 cpu.uc.emu_stop()
+            elif sig is None:  # the deadline passed
+                state["timed_out"] = True
+                cpu.uc.emu_stop()
+                return
 
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, WAKE})
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        yield hit
+        yield state
     finally:
         done.set()
         assert watcher.ident is not None
-        signal.pthread_kill(watcher.ident, WAKE)
+        if watcher.is_alive():
+            signal.pthread_kill(watcher.ident, WAKE)
         watcher.join()
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -176,11 +189,10 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
     """One emu_start from entry to a sentinel outside mapped memory.  Exceptions of the types
     in `exits` (guest exit, guest signal) raised by hooks are turned into a Stop by on_exit."""
     sentinel = (1 << (8 * cpu.word)) - 16
-    start = time.monotonic()
-    with interruptible(cpu) as interrupted:
+    with interruptible(cpu, timeout) as watch:
         try:
             try:
-                cpu.uc.emu_start(entry, sentinel, timeout=int(timeout * 1e6), count=max_insns)
+                cpu.uc.emu_start(entry, sentinel, count=max_insns)
             except unicorn.UcError:
                 if hooks.pending is None:
                     raise
@@ -196,6 +208,11 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             return Stop("signal", signal="SIGTRAP" if trap else "SIGILL", pc=pc,
                         detail=f"CPU exception {e.intno}")
         except unicorn.UcError as e:
+            if watch["timed_out"] or watch["interrupted"]:
+                # emu_stop from the watcher thread can land mid-hook and surface as a bogus
+                # fault: the stop is what happened
+                kind = "timeout" if watch["timed_out"] else "interrupted"
+                return Stop(kind, signal="" if watch["timed_out"] else "SIGINT", pc=cpu.pc)
             sig = FAULT_SIGNALS.get(e.errno, "SIGILL")
             if hooks.fault is None and e.errno in MEMORY_FAULTS:
                 hooks.replay_fault()
@@ -204,9 +221,9 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
                 return Stop("signal", signal=sig, pc=cpu.pc, fault_addr=addr,
                             detail=f"{what} memory at {addr:#x}")
             return Stop("signal", signal=sig, pc=cpu.pc, detail=str(e))
-    if interrupted[0]:
+    if watch["interrupted"]:
         return Stop("interrupted", signal="SIGINT", pc=cpu.pc)
-    if timeout and time.monotonic() - start >= timeout * 0.99:
+    if watch["timed_out"]:
         return Stop("timeout", pc=cpu.pc)
     if max_insns:
         return Stop("max_insns", pc=cpu.pc)
