@@ -195,7 +195,7 @@ class Int3Backend:
     def _pending(self, site: Site) -> Pending:
         cpu = self.cpu
         args: tuple[int, ...] = ()
-        if site.kind is SiteKind.CALL:
+        if site.kind is not SiteKind.RETURN:  # a call, or a jump that may be a tail call
             values = [cpu.reg_read(r) for r in self.arg_regs]
             if self.stack_args:
                 base = cpu.reg_read(self.sp_reg) + self.stack_off
@@ -331,7 +331,7 @@ class Int3Backend:
             if callee is None or current is None:
                 return  # out of the image
             if self.tails.is_tail(target):
-                self.emit(TailCall(p.time, site.addr, target, p.sp))
+                self.emit(TailCall(p.time, site.addr, target, p.sp, p.args))
             if self.chain:
                 self.chain[-1] = callee
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
