@@ -2,6 +2,7 @@
 
 import re
 
+from emutrace.isa.arm import ARM_CONDITIONS
 from emutrace.isa.base import (
     NO_FLOW,
     Breakpoint,
@@ -110,17 +111,8 @@ CLASSIFIERS = Classifiers(classify=classify_aarch64)
 # instruction (the target register is read first: `blr x30`), RET/BR/B jump, B.cond tests
 # NZCV (ConditionHolds, J1.1.3.x), CBZ/CBNZ test a register, TBZ/TBNZ one bit of it.
 # Pointer-authenticated forms (blraa, retab, ...) are not simulated: the backend falls back.
-_A64_TESTS = {
-    "eq": lambda n, z, c, v: z, "ne": lambda n, z, c, v: not z,
-    "cs": lambda n, z, c, v: c, "hs": lambda n, z, c, v: c,
-    "cc": lambda n, z, c, v: not c, "lo": lambda n, z, c, v: not c,
-    "mi": lambda n, z, c, v: n, "pl": lambda n, z, c, v: not n,
-    "vs": lambda n, z, c, v: v, "vc": lambda n, z, c, v: not v,
-    "hi": lambda n, z, c, v: c and not z, "ls": lambda n, z, c, v: not c or z,
-    "ge": lambda n, z, c, v: n == v, "lt": lambda n, z, c, v: n != v,
-    "gt": lambda n, z, c, v: not z and n == v, "le": lambda n, z, c, v: z or n != v,
-    "al": lambda n, z, c, v: True, "nv": lambda n, z, c, v: True,
-}
+# the A32 condition codes with the same meaning (Arm ARM J1 ConditionHolds), plus AL/NV
+_A64_TESTS = {**ARM_CONDITIONS, "al": lambda n, z, c, v: True, "nv": lambda n, z, c, v: True}
 
 
 def condition_holds(cond: str, nzcv: int) -> bool | None:

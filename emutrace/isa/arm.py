@@ -174,7 +174,7 @@ CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),
 # from it.  A32 conditions test CPSR.NZCV (A8.3); a conditional Thumb instruction other than
 # B<cond> (T1/T3) sits in an IT block, and so does any Thumb instruction while CPSR's ITSTATE
 # is non-zero (capstone, decoding one instruction, cannot show its condition): not simulated.
-_ARM_TESTS = {
+ARM_CONDITIONS = {
     "eq": lambda n, z, c, v: z, "ne": lambda n, z, c, v: not z,
     "cs": lambda n, z, c, v: c, "hs": lambda n, z, c, v: c,
     "cc": lambda n, z, c, v: not c, "lo": lambda n, z, c, v: not c,
@@ -217,7 +217,7 @@ def simulate_arm(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
     if cond:
         if thumb and not (m == "b" and _thumb_native_bcond(insn)):
             return None  # inside an IT block
-        test = _ARM_TESTS[insn.mnemonic.split(".")[0][-2:]]
+        test = ARM_CONDITIONS[insn.mnemonic.split(".")[0][-2:]]
         nzcv = cpu.reg_read("cpsr")
         n, z, c, v = (bool(nzcv >> bit & 1) for bit in (31, 30, 29, 28))
         if not test(n, z, c, v):
