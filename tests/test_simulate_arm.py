@@ -10,43 +10,15 @@ import itertools
 import capstone
 import keystone
 import pytest
-import unicorn
-from unicorn import arm64_const, arm_const
 
 from emutrace.isa import aarch64, arm
 from emutrace.isa.base import Insn
+from emutrace.target.unicorn_cpu import UnicornCpu
 
 CODE, CODE_SIZE = 0x10000, 0x20000
 STACK, STACK_SIZE = 0x80000, 0x1000
 SP = STACK + 0x800
 NEVER = 0xFFFF0  # the `until` address of emu_start: never reached
-
-
-class Port:
-    """A CpuPort over a bare Uc, register names as the ISA modules use them."""
-
-    def __init__(self, uc: unicorn.Uc, module: object, prefix: str) -> None:
-        self.uc, self.module, self.prefix = uc, module, prefix
-
-    def rid(self, name: str) -> int:
-        return int(getattr(self.module, self.prefix + name.upper()))
-
-    def reg_read(self, name: str) -> int:
-        value = self.uc.reg_read(self.rid(name))
-        assert isinstance(value, int)
-        return value
-
-    def reg_write(self, name: str, value: object) -> None:
-        self.uc.reg_write(self.rid(name), value)  # type: ignore[arg-type]
-
-    def mem_read(self, addr: int, size: int) -> bytes:
-        return bytes(self.uc.mem_read(addr, size))
-
-    def mem_write(self, addr: int, data: bytes) -> None:
-        self.uc.mem_write(addr, data)
-
-    def mem_map(self, addr: int, size: int, perms: int = 7) -> None:
-        self.uc.mem_map(addr, size, perms)
 
 
 # ---------------------------------------------------------------- AArch64
@@ -55,15 +27,14 @@ A64_CONDS = ("eq", "ne", "hs", "lo", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "
              "le", "al")
 
 
-def _a64(asm: str, addr: int, regs: dict[str, int], nzcv: int = 0) -> tuple[Port, Insn]:
+def _a64(asm: str, addr: int, regs: dict[str, int], nzcv: int = 0) -> tuple[UnicornCpu, Insn]:
     ks = keystone.Ks(keystone.KS_ARCH_ARM64, keystone.KS_MODE_LITTLE_ENDIAN)
     code, _ = ks.asm(asm, addr)
     raw = bytes(code)
-    uc = unicorn.Uc(unicorn.UC_ARCH_ARM64, unicorn.UC_MODE_ARM)
-    uc.mem_map(CODE, CODE_SIZE)
-    uc.mem_map(STACK, STACK_SIZE)
-    uc.mem_write(addr, raw)
-    port = Port(uc, arm64_const, "UC_ARM64_REG_")
+    port = UnicornCpu(aarch64.ISA)  # the CpuPort the backend hands the simulator
+    port.mem_map(CODE, CODE_SIZE)
+    port.mem_map(STACK, STACK_SIZE)
+    port.mem_write(addr, raw)
     for i in range(31):
         port.reg_write(f"x{i}", 0x1111_0000_0000_0000 + i * 0x101)
     port.reg_write("sp", SP)
@@ -76,7 +47,7 @@ def _a64(asm: str, addr: int, regs: dict[str, int], nzcv: int = 0) -> tuple[Port
     return port, Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes))
 
 
-def _a64_state(port: Port) -> dict[str, int]:
+def _a64_state(port: UnicornCpu) -> dict[str, int]:
     return {name: port.reg_read(name) for name in A64_REGS}
 
 
@@ -139,16 +110,15 @@ STACK_WORDS = [0x0001_2345 | 0, 0x0002_2222, 0x0003_3333, 0x0004_4444, 0x0005_55
 
 
 def _arm(asm: str, addr: int, thumb: bool, regs: dict[str, int], nzcv: int,
-         stack: list[int]) -> tuple[Port, list[Insn]]:
+         stack: list[int]) -> tuple[UnicornCpu, list[Insn]]:
     mode = keystone.KS_MODE_THUMB if thumb else keystone.KS_MODE_ARM
     code, _ = keystone.Ks(keystone.KS_ARCH_ARM, mode).asm(asm, addr)
     raw = bytes(code)
-    uc = unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_ARM)
-    uc.mem_map(CODE, CODE_SIZE)
-    uc.mem_map(STACK, STACK_SIZE)
-    uc.mem_write(addr, raw)
-    uc.mem_write(SP, b"".join(w.to_bytes(4, "little") for w in stack))
-    port = Port(uc, arm_const, "UC_ARM_REG_")
+    port = UnicornCpu(arm.ISA)
+    port.mem_map(CODE, CODE_SIZE)
+    port.mem_map(STACK, STACK_SIZE)
+    port.mem_write(addr, raw)
+    port.mem_write(SP, b"".join(w.to_bytes(4, "little") for w in stack))
     for i in range(13):
         port.reg_write(f"r{i}", 0x1000_0000 + i * 0x1111)
     port.reg_write("sp", SP)
@@ -165,7 +135,7 @@ def _arm(asm: str, addr: int, thumb: bool, regs: dict[str, int], nzcv: int,
     return port, insns
 
 
-def _arm_state(port: Port) -> dict[str, int]:
+def _arm_state(port: UnicornCpu) -> dict[str, int]:
     state = {name: port.reg_read(name) for name in ARM_REGS}
     state["cpsr"] = port.reg_read("cpsr")  # NZCV and T
     state["stack"] = int.from_bytes(port.mem_read(STACK, STACK_SIZE), "little")
