@@ -14,7 +14,6 @@ into the README, with the command that made it).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import datetime as dt
 import gc
@@ -27,11 +26,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import unicorn
+from common import ROOT, cpu_model, git_revision, stdout_to_devnull
 from unicorn import unicorn_const as ucc
 from unicorn import x86_const
 
@@ -39,7 +39,6 @@ from emutrace.isa import by_name
 from emutrace.machine.linux.kernel import GuestExit
 from emutrace.session import Process, RunConfig, RunResult
 
-ROOT = Path(__file__).resolve().parent.parent
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le",
         "s390x")
 TARGET = 1.3  # emutrace run() / bare Unicorn
@@ -65,19 +64,6 @@ def fib(n: int) -> int:
     return a
 
 
-@contextlib.contextmanager
-def stdout_to_devnull() -> Iterator[None]:
-    """The guest writes to our fd 1 when run in-process; send it to /dev/null meanwhile."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
 
 
 def new_process(isa: str, n: int) -> Process:
@@ -280,23 +266,8 @@ def bench_isa(isa: str, n: int, repeat: int, log: Callable[[str], None]) -> IsaR
 # ---------------------------------------------------------------- machine and output
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
-def git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "emutrace"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return rev + ("+dirty" if dirty else "")
 
 
 def qemu_version() -> str:

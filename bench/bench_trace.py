@@ -15,7 +15,6 @@ PREFIX.md, rewritten after every cell so that a partial run still leaves results
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import datetime as dt
 import gc
@@ -25,18 +24,17 @@ import platform
 import random
 import shlex
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import unicorn
+from common import ROOT, cpu_model, git_revision, stdout_to_devnull
 
 from emutrace.session import Process, RunConfig
 
-ROOT = Path(__file__).resolve().parent.parent
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le",
         "s390x")
 BUSYBOX_ISAS = ("x86_64", "i386", "aarch64", "arm", "mipsel", "ppc64le", "s390x")
@@ -46,20 +44,6 @@ TRACED = ("int3-lazy", "int3-strict", "step")
 INPUT = Path("/tmp/emutrace-bench-trace/sort-input.txt")
 
 
-@contextlib.contextmanager
-def stdout_to_devnull() -> Iterator[None]:
-    """The guest writes to our fd 1 when run in-process (the Linux layer dups fd 1 when the
-    Process is built, hence the redirect around both)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
 
 
 def make_input() -> None:
@@ -188,23 +172,8 @@ def bench_cell(cell: Cell, repeat: int, step_repeat: int, timeout: float,
 # ---------------------------------------------------------------- machine and output
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
-def git_revision() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "emutrace"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return rev + ("+dirty" if dirty else "")
 
 
 def machine_info(cmd: str) -> dict[str, object]:
