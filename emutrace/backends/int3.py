@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import unicorn
 from unicorn import unicorn_const as ucc
 
+from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.elf import Image
@@ -80,9 +81,7 @@ class Int3Backend:
         self.bp_intnos = {b.intno for b in working}
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
-        self.arg_regs = regs.args[:max_args]
-        self.stack_args = max_args - len(self.arg_regs)
-        self.stack_off = regs.stack_args_offset - (cpu.word if regs.link is None else 0)
+        self.args = ArgReader(cpu, max_args)
         self.delay = 4 if self.decoder.cls.delay_slot else 0
         self.armed: dict[int, Armed] = {}
         self.armed_funcs: dict[int, Function] = {}
@@ -196,11 +195,7 @@ class Int3Backend:
         cpu = self.cpu
         args: tuple[int, ...] = ()
         if site.kind is not SiteKind.RETURN:  # a call, or a jump that may be a tail call
-            values = [cpu.reg_read(r) for r in self.arg_regs]
-            if self.stack_args:
-                base = cpu.reg_read(self.sp_reg) + self.stack_off
-                values += [cpu.read_word(base + i * cpu.word) for i in range(self.stack_args)]
-            args = tuple(values)
+            args = self.args.read()
         return Pending(site, self.time, cpu.reg_read(self.sp_reg), args,
                        site.addr + site.size + (self.delay if site.delay_slot else 0))
 

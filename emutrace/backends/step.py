@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import unicorn
 from unicorn import unicorn_const as ucc
 
+from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
@@ -51,12 +52,7 @@ class StepBackend:
         self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
         self.delay = 4 if self.cls.delay_slot else 0
         regs = image.isa.registers
-        # arguments recorded per call: max_args, from registers, then from the stack slots
-        # (read at the call site: before a pushing call, one word lower)
-        self.arg_regs = regs.args[:max_args]
-        self.stack_args = max_args - len(self.arg_regs)
-        word = image.isa.identity.word_size
-        self.stack_off = regs.stack_args_offset - (word if regs.link is None else 0)
+        self.args = ArgReader(cpu, max_args)
         self.sp_reg, self.ret_reg = regs.sp, regs.retval
         self.time = 0
         self.pending: Pending | None = None
@@ -101,18 +97,10 @@ class StepBackend:
         if flow.kind is FlowKind.NONE or flow.kind is FlowKind.STOP:
             return
         cpu = self.cpu
-        args = self._args() if flow.kind is FlowKind.CALL else ()
+        args = self.args.read() if flow.kind is FlowKind.CALL else ()
         self.pending = Pending(flow.kind, addr, addr + length + self.delay, time,
                                cpu.reg_read(self.sp_reg), args, 1 if self.delay else 0,
                                flow.conditional)
-
-    def _args(self) -> tuple[int, ...]:
-        cpu = self.cpu
-        values = [cpu.reg_read(r) for r in self.arg_regs]
-        if self.stack_args:
-            base = cpu.reg_read(self.sp_reg) + self.stack_off
-            values += [cpu.read_word(base + i * cpu.word) for i in range(self.stack_args)]
-        return tuple(values)
 
     def _resolve(self, p: Pending, pc: int) -> None:
         if p.kind is FlowKind.CALL:
