@@ -9,8 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from emutrace.backends.int3 import Int3Backend
-from emutrace.backends.step import StepBackend
+from emutrace.backends import BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.prototypes import parameter_counts
 from emutrace.elf import Image, load_image
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
@@ -38,8 +37,10 @@ class RunConfig:
     max_insns: int = 0
     timeout: float = 0.0
     env: dict[str, str] | None = None  # None: the host environment, as qemu-user passes it
-    backend: str = "none"  # "none" (just run) or a tracing backend: "int3", "step"
+    backend: str = "none"  # "none" (just run) or a tracing backend (backends.BACKENDS)
     cleanup: str = "lazy"  # int3: "lazy" or "strict"
+    hw_slots: int | None = None  # hwbp: slots (None: the ISA's hardware)
+    bts_buffer: int = 4096  # bts: records per buffer
 
 
 @dataclass
@@ -116,7 +117,7 @@ class Process:
         self.hooks = HookSet(self.cpu, self.kernel.on_syscall)
         self.shadow = ShadowStack()
         self.records: list[Record] = []
-        self.backend: StepBackend | Int3Backend | None = None
+        self.backend: Backend | None = None
 
         def emit(ev: Event) -> None:
             self.records.extend(self.shadow.feed(ev))
@@ -124,14 +125,15 @@ class Process:
         # arguments to record per call: the most any function declares (DWARF), at most 12
         counts = parameter_counts(self.image.path) if config.backend != "none" else {}
         max_args = min(max(counts.values(), default=4), 12)
-        if config.backend == "step":
-            self.backend = StepBackend(self.image, self.cpu, emit, max_args)
-        elif config.backend == "int3":
-            self.backend = Int3Backend(self.image, self.cpu, self.hooks, emit, config.cleanup,
-                                       max_args)
+        if config.backend in BACKENDS:
+            options = BackendOptions(config.cleanup, max_args, config.hw_slots,
+                                     config.bts_buffer)
+            self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
+                                  options)
             self.backend.start(self.entry)
         elif config.backend != "none":
-            raise UsageError(f"unknown backend {config.backend!r}; known: none, int3, step")
+            known = ", ".join(["none", *BACKENDS])
+            raise UsageError(f"unknown backend {config.backend!r}; known: {known}")
 
     def run(self) -> RunResult:
         def on_exit(e: BaseException) -> Stop:

@@ -1,2 +1,55 @@
 """Instrumentation mechanisms.  Each backend watches a running CPU and reports raw
-:mod:`emutrace.trace.events` to a sink; the shadow stack and the formatters are shared."""
+:mod:`emutrace.trace.events` to a sink; the shadow stack and the formatters are shared.
+
+Every backend module has a ``create(image, cpu, hooks, emit, options)`` function; this
+registry names them.  ``none`` is no backend at all (the program just runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from emutrace.elf import Image
+    from emutrace.target.unicorn_cpu import UnicornCpu
+    from emutrace.target.unicorn_run import HookSet
+    from emutrace.trace.events import Event
+
+# name → (module, one line of what it models)
+BACKENDS: dict[str, tuple[str, str]] = {
+    "int3": ("int3", "lazy call-site breakpoints (fctrace), real breakpoint bytes"),
+    "hwbp": ("hwbp", "N hardware instruction breakpoints, the same lazy algorithm"),
+    "bts": ("bts", "branch records (from, to) in a buffer, decoded when it fills"),
+    "btf": ("btf", "a trap on every taken branch (P6 BTF, PTRACE_SINGLEBLOCK)"),
+    "entry": ("entry", "eager probes on every function entry and return, set at start-up"),
+    "step": ("step", "a trap on every instruction (TF): the ground truth"),
+}
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    cleanup: str = "lazy"  # int3: "lazy" or "strict"
+    max_args: int = 4  # argument words read per call
+    hw_slots: int | None = None  # hwbp: None = the ISA's DEBUG_HARDWARE.slots
+    bts_buffer: int = 4096  # bts: records the buffer holds before it interrupts
+
+
+class Backend(Protocol):
+    name: str
+    stats: dict[str, int]
+
+    def start(self, entry: int) -> None: ...
+
+    def finish(self) -> int:
+        """End of the run: the time (guest instructions) to close open frames at."""
+        ...
+
+
+def create(name: str, image: Image, cpu: UnicornCpu, hooks: HookSet,
+           emit: Callable[[Event], None], options: BackendOptions) -> Backend:
+    module = importlib.import_module(f"emutrace.backends.{BACKENDS[name][0]}")
+    backend: Backend = module.create(image, cpu, hooks, emit, options)
+    return backend

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import unicorn
 from unicorn import unicorn_const as ucc
 
+from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
@@ -352,3 +353,8 @@ class Int3Backend:
 
     def finish(self) -> int:
         return self.time
+
+
+def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+           options: BackendOptions) -> Int3Backend:
+    return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.max_args)

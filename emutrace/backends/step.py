@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import unicorn
 from unicorn import unicorn_const as ucc
 
+from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover.decode import Decoder
@@ -22,6 +23,7 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, TailCall
 
 THUMB = 0x20  # CPSR.T
@@ -118,3 +120,11 @@ class StepBackend:
     def finish(self) -> int:
         self.stats["steps"] = self.time
         return self.time
+
+    def start(self, entry: int) -> None:
+        """Nothing to arm: the global code hook sees everything."""
+
+
+def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+           options: BackendOptions) -> StepBackend:
+    return StepBackend(image, cpu, emit, options.max_args)

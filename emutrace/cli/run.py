@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from emutrace.backends import BACKENDS
 from emutrace.discover.prototypes import parameter_counts
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.format import ReplayOptions, replay_text
 
-BACKENDS = ("int3", "step", "none")
+BACKEND_CHOICES = (*BACKENDS, "none")
 
 
 class RunCommand:
@@ -21,13 +22,17 @@ class RunCommand:
     def configure(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--arch", help="ISA of PROGRAM (default: from its ELF header; a "
                                       "disagreeing value is an error)")
-        p.add_argument("--backend", choices=BACKENDS, default="int3",
-                       help="instrumentation mechanism (int3: lazy call-site breakpoints, the "
-                            "default; step: observe every instruction, slow ground truth; "
-                            "none: just run)")
+        p.add_argument("--backend", choices=BACKEND_CHOICES, default="int3",
+                       help="instrumentation mechanism (default int3): " + "; ".join(
+                           f"{k}: {v}" for k, (_, v) in BACKENDS.items()) + "; none: just run")
         p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
                        help="int3: leave breakpoints in place (lazy) or disarm a function when "
                             "it stops being current (strict, fctrace's rule)")
+        p.add_argument("--hw-slots", type=int, metavar="N",
+                       help="hwbp: hardware breakpoint slots (default: the ISA's, see "
+                            "`emutrace info`)")
+        p.add_argument("--bts-buffer", type=int, default=4096, metavar="N",
+                       help="bts: branch records the buffer holds before it interrupts")
         g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
         g.add_argument("-o", "--output", metavar="FILE",
                        help="write the call trace to FILE (default: stderr)")
@@ -57,9 +62,14 @@ class RunCommand:
 
     def __call__(self, args: argparse.Namespace) -> int:
         args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
+        if args.hw_slots is not None and args.hw_slots < 1:
+            raise UsageError(f"--hw-slots {args.hw_slots}: at least 1")
+        if args.bts_buffer < 1:
+            raise UsageError(f"--bts-buffer {args.bts_buffer}: at least 1")
         config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
                            allow_write=args.allow_write, max_insns=args.max_insns,
-                           timeout=args.timeout, backend=args.backend, cleanup=args.cleanup)
+                           timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
+                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer)
         result = Process(config).run()
         if args.backend != "none":
             write_trace(result, args)  # before the report: a crash keeps what was recorded

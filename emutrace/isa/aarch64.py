@@ -9,6 +9,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    DebugHardware,
     Engines,
     Flow,
     FlowKind,
@@ -73,6 +74,12 @@ SYSCALLS = SyscallConvention(
 BREAKPOINTS = (
     Breakpoint("brk #0", bytes.fromhex("000020d4"), hook="intr", intno=7, pc_after=0, works=True),
 )
+
+# Hardware instruction breakpoints (what `hwbp` models):
+# Arm ARM D2: ID_AA64DFR0_EL1.BRPs + 1 breakpoints (2-16); Cortex-A53 has
+# BRPs=5, so 6 (AMD UG1087, A53_DBG_3 reset value 0x10305106)
+DEBUG_HARDWARE = DebugHardware(6, "address", "DBGBVR<n>_EL1",
+                               source="Arm ARM D2 ID_AA64DFR0_EL1.BRPs+1; Cortex-A53: 6")
 
 # ---------------------------------------------------------------- classifiers
 # Arm ARM (DDI 0487) C6: BL imm26 / BLR Xn are calls (X30 = return address), RET {Xn}
@@ -169,6 +176,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=(),  # FP/SIMD are enabled at reset in Unicorn's EL0-like state
     hwcap=HWCAP_FP | HWCAP_ASIMD,
     hwcap2=0,

@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    DebugHardware,
     Engines,
     Flow,
     FlowKind,
@@ -77,6 +78,12 @@ BREAKPOINTS = (
     Breakpoint("bkpt #0 (thumb)", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
                works=True),
 )
+
+# Hardware instruction breakpoints (what `hwbp` models):
+# Arm ARM v7 C11: DBGDIDR.BRPs + 1 breakpoints (2-16); 6 is what Cortex-A9/A15
+# commonly have (unverified: reference/unicorn-and-hardware-facts.md §3.1)
+DEBUG_HARDWARE = DebugHardware(6, "address", "DBGBVR<n>",
+                               source="Arm ARM v7 C11 DBGDIDR.BRPs+1; typical 6 (unverified)")
 
 
 # ---------------------------------------------------------------- classifiers
@@ -296,6 +303,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,

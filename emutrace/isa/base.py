@@ -141,6 +141,17 @@ class Breakpoint:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class DebugHardware:
+    """The instruction-address breakpoint hardware a native debugger of this ISA can program:
+    what the `hwbp` backend models, with its source."""
+
+    slots: int  # instruction breakpoints a debugger can arm at once
+    kind: str  # "address": a slot matches one instruction; "range": an address range
+    registers: str  # the hardware's name for them
+    source: str
+
+
 # ---------------------------------------------------------------- classifiers
 
 
@@ -246,6 +257,7 @@ class Isa:
     registers: Registers
     syscalls: SyscallConvention
     breakpoints: tuple[Breakpoint, ...]
+    debug_hardware: DebugHardware
     reset: tuple[RegFixup, ...]
     # Linux auxv values chosen conservatively: only features Unicorn's default CPU has
     hwcap: int

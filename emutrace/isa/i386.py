@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    DebugHardware,
     Engines,
     GuestError,
     Identity,
@@ -66,6 +67,12 @@ SYSCALLS = SyscallConvention(
 
 # ---------------------------------------------------------------- traps
 BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, works=True),)
+
+# Hardware instruction breakpoints (what `hwbp` models):
+# Intel SDM vol. 3 §18.2: four debug address registers DR0-DR3,
+# enabled in DR7 (linux arch/x86/include/asm/hw_breakpoint.h: HBP_NUM 4)
+DEBUG_HARDWARE = DebugHardware(4, "address", "DR0-DR3",
+                               source="Intel SDM vol. 3 §18.2; linux HBP_NUM 4")
 
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
@@ -129,6 +136,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=(),
     hwcap=0,  # CPUID.1:EDX on x86; glibc reads CPUID itself
     hwcap2=0,

@@ -6,6 +6,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    DebugHardware,
     Engines,
     Flow,
     FlowKind,
@@ -84,6 +85,12 @@ BREAKPOINTS = (
                       "syscall): use a bounded code hook"),
 )
 
+# Hardware instruction breakpoints (what `hwbp` models):
+# MIPS32 PRA: 0-8 WatchLo/WatchHi pairs, the I bit matches fetches
+# (4 on the 4KEc and 74K; Linux PTRACE_SET_WATCH_REGS)
+DEBUG_HARDWARE = DebugHardware(4, "address", "WatchLo/WatchHi",
+                               source="MIPS32 PRA WatchLo/WatchHi (I bit); 4 on 4KEc/74K")
+
 
 # ---------------------------------------------------------------- classifiers
 # MIPS32 ISA vol. II: JAL / BAL (= BGEZAL $zero) / JALR are calls (ra = PC + 8), BGEZAL /
@@ -135,6 +142,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=(),  # Unicorn's default model (24Kf) has an FPU and rdhwr in kernel mode
     hwcap=0,
     hwcap2=0,

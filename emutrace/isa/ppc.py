@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    DebugHardware,
     Engines,
     Flow,
     FlowKind,
@@ -89,6 +90,12 @@ BREAKPOINTS = (
     Breakpoint("trap", bytes.fromhex("7fe00008"), hook="intr", intno=6, pc_after=4,
                works=True),
 )
+
+# Hardware instruction breakpoints (what `hwbp` models):
+# Power ISA v2.07 (POWER8 and later): one Completed Instruction Address
+# Breakpoint Register (linux commit 1ad7d70562ee, xmon)
+DEBUG_HARDWARE = DebugHardware(1, "address", "CIABR",
+                               source="Power ISA v2.07: one CIABR")
 
 # ---------------------------------------------------------------- classifiers
 # Power ISA v3.1 Book I §2.4, decoded from the bits (capstone's extended mnemonics are
@@ -198,6 +205,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,

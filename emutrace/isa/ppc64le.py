@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    DebugHardware,
     Engines,
     Flow,
     Identity,
@@ -75,6 +76,12 @@ BREAKPOINTS = (
                works=True),
 )
 
+# Hardware instruction breakpoints (what `hwbp` models):
+# Power ISA v2.07 (POWER8 and later): one Completed Instruction Address
+# Breakpoint Register (linux commit 1ad7d70562ee, xmon)
+DEBUG_HARDWARE = DebugHardware(1, "address", "CIABR",
+                               source="Power ISA v2.07: one CIABR")
+
 # ---------------------------------------------------------------- classifiers
 # The same instructions as ppc.py (Power ISA v3.1 Book I §2.4), stored little-endian.  ELFv2
 # §3.4.1: a `bl` goes to the callee's local entry (global entry + the offset in st_other
@@ -109,6 +116,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=HWCAP2,

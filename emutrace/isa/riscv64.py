@@ -5,6 +5,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    DebugHardware,
     Engines,
     Flow,
     FlowKind,
@@ -77,6 +78,12 @@ BREAKPOINTS = (
     Breakpoint("c.ebreak", bytes.fromhex("0290"), hook="insn_invalid", intno=None, pc_after=0,
                works=False, reason="as ebreak"),
 )
+
+# Hardware instruction breakpoints (what `hwbp` models):
+# RISC-V Debug spec, Sdtrig: the trigger count is implementation-defined
+# (tselect/tinfo); 2 is our default; S-mode reaches them through SBI DBTR
+DEBUG_HARDWARE = DebugHardware(2, "address", "Sdtrig mcontrol6",
+                               source="RISC-V Sdtrig (count implementation-defined); default 2")
 
 # ---------------------------------------------------------------- classifiers
 # RISC-V unprivileged spec ch. 2.5 and 16 (C extension), decoded from the bits (capstone 5
@@ -166,6 +173,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,

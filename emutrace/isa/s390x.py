@@ -6,6 +6,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    DebugHardware,
     Engines,
     Flow,
     FlowKind,
@@ -79,6 +80,13 @@ SYSCALLS = SyscallConvention(
 BREAKPOINTS = (
     Breakpoint("0x0001", bytes.fromhex("0001"), hook="intr", intno=3, pc_after=0, works=True),
 )
+
+# Hardware instruction breakpoints (what `hwbp` models):
+# z/Architecture Principles of Operation ch. 4, Program-Event Recording:
+# one start/end address pair (CR10-CR11) for the instruction-fetch event;
+# every instruction fetched in the range is an event (arch/s390/kernel/ptrace.c)
+DEBUG_HARDWARE = DebugHardware(1, "range", "PER i-fetch CR10-CR11",
+                               source="z/Architecture PoP ch. 4 PER: one i-fetch range")
 
 # ---------------------------------------------------------------- classifiers
 # z/Architecture Principles of Operation ch. 7: BRASL / BRAS are direct calls, BASR / BALR /
@@ -210,6 +218,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,

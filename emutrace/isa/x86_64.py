@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    DebugHardware,
     Engines,
     Flow,
     FlowKind,
@@ -75,6 +76,12 @@ SYSCALLS = SyscallConvention(
 # ---------------------------------------------------------------- traps
 # int3 (0xCC, Intel SDM vol. 2 "INT n/INTO/INT3"): INTR 3, PC already past the byte.
 BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, works=True),)
+
+# Hardware instruction breakpoints (what `hwbp` models):
+# Intel SDM vol. 3 §18.2: four debug address registers DR0-DR3,
+# enabled in DR7 (linux arch/x86/include/asm/hw_breakpoint.h: HBP_NUM 4)
+DEBUG_HARDWARE = DebugHardware(4, "address", "DR0-DR3",
+                               source="Intel SDM vol. 3 §18.2; linux HBP_NUM 4")
 
 
 # ---------------------------------------------------------------- classifiers
@@ -211,6 +218,7 @@ ISA = Isa(
     registers=REGISTERS,
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
+    debug_hardware=DEBUG_HARDWARE,
     reset=(),  # the reset state (long mode, SSE on) already runs Linux user code
     hwcap=0,  # AT_HWCAP is CPUID.1:EDX on x86; glibc reads CPUID itself, 0 is safe
     hwcap2=0,
