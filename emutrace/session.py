@@ -52,6 +52,7 @@ class RunResult:
     records: list[Record] = field(default_factory=list)  # the call trace (tracing backends)
     backend_stats: dict[str, int] = field(default_factory=dict)
     open_frames: list[int] = field(default_factory=list)  # shadow call stack at the end
+    guest_insns: int | None = None  # instructions executed (tracing backends count them)
 
     @property
     def exit_code(self) -> int:
@@ -150,8 +151,10 @@ class Process:
             self.kernel.close_all()
         stats: dict[str, int] = {}
         frames = [f.func for f in self.shadow.frames]
+        insns = None
         if self.backend is not None:
-            self.records.extend(self.shadow.close_all(self.backend.finish()))
+            insns = self.backend.finish()
+            self.records.extend(self.shadow.close_all(insns))
             stats = dict(self.backend.stats)
         return RunResult(stop, self.image, self.kernel.stats.count,
-                         dict(self.kernel.stats.by_name), self.records, stats, frames)
+                         dict(self.kernel.stats.by_name), self.records, stats, frames, insns)
