@@ -38,7 +38,7 @@ from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.elf import Image
-from emutrace.isa.base import Flow, Insn
+from emutrace.isa.base import Flow, FlowKind, Insn
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, TailCall
@@ -65,7 +65,8 @@ class Int3Backend:
     name = "int3"
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
-                 emit: Callable[[Event], None], cleanup: str = "lazy", max_args: int = 4) -> None:
+                 emit: Callable[[Event], None], cleanup: str = "lazy", max_args: int = 4,
+                 delivery: str | None = None) -> None:
         if cleanup not in ("lazy", "strict"):
             raise ValueError(f"cleanup policy {cleanup!r}: lazy or strict")
         self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
@@ -76,7 +77,7 @@ class Int3Backend:
         self.classify = self.decoder.cls.classify
         self.simulator = isa.simulate
         working = [b for b in isa.breakpoints if b.works]
-        self.delivery = "patch" if working else "hook"
+        self.delivery = delivery or ("patch" if working else "hook")
         self.bp = next((b for b in working if "thumb" not in b.insn), None)
         self.bp_alt = next((b for b in working if "thumb" in b.insn), None)
         self.bp_intnos = {b.intno for b in working}
@@ -107,7 +108,7 @@ class Int3Backend:
 
     def start(self, entry: int) -> None:
         func = self._function(entry)
-        if func is not None:
+        if func is not None and self.strict:
             self.chain.append(func)
         self._arm(func)
 
@@ -216,7 +217,8 @@ class Int3Backend:
         pending = self._pending(armed.site)
         insn, flow = self._insn(armed.site)
         target = None
-        if self.simulator is not None and armed.site.executes is None:
+        if (self.simulator is not None and armed.site.executes is None
+                and flow.kind is not FlowKind.NONE):
             target = self.simulator(cpu, insn, flow)
         if target is None:  # run the original instruction in place, re-arm afterwards
             self.stats["fallbacks"] += 1
@@ -305,14 +307,14 @@ class Int3Backend:
             if self.strict and current is not None and (callee is None
                                                          or callee.start != current):
                 self._disarm(current)
-            if callee is not None:
+            if callee is not None and self.strict:
                 self.chain.append(callee)
             self._arm(callee)
         elif site.kind is SiteKind.RETURN:
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.cpu.reg_read(self.ret_reg), target))
-            caller = self._caller(target)
             if self.strict:
+                caller = self._caller(target)
                 if current is not None and (caller is None or caller.start != current):
                     self._disarm(current)
                 self._arm(caller)
@@ -328,7 +330,7 @@ class Int3Backend:
                 return  # out of the image
             if self.tails.is_tail(target):
                 self.emit(TailCall(p.time, site.addr, target, p.sp, p.args))
-            if self.chain:
+            if self.chain and self.strict:
                 self.chain[-1] = callee
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
             # no call, but the code it reaches is now the current code: arm it all the same

@@ -1,0 +1,141 @@
+"""`hwbp`: the lazy call-site algorithm on N hardware instruction-breakpoint slots.
+
+What is modelled: a debugger that has only the ISA's instruction-address breakpoint
+registers (x86 DR0–DR3, AArch64 DBGBVR, POWER CIABR, s390x one PER instruction-fetch range;
+`isa.<name>.DEBUG_HARDWARE` gives the count and its source; `--hw-slots` overrides it).  No
+guest byte is ever written.  Because slots are few, only the *current* function is armed
+(fctrace's strict rule): on a call the caller's slots are released and the callee's
+programmed, on a return the caller's are programmed again.
+
+A slot is a Unicorn code hook bounded to the slot's range (one instruction for an address
+slot); every slot hook calls the one handler, which looks the address up in the table of
+armed sites.  At most N slot hooks are programmed at a time (`stats["max_slots"]` shows it).
+Programming a slot is a `hook_add` plus dropping the translated code of its range (a hook
+added after translation never fires in Unicorn 2.1.4); releasing one is a `hook_del` at the
+next block (see int3.py).
+
+Fall-back policy (declared, counted):
+* address slots: a function with at most N sites gets one slot per site.  A function with
+  more sites than slots is *stepped* instead: one hook over the span from its first site to
+  the end of its last (the TF fall-back, from where the function is entered until it calls
+  or returns).  `fallbacks` counts such armings, `stepped` the instructions trapped there
+  that were not sites.
+* range slots (s390x PER): the function's sites, in address order, are cut into at most N
+  ranges at the widest gaps between them; every instruction fetched in a range traps, so
+  fetches of non-site instructions inside a range are counted in `stepped` too.  That is not
+  a fall-back, it is how PER works.
+Either way every site is covered, so the trace is complete.
+
+Events are resolved as with int3's hook delivery: the hit records the site, the block the
+CPU enters next gives where the transfer went.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import unicorn
+from unicorn import unicorn_const as ucc
+
+from emutrace.backends import BackendOptions
+from emutrace.backends.int3 import Armed, Int3Backend
+from emutrace.discover import Function, Site
+from emutrace.elf import Image
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet
+from emutrace.trace.events import Event
+
+
+def slot_ranges(sites: list[tuple[int, int]], slots: int, kind: str) -> tuple[
+        list[tuple[int, int]], bool]:
+    """Cover the sites ((addr, size) pairs) with at most `slots` inclusive address ranges.
+    Returns (ranges, fell_back).  Pure, so the policy is tested on its own."""
+    spans = sorted((a, a + n - 1) for a, n in sites)
+    if not spans:
+        return [], False
+    if len(spans) <= slots:
+        return spans, False
+    if kind == "address":  # more sites than registers: step across all of them
+        return [(spans[0][0], max(end for _, end in spans))], True
+    # range slots: keep the slots - 1 widest gaps open, merge the rest
+    gaps = sorted(range(1, len(spans)), key=lambda i: spans[i][0] - spans[i - 1][1],
+                  reverse=True)[:slots - 1]
+    cuts = sorted(gaps)
+    ranges, first = [], 0
+    for cut in [*cuts, len(spans)]:
+        group = spans[first:cut]
+        ranges.append((group[0][0], max(end for _, end in group)))
+        first = cut
+    return ranges, False
+
+
+class HwbpBackend(Int3Backend):
+    name = "hwbp"
+
+    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+                 emit: Callable[[Event], None], slots: int | None = None,
+                 max_args: int = 4) -> None:
+        hardware = image.isa.debug_hardware
+        self.slots = slots if slots is not None else hardware.slots
+        self.slot_kind = hardware.kind
+        self.slot_hooks: dict[int, list[int]] = {}  # armed function → its slot hooks
+        super().__init__(image, cpu, hooks, emit, "strict", max_args, delivery="hook")
+        self.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
+
+    def _arm(self, func: Function | None) -> None:
+        if func is None or func.start in self.armed_funcs:
+            return
+        if func.start not in self._seen:
+            self._seen.add(func.start)
+            self.stats["functions"] += 1
+        self.armed_funcs[func.start] = func
+        free = [s for s in func.sites if s.addr not in self.armed]
+        ranges, fell_back = slot_ranges([(s.addr, s.size) for s in free], self.slots,
+                                        self.slot_kind)
+        self.stats["fallbacks"] += fell_back
+        uc = self.cpu.uc
+        handles = []
+        for lo, hi in ranges:
+            handles.append(uc.hook_add(ucc.UC_HOOK_CODE, self._on_slot, None, lo, hi))
+            self.stats["slot_writes"] += 1
+            self._drop_cache(lo, hi + 1)  # a hook added after translation never fires
+        for site in free:
+            self.armed[site.addr] = Armed(site, func.start)
+        self.slot_hooks[func.start] = handles
+        in_use = sum(len(h) for h in self.slot_hooks.values())
+        self.stats["max_slots"] = max(self.stats["max_slots"], in_use)
+        self._armed_now = bool(ranges)
+
+    def _disarm(self, func_start: int) -> None:
+        func = self.armed_funcs.pop(func_start, None)
+        if func is None:
+            return
+        for site in func.sites:
+            armed = self.armed.get(site.addr)
+            if armed is not None and armed.func == func_start:
+                del self.armed[site.addr]
+        # released at the next block (a hook_del inside the block hook that restarts the
+        # block loses the restart in Unicorn 2.1.4; see int3.py)
+        self._unhook.extend(self.slot_hooks.pop(func_start, []))
+
+    def _on_slot(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+        armed = self.armed.get(addr)
+        if armed is None:
+            self.stats["stepped"] += 1  # inside a stepped span or a PER range, not a site
+            return
+        self.stats["hits"] += 1
+        self.pending = self._pending(armed.site)
+
+    def finish(self) -> int:
+        """The counters of this mechanism (int3's bookkeeping ones are dropped)."""
+        self.stats = {k: self.stats[k] for k in (
+            "hits", "slot_writes", "fallbacks", "stepped", "max_slots", "functions")}
+        return super().finish()
+
+    def _arm_site(self, site: Site, func: int) -> None:  # pragma: no cover - never per site
+        raise AssertionError("hwbp arms whole functions (_arm)")
+
+
+def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+           options: BackendOptions) -> HwbpBackend:
+    return HwbpBackend(image, cpu, hooks, emit, options.hw_slots, options.max_args)
