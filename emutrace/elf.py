@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -50,6 +50,18 @@ class Image:
     interpreter: str | None
     symbols: list[Symbol] = field(default_factory=list)
     _starts: list[int] = field(default_factory=list, repr=False)
+    bias: int = 0  # load bias already added to every address here (static-PIE)
+
+    def rebased(self, bias: int) -> Image:
+        """The image as loaded `bias` bytes above its link addresses (a static-PIE run):
+        segments, symbols and entry at their run-time addresses, so that discovery, the
+        backends and the trace all speak run-time addresses."""
+        if not bias:
+            return self
+        syms = [replace(s, addr=s.addr + bias) for s in self.symbols]
+        return replace(self, entry=self.entry + bias, symbols=syms,
+                       segments=[replace(g, vaddr=g.vaddr + bias) for g in self.segments],
+                       _starts=[s.addr for s in syms], bias=self.bias + bias)
 
     def symbolize(self, addr: int, bias: int = 0) -> str:
         """`name+0xoff` of the function containing addr, or '??'."""

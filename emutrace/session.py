@@ -111,7 +111,8 @@ class Process:
         sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,
                          self.kernel.random_bytes(16), abi.constants)
         regs = isa.registers
-        self.entry = self.image.entry + self.bias
+        self.image = self.image.rebased(self.bias)  # from here on, run-time addresses
+        self.entry = self.image.entry
         self.cpu.reg_write(regs.sp, sp)
         for reg in isa.entry_regs:
             self.cpu.reg_write(reg, self.entry)

@@ -10,6 +10,7 @@ class SiteKind(enum.Enum):
     CALL = "call"
     RETURN = "return"
     TAIL = "tail"  # a jump that may leave the function (indirect ones: decided at run time)
+    ENTRY = "entry"  # a function's first instruction (only the `entry` backend probes it)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def read_symbols(image: Image) -> SymbolTable:
         for sym in table.iter_symbols():
             if sym["st_shndx"] == "SHN_UNDEF":
                 continue
-            value = sym["st_value"]
+            value = sym["st_value"] + image.bias
             name = sym.name
             if name in ("$d", "$a", "$t", "$x") or name.startswith(("$d.", "$x.", "$a.", "$t.")):
                 marks.append((value, name.startswith("$d")))

@@ -1,0 +1,48 @@
+"""What N-version agreement compares: the canonical trace (`canonical.py`) of each backend's
+run, with functions named so that a frame entered in the middle of a symbol shows it.
+
+Names: a frame entered at a symbol's start (ELFv2: or its local entry) is the symbol's
+name; one entered inside a symbol is `name+0xOFF`; one outside every symbol is its hex
+address.
+
+One documented exception: the `entry` backend probes function *entries*, so it cannot see a
+call that lands elsewhere — AArch64 glibc calls `main` through a `b main` placed inside
+`_start`, s390x through an unnamed stub — and shows the function that code jumps to as
+called directly.  Its trace is compared with the others' with every frame not entered at a
+named entry dropped on both sides (its children move up); `tests/test_mechanisms.py` shows
+the raw difference where it occurs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from emutrace.discover.symbols import SymbolTable
+from emutrace.trace.canonical import canonical_text
+from emutrace.trace.events import Record
+
+ENTRY_ONLY = frozenset({"entry"})  # backends that only see function entries
+
+
+def function_namer(symbols: SymbolTable, thumb_bit: bool) -> Callable[[int], str]:
+    mask = ~1 if thumb_bit else ~0
+
+    def name(addr: int) -> str:
+        code = addr & mask
+        f = symbols.containing(code)
+        if f is None:
+            return f"{code:#x}"
+        if code in (f.start, f.start + f.local_offset):
+            return f.name
+        return f"{f.name}+{code - f.start:#x}"
+    return name
+
+
+def at_named_entry(name: str) -> bool:
+    return "+" not in name and not name.startswith("0x")
+
+
+def agreement_text(records: Iterable[Record], symbols: SymbolTable, thumb_bit: bool,
+                   entries_only: bool = False) -> str:
+    keep = at_named_entry if entries_only else None
+    return canonical_text(records, function_namer(symbols, thumb_bit), keep)
