@@ -26,10 +26,11 @@ class Command(Protocol):
 
 
 def commands() -> list[Command]:
+    from emutrace.cli.bench import BenchCommand
     from emutrace.cli.info import InfoCommand
     from emutrace.cli.run import RunCommand
 
-    return [RunCommand(), InfoCommand()]
+    return [RunCommand(), InfoCommand(), BenchCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:

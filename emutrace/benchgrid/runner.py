@@ -1,0 +1,182 @@
+"""Running the grid: one row per (ISA, program), one cell per backend spec plus the `none`
+baseline, every cell in this process.
+
+Timing: wall clock (perf_counter) around building the Process and running it, since a
+backend's start-up work (probes written at start, discovery) is part of what it costs.  This
+machine is noisy, so with N rounds every cell of a row runs once per round, in turn, and a
+cell's time is the median of its rounds; its slowdown is that median over the median of the
+row's `none` cell, never over a time taken at another moment.
+
+A tracing backend that refuses a program it declares it cannot trace (`Unsupported`, e.g.
+`entry` on a binary without a symbol table) gives an "unsupported" cell: reported, not a
+failure.  Any other exception is an "error" cell.
+
+Checks, per row: the guest's exit code must equal the `none` run's, and the canonical call
+trace (`trace.canonical.canonical_text`, names from the symbol table) of every tracing cell
+must equal the reference cell's: `step` when it ran, else the first tracing cell.  The trace
+of the first round is the one compared; later rounds only time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from emutrace.benchgrid.machine import guest_stdio_silenced
+from emutrace.benchgrid.spec import NONE_SPEC, BackendSpec, Program
+from emutrace.discover.symbols import read_symbols
+from emutrace.elf import Image
+from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
+from emutrace.session import Process, RunConfig, RunResult
+from emutrace.trace.canonical import canonical_text
+from emutrace.trace.events import Entry
+
+REFERENCE_BACKEND = "step"
+
+
+@dataclass
+class Cell:
+    isa: str
+    program: Program
+    spec: BackendSpec
+    seconds: list[float] = field(default_factory=list)
+    exit_code: int | None = None
+    guest_insns: int | None = None
+    calls: int | None = None  # Entry records: calls traced
+    stats: dict[str, int] = field(default_factory=dict)
+    trace: str | None = None  # canonical trace of the first round (tracing cells)
+    error: str | None = None  # the run raised: what
+    # "ok", "FAIL", "error", "unsupported" (the backend refuses the program), "n/a" (missing
+    # program); the baseline: "baseline"
+    agreement: str = "ok"
+    problems: list[str] = field(default_factory=list)  # why FAIL
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+
+@dataclass
+class Row:
+    isa: str
+    program: Program
+    cells: list[Cell]  # baseline first
+    missing: bool = False
+
+    @property
+    def baseline(self) -> Cell:
+        return self.cells[0]
+
+    def slowdown(self, cell: Cell) -> float | None:
+        base, mine = self.baseline.median, cell.median
+        if base is None or mine is None or base <= 0 or cell.error or self.baseline.error:
+            return None
+        return mine / base
+
+
+def namer(image: Image) -> Callable[[int], str]:
+    symbols = read_symbols(image)
+
+    def name(addr: int) -> str:
+        func = symbols.containing(addr)
+        return func.name if func is not None else hex(addr)
+    return name
+
+
+def run_once(isa: str, program: Program, spec: BackendSpec, allow_write: list[str],
+             timeout: float) -> tuple[float, RunResult]:
+    config = RunConfig(program.path, list(program.argv[1:]), arch=isa, backend=spec.backend,
+                       cleanup=spec.cleanup, hw_slots=spec.hw_slots, bts_buffer=spec.bts_buffer,
+                       allow_write=allow_write, timeout=timeout)
+    with guest_stdio_silenced():
+        start = time.perf_counter()
+        result = Process(config, warn=lambda m: None).run()
+        seconds = time.perf_counter() - start
+    return seconds, result
+
+
+def record_first(cell: Cell, result: RunResult) -> None:
+    cell.exit_code = result.exit_code
+    cell.guest_insns = result.guest_insns
+    cell.stats = dict(result.backend_stats)
+    if cell.spec.traces:
+        cell.calls = sum(1 for r in result.records if isinstance(r, Entry))
+        cell.trace = canonical_text(result.records, namer(result.image))
+
+
+# after every run: the cell, its seconds (None: not run), how many runs that accounts for
+Progress = Callable[[Cell, float | None, int], None]
+
+
+def run_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
+            allow_write: list[str], timeout: float, progress: Progress) -> Row:
+    cells = [Cell(isa, program, spec) for spec in (NONE_SPEC, *specs)]
+    row = Row(isa, program, cells, missing=program.missing)
+    if row.missing:
+        for cell in cells:
+            cell.agreement = "n/a"
+            cell.error = f"n/a (missing {program.path})"
+        progress(cells[0], None, len(cells) * rounds)
+        return row
+    for round_no in range(rounds):
+        for cell in cells:
+            if cell.error:
+                progress(cell, None, 1)
+                continue
+            try:
+                seconds, result = run_once(isa, program, cell.spec, allow_write, timeout)
+            except EmutraceError as e:
+                # a backend that declares it cannot trace this program (entry on a stripped
+                # binary) is reported as such; any other refusal is an error
+                unsupported = e.exit_code == EXIT_UNSUPPORTED and cell.spec.traces
+                cell.error = f"{'unsupported: ' if unsupported else ''}{e.message}"
+                cell.agreement = "unsupported" if unsupported else "error"
+                progress(cell, None, 1)
+                continue
+            except Exception as e:  # noqa: BLE001 - one broken cell must not stop the grid
+                cell.error = f"{type(e).__name__}: {getattr(e, 'message', e)}"
+                cell.agreement = "error"
+                progress(cell, None, 1)
+                continue
+            cell.seconds.append(seconds)
+            if round_no == 0:
+                record_first(cell, result)
+            progress(cell, seconds, 1)
+    check(row)
+    return row
+
+
+def check(row: Row) -> None:
+    """Mark cells FAIL whose exit code or canonical trace disagrees (see the module doc)."""
+    base = row.baseline
+    base.agreement = "error" if base.error else "baseline"
+    tracing = [c for c in row.cells[1:] if not c.error]
+    for cell in tracing:
+        if base.error is None and cell.exit_code != base.exit_code:
+            cell.agreement = "FAIL"
+            cell.problems.append(f"exit code {cell.exit_code}, `none` exited {base.exit_code}")
+    reference = next((c for c in tracing if c.spec.label == REFERENCE_BACKEND),
+                     tracing[0] if tracing else None)
+    if reference is None:
+        return
+    for cell in tracing:
+        if cell is reference or cell.trace == reference.trace:
+            continue
+        cell.agreement = "FAIL"
+        cell.problems.append(f"trace differs from {reference.spec.label}'s: "
+                             + first_difference(reference.trace or "", cell.trace or ""))
+
+
+def first_difference(want: str, got: str) -> str:
+    a, b = want.splitlines(), got.splitlines()
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"line {i + 1}: expected {x.strip()!r}, got {y.strip()!r}"
+    if len(a) != len(b):
+        i = min(len(a), len(b))
+        extra = (a if len(a) > len(b) else b)[i].strip()
+        which = "expected" if len(a) > len(b) else "got extra"
+        return f"line {i + 1}: {which} {extra!r} ({len(a)} vs {len(b)} lines)"
+    return "identical lines, different text"

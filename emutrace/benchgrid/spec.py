@@ -1,0 +1,134 @@
+"""What `emutrace bench` is asked to run: ISAs, backend specs and program templates, parsed
+and checked before anything runs (a bad argument is a `UsageError`: one line, exit 64).
+
+A backend spec is a registered backend name with an optional setting after a colon:
+``int3:strict`` (cleanup policy), ``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per
+buffer).  ``all`` expands to the comparison set; ``none`` is the baseline and is always run,
+so naming it is allowed and changes nothing.  A spec whose backend module does not exist
+(yet) is refused when named, and left out of ``all`` with a notice: backends are written in
+parallel with this command.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from emutrace.backends import BACKENDS
+from emutrace.errors import UsageError
+from emutrace.isa import MODULES, UnknownIsa, by_name
+
+ALL_SPECS = ("int3", "int3:strict", "hwbp", "hwbp:1", "bts", "btf", "entry", "step")
+BASELINE = "none"
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    label: str  # as written: "hwbp:2"
+    backend: str  # registry name: "hwbp"
+    cleanup: str = "lazy"
+    hw_slots: int | None = None
+    bts_buffer: int = 4096
+
+    @property
+    def traces(self) -> bool:
+        return self.backend != BASELINE
+
+
+NONE_SPEC = BackendSpec(BASELINE, BASELINE)
+
+
+def implemented(backend: str) -> bool:
+    module = BACKENDS[backend][0]
+    return importlib.util.find_spec(f"emutrace.backends.{module}") is not None
+
+
+def parse_spec(text: str) -> BackendSpec:
+    name, colon, value = text.strip().partition(":")
+    if name == BASELINE and not colon:
+        return NONE_SPEC
+    if name not in BACKENDS:
+        raise UsageError(f"--backend {text}: unknown backend {name!r}; known: "
+                         f"{', '.join(BACKENDS)}, all")
+    if not colon:
+        return BackendSpec(text, name)
+    if name == "int3" and value in ("lazy", "strict"):
+        return BackendSpec(text, name, cleanup=value)
+    if name in ("hwbp", "bts") and value.isdigit() and int(value) >= 1:
+        if name == "hwbp":
+            return BackendSpec(text, name, hw_slots=int(value))
+        return BackendSpec(text, name, bts_buffer=int(value))
+    expected = {"int3": "int3:lazy or int3:strict", "hwbp": "hwbp:N (N ≥ 1 slots)",
+                "bts": "bts:N (N ≥ 1 records)"}.get(name, f"{name} takes no setting")
+    raise UsageError(f"--backend {text}: expected {expected}")
+
+
+def parse_backends(text: str) -> tuple[list[BackendSpec], list[str]]:
+    """The specs to run besides the baseline, and the specs of `all` left out (missing)."""
+    specs: list[BackendSpec] = []
+    left_out: list[str] = []
+    for word in (w for w in text.split(",") if w.strip()):
+        if word.strip() == "all":
+            for label in ALL_SPECS:
+                spec = parse_spec(label)
+                if implemented(spec.backend):
+                    specs.append(spec)
+                else:
+                    left_out.append(label)
+            continue
+        spec = parse_spec(word)
+        if spec.traces and not implemented(spec.backend):
+            raise UsageError(f"--backend {word}: backend {spec.backend!r} is not implemented "
+                             f"yet (no emutrace/backends/{BACKENDS[spec.backend][0]}.py)")
+        specs.append(spec)
+    unique = list({s.label: s for s in specs if s.traces}.values())
+    if not text.strip():
+        raise UsageError("--backend: empty list")
+    return unique, [label for label in left_out if label not in {s.label for s in unique}]
+
+
+def parse_arches(text: str) -> list[str]:
+    if text.strip() == "all":
+        return list(MODULES)
+    out: list[str] = []
+    for word in (w for w in text.split(",") if w.strip()):
+        try:
+            name = by_name(word).name
+        except UnknownIsa:
+            raise UsageError(f"--arch {word}: unknown ISA; known: {', '.join(MODULES)}, "
+                             "all") from None
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise UsageError("--arch: empty list")
+    return out
+
+
+@dataclass(frozen=True)
+class Program:
+    template: str  # as given, e.g. "testbins/{isa}/fib 5"
+    argv: tuple[str, ...]  # for one ISA
+
+    @property
+    def path(self) -> str:
+        return self.argv[0]
+
+    @property
+    def missing(self) -> bool:
+        return not Path(self.path).is_file()
+
+
+def parse_template(template: str) -> list[str]:
+    try:
+        words = shlex.split(template)
+    except ValueError as e:
+        raise UsageError(f"program {template!r}: {e}") from None
+    if not words:
+        raise UsageError("program: empty command line")
+    return words
+
+
+def expand(template: str, isa: str) -> Program:
+    return Program(template, tuple(w.replace("{isa}", isa) for w in parse_template(template)))

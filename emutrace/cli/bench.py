@@ -1,0 +1,167 @@
+"""`emutrace bench`: run program templates on a grid of ISAs × tracing backends, compare the
+backends' traces, time them against the untraced run, and predict their native cost.
+
+    emutrace bench --arch all --backend all --repeat 3 'testbins/{isa}/calls recursion'
+
+Every cell runs in this process (no subprocess start-up in the times), the guest's standard
+streams on /dev/null.  Parts, one module each under `emutrace.benchgrid`: `spec` (arguments),
+`runner` (rounds, medians, agreement), `results` (flat records and predictions from
+`emutrace.cost`), `report` (csv, json, markdown, terminal), `plots`, `machine`, `progress`.
+They are imported when the command runs, not when the parser is built (matplotlib alone
+takes a second or more to import, and every `emutrace` command builds every parser).
+
+Exit status: 0 every tracing backend agreed; 1 a disagreement (a different canonical trace,
+or a guest exit code unlike the `none` run's) — printed on stderr and marked FAIL; 2 no
+disagreement but a cell could not run (an exception: see the error column); 64 bad
+arguments.  A program file missing for an ISA is not an error: its row reads "n/a"; nor is a
+backend declaring it cannot trace a program (`Unsupported`): "unsupported", printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from emutrace.benchgrid.spec import (
+    ALL_SPECS,
+    expand,
+    parse_arches,
+    parse_backends,
+    parse_template,
+)
+from emutrace.cost import DEFAULT_NS_PER_INSN
+from emutrace.errors import UsageError
+
+if TYPE_CHECKING:
+    from emutrace.benchgrid.runner import Row
+
+EXIT_DISAGREEMENT = 1
+EXIT_CELL_ERROR = 2
+
+
+class BenchCommand:
+    name = "bench"
+    help = "time and cross-check tracing backends on a grid of ISAs and programs"
+
+    def configure(self, p: argparse.ArgumentParser) -> None:
+        p.epilog = (f"exit status: 0 all backends agree; {EXIT_DISAGREEMENT} a backend's "
+                    "trace or exit code disagreed (FAIL); "
+                    f"{EXIT_CELL_ERROR} a cell raised an error; 64 bad arguments")
+        p.add_argument("--arch", default="all", metavar="all|ISA,...",
+                       help="ISAs to run (default all)")
+        p.add_argument("--backend", default="all", metavar="all|SPEC,...",
+                       help="backend specs: int3, int3:strict, hwbp, hwbp:N (N slots), bts, "
+                            "bts:N (buffer records), btf, entry, step; all = "
+                            f"{','.join(ALL_SPECS)}; `none` always runs as the baseline")
+        p.add_argument("--repeat", type=int, default=1, metavar="N",
+                       help="rounds; each round runs every cell of a row in turn, times are "
+                            "medians (default 1)")
+        p.add_argument("--out", default="bench-out", metavar="DIR",
+                       help="directory for results.{csv,json,md} and plots (default "
+                            "bench-out/)")
+        p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+                       help="stop a run after S seconds (it then disagrees with `none`)")
+        p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
+                       help="directory the guest may write in (default: the current one)")
+        p.add_argument("--ns-per-insn", type=float, default=DEFAULT_NS_PER_INSN, metavar="NS",
+                       help="cost model: untraced native time per instruction "
+                            f"(default {DEFAULT_NS_PER_INSN})")
+        p.add_argument("programs", nargs="+", metavar="PROGRAM",
+                       help="command line template with {isa}, e.g. "
+                            "'testbins/{isa}/fib 20' (one argument, quoted)")
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        # imported here: every `emutrace` command builds this parser, and matplotlib and the
+        # runner take seconds to import
+        from rich.console import Console
+        from rich.markup import escape
+
+        from emutrace.benchgrid import plots, report, results
+        from emutrace.benchgrid.machine import git_revision, machine_description
+        from emutrace.benchgrid.progress import Reporter
+        from emutrace.benchgrid.runner import run_row
+
+        isas = parse_arches(args.arch)
+        specs, left_out = parse_backends(args.backend)
+        for template in args.programs:
+            parse_template(template)
+        if args.repeat < 1:
+            raise UsageError(f"--repeat {args.repeat}: at least 1")
+        if args.ns_per_insn <= 0:
+            raise UsageError(f"--ns-per-insn {args.ns_per_insn}: must be positive")
+        if args.timeout < 0:
+            raise UsageError(f"--timeout {args.timeout}: must not be negative")
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out}: exists and is not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+        allow_write = args.allow_write or [os.getcwd()]
+        meta = results.Meta(machine_description(), git_revision(), command_line(args),
+                            datetime.datetime.now().isoformat(timespec="seconds"),
+                            args.repeat, args.ns_per_insn, tuple(left_out))
+
+        with progress_stream() as err:
+            console = Console(file=err, highlight=False, soft_wrap=True)
+            if left_out:
+                console.print(f"[yellow]emutrace bench: not run (backend not implemented "
+                              f"yet): {', '.join(left_out)}[/yellow]")
+            grid = [(isa, expand(t, isa)) for isa in isas for t in args.programs]
+            total = len(grid) * args.repeat * (1 + len(specs))
+            rows: list[Row] = []
+            with Reporter(console, total) as tick:
+                for isa, program in grid:
+                    rows.append(run_row(isa, program, specs, args.repeat, allow_write,
+                                        args.timeout, tick))
+            recs = results.records(rows, args.ns_per_insn)
+            problems = [f"{c.isa} `{c.program.template}` {c.spec.label}: {p}"
+                        for row in rows for c in row.cells for p in c.problems]
+            assumptions = results.assumptions(rows, args.ns_per_insn)
+            report.write_csv(out / "results.csv", recs)
+            report.write_json(out / "results.json", meta, recs, assumptions)
+            report.write_markdown(out / "results.md", meta, recs, assumptions, isas, problems)
+            plots.plot_all(recs, out, meta.revision)
+            report.print_table(Console(width=None if sys.stdout.isatty() else 160), recs)
+            for text in problems:
+                console.print(f"[bold red]emutrace bench: FAIL {escape(text)}[/bold red]")
+            errors = [c for row in rows for c in row.cells if c.agreement == "error"]
+            for c in (c for row in rows for c in row.cells if c.agreement == "unsupported"):
+                console.print(f"[yellow]emutrace bench: {c.isa} {escape(c.program.template)} "
+                              f"{c.spec.label}: {escape(c.error or '')}[/yellow]")
+            for c in errors:
+                console.print(f"[red]emutrace bench: error {c.isa} {escape(c.program.template)}"
+                              f" {c.spec.label}: {escape(c.error or '')}[/red]")
+            console.print(f"emutrace bench: results in {out}/ (results.md, results.csv, "
+                          "results.json, slowdown/events/predicted .png .svg)")
+        if problems:
+            return EXIT_DISAGREEMENT
+        return EXIT_CELL_ERROR if errors else 0
+
+
+def command_line(args: argparse.Namespace) -> str:
+    words = ["emutrace", "bench", "--arch", args.arch, "--backend", args.backend,
+             "--repeat", str(args.repeat), "--out", args.out]
+    if args.timeout:
+        words += ["--timeout", str(args.timeout)]
+    for d in args.allow_write:
+        words += ["--allow-write", d]
+    if args.ns_per_insn != DEFAULT_NS_PER_INSN:
+        words += ["--ns-per-insn", str(args.ns_per_insn)]
+    return shlex.join([*words, *args.programs])
+
+
+@contextmanager
+def progress_stream() -> Iterator[TextIO]:
+    """Our own copy of stderr: the runs point fd 2 at /dev/null while the guest runs."""
+    sys.stderr.flush()
+    stream = os.fdopen(os.dup(2), "w", buffering=1)
+    try:
+        yield stream
+    finally:
+        stream.close()

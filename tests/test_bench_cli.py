@@ -1,0 +1,205 @@
+"""`emutrace bench`: the files it writes and their consistency, the agreement check failing
+on a backend that really disagrees, bad input, and the whole backend set on every ISA."""
+
+from __future__ import annotations
+
+import csv
+import importlib.machinery
+import json
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from emutrace.backends import BACKENDS
+from emutrace.benchgrid.runner import Cell, Row, check
+from emutrace.benchgrid.spec import ALL_SPECS, NONE_SPEC, expand, implemented, parse_spec
+from emutrace.cli.main import main
+from emutrace.isa import by_name
+from emutrace.trace.events import Call
+
+from .conftest import BUSYBOX, ISAS, TESTBINS
+
+FILES = ("results.csv", "results.json", "results.md", "slowdown.png", "slowdown.svg",
+         "events.png", "events.svg", "predicted.png", "predicted.svg")
+
+
+def bench(out: Path, *args: str) -> int:
+    return main(["bench", "--out", str(out), *args])
+
+
+def read_csv(out: Path) -> list[dict[str, str]]:
+    with open(out / "results.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_small_grid_writes_consistent_results(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    rc = bench(out, "--arch", "x86_64,aarch64", "--backend", "int3,step", "--repeat", "2",
+               f"{TESTBINS}/{{isa}}/fib 5")
+    assert rc == 0
+    for name in FILES:
+        assert (out / name).stat().st_size > 0, name
+    rows = read_csv(out)
+    assert [(r["isa"], r["backend"]) for r in rows] == [
+        (isa, b) for isa in ("x86_64", "aarch64") for b in ("none", "int3", "step")]
+    doc = json.loads((out / "results.json").read_text())
+    cells = doc["cells"]
+    assert len(cells) == len(rows) == 6
+    assert doc["meta"]["rounds"] == 2 and "bench" in doc["meta"]["command"]
+    for isa in ("x86_64", "aarch64"):
+        mine = {c["backend"]: c for c in cells if c["isa"] == isa}
+        base = mine["none"]
+        assert base["agreement"] == "baseline" and len(base["rounds_s"]) == 2
+        for spec in ("int3", "step"):
+            c = mine[spec]
+            assert c["agreement"] == "ok" and c["error"] is None
+            assert len(c["rounds_s"]) == 2
+            assert c["slowdown"] == pytest.approx(c["median_s"] / base["median_s"])
+            assert c["calls"] > 0 and c["guest_insns"] > 1000
+            assert c["predicted_vm"] > c["predicted_bare_metal"] > 1
+            assert c["exit_code"] == base["exit_code"] == 0
+        # both backends traced the same calls of the same run
+        assert mine["int3"]["calls"] == mine["step"]["calls"]
+        assert mine["step"]["main_events"] == mine["step"]["stats"]["steps"]
+        csv_row = next(r for r in rows if r["isa"] == isa and r["backend"] == "int3")
+        assert float(csv_row["slowdown"]) == pytest.approx(mine["int3"]["slowdown"])
+        assert int(csv_row["stat_traps"]) == mine["int3"]["stats"]["traps"]
+    md = (out / "results.md").read_text()
+    assert "git" not in md or "revision" in md
+    assert "emutrace revision:" in md and "machine:" in md and "Cost-model assumptions" in md
+    assert "fib 5" in md
+
+
+def test_missing_program_is_a_row_of_na(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    rc = bench(out, "--arch", "x86_64", "--backend", "step", f"{TESTBINS}/{{isa}}/no_such")
+    assert rc == 0
+    rows = read_csv(out)
+    assert [r["agreement"] for r in rows] == ["n/a", "n/a"]
+    assert "missing" in rows[0]["error"]
+
+
+def liar_module() -> types.ModuleType:
+    """A backend that is `step` except that it reports one call going to the wrong function:
+    the kind of bug the agreement check exists to catch."""
+    from emutrace.backends import step
+
+    def create(image, cpu, hooks, emit, options):  # type: ignore[no-untyped-def]
+        targets: list[int] = []
+
+        def lying_emit(ev):  # type: ignore[no-untyped-def]
+            if isinstance(ev, Call):
+                targets.append(ev.target)
+                others = [t for t in targets if t != ev.target]
+                if len(targets) == 20 and others:
+                    ev = replace(ev, target=others[0])
+            emit(ev)
+        return step.create(image, cpu, hooks, lying_emit, options)
+
+    name = "emutrace.backends.liar"
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+    module.create = create  # type: ignore[attr-defined]
+    return module
+
+
+def test_a_disagreeing_backend_fails_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(BACKENDS, "liar", ("liar", "step, misreporting one callee"))
+    monkeypatch.setitem(sys.modules, "emutrace.backends.liar", liar_module())
+    out = tmp_path / "out"
+    rc = bench(out, "--arch", "x86_64", "--backend", "step,int3,liar",
+               f"{TESTBINS}/{{isa}}/hello_fs")
+    assert rc == 1
+    err = capfd.readouterr().err
+    assert "FAIL" in err and "liar" in err and "trace differs from step's: line" in err
+    agreement = {r["backend"]: r["agreement"] for r in read_csv(out)}
+    assert agreement == {"none": "baseline", "step": "ok", "int3": "ok", "liar": "FAIL"}
+    assert "**FAIL**" in (out / "results.md").read_text()
+
+
+def test_a_different_exit_code_is_a_failure() -> None:
+    program = expand("x", "x86_64")
+    cells = [Cell("x86_64", program, NONE_SPEC, [1.0], exit_code=0),
+             Cell("x86_64", program, parse_spec("step"), [2.0], exit_code=0, trace="> a\n"),
+             Cell("x86_64", program, parse_spec("int3"), [2.0], exit_code=139, trace="> a\n")]
+    row = Row("x86_64", program, cells)
+    check(row)
+    assert [c.agreement for c in cells] == ["baseline", "ok", "FAIL"]
+    assert "exit code 139" in cells[2].problems[0]
+    assert row.slowdown(cells[1]) == 2.0
+
+
+@pytest.mark.parametrize("args", [
+    ["--backend", "bogus"], ["--backend", "int3:fast"], ["--backend", "hwbp:0"],
+    ["--backend", "step:3"], ["--arch", "vax"], ["--arch", ""], ["--repeat", "0"],
+    ["--ns-per-insn", "-1"], ["'unterminated"]])
+def test_bad_input_is_one_line_and_exit_64(args: list[str], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    if args[0].startswith("'"):
+        argv = ["bench", "--out", str(tmp_path), *args]
+    else:
+        argv = ["bench", "--out", str(tmp_path), *args, f"{TESTBINS}/{{isa}}/fib 3"]
+    assert main(argv) == 64
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("emutrace: "), err
+
+
+# ------------------------------------------------------------------ every ISA, every backend
+# TODO(bench): switch to `--backend all` once every backend has landed.  Until then: the
+# specs of `all` whose backend module exists, except `entry`, which is uncommitted and was
+# changing while this was written (its disagreements moved between runs: ppc64le and s390x
+# fib 3, then i386 fib 3 too).
+EXISTING_SPECS = [s for s in ALL_SPECS
+                  if implemented(parse_spec(s).backend) and parse_spec(s).backend != "entry"]
+
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], tuple[set[str], str]] = {
+    ("mips", "fib 3"): ({"int3", "int3:strict", "hwbp", "hwbp:1"},
+                       "step, bts and btf see a call to strchrnul where int3 and hwbp see "
+                       "__vfprintf_internal, trace line 248"),
+    ("mipsel", "fib 3"): ({"int3", "int3:strict", "hwbp", "hwbp:1"},
+                         "step, bts and btf see a call to __tunable_get_val where int3 and "
+                         "hwbp see ptmalloc_init.part.0, trace line 45"),
+}
+
+
+def short_name(template: str) -> str:
+    """`/repo/testbins/{isa}/fib 3` → `fib 3`."""
+    words = template.split()
+    return " ".join([words[0].rsplit("/", 1)[-1], *words[1:]])
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_every_backend_agrees_on_every_isa(isa: str, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    programs = [f"{TESTBINS}/{{isa}}/fib 3", f"{TESTBINS}/{{isa}}/hello_fs"]
+    if by_name(isa).capability("busybox").works:
+        busybox = BUSYBOX / isa / "busybox"
+        if not busybox.exists():
+            pytest.fail(f"{busybox} missing: run make setup")
+        programs.append(f"{BUSYBOX}/{{isa}}/busybox echo hi")
+    out = tmp_path / "out"
+    rc = bench(out, "--arch", isa, "--backend", ",".join(EXISTING_SPECS), *programs)
+    rows = read_csv(out)
+    assert len(rows) == len(programs) * (1 + len(EXISTING_SPECS))
+    errors = [(r["program"], r["backend"], r["error"]) for r in rows
+              if r["agreement"] in ("error", "n/a")]
+    assert not errors, errors
+    assert all(r["agreement"] != "unsupported" for r in rows), rows
+    failed: dict[str, set[str]] = {}
+    for r in rows:
+        if r["agreement"] == "FAIL":
+            failed.setdefault(short_name(r["program"]), set()).add(r["backend"])
+    known = {program: (specs & set(EXISTING_SPECS), why)
+             for (i, program), (specs, why) in KNOWN_DISAGREEMENTS.items() if i == isa}
+    expected = {program: specs for program, (specs, _) in known.items() if specs}
+    assert failed == expected, f"disagreements {failed}, known {expected}: see {out}/results.md"
+    assert rc == (1 if failed else 0)
+    if failed:  # exactly the known ones: shown as xfailed, not hidden in a pass
+        pytest.xfail("; ".join(f"{p}: {known[p][1]}" for p in failed))
