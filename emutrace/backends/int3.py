@@ -260,7 +260,10 @@ class Int3Backend:
                     self._arm_site(site, func)
             self.rearm.clear()
         pending = self.pending
-        if pending is not None:
+        if pending is not None and not (pending.site.delay_slot and
+                                        addr == pending.site.addr + pending.site.size):
+            # (a block that starts at the delay slot, split from its branch at a page or
+            # block-size limit: the transfer comes after it)
             self.pending = None
             self._resolve(pending, addr)
         if self._armed_now:
