@@ -20,7 +20,9 @@ fallbacks, the target is learnt from the next block the CPU enters (a call, retu
 always ends a block).
 
 Cleanup: "lazy" leaves breakpoints in place (after warm-up nothing is patched any more);
-"strict" (fctrace's rule) disarms a function as soon as it stops being the current one.
+"strict" (fctrace's rule) disarms a function as soon as it stops being the current one.  A
+disarmed site hook stays installed, idle, and is re-armed by a table write (both counted as
+patches): Unicorn's hook_add/hook_del pair costs ~65 µs from Python.
 
 Time: a block hook adds each block's instruction count (decoded once per block).
 """
@@ -99,6 +101,7 @@ class Int3Backend:
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
         self._unhook: list[int] = []  # site hooks to delete at the next block
+        self.idle_hooks: dict[int, int] = {}  # disarmed site → its hook, still installed
         self.time = 0
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
@@ -141,6 +144,11 @@ class Int3Backend:
     def _arm_site(self, site: Site, func: int) -> None:
         uc, addr = self.cpu.uc, site.addr
         if self._by_hook(func):
+            handle = self.idle_hooks.pop(addr, 0)
+            if handle:  # the site's hook is still installed: arming is a table write
+                self.armed[addr] = Armed(site, func, hook=handle)
+                self.stats["patches"] += 1
+                return
             handle = uc.hook_add(ucc.UC_HOOK_CODE, self._on_site, None, addr, addr)
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
@@ -159,9 +167,11 @@ class Int3Backend:
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
         if armed.hook:
-            # deleted at the next block: a hook_del inside the block hook that also restarts
-            # the block (see _on_block) loses the restart in Unicorn 2.1.4
-            self._unhook.append(armed.hook)
+            # the hook stays installed, idle (its hits are ignored): a hook_del + hook_add
+            # pair costs ~65 µs in Python, a hundred times a patch, and strict cleanup on
+            # MIPS/RISC-V would pay it for every site at every function switch
+            self.idle_hooks[addr] = armed.hook
+            self.stats["patches"] += 1
             return
         self.cpu.mem_write(addr, armed.original)
         self.stats["patches"] += 1
