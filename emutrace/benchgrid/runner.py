@@ -12,9 +12,12 @@ A tracing backend that refuses a program it declares it cannot trace (`Unsupport
 failure.  Any other exception is an "error" cell.
 
 Checks, per row: the guest's exit code must equal the `none` run's, and the canonical call
-trace (`trace.canonical.canonical_text`, names from the symbol table) of every tracing cell
-must equal the reference cell's: `step` when it ran, else the first tracing cell.  The trace
-of the first round is the one compared; later rounds only time.
+trace (`trace.agreement.agreement_text`: names from the symbol table, `name+0xOFF` for a
+frame entered inside a function) of every tracing cell must equal the reference cell's:
+`step` when it ran, else the first tracing cell.  `entry` sees function entries only, so it
+is compared with frames not entered at a named entry dropped on both sides (the documented
+exception in `trace/agreement.py`).  The trace of the first round is the one compared; later
+rounds only time.
 """
 
 from __future__ import annotations
@@ -27,10 +30,9 @@ from dataclasses import dataclass, field
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import NONE_SPEC, BackendSpec, Program
 from emutrace.discover.symbols import read_symbols
-from emutrace.elf import Image
 from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
 from emutrace.session import Process, RunConfig, RunResult
-from emutrace.trace.canonical import canonical_text
+from emutrace.trace.agreement import ENTRY_ONLY, agreement_text
 from emutrace.trace.events import Entry
 
 REFERENCE_BACKEND = "step"
@@ -47,6 +49,7 @@ class Cell:
     calls: int | None = None  # Entry records: calls traced
     stats: dict[str, int] = field(default_factory=dict)
     trace: str | None = None  # canonical trace of the first round (tracing cells)
+    entry_trace: str | None = None  # the same, frames entered at named entries only
     error: str | None = None  # the run raised: what
     # "ok", "FAIL", "error", "unsupported" (the backend refuses the program), "n/a" (missing
     # program); the baseline: "baseline"
@@ -76,15 +79,6 @@ class Row:
         return mine / base
 
 
-def namer(image: Image) -> Callable[[int], str]:
-    symbols = read_symbols(image)
-
-    def name(addr: int) -> str:
-        func = symbols.containing(addr)
-        return func.name if func is not None else hex(addr)
-    return name
-
-
 def run_once(isa: str, program: Program, spec: BackendSpec, allow_write: list[str],
              timeout: float) -> tuple[float, RunResult]:
     config = RunConfig(program.path, list(program.argv[1:]), arch=isa, backend=spec.backend,
@@ -103,7 +97,9 @@ def record_first(cell: Cell, result: RunResult) -> None:
     cell.stats = dict(result.backend_stats)
     if cell.spec.traces:
         cell.calls = sum(1 for r in result.records if isinstance(r, Entry))
-        cell.trace = canonical_text(result.records, namer(result.image))
+        symbols, thumb = read_symbols(result.image), result.image.isa.thumb_bit
+        cell.trace = agreement_text(result.records, symbols, thumb)
+        cell.entry_trace = agreement_text(result.records, symbols, thumb, entries_only=True)
 
 
 # after every run: the cell, its seconds (None: not run), how many runs that accounts for
@@ -162,11 +158,14 @@ def check(row: Row) -> None:
     if reference is None:
         return
     for cell in tracing:
-        if cell is reference or cell.trace == reference.trace:
+        entries_only = cell.spec.backend in ENTRY_ONLY or reference.spec.backend in ENTRY_ONLY
+        want = reference.entry_trace if entries_only else reference.trace
+        got = cell.entry_trace if entries_only else cell.trace
+        if cell is reference or got == want:
             continue
         cell.agreement = "FAIL"
         cell.problems.append(f"trace differs from {reference.spec.label}'s: "
-                             + first_difference(reference.trace or "", cell.trace or ""))
+                             + first_difference(want or "", got or ""))
 
 
 def first_difference(want: str, got: str) -> str:
