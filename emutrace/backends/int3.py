@@ -232,6 +232,7 @@ class Int3Backend:
             target = self.simulator(cpu, insn, flow)
         if target is None:  # run the original instruction in place, re-arm afterwards
             self.stats["fallbacks"] += 1
+            self.time -= 1  # the breakpoint was counted with its block; the re-run counts it
             self._disarm_site(addr)
             self.rearm[addr] = (armed.site, armed.func)
             self.pending = pending
