@@ -46,7 +46,7 @@ COUNTED: dict[str, tuple[str, ...]] = {
     "hwbp": ("hits", "slot_writes", "fallbacks", "stepped", "functions", "max_slots"),
     "bts": ("records", "interrupts", "drained", "calls", "returns", "tail_calls"),
     "btf": ("traps", "calls", "returns", "tail_calls"),
-    "entry": ("patches", "traps"),
+    "entry": ("probes", "patches", "traps", "stepovers", "simulated", "functions"),
     "step": ("steps", "calls", "returns", "tail_calls"),
 }
 
@@ -186,10 +186,20 @@ def _prices_for(isa: str, setting: str) -> list[Price]:
 
     # entry: eager probes on every entry and return (uprobes, DTrace fbt)
     put("entry", "patches", syscall, _join(sub, patch_note))
+    put("entry", "probes", a.Anchor(0, setting, "probes set at start-up"),
+        "the same writes as 'patches' (priced there)")
+    put("entry", "functions", a.Anchor(0, setting, "a function decoded by the tracer"),
+        "tracer-side decoding, not a mechanism cost: not priced")
     if vm:
         put("entry", "traps", a.VM_UPROBE_HIT, sub)
     else:
         put("entry", "traps", trap, trap_note)
+    # a uprobe hit, as measured, already includes running the displaced instruction (out of
+    # line, or simulated): neither is priced again
+    for event in ("stepovers", "simulated"):
+        put("entry", event, a.Anchor(0, setting, "included in the measured uprobe hit"),
+            "uprobes execute or simulate the displaced instruction inside the hit that was "
+            "measured")
 
     # step: a trap on every instruction
     if vm:
