@@ -2,7 +2,7 @@
 (lazy and strict), `hwbp` (the ISA's slots and one slot), `bts`, `btf` and `entry` give the
 canonical trace `step` gives.
 
-Programs: each scenario of `calls` (`heap` runs 5.3 M instructions, so only on x86_64 and
+Programs: `calls` with the scenarios below (`heap`, 5.3 M instructions, only on x86_64 and
 aarch64: the stepping mechanisms take 10-15 s on it), `hello_fs` (freestanding), `fib`,
 the per-ISA `edge_*` cases, the static-PIE build where the toolchain makes one, the stripped
 build, and busybox `sort` where Debian ships busybox.
@@ -12,8 +12,7 @@ Declared exceptions, each with its test here:
   not entered at a named entry dropped on both sides; `test_entry_cannot_see_a_trampoline`
   shows the raw difference.
 * `entry` refuses a binary without symbols (nothing to probe up front): exit 69, tested.
-* the ISA capability table's gaps (s390x EXRL, mipsel strict cleanup on stripped code) are
-  strict xfails read from the table.
+* the ISA capability table's gap (s390x EXRL) is a strict xfail read from the table.
 """
 
 from __future__ import annotations
@@ -48,8 +47,10 @@ STEP = Mechanism("step", "step")
 MECHANISMS = (Mechanism("int3-lazy", "int3"), Mechanism("int3-strict", "int3", "strict"),
               Mechanism("hwbp", "hwbp"), Mechanism("hwbp-1", "hwbp", hw_slots=1),
               Mechanism("bts", "bts"), Mechanism("btf", "btf"), Mechanism("entry", "entry"))
-SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longjmp", "fileio",
-             "float", "tail", "deep", "exit42", "crash")
+# the scenarios that stress the mechanisms differently: callbacks from libc, a non-local exit,
+# tail calls, 10 000-deep recursion, a crash with frames open (every scenario is checked
+# against the program's own record for int3 and step in test_trace_oracle.py)
+SCENARIOS = ("qsort", "longjmp", "tail", "deep", "crash")
 
 
 def run(m: Mechanism, program: Path, args: list[str], cwd: Path) -> RunResult:
@@ -89,17 +90,15 @@ def programs() -> list:  # type: ignore[type-arg]
 
 
 def agree(program: Path, args: list[str], cwd: Path,
-          strict_xfail: bool = False) -> None:
+          mechanisms: tuple[Mechanism, ...] = MECHANISMS) -> None:
     ref = run(STEP, program, args, cwd)
     assert ref.records, "step traced nothing"
     stripped = not read_symbols(ref.image).funcs
     disagree = []
-    for m in MECHANISMS:
+    for m in mechanisms:
         if m.backend == "entry" and stripped:
             with pytest.raises(Unsupported, match="no symbol table"):
                 run(m, program, args, cwd)
-            continue
-        if m.label == "int3-strict" and strict_xfail:
             continue
         got = run(m, program, args, cwd)
         assert got.exit_code == ref.exit_code, m.label
@@ -115,8 +114,6 @@ def agree(program: Path, args: list[str], cwd: Path,
 @pytest.mark.parametrize(("isa", "program", "args"), programs())
 def test_every_mechanism_agrees_with_step(isa: str, program: Path, args: list[str],
                                           tmp_path: Path) -> None:
-    if args == ["fileio"]:
-        args = ["fileio", str(tmp_path / "out.txt")]
     agree(program, args, tmp_path)
 
 
@@ -127,15 +124,16 @@ def busybox_cells() -> list:  # type: ignore[type-arg]
 @pytest.mark.busybox
 @pytest.mark.parametrize("isa", busybox_cells())
 def test_busybox_sort_every_mechanism(isa: str, tmp_path: Path) -> None:
+    """busybox is stripped: int3 finds its code by recursive descent."""
+    agree(*busybox_sort(isa, tmp_path), tmp_path)
+
+
+def busybox_sort(isa: str, tmp_path: Path) -> tuple[Path, list[str]]:
     bb = BUSYBOX / isa / "busybox"
     if not bb.exists():
         pytest.fail(f"{bb} missing: run `make setup`")
     (tmp_path / "f.txt").write_text("b\na\nc\n")
-    # strict cleanup on stripped code has a declared gap on mipsel (capability table); it is
-    # shown by tests/test_trace_agreement.py's strict xfail, so it is left out here
-    strict_gap = not by_name(isa).capability("int3_strict_stripped").works \
-        if "int3_strict_stripped" in by_name(isa).capabilities else False
-    agree(bb, ["sort", str(tmp_path / "f.txt")], tmp_path, strict_xfail=strict_gap)
+    return bb, ["sort", str(tmp_path / "f.txt")]
 
 
 def test_entry_cannot_see_a_trampoline(tmp_path: Path) -> None:

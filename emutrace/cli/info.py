@@ -1,4 +1,5 @@
-"""`emutrace info`: the ISA × capability matrix, straight from the ISA modules."""
+"""`emutrace info`: the ISA × capability matrix and the debug hardware `hwbp` models,
+straight from the ISA modules."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ class InfoCommand:
 
     def __call__(self, args: argparse.Namespace) -> int:
         print(render_matrix())
+        print()
+        print(render_debug_hardware())
         return 0
 
 
@@ -44,4 +47,13 @@ def render_matrix() -> str:
         lines += ["", "ISA-specific:"]
         lines += [f"  {name} {key}: {'yes' if cap.works else 'no: ' + cap.reason}"
                   for name, key, cap in extra]
+    return "\n".join(lines)
+
+
+def render_debug_hardware() -> str:
+    """What `hwbp` models per ISA (override with `run --hw-slots`), with the source."""
+    lines = ["hardware instruction breakpoints (hwbp; --hw-slots overrides):"]
+    for isa in all_isas():
+        hw = isa.debug_hardware
+        lines.append(f"  {isa.name:<9} {hw.slots} {hw.kind:<8} {hw.registers:<22} {hw.source}")
     return "\n".join(lines)

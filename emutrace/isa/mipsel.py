@@ -39,10 +39,5 @@ ISA = replace(
     capabilities={
         **mips.ISA.capabilities,
         "busybox": Capability(True),
-        # ISA-specific:
-        "int3_strict_stripped": Capability(
-            False, "strict cleanup on stripped code (busybox): descent from a mid-function "
-                   "address yields a fragment of the function; strict mode disarms the "
-                   "fragment holding the next call site and the trace loses events"),
     },
 )
