@@ -9,10 +9,13 @@ programmed, on a return the caller's are programmed again.
 
 A slot is a Unicorn code hook bounded to the slot's range (one instruction for an address
 slot); every slot hook calls the one handler, which looks the address up in the table of
-armed sites.  At most N slot hooks are programmed at a time (`stats["max_slots"]` shows it).
-Programming a slot is a `hook_add` plus dropping the translated code of its range (a hook
-added after translation never fires in Unicorn 2.1.4); releasing one is a `hook_del` at the
-next block (see int3.py).
+armed sites.  At most N slots are programmed at a time (`stats["max_slots"]` shows it):
+the table holds the programmed slots.  A function's hooks are installed the first time it
+is armed (`hook_add`, plus dropping the translated code of the range: a hook added after
+translation never fires in Unicorn 2.1.4) and then stay, idle while the function is not
+armed — the handler ignores an idle hook.  Re-programming is then a table write; deleting
+and re-adding hooks at every switch would make Unicorn retranslate the function each time
+(busybox `sort` went past 120 s that way).
 
 Fall-back policy (declared, counted):
 * address slots: a function with at most N sites gets one slot per site.  A function with
@@ -78,7 +81,8 @@ class HwbpBackend(Int3Backend):
         hardware = image.isa.debug_hardware
         self.slots = slots if slots is not None else hardware.slots
         self.slot_kind = hardware.kind
-        self.slot_hooks: dict[int, list[int]] = {}  # armed function → its slot hooks
+        self.slot_hooks: dict[int, list[int]] = {}  # function → its hooks (installed)
+        self.in_use: dict[int, int] = {}  # armed function → slots it programs
         super().__init__(image, cpu, hooks, emit, "strict", max_args, delivery="hook")
         self.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
 
@@ -93,17 +97,19 @@ class HwbpBackend(Int3Backend):
         ranges, fell_back = slot_ranges([(s.addr, s.size) for s in free], self.slots,
                                         self.slot_kind)
         self.stats["fallbacks"] += fell_back
+        self.stats["slot_writes"] += len(ranges)
+        for site in free:
+            self.armed[site.addr] = Armed(site, func.start)
+        self.in_use[func.start] = len(ranges)
+        self.stats["max_slots"] = max(self.stats["max_slots"], sum(self.in_use.values()))
+        if func.start in self.slot_hooks:
+            return  # installed before, idle since: arming it again is the table write above
         uc = self.cpu.uc
         handles = []
         for lo, hi in ranges:
-            handles.append(uc.hook_add(ucc.UC_HOOK_CODE, self._on_slot, None, lo, hi))
-            self.stats["slot_writes"] += 1
+            handles.append(uc.hook_add(ucc.UC_HOOK_CODE, self._on_slot, func.start, lo, hi))
             self._drop_cache(lo, hi + 1)  # a hook added after translation never fires
-        for site in free:
-            self.armed[site.addr] = Armed(site, func.start)
         self.slot_hooks[func.start] = handles
-        in_use = sum(len(h) for h in self.slot_hooks.values())
-        self.stats["max_slots"] = max(self.stats["max_slots"], in_use)
         self._armed_now = bool(ranges)
 
     def _disarm(self, func_start: int) -> None:
@@ -114,11 +120,11 @@ class HwbpBackend(Int3Backend):
             armed = self.armed.get(site.addr)
             if armed is not None and armed.func == func_start:
                 del self.armed[site.addr]
-        # released at the next block (a hook_del inside the block hook that restarts the
-        # block loses the restart in Unicorn 2.1.4; see int3.py)
-        self._unhook.extend(self.slot_hooks.pop(func_start, []))
+        self.in_use.pop(func_start, None)  # its hooks stay installed, idle
 
-    def _on_slot(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_slot(self, uc: unicorn.Uc, addr: int, size: int, owner: int) -> None:
+        if owner not in self.armed_funcs:
+            return  # an idle hook: its function's slots are not programmed now
         armed = self.armed.get(addr)
         if armed is None:
             self.stats["stepped"] += 1  # inside a stepped span or a PER range, not a site
