@@ -112,15 +112,10 @@ class BranchDecoder:
         return got
 
     def _decode(self, addr: int, thumb: bool) -> tuple[Flow, int]:
-        insn = self.decoder.insn_at(addr, thumb)
-        if insn is None:
+        got = self.decoder.flow_at(addr, thumb)
+        if got is None:
             return NO_FLOW, self.decoder.align(thumb)
-        flow = self.cls.classify(insn)
-        if flow.kind is FlowKind.EXECUTE and flow.target is not None:
-            target = self.decoder.insn_at(flow.target, thumb)  # s390x EXRL of a call
-            inner = self.cls.classify(target) if target is not None else NO_FLOW
-            flow = inner if inner.kind is FlowKind.CALL else NO_FLOW
-        return flow, insn.size
+        return got[0], got[1].size
 
     def _popped(self, addr: int, thumb: bool) -> int:
         """Bytes a return pops besides the return address: x86 `ret imm16`."""

@@ -87,12 +87,9 @@ class HwbpBackend(Int3Backend):
         self.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
 
     def _arm(self, func: Function | None) -> None:
-        if func is None or func.start in self.armed_funcs:
+        if not self._take(func):
             return
-        if func.start not in self._seen:
-            self._seen.add(func.start)
-            self.stats["functions"] += 1
-        self.armed_funcs[func.start] = func
+        assert func is not None
         free = [s for s in func.sites if s.addr not in self.armed]
         ranges, fell_back = slot_ranges([(s.addr, s.size) for s in free], self.slots,
                                         self.slot_kind)

@@ -124,13 +124,20 @@ class Int3Backend:
         except Exception:  # noqa: BLE001 - outside the image (vdso, a jump to data): untraced
             return None
 
-    def _arm(self, func: Function | None) -> None:
+    def _take(self, func: Function | None) -> bool:
+        """Enter func in the armed-function table; False if there is none or it is in."""
         if func is None or func.start in self.armed_funcs:
-            return
+            return False
         if func.start not in self._seen:
             self._seen.add(func.start)
             self.stats["functions"] += 1
         self.armed_funcs[func.start] = func
+        return True
+
+    def _arm(self, func: Function | None) -> None:
+        if not self._take(func):
+            return
+        assert func is not None
         for site in func.sites:
             if site.addr not in self.armed:
                 self._arm_site(site, func.start)

@@ -66,15 +66,10 @@ class StepBackend:
     def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
         """(flow, size) of the instruction at addr, decoded once."""
         thumb = self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & THUMB)
-        insn = self.decoder.insn_at(addr, thumb)
-        if insn is None:
+        got = self.decoder.flow_at(addr, thumb)
+        if got is None:
             return NO_FLOW, size
-        flow = self.cls.classify(insn)
-        if flow.kind is FlowKind.EXECUTE and flow.target is not None:
-            target = self.decoder.insn_at(flow.target, thumb)  # s390x EXRL of a call
-            inner = self.cls.classify(target) if target is not None else NO_FLOW
-            flow = inner if inner.kind is FlowKind.CALL else NO_FLOW
-        return flow, insn.size
+        return got[0], got[1].size
 
     # ------------------------------------------------------------ the hook
     def _on_insn(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import capstone
 
 from emutrace.elf import PF_X, Image
-from emutrace.isa.base import Classifiers, Insn
+from emutrace.isa.base import NO_FLOW, Classifiers, Flow, FlowKind, Insn
 
 
 class NoClassifiers(LookupError):
@@ -71,3 +71,17 @@ class Decoder:
 
     def align(self, alt: bool) -> int:
         return self.cls.alt_insn_align if alt else self.cls.insn_align
+
+    def flow_at(self, addr: int, alt: bool = False) -> tuple[Flow, Insn] | None:
+        """What the instruction at addr does to control flow, as the backends that watch
+        execution see it: s390x EXRL counts as a call when the instruction it executes is
+        one, as nothing otherwise.  None where nothing decodes."""
+        insn = self.insn_at(addr, alt)
+        if insn is None:
+            return None
+        flow = self.cls.classify(insn)
+        if flow.kind is FlowKind.EXECUTE and flow.target is not None:
+            target = self.insn_at(flow.target, alt)
+            inner = self.cls.classify(target) if target is not None else NO_FLOW
+            flow = inner if inner.kind is FlowKind.CALL else NO_FLOW
+        return flow, insn
