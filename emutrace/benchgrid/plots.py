@@ -59,7 +59,8 @@ def plot_all(recs: Sequence[dict[str, Any]], out: Path, revision: str) -> list[P
     isas = list(dict.fromkeys(r["isa"] for r in recs))
     backends = [b for b in dict.fromkeys(r["backend"] for r in recs) if b != "none"]
     programs = list(dict.fromkeys(r["program"] for r in recs))
-    agg = (f"\ngeometric mean over {len(programs)} programs per ISA" if len(programs) > 1
+    agg = (f"\ngeometric mean over the (up to {len(programs)}) programs each ISA ran"
+           if len(programs) > 1
            else f"\n{programs[0]}" if programs else "")
     size = (max(6.0, 1.1 * len(isas) + 2), 4.5)
     paths: list[Path] = []
