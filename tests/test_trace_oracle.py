@@ -1,7 +1,8 @@
 """Every tracing backend against the program's own record: on every ISA, the call sequence
-emutrace records for the plain `calls` build (int3 with both cleanup policies, and step)
-equals what the `-finstrument-functions` build of the same source records about itself
-under qemu-user (names and nesting)."""
+emutrace records for the plain `calls` build (every mechanism: int3 with both cleanup
+policies, hwbp with the ISA's slots and with one, bts, btf, entry, and step) equals what
+the `-finstrument-functions` build of the same source records about itself under qemu-user
+(names and nesting)."""
 
 from __future__ import annotations
 
@@ -29,14 +30,19 @@ def namer(path: str):  # type: ignore[no-untyped-def]
     return name
 
 
-BACKENDS = [("step", "lazy"), ("int3", "lazy"), ("int3", "strict")]
+# every mechanism: (backend, int3 cleanup, hwbp slots: None = the ISA's)
+BACKENDS = {"step": ("step", "lazy", None), "int3-lazy": ("int3", "lazy", None),
+            "int3-strict": ("int3", "strict", None), "hwbp": ("hwbp", "lazy", None),
+            "hwbp-1": ("hwbp", "lazy", 1), "bts": ("bts", "lazy", None),
+            "btf": ("btf", "lazy", None), "entry": ("entry", "lazy", None)}
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize(("backend", "cleanup"), BACKENDS, ids=["step", "int3-lazy", "int3-strict"])
+@pytest.mark.parametrize("mechanism", BACKENDS)
 @pytest.mark.parametrize("isa", ISAS)
-def test_trace_equals_self_record(isa: str, backend: str, cleanup: str, scenario: str) -> None:
+def test_trace_equals_self_record(isa: str, mechanism: str, scenario: str) -> None:
+    backend, cleanup, hw_slots = BACKENDS[mechanism]
     instr = str(bin_path(isa, "calls.instr"))
     record = run_qemu(isa, instr, scenario).stderr.decode()
     instr_name = namer(instr)
@@ -44,7 +50,7 @@ def test_trace_equals_self_record(isa: str, backend: str, cleanup: str, scenario
     want = canonical_from_instr(record, instr_name, program_functions)
 
     plain = str(bin_path(isa, "calls"))
-    config = RunConfig(plain, [scenario], backend=backend, cleanup=cleanup)
+    config = RunConfig(plain, [scenario], backend=backend, cleanup=cleanup, hw_slots=hw_slots)
     result = Process(config, warn=lambda m: None).run()
     got = canonical_text(result.records, namer(plain), program_functions)
     assert got.count("\n") > 3
