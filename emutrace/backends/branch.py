@@ -62,8 +62,6 @@ from emutrace.isa.base import NO_FLOW, Flow, FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.trace.events import Call, Event, Return, TailCall
 
-THUMB = 0x20  # CPSR.T
-
 
 class BranchRecord(NamedTuple):
     source: int  # address of the branch instruction ("from")
@@ -167,8 +165,6 @@ class BranchObserver:
                  on_branch: Callable[[BranchRecord], None], sideband_sp: bool = True) -> None:
         self.cpu, self.decoder, self.on_branch = cpu, decoder, on_branch
         isa = cpu.isa
-        # register ids resolved once: this hook runs at every block
-        self.cpsr = cpu.reg_id("cpsr") if isa.thumb_bit else None
         # sideband_sp=False: the consumer reads sp itself at the target (btf); records
         # then carry sp=0
         self.sp = cpu.reg_id(isa.registers.sp) if sideband_sp else None
@@ -183,7 +179,7 @@ class BranchObserver:
         cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
 
     def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
-        thumb = self.cpsr is not None and bool(uc.reg_read(self.cpsr) & THUMB)
+        thumb = self.cpu.in_alt_mode()
         if self.waiting:
             self.waiting = False
         else:
@@ -206,12 +202,7 @@ class BranchObserver:
     def _block(self, addr: int, size: int, thumb: bool) -> Block:
         """The block's instruction count and the control transfer that ends it."""
         dec = self.decoder
-        starts: list[int] = []
-        at = addr
-        while at < addr + size:
-            starts.append(at)
-            insn = dec.decoder.insn_at(at, thumb)
-            at += insn.size if insn is not None else dec.decoder.align(thumb)
+        starts = dec.decoder.insn_starts(addr, size, thumb)
         last = len(starts) - 1
         for index in ([last - 1, last] if dec.delay else [last]):
             if index < 0:

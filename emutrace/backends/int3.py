@@ -117,7 +117,7 @@ class Int3Backend:
 
     # ------------------------------------------------------------ arming
     def _function(self, addr: int) -> Function | None:
-        if self._thumb():  # the CPU is at addr in Thumb state: discovery needs bit 0 set
+        if self.cpu.in_alt_mode():  # the CPU is at addr in Thumb state: discovery needs bit 0 set
             addr |= 1
         try:
             return self.discovery.function_at(addr)
@@ -288,7 +288,7 @@ class Int3Backend:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
             self._restarted = addr
-            self.cpu.reg_write(self.pc_reg, addr | (1 if self._thumb() else 0))
+            self.cpu.reg_write(self.pc_reg, addr | (1 if self.cpu.in_alt_mode() else 0))
             return
         self._count_block(addr, size)
 
@@ -299,17 +299,8 @@ class Int3Backend:
             count = self.block_sizes[key] = self._count(addr, size)
         self.time += count
 
-    def _thumb(self) -> bool:
-        return self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
-
     def _count(self, addr: int, size: int) -> int:
-        thumb = self._thumb()
-        n, at = 0, addr
-        while at < addr + size:
-            insn = self.decoder.insn_at(at, thumb)
-            at += insn.size if insn is not None else self.decoder.align(thumb)
-            n += 1
-        return n
+        return len(self.decoder.insn_starts(addr, size, self.cpu.in_alt_mode()))
 
     def _resolve(self, p: Pending, target: int) -> None:
         site = p.site
@@ -342,11 +333,11 @@ class Int3Backend:
         else:
             callee = self._function(target)
             if callee is not None and current is not None and callee.start == current:
-                if not (self.image.isa.thumb_bit and self._thumb() != site.alt_mode):
+                if not (self.image.isa.thumb_bit and self.cpu.in_alt_mode() != site.alt_mode):
                     return  # a jump inside the function (a jump table)
                 # a mode switch inside one symbol (`bx pc` in a Thumb stub to A32 code):
                 # the code reached is decoded in its own mode
-                callee = self.discovery.function_entered_at(target, self._thumb())
+                callee = self.discovery.function_entered_at(target, self.cpu.in_alt_mode())
             if callee is None or current is None:
                 return  # out of the image
             if self.tails.is_tail(target):

@@ -26,8 +26,6 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, TailCall
 
-THUMB = 0x20  # CPSR.T
-
 
 @dataclass
 class Pending:
@@ -65,7 +63,7 @@ class StepBackend:
     # ------------------------------------------------------------ classification
     def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
         """(flow, size) of the instruction at addr, decoded once."""
-        thumb = self.image.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & THUMB)
+        thumb = self.cpu.in_alt_mode()
         got = self.decoder.flow_at(addr, thumb)
         if got is None:
             return NO_FLOW, size

@@ -72,6 +72,17 @@ class Decoder:
     def align(self, alt: bool) -> int:
         return self.cls.alt_insn_align if alt else self.cls.insn_align
 
+    def insn_starts(self, addr: int, size: int, alt: bool = False) -> list[int]:
+        """Where each instruction of the block [addr, addr+size) starts (a translation block
+        the CPU ran); undecodable bytes advance by the ISA's instruction alignment."""
+        starts: list[int] = []
+        at = addr
+        while at < addr + size:
+            starts.append(at)
+            insn = self.insn_at(at, alt)
+            at += insn.size if insn is not None else self.align(alt)
+        return starts
+
     def flow_at(self, addr: int, alt: bool = False) -> tuple[Flow, Insn] | None:
         """What the instruction at addr does to control flow, as the backends that watch
         execution see it: s390x EXRL counts as a call when the instruction it executes is

@@ -317,6 +317,7 @@ ISA = Isa(
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,
+    alt_mode_flag=("cpsr", 0x20),  # ARM ARM B1.3.3: CPSR.T (bit 5) set = Thumb state
     classifiers=CLASSIFIERS,
     # simulate_arm is not enabled yet: it returns Thumb targets with bit 0 set (Unicorn's
     # PC write takes the state from it), and the int3 backend's _resolve still compares

@@ -270,6 +270,9 @@ class Isa:
     setup: CpuSetup | None = None
     # bit 0 of a code address selects the instruction set (ARM Thumb)
     thumb_bit: bool = False
+    # the status register and bit that say the CPU runs the alternate instruction set now
+    # (ARM: CPSR.T); None on ISAs with one instruction set
+    alt_mode_flag: tuple[str, int] | None = None
     # system calls whose arguments are a struct of N words pointed to by the first argument
     # (i386 old_mmap); the layer unpacks them and calls the common handler
     packed_args: Mapping[str, int] = field(default_factory=dict)

@@ -40,6 +40,8 @@ class UnicornCpu:
         self._reg_ids: dict[str, int] = {}
         self.byteorder: Endian = isa.identity.endian
         self.word = isa.identity.word_size
+        flag = isa.alt_mode_flag
+        self._alt_mode = (self.reg_id(flag[0]), flag[1]) if flag is not None else None
 
     # ------------------------------------------------------------ registers
     def reg_id(self, name: str) -> int:
@@ -56,6 +58,14 @@ class UnicornCpu:
 
     def reg_write(self, name: str, value: RegValue) -> None:
         self.uc.reg_write(self.reg_id(name), value)  # type: ignore[arg-type]
+
+    def in_alt_mode(self) -> bool:
+        """The CPU runs its alternate instruction set now (ARM: Thumb); register id resolved
+        once, since block hooks ask at every block."""
+        if self._alt_mode is None:
+            return False
+        reg, bit = self._alt_mode
+        return bool(self.uc.reg_read(reg) & bit)  # type: ignore[operator]
 
     @property
     def pc(self) -> int:

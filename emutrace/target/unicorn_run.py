@@ -112,7 +112,7 @@ class HookSet:
         hook over the whole address space — only now, when the hook's cost no longer
         matters — and let it fault again."""
         uc, pc = self.cpu.uc, self.cpu.pc
-        thumb = self.cpu.isa.thumb_bit and bool(self.cpu.reg_read("cpsr") & 0x20)
+        thumb = self.cpu.in_alt_mode()
         uc.hook_add(ucc.UC_HOOK_MEM_INVALID, self._mem_invalid)
         uc.ctl_remove_cache(pc, pc + 16)
         try:
