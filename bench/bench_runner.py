@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import gc
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -31,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import unicorn
-from common import ROOT, cpu_model, git_revision, stdout_to_devnull
+from common import ROOT, machine_info, stdout_to_devnull
 from unicorn import unicorn_const as ucc
 from unicorn import x86_const
 
@@ -279,21 +277,6 @@ def qemu_version() -> str:
     return out.splitlines()[0] if out else "unknown"
 
 
-def machine_info(command: str) -> dict[str, object]:
-    return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
-        "cpu": cpu_model(),
-        "cpus": os.cpu_count(),
-        "loadavg_at_start": os.getloadavg(),
-        "python": platform.python_version(),
-        "unicorn": unicorn.__version__,
-        "qemu": qemu_version(),
-        "emutrace_git": git_revision(),
-        "platform": platform.platform(),
-    }
-
-
 def write_csv(path: Path, results: list[IsaResult]) -> None:
     rows = [r.summary() for r in results]
     with path.open("w", newline="") as f:
@@ -347,10 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="bench/results/runner",
                     help="output prefix, relative to the repository root")
     args = ap.parse_args(argv)
+    os.chdir(ROOT)  # the timed commands name testbins/<isa>/fib relative to the repository
     isas = parse_isas(args.isa)
     command = shlex.join(["python", "bench/bench_runner.py",
                           *(sys.argv[1:] if argv is None else argv)])
-    info = machine_info(command)
+    info = machine_info(command, qemu=qemu_version())
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

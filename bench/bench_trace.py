@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import gc
 import json
 import os
-import platform
 import random
 import shlex
 import statistics
@@ -30,8 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import unicorn
-from common import ROOT, cpu_model, git_revision, stdout_to_devnull
+from common import ROOT, machine_info, stdout_to_devnull
 
 from emutrace.session import Process, RunConfig
 
@@ -170,24 +167,6 @@ def bench_cell(cell: Cell, repeat: int, step_repeat: int, timeout: float,
 
 
 # ---------------------------------------------------------------- machine and output
-
-
-
-
-
-
-def machine_info(cmd: str) -> dict[str, object]:
-    return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": cmd,
-        "cpu": cpu_model(),
-        "cpus": os.cpu_count(),
-        "loadavg_at_start": os.getloadavg(),
-        "python": platform.python_version(),
-        "unicorn": unicorn.__version__,
-        "emutrace_git": git_revision(),
-        "platform": platform.platform(),
-    }
 
 
 def fmt(v: float | None, spec: str, suffix: str = "") -> str:

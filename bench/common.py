@@ -1,50 +1,33 @@
 """What every benchmark script here shares: where the repository is, the machine and code
-revision a result was taken on, and silencing the guest's stdout for in-process runs."""
+revision a result was taken on, and silencing the guest's standard streams for in-process
+runs — the same helpers `emutrace bench` uses (`emutrace.benchgrid.machine`)."""
 
 from __future__ import annotations
 
-import contextlib
+import datetime as dt
 import os
 import platform
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import unicorn
 
+from emutrace.benchgrid.machine import SOURCE_ROOT, cpuinfo_field, git_revision
+from emutrace.benchgrid.machine import guest_stdio_silenced as stdout_to_devnull
 
-@contextlib.contextmanager
-def stdout_to_devnull() -> Iterator[None]:
-    """The guest writes to our fd 1 when run in-process (the Linux layer dups fd 1 when the
-    Process is built, so build it inside this too)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
+ROOT = SOURCE_ROOT
+__all__ = ["ROOT", "machine_info", "stdout_to_devnull"]
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def git_revision() -> str:
-    """Short HEAD, "+dirty" when emutrace/ has uncommitted changes."""
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "emutrace"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return rev + ("+dirty" if dirty else "")
+def machine_info(command: str, **extra: object) -> dict[str, object]:
+    """Where and when a result was taken (written into every results file)."""
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "cpu": cpuinfo_field("model name") or platform.processor() or "unknown",
+        "cpus": os.cpu_count(),
+        "loadavg_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "unicorn": unicorn.__version__,
+        **extra,
+        "emutrace_git": git_revision(),
+        "platform": platform.platform(),
+    }
