@@ -92,7 +92,7 @@ class BranchDecoder:
         self.image, self.cpu = image, cpu
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
-        self.delay = 4 if self.cls.delay_slot else 0
+        self.delay = self.cls.delay_bytes
         self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
         self.push = call_push_size(cpu)
         self.args = ArgReader(cpu, max_args, at_entry=True) if max_args is not None else None

@@ -86,7 +86,7 @@ class Int3Backend:
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
         self.args = ArgReader(cpu, max_args)
-        self.delay = 4 if self.decoder.cls.delay_slot else 0
+        self.delay = self.decoder.cls.delay_bytes
         self.armed: dict[int, Armed] = {}
         self.armed_funcs: dict[int, Function] = {}
         self.flows: dict[int, tuple[Insn, Flow]] = {}

@@ -50,7 +50,7 @@ class StepBackend:
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
         self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
-        self.delay = 4 if self.cls.delay_slot else 0
+        self.delay = self.cls.delay_bytes
         regs = image.isa.registers
         self.args = ArgReader(cpu, max_args)
         self.sp_reg, self.ret_reg = regs.sp, regs.retval

@@ -207,6 +207,12 @@ class Classifiers:
     # a `bxeq lr` decoded alone is not taken for an unconditional return
     predicates: Callable[[Insn], int] | None = None
 
+    @property
+    def delay_bytes(self) -> int:
+        """How far past a transfer its delay slot reaches: one instruction (MIPS: 4 bytes,
+        the ISA's fixed instruction size) where there is one, else 0."""
+        return self.insn_align if self.delay_slot else 0
+
 
 Simulator = Callable[["CpuPort", Insn, Flow], "int | None"]
 
