@@ -47,8 +47,7 @@ def write_csv(path: Path, recs: Sequence[dict[str, Any]]) -> None:
 
 def write_json(path: Path, meta: Meta, recs: Sequence[dict[str, Any]],
                assumptions: Sequence[str]) -> None:
-    doc = {"meta": {**meta.__dict__, "left_out": list(meta.left_out),
-                    "assumptions": list(assumptions)},
+    doc = {"meta": {**meta.__dict__, "assumptions": list(assumptions)},
            "cells": list(recs)}
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
@@ -108,8 +107,6 @@ def write_markdown(path: Path, meta: Meta, recs: Sequence[dict[str, Any]],
            f"- rounds: {meta.rounds} (cells of a row run in turn each round; medians)",
            f"- untraced native speed assumed: {meta.ns_per_insn} ns/instruction"
            + (" (default)" if meta.ns_per_insn == DEFAULT_NS_PER_INSN else ""), ""]
-    if meta.left_out:
-        out += [f"**Not run** (backend not implemented yet): {', '.join(meta.left_out)}", ""]
     out += ["## Agreement", ""]
     out += [f"- **FAIL** {p}" for p in problems] or ["All tracing backends gave the same "
                                                       "canonical trace as the reference "

@@ -24,7 +24,6 @@ class Meta:
     started: str
     rounds: int
     ns_per_insn: float
-    left_out: tuple[str, ...]  # specs of `all` not run (backend not implemented)
 
 
 def prediction(cell: Cell, setting: str, ns_per_insn: float) -> Prediction | None:

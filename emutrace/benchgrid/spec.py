@@ -4,14 +4,11 @@ and checked before anything runs (a bad argument is a `UsageError`: one line, ex
 A backend spec is a registered backend name with an optional setting after a colon:
 ``int3:strict`` (cleanup policy), ``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per
 buffer).  ``all`` expands to the comparison set; ``none`` is the baseline and is always run,
-so naming it is allowed and changes nothing.  A spec whose backend module does not exist
-(yet) is refused when named, and left out of ``all`` with a notice: backends are written in
-parallel with this command.
+so naming it is allowed and changes nothing.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +37,6 @@ class BackendSpec:
 NONE_SPEC = BackendSpec(BASELINE, BASELINE)
 
 
-def implemented(backend: str) -> bool:
-    module = BACKENDS[backend][0]
-    return importlib.util.find_spec(f"emutrace.backends.{module}") is not None
-
-
 def parse_spec(text: str) -> BackendSpec:
     name, colon, value = text.strip().partition(":")
     if name == BASELINE and not colon:
@@ -65,28 +57,15 @@ def parse_spec(text: str) -> BackendSpec:
     raise UsageError(f"--backend {text}: expected {expected}")
 
 
-def parse_backends(text: str) -> tuple[list[BackendSpec], list[str]]:
-    """The specs to run besides the baseline, and the specs of `all` left out (missing)."""
-    specs: list[BackendSpec] = []
-    left_out: list[str] = []
-    for word in (w for w in text.split(",") if w.strip()):
-        if word.strip() == "all":
-            for label in ALL_SPECS:
-                spec = parse_spec(label)
-                if implemented(spec.backend):
-                    specs.append(spec)
-                else:
-                    left_out.append(label)
-            continue
-        spec = parse_spec(word)
-        if spec.traces and not implemented(spec.backend):
-            raise UsageError(f"--backend {word}: backend {spec.backend!r} is not implemented "
-                             f"yet (no emutrace/backends/{BACKENDS[spec.backend][0]}.py)")
-        specs.append(spec)
-    unique = list({s.label: s for s in specs if s.traces}.values())
+def parse_backends(text: str) -> list[BackendSpec]:
+    """The specs to run besides the baseline, each once, in the order named."""
     if not text.strip():
         raise UsageError("--backend: empty list")
-    return unique, [label for label in left_out if label not in {s.label for s in unique}]
+    specs: list[BackendSpec] = []
+    for word in (w for w in text.split(",") if w.strip()):
+        words = ALL_SPECS if word.strip() == "all" else (word,)
+        specs += [parse_spec(w) for w in words]
+    return list({s.label: s for s in specs if s.traces}.values())
 
 
 def parse_arches(text: str) -> list[str]:

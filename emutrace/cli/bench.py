@@ -89,7 +89,7 @@ class BenchCommand:
         from emutrace.benchgrid.runner import run_row
 
         isas = parse_arches(args.arch)
-        specs, left_out = parse_backends(args.backend)
+        specs = parse_backends(args.backend)
         for template in args.programs:
             parse_template(template)
         if args.repeat < 1:
@@ -105,13 +105,10 @@ class BenchCommand:
         allow_write = args.allow_write or [os.getcwd()]
         meta = results.Meta(machine_description(), git_revision(), command_line(args),
                             datetime.datetime.now().isoformat(timespec="seconds"),
-                            args.repeat, args.ns_per_insn, tuple(left_out))
+                            args.repeat, args.ns_per_insn)
 
         with progress_stream() as err:
             console = Console(file=err, highlight=False, soft_wrap=True)
-            if left_out:
-                console.print(f"[yellow]emutrace bench: not run (backend not implemented "
-                              f"yet): {', '.join(left_out)}[/yellow]")
             grid = [(isa, expand(t, isa)) for isa in isas for t in args.programs]
             total = len(grid) * args.repeat * (1 + len(specs))
             rows: list[Row] = []
