@@ -65,7 +65,6 @@ class EntryBackend(Int3Backend):
         if not symbols:
             raise Unsupported(f"{self.image.path}: no symbol table; the entry backend "
                               "probes every function up front and needs the list (use int3)")
-        self.process_entry = entry & self.code_mask
         # (address, reached by a call): symbols first, then what their direct calls reach
         # without a symbol (entries probed) and what their direct jumps reach outside every
         # symbol (ARM glibc's strcmp leaves by a return placed before its symbol: only the
@@ -88,12 +87,6 @@ class EntryBackend(Int3Backend):
         self.stats["startup_patches"] = self.stats["patches"]
         entered = self._function_quietly(entry)
         self.process_entry = entered.start if entered is not None else None
-
-    def _function_quietly(self, addr: int) -> Function | None:
-        try:
-            return self.discovery.function_at(addr)
-        except Exception:  # noqa: BLE001 - a symbol over data or undecodable bytes: no probe
-            return None
 
     def _probe(self, func: Function, entries: bool) -> None:
         self.armed_funcs[func.start] = func

@@ -117,11 +117,17 @@ class Int3Backend:
 
     # ------------------------------------------------------------ arming
     def _function(self, addr: int) -> Function | None:
+        """The function the CPU is entering at addr (in its current instruction set)."""
         if self.cpu.in_alt_mode():  # the CPU is at addr in Thumb state: discovery needs bit 0 set
             addr |= 1
+        return self._function_quietly(addr)
+
+    def _function_quietly(self, addr: int) -> Function | None:
+        """The function at addr (ARM: bit 0 selects Thumb), or None where discovery finds
+        none: outside the image (vdso, a jump to data), a symbol over undecodable bytes."""
         try:
             return self.discovery.function_at(addr)
-        except Exception:  # noqa: BLE001 - outside the image (vdso, a jump to data): untraced
+        except Exception:  # noqa: BLE001 - untraced, never a crash of the tracer
             return None
 
     def _take(self, func: Function | None) -> bool:
