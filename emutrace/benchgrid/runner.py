@@ -14,10 +14,10 @@ failure.  Any other exception is an "error" cell.
 Checks, per row: the guest's exit code must equal the `none` run's, and the canonical call
 trace (`trace.agreement.agreement_text`: names from the symbol table, `name+0xOFF` for a
 frame entered inside a function) of every tracing cell must equal the reference cell's:
-`step` when it ran, else the first tracing cell.  `entry` sees function entries only, so it
-is compared with frames not entered at a named entry dropped on both sides (the documented
-exception in `trace/agreement.py`).  The trace of the first round is the one compared; later
-rounds only time.
+`step` when it ran, else the first tracing cell.  `entry` sees function entries only: on the
+ISAs whose capability table says so it is compared with frames not entered at a named entry
+dropped on both sides (the documented exception in `trace/agreement.py`).  The trace of the
+first round is the one compared; later rounds only time.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import NONE_SPEC, BackendSpec, Program
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
+from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig, RunResult
-from emutrace.trace.agreement import ENTRY_ONLY, agreement_text
+from emutrace.trace.agreement import agreement_text, entries_only
 from emutrace.trace.events import Entry
 
 REFERENCE_BACKEND = "step"
@@ -158,9 +159,10 @@ def check(row: Row) -> None:
     if reference is None:
         return
     for cell in tracing:
-        entries_only = cell.spec.backend in ENTRY_ONLY or reference.spec.backend in ENTRY_ONLY
-        want = reference.entry_trace if entries_only else reference.trace
-        got = cell.entry_trace if entries_only else cell.trace
+        isa = by_name(row.isa)
+        only = entries_only(cell.spec.backend, isa) or entries_only(reference.spec.backend, isa)
+        want = reference.entry_trace if only else reference.trace
+        got = cell.entry_trace if only else cell.trace
         if cell is reference or got == want:
             continue
         cell.agreement = "FAIL"

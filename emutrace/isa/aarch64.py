@@ -187,6 +187,11 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "entry_sees_every_call": Capability(
+            False,
+            "glibc calls main through a `b main` placed inside _start "
+            "(_start+0x34): eager entry probes see main as called directly "
+            "(compared at named entries)"),
     },
     classifiers=CLASSIFIERS,
     simulate=simulate_aarch64,

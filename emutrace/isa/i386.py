@@ -147,6 +147,11 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "entry_sees_every_call": Capability(
+            False,
+            "glibc's _start calls a PC thunk placed inside _start (_start+0x28): "
+            "eager entry probes see function entries only, so that call is not "
+            "traced (compared at named entries)"),
     },
     private_syscalls={"set_thread_area": set_thread_area},
     # i386 `mmap` (nr 90) is old_mmap(struct mmap_arg_struct *) with six 32-bit words

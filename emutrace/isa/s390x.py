@@ -229,6 +229,10 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "entry_sees_every_call": Capability(
+            False,
+            "glibc calls main through a stub no symbol names: eager entry probes "
+            "see main as called directly (compared at named entries)"),
         # ISA-specific:
         "exrl_relative_long": Capability(
             False, "Unicorn 2.1.4 (QEMU 5.0) takes the target of a relative-long instruction "

@@ -7,10 +7,10 @@ address.
 
 One documented exception: the `entry` backend probes function *entries*, so it cannot see a
 call that lands elsewhere — AArch64 glibc calls `main` through a `b main` placed inside
-`_start`, s390x through an unnamed stub — and shows the function that code jumps to as
-called directly.  Its trace is compared with the others' with every frame not entered at a
-named entry dropped on both sides (its children move up); `tests/test_mechanisms.py` shows
-the raw difference where it occurs.
+`_start`, s390x through an unnamed stub, i386's `_start` calls a thunk inside itself.  The
+ISA's capability table says where (`entry_sees_every_call`); there its trace is compared
+with the others' with every frame not entered at a named entry dropped on both sides (its
+children move up), and `tests/test_mechanisms.py` shows the raw difference.
 """
 
 from __future__ import annotations
@@ -18,10 +18,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from emutrace.discover.symbols import SymbolTable
+from emutrace.isa.base import Isa
 from emutrace.trace.canonical import canonical_text
 from emutrace.trace.events import Record
 
 ENTRY_ONLY = frozenset({"entry"})  # backends that only see function entries
+ENTRY_CAPABILITY = "entry_sees_every_call"
+
+
+def entries_only(backend: str, isa: Isa) -> bool:
+    """Compare this backend's trace at named entries only: an entry-only backend on an ISA
+    whose capability table declares that it cannot see every call."""
+    cap = isa.capabilities.get(ENTRY_CAPABILITY)
+    return backend in ENTRY_ONLY and cap is not None and not cap.works
 
 
 def function_namer(symbols: SymbolTable, thumb_bit: bool) -> Callable[[int], str]:
