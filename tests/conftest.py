@@ -17,7 +17,10 @@ REPO = Path(__file__).resolve().parent.parent
 TESTBINS = REPO / "testbins"
 BUSYBOX = REPO / ".cache" / "busybox"
 ISAS = MODULES
-ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/nonexistent"}
+# PYTHONPATH: `python -m emutrace` in a subprocess runs the code beside these tests (a
+# second checkout or worktree), not whatever checkout is installed in editable mode.
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/nonexistent",
+       "PYTHONPATH": str(REPO)}
 
 
 def bin_path(isa: str, name: str) -> Path:

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.values import Value, as_value, render
 
 HEADER = "# DURATION [insns]   FUNCTION"
 _DURATION_WIDTH = 18  # len("# DURATION [insns]"); the function text starts after " | "
@@ -67,16 +68,10 @@ class ReplayOptions:
     default_args: int | None = None
 
 
-def format_value(value: int, bits: int = 64) -> str:
-    """An integer word as uftrace's "auto" argument format prints it."""
-    mask = (1 << bits) - 1
-    u = value & mask
-    s = u - (1 << bits) if u >> (bits - 1) else u
-    if -100000 <= s <= 100000:
-        return str(s)
-    if bits == 64 and 0xFFFF0000 < u <= 0xFFFFFFFF:
-        return str(u - (1 << 32))
-    return f"{u:#x}"
+def format_value(value: int | Value, bits: int = 64) -> str:
+    """An argument or return value as the replay shows it: a plain word in uftrace's "auto"
+    format, a captured `Value` by its kind (`trace.values.render`)."""
+    return render(as_value(value, bits))
 
 
 @dataclass(slots=True)
