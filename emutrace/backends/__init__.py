@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from emutrace.discover.callabi import CallTypes
     from emutrace.elf import Image
     from emutrace.target.unicorn_cpu import UnicornCpu
     from emutrace.target.unicorn_run import HookSet
@@ -35,6 +36,8 @@ class BackendOptions:
     max_args: int = 4  # argument words read per call
     hw_slots: int | None = None  # hwbp: None = the ISA's DEBUG_HARDWARE.slots
     bts_buffer: int = 4096  # bts: records the buffer holds before it interrupts
+    # prototypes and -A counts for typed arguments (None: the image's, no -A)
+    call_types: CallTypes | None = None
 
 
 class Backend(Protocol):

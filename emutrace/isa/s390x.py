@@ -6,6 +6,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -212,7 +213,16 @@ RESET = (
 HWCAP = 1 | 2 | 4 | 8 | 16 | 32 | 256 | 512
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# s390x ELF ABI Supplement §1.2.3 (Parameter passing): char is unsigned; float/double in
+# f0, f2, f4, f6 (a float in the leftmost 32 bits), results in f0; a struct of 1, 2, 4 or 8
+# bytes as an integer of that size, any other by reference.
+C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retval="f0",
+                   fp_single="high32", struct_scalar=True, struct_large="ref")
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,
