@@ -20,10 +20,22 @@ import struct
 
 from unicorn import UcError
 
-from emutrace.discover.callabi import AUTO, VOID, ByRef, CallTypes, Fpr, Slots, Unknown
+from emutrace.discover.callabi import (
+    AUTO,
+    SRET,
+    VOID,
+    ByRef,
+    CallTypes,
+    Fpr,
+    Slots,
+    Unknown,
+    has_float,
+)
 from emutrace.discover.prototypes import CType
 from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.trace.values import STRING_LIMIT, Value, render
+from emutrace.trace.values import STRING_LIMIT, Value, quote_c, render
+
+_SRET_DEPTH = 256  # struct-result addresses kept per function (deep recursion, longjmp)
 
 
 class ArgReader:
@@ -39,6 +51,9 @@ class ArgReader:
         self.word = cpu.word
         self.big = cpu.byteorder == "big"
         self.offset = regs.stack_args_offset - (0 if at_entry else call_push_size(cpu))
+        # per function: the addresses its open calls will return a struct at (a frame left
+        # by longjmp leaves one behind; bounded by _SRET_DEPTH)
+        self._sret: dict[int, list[int]] = {}
 
     # ------------------------------------------------------------ arguments
     def read(self, func: int) -> tuple[Value, ...]:
@@ -49,10 +64,24 @@ class ArgReader:
         sp = None
         out = []
         for loc in locs:
+            if loc.ctype is SRET:  # where the struct result will be: read at the return
+                reg = loc.reg if isinstance(loc, Fpr) else None
+                if reg is not None:
+                    addr = self.cpu.reg_read(reg)
+                else:
+                    assert isinstance(loc, Slots)
+                    if sp is None and loc.ids[-1] >= len(self.regs):
+                        sp = self.cpu.reg_read(self.sp)
+                    addr = self._slot(loc.ids[0], sp)
+                pending = self._sret.setdefault(func, [])
+                pending.append(addr)
+                if len(pending) > _SRET_DEPTH:
+                    del pending[0]
+                continue
             if isinstance(loc, Slots):
-                if sp is None and loc.first + loc.count > len(self.regs):
+                if sp is None and loc.ids[-1] >= len(self.regs):
                     sp = self.cpu.reg_read(self.sp)
-                words = [self._slot(loc.first + i, sp) for i in range(loc.count)]
+                words = [self._slot(i, sp) for i in loc.ids]
                 out.append(self._from_words(words, loc.ctype))
             elif isinstance(loc, Fpr):
                 out.append(self._fp(loc.reg, loc.high, loc.ctype))
@@ -88,10 +117,11 @@ class ArgReader:
     # ------------------------------------------------------------ return values
     def read_return(self, site: int) -> Value | None:
         """The result of the function whose return instruction is at `site` (None: void)."""
-        t = self.types.containing(site).ret
+        func, values = self.types.function_of(site)
+        t = values.ret
         if t is VOID or t.kind == "void":
             return None
-        if t.kind == "float":
+        if t.kind == "float" and not values.ret_in_core:
             reg = self.cv.fp_retval
             if reg is not None:
                 return self._fp(reg, self.cv.fp_retval_high, t)
@@ -100,7 +130,19 @@ class ArgReader:
             high = self.cpu.reg_read(self.cv.retval_hi)  # (ret, ret_hi) in memory order
             return self._from_words([low, high], t)
         if t.kind == "struct":
-            return Value("hex", 8 * self.word, low)  # a struct result: its first word
+            if t.size > self.cv.struct_ret_in_regs:  # in memory: at the call's hidden address
+                pending = self._sret.get(func)
+                if pending:
+                    return self._struct_at(pending.pop(), t)
+                return Value("struct", 8 * t.size, 0, "{...}")
+            if has_float(t):
+                return Value("struct", 8 * t.size, 0, "{...}")  # in FP registers: not read
+            words = [low]
+            if t.size > self.word and self.cv.retval_hi is not None:
+                words.append(self.cpu.reg_read(self.cv.retval_hi))
+            mask = (1 << (8 * self.word)) - 1
+            data = b"".join((w & mask).to_bytes(self.word, self.cpu.byteorder) for w in words)
+            return self.struct_value(data[:t.size], t)
         return self.value(low, t)
 
     # ------------------------------------------------------------ values
@@ -115,8 +157,8 @@ class ArgReader:
             signed = raw - (1 << bits) if raw >> (bits - 1) else raw
             name = next((n for v, n in t.enumerators if v == signed), None)
             return Value("enum", bits, raw, name)
-        if kind == "str":
-            return Value("str", bits, raw, self.string(raw))
+        if kind in ("str", "buf"):
+            return Value(kind, bits, raw, self.string(raw))
         if kind in ("int", "uint", "char", "uchar", "bool", "ptr", "float", "hex", "oct"):
             return Value(kind, bits, raw)
         return Value("hex", bits, raw)
@@ -167,6 +209,18 @@ class ArgReader:
             return Value("struct", 8 * t.size, addr, None)
         return self.struct_value(data, t)
 
+    def _array(self, data: bytes, t: CType) -> str:
+        """An array member: a char array as the string it holds, else `[v, v, ...]`."""
+        elem = t.members[0][2] if t.members else None
+        if elem is None or elem.size == 0:
+            return "[...]"
+        if elem.kind in ("char", "uchar") and elem.size == 1:
+            return quote_c(data.split(b"\0", 1)[0].decode("latin-1"))
+        items = [render(self.value(int.from_bytes(data[i:i + elem.size], self.cpu.byteorder),
+                                   elem))
+                 for i in range(0, min(len(data), 16 * elem.size), elem.size)]
+        return "[" + ", ".join(items) + (", ...]" if len(data) > 16 * elem.size else "]")
+
     def struct_value(self, data: bytes, t: CType) -> Value:
         """A struct from its bytes as in memory: `{.x=3, .y=-4}` (members of struct type
         and strings are not followed)."""
@@ -178,7 +232,9 @@ class ArgReader:
             raw = int.from_bytes(chunk, self.cpu.byteorder)
             if m.kind == "struct":
                 text = "{...}"
-            elif m.kind == "str":
+            elif m.kind == "array":
+                text = self._array(chunk, m)
+            elif m.kind in ("str", "buf"):
                 text = render(Value("ptr", 8 * m.size, raw))
             else:
                 text = render(self.value(raw, m))

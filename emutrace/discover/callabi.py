@@ -8,13 +8,13 @@ the integer slots, `CValues` for the rest); `backends/args.py` reads them at the
 Integer *slots* are the argument registers followed by the stack words after them, in
 order (i386: stack words only).  A location is one of:
 
-* `Slots(first, count, ctype)` — a scalar, a 64-bit pair, a struct's words, or a float
-  the ABI passes in integer slots (i386, later MIPS o32 arguments);
+* `Slots(ids, ctype)` — a scalar, a 64-bit pair, a struct's words, or a float the ABI
+  passes in integer slots (i386, later MIPS o32 arguments);
 * `Fpr(reg, high, ctype)` — a floating-point register (`high`: MIPS FR=0's second
   register holding a double's high word);
 * `ByRef(slot, ctype)` — a struct passed as a pointer to a copy: read from memory;
-* `Unknown(ctype)` — a value this reader does not locate (a struct of floats in FP
-  registers, a large struct copied onto the x86-64 stack).
+* `Unknown(ctype)` — a value this reader does not locate (a struct with float members,
+  which ABIs pass in FP registers by rules not modelled here).
 """
 
 from __future__ import annotations
@@ -38,9 +38,12 @@ DEFAULT_ARGS = 4  # integer arguments shown for a function without a prototype o
 
 @dataclass(frozen=True)
 class Slots:
-    first: int
-    count: int
-    ctype: CType
+    ids: tuple[int, ...]  # slot numbers: below len(Registers.args) a register, else the
+    ctype: CType  # stack word (id - len(Registers.args)) past the argument registers
+
+    @property
+    def first(self) -> int:
+        return self.ids[0]
 
 
 @dataclass(frozen=True)
@@ -63,33 +66,52 @@ class Unknown:
 
 Loc = Slots | Fpr | ByRef | Unknown
 AUTO = CType("auto", 0, "")  # a word of unknown type
+SRET = CType("sret", 0, "")  # the hidden address of a struct result (not shown)
 
 
-def _has_float(t: CType) -> bool:
-    return any(m.kind == "float" or (m.kind == "struct" and _has_float(m))
+def has_float(t: CType) -> bool:
+    return any(m.kind == "float" or (m.kind == "struct" and has_float(m))
                for _, _, m in t.members)
 
 
-def plan_call(isa: Isa, params: tuple[CType, ...]) -> tuple[Loc, ...]:
-    """The location of each parameter, by the ISA's C ABI (see the module docstring)."""
+def plan_call(isa: Isa, params: tuple[CType, ...], variadic: bool = False,
+              ret: CType = VOID) -> tuple[Loc, ...]:
+    """The location of each parameter, by the ISA's C ABI (see the module docstring); a
+    struct result in memory puts its hidden address first (ctype SRET; AArch64: x8)."""
     cv: CValues = isa.c_values
     word = isa.identity.word_size
-    slot = fp = 0
+    nregs = len(isa.registers.args)
+    slot = stack = fp = 0  # next argument register, next stack word
     singles: set[int] = set()  # ARM VFP: single registers taken (back-filling)
     seen_int = False
     out: list[Loc] = []
 
-    def take(size: int, ctype: CType) -> Slots:
-        nonlocal slot
+    def take(size: int, ctype: CType, memory: bool = False) -> Slots:
+        """The next n words: registers while they last (an argument may straddle into
+        the stack, AAPCS C.5 / o32), then stack words; `memory`: on the stack whatever
+        registers are free (x86-64 MEMORY class)."""
+        nonlocal slot, stack
         n = max(1, -(-size // word))
         if n == 2 and word == 4 and cv.pair_aligned and ctype.kind != "struct":
             slot += slot % 2
-        loc = Slots(slot, n, ctype)
-        slot += n
-        return loc
+            stack += stack % 2
+        ids: list[int] = []
+        if not memory:
+            while slot < nregs and len(ids) < n:
+                ids.append(slot)
+                slot += 1
+            if ids and len(ids) < n and cv.struct_large == "stack":  # x86-64: all or none
+                slot, ids = ids[0], []
+        while len(ids) < n:
+            ids.append(nregs + stack)
+            stack += 1
+        return Slots(tuple(ids), ctype)
 
+    core_only = variadic and cv.variadic_core_only
+    if returns_in_memory(cv, ret):  # the hidden address of the struct result comes first
+        out.append(Fpr(cv.sret_reg, None, SRET) if cv.sret_reg else take(word, SRET))
     for t in params:
-        if t.kind == "float":
+        if t.kind == "float" and not core_only:
             loc = _fp_register(cv, t, fp, singles, seen_int)
             if loc is not None:
                 if not cv.fp_single_args:
@@ -102,8 +124,8 @@ def plan_call(isa: Isa, params: tuple[CType, ...]) -> tuple[Loc, ...]:
             continue
         seen_int = True
         if t.kind == "struct":
-            if (_has_float(t) and cv.fp_args and not cv.fp_leading_only) or t.is_union and \
-                    _has_float(t):
+            if (has_float(t) and cv.fp_args and not cv.fp_leading_only) or t.is_union and \
+                    has_float(t):
                 out.append(Unknown(t))  # floats of a struct travel in FP registers
                 take(t.size, t)
                 continue
@@ -118,10 +140,15 @@ def plan_call(isa: Isa, params: tuple[CType, ...]) -> tuple[Loc, ...]:
             elif cv.struct_large == "ref":
                 out.append(ByRef(take(word, t).first, t))
             else:
-                out.append(Unknown(t))
+                out.append(take(t.size, t, memory=True))
             continue
         out.append(take(t.size or word, t))
     return tuple(out)
+
+
+def returns_in_memory(cv: CValues, ret: CType) -> bool:
+    """A struct result the caller provides memory for (its address a hidden argument)."""
+    return ret.kind == "struct" and ret.size > cv.struct_ret_in_regs
 
 
 def _fp_register(cv: CValues, t: CType, fp: int, singles: set[int],
@@ -153,6 +180,7 @@ class FunctionValues:
 
     args: tuple[Loc, ...]
     ret: CType  # VOID: nothing to read; AUTO: the result register as a word
+    ret_in_core: bool = False  # a float result in the integer result register(s)
 
 
 class CallTypes:
@@ -196,12 +224,16 @@ class CallTypes:
             got = self._cache[addr] = self._resolve(addr)
         return got
 
-    def containing(self, addr: int) -> FunctionValues:
-        """The function whose code holds addr (a return site), or the untyped default."""
+    def function_of(self, addr: int) -> tuple[int, FunctionValues]:
+        """(start, values) of the function whose code holds addr (a return site); the
+        untyped default outside every symbol."""
         sym = self.symbols.containing(addr)
         if sym is None:
-            return FunctionValues((), self._word)
-        return self.at(sym.start)
+            return -1, FunctionValues((), self._word)
+        got = self._cache.get(sym.start + sym.local_offset)  # entered at its local entry
+        if got is not None:
+            return sym.start + sym.local_offset, got
+        return sym.start, self.at(sym.start)
 
     def _resolve(self, addr: int) -> FunctionValues:
         proto, name = self.prototype(addr)
@@ -212,8 +244,10 @@ class CallTypes:
         params = proto.params
         if want is not None:  # -A: the first N, untyped words past the prototype's
             params = (params + (self._word,) * max(0, want - len(params)))[:want]
-        return FunctionValues(plan_call(self.isa, params), proto.ret)
+        core = proto.variadic and self.isa.c_values.variadic_core_only
+        return FunctionValues(plan_call(self.isa, params, proto.variadic, proto.ret),
+                              proto.ret, core)
 
 
-__all__ = ["AUTO", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc", "Slots",
-           "Unknown", "plan_call"]
+__all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc", "Slots",
+           "Unknown", "has_float", "plan_call", "returns_in_memory"]

@@ -12,7 +12,7 @@ Two sources, in this order of trust:
   archive carries none).  Its `char` takes the ISA's signedness (`CValues.char_signed`).
 
 A type is a `CType` whose `kind` is one of `trace.values` kinds (int, uint, char, uchar,
-bool, enum, ptr, str, float, struct) or `void`.  The program's *own* functions — what
+bool, enum, ptr, str, buf, float, struct, oct, hex) or `void`.  The program's *own* functions — what
 `emutrace diff` compares by default — are the ones defined in a compile unit whose source
 is not a system path (`is_system_source`) and not assembler.
 """
@@ -119,12 +119,16 @@ class _TypeReader:
             return CType("enum", size or 4, name, enumerators=values)
         if die.tag in ("DW_TAG_pointer_type", "DW_TAG_reference_type"):
             pointee = self._target(die)
+            const = False
             while pointee is not None and pointee.tag in _QUALIFIERS:
+                const = const or pointee.tag == "DW_TAG_const_type"
                 pointee = self._target(pointee)
             if pointee is not None and pointee.tag == "DW_TAG_base_type" and \
                     pointee.attributes["DW_AT_encoding"].value in (0x6, 0x8) and \
                     pointee.attributes["DW_AT_byte_size"].value == 1:
-                return CType("str", size, "char *")
+                # `const char *`: a string; `char *`: maybe a buffer to fill ("buf")
+                return CType("str", size, "const char *") if const else \
+                    CType("buf", size, "char *")
             return CType("ptr", size, "*")
         if die.tag in ("DW_TAG_structure_type", "DW_TAG_union_type"):
             members = []
@@ -138,6 +142,19 @@ class _TypeReader:
                                     self.of(self._target(m), depth + 1)))
             return CType("struct", size, name, members=tuple(members),
                          is_union=die.tag == "DW_TAG_union_type")
+        if die.tag == "DW_TAG_array_type":  # (a struct member: arguments decay)
+            elem = self.of(self._target(die), depth + 1)
+            count = 1
+            for sub in die.iter_children():
+                if sub.tag != "DW_TAG_subrange_type":
+                    continue
+                if "DW_AT_count" in sub.attributes:
+                    count *= int(sub.attributes["DW_AT_count"].value)
+                elif "DW_AT_upper_bound" in sub.attributes:
+                    count *= int(sub.attributes["DW_AT_upper_bound"].value) + 1
+                else:
+                    count = 0
+            return CType("array", size or count * elem.size, name, members=(("", 0, elem),))
         if die.tag == "DW_TAG_unspecified_type":
             return VOID
         return CType("hex", size, name)  # arrays, function types: raw words

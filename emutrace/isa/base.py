@@ -114,7 +114,14 @@ class CValues:
     fp_pair: tuple[str, ...] = ()  # MIPS FR=0: the register with a double's high word
     fp_retval_high: str | None = None  # MIPS FR=0: the result's high word register
     fp_x87: bool = False  # the FP result is x87 st(0) (80-bit extended)
-    retval_hi: str | None = None  # 32-bit ISAs: the result register of a 64-bit's 2nd word
+    # the second integer result register (in memory order: a 64-bit scalar's 2nd word on
+    # 32-bit ISAs, a two-word struct's second word)
+    retval_hi: str | None = None
+    # structs up to this many bytes are returned in retval(/retval_hi); larger ones in
+    # memory the caller provides, its address a hidden first argument (in the first
+    # integer slot, or in `sret_reg`)
+    struct_ret_in_regs: int = 0
+    sret_reg: str | None = None
     pair_aligned: bool = False  # a 64-bit scalar starts at an even slot (register pair)
     # structs by value: up to struct_in_slots bytes travel in consecutive integer slots
     # (their bytes as the words lie in memory); larger ones: struct_large ("ref": a
@@ -122,6 +129,9 @@ class CValues:
     struct_in_slots: int = 0
     struct_large: str = "ref"
     struct_scalar: bool = False  # s390x: 1/2/4/8-byte structs as an integer, others "ref"
+    # a variadic function takes and returns floats in integer registers (ARM: the base
+    # procedure call standard, not the VFP variant)
+    variadic_core_only: bool = False
 
 
 # ---------------------------------------------------------------- syscalls

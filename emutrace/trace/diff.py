@@ -6,7 +6,8 @@ over the *compared* functions only (`keep(name)`); depth counts compared ancesto
 dropped frames (libc internals, PLT stubs, thunks) vanish without changing the nesting of
 the rest.  Values are normalised so that what legitimately differs between ISAs does not
 count (`normal`): integers by value (not width), pointers as `ptr` (addresses differ),
-untyped words (`auto`) outside ±100000 as `?` (they are likely addresses).  Strings,
+untyped words (`auto`) outside ±100000 as `?` (they are likely addresses), a non-const
+`char *` (`buf`: maybe a buffer not yet filled) as a pointer.  Strings,
 characters, enums, floats, booleans and structs compare as rendered.
 
 Two traces are equal when their token sequences are; the first index where they differ is
@@ -53,7 +54,7 @@ def normal(value: Value | int, bits: int = 64, values: bool = True) -> str:
     if v.kind == "auto":
         text = format_auto(v.raw, v.bits)
         return "?" if text.startswith("0x") else text
-    if v.kind == "str" and v.text is None:
+    if v.kind == "buf" or (v.kind == "str" and v.text is None):
         return "NULL" if v.raw == 0 else "ptr"
     return render(v)
 
@@ -86,9 +87,10 @@ def normalise(records: Iterable[Record], symbolize: Callable[[int], str],
         elif isinstance(rec, Exit):
             if not stack:
                 continue
-            frame = stack.pop()
-            if frame is None:
+            top = stack.pop()
+            if top is None:
                 continue
+            frame = top
             ret: tuple[str, ...] = ()
             if values and rec.retval is not None and not rec.unwound:
                 ret = (normal(rec.retval, bits),)

@@ -20,6 +20,9 @@ enum       the enumerator's name, else signed decimal               enumerator n
 ptr        hex, `0` for NULL                                        —
 str        a C string literal, bounded and escaped; hex when None   the string read, or None
            (`0` for NULL)
+buf        a non-const `char *` (maybe a buffer the callee       the string read, or None
+           fills): shown as `str`; `emutrace diff` compares it
+           as a pointer
 float      the shortest decimal that reads back to the same IEEE    —
            value of its width (32: float, 64: double)
 oct        octal with a leading 0 (file modes)                      —
@@ -38,7 +41,7 @@ import struct as _struct
 from dataclasses import dataclass
 
 KINDS = ("auto", "int", "uint", "hex", "char", "uchar", "bool", "enum", "ptr", "str", "float",
-         "struct", "oct")
+         "struct", "oct", "buf")
 STRING_LIMIT = 64  # characters of a `char *` shown (uftrace shows whole strings; bounded here)
 
 
@@ -136,7 +139,7 @@ def render(v: Value) -> str:
         return v.text if v.text is not None else str(v.signed())
     if kind == "ptr":
         return "0" if v.raw == 0 else f"{v.raw:#x}"
-    if kind == "str":
+    if kind in ("str", "buf"):
         if v.text is not None:
             return quote_c(v.text)
         return "0" if v.raw == 0 else f"{v.raw:#x}"
