@@ -196,6 +196,7 @@ class CallTypes:
         self.dwarf = read_prototypes(path)
         self.libc = libc_prototypes(isa.identity.word_size, isa.c_values.char_signed)
         self._cache: dict[int, FunctionValues] = {}
+        self._sites: dict[int, tuple[int, FunctionValues]] = {}
         self._word = CType("auto", isa.identity.word_size, "")
 
     @classmethod
@@ -226,7 +227,13 @@ class CallTypes:
 
     def function_of(self, addr: int) -> tuple[int, FunctionValues]:
         """(start, values) of the function whose code holds addr (a return site); the
-        untyped default outside every symbol."""
+        untyped default outside every symbol.  Cached per address."""
+        got = self._sites.get(addr)
+        if got is None:
+            got = self._sites[addr] = self._function_of(addr)
+        return got
+
+    def _function_of(self, addr: int) -> tuple[int, FunctionValues]:
         sym = self.symbols.containing(addr)
         if sym is None:
             return -1, FunctionValues((), self._word)
