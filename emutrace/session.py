@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from emutrace.backends import BACKENDS, Backend, BackendOptions, create
-from emutrace.discover.prototypes import parameter_counts
+from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.elf import Image, load_image
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.isa import UnknownIsa, by_name
@@ -41,6 +41,8 @@ class RunConfig:
     cleanup: str = "lazy"  # int3: "lazy" or "strict"
     hw_slots: int | None = None  # hwbp: slots (None: the ISA's hardware)
     bts_buffer: int = 4096  # bts: records per buffer
+    arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
+    default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
 
 
 @dataclass
@@ -124,12 +126,13 @@ class Process:
         def emit(ev: Event) -> None:
             self.records.extend(self.shadow.feed(ev))
 
-        # arguments to record per call: the most any function declares (DWARF), at most 12
-        counts = parameter_counts(self.image.path) if config.backend != "none" else {}
-        max_args = min(max(counts.values(), default=4), 12)
         if config.backend in BACKENDS:
-            options = BackendOptions(config.cleanup, max_args, config.hw_slots,
-                                     config.bts_buffer)
+            # values per function: its prototype (DWARF, else the libc table), -A, else
+            # DEFAULT_ARGS integer words
+            types = CallTypes.for_image(self.image, dict(config.arg_counts),
+                                        config.default_args)
+            options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
+                                     config.bts_buffer, types)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from emutrace.discover.callabi import CallTypes
     from emutrace.elf import Image
     from emutrace.target.unicorn_cpu import UnicornCpu
     from emutrace.target.unicorn_run import HookSet
@@ -32,9 +33,11 @@ BACKENDS: dict[str, tuple[str, str]] = {
 @dataclass(frozen=True)
 class BackendOptions:
     cleanup: str = "lazy"  # int3: "lazy" or "strict"
-    max_args: int = 4  # argument words read per call
+    max_args: int = 4  # (superseded: call_types says what each function reads)
     hw_slots: int | None = None  # hwbp: None = the ISA's DEBUG_HARDWARE.slots
     bts_buffer: int = 4096  # bts: records the buffer holds before it interrupts
+    # prototypes and -A counts for typed arguments (None: the image's, no -A)
+    call_types: CallTypes | None = None
 
 
 class Backend(Protocol):

@@ -1,31 +1,274 @@
-"""Reading a call's integer arguments at the call site, per the ISA's C ABI: the argument
-registers first, then the stack slots — read before the call executes, so on ISAs whose
-call pushes the return address (x86) the slots sit one word lower than at the callee's
-entry, where `stack_args_offset` is measured.  Backends that see a call only once it has happened
-(at the callee's entry: `btf`, `entry`) read with ``at_entry=True``.  Shared by every
-backend."""
+"""Reading a call's arguments and a return's value as typed `trace.values.Value`s, at the
+event, per the ISA's C ABI.  Shared by every backend that records values (int3, hwbp,
+entry, btf, step; bts records none).
+
+Where each value is comes from `discover.callabi` (prototype → locations, resolved once per
+function address and cached there); this module only reads registers and memory.  Strings
+(`char *`) are read *now*, bounded (`values.STRING_LIMIT`), and an unreadable pointer
+leaves the text None (shown in hex).
+
+Arguments are read at the callee's entry (`at_entry=True`: btf, entry, and int3/hwbp/step,
+which resolve a call once it has reached its target — after a MIPS delay slot that may set
+an argument register), or at the call instruction (`at_entry=False`), where on ISAs whose
+call pushes the return address (x86) the stack slots sit one word higher than at the entry
+where `stack_args_offset` is measured.
+"""
 
 from __future__ import annotations
 
+import struct
+
+from unicorn import UcError
+
+from emutrace.discover.callabi import (
+    AUTO,
+    SRET,
+    VOID,
+    ByRef,
+    CallTypes,
+    Fpr,
+    Slots,
+    Unknown,
+    has_float,
+)
+from emutrace.discover.prototypes import CType
 from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.trace.values import STRING_LIMIT, Value, quote_c, render
+
+_SRET_DEPTH = 256  # struct-result addresses kept per function (deep recursion, longjmp)
 
 
 class ArgReader:
-    def __init__(self, cpu: UnicornCpu, count: int, at_entry: bool = False) -> None:
-        regs = cpu.isa.registers
+    def __init__(self, cpu: UnicornCpu, types: CallTypes, at_entry: bool = False) -> None:
+        isa = cpu.isa
+        regs = isa.registers
         self.cpu = cpu
-        self.regs = regs.args[:count]
-        self.stack = count - len(self.regs)
+        self.types = types
+        self.cv = isa.c_values
+        self.regs = regs.args
         self.sp = regs.sp
+        self.ret_reg = regs.retval
+        self.word = cpu.word
+        self.big = cpu.byteorder == "big"
         self.offset = regs.stack_args_offset - (0 if at_entry else call_push_size(cpu))
+        # per function: the addresses its open calls will return a struct at (a frame left
+        # by longjmp leaves one behind; bounded by _SRET_DEPTH)
+        self._sret: dict[int, list[int]] = {}
 
-    def read(self) -> tuple[int, ...]:
-        cpu = self.cpu
-        values = [cpu.reg_read(r) for r in self.regs]
-        if self.stack:
-            base = cpu.reg_read(self.sp) + self.offset
-            values += [cpu.read_word(base + i * cpu.word) for i in range(self.stack)]
-        return tuple(values)
+    # ------------------------------------------------------------ arguments
+    def read(self, func: int) -> tuple[Value, ...]:
+        """The arguments of the function entered at `func`, as its prototype types them."""
+        locs = self.types.at(func).args
+        if not locs:
+            return ()
+        sp = None
+        out = []
+        for loc in locs:
+            if loc.ctype is SRET:  # where the struct result will be: read at the return
+                reg = loc.reg if isinstance(loc, Fpr) else None
+                if reg is not None:
+                    addr = self.cpu.reg_read(reg)
+                else:
+                    assert isinstance(loc, Slots)
+                    if sp is None and loc.ids[-1] >= len(self.regs):
+                        sp = self.cpu.reg_read(self.sp)
+                    addr = self._slot(loc.ids[0], sp)
+                pending = self._sret.setdefault(func, [])
+                pending.append(addr)
+                if len(pending) > _SRET_DEPTH:
+                    del pending[0]
+                continue
+            if isinstance(loc, Slots):
+                if sp is None and loc.ids[-1] >= len(self.regs):
+                    sp = self.cpu.reg_read(self.sp)
+                words = [self._slot(i, sp) for i in loc.ids]
+                out.append(self._from_words(words, loc.ctype))
+            elif isinstance(loc, Fpr):
+                out.append(self._fp(loc.reg, loc.high, loc.ctype))
+            elif isinstance(loc, ByRef):
+                if sp is None and loc.slot >= len(self.regs):
+                    sp = self.cpu.reg_read(self.sp)
+                out.append(self._struct_at(self._slot(loc.slot, sp), loc.ctype))
+            else:
+                assert isinstance(loc, Unknown)
+                out.append(Value("struct", 8 * loc.ctype.size, 0, "{?}"))
+        return tuple(out)
+
+    def _slot(self, i: int, sp: int | None) -> int:
+        if i < len(self.regs):
+            return self.cpu.reg_read(self.regs[i])
+        assert sp is not None
+        try:
+            return self.cpu.read_word(sp + self.offset + (i - len(self.regs)) * self.word)
+        except UcError:
+            return 0
+
+    def _from_words(self, words: list[int], t: CType) -> Value:
+        if len(words) == 1 and t.kind != "struct":
+            return self.value(words[0], t)
+        mask = (1 << (8 * self.word)) - 1
+        data = b"".join((w & mask).to_bytes(self.word, self.cpu.byteorder) for w in words)
+        if t.kind == "struct":
+            if self.cv.struct_scalar and len(words) == 1:  # s390x: right-justified
+                data = data[self.word - t.size:]
+            return self.struct_value(data[:t.size], t)
+        return self.value(int.from_bytes(data[:t.size or 8], self.cpu.byteorder), t)
+
+    # ------------------------------------------------------------ return values
+    def read_return(self, site: int) -> Value | None:
+        """The result of the function whose return instruction is at `site` (None: void)."""
+        func, values = self.types.function_of(site)
+        t = values.ret
+        if t is VOID or t.kind == "void":
+            return None
+        if t.kind == "float" and not values.ret_in_core:
+            reg = self.cv.fp_retval
+            if reg is not None:
+                return self._fp(reg, self.cv.fp_retval_high, t)
+        low = self.cpu.reg_read(self.ret_reg)
+        if t.size > self.word and t.kind != "struct" and self.cv.retval_hi is not None:
+            high = self.cpu.reg_read(self.cv.retval_hi)  # (ret, ret_hi) in memory order
+            return self._from_words([low, high], t)
+        if t.kind == "struct":
+            if t.size > self.cv.struct_ret_in_regs:  # in memory: at the call's hidden address
+                pending = self._sret.get(func)
+                if pending:
+                    return self._struct_at(pending.pop(), t)
+                return Value("struct", 8 * t.size, 0, "{...}")
+            if has_float(t):
+                return Value("struct", 8 * t.size, 0, "{...}")  # in FP registers: not read
+            words = [low]
+            if t.size > self.word and self.cv.retval_hi is not None:
+                words.append(self.cpu.reg_read(self.cv.retval_hi))
+            mask = (1 << (8 * self.word)) - 1
+            data = b"".join((w & mask).to_bytes(self.word, self.cpu.byteorder) for w in words)
+            return self.struct_value(data[:t.size], t)
+        return self.value(low, t)
+
+    # ------------------------------------------------------------ values
+    def value(self, raw: int, t: CType) -> Value:
+        """A scalar of type t from the bits it travelled in (an integer register or slot)."""
+        kind = t.kind
+        bits = 8 * (t.size or self.word)
+        if kind == "auto" or t is AUTO:
+            return Value("auto", 8 * self.word, raw & ((1 << (8 * self.word)) - 1))
+        raw &= (1 << bits) - 1
+        if kind == "enum":
+            signed = raw - (1 << bits) if raw >> (bits - 1) else raw
+            name = next((n for v, n in t.enumerators if v == signed), None)
+            return Value("enum", bits, raw, name)
+        if kind in ("str", "buf"):
+            return Value(kind, bits, raw, self.string(raw))
+        if kind in ("int", "uint", "char", "uchar", "bool", "ptr", "float", "hex", "oct"):
+            return Value(kind, bits, raw)
+        return Value("hex", bits, raw)
+
+    def string(self, addr: int) -> str | None:
+        """The C string at addr, at most STRING_LIMIT + 1 characters (the renderer shows the
+        limit and `...`); None when NULL or unreadable."""
+        if addr == 0:
+            return None
+        out = bytearray()
+        try:
+            while len(out) <= STRING_LIMIT:
+                at = addr + len(out)
+                chunk = self.cpu.mem_read(at, min(STRING_LIMIT + 1, 0x1000 - (at & 0xFFF)))
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    out += chunk[:nul]
+                    break
+                out += chunk
+        except UcError:
+            return None
+        return out[:STRING_LIMIT + 1].decode("latin-1")
+
+    def _fp(self, reg: str, high: str | None, t: CType) -> Value:
+        cpu, cv = self.cpu, self.cv
+        if cv.fp_x87:
+            # st(0) is physical register FP<TOP>, TOP = FPU status word bits 11-13 (Intel
+            # SDM vol. 1 §8.1.3); Unicorn's ST0 read drops the exponent, FP<n> has both
+            top = (cpu.reg_read("fpsw") >> 11) & 7
+            bits = _x87_to_double(cpu.uc.reg_read(cpu.reg_id(f"fp{top}")))
+            return _float_value(bits, t.size)
+        raw = cpu.uc.reg_read(cpu.reg_id(reg))
+        assert isinstance(raw, int)
+        if t.size == 4:
+            if cv.fp_single == "high32":
+                return Value("float", 32, (raw >> 32) & 0xFFFFFFFF)
+            if cv.fp_single == "double":
+                return _float_value(raw & (1 << 64) - 1, 4)
+            return Value("float", 32, raw & 0xFFFFFFFF)
+        if high is not None:  # MIPS FR=0: the even register holds the low word
+            raw = (raw & 0xFFFFFFFF) | (cpu.reg_read(high) & 0xFFFFFFFF) << 32
+        return Value("float", 64, raw & (1 << 64) - 1)
+
+    def _struct_at(self, addr: int, t: CType) -> Value:
+        try:
+            data = self.cpu.mem_read(addr, t.size)
+        except UcError:
+            return Value("struct", 8 * t.size, addr, None)
+        return self.struct_value(data, t)
+
+    def _array(self, data: bytes, t: CType) -> str:
+        """An array member: a char array as the string it holds, else `[v, v, ...]`."""
+        elem = t.members[0][2] if t.members else None
+        if elem is None or elem.size == 0:
+            return "[...]"
+        if elem.kind in ("char", "uchar") and elem.size == 1:
+            return quote_c(data.split(b"\0", 1)[0].decode("latin-1"))
+        items = [render(self.value(int.from_bytes(data[i:i + elem.size], self.cpu.byteorder),
+                                   elem))
+                 for i in range(0, min(len(data), 16 * elem.size), elem.size)]
+        return "[" + ", ".join(items) + (", ...]" if len(data) > 16 * elem.size else "]")
+
+    def struct_value(self, data: bytes, t: CType) -> Value:
+        """A struct from its bytes as in memory: `{.x=3, .y=-4}` (members of struct type
+        and strings are not followed)."""
+        parts = []
+        for name, off, m in t.members:
+            chunk = data[off:off + m.size]
+            if len(chunk) < m.size or m.size == 0:
+                continue
+            raw = int.from_bytes(chunk, self.cpu.byteorder)
+            if m.kind == "struct":
+                text = "{...}"
+            elif m.kind == "array":
+                text = self._array(chunk, m)
+            elif m.kind in ("str", "buf"):
+                text = render(Value("ptr", 8 * m.size, raw))
+            else:
+                text = render(self.value(raw, m))
+            parts.append(f".{name}={text}" if name else text)
+        return Value("struct", 8 * len(data), int.from_bytes(data, "big") if data else 0,
+                     "{" + ", ".join(parts) + "}")
+
+
+def _float_value(double_bits: int, size: int) -> Value:
+    """A value held as a double (Power FPRs, x87 after conversion) of a float or double."""
+    if size == 4:
+        f = struct.unpack("<d", double_bits.to_bytes(8, "little"))[0]
+        try:
+            return Value("float", 32, int.from_bytes(struct.pack("<f", f), "little"))
+        except OverflowError:
+            return Value("float", 64, double_bits)
+    return Value("float", 64, double_bits)
+
+
+def _x87_to_double(reg: object) -> int:
+    """x87 80-bit extended (Intel SDM vol. 1 §4.2.2: sign+15-bit exponent, 64-bit
+    significand with explicit integer bit) as the bits of the nearest double.  Unicorn
+    hands the register as (significand, sign|exponent) or as one integer."""
+    if isinstance(reg, tuple):
+        mant, se = int(reg[0]), int(reg[1])
+    else:
+        assert isinstance(reg, int)
+        mant, se = reg & (1 << 64) - 1, (reg >> 64) & 0xFFFF
+    sign, exp = se >> 15, se & 0x7FFF
+    if exp == 0x7FFF:
+        value = float("nan") if mant << 1 & (1 << 64) - 1 else float("inf")
+    else:
+        value = mant * 2.0 ** (exp - 16383 - 63) if mant else 0.0
+    return int.from_bytes(struct.pack("<d", -value if sign else value), "little")
 
 
 def call_push_size(cpu: UnicornCpu) -> int:

@@ -55,6 +55,7 @@ from unicorn import unicorn_const as ucc
 
 from emutrace.backends.args import ArgReader, call_push_size
 from emutrace.backends.tails import TailRule
+from emutrace.discover.callabi import CallTypes
 from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
@@ -82,20 +83,22 @@ class Block:
 
 
 class BranchDecoder:
-    """Branch records → raw events.  With `max_args` the decoder is live: it runs while the
+    """Branch records → raw events.  With `live` the decoder is live: it runs while the
     CPU stands at the record's target with all its registers (btf), so calls get their
     arguments (read as at a callee's entry), returns their return value, and sp is read
     there rather than taken from the record.  Without (bts), records carry no register
     values but the sideband sp."""
 
-    def __init__(self, image: Image, cpu: UnicornCpu, max_args: int | None = None) -> None:
+    def __init__(self, image: Image, cpu: UnicornCpu, types: CallTypes | None = None,
+                 live: bool = False) -> None:
         self.image, self.cpu = image, cpu
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
         self.delay = self.cls.delay_bytes
         self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
         self.push = call_push_size(cpu)
-        self.args = ArgReader(cpu, max_args, at_entry=True) if max_args is not None else None
+        self.args = ArgReader(cpu, types or CallTypes.for_image(image), at_entry=True) \
+            if live else None
         regs = image.isa.registers
         self.ret_reg, self.sp_reg = regs.retval, regs.sp
         self._flows: dict[tuple[int, bool], tuple[Flow, int]] = {}
@@ -136,19 +139,19 @@ class BranchDecoder:
                 return None
             self.stats["calls"] += 1
             self.tails.called(to)
-            args = self.args.read() if self.args is not None else ()
+            args = self.args.read(to) if self.args is not None else ()
             return Call(rec.time, rec.source, to, self._sp(rec) + self.push, fallthrough, args)
         if kind is FlowKind.RETURN:
             if to == fallthrough:
                 return None
             self.stats["returns"] += 1
             self.tails.returned()
-            retval = self.cpu.reg_read(self.ret_reg) if self.args is not None else None
+            retval = self.args.read_return(rec.source) if self.args is not None else None
             sp = self._sp(rec) - self.push - self._popped(rec.source, rec.thumb)
             return Return(rec.time, rec.source, sp, retval, to)
         if kind in (FlowKind.JUMP, FlowKind.BRANCH) and self.tails.is_tail(to):
             self.stats["tail_calls"] += 1
-            args = self.args.read() if self.args is not None else ()
+            args = self.args.read(to) if self.args is not None else ()
             return TailCall(rec.time, rec.source, to, self._sp(rec), args)
         return None
 

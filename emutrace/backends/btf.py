@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord
+from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
@@ -33,9 +34,9 @@ class BtfBackend:
     name = "btf"
 
     def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
-                 max_args: int = 4) -> None:
+                 types: CallTypes | None = None) -> None:
         self.emit = emit
-        self.decoder = BranchDecoder(image, cpu, max_args)
+        self.decoder = BranchDecoder(image, cpu, types, live=True)
         self.observer = BranchObserver(cpu, self.decoder, self._on_trap, sideband_sp=False)
         self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
 
@@ -56,4 +57,4 @@ class BtfBackend:
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> BtfBackend:
-    return BtfBackend(image, cpu, emit, options.max_args)
+    return BtfBackend(image, cpu, emit, options.call_types)

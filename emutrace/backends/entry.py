@@ -35,9 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from emutrace.backends import BackendOptions
-from emutrace.backends.args import ArgReader, call_push_size
+from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.discover import Function, Site, SiteKind
+from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
 from emutrace.target.unicorn_cpu import UnicornCpu
@@ -49,9 +50,9 @@ class EntryBackend(Int3Backend):
     name = "entry"
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
-                 emit: Callable[[Event], None], max_args: int = 4) -> None:
-        super().__init__(image, cpu, hooks, emit, "lazy", max_args)
-        self.entry_args = ArgReader(cpu, max_args, at_entry=True)
+                 emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
+        super().__init__(image, cpu, hooks, emit, "lazy", types)
+        self.entry_args = self.args  # int3's reader reads at the callee's entry too
         self.link = image.isa.registers.link
         self.push = call_push_size(cpu)
         self.code_mask = ~1 if image.isa.thumb_bit else ~0
@@ -130,13 +131,13 @@ class EntryBackend(Int3Backend):
                 return  # a loop back to its own entry, or global → local entry
             if self.tails.is_tail(addr):
                 self.open[-1] = (ra, call_sp, func.start)
-                self.emit(TailCall(self.time, ra, addr, sp, self.entry_args.read()))
+                self.emit(TailCall(self.time, ra, addr, sp, self.entry_args.read(func.start)))
             return
         if self.open and self.open[-1][1] == call_sp:
             self.open.pop()  # a frame at this very level is over (left without a return)
         self.tails.called(addr)
         self.open.append((ra, call_sp, func.start))
-        self.emit(Call(self.time, ra, addr, call_sp, ra, self.entry_args.read()))
+        self.emit(Call(self.time, ra, addr, call_sp, ra, self.entry_args.read(func.start)))
 
     def _resolve(self, p: Pending, target: int) -> None:
         if p.site.kind is SiteKind.ENTRY:
@@ -158,4 +159,4 @@ class EntryBackend(Int3Backend):
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
-    return EntryBackend(image, cpu, hooks, emit, options.max_args)
+    return EntryBackend(image, cpu, hooks, emit, options.call_types)

@@ -43,6 +43,7 @@ from unicorn import unicorn_const as ucc
 from emutrace.backends import BackendOptions
 from emutrace.backends.int3 import Armed, Int3Backend
 from emutrace.discover import Function, Site
+from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
@@ -77,13 +78,13 @@ class HwbpBackend(Int3Backend):
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], slots: int | None = None,
-                 max_args: int = 4) -> None:
+                 types: CallTypes | None = None) -> None:
         hardware = image.isa.debug_hardware
         self.slots = slots if slots is not None else hardware.slots
         self.slot_kind = hardware.kind
         self.slot_hooks: dict[int, list[int]] = {}  # function → its hooks (installed)
         self.in_use: dict[int, int] = {}  # armed function → slots it programs
-        super().__init__(image, cpu, hooks, emit, "strict", max_args, delivery="hook")
+        super().__init__(image, cpu, hooks, emit, "strict", types, delivery="hook")
         self.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
 
     def _arm(self, func: Function | None) -> None:
@@ -141,4 +142,4 @@ class HwbpBackend(Int3Backend):
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> HwbpBackend:
-    return HwbpBackend(image, cpu, hooks, emit, options.hw_slots, options.max_args)
+    return HwbpBackend(image, cpu, hooks, emit, options.hw_slots, options.call_types)

@@ -39,11 +39,13 @@ from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
+from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind, Insn
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.values import Value
 
 
 @dataclass
@@ -59,7 +61,7 @@ class Pending:
     site: Site
     time: int
     sp: int
-    args: tuple[int, ...]
+    args: tuple[Value, ...]
     fallthrough: int
 
 
@@ -67,7 +69,8 @@ class Int3Backend:
     name = "int3"
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
-                 emit: Callable[[Event], None], cleanup: str = "lazy", max_args: int = 4,
+                 emit: Callable[[Event], None], cleanup: str = "lazy",
+                 types: CallTypes | None = None,
                  delivery: str | None = None) -> None:
         if cleanup not in ("lazy", "strict"):
             raise ValueError(f"cleanup policy {cleanup!r}: lazy or strict")
@@ -85,7 +88,10 @@ class Int3Backend:
         self.bp_intnos = {b.intno for b in working}
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
-        self.args = ArgReader(cpu, max_args)
+        # values are read when a transfer is resolved: the CPU stands at the callee's entry
+        # (after any delay slot), or at the return's target with the result in place
+        self.args = ArgReader(cpu, types or CallTypes(isa, image.path, self.discovery.symbols,
+                                                      image.bias), at_entry=True)
         self.delay = self.decoder.cls.delay_bytes
         self.armed: dict[int, Armed] = {}
         self.armed_funcs: dict[int, Function] = {}
@@ -218,10 +224,7 @@ class Int3Backend:
 
     def _pending(self, site: Site) -> Pending:
         cpu = self.cpu
-        args: tuple[int, ...] = ()
-        if site.kind is not SiteKind.RETURN:  # a call, or a jump that may be a tail call
-            args = self.args.read()
-        return Pending(site, self.time, cpu.reg_read(self.sp_reg), args,
+        return Pending(site, self.time, cpu.reg_read(self.sp_reg), (),
                        site.addr + site.size + (self.delay if site.delay_slot else 0))
 
     def _on_trap(self, intno: int) -> bool:
@@ -320,7 +323,8 @@ class Int3Backend:
         current = here.func if here is not None else None
         if site.kind is SiteKind.CALL:
             self.tails.called(target)
-            self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough, p.args))
+            self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
+                           self.args.read(target)))
             callee = self._function(target)
             if self.strict and current is not None and (callee is None
                                                          or callee.start != current):
@@ -330,7 +334,7 @@ class Int3Backend:
             self._arm(callee)
         elif site.kind is SiteKind.RETURN:
             self.tails.returned()
-            self.emit(Return(p.time, site.addr, p.sp, self.cpu.reg_read(self.ret_reg), target))
+            self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
             if self.strict:
                 caller = self._caller(target)
                 if current is not None and (caller is None or caller.start != current):
@@ -347,7 +351,7 @@ class Int3Backend:
             if callee is None or current is None:
                 return  # out of the image
             if self.tails.is_tail(target):
-                self.emit(TailCall(p.time, site.addr, target, p.sp, p.args))
+                self.emit(TailCall(p.time, site.addr, target, p.sp, self.args.read(target)))
             if self.chain and self.strict:
                 self.chain[-1] = callee
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
@@ -377,4 +381,4 @@ class Int3Backend:
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> Int3Backend:
-    return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.max_args)
+    return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)

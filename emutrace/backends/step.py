@@ -18,6 +18,7 @@ from unicorn import unicorn_const as ucc
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
+from emutrace.discover.callabi import CallTypes
 from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
@@ -25,6 +26,7 @@ from emutrace.isa.base import NO_FLOW, Flow, FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.values import Value
 
 
 @dataclass
@@ -34,7 +36,7 @@ class Pending:
     fallthrough: int
     time: int
     sp: int
-    args: tuple[int, ...]
+    args: tuple[Value, ...]
     countdown: int  # instructions still to run before the effect (delay slots)
     conditional: bool = False
 
@@ -43,7 +45,7 @@ class StepBackend:
     name = "step"
 
     def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
-                 max_args: int = 4) -> None:
+                 types: CallTypes | None = None) -> None:
         self.image = image
         self.cpu = cpu
         self.emit = emit
@@ -52,7 +54,9 @@ class StepBackend:
         self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
         self.delay = self.cls.delay_bytes
         regs = image.isa.registers
-        self.args = ArgReader(cpu, max_args)
+        # values are read when a transfer resolves: at the callee's first instruction, or
+        # at the return's target
+        self.args = ArgReader(cpu, types or CallTypes.for_image(image), at_entry=True)
         self.sp_reg, self.ret_reg = regs.sp, regs.retval
         self.time = 0
         self.pending: Pending | None = None
@@ -92,7 +96,7 @@ class StepBackend:
         if flow.kind is FlowKind.NONE or flow.kind is FlowKind.STOP:
             return
         cpu = self.cpu
-        args = self.args.read() if flow.kind is FlowKind.CALL else ()
+        args: tuple[Value, ...] = ()
         self.pending = Pending(flow.kind, addr, addr + length + self.delay, time,
                                cpu.reg_read(self.sp_reg), args, 1 if self.delay else 0,
                                flow.conditional)
@@ -101,14 +105,14 @@ class StepBackend:
         if p.kind is FlowKind.CALL:
             self.stats["calls"] += 1
             self.tails.called(pc)
-            self.emit(Call(p.time, p.site, pc, p.sp, p.fallthrough, p.args))
+            self.emit(Call(p.time, p.site, pc, p.sp, p.fallthrough, self.args.read(pc)))
         elif p.kind is FlowKind.RETURN:
             self.stats["returns"] += 1
             self.tails.returned()
-            self.emit(Return(p.time, p.site, p.sp, self.cpu.reg_read(self.ret_reg), pc))
+            self.emit(Return(p.time, p.site, p.sp, self.args.read_return(p.site), pc))
         elif self.tails.is_tail(pc):
             self.stats["tail_calls"] += 1
-            self.emit(TailCall(p.time, p.site, pc, p.sp))
+            self.emit(TailCall(p.time, p.site, pc, p.sp, self.args.read(pc)))
 
     def finish(self) -> int:
         self.stats["steps"] = self.time
@@ -120,4 +124,4 @@ class StepBackend:
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> StepBackend:
-    return StepBackend(image, cpu, emit, options.max_args)
+    return StepBackend(image, cpu, emit, options.call_types)

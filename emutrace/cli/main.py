@@ -27,10 +27,11 @@ class Command(Protocol):
 
 def commands() -> list[Command]:
     from emutrace.cli.bench import BenchCommand
+    from emutrace.cli.diff import DiffCommand
     from emutrace.cli.info import InfoCommand
     from emutrace.cli.run import RunCommand
 
-    return [RunCommand(), InfoCommand(), BenchCommand()]
+    return [RunCommand(), InfoCommand(), BenchCommand(), DiffCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from emutrace.backends import BACKENDS
-from emutrace.discover.prototypes import parameter_counts
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.session import Process, RunConfig, RunResult
@@ -42,8 +41,8 @@ class RunCommand:
                        help="hide FUNC and what it calls (repeatable)")
         g.add_argument("-D", "--depth", type=int, metavar="N", help="show N levels at most")
         g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
-                       help="show the first N arguments of FUNC (default: the count from "
-                            "DWARF, else 4; repeatable)")
+                       help="show the first N arguments of FUNC (default: its prototype from "
+                            "DWARF or the libc table, else 4 integer words; repeatable)")
         g.add_argument("--start", default="main", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main)")
         p.add_argument("--root", default="/", metavar="DIR",
@@ -69,7 +68,8 @@ class RunCommand:
         config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
                            allow_write=args.allow_write, max_insns=args.max_insns,
                            timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
-                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer)
+                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
+                           arg_counts=args.arg_counts)
         result = Process(config).run()
         if args.backend != "none":
             write_trace(result, args)  # before the report: a crash keeps what was recorded
@@ -104,9 +104,6 @@ def report(result: RunResult) -> None:
         print(f"emutrace: call stack: {names}", file=sys.stderr)
 
 
-DEFAULT_SHOWN_ARGS = 4  # a function without DWARF or -A
-
-
 def parse_arg_specs(specs: list[str]) -> dict[str, int]:
     """`-A FUNC@argN`: show N arguments of FUNC (uftrace's spelling of an argument)."""
     out = {}
@@ -126,12 +123,10 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
         return func.name if func is not None else f"{addr:#x}"
 
     start = args.start if symbols.by_name(args.start) is not None else None
-    counts = parameter_counts(result.image.path)
-    counts.update(args.arg_counts)
     options = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
-                            arg_counts=counts, default_args=DEFAULT_SHOWN_ARGS)
+                            arg_counts=args.arg_counts)  # the backend read the rest
     text = replay_text(result.records, name, options)
     if args.output:
         with open(args.output, "w") as out:

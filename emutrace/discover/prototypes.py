@@ -1,33 +1,258 @@
-"""How many arguments each function takes, from DWARF (pure: pyelftools, no emulator).
+"""Function prototypes: the C type of each parameter and of the return value (pure:
+pyelftools, no emulator).
 
-Only definitions count (DW_TAG_subprogram with a name and code); the number is that of its
-DW_TAG_formal_parameter children (a varargs function: its fixed parameters).  A binary
-without DWARF gives an empty table and the trace shows a default number of arguments.
+Two sources, in this order of trust:
+
+* DWARF (`read_prototypes`): every defined function (DW_TAG_subprogram with a name and
+  code), its DW_TAG_formal_parameter children and its DW_AT_type, with typedefs and
+  const/volatile stripped.  GCC describes plain `char` as DW_ATE_signed_char or
+  DW_ATE_unsigned_char as the target ABI has it, so DWARF carries `char`'s signedness.
+* The bundled libc table (`libc_prototypes`, file `libc_prototypes.txt` beside this module):
+  common C library functions by symbol name, for programs without DWARF (glibc's static
+  archive carries none).  Its `char` takes the ISA's signedness (`CValues.char_signed`).
+
+A type is a `CType` whose `kind` is one of `trace.values` kinds (int, uint, char, uchar,
+bool, enum, ptr, str, buf, float, struct, oct, hex) or `void`.  The program's *own* functions — what
+`emutrace diff` compares by default — are the ones defined in a compile unit whose source
+is not a system path (`is_system_source`) and not assembler.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from importlib import resources
+
 from elftools.common.exceptions import ELFError
+from elftools.dwarf.die import DIE
 from elftools.elf.elffile import ELFFile
 
 
-def parameter_counts(path: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
+@dataclass(frozen=True)
+class CType:
+    kind: str  # a trace.values kind, or "void"
+    size: int  # bytes (0: void or unknown)
+    name: str = ""
+    enumerators: tuple[tuple[int, str], ...] = ()  # enum: (value, name)
+    members: tuple[tuple[str, int, CType], ...] = ()  # struct: (name, byte offset, type)
+    is_union: bool = False
+
+
+VOID = CType("void", 0, "void")
+
+
+@dataclass(frozen=True)
+class Prototype:
+    params: tuple[CType, ...]
+    ret: CType  # VOID when the function returns nothing
+    variadic: bool = False
+    names: tuple[str, ...] = ()  # parameter names where known
+
+
+@dataclass
+class ProgramTypes:
+    """What DWARF says about a program's functions."""
+
+    by_addr: dict[int, Prototype] = field(default_factory=dict)  # link address → prototype
+    by_name: dict[str, Prototype] = field(default_factory=dict)
+    own: set[str] = field(default_factory=set)  # functions of the program's own sources
+
+
+# DW_ATE_* base type encodings (DWARF 5 §5.1, table 5.2)
+_ATE = {0x2: "bool", 0x4: "float", 0x5: "int", 0x6: "char", 0x7: "uint", 0x8: "uchar",
+        0x10: "uint"}
+_QUALIFIERS = ("DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
+               "DW_TAG_restrict_type", "DW_TAG_atomic_type")
+# DW_LANG_Mips_Assembler (DWARF 5 §7.12): the CUs `as -g` writes
+_ASSEMBLER = 0x8001
+# where system headers and the C library's sources live: not the program's own code
+_SYSTEM_PREFIXES = ("/usr/", "/build/", "/lib/", "/opt/", "../sysdeps/", "./sysdeps/")
+
+
+def is_system_source(name: str, comp_dir: str) -> bool:
+    """A compile unit that belongs to the system (the C library, its start files), not to
+    the program: its source or build directory is a system path or a glibc source tree."""
+    path = name if name.startswith("/") else f"{comp_dir.rstrip('/')}/{name}"
+    return (name.startswith(_SYSTEM_PREFIXES) or path.startswith(_SYSTEM_PREFIXES)
+            or "/glibc" in path or "/sysdeps/" in path or "/csu/" in path)
+
+
+def _text(die: DIE, attr: str) -> str:
+    a = die.attributes.get(attr)
+    if a is None:
+        return ""
+    v = a.value
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+class _TypeReader:
+    def __init__(self) -> None:
+        self.cache: dict[int, CType] = {}
+
+    def of(self, die: DIE | None, depth: int = 0) -> CType:
+        if die is None:
+            return VOID
+        got = self.cache.get(die.offset)
+        if got is None:
+            got = self.cache[die.offset] = self._read(die, depth)
+        return got
+
+    @staticmethod
+    def _target(die: DIE) -> DIE | None:
+        return die.get_DIE_from_attribute("DW_AT_type") if "DW_AT_type" in die.attributes \
+            else None
+
+    def _read(self, die: DIE, depth: int) -> CType:
+        while die.tag in _QUALIFIERS:
+            target = self._target(die)
+            if target is None:
+                return VOID
+            die = target
+        size = die.attributes["DW_AT_byte_size"].value \
+            if "DW_AT_byte_size" in die.attributes else 0
+        name = _text(die, "DW_AT_name")
+        if die.tag == "DW_TAG_base_type":
+            kind = _ATE.get(die.attributes["DW_AT_encoding"].value, "hex")
+            return CType(kind, size, name)
+        if die.tag == "DW_TAG_enumeration_type":
+            values = tuple((int(c.attributes["DW_AT_const_value"].value), _text(c, "DW_AT_name"))
+                           for c in die.iter_children() if c.tag == "DW_TAG_enumerator")
+            return CType("enum", size or 4, name, enumerators=values)
+        if die.tag in ("DW_TAG_pointer_type", "DW_TAG_reference_type"):
+            pointee = self._target(die)
+            const = False
+            while pointee is not None and pointee.tag in _QUALIFIERS:
+                const = const or pointee.tag == "DW_TAG_const_type"
+                pointee = self._target(pointee)
+            if pointee is not None and pointee.tag == "DW_TAG_base_type" and \
+                    pointee.attributes["DW_AT_encoding"].value in (0x6, 0x8) and \
+                    pointee.attributes["DW_AT_byte_size"].value == 1:
+                # `const char *`: a string; `char *`: maybe a buffer to fill ("buf")
+                return CType("str", size, "const char *") if const else \
+                    CType("buf", size, "char *")
+            return CType("ptr", size, "*")
+        if die.tag in ("DW_TAG_structure_type", "DW_TAG_union_type"):
+            members = []
+            if depth < 2:
+                for m in die.iter_children():
+                    if m.tag != "DW_TAG_member" or "DW_AT_bit_size" in m.attributes:
+                        continue
+                    loc = m.attributes.get("DW_AT_data_member_location")
+                    off = loc.value if loc is not None and isinstance(loc.value, int) else 0
+                    members.append((_text(m, "DW_AT_name"), off,
+                                    self.of(self._target(m), depth + 1)))
+            return CType("struct", size, name, members=tuple(members),
+                         is_union=die.tag == "DW_TAG_union_type")
+        if die.tag == "DW_TAG_array_type":  # (a struct member: arguments decay)
+            elem = self.of(self._target(die), depth + 1)
+            count = 1
+            for sub in die.iter_children():
+                if sub.tag != "DW_TAG_subrange_type":
+                    continue
+                if "DW_AT_count" in sub.attributes:
+                    count *= int(sub.attributes["DW_AT_count"].value)
+                elif "DW_AT_upper_bound" in sub.attributes:
+                    count *= int(sub.attributes["DW_AT_upper_bound"].value) + 1
+                else:
+                    count = 0
+            return CType("array", size or count * elem.size, name, members=(("", 0, elem),))
+        if die.tag == "DW_TAG_unspecified_type":
+            return VOID
+        return CType("hex", size, name)  # arrays, function types: raw words
+
+
+def read_prototypes(path: str) -> ProgramTypes:
+    """Every function DWARF defines in the file at `path`; empty without DWARF."""
+    out = ProgramTypes()
+    types = _TypeReader()
     try:
         with open(path, "rb") as f:
             elf = ELFFile(f)
             if not elf.has_dwarf_info():
-                return counts
+                return out
             for cu in elf.get_dwarf_info().iter_CUs():
+                top = cu.get_top_DIE()
+                lang = top.attributes.get("DW_AT_language")
+                own = not is_system_source(_text(top, "DW_AT_name"), _text(top, "DW_AT_comp_dir")) \
+                    and (lang is None or lang.value != _ASSEMBLER)
                 for die in cu.iter_DIEs():
                     if die.tag != "DW_TAG_subprogram" or "DW_AT_low_pc" not in die.attributes:
                         continue
-                    name = die.attributes.get("DW_AT_name")
-                    if name is None:
+                    name = _text(die, "DW_AT_name")
+                    if not name:
                         continue
-                    counts[name.value.decode(errors="replace")] = sum(
-                        1 for child in die.iter_children()
-                        if child.tag == "DW_TAG_formal_parameter")
-    except (ELFError, OSError, KeyError, ValueError, AttributeError):
-        return counts  # unreadable DWARF: the default applies
-    return counts
+                    params, names, variadic = [], [], False
+                    for child in die.iter_children():
+                        if child.tag == "DW_TAG_formal_parameter":
+                            params.append(types.of(types._target(child)))
+                            names.append(_text(child, "DW_AT_name"))
+                        elif child.tag == "DW_TAG_unspecified_parameters":
+                            variadic = True
+                    proto = Prototype(tuple(params), types.of(types._target(die)), variadic,
+                                      tuple(names))
+                    out.by_addr[die.attributes["DW_AT_low_pc"].value] = proto
+                    out.by_name.setdefault(name, proto)
+                    if own:
+                        out.own.add(name)
+    except (ELFError, OSError, KeyError, ValueError, AttributeError, TypeError):
+        return ProgramTypes()  # unreadable DWARF: the defaults apply
+    return out
+
+
+def parameter_counts(path: str) -> dict[str, int]:
+    """How many parameters each DWARF-described function declares."""
+    return {name: len(p.params) for name, p in read_prototypes(path).by_name.items()}
+
+
+# ---------------------------------------------------------------- the libc table
+
+def _table_type(spec: str, word: int, char_signed: bool) -> CType:
+    """A type word of libc_prototypes.txt (see the file's header)."""
+    sizes = {"int": 4, "uint": 4, "long": word, "ulong": word, "size": word, "ssize": word,
+             "char": 1, "ptr": word, "str": word, "double": 8, "float": 4, "bool": 1,
+             "llong": 8, "ullong": 8}
+    kinds = {"int": "int", "uint": "uint", "long": "int", "ulong": "uint", "size": "uint",
+             "ssize": "int", "char": "char" if char_signed else "uchar", "ptr": "ptr",
+             "str": "str", "double": "float", "float": "float", "bool": "bool",
+             "llong": "int", "ullong": "uint", "hex": "hex", "oct": "oct"}
+    if spec == "void":
+        return VOID
+    if spec == "oct":
+        return CType("oct", 4, "mode_t")
+    if spec not in kinds:
+        raise ValueError(f"libc_prototypes.txt: unknown type {spec!r}")
+    return CType(kinds[spec], sizes.get(spec, word), spec)
+
+
+def libc_prototypes(word: int, char_signed: bool) -> dict[str, Prototype]:
+    """The bundled table for an ISA of `word`-byte words and the given `char` signedness."""
+    out: dict[str, Prototype] = {}
+    text = resources.files("emutrace.discover").joinpath("libc_prototypes.txt").read_text()
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        ret, _, rest = line.partition(" ")
+        names, _, params = rest.partition("(")
+        params = params.rstrip(")").strip()
+        words = [p.strip() for p in params.split(",")] if params else []
+        variadic = bool(words) and words[-1] == "..."
+        if variadic:
+            words.pop()
+        proto = Prototype(tuple(_table_type(w, word, char_signed) for w in words),
+                          _table_type(ret, word, char_signed), variadic)
+        for name in names.split("|"):
+            out[name.strip()] = proto
+    return out
+
+
+def lookup(table: dict[str, Prototype], name: str) -> Prototype | None:
+    """The table's prototype for a symbol name: exact, else the longest `prefix*` entry."""
+    got = table.get(name)
+    if got is not None:
+        return got
+    best = None
+    for key, proto in table.items():
+        if key.endswith("*") and name.startswith(key[:-1]) and \
+                (best is None or len(key) > len(best[0])):
+            best = (key, proto)
+    return best[1] if best is not None else None

@@ -9,6 +9,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -170,7 +171,20 @@ def simulate_aarch64(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
 # ---------------------------------------------------------------- capabilities
 HWCAP_FP, HWCAP_ASIMD = 1 << 0, 1 << 1  # asm/hwcap.h; no CPUID bit: glibc never reads MIDR
 
+# ---------------------------------------------------------------- C values
+# AAPCS64 §10.1 (Arm C/C++ language mappings): char is unsigned; §6.8.2: float/double in
+# v0-v7 (s/d views: the low 32/64 bits), results in v0; a composite of up to 16 bytes in
+# x registers, larger ones by reference (B.4: a pointer to a caller's copy).  HFAs (structs
+# of floats in v registers) are not decoded.  Composite results up to 16 bytes in x0:x1,
+# larger ones in memory at the address the caller passes in x8 (§6.9).
+C_VALUES = CValues(char_signed=False,
+                   fp_args=("d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"),
+                   fp_retval="d0", struct_in_slots=16, struct_large="ref",
+                   retval_hi="x1", struct_ret_in_regs=16, sret_reg="x8")
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -297,7 +298,23 @@ HWCAP = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 
 HWCAP |= (1 << 17) | (1 << 18)
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# AAPCS (IHI 0042) §8.1: char is unsigned; §6.1.2 VFP variant (Debian armhf): floats in
+# s0-s15 (back-filled), doubles in d0-d7, results in s0/d0; §6.5 C.3: a doubleword scalar
+# starts at an even core register (r0:r1, r2:r3), 64-bit results in r0:r1; a struct of any
+# size goes in r0-r3 then on the stack, its words as in memory.  §6.4.1: a variadic
+# function uses the base standard: floats and doubles (results too) in core registers.
+# §6.5 (result return): a composite up to 4 bytes in r0, larger ones in memory at r0.
+C_VALUES = CValues(char_signed=False,
+                   fp_args=("d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"),
+                   fp_single_args=tuple(f"s{i}" for i in range(16)),
+                   fp_retval="d0", retval_hi="r1", pair_aligned=True,
+                   struct_in_slots=1 << 16, variadic_core_only=True,
+                   struct_ret_in_regs=4)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

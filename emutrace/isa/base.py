@@ -93,6 +93,47 @@ class Registers:
     general: tuple[str, ...] = ()  # registers the conformance suite round-trips
 
 
+@dataclass(frozen=True)
+class CValues:
+    """How C values other than integer words travel in a call (the integer argument
+    registers and stack slots are `Registers`): `char`'s signedness, floating-point
+    argument and result registers, 64-bit scalars on 32-bit ISAs, structs by value.
+    Read by `backends/args.py`; every field cites its ABI in the ISA module."""
+
+    char_signed: bool  # plain `char` is signed
+    fp_args: tuple[str, ...] = ()  # FP argument registers in order (a double each)
+    fp_retval: str | None = None  # FP result register
+    # where a `float` sits in an FP register: "low32" (the low 32 bits), "high32" (s390x:
+    # the leftmost 32 bits of the 64-bit register), "double" (Power: FPRs hold floats in
+    # double format)
+    fp_single: str = "low32"
+    # ARM VFP: floats take single registers s0-s15 (back-filled), doubles d0-d7
+    fp_single_args: tuple[str, ...] = ()
+    fp_shadow: bool = False  # an FP argument also uses the integer slots of its size
+    fp_leading_only: bool = False  # FP registers only for FP args before any integer one
+    fp_pair: tuple[str, ...] = ()  # MIPS FR=0: the register with a double's high word
+    fp_retval_high: str | None = None  # MIPS FR=0: the result's high word register
+    fp_x87: bool = False  # the FP result is x87 st(0) (80-bit extended)
+    # the second integer result register (in memory order: a 64-bit scalar's 2nd word on
+    # 32-bit ISAs, a two-word struct's second word)
+    retval_hi: str | None = None
+    # structs up to this many bytes are returned in retval(/retval_hi); larger ones in
+    # memory the caller provides, its address a hidden first argument (in the first
+    # integer slot, or in `sret_reg`)
+    struct_ret_in_regs: int = 0
+    sret_reg: str | None = None
+    pair_aligned: bool = False  # a 64-bit scalar starts at an even slot (register pair)
+    # structs by value: up to struct_in_slots bytes travel in consecutive integer slots
+    # (their bytes as the words lie in memory); larger ones: struct_large ("ref": a
+    # pointer to a copy in one slot; "stack": copied onto the stack, not shown)
+    struct_in_slots: int = 0
+    struct_large: str = "ref"
+    struct_scalar: bool = False  # s390x: 1/2/4/8-byte structs as an integer, others "ref"
+    # a variadic function takes and returns floats in integer registers (ARM: the base
+    # procedure call standard, not the VFP variant)
+    variadic_core_only: bool = False
+
+
 # ---------------------------------------------------------------- syscalls
 
 
@@ -290,6 +331,8 @@ class Isa:
     # the effect of a call/return/jump whose bytes a breakpoint displaced (uprobes'
     # simulate-insn): sets registers and memory, returns the next PC; None: not simulated
     simulate: Simulator | None = None
+    # how C values beyond integer words travel in calls (typed arguments)
+    c_values: CValues = CValues(char_signed=True)
 
     @property
     def name(self) -> str:

@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     GuestError,
@@ -130,7 +131,17 @@ def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# SysV i386 psABI 1.1 §2.2: char is signed; every argument on the stack in 4-byte slots
+# (a double in two, a struct in ceil(size/4)); float/double results in x87 %st(0), 64-bit
+# integer results in %edx:%eax; a struct result in memory, its address a hidden first
+# stack argument.
+C_VALUES = CValues(char_signed=True, fp_retval="st0", fp_x87=True, retval_hi="edx",
+                   struct_in_slots=1 << 16, struct_ret_in_regs=0)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

@@ -6,6 +6,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -136,7 +137,21 @@ def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# SysV MIPS psABI (o32) ch. 3, hard-float (Debian mips/mipsel): char is signed; every
+# argument owns 4-byte slots of the argument area (a0-a3, then the stack); only leading
+# float/double arguments travel in $f12 and $f14 (their slots stay unused), later ones in
+# the integer slots; with FR=0 a double fills an even/odd pair ($f12 low word, $f13 high
+# word); results in $f0(/$f1) and v0:v1; 64-bit scalars start at an even slot; a struct's
+# words go in the slots as in memory; a struct result in memory at a hidden first argument.
+C_VALUES = CValues(char_signed=True, fp_args=("f12", "f14"), fp_pair=("f13", "f15"),
+                   fp_retval="f0", fp_retval_high="f1", fp_shadow=True,
+                   fp_leading_only=True, retval_hi="v1", pair_aligned=True, struct_ret_in_regs=0,
+                   struct_in_slots=1 << 16)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -199,7 +200,19 @@ RESET = (
 HWCAP = 0x80000000 | 0x08000000 | 0x04000000
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# Power Architecture 32-bit ABI Supplement 1.0 (SVR4 PowerPC): char is unsigned;
+# float/double in f1-f8 (floats in double format), results in f1; long long in an aligned
+# register pair (r3:r4, r5:r6, ...), results in r3:r4; every struct by reference (a pointer
+# to a caller's copy), struct results in memory at a hidden first argument (GCC's Linux
+# default, -maix-struct-return).
+C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 9)),
+                   fp_retval="fpr1", fp_single="double", retval_hi="r4", pair_aligned=True,
+                   struct_in_slots=0, struct_large="ref", struct_ret_in_regs=0)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

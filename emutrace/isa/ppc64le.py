@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -110,7 +111,19 @@ HWCAP = 0x80000000 | 0x40000000 | 0x08000000 | 0x04000000
 HWCAP2 = 0x80000000
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# 64-Bit ELF V2 ABI (OpenPOWER) §2.2.4: char is unsigned; float/double in f1-f13 (floats
+# in double format), results in f1; every argument also owns a doubleword of the parameter
+# save area, so an FP argument skips a general register; aggregates go in r3-r10 then the
+# save area, their doublewords as in memory; aggregate results up to 16 bytes in r3:r4,
+# larger ones in memory at a hidden first argument.  Homogeneous float aggregates not decoded.
+C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 14)),
+                   fp_retval="fpr1", fp_single="double", fp_shadow=True,
+                   struct_in_slots=1 << 16, retval_hi="r4", struct_ret_in_regs=16)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

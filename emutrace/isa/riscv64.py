@@ -5,6 +5,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -167,7 +168,17 @@ RESET = (
 HWCAP = sum(1 << (ord(c) - ord("a")) for c in "imafdc")
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# RISC-V ELF psABI (LP64D) §2.2-2.4: char is unsigned; float/double in fa0-fa7 (a float
+# NaN-boxed in the low 32 bits), results in fa0; a struct of up to 2*XLEN bytes in integer
+# registers, larger ones by reference; results alike (a0:a1, else memory at a hidden a0).
+C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fa{i}" for i in range(8)),
+                   fp_retval="fa0", struct_in_slots=16, struct_large="ref",
+                   retval_hi="a1", struct_ret_in_regs=16)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

@@ -6,6 +6,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -212,7 +213,18 @@ RESET = (
 HWCAP = 1 | 2 | 4 | 8 | 16 | 32 | 256 | 512
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# s390x ELF ABI Supplement §1.2.3 (Parameter passing): char is unsigned; float/double in
+# f0, f2, f4, f6 (a float in the leftmost 32 bits), results in f0; a struct of 1, 2, 4 or 8
+# bytes as an integer of that size, any other by reference; every struct result in memory
+# at a hidden first argument (§1.2.4).
+C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retval="f0",
+                   fp_single="high32", struct_scalar=True, struct_large="ref",
+                   struct_ret_in_regs=0)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

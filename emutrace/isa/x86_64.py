@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     Capability,
     Classifiers,
     CpuPort,
+    CValues,
     DebugHardware,
     Engines,
     Flow,
@@ -212,7 +213,20 @@ def arch_prctl(cpu: CpuPort, args: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- capabilities
+# ---------------------------------------------------------------- C values
+# SysV AMD64 psABI 1.0 §3.2.3: char is signed (Fig. 3.1); float/double arguments in
+# %xmm0-%xmm7, results in %xmm0 (low 32/64 bits); a struct of up to 16 bytes of INTEGER
+# class in general registers (its eightbytes in order), larger ones MEMORY (copied to the
+# stack, not shown); structs up to 16 bytes return in %rax:%rdx, larger ones in memory
+# whose address is a hidden first argument (%rdi).
+C_VALUES = CValues(char_signed=True,
+                   fp_args=("xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7"),
+                   fp_retval="xmm0", struct_in_slots=16, struct_large="stack",
+                   retval_hi="rdx", struct_ret_in_regs=16)
+
+
 ISA = Isa(
+    c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

@@ -17,8 +17,12 @@ Conventions every backend keeps (the shadow stack's non-local-exit rules rely on
 * `return_addr` of a `Call` is where the callee will return to (the instruction after the
   call, or after its delay slot).  `target` of a `Return`, when the backend knows it (the
   link register or the word at sp), is where that return goes; `None` when unknown.
-* `args` are the raw argument-register words (unsigned, as read), as many as the backend
-  chose to read; `retval` is the raw return-value register word (`None`: not read).
+* `args` are the call's arguments as `trace.values.Value`s, captured by the backend at the
+  event (`backends/args.py`): typed by the callee's prototype (DWARF, else the bundled libc
+  table) where there is one, else the first N integer argument words (`auto`; N = 4 or
+  `-A FUNC@argN`).  `retval` is the result as a `Value` (`None`: not read, or the function
+  returns void).  Tests and older producers may still put plain `int` words here;
+  `values.as_value` reads both.
 
 Records (shadow stack → formatters): `Entry` and `Exit`, properly nested — every `Entry` has
 exactly one later `Exit` at the same depth, and depth 0 is the outermost traced frame.
@@ -28,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from emutrace.trace.values import Value
+
 
 @dataclass(frozen=True, slots=True)
 class Call:
@@ -36,7 +42,7 @@ class Call:
     target: int
     sp: int
     return_addr: int
-    args: tuple[int, ...] = ()
+    args: tuple[Value | int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +51,7 @@ class TailCall:
     site_addr: int
     target: int
     sp: int
-    args: tuple[int, ...] = ()
+    args: tuple[Value | int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +59,7 @@ class Return:
     time: int
     site_addr: int
     sp: int
-    retval: int | None = None
+    retval: Value | int | None = None
     target: int | None = None
 
 
@@ -65,7 +71,7 @@ class Entry:
     time: int
     depth: int
     func: int
-    args: tuple[int, ...] = ()
+    args: tuple[Value | int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +84,7 @@ class Exit:
     time: int
     depth: int
     func: int
-    retval: int | None
+    retval: Value | int | None
     duration: int
     unwound: bool = False
     at_exit: bool = False

@@ -63,6 +63,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return, TailCall
+from emutrace.trace.values import Value
 
 
 @dataclass(slots=True)
@@ -118,11 +119,11 @@ class ShadowStack:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _push(self, frame: Frame, args: tuple[int, ...], out: list[Record]) -> None:
+    def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record]) -> None:
         out.append(Entry(frame.entry_time, len(self.frames), frame.func, args))
         self.frames.append(frame)
 
-    def _pop(self, time: int, retval: int | None, out: list[Record], *, unwound: bool,
+    def _pop(self, time: int, retval: Value | int | None, out: list[Record], *, unwound: bool,
              at_exit: bool = False) -> Frame:
         frame = self.frames.pop()
         if unwound:

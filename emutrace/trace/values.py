@@ -12,12 +12,20 @@ auto       uftrace's "auto" integer format (`format_auto`)          —
 int        signed decimal of `bits`                                 —
 uint       unsigned decimal of `bits`                               —
 hex        lowercase hex with 0x                                    —
-char       a C character literal (`'a'`, `'\\xc8'`)                 —
+char       a signed char: printable ASCII as a literal (`'a'`),     —
+           else signed decimal (`-56`)
+uchar      an unsigned char: `'a'`, else unsigned decimal (`200`)    —
 bool       `true` / `false`                                         —
 enum       the enumerator's name, else signed decimal               enumerator name or None
 ptr        hex, `0` for NULL                                        —
 str        a C string literal, bounded and escaped; hex when None   the string read, or None
-float      Python's shortest repr of the IEEE-754 value             —
+           (`0` for NULL)
+buf        a non-const `char *` (maybe a buffer the callee       the string read, or None
+           fills): shown as `str`; `emutrace diff` compares it
+           as a pointer
+float      the shortest decimal that reads back to the same IEEE    —
+           value of its width (32: float, 64: double)
+oct        octal with a leading 0 (file modes)                      —
 struct     the members as the ABI passed them                       rendered members
 =========  ======================================================  ===========================
 
@@ -32,7 +40,8 @@ from __future__ import annotations
 import struct as _struct
 from dataclasses import dataclass
 
-KINDS = ("auto", "int", "uint", "hex", "char", "bool", "enum", "ptr", "str", "float", "struct")
+KINDS = ("auto", "int", "uint", "hex", "char", "uchar", "bool", "enum", "ptr", "str", "float",
+         "struct", "oct", "buf")
 STRING_LIMIT = 64  # characters of a `char *` shown (uftrace shows whole strings; bounded here)
 
 
@@ -97,6 +106,19 @@ def _float(raw: int, bits: int) -> float:
     return float(_struct.unpack("<d", (raw & (1 << 64) - 1).to_bytes(8, "little"))[0])
 
 
+def _shortest(raw: int, bits: int) -> str:
+    """The shortest decimal that reads back to the same float of this width (Python's repr
+    does it for doubles; a float32 tries 6 to 9 significant digits, FLT_DECIMAL_DIG = 9)."""
+    value = _float(raw, bits)
+    if bits != 32 or value != value or value in (float("inf"), float("-inf")):
+        return repr(value)
+    for digits in range(6, 10):
+        text = f"{value:.{digits}g}"
+        if _struct.pack("<f", float(text)) == _struct.pack("<f", value):
+            return repr(float(text))
+    return repr(value)
+
+
 def render(v: Value) -> str:
     """How the text replay shows a value (see the table above)."""
     kind, bits = v.kind, v.bits
@@ -106,18 +128,25 @@ def render(v: Value) -> str:
         return str(v.signed())
     if kind == "uint":
         return str(v.raw & ((1 << bits) - 1))
-    if kind == "char":
-        return quote_c(chr(v.raw & 0xFF), quote="'")
+    if kind in ("char", "uchar"):
+        code = v.raw & 0xFF
+        if 0x20 <= code < 0x7F:
+            return quote_c(chr(code), quote="'")
+        return str(code - 0x100 if kind == "char" and code >= 0x80 else code)
     if kind == "bool":
         return "true" if v.raw else "false"
     if kind == "enum":
         return v.text if v.text is not None else str(v.signed())
     if kind == "ptr":
         return "0" if v.raw == 0 else f"{v.raw:#x}"
-    if kind == "str":
-        return quote_c(v.text) if v.text is not None else f"{v.raw:#x}"
+    if kind in ("str", "buf"):
+        if v.text is not None:
+            return quote_c(v.text)
+        return "0" if v.raw == 0 else f"{v.raw:#x}"
     if kind == "float":
-        return repr(_float(v.raw, bits))
+        return _shortest(v.raw, bits)
+    if kind == "oct":
+        return f"0{v.raw & ((1 << bits) - 1):o}"
     if kind == "struct":
         return v.text if v.text is not None else f"{v.raw:#x}"
     return f"{v.raw & ((1 << bits) - 1):#x}"  # "hex" and any kind this module does not know

@@ -1,0 +1,174 @@
+"""`emutrace diff`: the same program on several ISAs (or several recordings) must give the
+same call trace; show where it does not.
+
+    emutrace diff [--arch all|LIST] [options] 'testbins/{isa}/isadep char'
+    emutrace diff DIR DIR [DIR...]
+
+The program form runs the template once per ISA (`{isa}` substituted, as `emutrace bench`
+does), in-process with the int3 backend, the guest's stdio silenced.  What is compared:
+`trace/diff.py` (tokens, value normalisation); which functions: `Selection` below.  Exit 0
+when every trace is equal, 1 when some differ, 64 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from emutrace.benchgrid.machine import guest_stdio_silenced
+from emutrace.benchgrid.spec import expand, parse_arches
+from emutrace.discover.prototypes import read_prototypes
+from emutrace.discover.symbols import read_symbols
+from emutrace.errors import EXIT_NO_INPUT, EmutraceError, UsageError
+from emutrace.session import Process, RunConfig
+from emutrace.trace.diff import Trace, classes, describe, first_divergence, matrix, normalise
+from emutrace.trace.events import Record
+
+EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which functions are compared.  Default: the program's own — defined in a DWARF
+    compile unit whose source is not a system path (`prototypes.is_system_source`); a
+    program without DWARF: every function with a symbol.  `--keep` adds names matching a
+    regex, `--drop` removes them (drop wins), `--all-functions` takes every named one."""
+
+    own: frozenset[str]
+    keep: re.Pattern[str] | None = None
+    drop: re.Pattern[str] | None = None
+    all_functions: bool = False
+
+    def __call__(self, name: str) -> bool:
+        if self.drop is not None and self.drop.search(name):
+            return False
+        if self.keep is not None and self.keep.search(name):
+            return True
+        if name.startswith("0x"):
+            return False  # no symbol: a PLT slot, a stub
+        return self.all_functions or not self.own or name in self.own
+
+
+def _regex(text: str | None, option: str) -> re.Pattern[str] | None:
+    if text is None:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as e:
+        raise UsageError(f"{option} {text!r}: {e}") from None
+
+
+def _load_recording(path: str) -> tuple[Iterable[Record], Callable[[int], str], str]:
+    """(records, symbolize, ISA name) of a recorded data directory.  The reader lives with
+    `emutrace record` (trace/ on the recording branch); wired at merge."""
+    raise UsageError("recordings: not available in this build")
+
+
+class DiffCommand:
+    name = "diff"
+    help = "compare the call traces of one program built for several ISAs (or recordings)"
+
+    def configure(self, p: argparse.ArgumentParser) -> None:
+        p.epilog = ("exit status: 0 all traces equal; 1 some differ; 64 bad usage.  "
+                    "Compared by default: the program's own functions (DWARF compile units "
+                    "not under a system path; without DWARF every named function), entered "
+                    "under --start, with their nesting, arguments and return values "
+                    "(integers by value, pointers as 'ptr').")
+        p.add_argument("--arch", default="all", metavar="all|ISA,...",
+                       help="ISAs to run the template for (default all)")
+        p.add_argument("--keep", metavar="REGEX",
+                       help="also compare functions whose name matches REGEX")
+        p.add_argument("--drop", metavar="REGEX",
+                       help="do not compare functions whose name matches REGEX (wins over "
+                            "--keep)")
+        p.add_argument("--all-functions", action="store_true",
+                       help="compare every named function (libc internals included)")
+        p.add_argument("--no-values", action="store_true",
+                       help="compare names and nesting only, not argument or return values")
+        p.add_argument("--start", default="main", metavar="SYM",
+                       help="compare nothing before SYM is first entered (default: main)")
+        p.add_argument("--max-insns", type=int, default=0, metavar="N",
+                       help="stop each run after N guest instructions")
+        p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+                       help="stop each run after S seconds")
+        p.add_argument("what", nargs="+", metavar="PROGRAM|DIR",
+                       help="a command line template with {isa}, e.g. "
+                            "'testbins/{isa}/isadep char' (quoted), or two or more "
+                            "recording directories")
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        keep = _regex(args.keep, "--keep")
+        drop = _regex(args.drop, "--drop")
+        values = not args.no_values
+        traces: dict[str, Trace] = {}
+        if all(Path(w).is_dir() for w in args.what):
+            if len(args.what) < 2:
+                raise UsageError("diff: give two or more recordings, or one program template")
+            for path in args.what:
+                records, symbolize, _isa = _load_recording(path)
+                select = Selection(frozenset(), keep, drop, args.all_functions)
+                traces[path] = normalise(records, symbolize, select, args.start,
+                                         values=values)
+        else:
+            template = args.what[0] if len(args.what) == 1 else shlex.join(args.what)
+            if "{isa}" not in template:
+                raise UsageError(f"diff: the program template {template!r} has no {{isa}}")
+            arches = parse_arches(args.arch)
+            programs = {isa: expand(template, isa) for isa in arches}
+            for isa, prog in programs.items():
+                if prog.missing:
+                    raise EmutraceError(f"{prog.path}: no such file (--arch {isa})",
+                                        EXIT_NO_INPUT)
+            for isa, prog in programs.items():
+                traces[isa] = self._trace(isa, prog.argv, keep, drop, args, values)
+        return report(traces, sys.stdout)
+
+    @staticmethod
+    def _trace(isa: str, argv: tuple[str, ...], keep: re.Pattern[str] | None,
+               drop: re.Pattern[str] | None, args: argparse.Namespace, values: bool) -> Trace:
+        config = RunConfig(program=argv[0], args=argv[1:], arch=isa, backend="int3",
+                           max_insns=args.max_insns, timeout=args.timeout)
+        with guest_stdio_silenced():
+            result = Process(config, warn=lambda m: None).run()
+        symbols = read_symbols(result.image)
+
+        def name(addr: int) -> str:
+            func = symbols.containing(addr)
+            return func.name if func is not None else f"{addr:#x}"
+
+        own = frozenset(read_prototypes(result.image.path).own)
+        select = Selection(own, keep, drop, args.all_functions)
+        return normalise(result.records, name, select, args.start, result.exit_code, values,
+                         8 * result.image.isa.identity.word_size)
+
+
+def report(traces: dict[str, Trace], out: object) -> int:
+    """Print the verdict; the exit status."""
+    write = out.write  # type: ignore[attr-defined]
+    names = list(traces)
+    groups = classes(traces)
+    if len(groups) == 1:
+        calls = sum(1 for t in traces[names[0]].tokens if t.kind == "call")
+        write(f"equal: {len(names)} traces ({' '.join(names)}), {calls} compared calls each\n")
+        return EXIT_EQUAL
+    write(f"different: {len(groups)} distinct traces over {len(names)}\n")
+    labels = [chr(ord("A") + i) if i < 26 else f"#{i}" for i in range(len(groups))]
+    for label, group in zip(labels, groups, strict=True):
+        write(f"  {label}: {' '.join(group)}\n")
+    ref = groups[0][0]
+    for label, group in zip(labels[1:], groups[1:], strict=True):
+        other = group[0]
+        at = first_divergence(traces[ref], traces[other])
+        assert at is not None
+        width = max(len(ref), len(other))
+        write(f"first divergence, {labels[0]} vs {label} (event {at + 1}):\n")
+        write(f"  {ref:<{width}}  {describe(traces[ref], at)}\n")
+        write(f"  {other:<{width}}  {describe(traces[other], at)}\n")
+    if len(names) > 2:
+        write("\n".join(matrix(names, groups)) + "\n")
+    return EXIT_DIFFERENT

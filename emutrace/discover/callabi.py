@@ -1,0 +1,260 @@
+"""Where a call's arguments and result are, per function (pure: no emulator).
+
+`CallTypes` answers, for a function's address, which prototype applies — DWARF, else the
+bundled libc table by symbol name, else none — and how many values `-A FUNC@argN` asks
+for.  `plan_call` turns a prototype into locations by the ISA's C ABI (`Registers` for
+the integer slots, `CValues` for the rest); `backends/args.py` reads them at the event.
+
+Integer *slots* are the argument registers followed by the stack words after them, in
+order (i386: stack words only).  A location is one of:
+
+* `Slots(ids, ctype)` — a scalar, a 64-bit pair, a struct's words, or a float the ABI
+  passes in integer slots (i386, later MIPS o32 arguments);
+* `Fpr(reg, high, ctype)` — a floating-point register (`high`: MIPS FR=0's second
+  register holding a double's high word);
+* `ByRef(slot, ctype)` — a struct passed as a pointer to a copy: read from memory;
+* `Unknown(ctype)` — a value this reader does not locate (a struct with float members,
+  which ABIs pass in FP registers by rules not modelled here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from emutrace.discover.prototypes import (
+    VOID,
+    CType,
+    Prototype,
+    libc_prototypes,
+    lookup,
+    read_prototypes,
+)
+from emutrace.discover.symbols import SymbolTable, read_symbols
+from emutrace.elf import Image
+from emutrace.isa.base import CValues, Isa
+
+DEFAULT_ARGS = 4  # integer arguments shown for a function without a prototype or -A
+
+
+@dataclass(frozen=True)
+class Slots:
+    ids: tuple[int, ...]  # slot numbers: below len(Registers.args) a register, else the
+    ctype: CType  # stack word (id - len(Registers.args)) past the argument registers
+
+    @property
+    def first(self) -> int:
+        return self.ids[0]
+
+
+@dataclass(frozen=True)
+class Fpr:
+    reg: str
+    high: str | None
+    ctype: CType
+
+
+@dataclass(frozen=True)
+class ByRef:
+    slot: int
+    ctype: CType
+
+
+@dataclass(frozen=True)
+class Unknown:
+    ctype: CType
+
+
+Loc = Slots | Fpr | ByRef | Unknown
+AUTO = CType("auto", 0, "")  # a word of unknown type
+SRET = CType("sret", 0, "")  # the hidden address of a struct result (not shown)
+
+
+def has_float(t: CType) -> bool:
+    return any(m.kind == "float" or (m.kind == "struct" and has_float(m))
+               for _, _, m in t.members)
+
+
+def plan_call(isa: Isa, params: tuple[CType, ...], variadic: bool = False,
+              ret: CType = VOID) -> tuple[Loc, ...]:
+    """The location of each parameter, by the ISA's C ABI (see the module docstring); a
+    struct result in memory puts its hidden address first (ctype SRET; AArch64: x8)."""
+    cv: CValues = isa.c_values
+    word = isa.identity.word_size
+    nregs = len(isa.registers.args)
+    slot = stack = fp = 0  # next argument register, next stack word
+    singles: set[int] = set()  # ARM VFP: single registers taken (back-filling)
+    seen_int = False
+    out: list[Loc] = []
+
+    def take(size: int, ctype: CType, memory: bool = False) -> Slots:
+        """The next n words: registers while they last (an argument may straddle into
+        the stack, AAPCS C.5 / o32), then stack words; `memory`: on the stack whatever
+        registers are free (x86-64 MEMORY class)."""
+        nonlocal slot, stack
+        n = max(1, -(-size // word))
+        if n == 2 and word == 4 and cv.pair_aligned and ctype.kind != "struct":
+            slot += slot % 2
+            stack += stack % 2
+        ids: list[int] = []
+        if not memory:
+            while slot < nregs and len(ids) < n:
+                ids.append(slot)
+                slot += 1
+            if ids and len(ids) < n and cv.struct_large == "stack":  # x86-64: all or none
+                slot, ids = ids[0], []
+        while len(ids) < n:
+            ids.append(nregs + stack)
+            stack += 1
+        return Slots(tuple(ids), ctype)
+
+    core_only = variadic and cv.variadic_core_only
+    if returns_in_memory(cv, ret):  # the hidden address of the struct result comes first
+        out.append(Fpr(cv.sret_reg, None, SRET) if cv.sret_reg else take(word, SRET))
+    for t in params:
+        if t.kind == "float" and not core_only:
+            loc = _fp_register(cv, t, fp, singles, seen_int)
+            if loc is not None:
+                if not cv.fp_single_args:
+                    fp += 1
+                out.append(loc)
+                if cv.fp_shadow:
+                    take(t.size, t)
+                continue
+            out.append(take(t.size, t))
+            continue
+        seen_int = True
+        if t.kind == "struct":
+            if (has_float(t) and cv.fp_args and not cv.fp_leading_only) or t.is_union and \
+                    has_float(t):
+                out.append(Unknown(t))  # floats of a struct travel in FP registers
+                take(t.size, t)
+                continue
+            if cv.struct_scalar:
+                if t.size in (1, 2, 4, 8):
+                    out.append(take(word, t))
+                else:
+                    out.append(ByRef(take(word, t).first, t))
+                continue
+            if t.size <= cv.struct_in_slots:
+                out.append(take(t.size, t))
+            elif cv.struct_large == "ref":
+                out.append(ByRef(take(word, t).first, t))
+            else:
+                out.append(take(t.size, t, memory=True))
+            continue
+        out.append(take(t.size or word, t))
+    return tuple(out)
+
+
+def returns_in_memory(cv: CValues, ret: CType) -> bool:
+    """A struct result the caller provides memory for (its address a hidden argument)."""
+    return ret.kind == "struct" and ret.size > cv.struct_ret_in_regs
+
+
+def _fp_register(cv: CValues, t: CType, fp: int, singles: set[int],
+                 seen_int: bool) -> Fpr | None:
+    if cv.fp_leading_only and seen_int:
+        return None
+    if cv.fp_single_args:  # ARM VFP: s-registers back-filled, d<k> = s<2k>:s<2k+1>
+        limit = len(cv.fp_single_args)
+        if t.size == 4:
+            free = next((i for i in range(limit) if i not in singles), None)
+            if free is None:
+                return None
+            singles.add(free)
+            return Fpr(cv.fp_single_args[free], None, t)
+        pair = next((k for k in range(limit // 2)
+                     if 2 * k not in singles and 2 * k + 1 not in singles), None)
+        if pair is None:
+            return None
+        singles.update((2 * pair, 2 * pair + 1))
+        return Fpr(cv.fp_args[pair], None, t)
+    if fp >= len(cv.fp_args):
+        return None
+    return Fpr(cv.fp_args[fp], cv.fp_pair[fp] if fp < len(cv.fp_pair) else None, t)
+
+
+@dataclass(frozen=True)
+class FunctionValues:
+    """What to read at a function's call and return."""
+
+    args: tuple[Loc, ...]
+    ret: CType  # VOID: nothing to read; AUTO: the result register as a word
+    ret_in_core: bool = False  # a float result in the integer result register(s)
+
+
+class CallTypes:
+    """Prototypes of one program's functions, resolved once per function address."""
+
+    def __init__(self, isa: Isa, path: str, symbols: SymbolTable, bias: int = 0,
+                 counts: dict[str, int] | None = None, default: int = DEFAULT_ARGS) -> None:
+        self.isa = isa
+        self.symbols = symbols
+        self.bias = bias
+        self.counts = counts or {}
+        self.default = default
+        self.dwarf = read_prototypes(path)
+        self.libc = libc_prototypes(isa.identity.word_size, isa.c_values.char_signed)
+        self._cache: dict[int, FunctionValues] = {}
+        self._sites: dict[int, tuple[int, FunctionValues]] = {}
+        self._word = CType("auto", isa.identity.word_size, "")
+
+    @classmethod
+    def for_image(cls, image: Image, counts: dict[str, int] | None = None,
+                  default: int = DEFAULT_ARGS) -> CallTypes:
+        """The image as loaded (run-time addresses; DWARF's are link addresses)."""
+        return cls(image.isa, image.path, read_symbols(image), image.bias, counts, default)
+
+    def name_at(self, addr: int) -> str | None:
+        sym = self.symbols.containing(addr)
+        if sym is None or addr not in (sym.start, sym.start + sym.local_offset):
+            return None  # (ELFv2: calls within a module enter at the local entry)
+        return sym.name
+
+    def prototype(self, addr: int) -> tuple[Prototype | None, str | None]:
+        name = self.name_at(addr)
+        proto = self.dwarf.by_addr.get(addr - self.bias)
+        if proto is None and name is not None:  # ELFv2 local entry, or no DWARF here
+            proto = self.dwarf.by_name.get(name) or lookup(self.libc, name)
+        return proto, name
+
+    def at(self, addr: int) -> FunctionValues:
+        """The function entered at addr (cached)."""
+        got = self._cache.get(addr)
+        if got is None:
+            got = self._cache[addr] = self._resolve(addr)
+        return got
+
+    def function_of(self, addr: int) -> tuple[int, FunctionValues]:
+        """(start, values) of the function whose code holds addr (a return site); the
+        untyped default outside every symbol.  Cached per address."""
+        got = self._sites.get(addr)
+        if got is None:
+            got = self._sites[addr] = self._function_of(addr)
+        return got
+
+    def _function_of(self, addr: int) -> tuple[int, FunctionValues]:
+        sym = self.symbols.containing(addr)
+        if sym is None:
+            return -1, FunctionValues((), self._word)
+        got = self._cache.get(sym.start + sym.local_offset)  # entered at its local entry
+        if got is not None:
+            return sym.start + sym.local_offset, got
+        return sym.start, self.at(sym.start)
+
+    def _resolve(self, addr: int) -> FunctionValues:
+        proto, name = self.prototype(addr)
+        want = self.counts.get(name) if name is not None else None
+        if proto is None:
+            n = self.default if want is None else want
+            return FunctionValues(plan_call(self.isa, (self._word,) * n), self._word)
+        params = proto.params
+        if want is not None:  # -A: the first N, untyped words past the prototype's
+            params = (params + (self._word,) * max(0, want - len(params)))[:want]
+        core = proto.variadic and self.isa.c_values.variadic_core_only
+        return FunctionValues(plan_call(self.isa, params, proto.variadic, proto.ret),
+                              proto.ret, core)
+
+
+__all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc", "Slots",
+           "Unknown", "has_float", "plan_call", "returns_in_memory"]
