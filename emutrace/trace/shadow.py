@@ -31,6 +31,9 @@ run), higher when `grows_down=False`.  Below, "deeper than" is in that sense.
      * `Call` at sp S: frames whose recorded sp is deeper than *or equal to* S are finished
        (code running inside a frame calls with a strictly deeper sp, since every ISA either
        pushes the return address or must allocate a frame to save its link register first);
+       except a call marked `before_frame` (through an alternate link register, which
+       leaves the usual one intact: RISC-V `jal t0, __riscv_save_N` in a prologue), where
+       only strictly deeper frames are finished;
      * `Return`/`TailCall` at sp S: frames whose recorded sp is strictly deeper than S are
        finished (a function's own return runs at an sp no shallower than its call's sp).
    Then a `Return` whose `target` (where it returns to) is known and differs from the top
@@ -93,7 +96,7 @@ class ShadowStack:
     def feed(self, ev: Event) -> list[Record]:
         out: list[Record] = []
         if isinstance(ev, Call):
-            self._unwind_by_sp(ev.sp, ev.time, inclusive=True, out=out)
+            self._unwind_by_sp(ev.sp, ev.time, inclusive=not ev.before_frame, out=out)
             self._push(Frame(ev.target, ev.return_addr, ev.sp, ev.time), ev.args, out)
         elif isinstance(ev, TailCall):
             self._unwind_by_sp(ev.sp, ev.time, inclusive=False, out=out)
