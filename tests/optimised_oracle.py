@@ -99,7 +99,7 @@ def machine_events(record: str, table: SymbolTable, thumb: bool,
         if m is None:
             raise ValueError(f"line {number}: not a record line: {line!r}")
         fn, site = int(m.group(2), 16), int(m.group(3), 16)
-        at = site - 1
+        at = (site & ~1 if thumb else site) - 1  # inside the call (Thumb: bit 0 is the mode)
         copy = next((n for lo, hi, n in inlined if lo <= at < hi), None)
         if copy != name(fn):
             out.append((m.group(1), fn))

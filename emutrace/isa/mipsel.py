@@ -39,5 +39,6 @@ ISA = replace(
     capabilities={
         **mips.ISA.capabilities,
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
     },
 )

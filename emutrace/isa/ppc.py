@@ -216,6 +216,7 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
+        "optimised_code": Capability(True),
     },
     classifiers=CLASSIFIERS,
     simulate=ppc_simulator("big", 4),

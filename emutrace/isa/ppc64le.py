@@ -128,6 +128,7 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
     },
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,

@@ -195,6 +195,7 @@ ISA = Isa(
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
+        "optimised_code": Capability(True),
     },
     classifiers=CLASSIFIERS,
 )

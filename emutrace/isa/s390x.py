@@ -229,6 +229,7 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
         "entry_sees_every_call": Capability(
             False,
             "glibc calls main through a stub no symbol names: eager entry probes "
