@@ -188,6 +188,7 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
         "entry_sees_every_call": Capability(
             False,
             "glibc calls main through a `b main` placed inside _start "

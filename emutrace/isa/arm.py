@@ -315,6 +315,7 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,

@@ -40,5 +40,6 @@ ISA = replace(
         **mips.ISA.capabilities,
         "busybox": Capability(True),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
 )

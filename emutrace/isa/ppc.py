@@ -217,6 +217,7 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
     classifiers=CLASSIFIERS,
     simulate=ppc_simulator("big", 4),

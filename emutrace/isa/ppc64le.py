@@ -129,6 +129,11 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(
+            False,
+            "stripped code (busybox): a tail jump to a function never called before "
+            "is not known as an entry (no symbols), so the frame it leaves is "
+            "closed as unwound at the next call"),
     },
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,

@@ -196,6 +196,7 @@ ISA = Isa(
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
     classifiers=CLASSIFIERS,
 )

@@ -230,6 +230,11 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(
+            False,
+            "stripped code (busybox): a tail jump through a register (lmg; br %r4) "
+            "to a function never called before is not known as an entry, so that "
+            "frame is closed as unwound at the next call"),
         "entry_sees_every_call": Capability(
             False,
             "glibc calls main through a stub no symbol names: eager entry probes "

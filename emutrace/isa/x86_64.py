@@ -230,6 +230,7 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
     private_syscalls={"arch_prctl": arch_prctl},
     classifiers=CLASSIFIERS,
