@@ -6,8 +6,9 @@ An event whose site (the hook's return address, minus one to stand inside the ho
 lies, innermost, in a DWARF `DW_TAG_inlined_subroutine` of the function it names comes from
 a copy of the function the compiler inlined (into another function, or into itself:
 recursive inlining): no call instruction ran, so it is dropped.  The DWARF inline ranges are
-the compiler's own account, independent of emutrace's discovery.  Names are compared without clone suffixes on both sides.  The profiling hooks
-(`__cyg_profile_func_*`) and everything they call are not in the record, so they are not kept.
+the compiler's own account, independent of emutrace's discovery.  Names are compared
+without clone suffixes on both sides.  The profiling hooks (`__cyg_profile_func_*`) and
+everything they call are not in the record, so they are not kept.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 very binary that records itself equals that binary's own record of its machine-level calls
 (tests/optimised_oracle.py: inlined copies dropped by the compiler's DWARF, clone suffixes
 ignored), on all ten ISAs with `int3` (lazy) at every level; `step`, `bts` and `int3
---cleanup strict` on the -Os tier (and riscv64's -msave-restore build for `step`).  A gap is a strict xfail read from the ISA's capability table
-(`optimised_code`)."""
+--cleanup strict` on the -Os tier (and riscv64's -msave-restore build for `step`).  A gap
+is a strict xfail read from the ISA's capability table (`optimised_code`)."""
 
 from __future__ import annotations
 
