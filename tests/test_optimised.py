@@ -14,6 +14,7 @@ import pytest
 
 from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
+from emutrace.trace.events import Exit
 
 from .conftest import ISAS, bin_path, run_qemu
 from .optimised_oracle import oracle, symbols, traced
@@ -48,20 +49,27 @@ def cells(backends: tuple[str, ...], levels: tuple[str, ...] | None = None) -> l
     return out
 
 
-def check(isa: str, prog: str, backend: str, tmp_path: Path, cleanup: str = "lazy") -> None:
+def check(isa: str, prog: str, backend: str, tmp_path: Path, cleanup: str = "lazy",
+          runs: tuple[str, ...] = SCENARIOS) -> None:
     path = str(bin_path(isa, prog))
     table, thumb = symbols(path), by_name(isa).thumb_bit
-    for scenario in SCENARIOS:
-        record = run_qemu(isa, path, scenario).stderr.decode()
+    for arg in runs:
+        done = run_qemu(isa, path, arg)
+        record = done.stderr.decode()
         want, keep = oracle(record, path, table, thumb)
-        out = tmp_path / f"{scenario}.rec"
-        config = RunConfig(path, [scenario], backend=backend, cleanup=cleanup,
+        out = tmp_path / f"{arg}.rec"
+        config = RunConfig(path, [arg], backend=backend, cleanup=cleanup,
                            env={"CALLTRACE_OUT": str(out)}, allow_write=[str(tmp_path)])
         result = Process(config, warn=lambda m: None).run()
-        assert result.exit_code == 0
+        assert result.exit_code == done.returncode
         assert out.read_text() == record  # the same run under emutrace as under qemu
         assert want.count("\n") > 10
-        assert traced(result.records, table, thumb, keep) == want, scenario
+        assert traced(result.records, table, thumb, keep) == want, arg
+        # nothing in these runs leaves a function but by returning (exit() aside), so no
+        # frame of the whole trace, helpers and libc included, may be closed as unwound
+        unwound = [hex(r.func) for r in result.records
+                   if isinstance(r, Exit) and r.unwound and not r.at_exit]
+        assert unwound == [], arg
 
 
 @pytest.mark.oracle
@@ -79,3 +87,17 @@ def test_optimised_other_mechanisms(isa: str, prog: str, backend: str, tmp_path:
         check(isa, prog, "int3", tmp_path, cleanup="strict")
     else:
         check(isa, prog, backend, tmp_path)
+
+
+SAVRES = [pytest.param(isa, backend, marks=marks(isa), id=f"{isa}-{backend}")
+          for isa in ISAS if bin_path(isa, "savres.Os.instr").exists()
+          for backend in ("int3", "step")]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize(("isa", "backend"), SAVRES)
+def test_out_of_line_register_saves(isa: str, backend: str, tmp_path: Path) -> None:
+    """ppc/ppc64le `_savegpr0_N`/`_restgpr0_N` chains and RISC-V `__riscv_save_N` (called
+    with `jal t0`), run at every recorded event by the -Os hooks, and `exit` from a
+    noreturn function called at the end of main."""
+    check(isa, "savres.Os.instr", backend, tmp_path, runs=("4",))
