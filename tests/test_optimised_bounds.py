@@ -91,3 +91,22 @@ def test_huge_symbol_size_is_bounded_by_the_code(tmp_path: Path) -> None:
     got, mutant_time = _trace(mutant)
     assert got == want
     assert mutant_time < plain_time + 10
+
+
+def test_cold_partitions_are_parts_not_entries() -> None:
+    """GCC's hot/cold split (`f.cold`, readelf lists them as local FUNC symbols): the cold
+    part is a part of f reached by jumps, so no backend takes a jump to it for a tail call;
+    the function it belongs to is read from the name GCC gives it."""
+    from emutrace.backends.tails import TailRule
+    from emutrace.discover.symbols import read_symbols
+    from emutrace.elf import load_image
+
+    table = read_symbols(load_image(str(bin_path("x86_64", "calls.split.instr"))))
+    cold = [f for f in table.funcs if ".cold" in f.name]
+    assert len(cold) > 10  # libc and libgcc are built with the split
+    assert all(f.part_of == f.name.split(".cold")[0] for f in cold)
+    rule = TailRule(table, thumb_bit=False)
+    rule.called(0x1000, 0x2000)
+    assert not any(rule.is_tail(f.start) for f in cold)
+    hot = table.by_name(cold[0].part_of or "")
+    assert hot is not None and rule.is_tail(hot.start)
