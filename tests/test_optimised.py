@@ -2,9 +2,10 @@
 `calls.O3.instr`, `calls.split.instr`, riscv64 `calls.msr.instr`): emutrace's trace of the
 very binary that records itself equals that binary's own record of its machine-level calls
 (tests/optimised_oracle.py: inlined copies dropped by the compiler's DWARF, clone suffixes
-ignored), on all ten ISAs with `int3` (lazy) at every level; `step`, `bts` and `int3
---cleanup strict` on the -Os tier (and riscv64's -msave-restore build for `step`).  A gap
-is a strict xfail read from the ISA's capability table (`optimised_code`)."""
+ignored), on all ten ISAs with `int3` (lazy) at every level; `step`, `bts`, `btf`, `hwbp`,
+`entry` and `int3 --cleanup strict` on the -Os tier (and riscv64's -msave-restore build for
+`step`); `savres` with `int3`, `step`, `bts` and `entry`.  A gap is a strict xfail read from
+the ISA's capability table (`optimised_code`, `entry_out_of_line_saves`)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def test_optimised_trace_equals_self_record(isa: str, prog: str, backend: str,
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize(("isa", "prog", "backend"), cells(("bts", "int3-strict"), ("Os",)))
+@pytest.mark.parametrize(("isa", "prog", "backend"),
+                         cells(("bts", "btf", "hwbp", "entry", "int3-strict"), ("Os",)))
 def test_optimised_other_mechanisms(isa: str, prog: str, backend: str, tmp_path: Path) -> None:
     if backend == "int3-strict":
         check(isa, prog, "int3", tmp_path, cleanup="strict")
@@ -89,9 +91,16 @@ def test_optimised_other_mechanisms(isa: str, prog: str, backend: str, tmp_path:
         check(isa, prog, backend, tmp_path)
 
 
-SAVRES = [pytest.param(isa, backend, marks=marks(isa), id=f"{isa}-{backend}")
+def savres_marks(isa: str, backend: str) -> list[pytest.MarkDecorator]:
+    cap = by_name(isa).capability("entry_out_of_line_saves")
+    if backend == "entry" and not cap.works:
+        return [pytest.mark.xfail(reason=cap.reason, strict=True)]
+    return marks(isa)
+
+
+SAVRES = [pytest.param(isa, backend, marks=savres_marks(isa, backend), id=f"{isa}-{backend}")
           for isa in ISAS if bin_path(isa, "savres.Os.instr").exists()
-          for backend in ("int3", "step")]
+          for backend in ("int3", "step", "bts", "entry")]
 
 
 @pytest.mark.oracle

@@ -196,6 +196,11 @@ ISA = Isa(
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
         "optimised_code": Capability(True),
+        "entry_out_of_line_saves": Capability(
+            False,
+            "eager entry probes take the caller from the link register; GCC's "
+            "__riscv_restore_N is entered by a `j` while it still holds the save routine's "
+            "return address, so entry takes it for a new call and ends the frame"),
         "stripped_tail_calls": Capability(True),
     },
     classifiers=CLASSIFIERS,
