@@ -12,7 +12,8 @@ register save/restore routines (ppc `_savegpr0_14` … `_savegpr0_31`, `_restgpr
 chain of stores entered at any of its symbols, ending in the single `blr` of the last one;
 ELFv2 ABI §2.3.3.1 / the Power ABI's "save and restore functions").  When the last
 instruction of the extent falls through (no return, jump, trap or call — a call at the very
-end is to a `noreturn` function — and no system call: one at the very end is `exit`), the sweep goes on through the following code until an
+end is to a `noreturn` function — and no system call: one at the very end is `exit`), the
+sweep goes on through the following code until an
 unconditional return or jump ends it, so the return that ends the chain is one of the
 function's sites.
 """
