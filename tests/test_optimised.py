@@ -4,8 +4,9 @@ very binary that records itself equals that binary's own record of its machine-l
 (tests/optimised_oracle.py: inlined copies dropped by the compiler's DWARF, clone suffixes
 ignored), on all ten ISAs with `int3` (lazy) at every level; `step`, `bts` and `int3
 --cleanup strict` on the -Os tier, `btf`, `hwbp` and `entry` there on x86_64, ppc64le and
-riscv64 (and riscv64's -msave-restore build for `step`); `savres` with `int3`, `step`, `bts` and `entry`.  A gap is a strict xfail read from
-the ISA's capability table (`optimised_code`, `entry_out_of_line_saves`)."""
+riscv64 (and riscv64's -msave-restore build for `step`); `savres` with `int3`, `step`,
+`bts` and `entry`.  A gap is a strict xfail read from the ISA's capability table
+(`optimised_code`, `entry_out_of_line_saves`)."""
 
 from __future__ import annotations
 
