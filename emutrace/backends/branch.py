@@ -134,13 +134,16 @@ class BranchDecoder:
         flow, size = self.flow(rec.source, rec.thumb)
         kind, to = flow.kind, rec.target
         fallthrough = rec.source + size + self.delay
+        if flow.maybe_return and self.tails.returns_to(to):
+            kind = FlowKind.RETURN  # `jr t0` back to where `jal t0` came from
         if kind is FlowKind.CALL:
             if to == fallthrough:
                 return None
             self.stats["calls"] += 1
-            self.tails.called(to)
+            self.tails.called(to, fallthrough)
             args = self.args.read(to) if self.args is not None else ()
-            return Call(rec.time, rec.source, to, self._sp(rec) + self.push, fallthrough, args)
+            return Call(rec.time, rec.source, to, self._sp(rec) + self.push, fallthrough, args,
+                        flow.alt_link)
         if kind is FlowKind.RETURN:
             if to == fallthrough:
                 return None

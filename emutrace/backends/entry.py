@@ -92,7 +92,10 @@ class EntryBackend(Int3Backend):
     def _probe(self, func: Function, entries: bool) -> None:
         self.armed_funcs[func.start] = func
         self.stats["functions"] += 1
-        returns = {s.addr: s for s in func.returns}
+        # returns, and jumps that return when they go to the call's return address
+        # (isa.base.Flow.maybe_return: RISC-V `jr t0`, s390x `br %r4`)
+        returns = {s.addr: s for s in func.sites
+                   if s.kind is SiteKind.RETURN or s.maybe_return}
         starts = {func.start, func.local_entry} if entries else set()
         for addr in sorted(starts):
             self.entries[addr] = func
@@ -103,7 +106,8 @@ class EntryBackend(Int3Backend):
                 self._arm_site(Site(addr, insn.size, SiteKind.ENTRY, alt_mode=func.alt_mode),
                                func.start)
         for site in returns.values():
-            self._arm_site(site, func.start)
+            if site.addr not in self.armed:  # a shared tail is swept with every entry into it
+                self._arm_site(site, func.start)
 
     def _arm(self, func: Function | None) -> None:
         """Everything is armed at start-up; the lazy algorithm's arming never runs."""
@@ -135,14 +139,18 @@ class EntryBackend(Int3Backend):
             return
         if self.open and self.open[-1][1] == call_sp:
             self.open.pop()  # a frame at this very level is over (left without a return)
-        self.tails.called(addr)
+        self.tails.called(addr, ra)
         self.open.append((ra, call_sp, func.start))
         self.emit(Call(self.time, ra, addr, call_sp, ra, self.entry_args.read(func.start)))
 
     def _resolve(self, p: Pending, target: int) -> None:
         if p.site.kind is SiteKind.ENTRY:
             return
-        if p.site.kind is SiteKind.RETURN and target != p.fallthrough:
+        returns = p.site.kind is SiteKind.RETURN or (p.site.maybe_return
+                                                     and self.tails.returns_to(target))
+        if not returns and p.site.kind is SiteKind.TAIL:
+            return  # a maybe-return jump that jumps: the entry probes see where it goes
+        if returns and target != p.fallthrough:
             for i in range(len(self.open) - 1, -1, -1):  # the frame it returns to, and above
                 if self.open[i][0] == target:
                     del self.open[i:]

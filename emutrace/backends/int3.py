@@ -321,10 +321,13 @@ class Int3Backend:
             return
         here = self.armed.get(site.addr)
         current = here.func if here is not None else None
-        if site.kind is SiteKind.CALL:
-            self.tails.called(target)
+        kind = site.kind
+        if kind is SiteKind.TAIL and site.maybe_return and self.tails.returns_to(target):
+            kind = SiteKind.RETURN  # `jr t0` back to where `jal t0` came from
+        if kind is SiteKind.CALL:
+            self.tails.called(target, p.fallthrough)
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
-                           self.args.read(target)))
+                           self.args.read(target), site.alt_link))
             callee = self._function(target)
             if self.strict and current is not None and (callee is None
                                                          or callee.start != current):
@@ -332,7 +335,7 @@ class Int3Backend:
             if callee is not None and self.strict:
                 self.chain.append(callee)
             self._arm(callee)
-        elif site.kind is SiteKind.RETURN:
+        elif kind is SiteKind.RETURN:
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
             if self.strict:

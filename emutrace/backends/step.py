@@ -39,6 +39,8 @@ class Pending:
     args: tuple[Value, ...]
     countdown: int  # instructions still to run before the effect (delay slots)
     conditional: bool = False
+    maybe_return: bool = False  # a jump through an alternate link register (TailRule)
+    alt_link: bool = False  # a call through one (trace.events.Call.before_frame)
 
 
 class StepBackend:
@@ -99,14 +101,18 @@ class StepBackend:
         args: tuple[Value, ...] = ()
         self.pending = Pending(flow.kind, addr, addr + length + self.delay, time,
                                cpu.reg_read(self.sp_reg), args, 1 if self.delay else 0,
-                               flow.conditional)
+                               flow.conditional, flow.maybe_return, flow.alt_link)
 
     def _resolve(self, p: Pending, pc: int) -> None:
-        if p.kind is FlowKind.CALL:
+        kind = p.kind
+        if p.maybe_return and self.tails.returns_to(pc):
+            kind = FlowKind.RETURN  # `jr t0` back to where `jal t0` came from
+        if kind is FlowKind.CALL:
             self.stats["calls"] += 1
-            self.tails.called(pc)
-            self.emit(Call(p.time, p.site, pc, p.sp, p.fallthrough, self.args.read(pc)))
-        elif p.kind is FlowKind.RETURN:
+            self.tails.called(pc, p.fallthrough)
+            self.emit(Call(p.time, p.site, pc, p.sp, p.fallthrough, self.args.read(pc),
+                           p.alt_link))
+        elif kind is FlowKind.RETURN:
             self.stats["returns"] += 1
             self.tails.returned()
             self.emit(Return(p.time, p.site, p.sp, self.args.read_return(p.site), pc))

@@ -1,7 +1,16 @@
-"""When is a jump a tail call?  One rule for every backend, so that they agree by
-construction: a jump whose target is a known function entry — a symbol's entry (ELFv2: or
-its local entry), or an address an earlier call went to — and not the entry of the function
+"""When is a jump a tail call, and when is it a return?  One rule for every backend, so that
+they agree by construction.
+
+Tail call: a jump whose target is a known function entry — a symbol's entry (ELFv2: or its
+local entry), or an address an earlier call went to — and not the entry of the function
 running now (a loop back to its own start).  Without symbols, entries are learnt from calls.
+A cold partition (`f.cold`, see discover.symbols) is a part of its function, not an entry.
+
+Return through an alternate link register: where the ISA lets a call leave its return
+address in a register other than the usual one (RISC-V `jal t0, __riscv_save_N` returns with
+`jr t0`), the jump through it is classified `maybe_return`; it is a return exactly when it
+goes to the return address of the running frame's call, and a jump otherwise (a tail call
+through that register, as `c.jr t0` in hand-written code).
 """
 
 from __future__ import annotations
@@ -14,17 +23,27 @@ class TailRule:
         self.mask = ~1 if thumb_bit else ~0
         self.entries: set[int] = set()
         for f in symbols.funcs:
-            self.entries.update((f.start, f.start + f.local_offset))
-        self.frames: list[int] = []  # entry of the running function, per open call
+            if f.part_of is None:
+                self.entries.update((f.start, f.start + f.local_offset))
+        # per open call: entry of the running function, return address of the call
+        self.frames: list[int] = []
+        self.return_addrs: list[int | None] = []
 
-    def called(self, target: int) -> None:
+    def called(self, target: int, return_addr: int | None = None) -> None:
         code = target & self.mask
         self.entries.add(code)
         self.frames.append(code)
+        self.return_addrs.append(None if return_addr is None else return_addr & self.mask)
 
     def returned(self) -> None:
         if self.frames:
             self.frames.pop()
+            self.return_addrs.pop()
+
+    def returns_to(self, target: int) -> bool:
+        """Does a jump to target return from the running frame (to its call's return
+        address)?  Only asked of jumps the ISA classifies `maybe_return`."""
+        return bool(self.return_addrs) and self.return_addrs[-1] == target & self.mask
 
     def is_tail(self, target: int) -> bool:
         """Decide and, for a tail call, make the target the running function."""

@@ -24,6 +24,8 @@ class Site:
     conditional: bool = False  # the site may also fall through
     alt_mode: bool = False  # the site is Thumb code (ARM)
     executes: int | None = None  # s390x EX/EXRL: address of the executed instruction
+    maybe_return: bool = False  # a jump that returns when it goes to the call's return address
+    alt_link: bool = False  # a call through an alternate link register (isa.base.Flow)
 
 
 @dataclass(frozen=True)

@@ -53,4 +53,5 @@ def site_for(decoder: Decoder, insn: Insn, inside: Callable[[int], bool]) -> Sit
     else:
         return None
     return Site(insn.addr, insn.size, site_kind, flow.target, flow.indirect, delay,
-                flow.conditional, insn.thumb, executes)
+                flow.conditional, insn.thumb, executes, flow.maybe_return,
+                flow.alt_link)

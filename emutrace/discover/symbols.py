@@ -18,6 +18,17 @@ class FuncSymbol:
     size: int
     alt: bool  # bit 0 of st_value was set: Thumb code
     local_offset: int  # ELFv2 local entry − global entry (0 when there is one entry)
+    part_of: str | None = None  # a cold partition (`f.cold`, `f.cold.1`): the function f
+
+
+def _partition_of(name: str) -> str | None:
+    """GCC's -freorder-blocks-and-partition moves the unlikely blocks of f into a separate
+    local symbol named `f.cold` (`f.cold.N` when several): a part of f reached by jumps, not
+    an entry (GCC doc, -freorder-blocks-and-partition; gcc/final.cc names it)."""
+    head, sep, tail = name.partition(".cold")
+    if sep and head and (not tail or tail[0] == "." and tail[1:].isdigit()):
+        return head
+    return None
 
 
 def _local_offset(value: int) -> int:
@@ -86,7 +97,7 @@ def read_symbols(image: Image) -> SymbolTable:
             alt = image.isa.thumb_bit and bool(value & 1)
             start = value & ~1 if image.isa.thumb_bit else value
             off = _local_offset(sym["st_other"]["local"]) if local else 0
-            funcs.append(FuncSymbol(name, start, sym["st_size"], alt, off))
+            funcs.append(FuncSymbol(name, start, sym["st_size"], alt, off, _partition_of(name)))
     marks.sort()
     ranges = []
     for i, (addr, is_data) in enumerate(marks):

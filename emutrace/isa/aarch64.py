@@ -201,6 +201,8 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
         "entry_sees_every_call": Capability(
             False,
             "glibc calls main through a `b main` placed inside _start "

@@ -331,6 +331,8 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,

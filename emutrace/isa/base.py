@@ -224,6 +224,12 @@ class Flow:
     target: int | None = None  # direct target (ARM: bit 0 set when the target is Thumb)
     indirect: str | None = None  # how to compute the target: a register or a memory operand
     conditional: bool = False  # a conditional call/return/jump also falls through
+    # an indirect jump through an alternate link register: a return when it goes to the
+    # return address of the running frame's call (backends.tails.TailRule.returns_to)
+    maybe_return: bool = False
+    # a call through an alternate link register (RISC-V `jal t0`): it may come before the
+    # caller allocates its frame (trace.events.Call.before_frame)
+    alt_link: bool = False
 
 
 NO_FLOW = Flow(FlowKind.NONE)

@@ -158,6 +158,8 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
         "entry_sees_every_call": Capability(
             False,
             "glibc's _start calls a PC thunk placed inside _start (_start+0x28): "

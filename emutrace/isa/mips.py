@@ -168,6 +168,8 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
+        "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
     private_syscalls={"set_thread_area": set_thread_area},
     classifiers=CLASSIFIERS,

@@ -39,5 +39,7 @@ ISA = replace(
     capabilities={
         **mips.ISA.capabilities,
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
 )

@@ -229,6 +229,13 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
+        "optimised_code": Capability(True),
+        "entry_out_of_line_saves": Capability(
+            False,
+            "eager entry probes take the caller from the link register; GCC's "
+            "_restgpr0_N is entered by a `b` while it still holds the save routine's "
+            "return address, so entry takes it for a new call and ends the frame"),
+        "stripped_tail_calls": Capability(True),
     },
     classifiers=CLASSIFIERS,
     simulate=ppc_simulator("big", 4),

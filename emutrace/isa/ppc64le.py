@@ -141,6 +141,17 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
+        "entry_out_of_line_saves": Capability(
+            False,
+            "eager entry probes take the caller from the link register; GCC's "
+            "_restgpr0_N is entered by a `b` while it still holds the save routine's "
+            "return address, so entry takes it for a new call and ends the frame"),
+        "stripped_tail_calls": Capability(
+            False,
+            "stripped code (busybox): a tail jump to a function never called before "
+            "is not known as an entry (no symbols), so the frame it leaves is "
+            "closed as unwound at the next call"),
     },
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,

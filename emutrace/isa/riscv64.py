@@ -92,7 +92,13 @@ DEBUG_HARDWARE = DebugHardware(2, "address", "Sdtrig mcontrol6",
 # (any link register), JALR x0, 0(ra) is `ret`, JAL x0 (`j`) and JALR x0 (`jr`) jump;
 # C.JAL (RV32 only) / C.JALR call through ra, C.JR ra returns, C.JR rs / C.J jump;
 # BEQ…BGEU, C.BEQZ / C.BNEZ branch.  EBREAK / C.EBREAK / UNIMP never fall through.
+# Link registers: the spec (ch. 2.5, "Return-address stack prediction hints", table 2.1)
+# names x1 (ra) and x5 (t0) as link registers; GCC's -msave-restore prologue calls
+# `__riscv_save_N` with `jal t0, …` and that routine returns with `jr t0` (riscv-gcc
+# libgcc/config/riscv/save-restore.S).  `jr t0` is classified `maybe_return`: a return when
+# it goes to the return address of the running call, a jump (tail call) otherwise.
 _RA = 1
+_ALT_LINK = 5  # t0
 
 
 def _sext(value: int, bits: int) -> int:
@@ -112,14 +118,17 @@ def classify_riscv(insn: Insn) -> Flow:
         imm = ((w >> 31) << 20) | (((w >> 12) & 0xFF) << 12) | (((w >> 20) & 1) << 11) \
             | (((w >> 21) & 0x3FF) << 1)
         target = insn.addr + _sext(imm, 21)
-        return Flow(FlowKind.CALL if rd else FlowKind.JUMP, target=target)
+        return Flow(FlowKind.CALL if rd else FlowKind.JUMP, target=target,
+                    alt_link=rd == _ALT_LINK)
     if opcode == 0x67:  # JALR
         off = _sext(w >> 20, 12)
         if rd:
-            return Flow(FlowKind.CALL, indirect=f"{off}({_rv_reg(rs1)})")
+            return Flow(FlowKind.CALL, indirect=f"{off}({_rv_reg(rs1)})",
+                        alt_link=rd == _ALT_LINK)
         if rs1 == _RA and off == 0:
             return Flow(FlowKind.RETURN)
-        return Flow(FlowKind.JUMP, indirect=f"{off}({_rv_reg(rs1)})")
+        return Flow(FlowKind.JUMP, indirect=f"{off}({_rv_reg(rs1)})",
+                    maybe_return=rs1 == _ALT_LINK and off == 0)
     if opcode == 0x63:  # BRANCH
         imm = ((w >> 31) << 12) | (((w >> 7) & 1) << 11) | (((w >> 25) & 0x3F) << 5) \
             | (((w >> 8) & 0xF) << 1)
@@ -150,7 +159,8 @@ def _classify_rvc(addr: int, w: int) -> Flow:
         if rs1 == _RA:  # C.JR ra
             return Flow(FlowKind.RETURN)
         if rs1:
-            return Flow(FlowKind.JUMP, indirect=f"0({_rv_reg(rs1)})")
+            return Flow(FlowKind.JUMP, indirect=f"0({_rv_reg(rs1)})",
+                        maybe_return=rs1 == _ALT_LINK)
     if w == 0:
         return Flow(FlowKind.STOP)  # the all-zero parcel is defined illegal
     return NO_FLOW
@@ -196,6 +206,13 @@ ISA = Isa(
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
+        "optimised_code": Capability(True),
+        "entry_out_of_line_saves": Capability(
+            False,
+            "eager entry probes take the caller from the link register; GCC's "
+            "__riscv_restore_N is entered by a `j` while it still holds the save routine's "
+            "return address, so entry takes it for a new call and ends the frame"),
+        "stripped_tail_calls": Capability(True),
     },
     classifiers=CLASSIFIERS,
 )

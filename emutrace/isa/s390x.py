@@ -95,7 +95,12 @@ DEBUG_HARDWARE = DebugHardware(1, "range", "PER i-fetch CR10-CR11",
 # (BCR 15,%r14) returns, B<cond>R %r14 returns conditionally; J / JG (BRC / BRCL 15) and
 # BR / B jump, the other BRC / BRCL / BRCT / BRXH forms branch conditionally.  EX / EXRL
 # execute one instruction elsewhere: discovery decodes that target (a call through EXRL is a
-# call).  `basr %rX, 0` only reads the PC.
+# call).  `basr %rX, 0` only reads the PC.  Returns need not go through r14: the z/Arch ELF
+# ABI only makes r14 the register the caller *passes* the return address in, and code may
+# reload it into another one (glibc's crti/crtn `_init`/`_fini`: `lg %r4,272(%r15);
+# lmg %r6,%r15,…; br %r4`), so every other `br %rN` (the register form, not `b D(X,B)`) is
+# `maybe_return`: a return when it goes to the running call's return address
+# (backends.tails.TailRule.returns_to).
 _S390_CALLS = frozenset({"brasl", "bras", "basr", "balr", "bas", "bal"})
 _S390_COND_PREFIX = ("brct", "brxh", "brxl", "bct", "bxh", "bxle")
 
@@ -118,7 +123,7 @@ def classify_s390x(insn: Insn) -> Flow:
     if m in ("br", "b"):
         dest = ops[0]
         return Flow(FlowKind.RETURN) if dest == "%r14" else \
-            Flow(FlowKind.JUMP, indirect=dest.lstrip("%"))
+            Flow(FlowKind.JUMP, indirect=dest.lstrip("%"), maybe_return=m == "br")
     if m in ("j", "jg"):
         return Flow(FlowKind.JUMP, target=int(ops[0], 0))
     if m in ("brc", "brcl", "bcr"):  # explicit mask form
@@ -241,6 +246,8 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
         "entry_sees_every_call": Capability(
             False,
             "glibc calls main through a stub no symbol names: eager entry probes "

@@ -243,6 +243,8 @@ ISA = Isa(
         "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
+        "optimised_code": Capability(True),
+        "stripped_tail_calls": Capability(True),
     },
     private_syscalls={"arch_prctl": arch_prctl},
     classifiers=CLASSIFIERS,

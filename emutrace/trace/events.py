@@ -43,6 +43,9 @@ class Call:
     sp: int
     return_addr: int
     args: tuple[Value | int, ...] = ()
+    # made through an alternate link register before the caller set up its frame (RISC-V
+    # `jal t0, __riscv_save_N` as the first instruction): its sp may equal the caller's
+    before_frame: bool = False
 
 
 @dataclass(frozen=True, slots=True)

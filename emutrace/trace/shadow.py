@@ -31,6 +31,14 @@ run), higher when `grows_down=False`.  Below, "deeper than" is in that sense.
      * `Call` at sp S: frames whose recorded sp is deeper than *or equal to* S are finished
        (code running inside a frame calls with a strictly deeper sp, since every ISA either
        pushes the return address or must allocate a frame to save its link register first);
+       except a call marked `before_frame` (through an alternate link register, which
+       leaves the usual one intact: RISC-V `jal t0, __riscv_save_N` in a prologue), where
+       only strictly deeper frames are finished; and the innermost frame is never finished
+       by a call at its own sp while it has had no callee yet: that is the function itself
+       calling before it allocates its frame (ppc `mflr r0; bl _savegpr0_N; stdu r1,…`,
+       GCC's out-of-line register saves), never a finished frame (a frame left by longjmp
+       has made at least that call) — unless the call returns where that frame's call
+       returns (its caller calling again: the frame is gone);
      * `Return`/`TailCall` at sp S: frames whose recorded sp is strictly deeper than S are
        finished (a function's own return runs at an sp no shallower than its call's sp).
    Then a `Return` whose `target` (where it returns to) is known and differs from the top
@@ -73,6 +81,7 @@ class Frame:
     sp: int
     entry_time: int
     tail: bool = False  # entered by a tail call: closes together with the frame below
+    called: bool = False  # a frame was pushed above it (it has made a call)
 
 
 class ShadowStack:
@@ -94,7 +103,8 @@ class ShadowStack:
     def feed(self, ev: Event) -> list[Record]:
         out: list[Record] = []
         if isinstance(ev, Call):
-            self._unwind_by_sp(ev.sp, ev.time, inclusive=True, out=out)
+            self._unwind_by_sp(ev.sp, ev.time, inclusive=not ev.before_frame, out=out,
+                               return_addr=ev.return_addr)
             self._push(Frame(ev.target, ev.return_addr, ev.sp, ev.time), ev.args, out)
         elif isinstance(ev, TailCall):
             self._unwind_by_sp(ev.sp, ev.time, inclusive=False, out=out)
@@ -120,6 +130,8 @@ class ShadowStack:
     # -- internals ------------------------------------------------------------------------
 
     def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record]) -> None:
+        if self.frames:
+            self.frames[-1].called = True
         out.append(Entry(frame.entry_time, len(self.frames), frame.func, args))
         self.frames.append(frame)
 
@@ -138,7 +150,12 @@ class ShadowStack:
             return inclusive
         return a < b if self.grows_down else a > b
 
-    def _unwind_by_sp(self, sp: int, time: int, *, inclusive: bool, out: list[Record]) -> None:
+    def _unwind_by_sp(self, sp: int, time: int, *, inclusive: bool, out: list[Record],
+                      return_addr: int | None = None) -> None:
+        top = self.frames[-1] if self.frames else None
+        if inclusive and top is not None and top.sp == sp and not top.called \
+                and return_addr is not None and return_addr != top.return_addr:
+            return  # the function calls before allocating its frame (see the policy, 3)
         while self.frames and self._deeper(self.frames[-1].sp, sp, inclusive):
             self._pop(time, None, out, unwound=True)
 
