@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from emutrace.backends import BACKENDS
+from emutrace.cli import options
 from emutrace.discover.prototypes import parameter_counts
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
@@ -28,10 +29,10 @@ class RunCommand:
         p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
                        help="int3: leave breakpoints in place (lazy) or disarm a function when "
                             "it stops being current (strict, fctrace's rule)")
-        p.add_argument("--hw-slots", type=int, metavar="N",
+        p.add_argument("--hw-slots", type=options.positive_count, metavar="N",
                        help="hwbp: hardware breakpoint slots (default: the ISA's, see "
                             "`emutrace info`)")
-        p.add_argument("--bts-buffer", type=int, default=4096, metavar="N",
+        p.add_argument("--bts-buffer", type=options.positive_count, default=4096, metavar="N",
                        help="bts: branch records the buffer holds before it interrupts")
         g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
         g.add_argument("-o", "--output", metavar="FILE",
@@ -40,7 +41,8 @@ class RunCommand:
                        help="show only FUNC and what it calls (repeatable)")
         g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
                        help="hide FUNC and what it calls (repeatable)")
-        g.add_argument("-D", "--depth", type=int, metavar="N", help="show N levels at most")
+        g.add_argument("-D", "--depth", type=options.count, metavar="N",
+                       help="show N levels at most")
         g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
                        help="show the first N arguments of FUNC (default: the count from "
                             "DWARF, else 4; repeatable)")
@@ -51,9 +53,9 @@ class RunCommand:
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
                        help="directory the guest may create or change files in (repeatable; "
                             "default: the current directory)")
-        p.add_argument("--max-insns", type=int, default=0, metavar="N",
+        p.add_argument("--max-insns", type=options.count, default=0, metavar="N",
                        help=f"stop after N guest instructions (exit {EXIT_MAX_INSNS})")
-        p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+        p.add_argument("--timeout", type=options.seconds, default=0.0, metavar="S",
                        help=f"stop after S seconds of wall time (exit {EXIT_TIMEOUT})")
         p.add_argument("--stats", action="store_true",
                        help="print syscall counts to stderr at the end")
