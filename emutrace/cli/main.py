@@ -73,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EmutraceError as e:
         print(f"emutrace: {e.message}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:  # Ctrl-C outside emulation and output: no traceback
+        print("emutrace: interrupted", file=sys.stderr)
+        return 128 + 2  # 128 + SIGINT
     except BrokenPipeError:
         return 141  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
     except Exception as e:  # a bug of ours: one line, the traceback only with --debug

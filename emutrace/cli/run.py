@@ -7,6 +7,7 @@ import sys
 
 from emutrace.backends import BACKENDS
 from emutrace.cli import options
+from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.discover.prototypes import parameter_counts
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
@@ -73,9 +74,13 @@ class RunCommand:
                            timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
                            hw_slots=args.hw_slots, bts_buffer=args.bts_buffer)
         result = Process(config).run()
-        if args.backend != "none":
-            write_trace(result, args)  # before the report: a crash keeps what was recorded
-        report(result)
+        with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
+            if args.backend != "none":
+                write_trace(result, args)  # before the report: a crash keeps what was recorded
+            report(result)
+        if late.signal:
+            print(f"emutrace: {late.signal} while writing the output (complete)", file=sys.stderr)
+            return late.exit_code
         if args.stats:
             counts = ", ".join(f"{k}={v}" for k, v in sorted(result.syscall_counts.items()))
             print(f"emutrace: {result.syscalls} syscalls: {counts}", file=sys.stderr)
