@@ -290,6 +290,9 @@ class Isa:
     # the effect of a call/return/jump whose bytes a breakpoint displaced (uprobes'
     # simulate-insn): sets registers and memory, returns the next PC; None: not simulated
     simulate: Simulator | None = None
+    # CPU exception number (Unicorn's intno) → the signal Linux delivers for it; anything
+    # else that is not a breakpoint is SIGILL
+    exception_signals: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -219,7 +219,8 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             pc = cpu.pc
             trap = any(b.intno == e.intno and _holds(cpu, pc - b.pc_after, b.encoding)
                        for b in cpu.isa.breakpoints)
-            return Stop("signal", signal="SIGTRAP" if trap else "SIGILL", pc=pc,
+            sig = "SIGTRAP" if trap else cpu.isa.exception_signals.get(e.intno, "SIGILL")
+            return Stop("signal", signal=sig, pc=pc,
                         detail=f"CPU exception {e.intno}")
         except unicorn.UcError as e:
             if watch.timed_out or watch.interrupted:

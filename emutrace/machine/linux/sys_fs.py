@@ -8,7 +8,7 @@ import stat as st_mod
 from typing import Any
 
 from emutrace.isa.base import GuestError
-from emutrace.machine.linux.kernel import FileDesc, LinuxKernel
+from emutrace.machine.linux.kernel import FileDesc, LinuxKernel, rw_count
 from emutrace.machine.linux.table import syscall
 
 # open(2) flags we translate from the guest's numbering to the host's, by name
@@ -101,7 +101,7 @@ def _iovecs(k: K, addr: int, count: int) -> list[tuple[int, int]]:
 def sys_readv(k: K, a: tuple[int, ...]) -> int:
     total = 0
     for base, length in _iovecs(k, a[1], a[2]):
-        data = os.read(k.fd(a[0]).host_fd, length)
+        data = os.read(k.fd(a[0]).host_fd, rw_count(length))
         k.write(base, data)
         total += len(data)
         if len(data) < length:
@@ -118,7 +118,7 @@ def sys_writev(k: K, a: tuple[int, ...]) -> int:
 @syscall("pread64")
 def sys_pread64(k: K, a: tuple[int, ...]) -> int:
     offset, _ = k.arg64(a, 3)
-    data = os.pread(k.fd(a[0]).host_fd, a[2], offset)
+    data = os.pread(k.fd(a[0]).host_fd, rw_count(a[2]), offset)
     k.write(a[1], data)
     return len(data)
 
@@ -131,13 +131,23 @@ def sys_pwrite64(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("lseek")
 def sys_lseek(k: K, a: tuple[int, ...]) -> int:
-    return os.lseek(k.fd(a[0]).host_fd, k.int32(a[1]), a[2])
+    return os.lseek(k.fd(a[0]).host_fd, k.signed(a[1]), _whence(a[2]))  # off_t: a long
+
+
+SEEK_MAX = 4  # SEEK_SET, CUR, END, DATA, HOLE (include/uapi/linux/fs.h)
+
+
+def _whence(value: int) -> int:
+    if not 0 <= value <= SEEK_MAX:
+        raise GuestError("EINVAL")
+    return value
 
 
 @syscall("_llseek")
 def sys_llseek(k: K, a: tuple[int, ...]) -> int:
     offset = (a[1] << 32) | a[2]
-    pos = os.lseek(k.fd(a[0]).host_fd, offset - (1 << 64) if offset >> 63 else offset, a[4])
+    pos = os.lseek(k.fd(a[0]).host_fd, offset - (1 << 64) if offset >> 63 else offset,
+                   _whence(a[4]))
     k.write(a[3], pos.to_bytes(8, k.endian))
     return 0
 
@@ -374,7 +384,10 @@ def sys_rename(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("ftruncate")
 def sys_ftruncate(k: K, a: tuple[int, ...]) -> int:
-    os.ftruncate(k.fd(a[0]).host_fd, a[1])
+    length = k.signed(a[1])
+    if length < 0:
+        raise GuestError("EINVAL")
+    os.ftruncate(k.fd(a[0]).host_fd, length)
     return 0
 
 

@@ -8,6 +8,7 @@ import signal as host_signal
 import time
 
 from emutrace.isa.base import GuestError
+from emutrace.machine.linux import sys_signal  # noqa: F401 (registers the signal calls)
 from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
 from emutrace.machine.linux.table import syscall
 
@@ -30,7 +31,7 @@ def sys_exit(k: K, a: tuple[int, ...]) -> int:
 
 
 def _signal_self(k: K, sig: int) -> int:
-    if sig == 0:
+    if sig == 0 or sig in k.sig_ignored:  # kernel/signal.c: an ignored signal is discarded
         return 0
     name = next((n for n, v in k.abi.constants.items()
                  if v == sig and n.startswith("SIG") and not n.startswith("SIG_")), None)
@@ -255,21 +256,6 @@ def sys_setrlimit(k: K, a: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- signals (no delivery yet)
-@syscall("rt_sigaction")
-def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
-    if a[2]:
-        layout = k.abi.structs.get("sigaction")
-        k.write(a[2], bytes(layout.size if layout else 4 * k.word + 8))
-    return 0
-
-
-@syscall("rt_sigprocmask")
-def sys_rt_sigprocmask(k: K, a: tuple[int, ...]) -> int:
-    if a[2]:
-        k.write(a[2], bytes(a[3] or 8))
-    return 0
-
-
 @syscall("sigaltstack")
 def sys_sigaltstack(k: K, a: tuple[int, ...]) -> int:
     if a[1]:
