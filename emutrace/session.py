@@ -18,7 +18,7 @@ from emutrace.isa.abi import load_abi
 from emutrace.machine.linux import sys_fd, sys_fs, sys_mem, sys_proc  # noqa: F401 (register)
 from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, load_segments
-from emutrace.machine.linux.memory import AddressSpace, Layout
+from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
 from emutrace.machine.linux.sandbox import Sandbox
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.target.unicorn_cpu import UnicornCpu
@@ -41,6 +41,7 @@ class RunConfig:
     cleanup: str = "lazy"  # int3: "lazy" or "strict"
     hw_slots: int | None = None  # hwbp: slots (None: the ISA's hardware)
     bts_buffer: int = 4096  # bts: records per buffer
+    max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
 
 
 @dataclass
@@ -98,7 +99,8 @@ class Process:
         isa = self.image.isa
         self.cpu = UnicornCpu(isa)
         self.cpu.apply_reset()
-        self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size))
+        self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size),
+                                  config.max_memory)
         self.sandbox = Sandbox(config.root, config.allow_write or [os.getcwd()])
         self.bias = load_segments(self.image, self.space)
         exe = guest_path_of(self.sandbox, config.program)

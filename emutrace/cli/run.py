@@ -11,6 +11,7 @@ from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.discover.prototypes import parameter_counts
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
+from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.format import ReplayOptions, replay_text
 
@@ -58,6 +59,9 @@ class RunCommand:
                        help=f"stop after N guest instructions (exit {EXIT_MAX_INSNS})")
         p.add_argument("--timeout", type=options.seconds, default=0.0, metavar="S",
                        help=f"stop after S seconds of wall time (exit {EXIT_TIMEOUT})")
+        p.add_argument("--max-memory", type=options.size, default=DEFAULT_MAX_MEMORY,
+                       metavar="SIZE", help="guest memory cap, e.g. 512M or 8G; mmap and brk "
+                       "beyond it fail with ENOMEM (default 4G)")
         p.add_argument("--stats", action="store_true",
                        help="print syscall counts to stderr at the end")
         p.add_argument("program", metavar="PROGRAM")
@@ -72,7 +76,8 @@ class RunCommand:
         config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
                            allow_write=args.allow_write, max_insns=args.max_insns,
                            timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
-                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer)
+                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
+                           max_memory=args.max_memory)
         result = Process(config).run()
         with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
             if args.backend != "none":

@@ -18,7 +18,7 @@ from unicorn import UcError
 
 from emutrace.isa.abi import Abi, StructLayout
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
-from emutrace.machine.linux.memory import AddressSpace
+from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.target.unicorn_cpu import UnicornCpu
@@ -140,7 +140,7 @@ class LinuxKernel:
             return -self.errno(code)
         except (OverflowError, ValueError):  # an argument no host call accepts, as Linux: EINVAL
             return -self.errno("EINVAL")
-        except MemoryError:
+        except (MemoryError, OutOfMemory):
             return -self.errno("ENOMEM")
 
     def _set_result(self, value: int) -> None:

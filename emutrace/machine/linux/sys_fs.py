@@ -19,6 +19,9 @@ DT_TYPES = ((st_mod.S_ISDIR, 4), (st_mod.S_ISREG, 8), (st_mod.S_ISLNK, 10), (st_
 PROC_SELF_EXE = (b"/proc/self/exe", b"/proc/self/fd/exe")
 
 K = LinuxKernel
+# permission and sticky bits only: a guest never creates set-user-ID or set-group-ID files
+# (emutrace may run as root; such a file would be a host privilege escalation)
+GUEST_MODE_BITS = 0o1777
 
 
 def _base(k: K, dirfd: int) -> str | None:
@@ -46,7 +49,7 @@ def _openat(k: K, dirfd: int, path_addr: int, flags: int, mode: int) -> int:
     excl = flags & c["O_CREAT"] and flags & c["O_EXCL"]
     host = _resolve(k, dirfd, path_addr, write=bool(writes), create=bool(flags & c["O_CREAT"]),
                     follow_final=not (flags & c["O_NOFOLLOW"] or excl))
-    hfd = os.open(host, _host_open_flags(k, flags) | os.O_CLOEXEC, mode & 0o7777)
+    hfd = os.open(host, _host_open_flags(k, flags) | os.O_CLOEXEC, mode & GUEST_MODE_BITS)
     try:
         guest = k.sandbox.to_guest(host)
     except ValueError:
@@ -357,7 +360,8 @@ def sys_rmdir(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("mkdirat")
 def sys_mkdirat(k: K, a: tuple[int, ...]) -> int:
-    os.mkdir(_resolve(k, a[0], a[1], write=True, create=True, follow_final=False), a[2] & 0o7777)
+    os.mkdir(_resolve(k, a[0], a[1], write=True, create=True, follow_final=False),
+             a[2] & GUEST_MODE_BITS)
     return 0
 
 
