@@ -86,8 +86,9 @@ def guest_path_of(sandbox: Sandbox, program: str) -> str:
         from pathlib import Path
 
         return sandbox.to_guest(Path(os.path.realpath(program)))
-    except ValueError:
-        return program
+    except ValueError:  # outside the root: never a host path, nor a relative one (glibc's
+        # _dl_get_origin asserts an absolute path); the guest sees it at the root's top
+        return "/" + os.path.basename(os.path.normpath(program))
 
 
 class Process:
