@@ -177,9 +177,11 @@ def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[Watch]:
             if sig in STOP_SIGNALS:
                 assert sig is not None
                 state.interrupted = signal.Signals(sig).name
+                cpu.stop_requested.set()
                 cpu.uc.emu_stop()
             elif sig is None:  # the deadline passed
                 state.timed_out = True
+                cpu.stop_requested.set()
                 cpu.uc.emu_stop()
                 return
 

@@ -11,6 +11,7 @@ import errno as host_errno
 import os
 import random
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -254,7 +255,18 @@ class LinuxKernel:
         self.fds.clear()
 
     def random_bytes(self, n: int) -> bytes:
+        if n > 256:  # getrandom of a large buffer: fast, still deterministic
+            return self.rng.randbytes(n)
         return bytes(self.rng.getrandbits(8) for _ in range(n))
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait, ending early when the run is being stopped (Ctrl-C, --timeout); False
+        then (the guest sees EINTR, as a signal interrupts a sleep on Linux)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.cpu.stop_requested.wait(min(left, 3600.0)):
+                return False
+        return True
 
     def unpack_words(self, data: bytes) -> list[int]:
         fmt = ("<" if self.endian == "little" else ">") + ("Q" if self.word == 8 else "I")
