@@ -1,0 +1,67 @@
+"""Issue 10 items 17, 18: program files are checked for their type before they are opened
+for reading and mapped, not read whole; PT_INTERP garbage is one escaped, short line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from emutrace import errors
+
+from .conftest import bin_path, run_emutrace
+
+CALLS = bin_path("x86_64", "calls")
+
+
+def one_line(got: subprocess.CompletedProcess, code: int) -> str:
+    err = got.stderr.decode()
+    assert got.returncode == code, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom"])
+def test_not_a_regular_file(kind: str, tmp_path: Path) -> None:
+    path = tmp_path / "fifo"
+    if kind == "fifo":
+        os.mkfifo(path)  # was: hung forever in open
+    else:
+        path = Path(kind)  # were: read until memory ran out
+    err = one_line(run_emutrace("run", path, timeout=60), errors.EXIT_NO_INPUT)
+    assert "not a regular file" in err
+
+
+def test_sparse_gigabyte_program_reads_only_its_headers(tmp_path: Path) -> None:
+    program = tmp_path / "calls"
+    shutil.copy(CALLS, program)
+    os.truncate(program, 1 << 30)  # a valid ELF followed by a 1 GiB hole
+    start = time.monotonic()
+    got = run_emutrace("run", program, timeout=60)
+    assert got.returncode == run_emutrace("run", CALLS).returncode
+    assert time.monotonic() - start < 20
+
+
+def test_interp_garbage_is_one_short_escaped_line(tmp_path: Path) -> None:
+    blob = bytearray(CALLS.read_bytes())
+    phoff, = struct.unpack_from("<Q", blob, 0x20)
+    phnum, = struct.unpack_from("<H", blob, 0x38)
+    for i in range(phnum):  # PT_GNU_STACK → PT_INTERP over 10,000 bytes of the file
+        at = phoff + 56 * i
+        if struct.unpack_from("<I", blob, at)[0] == 0x6474E551:
+            struct.pack_into("<IIQQQQQQ", blob, at, 3, 4, 0, 0, 0, 10000, 10000, 1)
+            break
+    else:
+        pytest.fail("calls has no PT_GNU_STACK to rewrite")
+    program = tmp_path / "garbage_interp"
+    program.write_bytes(bytes(blob))
+    got = run_emutrace("run", program)
+    assert got.returncode in (errors.EXIT_BAD_ELF, errors.EXIT_UNSUPPORTED)
+    err = one_line(got, got.returncode)
+    assert len(err) < 400
+    assert all(c.isprintable() for c in err.rstrip("\n"))
