@@ -65,3 +65,32 @@ def test_interp_garbage_is_one_short_escaped_line(tmp_path: Path) -> None:
     err = one_line(got, got.returncode)
     assert len(err) < 400
     assert all(c.isprintable() for c in err.rstrip("\n"))
+
+
+def _patch_last_load(tmp_path: Path, vaddr: int | None, memsz: int | None) -> Path:
+    blob = bytearray(CALLS.read_bytes())
+    phoff, = struct.unpack_from("<Q", blob, 0x20)
+    phnum, = struct.unpack_from("<H", blob, 0x38)
+    loads = [phoff + 56 * i for i in range(phnum)
+             if struct.unpack_from("<I", blob, phoff + 56 * i)[0] == 1]
+    at = loads[-1]  # Elf64_Phdr: p_vaddr at +16, p_memsz at +40
+    if vaddr is not None:
+        struct.pack_into("<QQ", blob, at + 16, vaddr, vaddr)
+    if memsz is not None:
+        struct.pack_into("<Q", blob, at + 40, memsz)
+    program = tmp_path / "mutant"
+    program.write_bytes(bytes(blob))
+    return program
+
+
+@pytest.mark.parametrize(("vaddr", "memsz"), [(None, 1 << 40), (None, 1 << 63),
+                                              ((1 << 64) - 0x1000, None)],
+                         ids=["memsz-1TiB", "memsz-2^63", "vaddr-top"])
+def test_loader_errors_are_one_line_65(vaddr: int | None, memsz: int | None,
+                                       tmp_path: Path) -> None:
+    """Item 16 and item 12's p_memsz: refused before the page loop, naming the segment."""
+    start = time.monotonic()
+    got = run_emutrace("run", _patch_last_load(tmp_path, vaddr, memsz), timeout=60)
+    err = one_line(got, errors.EXIT_BAD_ELF)
+    assert "PT_LOAD" in err or "segments" in err
+    assert time.monotonic() - start < 20
