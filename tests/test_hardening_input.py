@@ -94,3 +94,23 @@ def test_loader_errors_are_one_line_65(vaddr: int | None, memsz: int | None,
     err = one_line(got, errors.EXIT_BAD_ELF)
     assert "PT_LOAD" in err or "segments" in err
     assert time.monotonic() - start < 20
+
+
+def test_garbage_dwarf_is_a_warning_and_the_run_goes_on(tmp_path: Path) -> None:
+    """Item 16: garbage in .debug_info under the tracing backend: one warning, exit 0."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(CALLS, "rb") as f:
+        sec = ELFFile(f).get_section_by_name(".debug_info")
+        off, size = sec["sh_offset"], sec["sh_size"]
+    blob = bytearray(CALLS.read_bytes())
+    blob[off:off + size] = bytes((i * 151 + 7) & 0xFF for i in range(size))
+    program = tmp_path / "bad_dwarf"
+    program.write_bytes(bytes(blob))
+    got = run_emutrace("run", "--backend", "int3", program, timeout=120)
+    assert got.returncode == run_emutrace("run", CALLS).returncode
+    err = got.stderr.decode()
+    assert "Traceback" not in err and "internal error" not in err
+    warnings = [line for line in err.splitlines() if "unreadable DWARF" in line]
+    assert len(warnings) == 1, err
+    assert "main" in err  # the trace is still written (to stderr)

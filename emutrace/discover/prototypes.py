@@ -7,11 +7,25 @@ without DWARF gives an empty table and the trace shows a default number of argum
 
 from __future__ import annotations
 
-from elftools.common.exceptions import ELFError
+import sys
+from collections.abc import Callable
+
 from elftools.elf.elffile import ELFFile
 
 
-def parameter_counts(path: str) -> dict[str, int]:
+_warned: set[str] = set()
+
+
+def _warn_stderr(message: str) -> None:
+    if message not in _warned:  # both the run and the trace writer ask: say it once
+        _warned.add(message)
+        print(message, file=sys.stderr)
+
+
+def parameter_counts(path: str,
+                     warn: Callable[[str], None] = _warn_stderr) -> dict[str, int]:
+    """Garbage DWARF (DWARFError, MemoryError from a huge section, OverflowError, a bad
+    string table...) is one warning line: the run goes on with the default counts."""
     counts: dict[str, int] = {}
     try:
         with open(path, "rb") as f:
@@ -28,6 +42,9 @@ def parameter_counts(path: str) -> dict[str, int]:
                     counts[name.value.decode(errors="replace")] = sum(
                         1 for child in die.iter_children()
                         if child.tag == "DW_TAG_formal_parameter")
-    except (ELFError, OSError, KeyError, ValueError, AttributeError):
-        return counts  # unreadable DWARF: the default applies
+    except Exception as e:  # noqa: BLE001 - pyelftools raises anything on garbage
+        first = str(e).splitlines()[0][:120] if str(e) else ""
+        warn(f"emutrace: warning: {path}: unreadable DWARF ({type(e).__name__}: {first!r}); "
+             "functions show the default number of arguments")
+        return {}
     return counts
