@@ -13,7 +13,7 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import Process, RunConfig, RunResult
-from emutrace.trace.format import ReplayOptions, replay_text
+from emutrace.trace.format import ReplayOptions, iter_replay_lines
 
 BACKEND_CHOICES = (*BACKENDS, "none")
 
@@ -112,8 +112,21 @@ def report(result: RunResult) -> None:
         detail = f": {stop.detail}" if stop.detail else ""
         print(f"emutrace: guest killed by {stop.signal} at {where}{detail}", file=sys.stderr)
     if result.open_frames:  # the shadow call stack (tracing backends), outermost first
-        names = " > ".join(result.image.symbolize(f).split("+")[0] for f in result.open_frames)
+        names = " > ".join(bounded_names(
+            [result.image.symbolize(f).split("+")[0] for f in result.open_frames]))
         print(f"emutrace: call stack: {names}", file=sys.stderr)
+
+
+STACK_SHOWN = 8  # outermost and innermost frames named in the crash report's call stack
+
+
+def bounded_names(names: list[str]) -> list[str]:
+    """At most 2 * STACK_SHOWN names; the middle ones become one `... N frames ...`, so
+    the line stays short at any depth."""
+    if len(names) <= 2 * STACK_SHOWN:
+        return names
+    hidden = len(names) - 2 * STACK_SHOWN
+    return [*names[:STACK_SHOWN], f"... {hidden} frames ...", *names[-STACK_SHOWN:]]
 
 
 DEFAULT_SHOWN_ARGS = 4  # a function without DWARF or -A
@@ -144,10 +157,12 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
                             arg_counts=counts, default_args=DEFAULT_SHOWN_ARGS)
-    text = replay_text(result.records, name, options)
+    # line by line: a trace of depth d is O(d^2) text (uftrace's indentation), and building
+    # it as one string made emutrace's memory grow with the square of the depth
+    lines = iter_replay_lines(result.records, name, options)
     if args.output:
         with open(args.output, "w") as out:
-            out.write(text)
+            out.writelines(line + "\n" for line in lines)
     else:
-        sys.stderr.write(text)
+        sys.stderr.writelines(line + "\n" for line in lines)
         sys.stderr.flush()
