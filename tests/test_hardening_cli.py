@@ -49,3 +49,17 @@ def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
         main(["run", "--help"])
     assert e.value.code == 0
     assert "--timeout" in capsys.readouterr().out
+
+
+def test_bench_report_never_claims_unseen_agreement() -> None:
+    """Item 21: with every tracing cell failing, results.md must not say they agreed."""
+    from emutrace.benchgrid.report import agreement_sentence
+
+    def rec(backend: str, agreement: str) -> dict[str, object]:
+        return {"backend": backend, "agreement": agreement}
+
+    failing = [rec("none", "error"), rec("int3", "error"), rec("step", "error")]
+    assert "All" not in agreement_sentence(failing)
+    assert "Only 0 of 2" in agreement_sentence(failing)
+    assert agreement_sentence([rec("none", "ok"), rec("int3", "ok")]).startswith("All 1 ")
+    assert "nothing was compared" in agreement_sentence([rec("none", "ok")])

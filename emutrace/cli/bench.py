@@ -130,6 +130,10 @@ class BenchCommand:
             for text in problems:
                 console.print(f"[bold red]emutrace bench: FAIL {escape(text)}[/bold red]")
             errors = [c for row in rows for c in row.cells if c.agreement == "error"]
+            missing = [row for row in rows if row.missing]  # never n/a and exit 0
+            for row in missing:
+                console.print(f"[red]emutrace bench: error {row.isa}: program missing: "
+                              f"{escape(str(row.program.path))}[/red]")
             for c in (c for row in rows for c in row.cells if c.agreement == "unsupported"):
                 console.print(f"[yellow]emutrace bench: {c.isa} {escape(c.program.template)} "
                               f"{c.spec.label}: {escape(c.error or '')}[/yellow]")
@@ -140,7 +144,7 @@ class BenchCommand:
                           "results.json, slowdown/events/predicted .png .svg)")
         if problems:
             return EXIT_DISAGREEMENT
-        return EXIT_CELL_ERROR if errors else 0
+        return EXIT_CELL_ERROR if errors or missing else 0
 
 
 def command_line(args: argparse.Namespace) -> str:
