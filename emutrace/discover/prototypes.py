@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 from elftools.elf.elffile import ELFFile
 
-
 _warned: set[str] = set()
 
 
