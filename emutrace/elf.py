@@ -7,8 +7,11 @@ need from the file is collected once into an :class:`Image`.
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
+import stat
 from dataclasses import dataclass, field, replace
+from typing import IO, cast
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -84,11 +87,40 @@ def _check_readable(path: str) -> None:
         raise EmutraceError(f"{path}: permission denied", EXIT_NO_INPUT)
 
 
+PATH_MAX_BYTES = 4096  # PT_INTERP is a path: more is garbage
+
+
+def _map_program(path: str) -> bytes | mmap.mmap:
+    """The one reader of program files: a regular file only (a FIFO, /dev/zero or a
+    terminal is refused before anything is read; O_NONBLOCK keeps a FIFO's open from
+    waiting for a writer), mapped rather than read, so that only the pages the ELF headers
+    point at are ever touched (a 1 GiB sparse file costs what its headers say)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise EmutraceError(f"{path}: {e.strerror}", EXIT_NO_INPUT) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise EmutraceError(f"{path}: not a regular file", EXIT_NO_INPUT)
+        if info.st_size == 0:
+            return b""
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def printable(raw: bytes, limit: int = 80) -> str:
+    """Bytes from a file shown on one line: escaped, at most `limit` characters."""
+    text = raw.decode("ascii", errors="backslashreplace")
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(raw)} bytes)"
+
+
 def load_image(path: str) -> Image:
     """Parse and validate an ELF executable; every failure is a one-line EmutraceError."""
     _check_readable(path)
-    with open(path, "rb") as f:
-        blob = f.read()
+    blob = _map_program(path)
     if blob[:4] != b"\x7fELF":
         raise BadElf(f"{path}: not an ELF file")
     try:
@@ -101,10 +133,12 @@ def load_image(path: str) -> Image:
         raise BadElf(f"{path}: truncated or malformed ELF ({type(e).__name__}: {e})") from None
 
 
-def _parse(path: str, blob: bytes) -> Image:
+def _parse(path: str, blob: bytes | mmap.mmap) -> Image:
     import io
 
-    elf = ELFFile(io.BytesIO(blob))
+    # an mmap has read/seek/tell: pyelftools reads only what it is asked for
+    stream = cast(IO[bytes], blob) if isinstance(blob, mmap.mmap) else io.BytesIO(blob)
+    elf = ELFFile(stream)
     hdr = elf.header
     endian = "little" if elf.little_endian else "big"
     try:
@@ -118,7 +152,8 @@ def _parse(path: str, blob: bytes) -> Image:
     for seg in elf.iter_segments():
         ptype = seg["p_type"]
         if ptype == "PT_INTERP":
-            interpreter = seg.data().rstrip(b"\0").decode(errors="replace")
+            raw = seg.data()[:PATH_MAX_BYTES].rstrip(b"\0")
+            interpreter = printable(raw)
         elif ptype == "PT_LOAD":
             off, filesz = seg["p_offset"], seg["p_filesz"]
             if off + filesz > len(blob):

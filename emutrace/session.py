@@ -18,7 +18,7 @@ from emutrace.isa.abi import load_abi
 from emutrace.machine.linux import sys_fd, sys_fs, sys_mem, sys_proc  # noqa: F401 (register)
 from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, load_segments
-from emutrace.machine.linux.memory import AddressSpace, Layout
+from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
 from emutrace.machine.linux.sandbox import Sandbox
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.target.unicorn_cpu import UnicornCpu
@@ -43,6 +43,7 @@ class RunConfig:
     bts_buffer: int = 4096  # bts: records per buffer
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
+    max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
 
 
 @dataclass
@@ -87,8 +88,9 @@ def guest_path_of(sandbox: Sandbox, program: str) -> str:
         from pathlib import Path
 
         return sandbox.to_guest(Path(os.path.realpath(program)))
-    except ValueError:
-        return program
+    except ValueError:  # outside the root: never a host path, nor a relative one (glibc's
+        # _dl_get_origin asserts an absolute path); the guest sees it at the root's top
+        return "/" + os.path.basename(os.path.normpath(program))
 
 
 class Process:
@@ -100,7 +102,8 @@ class Process:
         isa = self.image.isa
         self.cpu = UnicornCpu(isa)
         self.cpu.apply_reset()
-        self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size))
+        self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size),
+                                  config.max_memory)
         self.sandbox = Sandbox(config.root, config.allow_write or [os.getcwd()])
         self.bias = load_segments(self.image, self.space)
         exe = guest_path_of(self.sandbox, config.program)

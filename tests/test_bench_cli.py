@@ -76,12 +76,18 @@ def test_small_grid_writes_consistent_results(tmp_path: Path,
 
 
 def test_missing_program_is_a_row_of_na(tmp_path: Path) -> None:
+    """A missing program is an n/a row and an error exit (issue 10 item 21), and the report
+    claims no agreement it did not see."""
+    from emutrace.cli.bench import EXIT_CELL_ERROR
+
     out = tmp_path / "out"
     rc = bench(out, "--arch", "x86_64", "--backend", "step", f"{TESTBINS}/{{isa}}/no_such")
-    assert rc == 0
+    assert rc == EXIT_CELL_ERROR
     rows = read_csv(out)
     assert [r["agreement"] for r in rows] == ["n/a", "n/a"]
     assert "missing" in rows[0]["error"]
+    md = (out / "results.md").read_text()
+    assert "All " not in md and "Only 0 of 1 tracing cells were compared" in md
 
 
 def liar_module() -> types.ModuleType:

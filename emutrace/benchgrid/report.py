@@ -96,6 +96,20 @@ def markdown_table(recs: Sequence[dict[str, Any]], key: str, with_none: bool) ->
     return lines + [""]
 
 
+def agreement_sentence(recs: Sequence[dict[str, Any]]) -> str:
+    """What the comparison saw, never more: agreement is claimed only for cells that were
+    compared ("ok"); cells that errored, were unsupported or missing are counted apart."""
+    tracing = [r for r in recs if r["backend"] != "none"]
+    compared = sum(1 for r in tracing if r["agreement"] == "ok")
+    if not tracing:
+        return "No tracing cells ran: nothing was compared."
+    if compared == len(tracing):
+        return (f"All {compared} tracing cells gave the same canonical trace as the reference "
+                "(step when run) and the same exit code as `none`.")
+    return (f"Only {compared} of {len(tracing)} tracing cells were compared, and those agreed; "
+            f"the other {len(tracing) - compared} could not be compared (listed below).")
+
+
 def write_markdown(path: Path, meta: Meta, recs: Sequence[dict[str, Any]],
                    assumptions: Sequence[str], isas: Sequence[str],
                    problems: Sequence[str]) -> None:
@@ -108,12 +122,9 @@ def write_markdown(path: Path, meta: Meta, recs: Sequence[dict[str, Any]],
            f"- untraced native speed assumed: {meta.ns_per_insn} ns/instruction"
            + (" (default)" if meta.ns_per_insn == DEFAULT_NS_PER_INSN else ""), ""]
     out += ["## Agreement", ""]
-    out += [f"- **FAIL** {p}" for p in problems] or ["All tracing backends gave the same "
-                                                      "canonical trace as the reference "
-                                                      "(step when run) and the same exit code "
-                                                      "as `none`."]
+    out += [f"- **FAIL** {p}" for p in problems] or [agreement_sentence(recs)]
     out += [f"- {r['agreement']}: {r['isa']} `{r['program']}` {r['backend']}: {r['error']}"
-            for r in recs if r["agreement"] in ("unsupported", "error")]
+            for r in recs if r["agreement"] in ("unsupported", "error", "n/a")]
     out += ["", "## Emulated slowdown (median time / median time of `none`; `none`: seconds)",
             ""]
     out += markdown_table(recs, "slowdown", with_none=True)

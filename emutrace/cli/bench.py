@@ -36,6 +36,7 @@ from emutrace.benchgrid.spec import (
     parse_backends,
     parse_template,
 )
+from emutrace.cli import options
 from emutrace.cost import DEFAULT_NS_PER_INSN
 from emutrace.errors import UsageError
 
@@ -60,17 +61,18 @@ class BenchCommand:
                        help="backend specs: int3, int3:strict, hwbp, hwbp:N (N slots), bts, "
                             "bts:N (buffer records), btf, entry, step; all = "
                             f"{','.join(ALL_SPECS)}; `none` always runs as the baseline")
-        p.add_argument("--repeat", type=int, default=1, metavar="N",
+        p.add_argument("--repeat", type=options.positive_count, default=1, metavar="N",
                        help="rounds; each round runs every cell of a row in turn, times are "
                             "medians (default 1)")
         p.add_argument("--out", default="bench-out", metavar="DIR",
                        help="directory for results.{csv,json,md} and plots (default "
                             "bench-out/)")
-        p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+        p.add_argument("--timeout", type=options.seconds, default=0.0, metavar="S",
                        help="stop a run after S seconds (it then disagrees with `none`)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
                        help="directory the guest may write in (default: the current one)")
-        p.add_argument("--ns-per-insn", type=float, default=DEFAULT_NS_PER_INSN, metavar="NS",
+        p.add_argument("--ns-per-insn", type=options.positive_float,
+                       default=DEFAULT_NS_PER_INSN, metavar="NS",
                        help="cost model: untraced native time per instruction "
                             f"(default {DEFAULT_NS_PER_INSN})")
         p.add_argument("programs", nargs="+", metavar="PROGRAM",
@@ -128,6 +130,10 @@ class BenchCommand:
             for text in problems:
                 console.print(f"[bold red]emutrace bench: FAIL {escape(text)}[/bold red]")
             errors = [c for row in rows for c in row.cells if c.agreement == "error"]
+            missing = [row for row in rows if row.missing]  # never n/a and exit 0
+            for row in missing:
+                console.print(f"[red]emutrace bench: error {row.isa}: program missing: "
+                              f"{escape(str(row.program.path))}[/red]")
             for c in (c for row in rows for c in row.cells if c.agreement == "unsupported"):
                 console.print(f"[yellow]emutrace bench: {c.isa} {escape(c.program.template)} "
                               f"{c.spec.label}: {escape(c.error or '')}[/yellow]")
@@ -138,7 +144,7 @@ class BenchCommand:
                           "results.json, slowdown/events/predicted .png .svg)")
         if problems:
             return EXIT_DISAGREEMENT
-        return EXIT_CELL_ERROR if errors else 0
+        return EXIT_CELL_ERROR if errors or missing else 0
 
 
 def command_line(args: argparse.Namespace) -> str:

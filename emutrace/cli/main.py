@@ -11,9 +11,9 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NoReturn, Protocol
 
-from emutrace.errors import EXIT_INTERNAL, EmutraceError
+from emutrace.errors import EXIT_INTERNAL, EXIT_USAGE, EmutraceError
 
 
 class Command(Protocol):
@@ -34,8 +34,24 @@ def commands() -> list[Command]:
     return [RunCommand(), InfoCommand(), BenchCommand(), DiffCommand()]
 
 
+class UsageExit(Exception):
+    """argparse found a bad command line: main() returns EXIT_USAGE."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit 64 (sysexits EX_USAGE, as the README's exit
+    table promises) instead of eight lines of usage and exit 2; subparsers are built with the
+    same class (argparse's add_subparsers defaults parser_class to type(self))."""
+
+    def error(self, message: str) -> NoReturn:
+        first = message.splitlines()[0] if message else "bad command line"
+        print(f"emutrace: usage: {self.prog}: {first} (see {self.prog} --help)",
+              file=sys.stderr)
+        raise UsageExit(first)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="emutrace",
         description="Run and trace programs of any instruction set under CPU emulation.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
@@ -49,12 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageExit:
+        return EXIT_USAGE
     try:
         return int(args.handler(args))
     except EmutraceError as e:
         print(f"emutrace: {e.message}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:  # Ctrl-C outside emulation and output: no traceback
+        print("emutrace: interrupted", file=sys.stderr)
+        return 128 + 2  # 128 + SIGINT
     except BrokenPipeError:
         return 141  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
     except Exception as e:  # a bug of ours: one line, the traceback only with --debug

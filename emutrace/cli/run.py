@@ -6,10 +6,13 @@ import argparse
 import sys
 
 from emutrace.backends import BACKENDS
+from emutrace.cli import options
+from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
+from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import Process, RunConfig, RunResult
-from emutrace.trace.format import ReplayOptions, replay_text
+from emutrace.trace.format import ReplayOptions, iter_replay_lines
 
 BACKEND_CHOICES = (*BACKENDS, "none")
 
@@ -27,10 +30,10 @@ class RunCommand:
         p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
                        help="int3: leave breakpoints in place (lazy) or disarm a function when "
                             "it stops being current (strict, fctrace's rule)")
-        p.add_argument("--hw-slots", type=int, metavar="N",
+        p.add_argument("--hw-slots", type=options.positive_count, metavar="N",
                        help="hwbp: hardware breakpoint slots (default: the ISA's, see "
                             "`emutrace info`)")
-        p.add_argument("--bts-buffer", type=int, default=4096, metavar="N",
+        p.add_argument("--bts-buffer", type=options.positive_count, default=4096, metavar="N",
                        help="bts: branch records the buffer holds before it interrupts")
         g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
         g.add_argument("-o", "--output", metavar="FILE",
@@ -39,7 +42,8 @@ class RunCommand:
                        help="show only FUNC and what it calls (repeatable)")
         g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
                        help="hide FUNC and what it calls (repeatable)")
-        g.add_argument("-D", "--depth", type=int, metavar="N", help="show N levels at most")
+        g.add_argument("-D", "--depth", type=options.count, metavar="N",
+                       help="show N levels at most")
         g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
                        help="show the first N arguments of FUNC (default: its prototype from "
                             "DWARF or the libc table, else 4 integer words; repeatable)")
@@ -50,10 +54,13 @@ class RunCommand:
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
                        help="directory the guest may create or change files in (repeatable; "
                             "default: the current directory)")
-        p.add_argument("--max-insns", type=int, default=0, metavar="N",
+        p.add_argument("--max-insns", type=options.count, default=0, metavar="N",
                        help=f"stop after N guest instructions (exit {EXIT_MAX_INSNS})")
-        p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+        p.add_argument("--timeout", type=options.seconds, default=0.0, metavar="S",
                        help=f"stop after S seconds of wall time (exit {EXIT_TIMEOUT})")
+        p.add_argument("--max-memory", type=options.size, default=DEFAULT_MAX_MEMORY,
+                       metavar="SIZE", help="guest memory cap, e.g. 512M or 8G; mmap and brk "
+                       "beyond it fail with ENOMEM (default 4G)")
         p.add_argument("--stats", action="store_true",
                        help="print syscall counts to stderr at the end")
         p.add_argument("program", metavar="PROGRAM")
@@ -69,11 +76,15 @@ class RunCommand:
                            allow_write=args.allow_write, max_insns=args.max_insns,
                            timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
                            hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
-                           arg_counts=args.arg_counts)
+                           arg_counts=args.arg_counts, max_memory=args.max_memory)
         result = Process(config).run()
-        if args.backend != "none":
-            write_trace(result, args)  # before the report: a crash keeps what was recorded
-        report(result)
+        with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
+            if args.backend != "none":
+                write_trace(result, args)  # before the report: a crash keeps what was recorded
+            report(result)
+        if late.signal:
+            print(f"emutrace: {late.signal} while writing the output (complete)", file=sys.stderr)
+            return late.exit_code
         if args.stats:
             counts = ", ".join(f"{k}={v}" for k, v in sorted(result.syscall_counts.items()))
             print(f"emutrace: {result.syscalls} syscalls: {counts}", file=sys.stderr)
@@ -100,8 +111,21 @@ def report(result: RunResult) -> None:
         detail = f": {stop.detail}" if stop.detail else ""
         print(f"emutrace: guest killed by {stop.signal} at {where}{detail}", file=sys.stderr)
     if result.open_frames:  # the shadow call stack (tracing backends), outermost first
-        names = " > ".join(result.image.symbolize(f).split("+")[0] for f in result.open_frames)
+        names = " > ".join(bounded_names(
+            [result.image.symbolize(f).split("+")[0] for f in result.open_frames]))
         print(f"emutrace: call stack: {names}", file=sys.stderr)
+
+
+STACK_SHOWN = 8  # outermost and innermost frames named in the crash report's call stack
+
+
+def bounded_names(names: list[str]) -> list[str]:
+    """At most 2 * STACK_SHOWN names; the middle ones become one `... N frames ...`, so
+    the line stays short at any depth."""
+    if len(names) <= 2 * STACK_SHOWN:
+        return names
+    hidden = len(names) - 2 * STACK_SHOWN
+    return [*names[:STACK_SHOWN], f"... {hidden} frames ...", *names[-STACK_SHOWN:]]
 
 
 def parse_arg_specs(specs: list[str]) -> dict[str, int]:
@@ -127,10 +151,12 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
                             arg_counts=args.arg_counts)  # the backend read the rest
-    text = replay_text(result.records, name, options)
+    # line by line: a trace of depth d is O(d^2) text (uftrace's indentation), and building
+    # it as one string made emutrace's memory grow with the square of the depth
+    lines = iter_replay_lines(result.records, name, options)
     if args.output:
         with open(args.output, "w") as out:
-            out.write(text)
+            out.writelines(line + "\n" for line in lines)
     else:
-        sys.stderr.write(text)
+        sys.stderr.writelines(line + "\n" for line in lines)
         sys.stderr.flush()

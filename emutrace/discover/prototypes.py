@@ -19,10 +19,11 @@ is not a system path (`is_system_source`) and not assembler.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
-from elftools.common.exceptions import ELFError
 from elftools.dwarf.die import DIE
 from elftools.elf.elffile import ELFFile
 
@@ -160,8 +161,19 @@ class _TypeReader:
         return CType("hex", size, name)  # arrays, function types: raw words
 
 
-def read_prototypes(path: str) -> ProgramTypes:
-    """Every function DWARF defines in the file at `path`; empty without DWARF."""
+_warned: set[str] = set()
+
+
+def _warn_stderr(message: str) -> None:
+    if message not in _warned:  # both the run and the trace writer ask: say it once
+        _warned.add(message)
+        print(message, file=sys.stderr)
+
+
+def read_prototypes(path: str, warn: Callable[[str], None] = _warn_stderr) -> ProgramTypes:
+    """Every function DWARF defines in the file at `path`; empty without DWARF.  Garbage
+    DWARF (DWARFError, MemoryError from a huge section, OverflowError, a bad string table...)
+    is one warning line: the run goes on with the default argument counts."""
     out = ProgramTypes()
     types = _TypeReader()
     try:
@@ -193,8 +205,13 @@ def read_prototypes(path: str) -> ProgramTypes:
                     out.by_name.setdefault(name, proto)
                     if own:
                         out.own.add(name)
-    except (ELFError, OSError, KeyError, ValueError, AttributeError, TypeError):
-        return ProgramTypes()  # unreadable DWARF: the defaults apply
+    except OSError:
+        return ProgramTypes()
+    except Exception as e:  # noqa: BLE001 - pyelftools raises anything on garbage
+        first = str(e).splitlines()[0][:120] if str(e) else ""
+        warn(f"emutrace: warning: {path}: unreadable DWARF ({type(e).__name__}: {first!r}); "
+             "functions show the default number of arguments")
+        return ProgramTypes()
     return out
 
 

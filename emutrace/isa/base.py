@@ -339,6 +339,9 @@ class Isa:
     simulate: Simulator | None = None
     # how C values beyond integer words travel in calls (typed arguments)
     c_values: CValues = CValues(char_signed=True)
+    # CPU exception number (Unicorn's intno) → the signal Linux delivers for it; anything
+    # else that is not a breakpoint is SIGILL
+    exception_signals: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -225,8 +225,14 @@ C_VALUES = CValues(char_signed=True,
                    retval_hi="rdx", struct_ret_in_regs=16)
 
 
+# Intel SDM vol. 3 §6.3.1 vector numbers; arch/x86/kernel/traps.c signals: #DE divide
+# error → SIGFPE, #MF/#XM floating point → SIGFPE, #GP and #SS → SIGSEGV, #UD → SIGILL
+EXCEPTION_SIGNALS = {0: "SIGFPE", 6: "SIGILL", 12: "SIGSEGV", 13: "SIGSEGV", 16: "SIGFPE",
+                     19: "SIGFPE"}
+
 ISA = Isa(
     c_values=C_VALUES,
+    exception_signals=EXCEPTION_SIGNALS,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

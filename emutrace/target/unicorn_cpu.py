@@ -7,6 +7,7 @@ gives register access by our short names (constants resolved once and cached).
 from __future__ import annotations
 
 import importlib
+import threading
 from functools import reduce
 
 import unicorn
@@ -29,6 +30,9 @@ class UnicornCpu:
 
     def __init__(self, isa: Isa) -> None:
         self.isa = isa
+        # set by target/unicorn_run's watcher (Ctrl-C, SIGTERM, SIGHUP, --timeout): a system
+        # call that waits (nanosleep) ends early when it is set
+        self.stop_requested = threading.Event()
         eng = isa.engines
         mode = reduce(lambda a, m: a | _const(ucc, m), eng.uc_mode, 0)
         self.uc = unicorn.Uc(_const(ucc, eng.uc_arch), mode)

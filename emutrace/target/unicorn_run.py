@@ -134,42 +134,58 @@ def _holds(cpu: UnicornCpu, addr: int, data: bytes) -> bool:
 
 
 WAKE = signal.SIGUSR2  # sent by the main thread to end the watcher promptly
+# Host signals that stop emulation the way Ctrl-C does: the run ends as a Stop, the trace is
+# written, and emutrace exits 128 + N as if killed by it (a shell's convention).
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+@dataclass
+class Watch:
+    """What the watcher thread saw: a stop signal's name ("" for none), or the deadline."""
+
+    interrupted: str = ""
+    timed_out: bool = False
 
 
 @contextmanager
-def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[dict[str, bool]]:
-    """Ctrl-C and --timeout stop emulation cleanly.  SIGINT is blocked in this thread and
-    taken by a watcher thread with sigtimedwait, which calls emu_stop (a Python signal
-    handler would not run while the main thread is inside emu_start); the same wait ends
-    at the deadline.  Unicorn's own emu_start timeout is not used: its timer thread crashed
-    strict-mode tracing with site hooks on MIPS (a guest SIGSEGV that varies run to run).
-    At the end the main thread wakes the watcher with WAKE, so leaving costs nothing."""
-    state = {"interrupted": False, "timed_out": False}
+def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[Watch]:
+    """Ctrl-C (and SIGTERM, SIGHUP) and --timeout stop emulation cleanly.  The stop signals
+    are blocked in this thread and taken by a watcher thread with sigtimedwait, which calls
+    emu_stop (a Python signal handler would not run while the main thread is inside
+    emu_start); the same wait ends at the deadline.  Unicorn's own emu_start timeout is not
+    used: its timer thread crashed strict-mode tracing with site hooks on MIPS (a guest
+    SIGSEGV that varies run to run).  At the end the main thread wakes the watcher with
+    WAKE, so leaving costs nothing."""
+    state = Watch()
     if threading.current_thread() is not threading.main_thread():
         yield state
         return
     done = threading.Event()
     deadline = time.monotonic() + timeout if timeout else None
+    waited = {*STOP_SIGNALS, WAKE}
 
     def watch() -> None:
         while True:
             wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             if wait is None:
-                sig: int | None = signal.sigwait({signal.SIGINT, WAKE})
+                sig: int | None = signal.sigwait(waited)
             else:
-                info = signal.sigtimedwait({signal.SIGINT, WAKE}, wait)
+                info = signal.sigtimedwait(waited, wait)
                 sig = None if info is None else info.si_signo
             if done.is_set():
                 return
-            if sig == signal.SIGINT:
-                state["interrupted"] = True
+            if sig in STOP_SIGNALS:
+                assert sig is not None
+                state.interrupted = signal.Signals(sig).name
+                cpu.stop_requested.set()
                 cpu.uc.emu_stop()
             elif sig is None:  # the deadline passed
-                state["timed_out"] = True
+                state.timed_out = True
+                cpu.stop_requested.set()
                 cpu.uc.emu_stop()
                 return
 
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, WAKE})
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
@@ -205,14 +221,16 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             pc = cpu.pc
             trap = any(b.intno == e.intno and _holds(cpu, pc - b.pc_after, b.encoding)
                        for b in cpu.isa.breakpoints)
-            return Stop("signal", signal="SIGTRAP" if trap else "SIGILL", pc=pc,
+            sig = "SIGTRAP" if trap else cpu.isa.exception_signals.get(e.intno, "SIGILL")
+            return Stop("signal", signal=sig, pc=pc,
                         detail=f"CPU exception {e.intno}")
         except unicorn.UcError as e:
-            if watch["timed_out"] or watch["interrupted"]:
+            if watch.timed_out or watch.interrupted:
                 # emu_stop from the watcher thread can land mid-hook and surface as a bogus
                 # fault: the stop is what happened
-                kind = "timeout" if watch["timed_out"] else "interrupted"
-                return Stop(kind, signal="" if watch["timed_out"] else "SIGINT", pc=cpu.pc)
+                kind = "timeout" if watch.timed_out else "interrupted"
+                return Stop(kind, signal="" if watch.timed_out else watch.interrupted,
+                            pc=cpu.pc)
             sig = FAULT_SIGNALS.get(e.errno, "SIGILL")
             if hooks.fault is None and e.errno in MEMORY_FAULTS:
                 hooks.replay_fault()
@@ -221,9 +239,9 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
                 return Stop("signal", signal=sig, pc=cpu.pc, fault_addr=addr,
                             detail=f"{what} memory at {addr:#x}")
             return Stop("signal", signal=sig, pc=cpu.pc, detail=str(e))
-    if watch["interrupted"]:
-        return Stop("interrupted", signal="SIGINT", pc=cpu.pc)
-    if watch["timed_out"]:
+    if watch.interrupted:
+        return Stop("interrupted", signal=watch.interrupted, pc=cpu.pc)
+    if watch.timed_out:
         return Stop("timeout", pc=cpu.pc)
     if max_insns:
         return Stop("max_insns", pc=cpu.pc)

@@ -42,7 +42,7 @@ the records and the options.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from emutrace.trace.events import Entry, Exit, Record
@@ -128,6 +128,13 @@ class _Writer:
 def replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
                  opts: ReplayOptions = ReplayOptions()) -> list[str]:
     """The call graph as lines (no trailing newlines)."""
+    return list(iter_replay_lines(records, symbolize, opts))
+
+
+def iter_replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
+                      opts: ReplayOptions = ReplayOptions()) -> Iterator[str]:
+    """The lines one by one: a trace of depth d is O(d^2) characters of indentation, so a
+    writer that streams them keeps emutrace's own memory linear in the depth."""
     filters, notrace = frozenset(opts.filters), frozenset(opts.notrace)
     started = opts.start is None
     stack: list[_Frame] = []
@@ -135,6 +142,9 @@ def replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
     if opts.header:
         out.lines.append(HEADER)
     for rec in records:
+        if out.lines:
+            yield from out.lines
+            out.lines.clear()
         if isinstance(rec, Entry):
             name = symbolize(rec.func)
             if not started and name == opts.start:
@@ -168,7 +178,7 @@ def replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
             out.exit(frame.line_depth, frame.call_text, symbolize(rec.func), rec.duration, ret,
                      note)
     out.flush()
-    return out.lines
+    yield from out.lines
 
 
 def replay_text(records: Iterable[Record], symbolize: Callable[[int], str],

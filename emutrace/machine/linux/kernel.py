@@ -11,15 +11,28 @@ import errno as host_errno
 import os
 import random
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from unicorn import UcError
+
 from emutrace.isa.abi import Abi, StructLayout
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
-from emutrace.machine.linux.memory import AddressSpace
+from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.target.unicorn_cpu import UnicornCpu
+
+PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
+# fs/read_write.c: one read or write moves at most INT_MAX rounded down to a page
+MAX_RW_COUNT = 0x7FFFF000
+
+
+def rw_count(size: int) -> int:
+    """A read/write length as the kernel clamps it (rw_verify_area)."""
+    return min(size, MAX_RW_COUNT)
+
 
 CR0_SO = 0x10000000  # summary-overflow bit of CR field 0 in the 32-bit CR image
 
@@ -67,6 +80,8 @@ class LinuxKernel:
             n: FileDesc(os.dup(n), f"/dev/fd/{n}") for n in (0, 1, 2)
         }
         self.stats = SyscallStats()
+        self.sig_ignored: set[int] = set()  # signals whose disposition is SIG_IGN
+        self.sig_mask = 0  # the blocked-signal mask the guest set
         self._warned: set[str] = set()
         self._dispatch = self._build_dispatch()
 
@@ -124,6 +139,10 @@ class LinuxKernel:
         except OSError as e:
             code = host_errno.errorcode.get(e.errno or 0, "EIO")
             return -self.errno(code)
+        except (OverflowError, ValueError):  # an argument no host call accepts, as Linux: EINVAL
+            return -self.errno("EINVAL")
+        except (MemoryError, OutOfMemory):
+            return -self.errno("ENOMEM")
 
     def _set_result(self, value: int) -> None:
         cpu, conv = self.cpu, self.conv
@@ -171,17 +190,34 @@ class LinuxKernel:
         value = (hi << 32) | lo
         return (value - (1 << 64) if value >> 63 else value), i + 2
 
+    # The one checked way for handlers to reach guest memory: an address the guest has not
+    # mapped is EFAULT, as Linux's copy_from_user/copy_to_user give, never a guest SIGSEGV.
     def string(self, addr: int) -> bytes:
+        """A NUL-terminated path or name; PATH_MAX (4096, with the NUL) or more is
+        ENAMETOOLONG (include/uapi/linux/limits.h)."""
         if addr == 0:
             raise GuestError("EFAULT")
-        return self.cpu.read_cstring(addr)
+        try:
+            return self.cpu.read_cstring(addr, PATH_MAX)
+        except ValueError:
+            raise GuestError("ENAMETOOLONG") from None
+        except UcError:
+            raise GuestError("EFAULT") from None
 
     def read(self, addr: int, size: int) -> bytes:
-        return self.cpu.mem_read(addr, size) if size else b""
+        if not size:
+            return b""
+        try:
+            return self.cpu.mem_read(addr, rw_count(size))
+        except UcError:
+            raise GuestError("EFAULT") from None
 
     def write(self, addr: int, data: bytes) -> None:
         if data:
-            self.cpu.mem_write(addr, data)
+            try:
+                self.cpu.mem_write(addr, data)
+            except UcError:
+                raise GuestError("EFAULT") from None
 
     def struct_bytes(self, name: str, values: dict[str, int]) -> bytes:
         layout: StructLayout = self.abi.structs[name]
@@ -219,7 +255,18 @@ class LinuxKernel:
         self.fds.clear()
 
     def random_bytes(self, n: int) -> bytes:
+        if n > 256:  # getrandom of a large buffer: fast, still deterministic
+            return self.rng.randbytes(n)
         return bytes(self.rng.getrandbits(8) for _ in range(n))
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait, ending early when the run is being stopped (Ctrl-C, --timeout); False
+        then (the guest sees EINTR, as a signal interrupts a sleep on Linux)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.cpu.stop_requested.wait(min(left, 3600.0)):
+                return False
+        return True
 
     def unpack_words(self, data: bytes) -> list[int]:
         fmt = ("<" if self.endian == "little" else ">") + ("Q" if self.word == 8 else "I")

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from emutrace.elf import PF_R, PF_W, PF_X, Image
+from emutrace.errors import BadElf
 from emutrace.isa.base import Endian
-from emutrace.machine.linux.memory import AddressSpace, page_down, page_up
+from emutrace.machine.linux.memory import AddressSpace, OutOfMemory, page_down, page_up
 
 UC_PROT_READ, UC_PROT_WRITE, UC_PROT_EXEC = 1, 2, 4
 
@@ -35,6 +36,38 @@ def load_segments(image: Image, space: AddressSpace) -> int:
     """Map the PT_LOAD segments; returns the load bias.  Pages shared by two segments get
     the union of their permissions, as the kernel's page-granular mappings do."""
     bias = space.layout.pie_base if image.kind == "dyn" else 0
+    check_segments(image, space, bias)  # before the page loop: it is as long as p_memsz
+    try:
+        _map_segments(image, space, bias)
+    except OutOfMemory as e:
+        raise BadElf(f"{image.path}: segments do not fit in memory ({e})") from None
+    except Exception as e:  # Unicorn's UcError (bad maps, unmapped writes): the ELF's fault
+        if type(e).__name__ != "UcError":
+            raise
+        raise BadElf(f"{image.path}: segments cannot be mapped ({e})") from None
+    space.init_brk(max(seg.vaddr + seg.memsz for seg in image.segments) + bias)
+    return bias
+
+
+def check_segments(image: Image, space: AddressSpace, bias: int) -> None:
+    """binfmt_elf's checks: every PT_LOAD lies in the address space, holds its file bytes
+    and, together, the segments fit in the memory cap (one line, exit 65 otherwise)."""
+    top = 1 << (8 * image.isa.identity.word_size)
+    total = 0
+    for seg in image.segments:
+        start, end = seg.vaddr + bias, seg.vaddr + bias + seg.memsz
+        where = f"{image.path}: PT_LOAD at {seg.vaddr:#x}"
+        if end > top or page_up(end) > top:
+            raise BadElf(f"{where}: p_memsz {seg.memsz:#x} runs past the address space")
+        if len(seg.data) > seg.memsz:
+            raise BadElf(f"{where}: p_filesz larger than p_memsz {seg.memsz:#x}")
+        total += page_up(end) - page_down(start)
+    if total > space.max_memory:
+        raise BadElf(f"{image.path}: PT_LOAD segments need {total:#x} bytes, more than "
+                     f"--max-memory {space.max_memory:#x}")
+
+
+def _map_segments(image: Image, space: AddressSpace, bias: int) -> None:
     pages: dict[int, int] = {}
     for seg in image.segments:
         for page in range(page_down(seg.vaddr + bias), page_up(seg.vaddr + bias + seg.memsz),
@@ -52,8 +85,6 @@ def load_segments(image: Image, space: AddressSpace) -> int:
     for seg in image.segments:
         if seg.data:
             space.cpu.mem_write(seg.vaddr + bias, seg.data)
-    space.init_brk(max(seg.vaddr + seg.memsz for seg in image.segments) + bias)
-    return bias
 
 
 def phdr_address(image: Image, bias: int) -> int:

@@ -11,6 +11,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 PAGE = 0x1000
+# --max-memory's default: guest mappings (image, stack, brk, mmap) beyond this are ENOMEM,
+# so a malloc loop cannot take the host's memory (Unicorn allocates what is mapped)
+DEFAULT_MAX_MEMORY = 4 << 30
+
+
+class OutOfMemory(Exception):
+    """A mapping would pass the memory cap, or Unicorn could not allocate it (ENOMEM)."""
 
 
 def page_down(x: int) -> int:
@@ -55,9 +62,12 @@ class Layout:
 class AddressSpace:
     """Sorted, non-overlapping [start, end) intervals of mapped pages."""
 
-    def __init__(self, cpu: MemoryPort, layout: Layout) -> None:
+    def __init__(self, cpu: MemoryPort, layout: Layout,
+                 max_memory: int = DEFAULT_MAX_MEMORY) -> None:
         self.cpu = cpu
         self.layout = layout
+        self.max_memory = max_memory
+        self.total = 0  # bytes mapped
         self._starts: list[int] = []
         self._ends: list[int] = []
         self.brk_start = 0
@@ -82,6 +92,7 @@ class AddressSpace:
         i = bisect.bisect_left(self._starts, start)
         self._starts.insert(i, start)
         self._ends.insert(i, end)
+        self.total += end - start
 
     def _remove(self, start: int, end: int) -> None:
         pieces = []
@@ -95,13 +106,28 @@ class AddressSpace:
                 pieces.append((end, e))
         self._starts = [p[0] for p in pieces]
         self._ends = [p[1] for p in pieces]
+        self.total = sum(e - s for s, e in pieces)
+
+    def _allocate(self, start: int, size: int, perms: int, replaced: int = 0) -> None:
+        """Map fresh pages in Unicorn, within the cap; OutOfMemory otherwise."""
+        if self.total - replaced + size > self.max_memory:
+            raise OutOfMemory(f"{size:#x} bytes more would pass the memory cap")
+        try:
+            self.cpu.mem_map(start, size, perms)
+        except Exception as e:  # Unicorn's UC_ERR_NOMEM (this layer imports no emulator)
+            if "NOMEM" in str(e) or "memory" in str(e).lower():
+                raise OutOfMemory(str(e)) from None
+            raise
 
     # ------------------------------------------------------------ operations
     def map(self, start: int, size: int, perms: int) -> None:
         start, end = page_down(start), page_up(start + size)
-        for lo, hi in self.mapped(start, end):  # MAP_FIXED semantics: replace what is there
+        replaced = self.mapped(start, end)
+        if self.total - sum(hi - lo for lo, hi in replaced) + end - start > self.max_memory:
+            raise OutOfMemory(f"{end - start:#x} bytes more would pass the memory cap")
+        for lo, hi in replaced:  # MAP_FIXED semantics: replace what is there
             self.unmap(lo, hi - lo)
-        self.cpu.mem_map(start, end - start, perms)
+        self._allocate(start, end - start, perms)
         self._add(start, end)
 
     def unmap(self, start: int, size: int) -> None:
@@ -143,7 +169,10 @@ class AddressSpace:
         if new_top > old_top:
             if not self.is_free(old_top, new_top):
                 return self.brk
-            self.cpu.mem_map(old_top, new_top - old_top, 3)
+            try:
+                self._allocate(old_top, new_top - old_top, 3)
+            except OutOfMemory:
+                return self.brk  # brk(2) fails by returning the old break
             self._add(old_top, new_top)
         elif new_top < old_top:
             self.unmap(new_top, old_top - new_top)

@@ -15,6 +15,8 @@ K = LinuxKernel
 
 def _dup(k: K, old: int, new: int | None, cloexec: bool, lowest: int = 0) -> int:
     desc = k.fd(old)
+    if new is not None and new < 0:
+        raise GuestError("EBADF")
     copy = FileDesc(os.dup(desc.host_fd), desc.guest_path, cloexec)
     if new is None:
         return k.new_fd(copy, lowest)
@@ -50,7 +52,11 @@ def sys_fcntl(k: K, a: tuple[int, ...]) -> int:
     c = k.abi.constants
     desc, cmd = k.fd(a[0]), a[1]
     if cmd in (c["F_DUPFD"], c["F_DUPFD_CLOEXEC"]):
-        return _dup(k, a[0], None, cmd == c["F_DUPFD_CLOEXEC"], lowest=a[2])
+        # fs/fcntl.c passes the argument as an int (argi); negative is EINVAL
+        lowest = k.int32(a[2])
+        if lowest < 0:
+            raise GuestError("EINVAL")
+        return _dup(k, a[0], None, cmd == c["F_DUPFD_CLOEXEC"], lowest=lowest)
     if cmd == c["F_GETFD"]:
         return c["FD_CLOEXEC"] if desc.cloexec else 0
     if cmd == c["F_SETFD"]:

@@ -8,7 +8,7 @@ import stat as st_mod
 from typing import Any
 
 from emutrace.isa.base import GuestError
-from emutrace.machine.linux.kernel import FileDesc, LinuxKernel
+from emutrace.machine.linux.kernel import FileDesc, LinuxKernel, rw_count
 from emutrace.machine.linux.table import syscall
 
 # open(2) flags we translate from the guest's numbering to the host's, by name
@@ -19,6 +19,9 @@ DT_TYPES = ((st_mod.S_ISDIR, 4), (st_mod.S_ISREG, 8), (st_mod.S_ISLNK, 10), (st_
 PROC_SELF_EXE = (b"/proc/self/exe", b"/proc/self/fd/exe")
 
 K = LinuxKernel
+# permission and sticky bits only: a guest never creates set-user-ID or set-group-ID files
+# (emutrace may run as root; such a file would be a host privilege escalation)
+GUEST_MODE_BITS = 0o1777
 
 
 def _base(k: K, dirfd: int) -> str | None:
@@ -46,7 +49,7 @@ def _openat(k: K, dirfd: int, path_addr: int, flags: int, mode: int) -> int:
     excl = flags & c["O_CREAT"] and flags & c["O_EXCL"]
     host = _resolve(k, dirfd, path_addr, write=bool(writes), create=bool(flags & c["O_CREAT"]),
                     follow_final=not (flags & c["O_NOFOLLOW"] or excl))
-    hfd = os.open(host, _host_open_flags(k, flags) | os.O_CLOEXEC, mode & 0o7777)
+    hfd = os.open(host, _host_open_flags(k, flags) | os.O_CLOEXEC, mode & GUEST_MODE_BITS)
     try:
         guest = k.sandbox.to_guest(host)
     except ValueError:
@@ -101,7 +104,7 @@ def _iovecs(k: K, addr: int, count: int) -> list[tuple[int, int]]:
 def sys_readv(k: K, a: tuple[int, ...]) -> int:
     total = 0
     for base, length in _iovecs(k, a[1], a[2]):
-        data = os.read(k.fd(a[0]).host_fd, length)
+        data = os.read(k.fd(a[0]).host_fd, rw_count(length))
         k.write(base, data)
         total += len(data)
         if len(data) < length:
@@ -118,7 +121,7 @@ def sys_writev(k: K, a: tuple[int, ...]) -> int:
 @syscall("pread64")
 def sys_pread64(k: K, a: tuple[int, ...]) -> int:
     offset, _ = k.arg64(a, 3)
-    data = os.pread(k.fd(a[0]).host_fd, a[2], offset)
+    data = os.pread(k.fd(a[0]).host_fd, rw_count(a[2]), offset)
     k.write(a[1], data)
     return len(data)
 
@@ -131,13 +134,23 @@ def sys_pwrite64(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("lseek")
 def sys_lseek(k: K, a: tuple[int, ...]) -> int:
-    return os.lseek(k.fd(a[0]).host_fd, k.int32(a[1]), a[2])
+    return os.lseek(k.fd(a[0]).host_fd, k.signed(a[1]), _whence(a[2]))  # off_t: a long
+
+
+SEEK_MAX = 4  # SEEK_SET, CUR, END, DATA, HOLE (include/uapi/linux/fs.h)
+
+
+def _whence(value: int) -> int:
+    if not 0 <= value <= SEEK_MAX:
+        raise GuestError("EINVAL")
+    return value
 
 
 @syscall("_llseek")
 def sys_llseek(k: K, a: tuple[int, ...]) -> int:
     offset = (a[1] << 32) | a[2]
-    pos = os.lseek(k.fd(a[0]).host_fd, offset - (1 << 64) if offset >> 63 else offset, a[4])
+    pos = os.lseek(k.fd(a[0]).host_fd, offset - (1 << 64) if offset >> 63 else offset,
+                   _whence(a[4]))
     k.write(a[3], pos.to_bytes(8, k.endian))
     return 0
 
@@ -347,7 +360,8 @@ def sys_rmdir(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("mkdirat")
 def sys_mkdirat(k: K, a: tuple[int, ...]) -> int:
-    os.mkdir(_resolve(k, a[0], a[1], write=True, create=True, follow_final=False), a[2] & 0o7777)
+    os.mkdir(_resolve(k, a[0], a[1], write=True, create=True, follow_final=False),
+             a[2] & GUEST_MODE_BITS)
     return 0
 
 
@@ -374,7 +388,10 @@ def sys_rename(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("ftruncate")
 def sys_ftruncate(k: K, a: tuple[int, ...]) -> int:
-    os.ftruncate(k.fd(a[0]).host_fd, a[1])
+    length = k.signed(a[1])
+    if length < 0:
+        raise GuestError("EINVAL")
+    os.ftruncate(k.fd(a[0]).host_fd, length)
     return 0
 
 

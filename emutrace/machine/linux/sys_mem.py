@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 
 from emutrace.isa.base import GuestError
@@ -42,13 +43,26 @@ def _mmap(k: K, addr: int, length: int, prot: int, flags: int, fd: int, offset: 
         if found is None:
             raise GuestError("ENOMEM")
         where = found
-    data = b""
+    host_fd = None
     if not flags & c["MAP_ANONYMOUS"]:
-        # file-backed: a private copy of the file's bytes (MAP_SHARED writes are not
-        # written back: documented limitation)
-        data = os.pread(k.fd(fd).host_fd, length, offset)
-    k.space.map(where, size, _perms(k, prot))
-    k.write(where, data)
+        host_fd = k.fd(fd).host_fd
+        # mm/mmap.c: a shared writable mapping needs a descriptor open for writing
+        # (and every file mapping one open for reading): else EACCES
+        shared = flags & c["MAP_TYPE"] in (c["MAP_SHARED"], c["MAP_SHARED_VALIDATE"])
+        access = fcntl.fcntl(host_fd, fcntl.F_GETFL) & os.O_ACCMODE
+        if access == os.O_WRONLY or (shared and prot & c["PROT_WRITE"] and access != os.O_RDWR):
+            raise GuestError("EACCES")
+    k.space.map(where, size, _perms(k, prot))  # within --max-memory, else ENOMEM
+    if host_fd is not None:
+        # file-backed: a private copy of the file's bytes, read page-bounded chunks
+        # (MAP_SHARED writes are not written back: documented limitation)
+        pos = 0
+        while pos < length:
+            chunk = os.pread(host_fd, min(length - pos, 1 << 24), offset + pos)
+            if not chunk:
+                break
+            k.write(where + pos, chunk)
+            pos += len(chunk)
     return where
 
 

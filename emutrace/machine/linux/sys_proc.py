@@ -8,6 +8,7 @@ import signal as host_signal
 import time
 
 from emutrace.isa.base import GuestError
+from emutrace.machine.linux import sys_signal  # noqa: F401 (registers the signal calls)
 from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
 from emutrace.machine.linux.table import syscall
 
@@ -30,7 +31,7 @@ def sys_exit(k: K, a: tuple[int, ...]) -> int:
 
 
 def _signal_self(k: K, sig: int) -> int:
-    if sig == 0:
+    if sig == 0 or sig in k.sig_ignored:  # kernel/signal.c: an ignored signal is discarded
         return 0
     name = next((n for n, v in k.abi.constants.items()
                  if v == sig and n.startswith("SIG") and not n.startswith("SIG_")), None)
@@ -187,16 +188,15 @@ def _sleep_ns(k: K, layout: str, addr: int) -> int:
 
 @syscall("nanosleep")
 def sys_nanosleep(k: K, a: tuple[int, ...]) -> int:
-    time.sleep(_sleep_ns(k, "timespec", a[0]) / 1e9)
-    return 0
+    return 0 if k.sleep(_sleep_ns(k, "timespec", a[0]) / 1e9) else -k.errno("EINTR")
 
 
 def _clock_nanosleep(k: K, a: tuple[int, ...], layout: str) -> int:
     ns = _sleep_ns(k, layout, a[2])
     if a[1] & 1:  # TIMER_ABSTIME
         ns -= _clock_ns(k, a[0])
-    if ns > 0:
-        time.sleep(ns / 1e9)
+    if ns > 0 and not k.sleep(ns / 1e9):
+        return -k.errno("EINTR")
     return 0
 
 
@@ -210,10 +210,16 @@ def sys_clock_nanosleep64(k: K, a: tuple[int, ...]) -> int:
     return _clock_nanosleep(k, a, "kernel_timespec")
 
 
+# drivers/char/random.c before 5.18 capped one read at 32 MiB - 1 (a partial read, which
+# callers loop over); bounding each call keeps --timeout and Ctrl-C prompt
+GETRANDOM_MAX = (1 << 25) - 1
+
+
 @syscall("getrandom")
 def sys_getrandom(k: K, a: tuple[int, ...]) -> int:
-    k.write(a[0], k.random_bytes(a[1]))
-    return a[1]
+    count = min(a[1], GETRANDOM_MAX)  # one call's share: the run stays stoppable
+    k.write(a[0], k.random_bytes(count))
+    return count
 
 
 # ---------------------------------------------------------------- limits
@@ -255,21 +261,6 @@ def sys_setrlimit(k: K, a: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- signals (no delivery yet)
-@syscall("rt_sigaction")
-def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
-    if a[2]:
-        layout = k.abi.structs.get("sigaction")
-        k.write(a[2], bytes(layout.size if layout else 4 * k.word + 8))
-    return 0
-
-
-@syscall("rt_sigprocmask")
-def sys_rt_sigprocmask(k: K, a: tuple[int, ...]) -> int:
-    if a[2]:
-        k.write(a[2], bytes(a[3] or 8))
-    return 0
-
-
 @syscall("sigaltstack")
 def sys_sigaltstack(k: K, a: tuple[int, ...]) -> int:
     if a[1]:

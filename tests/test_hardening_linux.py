@@ -1,0 +1,57 @@
+"""Issue 10 items 6, 8, 9, 10, 11: system calls given hostile arguments and CPU faults end
+as Linux ends them.  The oracle is the same static x86_64 program run natively on this
+x86_64 Linux host."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+from .conftest import ENV, bin_path, run_emutrace
+
+
+def test_hostile_syscall_arguments_as_native(tmp_path: Path) -> None:
+    program = bin_path("x86_64", "hard_syscalls")
+    native = subprocess.run([program], cwd=tmp_path, env=ENV, capture_output=True, timeout=60)
+    assert native.returncode == 0, native.stderr
+    got = run_emutrace("run", "--allow-write", tmp_path, program, cwd=tmp_path)
+    assert got.stderr.decode() == ""  # no warning, no internal error
+    assert got.returncode == 0
+    assert got.stdout.decode() == native.stdout.decode()
+    # the lines that were internal errors (70) or wrong results before the fix
+    for line in ("write bad pointer = -1 EFAULT", "lseek 5 GiB = 5368709120",
+                 "open 9999-byte path = -1 ENAMETOOLONG", "dup2 to -1 = -1 EBADF",
+                 "raise ignored SIGUSR1 = 0"):
+        assert line in got.stdout.decode()
+
+
+def test_division_by_zero_is_sigfpe(tmp_path: Path) -> None:
+    program = bin_path("x86_64", "hard_faults")
+    native = subprocess.run([program, "div"], env=ENV, capture_output=True, timeout=60)
+    assert native.returncode == -signal.SIGFPE
+    for backend in ("none", "int3"):
+        got = run_emutrace("run", "--backend", backend, program, "div", cwd=tmp_path)
+        assert got.returncode == 128 + signal.SIGFPE, got.stderr
+        assert "guest killed by SIGFPE" in got.stderr.decode()
+
+
+def test_memory_requests_as_native(tmp_path: Path) -> None:
+    """Items 2, 5, 7: 64 GiB mmap/brk → ENOMEM (native: this host has far less than 64 GiB
+    of RAM + swap, overcommit heuristic), MAP_SHARED+PROT_WRITE of an O_RDONLY file → EACCES;
+    a created file's set-user-ID/set-group-ID bits are stripped (a choice: native keeps them)."""
+    program = bin_path("x86_64", "hard_memory")
+    native = subprocess.run([program], cwd=tmp_path, env=ENV, capture_output=True, timeout=60)
+    got = run_emutrace("run", "--allow-write", tmp_path, program, cwd=tmp_path)
+    assert got.returncode == 0 and got.stderr.decode() == ""
+    expected = native.stdout.decode().replace("mode = 6755", "mode = 755")
+    assert got.stdout.decode() == expected
+    assert "mmap 64 GiB = -1 ENOMEM" in expected  # the oracle says what the issue says
+
+
+def test_max_memory_caps_a_malloc_loop(tmp_path: Path) -> None:
+    got = run_emutrace("run", "--max-memory", "64M", bin_path("x86_64", "hard_memory"), "loop",
+                       cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    mib = int(got.stdout.decode().split()[1])
+    assert 32 <= mib < 64  # the image and stack take part of the 64 MiB
