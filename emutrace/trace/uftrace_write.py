@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.events import Entry, Record
 
 MAGIC = 5  # RECORD_MAGIC, uftrace.h
 TYPE_ENTRY, TYPE_EXIT = 0, 1
@@ -104,8 +104,10 @@ class UftraceDirSink:
     def _write_info(self, exit_status: int) -> None:
         mask = (1 << INFO_EXE_NAME) | (1 << INFO_EXIT_STATUS) | (1 << INFO_CMDLINE) \
             | (1 << INFO_TASKINFO)
-        header = struct.pack("<8sIHBBQQH6x", b"Ftrace!\0", 4, 40, 1, 2,
-                             FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR | FEAT_MAX_STACK, mask, MAX_STACK)
+        features = FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR | FEAT_MAX_STACK
+        # "Ftrace!\0", version 4, header size 40, little-endian data, 64-bit class
+        header = struct.pack("<8sIHBBQQH6x", b"Ftrace!\0", 4, 40, 1, 2, features, mask,
+                             MAX_STACK)
         cmd = " ".join(self.cmdline).replace("\n", " ")
         text = (f"exename:{self.exe}\n"
                 f"exit_status:{exit_status}\n"
