@@ -14,7 +14,7 @@ import pytest
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 from emutrace.trace.events import Entry, Exit, Record
-from emutrace.trace.uftrace_write import Mapping, UftraceDirSink
+from emutrace.trace.uftrace_write import sink_for_image
 
 from .conftest import ISAS, bin_path, run_qemu
 from .test_trace_oracle import namer
@@ -25,16 +25,16 @@ LINE = re.compile(r"\|( *)(?:(\S+)\(\) \{|(\S+)\(\);|\} /\* (\S+) \*/)$")
 
 
 def write_dir(out: Path, program: str, scenario: str) -> None:
-    result = Process(RunConfig(program, [scenario], backend="int3"), warn=lambda m: None).run()
-    img = result.image
-    funcs = [(s.addr, s.addr + max(s.size, 1), s.name) for s in img.symbols if s.kind == "func"]
-    maps = [Mapping(g.vaddr & ~0xFFF, (g.vaddr + g.memsz + 0xFFF) & ~0xFFF, "r-xp")
-            for g in img.segments]
+    """Stream the trace into `out` as it is made (Process.sink)."""
+    process = Process(RunConfig(program, [scenario], backend="int3"), warn=lambda m: None)
     out.mkdir()
-    sink = UftraceDirSink(str(out), str(Path(program).resolve()), [program, scenario], funcs,
-                          maps, (0x7FF0000000, 0x7FF0100000))
-    sink.write(result.records)
-    sink.close(result.stop.status or 0)
+    sink = sink_for_image(str(out), process.image, [program, scenario])
+    process.sink = sink
+    try:
+        result = process.run()
+    finally:
+        sink.close(0)
+    assert not result.records  # streamed, not kept
 
 
 def replay_records(text: str) -> tuple[list[Record], list[str]]:

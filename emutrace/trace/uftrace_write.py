@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from emutrace.elf import Image
 from emutrace.trace.events import Entry, Record
 
 MAGIC = 5  # RECORD_MAGIC, uftrace.h
@@ -142,3 +143,14 @@ class UftraceDirSink:
                 f.write(f"{start - self.base:016x} T {fname}\n")
             if funcs:
                 f.write(f"{max(e for _s, e, _n in funcs) - self.base:016x} T __sym_end\n")
+
+
+def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSink:
+    """A directory sink for a loaded program (`path` must exist and be empty)."""
+    funcs = [(s.addr, s.addr + max(s.size, 1), s.name) for s in image.symbols
+             if s.kind == "func"]
+    maps = [Mapping(g.vaddr & ~0xFFF, (g.vaddr + g.memsz + 0xFFF) & ~0xFFF, "r-xp")
+            for g in image.segments]
+    # the [stack] line only has to exist (uftrace's kernel/user split); placed above 2^40
+    return UftraceDirSink(path, os.path.abspath(image.path), cmdline, funcs, maps,
+                          (0x7FF0000000, 0x7FF0100000))
