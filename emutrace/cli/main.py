@@ -28,9 +28,10 @@ class Command(Protocol):
 def commands() -> list[Command]:
     from emutrace.cli.bench import BenchCommand
     from emutrace.cli.info import InfoCommand
+    from emutrace.cli.record import RecordCommand
     from emutrace.cli.run import RunCommand
 
-    return [RunCommand(), InfoCommand(), BenchCommand()]
+    return [RunCommand(), RecordCommand(), InfoCommand(), BenchCommand()]
 
 
 def build_parser() -> argparse.ArgumentParser:
