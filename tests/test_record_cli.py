@@ -29,3 +29,18 @@ def test_record_crash_leaves_readable_dir(tmp_path: Path) -> None:
     # the crash is inside crash_deref, called from scenario_crash: both entered, then closed
     assert "crash_deref() {" in replay or "crash_deref();" in replay
     assert replay.rstrip().endswith("} /* __libc_start_main */")
+
+
+def test_record_stops_leave_readable_dirs(tmp_path: Path) -> None:
+    """--max-insns and --timeout end the run mid-recursion: uftrace still reads the
+    directory, and every frame entered (fib's recursion) is closed at the end."""
+    fib = str(bin_path("x86_64", "fib"))
+    for name, opts in (("m", ["--max-insns", "300000"]), ("t", ["--timeout", "0.5"])):
+        r = emutrace("record", "-d", name, *opts, fib, "30", cwd=tmp_path)
+        assert r.returncode in (124, 125), r.stderr  # README: timeout, max-insns
+        replay = subprocess.run(["uftrace", "replay", "--no-pager", "-d", name], cwd=tmp_path,
+                                capture_output=True, text=True, check=True).stdout
+        opened = replay.count("() {")
+        closed = replay.count("} /* ")
+        assert opened == closed > 0
+        assert "fib() {" in replay
