@@ -25,6 +25,7 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
 from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import ListSink, RecordSink
 
 
 @dataclass
@@ -124,10 +125,13 @@ class Process:
         self.hooks = HookSet(self.cpu, self.kernel.on_syscall)
         self.shadow = ShadowStack()
         self.records: list[Record] = []
+        # where records go as they are made; replace before run() to stream them elsewhere
+        # (trace.uftrace_write.UftraceDirSink: bounded memory, `records` stays empty)
+        self.sink: RecordSink = ListSink(self.records)
         self.backend: Backend | None = None
 
         def emit(ev: Event) -> None:
-            self.records.extend(self.shadow.feed(ev))
+            self.sink.write(self.shadow.feed(ev))
 
         if config.backend in BACKENDS:
             # values per function: its prototype (DWARF, else the libc table), -A, else
@@ -161,7 +165,7 @@ class Process:
         insns = None
         if self.backend is not None:
             insns = self.backend.finish()
-            self.records.extend(self.shadow.close_all(insns))
+            self.sink.write(self.shadow.close_all(insns))
             stats = dict(self.backend.stats)
         return RunResult(stop, self.image, self.kernel.stats.count,
                          dict(self.kernel.stats.by_name), self.records, stats, frames, insns)

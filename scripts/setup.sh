@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 if ! command -v qemu-s390x-static >/dev/null 2>&1; then
   $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-user-static >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-user-static uftrace >/dev/null
 fi
 python3 -m pip install -q -e '.[test]'
 bash scripts/fetch_busybox.sh

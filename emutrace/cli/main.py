@@ -29,9 +29,10 @@ def commands() -> list[Command]:
     from emutrace.cli.bench import BenchCommand
     from emutrace.cli.diff import DiffCommand
     from emutrace.cli.info import InfoCommand
+    from emutrace.cli.record import RecordCommand
     from emutrace.cli.run import RunCommand
 
-    return [RunCommand(), InfoCommand(), BenchCommand(), DiffCommand()]
+    return [RunCommand(), RecordCommand(), InfoCommand(), BenchCommand(), DiffCommand()]
 
 
 class UsageExit(Exception):

@@ -1,0 +1,62 @@
+"""`emutrace record`: run a program under emulation and stream its call trace into a uftrace
+data directory (Debian's `uftrace replay/report/graph/info/dump -d DIR` read it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+
+from emutrace.cli.run import RunCommand, report
+from emutrace.errors import UsageError
+from emutrace.session import Process, RunConfig
+from emutrace.trace.uftrace_write import sink_for_image
+
+
+class RecordCommand(RunCommand):
+    name = "record"
+    help = "run PROGRAM [ARGS...] and record its call trace into DIR (uftrace's format)"
+
+    def configure(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("-d", "--data", default="uftrace.data", metavar="DIR",
+                       help="data directory (default uftrace.data; an existing DIR is "
+                            "renamed DIR.old first, as uftrace does)")
+        super().configure(p)
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        if args.backend == "none":
+            raise UsageError("record needs a tracing backend (--backend)")
+        config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
+                           allow_write=args.allow_write, max_insns=args.max_insns,
+                           timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
+                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer)
+        process = Process(config)
+        path = prepare_dir(args.data)
+        sink = sink_for_image(path, process.image, [args.program, *args.args])
+        process.sink = sink
+        status = 0
+        try:
+            result = process.run()
+            status = result.exit_code
+        finally:
+            sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+        report(result)
+        return result.exit_code
+
+
+def prepare_dir(path: str) -> str:
+    """Create DIR empty before the program runs; an existing one becomes DIR.old (uftrace's
+    rule; an older DIR.old is replaced)."""
+    if os.path.lexists(path):
+        old = path.rstrip("/") + ".old"
+        if os.path.isdir(old) and not os.path.islink(old):
+            shutil.rmtree(old)
+        try:
+            os.replace(path, old)
+        except OSError as e:
+            raise UsageError(f"-d {path}: cannot rename to {old}: {e.strerror}") from e
+    try:
+        os.mkdir(path)
+    except OSError as e:
+        raise UsageError(f"-d {path}: {e.strerror}") from e
+    return path
