@@ -9,7 +9,7 @@ import shutil
 
 from emutrace.cli.run import RunCommand, report
 from emutrace.errors import UsageError
-from emutrace.session import Process, RunConfig
+from emutrace.session import Process
 from emutrace.trace.uftrace_write import sink_for_image
 
 
@@ -26,10 +26,7 @@ class RecordCommand(RunCommand):
     def __call__(self, args: argparse.Namespace) -> int:
         if args.backend == "none":
             raise UsageError("record needs a tracing backend (--backend)")
-        config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
-                           allow_write=args.allow_write, max_insns=args.max_insns,
-                           timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
-                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer)
+        config = self.config(args)
         process = Process(config)
         path = prepare_dir(args.data)
         sink = sink_for_image(path, process.image, [args.program, *args.args])

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import TextIO
 
 from emutrace.backends import BACKENDS
 from emutrace.cli import options
@@ -66,18 +68,27 @@ class RunCommand:
         p.add_argument("program", metavar="PROGRAM")
         p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
-    def __call__(self, args: argparse.Namespace) -> int:
+    def config(self, args: argparse.Namespace) -> RunConfig:
+        """The run's configuration from the command line; every bad value is a usage error
+        here, before anything runs."""
         args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
         if args.hw_slots is not None and args.hw_slots < 1:
             raise UsageError(f"--hw-slots {args.hw_slots}: at least 1")
         if args.bts_buffer < 1:
             raise UsageError(f"--bts-buffer {args.bts_buffer}: at least 1")
-        config = RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
-                           allow_write=args.allow_write, max_insns=args.max_insns,
-                           timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
-                           hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
-                           arg_counts=args.arg_counts, max_memory=args.max_memory)
-        result = Process(config).run()
+        return RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
+                         allow_write=args.allow_write, max_insns=args.max_insns,
+                         timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
+                         hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
+                         arg_counts=args.arg_counts, max_memory=args.max_memory)
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        process = Process(self.config(args))  # loaded, not yet run
+        # the trace file is opened before the guest runs and never looked up again: a bad
+        # -o is a usage error now, and a guest cannot swap a symlink in under its name
+        args.output_file = open_output(args.output) if args.output and \
+            args.backend != "none" else None
+        result = process.run()
         with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
             if args.backend != "none":
                 write_trace(result, args)  # before the report: a crash keeps what was recorded
@@ -154,9 +165,21 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
     # line by line: a trace of depth d is O(d^2) text (uftrace's indentation), and building
     # it as one string made emutrace's memory grow with the square of the depth
     lines = iter_replay_lines(result.records, name, options)
-    if args.output:
-        with open(args.output, "w") as out:
+    if args.output_file is not None:
+        with args.output_file as out:
             out.writelines(line + "\n" for line in lines)
     else:
         sys.stderr.writelines(line + "\n" for line in lines)
         sys.stderr.flush()
+
+
+def open_output(path: str) -> TextIO:
+    """Open emutrace's own output file for writing, before the program runs: not through a
+    symlink in its last component (O_NOFOLLOW), never a directory; any failure is a usage
+    error naming the file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        raise UsageError(f"-o {path}: {e.strerror or e}") from None
+    return os.fdopen(fd, "w")
