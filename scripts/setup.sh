@@ -9,6 +9,16 @@ if ! command -v qemu-s390x-static >/dev/null 2>&1; then
   $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-user-static uftrace >/dev/null
 fi
+# Debian's cross sysroots (/usr/<triple>): the roots of the dynamic-binary tests (issue 15);
+# the x86_64 programs use the host's own /.  Skipped when every one is present.
+cross_libcs="libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
+  libc6-riscv64-cross libc6-powerpc-cross libc6-ppc64el-cross libc6-s390x-cross"
+# shellcheck disable=SC2086
+if ! dpkg-query -W $cross_libcs >/dev/null 2>&1; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_libcs >/dev/null
+fi
 python3 -m pip install -q -e '.[test]'
 bash scripts/fetch_busybox.sh
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
