@@ -13,6 +13,7 @@ when every trace is equal, 1 when some differ, 64 on bad usage.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -28,6 +29,7 @@ from emutrace.errors import EXIT_NO_INPUT, EmutraceError, UsageError
 from emutrace.session import Process, RunConfig
 from emutrace.trace.diff import Trace, classes, describe, first_divergence, matrix, normalise
 from emutrace.trace.events import Record
+from emutrace.trace.uftrace_read import load_recording, recorded_program
 
 EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
 
@@ -64,9 +66,8 @@ def _regex(text: str | None, option: str) -> re.Pattern[str] | None:
 
 
 def _load_recording(path: str) -> tuple[Iterable[Record], Callable[[int], str], str]:
-    """(records, symbolize, ISA name) of a recorded data directory.  The reader lives with
-    `emutrace record` (trace/ on the recording branch); wired at merge."""
-    raise UsageError("recordings: not available in this build")
+    """(records, symbolize, ISA name) of a data directory written by `emutrace record`."""
+    return load_recording(path)
 
 
 class DiffCommand:
@@ -111,7 +112,11 @@ class DiffCommand:
                 raise UsageError("diff: give two or more recordings, or one program template")
             for path in args.what:
                 records, symbolize, _isa = _load_recording(path)
-                select = Selection(frozenset(), keep, drop, args.all_functions)
+                # the program's own functions, when the recorded program is still there
+                exe = recorded_program(path)
+                own = frozenset(read_prototypes(exe).own) if exe and os.path.isfile(exe) \
+                    else frozenset()
+                select = Selection(own, keep, drop, args.all_functions)
                 traces[path] = normalise(records, symbolize, select, args.start,
                                          values=values)
         else:

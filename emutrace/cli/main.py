@@ -30,9 +30,11 @@ def commands() -> list[Command]:
     from emutrace.cli.diff import DiffCommand
     from emutrace.cli.info import InfoCommand
     from emutrace.cli.record import RecordCommand
+    from emutrace.cli.replay import ReplayCommand
     from emutrace.cli.run import RunCommand
 
-    return [RunCommand(), RecordCommand(), InfoCommand(), BenchCommand(), DiffCommand()]
+    return [RunCommand(), RecordCommand(), ReplayCommand(), InfoCommand(), BenchCommand(),
+            DiffCommand()]
 
 
 class UsageExit(Exception):

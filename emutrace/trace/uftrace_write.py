@@ -30,6 +30,7 @@ FEAT_MAX_STACK = 1 << 6
 # info mask bits (uftrace.h enum uftrace_info_bits), written in this order
 INFO_EXE_NAME, INFO_EXIT_STATUS, INFO_CMDLINE, INFO_TASKINFO = 0, 2, 3, 7
 MAX_STACK = 1024
+EMUTRACE_FILE = "emutrace.txt"  # what uftrace's files do not say: the guest ISA
 TID = 1  # the one guest thread's id in the directory (uftrace needs a positive tid)
 
 
@@ -75,8 +76,9 @@ class UftraceDirSink:
 
     def __init__(self, path: str, exe: str, cmdline: list[str],
                  functions: list[tuple[int, int, str]], mappings: list[Mapping],
-                 stack: tuple[int, int]) -> None:
+                 stack: tuple[int, int], isa: str = "") -> None:
         self.path = path
+        self.isa = isa
         self.exe = exe
         self.cmdline = cmdline
         self.functions = sorted(functions)
@@ -101,6 +103,8 @@ class UftraceDirSink:
         self._write_task()
         self._write_map()
         self._write_sym()
+        with open(os.path.join(self.path, EMUTRACE_FILE), "w") as f:
+            f.write(f"isa:{self.isa}\ntime:guest-instructions\n")  # uftrace ignores it
 
     def _write_info(self, exit_status: int) -> None:
         mask = (1 << INFO_EXE_NAME) | (1 << INFO_EXIT_STATUS) | (1 << INFO_CMDLINE) \
@@ -153,4 +157,4 @@ def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSin
             for g in image.segments]
     # the [stack] line only has to exist (uftrace's kernel/user split); placed above 2^40
     return UftraceDirSink(path, os.path.abspath(image.path), cmdline, funcs, maps,
-                          (0x7FF0000000, 0x7FF0100000))
+                          (0x7FF0000000, 0x7FF0100000), image.isa.name)
