@@ -67,3 +67,13 @@ def size(text: str) -> int:
     if not 1 << 20 <= value <= 1 << 47:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a size from 1M to 128T")
     return value
+
+
+def add_filter_options(g: argparse._ActionsContainer) -> None:
+    """uftrace's display filters, spelled once for every command that shows a call graph
+    (`run`, `replay`): -F/--filter, -N/--notrace, -D/--depth."""
+    g.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
+                   help="show only FUNC and what it calls (repeatable)")
+    g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
+                   help="hide FUNC and what it calls (repeatable)")
+    g.add_argument("-D", "--depth", type=count, metavar="N", help="show N levels at most")

@@ -18,12 +18,7 @@ class ReplayCommand:
     def configure(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("-d", "--data", default="uftrace.data", metavar="DIR",
                        help="data directory (default uftrace.data)")
-        p.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
-                       help="show only FUNC and what it calls (repeatable)")
-        p.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
-                       help="hide FUNC and what it calls (repeatable)")
-        p.add_argument("-D", "--depth", type=options.count, metavar="N",
-                       help="show N levels at most")
+        options.add_filter_options(p)
         p.add_argument("--start", default="main", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main; "
                             "everything when the recording has no SYM)")

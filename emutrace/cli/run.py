@@ -40,12 +40,7 @@ class RunCommand:
         g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
         g.add_argument("-o", "--output", metavar="FILE",
                        help="write the call trace to FILE (default: stderr)")
-        g.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
-                       help="show only FUNC and what it calls (repeatable)")
-        g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
-                       help="hide FUNC and what it calls (repeatable)")
-        g.add_argument("-D", "--depth", type=options.count, metavar="N",
-                       help="show N levels at most")
+        options.add_filter_options(g)
         g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
                        help="show the first N arguments of FUNC (default: its prototype from "
                             "DWARF or the libc table, else 4 integer words; repeatable)")
