@@ -106,13 +106,14 @@ def test_bad_usage_is_refused_before_running(argv: list[str], code: int, message
     assert err.startswith("emutrace: ") and message in err and err.count("\n") == 1, err
 
 
-def test_recordings_form_is_a_clear_usage_error(tmp_path: Path) -> None:
-    """DIR DIR: reading recordings comes with `emutrace record` (wired at merge)."""
+def test_directories_that_are_not_recordings_are_one_line_65(tmp_path: Path) -> None:
+    """DIR DIR with directories `emutrace record` did not write: one line naming the file."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     got = run_emutrace("diff", tmp_path / "a", tmp_path / "b")
-    assert got.returncode == 64
-    assert got.stderr.decode() == "emutrace: recordings: not available in this build\n"
+    assert got.returncode == 65 and got.stdout == b""
+    assert got.stderr.decode() == f"emutrace: {tmp_path / 'a' / 'info'}: missing (not a " \
+        "complete uftrace data directory)\n"
 
 
 # ---------------------------------------------------------------- the pure comparison
