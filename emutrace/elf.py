@@ -117,20 +117,26 @@ def printable(raw: bytes, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(raw)} bytes)"
 
 
-def load_image(path: str) -> Image:
-    """Parse and validate an ELF executable; every failure is a one-line EmutraceError."""
+def load_image(path: str, dynamic: bool = False) -> Image:
+    """Parse and validate an ELF executable; every failure is a one-line EmutraceError.
+    A program with PT_INTERP is refused (exit 69) unless `dynamic` (the caller loads its
+    interpreter: session.Process)."""
     _check_readable(path)
     blob = _map_program(path)
     if blob[:4] != b"\x7fELF":
         raise BadElf(f"{path}: not an ELF file")
     try:
-        return _parse(path, blob)
+        image = _parse(path, blob)
     except (ELFError, ValueError, KeyError, IndexError, OverflowError) as e:
         raise BadElf(f"{path}: truncated or malformed ELF ({e})") from None
     except Exception as e:  # pyelftools raises assorted errors on garbage (struct.error, ...)
         if isinstance(e, EmutraceError):
             raise
         raise BadElf(f"{path}: truncated or malformed ELF ({type(e).__name__}: {e})") from None
+    if image.interpreter is not None and not dynamic:
+        raise Unsupported(f"{path}: dynamically linked (interpreter {image.interpreter}); "
+                          f"only static executables are supported here")
+    return image
 
 
 def _parse(path: str, blob: bytes | mmap.mmap) -> Image:
@@ -163,9 +169,6 @@ def _parse(path: str, blob: bytes | mmap.mmap) -> Image:
                                     seg["p_flags"]))
     if not segments:
         raise BadElf(f"{path}: no loadable segments")
-    if interpreter is not None:
-        raise Unsupported(f"{path}: dynamically linked (interpreter {interpreter}); only "
-                          f"static executables are supported so far")
     image = Image(
         path=path,
         isa=isa,

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from emutrace.backends import BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.elf import Image, load_image
-from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
+from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
 from emutrace.machine.linux import sys_fd, sys_fs, sys_mem, sys_proc  # noqa: F401 (register)
 from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
-from emutrace.machine.linux.loader import build_stack, load_segments
+from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
-from emutrace.machine.linux.sandbox import Sandbox
+from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
@@ -72,7 +72,7 @@ class RunResult:
 
 
 def open_image(program: str, arch: str | None) -> Image:
-    image = load_image(program)
+    image = load_image(program, dynamic=True)
     if arch is not None:
         try:
             wanted = by_name(arch)
@@ -94,6 +94,24 @@ def guest_path_of(sandbox: Sandbox, program: str) -> str:
         return "/" + os.path.basename(os.path.normpath(program))
 
 
+def open_interpreter(image: Image, sandbox: Sandbox, root: str) -> Image:
+    """The program's PT_INTERP looked up inside the root (qemu-user's -L rule: ROOT + the
+    PT_INTERP path, symlinks followed inside the root); same ISA as the program."""
+    assert image.interpreter is not None
+    try:
+        host = sandbox.resolve(image.interpreter)
+        interp = load_image(str(host))
+    except (SandboxError, EmutraceError) as e:
+        looked = os.path.join(os.path.realpath(root), image.interpreter.lstrip("/"))
+        raise Unsupported(f"{image.path}: dynamically linked; its interpreter "
+                          f"{image.interpreter} was not found as {looked} ({e}); pass "
+                          f"--root with a sysroot of {image.isa.name}") from None
+    if interp.isa.name != image.isa.name:
+        raise Unsupported(f"{image.path}: interpreter {host} is {interp.isa.name}, not "
+                          f"{image.isa.name}; pass --root with a sysroot of {image.isa.name}")
+    return interp
+
+
 class Process:
     """A program loaded into a fresh emulated CPU with its Linux layer, ready to run."""
 
@@ -105,8 +123,20 @@ class Process:
         self.cpu.apply_reset()
         self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size),
                                   config.max_memory)
-        self.sandbox = Sandbox(config.root, config.allow_write or [os.getcwd()])
+        try:  # no --allow-write: the current directory if it lies in the root, else nothing
+            self.sandbox = Sandbox(config.root, list(config.allow_write))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         self.bias = load_segments(self.image, self.space)
+        self.interp: Image | None = None
+        interp_bias = 0
+        if self.image.interpreter is not None:
+            if config.backend != "none":
+                raise Unsupported(f"{config.program}: dynamically linked; tracing dynamic "
+                                  f"programs is not supported yet (use --backend none)")
+            self.interp = open_interpreter(self.image, self.sandbox, config.root)
+            interp_bias = load_segments(self.interp, self.space,
+                                        interpreter_bias(self.interp, self.space), brk=False)
         exe = guest_path_of(self.sandbox, config.program)
         abi = load_abi(isa.name)
         self.kernel = LinuxKernel(self.cpu, isa, abi, self.space, self.sandbox,
@@ -115,10 +145,12 @@ class Process:
         argv = [os.fsencode(config.program), *(os.fsencode(a) for a in config.args)]
         envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
         sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,
-                         self.kernel.random_bytes(16), abi.constants)
+                         self.kernel.random_bytes(16), abi.constants, interp_bias)
         regs = isa.registers
         self.image = self.image.rebased(self.bias)  # from here on, run-time addresses
         self.entry = self.image.entry
+        if self.interp is not None:  # execution starts in ld.so, which jumps to AT_ENTRY
+            self.entry = self.interp.entry + interp_bias
         self.cpu.reg_write(regs.sp, sp)
         for reg in isa.entry_regs:
             self.cpu.reg_write(reg, self.entry)

@@ -198,7 +198,7 @@ ISA = Isa(
     uname_machine="aarch64",
     capabilities={
         "run_static": Capability(True),
-        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

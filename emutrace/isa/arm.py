@@ -328,7 +328,7 @@ ISA = Isa(
     uname_machine="armv7l",
     capabilities={
         "run_static": Capability(True),
-        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

@@ -165,7 +165,7 @@ ISA = Isa(
     uname_machine="mips",
     capabilities={
         "run_static": Capability(True),
-        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
         "optimised_code": Capability(True),

@@ -226,7 +226,7 @@ ISA = Isa(
     uname_machine="ppc",
     capabilities={
         "run_static": Capability(True),
-        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),

@@ -138,7 +138,7 @@ ISA = Isa(
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
     capabilities={
         "run_static": Capability(True),
-        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

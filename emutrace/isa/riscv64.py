@@ -202,7 +202,7 @@ ISA = Isa(
     uname_machine="riscv64",
     capabilities={
         "run_static": Capability(True),
-        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),

@@ -241,9 +241,12 @@ ISA = Isa(
     hwcap2=0,
     platform="z900",
     uname_machine="s390x",
+    # s390x `mmap` (nr 90) is old_mmap(struct mmap_arg_struct *), six 64-bit words
+    # (arch/s390/kernel/syscall.c; glibc's s390 mmap_internal.h MMAP_CALL packs them)
+    packed_args={"mmap": 6},
     capabilities={
         "run_static": Capability(True),
-        "run_dynamic": Capability(False, "dynamic linking is not implemented yet"),
+        "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

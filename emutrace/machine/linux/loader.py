@@ -32,10 +32,14 @@ class Process:
     execfn: str
 
 
-def load_segments(image: Image, space: AddressSpace) -> int:
+def load_segments(image: Image, space: AddressSpace, bias: int | None = None,
+                  brk: bool = True) -> int:
     """Map the PT_LOAD segments; returns the load bias.  Pages shared by two segments get
-    the union of their permissions, as the kernel's page-granular mappings do."""
-    bias = space.layout.pie_base if image.kind == "dyn" else 0
+    the union of their permissions, as the kernel's page-granular mappings do.  `bias`
+    None: the layout's PIE base for ET_DYN, 0 for ET_EXEC; `brk`: the heap starts after
+    this image (the program's, not the interpreter's)."""
+    if bias is None:
+        bias = space.layout.pie_base if image.kind == "dyn" else 0
     check_segments(image, space, bias)  # before the page loop: it is as long as p_memsz
     try:
         _map_segments(image, space, bias)
@@ -45,8 +49,20 @@ def load_segments(image: Image, space: AddressSpace) -> int:
         if type(e).__name__ != "UcError":
             raise
         raise BadElf(f"{image.path}: segments cannot be mapped ({e})") from None
-    space.init_brk(max(seg.vaddr + seg.memsz for seg in image.segments) + bias)
+    if brk:
+        space.init_brk(max(seg.vaddr + seg.memsz for seg in image.segments) + bias)
     return bias
+
+
+def interpreter_bias(interp: Image, space: AddressSpace) -> int:
+    """Where binfmt_elf puts the interpreter (ET_DYN ld.so): a free span in the mmap area,
+    so that its link address 0 does not matter."""
+    low = page_down(min(seg.vaddr for seg in interp.segments))
+    high = page_up(max(seg.vaddr + seg.memsz for seg in interp.segments))
+    where = space.find_free(high - low)
+    if where is None:
+        raise BadElf(f"{interp.path}: no room for the interpreter's {high - low:#x} bytes")
+    return where - low
 
 
 def check_segments(image: Image, space: AddressSpace, bias: int) -> None:
@@ -117,8 +133,9 @@ class StackBuilder:
 
 def build_stack(image: Image, space: AddressSpace, bias: int, argv: list[bytes],
                 envp: list[bytes], execfn: str, random16: bytes,
-                constants: Mapping[str, int]) -> int:
-    """The initial stack; auxv type numbers (<linux/auxvec.h>) come from the ABI table."""
+                constants: Mapping[str, int], interp_bias: int = 0) -> int:
+    """The initial stack; auxv type numbers (<linux/auxvec.h>) come from the ABI table.
+    `interp_bias`: AT_BASE, where the interpreter (ld.so) was loaded (0: none)."""
     isa = image.isa
     word = isa.identity.word_size
     st = StackBuilder(space, word, isa.identity.endian)
@@ -129,7 +146,7 @@ def build_stack(image: Image, space: AddressSpace, bias: int, argv: list[bytes],
     random_addr = st.push_bytes(random16)
     auxv = [
         ("AT_PHDR", phdr_address(image, bias)), ("AT_PHENT", image.phentsize),
-        ("AT_PHNUM", image.phnum), ("AT_PAGESZ", 0x1000), ("AT_BASE", 0), ("AT_FLAGS", 0),
+        ("AT_PHNUM", image.phnum), ("AT_PAGESZ", 0x1000), ("AT_BASE", interp_bias), ("AT_FLAGS", 0),
         ("AT_ENTRY", image.entry + bias), ("AT_UID", os.getuid()), ("AT_EUID", os.geteuid()),
         ("AT_GID", os.getgid()), ("AT_EGID", os.getegid()), ("AT_HWCAP", isa.hwcap),
         ("AT_HWCAP2", isa.hwcap2), ("AT_CLKTCK", 100), ("AT_SECURE", 0),

@@ -85,9 +85,27 @@ def sys_getgroups(k: K, a: tuple[int, ...]) -> int:
     return 0
 
 
-@syscall("set_robust_list", "sched_yield")
+@syscall("set_robust_list", "sched_yield", "fadvise64", "fadvise64_64", "arm_fadvise64_64")
 def sys_accept_quietly(k: K, a: tuple[int, ...]) -> int:
-    return 0  # one thread, no futexes shared with anybody
+    return 0  # one thread, no futexes shared with anybody; fadvise is only advice
+
+
+# futex(2) ops (<linux/futex.h>): the low 7 bits, FUTEX_PRIVATE_FLAG (128) masked off
+FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET = 0, 1, 9, 10
+
+
+@syscall("futex", "futex_time64")
+def sys_futex(k: K, a: tuple[int, ...]) -> int:
+    """One thread: a wake finds no waiter (0 woken, as glibc's unlock after a lock by
+    ld.so expects); a wait on a word still holding `val` could never be woken, so it fails
+    EAGAIN as if the word had changed, and the caller re-reads it."""
+    op = a[1] & 0x7F
+    if op in (FUTEX_WAKE, FUTEX_WAKE_BITSET):
+        return 0
+    if op in (FUTEX_WAIT, FUTEX_WAIT_BITSET):
+        k.read(a[0], 4)  # EFAULT for a bad address, as the kernel
+        raise GuestError("EAGAIN")
+    raise GuestError("ENOSYS")
 
 
 @syscall("rseq", "prctl")
