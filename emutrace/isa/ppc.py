@@ -211,6 +211,13 @@ C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 
                    struct_in_slots=0, struct_large="ref", struct_ret_in_regs=0)
 
 
+# GCC's out-of-line register saves (ppc and ppc64le alike, -Os)
+ENTRY_OUT_OF_LINE_SAVES = Capability(
+    False,
+    "eager entry probes take the caller from the link register; GCC's "
+    "_restgpr0_N is entered by a `b` while it still holds the save routine's "
+    "return address, so entry takes it for a new call and ends the frame")
+
 ISA = Isa(
     c_values=C_VALUES,
     identity=IDENTITY,
@@ -230,11 +237,7 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),
-        "entry_out_of_line_saves": Capability(
-            False,
-            "eager entry probes take the caller from the link register; GCC's "
-            "_restgpr0_N is entered by a `b` while it still holds the save routine's "
-            "return address, so entry takes it for a new call and ends the frame"),
+        "entry_out_of_line_saves": ENTRY_OUT_OF_LINE_SAVES,
         "stripped_tail_calls": Capability(True),
     },
     classifiers=CLASSIFIERS,

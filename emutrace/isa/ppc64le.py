@@ -142,11 +142,7 @@ ISA = Isa(
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
-        "entry_out_of_line_saves": Capability(
-            False,
-            "eager entry probes take the caller from the link register; GCC's "
-            "_restgpr0_N is entered by a `b` while it still holds the save routine's "
-            "return address, so entry takes it for a new call and ends the frame"),
+        "entry_out_of_line_saves": ppc.ENTRY_OUT_OF_LINE_SAVES,
         "stripped_tail_calls": Capability(
             False,
             "stripped code (busybox): a tail jump to a function never called before "
