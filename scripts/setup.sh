@@ -19,6 +19,13 @@ if ! dpkg-query -W $cross_libcs >/dev/null 2>&1; then
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_libcs >/dev/null
 fi
+# Kernel images (issue 14, tests/test_kernel.py): qemu-system-<arch> is the oracle of the
+# mini-kernels in testbins/kernel (arm/aarch64 in qemu-system-arm, riscv64 in -misc).
+if ! command -v qemu-system-aarch64 >/dev/null 2>&1 || ! command -v qemu-system-riscv64 >/dev/null 2>&1; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    qemu-system-arm qemu-system-misc >/dev/null
+fi
 python3 -m pip install -q -e '.[test]'
 bash scripts/fetch_busybox.sh
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"

@@ -10,6 +10,7 @@ from typing import TextIO
 from emutrace.backends import BACKENDS
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
+from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
@@ -60,6 +61,7 @@ class RunCommand:
                        "beyond it fail with ENOMEM (default 4G)")
         p.add_argument("--stats", action="store_true",
                        help="print syscall counts to stderr at the end")
+        add_machine_options(p)
         p.add_argument("program", metavar="PROGRAM")
         p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
@@ -78,6 +80,8 @@ class RunCommand:
                          arg_counts=args.arg_counts, max_memory=args.max_memory)
 
     def __call__(self, args: argparse.Namespace) -> int:
+        if args.machine:
+            return run_machine(args)
         process = Process(self.config(args))  # loaded, not yet run
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name

@@ -197,6 +197,7 @@ ISA = Isa(
     platform="aarch64",
     uname_machine="aarch64",
     capabilities={
+        "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

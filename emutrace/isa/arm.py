@@ -327,6 +327,7 @@ ISA = Isa(
     platform="v7l",
     uname_machine="armv7l",
     capabilities={
+        "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

@@ -289,6 +289,7 @@ CAPABILITIES = (
     "run_dynamic",  # dynamically linked ELF with a rootfs
     "sw_breakpoint",  # the declared breakpoint instruction traps as declared
     "busybox",  # Debian ships busybox-static for this architecture
+    "kernel",  # kernel images on a board (`run --machine`): isa/kernel_<isa>.py exists
 )
 
 class GuestError(Exception):

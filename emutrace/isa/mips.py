@@ -164,6 +164,11 @@ ISA = Isa(
     platform="mips",
     uname_machine="mips",
     capabilities={
+        "kernel": Capability(
+            False,
+            "no board yet (issue 14): Malta memory map (kseg0 at physical), "
+            "EPC/Cause/Status trap entry and Unicorn's EBase.CPUNum = 0x3ff quirk "
+            "not handled"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),

@@ -232,6 +232,10 @@ ISA = Isa(
     platform="ppc",
     uname_machine="ppc",
     capabilities={
+        "kernel": Capability(
+            False,
+            "no board yet (issue 14): SRR0/SRR1 trap entry and a console device not "
+            "written"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

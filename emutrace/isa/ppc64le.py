@@ -137,6 +137,10 @@ ISA = Isa(
     uname_machine="ppc64le",
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
     capabilities={
+        "kernel": Capability(
+            False,
+            "no board yet (issue 14): SRR0/SRR1 trap entry and a console device not "
+            "written"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

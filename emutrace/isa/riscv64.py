@@ -201,6 +201,7 @@ ISA = Isa(
     platform="riscv64",
     uname_machine="riscv64",
     capabilities={
+        "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),

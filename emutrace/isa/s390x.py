@@ -245,6 +245,9 @@ ISA = Isa(
     # (arch/s390/kernel/syscall.c; glibc's s390 mmap_internal.h MMAP_CALL packs them)
     packed_args={"mmap": 6},
     capabilities={
+        "kernel": Capability(
+            False,
+            "no board yet (issue 14): PSW-swap interruptions (lowcore) not written"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

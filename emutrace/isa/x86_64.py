@@ -245,6 +245,9 @@ ISA = Isa(
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
+        "kernel": Capability(
+            False,
+            "no board yet (issue 14): IDT trap entry and port-I/O COM1 not written"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

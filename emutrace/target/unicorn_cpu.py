@@ -116,3 +116,9 @@ class UnicornCpu:
             self.reg_write(fix.reg, value)
         if self.isa.setup is not None:
             self.isa.setup(self)
+
+    def sysreg_read(self, name: str, key: tuple[int, ...]) -> int:
+        """A system register named by a tuple key (Unicorn's CP_REG: see isa/kernel.py)."""
+        value = self.uc.reg_read(self.reg_id(name), key)  # type: ignore[arg-type]
+        assert isinstance(value, int)
+        return value

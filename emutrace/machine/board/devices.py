@@ -1,0 +1,192 @@
+"""MMIO device models for boards: the console UARTs (PL011, NS16550), the power-off
+device (sifive_test) and constant regions (probed devices that are absent).
+
+A model is pure: `read(offset, size) -> int` and `write(offset, size, value)`, with the
+console and the power-off request handed in (`Console`, `PowerOff`); `machine.py` maps it
+with Unicorn's mmio_map."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import BinaryIO, Protocol
+
+
+class Console:
+    """The board's console: what the guest printed (to `out` and kept for --until), and
+    the text typed into it (--input), offered once the console has shown `input_after`."""
+
+    def __init__(self, out: BinaryIO | None, until: bytes = b"", typed: bytes = b"",
+                 input_after: bytes = b"", on_until: Callable[[], None] | None = None) -> None:
+        self.out = out
+        self.until = until
+        self.pending = bytearray(typed)
+        self.input_after = input_after
+        self.on_until = on_until
+        self.transcript = bytearray()
+        self.reads = 0  # characters the guest took
+
+    def put(self, byte: int) -> None:
+        self.transcript.append(byte)
+        if self.out is not None:
+            self.out.write(bytes((byte,)))
+            if byte == 0x0A:
+                self.out.flush()
+        if self.until and self.transcript.endswith(self.until[-1:]) \
+                and self.transcript.endswith(self.until) and self.on_until is not None:
+            self.on_until()
+
+    def has_input(self) -> bool:
+        return bool(self.pending) and (not self.input_after or
+                                       self.input_after in self.transcript)
+
+    def get(self) -> int:
+        if not self.has_input():
+            return 0
+        self.reads += 1
+        return self.pending.pop(0)
+
+    def flush(self) -> None:
+        if self.out is not None:
+            self.out.flush()
+
+
+class PowerOff(Exception):
+    """The guest powered the machine off (sifive_test, PSCI SYSTEM_OFF): the run ends with
+    `status`."""
+
+    def __init__(self, status: int, how: str) -> None:
+        super().__init__(how)
+        self.status = status
+        self.how = how
+
+
+class Model(Protocol):
+    def read(self, offset: int, size: int) -> int: ...
+
+    def write(self, offset: int, size: int, value: int) -> None: ...
+
+
+class Latch:
+    """Registers that read back what was written (control registers we do not model)."""
+
+    def __init__(self) -> None:
+        self.regs: dict[int, int] = {}
+
+    def read(self, offset: int, size: int) -> int:
+        return self.regs.get(offset, 0)
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        self.regs[offset] = value
+
+
+class Pl011(Latch):
+    """ARM PrimeCell UART PL011 (TRM DDI 0183): DR at 0x00 (write: transmit; read: the next
+    typed character), FR at 0x18 (TXFE bit 7 always, RXFE bit 4 while nothing is typed);
+    the transmitter is never busy.  Other registers latch; the PrimeCell ID registers at
+    0xFE0–0xFFC read as a PL011's (3.3.14–3.3.17)."""
+
+    DR, FR = 0x00, 0x18
+    FR_TXFE, FR_RXFE = 1 << 7, 1 << 4
+    IDS = dict(zip(range(0xFE0, 0x1000, 4), (0x11, 0x10, 0x14, 0x00, 0x0D, 0xF0, 0x05, 0xB1),
+                   strict=True))
+
+    def __init__(self, console: Console) -> None:
+        super().__init__()
+        self.console = console
+
+    def read(self, offset: int, size: int) -> int:
+        if offset == self.DR:
+            return self.console.get()
+        if offset == self.FR:
+            return self.FR_TXFE | (0 if self.console.has_input() else self.FR_RXFE)
+        if offset in self.IDS:
+            return self.IDS[offset]
+        return super().read(offset, size)
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        if offset == self.DR:
+            self.console.put(value & 0xFF)
+        else:
+            super().write(offset, size, value)
+
+
+class Ns16550(Latch):
+    """NS16550A UART (National PC16550D data sheet): registers `reg << reg_shift` apart;
+    RBR/THR at 0 (while LCR.DLAB = 0), IIR 2 reads "no interrupt" (0x01), LSR 5 reads
+    THRE | TEMT (0x60), plus DR (bit 0) while something is typed.  Divisor latch and the
+    other registers latch."""
+
+    RBR, IIR, LCR, LSR = 0, 2, 3, 5
+    LSR_DR, LSR_THRE_TEMT, IIR_NONE, DLAB = 0x01, 0x60, 0x01, 0x80
+
+    def __init__(self, console: Console, reg_shift: int = 0) -> None:
+        super().__init__()
+        self.console = console
+        self.shift = reg_shift
+
+    def read(self, offset: int, size: int) -> int:
+        reg = offset >> self.shift
+        dlab = self.regs.get(self.LCR << self.shift, 0) & self.DLAB
+        if reg == self.RBR and not dlab:
+            return self.console.get()
+        if reg == self.LSR:
+            return self.LSR_THRE_TEMT | (self.LSR_DR if self.console.has_input() else 0)
+        if reg == self.IIR:
+            return self.IIR_NONE
+        return super().read(offset, size)
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        reg = offset >> self.shift
+        dlab = self.regs.get(self.LCR << self.shift, 0) & self.DLAB
+        if reg == self.RBR and not dlab:
+            self.console.put(value & 0xFF)
+        else:
+            super().write(offset, size, value)
+
+
+class SifiveTest:
+    """QEMU's sifive_test finisher (hw/misc/sifive_test.c): a 32-bit write at 0 of
+    0x5555 (pass), 0x3333 | code << 16 (fail with code) or 0x7777 (reset) powers off."""
+
+    PASS, FAIL, RESET = 0x5555, 0x3333, 0x7777
+
+    def read(self, offset: int, size: int) -> int:
+        return 0
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        if offset != 0:
+            return
+        kind, code = value & 0xFFFF, value >> 16 & 0xFFFF
+        if kind == self.PASS:
+            raise PowerOff(0, "sifive_test pass")
+        if kind == self.FAIL:
+            raise PowerOff(code, f"sifive_test fail {code}")
+        if kind == self.RESET:
+            raise PowerOff(0, "sifive_test reset (not modelled: ends the run)")
+
+
+class Const:
+    """A device that is absent: every read gives `value` (0, or all ones: PCI's "no
+    device"), writes are ignored."""
+
+    def __init__(self, value: int = 0) -> None:
+        self.value = value
+
+    def read(self, offset: int, size: int) -> int:
+        return self.value & ((1 << (8 * size)) - 1)
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        pass
+
+
+def build(kind: str, params: Mapping[str, int], console: Console) -> Model:
+    """The model of a board's device entry (spec.Device.kind)."""
+    if kind == "pl011":
+        return Pl011(console)
+    if kind == "ns16550":
+        return Ns16550(console, params.get("reg_shift", 0))
+    if kind == "sifive_test":
+        return SifiveTest()
+    if kind == "const":
+        return Const(params.get("value", 0))
+    raise ValueError(f"unknown device kind {kind!r}")

@@ -1,0 +1,73 @@
+"""The board presets.  Addresses follow QEMU 7.2's `-M virt` memory maps (hw/arm/virt.c
+`base_memmap`, hw/riscv/virt.c `virt_memmap`), so an image built for QEMU runs unchanged.
+Devices an image only probes are `const` regions: reads give a fixed value (0, or all ones
+where PCI means "no device"), writes are ignored."""
+
+from __future__ import annotations
+
+from emutrace.machine.board.spec import Board, Device, Region
+
+MiB = 1 << 20
+RAM_SIZE = 128 * MiB  # QEMU's default -m
+
+_ARM_VIRT_DEVICES = (
+    Device("const", "gic", 0x08000000, 0x20000),  # GICv2 distributor + CPU interface
+    Device("pl011", "uart0", 0x09000000),
+    Device("const", "pl031 rtc", 0x09010000),
+    Device("const", "fw_cfg", 0x09020000),
+    Device("const", "pl061 gpio", 0x09030000),
+    Device("const", "virtio-mmio", 0x0A000000, 0x4000),  # 32 × 0x200: magic reads 0
+    Device("const", "pcie mmio", 0x10000000, 0x2EFF0000),
+    Device("const", "pcie pio", 0x3EFF0000, 0x10000),
+    Device("const", "pcie ecam", 0x3F000000, 0x1000000, {"value": 0xFFFFFFFF}),
+)
+
+VIRT_ARM64 = Board(
+    name="virt-arm64",
+    isa="aarch64",
+    description="QEMU -M virt -cpu cortex-a57 (EL1, MMU off): PL011 console, PSCI over hvc",
+    ram=(Region("flash", 0x00000000, 128 * MiB), Region("ram", 0x40000000, RAM_SIZE)),
+    bios_at=0x00000000,
+    devices=(*_ARM_VIRT_DEVICES,
+             Device("const", "pcie ecam (high)", 0x40_1000_0000, 0x1000_0000,
+                    {"value": 0xFFFFFFFF})),
+    entry_regs={"x0": "dtb"},
+    dtb_at=0x40000000,
+    qemu=("qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a57"),
+)
+
+VIRT_ARM = Board(
+    name="virt-arm",
+    isa="arm",
+    description="QEMU -M virt -cpu cortex-a15 (SVC mode, MMU off): PL011 console, PSCI "
+                "over hvc",
+    ram=(Region("flash", 0x00000000, 128 * MiB), Region("ram", 0x40000000, RAM_SIZE)),
+    bios_at=0x00000000,
+    devices=_ARM_VIRT_DEVICES,
+    entry_regs={"r2": "dtb"},
+    dtb_at=0x40000000,
+    qemu=("qemu-system-arm", "-M", "virt", "-cpu", "cortex-a15"),
+)
+
+VIRT_RISCV64 = Board(
+    name="virt-riscv64",
+    isa="riscv64",
+    description="QEMU -M virt -bios none (M-mode): NS16550 console, sifive_test power-off",
+    ram=(Region("ram", 0x80000000, RAM_SIZE),),
+    bios_at=0x80000000,
+    devices=(
+        Device("sifive_test", "test", 0x00100000),
+        Device("const", "rtc", 0x00101000),
+        Device("const", "clint", 0x02000000, 0x10000),
+        Device("const", "plic", 0x0C000000, 0x600000),
+        Device("ns16550", "uart0", 0x10000000),
+        Device("const", "virtio-mmio", 0x10001000, 0x8000),
+        Device("const", "fw_cfg", 0x10100000),
+        Device("const", "pcie ecam", 0x30000000, 0x10000000, {"value": 0xFFFFFFFF}),
+    ),
+    entry_regs={"a0": 0, "a1": "dtb"},  # hart id, DTB (QEMU's reset vector sets both)
+    dtb_at=0x87E00000,
+    qemu=("qemu-system-riscv64", "-M", "virt", "-bios", "none"),
+)
+
+BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64)}

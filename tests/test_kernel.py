@@ -1,0 +1,168 @@
+"""Kernel images on boards (issue 14): the mini-kernels of testbins/kernel print under
+`emutrace run --machine` what they print under qemu-system-<arch> (the oracle), every
+backend's trace equals the `-finstrument-functions` build's own record (taken under
+qemu-system), exception entry and return are neither calls nor returns, and the board's
+console, --until, --input and idle behave as documented."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from emutrace.discover.symbols import read_symbols
+from emutrace.elf import load_image
+from emutrace.isa import all_isas
+from emutrace.isa.base import Isa
+from emutrace.isa.kernel import kernel_support
+from emutrace.machine.board.machine import BoardConfig, BoardMachine
+from emutrace.machine.board.presets import BOARDS
+from emutrace.session import RunResult
+from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
+
+from .conftest import ENV, TESTBINS, run_emutrace
+
+KERNELS = TESTBINS / "kernel"
+BOARD_OF = {"aarch64": "virt-arm64", "arm": "virt-arm", "riscv64": "virt-riscv64"}
+RECORD_MARK = "== record ==\n"
+
+
+def kernel(isa: str, name: str = "kernel") -> Path:
+    return KERNELS / isa / name
+
+
+@cache
+def qemu_system(isa: str, name: str) -> str:
+    """The console output of testbins/kernel/<isa>/<name> under qemu-system-<arch>."""
+    board = BOARDS[BOARD_OF[isa]]
+    if shutil.which(board.qemu[0]) is None:  # not a skip: scripts/setup.sh installs it
+        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc "
+                    f"(scripts/setup.sh does)")
+    done = subprocess.run([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
+                           "-net", "none", "-kernel", str(kernel(isa, name))],
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60, env=ENV)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.decode()
+
+
+def run_board(board: str, image: Path, **options: object) -> tuple[RunResult, str]:
+    out = io.BytesIO()
+    config = BoardConfig(board, str(image), console_out=out, timeout=60, **options)  # type: ignore[arg-type]
+    result = BoardMachine(config).run()
+    return result, out.getvalue().decode()
+
+
+def namer(path: Path):  # type: ignore[no-untyped-def]
+    syms = read_symbols(load_image(str(path)))
+
+    def name(addr: int) -> str:
+        f = syms.containing(addr)
+        return f.name if f is not None else hex(addr)
+    return name
+
+
+@pytest.mark.parametrize("isa", BOARD_OF)
+def test_console_equals_qemu_system(isa: str) -> None:
+    result, console = run_board(BOARD_OF[isa], kernel(isa))
+    assert console == qemu_system(isa, "kernel")
+    assert "trap returned = 0x29\n" in console  # the round trip through the own vector
+    assert result.stop.kind == "exit" and result.exit_code == 0
+    assert result.syscall_counts.get("svc" if isa != "riscv64" else "ecall") == 1
+
+
+@pytest.mark.parametrize("backend", ("int3", "step", "hwbp", "bts", "btf", "entry"))
+@pytest.mark.parametrize("isa", BOARD_OF)
+def test_trace_equals_kernel_record(isa: str, backend: str) -> None:
+    """Every backend's trace of the plain kernel equals the instrumented kernel's own
+    record; trap_handler (called from the vector) nests under arch_trap's caller, and
+    `eret`/`mret` close no frame."""
+    record = qemu_system(isa, "kernel.instr").split(RECORD_MARK)[1]
+    instr_name = namer(kernel(isa, "kernel.instr"))
+    own = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    want = canonical_from_instr(record, instr_name, own)
+    result, _ = run_board(BOARD_OF[isa], kernel(isa), backend=backend)
+    got = canonical_text(result.records, namer(kernel(isa)), own)
+    assert "> do_trap\n    > trap_handler\n" in want  # the oracle saw the handler nest
+    assert got == want
+
+
+def _kernel_cells() -> list:  # type: ignore[type-arg]
+    cells = []
+    for desc in all_isas():
+        cap = desc.capability("kernel")
+        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+        cells.append(pytest.param(desc, id=desc.name, marks=marks))
+    return cells
+
+
+@pytest.mark.parametrize("desc", _kernel_cells())
+def test_kernel_capability(desc: Isa) -> None:
+    """The `kernel` column says whether the ISA has a trap-entry layer and a board (a
+    strict xfail: it fails as XPASS once support exists and the table still says no)."""
+    assert kernel_support(desc) is not None
+    assert any(b.isa == desc.name for b in BOARDS.values())
+
+
+def _raw(tmp_path: Path, asm: str) -> Path:
+    """A raw aarch64 binary (not ELF): the board loads it where QEMU's -bios would."""
+    from keystone import KS_ARCH_ARM64, KS_MODE_LITTLE_ENDIAN, Ks
+
+    code, _ = Ks(KS_ARCH_ARM64, KS_MODE_LITTLE_ENDIAN).asm(asm, 0)
+    path = tmp_path / "fw.bin"
+    path.write_bytes(bytes(code))
+    return path
+
+
+# PL011 at 0x0900_0000: DR at +0, FR at +0x18 (RXFE = bit 4)
+ECHO = """
+    movz x0, #0x0900, lsl #16
+loop:
+    ldr w2, [x0, #0x18]
+    tbnz w2, #4, idle
+    ldr w1, [x0]
+    add w1, w1, #1
+    str w1, [x0]
+    b loop
+idle:
+    wfi
+    b loop
+"""
+
+
+def test_raw_firmware_input_and_idle(tmp_path: Path) -> None:
+    """A raw binary runs from the flash at 0; typed input is read through the PL011; a
+    `wfi` with nothing left to type ends the run cleanly (exit 0)."""
+    result, console = run_board("virt-arm64", _raw(tmp_path, ECHO), typed=b"HAL")
+    assert console == "IBM"
+    assert result.stop.kind == "exit" and result.exit_code == 0
+    assert result.stop.detail.startswith("idle")
+
+
+def test_cli_until_input_after(tmp_path: Path) -> None:
+    """--until ends the run once printed (exit 0); --input-after holds the input back
+    until its text appeared; escapes are decoded."""
+    fw = _raw(tmp_path, ECHO)
+    done = run_emutrace("run", "--machine", "virt-arm64", "--input", "@\\x40Z", "--until",
+                        "AA[", fw)
+    assert (done.returncode, done.stdout) == (0, b"AA[")
+    done = run_emutrace("run", "--machine", "virt-arm64", "--input", "xyz",
+                        "--input-after", "never", fw)
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_cli_errors(tmp_path: Path) -> None:
+    done = run_emutrace("run", "--machine", "nosuch", kernel("aarch64"))
+    assert done.returncode == 64 and b"known: virt-arm64" in done.stderr
+    done = run_emutrace("run", "--machine", "virt-riscv64", kernel("aarch64"))
+    assert done.returncode == 64 and done.stderr.count(b"\n") == 1
+    done = run_emutrace("run", "--machine", "virt-arm64", tmp_path / "missing")
+    assert done.returncode == 66 and done.stderr.count(b"\n") == 1
+    done = run_emutrace("run", "--machine", "virt-arm64", kernel("aarch64"), "arg")
+    assert done.returncode == 64
+    done = run_emutrace("info", "--machines")
+    assert done.returncode == 0
+    assert all(name.encode() in done.stdout for name in BOARD_OF.values())
