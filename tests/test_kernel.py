@@ -142,13 +142,22 @@ def test_raw_firmware_input_and_idle(tmp_path: Path) -> None:
     assert result.stop.detail.startswith("idle")
 
 
-def test_cli_until_input_after(tmp_path: Path) -> None:
-    """--until ends the run once printed (exit 0); --input-after holds the input back
-    until its text appeared; escapes are decoded."""
+def test_until_after_input(tmp_path: Path) -> None:
+    """--until ends the run (exit 0) once the text is printed after the last typed
+    character was read: a firmware that never idles ends there, not by its budget."""
+    busy = _raw(tmp_path, ECHO.replace("tbnz w2, #4, idle", "tbnz w2, #4, loop"))
+    result, console = run_board("virt-arm64", busy, typed=b"HAL", until=b"M",
+                                max_insns=1_000_000)
+    assert console == "IBM"
+    assert (result.stop.kind, result.stop.detail) == ("exit", "--until text printed")
+
+
+def test_cli_input_escapes_and_input_after(tmp_path: Path) -> None:
+    """--input escapes are decoded; --input-after holds the input back until its text
+    was printed (never, here: the firmware idles with nothing read)."""
     fw = _raw(tmp_path, ECHO)
-    done = run_emutrace("run", "--machine", "virt-arm64", "--input", "@\\x40Z", "--until",
-                        "AA[", fw)
-    assert (done.returncode, done.stdout) == (0, b"AA[")
+    done = run_emutrace("run", "--machine", "virt-arm64", "--input", "@\\x40\\n", fw)
+    assert (done.returncode, done.stdout) == (0, b"AA\x0b")
     done = run_emutrace("run", "--machine", "virt-arm64", "--input", "xyz",
                         "--input-after", "never", fw)
     assert (done.returncode, done.stdout) == (0, b"")
@@ -166,3 +175,82 @@ def test_cli_errors(tmp_path: Path) -> None:
     done = run_emutrace("info", "--machines")
     assert done.returncode == 0
     assert all(name.encode() in done.stdout for name in BOARD_OF.values())
+
+
+# ---------------------------------------------------------------- Debian's U-Boot
+FIRMWARE = Path(__file__).resolve().parent.parent / ".cache" / "firmware"
+UBOOT = FIRMWARE / "u-boot-qemu" / "usr" / "lib" / "u-boot"
+PROMPT = b"=> "
+
+
+def _uboot(config: str) -> Path:
+    path = UBOOT / config / "u-boot.bin"
+    if not path.exists():  # not a skip: scripts/setup.sh fetches it
+        pytest.fail(f"{path} missing: run scripts/setup.sh (apt-get download u-boot-qemu)")
+    return path
+
+
+def qemu_dtb(board: str, tmp_path: Path) -> Path:
+    """The device tree QEMU gives the board (`-M virt,dumpdtb=`)."""
+    qemu = BOARDS[board].qemu
+    machine = qemu.index("-M") + 1
+    argv = [*qemu[:machine], f"{qemu[machine]},dumpdtb={tmp_path / 'virt.dtb'}",
+            *qemu[machine + 1:], "-nographic", "-net", "none"]
+    subprocess.run(argv, capture_output=True, timeout=60, check=True, env=ENV)
+    return tmp_path / "virt.dtb"
+
+
+def qemu_dialogue(argv: list[str], typed: bytes, timeout: float = 60) -> bytes:
+    """qemu-system's console up to the prompt, `typed` typed at it, and the console up to
+    the next prompt (an `expect` of one exchange)."""
+    import select
+    import time
+
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=ENV)
+    assert proc.stdin is not None and proc.stdout is not None
+    out, sent, deadline = bytearray(), 0, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                chunk = proc.stdout.read1(4096)  # type: ignore[attr-defined]
+                if not chunk:
+                    break
+                out += chunk
+            if not sent and out.endswith(PROMPT):
+                proc.stdin.write(typed)
+                proc.stdin.flush()
+                sent = len(out)
+            elif sent and out.endswith(PROMPT) and len(out) > sent + len(typed):
+                return bytes(out)
+    finally:
+        proc.kill()
+        proc.wait()
+    raise AssertionError(f"no second prompt from {argv[0]}: {bytes(out[-200:])!r}")
+
+
+def _without_flash(console: bytes) -> bytes:
+    """Drop U-Boot's `Flash:` report: QEMU's CFI flash (pflash_cfi01) is not modelled, the
+    board's flash is plain memory, so U-Boot finds no flash there (README, kernel images)."""
+    head, sep, tail = console.partition(b"Flash: ")
+    if not sep:
+        return console
+    return head + sep + tail[tail.index(b"Loading Environment"):]
+
+
+def test_uboot_arm64_version_answer(tmp_path: Path) -> None:
+    """Debian's U-Boot qemu_arm64 boots from the flash at 0 to the `=>` prompt and answers
+    a typed `version` as under qemu-system-aarch64: the whole console, but for the flash
+    size line."""
+    fw, dtb = _uboot("qemu_arm64"), qemu_dtb("virt-arm64", tmp_path)
+    board = BOARDS["virt-arm64"]
+    want = qemu_dialogue([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
+                          "-net", "none", "-bios", str(fw)], b"version\r")
+    result, console = run_board("virt-arm64", fw, dtb=str(dtb), typed=b"version\r",
+                                input_after=PROMPT, until=PROMPT)
+    assert result.stop.detail == "--until text printed"
+    got = console.encode()
+    assert b"=> version\r\nU-Boot 2023.01" in got
+    assert b"Flash: 64 MiB\r\n" in want
+    assert _without_flash(got) == _without_flash(want)

@@ -13,7 +13,9 @@ from typing import BinaryIO, Protocol
 
 class Console:
     """The board's console: what the guest printed (to `out` and kept for --until), and
-    the text typed into it (--input), offered once the console has shown `input_after`."""
+    the text typed into it (--input), offered once the console has shown `input_after`.
+    `until` is looked for in what was printed after the last typed character was read
+    (like `expect`: with input, the answer to it, not an earlier prompt)."""
 
     def __init__(self, out: BinaryIO | None, until: bytes = b"", typed: bytes = b"",
                  input_after: bytes = b"", on_until: Callable[[], None] | None = None) -> None:
@@ -24,6 +26,7 @@ class Console:
         self.on_until = on_until
         self.transcript = bytearray()
         self.reads = 0  # characters the guest took
+        self.answer_from = 0  # where --until is looked for: after the last typed character
 
     def put(self, byte: int) -> None:
         self.transcript.append(byte)
@@ -31,8 +34,9 @@ class Console:
             self.out.write(bytes((byte,)))
             if byte == 0x0A:
                 self.out.flush()
-        if self.until and self.transcript.endswith(self.until[-1:]) \
-                and self.transcript.endswith(self.until) and self.on_until is not None:
+        if self.until and not self.pending and self.transcript.endswith(self.until) \
+                and len(self.transcript) - len(self.until) >= self.answer_from \
+                and self.on_until is not None:
             self.on_until()
 
     def has_input(self) -> bool:
@@ -43,7 +47,10 @@ class Console:
         if not self.has_input():
             return 0
         self.reads += 1
-        return self.pending.pop(0)
+        byte = self.pending.pop(0)
+        if not self.pending:
+            self.answer_from = len(self.transcript)
+        return byte
 
     def flush(self) -> None:
         if self.out is not None:
@@ -165,6 +172,35 @@ class SifiveTest:
             raise PowerOff(0, "sifive_test reset (not modelled: ends the run)")
 
 
+class FwCfg:
+    """QEMU's fw_cfg, MMIO flavour (QEMU docs/specs/fw_cfg.rst): selector at +8 (16-bit,
+    big-endian), data at +0 (1–8 bytes per read, string-preserving: bytes in memory order).
+    What a machine with no -kernel, -initrd or files offers: the signature "QEMU" (key 0),
+    the interface id 1 (key 1: traditional interface, no DMA), every other key reads as
+    zeros (kernel size 0, an empty file directory)."""
+
+    DATA, SELECTOR = 0x00, 0x08
+    SIGNATURE, ID = 0x00, 0x01
+
+    def __init__(self, byteorder: str = "little") -> None:
+        self.order = byteorder
+        self.items = {self.SIGNATURE: b"QEMU", self.ID: (1).to_bytes(4, "little")}
+        self.key, self.offset = 0, 0
+
+    def read(self, offset: int, size: int) -> int:
+        if offset != self.DATA:
+            return 0
+        item = self.items.get(self.key, b"")
+        chunk = item[self.offset:self.offset + size].ljust(size, b"\0")
+        self.offset += size
+        return int.from_bytes(chunk, self.order)  # type: ignore[arg-type]
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        if offset == self.SELECTOR and size == 2:
+            raw = value.to_bytes(2, self.order)  # type: ignore[arg-type]
+            self.key, self.offset = int.from_bytes(raw, "big"), 0
+
+
 class Const:
     """A device that is absent: every read gives `value` (0, or all ones: PCI's "no
     device"), writes are ignored."""
@@ -187,6 +223,8 @@ def build(kind: str, params: Mapping[str, int], console: Console) -> Model:
         return Ns16550(console, params.get("reg_shift", 0))
     if kind == "sifive_test":
         return SifiveTest()
+    if kind == "fw_cfg":
+        return FwCfg()
     if kind == "const":
         return Const(params.get("value", 0))
     raise ValueError(f"unknown device kind {kind!r}")

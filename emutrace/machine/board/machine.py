@@ -76,6 +76,17 @@ def _read_file(path: str, what: str) -> bytes:
         raise EmutraceError(f"{what} {path}: {e.strerror or e}", EXIT_NO_INPUT) from None
 
 
+FDT_MAGIC = b"\xd0\x0d\xfe\xed"  # devicetree spec v0.4 §5.2: magic, then totalsize (BE)
+
+
+def trim_dtb(blob: bytes) -> bytes:
+    """A flattened device tree cut to its header's totalsize (QEMU's `dumpdtb` pads it to
+    1 MiB, which would cover what follows the DTB in RAM)."""
+    if blob[:4] == FDT_MAGIC and len(blob) >= 8:
+        return blob[:int.from_bytes(blob[4:8], "big")]
+    return blob
+
+
 class BoardHooks(HookSet):
     """The exception hook of a board: a backend's breakpoint first, then the ISA's trap
     entry (`trap`); what neither takes is a CpuException (the run ends with a signal)."""
@@ -143,7 +154,7 @@ class BoardMachine:
             if board.dtb_at is None:
                 raise UsageError(f"--dtb: machine {board.name} takes no device tree")
             dtb_addr = board.dtb_at
-            self._load(dtb_addr, _read_file(config.dtb, "--dtb"), config.dtb)
+            self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
         self.entry = self.image.entry

@@ -14,7 +14,7 @@ _ARM_VIRT_DEVICES = (
     Device("const", "gic", 0x08000000, 0x20000),  # GICv2 distributor + CPU interface
     Device("pl011", "uart0", 0x09000000),
     Device("const", "pl031 rtc", 0x09010000),
-    Device("const", "fw_cfg", 0x09020000),
+    Device("fw_cfg", "fw_cfg", 0x09020000),
     Device("const", "pl061 gpio", 0x09030000),
     Device("const", "virtio-mmio", 0x0A000000, 0x4000),  # 32 × 0x200: magic reads 0
     Device("const", "pcie mmio", 0x10000000, 0x2EFF0000),
@@ -62,7 +62,7 @@ VIRT_RISCV64 = Board(
         Device("const", "plic", 0x0C000000, 0x600000),
         Device("ns16550", "uart0", 0x10000000),
         Device("const", "virtio-mmio", 0x10001000, 0x8000),
-        Device("const", "fw_cfg", 0x10100000),
+        Device("fw_cfg", "fw_cfg", 0x10100000),
         Device("const", "pcie ecam", 0x30000000, 0x10000000, {"value": 0xFFFFFFFF}),
     ),
     entry_regs={"a0": 0, "a1": "dtb"},  # hart id, DTB (QEMU's reset vector sets both)
