@@ -239,18 +239,29 @@ def _without_flash(console: bytes) -> bytes:
     return head + sep + tail[tail.index(b"Loading Environment"):]
 
 
-def test_uboot_arm64_version_answer(tmp_path: Path) -> None:
-    """Debian's U-Boot qemu_arm64 boots from the flash at 0 to the `=>` prompt and answers
-    a typed `version` as under qemu-system-aarch64: the whole console, but for the flash
-    size line."""
-    fw, dtb = _uboot("qemu_arm64"), qemu_dtb("virt-arm64", tmp_path)
-    board = BOARDS["virt-arm64"]
-    want = qemu_dialogue([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
-                          "-net", "none", "-bios", str(fw)], b"version\r")
-    result, console = run_board("virt-arm64", fw, dtb=str(dtb), typed=b"version\r",
+def _with_bios(qemu: tuple[str, ...], bios: Path) -> list[str]:
+    argv = list(qemu)
+    if "-bios" in argv:
+        argv[argv.index("-bios") + 1] = str(bios)
+    else:
+        argv += ["-bios", str(bios)]
+    return argv
+
+
+@pytest.mark.parametrize(("board", "config"), [("virt-arm64", "qemu_arm64"),
+                                               ("virt-arm", "qemu_arm"),
+                                               ("virt-riscv64", "qemu-riscv64")])
+def test_uboot_version_answer(board: str, config: str, tmp_path: Path) -> None:
+    """Debian's U-Boot boots from where QEMU's -bios puts it, with QEMU's device tree, to
+    the `=>` prompt and answers a typed `version` as under qemu-system: the whole console,
+    but for the flash size line."""
+    fw, dtb = _uboot(config), qemu_dtb(board, tmp_path)
+    want = qemu_dialogue([*_with_bios(BOARDS[board].qemu, fw), "-nographic", "-monitor",
+                          "none", "-serial", "stdio", "-net", "none"], b"version\r")
+    result, console = run_board(board, fw, dtb=str(dtb), typed=b"version\r",
                                 input_after=PROMPT, until=PROMPT)
     assert result.stop.detail == "--until text printed"
     got = console.encode()
     assert b"=> version\r\nU-Boot 2023.01" in got
-    assert b"Flash: 64 MiB\r\n" in want
+    assert b" MiB\r\n" in want.partition(b"Flash: ")[2][:20]  # QEMU's CFI flash answered
     assert _without_flash(got) == _without_flash(want)

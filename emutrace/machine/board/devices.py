@@ -1,5 +1,6 @@
 """MMIO device models for boards: the console UARTs (PL011, NS16550), the power-off
-device (sifive_test) and constant regions (probed devices that are absent).
+device (sifive_test), a timer (CLINT), fw_cfg and constant regions (probed devices that
+are absent).
 
 A model is pure: `read(offset, size) -> int` and `write(offset, size, value)`, with the
 console and the power-off request handed in (`Console`, `PowerOff`); `machine.py` maps it
@@ -7,6 +8,7 @@ with Unicorn's mmio_map."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import BinaryIO, Protocol
 
@@ -172,6 +174,29 @@ class SifiveTest:
             raise PowerOff(0, "sifive_test reset (not modelled: ends the run)")
 
 
+class Clint(Latch):
+    """The SiFive CLINT as QEMU's virt has it (hw/intc/riscv_aclint.c): msip at +0,
+    mtimecmp at +0x4000 (latched: no timer interrupt is delivered), mtime at +0xBFF8
+    counting at `freq` Hz (QEMU's virt: 10 MHz) from the host's monotonic clock, so delays
+    and timeouts that poll it pass as on QEMU (not reproducible to the tick)."""
+
+    MTIME = 0xBFF8
+
+    def __init__(self, freq: int = 10_000_000) -> None:
+        super().__init__()
+        self.freq = freq
+        self.origin = time.monotonic_ns()
+
+    def mtime(self) -> int:
+        return (time.monotonic_ns() - self.origin) * self.freq // 1_000_000_000
+
+    def read(self, offset: int, size: int) -> int:
+        if self.MTIME <= offset < self.MTIME + 8:
+            shift = 8 * (offset - self.MTIME)
+            return (self.mtime() >> shift) & ((1 << (8 * size)) - 1)
+        return super().read(offset, size)
+
+
 class FwCfg:
     """QEMU's fw_cfg, MMIO flavour (QEMU docs/specs/fw_cfg.rst): selector at +8 (16-bit,
     big-endian), data at +0 (1–8 bytes per read, string-preserving: bytes in memory order).
@@ -223,6 +248,8 @@ def build(kind: str, params: Mapping[str, int], console: Console) -> Model:
         return Ns16550(console, params.get("reg_shift", 0))
     if kind == "sifive_test":
         return SifiveTest()
+    if kind == "clint":
+        return Clint(params.get("freq", 10_000_000))
     if kind == "fw_cfg":
         return FwCfg()
     if kind == "const":
