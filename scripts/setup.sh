@@ -26,15 +26,17 @@ if ! command -v qemu-system-aarch64 >/dev/null 2>&1 || ! command -v qemu-system-
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     qemu-system-arm qemu-system-misc >/dev/null
 fi
-# ... and Debian's U-Boot for QEMU (u-boot-qemu), unpacked under .cache/firmware once
-# (never committed): tests/test_kernel.py boots its qemu_arm64 build to the prompt.
-if [ ! -f .cache/firmware/u-boot-qemu/usr/lib/u-boot/qemu_arm64/u-boot.bin ]; then
-  mkdir -p .cache/firmware
-  ( cd .cache/firmware && rm -f u-boot-qemu_*.deb &&
-    { apt-get download u-boot-qemu 2>/dev/null ||
-      { $sudo apt-get update -qq && apt-get download u-boot-qemu; }; } &&
-    dpkg-deb -x u-boot-qemu_*.deb u-boot-qemu )
-fi
+# ... and Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
+# .cache/firmware once (never committed): tests/test_kernel.py boots them to the prompt.
+for pkg in u-boot-qemu opensbi; do
+  if [ ! -d ".cache/firmware/$pkg/usr/lib" ]; then
+    mkdir -p .cache/firmware
+    ( cd .cache/firmware && rm -f "${pkg}"_*.deb &&
+      { apt-get download "$pkg" 2>/dev/null ||
+        { $sudo apt-get update -qq && apt-get download "$pkg"; }; } &&
+      dpkg-deb -x "${pkg}"_*.deb "$pkg" )
+  fi
+done
 python3 -m pip install -q -e '.[test]'
 bash scripts/fetch_busybox.sh
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"

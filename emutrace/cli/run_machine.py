@@ -16,6 +16,9 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--machine", metavar="BOARD",
                    help="run PROGRAM as a kernel image or firmware on BOARD (an ELF loads at "
                         "its physical addresses, anything else where QEMU's -bios puts it)")
+    g.add_argument("--bios", metavar="FILE",
+                   help="firmware started first (loaded as QEMU's -bios); PROGRAM is its "
+                        "payload, loaded as QEMU's -kernel (e.g. OpenSBI fw_jump + U-Boot)")
     g.add_argument("--dtb", metavar="FILE", help="device tree blob placed where the board "
                                                  "passes it to the image")
     g.add_argument("--until", metavar="TEXT",
@@ -46,7 +49,7 @@ def run_machine(args: argparse.Namespace) -> int:
         raise UsageError("--cleanup strict is not supported with --machine: exception entry "
                          "does not keep strict mode's call chain")
     config = BoardConfig(
-        board=args.machine, image=args.program, dtb=args.dtb,
+        board=args.machine, image=args.program, dtb=args.dtb, bios=args.bios,
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
         input_after=unescape(args.input_after, "--input-after"),
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,

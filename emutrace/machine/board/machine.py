@@ -43,6 +43,7 @@ class BoardConfig:
     board: str
     image: str
     dtb: str | None = None
+    bios: str | None = None  # firmware that starts first; the image is its payload
     until: bytes = b""  # end the run (exit 0) once the console has printed this
     typed: bytes = b""  # typed into the console as the guest reads it
     input_after: bytes = b""  # ... once the console has printed this
@@ -132,8 +133,22 @@ class BoardMachine:
             raise Unsupported(f"{board.isa}: kernel images are not supported "
                               f"({isa.capability('kernel').reason})")
         self.support: KernelSupport = support
+        loads: list[tuple[str, list[tuple[int, bytes]]]] = []
+        image_at = board.bios_at
+        if config.bios is not None:
+            if board.kernel_at is None:
+                raise UsageError(f"--bios: machine {board.name} has no kernel address")
+            if config.backend != "none":
+                raise UsageError("--bios: tracing firmware and its payload together is not "
+                                 "supported yet (use --backend none)")
+            bios, physical = self._open_image(config.bios, _read_file(config.bios, "--bios"),
+                                              isa.name, board.bios_at)
+            loads.append((config.bios, physical))
+            image_at = board.kernel_at
         blob = _read_file(config.image, "image")
-        self.image, physical = self._open_image(config.image, blob, isa.name)
+        self.image, physical = self._open_image(config.image, blob, isa.name, image_at)
+        loads.append((config.image, physical))
+        self.entry = self.image.entry if config.bios is None else bios.entry
         self.cpu = cpu = UnicornCpu(isa)
         cpu.apply_reset()
         if support.reset is not None:
@@ -147,8 +162,9 @@ class BoardMachine:
         for dev in board.devices:
             self._map_device(dev.base, dev.size, devices.build(dev.kind, dev.params,
                                                                self.console))
-        for addr, data in physical:
-            self._load(addr, data, config.image)
+        for path, physical in loads:
+            for addr, data in physical:
+                self._load(addr, data, path)
         dtb_addr = 0
         if config.dtb is not None:
             if board.dtb_at is None:
@@ -157,7 +173,6 @@ class BoardMachine:
             self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
-        self.entry = self.image.entry
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
         self.shadow = ShadowStack()
         self.records: list[Record] = []
@@ -178,9 +193,10 @@ class BoardMachine:
             raise UsageError(f"unknown backend {config.backend!r}")
 
     # ------------------------------------------------------------ loading
-    def _open_image(self, path: str, blob: bytes,
-                    isa: str) -> tuple[Image, list[tuple[int, bytes]]]:
-        """(image for symbols and discovery, [(physical address, bytes)] to load)."""
+    def _open_image(self, path: str, blob: bytes, isa: str,
+                    raw_at: int) -> tuple[Image, list[tuple[int, bytes]]]:
+        """(image for symbols and discovery, [(physical address, bytes)] to load); a file
+        that is not ELF is raw, loaded at raw_at."""
         if blob[:4] == b"\x7fELF":
             image = load_image(path)
             if image.isa.name != isa:
@@ -194,7 +210,7 @@ class BoardMachine:
                         data = seg.data() + bytes(seg["p_memsz"] - seg["p_filesz"])
                         physical.append((seg["p_paddr"], data))
             return image, physical
-        base = self.board.bios_at  # raw firmware where QEMU's -bios puts it
+        base = raw_at
         segment = Segment(base, len(blob), 0, blob, PF_R | PF_X)
         image = Image(path=path, isa=by_name(isa), kind="exec", entry=base, phoff=0,
                       phentsize=0, phnum=0, segments=[segment], interpreter=None)

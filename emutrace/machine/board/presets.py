@@ -67,6 +67,7 @@ VIRT_RISCV64 = Board(
     ),
     entry_regs={"a0": 0, "a1": "dtb"},  # hart id, DTB (QEMU's reset vector sets both)
     dtb_at=0x87E00000,
+    kernel_at=0x80200000,  # after the firmware, 2 MiB aligned: OpenSBI fw_jump's FW_JUMP_ADDR
     qemu=("qemu-system-riscv64", "-M", "virt", "-bios", "none"),
 )
 
