@@ -20,11 +20,13 @@ if ! dpkg-query -W $cross_libcs >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_libcs >/dev/null
 fi
 # Kernel images (issue 14, tests/test_kernel.py): qemu-system-<arch> is the oracle of the
-# mini-kernels in testbins/kernel (arm/aarch64 in qemu-system-arm, riscv64 in -misc).
-if ! command -v qemu-system-aarch64 >/dev/null 2>&1 || ! command -v qemu-system-riscv64 >/dev/null 2>&1; then
+# mini-kernels in testbins/kernel (arm/aarch64 in qemu-system-arm, riscv64 in -misc, i386
+# in -x86).
+if ! command -v qemu-system-aarch64 >/dev/null 2>&1 || ! command -v qemu-system-riscv64 >/dev/null 2>&1 ||
+   ! command -v qemu-system-i386 >/dev/null 2>&1; then
   $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    qemu-system-arm qemu-system-misc >/dev/null
+    qemu-system-arm qemu-system-misc qemu-system-x86 >/dev/null
 fi
 # ... and Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
 # .cache/firmware once (never committed): tests/test_kernel.py boots them to the prompt.

@@ -160,9 +160,7 @@ ISA = Isa(
     platform="i686",
     uname_machine="i686",
     capabilities={
-        "kernel": Capability(
-            False,
-            "no board yet (issue 14): IDT trap entry and port-I/O COM1 not written"),
+        "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

@@ -29,6 +29,10 @@ class SysRegPort(CpuPort, Protocol):
 
     def sysreg_read(self, name: str, key: tuple[int, ...]) -> int: ...
 
+    def table_reg(self, name: str) -> tuple[int, int]:
+        """(base, limit) of a descriptor-table register (x86 IDTR, GDTR)."""
+        ...
+
 
 @dataclass(frozen=True)
 class TrapOutcome:
@@ -60,6 +64,9 @@ class KernelSupport:
     # wait-for-interrupt encodings as stored in memory: emu_start returns right after one
     idle: tuple[bytes, ...]
     modelled: str  # one paragraph: what trap entry covers and what it does not
+    # Unicorn instruction hooks of port I/O (x86 IN/OUT: constant names in the ISA's
+    # unicorn.<x>_const module); None where devices are memory-mapped only
+    port_io: tuple[str, str] | None = None
 
 
 def kernel_support(isa: Isa) -> KernelSupport | None:

@@ -122,3 +122,8 @@ class UnicornCpu:
         value = self.uc.reg_read(self.reg_id(name), key)  # type: ignore[arg-type]
         assert isinstance(value, int)
         return value
+
+    def table_reg(self, name: str) -> tuple[int, int]:
+        """(base, limit) of a descriptor-table register (x86 IDTR, GDTR)."""
+        _selector, base, limit, _flags = self.uc.reg_read(self.reg_id(name))  # type: ignore[misc]
+        return int(base), int(limit)

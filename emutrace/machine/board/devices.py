@@ -174,6 +174,17 @@ class SifiveTest:
             raise PowerOff(0, "sifive_test reset (not modelled: ends the run)")
 
 
+class DebugExit:
+    """QEMU's isa-debug-exit (hw/misc/debugexit.c): writing v ends QEMU with the status
+    (v << 1) | 1, so the run ends with that status too."""
+
+    def read(self, offset: int, size: int) -> int:
+        return 0
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        raise PowerOff(((value << 1) | 1) & 0xFF, f"isa-debug-exit {value:#x}")
+
+
 class Clint(Latch):
     """The SiFive CLINT as QEMU's virt has it (hw/intc/riscv_aclint.c): msip at +0,
     mtimecmp at +0x4000 (latched: no timer interrupt is delivered), mtime at +0xBFF8
@@ -248,6 +259,8 @@ def build(kind: str, params: Mapping[str, int], console: Console) -> Model:
         return Ns16550(console, params.get("reg_shift", 0))
     if kind == "sifive_test":
         return SifiveTest()
+    if kind == "debug_exit":
+        return DebugExit()
     if kind == "clint":
         return Clint(params.get("freq", 10_000_000))
     if kind == "fw_cfg":

@@ -6,6 +6,7 @@ loop that ends on power-off, on `--until` text, on idle, or on the usual budgets
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,9 +160,15 @@ class BoardMachine:
             sys.stdout.buffer if config.console_out is None else config.console_out,
             config.until, config.typed, config.input_after, self._until)
         self.hooks = BoardHooks(cpu, self._trap)
+        ports: list[tuple[int, int, devices.Model]] = []
         for dev in board.devices:
-            self._map_device(dev.base, dev.size, devices.build(dev.kind, dev.params,
-                                                               self.console))
+            model = devices.build(dev.kind, dev.params, self.console)
+            if dev.params.get("io"):
+                ports.append((dev.base, dev.size, model))
+            else:
+                self._map_device(dev.base, dev.size, model)
+        if ports:
+            self._map_ports(ports)
         for path, physical in loads:
             for addr, data in physical:
                 self._load(addr, data, path)
@@ -245,6 +252,46 @@ class BoardMachine:
                 fail(uc, e)
 
         self.cpu.uc.mmio_map(base, size, read, None, write, None)
+
+    def _map_ports(self, ports: list[tuple[int, int, devices.Model]]) -> None:
+        """Devices in the I/O port space, through the ISA's IN/OUT instruction hooks."""
+        names = self.support.port_io
+        if names is None:
+            raise UsageError(f"machine {self.board.name}: port I/O devices on "
+                             f"{self.cpu.isa.name}, which has no port I/O")
+        consts = importlib.import_module(f"unicorn.{self.cpu.isa.engines.uc_reg_module}")
+        hooks = self.hooks
+
+        def find(port: int) -> tuple[int, devices.Model] | None:
+            for base, size, model in ports:
+                if base <= port < base + size:
+                    return port - base, model
+            return None
+
+        def port_in(uc: unicorn.Uc, port: int, size: int, _d: object) -> int:
+            hit = find(port)
+            if hit is None:
+                return (1 << (8 * size)) - 1  # nothing there: the bus floats high
+            try:
+                return hit[1].read(hit[0], size)
+            except BaseException as e:  # noqa: BLE001 - re-raised by run()
+                hooks.pending = hooks.pending or e
+                uc.emu_stop()
+                return 0
+
+        def port_out(uc: unicorn.Uc, port: int, size: int, value: int, _d: object) -> None:
+            hit = find(port)
+            if hit is None:
+                return
+            try:
+                hit[1].write(hit[0], size, value)
+            except BaseException as e:  # noqa: BLE001 - re-raised by run()
+                hooks.pending = hooks.pending or e
+                uc.emu_stop()
+
+        uc = self.cpu.uc
+        uc.hook_add(ucc.UC_HOOK_INSN, port_in, None, 1, 0, getattr(consts, names[0]))
+        uc.hook_add(ucc.UC_HOOK_INSN, port_out, None, 1, 0, getattr(consts, names[1]))
 
     # ------------------------------------------------------------ traps
     def _until(self) -> None:

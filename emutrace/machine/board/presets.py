@@ -71,4 +71,21 @@ VIRT_RISCV64 = Board(
     qemu=("qemu-system-riscv64", "-M", "virt", "-bios", "none"),
 )
 
-BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64)}
+PC_I386 = Board(
+    name="pc-i386",
+    isa="i386",
+    description="QEMU -M pc (multiboot -kernel: 32-bit protected mode, paging off): COM1 "
+                "console, isa-debug-exit power-off",
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00100000,
+    devices=(
+        # port I/O (params io=1): COM1 (hw/i386/pc.c serial at 0x3f8), QEMU's
+        # isa-debug-exit as the tests configure it (iobase 0xf4)
+        Device("ns16550", "com1", 0x3F8, 8, {"io": 1}),
+        Device("debug_exit", "isa-debug-exit", 0xF4, 4, {"io": 1}),
+    ),
+    qemu=("qemu-system-i386", "-M", "pc", "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
+          "-no-reboot"),
+)
+
+BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386)}

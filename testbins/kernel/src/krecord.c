@@ -12,13 +12,16 @@
 void __cyg_profile_func_enter(void *fn, void *call_site) NOINSTR;
 void __cyg_profile_func_exit(void *fn, void *call_site) NOINSTR;
 
-static unsigned long events[MAX_EVENTS]; /* address | 1 for an exit (code is aligned) */
+static unsigned long events[MAX_EVENTS]; /* function addresses */
+static unsigned char exits[MAX_EVENTS];   /* 1: an exit (x86 code may lie at odd addresses) */
 static unsigned int count;
 
-NOINSTR static void add(unsigned long fn, unsigned long exit)
+NOINSTR static void add(unsigned long fn, unsigned char exit)
 {
-    if (count < MAX_EVENTS)
-        events[count++] = fn | exit;
+    if (count < MAX_EVENTS) {
+        exits[count] = exit;
+        events[count++] = fn;
+    }
 }
 
 void __cyg_profile_func_enter(void *fn, void *call_site)
@@ -38,8 +41,8 @@ void record_dump(void)
     unsigned int i;
     kputs("== record ==\n");
     for (i = 0; i < count; i++) {
-        kputs(events[i] & 1 ? "< " : "> ");
-        kput_hex(events[i] & ~1UL);
+        kputs(exits[i] ? "< " : "> ");
+        kput_hex(events[i]);
         kputs("\n");
     }
 }
