@@ -181,6 +181,12 @@ def test_cli_errors(tmp_path: Path) -> None:
     done = run_emutrace("run", "--machine", "virt-arm64", "--bios", kernel("aarch64"),
                         kernel("aarch64"))
     assert done.returncode == 64 and b"no kernel address" in done.stderr
+    garbage = tmp_path / "System.map"
+    garbage.write_text("ffff0000 T ok\nthis is no symbol line\n")
+    done = run_emutrace("run", "--machine", "virt-arm64", "--symbols", garbage,
+                        kernel("aarch64"))
+    assert done.returncode == 65 and b"System.map:2: not an nm" in done.stderr
+    assert done.stderr.count(b"\n") == 1
     done = run_emutrace("info", "--machines")
     assert done.returncode == 0
     assert all(name.encode() in done.stdout for name in BOARD_OF.values())
@@ -303,3 +309,22 @@ def test_uboot_version_answer(board: str, config: str, sbi: bool, tmp_path: Path
         assert b"OpenSBI v1.1" in got and result.syscall_counts["illegal instruction"] > 0
         got, want = _without_hart(got), _without_hart(want)
     assert _without_flash(got) == _without_flash(want)
+
+
+@pytest.mark.parametrize("symbols", ("System.map", "kernel"))
+def test_stripped_kernel_with_symbols(symbols: str) -> None:
+    """A stripped kernel traced with --symbols (its `nm -n` listing, or the unstripped ELF)
+    gives the trace of the unstripped kernel: names and all."""
+    isa = "riscv64"
+    record = qemu_system(isa, "kernel.instr")[0].split(RECORD_MARK)[1]
+    instr_name = namer(kernel(isa, "kernel.instr"))
+    own = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    result, _ = run_board(BOARD_OF[isa], kernel(isa, "kernel.stripped"), backend="int3",
+                          symbols=str(kernel(isa, symbols)))
+    got = canonical_text(result.records, namer(kernel(isa)), own)
+    assert got == canonical_from_instr(record, instr_name, own)
+    done = run_emutrace("run", "--machine", BOARD_OF[isa], "--backend", "int3", "--symbols",
+                        kernel(isa, symbols), "-F", "trap_handler",
+                        kernel(isa, "kernel.stripped"))
+    # no DWARF in a stripped file: the default four argument words
+    assert done.stderr.decode().splitlines()[1].strip().startswith("| trap_handler(11, 20, ")
