@@ -149,13 +149,19 @@ class BoardMachine:
             loads.append((config.bios, physical))
             image_at = board.kernel_at
         blob = _read_file(config.image, "image")
+        if config.bios is None and support.linux_image is not None \
+                and support.linux_image(blob):
+            if board.kernel_at is None:
+                raise UsageError(f"{config.image}: a Linux image; machine {board.name} has "
+                                 f"no kernel address")
+            image_at = board.kernel_at  # as QEMU's -kernel: the boot protocol's entry
         self.image, physical = self._open_image(config.image, blob, isa.name, image_at)
         loads.append((config.image, physical))
         if config.symbols is not None:
             funcs = load_symbol_file(config.symbols)
             self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
         self.entry = self.image.entry if config.bios is None else bios.entry
-        self.cpu = cpu = UnicornCpu(isa)
+        self.cpu = cpu = UnicornCpu(isa, board.cpu_model)
         cpu.apply_reset()
         if support.reset is not None:
             support.reset(cpu)
