@@ -56,7 +56,8 @@ def qemu_system(isa: str, name: str) -> tuple[str, int]:
 
 def run_board(board: str, image: Path, **options: object) -> tuple[RunResult, str]:
     out = io.BytesIO()
-    config = BoardConfig(board, str(image), console_out=out, timeout=60, **options)  # type: ignore[arg-type]
+    options.setdefault("timeout", 60)
+    config = BoardConfig(board, str(image), console_out=out, **options)  # type: ignore[arg-type]
     result = BoardMachine(config).run()
     return result, out.getvalue().decode()
 
@@ -390,3 +391,15 @@ def test_linux_boots_to_vfs_panic(tmp_path: Path) -> None:
     got = console.encode()
     assert b"Kernel command line: " + CMDLINE.encode() in got
     assert kernel_messages(got) == kernel_messages(want)
+
+
+def test_budgets(tmp_path: Path) -> None:
+    """--max-insns and --timeout end a board's run as they end a program's (125, 124)."""
+    result, console = run_board("virt-riscv64", kernel("riscv64"), max_insns=500)
+    assert (result.stop.kind, result.exit_code) == ("max_insns", 125)
+    assert console.startswith("emutrace mini-kernel\n") and "bye" not in console
+    spin_bin = tmp_path / "spin.bin"
+    spin_bin.write_bytes(bytes.fromhex("00000014"))  # b . (A64 B imm26 = 0)
+    spin = run_board("virt-arm64", spin_bin, timeout=0.5)[0]
+    assert (spin.stop.kind, spin.exit_code) == ("timeout", 124)
+
