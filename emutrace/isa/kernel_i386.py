@@ -8,19 +8,24 @@ Unicorn 2.1.4: `int n` → INTR n with EIP after the 2-byte instruction; `iret` 
 natively; `hlt` ends emu_start; IN/OUT reach UC_HOOK_INSN.
 """
 
-from emutrace.isa.kernel import KernelSupport, SysRegPort, TrapOutcome
+from emutrace.isa.kernel import INSN_INVALID, KernelSupport, SysRegPort, TrapOutcome
 
 INT_N = 0xCD  # INT imm8
+UD = 6  # #UD, invalid opcode: Unicorn reports UD2 through UC_HOOK_INSN_INVALID (measured)
 GATE_INTERRUPT, GATE_TRAP = 0xE, 0xF  # 32-bit gate types
 EFLAGS_TF, EFLAGS_IF, EFLAGS_NT, EFLAGS_RF, EFLAGS_VM = 1 << 8, 1 << 9, 1 << 14, 1 << 16, 1 << 17
 
 
 def deliver(cpu: SysRegPort, intno: int) -> TrapOutcome | None:
-    if not 0 <= intno < 256:
-        return None
     eip = cpu.pc
-    if cpu.mem_read(eip - 2, 2) != bytes((INT_N, intno)):
-        return None  # a CPU exception (with or without an error code): not modelled
+    if intno == INSN_INVALID:  # #UD is a fault: the saved EIP is the instruction itself
+        return _through_gate(cpu, UD, eip, "invalid opcode")
+    if 0 <= intno < 256 and cpu.mem_read(eip - 2, 2) == bytes((INT_N, intno)):
+        return _through_gate(cpu, intno, eip, f"int {intno:#x}")  # EIP: after `int n`
+    return None  # CPU exceptions Unicorn reports by INTR: not modelled
+
+
+def _through_gate(cpu: SysRegPort, intno: int, eip: int, what: str) -> TrapOutcome | None:
     base, limit = cpu.table_reg("idtr")
     if 8 * intno + 7 > limit:
         return None
@@ -40,16 +45,17 @@ def deliver(cpu: SysRegPort, intno: int) -> TrapOutcome | None:
     if selector != cs:
         cpu.reg_write("cs", selector)
     cpu.reg_write("eip", offset)
-    return TrapOutcome("vector", f"int {intno:#x}", offset)
+    return TrapOutcome("vector", what, offset)
 
 
 KERNEL = KernelSupport(
     deliver=deliver,
     reset=None,
     idle=(b"\xf4",),  # HLT
-    modelled="`int n` through a present 32-bit interrupt or trap gate of the guest's IDT at "
-             "the same privilege (EFLAGS, CS, EIP pushed; IF cleared for interrupt gates). "
-             "Not modelled: CPU exceptions (#UD, #GP, #PF, ... and their error codes), "
+    modelled="`int n` and #UD (an invalid opcode, saved EIP = the instruction) through a "
+             "present 32-bit interrupt or trap gate of the guest's IDT at the same privilege "
+             "(EFLAGS, CS, EIP pushed; IF cleared for interrupt gates). Not modelled: the "
+             "other CPU exceptions (#DE, #GP, #PF, ...; error codes), "
              "privilege changes (TSS stack switch), task gates, hardware interrupts (no "
              "PIC/APIC, no PIT).",
     port_io=("UC_X86_INS_IN", "UC_X86_INS_OUT"),

@@ -8,6 +8,7 @@
 
 void uart_putc(char c) NOINSTR_DECL;          /* start_<isa>.S */
 long arch_trap(long arg) NOINSTR_DECL;        /* start_<isa>.S: svc/ecall, returns the handler's value */
+long arch_probe(long arg) NOINSTR_DECL;       /* start_<isa>.S: an undefined instruction, skipped */
 void system_off(void) NOINSTR_DECL __attribute__((noreturn)); /* start_<isa>.S */
 void record_dump(void) NOINSTR_DECL;          /* krecord.c / knorecord.c */
 void kputs(const char *s) NOINSTR_DECL;

@@ -3,7 +3,8 @@
  * Runs at the board's RAM address with the MMU off, no libc.  Prints through
  * uart_putc (per board, start_<isa>.S), computes with a few functions,
  * recursion and calls through function pointers, makes one trap into its own
- * vector (arch_trap: svc / ecall) whose handler calls trap_handler below,
+ * vector (arch_trap: svc / ecall / int) and runs one undefined instruction
+ * (arch_probe), whose handlers call trap_handler below,
  * prints the record of the -finstrument-functions build (record_dump; empty in
  * the plain build) and powers off (system_off: PSCI SYSTEM_OFF or sifive_test).
  * Numbers are printed in hex: no division (no libgcc).
@@ -67,6 +68,13 @@ long do_trap(long arg)
     return arch_trap(arg);
 }
 
+/* An undefined instruction, as a kernel probing for a feature runs one: the handler
+ * skips it and its result is what arch_probe returns. */
+long do_probe(long arg)
+{
+    return arch_probe(arg);
+}
+
 void kmain(void)
 {
     kputs("emutrace mini-kernel\n");
@@ -74,6 +82,7 @@ void kmain(void)
     report("apply(add, 40, 2)", apply(add, 40, 2));
     report("apply(sub, 40, 2)", apply(sub, 40, 2));
     report("trap returned", do_trap(20));
+    report("probe returned", do_probe(7));
     kputs("bye\n");
     record_dump();
     system_off();

@@ -35,6 +35,14 @@ arch_trap:
     ret
     .size arch_trap, . - arch_trap
 
+/* long arch_probe(long arg): UDF #0 (Arm ARM C6.2.365); the handler skips it. */
+    .global arch_probe
+    .type arch_probe, %function
+arch_probe:
+    udf #0
+    ret
+    .size arch_probe, . - arch_probe
+
     .global system_off
     .type system_off, %function
 system_off:
@@ -55,13 +63,20 @@ vectors:
     .global vec_sync_el1h
     .type vec_sync_el1h, %function
 vec_sync_el1h:
-    stp x29, x30, [sp, #-16]!
+    stp x29, x30, [sp, #-32]!
+    str x19, [sp, #16]
+    mrs x19, esr_el1
+    lsr x19, x19, #26
     mov x1, x0                /* trap_handler(cause = ESR_EL1.EC, arg = x0) */
-    mrs x0, esr_el1
-    lsr x0, x0, #26
+    mov x0, x19
     bl trap_handler
-    ldp x29, x30, [sp], #16
-    eret                      /* back to ELR_EL1 (after the svc) with SPSR_EL1 */
+    cbnz x19, 1f              /* EC 0 (unknown: UDF): ELR is the instruction, skip it */
+    mrs x1, elr_el1
+    add x1, x1, #4
+    msr elr_el1, x1
+1:  ldr x19, [sp, #16]
+    ldp x29, x30, [sp], #32
+    eret                      /* back to ELR_EL1 with SPSR_EL1 */
     .size vec_sync_el1h, . - vec_sync_el1h
     .balign 0x80
     .rept 11

@@ -6,6 +6,9 @@
     .global _start
     .type _start, %function
 _start:
+    cps #0x1b                   /* Undefined mode: its own banked SP */
+    ldr sp, =und_stack_top
+    cps #0x13                   /* back to Supervisor mode */
     ldr sp, =stack_top
     ldr r0, =vectors
     mcr p15, 0, r0, c12, c0, 0  /* VBAR (Arm ARM B4.1.156) */
@@ -34,6 +37,14 @@ arch_trap:
     bx lr
     .size arch_trap, . - arch_trap
 
+/* long arch_probe(long arg): UDF #0 (Arm ARM A8.8.247); the handler returns past it. */
+    .global arch_probe
+    .type arch_probe, %function
+arch_probe:
+    udf #0
+    bx lr
+    .size arch_probe, . - arch_probe
+
     .global system_off
     .type system_off, %function
 system_off:
@@ -50,7 +61,7 @@ system_off:
     .balign 32
 vectors:
     b .
-    b .
+    b und_entry                 /* a branch to code that is no function symbol */
     .global vec_svc
     .type vec_svc, %function
 vec_svc:
@@ -63,7 +74,21 @@ vec_svc:
     eret                        /* ARMv7VE outside Hyp: SUBS PC, LR, #0 (B9.3.3) */
     .size vec_svc, . - vec_svc
 
+und_entry:                      /* LR_und = the UDF + 4: return there */
+    push {r1-r3, r12, lr}
+    mov r1, r0                  /* trap_handler(cause = CPSR.M = Undefined, arg = r0) */
+    mrs r0, cpsr
+    and r0, r0, #0x1f
+    bl trap_handler
+    pop {r1-r3, r12, lr}
+    eret
+
     .bss
     .balign 16
+/* Undefined mode's stack lies below Supervisor mode's: the handler's calls are then
+ * deeper than the interrupted frames, as on one stack (emutrace's shadow stack has no
+ * exception frames yet: a call above them would read as an unwind; README, kernel images) */
+    .space 1024
+und_stack_top:
     .space 16384
 stack_top:

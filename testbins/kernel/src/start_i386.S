@@ -27,6 +27,13 @@ _start:
     movw $0x8E00, 4(%edi)           /* present, DPL 0, 32-bit interrupt gate */
     shr $16, %eax
     movw %ax, 6(%edi)
+    lea idt + 8 * 6, %edi           /* gate 6 (#UD) → vec_ud */
+    mov $vec_ud, %eax
+    movw %ax, (%edi)
+    movw $0x08, 2(%edi)
+    movw $0x8E00, 4(%edi)
+    shr $16, %eax
+    movw %ax, 6(%edi)
     lidt idt_desc
     call kmain
 2:  jmp 2b
@@ -51,6 +58,16 @@ arch_trap:
     ret
     .size arch_trap, . - arch_trap
 
+/* long arch_probe(long arg): UD2 (#UD, a fault: the saved EIP is the UD2); the
+ * handler returns past it. */
+    .global arch_probe
+    .type arch_probe, @function
+arch_probe:
+    movl 4(%esp), %eax
+    ud2
+    ret
+    .size arch_probe, . - arch_probe
+
     .global system_off
     .type system_off, @function
 system_off:
@@ -74,6 +91,21 @@ vec_int80:
     popl %ecx
     iret                            /* EIP, CS, EFLAGS from the stack */
     .size vec_int80, . - vec_int80
+
+    .global vec_ud
+    .type vec_ud, @function
+vec_ud:
+    pushl %ecx
+    pushl %edx
+    pushl %eax                      /* trap_handler(cause = vector 6, arg = eax) */
+    pushl $6
+    call trap_handler
+    addl $8, %esp
+    popl %edx
+    popl %ecx
+    addl $2, (%esp)                 /* skip the 2-byte UD2 */
+    iret
+    .size vec_ud, . - vec_ud
 
     .section .rodata
     .balign 8

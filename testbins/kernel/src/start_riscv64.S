@@ -33,6 +33,15 @@ arch_trap:
     ret
     .size arch_trap, . - arch_trap
 
+/* long arch_probe(long arg): UNIMP (csrrw x0, cycle, x0: a write to a read-only CSR is
+ * an illegal instruction); vec_trap returns past it. */
+    .global arch_probe
+    .type arch_probe, @function
+arch_probe:
+    .word 0xc0001073            /* 4-byte UNIMP (the assembler would pick the 2-byte c.unimp) */
+    ret
+    .size arch_probe, . - arch_probe
+
     .global system_off
     .type system_off, @function
 system_off:
@@ -52,7 +61,7 @@ vec_trap:
     mv a1, a0                   /* trap_handler(cause = mcause, arg = a0) */
     csrr a0, mcause
     call trap_handler
-    csrr t0, mepc               /* resume after the 4-byte ecall */
+    csrr t0, mepc               /* resume after the 4-byte ecall or unimp */
     addi t0, t0, 4
     csrw mepc, t0
     ld ra, 8(sp)
