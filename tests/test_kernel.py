@@ -405,3 +405,19 @@ def test_budgets(tmp_path: Path) -> None:
     spin = run_board("virt-arm64", spin_bin, timeout=0.5)[0]
     assert (spin.stop.kind, spin.exit_code) == ("timeout", 124)
 
+
+
+def test_riscv_delegation_to_s_mode() -> None:
+    """medeleg sends an S-mode illegal instruction to stvec (scause 2, SPP = S), an S-mode
+    ecall still goes to mtvec (mcause 9, MPP = S); mret/sret switch privilege natively: the
+    console equals qemu-system-riscv64's."""
+    image = kernel("riscv64", "deleg")
+    board = BOARDS["virt-riscv64"]
+    want = subprocess.run([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
+                           "-net", "none", "-kernel", str(image)], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=60, env=ENV)
+    result, console = run_board("virt-riscv64", image)
+    assert "S trap, scause then SPP:\n2\n1\n" in console
+    assert console == want.stdout.decode()
+    assert (result.exit_code, want.returncode) == (0, 0)
+    assert result.syscall_counts == {"illegal instruction": 1, "ecall": 1}
