@@ -421,3 +421,21 @@ def test_riscv_delegation_to_s_mode() -> None:
     assert console == want.stdout.decode()
     assert (result.exit_code, want.returncode) == (0, 0)
     assert result.syscall_counts == {"illegal instruction": 1, "ecall": 1}
+
+
+def test_record_kernel_for_uftrace(tmp_path: Path) -> None:
+    """`emutrace record --machine` writes a uftrace data directory Debian's uftrace reads:
+    the handler the trap ran, under the function that trapped."""
+    data = tmp_path / "data"
+    done = run_emutrace("record", "-d", data, "--machine", "virt-riscv64", "--backend", "int3",
+                        kernel("riscv64"))
+    assert done.returncode == 0, done.stderr
+    uftrace = shutil.which("uftrace")
+    assert uftrace is not None, "uftrace not found: scripts/setup.sh installs it"
+    replay = subprocess.run([uftrace, "replay", "-d", str(data), "-F", "do_probe"],
+                            capture_output=True, timeout=60, env=ENV, check=True)
+    lines = [line.split("|", 1)[1].rstrip() for line in replay.stdout.decode().splitlines()
+             if "|" in line]
+    assert [line.strip() for line in lines[:3]] == ["do_probe() {", "arch_probe() {",
+                                                  "trap_handler() {"]
+    assert lines[2].index("trap_handler") > lines[1].index("arch_probe")  # nested

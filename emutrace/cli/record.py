@@ -9,6 +9,7 @@ import shutil
 
 from emutrace.cli.run import RunCommand, report
 from emutrace.errors import UsageError
+from emutrace.machine.board.machine import BoardMachine
 from emutrace.session import Process
 from emutrace.trace.uftrace_write import sink_for_image
 
@@ -26,8 +27,12 @@ class RecordCommand(RunCommand):
     def __call__(self, args: argparse.Namespace) -> int:
         if args.backend == "none":
             raise UsageError("record needs a tracing backend (--backend)")
-        config = self.config(args)
-        process = Process(config)
+        if args.machine:  # a kernel image on a board (`run --machine`)
+            from emutrace.cli.run_machine import board_machine
+
+            process: Process | BoardMachine = board_machine(args)
+        else:
+            process = Process(self.config(args))
         path = prepare_dir(args.data)
         sink = sink_for_image(path, process.image, [args.program, *args.args])
         process.sink = sink

@@ -42,8 +42,10 @@ def unescape(text: str, option: str) -> bytes:
         raise UsageError(f"{option} {text!r}: bad escape ({e.reason})") from None
 
 
-def run_machine(args: argparse.Namespace) -> int:
-    from emutrace.cli.run import open_output, parse_arg_specs, report, write_trace
+def board_machine(args: argparse.Namespace) -> BoardMachine:
+    """The board and image of the command line, loaded (every bad value a usage error
+    before anything runs); `run` and `record` share it."""
+    from emutrace.cli.run import parse_arg_specs
 
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "
@@ -60,7 +62,13 @@ def run_machine(args: argparse.Namespace) -> int:
         hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
         arg_counts=parse_arg_specs(args.argument))
     args.arg_counts = config.arg_counts
-    machine = BoardMachine(config)
+    return BoardMachine(config)
+
+
+def run_machine(args: argparse.Namespace) -> int:
+    from emutrace.cli.run import open_output, report, write_trace
+
+    machine = board_machine(args)
     args.output_file = open_output(args.output) if args.output and \
         args.backend != "none" else None
     result = machine.run()
