@@ -407,20 +407,30 @@ def test_budgets(tmp_path: Path) -> None:
 
 
 
-def test_riscv_delegation_to_s_mode() -> None:
-    """medeleg sends an S-mode illegal instruction to stvec (scause 2, SPP = S), an S-mode
-    ecall still goes to mtvec (mcause 9, MPP = S); mret/sret switch privilege natively: the
-    console equals qemu-system-riscv64's."""
-    image = kernel("riscv64", "deleg")
+RISCV_ASM_KERNELS = {
+    # medeleg sends an S-mode illegal instruction to stvec (scause 2, SPP = S), an S-mode
+    # ecall still goes to mtvec (mcause 9, MPP = S); mret/sret switch privilege natively
+    "deleg": ("S trap, scause then SPP:\n2\n1\n", {"illegal instruction": 1, "ecall": 1}),
+    # mtimecmp armed, MTIE and MIE on, wfi: the idle hart is woken by the machine timer
+    # interrupt through the vectored mtvec (BASE + 4 × 7), mcause = interrupt | 7
+    "timer": ("mcause interrupt bit then code:\n1\n7\n", {"timer interrupt": 1}),
+}
+
+
+@pytest.mark.parametrize("name", RISCV_ASM_KERNELS)
+def test_riscv_privileged_kernels(name: str) -> None:
+    """Trap delegation and the timer interrupt: the console equals qemu-system-riscv64's."""
+    marker, traps = RISCV_ASM_KERNELS[name]
+    image = kernel("riscv64", name)
     board = BOARDS["virt-riscv64"]
     want = subprocess.run([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
                            "-net", "none", "-kernel", str(image)], stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=60, env=ENV)
     result, console = run_board("virt-riscv64", image)
-    assert "S trap, scause then SPP:\n2\n1\n" in console
+    assert marker in console
     assert console == want.stdout.decode()
     assert (result.exit_code, want.returncode) == (0, 0)
-    assert result.syscall_counts == {"illegal instruction": 1, "ecall": 1}
+    assert result.syscall_counts == traps
 
 
 def test_record_kernel_for_uftrace(tmp_path: Path) -> None:

@@ -70,6 +70,9 @@ class KernelSupport:
     # recognises a raw Linux kernel image of this ISA (its boot protocol's header): such
     # an image loads at the board's kernel address, as QEMU's -kernel puts it
     linux_image: Callable[[bytes], bool] | None = None
+    # the timer interrupt taken when an idle hart's timer fires, if the guest enabled it
+    # (None: not taken); the board wakes an idle CPU only on ISAs that have one
+    timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
 
 
 def kernel_support(isa: Isa) -> KernelSupport | None:

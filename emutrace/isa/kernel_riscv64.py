@@ -44,6 +44,43 @@ def trap(cpu: SysRegPort, cause: int, epc: int, tval: int) -> int:
     return vector
 
 
+INTERRUPT = 1 << 63  # mcause bit XLEN-1
+MTI = 7  # machine timer interrupt: mcause code, mie/mip bit (§3.1.9)
+
+
+def timer_interrupt(cpu: SysRegPort) -> TrapOutcome | None:
+    """The machine timer interrupt (§3.1.9, §3.1.7): taken when mie.MTIE is set and the hart
+    runs below M-mode or with mstatus.MIE set; epc is the next instruction (after the wfi),
+    the vector mtvec's BASE, + 4 × 7 in vectored mode (MODE = 1).  Not delegated."""
+    priv = cpu.reg_read("priv")
+    cpu.reg_write("priv", PRIV_M)  # M-mode CSRs with M-mode's rights
+    mtvec = cpu.reg_read("mtvec")
+    if not (cpu.reg_read("mie") >> MTI & 1
+            and (priv < PRIV_M or cpu.reg_read("mstatus") & MIE)):
+        cpu.reg_write("priv", priv)
+        return None
+    vector = trap_m(cpu, INTERRUPT | MTI, cpu.pc, priv)
+    if mtvec & 3 == 1:
+        vector += 4 * MTI
+        cpu.reg_write("pc", vector)
+    return TrapOutcome("vector", "timer interrupt", vector)
+
+
+def trap_m(cpu: SysRegPort, cause: int, epc: int, priv: int) -> int:
+    """Trap entry to M-mode (no delegation), for interrupts."""
+    cpu.reg_write("priv", PRIV_M)
+    status = cpu.reg_read("mstatus")
+    status = (status & ~(MPIE | MIE | 3 << MPP_SHIFT)) | (MPIE if status & MIE else 0) \
+        | priv << MPP_SHIFT
+    cpu.reg_write("mepc", epc)
+    cpu.reg_write("mcause", cause)
+    cpu.reg_write("mtval", 0)
+    cpu.reg_write("mstatus", status)
+    vector = cpu.reg_read("mtvec") & ~3
+    cpu.reg_write("pc", vector)
+    return vector
+
+
 def deliver(cpu: SysRegPort, intno: int) -> TrapOutcome | None:
     at = cpu.pc - 4  # Unicorn has already stepped past the 4-byte instruction
     if intno == INTR_ECALL:
@@ -59,8 +96,11 @@ KERNEL = KernelSupport(
     deliver=deliver,
     reset=None,
     idle=(bytes.fromhex("73005010"),),  # WFI = 0x10500073
+    timer_interrupt=timer_interrupt,
     modelled="ecall (cause 8/9/11 by privilege) and illegal instructions (mtval = the "
              "instruction) trap to mtvec, or to stvec when medeleg delegates them; mepc/sepc, "
-             "xPP, xPIE/xIE updated. Not modelled: interrupts (no CLINT/PLIC delivery), page "
-             "faults, a compressed illegal instruction's epc (Unicorn hides its length).",
+             "xPP, xPIE/xIE updated; the machine timer interrupt when an idle hart's mtimecmp "
+             "comes due. Not modelled: other interrupts (software, PLIC), a timer firing "
+             "while the hart is busy, page faults, a compressed illegal instruction's epc "
+             "(Unicorn hides its length).",
 )

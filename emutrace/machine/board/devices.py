@@ -187,16 +187,34 @@ class DebugExit:
 
 class Clint(Latch):
     """The SiFive CLINT as QEMU's virt has it (hw/intc/riscv_aclint.c): msip at +0,
-    mtimecmp at +0x4000 (latched: no timer interrupt is delivered), mtime at +0xBFF8
-    counting at `freq` Hz (QEMU's virt: 10 MHz) from the host's monotonic clock, so delays
-    and timeouts that poll it pass as on QEMU (not reproducible to the tick)."""
+    hart 0's mtimecmp at +0x4000, mtime at +0xBFF8 counting at `freq` Hz (QEMU's virt:
+    10 MHz) from the host's monotonic clock, so delays and timeouts that poll it pass as on
+    QEMU (not reproducible to the tick).  A written mtimecmp is a timer the machine may
+    wake an idle hart for (`seconds_to_timer`)."""
 
-    MTIME = 0xBFF8
+    MTIME, MTIMECMP = 0xBFF8, 0x4000
 
     def __init__(self, freq: int = 10_000_000) -> None:
         super().__init__()
         self.freq = freq
         self.origin = time.monotonic_ns()
+        self.cmp = bytearray(b"\xff" * 8)  # reset: never
+        self.armed = False
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        if self.MTIMECMP <= offset < self.MTIMECMP + 8:
+            at = offset - self.MTIMECMP
+            self.cmp[at:at + size] = value.to_bytes(size, "little")[:8 - at]
+            self.armed = True
+        else:
+            super().write(offset, size, value)
+
+    def seconds_to_timer(self) -> float | None:
+        """Seconds until mtime reaches mtimecmp (0 if it has), None without a timer."""
+        if not self.armed:
+            return None
+        ticks = int.from_bytes(self.cmp, "little") - self.mtime()
+        return max(ticks, 0) / self.freq
 
     def mtime(self) -> int:
         return (time.monotonic_ns() - self.origin) * self.freq // 1_000_000_000
@@ -205,6 +223,9 @@ class Clint(Latch):
         if self.MTIME <= offset < self.MTIME + 8:
             shift = 8 * (offset - self.MTIME)
             return (self.mtime() >> shift) & ((1 << (8 * size)) - 1)
+        if self.MTIMECMP <= offset < self.MTIMECMP + 8:
+            at = offset - self.MTIMECMP
+            return int.from_bytes(self.cmp[at:at + size], "little")
         return super().read(offset, size)
 
 

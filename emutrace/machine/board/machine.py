@@ -172,8 +172,11 @@ class BoardMachine:
             config.until, config.typed, config.input_after, self._until)
         self.hooks = BoardHooks(cpu, self._trap)
         ports: list[tuple[int, int, devices.Model]] = []
+        self.timers: list[devices.Clint] = []
         for dev in board.devices:
             model = devices.build(dev.kind, dev.params, self.console)
+            if isinstance(model, devices.Clint):
+                self.timers.append(model)
             if dev.params.get("io"):
                 ports.append((dev.base, dev.size, model))
             else:
@@ -331,6 +334,24 @@ class BoardMachine:
                 pass
         return False
 
+    def _timer_woke(self) -> bool:
+        """An idle hart with a timer armed: wait for it (a --timeout or Ctrl-C ends the wait)
+        and take the ISA's timer interrupt; False if none is armed or the guest has it
+        disabled (then nothing can wake the hart)."""
+        take = self.support.timer_interrupt
+        waits = [w for w in (t.seconds_to_timer() for t in self.timers) if w is not None]
+        if take is None or not waits:
+            return False
+        if self.cpu.stop_requested.wait(min(waits)):
+            return True  # stopped while waiting: run() reports the stop
+        outcome = take(self.cpu)
+        if outcome is None:
+            return False
+        self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
+        if self.backend is not None:
+            self.backend.start(outcome.vector)
+        return True
+
     def _start_once(self, pc: int, sentinel: int) -> Stop | None:
         """One emu_start; a Stop, or None when the guest went idle with input pending."""
         cpu, hooks = self.cpu, self.hooks
@@ -356,7 +377,7 @@ class BoardMachine:
         if cpu.stop_requested.is_set():
             return Stop("interrupted", pc=cpu.pc)  # refined by run()
         if self._idle_at(cpu.pc):
-            if self.console.has_input():
+            if self.console.has_input() or self._timer_woke():
                 return None
             return Stop("exit", status=0, pc=cpu.pc, detail="idle (waiting for an "
                         "interrupt with nothing to wake it)")
