@@ -9,11 +9,13 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
 import pytest
 
+from emutrace.cli.main import main
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
 from emutrace.isa import all_isas
@@ -172,26 +174,33 @@ def test_cli_input_escapes_and_input_after(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (0, b"")
 
 
-def test_cli_errors(tmp_path: Path) -> None:
-    done = run_emutrace("run", "--machine", "nosuch", kernel("aarch64"))
-    assert done.returncode == 64 and b"known: virt-arm64" in done.stderr
-    done = run_emutrace("run", "--machine", "virt-riscv64", kernel("aarch64"))
-    assert done.returncode == 64 and done.stderr.count(b"\n") == 1
-    done = run_emutrace("run", "--machine", "virt-arm64", tmp_path / "missing")
-    assert done.returncode == 66 and done.stderr.count(b"\n") == 1
-    done = run_emutrace("run", "--machine", "virt-arm64", kernel("aarch64"), "arg")
-    assert done.returncode == 64
-    done = run_emutrace("run", "--machine", "virt-arm", "--bios", kernel("arm"), kernel("arm"))
-    assert done.returncode == 64 and b"no kernel address" in done.stderr
+def _main(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """`emutrace ARGV` in-process: (status, stdout, stderr)."""
+    status = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = _main(capsys, "run", "--machine", "nosuch", kernel("aarch64"))
+    assert status == 64 and "known: virt-arm64" in err
+    status, _, err = _main(capsys, "run", "--machine", "virt-riscv64", kernel("aarch64"))
+    assert status == 64 and err.count("\n") == 1
+    status, _, err = _main(capsys, "run", "--machine", "virt-arm64", tmp_path / "missing")
+    assert status == 66 and err.count("\n") == 1
+    status, _, _ = _main(capsys, "run", "--machine", "virt-arm64", kernel("aarch64"), "arg")
+    assert status == 64
+    status, _, err = _main(capsys, "run", "--machine", "virt-arm", "--bios", kernel("arm"),
+                           kernel("arm"))
+    assert status == 64 and "no kernel address" in err
     garbage = tmp_path / "System.map"
     garbage.write_text("ffff0000 T ok\nthis is no symbol line\n")
-    done = run_emutrace("run", "--machine", "virt-arm64", "--symbols", garbage,
-                        kernel("aarch64"))
-    assert done.returncode == 65 and b"System.map:2: not an nm" in done.stderr
-    assert done.stderr.count(b"\n") == 1
-    done = run_emutrace("info", "--machines")
-    assert done.returncode == 0
-    assert all(name.encode() in done.stdout for name in BOARD_OF.values())
+    status, _, err = _main(capsys, "run", "--machine", "virt-arm64", "--symbols", garbage,
+                           kernel("aarch64"))
+    assert status == 65 and "System.map:2: not an nm" in err and err.count("\n") == 1
+    status, out, _ = _main(capsys, "info", "--machines")
+    assert status == 0
+    assert all(name in out for name in BOARD_OF.values())
 
 
 # ---------------------------------------------------------------- Debian's U-Boot
@@ -298,11 +307,13 @@ def test_uboot_version_answer(board: str, config: str, sbi: bool, tmp_path: Path
         argv = [*_with_bios(BOARDS[board].qemu, OPENSBI_FW_JUMP), "-kernel", str(fw)]
     else:
         argv = _with_bios(BOARDS[board].qemu, fw)
-    want = qemu_dialogue([*argv, "-nographic", "-monitor", "none", "-serial", "stdio",
-                          "-net", "none"], b"version\r")
-    result, console = run_board(board, fw, dtb=str(dtb), typed=b"version\r",
-                                input_after=PROMPT, until=PROMPT,
-                                bios=str(OPENSBI_FW_JUMP) if sbi else None)
+    with ThreadPoolExecutor(1) as pool:  # the oracle runs while emutrace does
+        oracle = pool.submit(qemu_dialogue, [*argv, "-nographic", "-monitor", "none",
+                                             "-serial", "stdio", "-net", "none"], b"version\r")
+        result, console = run_board(board, fw, dtb=str(dtb), typed=b"version\r",
+                                    input_after=PROMPT, until=PROMPT,
+                                    bios=str(OPENSBI_FW_JUMP) if sbi else None)
+        want = oracle.result()
     assert result.stop.detail == "--until text printed"
     got = console.encode()
     assert b"=> version\r\nU-Boot 2023.01" in got
@@ -386,9 +397,12 @@ def test_linux_boots_to_vfs_panic(tmp_path: Path) -> None:
     subprocess.run([*qemu[:machine], f"{qemu[machine]},dumpdtb={dtb}", *qemu[machine + 1:],
                     "-nographic", "-net", "none", "-kernel", str(LINUX), "-append", CMDLINE],
                    capture_output=True, timeout=60, check=True, env=ENV)
-    want = qemu_until([*qemu, "-nographic", "-monitor", "none", "-serial", "stdio", "-net",
-                       "none", "-kernel", str(LINUX), "-append", CMDLINE], VFS_PANIC)
-    result, console = run_board("virt-arm64", LINUX, dtb=str(dtb), until=VFS_PANIC)
+    with ThreadPoolExecutor(1) as pool:  # the oracle runs while emutrace does
+        oracle = pool.submit(qemu_until, [*qemu, "-nographic", "-monitor", "none", "-serial",
+                                          "stdio", "-net", "none", "-kernel", str(LINUX),
+                                          "-append", CMDLINE], VFS_PANIC)
+        result, console = run_board("virt-arm64", LINUX, dtb=str(dtb), until=VFS_PANIC)
+        want = oracle.result()
     assert result.stop.detail == "--until text printed"
     got = console.encode()
     assert b"Kernel command line: " + CMDLINE.encode() in got
