@@ -1,5 +1,5 @@
 """`emutrace info`: the ISA × capability matrix and the debug hardware `hwbp` models,
-straight from the ISA modules."""
+straight from the ISA modules; `emutrace info -d DIR`: what a recording holds."""
 
 from __future__ import annotations
 
@@ -14,9 +14,17 @@ class InfoCommand:
     help = "show the supported ISAs and what works on each (with the reason for each gap)"
 
     def configure(self, p: argparse.ArgumentParser) -> None:
-        pass
+        p.add_argument("-d", "--data", metavar="DIR",
+                       help="describe the recording in DIR instead (see `emutrace record`)")
 
     def __call__(self, args: argparse.Namespace) -> int:
+        if args.data is not None:
+            from emutrace.trace.recording_info import describe
+            from emutrace.trace.uftrace_read import load_recording
+
+            records, _symbolize, isa = load_recording(args.data)
+            print("\n".join(describe(args.data, isa, records)))
+            return 0
         print(render_matrix())
         print()
         print(render_debug_hardware())

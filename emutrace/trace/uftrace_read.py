@@ -47,7 +47,7 @@ def _records(dat: str) -> Iterator[Record]:
                     yield Exit(time, depth, addr, None, time - start)
 
 
-def _symbols(directory: str) -> Callable[[int], str]:
+def _symbols(directory: str, as_uftrace: bool = False) -> Callable[[int], str]:
     maps = sorted(glob.glob(os.path.join(directory, "sid-*.map")))
     if not maps:
         raise _bad(os.path.join(directory, "sid-*.map"), "missing")
@@ -69,6 +69,8 @@ def _symbols(directory: str) -> Callable[[int], str]:
                     names.append(name.strip())
         except (ValueError, UnicodeDecodeError):
             raise _bad(sym, "not a uftrace symbol file") from None
+    if as_uftrace:
+        return _uftrace_symbolizer(starts, names)
     order = sorted(range(len(starts)), key=starts.__getitem__)
     starts = [starts[i] for i in order]
     names = [names[i] for i in order]
@@ -80,8 +82,31 @@ def _symbols(directory: str) -> Callable[[int], str]:
     return symbolize
 
 
-def load_recording(path: str) -> tuple[Iterator[Record], Callable[[int], str], str]:
-    """(records, symbolize, ISA name) of a data directory written by `emutrace record`."""
+def _uftrace_symbolizer(starts: list[int], names: list[str]) -> Callable[[int], str]:
+    """Names as uftrace 0.13 gives them from `.sym` files (utils/symbol.c
+    load_symbol_file): of several names at one address the first in the file; an address
+    takes the name of the symbol it lies in, up to the next symbol's start (a PLT slot inside
+    `_init` is `_init`); the `__sym_end` sentinel only ends the last range."""
+    first: dict[int, str] = {}
+    for addr, name in zip(starts, names, strict=True):
+        first.setdefault(addr, name)
+    ordered = sorted(first)
+    labels = [first[a] for a in ordered]
+
+    def symbolize(addr: int) -> str:
+        i = bisect.bisect_right(ordered, addr) - 1
+        if i < 0 or labels[i] == "__sym_end":
+            return f"{addr:#x}"
+        return labels[i]
+
+    return symbolize
+
+
+def load_recording(path: str, as_uftrace: bool = False
+                   ) -> tuple[Iterator[Record], Callable[[int], str], str]:
+    """(records, symbolize, ISA name) of a data directory written by `emutrace record`.
+    `as_uftrace`: name addresses as uftrace does (the viewers compared with uftrace's);
+    otherwise only a symbol's exact start has its name (the replay and diff of calls)."""
     if not os.path.isdir(path):
         raise EmutraceError(f"{path}: no such data directory", EXIT_NO_INPUT)
     if not os.path.isfile(os.path.join(path, "info")):
@@ -98,7 +123,7 @@ def load_recording(path: str) -> tuple[Iterator[Record], Callable[[int], str], s
                     isa = value
     except OSError:
         pass  # a directory uftrace wrote itself: no ISA named
-    symbolize = _symbols(path)
+    symbolize = _symbols(path, as_uftrace)
     records = _records(dat)
     return records, symbolize, isa
 
