@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from emutrace.cli import options
+from emutrace.isa import by_name
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.uftrace_read import load_recording
 
@@ -24,12 +25,12 @@ class ReplayCommand:
                             "everything when the recording has no SYM)")
 
     def __call__(self, args: argparse.Namespace) -> int:
-        records, symbolize, _isa = load_recording(args.data)
+        records, symbolize, isa = load_recording(args.data)
         lines = list(records)  # read whole first: a damaged file fails before any output
         names = {symbolize(r.func) for r in lines}
         start = args.start if args.start in names else None
         opts = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
-                             depth=args.depth, start=start, show_args=False,
-                             show_retval=False)
+                             depth=args.depth, start=start,
+                             word_bits=8 * by_name(isa).identity.word_size if isa else 64)
         sys.stdout.writelines(line + "\n" for line in iter_replay_lines(lines, symbolize, opts))
         return 0
