@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.elf import Image
 
 SHF_EXECINSTR = SH_FLAGS.SHF_EXECINSTR
@@ -97,6 +98,11 @@ class SymbolTable:
 
 
 def read_symbols(image: Image) -> SymbolTable:
+    """The image's function symbols (kept for the next run of the same file: memo.py)."""
+    return kept("symbols", file_key(image.path, image.bias), lambda: _read_symbols(image))
+
+
+def _read_symbols(image: Image) -> SymbolTable:
     with open(image.path, "rb") as fh:
         elf = ELFFile(fh)
         table = elf.get_section_by_name(".symtab")
