@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import capstone
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.elf import PF_X, Image
 from emutrace.isa.base import NO_FLOW, Classifiers, Flow, FlowKind, Insn
 
@@ -41,7 +42,9 @@ class Decoder:
             # the alternative mode keeps the byte-order bits of the main mode
             self._cs_alt = capstone.Cs(arch, _mode(self.cls.alt_mode))
         self._code = [(s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
-        self._cache: dict[tuple[int, bool], Insn | None] = {}
+        # the file's instructions, shared with the next run of the same file (memo.py)
+        self._cache: dict[tuple[int, bool], Insn | None] = kept(
+            "instructions", file_key(image.path, image.bias), dict)
 
     def in_code(self, addr: int) -> bool:
         return any(base <= addr < base + len(data) for base, data in self._code)

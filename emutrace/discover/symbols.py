@@ -1,14 +1,25 @@
 """Function symbols as discovery needs them: the ISA-mode bit of the value (ARM Thumb), the
-ELFv2 local entry (st_other bits 5–7), and the mapping symbols that mark data in code."""
+ELFv2 local entry (st_other bits 5–7), the mapping symbols that mark data in code, and the
+executable sections (SHF_EXECINSTR) that bound a function's code.
+
+Why sections: an executable PT_LOAD segment often holds read-only data too (s390x, ppc and
+others link `.rodata` into the text segment), so a symbol of size 0 at the end of `.text`
+(crti/crtn's `_fini`) or a sweep past a symbol's end must stop where the executable section
+ends, never decode `.rodata` as code (a jump table read as `br %r15` got a probe written into
+it: the program then jumped through a table entry holding the breakpoint bytes)."""
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.elf import Image
+
+SHF_EXECINSTR = SH_FLAGS.SHF_EXECINSTR
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,8 @@ def _local_offset(value: int) -> int:
 class SymbolTable:
     funcs: list[FuncSymbol]
     data_ranges: list[tuple[int, int]]  # [start, end) of data in code ($d mapping symbols)
+    # [start, end) of every SHF_EXECINSTR section (empty: no section headers, segments rule)
+    code_sections: list[tuple[int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.funcs.sort(key=lambda f: (f.start, -f.size, f.name))
@@ -63,6 +76,16 @@ class SymbolTable:
         i = bisect.bisect_right(self._starts, addr)
         return self._starts[i] if i < len(self._starts) else None
 
+    def section_end(self, addr: int) -> int | None:
+        """End of the executable section holding addr; addr itself when section headers
+        exist and none holds it (not code); None without section headers."""
+        if not self.code_sections:
+            return None
+        for start, end in self.code_sections:
+            if start <= addr < end:
+                return end
+        return addr
+
     def in_data(self, addr: int) -> bool:
         i = bisect.bisect_right(self._data_starts, addr) - 1
         return i >= 0 and addr < self.data_ranges[i][1]
@@ -75,11 +98,20 @@ class SymbolTable:
 
 
 def read_symbols(image: Image) -> SymbolTable:
+    """The image's function symbols (kept for the next run of the same file: memo.py)."""
+    return kept("symbols", file_key(image.path, image.bias), lambda: _read_symbols(image))
+
+
+def _read_symbols(image: Image) -> SymbolTable:
     with open(image.path, "rb") as fh:
         elf = ELFFile(fh)
         table = elf.get_section_by_name(".symtab")
         if table is None or not hasattr(table, "iter_symbols"):
             return SymbolTable([], [])
+        code = sorted((s["sh_addr"] + image.bias, s["sh_addr"] + image.bias + s["sh_size"])
+                      for s in elf.iter_sections()
+                      if s["sh_flags"] & SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS"
+                      and s["sh_size"])
         cls = image.isa.classifiers
         local = cls is not None and cls.local_entry
         funcs: list[FuncSymbol] = []
@@ -104,4 +136,4 @@ def read_symbols(image: Image) -> SymbolTable:
         if is_data:
             end = next((a for a, d in marks[i + 1:] if not d and a > addr), None)
             ranges.append((addr, end if end is not None else addr + 1))
-    return SymbolTable(funcs, ranges)
+    return SymbolTable(funcs, ranges, code)

@@ -98,15 +98,25 @@ DEBUG_HARDWARE = DebugHardware(1, "range", "PER i-fetch CR10-CR11",
 # call).  `basr %rX, 0` only reads the PC.  Returns need not go through r14: the z/Arch ELF
 # ABI only makes r14 the register the caller *passes* the return address in, and code may
 # reload it into another one (glibc's crti/crtn `_init`/`_fini`: `lg %r4,272(%r15);
-# lmg %r6,%r15,…; br %r4`), so every other `br %rN` (the register form, not `b D(X,B)`) is
-# `maybe_return`: a return when it goes to the running call's return address
-# (backends.tails.TailRule.returns_to).
+# lmg %r6,%r15,…; br %r4`), so every other `br %rN`, and `b D(X,B)` (the same branch with
+# the address computed, `b 0(%r4)` = `br %r4`), is `maybe_return`: a return when it goes to
+# the running call's return address (backends.tails.TailRule.returns_to); a jump-table
+# dispatch `b 0(%r1,%r2)` never goes there, so it stays a jump.
 _S390_CALLS = frozenset({"brasl", "bras", "basr", "balr", "bas", "bal"})
 _S390_COND_PREFIX = ("brct", "brxh", "brxl", "bct", "bxh", "bxle")
 
 
 def _s390_ops(op: str) -> list[str]:
-    return [o.strip() for o in op.replace(", ", ",").split(",")] if op else []
+    """Operands split at the commas outside parentheses: `%r1,0(%r1,%r2)` is two."""
+    out, depth, cur = [], 0, ""
+    for ch in op:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()] if op else []
 
 
 def classify_s390x(insn: Insn) -> Flow:
@@ -123,7 +133,7 @@ def classify_s390x(insn: Insn) -> Flow:
     if m in ("br", "b"):
         dest = ops[0]
         return Flow(FlowKind.RETURN) if dest == "%r14" else \
-            Flow(FlowKind.JUMP, indirect=dest.lstrip("%"), maybe_return=m == "br")
+            Flow(FlowKind.JUMP, indirect=dest.lstrip("%"), maybe_return=True)
     if m in ("j", "jg"):
         return Flow(FlowKind.JUMP, target=int(ops[0], 0))
     if m in ("brc", "brcl", "bcr"):  # explicit mask form
