@@ -40,7 +40,9 @@ class Decoder:
         if self.cls.alt_mode:
             # the alternative mode keeps the byte-order bits of the main mode
             self._cs_alt = capstone.Cs(arch, _mode(self.cls.alt_mode))
-        self._code = [(s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
+        # every module's executable file data for a dynamic program (shared, growing)
+        self._code = image.modules.code if image.modules is not None else [
+            (s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
         self._cache: dict[tuple[int, bool], Insn | None] = {}
 
     def in_code(self, addr: int) -> bool:
