@@ -7,10 +7,11 @@ import os
 import signal as host_signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from emutrace.backends import BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
+from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import UnknownIsa, by_name
@@ -130,9 +131,6 @@ class Process:
         self.interp: Image | None = None
         interp_bias = 0
         if self.image.interpreter is not None:
-            if config.backend != "none":
-                raise Unsupported(f"{config.program}: dynamically linked; tracing dynamic "
-                                  f"programs is not supported yet (use --backend none)")
             self.interp = open_interpreter(self.image, self.sandbox, config.root)
             interp_bias = load_segments(self.interp, self.space,
                                         interpreter_bias(self.interp, self.space), brk=False)
@@ -146,7 +144,16 @@ class Process:
         sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,
                          self.kernel.random_bytes(16), abi.constants, interp_bias)
         regs = isa.registers
+        modules = None
+        if self.interp is not None and config.backend != "none":
+            # traced: every module's symbols and code, the libraries as ld.so maps them
+            modules = ModuleMap(isa)
+            modules.add(self.image, self.bias)
+            modules.add(self.interp, interp_bias)
+            self.kernel.on_exec_map = modules.exec_mapped
         self.image = self.image.rebased(self.bias)  # from here on, run-time addresses
+        if modules is not None:
+            self.image = replace(self.image, modules=modules)
         self.entry = self.image.entry
         if self.interp is not None:  # execution starts in ld.so, which jumps to AT_ENTRY
             self.entry = self.interp.entry + interp_bias

@@ -158,7 +158,10 @@ class Int3Backend:
         """Site hooks where traps are broken, and for code found by descent (no symbol): a
         wrong guess about what is code must never write a breakpoint into data."""
         known = self.armed_funcs.get(func)
-        return self.delivery == "hook" or known is None or known.name is None
+        modules = self.image.modules  # (a dynamic program: a stripped ARM library's literal
+        # pools are not marked, so its code is no surer than descent's)
+        return self.delivery == "hook" or known is None or known.name is None or (
+            modules is not None and not modules.code_known(func))
 
     def _arm_site(self, site: Site, func: int) -> None:
         uc, addr = self.cpu.uc, site.addr
@@ -324,6 +327,8 @@ class Int3Backend:
         kind = site.kind
         if kind is SiteKind.TAIL and site.maybe_return and self.tails.returns_to(target):
             kind = SiteKind.RETURN  # `jr t0` back to where `jal t0` came from
+        elif kind is SiteKind.RETURN and self.tails.enters(target):
+            kind = SiteKind.TAIL  # a return into a function's entry (i386 ld.so resolver)
         if kind is SiteKind.CALL:
             self.tails.called(target, p.fallthrough)
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,

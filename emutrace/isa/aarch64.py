@@ -17,6 +17,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     Registers,
     SyscallConvention,
 )
@@ -184,6 +185,8 @@ C_VALUES = CValues(char_signed=False,
 
 
 ISA = Isa(
+    # AArch64 ELF ABI / BFD elfNN_aarch64_small_plt0_entry: PLT0 32 bytes, stubs 16
+    plt=Plt(header=32, entry=16),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -200,6 +203,7 @@ ISA = Isa(
         "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

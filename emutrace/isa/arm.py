@@ -16,6 +16,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
     SyscallConvention,
@@ -314,6 +315,8 @@ C_VALUES = CValues(char_signed=False,
 
 
 ISA = Isa(
+    # BFD elf32_arm_plt0_entry (5 words) and elf32_arm_plt_entry (3 words, short form)
+    plt=Plt(header=20, entry=12),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -330,6 +333,7 @@ ISA = Isa(
         "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

@@ -278,6 +278,21 @@ class RegFixup:
 
 
 @dataclass(frozen=True)
+class Plt:
+    """Where the static linker puts a module's PLT stubs (each psABI's PLT section; BFD's
+    elf*-<arch>.c templates): stub i jumps to the function of the i-th relocation of
+    `.rela.plt` / `.rel.plt`.  Named `func@plt` as objdump and gdb name them."""
+
+    header: int  # bytes of .plt before the first stub (PLT0: the lazy-binding entry)
+    entry: int  # bytes per stub
+    sec_entry: int = 0  # x86 IBT (-z ibtplt, CET): stubs in .plt.sec, no header; 0: none
+    # where the GOT slot of a lazily bound stub points before binding, from the stub's
+    # start (x86: its `push`, 6; s390x: its `basr`, 14): the stub of a relocation is found
+    # through its slot, whatever the stubs' order; None: stub i is the i-th relocation's
+    lazy_offset: int | None = None
+
+
+@dataclass(frozen=True)
 class Capability:
     works: bool
     reason: str = ""
@@ -290,6 +305,7 @@ CAPABILITIES = (
     "sw_breakpoint",  # the declared breakpoint instruction traps as declared
     "busybox",  # Debian ships busybox-static for this architecture
     "kernel",  # kernel images on a board (`run --machine`): isa/kernel_<isa>.py exists
+    "trace_dynamic",  # a dynamic program traced across modules with PLT stubs named
 )
 
 class GuestError(Exception):
@@ -343,6 +359,8 @@ class Isa:
     # CPU exception number (Unicorn's intno) → the signal Linux delivers for it; anything
     # else that is not a breakpoint is SIGILL
     exception_signals: Mapping[int, str] = field(default_factory=dict)
+    # the PLT layout of dynamically linked modules (None: no fixed layout, stubs unnamed)
+    plt: Plt | None = None
 
     @property
     def name(self) -> str:

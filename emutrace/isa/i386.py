@@ -13,6 +13,7 @@ from emutrace.isa.base import (
     GuestError,
     Identity,
     Isa,
+    Plt,
     Registers,
     SyscallConvention,
 )
@@ -146,6 +147,8 @@ EXCEPTION_SIGNALS = {0: "SIGFPE", 6: "SIGILL", 12: "SIGSEGV", 13: "SIGSEGV", 16:
                      19: "SIGFPE"}
 
 ISA = Isa(
+    # i386 psABI ch. 5 / BFD elf_i386_lazy_plt: PLT0 and stubs of 16 bytes; IBT stubs in .plt.sec
+    plt=Plt(header=16, entry=16, sec_entry=16, lazy_offset=6),
     c_values=C_VALUES,
     exception_signals=EXCEPTION_SIGNALS,
     identity=IDENTITY,
@@ -163,6 +166,7 @@ ISA = Isa(
         "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

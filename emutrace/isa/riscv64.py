@@ -13,6 +13,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
     SyscallConvention,
@@ -188,6 +189,8 @@ C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fa{i}" for i in range(8)),
 
 
 ISA = Isa(
+    # RISC-V ELF psABI, PLT: header 32 bytes (8 insns), stubs 16 (4 insns)
+    plt=Plt(header=32, entry=16),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -204,6 +207,7 @@ ISA = Isa(
         "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),

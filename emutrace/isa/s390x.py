@@ -14,6 +14,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
     SyscallConvention,
@@ -239,6 +240,8 @@ C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retva
 
 
 ISA = Isa(
+    # s390x ELF ABI supplement, PLT: PLT0 32 bytes, stubs 32
+    plt=Plt(header=32, entry=32, lazy_offset=14),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -260,6 +263,7 @@ ISA = Isa(
             "no board yet (issue 14): PSW-swap interruptions (lowcore) not written"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

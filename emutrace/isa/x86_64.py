@@ -17,6 +17,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     Registers,
     Simulator,
     SyscallConvention,
@@ -231,6 +232,8 @@ EXCEPTION_SIGNALS = {0: "SIGFPE", 6: "SIGILL", 12: "SIGSEGV", 13: "SIGSEGV", 16:
                      19: "SIGFPE"}
 
 ISA = Isa(
+    # x86-64 psABI §A.2 / BFD elf_x86_64_lazy_plt: PLT0 and stubs of 16 bytes; IBT stubs in .plt.sec
+    plt=Plt(header=16, entry=16, sec_entry=16, lazy_offset=6),
     c_values=C_VALUES,
     exception_signals=EXCEPTION_SIGNALS,
     identity=IDENTITY,
@@ -250,6 +253,7 @@ ISA = Isa(
             "no board yet (issue 14): IDT trap entry and port-I/O COM1 not written"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

@@ -84,6 +84,9 @@ class LinuxKernel:
         self.sig_mask = 0  # the blocked-signal mask the guest set
         self._warned: set[str] = set()
         self._dispatch = self._build_dispatch()
+        # told of every file mapping made executable (host path, address, file offset):
+        # how a tracer learns the modules ld.so maps (discover.modules); None: nobody asks
+        self.on_exec_map: Callable[[str, int, int], object] | None = None
 
     def _build_dispatch(self) -> dict[int, tuple[str, Callable[..., int]]]:
         table: dict[int, tuple[str, Callable[..., int]]] = {}
