@@ -197,6 +197,10 @@ class Process:
         finally:
             self.kernel.close_all()
         stats: dict[str, int] = {}
+        # a backend that buffers events (the native engine) hands them over first
+        flush = getattr(self.backend, "flush_events", None)
+        if flush is not None:
+            flush()
         frames = [f.func for f in self.shadow.frames]
         insns = None
         if self.backend is not None:

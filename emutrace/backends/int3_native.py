@@ -102,6 +102,7 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks: list[int] = []
         self._ops: dict[int, SiteOp | None] = {}
         self._callees: set[int] = set()
+        self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
         self._args_fast_cache: dict[int, bool] = {}
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
         self._snapshot = _Snapshot(cpu)
@@ -276,10 +277,16 @@ class NativeInt3Backend(Int3Backend):
         return got
 
     def _resolve(self, p: Pending, target: int) -> None:
+        site = p.site
+        code = target & self.tails.mask
+        new_entry = site.kind is SiteKind.CALL and code not in self.tails.entries
         super()._resolve(p, target)
         if self.strict:
             return
-        site = p.site
+        if new_entry and code in self._pair_targets:
+            # a jump there may be a tail call from now on (TailRule.is_tail)
+            self._pair_targets.discard(code)
+            self._lib.nt_inside_drop(self._nt, target)
         if site.kind is SiteKind.CALL and target not in self._callees:
             # a call C may finish from now on: its function is armed (arming again is a
             # no-op in lazy mode) and its arguments are integer registers
@@ -288,15 +295,28 @@ class NativeInt3Backend(Int3Backend):
                 self._callees.add(target)
                 self._lib.nt_callee_add(self._nt, target)
         elif site.kind is SiteKind.TAIL and self._ops.get(site.addr) is not None:
-            # a jump that stayed inside its function (int3._resolve: no event, nothing
-            # armed) does the same next time
-            here = self.armed.get(site.addr)
-            func = self._function(target)
-            if (here is not None and func is not None and func.start == here.func
-                    and not self.image.isa.thumb_bit):
-                self._lib.nt_inside_add(self._nt, site.addr, target)
+            self._learn_jump(site, target, code)
+
+    def _learn_jump(self, site: Site, target: int, code: int) -> None:
+        """A jump that recorded nothing and left nothing to arm does the same next time
+        (int3._resolve): one that stays inside its function or leaves the image, always;
+        one to code that is no function entry, until a call makes it one."""
+        here = self.armed.get(site.addr)
+        if here is None or self.image.isa.thumb_bit:
+            return
+        func = self._function(target)
+        if func is None or func.start == here.func:
+            self._lib.nt_inside_add(self._nt, site.addr, target)
+        elif func.start in self.armed_funcs and code not in self.tails.entries:
+            self._pair_targets.add(code)
+            self._lib.nt_inside_add(self._nt, site.addr, target)
 
     # ------------------------------------------------------------ end
+    def flush_events(self) -> None:
+        """Hand the buffered events to the shadow stack (the session asks at the end of the
+        run, before it reads the open frames)."""
+        self._drain()
+
     def finish(self) -> int:
         self._drain()
         lib, nt = self._lib, self._nt

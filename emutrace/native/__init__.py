@@ -71,6 +71,7 @@ def load() -> ctypes.CDLL:
         "nt_site_set": ([vp, u64, u32, u64, u64, i32, i32, u32, u32, u32, u32, i32, u32, u32,
                          u32], ctypes.c_int),
         "nt_inside_add": ([vp, u64, u64], ctypes.c_int),
+        "nt_inside_drop": ([vp, u64], ctypes.c_int),
         "nt_site_active": ([vp, u64, u32], None),
         "nt_callee_add": ([vp, u64], ctypes.c_int),
         "nt_set_attention": ([vp, u32], None),

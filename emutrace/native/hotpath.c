@@ -119,7 +119,7 @@ typedef struct {
     nt_site *sites;
     size_t sites_cap, sites_used;
     nt_set callees;  /* call targets whose function is armed and whose arguments C reads */
-    nt_pairs inside; /* (jump site, target) pairs Python found to stay inside the function */
+    nt_pairs inside; /* (jump site, target) pairs that record nothing (a jump inside its function, or to code that is no function entry) */
     nt_block *blocks;
     size_t blocks_cap, blocks_used;
     nt_event *events;
@@ -350,10 +350,27 @@ void nt_site_active(nt_state *s, uint64_t addr, uint32_t active)
 
 int nt_callee_add(nt_state *s, uint64_t target) { return set_add(&s->callees, target); }
 
-/* a jump from site to target stays inside its function: no event (int3.py _resolve) */
+/* a jump from site to target records nothing and arms nothing (int3.py _resolve) */
 int nt_inside_add(nt_state *s, uint64_t site, uint64_t target)
 {
     return pairs_add(&s->inside, site, target);
+}
+
+/* forget every pair that goes to target (it became a function entry: a jump there may now
+ * be a tail call); the table is rebuilt without them */
+int nt_inside_drop(nt_state *s, uint64_t target)
+{
+    nt_pairs fresh = {calloc(s->inside.cap, sizeof(nt_pair)), s->inside.cap, 0};
+    if (!fresh.t)
+        return -1;
+    for (size_t i = 0; i < s->inside.cap; i++) {
+        nt_pair *p = &s->inside.t[i];
+        if (p->site && p->target != target)
+            pairs_add(&fresh, p->site, p->target);
+    }
+    free(s->inside.t);
+    s->inside = fresh;
+    return 0;
 }
 
 int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
