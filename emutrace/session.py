@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from emutrace.backends import BACKENDS, Backend, BackendOptions, create
+from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
@@ -46,6 +46,7 @@ class RunConfig:
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
+    engine: str = "python"  # "python" (reference) or "native" (C hot path; int3 only)
 
 
 @dataclass
@@ -176,8 +177,12 @@ class Process:
             # DEFAULT_ARGS integer words
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
+            if config.engine == "native" and config.backend not in NATIVE_BACKENDS:
+                raise UsageError(f"--engine native: backend {config.backend} has no native "
+                                 f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
+                                 f"--engine python")
             options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types)
+                                     config.bts_buffer, types, config.engine)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)
@@ -199,6 +204,10 @@ class Process:
         finally:
             self.kernel.close_all()
         stats: dict[str, int] = {}
+        # a backend that buffers events (the native engine) hands them over first
+        flush = getattr(self.backend, "flush_events", None)
+        if flush is not None:
+            flush()
         frames = [f.func for f in self.shadow.frames]
         insns = None
         if self.backend is not None:

@@ -111,7 +111,12 @@ class Int3Backend:
         self.time = 0
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
-        cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
+        self._install(hooks)
+
+    def _install(self, hooks: HookSet) -> None:
+        """The block hook, and the trap handler for patch delivery (the native engine
+        installs its own: backends/int3_native.py)."""
+        self.cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
         if self.delivery == "patch":
             hooks.on_trap = self._on_trap
 
@@ -389,4 +394,8 @@ class Int3Backend:
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> Int3Backend:
+    if options.engine == "native":
+        from emutrace.backends.int3_native import NativeInt3Backend
+
+        return NativeInt3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)
     return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TextIO
 
-from emutrace.backends import BACKENDS
+from emutrace.backends import BACKENDS, ENGINES
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.run_machine import add_machine_options, run_machine
@@ -33,6 +33,9 @@ class RunCommand:
         p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
                        help="int3: leave breakpoints in place (lazy) or disarm a function when "
                             "it stops being current (strict, fctrace's rule)")
+        p.add_argument("--engine", choices=ENGINES, default="python",
+                       help="where the per-event work runs: python (the reference, default) "
+                            "or native (the C hot path; int3 only, see README)")
         p.add_argument("--hw-slots", type=options.positive_count, metavar="N",
                        help="hwbp: hardware breakpoint slots (default: the ISA's, see "
                             "`emutrace info`)")
@@ -77,7 +80,8 @@ class RunCommand:
                          allow_write=args.allow_write, max_insns=args.max_insns,
                          timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
                          hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
-                         arg_counts=args.arg_counts, max_memory=args.max_memory)
+                         arg_counts=args.arg_counts, max_memory=args.max_memory,
+                         engine=args.engine)
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machine:

@@ -264,6 +264,53 @@ class Classifiers:
 Simulator = Callable[["CpuPort", Insn, Flow], "int | None"]
 
 
+# How the native hot path tests a condition (hotpath.c cond_holds): on register `reg`
+# (the flags, or the register a compare-and-branch tests), with bit numbers a, b, c
+CONDITION_TESTS = (
+    "always",  # no condition
+    "set", "clear",  # bit a is 1 / 0
+    "any", "none",  # bit a or bit b is 1 / both are 0
+    "eq", "ne",  # bit a equals / differs from bit b
+    "set_or_ne", "clear_and_eq",  # a is 1 or b != c / a is 0 and b == c
+    "set_and_clear", "clear_or_set",  # a is 1 and b is 0 / a is 0 or b is 1
+    "zero", "nonzero",  # the low a bits of reg are all 0 / not all 0
+)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """When a conditional jump is taken, as data (ISA modules derive it from the same tables
+    their simulators use)."""
+
+    test: str  # one of CONDITION_TESTS
+    reg: str | None = None
+    a: int = 0
+    b: int = 0
+    c: int = 0
+
+
+@dataclass(frozen=True)
+class NativeOp:
+    """A displaced call or return in the terms the native hot path executes (emutrace/native):
+    the same effect as the ISA's simulator, as data.  CALL: jump to `target` (direct) or to
+    the value of register `reg`, leaving the next instruction's address in register `link`,
+    or pushed as one stack word when `link` is None.  RETURN: jump to the value of register
+    `reg`, or pop the target from the stack when `reg` is None, releasing `release` more
+    bytes.  JUMP: to `target` or the value of `reg` when `cond` holds, else to the next
+    instruction."""
+
+    kind: FlowKind  # CALL, RETURN or JUMP
+    target: int | None = None
+    reg: str | None = None
+    link: str | None = None
+    release: int = 0
+    cond: Condition = Condition("always")
+
+
+# the native form of a call/return instruction; None: the hot path leaves it to Python
+Lowering = Callable[[Insn, Flow], "NativeOp | None"]
+
+
 # ---------------------------------------------------------------- quirks
 
 
@@ -354,6 +401,8 @@ class Isa:
     # the effect of a call/return/jump whose bytes a breakpoint displaced (uprobes'
     # simulate-insn): sets registers and memory, returns the next PC; None: not simulated
     simulate: Simulator | None = None
+    # the simulator's calls and returns as data for the native hot path (None: none there)
+    lower: Lowering | None = None
     # how C values beyond integer words travel in calls (typed arguments)
     c_values: CValues = CValues(char_signed=True)
     # CPU exception number (Unicorn's intno) → the signal Linux delivers for it; anything

@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    Condition,
     CpuPort,
     CValues,
     DebugHardware,
@@ -17,6 +18,8 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Lowering,
+    NativeOp,
     Plt,
     Registers,
     Simulator,
@@ -196,6 +199,45 @@ def x86_simulator(word: int, sp: str, flags: str) -> Simulator:
     return simulate
 
 
+# _CONDITIONS as data for the native hot path (EFLAGS: CF 0, PF 2, ZF 6, SF 7, OF 11)
+_NATIVE_CONDITIONS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "jo": ("set", (11,)), "jno": ("clear", (11,)), "jb": ("set", (0,)), "jae": ("clear", (0,)),
+    "je": ("set", (6,)), "jne": ("clear", (6,)), "jbe": ("any", (0, 6)), "ja": ("none", (0, 6)),
+    "js": ("set", (7,)), "jns": ("clear", (7,)), "jp": ("set", (2,)), "jnp": ("clear", (2,)),
+    "jl": ("ne", (7, 11)), "jge": ("eq", (7, 11)), "jle": ("set_or_ne", (6, 7, 11)),
+    "jg": ("clear_and_eq", (6, 7, 11)),
+}
+
+
+def x86_lowering(flags: str) -> Lowering:
+    def lower(insn: Insn, flow: Flow) -> NativeOp | None:
+        """The simulator's CALL/JMP rel or reg, RET [imm16], Jcc and JrCXZ as data for the
+        native hot path (the same effects, Intel SDM vol. 2); memory and segment operands
+        stay with Python."""
+        m = insn.mnemonic.split()[-1] if insn.mnemonic else ""
+        if m in ("call", "jmp"):
+            kind = FlowKind.CALL if m == "call" else FlowKind.JUMP
+            if flow.target is not None:
+                return NativeOp(kind, target=flow.target)
+            op = (flow.indirect or "").strip()
+            if op and op.isalnum():  # a register ("rax", "r11", "eax")
+                return NativeOp(kind, reg=op)
+            return None
+        if m == "ret":
+            return NativeOp(FlowKind.RETURN, release=int(insn.op_str, 0) if insn.op_str else 0)
+        test = _NATIVE_CONDITIONS.get(m)
+        if test is not None and flow.target is not None:
+            return NativeOp(FlowKind.JUMP, target=flow.target,
+                            cond=Condition(test[0], flags, *test[1]))
+        if m in ("jrcxz", "jecxz") and flow.target is not None:
+            reg = m[1:-1]
+            return NativeOp(FlowKind.JUMP, target=flow.target,
+                            cond=Condition("zero", reg, 64 if reg == "rcx" else 32))
+        return None
+
+    return lower
+
+
 # ---------------------------------------------------------------- quirks
 ARCH_SET_FS = 0x1002  # <asm/prctl.h>
 ARCH_GET_FS = 0x1003
@@ -262,4 +304,5 @@ ISA = Isa(
     private_syscalls={"arch_prctl": arch_prctl},
     classifiers=CLASSIFIERS,
     simulate=x86_simulator(8, "rsp", "eflags"),
+    lower=x86_lowering("eflags"),
 )
