@@ -21,5 +21,8 @@ if ! dpkg-query -W $cross_libcs >/dev/null 2>&1; then
 fi
 python3 -m pip install -q -e '.[test]'
 bash scripts/fetch_busybox.sh
+# issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
+# into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
+bash scripts/fetch_shells.sh
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion
