@@ -13,10 +13,11 @@ from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
+from emutrace.environment import user_environment
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
-from emutrace.machine.linux import sys_fd, sys_fs, sys_mem, sys_proc  # noqa: F401 (register)
+from emutrace.machine.linux import handlers  # noqa: F401 (registers every system call)
 from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
@@ -38,7 +39,7 @@ class RunConfig:
     allow_write: Sequence[str] = ()
     max_insns: int = 0
     timeout: float = 0.0
-    env: dict[str, str] | None = None  # None: the host environment, as qemu-user passes it
+    env: dict[str, str] | None = None  # None: the user's environment (environment.py)
     backend: str = "none"  # "none" (just run) or a tracing backend (backends.BACKENDS)
     cleanup: str = "lazy"  # int3: "lazy" or "strict"
     hw_slots: int | None = None  # hwbp: slots (None: the ISA's hardware)
@@ -139,7 +140,7 @@ class Process:
         abi = load_abi(isa.name)
         self.kernel = LinuxKernel(self.cpu, isa, abi, self.space, self.sandbox,
                                   exe, warn or (lambda m: print(m, file=sys.stderr)))
-        env = os.environ if config.env is None else config.env
+        env = user_environment() if config.env is None else config.env
         argv = [os.fsencode(config.program), *(os.fsencode(a) for a in config.args)]
         envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
         sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,

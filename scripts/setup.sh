@@ -41,5 +41,8 @@ for pkg in u-boot-qemu opensbi; do
 done
 python3 -m pip install -q -e '.[test]'
 bash scripts/fetch_busybox.sh
+# issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
+# into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
+bash scripts/fetch_shells.sh
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion

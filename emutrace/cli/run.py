@@ -12,6 +12,7 @@ from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.discover.symbols import read_symbols
+from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import Process, RunConfig, RunResult
@@ -62,6 +63,12 @@ class RunCommand:
         p.add_argument("--max-memory", type=options.size, default=DEFAULT_MAX_MEMORY,
                        metavar="SIZE", help="guest memory cap, e.g. 512M or 8G; mmap and brk "
                        "beyond it fail with ENOMEM (default 4G)")
+        p.add_argument("--env", action="append", default=[], type=options.env_assignment,
+                       metavar="NAME=VALUE", help="set NAME in the guest's environment, "
+                       "which is otherwise exactly the user's (repeatable)")
+        p.add_argument("--unset-env", action="append", default=[], type=options.env_name,
+                       metavar="NAME", help="remove NAME from the guest's environment "
+                       "(repeatable; applied before --env)")
         p.add_argument("--stats", action="store_true",
                        help="print syscall counts to stderr at the end")
         add_machine_options(p)
@@ -81,7 +88,8 @@ class RunCommand:
                          timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
                          hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
                          arg_counts=args.arg_counts, max_memory=args.max_memory,
-                         engine=args.engine)
+                         engine=args.engine,
+                         env=with_changes(user_environment(), args.env, args.unset_env))
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machine:

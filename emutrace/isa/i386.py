@@ -179,8 +179,10 @@ ISA = Isa(
     },
     private_syscalls={"set_thread_area": set_thread_area},
     # i386 `mmap` (nr 90) is old_mmap(struct mmap_arg_struct *) with six 32-bit words
-    # (arch/x86/kernel/sys_ia32.c); glibc uses mmap2, but old programs do not
-    packed_args={"mmap": 6},
+    # (arch/x86/kernel/sys_ia32.c); glibc uses mmap2, but old programs do not.
+    # `select` (nr 82) is sys_old_select(struct sel_arg_struct *): five words (fs/select.c);
+    # glibc uses _newselect/pselect6
+    packed_args={"mmap": 6, "select": 5},
     setup=setup_gdt,
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,

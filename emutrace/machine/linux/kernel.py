@@ -160,6 +160,10 @@ class LinuxKernel:
         elif conv.errors is SyscallErrors.A3_FLAG and conv.error_flag_reg:
             cpu.reg_write(conv.error_flag_reg, 1 if failed else 0)
 
+    def warn_once(self, key: str, message: str) -> None:
+        """One warning line per key and run (handlers: an unsupported case met again)."""
+        self._warn_once(key, message)
+
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)

@@ -257,10 +257,18 @@ def _limits(k: K, number: int, bits: int) -> tuple[int, int]:
 
 @syscall("prlimit64")
 def sys_prlimit64(k: K, a: tuple[int, ...]) -> int:
-    if a[0] not in (0, os.getpid()):
-        raise GuestError("ESRCH")
-    if a[3]:
+    pid = k.int32(a[0])
+    if pid not in (0, os.getpid()):
+        # another process: its limits may be read as the host allows (EPERM, ESRCH),
+        # never changed (emutrace may run as root)
+        if a[2]:
+            raise GuestError("EPERM")
+        cur, hi = resource.prlimit(pid, _host_resource(k, a[1]))
+        top = (1 << 64) - 1
+        cur, hi = (top if v == resource.RLIM_INFINITY else v for v in (cur, hi))
+    else:
         cur, hi = _limits(k, a[1], 64)
+    if a[3]:
         k.write(a[3], k.struct_bytes("rlimit64", {"rlim_cur": cur, "rlim_max": hi}))
     return 0  # a new limit (a[2]) is accepted and not applied: the host process is ours
 

@@ -1,0 +1,89 @@
+"""Debian's static shells (bash-static, zsh-static; fetched by scripts/fetch_shells.sh through
+apt, never committed) under emutrace and under qemu-user, in Debian's default locale
+(LANG=C.UTF-8): the same stdout, stderr and exit status.  The guest's environment is the
+user's, with nothing Python adds (PEP 538 locale coercion).  ISAs Debian ships no package
+for are strict xfails from the capability table (`busybox`: Debian's static programs)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emutrace.isa import by_name
+
+from .conftest import ISAS, REPO, qemu_binary
+
+SHELLS_DIR = REPO / ".cache" / "shells"
+SCRIPTS = Path(__file__).resolve().parent / "shells"
+# Debian's default locale; no LC_ALL (the tests' usual C locale would hide the futex path
+# glibc takes to set a UTF-8 locale up)
+UTF8_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8",
+            "PYTHONPATH": str(REPO)}
+
+
+def debian_params() -> list:
+    out = []
+    for isa in ISAS:
+        cap = by_name(isa).capability("busybox")
+        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+        out.append(pytest.param(isa, marks=marks, id=isa))
+    return out
+
+
+def shell(isa: str, name: str) -> Path:
+    path = SHELLS_DIR / isa / name
+    if not path.exists():
+        pytest.fail(f"{path} missing: run scripts/fetch_shells.sh (make setup does)")
+    return path
+
+
+def both(isa: str, argv: list[str], env: dict[str, str], cwd: Path,
+         stdin: bytes = b"") -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """(emutrace, qemu-user) runs of the same command, one after the other in one directory
+    (the shell exports its working directory as PWD)."""
+    ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                           *argv], cwd=cwd, env=env, input=stdin, capture_output=True,
+                          timeout=120)
+    ref = subprocess.run([qemu_binary(isa), *argv], cwd=cwd, env=env, input=stdin,
+                         capture_output=True, timeout=120)
+    return ours, ref
+
+
+def same(ours: subprocess.CompletedProcess, ref: subprocess.CompletedProcess) -> None:
+    assert ours.stdout == ref.stdout
+    assert ours.stderr == ref.stderr
+    assert ours.returncode == ref.returncode
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize("isa", debian_params())
+@pytest.mark.parametrize("name", ["bash", "zsh"])
+def test_simple_script_in_utf8_locale(isa: str, name: str, tmp_path: Path) -> None:
+    program = shell(isa, name)
+    work = tmp_path / "w"
+    work.mkdir()
+    shutil.copy(SCRIPTS / "simple.sh", work / "simple.sh")
+    argv = [str(program), "simple.sh"]
+    ours, ref = both(isa, argv, UTF8_ENV, work, b"input line\n")
+    assert ref.returncode == 3, ref.stderr  # the oracle itself ran the whole script
+    # 11 characters in UTF-8; s390x's big-endian glibc cannot read the host's (little-endian)
+    # locale files, stays in "C" and counts 13 bytes, under qemu-user too
+    assert b"len=11 first=h\xc3\xa9\n" in ref.stdout or isa == "s390x"
+    same(ours, ref)
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize("isa", ["x86_64", "s390x"])
+def test_environment_is_the_users(isa: str, tmp_path: Path) -> None:
+    """LANG unset: Python coerces its own locale and sets LC_CTYPE=C.UTF-8 in os.environ;
+    the guest must not see it (`export -p` lists bash's whole environment)."""
+    env = {k: v for k, v in UTF8_ENV.items() if k != "LANG"}
+    work = tmp_path / "w"
+    work.mkdir()
+    ours, ref = both(isa, [str(shell(isa, "bash")), "-c", "export -p"], env, work)
+    assert "LC_CTYPE" not in ref.stdout.decode()
+    same(ours, ref)
