@@ -39,6 +39,20 @@ for pkg in u-boot-qemu opensbi; do
       dpkg-deb -x "${pkg}"_*.deb "$pkg" )
   fi
 done
+# ... and a Linux kernel from Debian (linux-image-*-cloud-arm64): only its vmlinuz, as
+# .cache/firmware/linux-arm64/vmlinuz (tests/test_kernel.py boots it to the VFS panic).
+if [ ! -f .cache/firmware/linux-arm64/vmlinuz ]; then
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $sudo dpkg --add-architecture arm64
+    $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  fi
+  pkg=$(apt-cache depends linux-image-cloud-arm64:arm64 | awk '/Depends: linux-image-/ {print $2; exit}')
+  tmp=$(mktemp -d)
+  ( cd "$tmp" && apt-get download "$pkg" 2>/dev/null ) &&
+    dpkg-deb --fsys-tarfile "$tmp"/linux-image-*.deb | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*' &&
+    mkdir -p .cache/firmware/linux-arm64 && cp "$tmp"/boot/vmlinuz-* .cache/firmware/linux-arm64/vmlinuz
+  rm -rf "$tmp"
+fi
 python3 -m pip install -q -e '.[test]'
 bash scripts/fetch_busybox.sh
 # issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,

@@ -124,6 +124,15 @@ class SymbolTable:
         return None
 
 
+def _from_image(image: Image) -> SymbolTable:
+    """The functions the Image itself lists: for files without a .symtab (raw firmware, a
+    stripped kernel) whose symbols came from elsewhere (`run --symbols`)."""
+    thumb = image.isa.thumb_bit
+    return SymbolTable([FuncSymbol(s.name, s.addr & ~1 if thumb else s.addr, s.size,
+                                   thumb and bool(s.addr & 1), 0, _partition_of(s.name))
+                        for s in image.symbols if s.kind == "func"], [])
+
+
 def read_symbols(image: Image) -> SymbolTable:
     """The image's function symbols at its run-time addresses (kept for the next run of the
     same file: memo.py).  A dynamic program's image carries its module map: then the one
@@ -136,10 +145,13 @@ def read_symbols(image: Image) -> SymbolTable:
 
 def _read_symbols(image: Image) -> SymbolTable:
     with open(image.path, "rb") as fh:
+        if fh.read(4) != b"\x7fELF":
+            return _from_image(image)
+        fh.seek(0)
         elf = ELFFile(fh)
         table = elf.get_section_by_name(".symtab")
         if table is None or not hasattr(table, "iter_symbols"):
-            return SymbolTable([], [])
+            return _from_image(image)
         code = sorted((s["sh_addr"] + image.bias, s["sh_addr"] + image.bias + s["sh_size"])
                       for s in elf.iter_sections()
                       if s["sh_flags"] & SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS"

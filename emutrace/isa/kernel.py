@@ -67,6 +67,9 @@ class KernelSupport:
     # Unicorn instruction hooks of port I/O (x86 IN/OUT: constant names in the ISA's
     # unicorn.<x>_const module); None where devices are memory-mapped only
     port_io: tuple[str, str] | None = None
+    # recognises a raw Linux kernel image of this ISA (its boot protocol's header): such
+    # an image loads at the board's kernel address, as QEMU's -kernel puts it
+    linux_image: Callable[[bytes], bool] | None = None
 
 
 def kernel_support(isa: Isa) -> KernelSupport | None:

@@ -166,9 +166,8 @@ ISA = Isa(
     capabilities={
         "kernel": Capability(
             False,
-            "no board yet (issue 14): Malta memory map (kseg0 at physical), "
-            "EPC/Cause/Status trap entry and Unicorn's EBase.CPUNum = 0x3ff quirk "
-            "not handled"),
+            "Unicorn 2.1.4 exposes no EPC, Cause or EBase register (of CP0 only Status, "
+            "Config3, UserLocal), so exception entry cannot be written from a hook"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

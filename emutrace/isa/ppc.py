@@ -234,8 +234,8 @@ ISA = Isa(
     capabilities={
         "kernel": Capability(
             False,
-            "no board yet (issue 14): SRR0/SRR1 trap entry and a console device not "
-            "written"),
+            "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
+            "exception entry cannot be written from a hook"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

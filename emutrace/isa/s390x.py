@@ -260,7 +260,8 @@ ISA = Isa(
     capabilities={
         "kernel": Capability(
             False,
-            "no board yet (issue 14): PSW-swap interruptions (lowcore) not written"),
+            "no board: QEMU's s390x console is SCLP (service-call event buffers), not a "
+            "UART; PSW-swap entry through the lowcore is not written either"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

@@ -292,7 +292,9 @@ ISA = Isa(
     capabilities={
         "kernel": Capability(
             False,
-            "no board yet (issue 14): IDT trap entry and port-I/O COM1 not written"),
+            "no board: QEMU boots a 64-bit kernel only through a 32-bit multiboot entry in "
+            "an ELF32 file, while Unicorn's x86_64 mode starts in long mode (the i386 board "
+            "and trap entry are the base)"),
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
 import unicorn
@@ -18,6 +18,7 @@ from unicorn import unicorn_const as ucc
 
 from emutrace.backends import BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
+from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import by_name
@@ -45,6 +46,7 @@ class BoardConfig:
     image: str
     dtb: str | None = None
     bios: str | None = None  # firmware that starts first; the image is its payload
+    symbols: str | None = None  # function names for the image: System.map, nm, or an ELF
     until: bytes = b""  # end the run (exit 0) once the console has printed this
     typed: bytes = b""  # typed into the console as the guest reads it
     input_after: bytes = b""  # ... once the console has printed this
@@ -147,10 +149,19 @@ class BoardMachine:
             loads.append((config.bios, physical))
             image_at = board.kernel_at
         blob = _read_file(config.image, "image")
+        if config.bios is None and support.linux_image is not None \
+                and support.linux_image(blob):
+            if board.kernel_at is None:
+                raise UsageError(f"{config.image}: a Linux image; machine {board.name} has "
+                                 f"no kernel address")
+            image_at = board.kernel_at  # as QEMU's -kernel: the boot protocol's entry
         self.image, physical = self._open_image(config.image, blob, isa.name, image_at)
         loads.append((config.image, physical))
+        if config.symbols is not None:
+            funcs = load_symbol_file(config.symbols)
+            self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
         self.entry = self.image.entry if config.bios is None else bios.entry
-        self.cpu = cpu = UnicornCpu(isa)
+        self.cpu = cpu = UnicornCpu(isa, board.cpu_model)
         cpu.apply_reset()
         if support.reset is not None:
             support.reset(cpu)

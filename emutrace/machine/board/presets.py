@@ -11,7 +11,8 @@ MiB = 1 << 20
 RAM_SIZE = 128 * MiB  # QEMU's default -m
 
 _ARM_VIRT_DEVICES = (
-    Device("const", "gic", 0x08000000, 0x20000),  # GICv2 distributor + CPU interface
+    # GICv2 distributor, CPU interface, v2m MSI frame, ... up to the GICv3 redistributors
+    Device("const", "gic", 0x08000000, 0x1000000),
     Device("pl011", "uart0", 0x09000000),
     Device("const", "pl031 rtc", 0x09010000),
     Device("fw_cfg", "fw_cfg", 0x09020000),
@@ -33,6 +34,8 @@ VIRT_ARM64 = Board(
                     {"value": 0xFFFFFFFF})),
     entry_regs={"x0": "dtb"},
     dtb_at=0x40000000,
+    kernel_at=0x40200000,  # a payload of --bios, a Linux Image: 2 MiB into RAM
+    cpu_model="UC_CPU_ARM64_A57",  # Unicorn's default is a Cortex-A72
     qemu=("qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a57"),
 )
 
@@ -45,6 +48,7 @@ VIRT_ARM = Board(
     bios_at=0x00000000,
     devices=_ARM_VIRT_DEVICES,
     entry_regs={"r2": "dtb"},
+    cpu_model="UC_CPU_ARM_CORTEX_A15",
     dtb_at=0x40000000,
     qemu=("qemu-system-arm", "-M", "virt", "-cpu", "cortex-a15"),
 )

@@ -39,6 +39,8 @@ class Board:
     # registers set before the first instruction: a value, or "dtb" for the DTB's address
     entry_regs: Mapping[str, int | str] = field(default_factory=dict)
     dtb_at: int | None = None  # where --dtb goes (QEMU's -bios convention: start of RAM)
+    # Unicorn CPU model constant (unicorn.<arch>_const), None: the ISA's default
+    cpu_model: str | None = None
     # where a raw IMAGE loads when --bios gives the firmware (QEMU's -kernel address)
     kernel_at: int | None = None
     # the QEMU command line this board stands for (the test oracle; docs)
