@@ -33,11 +33,14 @@ Layouts = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]  # name -> (specs, 
 
 
 def _records(dat: str, name_of: Callable[[int], str] | None = None,
-             args: Layouts | None = None, rets: Layouts | None = None) -> Iterator[Record]:
+             args: Layouts | None = None, rets: Layouts | None = None,
+             complete: bool = True) -> Iterator[Record]:
     """The records of `dat`; with `args`/`rets` (the recording's value specs) the values
     after a record whose `more` bit is set are read too.  Frames still open when the file
-    ends (a recorder killed mid-run) are closed at the last record's time, `at_exit`."""
-    if not (args or rets):
+    ends (a recorder killed mid-run) are closed at the last record's time, `at_exit`.
+    `complete` False (the recorder never closed the directory: `info` has no exit status):
+    a record cut by the end of the file is the kill's, and is left out, not an error."""
+    if complete and not (args or rets):
         size = os.path.getsize(dat)
         if size % 16:
             raise _bad(dat, f"cut mid-record ({size} bytes is not a multiple of 16)")
@@ -55,6 +58,8 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                 if not data:
                     break
             if len(data) - pos < 16:
+                if not complete:
+                    break
                 raise _bad(dat, f"cut mid-record at offset {offset + pos}")
             time, word = struct.unpack_from("<QQ", data, pos)
             kind, more, magic = word & 3, (word >> 2) & 1, (word >> 3) & 7
@@ -73,6 +78,8 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                 try:
                     values, pos = unpack_values(data, pos, specs, kinds)
                 except (IndexError, struct.error):
+                    if not complete:
+                        break
                     raise _bad(dat, f"cut mid-record at offset {offset + pos - 16}") from None
             if kind == TYPE_ENTRY:
                 open_times.append((addr, time))
@@ -88,13 +95,14 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                    at_exit=True)
 
 
-def _layouts(path: str, name_of: Callable[[int], str]) -> tuple[Layouts, Layouts]:
-    """The value specs in `info` (argspec/retspec), with the kinds `emutrace.txt` lists."""
+def _layouts(path: str) -> tuple[Layouts, Layouts, bool]:
+    """The value specs in `info` (argspec/retspec), with the kinds `emutrace.txt` lists,
+    and whether the recording was closed (`info` holds its exit status)."""
     try:
         with open(os.path.join(path, "info"), "rb") as f:
             text = f.read()[40:].decode(errors="replace")
     except OSError:
-        return {}, {}
+        return {}, {}, True
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -113,7 +121,8 @@ def _layouts(path: str, name_of: Callable[[int], str]) -> tuple[Layouts, Layouts
         kinds = parse_spec_line(extra.get(kind_key, ""), retval)
         return {name: (s, kinds.get(name, ())) for name, s in specs.items()}
 
-    return table("argspec", "argkinds", False), table("retspec", "retkinds", True)
+    return (table("argspec", "argkinds", False), table("retspec", "retkinds", True),
+            "exit_status" in fields)
 
 
 def _symbols(directory: str, as_uftrace: bool = False) -> Callable[[int], str]:
@@ -174,8 +183,8 @@ def load_recording(path: str, as_uftrace: bool = False
         pass  # a directory uftrace wrote itself: no ISA named
     symbolize = _symbols(path, as_uftrace)
     name_of = symbolize if as_uftrace else _symbols(path, True)
-    args, rets = _layouts(path, name_of)
-    records = _records(dat, name_of, args, rets)
+    args, rets, complete = _layouts(path)
+    records = _records(dat, name_of, args, rets, complete)
     return records, symbolize, isa
 
 

@@ -118,6 +118,8 @@ class UftraceDirSink:
         self.name_of = uftrace_symbolizer(self._sym_lines())
         self.args: dict[str, Signature] = {}
         self.rets: dict[str, Signature] = {}
+        self._names: dict[int, str | None] = {}  # address -> _name (cached)
+        self._specs: dict[tuple[str, int], str] = {}  # (kind, bits) -> spec_of (cached)
         self._specs_on_disk = (0, 0)  # len(args), len(rets) that `info` describes
         self._buf = bytearray()
         self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=0)
@@ -126,23 +128,33 @@ class UftraceDirSink:
         self._write_sym()
         self._write_info(None)
 
-    def _signature(self, values: tuple) -> Signature:
-        vals = [as_value(v, self.word_bits) for v in values]
-        return tuple(v.kind for v in vals), tuple(spec_of(v) for v in vals)
+    def _name(self, func: int) -> str | None:
+        """The name uftrace will match a spec against, or None where it cannot: an address
+        outside every symbol (uftrace then stops at "record missing argument info"), a C++
+        name (uftrace shows it demangled), characters that break the spec's syntax."""
+        name = self._names.get(func, "")
+        if name == "":
+            name = self.name_of(func)
+            if name.startswith(("0x", "_Z")) or UNSAFE.intersection(name):
+                name = None
+            self._names[func] = name
+        return name
 
     def _values(self, table: dict[str, Signature], func: int, values: tuple) -> bytes:
-        """The packed values of a record, or b"" when they are not written (none, a name
-        the spec syntax cannot carry, a layout other than the function's first)."""
-        name = self.name_of(func)
-        # uftrace matches a spec to the symbol names it shows: an address outside every
-        # symbol has none (it stops at "record missing argument info"), it shows C++ names
-        # demangled, and some characters break the spec's syntax
-        if name.startswith(("0x", "_Z")) or UNSAFE.intersection(name):
+        """The packed values of a record, or b"" when they are not written (no name uftrace
+        can match, a layout other than the function's first)."""
+        name = self._name(func)
+        if name is None:
             return b""
-        sig = self._signature(values)
+        vals = [as_value(v, self.word_bits) for v in values]
+        specs = self._specs
+        sig = (tuple(v.kind for v in vals),
+               tuple(specs.get((v.kind, v.bits)) or specs.setdefault((v.kind, v.bits),
+                                                                     spec_of(v))
+                     for v in vals))
         if table.setdefault(name, sig) != sig:
             return b""
-        return pack_values([as_value(v, self.word_bits) for v in values], sig[1])
+        return pack_values(vals, sig[1])
 
     def write(self, records: Iterable[Record]) -> None:
         buf = self._buf
@@ -167,9 +179,11 @@ class UftraceDirSink:
         """`info` first when it lacks a spec the buffer uses, then the buffer."""
         if (len(self.args), len(self.rets)) != self._specs_on_disk:
             self._write_info(None)
-        if self._buf:
-            self._dat.write(self._buf)
-            self._buf.clear()
+        view = memoryview(self._buf)
+        while view:  # a raw write may take less than all of it
+            view = view[self._dat.write(view) or 0:]
+        view.release()
+        self._buf.clear()
 
     def close(self, exit_status: int = 0) -> None:
         if self._dat.closed:
@@ -203,7 +217,7 @@ class UftraceDirSink:
         text = f"exename:{self.exe}\n"
         if exit_status is not None:
             mask |= 1 << INFO_EXIT_STATUS
-            text += f"exit_status:{exit_status}\n"
+            text += f"exit_status:{wait_status(exit_status)}\n"
         text += (f"cmdline:{cmd}\n"
                  f"taskinfo:lines=2\ntaskinfo:nr_tid=1\ntaskinfo:tids={TID}\n")
         if self.args or self.rets:
@@ -243,6 +257,13 @@ class UftraceDirSink:
         with open(os.path.join(self.path, f"{os.path.basename(self.exe)}.sym"), "w") as f:
             f.write(f"# symbols: {len(lines)}\n# path name: {self.exe}\n")
             f.writelines(f"{addr - self.base:016x} T {name}\n" for addr, name in lines)
+
+
+def wait_status(exit_code: int) -> int:
+    """`info`'s exit_status is a wait(2) status (uftrace's cmds/info.c print_exit_status
+    reads it with WIFEXITED/WTERMSIG): an exit code c < 128 is c << 8; 128 + N, a guest
+    killed by signal N (or the recording interrupted by it), is N."""
+    return exit_code - 128 if 128 < exit_code < 128 + 65 else (exit_code & 0xFF) << 8
 
 
 def _replace(path: str, data: bytes) -> None:
