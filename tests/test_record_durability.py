@@ -63,6 +63,7 @@ def test_ctrl_c_leaves_a_complete_directory(tmp_path: Path) -> None:
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err.decode()  # 128 + SIGINT, as the README says
     assert "interrupted" in err.decode()
+    assert "records/s" not in err.decode()  # no progress line: stderr is a pipe
     info = uftrace("info", "-d", out)
     # the recording ended by SIGINT: info's wait status says so
     assert "exit status         : terminated by signal: 2 (Interrupt)" in info.stdout, info.stdout

@@ -113,6 +113,7 @@ class UftraceDirSink:
         self.base = min((m.start for m in mappings), default=0)
         self.last_time = 0
         self.count = 0
+        self.size = 0  # bytes written to the .dat so far
         self.not_recorded = 0  # calls deeper than MAX_STACK (entries; their exits too)
         # the names uftrace will give the records' addresses: specs are keyed by them
         self.name_of = uftrace_symbolizer(self._sym_lines())
@@ -179,6 +180,7 @@ class UftraceDirSink:
         """`info` first when it lacks a spec the buffer uses, then the buffer."""
         if (len(self.args), len(self.rets)) != self._specs_on_disk:
             self._write_info(None)
+        self.size += len(self._buf)
         view = memoryview(self._buf)
         while view:  # a raw write may take less than all of it
             view = view[self._dat.write(view) or 0:]
