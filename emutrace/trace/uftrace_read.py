@@ -20,7 +20,14 @@ from emutrace.errors import EXIT_BAD_ELF, EXIT_NO_INPUT, EmutraceError
 from emutrace.trace.events import Entry, Exit, Record
 from emutrace.trace.uftrace_args import parse_spec_line, unpack_values
 from emutrace.trace.uftrace_names import uftrace_symbolizer
-from emutrace.trace.uftrace_write import EMUTRACE_FILE, MAGIC, TID, TYPE_ENTRY, TYPE_EXIT
+from emutrace.trace.uftrace_write import (
+    EMUTRACE_FILE,
+    EXITS_FILE,
+    MAGIC,
+    TID,
+    TYPE_ENTRY,
+    TYPE_EXIT,
+)
 from emutrace.trace.values import Value
 
 
@@ -34,12 +41,16 @@ Layouts = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]  # name -> (specs, 
 
 def _records(dat: str, name_of: Callable[[int], str] | None = None,
              args: Layouts | None = None, rets: Layouts | None = None,
-             complete: bool = True) -> Iterator[Record]:
+             complete: bool = True, exits: str | None = None) -> Iterator[Record]:
     """The records of `dat`; with `args`/`rets` (the recording's value specs) the values
     after a record whose `more` bit is set are read too.  Frames still open when the file
     ends (a recorder killed mid-run) are closed at the last record's time, `at_exit`.
     `complete` False (the recorder never closed the directory: `info` has no exit status):
-    a record cut by the end of the file is the kill's, and is left out, not an error."""
+    a record cut by the end of the file is the kill's, and is left out, not an error.
+    `exits`: the file naming the exits that were not returns (`EXITS_FILE`)."""
+    notes = _exit_notes(exits)
+    note = next(notes, None)
+    index = -1
     if complete and not (args or rets):
         size = os.path.getsize(dat)
         if size % 16:
@@ -67,6 +78,7 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
             if magic != MAGIC or kind not in (TYPE_ENTRY, TYPE_EXIT):
                 raise _bad(dat, f"not a uftrace record at offset {offset + pos}")
             pos += 16
+            index += 1
             values: tuple[Value, ...] = ()
             if more:
                 table = args if kind == TYPE_ENTRY else rets
@@ -88,11 +100,30 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                 if not open_times:
                     raise _bad(dat, "an exit record without its entry")
                 _func, start = open_times.pop()
-                yield Exit(time, depth, addr, values[0] if values else None, time - start)
+                flag = ""
+                while note is not None and note[0] <= index:
+                    if note[0] == index:
+                        flag = note[1]
+                    note = next(notes, None)
+                yield Exit(time, depth, addr, values[0] if values else None, time - start,
+                           unwound=bool(flag), at_exit=flag == "x")
     while open_times:
         func, start = open_times.pop()
         yield Exit(time, len(open_times), func, None, time - start, unwound=True,
                    at_exit=True)
+
+
+def _exit_notes(path: str | None) -> Iterator[tuple[int, str]]:
+    """(record index, "u" or "x") from `EXITS_FILE`, streamed; nothing when it is missing
+    (a directory uftrace wrote) or where a line is damaged (the flags are only notes)."""
+    if path is None or not os.path.isfile(path):
+        return
+    with open(path) as f:
+        for line in f:
+            index, _, flag = line.strip().partition(" ")
+            if not index.isdigit() or flag not in ("u", "x"):
+                return
+            yield int(index), flag
 
 
 def _layouts(path: str) -> tuple[Layouts, Layouts, bool]:
@@ -184,7 +215,7 @@ def load_recording(path: str, as_uftrace: bool = False
     symbolize = _symbols(path, as_uftrace)
     name_of = symbolize if as_uftrace else _symbols(path, True)
     args, rets, complete = _layouts(path)
-    records = _records(dat, name_of, args, rets, complete)
+    records = _records(dat, name_of, args, rets, complete, os.path.join(path, EXITS_FILE))
     return records, symbolize, isa
 
 

@@ -52,6 +52,9 @@ INFO_ARG_SPEC, INFO_PATTERN_TYPE = 10, 12
 MAX_STACK = 1024
 FLUSH_BYTES = 1 << 16
 EMUTRACE_FILE = "emutrace.txt"  # what uftrace's files do not say: the guest ISA
+# which exits did not return by their own return instruction: "<record index> u" (unwound)
+# or "<record index> x" (closed at the program's end), in record order; uftrace ignores it
+EXITS_FILE = "emutrace-exits.txt"
 TID = 1  # the one guest thread's id in the directory (uftrace needs a positive tid)
 
 
@@ -124,6 +127,8 @@ class UftraceDirSink:
         self._specs_on_disk = (0, 0)  # len(args), len(rets) that `info` describes
         self._buf = bytearray()
         self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=0)
+        self._exits = open(os.path.join(path, EXITS_FILE), "w")
+        self._notes: list[str] = []
         self._write_task()
         self._write_map()
         self._write_sym()
@@ -171,6 +176,8 @@ class UftraceDirSink:
                         if rec.retval is not None and not rec.unwound else b"")
             buf += pack_record(rec, bool(data))
             buf += data
+            if not isinstance(rec, Entry) and rec.unwound:
+                self._notes.append(f"{self.count} {'x' if rec.at_exit else 'u'}\n")
             self.last_time = rec.time
             self.count += 1
         if len(buf) >= FLUSH_BYTES:
@@ -186,12 +193,17 @@ class UftraceDirSink:
             view = view[self._dat.write(view) or 0:]
         view.release()
         self._buf.clear()
+        if self._notes:
+            self._exits.writelines(self._notes)
+            self._exits.flush()
+            self._notes.clear()
 
     def close(self, exit_status: int = 0) -> None:
         if self._dat.closed:
             return
         self.flush()
         self._dat.close()
+        self._exits.close()
         self._write_info(exit_status)
 
     def _sym_lines(self) -> list[tuple[int, str]]:
