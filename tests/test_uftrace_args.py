@@ -82,12 +82,13 @@ def test_uftrace_shows_the_values_run_shows(isa: str, tmp_path: Path) -> None:
     replay = run_emutrace("replay", "-d", data)
     assert replay.returncode == 0, replay.stderr.decode()
     assert calls(replay.stdout.decode(), ours=True) == want
-    # and line for line as `run` printed them (the program's own functions)
-    mine = [line for line in replay.stdout.decode().splitlines()
-            if any(f"{f}(" in line or f"/* {f} */" in line for f in KINDS)]
-    shown = [line for line in run.stderr.decode().splitlines()
-             if any(f"{f}(" in line or f"/* {f} */" in line for f in KINDS)]
-    assert mine == shown
+    # and line for line as `run` printed the whole trace, "(at exit)" notes included, but
+    # for the return values of unnamed PLT slots (`/* 0x401058 */`): uftrace names those
+    # `_init`, whose own layout wins (README)
+    def comparable(text: str) -> list[str]:
+        return [line for line in text.splitlines()
+                if not re.search(r"\}( = .*;)? /\* 0x[0-9a-f]+ \*/$", line)]
+    assert comparable(replay.stdout.decode()) == comparable(run.stderr.decode())
 
 
 VALUES = [Value("auto", 64, 2**64 - 5), Value("int", 32, 0xFFFFFFC8), Value("uint", 64, 3 * 10**9),

@@ -181,7 +181,8 @@ def test_info_equals_uftrace(data: Path) -> None:
               (line.partition(" : ") for line in uftrace("info", "-d", data).splitlines())}
     assert ours["command"].strip() == theirs["cmdline"]
     assert ours["program"].strip() == theirs["exe image"]
-    assert theirs["exit status"] == f"exited with code: {ours['exit status'].strip()}"
+    status = ours["state"].split("exit status ")[1]
+    assert theirs["exit status"] == f"exited with code: {status}"
     assert ours["tasks"].strip().startswith(theirs["number of tasks"] + " ")
     assert ours["ISA"].strip() == data.name
     dump = uftrace("dump", "-d", data)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 
+from emutrace.cli.progress import with_progress
 from emutrace.cli.run import RunCommand, report
 from emutrace.errors import UsageError
 from emutrace.session import Process
@@ -29,7 +31,8 @@ class RecordCommand(RunCommand):
         config = self.config(args)
         process = Process(config)
         path = prepare_dir(args.data)
-        sink = sink_for_image(path, process.image, [args.program, *args.args])
+        sink = with_progress(sink_for_image(path, process.image, [args.program, *args.args]),
+                             sys.stderr)
         process.sink = sink
         status = 0
         try:

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 
 from emutrace.trace.events import Entry, Record
-from emutrace.trace.uftrace_write import TID
+from emutrace.trace.uftrace_write import EMUTRACE_FILE, MAX_STACK, TID
 
 
 def info_fields(path: str) -> dict[str, str]:
@@ -30,8 +30,19 @@ def info_fields(path: str) -> dict[str, str]:
     return fields
 
 
+def sidecar_fields(path: str) -> dict[str, str]:
+    """`emutrace.txt`'s `key:value` lines (empty when uftrace wrote the directory)."""
+    try:
+        with open(os.path.join(path, EMUTRACE_FILE)) as f:
+            return dict((k, v) for k, _, v in (line.partition(":") for line in
+                                               f.read().splitlines()))
+    except OSError:
+        return {}
+
+
 def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
     fields = info_fields(path)
+    extra = sidecar_fields(path)
     calls = 0
     functions: set[int] = set()
     last = 0
@@ -41,17 +52,33 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
             calls += 1
             functions.add(rec.func)
     size = os.path.getsize(os.path.join(path, f"{TID}.dat"))
-    status = fields.get("exit_status", "?")
-    return [
+    status = fields.get("exit_status")
+    if status is None:
+        state = ("cut short: the recorder was killed (or is still running); open calls end "
+                 "at the last record")
+    elif not status.isdigit():
+        state = f"complete, exit status {status}"
+    elif int(status) & 0x7F:  # a wait(2) status (uftrace_write.wait_status)
+        state = f"complete, ended by signal {int(status) & 0x7F} (exit status " \
+                f"{128 + (int(status) & 0x7F)})"
+    else:
+        state = f"complete, exit status {int(status) >> 8}"
+    lines = [
         f"recording:   {path}",
         f"program:     {fields.get('exename', '?')}",
         f"command:     {fields.get('cmdline', '?')}",
         f"ISA:         {isa or '? (no emutrace.txt: not recorded by emutrace)'}",
-        f"exit status: {status}",
+        f"state:       {state}",
         f"tasks:       {fields.get('taskinfo.nr_tid', '?')} "
         f"(tids {fields.get('taskinfo.tids', '?')})",
         f"calls:       {calls} to {len(functions)} functions",
-        f"data:        {size} bytes in {TID}.dat ({size // 16} records of 16 bytes)",
+        f"data:        {size} bytes in {TID}.dat ({size / max(calls, 1):.1f} bytes per call: "
+        f"two 16-byte records and the values)",
         f"time:        guest instructions; the last record at {last}; uftrace's time column "
         f"shows 1 instruction as 1 ns",
     ]
+    deep = int(extra.get("not_recorded_deep", "0") or 0)
+    if deep:
+        lines.append(f"not recorded: {deep} calls deeper than {MAX_STACK} levels "
+                     f"(uftrace's depth limit)")
+    return lines

@@ -20,7 +20,14 @@ from emutrace.errors import EXIT_BAD_ELF, EXIT_NO_INPUT, EmutraceError
 from emutrace.trace.events import Entry, Exit, Record
 from emutrace.trace.uftrace_args import parse_spec_line, unpack_values
 from emutrace.trace.uftrace_names import uftrace_symbolizer
-from emutrace.trace.uftrace_write import EMUTRACE_FILE, MAGIC, TID, TYPE_ENTRY, TYPE_EXIT
+from emutrace.trace.uftrace_write import (
+    EMUTRACE_FILE,
+    EXITS_FILE,
+    MAGIC,
+    TID,
+    TYPE_ENTRY,
+    TYPE_EXIT,
+)
 from emutrace.trace.values import Value
 
 
@@ -33,11 +40,18 @@ Layouts = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]  # name -> (specs, 
 
 
 def _records(dat: str, name_of: Callable[[int], str] | None = None,
-             args: Layouts | None = None, rets: Layouts | None = None) -> Iterator[Record]:
+             args: Layouts | None = None, rets: Layouts | None = None,
+             complete: bool = True, exits: str | None = None) -> Iterator[Record]:
     """The records of `dat`; with `args`/`rets` (the recording's value specs) the values
     after a record whose `more` bit is set are read too.  Frames still open when the file
-    ends (a recorder killed mid-run) are closed at the last record's time, `at_exit`."""
-    if not (args or rets):
+    ends (a recorder killed mid-run) are closed at the last record's time, `at_exit`.
+    `complete` False (the recorder never closed the directory: `info` has no exit status):
+    a record cut by the end of the file is the kill's, and is left out, not an error.
+    `exits`: the file naming the exits that were not returns (`EXITS_FILE`)."""
+    notes = _exit_notes(exits)
+    note = next(notes, None)
+    index = -1
+    if complete and not (args or rets):
         size = os.path.getsize(dat)
         if size % 16:
             raise _bad(dat, f"cut mid-record ({size} bytes is not a multiple of 16)")
@@ -55,6 +69,8 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                 if not data:
                     break
             if len(data) - pos < 16:
+                if not complete:
+                    break
                 raise _bad(dat, f"cut mid-record at offset {offset + pos}")
             time, word = struct.unpack_from("<QQ", data, pos)
             kind, more, magic = word & 3, (word >> 2) & 1, (word >> 3) & 7
@@ -62,6 +78,7 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
             if magic != MAGIC or kind not in (TYPE_ENTRY, TYPE_EXIT):
                 raise _bad(dat, f"not a uftrace record at offset {offset + pos}")
             pos += 16
+            index += 1
             values: tuple[Value, ...] = ()
             if more:
                 table = args if kind == TYPE_ENTRY else rets
@@ -73,6 +90,8 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                 try:
                     values, pos = unpack_values(data, pos, specs, kinds)
                 except (IndexError, struct.error):
+                    if not complete:
+                        break
                     raise _bad(dat, f"cut mid-record at offset {offset + pos - 16}") from None
             if kind == TYPE_ENTRY:
                 open_times.append((addr, time))
@@ -81,20 +100,40 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                 if not open_times:
                     raise _bad(dat, "an exit record without its entry")
                 _func, start = open_times.pop()
-                yield Exit(time, depth, addr, values[0] if values else None, time - start)
+                flag = ""
+                while note is not None and note[0] <= index:
+                    if note[0] == index:
+                        flag = note[1]
+                    note = next(notes, None)
+                yield Exit(time, depth, addr, values[0] if values else None, time - start,
+                           unwound=bool(flag), at_exit=flag == "x")
     while open_times:
         func, start = open_times.pop()
         yield Exit(time, len(open_times), func, None, time - start, unwound=True,
                    at_exit=True)
 
 
-def _layouts(path: str, name_of: Callable[[int], str]) -> tuple[Layouts, Layouts]:
-    """The value specs in `info` (argspec/retspec), with the kinds `emutrace.txt` lists."""
+def _exit_notes(path: str | None) -> Iterator[tuple[int, str]]:
+    """(record index, "u" or "x") from `EXITS_FILE`, streamed; nothing when it is missing
+    (a directory uftrace wrote) or where a line is damaged (the flags are only notes)."""
+    if path is None or not os.path.isfile(path):
+        return
+    with open(path) as f:
+        for line in f:
+            index, _, flag = line.strip().partition(" ")
+            if not index.isdigit() or flag not in ("u", "x"):
+                return
+            yield int(index), flag
+
+
+def _layouts(path: str) -> tuple[Layouts, Layouts, bool]:
+    """The value specs in `info` (argspec/retspec), with the kinds `emutrace.txt` lists,
+    and whether the recording was closed (`info` holds its exit status)."""
     try:
         with open(os.path.join(path, "info"), "rb") as f:
             text = f.read()[40:].decode(errors="replace")
     except OSError:
-        return {}, {}
+        return {}, {}, True
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -113,7 +152,8 @@ def _layouts(path: str, name_of: Callable[[int], str]) -> tuple[Layouts, Layouts
         kinds = parse_spec_line(extra.get(kind_key, ""), retval)
         return {name: (s, kinds.get(name, ())) for name, s in specs.items()}
 
-    return table("argspec", "argkinds", False), table("retspec", "retkinds", True)
+    return (table("argspec", "argkinds", False), table("retspec", "retkinds", True),
+            "exit_status" in fields)
 
 
 def _symbols(directory: str, as_uftrace: bool = False) -> Callable[[int], str]:
@@ -174,8 +214,8 @@ def load_recording(path: str, as_uftrace: bool = False
         pass  # a directory uftrace wrote itself: no ISA named
     symbolize = _symbols(path, as_uftrace)
     name_of = symbolize if as_uftrace else _symbols(path, True)
-    args, rets = _layouts(path, name_of)
-    records = _records(dat, name_of, args, rets)
+    args, rets, complete = _layouts(path)
+    records = _records(dat, name_of, args, rets, complete, os.path.join(path, EXITS_FILE))
     return records, symbolize, isa
 
 

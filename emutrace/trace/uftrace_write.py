@@ -52,6 +52,9 @@ INFO_ARG_SPEC, INFO_PATTERN_TYPE = 10, 12
 MAX_STACK = 1024
 FLUSH_BYTES = 1 << 16
 EMUTRACE_FILE = "emutrace.txt"  # what uftrace's files do not say: the guest ISA
+# which exits did not return by their own return instruction: "<record index> u" (unwound)
+# or "<record index> x" (closed at the program's end), in record order; uftrace ignores it
+EXITS_FILE = "emutrace-exits.txt"
 TID = 1  # the one guest thread's id in the directory (uftrace needs a positive tid)
 
 
@@ -113,36 +116,51 @@ class UftraceDirSink:
         self.base = min((m.start for m in mappings), default=0)
         self.last_time = 0
         self.count = 0
+        self.size = 0  # bytes written to the .dat so far
         self.not_recorded = 0  # calls deeper than MAX_STACK (entries; their exits too)
         # the names uftrace will give the records' addresses: specs are keyed by them
         self.name_of = uftrace_symbolizer(self._sym_lines())
         self.args: dict[str, Signature] = {}
         self.rets: dict[str, Signature] = {}
+        self._names: dict[int, str | None] = {}  # address -> _name (cached)
+        self._specs: dict[tuple[str, int], str] = {}  # (kind, bits) -> spec_of (cached)
         self._specs_on_disk = (0, 0)  # len(args), len(rets) that `info` describes
         self._buf = bytearray()
         self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=0)
+        self._exits = open(os.path.join(path, EXITS_FILE), "w")
+        self._notes: list[str] = []
         self._write_task()
         self._write_map()
         self._write_sym()
         self._write_info(None)
 
-    def _signature(self, values: tuple) -> Signature:
-        vals = [as_value(v, self.word_bits) for v in values]
-        return tuple(v.kind for v in vals), tuple(spec_of(v) for v in vals)
+    def _name(self, func: int) -> str | None:
+        """The name uftrace will match a spec against, or None where it cannot: an address
+        outside every symbol (uftrace then stops at "record missing argument info"), a C++
+        name (uftrace shows it demangled), characters that break the spec's syntax."""
+        name = self._names.get(func, "")
+        if name == "":
+            name = self.name_of(func)
+            if name.startswith(("0x", "_Z")) or UNSAFE.intersection(name):
+                name = None
+            self._names[func] = name
+        return name
 
     def _values(self, table: dict[str, Signature], func: int, values: tuple) -> bytes:
-        """The packed values of a record, or b"" when they are not written (none, a name
-        the spec syntax cannot carry, a layout other than the function's first)."""
-        name = self.name_of(func)
-        # uftrace matches a spec to the symbol names it shows: an address outside every
-        # symbol has none (it stops at "record missing argument info"), it shows C++ names
-        # demangled, and some characters break the spec's syntax
-        if name.startswith(("0x", "_Z")) or UNSAFE.intersection(name):
+        """The packed values of a record, or b"" when they are not written (no name uftrace
+        can match, a layout other than the function's first)."""
+        name = self._name(func)
+        if name is None:
             return b""
-        sig = self._signature(values)
+        vals = [as_value(v, self.word_bits) for v in values]
+        specs = self._specs
+        sig = (tuple(v.kind for v in vals),
+               tuple(specs.get((v.kind, v.bits)) or specs.setdefault((v.kind, v.bits),
+                                                                     spec_of(v))
+                     for v in vals))
         if table.setdefault(name, sig) != sig:
             return b""
-        return pack_values([as_value(v, self.word_bits) for v in values], sig[1])
+        return pack_values(vals, sig[1])
 
     def write(self, records: Iterable[Record]) -> None:
         buf = self._buf
@@ -158,6 +176,8 @@ class UftraceDirSink:
                         if rec.retval is not None and not rec.unwound else b"")
             buf += pack_record(rec, bool(data))
             buf += data
+            if not isinstance(rec, Entry) and rec.unwound:
+                self._notes.append(f"{self.count} {'x' if rec.at_exit else 'u'}\n")
             self.last_time = rec.time
             self.count += 1
         if len(buf) >= FLUSH_BYTES:
@@ -167,15 +187,23 @@ class UftraceDirSink:
         """`info` first when it lacks a spec the buffer uses, then the buffer."""
         if (len(self.args), len(self.rets)) != self._specs_on_disk:
             self._write_info(None)
-        if self._buf:
-            self._dat.write(self._buf)
-            self._buf.clear()
+        self.size += len(self._buf)
+        view = memoryview(self._buf)
+        while view:  # a raw write may take less than all of it
+            view = view[self._dat.write(view) or 0:]
+        view.release()
+        self._buf.clear()
+        if self._notes:
+            self._exits.writelines(self._notes)
+            self._exits.flush()
+            self._notes.clear()
 
     def close(self, exit_status: int = 0) -> None:
         if self._dat.closed:
             return
         self.flush()
         self._dat.close()
+        self._exits.close()
         self._write_info(exit_status)
 
     def _sym_lines(self) -> list[tuple[int, str]]:
@@ -203,7 +231,7 @@ class UftraceDirSink:
         text = f"exename:{self.exe}\n"
         if exit_status is not None:
             mask |= 1 << INFO_EXIT_STATUS
-            text += f"exit_status:{exit_status}\n"
+            text += f"exit_status:{wait_status(exit_status)}\n"
         text += (f"cmdline:{cmd}\n"
                  f"taskinfo:lines=2\ntaskinfo:nr_tid=1\ntaskinfo:tids={TID}\n")
         if self.args or self.rets:
@@ -243,6 +271,13 @@ class UftraceDirSink:
         with open(os.path.join(self.path, f"{os.path.basename(self.exe)}.sym"), "w") as f:
             f.write(f"# symbols: {len(lines)}\n# path name: {self.exe}\n")
             f.writelines(f"{addr - self.base:016x} T {name}\n" for addr, name in lines)
+
+
+def wait_status(exit_code: int) -> int:
+    """`info`'s exit_status is a wait(2) status (uftrace's cmds/info.c print_exit_status
+    reads it with WIFEXITED/WTERMSIG): an exit code c < 128 is c << 8; 128 + N, a guest
+    killed by signal N (or the recording interrupted by it), is N."""
+    return exit_code - 128 if 128 < exit_code < 128 + 65 else (exit_code & 0xFF) << 8
 
 
 def _replace(path: str, data: bytes) -> None:
