@@ -338,6 +338,9 @@ ISA = Isa(
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),
+        "cold_partitions": Capability(False, "GCC 12 refuses -freorder-blocks-and-partition "
+                                      "on ARM (arm_option_override), so no ARM binary of "
+                                      "the optimised tier has a .cold part to trace"),
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,
