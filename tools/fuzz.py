@@ -11,16 +11,18 @@ Two kinds of cases, both cheap enough for 10^5 runs:
   Guest stdio is /dev/null, writes are allowed only in a scratch directory, sleeping calls
   are woken at once (the run's stop event is set).
 * ``elf``: a committed static program with 1..8 random byte edits (header-weighted), run
-  with `emutrace run` in-process under a small instruction and time budget, backend none or
-  int3.  The exit code must not be 70 and stderr must hold no traceback, at most one
-  `emutrace:` line of emutrace's own per run.
+  with `emutrace run` in a forked child under an instruction, time and memory budget, with a
+  backend drawn per case from `none`, every tracing backend, and int3 with `--cleanup
+  strict`.  The exit code must not be 70 and stderr must hold no traceback, at most one
+  `emutrace:` line of emutrace's own per run; the child must not die of a signal.
 
 The generators are shared with tests/test_fuzz.py (hypothesis drives them there, a short
 slice in CI); this script runs the long campaign and prints the counts:
 
-    make fuzz                       # 10^5 syscall cases + 2,000 ELF cases (see README)
+    make fuzz                       # the README's long run
     python tools/fuzz.py syscalls --cases 100000 --seed 1
     python tools/fuzz.py elf --cases 2000 --seed 1
+    python tools/fuzz.py elf --seed 5 --case 1432 --keep /tmp/m   # one case, its mutant kept
 
 Exit status: 0 when every case held, 1 when any finding (each printed with its seed).
 """
@@ -33,6 +35,7 @@ import functools
 import io
 import os
 import random
+import resource
 import signal
 import sys
 import tempfile
@@ -46,6 +49,11 @@ if str(REPO) not in sys.path:  # run as a script: the emutrace of this checkout
     sys.path.insert(0, str(REPO))
 PROGRAM = REPO / "testbins" / "x86_64" / "hello_fs"
 HANG_SECONDS = 5.0  # a case taking longer is a hang
+RUN_SECONDS = 3  # the --timeout each mutant runs with
+GUEST_MEMORY = 256 << 20  # --max-memory of each mutant
+CHILD_MEMORY = 3 << 30  # RLIMIT_AS of each forked child: emutrace's own memory stays bounded
+# a mutant's backend: every mechanism, int3 under both cleanup policies
+BACKENDS = ("none", "int3", "int3:strict", "hwbp", "bts", "btf", "entry", "step")
 INTERESTING = (0, 1, 2, 3, 7, 8, 16, 0xFF, 0x1000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
                1 << 32, 1 << 40, 1 << 62, (1 << 63) - 1, 1 << 63, (1 << 64) - 1,
                (1 << 64) - 4096, 0xDEAD0000)
@@ -164,10 +172,12 @@ def run_elf(blob: bytes, backend: str, scratch: Path) -> tuple[int, str]:
 
     path = scratch / "mutant"
     path.write_bytes(blob)
+    name, _, cleanup = backend.partition(":")
     with quiet_stdio() as err:
-        code = main(["run", "--backend", backend, "--max-insns", "200000", "--timeout", "3",
-                     "--allow-write", str(scratch), "-o", str(scratch / "trace.txt"),
-                     str(path)])
+        code = main(["run", "--backend", name, "--cleanup", cleanup or "lazy",
+                     "--max-insns", "100000", "--timeout", str(RUN_SECONDS),
+                     "--max-memory", str(GUEST_MEMORY), "--allow-write", str(scratch),
+                     "-o", str(scratch / "trace.txt"), str(path)])
     return code, err.getvalue()
 
 
@@ -178,6 +188,7 @@ def isolated(fn: Callable[[], None], budget: float) -> None:
     pid = os.fork()
     if pid == 0:  # the child
         os.close(r)
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
         try:
             fn()
             message = b""
@@ -215,31 +226,40 @@ def check_elf(blob: bytes, backend: str, scratch: Path) -> None:
            and "call stack:" not in line and "unsupported syscall" not in line]
     if code == 70 or "Traceback" in err or "internal error" in err:
         raise Finding(f"{backend}: exit {code}: {err.strip()[:500]}")
-    if took > 3 + HANG_SECONDS:
-        raise Finding(f"{backend}: took {took:.1f} s (budget 3 s)")
+    if took > RUN_SECONDS + HANG_SECONDS:
+        raise Finding(f"{backend}: took {took:.1f} s (budget {RUN_SECONDS} s)")
     if len(own) > 2:
         raise Finding(f"{backend}: {len(own)} lines: {own[:3]}")
 
 
 # ---------------------------------------------------------------- campaign
-def campaign(kind: str, cases: int, seed: int,
-             backends: tuple[str, ...] = ("none", "int3")) -> int:
+def elf_case(seed: int, i: int, base: bytes,
+             backends: tuple[str, ...] = BACKENDS) -> tuple[bytes, str]:
+    """Case i of a seeded ELF campaign: the mutant and the backend it runs with."""
+    rng = random.Random(f"{seed}:{i}")
+    return mutate(base, rng), rng.choice(backends)
+
+
+def campaign(kind: str, cases: int, seed: int, backends: tuple[str, ...] = BACKENDS,
+             only: int | None = None, keep: Path | None = None) -> int:
     findings = 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         target = SyscallTarget(scratch) if kind == "syscalls" else None
         base = PROGRAM.read_bytes()
-        for i in range(cases):
-            rng = random.Random(f"{seed}:{i}")
+        for i in range(cases) if only is None else (only,):
             try:
                 if target is not None:
-                    target.run(*target.case(rng))
+                    target.run(*target.case(random.Random(f"{seed}:{i}")))
                 else:
-                    blob, backend = mutate(base, rng), rng.choice(backends)
+                    blob, backend = elf_case(seed, i, base, backends)
+                    if keep is not None:
+                        keep.write_bytes(blob)
+                        print(f"case {i}: {keep}, backend {backend}")
                     try:
                         isolated(functools.partial(check_elf, blob, backend, scratch),
-                                 3 + HANG_SECONDS)
+                                 RUN_SECONDS + HANG_SECONDS)
                     except Finding as e:
                         raise Finding(f"[{backend}] {e}") from None
             except Finding as e:
@@ -261,10 +281,14 @@ def main() -> int:
     parser.add_argument("kind", choices=("syscalls", "elf"))
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--backends", default="none,int3",
-                        help="elf: backends to run the mutants with (comma-separated)")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help="elf: backends to run the mutants with (comma-separated; "
+                             "int3:strict is int3 --cleanup strict)")
+    parser.add_argument("--case", type=int, help="run only this case of the seed")
+    parser.add_argument("--keep", type=Path, help="elf: write each mutant to this file")
     args = parser.parse_args()
-    return campaign(args.kind, args.cases, args.seed, tuple(args.backends.split(",")))
+    return campaign(args.kind, args.cases, args.seed, tuple(args.backends.split(",")),
+                    args.case, args.keep)
 
 
 if __name__ == "__main__":
