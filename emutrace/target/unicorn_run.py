@@ -115,11 +115,14 @@ class HookSet:
         hook over the whole address space — only now, when the hook's cost no longer
         matters — and let it fault again."""
         uc, pc = self.cpu.uc, self.cpu.pc
+        sentinel = (1 << (8 * self.cpu.word)) - 16
+        if pc >= sentinel:  # a jump to the top of the address space: nothing to replay
+            return          # (and pc + 16 would pass its end: UC_ERR_ARG, fuzz-found)
         thumb = self.cpu.in_alt_mode()
         uc.hook_add(ucc.UC_HOOK_MEM_INVALID, self._mem_invalid)
-        uc.ctl_remove_cache(pc, pc + 16)
         try:
-            uc.emu_start(pc | thumb, (1 << (8 * self.cpu.word)) - 16, count=1)
+            uc.ctl_remove_cache(pc, pc + 16)
+            uc.emu_start(pc | thumb, sentinel, count=1)
         except unicorn.UcError:
             pass
 

@@ -27,6 +27,9 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
 # fs/read_write.c: one read or write moves at most INT_MAX rounded down to a page
 MAX_RW_COUNT = 0x7FFFF000
+# data moves between guest memory and host files in pieces of this size, so emutrace's own
+# memory stays bounded whatever length the guest passes (a 2 GiB write is 2,048 pieces)
+IO_CHUNK = 1 << 20
 
 
 def rw_count(size: int) -> int:
@@ -211,11 +214,24 @@ class LinuxKernel:
         except UcError:
             raise GuestError("EFAULT") from None
 
+    def mapped_length(self, addr: int, size: int) -> int:
+        """How many of the `size` bytes from `addr` on are mapped without a gap (checked
+        before anything is allocated for them)."""
+        end = addr
+        for lo, hi in self.space.mapped(addr, addr + size):
+            if lo != end:
+                break
+            end = hi
+        return end - addr
+
     def read(self, addr: int, size: int) -> bytes:
         if not size:
             return b""
+        size = rw_count(size)
+        if self.mapped_length(addr, size) < size:
+            raise GuestError("EFAULT")
         try:
-            return self.cpu.mem_read(addr, rw_count(size))
+            return self.cpu.mem_read(addr, size)
         except UcError:
             raise GuestError("EFAULT") from None
 
@@ -225,6 +241,44 @@ class LinuxKernel:
                 self.cpu.mem_write(addr, data)
             except UcError:
                 raise GuestError("EFAULT") from None
+
+    def to_host(self, host_fd: int, addr: int, size: int, offset: int | None = None) -> int:
+        """write(2)/pwrite(2) of guest memory, IO_CHUNK at a time: the bytes written; a
+        buffer that is unmapped from its start is EFAULT, one that ends early a short write
+        (as Linux's copy_from_user gives)."""
+        size, done = rw_count(size), 0
+        while done < size:
+            n = min(IO_CHUNK, size - done)
+            if self.mapped_length(addr + done, n) < n:
+                if done:
+                    break
+                raise GuestError("EFAULT")
+            data = self.cpu.mem_read(addr + done, n)
+            wrote = (os.write(host_fd, data) if offset is None
+                     else os.pwrite(host_fd, data, offset + done))
+            done += wrote
+            if wrote < n:
+                break
+        return done
+
+    def from_host(self, host_fd: int, addr: int, size: int, offset: int | None = None) -> int:
+        """read(2)/pread(2) into guest memory, IO_CHUNK at a time, never more than the
+        mapped part of the buffer (nothing is taken from the file that the guest cannot
+        receive); a short read ends it (a pipe, a terminal, the end of the file)."""
+        wanted = rw_count(size)
+        size = self.mapped_length(addr, wanted)
+        if wanted and not size:
+            raise GuestError("EFAULT")
+        done = 0
+        while done < size:
+            n = min(IO_CHUNK, size - done)
+            data = (os.read(host_fd, n) if offset is None
+                    else os.pread(host_fd, n, offset + done))
+            self.write(addr + done, data)
+            done += len(data)
+            if len(data) < n:
+                break
+        return done
 
     def struct_bytes(self, name: str, values: dict[str, int]) -> bytes:
         layout: StructLayout = self.abi.structs[name]

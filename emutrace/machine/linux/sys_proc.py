@@ -236,6 +236,8 @@ GETRANDOM_MAX = (1 << 25) - 1
 @syscall("getrandom")
 def sys_getrandom(k: K, a: tuple[int, ...]) -> int:
     count = min(a[1], GETRANDOM_MAX)  # one call's share: the run stays stoppable
+    if k.mapped_length(a[0], count) < count:  # checked before any byte is made
+        raise GuestError("EFAULT")
     k.write(a[0], k.random_bytes(count))
     return count
 
