@@ -304,7 +304,8 @@ CAPABILITIES = (
     "run_dynamic",  # dynamically linked ELF with a rootfs
     "sw_breakpoint",  # the declared breakpoint instruction traps as declared
     "busybox",  # Debian ships busybox-static for this architecture
-    "trace_dynamic",  # a dynamic program traced across modules with PLT stubs named
+    "trace_dynamic",  # a dynamic program traced across its modules (program, ld.so, libraries)
+    "plt_names",  # PLT stubs named `func@plt` from the ISA's PLT layout
 )
 
 class GuestError(Exception):
