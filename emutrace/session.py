@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
+from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
 from emutrace.environment import user_environment
@@ -48,6 +49,7 @@ class RunConfig:
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
     engine: str = "python"  # "python" (reference) or "native" (C hot path; int3 only)
+    symbols: Sequence[str] = ()  # --symbols FILE[@BIAS]: an ELF's .symtab or an nm listing
 
 
 @dataclass
@@ -146,13 +148,7 @@ class Process:
         sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,
                          self.kernel.random_bytes(16), abi.constants, interp_bias)
         regs = isa.registers
-        modules = None
-        if self.interp is not None and config.backend != "none":
-            # traced: every module's symbols and code, the libraries as ld.so maps them
-            modules = ModuleMap(isa)
-            modules.add(self.image, self.bias)
-            modules.add(self.interp, interp_bias)
-            self.kernel.on_exec_map = modules.exec_mapped
+        modules = self._modules(interp_bias) if config.backend != "none" else None
         self.image = self.image.rebased(self.bias)  # from here on, run-time addresses
         if modules is not None:
             self.image = replace(self.image, modules=modules)
@@ -190,6 +186,27 @@ class Process:
         elif config.backend != "none":
             known = ", ".join(["none", *BACKENDS])
             raise UsageError(f"unknown backend {config.backend!r}; known: {known}")
+
+    def _modules(self, interp_bias: int) -> ModuleMap | None:
+        """A traced run's module map: for a dynamic program (every module's symbols and
+        code, the libraries as ld.so maps them), or when symbols come from elsewhere
+        (--symbols, a separate debug file of a stripped program); None otherwise (a static
+        program's own .symtab, read as always)."""
+        config = self.config
+        listed = []
+        for spec in config.symbols:
+            path, bias = parse_symbols_spec(spec)
+            listed += listed_symbols(path, self.image.isa, self.bias if bias is None else bias)
+        if self.interp is None and not listed and (
+                self.image.symbols or debug_file_of(self.image.path, config.root) is None):
+            return None
+        modules = ModuleMap(self.image.isa, config.root)
+        modules.add(self.image, self.bias)
+        modules.add_listed(listed)
+        if self.interp is not None:
+            modules.add(self.interp, interp_bias)
+            self.kernel.on_exec_map = modules.exec_mapped
+        return modules
 
     def run(self) -> RunResult:
         def on_exit(e: BaseException) -> Stop:

@@ -63,6 +63,10 @@ class EntryBackend(Int3Backend):
     # ------------------------------------------------------------ start-up
     def start(self, entry: int) -> None:
         symbols = self.discovery.symbols.funcs
+        if self.image.interpreter is not None:
+            raise Unsupported(f"{self.image.path}: dynamically linked; the entry backend "
+                              "probes every function up front, before ld.so maps the "
+                              "libraries (use int3)")
         if not symbols:
             raise Unsupported(f"{self.image.path}: no symbol table; the entry backend "
                               "probes every function up front and needs the list (use int3)")

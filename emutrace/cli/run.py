@@ -51,6 +51,10 @@ class RunCommand:
                             "DWARF or the libc table, else 4 integer words; repeatable)")
         g.add_argument("--start", default="main", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main)")
+        g.add_argument("--symbols", action="append", default=[], metavar="FILE[@BIAS]",
+                       help="function names from FILE: an ELF with .symtab (a separate debug "
+                            "file) or an nm/System.map listing, at BIAS (default: the "
+                            "program's load bias; repeatable)")
         p.add_argument("--root", default="/", metavar="DIR",
                        help="host directory the guest sees as / (default: /)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
@@ -89,7 +93,8 @@ class RunCommand:
                          hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
                          arg_counts=args.arg_counts, max_memory=args.max_memory,
                          engine=args.engine,
-                         env=with_changes(user_environment(), args.env, args.unset_env))
+                         env=with_changes(user_environment(), args.env, args.unset_env),
+                         symbols=args.symbols)
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machine:
@@ -168,8 +173,17 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
         func = symbols.containing(addr)
         return func.name if func is not None else f"{addr:#x}"
 
-    start = args.start if symbols.by_name(args.start) is not None else None
-    options = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
+    modules = result.image.modules
+
+    def shown(spec: str) -> str:
+        """A dynamic program's `lib:func` (libc:malloc, libc.so.6:malloc) → the name the
+        trace shows for it (`malloc`, or `libc:malloc` where two modules define one)."""
+        return (modules.resolve_name(spec) or spec) if modules is not None else spec
+
+    start_name = shown(args.start)
+    start = start_name if symbols.by_name(start_name) is not None else None
+    options = ReplayOptions(filters=tuple(map(shown, args.filter)),
+                            notrace=tuple(map(shown, args.notrace)),
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
                             arg_counts=args.arg_counts)  # the backend read the rest

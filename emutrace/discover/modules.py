@@ -25,6 +25,7 @@ from typing import Any
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
+from emutrace.discover.debuginfo import find_debug_file, guest_path
 from emutrace.discover.symbols import FuncSymbol, SymbolTable, table_symbols
 from emutrace.elf import PF_X, Image, load_image
 from emutrace.errors import EmutraceError
@@ -122,21 +123,31 @@ def _word_at(elf: ELFFile, addr: int) -> int | None:
     return None
 
 
-def module_symbols(path: str, isa: Isa, bias: int) -> tuple[list[FuncSymbol],
-                                                             list[tuple[int, int]]]:
-    """Function symbols (.symtab, else .dynsym, aliases folded) and PLT stubs of one
-    module, at run-time addresses; data-in-code ranges from the mapping symbols."""
+def module_symbols(path: str, isa: Isa, bias: int, root: str = "/") -> tuple[
+        list[FuncSymbol], list[tuple[int, int]]]:
+    """Function symbols and PLT stubs of one module, at run-time addresses, and the
+    data-in-code ranges of its mapping symbols: its `.symtab`, else the `.symtab` of its
+    separate debug file under the root (discover.debuginfo), else `.dynsym` (aliases
+    folded)."""
     with open(path, "rb") as fh:
         elf = ELFFile(fh)
         funcs: list[FuncSymbol] = []
         ranges: list[tuple[int, int]] = []
-        for section in (".symtab", ".dynsym"):
-            table = elf.get_section_by_name(section)
-            if table is not None and hasattr(table, "iter_symbols"):
-                funcs, ranges = table_symbols(table, isa, bias)
-                if section == ".dynsym":
-                    funcs = _one_name_per_address(funcs)
-                break
+        table = elf.get_section_by_name(".symtab")
+        debug = None
+        if table is None or not hasattr(table, "iter_symbols"):
+            debug = find_debug_file(elf, guest_path(path, root), root)
+        if debug is not None:
+            with open(debug, "rb") as dfh:
+                dtable = ELFFile(dfh).get_section_by_name(".symtab")
+                if dtable is not None and hasattr(dtable, "iter_symbols"):
+                    funcs, ranges = table_symbols(dtable, isa, bias)
+        elif table is not None and hasattr(table, "iter_symbols"):
+            funcs, ranges = table_symbols(table, isa, bias)
+        if not funcs:
+            dynsym = elf.get_section_by_name(".dynsym")
+            if dynsym is not None and hasattr(dynsym, "iter_symbols"):
+                funcs = _one_name_per_address(table_symbols(dynsym, isa, bias)[0])
         funcs += plt_symbols(elf, isa, bias)
     return funcs, ranges
 
@@ -144,8 +155,9 @@ def module_symbols(path: str, isa: Isa, bias: int) -> tuple[list[FuncSymbol],
 class ModuleMap:
     """The modules of one process; `table` and `code` are shared with discovery."""
 
-    def __init__(self, isa: Isa) -> None:
+    def __init__(self, isa: Isa, root: str = "/") -> None:
         self.isa = isa
+        self.root = root  # separate debug files are looked up inside it
         self.modules: list[Module] = []
         self.table = SymbolTable([], [])
         self.code: list[tuple[int, bytes]] = []  # (run-time address, bytes) of PF_X data
@@ -157,7 +169,10 @@ class ModuleMap:
         for old in self.modules:
             if old.path == image.path and old.bias == bias:
                 return old
-        funcs, ranges = module_symbols(image.path, self.isa, bias)
+        try:
+            funcs, ranges = module_symbols(image.path, self.isa, bias, self.root)
+        except Exception:  # noqa: BLE001 - damaged symbol sections: code without names
+            funcs, ranges = [], []
         cls = self.isa.classifiers
         pools = cls is not None and cls.literal is not None
         module = Module(short_name(image.path), image.path, bias,
@@ -193,6 +208,10 @@ class ModuleMap:
         if i >= 0 and addr < self.modules[i].end:
             return self.modules[i]
         return None
+
+    def add_listed(self, funcs: list[FuncSymbol]) -> None:
+        """Symbols given on the command line (`--symbols`), at run-time addresses."""
+        self.table.extend(funcs, [])
 
     def code_known(self, addr: int) -> bool:
         """Is what is code around addr known (Module.code_known)?"""

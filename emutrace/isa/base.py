@@ -352,7 +352,8 @@ CAPABILITIES = (
     "sw_breakpoint",  # the declared breakpoint instruction traps as declared
     "busybox",  # Debian ships busybox-static for this architecture
     "kernel",  # kernel images on a board (`run --machine`): isa/kernel_<isa>.py exists
-    "trace_dynamic",  # a dynamic program traced across modules with PLT stubs named
+    "trace_dynamic",  # a dynamic program traced across its modules (program, ld.so, libraries)
+    "plt_names",  # PLT stubs named `func@plt` from the ISA's PLT layout
 )
 
 class GuestError(Exception):

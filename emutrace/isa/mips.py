@@ -171,6 +171,10 @@ ISA = Isa(
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
+        "plt_names": Capability(
+            False,
+            "o32 PIC code calls through the GOT (`lw t9, %call16(f)(gp); jalr "
+            "t9`); lazy stubs are in .MIPS.stubs, not described yet"),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
         "optimised_code": Capability(True),

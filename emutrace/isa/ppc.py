@@ -239,6 +239,10 @@ ISA = Isa(
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
+        "plt_names": Capability(
+            False,
+            "secure-PLT call stubs (`__glink`, the linker's `*.plt_call` stubs in "
+            ".text) have no fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),

@@ -144,6 +144,10 @@ ISA = Isa(
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
+        "plt_names": Capability(
+            False,
+            "ELFv2 calls go through linker call stubs (`*.plt_call.f`) in .text, "
+            "not a .plt of fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

@@ -208,6 +208,7 @@ ISA = Isa(
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
