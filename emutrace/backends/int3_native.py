@@ -53,14 +53,22 @@ _EVENT = struct.Struct(native.EVENT_FORMAT)
 
 
 class _Snapshot:
-    """The registers the native hook saved at one event, read like a CPU by `ArgReader`."""
+    """The registers and stack words the native hook saved at one event, read like a CPU by
+    `ArgReader` (a word it did not save reads as unmapped, as ArgReader expects)."""
 
     def __init__(self, cpu: UnicornCpu) -> None:
         self.isa, self.word, self.byteorder = cpu.isa, cpu.word, cpu.byteorder
         self.regs: dict[str, int] = {}
+        self.words: dict[int, int] = {}
 
     def reg_read(self, name: str) -> int:
         return self.regs[name]
+
+    def read_word(self, addr: int) -> int:
+        try:
+            return self.words[addr]
+        except KeyError:
+            raise unicorn.UcError(ucc.UC_ERR_READ_UNMAPPED) from None
 
 
 class NativeInt3Backend(Int3Backend):
@@ -90,6 +98,9 @@ class NativeInt3Backend(Int3Backend):
         cfg.pc_after = bp.pc_after if bp is not None else 0
         cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
         cfg.n_args = len(self._arg_names)
+        # stack words after the argument registers (i386: all of them; x86_64: args 7 and 8)
+        self._n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
+        self._stack_offset = cfg.stack_offset = regs.stack_args_offset
         for i, name in enumerate(self._arg_names):
             cfg.arg_regs[i] = cpu.reg_id(name)
         cfg.ret_reg = cpu.reg_id(self._ret_names[0])
@@ -197,10 +208,15 @@ class NativeInt3Backend(Int3Backend):
         data = ctypes.string_at(lib.nt_events(nt), n * _EVENT.size)
         lib.nt_events_clear(nt)
         snap, reader, emit, tails = self._snapshot, self._snap_args, self._emit_now, self.tails
-        for kind, _n, time, site, target, sp, after, *regs in _EVENT.iter_unpack(data):
+        names, n_args, word = self._arg_names, len(self._arg_names), self.cpu.word
+        base = self._stack_offset
+        for kind, _n, time, site, target, sp, after, entry_sp, *regs in _EVENT.iter_unpack(data):
             if kind == native.EV_CALL:
                 tails.called(target, after)
-                snap.regs = dict(zip(self._arg_names, regs, strict=False))
+                snap.regs = dict(zip(names, regs, strict=False))
+                snap.regs[self.sp_reg] = entry_sp
+                snap.words = {entry_sp + base + k * word: regs[n_args + k]
+                              for k in range(self._n_stack)}
                 emit(Call(time, site, target, sp, after, reader.read(target)))
             else:
                 tails.returned()
@@ -264,11 +280,11 @@ class NativeInt3Backend(Int3Backend):
                                                                         "buf"))
 
     def _args_fast(self, target: int) -> bool:
-        """Are the arguments of the function at target all in integer argument registers
-        (no memory to read at the event)?"""
+        """Are the arguments of the function at target all integer words in the argument
+        registers or the stack words C saves (no string or struct to read at the event)?"""
         got = self._args_fast_cache.get(target)
         if got is None:
-            n = len(self._arg_names)
+            n = len(self._arg_names) + self._n_stack
             got = all(isinstance(loc, Unknown) or (
                 isinstance(loc, Slots) and loc.ctype is not SRET and max(loc.ids) < n
                 and loc.ctype.kind not in ("str", "buf"))

@@ -17,7 +17,7 @@ from emutrace.isa.base import (
     Registers,
     SyscallConvention,
 )
-from emutrace.isa.x86_64 import classify_x86, x86_simulator
+from emutrace.isa.x86_64 import classify_x86, x86_lowering, x86_simulator
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -187,4 +187,5 @@ ISA = Isa(
     setup=setup_gdt,
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,
+    lower=x86_lowering("eflags"),
 )

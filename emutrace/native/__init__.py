@@ -34,14 +34,16 @@ class Config(ctypes.Structure):
         ("pc_reg", ctypes.c_int32), ("sp_reg", ctypes.c_int32),
         ("bp_intno", ctypes.c_uint32), ("pc_after", ctypes.c_uint32),
         ("word", ctypes.c_uint32), ("big_endian", ctypes.c_uint32),
-        ("n_args", ctypes.c_uint32), ("arg_regs", ctypes.c_int32 * MAX_REGS),
+        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
+        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * MAX_REGS),
         ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
         ("buffer_events", ctypes.c_uint32),
     ]
 
 
-# one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, regs[8]
-EVENT_FORMAT = f"=II5Q{MAX_REGS}Q"
+# one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, entry_sp,
+# regs[8]
+EVENT_FORMAT = f"=II6Q{MAX_REGS}Q"
 EV_CALL, EV_RETURN = 1, 2
 OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3
 
@@ -86,7 +88,7 @@ def load() -> ctypes.CDLL:
     for name, (args, res) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, res
-    if lib.nt_event_size() != ctypes.sizeof(ctypes.c_uint64) * (6 + MAX_REGS):
+    if lib.nt_event_size() != ctypes.sizeof(ctypes.c_uint64) * (7 + MAX_REGS):
         raise Unsupported(f"--engine native: {path.name} does not match this emutrace "
                           f"(event size {lib.nt_event_size()}); rebuild it")
     _lib = lib

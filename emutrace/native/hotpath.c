@@ -52,6 +52,8 @@ typedef struct {
     uint32_t word;      /* bytes per stack word (4 or 8) */
     uint32_t big_endian;
     uint32_t n_args;    /* integer argument registers snapshotted at a call */
+    uint32_t n_stack;   /* ... then this many stack words (n_args + n_stack <= 8) */
+    int32_t stack_offset;  /* from the callee's entry sp to its first stack argument */
     int32_t arg_regs[NT_MAX_REGS];
     int32_t ret_reg, ret_hi_reg;  /* -1: none */
     uint32_t buffer_events;       /* records held before the buffer is drained */
@@ -88,6 +90,7 @@ typedef struct {
     uint32_t kind;
     uint32_t nregs;
     uint64_t time, site, target, sp, fallthrough;
+    uint64_t entry_sp;  /* CALL: the sp the callee starts with */
     uint64_t regs[NT_MAX_REGS];
 } nt_event;
 
@@ -279,6 +282,8 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
     s->cfg = *cfg;
     if (s->cfg.n_args > NT_MAX_REGS)
         s->cfg.n_args = NT_MAX_REGS;
+    if (s->cfg.n_stack > NT_MAX_REGS - s->cfg.n_args)
+        s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
     if (s->cfg.buffer_events == 0)
         s->cfg.buffer_events = 4096;
     s->sites_cap = 1024;
@@ -472,13 +477,20 @@ static int fast_trap(nt_state *s, nt_site *site)
 {
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
     uint64_t sp = rd(s, s->cfg.sp_reg) & mask;
-    uint64_t target;
-    uint8_t buf[8];
+    uint64_t target, entry_sp = sp;
+    uint8_t buf[8], stack[8 * NT_MAX_REGS];
     if (site->op == OP_CALL) {
         target = site->src_reg >= 0 ? rd(s, site->src_reg) & mask : site->target;
         /* a call to the next instruction (PC thunk) records nothing; a callee not armed
          * yet needs discovery: both are Python's */
         if (target == site->after || !set_has(&s->callees, target))
+            return 0;
+        if (site->link_reg < 0)
+            entry_sp = (sp - s->cfg.word) & mask;
+        /* stack arguments as the callee will see them (above the pushed return address) */
+        if (s->cfg.n_stack
+            && s->cfg.mem_read(s->uc, (entry_sp + s->cfg.stack_offset) & mask, stack,
+                               (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
             return 0;
         if (s->events && s->n_events >= s->cfg.buffer_events) {
             s->cfg.py_drain();
@@ -488,11 +500,10 @@ static int fast_trap(nt_state *s, nt_site *site)
         if (site->link_reg >= 0) {
             wr(s, site->link_reg, site->after);
         } else {  /* the call pushes the return address (Intel SDM vol. 2, CALL) */
-            uint64_t top = (sp - s->cfg.word) & mask;
             word_to(s, site->after, buf);
-            if (s->cfg.mem_write(s->uc, top, buf, s->cfg.word) != UC_ERR_OK)
+            if (s->cfg.mem_write(s->uc, entry_sp, buf, s->cfg.word) != UC_ERR_OK)
                 return 0;
-            wr(s, s->cfg.sp_reg, top);
+            wr(s, s->cfg.sp_reg, entry_sp);
         }
     } else if (site->op == OP_RETURN && site->fast) {
         uint64_t top = sp;
@@ -539,11 +550,14 @@ static int fast_trap(nt_state *s, nt_site *site)
     e->target = target;
     e->sp = sp;
     e->fallthrough = site->after;
+    e->entry_sp = entry_sp;
     if (site->op == OP_CALL) {  /* the arguments as the callee sees them at its entry */
         e->kind = EV_CALL;
-        e->nregs = s->cfg.n_args;
+        e->nregs = s->cfg.n_args + s->cfg.n_stack;
         for (uint32_t i = 0; i < s->cfg.n_args; i++)
             e->regs[i] = rd(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
     } else {
         e->kind = EV_RETURN;
         e->nregs = 0;
