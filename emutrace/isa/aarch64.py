@@ -5,6 +5,7 @@ import re
 from emutrace.isa.arm import ARM_CONDITIONS
 from emutrace.isa.base import (
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -197,6 +198,7 @@ ISA = Isa(
     platform="aarch64",
     uname_machine="aarch64",
     capabilities={
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

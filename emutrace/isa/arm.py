@@ -3,7 +3,9 @@
 import re
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -69,6 +71,7 @@ SYSCALLS = SyscallConvention(
     args=("r0", "r1", "r2", "r3", "r4", "r5", "r6"),
     ret="r0",
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -327,6 +330,7 @@ ISA = Isa(
     platform="v7l",
     uname_machine="armv7l",
     capabilities={
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

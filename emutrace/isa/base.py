@@ -164,6 +164,15 @@ class SyscallConvention:
     # 32-bit ISAs pass a 64-bit argument in two registers; EABI, o32 and the PPC32 ABI start
     # the pair on an even register (skipping one), i386 does not.  Word order follows endian.
     pair_aligned: bool = False
+    # the order of clone(2)'s arguments (kernel/fork.c, arch/Kconfig CLONE_BACKWARDS*)
+    clone_args: tuple[str, ...] = ("flags", "stack", "ptid", "ctid", "tls")
+
+
+# clone(2) argument orders other than the generic one (kernel/fork.c SYSCALL_DEFINE5(clone)):
+# CONFIG_CLONE_BACKWARDS (arm, i386, mips, powerpc, riscv) puts tls before the child's tid
+# pointer; CONFIG_CLONE_BACKWARDS2 (s390) swaps the stack and the flags
+CLONE_BACKWARDS = ("flags", "stack", "ptid", "tls", "ctid")
+CLONE_BACKWARDS2 = ("stack", "flags", "ptid", "ctid", "tls")
 
 
 # ---------------------------------------------------------------- traps
@@ -281,6 +290,13 @@ class RegFixup:
 class Capability:
     works: bool
     reason: str = ""
+
+
+# A gap every ISA shares today (issue 11 item 3): shells that wait for their children in a
+# SIGCHLD handler (zsh, busybox ash: sigsuspend) need signals delivered to guest handlers
+SIGNAL_HANDLERS = Capability(
+    False, "signals are not delivered to guest handlers yet (rt_sigsuspend is ENOSYS): zsh "
+    "and busybox ash wait for their children in a SIGCHLD handler")
 
 
 # Capability names, in the order `emutrace info` prints them.

@@ -3,6 +3,8 @@
 import struct
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -64,6 +66,7 @@ SYSCALLS = SyscallConvention(
     number="eax",
     args=("ebx", "ecx", "edx", "esi", "edi", "ebp"),
     ret="eax",
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -160,6 +163,7 @@ ISA = Isa(
     platform="i686",
     uname_machine="i686",
     capabilities={
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

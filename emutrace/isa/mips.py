@@ -1,7 +1,9 @@
 """MIPS32 big-endian, o32 ABI (SYSV MIPS psABI).  mipsel.py derives the little-endian twin."""
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -74,6 +76,7 @@ SYSCALLS = SyscallConvention(
     stack_args_offset=16,
     error_flag_reg="a3",
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -164,6 +167,7 @@ ISA = Isa(
     platform="mips",
     uname_machine="mips",
     capabilities={
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa import ppc
 from emutrace.isa.base import (
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -137,6 +138,7 @@ ISA = Isa(
     uname_machine="ppc64le",
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
     capabilities={
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

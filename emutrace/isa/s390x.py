@@ -1,7 +1,9 @@
 """IBM z/Architecture (s390x), ELF ABI for the zSeries / s390x ELF ABI Supplement."""
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS2,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -73,6 +75,7 @@ SYSCALLS = SyscallConvention(
     pc_advance=2,
     pc_in_hook=0,  # PC still on the svc
     imm_number=(1, 1),
+    clone_args=CLONE_BACKWARDS2,
 )
 
 # ---------------------------------------------------------------- traps
@@ -245,6 +248,7 @@ ISA = Isa(
     # (arch/s390/kernel/syscall.c; glibc's s390 mmap_internal.h MMAP_CALL packs them)
     packed_args={"mmap": 6},
     capabilities={
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa.base import (
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -245,6 +246,7 @@ ISA = Isa(
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "sw_breakpoint": Capability(True),

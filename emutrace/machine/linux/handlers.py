@@ -7,6 +7,7 @@ from emutrace.machine.linux import (  # noqa: F401
     sys_mem,
     sys_poll,
     sys_proc,
+    sys_process,
     sys_session,
     sys_socket,
     sys_usage,

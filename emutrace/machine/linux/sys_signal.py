@@ -46,6 +46,9 @@ def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
             k.sig_ignored.add(sig)
         else:
             k.sig_ignored.discard(sig)
+        if k.guest_parent is not None:  # a child process: the host process follows
+            from emutrace.machine.linux.sys_process import mirror_disposition
+            mirror_disposition(k, sig)
     return 0
 
 
