@@ -164,6 +164,9 @@ class SyscallConvention:
     # 32-bit ISAs pass a 64-bit argument in two registers; EABI, o32 and the PPC32 ABI start
     # the pair on an even register (skipping one), i386 does not.  Word order follows endian.
     pair_aligned: bool = False
+    # bytes Unicorn adds to PC after the hook returns (x86_64: UC_HOOK_INSN runs before the
+    # `syscall` and RIP moves past it afterwards): a PC the hook sets must be this much less
+    pc_after_hook: int = 0
     # the order of clone(2)'s arguments (kernel/fork.c, arch/Kconfig CLONE_BACKWARDS*)
     clone_args: tuple[str, ...] = ("flags", "stack", "ptid", "ctid", "tls")
 
@@ -292,11 +295,9 @@ class Capability:
     reason: str = ""
 
 
-# A gap every ISA shares today (issue 11 item 3): shells that wait for their children in a
-# SIGCHLD handler (zsh, busybox ash: sigsuspend) need signals delivered to guest handlers
-SIGNAL_HANDLERS = Capability(
-    False, "signals are not delivered to guest handlers yet (rt_sigsuspend is ENOSYS): zsh "
-    "and busybox ash wait for their children in a SIGCHLD handler")
+# Signals reach guest handlers on every ISA (issue 11 item 3, sys_sigdeliver.py): zsh and
+# busybox ash wait for their children in a SIGCHLD handler with sigsuspend
+SIGNAL_HANDLERS = Capability(True)
 
 
 # Capability names, in the order `emutrace info` prints them.
@@ -347,6 +348,9 @@ class Isa:
     packed_args: Mapping[str, int] = field(default_factory=dict)
     # registers that hold the entry address at process start (ELFv2: r12 at a global entry)
     entry_regs: tuple[str, ...] = ()
+    # registers that hold a called function's own address at its entry, for calls the layer
+    # makes (signal handlers): MIPS o32 abicalls code derives gp from t9; ELFv2 global entry
+    call_target_regs: tuple[str, ...] = ()
     uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA
     # how function discovery classifies control flow (None: not described yet)
     classifiers: Classifiers | None = None

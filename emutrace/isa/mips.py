@@ -166,6 +166,8 @@ ISA = Isa(
     hwcap2=0,
     platform="mips",
     uname_machine="mips",
+    # SYSV MIPS psABI 3-38: position-independent code is entered with its address in $25
+    call_target_regs=("t9",),
     capabilities={
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -137,6 +137,7 @@ ISA = Isa(
     platform="power8",
     uname_machine="ppc64le",
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
+    call_target_regs=("r12",),
     capabilities={
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -73,6 +73,7 @@ SYSCALLS = SyscallConvention(
     args=("rdi", "rsi", "rdx", "r10", "r8", "r9"),
     ret="rax",
     pc_in_hook=0,  # UC_HOOK_INSN runs before the instruction; Unicorn moves RIP on after it
+    pc_after_hook=2,  # ... by the syscall's length (qemu helper_syscall: next_eip_addend)
 )
 
 # ---------------------------------------------------------------- traps

@@ -1,5 +1,6 @@
 # Processes: command substitution, pipes, subshells, background jobs and wait, exec of
-# other programs (busybox applets in PATH) and of a #! script, exit statuses.
+# other programs (busybox applets in PATH) and of a #! script, exit statuses, trap handlers
+# for signals sent with kill, a background job killed.
 x=$(echo sub; echo two)
 echo "got: $x"
 echo "pipe: $(printf 'b\na\nc\n' | sort | tr '\n' ,)"
@@ -14,5 +15,10 @@ echo hello > f.txt; cat < f.txt | tr a-z A-Z
 ./hashbang.sh one "two words"; echo "script rc=$?"
 false | true; echo "pipeline rc=$?"
 yes | head -n 2
+trap 'echo trapped USR1' USR1
+kill -USR1 $$
+echo after-trap
+sh -c 'trap "echo child-term; exit 4" TERM; kill -TERM $$; echo not-here'; echo "child rc=$?"
+sleep 5 & kill $!; wait $!; echo "killed rc=$?"
 exec sh -c 'echo exec-replaced; exit 9'
 echo not-reached

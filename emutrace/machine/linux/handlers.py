@@ -9,6 +9,7 @@ from emutrace.machine.linux import (  # noqa: F401
     sys_proc,
     sys_process,
     sys_session,
+    sys_sigdeliver,
     sys_socket,
     sys_usage,
     sys_xattr,

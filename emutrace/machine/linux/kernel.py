@@ -14,6 +14,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from unicorn import UcError
 
@@ -100,6 +101,15 @@ class LinuxKernel:
         self.stats = SyscallStats()
         self.sig_ignored: set[int] = set()  # signals whose disposition is SIG_IGN
         self.sig_mask = 0  # the blocked-signal mask the guest set
+        # signal delivery (sys_sigdeliver.py): actions by guest signal number, signals
+        # waiting to be delivered, the saved contexts of handlers running, the trampoline
+        self.sig_actions: dict[int, Any] = {}
+        self.sig_pending: set[int] = set()
+        self.sig_frames: list[Any] = []
+        self.sig_trampoline: int | None = None
+        self.sig_suspend_mask: int | None = None  # rt_sigsuspend: the mask to restore
+        self.sigreturn_hook: Callable[[], bool] | None = None  # True: it was a sigreturn
+        self.deliver_hook: Callable[[], None] | None = None  # after every system call
         # processes (sys_process.py): one host process per guest process
         self.children: set[int] = set()  # host pids of the guest's children
         self.guest_parent: int | None = None  # the parent's pid when it is a guest too
@@ -127,6 +137,8 @@ class LinuxKernel:
     # ------------------------------------------------------------ trap entry
     def on_syscall(self) -> None:
         cpu, conv = self.cpu, self.conv
+        if self.sigreturn_hook is not None and self.sigreturn_hook():
+            return  # a signal handler returned to the trampoline: its context is back
         if conv.imm_number is not None:
             off, size = conv.imm_number
             nr = int.from_bytes(cpu.mem_read(cpu.pc + off, size), self.endian)
@@ -141,6 +153,8 @@ class LinuxKernel:
         if conv.pc_advance:
             cpu.reg_write(self.isa.registers.pc, cpu.pc + conv.pc_advance)
         self._set_result(self.call(nr, tuple(args)))
+        if self.sig_pending and self.deliver_hook is not None:
+            self.deliver_hook()
 
     def call(self, nr: int, args: tuple[int, ...]) -> int:
         """Run syscall nr; returns the result, -errno (as a negative int) on failure."""

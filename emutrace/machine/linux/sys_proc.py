@@ -8,7 +8,7 @@ import signal as host_signal
 import time
 
 from emutrace.isa.base import GuestError
-from emutrace.machine.linux import sys_signal  # noqa: F401 (registers the signal calls)
+from emutrace.machine.linux import sys_sigdeliver, sys_signal  # noqa: F401 (signal calls)
 from emutrace.machine.linux.kernel import GuestExit, GuestKilled, LinuxKernel
 from emutrace.machine.linux.table import syscall
 
@@ -22,19 +22,17 @@ def sys_exit(k: K, a: tuple[int, ...]) -> int:
     raise GuestExit(a[0] & 0xFF)
 
 
-# signals whose default action is to ignore them (signal(7)); stopping is not modelled:
-# the stop signals are ignored too
-DEFAULT_IGNORED = frozenset({"SIGCHLD", "SIGCLD", "SIGURG", "SIGWINCH", "SIGCONT", "SIGSTOP",
-                             "SIGTSTP", "SIGTTIN", "SIGTTOU"})
-
-
 def _signal_self(k: K, sig: int) -> int:
     if sig == 0 or sig in k.sig_ignored:  # kernel/signal.c: an ignored signal is discarded
         return 0
     name = k.signal_name(sig)
     if name is None:
         raise GuestError("EINVAL")
-    if name in DEFAULT_IGNORED:
+    act = k.sig_actions.get(sig)
+    if (act is not None and act.handler > 1) or k.sig_mask >> (sig - 1) & 1:
+        sys_sigdeliver.queue(k, sig)  # a handler, or blocked: delivered later
+        return 0
+    if name in sys_sigdeliver.DEFAULT_IGNORED:
         return 0
     raise GuestKilled(name, int(getattr(host_signal, name, 9)))
 

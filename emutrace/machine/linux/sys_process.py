@@ -25,7 +25,9 @@ import stat
 from emutrace.errors import EmutraceError
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import GuestExec, LinuxKernel
+from emutrace.machine.linux.sys_fs import PROC_SELF_EXE
 from emutrace.machine.linux.sys_proc import _signal_self
+from emutrace.machine.linux.sys_sigdeliver import action_changed, reset_for_exec
 from emutrace.machine.linux.sys_usage import put_rusage
 from emutrace.machine.linux.table import syscall
 from emutrace.target.unicorn_run import STOP_SIGNALS, WAKE
@@ -76,18 +78,8 @@ def _become_child(k: K) -> None:
         host_signal.signal(stop, host_signal.SIG_DFL)
     host_signal.pthread_sigmask(host_signal.SIG_UNBLOCK, {*STOP_SIGNALS, WAKE})
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for sig in k.sig_ignored:
-        mirror_disposition(k, sig)
-
-
-def mirror_disposition(k: K, sig: int) -> None:
-    """In a child process, the host disposition of `sig` follows the guest's SIG_IGN."""
-    name = k.signal_name(sig)
-    host = getattr(host_signal, name or "", None)
-    if k.guest_parent is None or host is None or name in ("SIGKILL", "SIGSTOP", "SIGPIPE"):
-        return
-    host_signal.signal(host, host_signal.SIG_IGN if sig in k.sig_ignored
-                       else host_signal.SIG_DFL)
+    for sig in {*k.sig_ignored, *k.sig_actions}:
+        action_changed(k, sig)
 
 
 @syscall("clone")
@@ -294,7 +286,8 @@ def _shebang(head: bytes) -> tuple[bytes, bytes | None] | None:
 def sys_execve(k: K, a: tuple[int, ...]) -> int:
     path = k.string(a[0])
     argv, envp = _strings(k, a[1]), _strings(k, a[2])
-    guest = path
+    # /proc/self/exe is the guest's program, not emutrace (busybox runs its applets so)
+    guest = os.fsencode(k.exe_guest_path) if path in PROC_SELF_EXE else path
     for _ in range(MAX_INTERPRETERS + 1):
         host = _executable(k, guest)
         with open(host, "rb") as f:
@@ -316,4 +309,5 @@ def sys_execve(k: K, a: tuple[int, ...]) -> int:
     except EmutraceError as e:  # an ELF of no ISA emutrace runs, a missing interpreter
         k.warn_once(f"exec:{host}", f"emutrace: execve {os.fsdecode(guest)}: {e}")
         raise GuestError("ENOEXEC") from None
+    reset_for_exec(k)
     raise GuestExec(image)

@@ -117,3 +117,31 @@ def sys_sched_getaffinity(k: K, a: tuple[int, ...]) -> int:
     words = [(bits >> (8 * k.word * i)) & k.mask for i in range(needed // k.word)]
     k.write(a[2], k.pack_words(*words))
     return needed
+
+
+def _priority_target(k: K, which: int, who: int) -> tuple[int, int]:
+    c = k.abi.constants
+    kinds = {c.get("PRIO_PROCESS", 0): os.PRIO_PROCESS, c.get("PRIO_PGRP", 1): os.PRIO_PGRP,
+             c.get("PRIO_USER", 2): os.PRIO_USER}
+    if which not in kinds:
+        raise GuestError("EINVAL")
+    return kinds[which], who
+
+
+@syscall("getpriority")
+def sys_getpriority(k: K, a: tuple[int, ...]) -> int:
+    """The host's nice value, returned as the kernel returns it: 20 - nice (1..40; glibc
+    turns it back, kernel/sys.c)."""
+    which, who = _priority_target(k, k.int32(a[0]), k.int32(a[1]))
+    return 20 - os.getpriority(which, who)
+
+
+@syscall("setpriority")
+def sys_setpriority(k: K, a: tuple[int, ...]) -> int:
+    """Only this process's own nice value may change (`nice`): the guest must not touch
+    the host's other processes."""
+    which, who = _priority_target(k, k.int32(a[0]), k.int32(a[1]))
+    if which != os.PRIO_PROCESS or who not in (0, os.getpid()):
+        raise GuestError("EPERM")
+    os.setpriority(which, 0, max(-20, min(19, k.int32(a[2]))))
+    return 0
