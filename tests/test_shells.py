@@ -87,3 +87,71 @@ def test_environment_is_the_users(isa: str, tmp_path: Path) -> None:
     ours, ref = both(isa, [str(shell(isa, "bash")), "-c", "export -p"], env, work)
     assert "LC_CTYPE" not in ref.stdout.decode()
     same(ours, ref)
+
+
+APPLETS = ("sh", "sort", "tr", "cat", "sleep", "wc", "head", "yes")
+
+
+def busybox_bin(isa: str, work: Path) -> Path:
+    """work/bin: busybox applets of `isa` (what the scripts execute) and work/hashbang.sh, a
+    #! script whose interpreter is that busybox's sh."""
+    busybox = REPO / ".cache" / "busybox" / isa / "busybox"
+    if not busybox.exists():
+        pytest.fail(f"{busybox} missing: run scripts/fetch_busybox.sh (make setup does)")
+    (work / "bin").mkdir(parents=True)
+    for applet in APPLETS:
+        (work / "bin" / applet).symlink_to(busybox)
+    script = work / "hashbang.sh"
+    script.write_text(f'#!{work}/bin/sh\necho "script: $# args: $*"\nexit 6\n')
+    script.chmod(0o755)
+    shutil.copy(SCRIPTS / "processes.sh", work / "processes.sh")
+    return work / "bin"
+
+
+def shell_argv(isa: str, name: str) -> list[str]:
+    if name == "busybox-sh":
+        return [str(REPO / ".cache" / "busybox" / isa / "busybox"), "sh"]
+    return [str(shell(isa, name))]
+
+
+PROCESS_CELLS = [*((isa, "bash") for isa in ISAS), ("aarch64", "zsh"), ("mipsel", "zsh"),
+                 ("arm", "busybox-sh"), ("s390x", "busybox-sh")]
+
+
+# shells that wait for children in a SIGCHLD handler need guest signal delivery
+NEEDS_HANDLERS = {"zsh", "busybox-sh"}
+BOUND = "60"  # seconds: a shell that cannot be served waits forever
+
+
+def process_params() -> list:
+    out = []
+    for isa, name in PROCESS_CELLS:
+        cap = by_name(isa).capability("busybox")
+        if cap.works and name in NEEDS_HANDLERS:
+            cap = by_name(isa).capability("signal_handlers")
+        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+        out.append(pytest.param(isa, name, marks=marks, id=f"{name}-{isa}"))
+    return out
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize(("isa", "name"), process_params())
+def test_processes_as_native(isa: str, name: str, tmp_path: Path) -> None:
+    """Command substitution, pipes, subshells, `&` and `wait`, exec of busybox applets and
+    of a #! script, `exec`, exit statuses, SIGPIPE (`yes | head`), `trap` handlers for
+    signals sent with `kill`, a background job killed.  The reference is the
+    amd64 build of the same shell and busybox run natively on this host: qemu-user cannot
+    be the oracle here, it hands a guest's execve of another foreign program to the host
+    kernel, which (without binfmt_misc) refuses it: "Exec format error"."""
+    argv = shell_argv(isa, name)
+    ref_dir, work = tmp_path / "ref", tmp_path / "w"
+    env = dict(UTF8_ENV, PATH=str(busybox_bin("x86_64", ref_dir)))
+    ref = subprocess.run([*shell_argv("x86_64", name), "processes.sh"], cwd=ref_dir, env=env,
+                         capture_output=True, timeout=60)
+    assert ref.returncode == 9, ref.stderr
+    assert b"script: 2 args: one two words" in ref.stdout and b"exec-replaced" in ref.stdout
+    env = dict(UTF8_ENV, PATH=str(busybox_bin(isa, work)))
+    ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                           "--timeout", BOUND, *argv, "processes.sh"], cwd=work, env=env,
+                          capture_output=True, timeout=120)
+    same(ours, ref)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from emutrace.backends import BACKENDS, ENGINES
 from emutrace.cli import options
@@ -102,13 +103,29 @@ class RunCommand:
         process = Process(self.config(args))  # loaded, not yet run
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name
-        args.output_file = open_output(args.output) if args.output and \
-            args.backend != "none" else None
-        result = process.run()
+        tracing = args.backend != "none"
+        args.output_file = open_output(args.output) if args.output and tracing else None
+        while True:  # one pass per image: the program, then what it execve()s
+            follow_forks(process, args)
+            result = process.run()
+            code = self.finish(result, args)
+            if result.next_process is None:
+                break
+            process = result.next_process
+            if args.output and tracing:  # the next image's trace: FILE.exec (FILE.exec.exec…)
+                args.output = f"{args.output}.exec"
+                args.output_file = open_output(args.output)
+        if result.guest_parent is not None:
+            end_child(result)
+        return code
+
+    def finish(self, result: RunResult, args: argparse.Namespace) -> int:
+        """The trace, the report line and the statistics of one image's run."""
         with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
             if args.backend != "none":
                 write_trace(result, args)  # before the report: a crash keeps what was recorded
-            report(result)
+            if result.guest_parent is None:  # a child's end is for its parent to report
+                report(result)
         if late.signal:
             print(f"emutrace: {late.signal} while writing the output (complete)", file=sys.stderr)
             return late.exit_code
@@ -122,10 +139,36 @@ class RunCommand:
         return result.exit_code
 
 
+def follow_forks(process: Process, args: argparse.Namespace) -> None:
+    """A forked child writes its own trace: to FILE.<pid> with -o FILE, else to stderr
+    like its parent (each process's whole trace at its end)."""
+    def in_child(pid: int) -> None:
+        if args.output_file is not None:
+            args.output_file.close()  # the parent's file: nothing buffered yet
+            args.output = f"{args.output}.{pid}"
+            args.output_file = open_output(args.output)
+
+    process.kernel.fork_listeners.append(in_child)
+
+
+def end_child(result: RunResult) -> NoReturn:
+    """A forked child ends as the guest process ended, for its parent's wait4: with the
+    guest's exit status, or killed by the guest's signal (no core: _become_child)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if result.stop.kind == "exit":
+        os._exit(result.stop.status)
+    sig = int(getattr(signal, result.stop.signal, signal.SIGKILL))
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)  # a signal whose host action is not to end the process
+
+
 def report(result: RunResult) -> None:
     """One line on stderr for any end that is not the guest's own exit."""
     stop = result.stop
-    if stop.kind == "exit":  # the guest's own exit: nothing to report, frames may be open
+    if stop.kind in ("exit", "exec"):  # the guest's own exit or execve: nothing to report
         return
     where = f"pc {stop.pc:#x} ({result.image.symbolize(stop.pc)})"
     if stop.kind == "timeout":

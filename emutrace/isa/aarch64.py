@@ -5,6 +5,7 @@ import re
 from emutrace.isa.arm import ARM_CONDITIONS
 from emutrace.isa.base import (
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -251,6 +252,7 @@ ISA = Isa(
     uname_machine="aarch64",
     capabilities={
         "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

@@ -3,7 +3,9 @@
 import re
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -70,6 +72,7 @@ SYSCALLS = SyscallConvention(
     args=("r0", "r1", "r2", "r3", "r4", "r5", "r6"),
     ret="r0",
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -331,6 +334,7 @@ ISA = Isa(
     uname_machine="armv7l",
     capabilities={
         "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

@@ -164,6 +164,18 @@ class SyscallConvention:
     # 32-bit ISAs pass a 64-bit argument in two registers; EABI, o32 and the PPC32 ABI start
     # the pair on an even register (skipping one), i386 does not.  Word order follows endian.
     pair_aligned: bool = False
+    # bytes Unicorn adds to PC after the hook returns (x86_64: UC_HOOK_INSN runs before the
+    # `syscall` and RIP moves past it afterwards): a PC the hook sets must be this much less
+    pc_after_hook: int = 0
+    # the order of clone(2)'s arguments (kernel/fork.c, arch/Kconfig CLONE_BACKWARDS*)
+    clone_args: tuple[str, ...] = ("flags", "stack", "ptid", "ctid", "tls")
+
+
+# clone(2) argument orders other than the generic one (kernel/fork.c SYSCALL_DEFINE5(clone)):
+# CONFIG_CLONE_BACKWARDS (arm, i386, mips, powerpc, riscv) puts tls before the child's tid
+# pointer; CONFIG_CLONE_BACKWARDS2 (s390) swaps the stack and the flags
+CLONE_BACKWARDS = ("flags", "stack", "ptid", "tls", "ctid")
+CLONE_BACKWARDS2 = ("stack", "flags", "ptid", "ctid", "tls")
 
 
 # ---------------------------------------------------------------- traps
@@ -345,6 +357,11 @@ class Capability:
     reason: str = ""
 
 
+# Signals reach guest handlers on every ISA (issue 11 item 3, sys_sigdeliver.py): zsh and
+# busybox ash wait for their children in a SIGCHLD handler with sigsuspend
+SIGNAL_HANDLERS = Capability(True)
+
+
 # Capability names, in the order `emutrace info` prints them.
 CAPABILITIES = (
     "run_static",  # static ELF (ET_EXEC and static-PIE) under Unicorn
@@ -396,6 +413,9 @@ class Isa:
     packed_args: Mapping[str, int] = field(default_factory=dict)
     # registers that hold the entry address at process start (ELFv2: r12 at a global entry)
     entry_regs: tuple[str, ...] = ()
+    # registers that hold a called function's own address at its entry, for calls the layer
+    # makes (signal handlers): MIPS o32 abicalls code derives gp from t9; ELFv2 global entry
+    call_target_regs: tuple[str, ...] = ()
     uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA
     # how function discovery classifies control flow (None: not described yet)
     classifiers: Classifiers | None = None

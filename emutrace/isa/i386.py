@@ -3,6 +3,8 @@
 import struct
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -65,6 +67,7 @@ SYSCALLS = SyscallConvention(
     number="eax",
     args=("ebx", "ecx", "edx", "esi", "edi", "ebp"),
     ret="eax",
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -164,6 +167,7 @@ ISA = Isa(
     uname_machine="i686",
     capabilities={
         "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

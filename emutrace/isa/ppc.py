@@ -3,7 +3,9 @@
 from typing import Literal
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -82,6 +84,7 @@ SYSCALLS = SyscallConvention(
     errors=SyscallErrors.CR0_SO,
     error_flag_reg="cr",  # CR0.SO lives in the CR image
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -236,6 +239,7 @@ ISA = Isa(
             False,
             "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
             "exception entry cannot be written from a hook"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

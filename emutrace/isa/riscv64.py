@@ -1,7 +1,9 @@
 """RISC-V 64-bit (RV64GC, LP64D), RISC-V ELF psABI."""
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -66,6 +68,7 @@ SYSCALLS = SyscallConvention(
     number="a7",
     args=("a0", "a1", "a2", "a3", "a4", "a5"),
     ret="a0",
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -205,6 +208,7 @@ ISA = Isa(
     uname_machine="riscv64",
     capabilities={
         "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

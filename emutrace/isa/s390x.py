@@ -1,7 +1,9 @@
 """IBM z/Architecture (s390x), ELF ABI for the zSeries / s390x ELF ABI Supplement."""
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS2,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -74,6 +76,7 @@ SYSCALLS = SyscallConvention(
     pc_advance=2,
     pc_in_hook=0,  # PC still on the svc
     imm_number=(1, 1),
+    clone_args=CLONE_BACKWARDS2,
 )
 
 # ---------------------------------------------------------------- traps
@@ -262,6 +265,7 @@ ISA = Isa(
             False,
             "no board: QEMU's s390x console is SCLP (service-call event buffers), not a "
             "UART; PSW-swap entry through the lowcore is not written either"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

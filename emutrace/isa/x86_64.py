@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa.base import (
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -76,6 +77,7 @@ SYSCALLS = SyscallConvention(
     args=("rdi", "rsi", "rdx", "r10", "r8", "r9"),
     ret="rax",
     pc_in_hook=0,  # UC_HOOK_INSN runs before the instruction; Unicorn moves RIP on after it
+    pc_after_hook=2,  # ... by the syscall's length (qemu helper_syscall: next_eip_addend)
 )
 
 # ---------------------------------------------------------------- traps
@@ -295,6 +297,7 @@ ISA = Isa(
             "no board: QEMU boots a 64-bit kernel only through a 32-bit multiboot entry in "
             "an ELF32 file, while Unicorn's x86_64 mode starts in long mode (the i386 board "
             "and trap entry are the base)"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),

@@ -62,6 +62,19 @@ def _timeval(k: K, seconds: float) -> bytes:
                                       "tv_usec": usec % 1_000_000})
 
 
+def put_rusage(k: K, addr: int, use: resource.struct_rusage) -> None:
+    """A host rusage in the guest's struct rusage (two struct timevals, then longs)."""
+    layout = k.abi.structs["rusage"]
+    names = ("ru_maxrss", "ru_ixrss", "ru_idrss", "ru_isrss", "ru_minflt", "ru_majflt",
+             "ru_nswap", "ru_inblock", "ru_oublock", "ru_msgsnd", "ru_msgrcv", "ru_nsignals",
+             "ru_nvcsw", "ru_nivcsw")
+    blob = bytearray(k.struct_bytes("rusage", {n: getattr(use, n) for n in names}))
+    for name, seconds in (("ru_utime", use.ru_utime), ("ru_stime", use.ru_stime)):
+        off, size = layout.fields[name]  # a struct timeval inside struct rusage
+        blob[off:off + size] = _timeval(k, seconds)[:size]
+    k.write(addr, bytes(blob))
+
+
 @syscall("getrusage")
 def sys_getrusage(k: K, a: tuple[int, ...]) -> int:
     who = k.int32(a[0])
@@ -72,15 +85,7 @@ def sys_getrusage(k: K, a: tuple[int, ...]) -> int:
         use = resource.getrusage(resource.RUSAGE_CHILDREN)
     else:
         raise GuestError("EINVAL")
-    layout = k.abi.structs["rusage"]
-    names = ("ru_maxrss", "ru_ixrss", "ru_idrss", "ru_isrss", "ru_minflt", "ru_majflt",
-             "ru_nswap", "ru_inblock", "ru_oublock", "ru_msgsnd", "ru_msgrcv", "ru_nsignals",
-             "ru_nvcsw", "ru_nivcsw")
-    blob = bytearray(k.struct_bytes("rusage", {n: getattr(use, n) for n in names}))
-    for name, seconds in (("ru_utime", use.ru_utime), ("ru_stime", use.ru_stime)):
-        off, size = layout.fields[name]  # a struct timeval inside struct rusage
-        blob[off:off + size] = _timeval(k, seconds)[:size]
-    k.write(a[1], bytes(blob))
+    put_rusage(k, a[1], use)
     return 0
 
 
@@ -94,3 +99,49 @@ def sys_times(k: K, a: tuple[int, ...]) -> int:
             "tms_cstime": int(t.children_system * USER_HZ)}))
     # clock ticks since an arbitrary point (here: boot), wrapped to the guest's clock_t
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * USER_HZ) & (k.mask >> 1)
+
+
+@syscall("sched_getaffinity")
+def sys_sched_getaffinity(k: K, a: tuple[int, ...]) -> int:
+    """The host's CPU mask of this process (as qemu-user passes it on), as an array of
+    longs; kernel/sched/core.c: a length below the kernel's mask size or not a multiple of
+    a long is EINVAL, else the mask's size in bytes is returned."""
+    pid, size = k.int32(a[0]), a[1]
+    if pid not in (0, os.getpid()):
+        raise GuestError("ESRCH" if pid > 0 else "EINVAL")
+    cpus = os.sched_getaffinity(0)
+    needed = -(-(max(cpus) + 1) // (8 * k.word)) * k.word
+    if size < needed or size % k.word:
+        raise GuestError("EINVAL")
+    bits = sum(1 << c for c in cpus)
+    words = [(bits >> (8 * k.word * i)) & k.mask for i in range(needed // k.word)]
+    k.write(a[2], k.pack_words(*words))
+    return needed
+
+
+def _priority_target(k: K, which: int, who: int) -> tuple[int, int]:
+    c = k.abi.constants
+    kinds = {c.get("PRIO_PROCESS", 0): os.PRIO_PROCESS, c.get("PRIO_PGRP", 1): os.PRIO_PGRP,
+             c.get("PRIO_USER", 2): os.PRIO_USER}
+    if which not in kinds:
+        raise GuestError("EINVAL")
+    return kinds[which], who
+
+
+@syscall("getpriority")
+def sys_getpriority(k: K, a: tuple[int, ...]) -> int:
+    """The host's nice value, returned as the kernel returns it: 20 - nice (1..40; glibc
+    turns it back, kernel/sys.c)."""
+    which, who = _priority_target(k, k.int32(a[0]), k.int32(a[1]))
+    return 20 - os.getpriority(which, who)
+
+
+@syscall("setpriority")
+def sys_setpriority(k: K, a: tuple[int, ...]) -> int:
+    """Only this process's own nice value may change (`nice`): the guest must not touch
+    the host's other processes."""
+    which, who = _priority_target(k, k.int32(a[0]), k.int32(a[1]))
+    if which != os.PRIO_PROCESS or who not in (0, os.getpid()):
+        raise GuestError("EPERM")
+    os.setpriority(which, 0, max(-20, min(19, k.int32(a[2]))))
+    return 0
