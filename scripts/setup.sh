@@ -53,7 +53,19 @@ if [ ! -f .cache/firmware/linux-arm64/vmlinuz ]; then
     mkdir -p .cache/firmware/linux-arm64 && cp "$tmp"/boot/vmlinuz-* .cache/firmware/linux-arm64/vmlinuz
   rm -rf "$tmp"
 fi
+# native hot path (issue 9): `pip install -e .` compiles emutrace/native/hotpath.c, which needs a
+# C compiler and the Python headers; installed only when one of them is missing
+if ! command -v gcc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc python3-dev >/dev/null
+fi
 python3 -m pip install -q -e '.[test]'
+python3 -c 'from emutrace import native; native.load()' ||
+  echo "warning: the native hot path was not built; --engine native is unavailable"
 bash scripts/fetch_busybox.sh
+# issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
+# into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
+bash scripts/fetch_shells.sh
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion

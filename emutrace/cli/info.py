@@ -1,5 +1,5 @@
 """`emutrace info`: the ISA × capability matrix and the debug hardware `hwbp` models,
-straight from the ISA modules."""
+straight from the ISA modules; `emutrace info -d DIR`: what a recording holds."""
 
 from __future__ import annotations
 
@@ -16,10 +16,19 @@ class InfoCommand:
     def configure(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--machines", action="store_true",
                        help="list the boards of `run --machine` instead")
+        p.add_argument("-d", "--data", metavar="DIR",
+                       help="describe the recording in DIR instead (see `emutrace record`)")
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machines:
             print(render_machines())
+            return 0
+        if args.data is not None:
+            from emutrace.trace.recording_info import describe
+            from emutrace.trace.uftrace_read import load_recording
+
+            records, _symbolize, isa = load_recording(args.data)
+            print("\n".join(describe(args.data, isa, records)))
             return 0
         print(render_matrix())
         print()

@@ -19,9 +19,6 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bios", metavar="FILE",
                    help="firmware started first (loaded as QEMU's -bios); PROGRAM is its "
                         "payload, loaded as QEMU's -kernel (e.g. OpenSBI fw_jump + U-Boot)")
-    g.add_argument("--symbols", metavar="FILE",
-                   help="function names for a stripped or raw image: a System.map or `nm` "
-                        "listing, or an unstripped ELF of the same build")
     g.add_argument("--dtb", metavar="FILE", help="device tree blob placed where the board "
                                                  "passes it to the image")
     g.add_argument("--until", metavar="TEXT",
@@ -53,9 +50,12 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     if args.cleanup != "lazy":
         raise UsageError("--cleanup strict is not supported with --machine: exception entry "
                          "does not keep strict mode's call chain")
+    if len(args.symbols) > 1:
+        raise UsageError("--machine takes one --symbols FILE (a System.map or `nm` listing, "
+                         "or an unstripped ELF of the same build)")
     config = BoardConfig(
         board=args.machine, image=args.program, dtb=args.dtb, bios=args.bios,
-        symbols=args.symbols,
+        symbols=args.symbols[0] if args.symbols else None,
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
         input_after=unescape(args.input_after, "--input-after"),
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
