@@ -9,10 +9,10 @@ import shutil
 import sys
 
 from emutrace.cli.progress import with_progress
-from emutrace.cli.run import RunCommand, report
+from emutrace.cli.run import RunCommand, end_child, report
 from emutrace.errors import UsageError
 from emutrace.session import Process
-from emutrace.trace.uftrace_write import sink_for_image
+from emutrace.trace.uftrace_write import ListSink, sink_for_image
 
 
 class RecordCommand(RunCommand):
@@ -35,11 +35,21 @@ class RecordCommand(RunCommand):
                              sys.stderr)
         process.sink = sink
         status = 0
+        # a forked child's events are not recorded (one data directory, one task: the
+        # parent's); the child drops them and leaves the directory to its parent
+        process.kernel.fork_listeners.append(lambda pid: setattr(process, "sink", ListSink([])))
         try:
             result = process.run()
             status = result.exit_code
         finally:
-            sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+            if process.kernel.guest_parent is None:
+                sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+        while result.next_process is not None:  # execve: the new image runs, not recorded
+            print(f"emutrace: record: {result.next_process.config.guest_path} (execve) is not "
+                  f"recorded", file=sys.stderr)
+            result = result.next_process.run()
+        if result.guest_parent is not None:
+            end_child(result)
         report(result)
         return result.exit_code
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import capstone
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.elf import PF_X, Image
 from emutrace.isa.base import NO_FLOW, Classifiers, Flow, FlowKind, Insn
 
@@ -40,8 +41,14 @@ class Decoder:
         if self.cls.alt_mode:
             # the alternative mode keeps the byte-order bits of the main mode
             self._cs_alt = capstone.Cs(arch, _mode(self.cls.alt_mode))
-        self._code = [(s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
-        self._cache: dict[tuple[int, bool], Insn | None] = {}
+        # every module's executable file data for a dynamic program (shared, growing)
+        self._code = image.modules.code if image.modules is not None else [
+            (s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
+        # the file's instructions, shared with the next run of the same file (memo.py); a
+        # dynamic program's modules are not one file: its own cache
+        self._cache: dict[tuple[int, bool], Insn | None] = (
+            {} if image.modules is not None
+            else kept("instructions", file_key(image.path, image.bias), dict))
 
     def in_code(self, addr: int) -> bool:
         return any(base <= addr < base + len(data) for base, data in self._code)

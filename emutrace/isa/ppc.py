@@ -3,7 +3,9 @@
 from typing import Literal
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -82,6 +84,7 @@ SYSCALLS = SyscallConvention(
     errors=SyscallErrors.CR0_SO,
     error_flag_reg="cr",  # CR0.SO lives in the CR image
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -232,8 +235,18 @@ ISA = Isa(
     platform="ppc",
     uname_machine="ppc",
     capabilities={
+        "kernel": Capability(
+            False,
+            "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
+            "exception entry cannot be written from a hook"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(
+            False,
+            "secure-PLT call stubs (`__glink`, the linker's `*.plt_call` stubs in "
+            ".text) have no fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),

@@ -75,14 +75,17 @@ class HookSet:
             const = getattr(unicorn.x86_const, conv.insn or "")
             uc.hook_add(ucc.UC_HOOK_INSN, lambda _uc, _d: self.guard(on_syscall), None, 1, 0,
                         const)
-            uc.hook_add(ucc.UC_HOOK_INTR, self._exception)
+            self.on_intr: Callable[[unicorn.Uc, int, object], None] = self._exception
         else:
             def on_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
                 if intno == conv.intno:
                     self.guard(on_syscall)
                 else:
                     self._exception(_uc, intno, _d)
-            uc.hook_add(ucc.UC_HOOK_INTR, on_intr)
+            self.on_intr = on_intr
+        # the one INTR hook (the native engine replaces it with its own, which passes what
+        # it does not handle to on_intr)
+        self.intr_hook = uc.hook_add(ucc.UC_HOOK_INTR, self.on_intr)
         # The faulting address is recorded for the NULL-pointer region only: a memory hook over
         # the whole address space slows every store on ppc, ppc64le and s390x about 2× in
         # Unicorn 2.1.4 (bench/results/hook_cost.md), one over a never-mapped range does not.
@@ -112,11 +115,14 @@ class HookSet:
         hook over the whole address space — only now, when the hook's cost no longer
         matters — and let it fault again."""
         uc, pc = self.cpu.uc, self.cpu.pc
+        sentinel = (1 << (8 * self.cpu.word)) - 16
+        if pc >= sentinel:  # a jump to the top of the address space: nothing to replay
+            return          # (and pc + 16 would pass its end: UC_ERR_ARG, fuzz-found)
         thumb = self.cpu.in_alt_mode()
         uc.hook_add(ucc.UC_HOOK_MEM_INVALID, self._mem_invalid)
-        uc.ctl_remove_cache(pc, pc + 16)
         try:
-            uc.emu_start(pc | thumb, (1 << (8 * self.cpu.word)) - 16, count=1)
+            uc.ctl_remove_cache(pc, pc + 16)
+            uc.emu_start(pc | thumb, sentinel, count=1)
         except unicorn.UcError:
             pass
 

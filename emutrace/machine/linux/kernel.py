@@ -14,6 +14,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from unicorn import UcError
 
@@ -27,6 +28,9 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
 # fs/read_write.c: one read or write moves at most INT_MAX rounded down to a page
 MAX_RW_COUNT = 0x7FFFF000
+# data moves between guest memory and host files in pieces of this size, so emutrace's own
+# memory stays bounded whatever length the guest passes (a 2 GiB write is 2,048 pieces)
+IO_CHUNK = 1 << 20
 
 
 def rw_count(size: int) -> int:
@@ -43,6 +47,24 @@ class GuestExit(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status
+
+
+class GuestKilled(Exception):
+    """The guest got a signal whose action ends it (abort → tgkill(SIGABRT), SIGPIPE)."""
+
+    def __init__(self, signal_name: str, host_signal: int) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.host_signal = host_signal
+
+
+class GuestExec(Exception):
+    """execve succeeded: `image` (built by the session's exec hook) replaces the program;
+    raised out of the hook to end this image's emulation."""
+
+    def __init__(self, image: object) -> None:
+        super().__init__("execve")
+        self.image = image
 
 
 @dataclass
@@ -82,8 +104,27 @@ class LinuxKernel:
         self.stats = SyscallStats()
         self.sig_ignored: set[int] = set()  # signals whose disposition is SIG_IGN
         self.sig_mask = 0  # the blocked-signal mask the guest set
+        # signal delivery (sys_sigdeliver.py): actions by guest signal number, signals
+        # waiting to be delivered, the saved contexts of handlers running, the trampoline
+        self.sig_actions: dict[int, Any] = {}
+        self.sig_pending: set[int] = set()
+        self.sig_frames: list[Any] = []
+        self.sig_trampoline: int | None = None
+        self.sig_suspend_mask: int | None = None  # rt_sigsuspend: the mask to restore
+        self.sigreturn_hook: Callable[[], bool] | None = None  # True: it was a sigreturn
+        self.deliver_hook: Callable[[], None] | None = None  # after every system call
+        # processes (sys_process.py): one host process per guest process
+        self.children: set[int] = set()  # host pids of the guest's children
+        self.guest_parent: int | None = None  # the parent's pid when it is a guest too
+        self.fork_listeners: list[Callable[[int], None]] = []  # run in the child, its pid
+        # builds the image of an execve (set by the session): (host path, argv, envp,
+        # guest path) -> the new image, or raises GuestError / EmutraceError
+        self.exec_hook: Callable[[str, list[bytes], list[bytes], str], object] | None = None
         self._warned: set[str] = set()
         self._dispatch = self._build_dispatch()
+        # told of every file mapping made executable (host path, address, file offset):
+        # how a tracer learns the modules ld.so maps (discover.modules); None: nobody asks
+        self.on_exec_map: Callable[[str, int, int], object] | None = None
 
     def _build_dispatch(self) -> dict[int, tuple[str, Callable[..., int]]]:
         table: dict[int, tuple[str, Callable[..., int]]] = {}
@@ -102,6 +143,8 @@ class LinuxKernel:
     # ------------------------------------------------------------ trap entry
     def on_syscall(self) -> None:
         cpu, conv = self.cpu, self.conv
+        if self.sigreturn_hook is not None and self.sigreturn_hook():
+            return  # a signal handler returned to the trampoline: its context is back
         if conv.imm_number is not None:
             off, size = conv.imm_number
             nr = int.from_bytes(cpu.mem_read(cpu.pc + off, size), self.endian)
@@ -116,6 +159,8 @@ class LinuxKernel:
         if conv.pc_advance:
             cpu.reg_write(self.isa.registers.pc, cpu.pc + conv.pc_advance)
         self._set_result(self.call(nr, tuple(args)))
+        if self.sig_pending and self.deliver_hook is not None:
+            self.deliver_hook()
 
     def call(self, nr: int, args: tuple[int, ...]) -> int:
         """Run syscall nr; returns the result, -errno (as a negative int) on failure."""
@@ -137,6 +182,8 @@ class LinuxKernel:
                 self._warn_once(str(e), str(e))
             return -self.errno(e.errno_name)
         except OSError as e:
+            if e.errno == host_errno.EPIPE:
+                self.pipe_broken()
             code = host_errno.errorcode.get(e.errno or 0, "EIO")
             return -self.errno(code)
         except (OverflowError, ValueError):  # an argument no host call accepts, as Linux: EINVAL
@@ -156,6 +203,25 @@ class LinuxKernel:
             cpu.reg_write(conv.error_flag_reg, cr | CR0_SO if failed else cr & ~CR0_SO)
         elif conv.errors is SyscallErrors.A3_FLAG and conv.error_flag_reg:
             cpu.reg_write(conv.error_flag_reg, 1 if failed else 0)
+
+    def pipe_broken(self) -> None:
+        """A write to a pipe nobody reads: Linux sends SIGPIPE, whose default action ends
+        the process (emutrace itself ignores SIGPIPE and sees EPIPE); an ignored or blocked
+        SIGPIPE leaves the guest the EPIPE (pipe(7))."""
+        sig = self.abi.constants.get("SIGPIPE", 13)
+        if sig in self.sig_ignored or self.sig_mask >> (sig - 1) & 1:
+            return
+        raise GuestKilled("SIGPIPE", 13)
+
+    def signal_name(self, number: int) -> str | None:
+        """The guest's signal `number` by name ("SIGCHLD"), or None."""
+        return next((n for n, v in self.abi.constants.items()
+                     if v == number and n.startswith("SIG") and not n.startswith("SIG_")
+                     and n not in ("SIGRTMIN", "SIGRTMAX", "SIGSTKSZ")), None)
+
+    def warn_once(self, key: str, message: str) -> None:
+        """One warning line per key and run (handlers: an unsupported case met again)."""
+        self._warn_once(key, message)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -204,11 +270,24 @@ class LinuxKernel:
         except UcError:
             raise GuestError("EFAULT") from None
 
+    def mapped_length(self, addr: int, size: int) -> int:
+        """How many of the `size` bytes from `addr` on are mapped without a gap (checked
+        before anything is allocated for them)."""
+        end = addr
+        for lo, hi in self.space.mapped(addr, addr + size):
+            if lo != end:
+                break
+            end = hi
+        return end - addr
+
     def read(self, addr: int, size: int) -> bytes:
         if not size:
             return b""
+        size = rw_count(size)
+        if self.mapped_length(addr, size) < size:
+            raise GuestError("EFAULT")
         try:
-            return self.cpu.mem_read(addr, rw_count(size))
+            return self.cpu.mem_read(addr, size)
         except UcError:
             raise GuestError("EFAULT") from None
 
@@ -218,6 +297,44 @@ class LinuxKernel:
                 self.cpu.mem_write(addr, data)
             except UcError:
                 raise GuestError("EFAULT") from None
+
+    def to_host(self, host_fd: int, addr: int, size: int, offset: int | None = None) -> int:
+        """write(2)/pwrite(2) of guest memory, IO_CHUNK at a time: the bytes written; a
+        buffer that is unmapped from its start is EFAULT, one that ends early a short write
+        (as Linux's copy_from_user gives)."""
+        size, done = rw_count(size), 0
+        while done < size:
+            n = min(IO_CHUNK, size - done)
+            if self.mapped_length(addr + done, n) < n:
+                if done:
+                    break
+                raise GuestError("EFAULT")
+            data = self.cpu.mem_read(addr + done, n)
+            wrote = (os.write(host_fd, data) if offset is None
+                     else os.pwrite(host_fd, data, offset + done))
+            done += wrote
+            if wrote < n:
+                break
+        return done
+
+    def from_host(self, host_fd: int, addr: int, size: int, offset: int | None = None) -> int:
+        """read(2)/pread(2) into guest memory, IO_CHUNK at a time, never more than the
+        mapped part of the buffer (nothing is taken from the file that the guest cannot
+        receive); a short read ends it (a pipe, a terminal, the end of the file)."""
+        wanted = rw_count(size)
+        size = self.mapped_length(addr, wanted)
+        if wanted and not size:
+            raise GuestError("EFAULT")
+        done = 0
+        while done < size:
+            n = min(IO_CHUNK, size - done)
+            data = (os.read(host_fd, n) if offset is None
+                    else os.pread(host_fd, n, offset + done))
+            self.write(addr + done, data)
+            done += len(data)
+            if len(data) < n:
+                break
+        return done
 
     def struct_bytes(self, name: str, values: dict[str, int]) -> bytes:
         layout: StructLayout = self.abi.structs[name]

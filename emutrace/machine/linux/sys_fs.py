@@ -8,7 +8,7 @@ import stat as st_mod
 from typing import Any
 
 from emutrace.isa.base import GuestError
-from emutrace.machine.linux.kernel import FileDesc, LinuxKernel, rw_count
+from emutrace.machine.linux.kernel import MAX_RW_COUNT, FileDesc, LinuxKernel
 from emutrace.machine.linux.table import syscall
 
 # open(2) flags we translate from the guest's numbering to the host's, by name
@@ -85,51 +85,70 @@ def sys_close(k: K, a: tuple[int, ...]) -> int:
 # ---------------------------------------------------------------- read / write
 @syscall("read")
 def sys_read(k: K, a: tuple[int, ...]) -> int:
-    data = os.read(k.fd(a[0]).host_fd, min(a[2], 1 << 24))
-    k.write(a[1], data)
-    return len(data)
+    return k.from_host(k.fd(a[0]).host_fd, a[1], a[2])
 
 
 @syscall("write")
 def sys_write(k: K, a: tuple[int, ...]) -> int:
-    return os.write(k.fd(a[0]).host_fd, k.read(a[1], a[2]))
+    return k.to_host(k.fd(a[0]).host_fd, a[1], a[2])
+
+
+UIO_MAXIOV = 1024  # include/uapi/linux/uio.h: more iovecs is EINVAL
 
 
 def _iovecs(k: K, addr: int, count: int) -> list[tuple[int, int]]:
+    if count > UIO_MAXIOV:
+        raise GuestError("EINVAL")
     words = k.unpack_words(k.read(addr, 2 * k.word * count))
     return list(zip(words[0::2], words[1::2], strict=True))
 
 
 @syscall("readv")
 def sys_readv(k: K, a: tuple[int, ...]) -> int:
-    total = 0
+    total, host_fd = 0, k.fd(a[0]).host_fd
     for base, length in _iovecs(k, a[1], a[2]):
-        data = os.read(k.fd(a[0]).host_fd, rw_count(length))
-        k.write(base, data)
-        total += len(data)
-        if len(data) < length:
+        length = min(length, MAX_RW_COUNT - total)  # the kernel's cap on the sum
+        try:
+            got = k.from_host(host_fd, base, length)
+        except GuestError:
+            if total:
+                break
+            raise
+        total += got
+        if got < length or total >= MAX_RW_COUNT:
             break
     return total
 
 
 @syscall("writev")
 def sys_writev(k: K, a: tuple[int, ...]) -> int:
-    blob = b"".join(k.read(base, length) for base, length in _iovecs(k, a[1], a[2]))
-    return os.write(k.fd(a[0]).host_fd, blob)
+    total, host_fd = 0, k.fd(a[0]).host_fd
+    for base, length in _iovecs(k, a[1], a[2]):
+        length = min(length, MAX_RW_COUNT - total)  # the kernel's cap on the sum
+        if not length:
+            continue
+        try:
+            put = k.to_host(host_fd, base, length)
+        except GuestError:
+            if total:
+                break
+            raise
+        total += put
+        if put < length or total >= MAX_RW_COUNT:
+            break
+    return total
 
 
 @syscall("pread64")
 def sys_pread64(k: K, a: tuple[int, ...]) -> int:
     offset, _ = k.arg64(a, 3)
-    data = os.pread(k.fd(a[0]).host_fd, rw_count(a[2]), offset)
-    k.write(a[1], data)
-    return len(data)
+    return k.from_host(k.fd(a[0]).host_fd, a[1], a[2], offset)
 
 
 @syscall("pwrite64")
 def sys_pwrite64(k: K, a: tuple[int, ...]) -> int:
     offset, _ = k.arg64(a, 3)
-    return os.pwrite(k.fd(a[0]).host_fd, k.read(a[1], a[2]), offset)
+    return k.to_host(k.fd(a[0]).host_fd, a[1], a[2], offset)
 
 
 @syscall("lseek")
