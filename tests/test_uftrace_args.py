@@ -63,7 +63,7 @@ def calls(text: str, ours: bool) -> list[tuple[str, list[object], object]]:
     return out
 
 
-@pytest.mark.parametrize("isa", ["x86_64", "aarch64", "s390x"])
+@pytest.mark.parametrize("isa", ["aarch64", "s390x"])
 def test_uftrace_shows_the_values_run_shows(isa: str, tmp_path: Path) -> None:
     """aarch64: plain char is unsigned; s390x: a big-endian guest."""
     program = bin_path(isa, "typed")

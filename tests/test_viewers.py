@@ -79,7 +79,8 @@ def report_rows(text: str, ours: bool) -> list[tuple[str, list[range], int]]:
     return rows
 
 
-@pytest.mark.parametrize("keys", ["total", "self,call", "call,func", "func"])
+# the default key; a second key breaking ties, and `func` (names, ascending) breaking more
+@pytest.mark.parametrize("keys", ["total", "self,call,func"])
 def test_report_equals_uftrace(data: Path, keys: str) -> None:
     ours = report_rows(emutrace("report", "-d", data, "-s", keys), ours=True)
     theirs = report_rows(uftrace("report", "-d", data, "-s", keys), ours=False)
@@ -166,7 +167,8 @@ def test_chrome_and_perfetto_equal_uftrace_chrome(data: Path, tmp_path: Path) ->
     assert got == want
 
 
-@pytest.mark.parametrize("sample", [None, "1", "250"])
+# calls per path; self time in samples (a callee's part below 250 counts for its caller)
+@pytest.mark.parametrize("sample", [None, "250"])
 def test_flame_graph_equals_uftrace(data: Path, sample: str | None) -> None:
     ours = ["--sample-time", sample] if sample else []
     theirs = ["--sample-time", f"{sample}ns"] if sample else []

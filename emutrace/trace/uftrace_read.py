@@ -1,11 +1,17 @@
 """Reading a uftrace data directory written by `emutrace record` back into records (pure:
-no emulator).  The layout is the one `trace/uftrace_write.py` writes: `<tid>.dat` of 16-byte
-little-endian records, the `sid-*.map` whose first line starts the image, `<exe>.sym` with
-addresses relative to it, and `emutrace.txt` naming the ISA.
+no emulator), as a stream (memory does not grow with the recording).  The layout is the one
+`trace/uftrace_write.py` writes: `<tid>.dat` of 16-byte little-endian records, each maybe
+followed by its values (`trace/uftrace_args.py`, specs in `info`, kinds in `emutrace.txt`),
+the `sid-*.map` whose first line starts the image, `<exe>.sym` with addresses relative to
+it, `emutrace.txt` naming the ISA and `emutrace-exits.txt` naming the exits that were not
+returns.
 
 Every problem is one `EmutraceError` naming the file: a missing directory exits 66; a
-missing `info` or `.dat`, a `.dat` cut mid-record, a record without uftrace's magic, a map
-or symbol file that does not parse exit 65.  Nothing in the directory is ever changed.
+missing `info` or `.dat`, a `.dat` cut mid-record, a record without uftrace's magic, values
+without a spec, a map or symbol file that does not parse exit 65.  A recording that was
+never closed (killed: `info` has no exit status) may end mid-record: that record is left
+out and the open calls are closed at the last record.  Nothing in the directory is ever
+changed.
 """
 
 from __future__ import annotations

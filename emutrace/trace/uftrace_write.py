@@ -26,6 +26,7 @@ written (their entry and exit both), counted in `emutrace.txt` (`not_recorded_de
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Iterable
@@ -188,10 +189,13 @@ class UftraceDirSink:
         if (len(self.args), len(self.rets)) != self._specs_on_disk:
             self._write_info(None)
         self.size += len(self._buf)
-        view = memoryview(self._buf)
-        while view:  # a raw write may take less than all of it
-            view = view[self._dat.write(view) or 0:]
-        view.release()
+        done = 0
+        with memoryview(self._buf) as view:
+            while done < len(view):  # a raw write may take less than all of it
+                n = self._dat.write(view[done:])
+                if not n:
+                    raise OSError(errno.EIO, "no progress writing", self._dat.name)
+                done += n
         self._buf.clear()
         if self._notes:
             self._exits.writelines(self._notes)
