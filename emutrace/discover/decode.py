@@ -8,6 +8,8 @@ from emutrace.discover.memo import file_key, kept
 from emutrace.elf import PF_X, Image
 from emutrace.isa.base import NO_FLOW, Classifiers, Flow, FlowKind, Insn
 
+_AHEAD = 256  # bytes decoded past a missed address in one capstone call
+
 
 class NoClassifiers(LookupError):
     pass
@@ -70,8 +72,20 @@ class Decoder:
         for base, data in self._code:
             if base <= addr < base + len(data):
                 off = addr - base
-                for i in cs.disasm(data[off:off + 16], addr, 1):
-                    insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes), alt)
+                if alt:  # Thumb: one at a time (capstone carries IT-block state along a run)
+                    for i in cs.disasm(data[off:off + 16], addr, 1):
+                        insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes),
+                                    alt)
+                    break
+                # the instructions that follow, decoded in one call and kept: a sweep asks for
+                # them next (disasm_lite's tuples cost a fifth of one CsInsn each)
+                for at, size, mnemonic, op_str in cs.disasm_lite(data[off:off + _AHEAD], addr):
+                    start = at - base
+                    found = Insn(at, size, mnemonic, op_str, bytes(data[start:start + size]),
+                                 alt)
+                    self._cache.setdefault((at, alt), found)
+                    if at == addr:
+                        insn = found
                 break
         self._cache[key] = insn
         return insn
