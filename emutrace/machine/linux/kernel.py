@@ -239,13 +239,12 @@ class LinuxKernel:
         """write(2)/pwrite(2) of guest memory, IO_CHUNK at a time: the bytes written; a
         buffer that is unmapped from its start is EFAULT, one that ends early a short write
         (as Linux's copy_from_user gives)."""
-        size, done = rw_count(size), 0
+        wanted = rw_count(size)
+        size, done = self.mapped_length(addr, wanted), 0
+        if wanted and not size:
+            raise GuestError("EFAULT")
         while done < size:
             n = min(IO_CHUNK, size - done)
-            if self.mapped_length(addr + done, n) < n:
-                if done:
-                    break
-                raise GuestError("EFAULT")
             data = self.cpu.mem_read(addr + done, n)
             wrote = (os.write(host_fd, data) if offset is None
                      else os.pwrite(host_fd, data, offset + done))
