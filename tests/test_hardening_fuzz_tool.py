@@ -55,6 +55,30 @@ def test_huge_write_costs_no_memory(tmp_path: Path) -> None:
     target.close()
 
 
+def test_fixed_mapping_past_the_user_space(tmp_path: Path) -> None:
+    """Found by the long run (seed 1, cases 491752, 604836): MAP_FIXED at 2^64 - 4 KiB was
+    Unicorn's UC_ERR_ARG (an exception).  The host kernel (the oracle, asked the same) says
+    ENOMEM; a fixed mapping of the NULL pages is EPERM (vm.mmap_min_addr, unprivileged)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    fixed_anon = 0x10 | 0x02 | 0x20  # MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS (x86_64)
+    top = (1 << 64) - 4096
+    assert libc.mmap(top, 4 << 20, 1, fixed_anon, -1, 0) == (1 << 64) - 1  # MAP_FAILED
+    host_errno = ctypes.get_errno()
+    cwd = os.getcwd()
+    target = fuzz.SyscallTarget(tmp_path)
+    os.chdir(cwd)
+    k = target.kernel
+    nr = k.abi.syscalls["mmap"]
+    assert k.call(nr, (top, 4 << 20, 1, fixed_anon, (1 << 64) - 1, 0)) == -host_errno
+    assert k.call(nr, (0, 4096, 1, fixed_anon, (1 << 64) - 1, 0)) == -k.errno("EPERM")
+    target.close()
+
+
 @pytest.mark.parametrize("backend", fuzz.BACKENDS)
 def test_mutated_program(tmp_path: Path, backend: str) -> None:
     """Three mutants per backend, run end to end in a forked child with the harness's

@@ -270,7 +270,8 @@ def campaign(kind: str, cases: int, seed: int, backends: tuple[str, ...] = BACKE
                       f"{time.monotonic() - started:.0f} s", flush=True)
         if target is not None:
             target.close()
-    print(f"{kind}: {cases} cases, {findings} findings (tracebacks, internal errors, hangs "
+    ran = cases if only is None else 1
+    print(f"{kind}: {ran} cases, {findings} findings (tracebacks, internal errors, hangs "
           f"past {HANG_SECONDS:.0f} s), {time.monotonic() - started:.0f} s, seed {seed}",
           flush=True)
     return 1 if findings else 0
