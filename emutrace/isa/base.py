@@ -299,6 +299,18 @@ class GuestError(Exception):
         self.errno_name = errno_name
 
 
+@dataclass(frozen=True)
+class CompatSyscalls:
+    """A second system-call entry a 64-bit ISA keeps for its 32-bit sibling: the trap
+    (Unicorn's intno), then the sibling's numbers, argument registers, constants and
+    structs (its ISA description and generated ABI table, by name).  The result goes to
+    `ret`, sign-extended to the full register, as the kernel stores a long there."""
+
+    intno: int
+    isa: str  # the 32-bit sibling whose syscall ABI applies
+    ret: str  # the full-width result register
+
+
 SyscallHandler = Callable[[CpuPort, tuple[int, ...]], int]
 CpuSetup = Callable[[CpuPort], None]
 
@@ -342,6 +354,8 @@ class Isa:
     # CPU exception number (Unicorn's intno) → the signal Linux delivers for it; anything
     # else that is not a breakpoint is SIGILL
     exception_signals: Mapping[int, str] = field(default_factory=dict)
+    # a 32-bit system-call entry kept beside the native one (x86_64's int $0x80)
+    compat_syscalls: CompatSyscalls | None = None
 
     @property
     def name(self) -> str:

@@ -60,7 +60,8 @@ class CpuException(Exception):
 class HookSet:
     """Installs the syscall, exception and memory-fault hooks for one process."""
 
-    def __init__(self, cpu: UnicornCpu, on_syscall: Callable[[], None]) -> None:
+    def __init__(self, cpu: UnicornCpu, on_syscall: Callable[[], None],
+                 on_compat_syscall: Callable[[], None] | None = None) -> None:
         self.cpu = cpu
         self.fault: tuple[str, int] | None = None
         # The first exception raised by a hook.  We keep it ourselves instead of relying on
@@ -75,7 +76,15 @@ class HookSet:
             const = getattr(unicorn.x86_const, conv.insn or "")
             uc.hook_add(ucc.UC_HOOK_INSN, lambda _uc, _d: self.guard(on_syscall), None, 1, 0,
                         const)
-            uc.hook_add(ucc.UC_HOOK_INTR, self._exception)
+            compat = cpu.isa.compat_syscalls
+
+            def on_insn_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
+                if compat is not None and on_compat_syscall is not None \
+                        and intno == compat.intno:
+                    self.guard(on_compat_syscall)  # x86_64's int $0x80: the i386 entry
+                else:
+                    self._exception(_uc, intno, _d)
+            uc.hook_add(ucc.UC_HOOK_INTR, on_insn_intr)
         else:
             def on_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
                 if intno == conv.intno:

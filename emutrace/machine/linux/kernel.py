@@ -7,6 +7,8 @@ Handlers live in ``sys_*.py`` modules and register by name in :mod:`.table`; ISA
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import errno as host_errno
 import os
 import random
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 
 from unicorn import UcError
 
-from emutrace.isa.abi import Abi, StructLayout
+from emutrace.isa.abi import Abi, StructLayout, load_abi
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
@@ -77,6 +79,7 @@ class LinuxKernel:
         self.conv = isa.syscalls
         self.word = isa.identity.word_size
         self.mask = (1 << (8 * self.word)) - 1
+        self.ret_mask = self.mask  # the result register's width (wider on a compat entry)
         self.endian: Endian = isa.identity.endian
         self.rng = random.Random(seed)  # getrandom/AT_RANDOM: deterministic runs
         self.fds: dict[int, FileDesc] = {
@@ -151,7 +154,7 @@ class LinuxKernel:
         cpu, conv = self.cpu, self.conv
         failed = -4095 <= value < 0
         if conv.errors is SyscallErrors.NEGATIVE or not failed:
-            cpu.reg_write(conv.ret, value & self.mask)
+            cpu.reg_write(conv.ret, value & self.ret_mask)
         else:
             cpu.reg_write(conv.ret, -value)
         if conv.errors is SyscallErrors.CR0_SO and conv.error_flag_reg:
@@ -164,6 +167,24 @@ class LinuxKernel:
         if key not in self._warned:
             self._warned.add(key)
             self.warn(message)
+
+    def compat_entry(self, sibling: Isa) -> LinuxKernel:
+        """The kernel behind the ISA's 32-bit compat trap (isa.compat_syscalls): the
+        sibling's numbers, registers, constants and structs over this process's state (the
+        same descriptors, memory, sandbox and signal dispositions: a shallow copy shares
+        them).  The sibling's private calls (i386 set_thread_area edits a GDT this CPU
+        does not use) are left out: ENOSYS."""
+        compat = self.isa.compat_syscalls
+        assert compat is not None
+        view = copy.copy(self)
+        view.isa, view.abi = sibling, load_abi(sibling.name)
+        view.conv = dataclasses.replace(sibling.syscalls, ret=compat.ret)
+        view.word = sibling.identity.word_size
+        view.mask = (1 << (8 * view.word)) - 1
+        view.ret_mask = self.mask  # the kernel stores a long: -errno sign-extended
+        view._dispatch = {nr: entry for nr, entry in view._build_dispatch().items()
+                          if entry[0] not in sibling.private_syscalls}
+        return view
 
     # ------------------------------------------------------------ helpers for handlers
     def errno(self, name: str) -> int:
