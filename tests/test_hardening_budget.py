@@ -50,3 +50,25 @@ def test_getrandom_gigabyte_is_prompt(tmp_path: Path) -> None:
     assert got.returncode == 0, got.stderr
     assert got.stdout.decode() == "getrandom = positive\n"
     assert time.monotonic() - start < 30
+
+
+def test_guest_exit_after_a_stop_is_the_stop() -> None:
+    """Why test_sleep_honours_ctrl_c once saw exit 3: the watcher wakes the sleep (EINTR)
+    before its emu_stop takes effect, and under load the guest ran on to exit(3).  Made
+    certain here: the watcher's emu_stop never lands, so the guest always gets to its exit;
+    the run must still end as the stop that was asked for (here --timeout)."""
+    import threading
+
+    from emutrace.session import Process, RunConfig
+
+    proc = Process(RunConfig(program=str(PROGRAM), args=["sleep"], timeout=0.5))
+    real_stop = proc.cpu.uc.emu_stop
+
+    def stop_from_main_thread_only() -> None:
+        if threading.current_thread() is threading.main_thread():
+            real_stop()
+
+    proc.cpu.uc.emu_stop = stop_from_main_thread_only  # type: ignore[method-assign]
+    result = proc.run()
+    assert result.stop.kind == "timeout", result.stop
+    assert result.exit_code == errors.EXIT_TIMEOUT

@@ -211,6 +211,12 @@ def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[Watch]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _watched_stop(watch: Watch, pc: int) -> Stop:
+    if watch.timed_out:
+        return Stop("timeout", pc=pc)
+    return Stop("interrupted", signal=watch.interrupted, pc=pc)
+
+
 def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
         timeout: float = 0.0, exits: tuple[type[BaseException], ...] = (),
         on_exit: Callable[[BaseException], Stop] | None = None) -> Stop:
@@ -227,6 +233,12 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             if hooks.pending is not None:
                 raise hooks.pending
         except exits as e:
+            if watch.timed_out or watch.interrupted:
+                # the guest ended after the stop was asked for: a sleep or read woken with
+                # EINTR let it run on to its exit (under load the CPU got there before
+                # emu_stop took effect: exit 3 instead of 130).  The stop is what happened,
+                # as a signal's default action would have ended it there.
+                return _watched_stop(watch, cpu.pc)
             assert on_exit is not None
             return on_exit(e)
         except CpuException as e:
@@ -240,9 +252,7 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             if watch.timed_out or watch.interrupted:
                 # emu_stop from the watcher thread can land mid-hook and surface as a bogus
                 # fault: the stop is what happened
-                kind = "timeout" if watch.timed_out else "interrupted"
-                return Stop(kind, signal="" if watch.timed_out else watch.interrupted,
-                            pc=cpu.pc)
+                return _watched_stop(watch, cpu.pc)
             sig = FAULT_SIGNALS.get(e.errno, "SIGILL")
             if hooks.fault is None and e.errno in MEMORY_FAULTS:
                 hooks.replay_fault()
