@@ -72,3 +72,34 @@ def test_guest_exit_after_a_stop_is_the_stop() -> None:
     result = proc.run()
     assert result.stop.kind == "timeout", result.stop
     assert result.exit_code == errors.EXIT_TIMEOUT
+
+
+@pytest.mark.parametrize("stop", ["timeout", "SIGTERM"])
+def test_blocked_read_of_a_pipe_honours_the_stop(stop: str) -> None:
+    """`cat` reading a pipe nobody writes: the read waits in steps, and --timeout or SIGTERM
+    ends the run promptly (it stayed blocked in the host's read before)."""
+    from .conftest import BUSYBOX
+
+    argv = [sys.executable, "-m", "emutrace", "run", "--backend", "none",
+            *(["--timeout", "1"] if stop == "timeout" else []),
+            str(BUSYBOX / "x86_64" / "busybox"), "cat"]
+    proc = subprocess.Popen(argv, env=ENV, cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if stop == "SIGTERM":
+            deadline = time.monotonic() + 60
+            while len(os.listdir(f"/proc/{proc.pid}/task")) < 2:  # the watcher: running
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        proc.wait(timeout=30)
+        assert time.monotonic() - start < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate()
+    want = errors.EXIT_TIMEOUT if stop == "timeout" else 128 + signal.SIGTERM
+    assert proc.returncode == want, err
+    assert b"Traceback" not in err

@@ -12,6 +12,8 @@ import dataclasses
 import errno as host_errno
 import os
 import random
+import select
+import stat
 import struct
 import time
 from collections.abc import Callable
@@ -282,6 +284,11 @@ class LinuxKernel:
         size = self.mapped_length(addr, wanted)
         if wanted and not size:
             raise GuestError("EFAULT")
+        if offset is None and not self._regular(host_fd):
+            # a pipe or terminal: one read (a second could block with data in hand), and
+            # the wait for data ends with EINTR when the run is stopped
+            self.wait_readable(host_fd)
+            size = min(size, IO_CHUNK)
         done = 0
         while done < size:
             n = min(IO_CHUNK, size - done)
@@ -332,6 +339,30 @@ class LinuxKernel:
         if n > 256:  # getrandom of a large buffer: fast, still deterministic
             return self.rng.randbytes(n)
         return bytes(self.rng.getrandbits(8) for _ in range(n))
+
+    @staticmethod
+    def _regular(host_fd: int) -> bool:
+        try:
+            return stat.S_ISREG(os.fstat(host_fd).st_mode)
+        except OSError:
+            return False
+
+    def wait_readable(self, host_fd: int) -> None:
+        """Before a read that could block (a pipe, a terminal, a socket): wait for data in
+        short steps, so that a stop of the run (Ctrl-C, SIGTERM, --timeout) wakes the guest
+        with EINTR, as the signal would on Linux, instead of leaving emutrace blocked in
+        the host's read."""
+        try:
+            if not os.get_blocking(host_fd):
+                return
+        except OSError:
+            return
+        poller = select.poll()
+        poller.register(host_fd, select.POLLIN | select.POLLPRI)
+        while not self.cpu.stop_requested.is_set():
+            if poller.poll(100):  # ms; readable, hung up or in error: the read says which
+                return
+        raise GuestError("EINTR")
 
     def sleep(self, seconds: float) -> bool:
         """Wait, ending early when the run is being stopped (Ctrl-C, --timeout); False
