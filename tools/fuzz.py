@@ -57,7 +57,7 @@ def program_of(isa: str) -> Path:
 HANG_SECONDS = 5.0  # a case taking longer is a hang
 RUN_SECONDS = 3  # the --timeout each mutant runs with
 GUEST_MEMORY = 256 << 20  # --max-memory of each mutant
-CHILD_MEMORY = 3 << 30  # RLIMIT_AS of each forked child: emutrace's own memory stays bounded
+CHILD_MEMORY = 3 << 30  # address space a forked child may add: emutrace's memory stays bounded
 # a mutant's backend: every mechanism, int3 under both cleanup policies
 BACKENDS = ("none", "int3", "int3:strict", "hwbp", "bts", "btf", "entry", "step")
 INTERESTING = (0, 1, 2, 3, 7, 8, 16, 0xFF, 0x1000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
@@ -187,6 +187,14 @@ def run_elf(blob: bytes, backend: str, scratch: Path) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+def inherited_address_space() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def isolated(fn: Callable[[], None], budget: float) -> None:
     """Run one case in a forked child: a crash of Python (a signal), a hang past the budget
     and a finding all come back as a Finding; the campaign itself never dies."""
@@ -194,7 +202,10 @@ def isolated(fn: Callable[[], None], budget: float) -> None:
     pid = os.fork()
     if pid == 0:  # the child
         os.close(r)
-        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+        # on top of what the child inherits (a parent holding several Unicorn instances
+        # already has gigabytes of address space reserved: their code buffers)
+        limit = inherited_address_space() + CHILD_MEMORY
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         try:
             fn()
             message = b""

@@ -27,6 +27,7 @@ from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import MEMORY_FAULTS
 
 PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
 # fs/read_write.c: one read or write moves at most INT_MAX rounded down to a page
@@ -151,6 +152,13 @@ class LinuxKernel:
             return -self.errno("EINVAL")
         except (MemoryError, OutOfMemory):
             return -self.errno("ENOMEM")
+        except UcError as e:
+            # an ISA-private handler (isa/ imports no emulator, so it reads guest memory
+            # through the CpuPort unchecked) given a bad pointer: EFAULT, as copy_from_user
+            # gives (fuzz: i386 set_thread_area of an unmapped user_desc)
+            if e.errno in MEMORY_FAULTS:
+                return -self.errno("EFAULT")
+            raise
 
     def _set_result(self, value: int) -> None:
         cpu, conv = self.cpu, self.conv
