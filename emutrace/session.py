@@ -190,7 +190,10 @@ class Process:
         self.cpu.reg_write(regs.sp, sp)
         for reg in isa.entry_regs:
             self.cpu.reg_write(reg, self.entry)
-        self.hooks = HookSet(self.cpu, self.kernel.on_syscall)
+        compat = None
+        if isa.compat_syscalls is not None:  # x86_64's int $0x80 runs i386 system calls
+            compat = self.kernel.compat_entry(by_name(isa.compat_syscalls.isa)).on_syscall
+        self.hooks = HookSet(self.cpu, self.kernel.on_syscall, compat)
         self.shadow = ShadowStack()
         self.records: list[Record] = []
         # where records go as they are made; replace before run() to stream them elsewhere

@@ -48,10 +48,16 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script: the emutrace of this checkout
     sys.path.insert(0, str(REPO))
 PROGRAM = REPO / "testbins" / "x86_64" / "hello_fs"
+
+
+def program_of(isa: str) -> Path:
+    """The static program a campaign loads (syscalls) or mutates (elf) for an ISA."""
+    return REPO / "testbins" / isa / "hello_fs"
+
 HANG_SECONDS = 5.0  # a case taking longer is a hang
 RUN_SECONDS = 3  # the --timeout each mutant runs with
 GUEST_MEMORY = 256 << 20  # --max-memory of each mutant
-CHILD_MEMORY = 3 << 30  # RLIMIT_AS of each forked child: emutrace's own memory stays bounded
+CHILD_MEMORY = 3 << 30  # address space a forked child may add: emutrace's memory stays bounded
 # a mutant's backend: every mechanism, int3 under both cleanup policies
 BACKENDS = ("none", "int3", "int3:strict", "hwbp", "bts", "btf", "entry", "step")
 INTERESTING = (0, 1, 2, 3, 7, 8, 16, 0xFF, 0x1000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
@@ -70,13 +76,13 @@ class Finding(Exception):
 class SyscallTarget:
     """One loaded process whose kernel layer takes the fuzzed calls."""
 
-    def __init__(self, scratch: Path) -> None:
+    def __init__(self, scratch: Path, isa: str = "x86_64") -> None:
         from emutrace.machine.linux.kernel import FileDesc
         from emutrace.session import Process, RunConfig
 
         self.scratch = scratch
         os.chdir(scratch)
-        self.proc = Process(RunConfig(str(PROGRAM), allow_write=[str(scratch)],
+        self.proc = Process(RunConfig(str(program_of(isa)), allow_write=[str(scratch)],
                                       max_memory=64 << 20), warn=lambda m: None)
         k = self.kernel = self.proc.kernel
         for n in (0, 1, 2):
@@ -181,6 +187,14 @@ def run_elf(blob: bytes, backend: str, scratch: Path) -> tuple[int, str]:
     return code, err.getvalue()
 
 
+def inherited_address_space() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def isolated(fn: Callable[[], None], budget: float) -> None:
     """Run one case in a forked child: a crash of Python (a signal), a hang past the budget
     and a finding all come back as a Finding; the campaign itself never dies."""
@@ -188,7 +202,10 @@ def isolated(fn: Callable[[], None], budget: float) -> None:
     pid = os.fork()
     if pid == 0:  # the child
         os.close(r)
-        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+        # on top of what the child inherits (a parent holding several Unicorn instances
+        # already has gigabytes of address space reserved: their code buffers)
+        limit = inherited_address_space() + CHILD_MEMORY
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         try:
             fn()
             message = b""
@@ -241,13 +258,13 @@ def elf_case(seed: int, i: int, base: bytes,
 
 
 def campaign(kind: str, cases: int, seed: int, backends: tuple[str, ...] = BACKENDS,
-             only: int | None = None, keep: Path | None = None) -> int:
+             only: int | None = None, keep: Path | None = None, isa: str = "x86_64") -> int:
     findings = 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        target = SyscallTarget(scratch) if kind == "syscalls" else None
-        base = PROGRAM.read_bytes()
+        target = SyscallTarget(scratch, isa) if kind == "syscalls" else None
+        base = program_of(isa).read_bytes()
         for i in range(cases) if only is None else (only,):
             try:
                 if target is not None:
@@ -270,7 +287,8 @@ def campaign(kind: str, cases: int, seed: int, backends: tuple[str, ...] = BACKE
                       f"{time.monotonic() - started:.0f} s", flush=True)
         if target is not None:
             target.close()
-    print(f"{kind}: {cases} cases, {findings} findings (tracebacks, internal errors, hangs "
+    ran = cases if only is None else 1
+    print(f"{kind} ({isa}): {ran} cases, {findings} findings (tracebacks, internal errors, hangs "
           f"past {HANG_SECONDS:.0f} s), {time.monotonic() - started:.0f} s, seed {seed}",
           flush=True)
     return 1 if findings else 0
@@ -285,10 +303,12 @@ def main() -> int:
                         help="elf: backends to run the mutants with (comma-separated; "
                              "int3:strict is int3 --cleanup strict)")
     parser.add_argument("--case", type=int, help="run only this case of the seed")
+    parser.add_argument("--isa", default="x86_64",
+                        help="the ISA whose hello_fs is loaded or mutated (default x86_64)")
     parser.add_argument("--keep", type=Path, help="elf: write each mutant to this file")
     args = parser.parse_args()
     return campaign(args.kind, args.cases, args.seed, tuple(args.backends.split(",")),
-                    args.case, args.keep)
+                    args.case, args.keep, args.isa)
 
 
 if __name__ == "__main__":

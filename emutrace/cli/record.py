@@ -42,12 +42,16 @@ class RecordCommand(RunCommand):
         status = 0
         # a forked child's events are not recorded (one data directory, one task: the
         # parent's); the child drops them and leaves the directory to its parent
-        process.kernel.fork_listeners.append(lambda pid: setattr(process, "sink", ListSink([])))
+        child_of = None  # a user program's kernel (a board has no processes)
+        if isinstance(process, Process):
+            child_of = process.kernel
+            child_of.fork_listeners.append(
+                lambda pid: setattr(process, "sink", ListSink([])))
         try:
             result = process.run()
             status = result.exit_code
         finally:
-            if process.kernel.guest_parent is None:
+            if child_of is None or child_of.guest_parent is None:
                 sink.close(status)  # every stop, an internal error too, leaves a readable DIR
         while result.next_process is not None:  # execve: the new image runs, not recorded
             print(f"emutrace: record: {result.next_process.config.guest_path} (execve) is not "

@@ -60,7 +60,8 @@ class RunCommand:
                        help="host directory the guest sees as / (default: /)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
                        help="directory the guest may create or change files in (repeatable; "
-                            "default: the current directory)")
+                            "default: the current directory, unless it is /, $HOME or "
+                            "holds the root: then nothing)")
         p.add_argument("--max-insns", type=options.count, default=0, metavar="N",
                        help=f"stop after N guest instructions (exit {EXIT_MAX_INSNS})")
         p.add_argument("--timeout", type=options.seconds, default=0.0, metavar="S",

@@ -381,6 +381,18 @@ class GuestError(Exception):
         self.errno_name = errno_name
 
 
+@dataclass(frozen=True)
+class CompatSyscalls:
+    """A second system-call entry a 64-bit ISA keeps for its 32-bit sibling: the trap
+    (Unicorn's intno), then the sibling's numbers, argument registers, constants and
+    structs (its ISA description and generated ABI table, by name).  The result goes to
+    `ret`, sign-extended to the full register, as the kernel stores a long there."""
+
+    intno: int
+    isa: str  # the 32-bit sibling whose syscall ABI applies
+    ret: str  # the full-width result register
+
+
 SyscallHandler = Callable[[CpuPort, tuple[int, ...]], int]
 CpuSetup = Callable[[CpuPort], None]
 
@@ -431,6 +443,8 @@ class Isa:
     exception_signals: Mapping[int, str] = field(default_factory=dict)
     # the PLT layout of dynamically linked modules (None: no fixed layout, stubs unnamed)
     plt: Plt | None = None
+    # a 32-bit system-call entry kept beside the native one (x86_64's int $0x80)
+    compat_syscalls: CompatSyscalls | None = None
 
     @property
     def name(self) -> str:

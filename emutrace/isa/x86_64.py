@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    CompatSyscalls,
     Condition,
     CpuPort,
     CValues,
@@ -79,6 +80,11 @@ SYSCALLS = SyscallConvention(
     pc_in_hook=0,  # UC_HOOK_INSN runs before the instruction; Unicorn moves RIP on after it
     pc_after_hook=2,  # ... by the syscall's length (qemu helper_syscall: next_eip_addend)
 )
+
+# `int $0x80` from 64-bit code enters the IA-32 compat path (arch/x86/entry/common.c
+# do_int80_syscall_32): i386 numbers in eax, arguments in ebx ecx edx esi edi ebp, the
+# result in rax (a long, so -errno is sign-extended to 64 bits); 32-bit pointers
+COMPAT_SYSCALLS = CompatSyscalls(intno=0x80, isa="i386", ret="rax")
 
 # ---------------------------------------------------------------- traps
 # int3 (0xCC, Intel SDM vol. 2 "INT n/INTO/INT3"): INTR 3, PC already past the byte.
@@ -280,6 +286,7 @@ ISA = Isa(
     plt=Plt(header=16, entry=16, sec_entry=16, lazy_offset=6),
     c_values=C_VALUES,
     exception_signals=EXCEPTION_SIGNALS,
+    compat_syscalls=COMPAT_SYSCALLS,
     identity=IDENTITY,
     engines=ENGINES,
     registers=REGISTERS,

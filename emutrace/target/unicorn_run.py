@@ -60,7 +60,8 @@ class CpuException(Exception):
 class HookSet:
     """Installs the syscall, exception and memory-fault hooks for one process."""
 
-    def __init__(self, cpu: UnicornCpu, on_syscall: Callable[[], None]) -> None:
+    def __init__(self, cpu: UnicornCpu, on_syscall: Callable[[], None],
+                 on_compat_syscall: Callable[[], None] | None = None) -> None:
         self.cpu = cpu
         self.fault: tuple[str, int] | None = None
         # The first exception raised by a hook.  We keep it ourselves instead of relying on
@@ -75,7 +76,15 @@ class HookSet:
             const = getattr(unicorn.x86_const, conv.insn or "")
             uc.hook_add(ucc.UC_HOOK_INSN, lambda _uc, _d: self.guard(on_syscall), None, 1, 0,
                         const)
-            self.on_intr: Callable[[unicorn.Uc, int, object], None] = self._exception
+            compat = cpu.isa.compat_syscalls
+
+            def on_insn_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
+                if compat is not None and on_compat_syscall is not None \
+                        and intno == compat.intno:
+                    self.guard(on_compat_syscall)  # x86_64's int $0x80: the i386 entry
+                else:
+                    self._exception(_uc, intno, _d)
+            self.on_intr = on_insn_intr
         else:
             def on_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
                 if intno == conv.intno:
@@ -205,6 +214,12 @@ def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[Watch]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _watched_stop(watch: Watch, pc: int) -> Stop:
+    if watch.timed_out:
+        return Stop("timeout", pc=pc)
+    return Stop("interrupted", signal=watch.interrupted, pc=pc)
+
+
 def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
         timeout: float = 0.0, exits: tuple[type[BaseException], ...] = (),
         on_exit: Callable[[BaseException], Stop] | None = None) -> Stop:
@@ -221,6 +236,12 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             if hooks.pending is not None:
                 raise hooks.pending
         except exits as e:
+            if watch.timed_out or watch.interrupted:
+                # the guest ended after the stop was asked for: a sleep or read woken with
+                # EINTR let it run on to its exit (under load the CPU got there before
+                # emu_stop took effect: exit 3 instead of 130).  The stop is what happened,
+                # as a signal's default action would have ended it there.
+                return _watched_stop(watch, cpu.pc)
             assert on_exit is not None
             return on_exit(e)
         except CpuException as e:
@@ -234,9 +255,7 @@ def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
             if watch.timed_out or watch.interrupted:
                 # emu_stop from the watcher thread can land mid-hook and surface as a bogus
                 # fault: the stop is what happened
-                kind = "timeout" if watch.timed_out else "interrupted"
-                return Stop(kind, signal="" if watch.timed_out else watch.interrupted,
-                            pc=cpu.pc)
+                return _watched_stop(watch, cpu.pc)
             sig = FAULT_SIGNALS.get(e.errno, "SIGILL")
             if hooks.fault is None and e.errno in MEMORY_FAULTS:
                 hooks.replay_fault()

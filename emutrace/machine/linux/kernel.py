@@ -7,9 +7,13 @@ Handlers live in ``sys_*.py`` modules and register by name in :mod:`.table`; ISA
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import errno as host_errno
 import os
 import random
+import select
+import stat
 import struct
 import time
 from collections.abc import Callable
@@ -18,12 +22,13 @@ from typing import Any
 
 from unicorn import UcError
 
-from emutrace.isa.abi import Abi, StructLayout
+from emutrace.isa.abi import Abi, StructLayout, load_abi
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import MEMORY_FAULTS
 
 PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
 # fs/read_write.c: one read or write moves at most INT_MAX rounded down to a page
@@ -96,6 +101,7 @@ class LinuxKernel:
         self.conv = isa.syscalls
         self.word = isa.identity.word_size
         self.mask = (1 << (8 * self.word)) - 1
+        self.ret_mask = self.mask  # the result register's width (wider on a compat entry)
         self.endian: Endian = isa.identity.endian
         self.rng = random.Random(seed)  # getrandom/AT_RANDOM: deterministic runs
         self.fds: dict[int, FileDesc] = {
@@ -190,12 +196,19 @@ class LinuxKernel:
             return -self.errno("EINVAL")
         except (MemoryError, OutOfMemory):
             return -self.errno("ENOMEM")
+        except UcError as e:
+            # an ISA-private handler (isa/ imports no emulator, so it reads guest memory
+            # through the CpuPort unchecked) given a bad pointer: EFAULT, as copy_from_user
+            # gives (fuzz: i386 set_thread_area of an unmapped user_desc)
+            if e.errno in MEMORY_FAULTS:
+                return -self.errno("EFAULT")
+            raise
 
     def _set_result(self, value: int) -> None:
         cpu, conv = self.cpu, self.conv
         failed = -4095 <= value < 0
         if conv.errors is SyscallErrors.NEGATIVE or not failed:
-            cpu.reg_write(conv.ret, value & self.mask)
+            cpu.reg_write(conv.ret, value & self.ret_mask)
         else:
             cpu.reg_write(conv.ret, -value)
         if conv.errors is SyscallErrors.CR0_SO and conv.error_flag_reg:
@@ -227,6 +240,24 @@ class LinuxKernel:
         if key not in self._warned:
             self._warned.add(key)
             self.warn(message)
+
+    def compat_entry(self, sibling: Isa) -> LinuxKernel:
+        """The kernel behind the ISA's 32-bit compat trap (isa.compat_syscalls): the
+        sibling's numbers, registers, constants and structs over this process's state (the
+        same descriptors, memory, sandbox and signal dispositions: a shallow copy shares
+        them).  The sibling's private calls (i386 set_thread_area edits a GDT this CPU
+        does not use) are left out: ENOSYS."""
+        compat = self.isa.compat_syscalls
+        assert compat is not None
+        view = copy.copy(self)
+        view.isa, view.abi = sibling, load_abi(sibling.name)
+        view.conv = dataclasses.replace(sibling.syscalls, ret=compat.ret)
+        view.word = sibling.identity.word_size
+        view.mask = (1 << (8 * view.word)) - 1
+        view.ret_mask = self.mask  # the kernel stores a long: -errno sign-extended
+        view._dispatch = {nr: entry for nr, entry in view._build_dispatch().items()
+                          if entry[0] not in sibling.private_syscalls}
+        return view
 
     # ------------------------------------------------------------ helpers for handlers
     def errno(self, name: str) -> int:
@@ -302,13 +333,12 @@ class LinuxKernel:
         """write(2)/pwrite(2) of guest memory, IO_CHUNK at a time: the bytes written; a
         buffer that is unmapped from its start is EFAULT, one that ends early a short write
         (as Linux's copy_from_user gives)."""
-        size, done = rw_count(size), 0
+        wanted = rw_count(size)
+        size, done = self.mapped_length(addr, wanted), 0
+        if wanted and not size:
+            raise GuestError("EFAULT")
         while done < size:
             n = min(IO_CHUNK, size - done)
-            if self.mapped_length(addr + done, n) < n:
-                if done:
-                    break
-                raise GuestError("EFAULT")
             data = self.cpu.mem_read(addr + done, n)
             wrote = (os.write(host_fd, data) if offset is None
                      else os.pwrite(host_fd, data, offset + done))
@@ -325,6 +355,11 @@ class LinuxKernel:
         size = self.mapped_length(addr, wanted)
         if wanted and not size:
             raise GuestError("EFAULT")
+        if offset is None and not self._regular(host_fd):
+            # a pipe or terminal: one read (a second could block with data in hand), and
+            # the wait for data ends with EINTR when the run is stopped
+            self.wait_readable(host_fd)
+            size = min(size, IO_CHUNK)
         done = 0
         while done < size:
             n = min(IO_CHUNK, size - done)
@@ -375,6 +410,30 @@ class LinuxKernel:
         if n > 256:  # getrandom of a large buffer: fast, still deterministic
             return self.rng.randbytes(n)
         return bytes(self.rng.getrandbits(8) for _ in range(n))
+
+    @staticmethod
+    def _regular(host_fd: int) -> bool:
+        try:
+            return stat.S_ISREG(os.fstat(host_fd).st_mode)
+        except OSError:
+            return False
+
+    def wait_readable(self, host_fd: int) -> None:
+        """Before a read that could block (a pipe, a terminal, a socket): wait for data in
+        short steps, so that a stop of the run (Ctrl-C, SIGTERM, --timeout) wakes the guest
+        with EINTR, as the signal would on Linux, instead of leaving emutrace blocked in
+        the host's read."""
+        try:
+            if not os.get_blocking(host_fd):
+                return
+        except OSError:
+            return
+        poller = select.poll()
+        poller.register(host_fd, select.POLLIN | select.POLLPRI)
+        while not self.cpu.stop_requested.is_set():
+            if poller.poll(100):  # ms; readable, hung up or in error: the read says which
+                return
+        raise GuestError("EINTR")
 
     def sleep(self, seconds: float) -> bool:
         """Wait, ending early when the run is being stopped (Ctrl-C, --timeout); False

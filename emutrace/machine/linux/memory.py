@@ -14,6 +14,9 @@ PAGE = 0x1000
 # --max-memory's default: guest mappings (image, stack, brk, mmap) beyond this are ENOMEM,
 # so a malloc loop cannot take the host's memory (Unicorn allocates what is mapped)
 DEFAULT_MAX_MEMORY = 4 << 30
+# Debian's vm.mmap_min_addr (65536): below it MAP_FIXED is EPERM, and the run loop's
+# NULL-pointer fault hook (target/unicorn_run.NULL_REGION) relies on it staying unmapped
+MMAP_MIN_ADDR = 0x10000
 
 
 class OutOfMemory(Exception):
@@ -49,6 +52,10 @@ class Layout:
     mmap_bottom: int
     stack_top: int
     stack_size: int
+    # the end of the user address space (Linux's TASK_SIZE role): a mapping that would
+    # reach past it is ENOMEM, as mm/mmap.c's get_unmapped_area answers; x86_64's 47 bits
+    # bound every 64-bit ISA here, 32-bit ones end at 4 GiB
+    user_top: int = 1 << 47
 
     @staticmethod
     def for_word_size(word: int) -> Layout:
@@ -56,7 +63,7 @@ class Layout:
             return Layout(0x10_0000_0000, 0x7E_0000_0000, 0x20_0000_0000, 0x7F_0000_0000,
                           8 << 20)
         # 32-bit: stay below 0x80000000 (MIPS kseg0 starts there)
-        return Layout(0x0040_0000, 0x7700_0000, 0x1000_0000, 0x7FFF_0000, 8 << 20)
+        return Layout(0x0040_0000, 0x7700_0000, 0x1000_0000, 0x7FFF_0000, 8 << 20, 1 << 32)
 
 
 class AddressSpace:
@@ -122,6 +129,8 @@ class AddressSpace:
     # ------------------------------------------------------------ operations
     def map(self, start: int, size: int, perms: int) -> None:
         start, end = page_down(start), page_up(start + size)
+        if end > self.layout.user_top:  # fuzz-found: Unicorn's UC_ERR_ARG past 2^64
+            raise OutOfMemory(f"[{start:#x}, {end:#x}) passes the user address space")
         replaced = self.mapped(start, end)
         if self.total - sum(hi - lo for lo, hi in replaced) + end - start > self.max_memory:
             raise OutOfMemory(f"{end - start:#x} bytes more would pass the memory cap")

@@ -9,7 +9,8 @@ the access is allowed.  The policy (``--root`` / ``--allow-write``):
 * It may create, modify, truncate, delete or rename objects only *strictly
   inside* one of the ``--allow-write DIR`` directories (repeatable; default:
   the current working directory of the emutrace process, if that lies under
-  the root - otherwise nothing is writable).  A writable directory itself can
+  the root and is safe to give away - otherwise nothing is writable; see
+  :func:`default_writable`).  A writable directory itself can
   not be removed, renamed or chmod-ed; everything below it can.
 * Anything else fails with ``EACCES`` and a one-line warning
   (:class:`SandboxError` with ``denied=True``).
@@ -136,6 +137,23 @@ _NULL_DEVICE = os.makedev(1, 3)  # Linux's /dev/null, used if the host has none
 _TTY_DEVICE = os.makedev(5, 0)
 
 
+def default_writable(cwd: str | None, root: Path) -> Path | None:
+    """The directory the guest may write in when no --allow-write is given: the current
+    directory — unless giving it away would give too much (issue 10 item 3): a directory
+    that holds the root (`/` with the default root, or the root itself: the guest's whole
+    file system) or the user's $HOME (their dot-files, ssh keys).  Then nothing; the guest's
+    first refused write says how to allow it.  Outside the root: nothing, as before."""
+    if cwd is None:
+        return None
+    here = Path(os.path.realpath(cwd))
+    home = os.environ.get("HOME")
+    if not here.is_relative_to(root) or root.is_relative_to(here):
+        return None
+    if home and here == Path(os.path.realpath(home)):
+        return None
+    return here
+
+
 class SandboxError(Exception):
     """A guest path lookup failed or was refused.
 
@@ -239,8 +257,11 @@ class Sandbox:
                     )
                 if w_p not in dirs:
                     dirs.append(w_p)
-        elif host_cwd is not None and Path(host_cwd).is_relative_to(self.root):
-            dirs.append(Path(host_cwd))
+        else:
+            default = default_writable(host_cwd, self.root)
+            if default is not None:
+                dirs.append(default)
+        self.explicit_writable = bool(writable)
         self.writable = tuple(dirs)
 
         try:
@@ -524,10 +545,13 @@ class Sandbox:
                 )
             resolved = _join(stack)
             where = "" if resolved == pathb else f"resolves to {_show(resolved)}, "
+            hint = "" if self.writable or self.explicit_writable else (
+                "; nothing is writable by default from /, $HOME or a directory holding "
+                "the root: pass --allow-write")
             raise SandboxError(
                 "EACCES",
                 f"{_PREFIX}write to {_show(pathb)} denied "
-                f"({where}not under an --allow-write directory)",
+                f"({where}not under an --allow-write directory{hint})",
                 guest_path=pathb,
                 denied=True,
             )

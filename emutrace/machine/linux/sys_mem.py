@@ -8,7 +8,7 @@ import os
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
-from emutrace.machine.linux.memory import page_up
+from emutrace.machine.linux.memory import MMAP_MIN_ADDR, page_up
 from emutrace.machine.linux.table import syscall
 
 K = LinuxKernel
@@ -35,6 +35,8 @@ def _mmap(k: K, addr: int, length: int, prot: int, flags: int, fd: int, offset: 
     if fixed:
         if addr & 0xFFF:
             raise GuestError("EINVAL")
+        if addr < MMAP_MIN_ADDR:  # security_mmap_addr: the NULL pages stay unmapped
+            raise GuestError("EPERM")
         if flags & c.get("MAP_FIXED_NOREPLACE", 0) and not k.space.is_free(addr, addr + size):
             raise GuestError("EEXIST")
         where = addr
