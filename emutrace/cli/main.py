@@ -31,10 +31,11 @@ def commands() -> list[Command]:
     from emutrace.cli.info import InfoCommand
     from emutrace.cli.record import RecordCommand
     from emutrace.cli.replay import ReplayCommand
+    from emutrace.cli.rootfs import RootfsCommand
     from emutrace.cli.run import RunCommand
 
     return [RunCommand(), RecordCommand(), ReplayCommand(), InfoCommand(), BenchCommand(),
-            DiffCommand()]
+            DiffCommand(), RootfsCommand()]
 
 
 class UsageExit(Exception):
