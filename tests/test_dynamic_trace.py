@@ -180,14 +180,3 @@ def test_entry_refuses_a_dynamic_program() -> None:
     assert got.stderr.count(b"\n") == 1 and b"entry backend" in got.stderr
 
 
-
-def test_start_and_filters_name_module_functions() -> None:
-    """`--start libc:qsort` starts the trace at libc's qsort; `-N calls.dyn:compare_ints`
-    hides the program's comparator, which qsort calls back (the program's own record above
-    shows those calls)."""
-    got = run_emutrace("run", "--backend", "int3", "--start", "libc:qsort", "-N",
-                       "calls.dyn:compare_ints", TESTBINS / "x86_64" / "calls.dyn", "qsort")
-    assert got.returncode == 0
-    trace = got.stderr.decode()
-    assert trace.splitlines()[1].split("|")[1].strip().startswith("qsort(")
-    assert "compare_ints" not in trace and trace.count("\n") > 10
