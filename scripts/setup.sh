@@ -67,5 +67,20 @@ bash scripts/fetch_busybox.sh
 # issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
 # into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
 bash scripts/fetch_shells.sh
+# Tracing dynamic programs (issue 15): the cross binutils (objdump's @plt names are the oracle
+# of PLT naming, objcopy/readelf split debug files in tests/test_debuginfo.py), and a Debian
+# arm64 root with coreutils for tests/test_rootfs.py, made by `emutrace rootfs` once into
+# .cache/rootfs/aarch64 (arm64 was added as a foreign architecture by fetch_busybox.sh).
+cross_binutils="binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
+  binutils-mips-linux-gnu binutils-mipsel-linux-gnu binutils-riscv64-linux-gnu
+  binutils-powerpc-linux-gnu binutils-powerpc64le-linux-gnu binutils-s390x-linux-gnu"
+# shellcheck disable=SC2086
+if ! dpkg-query -W $cross_binutils >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_binutils >/dev/null
+fi
+if [ ! -f .cache/rootfs/aarch64/.emutrace-rootfs ]; then
+  python3 -m emutrace rootfs --arch aarch64 -o .cache/rootfs/aarch64 coreutils
+fi
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion

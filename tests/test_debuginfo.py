@@ -15,6 +15,7 @@ import pytest
 
 from emutrace import errors
 from emutrace.discover.symbols import read_symbols
+from emutrace.errors import UsageError
 from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_text
@@ -84,10 +85,15 @@ def test_symbols_from_an_nm_listing(tmp_path: Path) -> None:
 
 
 def test_bad_symbols_listing_is_a_usage_error(tmp_path: Path) -> None:
+    """One line, exit 64, before the program runs: a file that is no listing (by the
+    command line), a missing file and a bad BIAS (in-process: the same UsageError)."""
     listing = tmp_path / "junk.map"
     listing.write_text("this is not a symbol listing\n")
-    for spec in (str(listing), str(tmp_path / "missing"), f"{listing}@zz"):
-        got = run_emutrace("run", "--backend", "int3", "--symbols", spec,
-                           TESTBINS / "x86_64" / "calls.stripped", "recursion")
-        assert got.returncode == errors.EXIT_USAGE and got.stdout == b""
-        assert got.stderr.count(b"\n") == 1 and b"--symbols" in got.stderr
+    stripped = TESTBINS / "x86_64" / "calls.stripped"
+    got = run_emutrace("run", "--backend", "int3", "--symbols", str(listing), stripped,
+                       "recursion")
+    assert got.returncode == errors.EXIT_USAGE and got.stdout == b""
+    assert got.stderr.count(b"\n") == 1 and b"--symbols" in got.stderr
+    for spec in (str(tmp_path / "missing"), f"{listing}@zz"):
+        with pytest.raises(UsageError, match="--symbols"):
+            Process(RunConfig(str(stripped), ["recursion"], backend="int3", symbols=(spec,)))

@@ -34,10 +34,11 @@ def commands() -> list[Command]:
     from emutrace.cli.record import RecordCommand
     from emutrace.cli.replay import ReplayCommand
     from emutrace.cli.report import ReportCommand
+    from emutrace.cli.rootfs import RootfsCommand
     from emutrace.cli.run import RunCommand
 
     return [RunCommand(), RecordCommand(), ReplayCommand(), ReportCommand(), GraphCommand(),
-            DumpCommand(), InfoCommand(), BenchCommand(), DiffCommand()]
+            DumpCommand(), InfoCommand(), BenchCommand(), DiffCommand(), RootfsCommand()]
 
 
 class UsageExit(Exception):
