@@ -44,8 +44,8 @@ from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return
 
 # nt_site_set's arguments after the address: op, target, after, src_reg, link_reg, release,
-# fast, conditional, condition test, condition register, its bits a, b, c
-SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+# fast, conditional, condition test, condition register, its bits a, b, c, clear_low
+SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
 _NO_INTNO = 0xFFFFFFFF  # no breakpoint interrupt (hook delivery)
@@ -270,7 +270,7 @@ class NativeInt3Backend(Int3Backend):
                 FlowKind.JUMP: native.OP_JUMP}[op.kind]
         return (code, op.target or 0, after, src, link, op.release, fast,
                 int(site.conditional), CONDITION_TESTS.index(cond.test), cond_reg, cond.a,
-                cond.b, cond.c)
+                cond.b, cond.c, op.clear_low)
 
     def _return_fast(self, site: Site) -> bool:
         """Is the value of the function returning at site in the snapshotted registers?"""
