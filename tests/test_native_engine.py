@@ -3,13 +3,13 @@
 * Differential: on every ISA the two engines give identical records (times, addresses,
   argument and return values, unwinding), counters, instruction counts, stop and open
   frames.  On ISAs whose description lowers calls and returns for C (`Isa.lower`: x86_64,
-  aarch64) the cells exercise what C finishes itself (direct, indirect and tail calls,
-  conditional and internal jumps, longjmp, a stripped binary: site hooks beside C), and the fib
-  cell checks that C did finish almost every trap; on the others every trap still goes
-  through Python (a small freestanding program checks C's block counting and its INTR
-  hook passing syscalls and traps on).
-* Oracle: the native engine's trace of `calls all` equals what the `-finstrument-functions`
-  build records about itself under qemu-user.
+  i386, aarch64, ppc, ppc64le) the cells exercise what C finishes itself (direct, indirect
+  and tail calls, conditional and internal jumps, longjmp; a stripped binary once: site
+  hooks beside C), and the fib cell checks that C did finish almost every trap; on the
+  others every trap still goes through Python (a small freestanding program checks C's
+  block counting and its INTR hook passing syscalls and traps on).
+* Oracle (x86_64, aarch64): the native engine's trace of `calls all` equals what the
+  `-finstrument-functions` build records about itself under qemu-user.
 * Without the library, `--engine native` is one clear line and exit 69.
 """
 
@@ -33,9 +33,14 @@ pytestmark = pytest.mark.skipif(not native.available(),
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None]
 
 # (program, args): what C finishes on a lowered ISA; a smaller set elsewhere (slow path)
-LOWERED_CELLS = (("calls", ("tail",)), ("calls", ("longjmp",)), ("calls.stripped", ("tail",)),
-                 ("fib", ("15",)))
+LOWERED_CELLS = (("calls", ("tail",)), ("calls", ("longjmp",)), ("fib", ("15",)))
 OTHER_CELLS = (("hello_fs", ()),)
+# site hooks (code found by descent in a stripped binary) beside C's traps: ISA-independent
+# bookkeeping, checked once
+STRIPPED_CELL = ("x86_64", ("calls.stripped", ("tail",)))
+# the self-record oracle on the two ISAs the issue starts with (the differential test ties the
+# others to the Python engine, which tests/test_trace_oracle.py checks on every ISA)
+ORACLE_ISAS = ("x86_64", "aarch64")
 
 
 def _run(isa: str, program: str, args: tuple[str, ...], engine: str) -> tuple[Process, tuple]:
@@ -49,6 +54,10 @@ def _run(isa: str, program: str, args: tuple[str, ...], engine: str) -> tuple[Pr
 @pytest.mark.parametrize("isa", ISAS)
 def test_native_equals_python(isa: str) -> None:
     cells = LOWERED_CELLS if isa in LOWERED else OTHER_CELLS
+    if isa in LOWERED and isa not in ORACLE_ISAS:
+        cells = tuple(c for c in cells if c[1] != ("longjmp",))  # ISA-independent: twice is enough
+    if isa == STRIPPED_CELL[0]:
+        cells = (*cells, STRIPPED_CELL[1])
     for program, args in cells:
         _, want = _run(isa, program, args, "python")
         process, got = _run(isa, program, args, "native")
@@ -61,7 +70,7 @@ def test_native_equals_python(isa: str) -> None:
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("isa", LOWERED)
+@pytest.mark.parametrize("isa", ORACLE_ISAS)
 def test_native_trace_equals_self_record(isa: str) -> None:
     instr = str(bin_path(isa, "calls.instr"))
     record = run_qemu(isa, instr, "all").stderr.decode()

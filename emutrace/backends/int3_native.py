@@ -36,19 +36,24 @@ from emutrace import native
 from emutrace.backends.args import ArgReader
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.discover import Function, Site, SiteKind
-from emutrace.discover.callabi import SRET, CallTypes, Slots, Unknown
+from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
+from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
 from emutrace.isa.base import CONDITION_TESTS, FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return
+from emutrace.trace.values import Value
 
 # nt_site_set's arguments after the address: op, target, after, src_reg, link_reg, release,
-# fast, conditional, condition test, condition register, its bits a, b, c
-SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+# fast, conditional, condition test, condition register, its bits a, b, c, clear_low
+SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
-_NO_INTNO = 0xFFFFFFFF  # no breakpoint interrupt (hook delivery)
+_NO_INTNO = 0xFFFFFFFF
+_ArgPlan = list[tuple[int, "CType | Value"]]  # per argument: its word's index, type or value
+_SNAPSHOT = object()  # a value plan: read through ArgReader over the snapshot
+_VOID = object()  # a return plan: no value  # no breakpoint interrupt (hook delivery)
 _EVENT = struct.Struct(native.EVENT_FORMAT)
 
 
@@ -86,7 +91,9 @@ class NativeInt3Backend(Int3Backend):
         # ctypes trampolines: kept referenced as long as C may call them
         self._callbacks = (native.PY_INTR(self._py_intr), native.PY_BLOCK(self._py_block),
                            native.PY_COUNT(self._py_count), native.PY_DRAIN(self._py_drain))
+        # (an ISA with more argument registers than C saves gets no fast calls: _args_fast)
         self._arg_names = regs.args[:native.MAX_REGS]
+        self._all_args_saved = len(regs.args) <= native.MAX_REGS
         self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
                                            if isa.c_values.retval_hi else [])
         cfg = native.Config()
@@ -119,6 +126,9 @@ class NativeInt3Backend(Int3Backend):
         self._snapshot = _Snapshot(cpu)
         self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), self.args.types,
                                     at_entry=True)
+        self._value = self._snap_args.value
+        self._arg_plans: dict[int, object] = {}
+        self._ret_plans: dict[int, object] = {}
 
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
@@ -207,21 +217,63 @@ class NativeInt3Backend(Int3Backend):
             return
         data = ctypes.string_at(lib.nt_events(nt), n * _EVENT.size)
         lib.nt_events_clear(nt)
-        snap, reader, emit, tails = self._snapshot, self._snap_args, self._emit_now, self.tails
-        names, n_args, word = self._arg_names, len(self._arg_names), self.cpu.word
-        base = self._stack_offset
+        emit, tails = self._emit_now, self.tails
+        arg_plans, ret_plans = self._arg_plans, self._ret_plans
         for kind, _n, time, site, target, sp, after, entry_sp, *regs in _EVENT.iter_unpack(data):
             if kind == native.EV_CALL:
                 tails.called(target, after)
-                snap.regs = dict(zip(names, regs, strict=False))
-                snap.regs[self.sp_reg] = entry_sp
-                snap.words = {entry_sp + base + k * word: regs[n_args + k]
-                              for k in range(self._n_stack)}
-                emit(Call(time, site, target, sp, after, reader.read(target)))
+                plan = arg_plans.get(target)
+                if plan is None:
+                    plan = arg_plans[target] = self._arg_plan(target)
+                if plan is _SNAPSHOT:
+                    args = self._args_from_snapshot(target, entry_sp, regs)
+                else:
+                    args = tuple(self._value(regs[i], t) if isinstance(t, CType) else
+                                 cast(Value, t) for i, t in cast(_ArgPlan, plan))
+                emit(Call(time, site, target, sp, after, args))
             else:
                 tails.returned()
-                snap.regs = dict(zip(self._ret_names, regs, strict=False))
-                emit(Return(time, site, sp, reader.read_return(site), target))
+                rplan = ret_plans.get(site)
+                if rplan is None:
+                    rplan = ret_plans[site] = self._ret_plan(site)
+                if rplan is _SNAPSHOT:
+                    self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
+                    value = self._snap_args.read_return(site)
+                else:
+                    value = None if rplan is _VOID else self._value(regs[0], cast(CType, rplan))
+                emit(Return(time, site, sp, value, target))
+
+    # The common cases without the snapshot: what ArgReader.read / read_return would compute
+    # from the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
+    def _arg_plan(self, target: int) -> _ArgPlan | object:
+        out: _ArgPlan = []
+        for loc in self.args.types.at(target).args:
+            if isinstance(loc, Unknown):
+                out.append((0, Value("struct", 8 * loc.ctype.size, 0, "{?}")))
+            elif (isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ctype.kind != "struct"
+                  and loc.ctype is not SRET):
+                out.append((loc.ids[0], loc.ctype))
+            else:
+                return _SNAPSHOT
+        return out
+
+    def _ret_plan(self, site: int) -> object:
+        _func, values = self.args.types.function_of(site)
+        t = values.ret
+        if t is VOID or t.kind == "void":
+            return _VOID
+        if t.kind in ("float", "struct") or t.size > self.cpu.word:
+            return _SNAPSHOT
+        return t
+
+    def _args_from_snapshot(self, target: int, entry_sp: int,
+                            regs: list[int]) -> tuple[Value, ...]:
+        snap, word, n_args = self._snapshot, self.cpu.word, len(self._arg_names)
+        snap.regs = dict(zip(self._arg_names, regs, strict=False))
+        snap.regs[self.sp_reg] = entry_sp
+        snap.words = {entry_sp + self._stack_offset + k * word: regs[n_args + k]
+                      for k in range(self._n_stack)}
+        return self._snap_args.read(target)
 
     # ------------------------------------------------------------ arming
     def _arm_site(self, site: Site, func: int) -> None:
@@ -270,7 +322,7 @@ class NativeInt3Backend(Int3Backend):
                 FlowKind.JUMP: native.OP_JUMP}[op.kind]
         return (code, op.target or 0, after, src, link, op.release, fast,
                 int(site.conditional), CONDITION_TESTS.index(cond.test), cond_reg, cond.a,
-                cond.b, cond.c)
+                cond.b, cond.c, op.clear_low)
 
     def _return_fast(self, site: Site) -> bool:
         """Is the value of the function returning at site in the snapshotted registers?"""
@@ -283,6 +335,8 @@ class NativeInt3Backend(Int3Backend):
         """Are the arguments of the function at target all integer words in the argument
         registers or the stack words C saves (no string or struct to read at the event)?"""
         got = self._args_fast_cache.get(target)
+        if got is None and not self._all_args_saved:
+            got = False
         if got is None:
             n = len(self._arg_names) + self._n_stack
             got = all(isinstance(loc, Unknown) or (

@@ -317,6 +317,7 @@ class NativeOp:
     link: str | None = None
     release: int = 0
     cond: Condition = Condition("always")
+    clear_low: int = 0  # a register target's low bits the branch ignores (Power: 3)
 
 
 # the native form of a call/return instruction; None: the hot path leaves it to Python

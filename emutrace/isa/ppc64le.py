@@ -18,7 +18,7 @@ from emutrace.isa.base import (
     RegFixup,
     Registers,
 )
-from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_simulator
+from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_lowering, ppc_simulator
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -163,4 +163,5 @@ ISA = Isa(
     },
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,
+    lower=ppc_lowering("little", 8),
 )

@@ -78,6 +78,7 @@ typedef struct {
     int32_t cond_reg;   /* JUMP: the register its condition reads */
     uint8_t cond, ca, cb, cc;  /* JUMP: condition test and its bit numbers */
     uint8_t conditional;  /* the site may fall through: not taken records nothing */
+    uint64_t reg_mask;    /* applied to a target read from a register (Power: ~3) */
     uint8_t op;
     uint8_t active;
     uint8_t fast;       /* a RETURN whose value C's snapshot covers */
@@ -319,7 +320,7 @@ void nt_free(nt_state *s)
 int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64_t after,
                 int32_t src_reg, int32_t link_reg, uint32_t release, uint32_t fast,
                 uint32_t conditional, uint32_t cond, int32_t cond_reg, uint32_t ca,
-                uint32_t cb, uint32_t cc)
+                uint32_t cb, uint32_t cc, uint32_t clear_low)
 {
     if (addr == 0)
         return -1;
@@ -337,6 +338,7 @@ int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
     p->release = release;
     p->fast = (uint8_t)fast;
     p->conditional = (uint8_t)conditional;
+    p->reg_mask = ~(uint64_t)clear_low;
     p->cond = (uint8_t)cond;
     p->cond_reg = cond_reg;
     p->ca = (uint8_t)ca;
@@ -480,7 +482,8 @@ static int fast_trap(nt_state *s, nt_site *site)
     uint64_t target, entry_sp = sp;
     uint8_t buf[8], stack[8 * NT_MAX_REGS];
     if (site->op == OP_CALL) {
-        target = site->src_reg >= 0 ? rd(s, site->src_reg) & mask : site->target;
+        target = site->src_reg >= 0 ? rd(s, site->src_reg) & mask & site->reg_mask
+                                    : site->target;
         /* a call to the next instruction (PC thunk) records nothing; a callee not armed
          * yet needs discovery: both are Python's */
         if (target == site->after || !set_has(&s->callees, target))
@@ -508,7 +511,7 @@ static int fast_trap(nt_state *s, nt_site *site)
     } else if (site->op == OP_RETURN && site->fast) {
         uint64_t top = sp;
         if (site->src_reg >= 0) {
-            target = rd(s, site->src_reg) & mask;
+            target = rd(s, site->src_reg) & mask & site->reg_mask;
         } else {  /* the return pops it (RET, RET imm16) */
             if (s->cfg.mem_read(s->uc, sp, buf, s->cfg.word) != UC_ERR_OK)
                 return 0;
@@ -528,7 +531,8 @@ static int fast_trap(nt_state *s, nt_site *site)
         int taken = cond_holds(s, site);
         if (taken < 0)
             return 0;
-        target = taken ? (site->src_reg >= 0 ? rd(s, site->src_reg) & mask : site->target)
+        target = taken ? (site->src_reg >= 0 ? rd(s, site->src_reg) & mask & site->reg_mask
+                                             : site->target)
                        : site->after;
         /* not taken, or a jump Python found inside the function: nothing to record */
         if (!((site->conditional && target == site->after)
