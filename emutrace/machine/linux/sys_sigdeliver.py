@@ -25,7 +25,14 @@ from typing import Any
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ
-from emutrace.machine.linux.sys_signal import SIG_DFL, SIG_IGN, SigAction, sigset_size
+from emutrace.machine.linux.sys_signal import (
+    SIG_DFL,
+    SIG_IGN,
+    SigAction,
+    sigset_bytes,
+    sigset_from,
+    sigset_size,
+)
 from emutrace.machine.linux.table import syscall
 from emutrace.target.unicorn_run import STOP_SIGNALS
 
@@ -194,7 +201,7 @@ def _wait_for_signal(k: K, mask: int) -> None:
 def sys_rt_sigsuspend(k: K, a: tuple[int, ...]) -> int:
     if a[1] != sigset_size(k):
         raise GuestError("EINVAL")
-    mask = int.from_bytes(k.read(a[0], a[1]), k.endian)
+    mask = sigset_from(k, k.read(a[0], a[1]))
     mask &= ~(_bit(k.const("SIGKILL")) | _bit(k.const("SIGSTOP")))
     _install(k)
     _wait_for_signal(k, mask)
@@ -221,8 +228,67 @@ def sys_alarm(k: K, a: tuple[int, ...]) -> int:
     return host_signal.alarm(a[0] & 0xFFFFFFFF)
 
 
+def _itimer_seconds(k: K, addr: int) -> tuple[float, float]:
+    """(interval, value) of a struct itimerval (two struct timevals)."""
+    lay, tv = k.abi.structs["itimerval"], k.abi.structs["timeval"]
+    blob = k.read(addr, lay.size)
+    out = []
+    for name in ("it_interval", "it_value"):
+        off = lay.fields[name][0]
+        part = blob[off:off + tv.size]
+        (s_off, s_size), (u_off, u_size) = tv.fields["tv_sec"], tv.fields["tv_usec"]
+        sec = int.from_bytes(part[s_off:s_off + s_size], k.endian, signed=True)
+        usec = int.from_bytes(part[u_off:u_off + u_size], k.endian, signed=True)
+        if sec < 0 or not 0 <= usec < 1_000_000:
+            raise GuestError("EINVAL")
+        out.append(sec + usec / 1e6)
+    return out[0], out[1]
+
+
+def _put_itimer(k: K, addr: int, interval: float, value: float) -> None:
+    lay = k.abi.structs["itimerval"]
+    blob = bytearray(lay.size)
+    for name, seconds in (("it_interval", interval), ("it_value", value)):
+        usec = round(seconds * 1_000_000)
+        off = lay.fields[name][0]
+        part = k.struct_bytes("timeval", {"tv_sec": usec // 1_000_000,
+                                          "tv_usec": usec % 1_000_000})
+        blob[off:off + len(part)] = part
+    k.write(addr, bytes(blob))
+
+
+@syscall("setitimer")
+def sys_setitimer(k: K, a: tuple[int, ...]) -> int:
+    """ITIMER_REAL only (glibc's alarm() on the ISAs without an alarm call): the host's
+    timer, its SIGALRM queued for the guest."""
+    if k.int32(a[0]) != k.abi.constants.get("ITIMER_REAL", 0):
+        raise GuestError("EINVAL")
+    interval, value = _itimer_seconds(k, a[1]) if a[1] else (0.0, 0.0)
+    sig = k.const("SIGALRM")
+    _install(k)
+    host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
+    old_value, old_interval = host_signal.setitimer(host_signal.ITIMER_REAL, value, interval)
+    if a[2]:
+        _put_itimer(k, a[2], old_interval, old_value)
+    return 0
+
+
+@syscall("getitimer")
+def sys_getitimer(k: K, a: tuple[int, ...]) -> int:
+    if k.int32(a[0]) != k.abi.constants.get("ITIMER_REAL", 0):
+        raise GuestError("EINVAL")
+    value, interval = host_signal.getitimer(host_signal.ITIMER_REAL)
+    _put_itimer(k, a[1], interval, value)
+    return 0
+
+
+def interrupted(k: K) -> bool:
+    """A blocking call's question: has a signal arrived that the guest will see?"""
+    return bool(k.sig_pending) and _deliverable(k, k.sig_mask) is not None
+
+
 @syscall("rt_sigpending")
 def sys_rt_sigpending(k: K, a: tuple[int, ...]) -> int:
     pending = sum(_bit(s) for s in k.sig_pending) & k.sig_mask
-    k.write(a[0], pending.to_bytes(sigset_size(k), k.endian))
+    k.write(a[0], sigset_bytes(k, pending, sigset_size(k)))
     return 0

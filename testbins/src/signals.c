@@ -1,0 +1,132 @@
+/* signals: signal handlers and process signals, each step printed, for comparison with
+ * qemu-user on every ISA (issue 11 item 3): a handler run by raise/kill, SA_SIGINFO's
+ * siginfo, blocking and sigpending, SA_RESETHAND, sigsuspend woken by SIGCHLD from a child,
+ * alarm + pause, a child killed by SIGPIPE and by kill(), the handler's return to where
+ * the program was (locals intact). */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t hits, last, info_signo, chld;
+
+static void on_signal(int sig)
+{
+    hits++;
+    last = sig;
+}
+
+static void on_info(int sig, siginfo_t *info, void *uc)
+{
+    (void)uc;
+    hits++;
+    last = sig;
+    info_signo = info->si_signo;
+}
+
+static void on_chld(int sig)
+{
+    (void)sig;
+    chld++;
+}
+
+static void status(const char *what, int st)
+{
+    if (WIFEXITED(st))
+        printf("%s: exited %d\n", what, WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+        printf("%s: killed by %s\n", what, sigabbrev_np(WTERMSIG(st)));
+    fflush(stdout);
+}
+
+int main(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGUSR1, &sa, NULL);
+    long before = 12345;
+    raise(SIGUSR1);
+    printf("raise: hits=%d last=%s local=%ld\n", hits, sigabbrev_np(last), before);
+    kill(getpid(), SIGUSR1);
+    printf("kill: hits=%d\n", hits);
+
+    sa.sa_sigaction = on_info;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGUSR2, &sa, NULL);
+    raise(SIGUSR2);
+    printf("siginfo: signo=%s\n", sigabbrev_np(info_signo));
+
+    sigset_t block, pending, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    raise(SIGUSR1);
+    sigpending(&pending);
+    printf("blocked: hits=%d pending=%d\n", hits, sigismember(&pending, SIGUSR1));
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    printf("unblocked: hits=%d\n", hits);
+
+    struct sigaction got;
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGHUP, &sa, NULL);
+    raise(SIGHUP);
+    sigaction(SIGHUP, NULL, &got);
+    printf("resethand: hits=%d now default=%d\n", hits, got.sa_handler == SIG_DFL);
+
+    sa.sa_handler = on_chld;
+    sa.sa_flags = 0;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigprocmask(SIG_BLOCK, &(sigset_t){0}, &old);
+    sigset_t chldmask;
+    sigemptyset(&chldmask);
+    sigaddset(&chldmask, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chldmask, &old);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(7);
+    while (!chld)
+        sigsuspend(&old);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    int st;
+    waitpid(pid, &st, 0);
+    printf("sigsuspend: chld=%d\n", chld);
+    status("child", st);
+
+    sa.sa_handler = on_signal;
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(1);
+    pause();
+    printf("alarm: last=%s\n", sigabbrev_np(last));
+
+    int p[2];
+    pipe(p);
+    close(p[0]); /* before the fork: nobody can read, whoever runs first */
+    pid = fork();
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL);
+        write(p[1], "x", 1);
+        _exit(0);
+    }
+    close(p[1]);
+    waitpid(pid, &st, 0);
+    status("writer to a closed pipe", st);
+
+    pid = fork();
+    if (pid == 0) {
+        pause();
+        _exit(0);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    status("paused child", st);
+
+    signal(SIGUSR1, SIG_DFL);
+    fflush(stdout);
+    raise(SIGUSR1);
+    printf("not reached\n");
+    return 0;
+}

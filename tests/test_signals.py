@@ -1,0 +1,44 @@
+"""Issue 11 item 3: signals reach guest handlers on all ten ISAs, as under qemu-user —
+`testbins/<isa>/signals` (src/signals.c): a handler run by raise and kill (returning to the
+interrupted code with its locals), SA_SIGINFO's siginfo, blocking and sigpending,
+SA_RESETHAND, sigsuspend woken by SIGCHLD from a forked child, alarm + pause, a child
+killed by SIGPIPE and one killed by kill(), and at the end the default action of SIGUSR1
+(the process is killed by it)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emutrace.isa import by_name
+
+from .conftest import ENV, ISAS, bin_path, qemu_binary, shell_status
+
+
+def params() -> list:
+    out = []
+    for isa in ISAS:
+        cap = by_name(isa).capability("signal_handlers")
+        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+        out.append(pytest.param(isa, marks=marks, id=isa))
+    return out
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", params())
+def test_signals_as_qemu(isa: str, tmp_path: Path) -> None:
+    program = str(bin_path(isa, "signals"))
+    ref = subprocess.run([qemu_binary(isa), program], cwd=tmp_path, env=ENV,
+                         capture_output=True, timeout=60)
+    ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                           program], cwd=tmp_path, env=ENV, capture_output=True, timeout=60)
+    assert shell_status(ref.returncode) == 128 + signal.SIGUSR1
+    assert b"paused child: killed by TERM" in ref.stdout  # the whole program ran
+    assert ours.stdout.decode() == ref.stdout.decode()
+    # emutrace's own report of the end: one line, the signal the guest died of
+    assert ours.stderr.decode().startswith("emutrace: guest killed by SIGUSR1")
+    assert ours.returncode == 128 + signal.SIGUSR1
