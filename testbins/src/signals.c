@@ -4,7 +4,9 @@
  * alarm + pause, a child killed by SIGPIPE and by kill(), the handler's return to where
  * the program was (locals intact). */
 #define _GNU_SOURCE
+#include <setjmp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -30,6 +32,20 @@ static void on_chld(int sig)
 {
     (void)sig;
     chld++;
+}
+
+#define BAD_ADDRESS ((volatile int *)(uintptr_t)0x10)
+static sigjmp_buf recover;
+static volatile sig_atomic_t fault_addr_ok, on_alt;
+static char alt_stack[65536];
+
+static void on_segv(int sig, siginfo_t *info, void *uc)
+{
+    (void)uc;
+    char here;
+    fault_addr_ok = sig == SIGSEGV && info->si_addr == (void *)BAD_ADDRESS;
+    on_alt = &here >= alt_stack && &here < alt_stack + sizeof alt_stack;
+    siglongjmp(recover, 1);
 }
 
 static void status(const char *what, int st)
@@ -123,6 +139,22 @@ int main(void)
     kill(pid, SIGTERM);
     waitpid(pid, &st, 0);
     status("paused child", st);
+
+    stack_t ss = {.ss_sp = alt_stack, .ss_size = sizeof alt_stack, .ss_flags = 0};
+    printf("sigaltstack = %d\n", sigaltstack(&ss, NULL));
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+    for (int round = 0; round < 2; round++) {
+        if (sigsetjmp(recover, 1) == 0) {
+            *BAD_ADDRESS = 1;
+            printf("no fault\n");
+        } else {
+            printf("recovered from SIGSEGV %d: si_addr ok=%d on altstack=%d\n", round,
+                   fault_addr_ok, on_alt);
+        }
+    }
 
     signal(SIGUSR1, SIG_DFL);
     fflush(stdout);
