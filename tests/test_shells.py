@@ -155,3 +155,23 @@ def test_processes_as_native(isa: str, name: str, tmp_path: Path) -> None:
                            "--timeout", BOUND, *argv, "processes.sh"], cwd=work, env=env,
                           capture_output=True, timeout=120)
     same(ours, ref)
+
+
+@pytest.mark.busybox
+def test_env_options(tmp_path: Path) -> None:
+    """--unset-env NAME and --env NAME=VALUE change what the guest gets, as env(1) -u / NAME=
+    does for qemu-user; a malformed --env is a usage error (64) before anything runs."""
+    bash = str(shell("x86_64", "bash"))
+    ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                           "--unset-env", "HOME", "--env", "GREETING=hé llo", bash, "-c",
+                           "export -p"], cwd=tmp_path, env=UTF8_ENV, capture_output=True,
+                          timeout=60)
+    env = {k: v for k, v in UTF8_ENV.items() if k != "HOME"}
+    ref = subprocess.run([qemu_binary("x86_64"), bash, "-c", "export -p"], cwd=tmp_path,
+                         env=dict(env, GREETING="hé llo"), capture_output=True, timeout=60)
+    assert 'GREETING="hé llo"' in ref.stdout.decode() and "HOME" not in ref.stdout.decode()
+    same(ours, ref)
+    bad = subprocess.run([sys.executable, "-m", "emutrace", "run", "--env", "NOEQUALS", bash],
+                         cwd=tmp_path, env=UTF8_ENV, capture_output=True, timeout=60)
+    assert bad.returncode == 64
+    assert len(bad.stderr.decode().strip().splitlines()) == 1
