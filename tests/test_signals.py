@@ -50,18 +50,19 @@ def test_signals_as_qemu(isa: str, tmp_path: Path) -> None:
 
 def test_each_child_writes_its_own_trace(tmp_path: Path) -> None:
     """-o FILE: a forked child's trace goes to FILE.<pid>, starting from its parent's past
-    and showing fork() returning 0 (src/signals.c forks three children: one _exit(7)s, one
-    dies of SIGPIPE in write, one is killed by SIGTERM from its parent — a child killed by
-    a host signal leaves no trace, README)."""
+    and showing fork() returning 0 (src/signals.c forks five children: they _exit(7), die of
+    SIGPIPE in write, are killed by SIGTERM from their parent — a child killed by a host
+    signal leaves no trace, README —, _exit(3), and raise SIGUSR1)."""
     program = bin_path("x86_64", "signals")
     got = subprocess.run([sys.executable, "-m", "emutrace", "run", "-o", "t.txt", program],
                          cwd=tmp_path, env=ENV, capture_output=True, timeout=60)
     assert got.returncode == 128 + signal.SIGUSR1
     # (the killed child's FILE.<pid> may exist, empty: it is opened at the fork)
     children = [p for p in sorted(tmp_path.glob("t.txt.*")) if p.stat().st_size]
-    assert len(children) == 2
+    assert len(children) == 4
     texts = [p.read_text() for p in children]
     assert all("} = 0; /* fork */" in t for t in texts)
     assert sum("_exit(7); /* at exit */" in t for t in texts) == 1
+    assert sum("_exit(3); /* at exit */" in t for t in texts) == 1
     assert sum("write(" in t.splitlines()[-2] for t in texts) == 1  # the SIGPIPE writer
     assert "} = 0; /* fork */" not in (tmp_path / "t.txt").read_text()  # the parent's

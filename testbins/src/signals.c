@@ -4,6 +4,7 @@
  * alarm + pause, a child killed by SIGPIPE and by kill(), the handler's return to where
  * the program was (locals intact). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -139,6 +140,27 @@ int main(void)
     kill(pid, SIGTERM);
     waitpid(pid, &st, 0);
     status("paused child", st);
+
+    siginfo_t si;
+    pid = fork();
+    if (pid == 0)
+        _exit(3);
+    memset(&si, 0xff, sizeof si);
+    printf("waitid = %d", waitid(P_PID, pid, &si, WEXITED));
+    printf(" signo=%s code=%s status=%d pid ok=%d\n", sigabbrev_np(si.si_signo),
+           si.si_code == CLD_EXITED ? "CLD_EXITED" : "?", si.si_status, si.si_pid == pid);
+    pid = fork();
+    if (pid == 0) {
+        signal(SIGUSR1, SIG_DFL);
+        raise(SIGUSR1);
+        _exit(0);
+    }
+    printf("waitid = %d", waitid(P_ALL, 0, &si, WEXITED));
+    printf(" code=%s status=%s\n", si.si_code == CLD_KILLED ? "CLD_KILLED" : "?",
+           sigabbrev_np(si.si_status));
+    memset(&si, 0xff, sizeof si);
+    int rc = waitid(P_ALL, 0, &si, WEXITED | WNOHANG);
+    printf("waitid no child = %d %s\n", rc, strerrorname_np(errno));
 
     stack_t ss = {.ss_sp = alt_stack, .ss_size = sizeof alt_stack, .ss_flags = 0};
     printf("sigaltstack = %d\n", sigaltstack(&ss, NULL));
