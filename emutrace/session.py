@@ -280,9 +280,19 @@ class Process:
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
         try:
-            stop = run(self.cpu, self.hooks, self.entry, max_insns=self.config.max_insns,
-                       timeout=self.config.timeout, exits=(GuestExit, GuestKilled, GuestExec),
-                       on_exit=on_exit)
+            entry = self.entry
+            while True:
+                stop = run(self.cpu, self.hooks, entry, max_insns=self.config.max_insns,
+                           timeout=self.config.timeout,
+                           exits=(GuestExit, GuestKilled, GuestExec), on_exit=on_exit)
+                # a CPU fault the guest handles (a SIGSEGV handler that siglongjmps):
+                # emulation goes on in its handler
+                fault = self.kernel.fault_hook
+                resume = fault(stop.signal, stop.fault_addr) if fault is not None \
+                    and stop.kind == "signal" and stop.detail != "raised by guest" else None
+                if resume is None:
+                    break
+                entry = resume
         finally:
             self.kernel.close_all()
         stats: dict[str, int] = {}

@@ -155,3 +155,47 @@ def test_processes_as_native(isa: str, name: str, tmp_path: Path) -> None:
                            "--timeout", BOUND, *argv, "processes.sh"], cwd=work, env=env,
                           capture_output=True, timeout=120)
     same(ours, ref)
+
+
+@pytest.mark.busybox
+def test_env_options(tmp_path: Path) -> None:
+    """--unset-env NAME and --env NAME=VALUE change what the guest gets, as env(1) -u / NAME=
+    does for qemu-user; a malformed --env is a usage error (64) before anything runs."""
+    bash = str(shell("x86_64", "bash"))
+    ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                           "--unset-env", "HOME", "--env", "GREETING=hé llo", bash, "-c",
+                           "export -p"], cwd=tmp_path, env=UTF8_ENV, capture_output=True,
+                          timeout=60)
+    env = {k: v for k, v in UTF8_ENV.items() if k != "HOME"}
+    ref = subprocess.run([qemu_binary("x86_64"), bash, "-c", "export -p"], cwd=tmp_path,
+                         env=dict(env, GREETING="hé llo"), capture_output=True, timeout=60)
+    assert 'GREETING="hé llo"' in ref.stdout.decode() and "HOME" not in ref.stdout.decode()
+    same(ours, ref)
+    bad = subprocess.run([sys.executable, "-m", "emutrace", "run", "--env", "NOEQUALS", bash],
+                         cwd=tmp_path, env=UTF8_ENV, capture_output=True, timeout=60)
+    assert bad.returncode == 64
+    assert len(bad.stderr.decode().strip().splitlines()) == 1
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize("isa", [p for p in debian_params() if p.id in ("aarch64", "mipsel")])
+def test_sash_runs_programs_as_native(isa: str, tmp_path: Path) -> None:
+    """Debian's sash (standalone shell: builtins start with `-`, everything else is forked
+    and executed) running busybox applets and a #! script: as the amd64 sash natively."""
+    ref_dir, work = tmp_path / "ref", tmp_path / "w"
+    outs = []
+    for which, where in (("x86_64", ref_dir), (isa, work)):
+        env = dict(UTF8_ENV, PATH=str(busybox_bin(which, where)))
+        shutil.copy(SCRIPTS / "sash.txt", where / "sash.txt")
+        argv = [str(shell(which, "sash")), "-f", "sash.txt"]
+        if which != "x86_64":
+            argv = [sys.executable, "-m", "emutrace", "run", "--backend", "none", *argv]
+        outs.append(subprocess.run(argv, cwd=where, env=env, capture_output=True,
+                                   timeout=60))
+    ref, ours = outs
+    assert b"script: 2 args: one two" in ref.stdout and b"from sh" in ref.stdout, ref.stderr
+    # the #! line names each run's own directory
+    assert ours.stdout.replace(str(work).encode(), b"DIR") == \
+        ref.stdout.replace(str(ref_dir).encode(), b"DIR")
+    assert ours.stderr == ref.stderr
+    assert ours.returncode == ref.returncode

@@ -429,6 +429,12 @@ class Isa:
     # registers that hold a called function's own address at its entry, for calls the layer
     # makes (signal handlers): MIPS o32 abicalls code derives gp from t9; ELFv2 global entry
     call_target_regs: tuple[str, ...] = ()
+    # the bits of a faulting address a SIGSEGV's si_addr keeps (s390x: the page only,
+    # arch/s390/mm/fault.c __FAIL_ADDR_MASK)
+    fault_address_mask: int = -1
+    # siginfo_t: si_signo, si_errno, si_code (asm-generic/siginfo.h); MIPS swaps the last
+    # two (arch/mips/include/uapi/asm/siginfo.h __ARCH_HAS_SWAPPED_SIGINFO): si_code at 4
+    siginfo_code_offset: int = 8
     uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA
     # how function discovery classifies control flow (None: not described yet)
     classifiers: Classifiers | None = None

@@ -168,6 +168,7 @@ ISA = Isa(
     uname_machine="mips",
     # SYSV MIPS psABI 3-38: position-independent code is entered with its address in $25
     call_target_regs=("t9",),
+    siginfo_code_offset=4,  # __ARCH_HAS_SWAPPED_SIGINFO: si_signo, si_code, si_errno
     capabilities={
         "kernel": Capability(
             False,

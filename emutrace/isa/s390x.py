@@ -260,6 +260,7 @@ ISA = Isa(
     # s390x `mmap` (nr 90) is old_mmap(struct mmap_arg_struct *), six 64-bit words
     # (arch/s390/kernel/syscall.c; glibc's s390 mmap_internal.h MMAP_CALL packs them)
     packed_args={"mmap": 6},
+    fault_address_mask=-4096,  # si_addr of a fault: its page (__FAIL_ADDR_MASK)
     capabilities={
         "kernel": Capability(
             False,

@@ -117,6 +117,10 @@ class LinuxKernel:
         self.sig_frames: list[Any] = []
         self.sig_trampoline: int | None = None
         self.sig_suspend_mask: int | None = None  # rt_sigsuspend: the mask to restore
+        self.sig_altstack: tuple[int, int] | None = None  # sigaltstack: (base, size)
+        # a CPU fault (by signal name, fault address): the handler's entry to resume
+        # emulation at, or None for the default action (set by sys_sigdeliver.py)
+        self.fault_hook: Callable[[str, int | None], int | None] | None = None
         self.sigreturn_hook: Callable[[], bool] | None = None  # True: it was a sigreturn
         self.deliver_hook: Callable[[], None] | None = None  # after every system call
         # processes (sys_process.py): one host process per guest process

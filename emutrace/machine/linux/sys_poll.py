@@ -12,6 +12,7 @@ import time
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.sys_proc import _sleep_ns
+from emutrace.machine.linux.sys_sigdeliver import interrupted
 from emutrace.machine.linux.table import syscall
 
 K = LinuxKernel
@@ -44,9 +45,22 @@ def _wait(k: K, watch: dict[int, int], timeout_ns: int | None) -> dict[int, int]
         ready = poller.poll(slice_ms)
         if ready:
             return dict(ready)
+        if interrupted(k):  # a signal for a guest handler: the wait ends with EINTR
+            raise GuestError("EINTR")
         if (deadline is not None and time.monotonic_ns() >= deadline) \
                 or k.cpu.stop_requested.is_set():
             return {}
+
+
+def _idle(k: K, timeout_ns: int | None) -> None:
+    """Nothing to watch (pause() is ppoll(NULL, 0, NULL, mask) on the newer ISAs): sleep
+    until the timeout, a signal for the guest (EINTR) or a stop request."""
+    deadline = None if timeout_ns is None else time.monotonic_ns() + timeout_ns
+    while deadline is None or time.monotonic_ns() < deadline:
+        if interrupted(k):
+            raise GuestError("EINTR")
+        if k.cpu.stop_requested.wait(0.01):
+            return
 
 
 def _poll(k: K, addr: int, count: int, timeout_ns: int | None) -> int:
@@ -74,7 +88,7 @@ def _poll(k: K, addr: int, count: int, timeout_ns: int | None) -> int:
     immediate = any(r > 0 for r in result)
     ready = _wait(k, watch, 0 if immediate else timeout_ns) if watch else {}
     if not watch and not immediate and timeout_ns != 0:
-        k.sleep((timeout_ns if timeout_ns is not None else 10**18) / 1e9)
+        _idle(k, timeout_ns)
     always = k.const("POLLERR") | k.const("POLLHUP") | nval
     for i, (fd, events) in enumerate(entries):
         if result[i] < 0:
@@ -138,7 +152,7 @@ def _select(k: K, n: int, sets: tuple[int, int, int], timeout_ns: int | None) ->
         ready = _wait(k, watch, timeout_ns)
     else:
         if timeout_ns is None or timeout_ns > 0:
-            k.sleep((timeout_ns if timeout_ns is not None else 10**18) / 1e9)
+            _idle(k, timeout_ns)
         ready = {}
     total = 0
     for addr, fds, mask in zip(sets, wanted, masks, strict=True):

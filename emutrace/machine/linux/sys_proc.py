@@ -274,10 +274,3 @@ def sys_setrlimit(k: K, a: tuple[int, ...]) -> int:
     _host_resource(k, a[0])
     return 0
 
-
-# ---------------------------------------------------------------- signals (no delivery yet)
-@syscall("sigaltstack")
-def sys_sigaltstack(k: K, a: tuple[int, ...]) -> int:
-    if a[1]:
-        k.write(a[1], bytes(3 * k.word))
-    return 0

@@ -154,6 +154,60 @@ def _host_wait(k: K, pid: int, options: int) -> tuple[int, int, resource.struct_
         pause = min(pause * 2, 0.02)
 
 
+# include/uapi/asm-generic/siginfo.h: SIGCHLD si_codes (every ISA)
+CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
+SIGINFO_SIZE = 128
+
+
+def _child_info(k: K, result: os.waitid_result | None) -> bytes:
+    """The siginfo_t waitid fills: si_signo SIGCHLD, si_code CLD_*, then the _sigchld
+    member (si_pid, si_uid, si_status) in the union after three ints, word-aligned.  No
+    child ready (WNOHANG): all zero, si_pid 0 (waitid(2))."""
+    info = bytearray(SIGINFO_SIZE)
+    if result is None:
+        return bytes(info)
+    status = result.si_status
+    if result.si_code in (CLD_KILLED, CLD_DUMPED) or result.si_code > CLD_DUMPED:
+        status = k.abi.constants.get(host_signal.Signals(status).name, status)
+    union = 16 if k.word == 8 else 12
+    info[0:4] = k.const("SIGCHLD").to_bytes(4, k.endian)
+    code = k.isa.siginfo_code_offset
+    info[code:code + 4] = result.si_code.to_bytes(4, k.endian)
+    for i, value in enumerate((result.si_pid, result.si_uid, status)):
+        info[union + 4 * i:union + 4 * i + 4] = (value & 0xFFFFFFFF).to_bytes(4, k.endian)
+    return bytes(info)
+
+
+@syscall("waitid")
+def sys_waitid(k: K, a: tuple[int, ...]) -> int:
+    """The host's waitid (the option and id-type values are the same on every ISA),
+    polled like wait4; the rusage argument is zeroed (Python's waitid does not return
+    one)."""
+    idtype, ident, options = k.int32(a[0]), k.int32(a[1]), k.int32(a[3])
+    c = k.abi.constants
+    kinds = {c["P_ALL"]: os.P_ALL, c["P_PID"]: os.P_PID, c["P_PGID"]: os.P_PGID}
+    if idtype not in kinds:
+        raise GuestError("EINVAL")
+    known = os.WNOHANG | os.WEXITED | os.WSTOPPED | os.WCONTINUED | os.WNOWAIT
+    if options & ~known or not options & (os.WEXITED | os.WSTOPPED | os.WCONTINUED):
+        raise GuestError("EINVAL")
+    result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
+    pause = 0.0005
+    while result is None and not options & os.WNOHANG:
+        if k.cpu.stop_requested.wait(pause):
+            raise GuestError("EINTR")
+        pause = min(pause * 2, 0.02)
+        result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
+    if result is not None and not options & os.WNOWAIT and result.si_code in (
+            CLD_EXITED, CLD_KILLED, CLD_DUMPED):
+        k.children.discard(result.si_pid)
+    if a[2]:
+        k.write(a[2], _child_info(k, result))
+    if a[4]:
+        k.write(a[4], bytes(k.abi.structs["rusage"].size))
+    return 0
+
+
 @syscall("wait4")
 def sys_wait4(k: K, a: tuple[int, ...]) -> int:
     return _wait4(k, k.int32(a[0]), a[1], k.int32(a[2]), a[3])

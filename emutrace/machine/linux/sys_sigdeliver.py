@@ -25,7 +25,14 @@ from typing import Any
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ
-from emutrace.machine.linux.sys_signal import SIG_DFL, SIG_IGN, SigAction, sigset_size
+from emutrace.machine.linux.sys_signal import (
+    SIG_DFL,
+    SIG_IGN,
+    SigAction,
+    sigset_bytes,
+    sigset_from,
+    sigset_size,
+)
 from emutrace.machine.linux.table import syscall
 from emutrace.target.unicorn_run import STOP_SIGNALS
 
@@ -53,6 +60,23 @@ def _bit(sig: int) -> int:
 def _install(k: K) -> None:
     k.deliver_hook = lambda: deliver_pending(k)
     k.sigreturn_hook = lambda: _sigreturn(k)
+    k.fault_hook = lambda name, addr: deliver_fault(k, name, addr)
+
+
+def deliver_fault(k: K, name: str, addr: int | None) -> int | None:
+    """A CPU fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP) with a guest handler and not
+    blocked: the handler is set up (outside any hook) and its entry returned, for the
+    session to resume emulation there; else None (the default action: the process ends)."""
+    sig = k.abi.constants.get(name)
+    if sig is None or k.sig_mask & _bit(sig):
+        return None
+    act = k.sig_actions.get(sig, SigAction())
+    if act.handler in (SIG_DFL, SIG_IGN):
+        return None
+    if addr is not None:
+        addr &= k.isa.fault_address_mask & k.mask
+    _run_handler(k, sig, act, in_hook=False, fault_addr=addr)
+    return act.handler
 
 
 def queue(k: K, sig: int) -> None:
@@ -130,17 +154,34 @@ def _trampoline(k: K) -> int:
     return k.sig_trampoline
 
 
-def _run_handler(k: K, sig: int, act: SigAction) -> None:
+def _on_altstack(k: K) -> bool:
+    if k.sig_altstack is None:
+        return False
+    base, size = k.sig_altstack
+    return base < k.cpu.reg_read(k.isa.registers.sp) <= base + size
+
+
+def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
+                 fault_addr: int | None = None) -> None:
     cpu, regs, w = k.cpu, k.isa.registers, k.word
     restore = k.sig_suspend_mask if k.sig_suspend_mask is not None else k.sig_mask
     k.sig_suspend_mask = None
     k.sig_frames.append(Frame(cpu.uc.context_save(), restore))
     del k.sig_frames[:-MAX_FRAMES]
     tramp = _trampoline(k)
-    top = (cpu.reg_read(regs.sp) - SIGNAL_GAP) & ~15
+    c = k.abi.constants
+    if act.flags & c.get("SA_ONSTACK", 0) and k.sig_altstack is not None \
+            and not _on_altstack(k):
+        top = (k.sig_altstack[0] + k.sig_altstack[1]) & ~15  # sigaltstack(2)
+    else:
+        top = (cpu.reg_read(regs.sp) - SIGNAL_GAP) & ~15
     info = top - SIGINFO_SIZE
     uc = (info - UCONTEXT_SIZE) & ~15
-    k.write(info, sig.to_bytes(4, k.endian) + bytes(SIGINFO_SIZE - 4))
+    siginfo = bytearray(sig.to_bytes(4, k.endian) + bytes(SIGINFO_SIZE - 4))
+    if fault_addr is not None:  # si_addr: the union after three ints, word-aligned
+        off = 16 if w == 8 else 12
+        siginfo[off:off + w] = fault_addr.to_bytes(w, k.endian)
+    k.write(info, bytes(siginfo))
     k.write(uc, bytes(UCONTEXT_SIZE))
     base = (uc - CALLEE_AREA) & ~15
     args = (sig, info, uc)
@@ -158,8 +199,7 @@ def _run_handler(k: K, sig: int, act: SigAction) -> None:
     cpu.reg_write(regs.sp, sp)
     for reg in k.isa.call_target_regs:  # MIPS t9, ELFv2 r12: the callee's own address
         cpu.reg_write(reg, act.handler)
-    cpu.reg_write(regs.pc, act.handler - k.conv.pc_after_hook)
-    c = k.abi.constants
+    cpu.reg_write(regs.pc, act.handler - (k.conv.pc_after_hook if in_hook else 0))
     k.sig_mask = restore | act.mask | (0 if act.flags & c.get("SA_NODEFER", 0) else _bit(sig))
     if act.flags & c.get("SA_RESETHAND", 0):
         k.sig_actions[sig] = SigAction()
@@ -194,7 +234,7 @@ def _wait_for_signal(k: K, mask: int) -> None:
 def sys_rt_sigsuspend(k: K, a: tuple[int, ...]) -> int:
     if a[1] != sigset_size(k):
         raise GuestError("EINVAL")
-    mask = int.from_bytes(k.read(a[0], a[1]), k.endian)
+    mask = sigset_from(k, k.read(a[0], a[1]))
     mask &= ~(_bit(k.const("SIGKILL")) | _bit(k.const("SIGSTOP")))
     _install(k)
     _wait_for_signal(k, mask)
@@ -221,8 +261,97 @@ def sys_alarm(k: K, a: tuple[int, ...]) -> int:
     return host_signal.alarm(a[0] & 0xFFFFFFFF)
 
 
+def _itimer_seconds(k: K, addr: int) -> tuple[float, float]:
+    """(interval, value) of a struct itimerval (two struct timevals)."""
+    lay, tv = k.abi.structs["itimerval"], k.abi.structs["timeval"]
+    blob = k.read(addr, lay.size)
+    out = []
+    for name in ("it_interval", "it_value"):
+        off = lay.fields[name][0]
+        part = blob[off:off + tv.size]
+        (s_off, s_size), (u_off, u_size) = tv.fields["tv_sec"], tv.fields["tv_usec"]
+        sec = int.from_bytes(part[s_off:s_off + s_size], k.endian, signed=True)
+        usec = int.from_bytes(part[u_off:u_off + u_size], k.endian, signed=True)
+        if sec < 0 or not 0 <= usec < 1_000_000:
+            raise GuestError("EINVAL")
+        out.append(sec + usec / 1e6)
+    return out[0], out[1]
+
+
+def _put_itimer(k: K, addr: int, interval: float, value: float) -> None:
+    lay = k.abi.structs["itimerval"]
+    blob = bytearray(lay.size)
+    for name, seconds in (("it_interval", interval), ("it_value", value)):
+        usec = round(seconds * 1_000_000)
+        off = lay.fields[name][0]
+        part = k.struct_bytes("timeval", {"tv_sec": usec // 1_000_000,
+                                          "tv_usec": usec % 1_000_000})
+        blob[off:off + len(part)] = part
+    k.write(addr, bytes(blob))
+
+
+@syscall("setitimer")
+def sys_setitimer(k: K, a: tuple[int, ...]) -> int:
+    """ITIMER_REAL only (glibc's alarm() on the ISAs without an alarm call): the host's
+    timer, its SIGALRM queued for the guest."""
+    if k.int32(a[0]) != k.abi.constants.get("ITIMER_REAL", 0):
+        raise GuestError("EINVAL")
+    interval, value = _itimer_seconds(k, a[1]) if a[1] else (0.0, 0.0)
+    sig = k.const("SIGALRM")
+    _install(k)
+    host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
+    old_value, old_interval = host_signal.setitimer(host_signal.ITIMER_REAL, value, interval)
+    if a[2]:
+        _put_itimer(k, a[2], old_interval, old_value)
+    return 0
+
+
+@syscall("getitimer")
+def sys_getitimer(k: K, a: tuple[int, ...]) -> int:
+    if k.int32(a[0]) != k.abi.constants.get("ITIMER_REAL", 0):
+        raise GuestError("EINVAL")
+    value, interval = host_signal.getitimer(host_signal.ITIMER_REAL)
+    _put_itimer(k, a[1], interval, value)
+    return 0
+
+
+def interrupted(k: K) -> bool:
+    """A blocking call's question: has a signal arrived that the guest will see?"""
+    return bool(k.sig_pending) and _deliverable(k, k.sig_mask) is not None
+
+
+SS_ONSTACK, SS_DISABLE = 1, 2  # include/uapi/linux/signal.h (every ISA)
+
+
+@syscall("sigaltstack")
+def sys_sigaltstack(k: K, a: tuple[int, ...]) -> int:
+    lay = k.abi.structs["sigaltstack"]
+    on = _on_altstack(k)
+    new = None
+    if a[0]:
+        blob = k.read(a[0], lay.size)
+        value = {name: int.from_bytes(blob[off:off + size], k.endian)
+                 for name, (off, size) in lay.fields.items()}
+        if on:
+            raise GuestError("EPERM")
+        if value["ss_flags"] & ~(SS_DISABLE | SS_ONSTACK):
+            raise GuestError("EINVAL")
+        if not value["ss_flags"] & SS_DISABLE:
+            if value["ss_size"] < k.abi.constants.get("MINSIGSTKSZ", 2048):
+                raise GuestError("ENOMEM")
+            new = (value["ss_sp"], value["ss_size"])
+    if a[1]:
+        base, size = k.sig_altstack or (0, 0)
+        flags = (SS_ONSTACK if on else 0) | (SS_DISABLE if k.sig_altstack is None else 0)
+        k.write(a[1], k.struct_bytes("sigaltstack", {"ss_sp": base, "ss_size": size,
+                                                     "ss_flags": flags}))
+    if a[0]:
+        k.sig_altstack = new
+    return 0
+
+
 @syscall("rt_sigpending")
 def sys_rt_sigpending(k: K, a: tuple[int, ...]) -> int:
     pending = sum(_bit(s) for s in k.sig_pending) & k.sig_mask
-    k.write(a[0], pending.to_bytes(sigset_size(k), k.endian))
+    k.write(a[0], sigset_bytes(k, pending, sigset_size(k)))
     return 0

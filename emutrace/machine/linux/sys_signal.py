@@ -23,6 +23,17 @@ def sigset_size(k: K) -> int:
     return layout.fields["sa_mask"][1]
 
 
+def sigset_from(k: K, blob: bytes) -> int:
+    """A sigset_t: an array of unsigned longs, signal n at bit (n-1) % bits of word
+    (n-1) // bits, each word in the ISA's byte order (asm-generic/signal.h)."""
+    return sum(w << (8 * k.word * i) for i, w in enumerate(k.unpack_words(blob)))
+
+
+def sigset_bytes(k: K, value: int, size: int) -> bytes:
+    bits = 8 * k.word
+    return k.pack_words(*((value >> (bits * i)) & k.mask for i in range(size // k.word)))
+
+
 def _check_size(k: K, size: int) -> None:
     if size != sigset_size(k):
         raise GuestError("EINVAL")
@@ -66,6 +77,8 @@ def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
         blob = k.read(act, _action_size(k))
         values = {name: int.from_bytes(blob[off:off + size], k.endian)
                   for name, (off, size) in fields.items()}
+        off, size = fields["sa_mask"]
+        values["sa_mask"] = sigset_from(k, blob[off:off + size])
         new = SigAction(values["sa_handler"], values.get("sa_flags", 0),
                         values.get("sa_mask", 0), values.get("sa_restorer", 0))
     if oact:
@@ -74,7 +87,8 @@ def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
                             ("sa_mask", old.mask), ("sa_restorer", old.restorer)):
             if name in fields:
                 off, size = fields[name]
-                out[off:off + size] = value.to_bytes(size, k.endian)
+                out[off:off + size] = sigset_bytes(k, value, size) if name == "sa_mask" \
+                    else value.to_bytes(size, k.endian)
         k.write(oact, bytes(out))
     if new is not None:
         k.sig_actions[sig] = new
@@ -93,9 +107,9 @@ def sys_rt_sigprocmask(k: K, a: tuple[int, ...]) -> int:
     _check_size(k, a[3])
     size = sigset_size(k)
     if old:
-        k.write(old, k.sig_mask.to_bytes(size, k.endian))
+        k.write(old, sigset_bytes(k, k.sig_mask, size))
     if new:
-        value = int.from_bytes(k.read(new, size), k.endian)
+        value = sigset_from(k, k.read(new, size))
         if how == k.const("SIG_BLOCK"):
             k.sig_mask |= value
         elif how == k.const("SIG_UNBLOCK"):
