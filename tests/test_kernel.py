@@ -460,6 +460,6 @@ def test_record_kernel_for_uftrace(tmp_path: Path) -> None:
                             capture_output=True, timeout=60, env=ENV, check=True)
     lines = [line.split("|", 1)[1].rstrip() for line in replay.stdout.decode().splitlines()
              if "|" in line]
-    assert [line.strip() for line in lines[:3]] == ["do_probe() {", "arch_probe() {",
-                                                  "trap_handler() {"]
+    names = [line.strip().split("(")[0] for line in lines[:3]]
+    assert names == ["do_probe", "arch_probe", "trap_handler"]
     assert lines[2].index("trap_handler") > lines[1].index("arch_probe")  # nested

@@ -11,7 +11,6 @@ import sys
 from emutrace.cli.progress import with_progress
 from emutrace.cli.run import RunCommand, end_child, report
 from emutrace.errors import UsageError
-from emutrace.machine.board.machine import BoardMachine
 from emutrace.session import Process
 from emutrace.trace.uftrace_write import ListSink, sink_for_image
 
@@ -30,11 +29,10 @@ class RecordCommand(RunCommand):
         if args.backend == "none":
             raise UsageError("record needs a tracing backend (--backend)")
         if args.machine:  # a kernel image on a board (`run --machine`)
-            from emutrace.cli.run_machine import board_machine
+            from emutrace.cli.run_machine import record_machine
 
-            process: Process | BoardMachine = board_machine(args)
-        else:
-            process = Process(self.config(args))
+            return record_machine(args, prepare_dir)
+        process = Process(self.config(args))
         path = prepare_dir(args.data)
         sink = with_progress(sink_for_image(path, process.image, [args.program, *args.args]),
                              sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.errors import UsageError
@@ -63,6 +64,26 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         arg_counts=parse_arg_specs(args.argument))
     args.arg_counts = config.arg_counts
     return BoardMachine(config)
+
+
+def record_machine(args: argparse.Namespace, prepare_dir: Callable[[str], str]) -> int:
+    """`record --machine`: the board's run streamed into a uftrace data directory."""
+    from emutrace.cli.progress import with_progress
+    from emutrace.cli.run import report
+    from emutrace.trace.uftrace_write import sink_for_image
+
+    machine = board_machine(args)
+    path = prepare_dir(args.data)
+    sink = with_progress(sink_for_image(path, machine.image, [args.program]), sys.stderr)
+    machine.sink = sink
+    status = 0
+    try:
+        result = machine.run()
+        status = result.exit_code
+    finally:
+        sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+    report(result)
+    return result.exit_code
 
 
 def run_machine(args: argparse.Namespace) -> int:
