@@ -118,6 +118,7 @@ class NativeInt3Backend(Int3Backend):
         if not self._nt:
             raise MemoryError("native hot path: out of memory")
         self._c_hooks: list[int] = []
+        self._final_time = 0
         self._ops: dict[int, SiteOp | None] = {}
         self._callees: set[int] = set()
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
@@ -133,6 +134,8 @@ class NativeInt3Backend(Int3Backend):
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
     def time(self) -> int:
+        if not self._nt:
+            return self._final_time
         return int(self._lib.nt_get_time(self._nt))
 
     @time.setter
@@ -385,9 +388,12 @@ class NativeInt3Backend(Int3Backend):
     def flush_events(self) -> None:
         """Hand the buffered events to the shadow stack (the session asks at the end of the
         run, before it reads the open frames)."""
-        self._drain()
+        if self._nt:
+            self._drain()
 
     def finish(self) -> int:
+        if not self._nt:  # finished already
+            return self._final_time
         self._drain()
         lib, nt = self._lib, self._nt
         self.stats["traps"] += int(lib.nt_counter(nt, 0))
@@ -395,4 +401,12 @@ class NativeInt3Backend(Int3Backend):
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)),
                              "python_blocks": int(lib.nt_counter(nt, 3))}
-        return self.time
+        self._final_time = self.time
+        # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds
+        # of processes)
+        for handle in self._c_hooks:
+            uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
+        self._c_hooks.clear()
+        lib.nt_free(nt)
+        self._nt = None
+        return self._final_time
