@@ -3,7 +3,7 @@
 * Differential: on every ISA the two engines give identical records (times, addresses,
   argument and return values, unwinding), counters, instruction counts, stop and open
   frames.  On ISAs whose description lowers calls and returns for C (`Isa.lower`: x86_64,
-  i386, aarch64, ppc, ppc64le) the cells exercise what C finishes itself (direct, indirect
+  i386, aarch64, ppc, ppc64le, s390x) the cells exercise what C finishes itself (direct, indirect
   and tail calls, conditional and internal jumps, longjmp; a stripped binary once: site
   hooks beside C), and the fib cell checks that C did finish almost every trap; on the
   others every trap still goes through Python (a small freestanding program checks C's
