@@ -46,8 +46,10 @@ from emutrace.trace.events import Call, Event, Return
 from emutrace.trace.values import Value
 
 # nt_site_set's arguments after the address: op, target, after, src_reg, link_reg, release,
-# fast, conditional, condition test, condition register, its bits a, b, c, clear_low
-SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
+# fast, conditional, condition test, condition register, its bits a, b, c, clear_low, guard
+# test, guard register, its bits a, b
+SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+               int, int]
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
 _NO_INTNO = 0xFFFFFFFF
@@ -118,6 +120,7 @@ class NativeInt3Backend(Int3Backend):
         if not self._nt:
             raise MemoryError("native hot path: out of memory")
         self._c_hooks: list[int] = []
+        self._final_time = 0
         self._ops: dict[int, SiteOp | None] = {}
         self._callees: set[int] = set()
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
@@ -133,6 +136,8 @@ class NativeInt3Backend(Int3Backend):
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
     def time(self) -> int:
+        if not self._nt:
+            return self._final_time
         return int(self._lib.nt_get_time(self._nt))
 
     @time.setter
@@ -301,7 +306,7 @@ class NativeInt3Backend(Int3Backend):
         lower = self.image.isa.lower
         if (lower is None or self.strict or site.executes is not None or site.delay_slot
                 or site.alt_mode or site.maybe_return or site.alt_link
-                or (site.conditional and site.kind is not SiteKind.TAIL)):
+                or (site.conditional and site.kind is SiteKind.CALL)):
             return None
         insn, flow = self._insn(site)
         op = lower(insn, flow) if flow.kind is not FlowKind.NONE else None
@@ -313,6 +318,7 @@ class NativeInt3Backend(Int3Backend):
             src = self.cpu.reg_id(op.reg) if op.reg is not None else -1
             link = self.cpu.reg_id(op.link) if op.link is not None else -1
             cond_reg = self.cpu.reg_id(cond.reg) if cond.reg is not None else -1
+            guard_reg = self.cpu.reg_id(op.guard.reg) if op.guard.reg is not None else -1
         except KeyError:
             return None
         fast = 1
@@ -322,7 +328,8 @@ class NativeInt3Backend(Int3Backend):
                 FlowKind.JUMP: native.OP_JUMP}[op.kind]
         return (code, op.target or 0, after, src, link, op.release, fast,
                 int(site.conditional), CONDITION_TESTS.index(cond.test), cond_reg, cond.a,
-                cond.b, cond.c, op.clear_low)
+                cond.b, cond.c, op.clear_low, CONDITION_TESTS.index(op.guard.test), guard_reg,
+                op.guard.a, op.guard.b)
 
     def _return_fast(self, site: Site) -> bool:
         """Is the value of the function returning at site in the snapshotted registers?"""
@@ -385,9 +392,12 @@ class NativeInt3Backend(Int3Backend):
     def flush_events(self) -> None:
         """Hand the buffered events to the shadow stack (the session asks at the end of the
         run, before it reads the open frames)."""
-        self._drain()
+        if self._nt:
+            self._drain()
 
     def finish(self) -> int:
+        if not self._nt:  # finished already
+            return self._final_time
         self._drain()
         lib, nt = self._lib, self._nt
         self.stats["traps"] += int(lib.nt_counter(nt, 0))
@@ -395,4 +405,12 @@ class NativeInt3Backend(Int3Backend):
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)),
                              "python_blocks": int(lib.nt_counter(nt, 3))}
-        return self.time
+        self._final_time = self.time
+        # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds
+        # of processes)
+        for handle in self._c_hooks:
+            uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
+        self._c_hooks.clear()
+        lib.nt_free(nt)
+        self._nt = None
+        return self._final_time

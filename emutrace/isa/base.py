@@ -286,6 +286,8 @@ CONDITION_TESTS = (
     "set_or_ne", "clear_and_eq",  # a is 1 or b != c / a is 0 and b == c
     "set_and_clear", "clear_or_set",  # a is 1 and b is 0 / a is 0 or b is 1
     "zero", "nonzero",  # the low a bits of reg are all 0 / not all 0
+    "both",  # bits a and b are 1
+    "cc_mask",  # bit (8 >> cc) of mask b, cc = the 2 bits of reg at a (s390x BRC/BCR)
 )
 
 
@@ -318,6 +320,8 @@ class NativeOp:
     release: int = 0
     cond: Condition = Condition("always")
     clear_low: int = 0  # a register target's low bits the branch ignores (Power: 3)
+    # what must hold for this form to apply at all (else the simulator's other case: Python)
+    guard: Condition = Condition("always")
 
 
 # the native form of a call/return instruction; None: the hot path leaves it to Python

@@ -197,9 +197,9 @@ def ppc_simulator(byteorder: Literal["big", "little"], word: int) -> Simulator:
     return simulate
 
 def ppc_lowering(byteorder: Literal["big", "little"], word: int) -> Lowering:
-    """The simulator's unconditional b/bl/blr/blrl/bctr/bctrl and the bc forms that test one
-    CR bit without touching CTR, as data for the native hot path; CTR-decrementing forms,
-    conditional calls and returns (LR is written even when not taken) stay with Python."""
+    """The simulator's unconditional b/bl/blr/blrl/bctr/bctrl and the bc/bclr forms that test
+    one CR bit without touching CTR, as data for the native hot path; CTR-decrementing forms
+    and conditional calls (LR is written even when not taken) stay with Python."""
     mask = (1 << (8 * word)) - 1
 
     def lower(insn: Insn, flow: Flow) -> NativeOp | None:
@@ -221,6 +221,10 @@ def ppc_lowering(byteorder: Literal["big", "little"], word: int) -> Lowering:
                 return NativeOp(FlowKind.CALL, reg=reg, link="lr", clear_low=3)
             kind = FlowKind.RETURN if reg == "lr" else FlowKind.JUMP
             return NativeOp(kind, reg=reg, clear_low=3)
+        if opcode == 19 and (w >> 1) & 0x3FF == 16 and not lk and bo & 0x04:  # bclr on a bit
+            test = "set" if bo & 0x08 else "clear"
+            return NativeOp(FlowKind.RETURN, reg="lr", clear_low=3,
+                            cond=Condition(test, "cr", 31 - bi))
         if opcode == 16 and not lk and bo & 0x04 and not bo & 0x10:  # bc on one CR bit
             bd = w & 0xFFFC
             bd = bd - (1 << 16) if bd & (1 << 15) else bd

@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     Breakpoint,
     Capability,
     Classifiers,
+    Condition,
     CpuPort,
     CValues,
     DebugHardware,
@@ -16,6 +17,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeOp,
     Plt,
     RegFixup,
     Registers,
@@ -219,6 +221,40 @@ def simulate_s390x(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
     return target if r1 & (8 >> (pswm >> 44 & 3)) else after
 
 
+# The simulator's BASR / BCR / BRC / BRCL / BRAS / BRASL as data for the native hot path,
+# under the same precondition (PSW EA|BA, bits 32 and 31: 64-bit addressing); the condition
+# code is PSW mask bits 44–45 (z/Architecture PoO, "Branch on Condition").
+_ADDR64 = Condition("both", "pswm", 31, 32)
+
+
+def lower_s390x(insn: Insn, flow: Flow) -> NativeOp | None:
+    raw, addr = insn.raw, insn.addr
+    op = raw[0]
+    if op == 0x0D and insn.size == 2:  # basr
+        r1, r2 = raw[1] >> 4, raw[1] & 15
+        if r2 == 0:
+            return None
+        return NativeOp(FlowKind.CALL, reg=f"r{r2}", link=f"r{r1}", guard=_ADDR64)
+    if op == 0x07 and insn.size == 2:  # bcr
+        m1, r2 = raw[1] >> 4, raw[1] & 15
+        if r2 == 0 or m1 == 0:
+            return None
+        kind = FlowKind.RETURN if r2 == 14 else FlowKind.JUMP  # as classify_s390x
+        cond = Condition("always") if m1 == 15 else Condition("cc_mask", "pswm", 44, m1)
+        return NativeOp(kind, reg=f"r{r2}", cond=cond, guard=_ADDR64)
+    if op == 0xA7 and insn.size == 4 and raw[1] & 15 in (4, 5):  # brc, bras
+        offset = 2 * _signed(int.from_bytes(raw[2:4], "big"), 16)
+    elif op == 0xC0 and insn.size == 6 and raw[1] & 15 in (4, 5):  # brcl, brasl
+        offset = 2 * _signed(int.from_bytes(raw[2:6], "big"), 32)
+    else:
+        return None
+    target, r1 = (addr + offset) & _MASK64, raw[1] >> 4
+    if raw[1] & 15 == 5:  # bras / brasl
+        return NativeOp(FlowKind.CALL, target=target, link=f"r{r1}", guard=_ADDR64)
+    return NativeOp(FlowKind.JUMP, target=target, guard=_ADDR64,
+                    cond=Condition("always") if r1 == 15 else Condition("cc_mask", "pswm", 44, r1))
+
+
 # ---------------------------------------------------------------- quirks
 RESET = (
     # PSW mask EA|BA: Unicorn resets to 24-bit addressing; the stack lives far above 16 MiB.
@@ -287,4 +323,5 @@ ISA = Isa(
     },
     classifiers=CLASSIFIERS,
     simulate=simulate_s390x,
+    lower=lower_s390x,
 )

@@ -71,7 +71,7 @@ def load() -> ctypes.CDLL:
         "nt_new": ([vp, ctypes.POINTER(Config)], vp),
         "nt_free": ([vp], None),
         "nt_site_set": ([vp, u64, u32, u64, u64, i32, i32, u32, u32, u32, u32, i32, u32, u32,
-                         u32, u32], ctypes.c_int),
+                         u32, u32, u32, i32, u32, u32], ctypes.c_int),
         "nt_inside_add": ([vp, u64, u64], ctypes.c_int),
         "nt_inside_drop": ([vp, u64], ctypes.c_int),
         "nt_site_active": ([vp, u64, u32], None),

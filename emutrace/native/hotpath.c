@@ -65,7 +65,7 @@ enum { OP_NONE = 0, OP_CALL = 1, OP_RETURN = 2, OP_JUMP = 3 };
 /* condition tests (isa/base.py CONDITION_TESTS, same order) */
 enum {
     C_ALWAYS, C_SET, C_CLEAR, C_ANY, C_NONE, C_EQ, C_NE, C_SET_OR_NE, C_CLEAR_AND_EQ,
-    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO
+    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO, C_BOTH, C_CC_MASK
 };
 
 typedef struct {
@@ -79,6 +79,8 @@ typedef struct {
     uint8_t cond, ca, cb, cc;  /* JUMP: condition test and its bit numbers */
     uint8_t conditional;  /* the site may fall through: not taken records nothing */
     uint64_t reg_mask;    /* applied to a target read from a register (Power: ~3) */
+    int32_t guard_reg;    /* the condition under which C may finish the site at all */
+    uint8_t guard, ga, gb;
     uint8_t op;
     uint8_t active;
     uint8_t fast;       /* a RETURN whose value C's snapshot covers */
@@ -320,7 +322,8 @@ void nt_free(nt_state *s)
 int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64_t after,
                 int32_t src_reg, int32_t link_reg, uint32_t release, uint32_t fast,
                 uint32_t conditional, uint32_t cond, int32_t cond_reg, uint32_t ca,
-                uint32_t cb, uint32_t cc, uint32_t clear_low)
+                uint32_t cb, uint32_t cc, uint32_t clear_low, uint32_t guard,
+                int32_t guard_reg, uint32_t ga, uint32_t gb)
 {
     if (addr == 0)
         return -1;
@@ -339,6 +342,10 @@ int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
     p->fast = (uint8_t)fast;
     p->conditional = (uint8_t)conditional;
     p->reg_mask = ~(uint64_t)clear_low;
+    p->guard = (uint8_t)guard;
+    p->guard_reg = guard_reg;
+    p->ga = (uint8_t)ga;
+    p->gb = (uint8_t)gb;
     p->cond = (uint8_t)cond;
     p->cond_reg = cond_reg;
     p->ca = (uint8_t)ca;
@@ -451,14 +458,15 @@ static nt_event *next_event(nt_state *s)
     return &s->events[s->n_events++];
 }
 
-static int cond_holds(nt_state *s, const nt_site *site)
+static int test_holds(nt_state *s, uint8_t test, int32_t reg, uint8_t ia, uint8_t ib,
+                      uint8_t ic)
 {
-    if (site->cond == C_ALWAYS)
+    if (test == C_ALWAYS)
         return 1;
-    uint64_t v = rd(s, site->cond_reg);
-    unsigned a = v >> site->ca & 1, b = v >> site->cb & 1, c = v >> site->cc & 1;
-    uint64_t low = site->ca >= 64 ? ~0ULL : (1ULL << site->ca) - 1;
-    switch (site->cond) {
+    uint64_t v = rd(s, reg);
+    unsigned a = v >> ia & 1, b = v >> ib & 1, c = v >> ic & 1;
+    uint64_t low = ia >= 64 ? ~0ULL : (1ULL << ia) - 1;
+    switch (test) {
     case C_SET: return a;
     case C_CLEAR: return !a;
     case C_ANY: return a || b;
@@ -471,8 +479,15 @@ static int cond_holds(nt_state *s, const nt_site *site)
     case C_CLEAR_OR_SET: return !a || b;
     case C_ZERO: return (v & low) == 0;
     case C_NONZERO: return (v & low) != 0;
+    case C_BOTH: return a && b;
+    case C_CC_MASK: return (ib & (8 >> (v >> ia & 3))) != 0;
     default: return -1;
     }
+}
+
+static int cond_holds(nt_state *s, const nt_site *site)
+{
+    return test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc);
 }
 
 static int fast_trap(nt_state *s, nt_site *site)
@@ -481,6 +496,8 @@ static int fast_trap(nt_state *s, nt_site *site)
     uint64_t sp = rd(s, s->cfg.sp_reg) & mask;
     uint64_t target, entry_sp = sp;
     uint8_t buf[8], stack[8 * NT_MAX_REGS];
+    if (test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
+        return 0;
     if (site->op == OP_CALL) {
         target = site->src_reg >= 0 ? rd(s, site->src_reg) & mask & site->reg_mask
                                     : site->target;
@@ -510,6 +527,15 @@ static int fast_trap(nt_state *s, nt_site *site)
         }
     } else if (site->op == OP_RETURN && site->fast) {
         uint64_t top = sp;
+        int taken = cond_holds(s, site);
+        if (taken < 0 || (!taken && !site->conditional))
+            return 0;
+        if (!taken) {  /* a conditional return falling through records nothing */
+            wr(s, s->cfg.pc_reg, site->after);
+            s->traps++;
+            s->simulated++;
+            return 1;
+        }
         if (site->src_reg >= 0) {
             target = rd(s, site->src_reg) & mask & site->reg_mask;
         } else {  /* the return pops it (RET, RET imm16) */
