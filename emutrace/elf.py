@@ -11,7 +11,7 @@ import mmap
 import os
 import stat
 from dataclasses import dataclass, field, replace
-from typing import IO, cast
+from typing import IO, TYPE_CHECKING, cast
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -19,6 +19,9 @@ from elftools.elf.elffile import ELFFile
 from emutrace.errors import EXIT_NO_INPUT, BadElf, EmutraceError, Unsupported
 from emutrace.isa import UnknownIsa, from_elf
 from emutrace.isa.base import Isa
+
+if TYPE_CHECKING:
+    from emutrace.discover.modules import ModuleMap
 
 PF_X, PF_W, PF_R = 1, 2, 4
 
@@ -54,6 +57,9 @@ class Image:
     symbols: list[Symbol] = field(default_factory=list)
     _starts: list[int] = field(default_factory=list, repr=False)
     bias: int = 0  # load bias already added to every address here (static-PIE)
+    # a dynamic program's modules (itself, ld.so, the libraries ld.so maps): symbols and
+    # code of all of them, growing during the run; None for a static program
+    modules: ModuleMap | None = field(default=None, repr=False, compare=False)
 
     def rebased(self, bias: int) -> Image:
         """The image as loaded `bias` bytes above its link addresses (a static-PIE run):

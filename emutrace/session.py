@@ -7,16 +7,19 @@ import os
 import signal as host_signal
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from emutrace.backends import BACKENDS, Backend, BackendOptions, create
+from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
+from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
+from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
+from emutrace.environment import user_environment
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
-from emutrace.machine.linux import sys_fd, sys_fs, sys_mem, sys_proc  # noqa: F401 (register)
-from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
+from emutrace.machine.linux import handlers  # noqa: F401 (registers every system call)
+from emutrace.machine.linux.kernel import FileDesc, GuestExec, GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
@@ -37,7 +40,7 @@ class RunConfig:
     allow_write: Sequence[str] = ()
     max_insns: int = 0
     timeout: float = 0.0
-    env: dict[str, str] | None = None  # None: the host environment, as qemu-user passes it
+    env: dict[str, str] | None = None  # None: the user's environment (environment.py)
     backend: str = "none"  # "none" (just run) or a tracing backend (backends.BACKENDS)
     cleanup: str = "lazy"  # int3: "lazy" or "strict"
     hw_slots: int | None = None  # hwbp: slots (None: the ISA's hardware)
@@ -45,6 +48,27 @@ class RunConfig:
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
+    engine: str = "python"  # "python" (reference) or "native" (C hot path; int3 only)
+    symbols: Sequence[str] = ()  # --symbols FILE[@BIAS]: an ELF's .symtab or an nm listing
+    # after an execve: the guest's own argv[0], environment entries and path of the program
+    # (None: PROGRAM, `env`, PROGRAM's guest path)
+    argv0: str | None = None
+    raw_env: Sequence[bytes] | None = None
+    guest_path: str | None = None
+
+
+@dataclass
+class Inherited:
+    """What a process keeps across execve (execve(2)): its sandbox view (working
+    directory), the descriptors not marked close-on-exec, its children and parent, ignored
+    signals (handlers are reset) and the signal mask."""
+
+    sandbox: Sandbox
+    fds: dict[int, FileDesc]
+    children: set[int]
+    guest_parent: int | None
+    sig_ignored: set[int]
+    sig_mask: int
 
 
 @dataclass
@@ -57,6 +81,8 @@ class RunResult:
     backend_stats: dict[str, int] = field(default_factory=dict)
     open_frames: list[int] = field(default_factory=list)  # shadow call stack at the end
     guest_insns: int | None = None  # instructions executed (tracing backends count them)
+    next_process: Process | None = None  # after an execve: the new image, ready to run
+    guest_parent: int | None = None  # a forked child's parent (a guest process too)
 
     @property
     def exit_code(self) -> int:
@@ -114,39 +140,50 @@ def open_interpreter(image: Image, sandbox: Sandbox, root: str) -> Image:
 class Process:
     """A program loaded into a fresh emulated CPU with its Linux layer, ready to run."""
 
-    def __init__(self, config: RunConfig, warn: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: RunConfig, warn: Callable[[str], None] | None = None,
+                 inherit: Inherited | None = None) -> None:
         self.config = config
+        self.warn = warn
         self.image = open_image(config.program, config.arch)
         isa = self.image.isa
         self.cpu = UnicornCpu(isa)
         self.cpu.apply_reset()
         self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size),
                                   config.max_memory)
-        try:  # no --allow-write: the current directory if it lies in the root, else nothing
-            self.sandbox = Sandbox(config.root, list(config.allow_write))
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+        if inherit is not None:
+            self.sandbox = inherit.sandbox
+        else:
+            try:  # no --allow-write: the current directory if it lies in the root, else none
+                self.sandbox = Sandbox(config.root, list(config.allow_write))
+            except ValueError as e:
+                raise UsageError(str(e)) from None
         self.bias = load_segments(self.image, self.space)
         self.interp: Image | None = None
         interp_bias = 0
         if self.image.interpreter is not None:
-            if config.backend != "none":
-                raise Unsupported(f"{config.program}: dynamically linked; tracing dynamic "
-                                  f"programs is not supported yet (use --backend none)")
             self.interp = open_interpreter(self.image, self.sandbox, config.root)
             interp_bias = load_segments(self.interp, self.space,
                                         interpreter_bias(self.interp, self.space), brk=False)
-        exe = guest_path_of(self.sandbox, config.program)
+        exe = config.guest_path or guest_path_of(self.sandbox, config.program)
         abi = load_abi(isa.name)
         self.kernel = LinuxKernel(self.cpu, isa, abi, self.space, self.sandbox,
                                   exe, warn or (lambda m: print(m, file=sys.stderr)))
-        env = os.environ if config.env is None else config.env
-        argv = [os.fsencode(config.program), *(os.fsencode(a) for a in config.args)]
-        envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
-        sp = build_stack(self.image, self.space, self.bias, argv, envp, config.program,
+        if inherit is not None:
+            self._inherit(inherit)
+        self.kernel.exec_hook = self._exec_image
+        env = user_environment() if config.env is None else config.env
+        argv = [os.fsencode(config.argv0 if config.argv0 is not None else config.program),
+                *(os.fsencode(a) for a in config.args)]
+        envp = list(config.raw_env) if config.raw_env is not None else [
+            os.fsencode(f"{k}={v}") for k, v in env.items()]
+        sp = build_stack(self.image, self.space, self.bias, argv, envp,
+                         config.guest_path or config.program,
                          self.kernel.random_bytes(16), abi.constants, interp_bias)
         regs = isa.registers
+        modules = self._modules(interp_bias) if config.backend != "none" else None
         self.image = self.image.rebased(self.bias)  # from here on, run-time addresses
+        if modules is not None:
+            self.image = replace(self.image, modules=modules)
         self.entry = self.image.entry
         if self.interp is not None:  # execution starts in ld.so, which jumps to AT_ENTRY
             self.entry = self.interp.entry + interp_bias
@@ -172,8 +209,12 @@ class Process:
             # DEFAULT_ARGS integer words
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
+            if config.engine == "native" and config.backend not in NATIVE_BACKENDS:
+                raise UsageError(f"--engine native: backend {config.backend} has no native "
+                                 f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
+                                 f"--engine python")
             options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types)
+                                     config.bts_buffer, types, config.engine)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)
@@ -181,20 +222,84 @@ class Process:
             known = ", ".join(["none", *BACKENDS])
             raise UsageError(f"unknown backend {config.backend!r}; known: {known}")
 
+    def _modules(self, interp_bias: int) -> ModuleMap | None:
+        """A traced run's module map: for a dynamic program (every module's symbols and
+        code, the libraries as ld.so maps them), or when symbols come from elsewhere
+        (--symbols, a separate debug file of a stripped program); None otherwise (a static
+        program's own .symtab, read as always)."""
+        config = self.config
+        listed = []
+        for spec in config.symbols:
+            path, bias = parse_symbols_spec(spec)
+            listed += listed_symbols(path, self.image.isa, self.bias if bias is None else bias)
+        if self.interp is None and not listed and (
+                self.image.symbols or debug_file_of(self.image.path, config.root) is None):
+            return None
+        modules = ModuleMap(self.image.isa, config.root)
+        modules.add(self.image, self.bias)
+        modules.add_listed(listed)
+        if self.interp is not None:
+            modules.add(self.interp, interp_bias)
+            self.kernel.on_exec_map = modules.exec_mapped
+        return modules
+
+    def _inherit(self, inherit: Inherited) -> None:
+        k = self.kernel
+        k.close_all()  # the fresh 0, 1, 2: the inherited table replaces them
+        k.fds = inherit.fds
+        k.children, k.guest_parent = inherit.children, inherit.guest_parent
+        k.sig_ignored, k.sig_mask = inherit.sig_ignored, inherit.sig_mask
+
+    def _exec_image(self, host: str, argv: list[bytes], envp: list[bytes],
+                    guest: str) -> Process:
+        """execve's new image (the kernel's exec hook): loaded now, so that a failure is
+        the guest's errno and the old image goes on; it runs when this one has ended."""
+        k = self.kernel
+        config = replace(self.config, program=host,
+                         args=[os.fsdecode(a) for a in argv[1:]], arch=None,
+                         argv0=os.fsdecode(argv[0]) if argv else "", raw_env=envp,
+                         guest_path=guest)
+        kept = {n: d for n, d in k.fds.items() if not d.cloexec}
+        return Process(config, self.warn, Inherited(
+            self.sandbox, kept, k.children, k.guest_parent, set(k.sig_ignored), k.sig_mask))
+
     def run(self) -> RunResult:
+        next_process: Process | None = None
+
         def on_exit(e: BaseException) -> Stop:
+            nonlocal next_process
             if isinstance(e, GuestExit):
                 return Stop("exit", status=e.status, pc=self.cpu.pc)
+            if isinstance(e, GuestExec):
+                assert isinstance(e.image, Process)
+                next_process = e.image
+                for n in next_process.kernel.fds:  # handed over: not closed with this image
+                    self.kernel.fds.pop(n, None)
+                return Stop("exec", pc=self.cpu.pc)
             assert isinstance(e, GuestKilled)
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
         try:
-            stop = run(self.cpu, self.hooks, self.entry, max_insns=self.config.max_insns,
-                       timeout=self.config.timeout, exits=(GuestExit, GuestKilled),
-                       on_exit=on_exit)
+            entry = self.entry
+            while True:
+                stop = run(self.cpu, self.hooks, entry, max_insns=self.config.max_insns,
+                           timeout=self.config.timeout,
+                           exits=(GuestExit, GuestKilled, GuestExec), on_exit=on_exit)
+                # a CPU fault the guest handles (a SIGSEGV handler that siglongjmps):
+                # emulation goes on in its handler
+                fault = self.kernel.fault_hook
+                resume = fault(stop.signal, stop.fault_addr) if fault is not None \
+                    and stop.kind == "signal" and stop.detail != "raised by guest" else None
+                if resume is None:
+                    break
+                entry = resume
         finally:
             self.kernel.close_all()
         stats: dict[str, int] = {}
+        # a backend that buffers events (the native engine) hands them over first
+        flush = getattr(self.backend, "flush_events", None)
+        if flush is not None:
+            flush()
         frames = [f.func for f in self.shadow.frames]
         insns = None
         if self.backend is not None:
@@ -202,4 +307,5 @@ class Process:
             self.sink.write(self.shadow.close_all(insns))
             stats = dict(self.backend.stats)
         return RunResult(stop, self.image, self.kernel.stats.count,
-                         dict(self.kernel.stats.by_name), self.records, stats, frames, insns)
+                         dict(self.kernel.stats.by_name), self.records, stats, frames, insns,
+                         next_process, self.kernel.guest_parent)

@@ -19,7 +19,68 @@ if ! dpkg-query -W $cross_libcs >/dev/null 2>&1; then
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_libcs >/dev/null
 fi
+# Kernel images (issue 14, tests/test_kernel.py): qemu-system-<arch> is the oracle of the
+# mini-kernels in testbins/kernel (arm/aarch64 in qemu-system-arm, riscv64 in -misc, i386
+# in -x86).
+if ! command -v qemu-system-aarch64 >/dev/null 2>&1 || ! command -v qemu-system-riscv64 >/dev/null 2>&1 ||
+   ! command -v qemu-system-i386 >/dev/null 2>&1; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    qemu-system-arm qemu-system-misc qemu-system-x86 >/dev/null
+fi
+# ... and Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
+# .cache/firmware once (never committed): tests/test_kernel.py boots them to the prompt.
+for pkg in u-boot-qemu opensbi; do
+  if [ ! -d ".cache/firmware/$pkg/usr/lib" ]; then
+    mkdir -p .cache/firmware
+    ( cd .cache/firmware && rm -f "${pkg}"_*.deb &&
+      { apt-get download "$pkg" 2>/dev/null ||
+        { $sudo apt-get update -qq && apt-get download "$pkg"; }; } &&
+      dpkg-deb -x "${pkg}"_*.deb "$pkg" )
+  fi
+done
+# ... and a Linux kernel from Debian (linux-image-*-cloud-arm64): only its vmlinuz, as
+# .cache/firmware/linux-arm64/vmlinuz (tests/test_kernel.py boots it to the VFS panic).
+if [ ! -f .cache/firmware/linux-arm64/vmlinuz ]; then
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $sudo dpkg --add-architecture arm64
+    $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  fi
+  pkg=$(apt-cache depends linux-image-cloud-arm64:arm64 | awk '/Depends: linux-image-/ {print $2; exit}')
+  tmp=$(mktemp -d)
+  ( cd "$tmp" && apt-get download "$pkg" 2>/dev/null ) &&
+    dpkg-deb --fsys-tarfile "$tmp"/linux-image-*.deb | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*' &&
+    mkdir -p .cache/firmware/linux-arm64 && cp "$tmp"/boot/vmlinuz-* .cache/firmware/linux-arm64/vmlinuz
+  rm -rf "$tmp"
+fi
+# native hot path (issue 9): `pip install -e .` compiles emutrace/native/hotpath.c, which needs a
+# C compiler and the Python headers; installed only when one of them is missing
+if ! command -v gcc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc python3-dev >/dev/null
+fi
 python3 -m pip install -q -e '.[test]'
+python3 -c 'from emutrace import native; native.load()' ||
+  echo "warning: the native hot path was not built; --engine native is unavailable"
 bash scripts/fetch_busybox.sh
+# issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
+# into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
+bash scripts/fetch_shells.sh
+# Tracing dynamic programs (issue 15): the cross binutils (objdump's @plt names are the oracle
+# of PLT naming, objcopy/readelf split debug files in tests/test_debuginfo.py), and a Debian
+# arm64 root with coreutils for tests/test_rootfs.py, made by `emutrace rootfs` once into
+# .cache/rootfs/aarch64 (arm64 was added as a foreign architecture by fetch_busybox.sh).
+cross_binutils="binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
+  binutils-mips-linux-gnu binutils-mipsel-linux-gnu binutils-riscv64-linux-gnu
+  binutils-powerpc-linux-gnu binutils-powerpc64le-linux-gnu binutils-s390x-linux-gnu"
+# shellcheck disable=SC2086
+if ! dpkg-query -W $cross_binutils >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_binutils >/dev/null
+fi
+if [ ! -f .cache/rootfs/aarch64/.emutrace-rootfs ]; then
+  python3 -m emutrace rootfs --arch aarch64 -o .cache/rootfs/aarch64 coreutils
+fi
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion

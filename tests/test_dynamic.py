@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from emutrace import errors
 from emutrace.isa import by_name
 from tests.conftest import ENV, ISAS, TESTBINS, qemu_binary, run_emutrace
 
@@ -39,11 +38,3 @@ def test_dynamic_calls_like_qemu(isa: str) -> None:
     assert (got.stdout, got.stderr, got.returncode) == (want.stdout, want.stderr,
                                                         want.returncode)
 
-
-def test_tracing_a_dynamic_program_is_refused() -> None:
-    """Not done yet (README, "Dynamic programs"): the backends know only the program's
-    symbols, so a call through the PLT into libc would never be seen returning."""
-    got = run_emutrace("run", "--backend", "int3", "--root", sysroot("aarch64"),
-                       TESTBINS / "aarch64" / "calls.dyn", "recursion")
-    assert got.returncode == errors.EXIT_UNSUPPORTED and got.stdout == b""
-    assert got.stderr.count(b"\n") == 1 and b"tracing dynamic programs" in got.stderr

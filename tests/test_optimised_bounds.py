@@ -110,3 +110,28 @@ def test_cold_partitions_are_parts_not_entries() -> None:
     assert not any(rule.is_tail(f.start) for f in cold)
     hot = table.by_name(cold[0].part_of or "")
     assert hot is not None and rule.is_tail(hot.start)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_size_zero_symbols_stay_in_their_section(isa: str) -> None:
+    """A symbol of size 0 (crti/crtn's `_init`/`_fini`, asm) runs to the next symbol, but
+    never past its executable section (readelf's SHF_EXECINSTR sections are the oracle):
+    s390x links `.rodata` right after `.fini` in the text segment, and `_fini` once swept
+    it, so `entry` wrote a return probe into a jump table (`b 0(%r1,%r2)` then jumped
+    through the breakpoint bytes)."""
+    from emutrace.discover import Discovery
+    from emutrace.elf import load_image
+
+    path = str(bin_path(isa, "calls"))
+    with open(path, "rb") as fh:
+        sections = [(s["sh_addr"], s["sh_addr"] + s["sh_size"])
+                    for s in ELFFile(fh).iter_sections()
+                    if s["sh_flags"] & 4 and s["sh_size"]]  # SHF_EXECINSTR
+    discovery = Discovery(load_image(path))
+    zero = [s for s in discovery.symbols.funcs if s.size == 0]
+    assert zero  # _start, _init, _fini at least
+    for sym in zero:
+        func = discovery.function_at(sym.start | (1 if sym.alt else 0))
+        lo, hi = next(r for r in sections if r[0] <= sym.start < r[1])
+        assert func.end <= hi, sym.name
+        assert all(lo <= s.addr < hi for s in func.sites), sym.name

@@ -54,7 +54,10 @@ def test_diff_of_recordings_points_at_char_signedness(tmp_path: Path) -> None:
     differ = run_emutrace("diff", a, b)
     out = differ.stdout.decode()
     assert differ.returncode == 1, out + differ.stderr.decode()
-    assert "char_is_signed" in out and "char_is_unsigned" in out
+    # the recordings hold the typed arguments: the first divergence is classify's char
+    assert "classify(-56)" in out and "classify(200)" in out, out
+    names = run_emutrace("diff", "--no-values", a, b).stdout.decode()
+    assert "char_is_signed" in names and "char_is_unsigned" in names, names
 
 
 def _one_line(proc: subprocess.CompletedProcess, code: int, needle: str) -> None:

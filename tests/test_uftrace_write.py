@@ -20,8 +20,9 @@ from .conftest import ISAS, bin_path, run_qemu
 from .test_trace_oracle import namer
 
 UFTRACE = "uftrace"  # Debian's 0.13, installed by scripts/setup.sh
-# replay's function column: indentation (2 spaces per depth), then `f() {`, `f();`, `} /* f */`
-LINE = re.compile(r"\|( *)(?:(\S+)\(\) \{|(\S+)\(\);|\} /\* (\S+) \*/)$")
+# replay's function column: indentation (2 spaces per depth), then `f(args) {`,
+# `f(args) = v;` or `f(args);`, `} = v; /* f */` or `} /* f */`
+LINE = re.compile(r"\|( *)(?:(\S+?)\(.*\) \{|(\S+?)\(.*\)(?: = .*)?;|\}(?: = .*;)? /\* (\S+) \*/)$")
 
 
 def write_dir(out: Path, program: str, scenario: str) -> None:

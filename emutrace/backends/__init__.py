@@ -29,6 +29,10 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "step": ("step", "a trap on every instruction (TF): the ground truth"),
 }
 
+# backends with a native hot path (`--engine native`, emutrace/native)
+NATIVE_BACKENDS = ("int3",)
+ENGINES = ("python", "native")
+
 
 @dataclass(frozen=True)
 class BackendOptions:
@@ -38,6 +42,8 @@ class BackendOptions:
     bts_buffer: int = 4096  # bts: records the buffer holds before it interrupts
     # prototypes and -A counts for typed arguments (None: the image's, no -A)
     call_types: CallTypes | None = None
+    # "python" (the reference) or "native" (the C hot path, emutrace/native; int3 only)
+    engine: str = "python"
 
 
 class Backend(Protocol):

@@ -136,6 +136,8 @@ class BranchDecoder:
         fallthrough = rec.source + size + self.delay
         if flow.maybe_return and self.tails.returns_to(to):
             kind = FlowKind.RETURN  # `jr t0` back to where `jal t0` came from
+        elif kind is FlowKind.RETURN and self.tails.enters(to):
+            kind = FlowKind.JUMP  # a return into a function's entry (i386 ld.so resolver)
         if kind is FlowKind.CALL:
             if to == fallthrough:
                 return None

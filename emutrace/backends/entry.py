@@ -63,14 +63,21 @@ class EntryBackend(Int3Backend):
     # ------------------------------------------------------------ start-up
     def start(self, entry: int) -> None:
         symbols = self.discovery.symbols.funcs
+        if self.image.interpreter is not None:
+            raise Unsupported(f"{self.image.path}: dynamically linked; the entry backend "
+                              "probes every function up front, before ld.so maps the "
+                              "libraries (use int3)")
         if not symbols:
             raise Unsupported(f"{self.image.path}: no symbol table; the entry backend "
                               "probes every function up front and needs the list (use int3)")
         # (address, reached by a call): symbols first, then what their direct calls reach
         # without a symbol (entries probed) and what their direct jumps reach outside every
         # symbol (ARM glibc's strcmp leaves by a return placed before its symbol: only the
-        # returns are probed there, a jump is not a call)
-        todo = [(s.start | (1 if s.alt else 0), True) for s in symbols]
+        # returns are probed there, a jump is not a call).  A cold partition (`f.cold`,
+        # discover.symbols) likewise: f jumps to it, never calls it, so its returns are
+        # probed and its start is no entry (the frame rule in _entered reads a call's return
+        # address and sp, which in the middle of f are neither)
+        todo = [(s.start | (1 if s.alt else 0), s.part_of is None) for s in symbols]
         while todo:
             addr, called = todo.pop()
             func = self._function_quietly(addr)

@@ -111,7 +111,12 @@ class Int3Backend:
         self.time = 0
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
-        cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
+        self._install(hooks)
+
+    def _install(self, hooks: HookSet) -> None:
+        """The block hook, and the trap handler for patch delivery (the native engine
+        installs its own: backends/int3_native.py)."""
+        self.cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
         if self.delivery == "patch":
             hooks.on_trap = self._on_trap
 
@@ -158,7 +163,10 @@ class Int3Backend:
         """Site hooks where traps are broken, and for code found by descent (no symbol): a
         wrong guess about what is code must never write a breakpoint into data."""
         known = self.armed_funcs.get(func)
-        return self.delivery == "hook" or known is None or known.name is None
+        modules = self.image.modules  # (a dynamic program: a stripped ARM library's literal
+        # pools are not marked, so its code is no surer than descent's)
+        return self.delivery == "hook" or known is None or known.name is None or (
+            modules is not None and not modules.code_known(func))
 
     def _arm_site(self, site: Site, func: int) -> None:
         uc, addr = self.cpu.uc, site.addr
@@ -324,6 +332,8 @@ class Int3Backend:
         kind = site.kind
         if kind is SiteKind.TAIL and site.maybe_return and self.tails.returns_to(target):
             kind = SiteKind.RETURN  # `jr t0` back to where `jal t0` came from
+        elif kind is SiteKind.RETURN and self.tails.enters(target):
+            kind = SiteKind.TAIL  # a return into a function's entry (i386 ld.so resolver)
         if kind is SiteKind.CALL:
             self.tails.called(target, p.fallthrough)
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
@@ -384,4 +394,8 @@ class Int3Backend:
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> Int3Backend:
+    if options.engine == "native":
+        from emutrace.backends.int3_native import NativeInt3Backend
+
+        return NativeInt3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)
     return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)

@@ -107,6 +107,8 @@ class StepBackend:
         kind = p.kind
         if p.maybe_return and self.tails.returns_to(pc):
             kind = FlowKind.RETURN  # `jr t0` back to where `jal t0` came from
+        elif kind is FlowKind.RETURN and self.tails.enters(pc):
+            kind = FlowKind.JUMP  # a return into a function's entry (i386 ld.so resolver)
         if kind is FlowKind.CALL:
             self.stats["calls"] += 1
             self.tails.called(pc, p.fallthrough)

@@ -22,12 +22,21 @@ class TailRule:
     def __init__(self, symbols: SymbolTable, thumb_bit: bool) -> None:
         self.mask = ~1 if thumb_bit else ~0
         self.entries: set[int] = set()
-        for f in symbols.funcs:
-            if f.part_of is None:
-                self.entries.update((f.start, f.start + f.local_offset))
+        self.symbols = symbols
+        self._generation = -1  # of the symbol table when its entries were last taken
+        self._take_entries()
         # per open call: entry of the running function, return address of the call
         self.frames: list[int] = []
         self.return_addrs: list[int | None] = []
+
+    def _take_entries(self) -> None:
+        """The table's entries (again when it grew: a dynamic program's library mapped)."""
+        if self._generation == self.symbols.generation:
+            return
+        self._generation = self.symbols.generation
+        for f in self.symbols.funcs:
+            if f.part_of is None:
+                self.entries.update((f.start, f.start + f.local_offset))
 
     def called(self, target: int, return_addr: int | None = None) -> None:
         code = target & self.mask
@@ -45,9 +54,22 @@ class TailRule:
         address)?  Only asked of jumps the ISA classifies `maybe_return`."""
         return bool(self.return_addrs) and self.return_addrs[-1] == target & self.mask
 
+    def enters(self, target: int) -> bool:
+        """Does a return go into a function's entry rather than back to the running call's
+        return address?  Then it is a jump: i386's lazy-binding resolver ends with
+        `ret $0xc` into the function it bound (glibc sysdeps/i386/dl-trampoline.S)."""
+        code = target & self.mask
+        if self.return_addrs and self.return_addrs[-1] == code:
+            return False
+        if code not in self.entries:
+            self._take_entries()
+        return code in self.entries
+
     def is_tail(self, target: int) -> bool:
         """Decide and, for a tail call, make the target the running function."""
         code = target & self.mask
+        if code not in self.entries:
+            self._take_entries()
         if code not in self.entries or (self.frames and self.frames[-1] == code):
             return False
         if self.frames:

@@ -24,7 +24,8 @@ from emutrace.cost.markdown import cost_table_markdown
 
 FIXED_COLUMNS = ("isa", "program", "backend", "median_s", "slowdown", "guest_insns", "calls",
                  "main_event", "main_events", "exit_code", "agreement",
-                 "predicted_vm", "predicted_bare_metal", "error", "problems")
+                 "predicted_vm", "predicted_bare_metal", "error", "problems",
+                 "records_per_s", "bytes_per_record")
 
 
 def stat_keys(recs: Sequence[dict[str, Any]]) -> list[str]:
@@ -136,6 +137,15 @@ def write_markdown(path: Path, meta: Meta, recs: Sequence[dict[str, Any]],
     out += markdown_table(recs, "predicted_vm", with_none=False)
     out += ["## Predicted native slowdown, setting `bare-metal` (published figures)", ""]
     out += markdown_table(recs, "predicted_bare_metal", with_none=False)
+    recorded = [r for r in recs if r["records_per_s"] is not None]
+    if recorded:
+        out += ["## Recording (`BACKEND:record` cells: the trace streamed into a uftrace data "
+                "directory)", "",
+                "| ISA | program | backend | records | records/s | bytes/record |",
+                "|---|---|---|---:|---:|---:|"]
+        out += [f"| {r['isa']} | `{r['program']}` | {r['backend']} | "
+                f"{2 * (r['calls'] or 0):,} | {r['records_per_s']:,.0f} | "
+                f"{r['bytes_per_record']:.1f} |" for r in recorded] + [""]
     out += ["## Cost-model assumptions", "",
             "predicted = (insns × ns/insn + Σ events × price) / (insns × ns/insn); insns = "
             "guest instructions the tracing backend counted.", ""]

@@ -59,6 +59,12 @@ def record(row: Row, cell: Cell, ns_per_insn: float) -> dict[str, Any]:
         "predicted_bare_metal": (None if predicted["bare-metal"] is None
                                  else predicted["bare-metal"].slowdown),
         "stats": dict(cell.stats),
+        # `:record` cells: record throughput (records written / median seconds, the whole
+        # traced run) and the data directory's bytes per record (values included)
+        "records_per_s": (None if not cell.recorded_records or not cell.median
+                          else cell.recorded_records / cell.median),
+        "bytes_per_record": (None if not cell.recorded_records
+                             else (cell.recorded_bytes or 0) / cell.recorded_records),
     }
 
 

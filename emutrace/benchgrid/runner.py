@@ -23,6 +23,7 @@ first round is the one compared; later rounds only time.
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +35,9 @@ from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
 from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.agreement import agreement_text, entries_only
-from emutrace.trace.events import Entry
+from emutrace.trace.events import Entry, Record
+from emutrace.trace.uftrace_read import load_recording
+from emutrace.trace.uftrace_write import sink_for_image
 
 REFERENCE_BACKEND = "step"
 
@@ -56,6 +59,8 @@ class Cell:
     # program); the baseline: "baseline"
     agreement: str = "ok"
     problems: list[str] = field(default_factory=list)  # why FAIL
+    recorded_records: int | None = None  # `:record` cells: records written, bytes of .dat
+    recorded_bytes: int | None = None
 
     @property
     def median(self) -> float | None:
@@ -81,26 +86,60 @@ class Row:
 
 
 def run_once(isa: str, program: Program, spec: BackendSpec, allow_write: list[str],
-             timeout: float) -> tuple[float, RunResult]:
+             timeout: float) -> tuple[float, RunResult, Recorded | None]:
     config = RunConfig(program.path, list(program.argv[1:]), arch=isa, backend=spec.backend,
                        cleanup=spec.cleanup, hw_slots=spec.hw_slots, bts_buffer=spec.bts_buffer,
                        allow_write=allow_write, timeout=timeout)
+    if spec.record:
+        return record_once(config)
     with guest_stdio_silenced():
         start = time.perf_counter()
         result = Process(config, warn=lambda m: None).run()
         seconds = time.perf_counter() - start
-    return seconds, result
+    return seconds, result, None
 
 
-def record_first(cell: Cell, result: RunResult) -> None:
+@dataclass
+class Recorded:
+    """What a `:record` run wrote: records, bytes of `1.dat`, and the records read back."""
+    records: int
+    bytes: int
+    read_back: list[Record]
+
+
+def record_once(config: RunConfig) -> tuple[float, RunResult, Recorded]:
+    """The run streaming into a data directory as `emutrace record` does (the time includes
+    writing and closing it); the records are read back afterwards (not timed) for the
+    agreement check, so a `:record` cell also checks the writer and the reader."""
+    with tempfile.TemporaryDirectory(prefix="emutrace-bench-") as tmp, guest_stdio_silenced():
+        start = time.perf_counter()
+        process = Process(config, warn=lambda m: None)
+        sink = sink_for_image(tmp, process.image, [config.program, *config.args])
+        process.sink = sink
+        status = 0
+        try:
+            result = process.run()
+            status = result.exit_code
+        finally:
+            sink.close(status)
+        seconds = time.perf_counter() - start
+        records, _symbolize, _isa = load_recording(tmp)
+        recorded = Recorded(sink.count, sink.size, list(records))
+    return seconds, result, recorded
+
+
+def record_first(cell: Cell, result: RunResult, recorded: Recorded | None = None) -> None:
     cell.exit_code = result.exit_code
     cell.guest_insns = result.guest_insns
     cell.stats = dict(result.backend_stats)
+    if recorded is not None:
+        cell.recorded_records, cell.recorded_bytes = recorded.records, recorded.bytes
     if cell.spec.traces:
-        cell.calls = sum(1 for r in result.records if isinstance(r, Entry))
+        records = recorded.read_back if recorded is not None else result.records
+        cell.calls = sum(1 for r in records if isinstance(r, Entry))
         symbols, thumb = read_symbols(result.image), result.image.isa.thumb_bit
-        cell.trace = agreement_text(result.records, symbols, thumb)
-        cell.entry_trace = agreement_text(result.records, symbols, thumb, entries_only=True)
+        cell.trace = agreement_text(records, symbols, thumb)
+        cell.entry_trace = agreement_text(records, symbols, thumb, entries_only=True)
 
 
 # after every run: the cell, its seconds (None: not run), how many runs that accounts for
@@ -123,7 +162,8 @@ def run_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
                 progress(cell, None, 1)
                 continue
             try:
-                seconds, result = run_once(isa, program, cell.spec, allow_write, timeout)
+                seconds, result, recorded = run_once(isa, program, cell.spec, allow_write,
+                                                     timeout)
             except EmutraceError as e:
                 # a backend that declares it cannot trace this program (entry on a stripped
                 # binary) is reported as such; any other refusal is an error
@@ -139,7 +179,7 @@ def run_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
                 continue
             cell.seconds.append(seconds)
             if round_no == 0:
-                record_first(cell, result)
+                record_first(cell, result, recorded)
             progress(cell, seconds, 1)
     check(row)
     return row

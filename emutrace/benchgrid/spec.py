@@ -3,7 +3,9 @@ and checked before anything runs (a bad argument is a `UsageError`: one line, ex
 
 A backend spec is a registered backend name with an optional setting after a colon:
 ``int3:strict`` (cleanup policy), ``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per
-buffer).  ``all`` expands to the comparison set; ``none`` is the baseline and is always run,
+buffer), ``BACKEND:record`` (the backend's trace written to a uftrace data directory as
+`emutrace record` writes it: record throughput and bytes per record).  ``all`` expands to
+the comparison set; ``none`` is the baseline and is always run,
 so naming it is allowed and changes nothing.
 """
 
@@ -28,6 +30,7 @@ class BackendSpec:
     cleanup: str = "lazy"
     hw_slots: int | None = None
     bts_buffer: int = 4096
+    record: bool = False  # stream the trace into a data directory (`emutrace record`)
 
     @property
     def traces(self) -> bool:
@@ -46,14 +49,18 @@ def parse_spec(text: str) -> BackendSpec:
                          f"{', '.join(BACKENDS)}, all")
     if not colon:
         return BackendSpec(text, name)
+    if value == "record" and name != BASELINE:
+        return BackendSpec(text, name, record=True)
     if name == "int3" and value in ("lazy", "strict"):
         return BackendSpec(text, name, cleanup=value)
     if name in ("hwbp", "bts") and value.isdigit() and int(value) >= 1:
         if name == "hwbp":
             return BackendSpec(text, name, hw_slots=int(value))
         return BackendSpec(text, name, bts_buffer=int(value))
-    expected = {"int3": "int3:lazy or int3:strict", "hwbp": "hwbp:N (N ≥ 1 slots)",
-                "bts": "bts:N (N ≥ 1 records)"}.get(name, f"{name} takes no setting")
+    expected = {"int3": "int3:lazy, int3:strict or int3:record",
+                "hwbp": "hwbp:N (N ≥ 1 slots) or hwbp:record",
+                "bts": "bts:N (N ≥ 1 records) or bts:record"}.get(
+                    name, f"{name}:record or no setting")
     raise UsageError(f"--backend {text}: expected {expected}")
 
 

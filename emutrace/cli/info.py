@@ -1,5 +1,5 @@
 """`emutrace info`: the ISA × capability matrix and the debug hardware `hwbp` models,
-straight from the ISA modules."""
+straight from the ISA modules; `emutrace info -d DIR`: what a recording holds."""
 
 from __future__ import annotations
 
@@ -14,9 +14,22 @@ class InfoCommand:
     help = "show the supported ISAs and what works on each (with the reason for each gap)"
 
     def configure(self, p: argparse.ArgumentParser) -> None:
-        pass
+        p.add_argument("--machines", action="store_true",
+                       help="list the boards of `run --machine` instead")
+        p.add_argument("-d", "--data", metavar="DIR",
+                       help="describe the recording in DIR instead (see `emutrace record`)")
 
     def __call__(self, args: argparse.Namespace) -> int:
+        if args.machines:
+            print(render_machines())
+            return 0
+        if args.data is not None:
+            from emutrace.trace.recording_info import describe
+            from emutrace.trace.uftrace_read import load_recording
+
+            records, _symbolize, isa = load_recording(args.data)
+            print("\n".join(describe(args.data, isa, records)))
+            return 0
         print(render_matrix())
         print()
         print(render_debug_hardware())
@@ -56,4 +69,21 @@ def render_debug_hardware() -> str:
     for isa in all_isas():
         hw = isa.debug_hardware
         lines.append(f"  {isa.name:<9} {hw.slots} {hw.kind:<8} {hw.registers:<22} {hw.source}")
+    return "\n".join(lines)
+
+
+def render_machines() -> str:
+    """The boards of `run --machine`: memory, devices and the QEMU command they stand for."""
+    from emutrace.machine.board.presets import BOARDS
+
+    lines = []
+    for board in BOARDS.values():
+        lines.append(f"{board.name} ({board.isa}): {board.description}")
+        lines.append(f"  like:    {' '.join(board.qemu)}")
+        lines.append("  memory:  " + ", ".join(
+            f"{r.name} {r.base:#x}+{r.size >> 20}M" for r in board.ram))
+        lines.append(f"  -bios:   a raw image loads at {board.bios_at:#x}")
+        lines.append("  devices: " + ", ".join(
+            f"{d.name} {d.base:#x}" + ("" if d.kind == "const" else f" ({d.kind})")
+            for d in board.devices))
     return "\n".join(lines)

@@ -28,13 +28,17 @@ class Command(Protocol):
 def commands() -> list[Command]:
     from emutrace.cli.bench import BenchCommand
     from emutrace.cli.diff import DiffCommand
+    from emutrace.cli.dump import DumpCommand
+    from emutrace.cli.graph import GraphCommand
     from emutrace.cli.info import InfoCommand
     from emutrace.cli.record import RecordCommand
     from emutrace.cli.replay import ReplayCommand
+    from emutrace.cli.report import ReportCommand
+    from emutrace.cli.rootfs import RootfsCommand
     from emutrace.cli.run import RunCommand
 
-    return [RunCommand(), RecordCommand(), ReplayCommand(), InfoCommand(), BenchCommand(),
-            DiffCommand()]
+    return [RunCommand(), RecordCommand(), ReplayCommand(), ReportCommand(), GraphCommand(),
+            DumpCommand(), InfoCommand(), BenchCommand(), DiffCommand(), RootfsCommand()]
 
 
 class UsageExit(Exception):

@@ -77,3 +77,17 @@ def add_filter_options(g: argparse._ActionsContainer) -> None:
     g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
                    help="hide FUNC and what it calls (repeatable)")
     g.add_argument("-D", "--depth", type=count, metavar="N", help="show N levels at most")
+
+
+def env_assignment(text: str) -> str:
+    """`--env NAME=VALUE`: a non-empty NAME without `=` or NUL (execve's rule for envp)."""
+    name, eq, value = text.partition("=")
+    if not eq or not name or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=VALUE")
+    return text
+
+
+def env_name(text: str) -> str:
+    if not text or "=" in text or "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a variable name")
+    return text

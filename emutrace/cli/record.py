@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 
-from emutrace.cli.run import RunCommand, report
+from emutrace.cli.progress import with_progress
+from emutrace.cli.run import RunCommand, end_child, report
 from emutrace.errors import UsageError
+from emutrace.machine.board.machine import BoardMachine
 from emutrace.session import Process
-from emutrace.trace.uftrace_write import sink_for_image
+from emutrace.trace.uftrace_write import ListSink, sink_for_image
 
 
 class RecordCommand(RunCommand):
@@ -26,17 +29,36 @@ class RecordCommand(RunCommand):
     def __call__(self, args: argparse.Namespace) -> int:
         if args.backend == "none":
             raise UsageError("record needs a tracing backend (--backend)")
-        config = self.config(args)
-        process = Process(config)
+        if args.machine:  # a kernel image on a board (`run --machine`)
+            from emutrace.cli.run_machine import board_machine
+
+            process: Process | BoardMachine = board_machine(args)
+        else:
+            process = Process(self.config(args))
         path = prepare_dir(args.data)
-        sink = sink_for_image(path, process.image, [args.program, *args.args])
+        sink = with_progress(sink_for_image(path, process.image, [args.program, *args.args]),
+                             sys.stderr)
         process.sink = sink
         status = 0
+        # a forked child's events are not recorded (one data directory, one task: the
+        # parent's); the child drops them and leaves the directory to its parent
+        child_of = None  # a user program's kernel (a board has no processes)
+        if isinstance(process, Process):
+            child_of = process.kernel
+            child_of.fork_listeners.append(
+                lambda pid: setattr(process, "sink", ListSink([])))
         try:
             result = process.run()
             status = result.exit_code
         finally:
-            sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+            if child_of is None or child_of.guest_parent is None:
+                sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+        while result.next_process is not None:  # execve: the new image runs, not recorded
+            print(f"emutrace: record: {result.next_process.config.guest_path} (execve) is not "
+                  f"recorded", file=sys.stderr)
+            result = result.next_process.run()
+        if result.guest_parent is not None:
+            end_child(result)
         report(result)
         return result.exit_code
 

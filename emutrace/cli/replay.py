@@ -1,5 +1,7 @@
 """`emutrace replay -d DIR`: the call graph of a recording, in the layout `emutrace run`
-prints (trace/format.py), with uftrace's filter options."""
+prints (trace/format.py), with uftrace's filter options.  It streams: memory stays bounded
+whatever the recording's length; a file damaged in the middle is reported (one line, 65)
+after the lines before the damage."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import argparse
 import sys
 
 from emutrace.cli import options
+from emutrace.isa import by_name
+from emutrace.trace.events import Entry
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.uftrace_read import load_recording
 
@@ -24,12 +28,14 @@ class ReplayCommand:
                             "everything when the recording has no SYM)")
 
     def __call__(self, args: argparse.Namespace) -> int:
-        records, symbolize, _isa = load_recording(args.data)
-        lines = list(records)  # read whole first: a damaged file fails before any output
-        names = {symbolize(r.func) for r in lines}
-        start = args.start if args.start in names else None
+        records, symbolize, isa = load_recording(args.data)
+        # the records stream (memory does not grow with the recording); a first pass reads
+        # only up to SYM's first entry (the whole file when SYM is never entered)
+        probe, _symbolize, _isa = load_recording(args.data)
+        entered = any(isinstance(r, Entry) and symbolize(r.func) == args.start for r in probe)
+        start = args.start if entered else None
         opts = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
-                             depth=args.depth, start=start, show_args=False,
-                             show_retval=False)
-        sys.stdout.writelines(line + "\n" for line in iter_replay_lines(lines, symbolize, opts))
+                             depth=args.depth, start=start,
+                             word_bits=8 * by_name(isa).identity.word_size if isa else 64)
+        sys.stdout.writelines(line + "\n" for line in iter_replay_lines(records, symbolize, opts))
         return 0

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from typing import TextIO
+from typing import NoReturn, TextIO
 
-from emutrace.backends import BACKENDS
+from emutrace.backends import BACKENDS, ENGINES
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
+from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.discover.symbols import read_symbols
+from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import Process, RunConfig, RunResult
@@ -32,6 +35,9 @@ class RunCommand:
         p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
                        help="int3: leave breakpoints in place (lazy) or disarm a function when "
                             "it stops being current (strict, fctrace's rule)")
+        p.add_argument("--engine", choices=ENGINES, default="python",
+                       help="where the per-event work runs: python (the reference, default) "
+                            "or native (the C hot path; int3 only, see README)")
         p.add_argument("--hw-slots", type=options.positive_count, metavar="N",
                        help="hwbp: hardware breakpoint slots (default: the ISA's, see "
                             "`emutrace info`)")
@@ -46,6 +52,10 @@ class RunCommand:
                             "DWARF or the libc table, else 4 integer words; repeatable)")
         g.add_argument("--start", default="main", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main)")
+        g.add_argument("--symbols", action="append", default=[], metavar="FILE[@BIAS]",
+                       help="function names from FILE: an ELF with .symtab (a separate debug "
+                            "file) or an nm/System.map listing, at BIAS (default: the "
+                            "program's load bias; repeatable)")
         p.add_argument("--root", default="/", metavar="DIR",
                        help="host directory the guest sees as / (default: /)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
@@ -59,8 +69,15 @@ class RunCommand:
         p.add_argument("--max-memory", type=options.size, default=DEFAULT_MAX_MEMORY,
                        metavar="SIZE", help="guest memory cap, e.g. 512M or 8G; mmap and brk "
                        "beyond it fail with ENOMEM (default 4G)")
+        p.add_argument("--env", action="append", default=[], type=options.env_assignment,
+                       metavar="NAME=VALUE", help="set NAME in the guest's environment, "
+                       "which is otherwise exactly the user's (repeatable)")
+        p.add_argument("--unset-env", action="append", default=[], type=options.env_name,
+                       metavar="NAME", help="remove NAME from the guest's environment "
+                       "(repeatable; applied before --env)")
         p.add_argument("--stats", action="store_true",
                        help="print syscall counts to stderr at the end")
+        add_machine_options(p)
         p.add_argument("program", metavar="PROGRAM")
         p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
@@ -76,19 +93,40 @@ class RunCommand:
                          allow_write=args.allow_write, max_insns=args.max_insns,
                          timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
                          hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
-                         arg_counts=args.arg_counts, max_memory=args.max_memory)
+                         arg_counts=args.arg_counts, max_memory=args.max_memory,
+                         engine=args.engine,
+                         env=with_changes(user_environment(), args.env, args.unset_env),
+                         symbols=args.symbols)
 
     def __call__(self, args: argparse.Namespace) -> int:
+        if args.machine:
+            return run_machine(args)
         process = Process(self.config(args))  # loaded, not yet run
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name
-        args.output_file = open_output(args.output) if args.output and \
-            args.backend != "none" else None
-        result = process.run()
+        tracing = args.backend != "none"
+        args.output_file = open_output(args.output) if args.output and tracing else None
+        while True:  # one pass per image: the program, then what it execve()s
+            follow_forks(process, args)
+            result = process.run()
+            code = self.finish(result, args)
+            if result.next_process is None:
+                break
+            process = result.next_process
+            if args.output and tracing:  # the next image's trace: FILE.exec (FILE.exec.exec…)
+                args.output = f"{args.output}.exec"
+                args.output_file = open_output(args.output)
+        if result.guest_parent is not None:
+            end_child(result)
+        return code
+
+    def finish(self, result: RunResult, args: argparse.Namespace) -> int:
+        """The trace, the report line and the statistics of one image's run."""
         with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
             if args.backend != "none":
                 write_trace(result, args)  # before the report: a crash keeps what was recorded
-            report(result)
+            if result.guest_parent is None:  # a child's end is for its parent to report
+                report(result)
         if late.signal:
             print(f"emutrace: {late.signal} while writing the output (complete)", file=sys.stderr)
             return late.exit_code
@@ -102,10 +140,36 @@ class RunCommand:
         return result.exit_code
 
 
+def follow_forks(process: Process, args: argparse.Namespace) -> None:
+    """A forked child writes its own trace: to FILE.<pid> with -o FILE, else to stderr
+    like its parent (each process's whole trace at its end)."""
+    def in_child(pid: int) -> None:
+        if args.output_file is not None:
+            args.output_file.close()  # the parent's file: nothing buffered yet
+            args.output = f"{args.output}.{pid}"
+            args.output_file = open_output(args.output)
+
+    process.kernel.fork_listeners.append(in_child)
+
+
+def end_child(result: RunResult) -> NoReturn:
+    """A forked child ends as the guest process ended, for its parent's wait4: with the
+    guest's exit status, or killed by the guest's signal (no core: _become_child)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if result.stop.kind == "exit":
+        os._exit(result.stop.status)
+    sig = int(getattr(signal, result.stop.signal, signal.SIGKILL))
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)  # a signal whose host action is not to end the process
+
+
 def report(result: RunResult) -> None:
     """One line on stderr for any end that is not the guest's own exit."""
     stop = result.stop
-    if stop.kind == "exit":  # the guest's own exit: nothing to report, frames may be open
+    if stop.kind in ("exit", "exec"):  # the guest's own exit or execve: nothing to report
         return
     where = f"pc {stop.pc:#x} ({result.image.symbolize(stop.pc)})"
     if stop.kind == "timeout":
@@ -153,8 +217,17 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
         func = symbols.containing(addr)
         return func.name if func is not None else f"{addr:#x}"
 
-    start = args.start if symbols.by_name(args.start) is not None else None
-    options = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
+    modules = result.image.modules
+
+    def shown(spec: str) -> str:
+        """A dynamic program's `lib:func` (libc:malloc, libc.so.6:malloc) → the name the
+        trace shows for it (`malloc`, or `libc:malloc` where two modules define one)."""
+        return (modules.resolve_name(spec) or spec) if modules is not None else spec
+
+    start_name = shown(args.start)
+    start = start_name if symbols.by_name(start_name) is not None else None
+    options = ReplayOptions(filters=tuple(map(shown, args.filter)),
+                            notrace=tuple(map(shown, args.notrace)),
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
                             arg_counts=args.arg_counts)  # the backend read the rest

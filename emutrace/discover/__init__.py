@@ -13,6 +13,7 @@ from __future__ import annotations
 from emutrace.discover.decode import Decoder, NoClassifiers
 from emutrace.discover.descent import descend
 from emutrace.discover.functions import from_symbol
+from emutrace.discover.memo import file_key, kept
 from emutrace.discover.model import Function, Site, SiteKind
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.elf import Image
@@ -25,6 +26,10 @@ class Discovery:
         self.image = image
         self.decoder = Decoder(image)
         self.symbols = read_symbols(image) if use_symbols else SymbolTable([], [])
+        # functions read from a symbol depend on the file alone: shared with the next run of
+        # the same file in this process (memo.py); descent's depend on what this run saw
+        key = file_key(image.path, image.bias) if use_symbols else None
+        self._from_symbols: dict[int, Function] = kept("functions", key, dict)
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
         self._descended: dict[tuple[int, bool], Function] = {}
@@ -42,7 +47,8 @@ class Discovery:
         if cached is not None:
             return cached
         if sym is not None:
-            func = from_symbol(sym, self.symbols, self.decoder)
+            func = self._from_symbols.get(key) or from_symbol(sym, self.symbols, self.decoder)
+            self._from_symbols[key] = func
         else:
             alt = self.image.isa.thumb_bit and bool(addr & 1)
             func = descend(self.decoder, code, alt, self._is_entry)

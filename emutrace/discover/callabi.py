@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.discover.prototypes import (
     VOID,
     CType,
+    ProgramTypes,
     Prototype,
     libc_prototypes,
     lookup,
@@ -183,6 +185,12 @@ class FunctionValues:
     ret_in_core: bool = False  # a float result in the integer result register(s)
 
 
+def _prototypes(path: str) -> ProgramTypes:
+    """read_prototypes, kept for the next run of the same file (memo.py; its warning about
+    garbage DWARF is said once per process either way)."""
+    return kept("prototypes", file_key(path), lambda: read_prototypes(path))
+
+
 class CallTypes:
     """Prototypes of one program's functions, resolved once per function address."""
 
@@ -193,7 +201,7 @@ class CallTypes:
         self.bias = bias
         self.counts = counts or {}
         self.default = default
-        self.dwarf = read_prototypes(path)
+        self.dwarf = _prototypes(path)
         self.libc = libc_prototypes(isa.identity.word_size, isa.c_values.char_signed)
         self._cache: dict[int, FunctionValues] = {}
         self._sites: dict[int, tuple[int, FunctionValues]] = {}

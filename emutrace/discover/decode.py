@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import capstone
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.elf import PF_X, Image
 from emutrace.isa.base import NO_FLOW, Classifiers, Flow, FlowKind, Insn
+
+_AHEAD = 256  # bytes decoded past a missed address in one capstone call
 
 
 class NoClassifiers(LookupError):
@@ -40,8 +43,14 @@ class Decoder:
         if self.cls.alt_mode:
             # the alternative mode keeps the byte-order bits of the main mode
             self._cs_alt = capstone.Cs(arch, _mode(self.cls.alt_mode))
-        self._code = [(s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
-        self._cache: dict[tuple[int, bool], Insn | None] = {}
+        # every module's executable file data for a dynamic program (shared, growing)
+        self._code = image.modules.code if image.modules is not None else [
+            (s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
+        # the file's instructions, shared with the next run of the same file (memo.py); a
+        # dynamic program's modules are not one file: its own cache
+        self._cache: dict[tuple[int, bool], Insn | None] = (
+            {} if image.modules is not None
+            else kept("instructions", file_key(image.path, image.bias), dict))
 
     def in_code(self, addr: int) -> bool:
         return any(base <= addr < base + len(data) for base, data in self._code)
@@ -63,8 +72,20 @@ class Decoder:
         for base, data in self._code:
             if base <= addr < base + len(data):
                 off = addr - base
-                for i in cs.disasm(data[off:off + 16], addr, 1):
-                    insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes), alt)
+                if alt:  # Thumb: one at a time (capstone carries IT-block state along a run)
+                    for i in cs.disasm(data[off:off + 16], addr, 1):
+                        insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes),
+                                    alt)
+                    break
+                # the instructions that follow, decoded in one call and kept: a sweep asks for
+                # them next (disasm_lite's tuples cost a fifth of one CsInsn each)
+                for at, size, mnemonic, op_str in cs.disasm_lite(data[off:off + _AHEAD], addr):
+                    start = at - base
+                    found = Insn(at, size, mnemonic, op_str, bytes(data[start:start + size]),
+                                 alt)
+                    self._cache.setdefault((at, alt), found)
+                    if at == addr:
+                        insn = found
                 break
         self._cache[key] = insn
         return insn

@@ -2,10 +2,12 @@
 executable file data that holds it, and continued past the symbol's end while its code
 falls through.
 
-Bound: a symbol's extent is cut at the end of the executable segment's file data that
-contains its start (nothing outside it is code the CPU could run from the file), and a
-symbol whose start is not in that data has no code at all.  A corrupt or hostile `st_size`
-(2^63) therefore costs nothing.
+Bound: a symbol's extent is cut at the end of the executable section (SHF_EXECINSTR) that
+contains its start, and of the executable segment's file data (nothing outside it is code
+the CPU could run from the file; without section headers the segment alone bounds it); a
+symbol whose start is in neither has no code at all.  A corrupt or hostile `st_size` (2^63)
+therefore costs nothing, and a size-0 symbol at the end of a section (crtn's `_fini`) never
+sweeps the read-only data that the linker put after it in the same segment.
 
 Shared tails: code may run past its symbol's end into the next one — GCC's out-of-line
 register save/restore routines (ppc `_savegpr0_14` … `_savegpr0_31`, `_restgpr0_N`: one
@@ -29,10 +31,18 @@ from emutrace.isa.base import FlowKind
 MAX_TAIL_INSNS = 4096  # the longest shared tail followed past a symbol's end
 
 
+def code_limit(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> int:
+    """End of the code that holds the symbol's start: its executable section, within the
+    executable file data (discover.symbols: `.rodata` may share the text segment)."""
+    end = decoder.code_end(sym.start)
+    section = table.section_end(sym.start)
+    return end if section is None else min(end, section)
+
+
 def extent(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> int:
     """End of the function: its size, or up to the next symbol when the size is 0 (asm);
-    never past the executable file data holding its start."""
-    end = decoder.code_end(sym.start)
+    never past the executable section and file data holding its start."""
+    end = code_limit(sym, table, decoder)
     if sym.size:
         return min(sym.start + sym.size, end)
     nxt = table.next_start(sym.start)
@@ -52,7 +62,7 @@ def _falls_through(decoder: Decoder, addr: int, alt: bool) -> bool:
 def from_symbol(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> Function:
     end = extent(sym, table, decoder)
     sites: list[Site] = []
-    limit = decoder.code_end(sym.start)
+    limit = code_limit(sym, table, decoder)
     last: int | None = None  # the last instruction swept (None after data or bad bytes)
 
     def inside(a: int) -> bool:

@@ -178,6 +178,9 @@ def read_prototypes(path: str, warn: Callable[[str], None] = _warn_stderr) -> Pr
     types = _TypeReader()
     try:
         with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":  # raw firmware (`run --machine`): no DWARF
+                return out
+            f.seek(0)
             elf = ELFFile(f)
             if not elf.has_dwarf_info():
                 return out

@@ -1,14 +1,27 @@
 """Function symbols as discovery needs them: the ISA-mode bit of the value (ARM Thumb), the
-ELFv2 local entry (st_other bits 5–7), and the mapping symbols that mark data in code."""
+ELFv2 local entry (st_other bits 5–7), the mapping symbols that mark data in code, and the
+executable sections (SHF_EXECINSTR) that bound a function's code.
+
+Why sections: an executable PT_LOAD segment often holds read-only data too (s390x, ppc and
+others link `.rodata` into the text segment), so a symbol of size 0 at the end of `.text`
+(crti/crtn's `_fini`) or a sweep past a symbol's end must stop where the executable section
+ends, never decode `.rodata` as code (a jump table read as `br %r15` got a probe written into
+it: the program then jumped through a table entry holding the breakpoint bytes)."""
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.elf import Image
+from emutrace.isa.base import Isa
+
+SHF_EXECINSTR = SH_FLAGS.SHF_EXECINSTR
 
 
 @dataclass(frozen=True)
@@ -40,28 +53,65 @@ def _local_offset(value: int) -> int:
 class SymbolTable:
     funcs: list[FuncSymbol]
     data_ranges: list[tuple[int, int]]  # [start, end) of data in code ($d mapping symbols)
+    # [start, end) of every SHF_EXECINSTR section (empty: no section headers, segments rule)
+    code_sections: list[tuple[int, int]] = field(default_factory=list)
+
+    # bumped by every change (extend, rename): holders of derived data can tell
+    generation: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
+        self._index()
+
+    def _index(self) -> None:
         self.funcs.sort(key=lambda f: (f.start, -f.size, f.name))
+        self.data_ranges.sort()
         self._starts = [f.start for f in self.funcs]
+        # _reach[i]: the furthest end of funcs[0..i], so a miss stops walking back at once
+        self._reach: list[int] = []
+        furthest = 0
+        for f in self.funcs:
+            furthest = max(furthest, f.start + max(f.size, 1))
+            self._reach.append(furthest)
         self._data_starts = [d[0] for d in self.data_ranges]
+        self.generation += 1
+
+    def extend(self, funcs: list[FuncSymbol], data_ranges: list[tuple[int, int]]) -> None:
+        """Add the symbols of a module mapped later (a dynamic program's library)."""
+        self.funcs.extend(funcs)
+        self.data_ranges.extend(data_ranges)
+        self._index()
+
+    def rename(self, names: dict[tuple[int, str], str]) -> None:
+        """New names for functions, keyed by (start, old name): module-qualified
+        `lib:func` where two modules define the same name."""
+        self.funcs[:] = [replace(f, name=names.get((f.start, f.name), f.name))
+                         for f in self.funcs]
+        self._index()
 
     def containing(self, addr: int) -> FuncSymbol | None:
         """The function whose [start, start+size) holds addr (a sized one wins)."""
         i = bisect.bisect_right(self._starts, addr) - 1
-        while i >= 0 and self.funcs[i].start <= addr:
+        reach = self._reach
+        while i >= 0 and reach[i] > addr:  # (no symbol at or before i reaches addr: stop)
             f = self.funcs[i]
             if f.start <= addr < f.start + max(f.size, 1):
                 return f
-            if f.start < addr and f.size and f.start + f.size <= addr:
-                i -= 1
-                continue
             i -= 1
         return None
 
     def next_start(self, addr: int) -> int | None:
         i = bisect.bisect_right(self._starts, addr)
         return self._starts[i] if i < len(self._starts) else None
+
+    def section_end(self, addr: int) -> int | None:
+        """End of the executable section holding addr; addr itself when section headers
+        exist and none holds it (not code); None without section headers."""
+        if not self.code_sections:
+            return None
+        for start, end in self.code_sections:
+            if start <= addr < end:
+                return end
+        return addr
 
     def in_data(self, addr: int) -> bool:
         i = bisect.bisect_right(self._data_starts, addr) - 1
@@ -74,34 +124,67 @@ class SymbolTable:
         return None
 
 
+def _from_image(image: Image) -> SymbolTable:
+    """The functions the Image itself lists: for files without a .symtab (raw firmware, a
+    stripped kernel) whose symbols came from elsewhere (`run --symbols`)."""
+    thumb = image.isa.thumb_bit
+    return SymbolTable([FuncSymbol(s.name, s.addr & ~1 if thumb else s.addr, s.size,
+                                   thumb and bool(s.addr & 1), 0, _partition_of(s.name))
+                        for s in image.symbols if s.kind == "func"], [])
+
+
 def read_symbols(image: Image) -> SymbolTable:
+    """The image's function symbols at its run-time addresses (kept for the next run of the
+    same file: memo.py).  A dynamic program's image carries its module map: then the one
+    table of every module mapped so far (it grows as ld.so maps libraries;
+    discover.modules)."""
+    if image.modules is not None:
+        return image.modules.table
+    return kept("symbols", file_key(image.path, image.bias), lambda: _read_symbols(image))
+
+
+def _read_symbols(image: Image) -> SymbolTable:
     with open(image.path, "rb") as fh:
+        if fh.read(4) != b"\x7fELF":
+            return _from_image(image)
+        fh.seek(0)
         elf = ELFFile(fh)
         table = elf.get_section_by_name(".symtab")
         if table is None or not hasattr(table, "iter_symbols"):
-            return SymbolTable([], [])
-        cls = image.isa.classifiers
-        local = cls is not None and cls.local_entry
-        funcs: list[FuncSymbol] = []
-        marks: list[tuple[int, bool]] = []  # (addr, is data) from $d / $a $t $x mapping symbols
-        for sym in table.iter_symbols():
-            if sym["st_shndx"] == "SHN_UNDEF":
-                continue
-            value = sym["st_value"] + image.bias
-            name = sym.name
-            if name in ("$d", "$a", "$t", "$x") or name.startswith(("$d.", "$x.", "$a.", "$t.")):
-                marks.append((value, name.startswith("$d")))
-                continue
-            if sym["st_info"]["type"] != "STT_FUNC" or not name:
-                continue
-            alt = image.isa.thumb_bit and bool(value & 1)
-            start = value & ~1 if image.isa.thumb_bit else value
-            off = _local_offset(sym["st_other"]["local"]) if local else 0
-            funcs.append(FuncSymbol(name, start, sym["st_size"], alt, off, _partition_of(name)))
+            return _from_image(image)
+        code = sorted((s["sh_addr"] + image.bias, s["sh_addr"] + image.bias + s["sh_size"])
+                      for s in elf.iter_sections()
+                      if s["sh_flags"] & SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS"
+                      and s["sh_size"])
+        funcs, ranges = table_symbols(table, image.isa, image.bias)
+    return SymbolTable(funcs, ranges, code)
+
+
+def table_symbols(table: Any, isa: Isa, bias: int) -> tuple[list[FuncSymbol],
+                                                            list[tuple[int, int]]]:
+    """Function symbols and data-in-code ranges of one ELF symbol table, `bias` added."""
+    cls = isa.classifiers
+    local = cls is not None and cls.local_entry
+    funcs: list[FuncSymbol] = []
+    marks: list[tuple[int, bool]] = []  # (addr, is data) from $d / $a $t $x mapping symbols
+    for sym in table.iter_symbols():
+        if sym["st_shndx"] == "SHN_UNDEF":
+            continue
+        value = sym["st_value"] + bias
+        name = sym.name
+        if name in ("$d", "$a", "$t", "$x") or name.startswith(("$d.", "$x.", "$a.", "$t.")):
+            marks.append((value, name.startswith("$d")))
+            continue
+        if sym["st_info"]["type"] != "STT_FUNC" or not name:
+            continue
+        alt = isa.thumb_bit and bool(value & 1)
+        start = value & ~1 if isa.thumb_bit else value
+        off = _local_offset(sym["st_other"]["local"]) if local else 0
+        funcs.append(FuncSymbol(name, start, sym["st_size"], alt, off, _partition_of(name)))
     marks.sort()
     ranges = []
     for i, (addr, is_data) in enumerate(marks):
         if is_data:
             end = next((a for a, d in marks[i + 1:] if not d and a > addr), None)
             ranges.append((addr, end if end is not None else addr + 1))
-    return SymbolTable(funcs, ranges)
+    return funcs, ranges

@@ -5,9 +5,11 @@ import re
 from emutrace.isa.arm import ARM_CONDITIONS
 from emutrace.isa.base import (
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
+    Condition,
     CpuPort,
     CValues,
     DebugHardware,
@@ -17,6 +19,8 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeOp,
+    Plt,
     Registers,
     SyscallConvention,
 )
@@ -168,6 +172,54 @@ def simulate_aarch64(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
     return None
 
 
+# _A64_TESTS as data for the native hot path (NZCV: N 31, Z 30, C 29, V 28)
+_NATIVE_CONDITIONS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "eq": ("set", (30,)), "ne": ("clear", (30,)), "cs": ("set", (29,)), "hs": ("set", (29,)),
+    "cc": ("clear", (29,)), "lo": ("clear", (29,)), "mi": ("set", (31,)), "pl": ("clear", (31,)),
+    "vs": ("set", (28,)), "vc": ("clear", (28,)), "hi": ("set_and_clear", (29, 30)),
+    "ls": ("clear_or_set", (29, 30)), "ge": ("eq", (31, 28)), "lt": ("ne", (31, 28)),
+    "gt": ("clear_and_eq", (30, 31, 28)), "le": ("set_or_ne", (30, 31, 28)),
+    "al": ("always", ()), "nv": ("always", ()),
+}
+_XREG = re.compile(r"x([0-9]|[12][0-9]|30)")
+
+
+def lower_aarch64(insn: Insn, flow: Flow) -> NativeOp | None:
+    """The simulator's BL / BLR Xn / RET [Xn] / B / BR Xn / B.cond / CBZ / CBNZ / TBZ / TBNZ
+    as data for the native hot path (Arm ARM C6.2: the link goes to X30; BLR reads its
+    register before writing X30)."""
+    m, op = insn.mnemonic, insn.op_str.replace(" ", "")
+    if m in ("bl", "b") and flow.target is not None:
+        kind = FlowKind.CALL if m == "bl" else FlowKind.JUMP
+        return NativeOp(kind, target=flow.target, link="x30" if m == "bl" else None)
+    if m in ("blr", "br") and _XREG.fullmatch(op):
+        kind = FlowKind.CALL if m == "blr" else FlowKind.JUMP
+        return NativeOp(kind, reg=op, link="x30" if m == "blr" else None)
+    if m == "ret" and (op == "" or _XREG.fullmatch(op)):
+        return NativeOp(FlowKind.RETURN, reg=op or "x30")
+    if flow.target is None:
+        return None
+    if m.startswith("b."):
+        test = _NATIVE_CONDITIONS.get(m[2:])
+        if test is None:
+            return None
+        return NativeOp(FlowKind.JUMP, target=flow.target,
+                        cond=Condition(test[0], "nzcv", *test[1]))
+    parts = op.split(",")
+    reg = parts[0]
+    if not re.fullmatch(r"[xw]([0-9]|[12][0-9]|30)", reg):
+        return None  # (xzr/wzr: never taken or always; left to Python)
+    xreg, width = "x" + reg[1:], 32 if reg.startswith("w") else 64
+    if m in ("cbz", "cbnz") and len(parts) == 2:
+        return NativeOp(FlowKind.JUMP, target=flow.target,
+                        cond=Condition("zero" if m == "cbz" else "nonzero", xreg, width))
+    if m in ("tbz", "tbnz") and len(parts) == 3:
+        bit = int(parts[1].lstrip("#"), 0)
+        return NativeOp(FlowKind.JUMP, target=flow.target,
+                        cond=Condition("clear" if m == "tbz" else "set", xreg, bit))
+    return None
+
+
 # ---------------------------------------------------------------- capabilities
 HWCAP_FP, HWCAP_ASIMD = 1 << 0, 1 << 1  # asm/hwcap.h; no CPUID bit: glibc never reads MIDR
 
@@ -184,6 +236,8 @@ C_VALUES = CValues(char_signed=False,
 
 
 ISA = Isa(
+    # AArch64 ELF ABI / BFD elfNN_aarch64_small_plt0_entry: PLT0 32 bytes, stubs 16
+    plt=Plt(header=32, entry=16),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -197,8 +251,12 @@ ISA = Isa(
     platform="aarch64",
     uname_machine="aarch64",
     capabilities={
+        "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
@@ -211,4 +269,5 @@ ISA = Isa(
     },
     classifiers=CLASSIFIERS,
     simulate=simulate_aarch64,
+    lower=lower_aarch64,
 )

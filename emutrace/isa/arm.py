@@ -3,7 +3,9 @@
 import re
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -16,6 +18,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
     SyscallConvention,
@@ -69,6 +72,7 @@ SYSCALLS = SyscallConvention(
     args=("r0", "r1", "r2", "r3", "r4", "r5", "r6"),
     ret="r0",
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -314,6 +318,8 @@ C_VALUES = CValues(char_signed=False,
 
 
 ISA = Isa(
+    # BFD elf32_arm_plt0_entry (5 words) and elf32_arm_plt_entry (3 words, short form)
+    plt=Plt(header=20, entry=12),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -327,12 +333,19 @@ ISA = Isa(
     platform="v7l",
     uname_machine="armv7l",
     capabilities={
+        "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),
+        "cold_partitions": Capability(False, "GCC 12 refuses -freorder-blocks-and-partition "
+                                      "on ARM (arm_option_override), so no ARM binary of "
+                                      "the optimised tier has a .cold part to trace"),
     },
     private_syscalls={"ARM_set_tls": set_tls},
     thumb_bit=True,

@@ -164,6 +164,18 @@ class SyscallConvention:
     # 32-bit ISAs pass a 64-bit argument in two registers; EABI, o32 and the PPC32 ABI start
     # the pair on an even register (skipping one), i386 does not.  Word order follows endian.
     pair_aligned: bool = False
+    # bytes Unicorn adds to PC after the hook returns (x86_64: UC_HOOK_INSN runs before the
+    # `syscall` and RIP moves past it afterwards): a PC the hook sets must be this much less
+    pc_after_hook: int = 0
+    # the order of clone(2)'s arguments (kernel/fork.c, arch/Kconfig CLONE_BACKWARDS*)
+    clone_args: tuple[str, ...] = ("flags", "stack", "ptid", "ctid", "tls")
+
+
+# clone(2) argument orders other than the generic one (kernel/fork.c SYSCALL_DEFINE5(clone)):
+# CONFIG_CLONE_BACKWARDS (arm, i386, mips, powerpc, riscv) puts tls before the child's tid
+# pointer; CONFIG_CLONE_BACKWARDS2 (s390) swaps the stack and the flags
+CLONE_BACKWARDS = ("flags", "stack", "ptid", "tls", "ctid")
+CLONE_BACKWARDS2 = ("stack", "flags", "ptid", "ctid", "tls")
 
 
 # ---------------------------------------------------------------- traps
@@ -264,6 +276,54 @@ class Classifiers:
 Simulator = Callable[["CpuPort", Insn, Flow], "int | None"]
 
 
+# How the native hot path tests a condition (hotpath.c cond_holds): on register `reg`
+# (the flags, or the register a compare-and-branch tests), with bit numbers a, b, c
+CONDITION_TESTS = (
+    "always",  # no condition
+    "set", "clear",  # bit a is 1 / 0
+    "any", "none",  # bit a or bit b is 1 / both are 0
+    "eq", "ne",  # bit a equals / differs from bit b
+    "set_or_ne", "clear_and_eq",  # a is 1 or b != c / a is 0 and b == c
+    "set_and_clear", "clear_or_set",  # a is 1 and b is 0 / a is 0 or b is 1
+    "zero", "nonzero",  # the low a bits of reg are all 0 / not all 0
+)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """When a conditional jump is taken, as data (ISA modules derive it from the same tables
+    their simulators use)."""
+
+    test: str  # one of CONDITION_TESTS
+    reg: str | None = None
+    a: int = 0
+    b: int = 0
+    c: int = 0
+
+
+@dataclass(frozen=True)
+class NativeOp:
+    """A displaced call or return in the terms the native hot path executes (emutrace/native):
+    the same effect as the ISA's simulator, as data.  CALL: jump to `target` (direct) or to
+    the value of register `reg`, leaving the next instruction's address in register `link`,
+    or pushed as one stack word when `link` is None.  RETURN: jump to the value of register
+    `reg`, or pop the target from the stack when `reg` is None, releasing `release` more
+    bytes.  JUMP: to `target` or the value of `reg` when `cond` holds, else to the next
+    instruction."""
+
+    kind: FlowKind  # CALL, RETURN or JUMP
+    target: int | None = None
+    reg: str | None = None
+    link: str | None = None
+    release: int = 0
+    cond: Condition = Condition("always")
+    clear_low: int = 0  # a register target's low bits the branch ignores (Power: 3)
+
+
+# the native form of a call/return instruction; None: the hot path leaves it to Python
+Lowering = Callable[[Insn, Flow], "NativeOp | None"]
+
+
 # ---------------------------------------------------------------- quirks
 
 
@@ -278,9 +338,29 @@ class RegFixup:
 
 
 @dataclass(frozen=True)
+class Plt:
+    """Where the static linker puts a module's PLT stubs (each psABI's PLT section; BFD's
+    elf*-<arch>.c templates): stub i jumps to the function of the i-th relocation of
+    `.rela.plt` / `.rel.plt`.  Named `func@plt` as objdump and gdb name them."""
+
+    header: int  # bytes of .plt before the first stub (PLT0: the lazy-binding entry)
+    entry: int  # bytes per stub
+    sec_entry: int = 0  # x86 IBT (-z ibtplt, CET): stubs in .plt.sec, no header; 0: none
+    # where the GOT slot of a lazily bound stub points before binding, from the stub's
+    # start (x86: its `push`, 6; s390x: its `basr`, 14): the stub of a relocation is found
+    # through its slot, whatever the stubs' order; None: stub i is the i-th relocation's
+    lazy_offset: int | None = None
+
+
+@dataclass(frozen=True)
 class Capability:
     works: bool
     reason: str = ""
+
+
+# Signals reach guest handlers on every ISA (issue 11 item 3, sys_sigdeliver.py): zsh and
+# busybox ash wait for their children in a SIGCHLD handler with sigsuspend
+SIGNAL_HANDLERS = Capability(True)
 
 
 # Capability names, in the order `emutrace info` prints them.
@@ -289,6 +369,9 @@ CAPABILITIES = (
     "run_dynamic",  # dynamically linked ELF with a rootfs
     "sw_breakpoint",  # the declared breakpoint instruction traps as declared
     "busybox",  # Debian ships busybox-static for this architecture
+    "kernel",  # kernel images on a board (`run --machine`): isa/kernel_<isa>.py exists
+    "trace_dynamic",  # a dynamic program traced across its modules (program, ld.so, libraries)
+    "plt_names",  # PLT stubs named `func@plt` from the ISA's PLT layout
 )
 
 class GuestError(Exception):
@@ -343,17 +426,30 @@ class Isa:
     packed_args: Mapping[str, int] = field(default_factory=dict)
     # registers that hold the entry address at process start (ELFv2: r12 at a global entry)
     entry_regs: tuple[str, ...] = ()
+    # registers that hold a called function's own address at its entry, for calls the layer
+    # makes (signal handlers): MIPS o32 abicalls code derives gp from t9; ELFv2 global entry
+    call_target_regs: tuple[str, ...] = ()
+    # the bits of a faulting address a SIGSEGV's si_addr keeps (s390x: the page only,
+    # arch/s390/mm/fault.c __FAIL_ADDR_MASK)
+    fault_address_mask: int = -1
+    # siginfo_t: si_signo, si_errno, si_code (asm-generic/siginfo.h); MIPS swaps the last
+    # two (arch/mips/include/uapi/asm/siginfo.h __ARCH_HAS_SWAPPED_SIGINFO): si_code at 4
+    siginfo_code_offset: int = 8
     uname_machine: str = ""  # `uname -m` of a Linux kernel of this ISA
     # how function discovery classifies control flow (None: not described yet)
     classifiers: Classifiers | None = None
     # the effect of a call/return/jump whose bytes a breakpoint displaced (uprobes'
     # simulate-insn): sets registers and memory, returns the next PC; None: not simulated
     simulate: Simulator | None = None
+    # the simulator's calls and returns as data for the native hot path (None: none there)
+    lower: Lowering | None = None
     # how C values beyond integer words travel in calls (typed arguments)
     c_values: CValues = CValues(char_signed=True)
     # CPU exception number (Unicorn's intno) → the signal Linux delivers for it; anything
     # else that is not a breakpoint is SIGILL
     exception_signals: Mapping[int, str] = field(default_factory=dict)
+    # the PLT layout of dynamically linked modules (None: no fixed layout, stubs unnamed)
+    plt: Plt | None = None
     # a 32-bit system-call entry kept beside the native one (x86_64's int $0x80)
     compat_syscalls: CompatSyscalls | None = None
 

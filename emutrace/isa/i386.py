@@ -3,6 +3,8 @@
 import struct
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -13,10 +15,11 @@ from emutrace.isa.base import (
     GuestError,
     Identity,
     Isa,
+    Plt,
     Registers,
     SyscallConvention,
 )
-from emutrace.isa.x86_64 import classify_x86, x86_simulator
+from emutrace.isa.x86_64 import classify_x86, x86_lowering, x86_simulator
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -64,6 +67,7 @@ SYSCALLS = SyscallConvention(
     number="eax",
     args=("ebx", "ecx", "edx", "esi", "edi", "ebp"),
     ret="eax",
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -146,6 +150,8 @@ EXCEPTION_SIGNALS = {0: "SIGFPE", 6: "SIGILL", 12: "SIGSEGV", 13: "SIGSEGV", 16:
                      19: "SIGFPE"}
 
 ISA = Isa(
+    # i386 psABI ch. 5 / BFD elf_i386_lazy_plt: PLT0 and stubs of 16 bytes; IBT stubs in .plt.sec
+    plt=Plt(header=16, entry=16, sec_entry=16, lazy_offset=6),
     c_values=C_VALUES,
     exception_signals=EXCEPTION_SIGNALS,
     identity=IDENTITY,
@@ -160,8 +166,12 @@ ISA = Isa(
     platform="i686",
     uname_machine="i686",
     capabilities={
+        "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
@@ -174,9 +184,12 @@ ISA = Isa(
     },
     private_syscalls={"set_thread_area": set_thread_area},
     # i386 `mmap` (nr 90) is old_mmap(struct mmap_arg_struct *) with six 32-bit words
-    # (arch/x86/kernel/sys_ia32.c); glibc uses mmap2, but old programs do not
-    packed_args={"mmap": 6},
+    # (arch/x86/kernel/sys_ia32.c); glibc uses mmap2, but old programs do not.
+    # `select` (nr 82) is sys_old_select(struct sel_arg_struct *): five words (fs/select.c);
+    # glibc uses _newselect/pselect6
+    packed_args={"mmap": 6, "select": 5},
     setup=setup_gdt,
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,
+    lower=x86_lowering("eflags"),
 )

@@ -1,7 +1,9 @@
 """MIPS32 big-endian, o32 ABI (SYSV MIPS psABI).  mipsel.py derives the little-endian twin."""
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -74,6 +76,7 @@ SYSCALLS = SyscallConvention(
     stack_args_offset=16,
     error_flag_reg="a3",
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -163,9 +166,22 @@ ISA = Isa(
     hwcap2=0,
     platform="mips",
     uname_machine="mips",
+    # SYSV MIPS psABI 3-38: position-independent code is entered with its address in $25
+    call_target_regs=("t9",),
+    siginfo_code_offset=4,  # __ARCH_HAS_SWAPPED_SIGINFO: si_signo, si_code, si_errno
     capabilities={
+        "kernel": Capability(
+            False,
+            "Unicorn 2.1.4 exposes no EPC, Cause or EBase register (of CP0 only Status, "
+            "Config3, UserLocal), so exception entry cannot be written from a hook"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(
+            False,
+            "o32 PIC code calls through the GOT (`lw t9, %call16(f)(gp); jalr "
+            "t9`); lazy stubs are in .MIPS.stubs, not described yet"),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
         "optimised_code": Capability(True),

@@ -3,10 +3,13 @@
 from typing import Literal
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
+    Condition,
     CpuPort,
     CValues,
     DebugHardware,
@@ -16,6 +19,8 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Lowering,
+    NativeOp,
     RegFixup,
     Registers,
     Simulator,
@@ -82,6 +87,7 @@ SYSCALLS = SyscallConvention(
     errors=SyscallErrors.CR0_SO,
     error_flag_reg="cr",  # CR0.SO lives in the CR image
     pair_aligned=True,
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -190,6 +196,42 @@ def ppc_simulator(byteorder: Literal["big", "little"], word: int) -> Simulator:
 
     return simulate
 
+def ppc_lowering(byteorder: Literal["big", "little"], word: int) -> Lowering:
+    """The simulator's unconditional b/bl/blr/blrl/bctr/bctrl and the bc forms that test one
+    CR bit without touching CTR, as data for the native hot path; CTR-decrementing forms,
+    conditional calls and returns (LR is written even when not taken) stay with Python."""
+    mask = (1 << (8 * word)) - 1
+
+    def lower(insn: Insn, flow: Flow) -> NativeOp | None:
+        if insn.size != 4:
+            return None
+        w = int.from_bytes(insn.raw, byteorder)
+        opcode, lk = w >> 26, w & 1
+        link = "lr" if lk else None
+        if opcode == 18:  # b, bl, ba, bla
+            li = w & 0x03FFFFFC
+            li = li - (1 << 26) if li & (1 << 25) else li
+            target = (li if w & 2 else insn.addr + li) & mask
+            return NativeOp(FlowKind.CALL if lk else FlowKind.JUMP, target=target, link=link)
+        bo, bi = (w >> 21) & 31, (w >> 16) & 31
+        always = bo & 0x14 == 0x14  # BO: ignore the CR bit, do not decrement CTR
+        if opcode == 19 and (w >> 1) & 0x3FF in (16, 528) and always:  # bclr, bcctr
+            reg = "lr" if (w >> 1) & 0x3FF == 16 else "ctr"
+            if lk:
+                return NativeOp(FlowKind.CALL, reg=reg, link="lr", clear_low=3)
+            kind = FlowKind.RETURN if reg == "lr" else FlowKind.JUMP
+            return NativeOp(kind, reg=reg, clear_low=3)
+        if opcode == 16 and not lk and bo & 0x04 and not bo & 0x10:  # bc on one CR bit
+            bd = w & 0xFFFC
+            bd = bd - (1 << 16) if bd & (1 << 15) else bd
+            target = (bd if w & 2 else insn.addr + bd) & mask
+            test = "set" if bo & 0x08 else "clear"
+            return NativeOp(FlowKind.JUMP, target=target, cond=Condition(test, "cr", 31 - bi))
+        return None
+
+    return lower
+
+
 # ---------------------------------------------------------------- quirks
 RESET = (
     # MSR.FP (0x2000) is clear at reset: the first FP instruction raises FP-unavailable.
@@ -232,8 +274,18 @@ ISA = Isa(
     platform="ppc",
     uname_machine="ppc",
     capabilities={
+        "kernel": Capability(
+            False,
+            "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
+            "exception entry cannot be written from a hook"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(
+            False,
+            "secure-PLT call stubs (`__glink`, the linker's `*.plt_call` stubs in "
+            ".text) have no fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),
@@ -242,4 +294,5 @@ ISA = Isa(
     },
     classifiers=CLASSIFIERS,
     simulate=ppc_simulator("big", 4),
+    lower=ppc_lowering("big", 4),
 )

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa import ppc
 from emutrace.isa.base import (
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -17,7 +18,7 @@ from emutrace.isa.base import (
     RegFixup,
     Registers,
 )
-from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_simulator
+from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_lowering, ppc_simulator
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -136,9 +137,20 @@ ISA = Isa(
     platform="power8",
     uname_machine="ppc64le",
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
+    call_target_regs=("r12",),
     capabilities={
+        "kernel": Capability(
+            False,
+            "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
+            "exception entry cannot be written from a hook"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(
+            False,
+            "ELFv2 calls go through linker call stubs (`*.plt_call.f`) in .text, "
+            "not a .plt of fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
@@ -151,4 +163,5 @@ ISA = Isa(
     },
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,
+    lower=ppc_lowering("little", 8),
 )

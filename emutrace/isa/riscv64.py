@@ -1,7 +1,9 @@
 """RISC-V 64-bit (RV64GC, LP64D), RISC-V ELF psABI."""
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -13,6 +15,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
     SyscallConvention,
@@ -65,6 +68,7 @@ SYSCALLS = SyscallConvention(
     number="a7",
     args=("a0", "a1", "a2", "a3", "a4", "a5"),
     ret="a0",
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -188,6 +192,8 @@ C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fa{i}" for i in range(8)),
 
 
 ISA = Isa(
+    # RISC-V ELF psABI, PLT: header 32 bytes (8 insns), stubs 16 (4 insns)
+    plt=Plt(header=32, entry=16),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -201,8 +207,12 @@ ISA = Isa(
     platform="riscv64",
     uname_machine="riscv64",
     capabilities={
+        "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),

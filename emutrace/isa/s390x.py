@@ -1,7 +1,9 @@
 """IBM z/Architecture (s390x), ELF ABI for the zSeries / s390x ELF ABI Supplement."""
 
 from emutrace.isa.base import (
+    CLONE_BACKWARDS2,
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
@@ -14,6 +16,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
     SyscallConvention,
@@ -73,6 +76,7 @@ SYSCALLS = SyscallConvention(
     pc_advance=2,
     pc_in_hook=0,  # PC still on the svc
     imm_number=(1, 1),
+    clone_args=CLONE_BACKWARDS2,
 )
 
 # ---------------------------------------------------------------- traps
@@ -98,15 +102,25 @@ DEBUG_HARDWARE = DebugHardware(1, "range", "PER i-fetch CR10-CR11",
 # call).  `basr %rX, 0` only reads the PC.  Returns need not go through r14: the z/Arch ELF
 # ABI only makes r14 the register the caller *passes* the return address in, and code may
 # reload it into another one (glibc's crti/crtn `_init`/`_fini`: `lg %r4,272(%r15);
-# lmg %r6,%r15,…; br %r4`), so every other `br %rN` (the register form, not `b D(X,B)`) is
-# `maybe_return`: a return when it goes to the running call's return address
-# (backends.tails.TailRule.returns_to).
+# lmg %r6,%r15,…; br %r4`), so every other `br %rN`, and `b D(X,B)` (the same branch with
+# the address computed, `b 0(%r4)` = `br %r4`), is `maybe_return`: a return when it goes to
+# the running call's return address (backends.tails.TailRule.returns_to); a jump-table
+# dispatch `b 0(%r1,%r2)` never goes there, so it stays a jump.
 _S390_CALLS = frozenset({"brasl", "bras", "basr", "balr", "bas", "bal"})
 _S390_COND_PREFIX = ("brct", "brxh", "brxl", "bct", "bxh", "bxle")
 
 
 def _s390_ops(op: str) -> list[str]:
-    return [o.strip() for o in op.replace(", ", ",").split(",")] if op else []
+    """Operands split at the commas outside parentheses: `%r1,0(%r1,%r2)` is two."""
+    out, depth, cur = [], 0, ""
+    for ch in op:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()] if op else []
 
 
 def classify_s390x(insn: Insn) -> Flow:
@@ -123,7 +137,7 @@ def classify_s390x(insn: Insn) -> Flow:
     if m in ("br", "b"):
         dest = ops[0]
         return Flow(FlowKind.RETURN) if dest == "%r14" else \
-            Flow(FlowKind.JUMP, indirect=dest.lstrip("%"), maybe_return=m == "br")
+            Flow(FlowKind.JUMP, indirect=dest.lstrip("%"), maybe_return=True)
     if m in ("j", "jg"):
         return Flow(FlowKind.JUMP, target=int(ops[0], 0))
     if m in ("brc", "brcl", "bcr"):  # explicit mask form
@@ -229,6 +243,8 @@ C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retva
 
 
 ISA = Isa(
+    # s390x ELF ABI supplement, PLT: PLT0 32 bytes, stubs 32
+    plt=Plt(header=32, entry=32, lazy_offset=14),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -244,9 +260,17 @@ ISA = Isa(
     # s390x `mmap` (nr 90) is old_mmap(struct mmap_arg_struct *), six 64-bit words
     # (arch/s390/kernel/syscall.c; glibc's s390 mmap_internal.h MMAP_CALL packs them)
     packed_args={"mmap": 6},
+    fault_address_mask=-4096,  # si_addr of a fault: its page (__FAIL_ADDR_MASK)
     capabilities={
+        "kernel": Capability(
+            False,
+            "no board: QEMU's s390x console is SCLP (service-call event buffers), not a "
+            "UART; PSW-swap entry through the lowcore is not written either"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),

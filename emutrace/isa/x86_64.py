@@ -4,10 +4,12 @@ from dataclasses import replace
 
 from emutrace.isa.base import (
     NO_FLOW,
+    SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
     Classifiers,
     CompatSyscalls,
+    Condition,
     CpuPort,
     CValues,
     DebugHardware,
@@ -18,6 +20,9 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Lowering,
+    NativeOp,
+    Plt,
     Registers,
     Simulator,
     SyscallConvention,
@@ -73,6 +78,7 @@ SYSCALLS = SyscallConvention(
     args=("rdi", "rsi", "rdx", "r10", "r8", "r9"),
     ret="rax",
     pc_in_hook=0,  # UC_HOOK_INSN runs before the instruction; Unicorn moves RIP on after it
+    pc_after_hook=2,  # ... by the syscall's length (qemu helper_syscall: next_eip_addend)
 )
 
 # `int $0x80` from 64-bit code enters the IA-32 compat path (arch/x86/entry/common.c
@@ -201,6 +207,45 @@ def x86_simulator(word: int, sp: str, flags: str) -> Simulator:
     return simulate
 
 
+# _CONDITIONS as data for the native hot path (EFLAGS: CF 0, PF 2, ZF 6, SF 7, OF 11)
+_NATIVE_CONDITIONS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "jo": ("set", (11,)), "jno": ("clear", (11,)), "jb": ("set", (0,)), "jae": ("clear", (0,)),
+    "je": ("set", (6,)), "jne": ("clear", (6,)), "jbe": ("any", (0, 6)), "ja": ("none", (0, 6)),
+    "js": ("set", (7,)), "jns": ("clear", (7,)), "jp": ("set", (2,)), "jnp": ("clear", (2,)),
+    "jl": ("ne", (7, 11)), "jge": ("eq", (7, 11)), "jle": ("set_or_ne", (6, 7, 11)),
+    "jg": ("clear_and_eq", (6, 7, 11)),
+}
+
+
+def x86_lowering(flags: str) -> Lowering:
+    def lower(insn: Insn, flow: Flow) -> NativeOp | None:
+        """The simulator's CALL/JMP rel or reg, RET [imm16], Jcc and JrCXZ as data for the
+        native hot path (the same effects, Intel SDM vol. 2); memory and segment operands
+        stay with Python."""
+        m = insn.mnemonic.split()[-1] if insn.mnemonic else ""
+        if m in ("call", "jmp"):
+            kind = FlowKind.CALL if m == "call" else FlowKind.JUMP
+            if flow.target is not None:
+                return NativeOp(kind, target=flow.target)
+            op = (flow.indirect or "").strip()
+            if op and op.isalnum():  # a register ("rax", "r11", "eax")
+                return NativeOp(kind, reg=op)
+            return None
+        if m == "ret":
+            return NativeOp(FlowKind.RETURN, release=int(insn.op_str, 0) if insn.op_str else 0)
+        test = _NATIVE_CONDITIONS.get(m)
+        if test is not None and flow.target is not None:
+            return NativeOp(FlowKind.JUMP, target=flow.target,
+                            cond=Condition(test[0], flags, *test[1]))
+        if m in ("jrcxz", "jecxz") and flow.target is not None:
+            reg = m[1:-1]
+            return NativeOp(FlowKind.JUMP, target=flow.target,
+                            cond=Condition("zero", reg, 64 if reg == "rcx" else 32))
+        return None
+
+    return lower
+
+
 # ---------------------------------------------------------------- quirks
 ARCH_SET_FS = 0x1002  # <asm/prctl.h>
 ARCH_GET_FS = 0x1003
@@ -237,6 +282,8 @@ EXCEPTION_SIGNALS = {0: "SIGFPE", 6: "SIGILL", 12: "SIGSEGV", 13: "SIGSEGV", 16:
                      19: "SIGFPE"}
 
 ISA = Isa(
+    # x86-64 psABI §A.2 / BFD elf_x86_64_lazy_plt: PLT0 and stubs of 16 bytes; IBT stubs in .plt.sec
+    plt=Plt(header=16, entry=16, sec_entry=16, lazy_offset=6),
     c_values=C_VALUES,
     exception_signals=EXCEPTION_SIGNALS,
     compat_syscalls=COMPAT_SYSCALLS,
@@ -252,8 +299,16 @@ ISA = Isa(
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
+        "kernel": Capability(
+            False,
+            "no board: QEMU boots a 64-bit kernel only through a 32-bit multiboot entry in "
+            "an ELF32 file, while Unicorn's x86_64 mode starts in long mode (the i386 board "
+            "and trap entry are the base)"),
+        "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
+        "trace_dynamic": Capability(True),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
@@ -262,4 +317,5 @@ ISA = Isa(
     private_syscalls={"arch_prctl": arch_prctl},
     classifiers=CLASSIFIERS,
     simulate=x86_simulator(8, "rsp", "eflags"),
+    lower=x86_lowering("eflags"),
 )

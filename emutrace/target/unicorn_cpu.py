@@ -28,7 +28,7 @@ def _const(module: object, name: str) -> int:
 class UnicornCpu:
     """One emulated CPU with its memory; implements CpuPort."""
 
-    def __init__(self, isa: Isa) -> None:
+    def __init__(self, isa: Isa, cpu_model: str | None = None) -> None:
         self.isa = isa
         # set by target/unicorn_run's watcher (Ctrl-C, SIGTERM, SIGHUP, --timeout): a system
         # call that waits (nanosleep) ends early when it is set
@@ -36,8 +36,10 @@ class UnicornCpu:
         eng = isa.engines
         mode = reduce(lambda a, m: a | _const(ucc, m), eng.uc_mode, 0)
         self.uc = unicorn.Uc(_const(ucc, eng.uc_arch), mode)
-        if eng.uc_cpu_model:
-            self.uc.ctl_set_cpu_model(_const(ucc, eng.uc_cpu_model))
+        model = cpu_model or eng.uc_cpu_model  # a board's CPU (UC_CPU_ARM64_A57) over the ISA's
+        if model:
+            regs = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
+            self.uc.ctl_set_cpu_model(_const(regs if hasattr(regs, model) else ucc, model))
         if eng.uc_tlb_virtual:
             self.uc.ctl_set_tlb_mode(ucc.UC_TLB_VIRTUAL)  # type: ignore[attr-defined]
         self._regmod = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
@@ -116,3 +118,14 @@ class UnicornCpu:
             self.reg_write(fix.reg, value)
         if self.isa.setup is not None:
             self.isa.setup(self)
+
+    def sysreg_read(self, name: str, key: tuple[int, ...]) -> int:
+        """A system register named by a tuple key (Unicorn's CP_REG: see isa/kernel.py)."""
+        value = self.uc.reg_read(self.reg_id(name), key)  # type: ignore[arg-type]
+        assert isinstance(value, int)
+        return value
+
+    def table_reg(self, name: str) -> tuple[int, int]:
+        """(base, limit) of a descriptor-table register (x86 IDTR, GDTR)."""
+        _selector, base, limit, _flags = self.uc.reg_read(self.reg_id(name))  # type: ignore[misc]
+        return int(base), int(limit)

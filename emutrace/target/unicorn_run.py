@@ -84,14 +84,17 @@ class HookSet:
                     self.guard(on_compat_syscall)  # x86_64's int $0x80: the i386 entry
                 else:
                     self._exception(_uc, intno, _d)
-            uc.hook_add(ucc.UC_HOOK_INTR, on_insn_intr)
+            self.on_intr = on_insn_intr
         else:
             def on_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:
                 if intno == conv.intno:
                     self.guard(on_syscall)
                 else:
                     self._exception(_uc, intno, _d)
-            uc.hook_add(ucc.UC_HOOK_INTR, on_intr)
+            self.on_intr = on_intr
+        # the one INTR hook (the native engine replaces it with its own, which passes what
+        # it does not handle to on_intr)
+        self.intr_hook = uc.hook_add(ucc.UC_HOOK_INTR, self.on_intr)
         # The faulting address is recorded for the NULL-pointer region only: a memory hook over
         # the whole address space slows every store on ppc, ppc64le and s390x about 2× in
         # Unicorn 2.1.4 (bench/results/hook_cost.md), one over a never-mapped range does not.

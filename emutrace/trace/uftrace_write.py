@@ -7,11 +7,26 @@ reads (`replay`, `report`, `graph`, `info`, `dump --chrome`).  Format facts:
 
 Time column: uftrace's timestamps are nanoseconds; we write guest instructions executed
 (`Entry.time`, deterministic), so "1.000 us" in uftrace's output means 1000 instructions.
-Arguments and return values are not written (the records carry no `more` bit).
+
+Arguments and return values follow a record whose `more` bit is set, laid out per the
+function's spec in `info` (trace/uftrace_args.py).  A function's spec is fixed by its first
+call with values; a later call whose values have another layout is written without them.
+
+Durability: `task.txt`, the map, the `.sym` file and `info` are written when the sink is
+made, so a recorder killed with SIGKILL leaves a directory uftrace reads (every record up to
+the last flush; open calls show as entered).  Records are buffered (64 KiB) and `info` is
+rewritten (a new file renamed over the old) before a buffer that uses a new spec reaches
+`<tid>.dat`, so the data on disk never has values `info` does not describe.  `close` flushes
+and writes `info` with the exit status.
+
+Depth: a record's depth field has 10 bits and uftrace's readers keep 1024 frames
+(`MAX_STACK`, as `uftrace record`'s default max-stack); calls deeper than that are not
+written (their entry and exit both), counted in `emutrace.txt` (`not_recorded_deep:`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Iterable
@@ -20,17 +35,27 @@ from typing import Protocol
 
 from emutrace.elf import Image
 from emutrace.trace.events import Entry, Record
+from emutrace.trace.uftrace_args import UNSAFE, pack_values, spec_of, spec_text
+from emutrace.trace.uftrace_names import SYM_END, uftrace_symbolizer
+from emutrace.trace.values import as_value
 
 MAGIC = 5  # RECORD_MAGIC, uftrace.h
 TYPE_ENTRY, TYPE_EXIT = 0, 1
 # info header feature bits (uftrace.h enum uftrace_feat_bits)
 FEAT_TASK_SESSION = 1 << 1
+FEAT_ARGUMENT = 1 << 3
+FEAT_RETVAL = 1 << 4
 FEAT_SYM_REL_ADDR = 1 << 5  # .sym addresses are relative to the module's base
 FEAT_MAX_STACK = 1 << 6
 # info mask bits (uftrace.h enum uftrace_info_bits), written in this order
 INFO_EXE_NAME, INFO_EXIT_STATUS, INFO_CMDLINE, INFO_TASKINFO = 0, 2, 3, 7
+INFO_ARG_SPEC, INFO_PATTERN_TYPE = 10, 12
 MAX_STACK = 1024
+FLUSH_BYTES = 1 << 16
 EMUTRACE_FILE = "emutrace.txt"  # what uftrace's files do not say: the guest ISA
+# which exits did not return by their own return instruction: "<record index> u" (unwound)
+# or "<record index> x" (closed at the program's end), in record order; uftrace ignores it
+EXITS_FILE = "emutrace-exits.txt"
 TID = 1  # the one guest thread's id in the directory (uftrace needs a positive tid)
 
 
@@ -52,12 +77,16 @@ class ListSink:
         pass
 
 
-def pack_record(rec: Record) -> bytes:
+def pack_record(rec: Record, more: bool = False) -> bytes:
     """One 16-byte little-endian record: u64 time; u64 type:2 more:1 magic:3 depth:10
     addr:48 (uftrace.h struct uftrace_record).  Exit records carry their entry's depth."""
     kind = TYPE_ENTRY if isinstance(rec, Entry) else TYPE_EXIT
-    word = kind | (MAGIC << 3) | ((rec.depth & 0x3FF) << 6) | ((rec.func & (2**48 - 1)) << 16)
+    word = kind | (int(more) << 2) | (MAGIC << 3) | ((rec.depth & 0x3FF) << 6) \
+        | ((rec.func & (2**48 - 1)) << 16)
     return struct.pack("<QQ", rec.time, word)
+
+
+Signature = tuple[tuple[str, ...], tuple[str, ...]]  # (kinds, specs) of one call's values
 
 
 @dataclass(frozen=True)
@@ -68,15 +97,15 @@ class Mapping:
 
 
 class UftraceDirSink:
-    """Writes `<dir>/<tid>.dat` as records arrive; `close` writes `info`, `task.txt`,
-    `sid-<id>.map` and `<exe>.sym`.  `functions`: (start, name) of the traced program;
+    """Writes `<dir>/<tid>.dat` as records arrive, and from the start `info`, `task.txt`,
+    `sid-<id>.map` and `<exe>.sym`.  `functions`: (start, end, name) of the traced program;
     `mappings`: its loaded segments (the map needs them and a `[stack]` line)."""
 
     SID = "0123456789abcdef"
 
     def __init__(self, path: str, exe: str, cmdline: list[str],
                  functions: list[tuple[int, int, str]], mappings: list[Mapping],
-                 stack: tuple[int, int], isa: str = "") -> None:
+                 stack: tuple[int, int], isa: str = "", word_bits: int = 64) -> None:
         self.path = path
         self.isa = isa
         self.exe = exe
@@ -84,42 +113,145 @@ class UftraceDirSink:
         self.functions = sorted(functions)
         self.mappings = mappings
         self.stack = stack
+        self.word_bits = word_bits
         self.base = min((m.start for m in mappings), default=0)
         self.last_time = 0
         self.count = 0
-        self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=1 << 16)
+        self.size = 0  # bytes written to the .dat so far
+        self.not_recorded = 0  # calls deeper than MAX_STACK (entries; their exits too)
+        # the names uftrace will give the records' addresses: specs are keyed by them
+        self.name_of = uftrace_symbolizer(self._sym_lines())
+        self.args: dict[str, Signature] = {}
+        self.rets: dict[str, Signature] = {}
+        self._names: dict[int, str | None] = {}  # address -> _name (cached)
+        self._specs: dict[tuple[str, int], str] = {}  # (kind, bits) -> spec_of (cached)
+        self._specs_on_disk = (0, 0)  # len(args), len(rets) that `info` describes
+        self._buf = bytearray()
+        self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=0)
+        self._exits = open(os.path.join(path, EXITS_FILE), "w")
+        self._notes: list[str] = []
+        self._write_task()
+        self._write_map()
+        self._write_sym()
+        self._write_info(None)
+
+    def _name(self, func: int) -> str | None:
+        """The name uftrace will match a spec against, or None where it cannot: an address
+        outside every symbol (uftrace then stops at "record missing argument info"), a C++
+        name (uftrace shows it demangled), characters that break the spec's syntax."""
+        name = self._names.get(func, "")
+        if name == "":
+            name = self.name_of(func)
+            if name.startswith(("0x", "_Z")) or UNSAFE.intersection(name):
+                name = None
+            self._names[func] = name
+        return name
+
+    def _values(self, table: dict[str, Signature], func: int, values: tuple) -> bytes:
+        """The packed values of a record, or b"" when they are not written (no name uftrace
+        can match, a layout other than the function's first)."""
+        name = self._name(func)
+        if name is None:
+            return b""
+        vals = [as_value(v, self.word_bits) for v in values]
+        specs = self._specs
+        sig = (tuple(v.kind for v in vals),
+               tuple(specs.get((v.kind, v.bits)) or specs.setdefault((v.kind, v.bits),
+                                                                     spec_of(v))
+                     for v in vals))
+        if table.setdefault(name, sig) != sig:
+            return b""
+        return pack_values(vals, sig[1])
 
     def write(self, records: Iterable[Record]) -> None:
+        buf = self._buf
         for rec in records:
-            self._dat.write(pack_record(rec))
+            if rec.depth >= MAX_STACK:
+                if isinstance(rec, Entry):
+                    self.not_recorded += 1
+                continue
+            if isinstance(rec, Entry):
+                data = self._values(self.args, rec.func, rec.args) if rec.args else b""
+            else:
+                data = (self._values(self.rets, rec.func, (rec.retval,))
+                        if rec.retval is not None and not rec.unwound else b"")
+            buf += pack_record(rec, bool(data))
+            buf += data
+            if not isinstance(rec, Entry) and rec.unwound:
+                self._notes.append(f"{self.count} {'x' if rec.at_exit else 'u'}\n")
             self.last_time = rec.time
             self.count += 1
+        if len(buf) >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """`info` first when it lacks a spec the buffer uses, then the buffer."""
+        if (len(self.args), len(self.rets)) != self._specs_on_disk:
+            self._write_info(None)
+        self.size += len(self._buf)
+        done = 0
+        with memoryview(self._buf) as view:
+            while done < len(view):  # a raw write may take less than all of it
+                n = self._dat.write(view[done:])
+                if not n:
+                    raise OSError(errno.EIO, "no progress writing", self._dat.name)
+                done += n
+        self._buf.clear()
+        if self._notes:
+            self._exits.writelines(self._notes)
+            self._exits.flush()
+            self._notes.clear()
 
     def close(self, exit_status: int = 0) -> None:
         if self._dat.closed:
             return
+        self.flush()
         self._dat.close()
+        self._exits.close()
         self._write_info(exit_status)
-        self._write_task()
-        self._write_map()
-        self._write_sym()
-        with open(os.path.join(self.path, EMUTRACE_FILE), "w") as f:
-            f.write(f"isa:{self.isa}\ntime:guest-instructions\n")  # uftrace ignores it
 
-    def _write_info(self, exit_status: int) -> None:
-        mask = (1 << INFO_EXE_NAME) | (1 << INFO_EXIT_STATUS) | (1 << INFO_CMDLINE) \
-            | (1 << INFO_TASKINFO)
+    def _sym_lines(self) -> list[tuple[int, str]]:
+        """(address, name) of the `.sym` file in its order, the sentinel last."""
+        lines = [(start, name) for start, _end, name in self.functions]
+        if self.functions:
+            lines.append((max(e for _s, e, _n in self.functions), SYM_END))
+        return lines
+
+    def _emutrace_text(self) -> str:
+        """What uftrace's files do not say: the ISA, the time unit, the calls left out, and
+        the kinds of the values in the argspec's layout (`name@arg1/char,arg2/uint`)."""
+        def kinds(t: dict[str, Signature], retval: bool) -> str:
+            return ";".join(spec_text(n, k, retval) for n, (k, _s) in t.items())
+        return (f"isa:{self.isa}\ntime:guest-instructions\n"
+                f"not_recorded_deep:{self.not_recorded}\n"
+                f"argkinds:{kinds(self.args, False)}\nretkinds:{kinds(self.rets, True)}\n")
+
+    def _write_info(self, exit_status: int | None) -> None:
+        """`info` (and `emutrace.txt`), replaced whole: a new file renamed over the old, so
+        a reader (or a kill) never meets half of one.  `exit_status` None: still running."""
+        mask = (1 << INFO_EXE_NAME) | (1 << INFO_CMDLINE) | (1 << INFO_TASKINFO)
         features = FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR | FEAT_MAX_STACK
+        cmd = " ".join(self.cmdline).replace("\n", " ")
+        text = f"exename:{self.exe}\n"
+        if exit_status is not None:
+            mask |= 1 << INFO_EXIT_STATUS
+            text += f"exit_status:{wait_status(exit_status)}\n"
+        text += (f"cmdline:{cmd}\n"
+                 f"taskinfo:lines=2\ntaskinfo:nr_tid=1\ntaskinfo:tids={TID}\n")
+        if self.args or self.rets:
+            # cmds/info.c fill_arg_spec / read_arg_spec; glob patterns match names exactly
+            mask |= (1 << INFO_ARG_SPEC) | (1 << INFO_PATTERN_TYPE)
+            features |= FEAT_ARGUMENT | FEAT_RETVAL
+            argspec = ";".join(spec_text(n, s, False) for n, (_k, s) in self.args.items())
+            retspec = ";".join(spec_text(n, s, True) for n, (_k, s) in self.rets.items())
+            text += f"argspec:lines=2\nargspec:{argspec}\nretspec:{retspec}\n"
+            text += "pattern_type:glob\n"
         # "Ftrace!\0", version 4, header size 40, little-endian data, 64-bit class
         header = struct.pack("<8sIHBBQQH6x", b"Ftrace!\0", 4, 40, 1, 2, features, mask,
                              MAX_STACK)
-        cmd = " ".join(self.cmdline).replace("\n", " ")
-        text = (f"exename:{self.exe}\n"
-                f"exit_status:{exit_status}\n"
-                f"cmdline:{cmd}\n"
-                f"taskinfo:lines=2\ntaskinfo:nr_tid=1\ntaskinfo:tids={TID}\n")
-        with open(os.path.join(self.path, "info"), "wb") as f:
-            f.write(header + text.encode())
+        _replace(os.path.join(self.path, "info"), header + text.encode())
+        _replace(os.path.join(self.path, EMUTRACE_FILE), self._emutrace_text().encode())
+        self._specs_on_disk = (len(self.args), len(self.rets))
 
     def _write_task(self) -> None:
         with open(os.path.join(self.path, "task.txt"), "w") as f:
@@ -139,14 +271,24 @@ class UftraceDirSink:
     def _write_sym(self) -> None:
         """`%016x %c %s` lines relative to the image base (SYM_REL_ADDR); uftrace 0.13
         rejects a size column; a sentinel after the last function closes its range."""
-        funcs = self.functions
-        name = os.path.basename(self.exe)
-        with open(os.path.join(self.path, f"{name}.sym"), "w") as f:
-            f.write(f"# symbols: {len(funcs) + 1}\n# path name: {self.exe}\n")
-            for start, _end, fname in funcs:
-                f.write(f"{start - self.base:016x} T {fname}\n")
-            if funcs:
-                f.write(f"{max(e for _s, e, _n in funcs) - self.base:016x} T __sym_end\n")
+        lines = self._sym_lines()
+        with open(os.path.join(self.path, f"{os.path.basename(self.exe)}.sym"), "w") as f:
+            f.write(f"# symbols: {len(lines)}\n# path name: {self.exe}\n")
+            f.writelines(f"{addr - self.base:016x} T {name}\n" for addr, name in lines)
+
+
+def wait_status(exit_code: int) -> int:
+    """`info`'s exit_status is a wait(2) status (uftrace's cmds/info.c print_exit_status
+    reads it with WIFEXITED/WTERMSIG): an exit code c < 128 is c << 8; 128 + N, a guest
+    killed by signal N (or the recording interrupted by it), is N."""
+    return exit_code - 128 if 128 < exit_code < 128 + 65 else (exit_code & 0xFF) << 8
+
+
+def _replace(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSink:
@@ -157,4 +299,5 @@ def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSin
             for g in image.segments]
     # the [stack] line only has to exist (uftrace's kernel/user split); placed above 2^40
     return UftraceDirSink(path, os.path.abspath(image.path), cmdline, funcs, maps,
-                          (0x7FF0000000, 0x7FF0100000), image.isa.name)
+                          (0x7FF0000000, 0x7FF0100000), image.isa.name,
+                          8 * image.isa.identity.word_size)

@@ -18,6 +18,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from unicorn import UcError
 
@@ -51,6 +52,24 @@ class GuestExit(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status
+
+
+class GuestKilled(Exception):
+    """The guest got a signal whose action ends it (abort → tgkill(SIGABRT), SIGPIPE)."""
+
+    def __init__(self, signal_name: str, host_signal: int) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.host_signal = host_signal
+
+
+class GuestExec(Exception):
+    """execve succeeded: `image` (built by the session's exec hook) replaces the program;
+    raised out of the hook to end this image's emulation."""
+
+    def __init__(self, image: object) -> None:
+        super().__init__("execve")
+        self.image = image
 
 
 @dataclass
@@ -91,8 +110,31 @@ class LinuxKernel:
         self.stats = SyscallStats()
         self.sig_ignored: set[int] = set()  # signals whose disposition is SIG_IGN
         self.sig_mask = 0  # the blocked-signal mask the guest set
+        # signal delivery (sys_sigdeliver.py): actions by guest signal number, signals
+        # waiting to be delivered, the saved contexts of handlers running, the trampoline
+        self.sig_actions: dict[int, Any] = {}
+        self.sig_pending: set[int] = set()
+        self.sig_frames: list[Any] = []
+        self.sig_trampoline: int | None = None
+        self.sig_suspend_mask: int | None = None  # rt_sigsuspend: the mask to restore
+        self.sig_altstack: tuple[int, int] | None = None  # sigaltstack: (base, size)
+        # a CPU fault (by signal name, fault address): the handler's entry to resume
+        # emulation at, or None for the default action (set by sys_sigdeliver.py)
+        self.fault_hook: Callable[[str, int | None], int | None] | None = None
+        self.sigreturn_hook: Callable[[], bool] | None = None  # True: it was a sigreturn
+        self.deliver_hook: Callable[[], None] | None = None  # after every system call
+        # processes (sys_process.py): one host process per guest process
+        self.children: set[int] = set()  # host pids of the guest's children
+        self.guest_parent: int | None = None  # the parent's pid when it is a guest too
+        self.fork_listeners: list[Callable[[int], None]] = []  # run in the child, its pid
+        # builds the image of an execve (set by the session): (host path, argv, envp,
+        # guest path) -> the new image, or raises GuestError / EmutraceError
+        self.exec_hook: Callable[[str, list[bytes], list[bytes], str], object] | None = None
         self._warned: set[str] = set()
         self._dispatch = self._build_dispatch()
+        # told of every file mapping made executable (host path, address, file offset):
+        # how a tracer learns the modules ld.so maps (discover.modules); None: nobody asks
+        self.on_exec_map: Callable[[str, int, int], object] | None = None
 
     def _build_dispatch(self) -> dict[int, tuple[str, Callable[..., int]]]:
         table: dict[int, tuple[str, Callable[..., int]]] = {}
@@ -111,6 +153,8 @@ class LinuxKernel:
     # ------------------------------------------------------------ trap entry
     def on_syscall(self) -> None:
         cpu, conv = self.cpu, self.conv
+        if self.sigreturn_hook is not None and self.sigreturn_hook():
+            return  # a signal handler returned to the trampoline: its context is back
         if conv.imm_number is not None:
             off, size = conv.imm_number
             nr = int.from_bytes(cpu.mem_read(cpu.pc + off, size), self.endian)
@@ -125,6 +169,8 @@ class LinuxKernel:
         if conv.pc_advance:
             cpu.reg_write(self.isa.registers.pc, cpu.pc + conv.pc_advance)
         self._set_result(self.call(nr, tuple(args)))
+        if self.sig_pending and self.deliver_hook is not None:
+            self.deliver_hook()
 
     def call(self, nr: int, args: tuple[int, ...]) -> int:
         """Run syscall nr; returns the result, -errno (as a negative int) on failure."""
@@ -146,6 +192,8 @@ class LinuxKernel:
                 self._warn_once(str(e), str(e))
             return -self.errno(e.errno_name)
         except OSError as e:
+            if e.errno == host_errno.EPIPE:
+                self.pipe_broken()
             code = host_errno.errorcode.get(e.errno or 0, "EIO")
             return -self.errno(code)
         except (OverflowError, ValueError):  # an argument no host call accepts, as Linux: EINVAL
@@ -172,6 +220,25 @@ class LinuxKernel:
             cpu.reg_write(conv.error_flag_reg, cr | CR0_SO if failed else cr & ~CR0_SO)
         elif conv.errors is SyscallErrors.A3_FLAG and conv.error_flag_reg:
             cpu.reg_write(conv.error_flag_reg, 1 if failed else 0)
+
+    def pipe_broken(self) -> None:
+        """A write to a pipe nobody reads: Linux sends SIGPIPE, whose default action ends
+        the process (emutrace itself ignores SIGPIPE and sees EPIPE); an ignored or blocked
+        SIGPIPE leaves the guest the EPIPE (pipe(7))."""
+        sig = self.abi.constants.get("SIGPIPE", 13)
+        if sig in self.sig_ignored or self.sig_mask >> (sig - 1) & 1:
+            return
+        raise GuestKilled("SIGPIPE", 13)
+
+    def signal_name(self, number: int) -> str | None:
+        """The guest's signal `number` by name ("SIGCHLD"), or None."""
+        return next((n for n, v in self.abi.constants.items()
+                     if v == number and n.startswith("SIG") and not n.startswith("SIG_")
+                     and n not in ("SIGRTMIN", "SIGRTMAX", "SIGSTKSZ")), None)
+
+    def warn_once(self, key: str, message: str) -> None:
+        """One warning line per key and run (handlers: an unsupported case met again)."""
+        self._warn_once(key, message)
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -132,6 +132,9 @@ HostPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 _PREFIX = "emutrace: sandbox: "
 _NULL_DEVICE = os.makedev(1, 3)  # Linux's /dev/null, used if the host has none
+# Linux's /dev/tty (Documentation/admin-guide/devices.txt: char 5,0): the controlling
+# terminal; opening it for writing is the user's terminal, as stdout is (ENXIO without one)
+_TTY_DEVICE = os.makedev(5, 0)
 
 
 def default_writable(cwd: str | None, root: Path) -> Path | None:
@@ -564,7 +567,7 @@ class Sandbox:
             and follow_final
             and not metadata
             and stat.S_ISCHR(st.st_mode)
-            and st.st_rdev == self._null_rdev
+            and st.st_rdev in (self._null_rdev, _TTY_DEVICE)
         )
 
     def _escape(self, pathb: bytes, links: list[tuple[bytes, bytes]], origin: int) -> SandboxError:

@@ -65,6 +65,8 @@ def _mmap(k: K, addr: int, length: int, prot: int, flags: int, fd: int, offset: 
                 break
             k.write(where + pos, chunk)
             pos += len(chunk)
+        if prot & c["PROT_EXEC"] and k.on_exec_map is not None:
+            k.on_exec_map(os.readlink(f"/proc/self/fd/{host_fd}"), where, offset)
     return where
 
 

@@ -8,20 +8,12 @@ import signal as host_signal
 import time
 
 from emutrace.isa.base import GuestError
-from emutrace.machine.linux import sys_signal  # noqa: F401 (registers the signal calls)
-from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
+from emutrace.machine.linux import sys_sigdeliver, sys_signal  # noqa: F401 (signal calls)
+from emutrace.machine.linux.kernel import GuestExit, GuestKilled, LinuxKernel
 from emutrace.machine.linux.table import syscall
 
 K = LinuxKernel
-
-
-class GuestKilled(Exception):
-    """The guest sent itself a fatal signal (abort → tgkill(SIGABRT))."""
-
-    def __init__(self, signal_name: str, host_signal: int) -> None:
-        super().__init__(signal_name)
-        self.signal_name = signal_name
-        self.host_signal = host_signal
+__all__ = ["GuestKilled"]  # its home was here; sessions import it from this module
 
 
 # ---------------------------------------------------------------- lifetime
@@ -33,21 +25,16 @@ def sys_exit(k: K, a: tuple[int, ...]) -> int:
 def _signal_self(k: K, sig: int) -> int:
     if sig == 0 or sig in k.sig_ignored:  # kernel/signal.c: an ignored signal is discarded
         return 0
-    name = next((n for n, v in k.abi.constants.items()
-                 if v == sig and n.startswith("SIG") and not n.startswith("SIG_")), None)
+    name = k.signal_name(sig)
     if name is None:
         raise GuestError("EINVAL")
+    act = k.sig_actions.get(sig)
+    if (act is not None and act.handler > 1) or k.sig_mask >> (sig - 1) & 1:
+        sys_sigdeliver.queue(k, sig)  # a handler, or blocked: delivered later
+        return 0
+    if name in sys_sigdeliver.DEFAULT_IGNORED:
+        return 0
     raise GuestKilled(name, int(getattr(host_signal, name, 9)))
-
-
-@syscall("kill", "tkill")
-def sys_kill(k: K, a: tuple[int, ...]) -> int:
-    return _signal_self(k, a[1])  # one process, one thread: every target is ourselves
-
-
-@syscall("tgkill")
-def sys_tgkill(k: K, a: tuple[int, ...]) -> int:
-    return _signal_self(k, a[2])
 
 
 @syscall("set_tid_address", "gettid", "getpid")
@@ -259,10 +246,18 @@ def _limits(k: K, number: int, bits: int) -> tuple[int, int]:
 
 @syscall("prlimit64")
 def sys_prlimit64(k: K, a: tuple[int, ...]) -> int:
-    if a[0] not in (0, os.getpid()):
-        raise GuestError("ESRCH")
-    if a[3]:
+    pid = k.int32(a[0])
+    if pid not in (0, os.getpid()):
+        # another process: its limits may be read as the host allows (EPERM, ESRCH),
+        # never changed (emutrace may run as root)
+        if a[2]:
+            raise GuestError("EPERM")
+        cur, hi = resource.prlimit(pid, _host_resource(k, a[1]))
+        top = (1 << 64) - 1
+        cur, hi = (top if v == resource.RLIM_INFINITY else v for v in (cur, hi))
+    else:
         cur, hi = _limits(k, a[1], 64)
+    if a[3]:
         k.write(a[3], k.struct_bytes("rlimit64", {"rlim_cur": cur, "rlim_max": hi}))
     return 0  # a new limit (a[2]) is accepted and not applied: the host process is ours
 
@@ -279,10 +274,3 @@ def sys_setrlimit(k: K, a: tuple[int, ...]) -> int:
     _host_resource(k, a[0])
     return 0
 
-
-# ---------------------------------------------------------------- signals (no delivery yet)
-@syscall("sigaltstack")
-def sys_sigaltstack(k: K, a: tuple[int, ...]) -> int:
-    if a[1]:
-        k.write(a[1], bytes(3 * k.word))
-    return 0

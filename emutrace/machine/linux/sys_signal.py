@@ -1,11 +1,12 @@
-"""Signal dispositions and masks, as far as one process without delivery needs them:
-`rt_sigaction` records which signals the guest ignores (a signal raised while SIG_IGN is its
-disposition is discarded, kernel/signal.c sig_ignored), `rt_sigprocmask` keeps the mask.
-Both check `sigsetsize` as Linux does (EINVAL unless it is the kernel's sizeof(sigset_t):
-_NSIG / 8, 16 bytes on MIPS, 8 elsewhere — read from the ABI's struct sigaction sa_mask).
-Handlers are recorded but not run: delivery belongs to the signals work (issue 11)."""
+"""Signal dispositions and masks: `rt_sigaction` records each signal's action (SIG_IGN: a
+signal raised then is discarded, kernel/signal.c sig_ignored; a handler: sys_sigdeliver.py
+runs it), `rt_sigprocmask` keeps the mask.  Both check `sigsetsize` as Linux does (EINVAL
+unless it is the kernel's sizeof(sigset_t): _NSIG / 8, 16 bytes on MIPS, 8 elsewhere —
+read from the ABI's struct sigaction sa_mask)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import LinuxKernel
@@ -22,30 +23,81 @@ def sigset_size(k: K) -> int:
     return layout.fields["sa_mask"][1]
 
 
+def sigset_from(k: K, blob: bytes) -> int:
+    """A sigset_t: an array of unsigned longs, signal n at bit (n-1) % bits of word
+    (n-1) // bits, each word in the ISA's byte order (asm-generic/signal.h)."""
+    return sum(w << (8 * k.word * i) for i, w in enumerate(k.unpack_words(blob)))
+
+
+def sigset_bytes(k: K, value: int, size: int) -> bytes:
+    bits = 8 * k.word
+    return k.pack_words(*((value >> (bits * i)) & k.mask for i in range(size // k.word)))
+
+
 def _check_size(k: K, size: int) -> None:
     if size != sigset_size(k):
         raise GuestError("EINVAL")
+
+
+@dataclass
+class SigAction:
+    handler: int = SIG_DFL
+    flags: int = 0
+    mask: int = 0
+    restorer: int = 0
+
+
+def _layout(k: K) -> dict[str, tuple[int, int]]:
+    """Offsets and sizes of the kernel's struct sigaction: the ABI table's, else (i386)
+    the generic order handler, flags, restorer, mask (arch/x86/include/asm/signal.h)."""
+    layout = k.abi.structs.get("sigaction")
+    if layout is not None:
+        return dict(layout.fields)
+    w = k.word
+    return {"sa_handler": (0, w), "sa_flags": (w, w), "sa_restorer": (2 * w, w),
+            "sa_mask": (3 * w, 8)}
+
+
+def _action_size(k: K) -> int:
+    layout = k.abi.structs.get("sigaction")
+    return layout.size if layout is not None else 3 * k.word + 8
 
 
 @syscall("rt_sigaction")
 def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
     sig, act, oact = k.int32(a[0]), a[1], a[2]
     _check_size(k, a[3])
-    if not 1 <= sig <= 8 * sigset_size(k) or (act and sig == k.const("SIGKILL")):
+    if not 1 <= sig <= 8 * sigset_size(k) or (act and sig in (k.const("SIGKILL"),
+                                                              k.const("SIGSTOP"))):
         raise GuestError("EINVAL")
-    layout = k.abi.structs.get("sigaction")  # i386's table lacks it: the handler comes first
-    off, size = layout.fields["sa_handler"] if layout else (0, k.word)
-    if oact:
-        old = SIG_IGN if sig in k.sig_ignored else SIG_DFL
-        blank = bytearray(layout.size if layout else 4 * k.word + 8)
-        blank[off:off + size] = old.to_bytes(size, k.endian)
-        k.write(oact, bytes(blank))
+    fields = _layout(k)
+    old = k.sig_actions.get(sig, SigAction(SIG_IGN if sig in k.sig_ignored else SIG_DFL))
+    new = None
     if act:
-        handler = int.from_bytes(k.read(act + off, size), k.endian)
-        if handler == SIG_IGN:
+        blob = k.read(act, _action_size(k))
+        values = {name: int.from_bytes(blob[off:off + size], k.endian)
+                  for name, (off, size) in fields.items()}
+        off, size = fields["sa_mask"]
+        values["sa_mask"] = sigset_from(k, blob[off:off + size])
+        new = SigAction(values["sa_handler"], values.get("sa_flags", 0),
+                        values.get("sa_mask", 0), values.get("sa_restorer", 0))
+    if oact:
+        out = bytearray(_action_size(k))
+        for name, value in (("sa_handler", old.handler), ("sa_flags", old.flags),
+                            ("sa_mask", old.mask), ("sa_restorer", old.restorer)):
+            if name in fields:
+                off, size = fields[name]
+                out[off:off + size] = sigset_bytes(k, value, size) if name == "sa_mask" \
+                    else value.to_bytes(size, k.endian)
+        k.write(oact, bytes(out))
+    if new is not None:
+        k.sig_actions[sig] = new
+        if new.handler == SIG_IGN:
             k.sig_ignored.add(sig)
         else:
             k.sig_ignored.discard(sig)
+        from emutrace.machine.linux.sys_sigdeliver import action_changed
+        action_changed(k, sig)
     return 0
 
 
@@ -55,9 +107,9 @@ def sys_rt_sigprocmask(k: K, a: tuple[int, ...]) -> int:
     _check_size(k, a[3])
     size = sigset_size(k)
     if old:
-        k.write(old, k.sig_mask.to_bytes(size, k.endian))
+        k.write(old, sigset_bytes(k, k.sig_mask, size))
     if new:
-        value = int.from_bytes(k.read(new, size), k.endian)
+        value = sigset_from(k, k.read(new, size))
         if how == k.const("SIG_BLOCK"):
             k.sig_mask |= value
         elif how == k.const("SIG_UNBLOCK"):

@@ -1,0 +1,26 @@
+"""`emutrace graph -d DIR [FUNC]`: a recording's calls merged by call path, under FUNC or the
+whole program, in uftrace's `graph` layout (times in guest instructions)."""
+
+from __future__ import annotations
+
+import argparse
+
+from emutrace.cli.viewing import add_data_option, open_data
+from emutrace.trace.callgraph import call_graph, graph_lines
+
+
+class GraphCommand:
+    name = "graph"
+    help = "a recording's calls merged by call path, under FUNC or the whole program"
+
+    def configure(self, p: argparse.ArgumentParser) -> None:
+        add_data_option(p)
+        p.add_argument("func", nargs="?", metavar="FUNC",
+                       help="the function whose calls are merged (default: the program)")
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        records, symbolize, program, _bits = open_data(args.data)
+        graph = call_graph(records, symbolize, args.func, program)
+        for line in graph_lines(graph, args.func):
+            print(line)
+        return 0

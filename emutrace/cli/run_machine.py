@@ -1,0 +1,89 @@
+"""`emutrace run --machine BOARD IMAGE`: a kernel image or firmware on a board (the options
+and the run; `run.py` hands over when --machine is given)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from emutrace.cli.deferred import stop_signals_deferred
+from emutrace.errors import UsageError
+from emutrace.machine.board.machine import BoardConfig, BoardMachine
+
+
+def add_machine_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("kernel images (--machine; see `emutrace info --machines`)")
+    g.add_argument("--machine", metavar="BOARD",
+                   help="run PROGRAM as a kernel image or firmware on BOARD (an ELF loads at "
+                        "its physical addresses, anything else where QEMU's -bios puts it)")
+    g.add_argument("--bios", metavar="FILE",
+                   help="firmware started first (loaded as QEMU's -bios); PROGRAM is its "
+                        "payload, loaded as QEMU's -kernel (e.g. OpenSBI fw_jump + U-Boot)")
+    g.add_argument("--dtb", metavar="FILE", help="device tree blob placed where the board "
+                                                 "passes it to the image")
+    g.add_argument("--until", metavar="TEXT",
+                   help="end the run (exit 0) once the console has printed TEXT "
+                        "(\\n, \\r, \\t, \\xNN escapes)")
+    g.add_argument("--input", metavar="TEXT", default="",
+                   help="type TEXT into the console as the guest reads it (escapes as --until)")
+    g.add_argument("--input-after", metavar="TEXT", default="",
+                   help="offer --input only once the console has printed TEXT (a prompt)")
+
+
+def unescape(text: str, option: str) -> bytes:
+    """`version\\n` → b"version\\n": the C escapes a shell user types."""
+    try:
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape") \
+            .encode("latin-1")
+    except (UnicodeDecodeError, UnicodeEncodeError) as e:
+        raise UsageError(f"{option} {text!r}: bad escape ({e.reason})") from None
+
+
+def board_machine(args: argparse.Namespace) -> BoardMachine:
+    """The board and image of the command line, loaded (every bad value a usage error
+    before anything runs); `run` and `record` share it."""
+    from emutrace.cli.run import parse_arg_specs
+
+    if args.args:
+        raise UsageError(f"--machine {args.machine}: an image takes no arguments "
+                         f"(got {' '.join(args.args)})")
+    if args.cleanup != "lazy":
+        raise UsageError("--cleanup strict is not supported with --machine: exception entry "
+                         "does not keep strict mode's call chain")
+    if len(args.symbols) > 1:
+        raise UsageError("--machine takes one --symbols FILE (a System.map or `nm` listing, "
+                         "or an unstripped ELF of the same build)")
+    config = BoardConfig(
+        board=args.machine, image=args.program, dtb=args.dtb, bios=args.bios,
+        symbols=args.symbols[0] if args.symbols else None,
+        until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
+        input_after=unescape(args.input_after, "--input-after"),
+        max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
+        hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
+        arg_counts=parse_arg_specs(args.argument))
+    args.arg_counts = config.arg_counts
+    return BoardMachine(config)
+
+
+def run_machine(args: argparse.Namespace) -> int:
+    from emutrace.cli.run import open_output, report, write_trace
+
+    machine = board_machine(args)
+    args.output_file = open_output(args.output) if args.output and \
+        args.backend != "none" else None
+    result = machine.run()
+    with stop_signals_deferred() as late:
+        if args.backend != "none":
+            write_trace(result, args)
+        report(result)
+    if late.signal:
+        return late.exit_code
+    if args.stats:
+        traps = ", ".join(f"{k}={v}" for k, v in sorted(result.syscall_counts.items()))
+        print(f"emutrace: {result.syscalls} traps: {traps}", file=sys.stderr)
+        if result.stop.detail:
+            print(f"emutrace: stopped: {result.stop.detail}", file=sys.stderr)
+        if result.backend_stats:
+            mech = ", ".join(f"{k}={v}" for k, v in result.backend_stats.items())
+            print(f"emutrace: {args.backend}: {mech}", file=sys.stderr)
+    return result.exit_code

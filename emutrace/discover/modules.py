@@ -1,0 +1,247 @@
+"""The module map of a dynamic program: every ELF object in the process (the program, its
+interpreter ld.so, each library ld.so maps), where it is loaded, its function symbols and
+its executable bytes — one symbol table and one code list for discovery and the backends,
+growing while the program runs.  Pure: pyelftools only.
+
+How a library is found: Linux user space maps an ELF object with mmap of the file, each
+PT_LOAD from its page-aligned file offset (glibc `_dl_map_segments`); the Linux layer reports
+every file mapping made with PROT_EXEC, and the mapping whose offset is the page of an
+executable PT_LOAD gives the load bias: `where - page_down(p_vaddr)`.
+
+Symbols per module: `.symtab`, else `.dynsym` (distribution libraries are stripped); of
+aliases at one address (`printf`, `_IO_printf`) the name with the fewest leading
+underscores, then the shortest, is kept.  PLT stubs get `func@plt` from the ISA's PLT layout
+(isa.base.Plt) and the PLT relocations.  A function name defined by two modules is shown
+`module:func` for both (module: the file name up to `.so`, e.g. `libc:free`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+
+from emutrace.discover.debuginfo import find_debug_file, guest_path
+from emutrace.discover.symbols import FuncSymbol, SymbolTable, table_symbols
+from emutrace.elf import PF_X, Image, load_image
+from emutrace.errors import EmutraceError
+from emutrace.isa.base import Isa
+
+PAGE = 4096
+
+
+def short_name(path: str) -> str:
+    """`libc.so.6` → `libc`, `ld-linux-aarch64.so.1` → `ld-linux-aarch64`; a program keeps
+    its file name."""
+    base = os.path.basename(path)
+    head, sep, _ = base.partition(".so")
+    return head if sep and head else base
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # short_name of its file
+    path: str  # host path of the file
+    bias: int  # load bias: run-time address − link-time address
+    start: int  # run-time extent of its PT_LOAD segments
+    end: int
+    names: frozenset[str]  # its function names, unqualified
+    # what is code in it is known: mapping symbols ($a/$t/$d) mark data in code, or the
+    # ISA keeps no data in code; False (a stripped ARM library: literal pools unmarked)
+    # means breakpoint bytes must never be written there (int3 uses site hooks)
+    code_known: bool = True
+
+
+def _alias_rank(name: str) -> tuple[int, int, str]:
+    return (len(name) - len(name.lstrip("_")), len(name), name)
+
+
+def _one_name_per_address(funcs: list[FuncSymbol]) -> list[FuncSymbol]:
+    """Of aliases (same start and size), the name a user would call."""
+    best: dict[tuple[int, int], FuncSymbol] = {}
+    for f in funcs:
+        key = (f.start, f.size)
+        have = best.get(key)
+        if have is None or _alias_rank(f.name) < _alias_rank(have.name):
+            best[key] = f
+    return list(best.values())
+
+
+def plt_symbols(elf: ELFFile, isa: Isa, bias: int) -> list[FuncSymbol]:
+    """`func@plt` for each PLT stub: stub i belongs to the i-th PLT relocation."""
+    plt = isa.plt
+    if plt is None:
+        return []
+    sec = elf.get_section_by_name(".plt.sec") if plt.sec_entry else None
+    if sec is not None:
+        base, size = sec["sh_addr"], plt.sec_entry
+    else:
+        sec = elf.get_section_by_name(".plt")
+        if sec is None or sec["sh_type"] != "SHT_PROGBITS":
+            return []
+        base, size = sec["sh_addr"] + plt.header, plt.entry
+    end = sec["sh_addr"] + sec["sh_size"]
+    relocs = elf.get_section_by_name(".rela.plt") or elf.get_section_by_name(".rel.plt")
+    if not isinstance(relocs, RelocationSection):
+        return []
+    symtab: Any = elf.get_section(relocs["sh_link"])
+    by_slot = sec.name == ".plt" and plt.lazy_offset is not None
+    if not by_slot and (end - base) != size * relocs.num_relocations():
+        return []  # not the layout assumed (ARM Thumb entry stubs, long entries): unnamed
+    out = []
+    for i, rel in enumerate(relocs.iter_relocations()):
+        if by_slot:
+            assert plt.lazy_offset is not None
+            slot = _word_at(elf, rel["r_offset"])
+            start = slot - plt.lazy_offset if slot is not None else -1
+            if not base <= start < end or (start - base) % size:
+                continue
+        else:
+            start = base + i * size
+        if start + size > end:
+            continue
+        index = rel["r_info_sym"]
+        name = symtab.get_symbol(index).name if index and symtab is not None else ""
+        if name:  # (IRELATIVE relocations have no symbol: the stub stays unnamed)
+            out.append(FuncSymbol(f"{name}@plt", start + bias, size, False, 0))
+    return out
+
+
+def _word_at(elf: ELFFile, addr: int) -> int | None:
+    """The address-sized word the file puts at link-time address addr (a GOT slot)."""
+    size = elf.elfclass // 8
+    for seg in elf.iter_segments():
+        if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr \
+                and addr + size <= seg["p_vaddr"] + seg["p_filesz"]:
+            off = addr - seg["p_vaddr"]
+            raw = seg.data()[off:off + size]
+            return int.from_bytes(raw, "little" if elf.little_endian else "big")
+    return None
+
+
+def module_symbols(path: str, isa: Isa, bias: int, root: str = "/") -> tuple[
+        list[FuncSymbol], list[tuple[int, int]]]:
+    """Function symbols and PLT stubs of one module, at run-time addresses, and the
+    data-in-code ranges of its mapping symbols: its `.symtab`, else the `.symtab` of its
+    separate debug file under the root (discover.debuginfo), else `.dynsym` (aliases
+    folded)."""
+    with open(path, "rb") as fh:
+        elf = ELFFile(fh)
+        funcs: list[FuncSymbol] = []
+        ranges: list[tuple[int, int]] = []
+        table = elf.get_section_by_name(".symtab")
+        debug = None
+        if table is None or not hasattr(table, "iter_symbols"):
+            debug = find_debug_file(elf, guest_path(path, root), root)
+        if debug is not None:
+            with open(debug, "rb") as dfh:
+                dtable = ELFFile(dfh).get_section_by_name(".symtab")
+                if dtable is not None and hasattr(dtable, "iter_symbols"):
+                    funcs, ranges = table_symbols(dtable, isa, bias)
+        elif table is not None and hasattr(table, "iter_symbols"):
+            funcs, ranges = table_symbols(table, isa, bias)
+        if not funcs:
+            dynsym = elf.get_section_by_name(".dynsym")
+            if dynsym is not None and hasattr(dynsym, "iter_symbols"):
+                funcs = _one_name_per_address(table_symbols(dynsym, isa, bias)[0])
+        funcs += plt_symbols(elf, isa, bias)
+    return funcs, ranges
+
+
+class ModuleMap:
+    """The modules of one process; `table` and `code` are shared with discovery."""
+
+    def __init__(self, isa: Isa, root: str = "/") -> None:
+        self.isa = isa
+        self.root = root  # separate debug files are looked up inside it
+        self.modules: list[Module] = []
+        self.table = SymbolTable([], [])
+        self.code: list[tuple[int, bytes]] = []  # (run-time address, bytes) of PF_X data
+        self._starts: list[int] = []
+        self._owners: dict[str, list[Module]] = {}  # function name → modules defining it
+
+    def add(self, image: Image, bias: int) -> Module:
+        """A module `image` (as parsed: link-time addresses) loaded `bias` bytes up."""
+        for old in self.modules:
+            if old.path == image.path and old.bias == bias:
+                return old
+        try:
+            funcs, ranges = module_symbols(image.path, self.isa, bias, self.root)
+        except Exception:  # noqa: BLE001 - damaged symbol sections: code without names
+            funcs, ranges = [], []
+        cls = self.isa.classifiers
+        pools = cls is not None and cls.literal is not None
+        module = Module(short_name(image.path), image.path, bias,
+                        min(s.vaddr for s in image.segments) + bias,
+                        max(s.vaddr + s.memsz for s in image.segments) + bias,
+                        frozenset(f.name for f in funcs), bool(ranges) or not pools)
+        at = bisect.bisect(self._starts, module.start)
+        self._starts.insert(at, module.start)
+        self.modules.insert(at, module)
+        self.code.extend((s.vaddr + bias, s.data) for s in image.segments if s.flags & PF_X)
+        self.table.extend(funcs, ranges)
+        self._qualify(module)
+        return module
+
+    def _qualify(self, module: Module) -> None:
+        """Names now defined by two modules become `module:func` in both."""
+        renames: dict[tuple[int, str], str] = {}
+        for name in module.names:
+            owners = self._owners.setdefault(name, [])
+            owners.append(module)
+            if len(owners) < 2:
+                continue
+            for f in self.table.funcs:
+                if f.name == name:
+                    owner = self.module_of(f.start)
+                    if owner is not None:
+                        renames[(f.start, f.name)] = f"{owner.name}:{name}"
+        if renames:
+            self.table.rename(renames)
+
+    def module_of(self, addr: int) -> Module | None:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self.modules[i].end:
+            return self.modules[i]
+        return None
+
+    def add_listed(self, funcs: list[FuncSymbol]) -> None:
+        """Symbols given on the command line (`--symbols`), at run-time addresses."""
+        self.table.extend(funcs, [])
+
+    def code_known(self, addr: int) -> bool:
+        """Is what is code around addr known (Module.code_known)?"""
+        module = self.module_of(addr)
+        return module is not None and module.code_known
+
+    def exec_mapped(self, host_path: str, where: int, offset: int) -> Module | None:
+        """The Linux layer mapped `offset` of a file at `where` with PROT_EXEC: if it is an
+        executable PT_LOAD of an ELF object of this ISA, the object is a module."""
+        try:
+            image = load_image(host_path, dynamic=True)
+        except EmutraceError:
+            return None  # not an ELF object we can read: code without symbols
+        if image.isa.name != self.isa.name:
+            return None
+        for seg in image.segments:
+            if seg.flags & PF_X and seg.offset & ~(PAGE - 1) == offset:
+                return self.add(image, where - (seg.vaddr & ~(PAGE - 1)))
+        return None
+
+    def resolve_name(self, spec: str) -> str | None:
+        """The name the trace shows for `func` or `module:func` (module: `libc` or
+        `libc.so.6`), or None when no module defines it."""
+        if self.table.by_name(spec) is not None:
+            return spec
+        mod, sep, func = spec.rpartition(":")
+        if not sep:
+            return None
+        for module in self.modules:
+            if mod in (module.name, os.path.basename(module.path)) and func in module.names:
+                qualified = f"{module.name}:{func}"
+                return qualified if self.table.by_name(qualified) is not None else func
+        return None

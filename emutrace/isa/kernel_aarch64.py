@@ -1,0 +1,155 @@
+"""AArch64 kernel images: synchronous exception entry to EL1, PSCI over hvc/smc.
+
+Arm ARM (DDI 0487) D1.10: an exception taken to EL1 saves PSTATE in SPSR_EL1 and the
+preferred return address in ELR_EL1, writes the syndrome to ESR_EL1 (D17.2.37: EC in bits
+31–26, IL bit 25, ISS), masks DAIF, selects SP_EL1 and jumps to VBAR_EL1 + offset (D1.10.2:
++0x000 current EL with SP_EL0, +0x200 current EL with SP_ELx, +0x400 lower EL AArch64).
+Unicorn 2.1.4 (measured): `svc` → INTR 2 (EXCP_SWI) with PC past it; `hvc`/`smc` at EL1 →
+INTR 1 (EXCP_UDEF) with PC on it.  `eret` then works natively.
+"""
+
+from emutrace.isa.kernel import INSN_INVALID, KernelSupport, SysRegPort, TrapOutcome
+
+EXCP_UDEF, EXCP_SWI = 1, 2  # QEMU target/arm/cpu.h
+EC_UNKNOWN, EC_SVC64 = 0x00, 0x15  # ESR_ELx.EC (D17.2.37)
+IL = 1 << 25  # 32-bit instruction
+PSTATE_DAIF = 0xF << 6
+PSTATE_EL1H = 0b0101  # M[3:0]: EL1, SP_EL1
+NZCV = 0xF << 28
+SPSR_EL1 = (4, 0, 3, 0, 0)  # (CRn, CRm, op0, op1, op2): Unicorn has no named SPSR_EL1
+
+# PSCI (Arm DEN0022D §5.1): function ids of the SMC32 calling convention
+PSCI_VERSION, PSCI_SYSTEM_OFF, PSCI_SYSTEM_RESET = 0x84000000, 0x84000008, 0x84000009
+PSCI_MIGRATE_INFO_TYPE, PSCI_FEATURES = 0x84000006, 0x8400000A
+PSCI_NOT_SUPPORTED = -1
+PSCI_1_1 = 0x00010001  # what QEMU 7.2's virt machine reports
+TOS_NOT_PRESENT_MP = 2  # MIGRATE_INFO_TYPE: no Trusted OS to migrate (QEMU's answer)
+# the functions QEMU 7.2's PSCI (target/arm/psci.c) implements: PSCI_FEATURES says 0 for
+# them (SMC32 ids; CPU_SUSPEND, CPU_ON, AFFINITY_INFO also in SMC64, 0xC4...)
+QEMU_PSCI = frozenset({0x84000000, 0x84000001, 0x84000002, 0x84000003, 0x84000004,
+                       0x84000006, 0x84000008, 0x84000009, 0x8400000A,
+                       0xC4000001, 0xC4000003, 0xC4000004})
+
+# HVC #imm16 = 0xD4000002 | imm16 << 5, SMC = 0xD4000003 | imm16 << 5 (C6.2.106, C6.2.272)
+HVC_SMC_MASK, HVC, SMC = 0xFFE0001F, 0xD4000002, 0xD4000003
+
+
+# (CRn, CRm, op0, op1, op2) of registers Unicorn names only through CP_REG
+SCTLR_EL1, TCR_EL1 = (1, 0, 3, 0, 0), (2, 0, 3, 0, 2)
+SCTLR_M = 1  # stage 1 MMU enabled
+OUTPUT_ADDRESS = 0x0000_FFFF_FFFF_F000  # descriptor bits 47:12
+
+
+def physical(cpu: SysRegPort, va: int) -> int | None:
+    """The EL1&0 stage-1 translation of va with the 4 KiB granule (Arm ARM D8.2: TCR_EL1
+    T0SZ/T1SZ give the VA width, each level resolves 9 bits, bits 1:0 of a descriptor are
+    0b11 table/page, 0b01 block), or None if unmapped or another granule.  Unicorn's
+    mem_read takes physical addresses, so a trap taken with the MMU on reads its
+    instruction through this walk."""
+    if not cpu.sysreg_read("cp_reg", SCTLR_EL1) & SCTLR_M:
+        return va
+    tcr = cpu.sysreg_read("cp_reg", TCR_EL1)
+    if va >> 55 & 1:
+        txsz, base, granule_ok = tcr >> 16 & 0x3F, cpu.reg_read("ttbr1_el1"), tcr >> 30 & 3 == 2
+    else:
+        txsz, base, granule_ok = tcr & 0x3F, cpu.reg_read("ttbr0_el1"), tcr >> 14 & 3 == 0
+    if not granule_ok:
+        return None
+    bits = 64 - txsz
+    table = base & OUTPUT_ADDRESS
+    for level in range(4 - -(-(bits - 12) // 9), 4):
+        shift = 12 + 9 * (3 - level)
+        index = (va >> shift) & ((1 << min(9, bits - shift)) - 1)
+        desc = int.from_bytes(cpu.mem_read(table + 8 * index, 8), "little")
+        if not desc & 1:
+            return None
+        if level == 3 or not desc & 2:  # a page, or a block at level 1/2
+            offset = (1 << shift) - 1
+            return (desc & OUTPUT_ADDRESS & ~offset) | (va & offset)
+        table = desc & OUTPUT_ADDRESS
+    return None
+
+
+def _insn(cpu: SysRegPort, addr: int) -> int:
+    pa = physical(cpu, addr)
+    if pa is None:
+        return 0  # unmapped: no instruction a trap could be
+    return int.from_bytes(cpu.mem_read(pa, 4), "little")
+
+
+def enter_el1(cpu: SysRegPort, esr: int, elr: int) -> int:
+    """Synchronous exception entry to EL1; returns the vector address.  Modelled: taken from
+    EL1 (either SP) or EL0 while running on SP_EL1's bank (Unicorn's PSTATE write does not
+    swap SP banks, so a kernel that runs EL0 code with its own SP_EL0 is not modelled)."""
+    pstate = cpu.reg_read("pstate")
+    el = (pstate >> 2) & 3
+    offset = 0x400 if el == 0 else (0x200 if pstate & 1 else 0x000)
+    cpu.reg_write("cp_reg", (*SPSR_EL1, pstate))
+    cpu.reg_write("elr_el1", elr)
+    cpu.reg_write("esr_el1", esr)
+    cpu.reg_write("pstate", (pstate & NZCV) | PSTATE_DAIF | PSTATE_EL1H)
+    vector = cpu.reg_read("vbar_el1") + offset
+    cpu.reg_write("pc", vector)
+    return vector
+
+
+def psci(cpu: SysRegPort, next_pc: int, conduit: str) -> TrapOutcome:
+    """The PSCI firmware QEMU's virt machine emulates for hvc/smc calls."""
+    fid = cpu.reg_read("x0") & 0xFFFFFFFF
+    if fid in (PSCI_SYSTEM_OFF, PSCI_SYSTEM_RESET):
+        name = "SYSTEM_OFF" if fid == PSCI_SYSTEM_OFF else "SYSTEM_RESET"
+        return TrapOutcome("off", f"PSCI {name} ({conduit})", status=0)
+    if fid == PSCI_VERSION:
+        answer = PSCI_1_1
+    elif fid == PSCI_MIGRATE_INFO_TYPE:
+        answer = TOS_NOT_PRESENT_MP
+    elif fid == PSCI_FEATURES:
+        answer = 0 if cpu.reg_read("x1") & 0xFFFFFFFF in QEMU_PSCI else PSCI_NOT_SUPPORTED
+    else:  # CPU_ON and friends: one CPU, nothing to do that an image could need
+        answer = PSCI_NOT_SUPPORTED
+    cpu.reg_write("x0", answer & (2**64 - 1))
+    cpu.reg_write("pc", next_pc)
+    return TrapOutcome("emulated", f"PSCI {fid:#x} ({conduit})")
+
+
+def deliver(cpu: SysRegPort, intno: int) -> TrapOutcome | None:
+    pc = cpu.pc
+    if intno == EXCP_SWI:  # svc #imm16: ISS = imm16; preferred return = the next insn
+        imm = (_insn(cpu, pc - 4) >> 5) & 0xFFFF
+        return TrapOutcome("vector", "svc", enter_el1(cpu, EC_SVC64 << 26 | IL | imm, pc))
+    if intno in (EXCP_UDEF, INSN_INVALID):
+        insn = _insn(cpu, pc)
+        if insn & HVC_SMC_MASK in (HVC, SMC):
+            return psci(cpu, pc + 4, "hvc" if insn & HVC_SMC_MASK == HVC else "smc")
+        return TrapOutcome("vector", "undefined instruction",
+                           enter_el1(cpu, EC_UNKNOWN << 26 | IL, pc))
+    return None
+
+
+def reset(cpu: SysRegPort) -> None:
+    """Unicorn 2.1.4 starts with SCR_EL3.RW = HCR_EL2.RW = 0, so QEMU's arm_el_is_aa64(EL1)
+    is false and a 4-level AArch64 MMU walk aborts (measured; U-Boot and Linux need it):
+    set SCR_EL3 = RW | NS (bits 10, 0) and HCR_EL2.RW (bit 31) as firmware would."""
+    # keys (CRn, CRm, op0, op1, op2): SCR_EL3 = (1, 1, 3, 6, 0), HCR_EL2 = (1, 1, 3, 4, 0)
+    cpu.reg_write("cp_reg", (1, 1, 3, 6, 0, (1 << 10) | 1))
+    cpu.reg_write("cp_reg", (1, 1, 3, 4, 0, 1 << 31))
+
+
+def is_linux_image(blob: bytes) -> bool:
+    """The arm64 Linux Image header (Documentation/arm64/booting.rst): magic "ARM\\x64"
+    at offset 0x38."""
+    return blob[0x38:0x3C] == b"ARM\x64"
+
+
+KERNEL = KernelSupport(
+    deliver=deliver,
+    reset=reset,
+    idle=(bytes.fromhex("7f2003d5"),),  # WFI = 0xD503207F
+    linux_image=is_linux_image,
+    modelled="svc and undefined instructions enter VBAR_EL1 (ESR/ELR/SPSR written, DAIF "
+             "masked, EL1h); hvc/smc are PSCI calls (SYSTEM_OFF/SYSTEM_RESET end the run, "
+             "PSCI_VERSION answers 1.1, MIGRATE_INFO_TYPE and PSCI_FEATURES as QEMU, others "
+             "NOT_SUPPORTED). Not modelled: aborts (Unicorn "
+             "gives no syndrome), IRQ/FIQ (no GIC, no timer interrupt), EL2/EL3, EL0 with its "
+             "own SP_EL0.",
+)

@@ -1,0 +1,411 @@
+"""A board built and run: the CPU with the ISA's bare-metal reset, RAM and MMIO devices from
+the board's data, the image loaded the way QEMU loads it (an ELF at its physical addresses
+and started at its entry, anything else as raw firmware at the board's -bios address), the
+trap-entry layer of the ISA (`isa/kernel_<isa>.py`) behind the exception hook, and a run
+loop that ends on power-off, on `--until` text, on idle, or on the usual budgets."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import BinaryIO
+
+import unicorn
+from elftools.elf.elffile import ELFFile
+from unicorn import unicorn_const as ucc
+
+from emutrace.backends import BACKENDS, Backend, BackendOptions, create
+from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
+from emutrace.discover.symbol_map import load_symbol_file
+from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
+from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
+from emutrace.isa import by_name
+from emutrace.isa.kernel import INSN_INVALID, KernelSupport, kernel_support
+from emutrace.machine.board import devices
+from emutrace.machine.board.presets import BOARDS
+from emutrace.machine.board.spec import Board
+from emutrace.session import RunResult
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import (
+    FAULT_SIGNALS,
+    CpuException,
+    HookSet,
+    Stop,
+    interruptible,
+)
+from emutrace.trace.events import Event, Record
+from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import ListSink, RecordSink
+
+
+@dataclass
+class BoardConfig:
+    board: str
+    image: str
+    dtb: str | None = None
+    bios: str | None = None  # firmware that starts first; the image is its payload
+    symbols: str | None = None  # function names for the image: System.map, nm, or an ELF
+    until: bytes = b""  # end the run (exit 0) once the console has printed this
+    typed: bytes = b""  # typed into the console as the guest reads it
+    input_after: bytes = b""  # ... once the console has printed this
+    max_insns: int = 0
+    timeout: float = 0.0
+    backend: str = "none"
+    hw_slots: int | None = None
+    bts_buffer: int = 4096
+    arg_counts: dict[str, int] = field(default_factory=dict)
+    default_args: int = DEFAULT_ARGS
+    console_out: BinaryIO | None = None  # None: emutrace's stdout
+
+
+class UntilReached(Exception):
+    """The console printed the --until text."""
+
+
+def board_named(name: str) -> Board:
+    board = BOARDS.get(name)
+    if board is None:
+        raise UsageError(f"unknown machine {name!r}; known: {', '.join(BOARDS)} "
+                         f"(emutrace info --machines)")
+    return board
+
+
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as e:
+        raise EmutraceError(f"{what} {path}: {e.strerror or e}", EXIT_NO_INPUT) from None
+
+
+FDT_MAGIC = b"\xd0\x0d\xfe\xed"  # devicetree spec v0.4 §5.2: magic, then totalsize (BE)
+
+
+def trim_dtb(blob: bytes) -> bytes:
+    """A flattened device tree cut to its header's totalsize (QEMU's `dumpdtb` pads it to
+    1 MiB, which would cover what follows the DTB in RAM)."""
+    if blob[:4] == FDT_MAGIC and len(blob) >= 8:
+        return blob[:int.from_bytes(blob[4:8], "big")]
+    return blob
+
+
+class BoardHooks(HookSet):
+    """The exception hook of a board: a backend's breakpoint first, then the ISA's trap
+    entry (`trap`); what neither takes is a CpuException (the run ends with a signal)."""
+
+    def __init__(self, cpu: UnicornCpu, trap: Callable[[int], None]) -> None:
+        intno = cpu.isa.syscalls.intno or 0
+        super().__init__(cpu, lambda: trap(intno))
+        self.trap = trap
+        cpu.uc.hook_add(ucc.UC_HOOK_INSN_INVALID, self._invalid)
+
+    def _invalid(self, _uc: unicorn.Uc, _d: object) -> bool:
+        """An instruction Unicorn cannot run: handled when the ISA's trap layer takes it."""
+        if self.pending is not None:
+            return False
+        try:
+            self.trap(INSN_INVALID)
+        except CpuException:
+            return False
+        except BaseException as e:  # noqa: BLE001 - re-raised by run()
+            self.pending = e
+            self.cpu.uc.emu_stop()
+        return True
+
+    def _exception(self, _uc: unicorn.Uc, intno: int, _d: object) -> None:
+        def handle() -> None:
+            if self.on_trap is not None and self.on_trap(intno):
+                return
+            self.trap(intno)
+
+        self.guard(handle)
+
+
+class BoardMachine:
+    """One board with an image loaded, ready to run (the kernel-image twin of
+    session.Process)."""
+
+    def __init__(self, config: BoardConfig) -> None:
+        self.config = config
+        self.board = board = board_named(config.board)
+        isa = by_name(board.isa)
+        support = kernel_support(isa)
+        if support is None:
+            raise Unsupported(f"{board.isa}: kernel images are not supported "
+                              f"({isa.capability('kernel').reason})")
+        self.support: KernelSupport = support
+        loads: list[tuple[str, list[tuple[int, bytes]]]] = []
+        image_at = board.bios_at
+        if config.bios is not None:
+            if board.kernel_at is None:
+                raise UsageError(f"--bios: machine {board.name} has no kernel address")
+            if config.backend != "none":
+                raise UsageError("--bios: tracing firmware and its payload together is not "
+                                 "supported yet (use --backend none)")
+            bios, physical = self._open_image(config.bios, _read_file(config.bios, "--bios"),
+                                              isa.name, board.bios_at)
+            loads.append((config.bios, physical))
+            image_at = board.kernel_at
+        blob = _read_file(config.image, "image")
+        if config.bios is None and support.linux_image is not None \
+                and support.linux_image(blob):
+            if board.kernel_at is None:
+                raise UsageError(f"{config.image}: a Linux image; machine {board.name} has "
+                                 f"no kernel address")
+            image_at = board.kernel_at  # as QEMU's -kernel: the boot protocol's entry
+        self.image, physical = self._open_image(config.image, blob, isa.name, image_at)
+        loads.append((config.image, physical))
+        if config.symbols is not None:
+            funcs = load_symbol_file(config.symbols)
+            self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
+        self.entry = self.image.entry if config.bios is None else bios.entry
+        self.cpu = cpu = UnicornCpu(isa, board.cpu_model)
+        cpu.apply_reset()
+        if support.reset is not None:
+            support.reset(cpu)
+        for region in board.ram:
+            cpu.mem_map(region.base, region.size)
+        self.console = devices.Console(
+            sys.stdout.buffer if config.console_out is None else config.console_out,
+            config.until, config.typed, config.input_after, self._until)
+        self.hooks = BoardHooks(cpu, self._trap)
+        ports: list[tuple[int, int, devices.Model]] = []
+        self.timers: list[devices.Clint] = []
+        for dev in board.devices:
+            model = devices.build(dev.kind, dev.params, self.console)
+            if isinstance(model, devices.Clint):
+                self.timers.append(model)
+            if dev.params.get("io"):
+                ports.append((dev.base, dev.size, model))
+            else:
+                self._map_device(dev.base, dev.size, model)
+        if ports:
+            self._map_ports(ports)
+        for path, physical in loads:
+            for addr, data in physical:
+                self._load(addr, data, path)
+        dtb_addr = 0
+        if config.dtb is not None:
+            if board.dtb_at is None:
+                raise UsageError(f"--dtb: machine {board.name} takes no device tree")
+            dtb_addr = board.dtb_at
+            self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
+        for reg, value in board.entry_regs.items():
+            cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
+        self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
+        self.shadow = ShadowStack()
+        self.records: list[Record] = []
+        self.sink: RecordSink = ListSink(self.records)
+        self.backend: Backend | None = None
+
+        def emit(ev: Event) -> None:
+            self.sink.write(self.shadow.feed(ev))
+
+        if config.backend in BACKENDS:
+            types = CallTypes.for_image(self.image, dict(config.arg_counts),
+                                        config.default_args)
+            options = BackendOptions("lazy", DEFAULT_ARGS, config.hw_slots,
+                                     config.bts_buffer, types)
+            self.backend = create(config.backend, self.image, cpu, self.hooks, emit, options)
+            self.backend.start(self.entry)
+        elif config.backend != "none":
+            raise UsageError(f"unknown backend {config.backend!r}")
+
+    # ------------------------------------------------------------ loading
+    def _open_image(self, path: str, blob: bytes, isa: str,
+                    raw_at: int) -> tuple[Image, list[tuple[int, bytes]]]:
+        """(image for symbols and discovery, [(physical address, bytes)] to load); a file
+        that is not ELF is raw, loaded at raw_at."""
+        if blob[:4] == b"\x7fELF":
+            image = load_image(path)
+            if image.isa.name != isa:
+                raise UsageError(f"{path} is {image.isa.name}; machine {self.board.name} "
+                                 f"is {isa}")
+            with open(path, "rb") as fh:  # p_paddr: load_image keeps p_vaddr only
+                elf = ELFFile(fh)
+                physical = []
+                for seg in elf.iter_segments():
+                    if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
+                        data = seg.data() + bytes(seg["p_memsz"] - seg["p_filesz"])
+                        physical.append((seg["p_paddr"], data))
+            return image, physical
+        base = raw_at
+        segment = Segment(base, len(blob), 0, blob, PF_R | PF_X)
+        image = Image(path=path, isa=by_name(isa), kind="exec", entry=base, phoff=0,
+                      phentsize=0, phnum=0, segments=[segment], interpreter=None)
+        return image, [(base, blob)]
+
+    def _load(self, addr: int, data: bytes, path: str) -> None:
+        if not any(r.base <= addr and addr + len(data) <= r.base + r.size
+                   for r in self.board.ram):
+            raise Unsupported(f"{path}: {len(data)} bytes at {addr:#x} lie outside the "
+                              f"memory of machine {self.board.name}")
+        self.cpu.mem_write(addr, data)
+
+    def _map_device(self, base: int, size: int, model: devices.Model) -> None:
+        hooks = self.hooks
+
+        def fail(uc: unicorn.Uc, e: BaseException) -> None:
+            if hooks.pending is None:
+                hooks.pending = e
+            uc.emu_stop()
+
+        def read(uc: unicorn.Uc, offset: int, size: int, _d: object) -> int:
+            try:
+                return model.read(offset, size)
+            except BaseException as e:  # noqa: BLE001 - re-raised by run()
+                fail(uc, e)
+                return 0
+
+        def write(uc: unicorn.Uc, offset: int, size: int, value: int, _d: object) -> None:
+            try:
+                model.write(offset, size, value)
+            except BaseException as e:  # noqa: BLE001 - re-raised by run()
+                fail(uc, e)
+
+        self.cpu.uc.mmio_map(base, size, read, None, write, None)
+
+    def _map_ports(self, ports: list[tuple[int, int, devices.Model]]) -> None:
+        """Devices in the I/O port space, through the ISA's IN/OUT instruction hooks."""
+        names = self.support.port_io
+        if names is None:
+            raise UsageError(f"machine {self.board.name}: port I/O devices on "
+                             f"{self.cpu.isa.name}, which has no port I/O")
+        consts = importlib.import_module(f"unicorn.{self.cpu.isa.engines.uc_reg_module}")
+        hooks = self.hooks
+
+        def find(port: int) -> tuple[int, devices.Model] | None:
+            for base, size, model in ports:
+                if base <= port < base + size:
+                    return port - base, model
+            return None
+
+        def port_in(uc: unicorn.Uc, port: int, size: int, _d: object) -> int:
+            hit = find(port)
+            if hit is None:
+                return (1 << (8 * size)) - 1  # nothing there: the bus floats high
+            try:
+                return hit[1].read(hit[0], size)
+            except BaseException as e:  # noqa: BLE001 - re-raised by run()
+                hooks.pending = hooks.pending or e
+                uc.emu_stop()
+                return 0
+
+        def port_out(uc: unicorn.Uc, port: int, size: int, value: int, _d: object) -> None:
+            hit = find(port)
+            if hit is None:
+                return
+            try:
+                hit[1].write(hit[0], size, value)
+            except BaseException as e:  # noqa: BLE001 - re-raised by run()
+                hooks.pending = hooks.pending or e
+                uc.emu_stop()
+
+        uc = self.cpu.uc
+        uc.hook_add(ucc.UC_HOOK_INSN, port_in, None, 1, 0, getattr(consts, names[0]))
+        uc.hook_add(ucc.UC_HOOK_INSN, port_out, None, 1, 0, getattr(consts, names[1]))
+
+    # ------------------------------------------------------------ traps
+    def _until(self) -> None:
+        raise UntilReached()
+
+    def _trap(self, intno: int) -> None:
+        outcome = self.support.deliver(self.cpu, intno)
+        if outcome is None:
+            raise CpuException(intno)
+        self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
+        if outcome.kind == "off":
+            raise devices.PowerOff(outcome.status, outcome.what)
+        if outcome.kind == "vector" and self.backend is not None:
+            # the vector is entered by no call: a lazy backend arms its function here, so
+            # the calls the handler makes are seen (they nest under the interrupted frame)
+            self.backend.start(outcome.vector)
+
+    # ------------------------------------------------------------ running
+    def _idle_at(self, pc: int) -> bool:
+        """emu_start came back right after a wait-for-interrupt instruction."""
+        for insn in self.support.idle:
+            try:
+                if self.cpu.mem_read(pc - len(insn), len(insn)) == insn:
+                    return True
+            except unicorn.UcError:
+                pass
+        return False
+
+    def _timer_woke(self) -> bool:
+        """An idle hart with a timer armed: wait for it (a --timeout or Ctrl-C ends the wait)
+        and take the ISA's timer interrupt; False if none is armed or the guest has it
+        disabled (then nothing can wake the hart)."""
+        take = self.support.timer_interrupt
+        waits = [w for w in (t.seconds_to_timer() for t in self.timers) if w is not None]
+        if take is None or not waits:
+            return False
+        if self.cpu.stop_requested.wait(min(waits)):
+            return True  # stopped while waiting: run() reports the stop
+        outcome = take(self.cpu)
+        if outcome is None:
+            return False
+        self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
+        if self.backend is not None:
+            self.backend.start(outcome.vector)
+        return True
+
+    def _start_once(self, pc: int, sentinel: int) -> Stop | None:
+        """One emu_start; a Stop, or None when the guest went idle with input pending."""
+        cpu, hooks = self.cpu, self.hooks
+        try:
+            try:
+                cpu.uc.emu_start(pc | (1 if cpu.in_alt_mode() else 0), sentinel,
+                                 count=self.config.max_insns)
+            except unicorn.UcError:
+                if hooks.pending is None:
+                    raise
+            if hooks.pending is not None:
+                raise hooks.pending
+        except devices.PowerOff as e:
+            return Stop("exit", status=e.status, pc=cpu.pc, detail=e.how)
+        except UntilReached:
+            return Stop("exit", status=0, pc=cpu.pc, detail="--until text printed")
+        except CpuException as e:
+            return Stop("signal", signal="SIGILL", pc=cpu.pc,
+                        detail=f"CPU exception {e.intno} (not modelled)")
+        except unicorn.UcError as e:
+            return Stop("signal", signal=FAULT_SIGNALS.get(e.errno, "SIGILL"), pc=cpu.pc,
+                        detail=str(e))
+        if cpu.stop_requested.is_set():
+            return Stop("interrupted", pc=cpu.pc)  # refined by run()
+        if self._idle_at(cpu.pc):
+            if self.console.has_input() or self._timer_woke():
+                return None
+            return Stop("exit", status=0, pc=cpu.pc, detail="idle (waiting for an "
+                        "interrupt with nothing to wake it)")
+        if self.config.max_insns:
+            return Stop("max_insns", pc=cpu.pc)
+        return Stop("signal", signal="SIGSEGV", pc=cpu.pc, detail="emulation left mapped code")
+
+    def run(self) -> RunResult:
+        cpu = self.cpu
+        sentinel = (1 << (8 * cpu.word)) - 16
+        pc = self.entry
+        with interruptible(cpu, self.config.timeout) as watch:
+            while True:
+                stop = self._start_once(pc, sentinel)
+                if watch.timed_out:
+                    stop = Stop("timeout", pc=cpu.pc)
+                elif watch.interrupted:
+                    stop = Stop("interrupted", signal=watch.interrupted, pc=cpu.pc)
+                if stop is not None:
+                    break
+                pc = cpu.pc
+        self.console.flush()
+        stats: dict[str, int] = {}
+        frames = [f.func for f in self.shadow.frames]
+        insns = None
+        if self.backend is not None:
+            insns = self.backend.finish()
+            self.sink.write(self.shadow.close_all(insns))
+            stats = dict(self.backend.stats)
+        return RunResult(stop, self.image, sum(self.traps.values()), dict(self.traps),
+                         self.records, stats, frames, insns)

@@ -1,0 +1,51 @@
+"""A board as data: memory, where images go, devices, entry state.  Pure (no emulator)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Region:
+    """Memory the board maps as RAM (flash included: images may write it, as U-Boot's
+    environment code does)."""
+
+    name: str
+    base: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Device:
+    """One MMIO device: kind is a model of `devices.py` (pl011, ns16550, sifive_test,
+    const); params are the model's settings (reg_shift, value, ...)."""
+
+    kind: str
+    name: str
+    base: int
+    size: int = 0x1000
+    params: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    isa: str
+    description: str
+    ram: tuple[Region, ...]
+    bios_at: int  # where a raw binary (not ELF) loads: QEMU's -bios address
+    devices: tuple[Device, ...]
+    # registers set before the first instruction: a value, or "dtb" for the DTB's address
+    entry_regs: Mapping[str, int | str] = field(default_factory=dict)
+    dtb_at: int | None = None  # where --dtb goes (QEMU's -bios convention: start of RAM)
+    # Unicorn CPU model constant (unicorn.<arch>_const), None: the ISA's default
+    cpu_model: str | None = None
+    # where a raw IMAGE loads when --bios gives the firmware (QEMU's -kernel address)
+    kernel_at: int | None = None
+    # the QEMU command line this board stands for (the test oracle; docs)
+    qemu: tuple[str, ...] = ()
+
+    def console(self) -> Device | None:
+        """The first UART: the console."""
+        return next((d for d in self.devices if d.kind in ("pl011", "ns16550")), None)

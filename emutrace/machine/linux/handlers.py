@@ -1,0 +1,16 @@
+"""Importing this module registers every system-call handler (the ``sys_*`` modules fill
+:data:`.table.HANDLERS` as they are imported)."""
+
+from emutrace.machine.linux import (  # noqa: F401
+    sys_fd,
+    sys_fs,
+    sys_mem,
+    sys_poll,
+    sys_proc,
+    sys_process,
+    sys_session,
+    sys_sigdeliver,
+    sys_socket,
+    sys_usage,
+    sys_xattr,
+)

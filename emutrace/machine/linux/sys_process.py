@@ -1,0 +1,367 @@
+"""Processes: fork/vfork/clone, wait4/waitpid, kill between guest processes, execve.
+
+One guest process is one host process.  `fork` (and `vfork`, and `clone` without CLONE_VM,
+or with CLONE_VM|CLONE_VFORK as posix_spawn uses it) is a host `fork()` of the emulator
+process, taken inside the system-call hook: the child is an exact copy — Unicorn's CPU and
+memory, the descriptor table, the shadow stack, the trace so far — and goes on emulating
+with 0 as the call's result, while the parent gets the child's pid.  Pids, process groups,
+sessions and exit statuses are then the host kernel's own, as the guest expects; `wait4`
+is the host's.  The price: a CLONE_VM|CLONE_VFORK child does not share its memory with the
+parent (a posix_spawn whose exec fails exits 127 without reporting its errno), and threads
+(CLONE_VM without CLONE_VFORK) are not served (ENOSYS; issue 11 item 4).
+
+`execve` builds the new image (any ISA emutrace runs, a `#!` script through its
+interpreter, both looked up inside the sandbox) before the old one is dropped, so every
+failure is the guest's errno; then the run of the old image ends and the new one starts in
+the same host process (same pid), with the descriptors not marked close-on-exec."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal as host_signal
+import stat
+
+from emutrace.errors import EmutraceError
+from emutrace.isa.base import GuestError
+from emutrace.machine.linux.kernel import GuestExec, LinuxKernel
+from emutrace.machine.linux.sys_fs import PROC_SELF_EXE
+from emutrace.machine.linux.sys_proc import _signal_self
+from emutrace.machine.linux.sys_sigdeliver import action_changed, reset_for_exec
+from emutrace.machine.linux.sys_usage import put_rusage
+from emutrace.machine.linux.table import syscall
+from emutrace.target.unicorn_run import STOP_SIGNALS, WAKE
+
+K = LinuxKernel
+CSIGNAL = 0xFF  # the exit signal in clone's flags (include/uapi/linux/sched.h)
+BINPRM_BUF_SIZE = 256  # bytes of a file execve looks at for "#!" (include/linux/binfmts.h)
+MAX_INTERPRETERS = 4  # fs/exec.c: a fifth nested interpreter is ELOOP
+ARG_MAX_WORDS = 1 << 17  # argv/envp entries read at most (MAX_ARG_STRINGS is 0x7FFFFFFF)
+
+
+# ---------------------------------------------------------------- fork
+def _fork(k: K, flags: int, stack: int, ptid: int, ctid: int) -> int:
+    c = k.abi.constants
+    if flags & c["CLONE_VM"] and not flags & c["CLONE_VFORK"]:
+        k.warn_once("threads", "emutrace: threads (clone with CLONE_VM) are not supported "
+                    "yet: returning ENOSYS")
+        raise GuestError("ENOSYS")
+    if flags & (c["CLONE_THREAD"] | c["CLONE_SIGHAND"]):
+        raise GuestError("EINVAL")  # without CLONE_VM, as kernel/fork.c copy_process
+    pid = os.fork()
+    if pid:
+        k.children.add(pid)
+        if flags & c["CLONE_PARENT_SETTID"] and ptid:
+            k.write(ptid, pid.to_bytes(4, k.endian))
+        return pid
+    _become_child(k)
+    me = os.getpid()
+    if flags & c["CLONE_CHILD_SETTID"] and ctid:
+        k.write(ctid, me.to_bytes(4, k.endian))
+    if flags & c["CLONE_PARENT_SETTID"] and ptid:  # the child's copy of the memory too
+        k.write(ptid, me.to_bytes(4, k.endian))
+    if stack:
+        k.cpu.reg_write(k.isa.registers.sp, stack)
+    for listener in k.fork_listeners:
+        listener(me)
+    return 0
+
+
+def _become_child(k: K) -> None:
+    """The host child: its parent is a guest process; the stop signals take their default
+    action (Ctrl-C ends a child as it ends a native one: the watcher thread that turned
+    them into a clean stop exists only in the first process), and signals the guest ignores
+    are ignored by the host process too.  A dump of the emulator is of no use: no core."""
+    k.guest_parent = os.getppid()
+    k.children = set()
+    for stop in STOP_SIGNALS:
+        host_signal.signal(stop, host_signal.SIG_DFL)
+    host_signal.pthread_sigmask(host_signal.SIG_UNBLOCK, {*STOP_SIGNALS, WAKE})
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for sig in {*k.sig_ignored, *k.sig_actions}:
+        action_changed(k, sig)
+
+
+@syscall("clone")
+def sys_clone(k: K, a: tuple[int, ...]) -> int:
+    named = dict(zip(k.conv.clone_args, a, strict=False))
+    return _fork(k, named["flags"], named["stack"], named["ptid"], named["ctid"])
+
+
+@syscall("fork")
+def sys_fork(k: K, a: tuple[int, ...]) -> int:
+    return _fork(k, k.const("SIGCHLD"), 0, 0, 0)
+
+
+@syscall("vfork")
+def sys_vfork(k: K, a: tuple[int, ...]) -> int:
+    return _fork(k, k.const("CLONE_VM") | k.const("CLONE_VFORK") | k.const("SIGCHLD"), 0, 0, 0)
+
+
+@syscall("clone3")
+def sys_clone3(k: K, a: tuple[int, ...]) -> int:
+    raise GuestError("ENOSYS")  # glibc then uses clone (the fallback every glibc keeps)
+
+
+# ---------------------------------------------------------------- wait
+def guest_status(k: K, status: int) -> int:
+    """A host wait status in the guest's encoding (the layout is the same on every Linux
+    ISA, the signal numbers are not: MIPS numbers SIGUSR1..SIGCHLD differently)."""
+    def number(host: int) -> int:
+        return k.abi.constants.get(host_signal.Signals(host).name, host)
+
+    if os.WIFEXITED(status):
+        return (os.WEXITSTATUS(status) & 0xFF) << 8
+    if os.WIFSIGNALED(status):
+        return number(os.WTERMSIG(status)) | (0x80 if os.WCOREDUMP(status) else 0)
+    if os.WIFSTOPPED(status):
+        return (number(os.WSTOPSIG(status)) << 8) | 0x7F
+    return status  # WIFCONTINUED: 0xffff
+
+
+def _wait4(k: K, pid: int, status_addr: int, options: int, rusage_addr: int) -> int:
+    c = k.abi.constants
+    known = c.get("WNOHANG", 1) | c.get("WUNTRACED", 2) | c.get("WCONTINUED", 8) \
+        | c.get("__WALL", 0x40000000) | c.get("__WCLONE", 0x80000000) \
+        | c.get("__WNOTHREAD", 0x20000000)
+    if options & ~known:
+        raise GuestError("EINVAL")
+    host_options = (os.WNOHANG if options & c.get("WNOHANG", 1) else 0) \
+        | (os.WUNTRACED if options & c.get("WUNTRACED", 2) else 0) \
+        | (os.WCONTINUED if options & c.get("WCONTINUED", 8) else 0)
+    done, status, use = _host_wait(k, pid, host_options)
+    if done == 0:
+        return 0
+    k.children.discard(done)
+    if status_addr:
+        k.write(status_addr, guest_status(k, status).to_bytes(4, k.endian))
+    if rusage_addr:
+        put_rusage(k, rusage_addr, use)
+    return done
+
+
+def _host_wait(k: K, pid: int, options: int) -> tuple[int, int, resource.struct_rusage]:
+    """The host's wait4, polled so that a stop request (Ctrl-C, --timeout) is seen."""
+    if options & os.WNOHANG:
+        return os.wait4(pid, options)
+    pause = 0.0005
+    while True:
+        done, status, use = os.wait4(pid, options | os.WNOHANG)
+        if done:
+            return done, status, use
+        if k.cpu.stop_requested.wait(pause):
+            raise GuestError("EINTR")
+        pause = min(pause * 2, 0.02)
+
+
+# include/uapi/asm-generic/siginfo.h: SIGCHLD si_codes (every ISA)
+CLD_EXITED, CLD_KILLED, CLD_DUMPED = 1, 2, 3
+SIGINFO_SIZE = 128
+
+
+def _child_info(k: K, result: os.waitid_result | None) -> bytes:
+    """The siginfo_t waitid fills: si_signo SIGCHLD, si_code CLD_*, then the _sigchld
+    member (si_pid, si_uid, si_status) in the union after three ints, word-aligned.  No
+    child ready (WNOHANG): all zero, si_pid 0 (waitid(2))."""
+    info = bytearray(SIGINFO_SIZE)
+    if result is None:
+        return bytes(info)
+    status = result.si_status
+    if result.si_code in (CLD_KILLED, CLD_DUMPED) or result.si_code > CLD_DUMPED:
+        status = k.abi.constants.get(host_signal.Signals(status).name, status)
+    union = 16 if k.word == 8 else 12
+    info[0:4] = k.const("SIGCHLD").to_bytes(4, k.endian)
+    code = k.isa.siginfo_code_offset
+    info[code:code + 4] = result.si_code.to_bytes(4, k.endian)
+    for i, value in enumerate((result.si_pid, result.si_uid, status)):
+        info[union + 4 * i:union + 4 * i + 4] = (value & 0xFFFFFFFF).to_bytes(4, k.endian)
+    return bytes(info)
+
+
+@syscall("waitid")
+def sys_waitid(k: K, a: tuple[int, ...]) -> int:
+    """The host's waitid (the option and id-type values are the same on every ISA),
+    polled like wait4; the rusage argument is zeroed (Python's waitid does not return
+    one)."""
+    idtype, ident, options = k.int32(a[0]), k.int32(a[1]), k.int32(a[3])
+    c = k.abi.constants
+    kinds = {c["P_ALL"]: os.P_ALL, c["P_PID"]: os.P_PID, c["P_PGID"]: os.P_PGID}
+    if idtype not in kinds:
+        raise GuestError("EINVAL")
+    known = os.WNOHANG | os.WEXITED | os.WSTOPPED | os.WCONTINUED | os.WNOWAIT
+    if options & ~known or not options & (os.WEXITED | os.WSTOPPED | os.WCONTINUED):
+        raise GuestError("EINVAL")
+    result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
+    pause = 0.0005
+    while result is None and not options & os.WNOHANG:
+        if k.cpu.stop_requested.wait(pause):
+            raise GuestError("EINTR")
+        pause = min(pause * 2, 0.02)
+        result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
+    if result is not None and not options & os.WNOWAIT and result.si_code in (
+            CLD_EXITED, CLD_KILLED, CLD_DUMPED):
+        k.children.discard(result.si_pid)
+    if a[2]:
+        k.write(a[2], _child_info(k, result))
+    if a[4]:
+        k.write(a[4], bytes(k.abi.structs["rusage"].size))
+    return 0
+
+
+@syscall("wait4")
+def sys_wait4(k: K, a: tuple[int, ...]) -> int:
+    return _wait4(k, k.int32(a[0]), a[1], k.int32(a[2]), a[3])
+
+
+@syscall("waitpid")
+def sys_waitpid(k: K, a: tuple[int, ...]) -> int:
+    return _wait4(k, k.int32(a[0]), a[1], k.int32(a[2]), 0)
+
+
+# ---------------------------------------------------------------- kill
+def _is_guest(k: K, pid: int) -> bool:
+    return pid in k.children or pid == k.guest_parent
+
+
+def _host_number(k: K, sig: int) -> int:
+    name = k.signal_name(sig)
+    host = getattr(host_signal, name or "", None)
+    if host is None:
+        raise GuestError("EINVAL")
+    return int(host)
+
+
+def _kill(k: K, pid: int, sig: int) -> int:
+    """Signals go to guest processes only: this one, its children, its guest parent (a
+    guest must not signal the host's other processes, emutrace may run as root).  A group
+    (0, -pgid) or everybody (-1) means those of them that are in it."""
+    if not 0 <= sig <= 64:
+        raise GuestError("EINVAL")
+    me = os.getpid()
+    if pid == me:
+        return _signal_self(k, sig)
+    if pid > 0:
+        if not _is_guest(k, pid):
+            raise GuestError("EPERM" if _exists(pid) else "ESRCH")
+        if sig:
+            os.kill(pid, _host_number(k, sig))
+        else:
+            os.kill(pid, 0)
+        return 0
+    group = None if pid == -1 else (os.getpgrp() if pid == 0 else -pid)
+    targets = [p for p in sorted({*k.children, *([k.guest_parent] if k.guest_parent else [])})
+               if group is None or _group_of(p) == group]
+    for p in targets:
+        os.kill(p, _host_number(k, sig) if sig else 0)
+    if group is None or group == os.getpgrp():
+        return _signal_self(k, sig)
+    if not targets:
+        raise GuestError("ESRCH")
+    return 0
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+@syscall("kill")
+def sys_kill(k: K, a: tuple[int, ...]) -> int:
+    return _kill(k, k.int32(a[0]), k.int32(a[1]))
+
+
+@syscall("tkill")
+def sys_tkill(k: K, a: tuple[int, ...]) -> int:
+    tid = k.int32(a[0])
+    if tid <= 0:
+        raise GuestError("EINVAL")
+    return _kill(k, tid, k.int32(a[1]))
+
+
+@syscall("tgkill")
+def sys_tgkill(k: K, a: tuple[int, ...]) -> int:
+    tgid, tid = k.int32(a[0]), k.int32(a[1])
+    if tgid <= 0 or tid <= 0:
+        raise GuestError("EINVAL")
+    if tgid != tid:  # one thread per process: its tid is its pid
+        raise GuestError("ESRCH")
+    return _kill(k, tid, k.int32(a[2]))
+
+
+# ---------------------------------------------------------------- execve
+def _strings(k: K, addr: int) -> list[bytes]:
+    """A NULL-terminated array of string pointers (argv, envp)."""
+    out: list[bytes] = []
+    while addr:
+        (ptr,) = k.unpack_words(k.read(addr, k.word))
+        if ptr == 0:
+            return out
+        out.append(k.string(ptr))
+        if len(out) > ARG_MAX_WORDS:
+            raise GuestError("E2BIG")
+        addr += k.word
+    return out
+
+
+def _executable(k: K, guest: bytes) -> str:
+    host = str(k.sandbox.resolve(guest))
+    st = os.stat(host)  # ENOENT and friends as the guest's errno
+    if not stat.S_ISREG(st.st_mode) or not os.access(host, os.X_OK):
+        raise GuestError("EACCES")
+    return host
+
+
+def _shebang(head: bytes) -> tuple[bytes, bytes | None] | None:
+    """(interpreter, optional argument) of a "#!" line (fs/binfmt_script.c: the rest of
+    the line after the interpreter's name is one argument, blanks trimmed)."""
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:].split(b"\n", 1)[0].strip(b" \t")
+    if not line:
+        raise GuestError("ENOEXEC")
+    name, _, rest = line.replace(b"\t", b" ").partition(b" ")
+    rest = rest.strip(b" ")
+    return name, rest or None
+
+
+@syscall("execve")
+def sys_execve(k: K, a: tuple[int, ...]) -> int:
+    path = k.string(a[0])
+    argv, envp = _strings(k, a[1]), _strings(k, a[2])
+    # /proc/self/exe is the guest's program, not emutrace (busybox runs its applets so)
+    guest = os.fsencode(k.exe_guest_path) if path in PROC_SELF_EXE else path
+    for _ in range(MAX_INTERPRETERS + 1):
+        host = _executable(k, guest)
+        with open(host, "rb") as f:
+            head = f.read(BINPRM_BUF_SIZE)
+        script = _shebang(head)
+        if script is None:
+            break
+        interp, arg = script
+        argv = [interp, *([arg] if arg else []), guest, *argv[1:]]
+        guest = interp
+    else:
+        raise GuestError("ELOOP")
+    if not head.startswith(b"\x7fELF"):
+        raise GuestError("ENOEXEC")
+    if k.exec_hook is None:
+        raise GuestError("ENOSYS")
+    try:
+        image = k.exec_hook(host, argv, envp, os.fsdecode(guest))
+    except EmutraceError as e:  # an ELF of no ISA emutrace runs, a missing interpreter
+        k.warn_once(f"exec:{host}", f"emutrace: execve {os.fsdecode(guest)}: {e}")
+        raise GuestError("ENOEXEC") from None
+    reset_for_exec(k)
+    raise GuestExec(image)

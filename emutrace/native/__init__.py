@@ -1,0 +1,103 @@
+"""The native hot path: ctypes bindings of the C library built from ``hotpath.c`` (setup.py
+compiles it into this package as ``_hotpath*.so``).
+
+The library calls Unicorn through function pointers taken from the ``libunicorn.so.2`` the
+Python binding loaded (``unicorn.unicorn_py3.unicorn.uclib``): one Unicorn instance, whatever
+the library was linked with.  Hooks are installed with that library's ``uc_hook_add`` and
+removed with its ``uc_hook_del``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+from emutrace.errors import Unsupported
+
+MAX_REGS = 8  # NT_MAX_REGS in hotpath.c
+
+PY_INTR = ctypes.CFUNCTYPE(None, ctypes.c_uint32)
+PY_BLOCK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint32)
+PY_COUNT = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
+PY_DRAIN = ctypes.CFUNCTYPE(None)
+
+
+class Config(ctypes.Structure):
+    """nt_config in hotpath.c (same fields, same order)."""
+
+    _fields_ = [
+        ("reg_read", ctypes.c_void_p), ("reg_write", ctypes.c_void_p),
+        ("mem_read", ctypes.c_void_p), ("mem_write", ctypes.c_void_p),
+        ("emu_stop", ctypes.c_void_p),
+        ("py_intr", PY_INTR), ("py_block", PY_BLOCK), ("py_count", PY_COUNT),
+        ("py_drain", PY_DRAIN),
+        ("pc_reg", ctypes.c_int32), ("sp_reg", ctypes.c_int32),
+        ("bp_intno", ctypes.c_uint32), ("pc_after", ctypes.c_uint32),
+        ("word", ctypes.c_uint32), ("big_endian", ctypes.c_uint32),
+        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
+        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * MAX_REGS),
+        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
+        ("buffer_events", ctypes.c_uint32),
+    ]
+
+
+# one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, entry_sp,
+# regs[8]
+EVENT_FORMAT = f"=II6Q{MAX_REGS}Q"
+EV_CALL, EV_RETURN = 1, 2
+OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3
+
+_lib: ctypes.CDLL | None = None
+
+
+def library_path() -> Path | None:
+    here = Path(__file__).resolve().parent
+    return next(iter(sorted(here.glob("_hotpath*.so"))), None)
+
+
+def load() -> ctypes.CDLL:
+    """The library, loaded once; Unsupported (exit 69) with what to do when it is not built."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = library_path()
+    if path is None:
+        raise Unsupported("--engine native: the native library is not built (run "
+                          "`pip install -e .` or `python setup.py build_ext --inplace` with a C "
+                          "compiler and Python headers); --engine python works without it")
+    lib = ctypes.CDLL(str(path))
+    vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+    signatures = {
+        "nt_new": ([vp, ctypes.POINTER(Config)], vp),
+        "nt_free": ([vp], None),
+        "nt_site_set": ([vp, u64, u32, u64, u64, i32, i32, u32, u32, u32, u32, i32, u32, u32,
+                         u32, u32], ctypes.c_int),
+        "nt_inside_add": ([vp, u64, u64], ctypes.c_int),
+        "nt_inside_drop": ([vp, u64], ctypes.c_int),
+        "nt_site_active": ([vp, u64, u32], None),
+        "nt_callee_add": ([vp, u64], ctypes.c_int),
+        "nt_set_attention": ([vp, u32], None),
+        "nt_get_time": ([vp], u64),
+        "nt_set_time": ([vp, u64], None),
+        "nt_counter": ([vp, u32], u64),
+        "nt_events": ([vp], vp),
+        "nt_events_count": ([vp], u32),
+        "nt_events_clear": ([vp], None),
+        "nt_event_size": ([], u32),
+    }
+    for name, (args, res) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    if lib.nt_event_size() != ctypes.sizeof(ctypes.c_uint64) * (7 + MAX_REGS):
+        raise Unsupported(f"--engine native: {path.name} does not match this emutrace "
+                          f"(event size {lib.nt_event_size()}); rebuild it")
+    _lib = lib
+    return lib
+
+
+def available() -> bool:
+    try:
+        load()
+    except Unsupported:
+        return False
+    return True

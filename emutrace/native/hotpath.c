@@ -1,0 +1,607 @@
+/* emutrace native hot path: Unicorn hooks for the lazy call-site breakpoint algorithm (int3).
+ *
+ * Loaded with ctypes (emutrace/native/__init__.py).  It never links against libunicorn: the
+ * Unicorn functions it calls are handed in as pointers taken from the libunicorn.so.2 the
+ * Python binding loaded (unicorn.unicorn_py3.unicorn.uclib), so there is exactly one Unicorn
+ * instance.  The GIL is released while emu_start runs: nothing here touches a Python object.
+ * Python is entered only through the callbacks in nt_config (ctypes CFUNCTYPE trampolines,
+ * which take the GIL themselves): a trap at a site C cannot finish, a block while the Python
+ * side asked for attention, the instruction count of a block seen for the first time, and a
+ * full event buffer.
+ *
+ * Per trap at an armed site (UC_HOOK_INTR): look the site up (open addressing, addr → site),
+ * simulate the displaced call or return as its op says (uprobes' simulate-insn: push or link
+ * the return address and jump; pop or read the link register), write one fixed-size event
+ * record with the registers the Python side turns into values, continue.  Per block
+ * (UC_HOOK_BLOCK): add the block's instruction count (a table keyed by (addr, size)).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unicorn/unicorn.h>
+
+/* the Unicorn entry points, from the binding's own library */
+typedef uc_err (*reg_read_fn)(uc_engine *, int, void *);
+typedef uc_err (*reg_write_fn)(uc_engine *, int, const void *);
+typedef uc_err (*mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
+typedef uc_err (*mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
+typedef uc_err (*emu_stop_fn)(uc_engine *);
+
+/* callbacks into Python */
+typedef void (*py_intr_fn)(uint32_t intno);
+typedef void (*py_block_fn)(uint64_t addr, uint32_t size);
+typedef uint32_t (*py_count_fn)(uint64_t addr, uint32_t size);
+typedef void (*py_drain_fn)(void);
+
+#define NT_MAX_REGS 8
+
+typedef struct {
+    reg_read_fn reg_read;
+    reg_write_fn reg_write;
+    mem_read_fn mem_read;
+    mem_write_fn mem_write;
+    emu_stop_fn emu_stop;
+    py_intr_fn py_intr;
+    py_block_fn py_block;
+    py_count_fn py_count;
+    py_drain_fn py_drain;
+    int32_t pc_reg, sp_reg;
+    uint32_t bp_intno;  /* the interrupt a breakpoint raises */
+    uint32_t pc_after;  /* PC seen in the hook minus the breakpoint's address */
+    uint32_t word;      /* bytes per stack word (4 or 8) */
+    uint32_t big_endian;
+    uint32_t n_args;    /* integer argument registers snapshotted at a call */
+    uint32_t n_stack;   /* ... then this many stack words (n_args + n_stack <= 8) */
+    int32_t stack_offset;  /* from the callee's entry sp to its first stack argument */
+    int32_t arg_regs[NT_MAX_REGS];
+    int32_t ret_reg, ret_hi_reg;  /* -1: none */
+    uint32_t buffer_events;       /* records held before the buffer is drained */
+} nt_config;
+
+/* site ops (what the displaced instruction does) */
+enum { OP_NONE = 0, OP_CALL = 1, OP_RETURN = 2, OP_JUMP = 3 };
+
+/* condition tests (isa/base.py CONDITION_TESTS, same order) */
+enum {
+    C_ALWAYS, C_SET, C_CLEAR, C_ANY, C_NONE, C_EQ, C_NE, C_SET_OR_NE, C_CLEAR_AND_EQ,
+    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO
+};
+
+typedef struct {
+    uint64_t addr;      /* 0: empty slot */
+    uint64_t target;    /* OP_CALL with src_reg < 0: the direct target */
+    uint64_t after;     /* the next instruction: the return address a call leaves */
+    int32_t src_reg;    /* CALL: target register; RETURN: register holding the target */
+    int32_t link_reg;   /* CALL: register the return address goes to; -1: pushed */
+    uint32_t release;   /* RETURN popping the stack: extra bytes released (x86 ret imm16) */
+    int32_t cond_reg;   /* JUMP: the register its condition reads */
+    uint8_t cond, ca, cb, cc;  /* JUMP: condition test and its bit numbers */
+    uint8_t conditional;  /* the site may fall through: not taken records nothing */
+    uint64_t reg_mask;    /* applied to a target read from a register (Power: ~3) */
+    uint8_t op;
+    uint8_t active;
+    uint8_t fast;       /* a RETURN whose value C's snapshot covers */
+} nt_site;
+
+/* event kinds in the buffer (the Python side turns them into trace.events) */
+enum { EV_CALL = 1, EV_RETURN = 2 };
+
+typedef struct {
+    uint32_t kind;
+    uint32_t nregs;
+    uint64_t time, site, target, sp, fallthrough;
+    uint64_t entry_sp;  /* CALL: the sp the callee starts with */
+    uint64_t regs[NT_MAX_REGS];
+} nt_event;
+
+typedef struct {
+    uint64_t key;   /* addr; 0: empty */
+    uint32_t size;
+    uint32_t count;
+} nt_block;
+
+typedef struct {
+    uint64_t *keys;  /* 0: empty */
+    size_t cap;      /* power of two */
+    size_t used;
+} nt_set;
+
+typedef struct {
+    uint64_t site, target;  /* site 0: empty */
+} nt_pair;
+
+typedef struct {
+    nt_pair *t;
+    size_t cap;  /* power of two */
+    size_t used;
+} nt_pairs;
+
+typedef struct {
+    uc_engine *uc;
+    nt_config cfg;
+    nt_site *sites;
+    size_t sites_cap, sites_used;
+    nt_set callees;  /* call targets whose function is armed and whose arguments C reads */
+    nt_pairs inside; /* (jump site, target) pairs that record nothing (a jump inside its function, or to code that is no function entry) */
+    nt_block *blocks;
+    size_t blocks_cap, blocks_used;
+    nt_event *events;
+    uint32_t n_events;
+    uint32_t attention;  /* the Python side wants every block hook */
+    uint64_t time;       /* guest instructions executed (block counts) */
+    uint64_t traps, simulated, slow_traps, slow_blocks;
+} nt_state;
+
+static inline uint64_t mix(uint64_t x)
+{
+    /* splitmix64 finaliser: addresses differ in few low bits */
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* ------------------------------------------------------------------ sites */
+static nt_site *site_slot(nt_site *t, size_t cap, uint64_t addr)
+{
+    size_t i = mix(addr) & (cap - 1);
+    while (t[i].addr != 0 && t[i].addr != addr)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int sites_grow(nt_state *s)
+{
+    size_t cap = s->sites_cap * 2;
+    nt_site *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < s->sites_cap; i++)
+        if (s->sites[i].addr)
+            *site_slot(t, cap, s->sites[i].addr) = s->sites[i];
+    free(s->sites);
+    s->sites = t;
+    s->sites_cap = cap;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ sets */
+static int set_has(const nt_set *set, uint64_t key)
+{
+    size_t i = mix(key) & (set->cap - 1);
+    while (set->keys[i] != 0) {
+        if (set->keys[i] == key)
+            return 1;
+        i = (i + 1) & (set->cap - 1);
+    }
+    return 0;
+}
+
+static int set_add(nt_set *set, uint64_t key)
+{
+    if (key == 0)
+        return 0;
+    if (2 * (set->used + 1) > set->cap) {
+        size_t cap = set->cap * 2;
+        uint64_t *keys = calloc(cap, sizeof *keys);
+        if (!keys)
+            return -1;
+        for (size_t i = 0; i < set->cap; i++) {
+            uint64_t k = set->keys[i];
+            if (k) {
+                size_t j = mix(k) & (cap - 1);
+                while (keys[j])
+                    j = (j + 1) & (cap - 1);
+                keys[j] = k;
+            }
+        }
+        free(set->keys);
+        set->keys = keys;
+        set->cap = cap;
+    }
+    size_t i = mix(key) & (set->cap - 1);
+    while (set->keys[i] != 0) {
+        if (set->keys[i] == key)
+            return 0;
+        i = (i + 1) & (set->cap - 1);
+    }
+    set->keys[i] = key;
+    set->used++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ pairs */
+static nt_pair *pair_slot(nt_pair *t, size_t cap, uint64_t site, uint64_t target)
+{
+    size_t i = mix(site ^ mix(target)) & (cap - 1);
+    while (t[i].site != 0 && !(t[i].site == site && t[i].target == target))
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int pairs_add(nt_pairs *p, uint64_t site, uint64_t target)
+{
+    if (site == 0)
+        return 0;
+    if (2 * (p->used + 1) > p->cap) {
+        size_t cap = p->cap * 2;
+        nt_pair *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < p->cap; i++)
+            if (p->t[i].site)
+                *pair_slot(t, cap, p->t[i].site, p->t[i].target) = p->t[i];
+        free(p->t);
+        p->t = t;
+        p->cap = cap;
+    }
+    nt_pair *slot = pair_slot(p->t, p->cap, site, target);
+    if (slot->site == 0) {
+        slot->site = site;
+        slot->target = target;
+        p->used++;
+    }
+    return 0;
+}
+
+static int pairs_has(const nt_pairs *p, uint64_t site, uint64_t target)
+{
+    return pair_slot(p->t, p->cap, site, target)->site == site;
+}
+
+/* ------------------------------------------------------------------ blocks */
+static nt_block *block_slot(nt_block *t, size_t cap, uint64_t addr, uint32_t size)
+{
+    size_t i = mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
+    while (t[i].key != 0 && !(t[i].key == addr && t[i].size == size))
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int blocks_grow(nt_state *s)
+{
+    size_t cap = s->blocks_cap * 2;
+    nt_block *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < s->blocks_cap; i++)
+        if (s->blocks[i].key)
+            *block_slot(t, cap, s->blocks[i].key, s->blocks[i].size) = s->blocks[i];
+    free(s->blocks);
+    s->blocks = t;
+    s->blocks_cap = cap;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ API for Python */
+nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
+{
+    nt_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->uc = uc;
+    s->cfg = *cfg;
+    if (s->cfg.n_args > NT_MAX_REGS)
+        s->cfg.n_args = NT_MAX_REGS;
+    if (s->cfg.n_stack > NT_MAX_REGS - s->cfg.n_args)
+        s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
+    if (s->cfg.buffer_events == 0)
+        s->cfg.buffer_events = 4096;
+    s->sites_cap = 1024;
+    s->blocks_cap = 4096;
+    s->callees.cap = 1024;
+    s->sites = calloc(s->sites_cap, sizeof *s->sites);
+    s->blocks = calloc(s->blocks_cap, sizeof *s->blocks);
+    s->callees.keys = calloc(s->callees.cap, sizeof *s->callees.keys);
+    s->inside.cap = 1024;
+    s->inside.t = calloc(s->inside.cap, sizeof *s->inside.t);
+    s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
+    if (!s->sites || !s->blocks || !s->callees.keys || !s->inside.t || !s->events) {
+        free(s->sites); free(s->blocks); free(s->callees.keys); free(s->inside.t);
+        free(s->events); free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void nt_free(nt_state *s)
+{
+    if (!s)
+        return;
+    free(s->sites);
+    free(s->blocks);
+    free(s->callees.keys);
+    free(s->inside.t);
+    free(s->events);
+    free(s);
+}
+
+/* a site C finishes on its own (op OP_CALL or OP_RETURN), or OP_NONE: Python's */
+int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64_t after,
+                int32_t src_reg, int32_t link_reg, uint32_t release, uint32_t fast,
+                uint32_t conditional, uint32_t cond, int32_t cond_reg, uint32_t ca,
+                uint32_t cb, uint32_t cc, uint32_t clear_low)
+{
+    if (addr == 0)
+        return -1;
+    if (2 * (s->sites_used + 1) > s->sites_cap && sites_grow(s) != 0)
+        return -1;
+    nt_site *p = site_slot(s->sites, s->sites_cap, addr);
+    if (p->addr == 0)
+        s->sites_used++;
+    p->addr = addr;
+    p->op = (uint8_t)op;
+    p->target = target;
+    p->after = after;
+    p->src_reg = src_reg;
+    p->link_reg = link_reg;
+    p->release = release;
+    p->fast = (uint8_t)fast;
+    p->conditional = (uint8_t)conditional;
+    p->reg_mask = ~(uint64_t)clear_low;
+    p->cond = (uint8_t)cond;
+    p->cond_reg = cond_reg;
+    p->ca = (uint8_t)ca;
+    p->cb = (uint8_t)cb;
+    p->cc = (uint8_t)cc;
+    p->active = 1;
+    return 0;
+}
+
+void nt_site_active(nt_state *s, uint64_t addr, uint32_t active)
+{
+    nt_site *p = site_slot(s->sites, s->sites_cap, addr);
+    if (p->addr == addr)
+        p->active = (uint8_t)active;
+}
+
+int nt_callee_add(nt_state *s, uint64_t target) { return set_add(&s->callees, target); }
+
+/* a jump from site to target records nothing and arms nothing (int3.py _resolve) */
+int nt_inside_add(nt_state *s, uint64_t site, uint64_t target)
+{
+    return pairs_add(&s->inside, site, target);
+}
+
+/* forget every pair that goes to target (it became a function entry: a jump there may now
+ * be a tail call); the table is rebuilt without them */
+int nt_inside_drop(nt_state *s, uint64_t target)
+{
+    nt_pairs fresh = {calloc(s->inside.cap, sizeof(nt_pair)), s->inside.cap, 0};
+    if (!fresh.t)
+        return -1;
+    for (size_t i = 0; i < s->inside.cap; i++) {
+        nt_pair *p = &s->inside.t[i];
+        if (p->site && p->target != target)
+            pairs_add(&fresh, p->site, p->target);
+    }
+    free(s->inside.t);
+    s->inside = fresh;
+    return 0;
+}
+
+int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
+{
+    if (2 * (s->blocks_used + 1) > s->blocks_cap && blocks_grow(s) != 0)
+        return -1;
+    nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
+    if (b->key == 0)
+        s->blocks_used++;
+    b->key = addr;
+    b->size = size;
+    b->count = count;
+    return 0;
+}
+
+void nt_set_attention(nt_state *s, uint32_t on) { s->attention = on; }
+uint64_t nt_get_time(const nt_state *s) { return s->time; }
+void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
+
+/* counters: 0 traps, 1 simulated, 2 traps passed to Python, 3 blocks passed to Python */
+uint64_t nt_counter(const nt_state *s, uint32_t which)
+{
+    switch (which) {
+    case 0: return s->traps;
+    case 1: return s->simulated;
+    case 2: return s->slow_traps;
+    case 3: return s->slow_blocks;
+    default: return 0;
+    }
+}
+
+/* the event buffer: Python reads n records from events, then calls nt_events_clear */
+const nt_event *nt_events(const nt_state *s) { return s->events; }
+uint32_t nt_events_count(const nt_state *s) { return s->n_events; }
+void nt_events_clear(nt_state *s) { s->n_events = 0; }
+uint32_t nt_event_size(void) { return (uint32_t)sizeof(nt_event); }
+
+/* ------------------------------------------------------------------ the hooks */
+static inline uint64_t rd(nt_state *s, int reg)
+{
+    uint64_t v = 0;  /* 32-bit registers fill the low half (little-endian host) */
+    s->cfg.reg_read(s->uc, reg, &v);
+    return v;
+}
+
+static inline void wr(nt_state *s, int reg, uint64_t v) { s->cfg.reg_write(s->uc, reg, &v); }
+
+static uint64_t word_from(const nt_state *s, const uint8_t *b)
+{
+    uint64_t v = 0;
+    uint32_t n = s->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        v |= (uint64_t)b[s->cfg.big_endian ? n - 1 - i : i] << (8 * i);
+    return v;
+}
+
+static void word_to(const nt_state *s, uint64_t v, uint8_t *b)
+{
+    uint32_t n = s->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        b[s->cfg.big_endian ? n - 1 - i : i] = (uint8_t)(v >> (8 * i));
+}
+
+static nt_event *next_event(nt_state *s)
+{
+    if (s->n_events >= s->cfg.buffer_events) {
+        s->cfg.py_drain();  /* takes the GIL; the buffer is empty afterwards */
+        if (s->n_events >= s->cfg.buffer_events)
+            return NULL;
+    }
+    return &s->events[s->n_events++];
+}
+
+static int cond_holds(nt_state *s, const nt_site *site)
+{
+    if (site->cond == C_ALWAYS)
+        return 1;
+    uint64_t v = rd(s, site->cond_reg);
+    unsigned a = v >> site->ca & 1, b = v >> site->cb & 1, c = v >> site->cc & 1;
+    uint64_t low = site->ca >= 64 ? ~0ULL : (1ULL << site->ca) - 1;
+    switch (site->cond) {
+    case C_SET: return a;
+    case C_CLEAR: return !a;
+    case C_ANY: return a || b;
+    case C_NONE: return !a && !b;
+    case C_EQ: return a == b;
+    case C_NE: return a != b;
+    case C_SET_OR_NE: return a || b != c;
+    case C_CLEAR_AND_EQ: return !a && b == c;
+    case C_SET_AND_CLEAR: return a && !b;
+    case C_CLEAR_OR_SET: return !a || b;
+    case C_ZERO: return (v & low) == 0;
+    case C_NONZERO: return (v & low) != 0;
+    default: return -1;
+    }
+}
+
+static int fast_trap(nt_state *s, nt_site *site)
+{
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint64_t sp = rd(s, s->cfg.sp_reg) & mask;
+    uint64_t target, entry_sp = sp;
+    uint8_t buf[8], stack[8 * NT_MAX_REGS];
+    if (site->op == OP_CALL) {
+        target = site->src_reg >= 0 ? rd(s, site->src_reg) & mask & site->reg_mask
+                                    : site->target;
+        /* a call to the next instruction (PC thunk) records nothing; a callee not armed
+         * yet needs discovery: both are Python's */
+        if (target == site->after || !set_has(&s->callees, target))
+            return 0;
+        if (site->link_reg < 0)
+            entry_sp = (sp - s->cfg.word) & mask;
+        /* stack arguments as the callee will see them (above the pushed return address) */
+        if (s->cfg.n_stack
+            && s->cfg.mem_read(s->uc, (entry_sp + s->cfg.stack_offset) & mask, stack,
+                               (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+            return 0;
+        if (s->events && s->n_events >= s->cfg.buffer_events) {
+            s->cfg.py_drain();
+            if (s->n_events >= s->cfg.buffer_events)
+                return 0;
+        }
+        if (site->link_reg >= 0) {
+            wr(s, site->link_reg, site->after);
+        } else {  /* the call pushes the return address (Intel SDM vol. 2, CALL) */
+            word_to(s, site->after, buf);
+            if (s->cfg.mem_write(s->uc, entry_sp, buf, s->cfg.word) != UC_ERR_OK)
+                return 0;
+            wr(s, s->cfg.sp_reg, entry_sp);
+        }
+    } else if (site->op == OP_RETURN && site->fast) {
+        uint64_t top = sp;
+        if (site->src_reg >= 0) {
+            target = rd(s, site->src_reg) & mask & site->reg_mask;
+        } else {  /* the return pops it (RET, RET imm16) */
+            if (s->cfg.mem_read(s->uc, sp, buf, s->cfg.word) != UC_ERR_OK)
+                return 0;
+            target = word_from(s, buf);
+            top = (sp + s->cfg.word + site->release) & mask;
+        }
+        if (target == site->after)  /* a return to the next instruction records nothing */
+            return 0;
+        if (s->n_events >= s->cfg.buffer_events) {
+            s->cfg.py_drain();
+            if (s->n_events >= s->cfg.buffer_events)
+                return 0;
+        }
+        if (top != sp)
+            wr(s, s->cfg.sp_reg, top);
+    } else if (site->op == OP_JUMP) {
+        int taken = cond_holds(s, site);
+        if (taken < 0)
+            return 0;
+        target = taken ? (site->src_reg >= 0 ? rd(s, site->src_reg) & mask & site->reg_mask
+                                             : site->target)
+                       : site->after;
+        /* not taken, or a jump Python found inside the function: nothing to record */
+        if (!((site->conditional && target == site->after)
+              || pairs_has(&s->inside, site->addr, target)))
+            return 0;
+        wr(s, s->cfg.pc_reg, target);
+        s->traps++;
+        s->simulated++;
+        return 1;
+    } else {
+        return 0;
+    }
+    wr(s, s->cfg.pc_reg, target);
+    s->traps++;
+    s->simulated++;
+    nt_event *e = next_event(s);  /* room was made above */
+    e->time = s->time;
+    e->site = site->addr;
+    e->target = target;
+    e->sp = sp;
+    e->fallthrough = site->after;
+    e->entry_sp = entry_sp;
+    if (site->op == OP_CALL) {  /* the arguments as the callee sees them at its entry */
+        e->kind = EV_CALL;
+        e->nregs = s->cfg.n_args + s->cfg.n_stack;
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            e->regs[i] = rd(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    } else {
+        e->kind = EV_RETURN;
+        e->nregs = 0;
+        if (s->cfg.ret_reg >= 0)
+            e->regs[e->nregs++] = rd(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            e->regs[e->nregs++] = rd(s, s->cfg.ret_hi_reg);
+    }
+    return 1;
+}
+
+void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
+{
+    nt_state *s = user_data;
+    (void)uc;
+    if (intno == s->cfg.bp_intno) {
+        uint64_t addr = rd(s, s->cfg.pc_reg) - s->cfg.pc_after;
+        nt_site *site = site_slot(s->sites, s->sites_cap, addr);
+        if (site->addr == addr && site->active && site->op != OP_NONE && fast_trap(s, site))
+            return;
+        s->slow_traps++;
+    }
+    s->cfg.py_intr(intno);  /* syscalls, faults, and traps Python finishes */
+}
+
+void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+{
+    nt_state *s = user_data;
+    (void)uc;
+    if (s->attention) {
+        s->slow_blocks++;
+        s->cfg.py_block(addr, size);
+        return;
+    }
+    nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
+    if (b->key == addr && b->size == size) {
+        s->time += b->count;
+        return;
+    }
+    uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
+    nt_block_set(s, addr, size, count);
+    s->time += count;
+}

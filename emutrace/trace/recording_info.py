@@ -1,0 +1,84 @@
+"""What `emutrace info -d DIR` says about a recording (pure: no emulator): the program and
+its command line, the guest ISA, how it ended, the tasks, and counts read from the records
+themselves (every record is read, so a damaged `.dat` is reported as `replay` reports it)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from emutrace.trace.events import Entry, Record
+from emutrace.trace.uftrace_write import EMUTRACE_FILE, MAX_STACK, TID
+
+
+def info_fields(path: str) -> dict[str, str]:
+    """The `key:value` text lines after the 40-byte header of uftrace's `info` file
+    (cmds/info.c); `taskinfo:nr_tid=N` is kept as `taskinfo.nr_tid`."""
+    try:
+        with open(os.path.join(path, "info"), "rb") as f:
+            text = f.read()[40:].decode(errors="replace")
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if key == "taskinfo" and "=" in value:
+            sub, _, value = value.partition("=")
+            key = f"taskinfo.{sub}"
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def sidecar_fields(path: str) -> dict[str, str]:
+    """`emutrace.txt`'s `key:value` lines (empty when uftrace wrote the directory)."""
+    try:
+        with open(os.path.join(path, EMUTRACE_FILE)) as f:
+            return dict((k, v) for k, _, v in (line.partition(":") for line in
+                                               f.read().splitlines()))
+    except OSError:
+        return {}
+
+
+def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
+    fields = info_fields(path)
+    extra = sidecar_fields(path)
+    calls = 0
+    functions: set[int] = set()
+    last = 0
+    for rec in records:
+        last = rec.time
+        if isinstance(rec, Entry):
+            calls += 1
+            functions.add(rec.func)
+    size = os.path.getsize(os.path.join(path, f"{TID}.dat"))
+    status = fields.get("exit_status")
+    if status is None:
+        state = ("cut short: the recorder was killed (or is still running); open calls end "
+                 "at the last record")
+    elif not status.isdigit():
+        state = f"complete, exit status {status}"
+    elif int(status) & 0x7F:  # a wait(2) status (uftrace_write.wait_status)
+        state = f"complete, ended by signal {int(status) & 0x7F} (exit status " \
+                f"{128 + (int(status) & 0x7F)})"
+    else:
+        state = f"complete, exit status {int(status) >> 8}"
+    lines = [
+        f"recording:   {path}",
+        f"program:     {fields.get('exename', '?')}",
+        f"command:     {fields.get('cmdline', '?')}",
+        f"ISA:         {isa or '? (no emutrace.txt: not recorded by emutrace)'}",
+        f"state:       {state}",
+        f"tasks:       {fields.get('taskinfo.nr_tid', '?')} "
+        f"(tids {fields.get('taskinfo.tids', '?')})",
+        f"calls:       {calls} to {len(functions)} functions",
+        f"data:        {size} bytes in {TID}.dat ({size / max(calls, 1):.1f} bytes per call: "
+        f"two 16-byte records and the values)",
+        f"time:        guest instructions; the last record at {last}; uftrace's time column "
+        f"shows 1 instruction as 1 ns",
+    ]
+    deep = int(extra.get("not_recorded_deep", "0") or 0)
+    if deep:
+        lines.append(f"not recorded: {deep} calls deeper than {MAX_STACK} levels "
+                     f"(uftrace's depth limit)")
+    return lines

@@ -1,0 +1,30 @@
+"""Function names as uftrace 0.13 gives them from a data directory's `.sym` file (pure):
+the writer keys its argument specs by these names, the viewers print them."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable
+
+SYM_END = "__sym_end"  # the sentinel after the last function (utils/symbol.c is_symbol_end)
+
+
+def uftrace_symbolizer(symbols: Iterable[tuple[int, str]]) -> Callable[[int], str]:
+    """(address, name) pairs in file order -> symbolize(addr), as uftrace 0.13 reads a `.sym`
+    file (utils/symbol.c load_symbol_file): of several names at one address the first in
+    the file; an address takes the name of the symbol it lies in, up to the next symbol's
+    start (a PLT slot inside `_init` is `_init`); `__sym_end` only ends the last range;
+    outside every range the address in hex."""
+    first: dict[int, str] = {}
+    for addr, name in symbols:
+        first.setdefault(addr, name)
+    ordered = sorted(first)
+    labels = [first[a] for a in ordered]
+
+    def symbolize(addr: int) -> str:
+        i = bisect.bisect_right(ordered, addr) - 1
+        if i < 0 or labels[i] == SYM_END:
+            return f"{addr:#x}"
+        return labels[i]
+
+    return symbolize

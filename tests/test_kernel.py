@@ -1,0 +1,465 @@
+"""Kernel images on boards (issue 14): the mini-kernels of testbins/kernel print under
+`emutrace run --machine` what they print under qemu-system-<arch> (the oracle), every
+backend's trace equals the `-finstrument-functions` build's own record (taken under
+qemu-system), exception entry and return are neither calls nor returns, and the board's
+console, --until, --input and idle behave as documented."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from emutrace.cli.main import main
+from emutrace.discover.symbols import read_symbols
+from emutrace.elf import load_image
+from emutrace.isa import all_isas
+from emutrace.isa.base import Isa
+from emutrace.isa.kernel import kernel_support
+from emutrace.machine.board.machine import BoardConfig, BoardMachine
+from emutrace.machine.board.presets import BOARDS
+from emutrace.session import RunResult
+from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
+
+from .conftest import ENV, TESTBINS, run_emutrace
+
+KERNELS = TESTBINS / "kernel"
+BOARD_OF = {"aarch64": "virt-arm64", "arm": "virt-arm", "riscv64": "virt-riscv64",
+            "i386": "pc-i386"}
+BANNER = "emutrace mini-kernel\n"
+RECORD_MARK = "== record ==\n"
+
+
+def kernel(isa: str, name: str = "kernel") -> Path:
+    return KERNELS / isa / name
+
+
+@cache
+def qemu_system(isa: str, name: str) -> tuple[str, int]:
+    """(console output, exit status) of testbins/kernel/<isa>/<name> under
+    qemu-system-<arch>; the console from the kernel's banner on (on a PC, SeaBIOS prints
+    first)."""
+    board = BOARDS[BOARD_OF[isa]]
+    if shutil.which(board.qemu[0]) is None:  # not a skip: scripts/setup.sh installs it
+        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc/-x86 "
+                    f"(scripts/setup.sh does)")
+    done = subprocess.run([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
+                           "-net", "none", "-kernel", str(kernel(isa, name))],
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60, env=ENV)
+    console = done.stdout.decode(errors="replace")
+    assert BANNER in console, done.stderr
+    return console[console.index(BANNER):], done.returncode
+
+
+def run_board(board: str, image: Path, **options: object) -> tuple[RunResult, str]:
+    out = io.BytesIO()
+    options.setdefault("timeout", 60)
+    config = BoardConfig(board, str(image), console_out=out, **options)  # type: ignore[arg-type]
+    result = BoardMachine(config).run()
+    return result, out.getvalue().decode()
+
+
+def namer(path: Path):  # type: ignore[no-untyped-def]
+    syms = read_symbols(load_image(str(path)))
+
+    def name(addr: int) -> str:
+        f = syms.containing(addr)
+        return f.name if f is not None else hex(addr)
+    return name
+
+
+@pytest.mark.parametrize("isa", BOARD_OF)
+def test_console_equals_qemu_system(isa: str) -> None:
+    result, console = run_board(BOARD_OF[isa], kernel(isa))
+    want, status = qemu_system(isa, "kernel")
+    assert console == want
+    assert "trap returned = 0x29\n" in console  # the round trip through the own vector
+    assert result.stop.kind == "exit" and result.exit_code == status
+    assert "probe returned = 0xf\n" in console  # an undefined instruction skipped
+    vectors = {k: v for k, v in result.syscall_counts.items() if not k.startswith("PSCI")}
+    assert sum(vectors.values()) == 2, vectors  # the trap and the probe
+
+
+@pytest.mark.parametrize("backend", ("int3", "step", "hwbp", "bts", "btf", "entry"))
+@pytest.mark.parametrize("isa", BOARD_OF)
+def test_trace_equals_kernel_record(isa: str, backend: str) -> None:
+    """Every backend's trace of the plain kernel equals the instrumented kernel's own
+    record; trap_handler (called from the vector) nests under arch_trap's caller, and
+    `eret`/`mret` close no frame."""
+    record = qemu_system(isa, "kernel.instr")[0].split(RECORD_MARK)[1]
+    instr_name = namer(kernel(isa, "kernel.instr"))
+    own = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    want = canonical_from_instr(record, instr_name, own)
+    result, _ = run_board(BOARD_OF[isa], kernel(isa), backend=backend)
+    got = canonical_text(result.records, namer(kernel(isa)), own)
+    assert "> do_trap\n    > trap_handler\n" in want  # the oracle saw the handler nest
+    assert got == want
+
+
+def _kernel_cells() -> list:  # type: ignore[type-arg]
+    cells = []
+    for desc in all_isas():
+        cap = desc.capability("kernel")
+        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+        cells.append(pytest.param(desc, id=desc.name, marks=marks))
+    return cells
+
+
+@pytest.mark.parametrize("desc", _kernel_cells())
+def test_kernel_capability(desc: Isa) -> None:
+    """The `kernel` column says whether the ISA has a trap-entry layer and a board (a
+    strict xfail: it fails as XPASS once support exists and the table still says no)."""
+    assert kernel_support(desc) is not None
+    assert any(b.isa == desc.name for b in BOARDS.values())
+
+
+def _raw(tmp_path: Path, asm: str) -> Path:
+    """A raw aarch64 binary (not ELF): the board loads it where QEMU's -bios would."""
+    from keystone import KS_ARCH_ARM64, KS_MODE_LITTLE_ENDIAN, Ks
+
+    code, _ = Ks(KS_ARCH_ARM64, KS_MODE_LITTLE_ENDIAN).asm(asm, 0)
+    path = tmp_path / "fw.bin"
+    path.write_bytes(bytes(code))
+    return path
+
+
+# PL011 at 0x0900_0000: DR at +0, FR at +0x18 (RXFE = bit 4)
+ECHO = """
+    movz x0, #0x0900, lsl #16
+loop:
+    ldr w2, [x0, #0x18]
+    tbnz w2, #4, idle
+    ldr w1, [x0]
+    add w1, w1, #1
+    str w1, [x0]
+    b loop
+idle:
+    wfi
+    b loop
+"""
+
+
+def test_raw_firmware_input_and_idle(tmp_path: Path) -> None:
+    """A raw binary runs from the flash at 0; typed input is read through the PL011; a
+    `wfi` with nothing left to type ends the run cleanly (exit 0)."""
+    result, console = run_board("virt-arm64", _raw(tmp_path, ECHO), typed=b"HAL")
+    assert console == "IBM"
+    assert result.stop.kind == "exit" and result.exit_code == 0
+    assert result.stop.detail.startswith("idle")
+
+
+def test_until_after_input(tmp_path: Path) -> None:
+    """--until ends the run (exit 0) once the text is printed after the last typed
+    character was read: a firmware that never idles ends there, not by its budget."""
+    busy = _raw(tmp_path, ECHO.replace("tbnz w2, #4, idle", "tbnz w2, #4, loop"))
+    result, console = run_board("virt-arm64", busy, typed=b"HAL", until=b"M",
+                                max_insns=1_000_000)
+    assert console == "IBM"
+    assert (result.stop.kind, result.stop.detail) == ("exit", "--until text printed")
+
+
+def test_cli_input_escapes_and_input_after(tmp_path: Path) -> None:
+    """--input escapes are decoded; --input-after holds the input back until its text
+    was printed (never, here: the firmware idles with nothing read)."""
+    fw = _raw(tmp_path, ECHO)
+    done = run_emutrace("run", "--machine", "virt-arm64", "--input", "@\\x40\\n", fw)
+    assert (done.returncode, done.stdout) == (0, b"AA\x0b")
+    done = run_emutrace("run", "--machine", "virt-arm64", "--input", "xyz",
+                        "--input-after", "never", fw)
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def _main(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """`emutrace ARGV` in-process: (status, stdout, stderr)."""
+    status = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = _main(capsys, "run", "--machine", "nosuch", kernel("aarch64"))
+    assert status == 64 and "known: virt-arm64" in err
+    status, _, err = _main(capsys, "run", "--machine", "virt-riscv64", kernel("aarch64"))
+    assert status == 64 and err.count("\n") == 1
+    status, _, err = _main(capsys, "run", "--machine", "virt-arm64", tmp_path / "missing")
+    assert status == 66 and err.count("\n") == 1
+    status, _, _ = _main(capsys, "run", "--machine", "virt-arm64", kernel("aarch64"), "arg")
+    assert status == 64
+    status, _, err = _main(capsys, "run", "--machine", "virt-arm", "--bios", kernel("arm"),
+                           kernel("arm"))
+    assert status == 64 and "no kernel address" in err
+    garbage = tmp_path / "System.map"
+    garbage.write_text("ffff0000 T ok\nthis is no symbol line\n")
+    status, _, err = _main(capsys, "run", "--machine", "virt-arm64", "--symbols", garbage,
+                           kernel("aarch64"))
+    assert status == 65 and "System.map:2: not an nm" in err and err.count("\n") == 1
+    status, out, _ = _main(capsys, "info", "--machines")
+    assert status == 0
+    assert all(name in out for name in BOARD_OF.values())
+
+
+# ---------------------------------------------------------------- Debian's U-Boot
+FIRMWARE = Path(__file__).resolve().parent.parent / ".cache" / "firmware"
+UBOOT = FIRMWARE / "u-boot-qemu" / "usr" / "lib" / "u-boot"
+PROMPT = b"=> "
+
+
+def _uboot(config: str) -> Path:
+    path = UBOOT / config / "u-boot.bin"
+    if not path.exists():  # not a skip: scripts/setup.sh fetches it
+        pytest.fail(f"{path} missing: run scripts/setup.sh (apt-get download u-boot-qemu)")
+    return path
+
+
+def qemu_dtb(board: str, tmp_path: Path) -> Path:
+    """The device tree QEMU gives the board (`-M virt,dumpdtb=`)."""
+    qemu = BOARDS[board].qemu
+    machine = qemu.index("-M") + 1
+    argv = [*qemu[:machine], f"{qemu[machine]},dumpdtb={tmp_path / 'virt.dtb'}",
+            *qemu[machine + 1:], "-nographic", "-net", "none"]
+    subprocess.run(argv, capture_output=True, timeout=60, check=True, env=ENV)
+    return tmp_path / "virt.dtb"
+
+
+def qemu_dialogue(argv: list[str], typed: bytes, timeout: float = 60) -> bytes:
+    """qemu-system's console up to the prompt, `typed` typed at it, and the console up to
+    the next prompt (an `expect` of one exchange)."""
+    import select
+    import time
+
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=ENV)
+    assert proc.stdin is not None and proc.stdout is not None
+    out, sent, deadline = bytearray(), 0, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if ready:
+                chunk = proc.stdout.read1(4096)  # type: ignore[attr-defined]
+                if not chunk:
+                    break
+                out += chunk
+            if not sent and out.endswith(PROMPT):
+                proc.stdin.write(typed)
+                proc.stdin.flush()
+                sent = len(out)
+            elif sent and out.endswith(PROMPT) and len(out) > sent + len(typed):
+                return bytes(out)
+    finally:
+        proc.kill()
+        proc.wait()
+    raise AssertionError(f"no second prompt from {argv[0]}: {bytes(out[-200:])!r}")
+
+
+def _without_flash(console: bytes) -> bytes:
+    """Drop U-Boot's `Flash:` report: QEMU's CFI flash (pflash_cfi01) is not modelled, the
+    board's flash is plain memory, so U-Boot finds no flash there (README, kernel images)."""
+    head, sep, tail = console.partition(b"Flash: ")
+    if not sep:
+        return console
+    return head + sep + tail[tail.index(b"Loading Environment"):]
+
+
+def _with_bios(qemu: tuple[str, ...], bios: Path) -> list[str]:
+    """The board's QEMU command with `-bios bios` (replacing its `-bios none`)."""
+    argv = list(qemu)
+    if "-bios" in argv:
+        argv[argv.index("-bios") + 1] = str(bios)
+    else:
+        argv += ["-bios", str(bios)]
+    return argv
+
+
+# Unicorn 2.1.4's RISC-V CPU is QEMU 5.0's (privileged spec 1.10, no H, no Sstc, no
+# hardware performance counters), so OpenSBI's report of the hart differs in these lines
+HART_LINES = (b"Boot HART Priv Version", b"Boot HART Base ISA", b"Boot HART ISA Extensions",
+              b"Boot HART MHPM Count", b"Boot HART MIDELEG", b"Boot HART MEDELEG")
+
+
+def _without_hart(console: bytes) -> bytes:
+    return b"".join(line for line in console.splitlines(keepends=True)
+                    if not line.startswith(HART_LINES))
+
+
+OPENSBI_FW_JUMP = FIRMWARE / "opensbi" / "usr" / "lib" / "riscv64-linux-gnu" / "opensbi" / \
+    "generic" / "fw_jump.elf"
+
+
+@pytest.mark.parametrize(("board", "config", "sbi"), [("virt-arm64", "qemu_arm64", False),
+                                                      ("virt-arm", "qemu_arm", False),
+                                                      ("virt-riscv64", "qemu-riscv64", False),
+                                                      ("virt-riscv64", "qemu-riscv64_smode",
+                                                       True)])
+def test_uboot_version_answer(board: str, config: str, sbi: bool, tmp_path: Path) -> None:
+    """Debian's U-Boot boots from where QEMU's -bios puts it (or, in S-mode, as the payload
+    of Debian's OpenSBI fw_jump: `--bios`, QEMU's -kernel address), with QEMU's device tree,
+    to the `=>` prompt and answers a typed `version` as under qemu-system: the whole
+    console, but for the flash size line (and OpenSBI's description of the hart)."""
+    fw, dtb = _uboot(config), qemu_dtb(board, tmp_path)
+    if sbi:
+        if not OPENSBI_FW_JUMP.exists():
+            pytest.fail(f"{OPENSBI_FW_JUMP} missing: run scripts/setup.sh")
+        argv = [*_with_bios(BOARDS[board].qemu, OPENSBI_FW_JUMP), "-kernel", str(fw)]
+    else:
+        argv = _with_bios(BOARDS[board].qemu, fw)
+    with ThreadPoolExecutor(1) as pool:  # the oracle runs while emutrace does
+        oracle = pool.submit(qemu_dialogue, [*argv, "-nographic", "-monitor", "none",
+                                             "-serial", "stdio", "-net", "none"], b"version\r")
+        result, console = run_board(board, fw, dtb=str(dtb), typed=b"version\r",
+                                    input_after=PROMPT, until=PROMPT,
+                                    bios=str(OPENSBI_FW_JUMP) if sbi else None)
+        want = oracle.result()
+    assert result.stop.detail == "--until text printed"
+    got = console.encode()
+    assert b"=> version\r\nU-Boot 2023.01" in got
+    assert b" MiB\r\n" in want.partition(b"Flash: ")[2][:20]  # QEMU's CFI flash answered
+    if sbi:
+        assert b"OpenSBI v1.1" in got and result.syscall_counts["illegal instruction"] > 0
+        got, want = _without_hart(got), _without_hart(want)
+    assert _without_flash(got) == _without_flash(want)
+
+
+@pytest.mark.parametrize("symbols", ("System.map", "kernel"))
+def test_stripped_kernel_with_symbols(symbols: str) -> None:
+    """A stripped kernel traced with --symbols (its `nm -n` listing, or the unstripped ELF)
+    gives the trace of the unstripped kernel: names and all."""
+    isa = "riscv64"
+    record = qemu_system(isa, "kernel.instr")[0].split(RECORD_MARK)[1]
+    instr_name = namer(kernel(isa, "kernel.instr"))
+    own = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    result, _ = run_board(BOARD_OF[isa], kernel(isa, "kernel.stripped"), backend="int3",
+                          symbols=str(kernel(isa, symbols)))
+    got = canonical_text(result.records, namer(kernel(isa)), own)
+    assert got == canonical_from_instr(record, instr_name, own)
+    done = run_emutrace("run", "--machine", BOARD_OF[isa], "--backend", "int3", "--symbols",
+                        kernel(isa, symbols), "-F", "trap_handler",
+                        kernel(isa, "kernel.stripped"))
+    # no DWARF in a stripped file: the default four argument words
+    assert done.stderr.decode().splitlines()[1].strip().startswith("| trap_handler(11, 20, ")
+
+
+# ---------------------------------------------------------------- a Linux kernel
+LINUX = FIRMWARE / "linux-arm64" / "vmlinuz"
+VFS_PANIC = b"VFS: Unable to mount root fs"
+CMDLINE = "console=ttyAMA0 earlycon=pl011,0x9000000"
+# kernel messages about what the board does not model (README, kernel images): the
+# PL061, PL031, PCIe host and GICv2m devices are constant regions; CMA and the free memory
+# follow where QEMU put the DTB; Unicorn's A57 has 5 PMU counters (QEMU's: 7); audit's
+# first message comes with the first timer tick, which never comes
+UNMODELLED = (b"pl061_gpio", b"rtc-pl031", b"pci ", b"GICv2m", b"cma:", b"Memory:",
+              b"hw perfevents", b"audit:")
+
+
+def qemu_until(argv: list[str], text: bytes, timeout: float = 120) -> bytes:
+    """qemu-system's console until it has printed text (then it is killed)."""
+    import select
+    import time
+
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=ENV)
+    assert proc.stdout is not None
+    out, deadline = bytearray(), time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and text not in out:
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                chunk = proc.stdout.read1(4096)  # type: ignore[attr-defined]
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        proc.kill()
+        proc.wait()
+    assert text in out, bytes(out[-300:])
+    return bytes(out[:out.index(text) + len(text)])
+
+
+def kernel_messages(console: bytes) -> list[bytes]:
+    """printk lines without their `[   0.000000] ` time stamps and without UNMODELLED."""
+    lines = [line.split(b"] ", 1)[-1].rstrip(b"\r") for line in console.split(b"\n")]
+    return [line for line in lines if line and not line.startswith(UNMODELLED)]
+
+
+def test_linux_boots_to_vfs_panic(tmp_path: Path) -> None:
+    """Debian's arm64 Linux (a raw Image, loaded as QEMU's -kernel loads it) boots on
+    virt-arm64 with QEMU's device tree to the panic that wants a root file system, printing
+    what it prints under qemu-system-aarch64 but for the lines of unmodelled devices."""
+    if not LINUX.exists():  # not a skip: scripts/setup.sh fetches it
+        pytest.fail(f"{LINUX} missing: run scripts/setup.sh")
+    board = BOARDS["virt-arm64"]
+    dtb = tmp_path / "linux.dtb"
+    qemu = list(board.qemu)
+    machine = qemu.index("-M") + 1
+    subprocess.run([*qemu[:machine], f"{qemu[machine]},dumpdtb={dtb}", *qemu[machine + 1:],
+                    "-nographic", "-net", "none", "-kernel", str(LINUX), "-append", CMDLINE],
+                   capture_output=True, timeout=60, check=True, env=ENV)
+    with ThreadPoolExecutor(1) as pool:  # the oracle runs while emutrace does
+        oracle = pool.submit(qemu_until, [*qemu, "-nographic", "-monitor", "none", "-serial",
+                                          "stdio", "-net", "none", "-kernel", str(LINUX),
+                                          "-append", CMDLINE], VFS_PANIC)
+        result, console = run_board("virt-arm64", LINUX, dtb=str(dtb), until=VFS_PANIC)
+        want = oracle.result()
+    assert result.stop.detail == "--until text printed"
+    got = console.encode()
+    assert b"Kernel command line: " + CMDLINE.encode() in got
+    assert kernel_messages(got) == kernel_messages(want)
+
+
+def test_budgets(tmp_path: Path) -> None:
+    """--max-insns and --timeout end a board's run as they end a program's (125, 124)."""
+    result, console = run_board("virt-riscv64", kernel("riscv64"), max_insns=500)
+    assert (result.stop.kind, result.exit_code) == ("max_insns", 125)
+    assert console.startswith("emutrace mini-kernel\n") and "bye" not in console
+    spin_bin = tmp_path / "spin.bin"
+    spin_bin.write_bytes(bytes.fromhex("00000014"))  # b . (A64 B imm26 = 0)
+    spin = run_board("virt-arm64", spin_bin, timeout=0.5)[0]
+    assert (spin.stop.kind, spin.exit_code) == ("timeout", 124)
+
+
+
+RISCV_ASM_KERNELS = {
+    # medeleg sends an S-mode illegal instruction to stvec (scause 2, SPP = S), an S-mode
+    # ecall still goes to mtvec (mcause 9, MPP = S); mret/sret switch privilege natively
+    "deleg": ("S trap, scause then SPP:\n2\n1\n", {"illegal instruction": 1, "ecall": 1}),
+    # mtimecmp armed, MTIE and MIE on, wfi: the idle hart is woken by the machine timer
+    # interrupt through the vectored mtvec (BASE + 4 × 7), mcause = interrupt | 7
+    "timer": ("mcause interrupt bit then code:\n1\n7\n", {"timer interrupt": 1}),
+}
+
+
+@pytest.mark.parametrize("name", RISCV_ASM_KERNELS)
+def test_riscv_privileged_kernels(name: str) -> None:
+    """Trap delegation and the timer interrupt: the console equals qemu-system-riscv64's."""
+    marker, traps = RISCV_ASM_KERNELS[name]
+    image = kernel("riscv64", name)
+    board = BOARDS["virt-riscv64"]
+    want = subprocess.run([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
+                           "-net", "none", "-kernel", str(image)], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=60, env=ENV)
+    result, console = run_board("virt-riscv64", image)
+    assert marker in console
+    assert console == want.stdout.decode()
+    assert (result.exit_code, want.returncode) == (0, 0)
+    assert result.syscall_counts == traps
+
+
+def test_record_kernel_for_uftrace(tmp_path: Path) -> None:
+    """`emutrace record --machine` writes a uftrace data directory Debian's uftrace reads:
+    the handler the trap ran, under the function that trapped."""
+    data = tmp_path / "data"
+    done = run_emutrace("record", "-d", data, "--machine", "virt-riscv64", "--backend", "int3",
+                        kernel("riscv64"))
+    assert done.returncode == 0, done.stderr
+    uftrace = shutil.which("uftrace")
+    assert uftrace is not None, "uftrace not found: scripts/setup.sh installs it"
+    replay = subprocess.run([uftrace, "replay", "-d", str(data), "-F", "do_probe"],
+                            capture_output=True, timeout=60, env=ENV, check=True)
+    lines = [line.split("|", 1)[1].rstrip() for line in replay.stdout.decode().splitlines()
+             if "|" in line]
+    assert [line.strip() for line in lines[:3]] == ["do_probe() {", "arch_probe() {",
+                                                  "trap_handler() {"]
+    assert lines[2].index("trap_handler") > lines[1].index("arch_probe")  # nested
