@@ -50,6 +50,9 @@ class RunConfig:
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
     engine: str = "python"  # "python" (reference) or "native" (C hot path; int3 only)
     symbols: Sequence[str] = ()  # --symbols FILE[@BIAS]: an ELF's .symtab or an nm listing
+    # a guest fork forks this host process (the CLI: its child ends in os._exit); False in
+    # embedded runs, where fork is EAGAIN (kernel.host_fork)
+    host_fork: bool = False
     # after an execve: the guest's own argv[0], environment entries and path of the program
     # (None: PROGRAM, `env`, PROGRAM's guest path)
     argv0: str | None = None
@@ -168,6 +171,7 @@ class Process:
         abi = load_abi(isa.name)
         self.kernel = LinuxKernel(self.cpu, isa, abi, self.space, self.sandbox,
                                   exe, warn or (lambda m: print(m, file=sys.stderr)))
+        self.kernel.host_fork = config.host_fork
         if inherit is not None:
             self._inherit(inherit)
         self.kernel.exec_hook = self._exec_image

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +84,19 @@ def test_syscall_arguments(name: str, args: list[int], tmp_path_factory) -> None
         assert isinstance(result, int)
     finally:
         os.chdir(here)
+
+
+@pytest.mark.parametrize("name", ["fork", "vfork", "clone"])
+def test_embedded_run_never_forks_its_host(name: str) -> None:
+    """A run embedded in another program (this test, the bench, the fuzz harness) gets
+    EAGAIN from fork, vfork and clone: a host fork there would return into the embedding
+    program twice (it once ran a pytest worker twice).  Only the `emutrace` command, whose
+    child ends in os._exit, forks (tests/test_signals.py, tests/test_shells.py)."""
+    proc = Process(RunConfig(program=str(bin_path("x86_64", "hard_syscalls"))),
+                   warn=lambda _m: None)
+    kernel = proc.kernel
+    sigchld = kernel.abi.constants["SIGCHLD"]
+    me = os.getpid()
+    result = kernel.call(kernel.abi.syscalls[name], (sigchld, 0, 0, 0, 0, 0))
+    assert os.getpid() == me
+    assert result == -kernel.abi.errno["EAGAIN"]

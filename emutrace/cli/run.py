@@ -96,7 +96,7 @@ class RunCommand:
                          arg_counts=args.arg_counts, max_memory=args.max_memory,
                          engine=args.engine,
                          env=with_changes(user_environment(), args.env, args.unset_env),
-                         symbols=args.symbols)
+                         symbols=args.symbols, host_fork=True)
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machine:

@@ -127,6 +127,10 @@ class LinuxKernel:
         self.children: set[int] = set()  # host pids of the guest's children
         self.guest_parent: int | None = None  # the parent's pid when it is a guest too
         self.fork_listeners: list[Callable[[int], None]] = []  # run in the child, its pid
+        # fork/vfork/clone fork the host process: only the CLI, whose child ends in
+        # os._exit, allows it (RunConfig.host_fork); a run embedded in another program (a
+        # test, the bench) must never return into that program in a second process
+        self.host_fork = False
         # builds the image of an execve (set by the session): (host path, argv, envp,
         # guest path) -> the new image, or raises GuestError / EmutraceError
         self.exec_hook: Callable[[str, list[bytes], list[bytes], str], object] | None = None

@@ -48,6 +48,10 @@ def _fork(k: K, flags: int, stack: int, ptid: int, ctid: int) -> int:
         raise GuestError("ENOSYS")
     if flags & (c["CLONE_THREAD"] | c["CLONE_SIGHAND"]):
         raise GuestError("EINVAL")  # without CLONE_VM, as kernel/fork.c copy_process
+    if not k.host_fork:
+        k.warn_once("fork", "emutrace: a process cannot fork in an embedded run (only the "
+                    "`emutrace` command runs guest processes): returning EAGAIN")
+        raise GuestError("EAGAIN")  # fork(2): "a system-imposed limit ... was encountered"
     pid = os.fork()
     if pid:
         k.children.add(pid)
