@@ -31,9 +31,10 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from emutrace.elf import Image
+from emutrace.errors import OutputError
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.uftrace_args import UNSAFE, pack_values, spec_of, spec_text
 from emutrace.trace.uftrace_names import SYM_END, uftrace_symbolizer
@@ -130,10 +131,15 @@ class UftraceDirSink:
         self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=0)
         self._exits = open(os.path.join(path, EXITS_FILE), "w")
         self._notes: list[str] = []
-        self._write_task()
-        self._write_map()
-        self._write_sym()
-        self._write_info(None)
+        self._failed = False
+        self.records_on_disk = 0
+        try:
+            self._write_task()
+            self._write_map()
+            self._write_sym()
+            self._write_info(None)
+        except OSError as e:
+            self._fail(e)
 
     def _name(self, func: int) -> str | None:
         """The name uftrace will match a spec against, or None where it cannot: an address
@@ -185,22 +191,46 @@ class UftraceDirSink:
             self.flush()
 
     def flush(self) -> None:
-        """`info` first when it lacks a spec the buffer uses, then the buffer."""
-        if (len(self.args), len(self.rets)) != self._specs_on_disk:
-            self._write_info(None)
+        """`info` first when it lacks a spec the buffer uses, then the buffer.  A write that
+        fails (disk full, I/O error) is one `OutputError` (exit 74); the `.dat` is cut back
+        to the last whole buffer, so what was written before stays readable (`info` keeps
+        no exit status: readers say the recording was cut short)."""
+        if self._failed:
+            return
+        try:
+            if (len(self.args), len(self.rets)) != self._specs_on_disk:
+                self._write_info(None)
+            done = 0
+            with memoryview(self._buf) as view:
+                while done < len(view):  # a raw write may take less than all of it
+                    n = self._dat.write(view[done:])
+                    if not n:
+                        raise OSError(errno.EIO, "no progress writing", self._dat.name)
+                    done += n
+            if self._notes:
+                self._exits.writelines(self._notes)
+                self._exits.flush()
+        except OSError as e:
+            self._fail(e)
         self.size += len(self._buf)
-        done = 0
-        with memoryview(self._buf) as view:
-            while done < len(view):  # a raw write may take less than all of it
-                n = self._dat.write(view[done:])
-                if not n:
-                    raise OSError(errno.EIO, "no progress writing", self._dat.name)
-                done += n
+        self.records_on_disk = self.count
         self._buf.clear()
-        if self._notes:
-            self._exits.writelines(self._notes)
-            self._exits.flush()
-            self._notes.clear()
+        self._notes.clear()
+
+    def _fail(self, e: OSError) -> NoReturn:
+        self._failed = True
+        try:  # a partly written buffer would end the file mid-record
+            os.ftruncate(self._dat.fileno(), self.size)
+        except OSError:
+            pass
+        for f in (self._dat, self._exits):
+            try:
+                f.close()
+            except OSError:
+                pass
+        raise OutputError(f"{self.path}: cannot write the recording ({e.strerror or e}); "
+                          f"stopped after {self.records_on_disk} records, which stay "
+                          f"readable") from None
 
     def close(self, exit_status: int = 0) -> None:
         if self._dat.closed:
@@ -286,8 +316,12 @@ def wait_status(exit_code: int) -> int:
 
 def _replace(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    except OSError:
+        os.unlink(tmp)  # the old file stays whole
+        raise
     os.replace(tmp, path)
 
 
