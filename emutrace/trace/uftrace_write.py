@@ -31,14 +31,25 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NoReturn, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from emutrace.elf import Image
 from emutrace.errors import OutputError
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.uftrace_args import UNSAFE, pack_values, spec_of, spec_text
+from emutrace.trace.uftrace_modules import (
+    library_modules,
+    map_line,
+    module_functions,
+    program_module,
+    sym_file_name,
+    sym_text,
+)
 from emutrace.trace.uftrace_names import SYM_END, uftrace_symbolizer
 from emutrace.trace.values import as_value
+
+if TYPE_CHECKING:
+    from emutrace.discover.modules import ModuleMap
 
 MAGIC = 5  # RECORD_MAGIC, uftrace.h
 TYPE_ENTRY, TYPE_EXIT = 0, 1
@@ -106,8 +117,13 @@ class UftraceDirSink:
 
     def __init__(self, path: str, exe: str, cmdline: list[str],
                  functions: list[tuple[int, int, str]], mappings: list[Mapping],
-                 stack: tuple[int, int], isa: str = "", word_bits: int = 64) -> None:
+                 stack: tuple[int, int], isa: str = "", word_bits: int = 64,
+                 modules: ModuleMap | None = None) -> None:
         self.path = path
+        # a dynamic program's modules (ld.so, the libraries): a map line and a `.sym` file
+        # each, written again whenever ld.so maps another (uftrace_modules.py)
+        self.modules = modules
+        self._modules_written = 0
         self.isa = isa
         self.exe = exe
         self.cmdline = cmdline
@@ -170,6 +186,11 @@ class UftraceDirSink:
         return pack_values(vals, sig[1])
 
     def write(self, records: Iterable[Record]) -> None:
+        if self.modules is not None and len(self.modules.modules) != self._modules_written:
+            try:
+                self._write_map()
+            except OSError as e:
+                self._fail(e)
         buf = self._buf
         for rec in records:
             if rec.depth >= MAX_STACK:
@@ -236,6 +257,11 @@ class UftraceDirSink:
         if self._dat.closed:
             return
         self.flush()
+        if self.modules is not None:  # names qualified since (`libc:free`): the last word
+            try:
+                self._write_map()
+            except OSError as e:
+                self._fail(e)
         self._dat.close()
         self._exits.close()
         self._write_info(exit_status)
@@ -289,14 +315,27 @@ class UftraceDirSink:
             f.write(f"TASK timestamp=0.000000000 tid={TID} pid={TID}\n")
 
     def _write_map(self) -> None:
-        with open(os.path.join(self.path, f"sid-{self.SID}.map"), "w") as f:
-            # one r-xp line over the whole image (measured: uftrace 0.13 resolved no
-            # symbol when the image's first line was not executable)
-            if self.mappings:
-                f.write(f"{self.base:08x}-{max(m.end for m in self.mappings):08x} r-xp"
-                        f" 00000000 00:00 0          {self.exe}\n")
-            lo, hi = self.stack
-            f.write(f"{lo:08x}-{hi:08x} rw-p 00000000 00:00 0          [stack]\n")
+        """The map (replaced whole), first the program's line, then a line and a `.sym`
+        file per other module of a dynamic program."""
+        # one r-xp line over the whole image (measured: uftrace 0.13 resolved no
+        # symbol when the image's first line was not executable)
+        text = ""
+        if self.mappings:
+            text += (f"{self.base:08x}-{max(m.end for m in self.mappings):08x} r-xp"
+                     f" 00000000 00:00 0          {self.exe}\n")
+        if self.modules is not None:
+            own = {f"{os.path.basename(self.exe)}.sym"}
+            for module in library_modules(self.modules, self.exe):
+                name = sym_file_name(module)
+                if name in own:  # two modules of one file name: the first is named
+                    continue
+                own.add(name)
+                text += map_line(module)
+                _replace(os.path.join(self.path, name), sym_text(self.modules, module).encode())
+            self._modules_written = len(self.modules.modules)
+        lo, hi = self.stack
+        text += f"{lo:08x}-{hi:08x} rw-p 00000000 00:00 0          [stack]\n"
+        _replace(os.path.join(self.path, f"sid-{self.SID}.map"), text.encode())
 
     def _write_sym(self) -> None:
         """`%016x %c %s` lines relative to the image base (SYM_REL_ADDR); uftrace 0.13
@@ -329,9 +368,14 @@ def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSin
     """A directory sink for a loaded program (`path` must exist and be empty)."""
     funcs = [(s.addr, s.addr + max(s.size, 1), s.name) for s in image.symbols
              if s.kind == "func"]
+    modules = image.modules if image.interpreter else None
+    program = program_module(modules, image.path) if modules is not None else None
+    if modules is not None and program is not None:  # its PLT slots named too (`puts@plt`)
+        funcs = module_functions(modules, program)
     maps = [Mapping(g.vaddr & ~0xFFF, (g.vaddr + g.memsz + 0xFFF) & ~0xFFF, "r-xp")
             for g in image.segments]
     # the [stack] line only has to exist (uftrace's kernel/user split); placed above 2^40
     return UftraceDirSink(path, os.path.abspath(image.path), cmdline, funcs, maps,
                           (0x7FF0000000, 0x7FF0100000), image.isa.name,
-                          8 * image.isa.identity.word_size)
+                          8 * image.isa.identity.word_size,
+                          modules)
