@@ -2,7 +2,7 @@
 (the independent reader): one map line and one `.sym` file per module, so `uftrace replay`
 shows the call tree `emutrace run` printed — the same calls at the same depths with the
 same names (`printf@plt`, `printf`, ld.so's `_dl_fixup`…) — on x86_64 (the host's
-libraries) and aarch64 (Debian's cross sysroot)."""
+libraries) and aarch64 (Debian's cross sysroot); `emutrace replay -d` too."""
 
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ def test_uftrace_names_library_calls_as_run(isa: str, tmp_path: Path) -> None:
         # symbol before it; everything else has the same name
         assert w[0] == g[0] and w[2] == g[2] and (w[1] == g[1] or w[1].startswith("0x")), \
             (w, g)
+    # our own reader takes each `.sym` file's base from its module's map line
+    ours = run_emutrace("replay", "-d", tmp_path / "d")
+    assert ours.returncode == 0, ours.stderr.decode()
+    assert calls(ours.stdout.decode()) == want
     names = {name for _d, name, _k in got}
     assert {"main", "printf@plt", "printf"} <= names
     # functions of each library are named: libc's and ld.so's (lazy binding, ifuncs)
