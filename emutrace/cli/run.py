@@ -14,7 +14,7 @@ from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.discover.symbols import read_symbols
 from emutrace.environment import user_environment, with_changes
-from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, UsageError
+from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
@@ -122,11 +122,17 @@ class RunCommand:
 
     def finish(self, result: RunResult, args: argparse.Namespace) -> int:
         """The trace, the report line and the statistics of one image's run."""
+        write_error = None
         with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
             if args.backend != "none":
-                write_trace(result, args)  # before the report: a crash keeps what was recorded
+                try:  # before the report: a crash keeps what was recorded
+                    write_trace(result, args)
+                except OutputError as e:
+                    write_error = e  # after the report: how the guest ended is still said
             if result.guest_parent is None:  # a child's end is for its parent to report
                 report(result)
+        if write_error is not None:
+            raise write_error
         if late.signal:
             print(f"emutrace: {late.signal} while writing the output (complete)", file=sys.stderr)
             return late.exit_code
@@ -235,8 +241,12 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
     # it as one string made emutrace's memory grow with the square of the depth
     lines = iter_replay_lines(result.records, name, options)
     if args.output_file is not None:
-        with args.output_file as out:
-            out.writelines(line + "\n" for line in lines)
+        try:
+            with args.output_file as out:
+                out.writelines(line + "\n" for line in lines)
+        except OSError as e:  # disk full, I/O error: the lines written so far stay in FILE
+            raise OutputError(f"-o {args.output}: cannot write the trace "
+                              f"({e.strerror or e}); it is cut short") from None
     else:
         sys.stderr.writelines(line + "\n" for line in lines)
         sys.stderr.flush()

@@ -33,6 +33,8 @@ Filters (uftrace semantics; names are matched exactly):
   the outermost shown FUNC.
 * `notrace` (`-N/--notrace FUNC`): hide FUNC and everything it calls.  Wins over `-F`.
 * `depth` (`-D/--depth N`): show at most N nesting levels of shown frames.
+* `time_filter` (`-t/--time-filter N`): hide frames that ran fewer than N instructions,
+  with what they called (`trace/time_filter.py`).
 * `start` (`--start SYM`, default `main`): nothing is shown before the first entry of SYM;
   frames already open then are never shown.  `None` shows everything.
 
@@ -46,6 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.values import Value, as_value, render
 
 HEADER = "# DURATION [insns]   FUNCTION"
@@ -66,6 +69,8 @@ class ReplayOptions:
     # the backend recorded)
     arg_counts: Mapping[str, int] = field(default_factory=dict)
     default_args: int | None = None
+    # `-t N`: hide frames that ran fewer than N instructions (trace/time_filter.py)
+    time_filter: int | None = None
 
 
 def format_value(value: int | Value, bits: int = 64) -> str:
@@ -141,7 +146,7 @@ def iter_replay_lines(records: Iterable[Record], symbolize: Callable[[int], str]
     out = _Writer()
     if opts.header:
         out.lines.append(HEADER)
-    for rec in records:
+    for rec, long_enough in time_tagged(records, opts.time_filter):
         if out.lines:
             yield from out.lines
             out.lines.clear()
@@ -153,7 +158,7 @@ def iter_replay_lines(records: Iterable[Record], symbolize: Callable[[int], str]
             parent_hidden = stack[-1].hidden if stack else False
             depth = stack[-1].child_depth if stack else 0
             in_filter = parent_in_filter or name in filters
-            hidden = parent_hidden or name in notrace
+            hidden = parent_hidden or name in notrace or not long_enough
             shown = (started and (in_filter or not filters) and not hidden
                      and (opts.depth is None or depth < opts.depth))
             call_text = ""

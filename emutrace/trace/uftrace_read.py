@@ -166,21 +166,31 @@ def _symbols(directory: str, as_uftrace: bool = False) -> Callable[[int], str]:
     maps = sorted(glob.glob(os.path.join(directory, "sid-*.map")))
     if not maps:
         raise _bad(os.path.join(directory, "sid-*.map"), "missing")
+    bases: dict[str, int] = {}  # mapped path -> its first line's start (the module base)
     try:
         with open(maps[0]) as f:
-            base = int(f.readline().split("-", 1)[0], 16)
-    except (ValueError, UnicodeDecodeError) as e:
+            for number, line in enumerate(f):
+                fields = line.split()
+                start = int(line.split("-", 1)[0], 16)
+                if number == 0:
+                    base = start
+                if len(fields) >= 6:
+                    bases.setdefault(fields[5], start)
+    except (ValueError, UnicodeDecodeError, IndexError) as e:
         raise _bad(maps[0], f"not a memory map ({e})") from None
     starts: list[int] = []
     names: list[str] = []
     for sym in glob.glob(os.path.join(directory, "*.sym")):
+        sym_base = base  # the program's, unless `# path name:` names another module
         try:
             with open(sym) as f:
                 for line in f:
+                    if line.startswith("# path name:"):
+                        sym_base = bases.get(line.split(":", 1)[1].strip(), base)
                     if line.startswith("#") or not line.strip():
                         continue
                     addr, _kind, name = line.split(maxsplit=2)
-                    starts.append(base + int(addr, 16))
+                    starts.append(sym_base + int(addr, 16))
                     names.append(name.strip())
         except (ValueError, UnicodeDecodeError):
             raise _bad(sym, "not a uftrace symbol file") from None

@@ -31,13 +31,25 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from emutrace.elf import Image
+from emutrace.errors import OutputError
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.uftrace_args import UNSAFE, pack_values, spec_of, spec_text
+from emutrace.trace.uftrace_modules import (
+    library_modules,
+    map_line,
+    module_functions,
+    program_module,
+    sym_file_name,
+    sym_text,
+)
 from emutrace.trace.uftrace_names import SYM_END, uftrace_symbolizer
 from emutrace.trace.values import as_value
+
+if TYPE_CHECKING:
+    from emutrace.discover.modules import ModuleMap
 
 MAGIC = 5  # RECORD_MAGIC, uftrace.h
 TYPE_ENTRY, TYPE_EXIT = 0, 1
@@ -105,8 +117,13 @@ class UftraceDirSink:
 
     def __init__(self, path: str, exe: str, cmdline: list[str],
                  functions: list[tuple[int, int, str]], mappings: list[Mapping],
-                 stack: tuple[int, int], isa: str = "", word_bits: int = 64) -> None:
+                 stack: tuple[int, int], isa: str = "", word_bits: int = 64,
+                 modules: ModuleMap | None = None) -> None:
         self.path = path
+        # a dynamic program's modules (ld.so, the libraries): a map line and a `.sym` file
+        # each, written again whenever ld.so maps another (uftrace_modules.py)
+        self.modules = modules
+        self._modules_written = 0
         self.isa = isa
         self.exe = exe
         self.cmdline = cmdline
@@ -130,10 +147,15 @@ class UftraceDirSink:
         self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=0)
         self._exits = open(os.path.join(path, EXITS_FILE), "w")
         self._notes: list[str] = []
-        self._write_task()
-        self._write_map()
-        self._write_sym()
-        self._write_info(None)
+        self._failed = False
+        self.records_on_disk = 0
+        try:
+            self._write_task()
+            self._write_map()
+            self._write_sym()
+            self._write_info(None)
+        except OSError as e:
+            self._fail(e)
 
     def _name(self, func: int) -> str | None:
         """The name uftrace will match a spec against, or None where it cannot: an address
@@ -164,6 +186,11 @@ class UftraceDirSink:
         return pack_values(vals, sig[1])
 
     def write(self, records: Iterable[Record]) -> None:
+        if self.modules is not None and len(self.modules.modules) != self._modules_written:
+            try:
+                self._write_map()
+            except OSError as e:
+                self._fail(e)
         buf = self._buf
         for rec in records:
             if rec.depth >= MAX_STACK:
@@ -185,27 +212,56 @@ class UftraceDirSink:
             self.flush()
 
     def flush(self) -> None:
-        """`info` first when it lacks a spec the buffer uses, then the buffer."""
-        if (len(self.args), len(self.rets)) != self._specs_on_disk:
-            self._write_info(None)
+        """`info` first when it lacks a spec the buffer uses, then the buffer.  A write that
+        fails (disk full, I/O error) is one `OutputError` (exit 74); the `.dat` is cut back
+        to the last whole buffer, so what was written before stays readable (`info` keeps
+        no exit status: readers say the recording was cut short)."""
+        if self._failed:
+            return
+        try:
+            if (len(self.args), len(self.rets)) != self._specs_on_disk:
+                self._write_info(None)
+            done = 0
+            with memoryview(self._buf) as view:
+                while done < len(view):  # a raw write may take less than all of it
+                    n = self._dat.write(view[done:])
+                    if not n:
+                        raise OSError(errno.EIO, "no progress writing", self._dat.name)
+                    done += n
+            if self._notes:
+                self._exits.writelines(self._notes)
+                self._exits.flush()
+        except OSError as e:
+            self._fail(e)
         self.size += len(self._buf)
-        done = 0
-        with memoryview(self._buf) as view:
-            while done < len(view):  # a raw write may take less than all of it
-                n = self._dat.write(view[done:])
-                if not n:
-                    raise OSError(errno.EIO, "no progress writing", self._dat.name)
-                done += n
+        self.records_on_disk = self.count
         self._buf.clear()
-        if self._notes:
-            self._exits.writelines(self._notes)
-            self._exits.flush()
-            self._notes.clear()
+        self._notes.clear()
+
+    def _fail(self, e: OSError) -> NoReturn:
+        self._failed = True
+        try:  # a partly written buffer would end the file mid-record
+            os.ftruncate(self._dat.fileno(), self.size)
+        except OSError:
+            pass
+        for f in (self._dat, self._exits):
+            try:
+                f.close()
+            except OSError:
+                pass
+        raise OutputError(f"{self.path}: cannot write the recording ({e.strerror or e}); "
+                          f"stopped after {self.records_on_disk} records, which stay "
+                          f"readable") from None
 
     def close(self, exit_status: int = 0) -> None:
         if self._dat.closed:
             return
         self.flush()
+        if self.modules is not None:  # names qualified since (`libc:free`): the last word
+            try:
+                self._write_map()
+            except OSError as e:
+                self._fail(e)
         self._dat.close()
         self._exits.close()
         self._write_info(exit_status)
@@ -259,14 +315,27 @@ class UftraceDirSink:
             f.write(f"TASK timestamp=0.000000000 tid={TID} pid={TID}\n")
 
     def _write_map(self) -> None:
-        with open(os.path.join(self.path, f"sid-{self.SID}.map"), "w") as f:
-            # one r-xp line over the whole image (measured: uftrace 0.13 resolved no
-            # symbol when the image's first line was not executable)
-            if self.mappings:
-                f.write(f"{self.base:08x}-{max(m.end for m in self.mappings):08x} r-xp"
-                        f" 00000000 00:00 0          {self.exe}\n")
-            lo, hi = self.stack
-            f.write(f"{lo:08x}-{hi:08x} rw-p 00000000 00:00 0          [stack]\n")
+        """The map (replaced whole), first the program's line, then a line and a `.sym`
+        file per other module of a dynamic program."""
+        # one r-xp line over the whole image (measured: uftrace 0.13 resolved no
+        # symbol when the image's first line was not executable)
+        text = ""
+        if self.mappings:
+            text += (f"{self.base:08x}-{max(m.end for m in self.mappings):08x} r-xp"
+                     f" 00000000 00:00 0          {self.exe}\n")
+        if self.modules is not None:
+            own = {f"{os.path.basename(self.exe)}.sym"}
+            for module in library_modules(self.modules, self.exe):
+                name = sym_file_name(module)
+                if name in own:  # two modules of one file name: the first is named
+                    continue
+                own.add(name)
+                text += map_line(module)
+                _replace(os.path.join(self.path, name), sym_text(self.modules, module).encode())
+            self._modules_written = len(self.modules.modules)
+        lo, hi = self.stack
+        text += f"{lo:08x}-{hi:08x} rw-p 00000000 00:00 0          [stack]\n"
+        _replace(os.path.join(self.path, f"sid-{self.SID}.map"), text.encode())
 
     def _write_sym(self) -> None:
         """`%016x %c %s` lines relative to the image base (SYM_REL_ADDR); uftrace 0.13
@@ -286,8 +355,12 @@ def wait_status(exit_code: int) -> int:
 
 def _replace(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+    except OSError:
+        os.unlink(tmp)  # the old file stays whole
+        raise
     os.replace(tmp, path)
 
 
@@ -295,9 +368,14 @@ def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSin
     """A directory sink for a loaded program (`path` must exist and be empty)."""
     funcs = [(s.addr, s.addr + max(s.size, 1), s.name) for s in image.symbols
              if s.kind == "func"]
+    modules = image.modules if image.interpreter else None
+    program = program_module(modules, image.path) if modules is not None else None
+    if modules is not None and program is not None:  # its PLT slots named too (`puts@plt`)
+        funcs = module_functions(modules, program)
     maps = [Mapping(g.vaddr & ~0xFFF, (g.vaddr + g.memsz + 0xFFF) & ~0xFFF, "r-xp")
             for g in image.segments]
     # the [stack] line only has to exist (uftrace's kernel/user split); placed above 2^40
     return UftraceDirSink(path, os.path.abspath(image.path), cmdline, funcs, maps,
                           (0x7FF0000000, 0x7FF0100000), image.isa.name,
-                          8 * image.isa.identity.word_size)
+                          8 * image.isa.identity.word_size,
+                          modules)
