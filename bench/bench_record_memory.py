@@ -12,8 +12,6 @@ usage: python bench/bench_record_memory.py [--insns N] [--engine native|python] 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,23 +22,15 @@ FIB = REPO / "testbins" / "x86_64" / "fib"
 RECORD_BYTES = 32  # an entry or exit record with its value (trace/uftrace_write.py)
 
 
-def peak_rss_kib(argv: list[str], cwd: str) -> tuple[int, int, float]:
-    """(VmHWM in KiB, exit status, wall seconds) of `python -m emutrace ARGV`."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def measured(argv: list[str], cwd: str) -> tuple[int, int, float]:
+    """(VmHWM in KiB, exit status, wall seconds) of `python -m emutrace ARGV`, measured as
+    the test suite measures it (tests/test_record_cli.py)."""
+    sys.path.insert(0, str(REPO))
+    from tests.test_record_cli import peak_rss_kib
+
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "emutrace", *argv], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-        except OSError:
-            break
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                peak = max(peak, int(line.split()[1]))
-        time.sleep(0.1)
-    return peak, proc.wait(), time.monotonic() - start
+    peak, code = peak_rss_kib(argv, Path(cwd))
+    return peak, code, time.monotonic() - start
 
 
 def main() -> int:
@@ -50,11 +40,11 @@ def main() -> int:
     p.add_argument("--out", help="write the Markdown result here too")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        rec_kib, rec_code, rec_s = peak_rss_kib(
+        rec_kib, rec_code, rec_s = measured(
             ["record", "--engine", args.engine, "-d", "big", "--max-insns", str(args.insns),
              str(FIB), "30"], tmp)
         records = (Path(tmp) / "big" / "1.dat").stat().st_size // RECORD_BYTES
-        rep_kib, rep_code, rep_s = peak_rss_kib(["replay", "-d", "big"], tmp)
+        rep_kib, rep_code, rep_s = measured(["replay", "-d", "big"], tmp)
     lines = [
         "# Peak memory of a long recording (`bench/bench_record_memory.py`)",
         "",
