@@ -33,6 +33,12 @@ class FuncSymbol:
     local_offset: int  # ELFv2 local entry − global entry (0 when there is one entry)
     part_of: str | None = None  # a cold partition (`f.cold`, `f.cold.1`): the function f
 
+    @property
+    def extent(self) -> int:
+        """Bytes from start that name this function: its size, at least its first byte and
+        its local entry (an ELFv2 symbol of size 0 is still entered at start + offset)."""
+        return max(self.size, self.local_offset + 1)
+
 
 def _partition_of(name: str) -> str | None:
     """GCC's -freorder-blocks-and-partition moves the unlikely blocks of f into a separate
@@ -70,7 +76,7 @@ class SymbolTable:
         self._reach: list[int] = []
         furthest = 0
         for f in self.funcs:
-            furthest = max(furthest, f.start + max(f.size, 1))
+            furthest = max(furthest, f.start + f.extent)
             self._reach.append(furthest)
         self._data_starts = [d[0] for d in self.data_ranges]
         self.generation += 1
@@ -94,7 +100,7 @@ class SymbolTable:
         reach = self._reach
         while i >= 0 and reach[i] > addr:  # (no symbol at or before i reaches addr: stop)
             f = self.funcs[i]
-            if f.start <= addr < f.start + max(f.size, 1):
+            if f.start <= addr < f.start + f.extent:
                 return f
             i -= 1
         return None
