@@ -15,7 +15,7 @@ import pytest
 from emutrace.trace.uftrace_args import pack_values, spec_of, unpack_values
 from emutrace.trace.values import Value
 
-from .conftest import bin_path, run_emutrace
+from .conftest import ISAS, bin_path, run_emutrace
 
 # typed.c's callees: the kind of each argument and of the result, as the C types say
 KINDS = {"take_char": ("int", "int"), "take_schar": ("int", "int"),
@@ -63,9 +63,9 @@ def calls(text: str, ours: bool) -> list[tuple[str, list[object], object]]:
     return out
 
 
-@pytest.mark.parametrize("isa", ["aarch64", "s390x"])
+@pytest.mark.parametrize("isa", ISAS)
 def test_uftrace_shows_the_values_run_shows(isa: str, tmp_path: Path) -> None:
-    """aarch64: plain char is unsigned; s390x: a big-endian guest."""
+    """Every ISA: 32- and 64-bit words, both byte orders, plain char signed or unsigned."""
     program = bin_path(isa, "typed")
     run = run_emutrace("run", "--backend", "int3", program)
     assert run.returncode == 0, run.stderr.decode()

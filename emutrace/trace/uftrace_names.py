@@ -14,7 +14,7 @@ def uftrace_symbolizer(symbols: Iterable[tuple[int, str]]) -> Callable[[int], st
     file (utils/symbol.c load_symbol_file): of several names at one address the first in
     the file; an address takes the name of the symbol it lies in, up to the next symbol's
     start (a PLT slot inside `_init` is `_init`); `__sym_end` only ends the last range;
-    outside every range the address in hex."""
+    outside every range `<hex>` (utils/symbol.c symbol_getname)."""
     first: dict[int, str] = {}
     for addr, name in symbols:
         first.setdefault(addr, name)
@@ -24,7 +24,7 @@ def uftrace_symbolizer(symbols: Iterable[tuple[int, str]]) -> Callable[[int], st
     def symbolize(addr: int) -> str:
         i = bisect.bisect_right(ordered, addr) - 1
         if i < 0 or labels[i] == SYM_END:
-            return f"{addr:#x}"
+            return f"<{addr:x}>"
         return labels[i]
 
     return symbolize

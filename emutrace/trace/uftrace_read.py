@@ -201,8 +201,10 @@ def _symbols(directory: str, as_uftrace: bool = False) -> Callable[[int], str]:
     names = [names[i] for i in order]
 
     def symbolize(addr: int) -> str:
-        i = bisect.bisect_right(starts, addr) - 1
-        return names[i] if i >= 0 and starts[i] == addr else f"{addr:#x}"
+        # of several names at one address the first in the file (the one `run` shows and
+        # uftrace takes; the sort above is stable)
+        i = bisect.bisect_left(starts, addr)
+        return names[i] if i < len(starts) and starts[i] == addr else f"{addr:#x}"
 
     return symbolize
 

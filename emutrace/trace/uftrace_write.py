@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
+from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.errors import OutputError
 from emutrace.trace.events import Entry, Record
@@ -127,7 +128,11 @@ class UftraceDirSink:
         self.isa = isa
         self.exe = exe
         self.cmdline = cmdline
-        self.functions = sorted(functions)
+        # by address; of several names at one address the one `emutrace run` shows first
+        # (SymbolTable.containing: the smaller size, then the name sorting last), since
+        # uftrace and our reader take the first name in the `.sym` file
+        self.functions = sorted(sorted(functions, key=lambda f: f[2], reverse=True),
+                                key=lambda f: (f[0], f[1]))
         self.mappings = mappings
         self.stack = stack
         self.word_bits = word_bits
@@ -164,7 +169,7 @@ class UftraceDirSink:
         name = self._names.get(func, "")
         if name == "":
             name = self.name_of(func)
-            if name.startswith(("0x", "_Z")) or UNSAFE.intersection(name):
+            if name.startswith(("<", "_Z")) or UNSAFE.intersection(name):
                 name = None
             self._names[func] = name
         return name
@@ -368,6 +373,11 @@ def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSin
     """A directory sink for a loaded program (`path` must exist and be empty)."""
     funcs = [(s.addr, s.addr + max(s.size, 1), s.name) for s in image.symbols
              if s.kind == "func"]
+    # an ELFv2 function is called at its local entry too (ppc64le: global entry + 8): a
+    # second line there with the same name, so that a reader naming exact starts names it
+    # (uftrace's ranges give the same name either way)
+    funcs += [(f.start + f.local_offset, f.start + max(f.size, 1), f.name)
+              for f in read_symbols(image).funcs if f.local_offset]
     modules = image.modules if image.interpreter else None
     program = program_module(modules, image.path) if modules is not None else None
     if modules is not None and program is not None:  # its PLT slots named too (`puts@plt`)
