@@ -101,6 +101,31 @@ def test_trace_equals_kernel_record(isa: str, backend: str) -> None:
     assert got == want
 
 
+VECTOR = {"aarch64": "vec_sync_el1h", "riscv64": "vec_trap"}
+
+
+@pytest.mark.parametrize("isa", BOARD_OF)
+def test_strict_trace_with_exception_frames(isa: str) -> None:
+    """`int3 --cleanup strict` (the interrupted function disarmed while the handler runs,
+    re-armed at the exception return) gives the kernel's own record, and the whole trace
+    (every function, the vector's exception frame included) equals `step`'s: the frame
+    opens at the vector under the trapping function and closes at `eret`/`mret`/`iret`."""
+    record = qemu_system(isa, "kernel.instr")[0].split(RECORD_MARK)[1]
+    instr_name = namer(kernel(isa, "kernel.instr"))
+    own = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    strict, _ = run_board(BOARD_OF[isa], kernel(isa), backend="int3", cleanup="strict")
+    step, _ = run_board(BOARD_OF[isa], kernel(isa), backend="step")
+    name = namer(kernel(isa))
+    assert canonical_text(strict.records, name, own) == canonical_from_instr(record,
+                                                                             instr_name, own)
+    everything = canonical_text(strict.records, name)
+    assert everything == canonical_text(step.records, name)
+    if isa in VECTOR:  # (the arm and i386 vectors are unnamed: an address)
+        assert f"  > arch_trap\n      > {VECTOR[isa]}\n        > trap_handler\n" in everything
+        assert f"      < {VECTOR[isa]}\n    < arch_trap\n" in everything
+    assert "<~" not in everything  # nothing unwound: every exception frame returned
+
+
 def _kernel_cells() -> list:  # type: ignore[type-arg]
     cells = []
     for desc in all_isas():
@@ -460,6 +485,9 @@ def test_record_kernel_for_uftrace(tmp_path: Path) -> None:
                             capture_output=True, timeout=60, env=ENV, check=True)
     lines = [line.split("|", 1)[1].rstrip() for line in replay.stdout.decode().splitlines()
              if "|" in line]
-    names = [line.strip().split("(")[0] for line in lines[:3]]
-    assert names == ["do_probe", "arch_probe", "trap_handler"]
-    assert lines[2].index("trap_handler") > lines[1].index("arch_probe")  # nested
+    names = [line.strip().split("(")[0] for line in lines[:4]]
+    # the exception frame (the vector, vec_trap) between the trapping function and the
+    # handler's call
+    assert names == ["do_probe", "arch_probe", "vec_trap", "trap_handler"]
+    assert lines[3].index("trap_handler") > lines[2].index("vec_trap") \
+        > lines[1].index("arch_probe")  # nested

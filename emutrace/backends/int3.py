@@ -44,7 +44,7 @@ from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind, Insn
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
 from emutrace.trace.values import Value
 
 
@@ -103,6 +103,10 @@ class Int3Backend:
         # the functions on the call chain, innermost last: strict mode re-arms the caller
         # from here (descent from a return address would miss the caller's earlier code)
         self.chain: list[Function] = []
+        # per open exception: the chain's length when it was taken (the handler's part of
+        # the chain starts there; an exception return drops it)
+        self.trap_marks: list[int] = []
+        self._after_trap = False  # an exception return ran: the next block is current code
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
@@ -124,6 +128,43 @@ class Int3Backend:
         func = self._function(entry)
         if func is not None and self.strict:
             self.chain.append(func)
+        self._arm(func)
+
+    def trap_entered(self, vector: int) -> None:
+        """An exception entered the guest's vector (kernel images): an exception frame, and
+        the vector's function armed as at the entry.  Strict: the interrupted function is
+        no longer the current one (disarmed until the exception returns)."""
+        if self.strict:
+            self.trap_marks.append(len(self.chain))
+            if self.chain:
+                self._disarm(self.chain[-1].start)
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+        self.start(vector)
+
+    def trap_returned(self, site: int) -> None:
+        """An exception return at site runs next: the innermost exception frame ends; the
+        code it returns to is armed at the next block (`_on_block`)."""
+        self.emit(TrapReturn(self.time, site))
+        if self.strict:
+            mark = min(self.trap_marks.pop() if self.trap_marks else 0, len(self.chain))
+            if len(self.chain) > mark:
+                self._disarm(self.chain[-1].start)
+            del self.chain[mark:]
+        self._after_trap = True
+
+    def _resume_after_trap(self, addr: int) -> None:
+        """The first block after an exception return: the interrupted function (the
+        chain's top, in strict mode) or whatever function the handler returned into."""
+        self._after_trap = False
+        code = addr & ~1 if self.image.isa.thumb_bit else addr
+        func = self.chain[-1] if self.chain and code in self.chain[-1] else self._function(addr)
+        if func is None:
+            return
+        if self.strict:
+            if self.chain and self.chain[-1].start != func.start:
+                self.chain[-1] = func  # the handler switched to other code
+            elif not self.chain:
+                self.chain.append(func)
         self._arm(func)
 
     # ------------------------------------------------------------ arming
@@ -301,6 +342,8 @@ class Int3Backend:
             # block-size limit: the transfer comes after it)
             self.pending = None
             self._resolve(pending, addr)
+        if self._after_trap:
+            self._resume_after_trap(addr)
         if self._armed_now:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
