@@ -136,6 +136,13 @@ class HwbpBackend(Int3Backend):
             "hits", "slot_writes", "fallbacks", "stepped", "max_slots", "functions")}
         return super().finish()
 
+    def _rearm(self, old: Function, new: Function) -> None:
+        """Slots cover whole functions: the stale one's slots go to the new extent."""
+        self._disarm(old.start)
+        for handle in self.slot_hooks.pop(old.start, []):
+            self.cpu.uc.hook_del(handle)
+        self._arm(new)
+
     def _arm_site(self, site: Site, func: int) -> None:  # pragma: no cover - never per site
         raise AssertionError("hwbp arms whole functions (_arm)")
 

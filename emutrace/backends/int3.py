@@ -129,6 +129,7 @@ class Int3Backend:
         if func is not None and self.strict:
             self.chain.append(func)
         self._arm(func)
+        self._refresh_stale()
 
     def trap_entered(self, vector: int) -> None:
         """An exception entered the guest's vector (kernel images): an exception frame, and
@@ -181,6 +182,30 @@ class Int3Backend:
             return self.discovery.function_at(addr)
         except Exception:  # noqa: BLE001 - untraced, never a crash of the tracer
             return None
+
+    def _refresh_stale(self) -> None:
+        """Functions found by descent that a newly known entry made stale (discover/
+        descent.py): armed again as descended now, so that a jump they took for their own
+        code is a TAIL site, decided by the tail rule as `step` decides it."""
+        stale = self.discovery.stale
+        while stale:
+            start = stale.pop()
+            old = self.armed_funcs.get(start)
+            if old is None:
+                continue
+            new = self._function_quietly(old.entry)
+            if new is None:
+                continue
+            self._rearm(old, new)
+            self.chain = [new if f.start == start else f for f in self.chain]
+
+    def _rearm(self, old: Function, new: Function) -> None:
+        """The new sites armed as well; the old ones stay (the CPU may be in the code the
+        old extent covered: its return must still be seen)."""
+        self.armed_funcs[new.start] = new
+        for site in new.sites:
+            if site.addr not in self.armed:
+                self._arm_site(site, new.start)
 
     def _take(self, func: Function | None) -> bool:
         """Enter func in the armed-function table; False if there is none or it is in."""
@@ -363,6 +388,11 @@ class Int3Backend:
         return len(self.decoder.insn_starts(addr, size, self.cpu.in_alt_mode()))
 
     def _resolve(self, p: Pending, target: int) -> None:
+        self._transfer(p, target)
+        if self.discovery.stale:
+            self._refresh_stale()
+
+    def _transfer(self, p: Pending, target: int) -> None:
         site = p.site
         if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.TAIL):
             # not taken: a conditional site, or one in a Thumb IT block that decodes as
