@@ -178,6 +178,39 @@ def test_raw_firmware_input_and_idle(tmp_path: Path) -> None:
     assert result.stop.detail.startswith("idle")
 
 
+# f jumps to g before anything is known to call g (descent takes g for f's own code); then
+# g is called through a register (now a known entry); then f runs again: its jump is a tail
+# call (backends/tails.py), which int3 must see as step does
+STALE = """
+    bl f
+    adr x9, g
+    blr x9
+    bl f
+    movz x0, #0x8400, lsl #16
+    movk x0, #8
+    hvc #0
+f:
+    mov x1, #1
+    b g
+g:
+    ret
+"""
+
+
+@pytest.mark.parametrize("backend", ("int3", "hwbp"))
+def test_stale_descent_tail_jump(backend: str, tmp_path: Path) -> None:
+    """A stripped image: a function descended before its jump target became a known entry
+    is descended again, and its jump reported as a tail call exactly when `step` reports
+    it (the cause of int3 and step disagreeing over Debian's U-Boot)."""
+    fw = _raw(tmp_path, STALE)
+    step, _ = run_board("virt-arm64", fw, backend="step")
+    got, _ = run_board("virt-arm64", fw, backend=backend)
+    want = canonical_text(step.records, hex)
+    assert want == "> 0x1c\n< 0x1c\n> 0x24\n< 0x24\n> 0x1c\n  > 0x24\n  < 0x24\n< 0x1c\n"
+    assert canonical_text(got.records, hex) == want
+    assert got.stop.detail.startswith("PSCI SYSTEM_OFF")
+
+
 def test_until_after_input(tmp_path: Path) -> None:
     """--until ends the run (exit 0) once the text is printed after the last typed
     character was read: a firmware that never idles ends there, not by its budget."""
