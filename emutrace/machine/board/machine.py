@@ -62,6 +62,15 @@ class BoardConfig:
     console_out: BinaryIO | None = None  # None: emutrace's stdout
 
 
+def with_firmware(image: Image, firmware: Image) -> Image:
+    """The payload image with the firmware's code and symbols added (`--bios`): one
+    image to trace, so discovery and the trace cover both (the payload's debug info and
+    its file name stay the image's)."""
+    symbols = sorted([*image.symbols, *firmware.symbols], key=lambda s: s.addr)
+    return replace(image, segments=[*firmware.segments, *image.segments], symbols=symbols,
+                   _starts=[s.addr for s in symbols])
+
+
 class UntilReached(Exception):
     """The console printed the --until text."""
 
@@ -143,9 +152,6 @@ class BoardMachine:
         if config.bios is not None:
             if board.kernel_at is None:
                 raise UsageError(f"--bios: machine {board.name} has no kernel address")
-            if config.backend != "none":
-                raise UsageError("--bios: tracing firmware and its payload together is not "
-                                 "supported yet (use --backend none)")
             bios, physical = self._open_image(config.bios, _read_file(config.bios, "--bios"),
                                               isa.name, board.bios_at)
             loads.append((config.bios, physical))
@@ -162,7 +168,11 @@ class BoardMachine:
         if config.symbols is not None:
             funcs = load_symbol_file(config.symbols)
             self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
-        self.entry = self.image.entry if config.bios is None else bios.entry
+        self.payload_entry: int | None = None
+        self.entry = self.image.entry
+        if config.bios is not None:
+            self.payload_entry, self.entry = self.image.entry, bios.entry
+            self.image = with_firmware(self.image, bios)
         self.cpu = cpu = UnicornCpu(isa, board.cpu_model)
         cpu.apply_reset()
         if support.reset is not None:
@@ -211,6 +221,10 @@ class BoardMachine:
             options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
                                      config.bts_buffer, types)
             self.backend = create(config.backend, self.image, cpu, self.hooks, emit, options)
+            if self.payload_entry is not None:
+                # the firmware enters its payload by an exception return (mret), no call:
+                # its entry function is armed up front, as the firmware's own
+                self.backend.start(self.payload_entry)
             self.backend.start(self.entry)
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}")
