@@ -403,6 +403,26 @@ def test_bios_traced_int3_equals_step(tmp_path: Path) -> None:
     assert texts[0].count("\n") > 50_000
 
 
+def test_bench_machine_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench --machine`: a row per image on the board (its ISA), int3 and strict int3
+    agreeing with step over the mini-kernel's exception round trip; board options without
+    --machine, and --arch with it, are usage errors."""
+    import json
+
+    status, _, err = _main(capsys, "bench", "--machine", "virt-riscv64", "--backend",
+                           "int3,int3:strict,step", "--out", tmp_path, kernel("riscv64"))
+    assert status == 0, err
+    rows = json.loads((tmp_path / "results.json").read_text())["cells"]
+    assert {(r["isa"], r["backend"], r["agreement"]) for r in rows} == {
+        ("riscv64", "none", "baseline"), ("riscv64", "int3", "ok"),
+        ("riscv64", "int3:strict", "ok"), ("riscv64", "step", "ok")}
+    status, _, err = _main(capsys, "bench", "--until", "x", kernel("riscv64"))
+    assert status == 64 and err.count("\n") == 1
+    status, _, err = _main(capsys, "bench", "--machine", "virt-riscv64", "--arch", "arm",
+                           kernel("riscv64"))
+    assert status == 64 and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("symbols", ("System.map", "kernel"))
 def test_stripped_kernel_with_symbols(symbols: str) -> None:
     """A stripped kernel traced with --symbols (its `nm -n` listing, or the unstripped ELF)
