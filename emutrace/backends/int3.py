@@ -190,13 +190,16 @@ class Int3Backend:
         stale = self.discovery.stale
         while stale:
             start = stale.pop()
-            old = self.armed_funcs.get(start)
+            old = self.armed_funcs.get(start) or next(
+                (f for f in self.chain if f.start == start), None)
             if old is None:
-                continue
+                continue  # neither armed nor on the chain: descended again when reached
             new = self._function_quietly(old.entry)
             if new is None:
                 continue
-            self._rearm(old, new)
+            if start in self.armed_funcs:
+                self._rearm(old, new)
+            # strict mode arms a caller again from the chain: never the stale extent
             self.chain = [new if f.start == start else f for f in self.chain]
 
     def _rearm(self, old: Function, new: Function) -> None:
