@@ -211,6 +211,70 @@ def test_stale_descent_tail_jump(backend: str, tmp_path: Path) -> None:
     assert got.stop.detail.startswith("PSCI SYSTEM_OFF")
 
 
+# copies itself (flash at 0) to RAM at 0x4010_0000 and returns into the copy, as U-Boot's
+# relocate_code does; the copy calls work → leaf twice and powers off
+RELOCATE = """
+    movz x4, #0x4020, lsl #16
+    mov sp, x4
+    movz x0, #0x4010, lsl #16
+    mov x1, #0
+    adr x2, end
+copy:
+    ldr x3, [x1], #8
+    str x3, [x0], #8
+    cmp x1, x2
+    b.lo copy
+    adr x30, relocated
+    movz x9, #0x4010, lsl #16
+    add x30, x30, x9
+    ret
+relocated:
+    bl work
+    bl work
+    movz x0, #0x8400, lsl #16
+    movk x0, #8
+    hvc #0
+work:
+    stp x29, x30, [sp, #-16]!
+    bl leaf
+    ldp x29, x30, [sp], #16
+    ret
+leaf:
+    ret
+    .balign 8
+end:
+"""
+
+
+def test_relocated_image_keeps_names(tmp_path: Path) -> None:
+    """An image that copies itself up and runs there: without --reloc the copy is not
+    traced and the run says which --reloc to give; with it the copy is traced under the
+    names of an nm listing of the original (addresses counted in the source), and int3
+    agrees with step."""
+    def offset(label: str) -> int:  # A64: 4 bytes an instruction
+        lines = [w.strip() for w in RELOCATE.split(label + ":")[0].splitlines()]
+        return 4 * sum(1 for w in lines if w and not w.endswith(":"))
+
+    fw = _raw(tmp_path, RELOCATE)
+    listing = tmp_path / "nm.txt"
+    listing.write_text("".join(f"{offset(label):016x} T {label}\n"
+                               for label in ("work", "leaf")))
+    # (a process of its own: discovery keeps an image's symbol table per file and process)
+    done = run_emutrace("run", "--machine", "virt-arm64", "--backend", "int3", "--symbols",
+                        listing, fw)
+    err = done.stderr.decode()
+    assert done.returncode == 0 and len(err.splitlines()) == 2, err  # nothing traced
+    assert err.rstrip().endswith("trace it with --reloc 0x40100000"), err
+    traces = []
+    for backend in ("int3", "step"):
+        result, _ = run_board("virt-arm64", fw, backend=backend, symbols=str(listing),
+                              reloc=0x40100000)
+        image = result.image
+        traces.append(canonical_text(result.records, lambda a, image=image: next(
+            (s.name for s in reversed(image.symbols) if s.addr <= a), hex(a))))
+    assert traces[0] == traces[1] == "> work\n  > leaf\n  < leaf\n< work\n" * 2
+
+
 def test_until_after_input(tmp_path: Path) -> None:
     """--until ends the run (exit 0) once the text is printed after the last typed
     character was read: a firmware that never idles ends there, not by its budget."""

@@ -29,6 +29,10 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
                    help="type TEXT into the console as the guest reads it (escapes as --until)")
     g.add_argument("--input-after", metavar="TEXT", default="",
                    help="offer --input only once the console has printed TEXT (a prompt)")
+    g.add_argument("--reloc", metavar="OFFSET", type=lambda t: int(t, 0),
+                   help="the image copies itself OFFSET bytes up and runs there (U-Boot's "
+                        "relocation): trace and name that copy too (a run that ends in such "
+                        "a copy prints the OFFSET to give)")
 
 
 def unescape(text: str, option: str) -> bytes:
@@ -59,7 +63,7 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
         cleanup=args.cleanup,
         hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
-        arg_counts=parse_arg_specs(args.argument))
+        arg_counts=parse_arg_specs(args.argument), reloc=args.reloc)
     args.arg_counts = config.arg_counts
     return BoardMachine(config)
 
@@ -95,6 +99,10 @@ def run_machine(args: argparse.Namespace) -> int:
         if args.backend != "none":
             write_trace(result, args)
         report(result)
+        if machine.reloc_hint is not None and args.backend != "none":
+            print(f"emutrace: the run ended in a copy of the image {machine.reloc_hint:#x} "
+                  f"bytes up, which was not traced: trace it with --reloc "
+                  f"{machine.reloc_hint:#x}", file=sys.stderr)
     if late.signal:
         return late.exit_code
     if args.stats:

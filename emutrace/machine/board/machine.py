@@ -48,6 +48,9 @@ class BoardConfig:
     dtb: str | None = None
     bios: str | None = None  # firmware that starts first; the image is its payload
     symbols: str | None = None  # function names for the image: System.map, nm, or an ELF
+    # the image copies itself this many bytes up (U-Boot's relocation): its code and
+    # function names are there too (`relocated`)
+    reloc: int | None = None
     until: bytes = b""  # end the run (exit 0) once the console has printed this
     typed: bytes = b""  # typed into the console as the guest reads it
     input_after: bytes = b""  # ... once the console has printed this
@@ -60,6 +63,33 @@ class BoardConfig:
     arg_counts: dict[str, int] = field(default_factory=dict)
     default_args: int = DEFAULT_ARGS
     console_out: BinaryIO | None = None  # None: emutrace's stdout
+
+
+def relocated(image: Image, offset: int) -> Image:
+    """The image with a copy of its executable segments and its function symbols `offset`
+    bytes up: code an image copied there itself (U-Boot's relocate_code) is decoded from
+    the file's bytes and named as the original (ELF images: the names of --symbols)."""
+    copies = [replace(g, vaddr=g.vaddr + offset) for g in image.segments if g.flags & PF_X]
+    moved = [replace(s, addr=s.addr + offset) for s in image.symbols]
+    symbols = sorted([*image.symbols, *moved], key=lambda s: s.addr)
+    return replace(image, segments=[*image.segments, *copies], symbols=symbols,
+                   _starts=[s.addr for s in symbols])
+
+
+PROBE = 32  # bytes of code compared
+
+
+def copy_of_image(image: Image, probe: bytes, addr: int) -> int | None:
+    """The offset at which `probe` (memory read at addr, outside the image) is a copy of
+    the image's code: found exactly once in its executable segments; None if not (a hint
+    for --reloc, printed by the run)."""
+    hits = []
+    for seg in image.segments:
+        if seg.flags & PF_X:
+            at = seg.data.find(probe)
+            if at >= 0 and seg.data.find(probe, at + 1) < 0:
+                hits.append(seg.vaddr + at)
+    return addr - hits[0] if len(hits) == 1 else None
 
 
 def with_firmware(image: Image, firmware: Image) -> Image:
@@ -168,6 +198,9 @@ class BoardMachine:
         if config.symbols is not None:
             funcs = load_symbol_file(config.symbols)
             self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
+        code_starts = {g.vaddr for g in self.image.segments if g.flags & PF_X}
+        if config.reloc is not None:
+            self.image = relocated(self.image, config.reloc)
         self.payload_entry: int | None = None
         self.entry = self.image.entry
         if config.bios is not None:
@@ -207,6 +240,7 @@ class BoardMachine:
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
+        self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
         self.shadow = ShadowStack()
         self.records: list[Record] = []
         self.sink: RecordSink = ListSink(self.records)
@@ -229,6 +263,17 @@ class BoardMachine:
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}")
         self.trap_aware = self.backend if isinstance(self.backend, TrapAware) else None
+        # --reloc: the first block run in the copy arms its code (it is entered by a
+        # return or jump into the copy, which arms nothing); the hook then goes
+        self._copy_hook = 0
+        self._copy_entered: int | None = None
+        if config.reloc is not None and self.backend is not None:
+            copies = [g for g in self.image.segments if g.flags & PF_X
+                      and g.vaddr - config.reloc in code_starts]
+            lo = min(g.vaddr for g in copies)
+            hi = max(g.vaddr + g.memsz for g in copies)
+            self._copy_hook = cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._in_copy, None, lo,
+                                              hi - 1)
         self.exception_returns = None if self.trap_aware is None else ExceptionReturns(
             cpu, support, [(r.base, r.size) for r in board.ram], self.trap_aware.trap_returned)
 
@@ -403,6 +448,11 @@ class BoardMachine:
                         detail=str(e))
         if cpu.stop_requested.is_set():
             return Stop("interrupted", pc=cpu.pc)  # refined by run()
+        if self._copy_hook and self._copy_entered is not None and self.backend is not None:
+            cpu.uc.hook_del(self._copy_hook)
+            self._copy_hook = 0
+            self.backend.start(self._copy_entered)
+            return None
         if self._idle_at(cpu.pc):
             if self.console.has_input() or self._timer_woke():
                 return None
@@ -411,6 +461,27 @@ class BoardMachine:
         if self.config.max_insns:
             return Stop("max_insns", pc=cpu.pc)
         return Stop("signal", signal="SIGSEGV", pc=cpu.pc, detail="emulation left mapped code")
+
+    def _in_copy(self, uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
+        if self._copy_entered is None:
+            self._copy_entered = addr
+            uc.emu_stop()  # the run loop arms it and removes this hook (not from inside it)
+
+    def _copy_at(self, pc: int) -> int | None:
+        """The run ended at pc in RAM outside the image: the offset of the image's copy
+        there, if it is one (the --reloc to give), else None."""
+        if any(g.vaddr <= pc < g.vaddr + g.memsz for g in self.image.segments):
+            return None
+        region = next((r for r in self.board.ram if r.base <= pc < r.base + r.size), None)
+        if region is None:
+            return None
+        # the code that ran last, else the code at pc (at the very start of a copy)
+        for at in (pc - PROBE, pc):
+            if region.base <= at and at + PROBE <= region.base + region.size:
+                found = copy_of_image(self.image, self.cpu.mem_read(at, PROBE), at)
+                if found is not None:
+                    return found
+        return None
 
     def run(self) -> RunResult:
         cpu = self.cpu
@@ -427,6 +498,7 @@ class BoardMachine:
                     break
                 pc = cpu.pc
         self.console.flush()
+        self.reloc_hint = self._copy_at(cpu.pc)
         stats: dict[str, int] = {}
         frames = [f.func for f in self.shadow.frames]
         insns = None
