@@ -29,10 +29,15 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
                    help="type TEXT into the console as the guest reads it (escapes as --until)")
     g.add_argument("--input-after", metavar="TEXT", default="",
                    help="offer --input only once the console has printed TEXT (a prompt)")
-    g.add_argument("--reloc", metavar="OFFSET", type=lambda t: int(t, 0),
+    g.add_argument("--reloc", metavar="OFFSET", type=offset,
                    help="the image copies itself OFFSET bytes up and runs there (U-Boot's "
                         "relocation): trace and name that copy too (a run that ends in such "
                         "a copy prints the OFFSET to give)")
+
+
+def offset(text: str) -> int:
+    """A byte offset as C writes it (0x47ef7000, 1048576)."""
+    return int(text, 0)
 
 
 def unescape(text: str, option: str) -> bytes:
