@@ -75,7 +75,8 @@ class KernelSupport:
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
     # exception-return encodings as stored in memory (eret, mret/sret, iret), found near a
     # vector and hooked, so that tracing sees an exception end (shadow-stack policy 6);
-    # `returns_align`: the alignment at which they may stand
+    # `returns_align`: the alignment at which they may stand.  Empty: no exception frames
+    # on this ISA (the handler's calls nest under the interrupted frame)
     returns: tuple[bytes, ...] = ()
     returns_align: int = 4
 

@@ -262,7 +262,10 @@ class BoardMachine:
             self.backend.start(self.entry)
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}")
-        self.trap_aware = self.backend if isinstance(self.backend, TrapAware) else None
+        # exception frames need the exception returns: an ISA that does not name them
+        # (KernelSupport.returns) keeps the handler's calls under the interrupted frame
+        self.trap_aware = self.backend if isinstance(self.backend, TrapAware) \
+            and support.returns else None
         # --reloc: the first block run in the copy arms its code (it is entered by a
         # return or jump into the copy, which arms nothing); the hook then goes
         self._copy_hook = 0
