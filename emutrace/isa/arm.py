@@ -320,6 +320,9 @@ C_VALUES = CValues(char_signed=False,
 ISA = Isa(
     # BFD elf32_arm_plt0_entry (5 words) and elf32_arm_plt_entry (3 words, short form)
     plt=Plt(header=20, entry=12),
+    # arch/arm/kernel/entry-common.S sys_statfs64_wrapper: glibc passes 88 (the unpacked
+    # struct's size), the EABI struct statfs64 is 84 (packed); the kernel takes 88 as 84
+    statfs64_size_aliases=(88,),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,

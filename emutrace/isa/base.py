@@ -456,6 +456,8 @@ class Isa:
     plt: Plt | None = None
     # a 32-bit system-call entry kept beside the native one (x86_64's int $0x80)
     compat_syscalls: CompatSyscalls | None = None
+    # statfs64/fstatfs64 buffer sizes the kernel takes besides sizeof(struct statfs64)
+    statfs64_size_aliases: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
