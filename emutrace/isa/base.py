@@ -354,6 +354,9 @@ class Plt:
     # start (x86: its `push`, 6; s390x: its `basr`, 14): the stub of a relocation is found
     # through its slot, whatever the stubs' order; None: stub i is the i-th relocation's
     lazy_offset: int | None = None
+    # data inside each stub, (offset, size) from its start: never decoded as code, never
+    # given a breakpoint (s390x: the `.long` relocation offset its lazy path loads)
+    data: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)

@@ -280,7 +280,9 @@ C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retva
 
 ISA = Isa(
     # s390x ELF ABI supplement, PLT: PLT0 32 bytes, stubs 32
-    plt=Plt(header=32, entry=32, lazy_offset=14),
+    # BFD elf64-s390.c elf_s390x_plt_entry: larl, lg, br, basr, lgf, jg, then `.long` the
+    # .rela.plt offset (loaded by the lazy path: a breakpoint there corrupts it)
+    plt=Plt(header=32, entry=32, lazy_offset=14, data=(28, 4)),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
