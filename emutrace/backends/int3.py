@@ -265,7 +265,7 @@ class Int3Backend:
             return True
         self.stats["simulated"] += 1
         cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
-        self._resolve(pending, target & ~1 if self.image.isa.thumb_bit else target)
+        self._resolve(pending, self.image.isa.code_address(target))
         return True
 
     def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
@@ -378,7 +378,7 @@ class Int3Backend:
         contains target after a non-local exit; discovery when the chain knows nothing."""
         if self.chain:
             self.chain.pop()
-        code = target & ~1 if self.image.isa.thumb_bit else target
+        code = self.image.isa.code_address(target)
         while self.chain and code not in self.chain[-1]:
             self.chain.pop()
         if self.chain:

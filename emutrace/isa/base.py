@@ -461,5 +461,21 @@ class Isa:
     def name(self) -> str:
         return self.identity.name
 
+    @property
+    def code_mask(self) -> int:
+        """The bits of a branch target that address code: ARM interworking branches (BX,
+        BLX; ARM ARM A2.3.2) carry the instruction set in bit 0, which is no address bit."""
+        return ~1 if self.thumb_bit else ~0
+
+    def code_address(self, target: int) -> int:
+        """The address of the instruction a branch to `target` reaches."""
+        return target & self.code_mask
+
+    def entry_of(self, value: int) -> tuple[int, bool]:
+        """A function symbol's value as (entry address, runs in the alternate instruction
+        set): an ARM STT_FUNC symbol with bit 0 set is Thumb code (ELF for the Arm
+        Architecture, 5.5.3 Symbol values)."""
+        return self.code_address(value), self.thumb_bit and bool(value & 1)
+
     def capability(self, key: str) -> Capability:
         return self.capabilities.get(key, Capability(False, "not declared"))
