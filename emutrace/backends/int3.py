@@ -83,8 +83,8 @@ class Int3Backend:
         self.simulator = isa.simulate
         working = [b for b in isa.breakpoints if b.works]
         self.delivery = delivery or ("patch" if working else "hook")
-        self.bp = next((b for b in working if "thumb" not in b.insn), None)
-        self.bp_alt = next((b for b in working if "thumb" in b.insn), None)
+        self.bp = isa.breakpoint_for(alt_mode=False)
+        self.bp_alt = isa.breakpoint_for(alt_mode=True)
         self.bp_intnos = {b.intno for b in working}
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval

@@ -81,7 +81,7 @@ SYSCALLS = SyscallConvention(
 BREAKPOINTS = (
     Breakpoint("bkpt #0", bytes.fromhex("700020e1"), hook="intr", intno=7, pc_after=0, works=True),
     Breakpoint("bkpt #0 (thumb)", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
-               works=True),
+               works=True, alt_mode=True),
 )
 
 # Hardware instruction breakpoints (what `hwbp` models):

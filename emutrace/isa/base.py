@@ -192,6 +192,7 @@ class Breakpoint:
     pc_after: int  # PC seen in the hook minus the breakpoint address
     works: bool  # False: Unicorn's trap path is broken, deliver another way
     reason: str = ""
+    alt_mode: bool = False  # encoded for the alternate instruction set (ARM Thumb)
 
 
 @dataclass(frozen=True)
@@ -476,6 +477,10 @@ class Isa:
         set): an ARM STT_FUNC symbol with bit 0 set is Thumb code (ELF for the Arm
         Architecture, 5.5.3 Symbol values)."""
         return self.code_address(value), self.thumb_bit and bool(value & 1)
+
+    def breakpoint_for(self, alt_mode: bool) -> Breakpoint | None:
+        """The working software breakpoint for code of that instruction set, if any."""
+        return next((b for b in self.breakpoints if b.works and b.alt_mode == alt_mode), None)
 
     def capability(self, key: str) -> Capability:
         return self.capabilities.get(key, Capability(False, "not declared"))
