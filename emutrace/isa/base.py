@@ -206,6 +206,38 @@ class DebugHardware:
     source: str
 
 
+HARDWARE_FACTS = "reference/unicorn-and-hardware-facts.md"  # in ../shared/
+
+
+@dataclass(frozen=True)
+class NativeTracing:
+    """What tracing this ISA's programs natively would use, for the cost model (cost/):
+    which published breakpoint-hit figure prices a trap, and per backend the native facility
+    where it is missing or differs from x86's.  Texts may name the ISA as `{isa}`."""
+
+    breakpoint_figure: str  # a key of cost/anchors.BARE_BREAKPOINT_HIT
+    borrowed: str = ""  # non-empty: that figure was measured on another ISA, and why it is used
+    notes: Mapping[str, str] = field(default_factory=dict)  # backend → its native facility here
+
+
+def no_block_step() -> str:
+    return f"{{isa}} has no block-step hardware ({HARDWARE_FACTS} §3.1, §4): hypothetical"
+
+
+def no_single_step() -> str:
+    return (f"Linux has no PTRACE_SINGLESTEP on {{isa}} ({HARDWARE_FACTS} §4): a debugger steps "
+            "with software breakpoints, priced as hardware steps here")
+
+
+def branch_records(facility: str) -> str:
+    return (f"{{isa}} has no BTS; its branch facility: {facility} ({HARDWARE_FACTS} §3.2); x86 "
+            "BTS price applied")
+
+
+def x86_figure_borrowed() -> str:
+    return "x86_64 figure applied; no published figure for {isa}"
+
+
 # ---------------------------------------------------------------- classifiers
 
 
@@ -411,6 +443,7 @@ class Isa:
     syscalls: SyscallConvention
     breakpoints: tuple[Breakpoint, ...]
     debug_hardware: DebugHardware
+    native_tracing: NativeTracing
     reset: tuple[RegFixup, ...]
     # Linux auxv values chosen conservatively: only features Unicorn's default CPU has
     hwcap: int

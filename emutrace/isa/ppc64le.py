@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa import ppc
 from emutrace.isa.base import (
+    HARDWARE_FACTS,
     SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
@@ -15,8 +16,10 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeTracing,
     RegFixup,
     Registers,
+    branch_records,
 )
 from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_lowering, ppc_simulator
 
@@ -84,6 +87,19 @@ BREAKPOINTS = (
 DEBUG_HARDWARE = DebugHardware(1, "address", "CIABR",
                                source="Power ISA v2.07: one CIABR")
 
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "kprobe-ppc64",
+    borrowed="ppc64 kprobe figure (2005 hardware) applied; no uprobe figure for POWER",
+    notes={
+        "btf": f"ppc64le: MSR[BE] branch trace, PTRACE_SINGLEBLOCK=0x100 ({HARDWARE_FACTS} §3.1)",
+        "bts": branch_records("BHRB, 32 entries"),
+        "hwbp": f"ppc64le: one CIABR; perf refuses execute breakpoints ({HARDWARE_FACTS} §4)",
+    },
+)
+
 # ---------------------------------------------------------------- classifiers
 # The same instructions as ppc.py (Power ISA v3.1 Book I §2.4), stored little-endian.  ELFv2
 # §3.4.1: a `bl` goes to the callee's local entry (global entry + the offset in st_other
@@ -131,6 +147,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=HWCAP2,
