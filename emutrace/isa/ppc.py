@@ -114,7 +114,7 @@ NATIVE_TRACING = NativeTracing(
     "kprobe-ppc64",
     borrowed="ppc64 kprobe figure (2005 hardware) applied; no uprobe figure for POWER",
     notes={
-        "btf": f"ppc: MSR[BE] branch trace, PTRACE_SINGLEBLOCK=0x100 ({HARDWARE_FACTS} §3.1)",
+        "btf": f"{{isa}}: MSR[BE] branch trace, PTRACE_SINGLEBLOCK=0x100 ({HARDWARE_FACTS} §3.1)",
         "bts": branch_records("BHRB, 32 entries"),
         "hwbp": f"ppc: one CIABR (POWER8+), IAC1–4 on BookE ({HARDWARE_FACTS} §3.1)",
     },

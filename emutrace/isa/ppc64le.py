@@ -16,10 +16,8 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
-    NativeTracing,
     RegFixup,
     Registers,
-    branch_records,
 )
 from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_lowering, ppc_simulator
 
@@ -87,18 +85,12 @@ BREAKPOINTS = (
 DEBUG_HARDWARE = DebugHardware(1, "address", "CIABR",
                                source="Power ISA v2.07: one CIABR")
 
-# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
-# figure that prices a trap here, and this ISA's own facilities
+# Native tracing facts for the cost model: ppc.py's, but the hardware breakpoint
 # (../shared/reference/unicorn-and-hardware-facts.md)
-NATIVE_TRACING = NativeTracing(
-    "kprobe-ppc64",
-    borrowed="ppc64 kprobe figure (2005 hardware) applied; no uprobe figure for POWER",
-    notes={
-        "btf": f"ppc64le: MSR[BE] branch trace, PTRACE_SINGLEBLOCK=0x100 ({HARDWARE_FACTS} §3.1)",
-        "bts": branch_records("BHRB, 32 entries"),
-        "hwbp": f"ppc64le: one CIABR; perf refuses execute breakpoints ({HARDWARE_FACTS} §4)",
-    },
-)
+NATIVE_TRACING = replace(ppc.NATIVE_TRACING, notes={
+    **ppc.NATIVE_TRACING.notes,
+    "hwbp": f"ppc64le: one CIABR; perf refuses execute breakpoints ({HARDWARE_FACTS} §4)",
+})
 
 # ---------------------------------------------------------------- classifiers
 # The same instructions as ppc.py (Power ISA v3.1 Book I §2.4), stored little-endian.  ELFv2
