@@ -119,6 +119,11 @@ class EntryBackend(Int3Backend):
     def _arm(self, func: Function | None) -> None:
         """Everything is armed at start-up; the lazy algorithm's arming never runs."""
 
+    def _refresh_stale(self) -> None:
+        """Entries and returns are probed at start-up; a descent gone stale (a jump that
+        became a tail call) changes neither (the entry probe sees where a jump goes)."""
+        self.discovery.stale.clear()
+
     # ------------------------------------------------------------ events
     def _pending(self, site: Site) -> Pending:
         func = self.entries.get(site.addr)

@@ -33,6 +33,10 @@ class Discovery:
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
         self._descended: dict[tuple[int, bool], Function] = {}
+        # descent: followed jump target → starts of the functions that followed it; a
+        # target that becomes a known entry makes them stale (descended again when asked)
+        self._followed_by: dict[int, set[int]] = {}
+        self.stale: set[int] = set()  # starts of stale functions, for a backend to re-arm
 
     def function_at(self, addr: int) -> Function:
         """The function containing addr (symbols), or the one entered at addr (descent).
@@ -49,11 +53,22 @@ class Discovery:
         else:
             func = descend(self.decoder, code, alt, self._is_entry)
         self._by_start[key] = func
-        self._entries.add(func.start)
+        for target in func.followed:
+            self._followed_by.setdefault(target, set()).add(key)
+        self._learn(func.start)
         for site in func.calls:
             if site.target is not None:
-                self._entries.add(self.image.isa.code_address(site.target))
+                self._learn(self.image.isa.code_address(site.target))
         return func
+
+    def _learn(self, entry: int) -> None:
+        """A known function entry; the functions whose descent followed a jump to it as
+        their own code are stale: forgotten, so that the next `function_at` descends them
+        again with the jump as a TAIL site (backends re-arm `stale`)."""
+        self._entries.add(entry)
+        for start in self._followed_by.pop(entry, ()):
+            if self._by_start.pop(start, None) is not None:
+                self.stale.add(start)
 
     def _is_entry(self, addr: int) -> bool:
         """A known function entry: a symbol's start or an address a call went to."""

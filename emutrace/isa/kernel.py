@@ -86,6 +86,11 @@ class KernelSupport:
     # (None: not taken); the board wakes an idle CPU only on ISAs that have one
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
     firmware_call: FirmwareCall | None = None
+    # exception-return encodings as stored in memory (eret, mret/sret, iret), found near a
+    # vector and hooked, so that tracing sees an exception end (shadow-stack policy 6);
+    # `returns_align`: the alignment at which they may stand
+    returns: tuple[bytes, ...] = ()
+    returns_align: int = 4
 
 
 def kernel_support(isa: Isa) -> KernelSupport | None:
