@@ -86,8 +86,9 @@ class KernelSupport:
     # (None: not taken); the board wakes an idle CPU only on ISAs that have one
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
     firmware_call: FirmwareCall | None = None
-    # exception-return encodings as stored in memory (eret, mret/sret, iret), found near a
-    # vector and hooked, so that tracing sees an exception end (shadow-stack policy 6);
+    # exception-return encodings as stored in memory (eret, mret/sret, iret), or their
+    # leading opcode bytes where operands follow (s390x LPSWE), found near a vector and
+    # hooked, so that tracing sees an exception end (shadow-stack policy 6);
     # `returns_align`: the alignment at which they may stand
     returns: tuple[bytes, ...] = ()
     returns_align: int = 4
