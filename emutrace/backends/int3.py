@@ -44,7 +44,7 @@ from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind, Insn
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
 from emutrace.trace.values import Value
 
 
@@ -83,8 +83,8 @@ class Int3Backend:
         self.simulator = isa.simulate
         working = [b for b in isa.breakpoints if b.works]
         self.delivery = delivery or ("patch" if working else "hook")
-        self.bp = next((b for b in working if "thumb" not in b.insn), None)
-        self.bp_alt = next((b for b in working if "thumb" in b.insn), None)
+        self.bp = isa.breakpoint_for(alt_mode=False)
+        self.bp_alt = isa.breakpoint_for(alt_mode=True)
         self.bp_intnos = {b.intno for b in working}
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
@@ -103,6 +103,10 @@ class Int3Backend:
         # the functions on the call chain, innermost last: strict mode re-arms the caller
         # from here (descent from a return address would miss the caller's earlier code)
         self.chain: list[Function] = []
+        # per open exception: the chain's length when it was taken (the handler's part of
+        # the chain starts there; an exception return drops it)
+        self.trap_marks: list[int] = []
+        self._after_trap = False  # an exception return ran: the next block is current code
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
@@ -125,6 +129,44 @@ class Int3Backend:
         if func is not None and self.strict:
             self.chain.append(func)
         self._arm(func)
+        self._refresh_stale()
+
+    def trap_entered(self, vector: int) -> None:
+        """An exception entered the guest's vector (kernel images): an exception frame, and
+        the vector's function armed as at the entry.  Strict: the interrupted function is
+        no longer the current one (disarmed until the exception returns)."""
+        if self.strict:
+            self.trap_marks.append(len(self.chain))
+            if self.chain:
+                self._disarm(self.chain[-1].start)
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+        self.start(vector)
+
+    def trap_returned(self, site: int) -> None:
+        """An exception return at site runs next: the innermost exception frame ends; the
+        code it returns to is armed at the next block (`_on_block`)."""
+        self.emit(TrapReturn(self.time, site))
+        if self.strict:
+            mark = min(self.trap_marks.pop() if self.trap_marks else 0, len(self.chain))
+            if len(self.chain) > mark:
+                self._disarm(self.chain[-1].start)
+            del self.chain[mark:]
+        self._after_trap = True
+
+    def _resume_after_trap(self, addr: int) -> None:
+        """The first block after an exception return: the interrupted function (the
+        chain's top, in strict mode) or whatever function the handler returned into."""
+        self._after_trap = False
+        code = addr & ~1 if self.image.isa.thumb_bit else addr
+        func = self.chain[-1] if self.chain and code in self.chain[-1] else self._function(addr)
+        if func is None:
+            return
+        if self.strict:
+            if self.chain and self.chain[-1].start != func.start:
+                self.chain[-1] = func  # the handler switched to other code
+            elif not self.chain:
+                self.chain.append(func)
+        self._arm(func)
 
     # ------------------------------------------------------------ arming
     def _function(self, addr: int) -> Function | None:
@@ -140,6 +182,30 @@ class Int3Backend:
             return self.discovery.function_at(addr)
         except Exception:  # noqa: BLE001 - untraced, never a crash of the tracer
             return None
+
+    def _refresh_stale(self) -> None:
+        """Functions found by descent that a newly known entry made stale (discover/
+        descent.py): armed again as descended now, so that a jump they took for their own
+        code is a TAIL site, decided by the tail rule as `step` decides it."""
+        stale = self.discovery.stale
+        while stale:
+            start = stale.pop()
+            old = self.armed_funcs.get(start)
+            if old is None:
+                continue
+            new = self._function_quietly(old.entry)
+            if new is None:
+                continue
+            self._rearm(old, new)
+            self.chain = [new if f.start == start else f for f in self.chain]
+
+    def _rearm(self, old: Function, new: Function) -> None:
+        """The new sites armed as well; the old ones stay (the CPU may be in the code the
+        old extent covered: its return must still be seen)."""
+        self.armed_funcs[new.start] = new
+        for site in new.sites:
+            if site.addr not in self.armed:
+                self._arm_site(site, new.start)
 
     def _take(self, func: Function | None) -> bool:
         """Enter func in the armed-function table; False if there is none or it is in."""
@@ -265,7 +331,7 @@ class Int3Backend:
             return True
         self.stats["simulated"] += 1
         cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
-        self._resolve(pending, target & ~1 if self.image.isa.thumb_bit else target)
+        self._resolve(pending, self.image.isa.code_address(target))
         return True
 
     def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
@@ -301,6 +367,8 @@ class Int3Backend:
             # block-size limit: the transfer comes after it)
             self.pending = None
             self._resolve(pending, addr)
+        if self._after_trap:
+            self._resume_after_trap(addr)
         if self._armed_now:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
@@ -320,6 +388,11 @@ class Int3Backend:
         return len(self.decoder.insn_starts(addr, size, self.cpu.in_alt_mode()))
 
     def _resolve(self, p: Pending, target: int) -> None:
+        self._transfer(p, target)
+        if self.discovery.stale:
+            self._refresh_stale()
+
+    def _transfer(self, p: Pending, target: int) -> None:
         site = p.site
         if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.TAIL):
             # not taken: a conditional site, or one in a Thumb IT block that decodes as
@@ -378,7 +451,7 @@ class Int3Backend:
         contains target after a non-local exit; discovery when the chain knows nothing."""
         if self.chain:
             self.chain.pop()
-        code = target & ~1 if self.image.isa.thumb_bit else target
+        code = self.image.isa.code_address(target)
         while self.chain and code not in self.chain[-1]:
             self.chain.pop()
         if self.chain:

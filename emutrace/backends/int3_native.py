@@ -87,8 +87,7 @@ class NativeInt3Backend(Int3Backend):
         lib = native.load()
         isa = image.isa
         regs = isa.registers
-        working = [b for b in isa.breakpoints if b.works]
-        bp = next((b for b in working if "thumb" not in b.insn), None)
+        bp = isa.breakpoint_for(alt_mode=False)
         self._lib, self._hooks, self._emit_now = lib, hooks, emit
         # ctypes trampolines: kept referenced as long as C may call them
         self._callbacks = (native.PY_INTR(self._py_intr), native.PY_BLOCK(self._py_block),

@@ -48,9 +48,6 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "
                          f"(got {' '.join(args.args)})")
-    if args.cleanup != "lazy":
-        raise UsageError("--cleanup strict is not supported with --machine: exception entry "
-                         "does not keep strict mode's call chain")
     if len(args.symbols) > 1:
         raise UsageError("--machine takes one --symbols FILE (a System.map or `nm` listing, "
                          "or an unstripped ELF of the same build)")
@@ -60,6 +57,7 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
         input_after=unescape(args.input_after, "--input-after"),
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
+        cleanup=args.cleanup,
         hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
         arg_counts=parse_arg_specs(args.argument))
     args.arg_counts = config.arg_counts
