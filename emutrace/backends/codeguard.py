@@ -42,6 +42,9 @@ class CodeGuard:
         self.hidden: list[int] = []  # sites un-patched for the load running now
         self.written: list[tuple[int, int]] = []  # guest-written code, merged ranges
         self.stats = {"guarded_reads": 0, "guarded_writes": 0}
+        # called when a load hid breakpoints: an owner whose block hook does not always
+        # reach Python (the native engine) asks for the next block then, to `settle`
+        self.on_hide: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------ owner's side
     def cover(self, addr: int) -> None:
@@ -79,6 +82,7 @@ class CodeGuard:
         for a in hits:
             uc.mem_write(a, self.sites[a][0])
         self.hidden.extend(hits)
+        self.on_hide()
 
     def settle(self) -> None:
         """Breakpoints hidden for loads go back (the owner calls this at every block)."""
