@@ -31,7 +31,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
 
 # backends with a native hot path (`--engine native`, emutrace/native)
 NATIVE_BACKENDS = ("int3",)
-ENGINES = ("python", "native")
+# auto (the default): native where the backend has a native path and the library is built
+ENGINES = ("auto", "python", "native")
 
 
 @dataclass(frozen=True)

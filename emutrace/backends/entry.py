@@ -55,7 +55,7 @@ class EntryBackend(Int3Backend):
         self.entry_args = self.args  # int3's reader reads at the callee's entry too
         self.link = image.isa.registers.link
         self.push = call_push_size(cpu)
-        self.code_mask = ~1 if image.isa.thumb_bit else ~0
+        self.code_mask = image.isa.code_mask
         self.entries: dict[int, Function] = {}  # probed entry address → its function
         self.open: list[tuple[int, int, int]] = []  # (return address, call sp, function)
         self.process_entry: int | None = None

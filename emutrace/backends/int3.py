@@ -37,6 +37,7 @@ from unicorn import unicorn_const as ucc
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
+from emutrace.backends.codeguard import CodeGuard
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
@@ -83,8 +84,8 @@ class Int3Backend:
         self.simulator = isa.simulate
         working = [b for b in isa.breakpoints if b.works]
         self.delivery = delivery or ("patch" if working else "hook")
-        self.bp = next((b for b in working if "thumb" not in b.insn), None)
-        self.bp_alt = next((b for b in working if "thumb" in b.insn), None)
+        self.bp = isa.breakpoint_for(alt_mode=False)
+        self.bp_alt = isa.breakpoint_for(alt_mode=True)
         self.bp_intnos = {b.intno for b in working}
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
@@ -115,6 +116,10 @@ class Int3Backend:
         self.time = 0
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
+        # patched bytes hidden from guest loads; code the guest writes is dropped (item 22)
+        # (site hooks too: code written over a discovered function must not be traced by
+        # its old site table)
+        self.guard: CodeGuard | None = CodeGuard(cpu, self._code_range, self._code_written)
         self._install(hooks)
 
     def _install(self, hooks: HookSet) -> None:
@@ -211,14 +216,25 @@ class Int3Backend:
                 self._arm_site(site, new.start)
 
     def _take(self, func: Function | None) -> bool:
-        """Enter func in the armed-function table; False if there is none or it is in."""
+        """Enter func in the armed-function table; False if there is none, it is in, or the
+        guest wrote over its code (it runs as written, untraced: see codeguard.py)."""
         if func is None or func.start in self.armed_funcs:
             return False
+        if self.guard is not None:
+            if self.guard.was_written(func.start, func.end):
+                return False
+            self.guard.cover(func.start)
         if func.start not in self._seen:
             self._seen.add(func.start)
             self.stats["functions"] += 1
         self.armed_funcs[func.start] = func
         return True
+
+    def _traceable(self, func: Function | None) -> bool:
+        """func's code is the file's (discovery decoded it) and the guest has not written
+        over it: a descent into memory no file maps (a JIT page) finds no sites."""
+        return func is not None and self.decoder.in_code(func.start) and (
+            self.guard is None or not self.guard.was_written(func.start, func.end))
 
     def _arm(self, func: Function | None) -> None:
         if not self._take(func):
@@ -253,11 +269,15 @@ class Int3Backend:
             return
         bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
         assert bp is not None
+        if self.guard is not None and self.guard.was_written(addr, addr + len(bp.encoding)):
+            return  # guest-written code is never patched
         original = self.cpu.mem_read(addr, len(bp.encoding))
         self.cpu.mem_write(addr, bp.encoding)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(bp.encoding))
         self.armed[addr] = Armed(site, func, original=original)
+        if self.guard is not None:
+            self.guard.patched(addr, original, bp.encoding)
         self._armed_now = True
 
     def _disarm_site(self, addr: int) -> None:
@@ -270,6 +290,8 @@ class Int3Backend:
             self.stats["patches"] += 1
             return
         self.cpu.mem_write(addr, armed.original)
+        if self.guard is not None:
+            self.guard.restored(addr)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(armed.original))
 
@@ -280,6 +302,29 @@ class Int3Backend:
         for site in func.sites:
             if site.addr in self.armed and self.armed[site.addr].func == func_start:
                 self._disarm_site(site.addr)
+
+    def _code_range(self, addr: int) -> tuple[int, int]:
+        """The range a patch site's guard covers: the executable file data holding it."""
+        for base, data in self.decoder.code_ranges():
+            if base <= addr < base + len(data):
+                return base, base + len(data)
+        return addr & ~0xFFF, (addr & ~0xFFF) + 0x1000
+
+    def _code_written(self, lo: int, hi: int) -> None:
+        """The guest is about to store into [lo, hi) of guarded code: every function it
+        touches is disarmed (its original bytes back first, so the store lands on them) and
+        is never armed again."""
+        def touched(at: int, size: int) -> bool:
+            return at < hi and lo < at + size
+
+        hit = {f.start for f in self.armed_funcs.values() if touched(f.start, f.end - f.start)}
+        hit.update(a.func for at, a in self.armed.items() if touched(at, len(a.original) or 1))
+        for start in hit:
+            self._disarm(start)
+        for at in [at for at, a in self.armed.items() if touched(at, len(a.original) or 1)]:
+            self._disarm_site(at)  # a site whose function is not armed as a whole
+        for at in [at for at, (site, _f) in self.rearm.items() if touched(at, site.size)]:
+            del self.rearm[at]
 
     def _drop_cache(self, addr: int, size: int) -> None:
         self.cpu.uc.ctl_remove_cache(addr, addr + size)
@@ -334,7 +379,7 @@ class Int3Backend:
             return True
         self.stats["simulated"] += 1
         cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
-        self._resolve(pending, target & ~1 if self.image.isa.thumb_bit else target)
+        self._resolve(pending, self.image.isa.code_address(target))
         return True
 
     def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
@@ -346,6 +391,8 @@ class Int3Backend:
         self.pending = self._pending(armed.site)
 
     def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+        if self.guard is not None and self.guard.hidden:
+            self.guard.settle()
         if self._restarted == addr or self._resume_at == addr:
             # the second entry of a block we restarted, or the block that re-executes a
             # fallback site: the site has not run yet, nothing to resolve
@@ -415,10 +462,15 @@ class Int3Backend:
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
                            self.args.read(target), site.alt_link))
             callee = self._function(target)
-            if self.strict and current is not None and (callee is None
-                                                         or callee.start != current):
+            if not self._traceable(callee):
+                # code that cannot be traced (written by the guest, outside the image): its
+                # return is never seen, so the caller stays armed under strict cleanup too,
+                # or every later call would be lost (issue 10 item 22: a call into JIT code)
+                return
+            assert callee is not None
+            if self.strict and current is not None and callee.start != current:
                 self._disarm(current)
-            if callee is not None and self.strict:
+            if self.strict:
                 self.chain.append(callee)
             self._arm(callee)
         elif kind is SiteKind.RETURN:
@@ -454,7 +506,7 @@ class Int3Backend:
         contains target after a non-local exit; discovery when the chain knows nothing."""
         if self.chain:
             self.chain.pop()
-        code = target & ~1 if self.image.isa.thumb_bit else target
+        code = self.image.isa.code_address(target)
         while self.chain and code not in self.chain[-1]:
             self.chain.pop()
         if self.chain:

@@ -93,7 +93,7 @@ def run_once(isa: str, program: Program, spec: BackendSpec, allow_write: list[st
         return run_on_board(board, program, spec, timeout)
     config = RunConfig(program.path, list(program.argv[1:]), arch=isa, backend=spec.backend,
                        cleanup=spec.cleanup, hw_slots=spec.hw_slots, bts_buffer=spec.bts_buffer,
-                       allow_write=allow_write, timeout=timeout)
+                       allow_write=allow_write, timeout=timeout, engine=spec.engine)
     if spec.record:
         return record_once(config)
     with guest_stdio_silenced():

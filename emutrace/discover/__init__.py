@@ -38,13 +38,10 @@ class Discovery:
         self._followed_by: dict[int, set[int]] = {}
         self.stale: set[int] = set()  # starts of stale functions, for a backend to re-arm
 
-    def _code(self, addr: int) -> int:
-        return addr & ~1 if self.image.isa.thumb_bit else addr
-
     def function_at(self, addr: int) -> Function:
         """The function containing addr (symbols), or the one entered at addr (descent).
         On ARM without symbols, bit 0 of addr selects Thumb."""
-        code = self._code(addr)
+        code, alt = self.image.isa.entry_of(addr)
         sym = self.symbols.containing(code)
         key = sym.start if sym is not None else code
         cached = self._by_start.get(key)
@@ -54,7 +51,6 @@ class Discovery:
             func = self._from_symbols.get(key) or from_symbol(sym, self.symbols, self.decoder)
             self._from_symbols[key] = func
         else:
-            alt = self.image.isa.thumb_bit and bool(addr & 1)
             func = descend(self.decoder, code, alt, self._is_entry)
         self._by_start[key] = func
         for target in func.followed:
@@ -62,7 +58,7 @@ class Discovery:
         self._learn(func.start)
         for site in func.calls:
             if site.target is not None:
-                self._learn(self._code(site.target))
+                self._learn(self.image.isa.code_address(site.target))
         return func
 
     def _learn(self, entry: int) -> None:
@@ -90,7 +86,7 @@ class Discovery:
     def function_entered_at(self, addr: int, alt: bool) -> Function:
         """Code entered at addr in the given ISA mode, found by recursive descent whatever
         the symbols say (ARM: `bx pc` switches to A32 code inside a Thumb symbol)."""
-        key = (self._code(addr), alt)
+        key = (self.image.isa.code_address(addr), alt)
         func = self._descended.get(key)
         if func is None:
             func = self._descended[key] = descend(self.decoder, key[0], alt, self._is_entry)

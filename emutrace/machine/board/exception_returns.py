@@ -4,9 +4,10 @@ Unicorn runs `eret`/`mret`/`sret`/`iret` natively and reports nothing, and the b
 classifiers do not know them (they are neither calls nor returns).  So when an exception
 enters a vector, the memory around it (the `WINDOW` that holds the vector, and the next
 one: handlers sit next to their vectors) is searched once for the ISA's exception-return
-encodings (`KernelSupport.returns`), and each match gets a one-address code hook.  A hook
-fires only where an instruction starts; it checks that the instruction there is one of the
-encodings (a match inside data or inside a longer instruction never fires as one), then
+encodings (`KernelSupport.returns`: whole instructions, or opcode bytes that operands
+follow), and each match gets a one-address code hook.  A hook fires only where an
+instruction starts; it checks that the instruction there begins with one of the encodings
+(a match inside data or inside a longer instruction never fires as one), then
 tells the backend, which emits `TrapReturn` in order with its own events.
 
 Not covered: an exception return more than a window away from the vector that was taken
@@ -63,5 +64,6 @@ class ExceptionReturns:
         self.cpu.uc.ctl_remove_cache(addr, addr + 4)  # translated before the hook existed
 
     def _on_return(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
-        if bytes(uc.mem_read(addr, size)) in self.encodings:
+        insn = bytes(uc.mem_read(addr, size))
+        if any(insn.startswith(encoding) for encoding in self.encodings):
             self.returned(addr)

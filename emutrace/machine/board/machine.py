@@ -22,7 +22,7 @@ from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import by_name
-from emutrace.isa.kernel import INSN_INVALID, KernelSupport, kernel_support
+from emutrace.isa.kernel import INSN_INVALID, KernelSupport, TrapOutcome, kernel_support
 from emutrace.machine.board import devices
 from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.presets import BOARDS
@@ -239,6 +239,7 @@ class BoardMachine:
             self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
+        self._hook_firmware_calls()
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
         self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
         self.shadow = ShadowStack()
@@ -374,6 +375,23 @@ class BoardMachine:
         uc.hook_add(ucc.UC_HOOK_INSN, port_in, None, 1, 0, getattr(consts, names[0]))
         uc.hook_add(ucc.UC_HOOK_INSN, port_out, None, 1, 0, getattr(consts, names[1]))
 
+    def _hook_firmware_calls(self) -> None:
+        """A code hook on every firmware-call instruction of the image's code (s390x SERVC,
+        which Unicorn runs as a no-op): the ISA's layer does the call before it runs."""
+        call = self.support.firmware_call
+        if call is None:
+            return
+        hooks = self.hooks
+
+        def emulate(uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
+            hooks.guard(lambda: self._outcome(call.emulate(self.cpu, addr)))
+
+        for seg in self.image.segments:
+            if seg.flags & PF_X:
+                for offset in call.find(seg.data):
+                    self.cpu.uc.hook_add(ucc.UC_HOOK_CODE, emulate, None, seg.vaddr + offset,
+                                         seg.vaddr + offset)
+
     # ------------------------------------------------------------ traps
     def _until(self) -> None:
         raise UntilReached()
@@ -382,6 +400,11 @@ class BoardMachine:
         outcome = self.support.deliver(self.cpu, intno)
         if outcome is None:
             raise CpuException(intno)
+        self._outcome(outcome)
+
+    def _outcome(self, outcome: TrapOutcome) -> None:
+        for byte in outcome.console:
+            self.console.put(byte)
         self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
         if outcome.kind == "off":
             raise devices.PowerOff(outcome.status, outcome.what)
