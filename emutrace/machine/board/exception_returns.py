@@ -13,7 +13,9 @@ tells the backend, which emits `TrapReturn` in order with its own events.
 Not covered: an exception return more than a window away from the vector that was taken
 (its exception frame then stays open until the end of the run), and code that the MMU maps
 at another address than its physical one (the search reads physical memory at the
-vector's address)."""
+vector's address).  Where the search finds no return at all (a vector outside RAM, at a
+virtual address), no exception frame is pushed: the handler's calls nest under the
+interrupted frame."""
 
 from __future__ import annotations
 
@@ -37,11 +39,13 @@ class ExceptionReturns:
         self.windows: set[int] = set()
         self.hooked: set[int] = set()
 
-    def near(self, vector: int) -> None:
-        """Hook the exception returns in the window of vector and the next one."""
+    def near(self, vector: int) -> bool:
+        """Hook the exception returns in the window of vector and the next one; False if
+        there is none there (then no exception frame is pushed: it would never close)."""
         if not self.encodings:
-            return
-        for window in (vector // WINDOW * WINDOW, vector // WINDOW * WINDOW + WINDOW):
+            return False
+        first = vector // WINDOW * WINDOW
+        for window in (first, first + WINDOW):
             if window in self.windows:
                 continue
             self.windows.add(window)
@@ -55,6 +59,7 @@ class ExceptionReturns:
                     if at % self.align == 0:
                         self._hook(window + at)
                     at = blob.find(encoding, at + 1)
+        return any(first <= addr < first + 2 * WINDOW for addr in self.hooked)
 
     def _hook(self, addr: int) -> None:
         if addr in self.hooked:

@@ -416,8 +416,8 @@ class BoardMachine:
         exception frame, arms the vector and is told of the exception returns near it; the
         others arm the vector's function as at the entry (the handler's calls then nest
         under the interrupted frame)."""
-        if self.trap_aware is not None and self.exception_returns is not None:
-            self.exception_returns.near(vector)
+        if self.trap_aware is not None and self.exception_returns is not None \
+                and self.exception_returns.near(vector):
             self.trap_aware.trap_entered(vector)
         elif self.backend is not None:
             self.backend.start(vector)
