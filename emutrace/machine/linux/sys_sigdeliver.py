@@ -19,12 +19,14 @@ most MAX_FRAMES are kept)."""
 from __future__ import annotations
 
 import signal as host_signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from emutrace.isa.base import GuestError
+from emutrace.isa.sigframe import sigframe
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ
+from emutrace.machine.linux.sys_sigframe import restore_ucontext, write_ucontext
 from emutrace.machine.linux.sys_signal import (
     SIG_DFL,
     SIG_IGN,
@@ -51,6 +53,11 @@ DEFAULT_IGNORED = frozenset({"SIGCHLD", "SIGCLD", "SIGURG", "SIGWINCH", "SIGCONT
 class Frame:
     context: Any  # unicorn UcContext
     mask: int
+    ucontext: int = 0  # its guest address (0: no SigFrame for the ISA)
+    # what was written into the ucontext (slot name → value; "ss_sp"... for uc_stack): a
+    # value the handler changed there is what rt_sigreturn takes back
+    written: dict[str, int] = field(default_factory=dict)
+    pc_bias: int = 0  # the PC saved in `context` lies this far before the resume address
 
 
 def _bit(sig: int) -> int:
@@ -166,9 +173,12 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     cpu, regs, w = k.cpu, k.isa.registers, k.word
     restore = k.sig_suspend_mask if k.sig_suspend_mask is not None else k.sig_mask
     k.sig_suspend_mask = None
-    k.sig_frames.append(Frame(cpu.uc.context_save(), restore))
+    bias = k.conv.pc_after_hook if in_hook else 0
+    frame = Frame(cpu.uc.context_save(), restore, pc_bias=bias)
+    k.sig_frames.append(frame)
     del k.sig_frames[:-MAX_FRAMES]
     tramp = _trampoline(k)
+    sf = sigframe(k.isa)
     c = k.abi.constants
     if act.flags & c.get("SA_ONSTACK", 0) and k.sig_altstack is not None \
             and not _on_altstack(k):
@@ -176,13 +186,17 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     else:
         top = (cpu.reg_read(regs.sp) - SIGNAL_GAP) & ~15
     info = top - SIGINFO_SIZE
-    uc = (info - UCONTEXT_SIZE) & ~15
+    uc = (info - (sf.ucontext_size if sf is not None else UCONTEXT_SIZE)) & ~15
     siginfo = bytearray(sig.to_bytes(4, k.endian) + bytes(SIGINFO_SIZE - 4))
     if fault_addr is not None:  # si_addr: the union after three ints, word-aligned
         off = 16 if w == 8 else 12
         siginfo[off:off + w] = fault_addr.to_bytes(w, k.endian)
     k.write(info, bytes(siginfo))
-    k.write(uc, bytes(UCONTEXT_SIZE))
+    if sf is not None:
+        frame.ucontext = uc
+        frame.written = write_ucontext(k, sf, uc, cpu.pc + bias, restore)
+    else:
+        k.write(uc, bytes(UCONTEXT_SIZE))
     base = (uc - CALLEE_AREA) & ~15
     args = (sig, info, uc)
     if regs.args:
@@ -217,7 +231,11 @@ def _sigreturn(k: K) -> bool:
         return False
     frame = k.sig_frames.pop()
     k.cpu.uc.context_restore(frame.context)
-    k.sig_mask = frame.mask
+    sf = sigframe(k.isa)
+    if sf is not None and frame.ucontext:
+        restore_ucontext(k, sf, frame)
+    else:
+        k.sig_mask = frame.mask
     deliver_pending(k)
     return True
 
