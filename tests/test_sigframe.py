@@ -5,7 +5,8 @@
 * `testbins/<isa>/sigctx` (src/sigctx.c) under emutrace == under qemu-user on all ten ISAs:
   a handler reads the interrupted PC and SP from its ucontext and changes the interrupted
   system call's result, adds a signal to uc_sigmask (blocked after the return), reads
-  uc_stack; a SIGSEGV handler on a sigaltstack moves the PC and SP to a landing function.
+  uc_stack; a SIGSEGV handler on a sigaltstack moves the PC and SP to a landing function;
+  SIGALRM reaches a loop that makes no system call (delivered between blocks).
 """
 
 from __future__ import annotations
@@ -111,15 +112,19 @@ def params() -> list:
 @pytest.mark.parametrize("isa", params())
 def test_handler_reads_and_changes_its_ucontext(isa: str, tmp_path: Path) -> None:
     program = str(bin_path(isa, "sigctx"))
-    ref = subprocess.run([qemu_binary(isa), program], cwd=tmp_path, env=ENV,
-                         capture_output=True, text=True, timeout=60)
-    ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
-                           program], cwd=tmp_path, env=ENV, capture_output=True, text=True,
-                          timeout=60)
+    # both at once: each waits a second for its alarm
+    with subprocess.Popen([qemu_binary(isa), program], cwd=tmp_path, env=ENV, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as qemu:
+        ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                               program], cwd=tmp_path, env=ENV, capture_output=True,
+                              text=True, timeout=60)
+        out, err = qemu.communicate(timeout=60)
+    ref = subprocess.CompletedProcess(qemu.args, qemu.returncode, out, err)
     assert ref.returncode == 0
     # what the reference shows, so that a change in qemu-user cannot pass unnoticed
     assert "kill returned 42" in ref.stdout
     assert "after the handler added it to uc_sigmask: HUP blocked=1" in ref.stdout
     assert "SIGSEGV 1: landed=2 handler on altstack=1 interrupted off it=1" in ref.stdout
+    assert "alarm interrupted a loop without system calls: rang=1" in ref.stdout
     assert ours.stdout == ref.stdout
     assert ours.returncode == 0, ours.stderr

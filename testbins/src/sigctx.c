@@ -3,7 +3,8 @@
  * qemu-user on every ISA: the interrupted PC and SP, the result register of the
  * interrupted system call changed by the handler, uc_sigmask changed by the handler (the
  * mask after the return), uc_stack, a SIGSEGV handler on a sigaltstack that moves the PC
- * to a landing function (twice: the mask comes back through siglongjmp). */
+ * to a landing function (twice: the mask comes back through siglongjmp), SIGALRM delivered
+ * to a loop that makes no system call. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <signal.h>
@@ -128,6 +129,14 @@ static void on_segv(int sig, siginfo_t *info, void *ucv)
 #endif
 }
 
+static volatile sig_atomic_t rang;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    rang = 1;
+}
+
 static void mask_has(const char *what, int sig)
 {
     sigset_t now;
@@ -169,5 +178,13 @@ int main(void)
         }
     }
 
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(1);
+    unsigned long spins = 0;
+    while (!rang) /* no system call: the signal arrives between blocks */
+        spins++;
+    printf("alarm interrupted a loop without system calls: rang=%d\n", rang);
     return 0;
 }

@@ -19,8 +19,11 @@ most MAX_FRAMES are kept)."""
 from __future__ import annotations
 
 import signal as host_signal
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
+
+from unicorn.unicorn_const import UC_HOOK_BLOCK
 
 from emutrace.isa.base import GuestError
 from emutrace.isa.sigframe import sigframe
@@ -269,14 +272,49 @@ def sys_pause(k: K, a: tuple[int, ...]) -> int:
     raise GuestError("EINTR")
 
 
+# the block hook of each kernel whose guest timer runs (_timer_armed)
+_BLOCK_HOOKS: weakref.WeakKeyDictionary[K, int] = weakref.WeakKeyDictionary()
+
+
+def _between_blocks(k: K) -> None:
+    """A block hook, installed while the guest's real-time timer runs and SIGALRM has a
+    handler: Python runs the host's SIGALRM handler here (it cannot while Unicorn runs
+    translated code without hooks), and a signal that became deliverable is delivered at
+    the start of this block, as the kernel delivers on any return to user mode.  The hook
+    goes away when no timer is left."""
+    if k.sig_pending:
+        sig = _deliverable(k, k.sig_mask)
+        if sig is not None:
+            act = k.sig_actions.get(sig, SigAction())
+            if act.handler not in (SIG_DFL, SIG_IGN):  # a default action waits for a syscall
+                k.sig_pending.discard(sig)
+                _run_handler(k, sig, act, in_hook=False)
+    hook = _BLOCK_HOOKS.get(k)
+    if hook is not None and not k.sig_pending \
+            and host_signal.getitimer(host_signal.ITIMER_REAL) == (0.0, 0.0):
+        k.cpu.uc.hook_del(hook)
+        del _BLOCK_HOOKS[k]
+
+
+def _timer_armed(k: K) -> None:
+    """The guest armed its real-time timer: watch between blocks while SIGALRM is handled."""
+    act = k.sig_actions.get(k.const("SIGALRM"), SigAction())
+    if k not in _BLOCK_HOOKS and act.handler not in (SIG_DFL, SIG_IGN):
+        _BLOCK_HOOKS[k] = k.cpu.uc.hook_add(UC_HOOK_BLOCK, lambda _uc, _a, _s, _d:
+                                            _between_blocks(k))
+
+
 @syscall("alarm")
 def sys_alarm(k: K, a: tuple[int, ...]) -> int:
-    """The host's alarm timer; its SIGALRM is queued for the guest (delivered at a system
-    call's return: a guest looping without system calls meets it at its next one)."""
+    """The host's alarm timer; its SIGALRM is queued for the guest and delivered at a system
+    call's return or, with a handler, at the start of the next block (_between_blocks)."""
     sig = k.const("SIGALRM")
     _install(k)
     host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
-    return host_signal.alarm(a[0] & 0xFFFFFFFF)
+    left = host_signal.alarm(a[0] & 0xFFFFFFFF)
+    if a[0]:
+        _timer_armed(k)
+    return left
 
 
 def _itimer_seconds(k: K, addr: int) -> tuple[float, float]:
@@ -319,6 +357,8 @@ def sys_setitimer(k: K, a: tuple[int, ...]) -> int:
     _install(k)
     host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
     old_value, old_interval = host_signal.setitimer(host_signal.ITIMER_REAL, value, interval)
+    if value:
+        _timer_armed(k)
     if a[2]:
         _put_itimer(k, a[2], old_interval, old_value)
     return 0
