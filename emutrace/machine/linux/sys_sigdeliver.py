@@ -7,13 +7,14 @@ a host handler queues the guest's number), and is delivered when a system call r
 ignore, the default action (terminate, or ignore for SIGCHLD and the like), or the handler.
 
 Running a handler is a call the layer makes for the guest: the CPU context is saved here
-(Unicorn's context_save; not in a guest-memory `struct rt_sigframe`), the stack pointer
-moves below the red zone, a siginfo (si_signo set) and a zeroed ucontext are written there,
-the handler gets (signo, &siginfo, &ucontext) in the C ABI's argument registers or stack
-slots (`isa.registers`), and returns to a trampoline page holding the ISA's system-call
-instruction; that trap restores the saved context and mask.  What a handler cannot do
-here: read or change the interrupted registers through its ucontext, or run on a
-sigaltstack.  A handler that leaves with siglongjmp leaves its saved context behind (at
+(Unicorn's context_save), the stack pointer moves below the red zone (or to the
+sigaltstack), a siginfo (si_signo, si_addr) and the ISA's ucontext (sys_sigframe.py: the
+interrupted registers, mask and sigaltstack state) are written there, the handler gets
+(signo, &siginfo, &ucontext) in the C ABI's argument registers or stack slots
+(`isa.registers`), and returns to a trampoline page holding the ISA's system-call
+instruction; that trap restores the saved context, then what the handler changed in the
+ucontext, and the mask.  SIGALRM also arrives between blocks while the guest's timer runs
+(_between_blocks).  A handler that leaves with siglongjmp leaves its saved context behind (at
 most MAX_FRAMES are kept)."""
 
 from __future__ import annotations
