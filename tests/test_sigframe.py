@@ -6,7 +6,9 @@
   a handler reads the interrupted PC and SP from its ucontext and changes the interrupted
   system call's result, adds a signal to uc_sigmask (blocked after the return), reads
   uc_stack; a SIGSEGV handler on a sigaltstack moves the PC and SP to a landing function;
-  SIGALRM reaches a loop that makes no system call (delivered between blocks).
+  SIGALRM reaches a loop that makes no system call (delivered between blocks); children
+  that stop themselves with SIGSTOP and SIGTSTP (default action: the host process stops
+  itself) are seen stopped by wait4(WUNTRACED) and continue after SIGCONT.
 """
 
 from __future__ import annotations
@@ -126,5 +128,7 @@ def test_handler_reads_and_changes_its_ucontext(isa: str, tmp_path: Path) -> Non
     assert "after the handler added it to uc_sigmask: HUP blocked=1" in ref.stdout
     assert "SIGSEGV 1: landed=2 handler on altstack=1 interrupted off it=1" in ref.stdout
     assert "alarm interrupted a loop without system calls: rang=1" in ref.stdout
+    for sig in ("STOP", "TSTP"):
+        assert f"{sig}: stopped=1 by {sig}, after SIGCONT exited=1 status=5" in ref.stdout
     assert ours.stdout == ref.stdout
     assert ours.returncode == 0, ours.stderr

@@ -4,7 +4,8 @@
  * interrupted system call changed by the handler, uc_sigmask changed by the handler (the
  * mask after the return), uc_stack, a SIGSEGV handler on a sigaltstack that moves the PC
  * to a landing function (twice: the mask comes back through siglongjmp), SIGALRM delivered
- * to a loop that makes no system call. */
+ * to a loop that makes no system call, children stopped by SIGSTOP and SIGTSTP (default
+ * action) and continued. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* the per-ISA names of the resume address, the stack pointer, the system-call result
@@ -137,6 +139,25 @@ static void on_alarm(int sig)
     rang = 1;
 }
 
+/* a child stops itself with `sig` (default action: stop); the parent sees it stopped,
+ * continues it with SIGCONT and sees it exit */
+static void stopped_child(int sig)
+{
+    int st;
+    pid_t pid = fork();
+    if (pid == 0) {
+        raise(sig);
+        _exit(5);
+    }
+    waitpid(pid, &st, WUNTRACED);
+    printf("%s: stopped=%d by %s", sigabbrev_np(sig), WIFSTOPPED(st),
+           WIFSTOPPED(st) ? sigabbrev_np(WSTOPSIG(st)) : "-");
+    kill(pid, SIGCONT);
+    waitpid(pid, &st, 0);
+    printf(", after SIGCONT exited=%d status=%d\n", WIFEXITED(st), WEXITSTATUS(st));
+    fflush(stdout);
+}
+
 static void mask_has(const char *what, int sig)
 {
     sigset_t now;
@@ -186,5 +207,8 @@ int main(void)
     while (!rang) /* no system call: the signal arrives between blocks */
         spins++;
     printf("alarm interrupted a loop without system calls: rang=%d\n", rang);
+    fflush(stdout);
+    stopped_child(SIGSTOP);
+    stopped_child(SIGTSTP);
     return 0;
 }

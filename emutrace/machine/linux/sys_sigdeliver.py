@@ -19,6 +19,7 @@ most MAX_FRAMES are kept)."""
 
 from __future__ import annotations
 
+import os
 import signal as host_signal
 import weakref
 from dataclasses import dataclass, field
@@ -48,9 +49,10 @@ SIGINFO_SIZE = 128  # sizeof(siginfo_t) on every Linux ISA (include/uapi/asm-gen
 UCONTEXT_SIZE = 1024  # a zeroed ucontext (handlers that only take three arguments)
 CALLEE_AREA = 512  # room above the handler's SP for the save areas callees may use
 MAX_FRAMES = 64
-# signals whose default action is to ignore them (signal(7)); stopping is not modelled
-DEFAULT_IGNORED = frozenset({"SIGCHLD", "SIGCLD", "SIGURG", "SIGWINCH", "SIGCONT", "SIGSTOP",
-                             "SIGTSTP", "SIGTTIN", "SIGTTOU"})
+# signals whose default action is to ignore them (signal(7))
+DEFAULT_IGNORED = frozenset({"SIGCHLD", "SIGCLD", "SIGURG", "SIGWINCH", "SIGCONT"})
+# ... and to stop the process (signal(7)): stop_self
+DEFAULT_STOP = frozenset({"SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU"})
 
 
 @dataclass
@@ -142,6 +144,21 @@ def _deliverable(k: K, mask: int) -> int | None:
     return None
 
 
+def stop_self(k: K, name: str) -> bool:
+    """The default action "stop" (signal(7)) of a signal the guest raised on itself: the
+    host process, which is the guest process, stops itself with the same host signal, so
+    its parent's wait4(WUNTRACED) sees it stopped and SIGCONT resumes it; the host kernel's
+    own rules apply (SIGTSTP, SIGTTIN, SIGTTOU to an orphaned process group are discarded,
+    kernel/signal.c).  False: not a stop signal."""
+    if name not in DEFAULT_STOP:
+        return False
+    host = getattr(host_signal, name)
+    if host != host_signal.SIGSTOP:
+        host_signal.signal(host, host_signal.SIG_DFL)  # the guest's action is SIG_DFL
+    os.kill(os.getpid(), host)
+    return True
+
+
 def deliver_pending(k: K) -> None:
     sig = _deliverable(k, k.sig_mask)
     if sig is None:
@@ -150,6 +167,9 @@ def deliver_pending(k: K) -> None:
     act = k.sig_actions.get(sig, SigAction())
     if act.handler == SIG_DFL:
         name = k.signal_name(sig) or "SIGKILL"
+        if stop_self(k, name):
+            deliver_pending(k)  # after SIGCONT: what else became pending
+            return
         raise GuestKilled(name, _host_number(k, sig) or 9)
     _run_handler(k, sig, act)
 
