@@ -24,6 +24,7 @@ from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_se
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.sys_proc import GuestKilled
+from emutrace.machine.linux.threads import Deadlock
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
 from emutrace.trace.events import Event, Record
@@ -92,7 +93,7 @@ class RunResult:
         """What a shell would see: the status, or 128 + signal for a killed process."""
         if self.stop.kind == "exit":
             return self.stop.status
-        if self.stop.kind == "timeout":
+        if self.stop.kind in ("timeout", "deadlock"):  # a deadlock: a hang found early
             return EXIT_TIMEOUT
         if self.stop.kind == "max_insns":
             return EXIT_MAX_INSNS
@@ -280,6 +281,8 @@ class Process:
                 for n in next_process.kernel.fds:  # handed over: not closed with this image
                     self.kernel.fds.pop(n, None)
                 return Stop("exec", pc=self.cpu.pc)
+            if isinstance(e, Deadlock):
+                return Stop("deadlock", pc=self.cpu.pc, detail=e.detail)
             assert isinstance(e, GuestKilled)
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
@@ -288,7 +291,8 @@ class Process:
             while True:
                 stop = run(self.cpu, self.hooks, entry, max_insns=self.config.max_insns,
                            timeout=self.config.timeout,
-                           exits=(GuestExit, GuestKilled, GuestExec), on_exit=on_exit)
+                           exits=(GuestExit, GuestKilled, GuestExec, Deadlock), on_exit=on_exit,
+                           threads=self.kernel.threads)
                 # a CPU fault the guest handles (a SIGSEGV handler that siglongjmps):
                 # emulation goes on in its handler
                 fault = self.kernel.fault_hook

@@ -11,6 +11,7 @@ from emutrace.machine.linux import (  # noqa: F401
     sys_session,
     sys_sigdeliver,
     sys_socket,
+    sys_thread,
     sys_usage,
     sys_xattr,
 )

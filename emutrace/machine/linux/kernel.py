@@ -27,6 +27,7 @@ from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
+from emutrace.machine.linux.threads import Scheduler
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import MEMORY_FAULTS
 
@@ -135,6 +136,7 @@ class LinuxKernel:
         # guest path) -> the new image, or raises GuestError / EmutraceError
         self.exec_hook: Callable[[str, list[bytes], list[bytes], str], object] | None = None
         self._warned: set[str] = set()
+        self.threads = Scheduler(self, os.getpid())  # the process's threads (threads.py)
         self._dispatch = self._build_dispatch()
         # told of every file mapping made executable (host path, address, file offset):
         # how a tracer learns the modules ld.so maps (discover.modules); None: nobody asks
@@ -211,6 +213,10 @@ class LinuxKernel:
             if e.errno in MEMORY_FAULTS:
                 return -self.errno("EFAULT")
             raise
+
+    def set_result(self, value: int) -> None:
+        """Write a system call's result the ISA's way (a woken thread's blocked call)."""
+        self._set_result(value)
 
     def _set_result(self, value: int) -> None:
         cpu, conv = self.cpu, self.conv
