@@ -199,7 +199,9 @@ class Process:
         if isa.compat_syscalls is not None:  # x86_64's int $0x80 runs i386 system calls
             compat = self.kernel.compat_entry(by_name(isa.compat_syscalls.isa)).on_syscall
         self.hooks = HookSet(self.cpu, self.kernel.on_syscall, compat)
-        self.shadow = ShadowStack()
+        self.shadow = ShadowStack()  # the main thread's
+        # one shadow stack per guest thread, by tid
+        self.shadows: dict[int, ShadowStack] = {self.kernel.threads.tid: self.shadow}
         self.records: list[Record] = []
         # where records go as they are made; replace before run() to stream them elsewhere
         # (trace.uftrace_write.UftraceDirSink: bounded memory, `records` stays empty)
@@ -208,6 +210,24 @@ class Process:
 
         def emit(ev: Event) -> None:
             self.sink.write(self.shadow.feed(ev))
+
+        def thread_switched(tid: int) -> None:
+            shadow = self.shadows.get(tid)
+            if shadow is None:  # a new thread: its records carry its number (threads.py:
+                # the n-th thread created, tid = pid + n; the main thread is 0), the same
+                # in every rerun, where the pid is not
+                shadow = self.shadows[tid] = ShadowStack(
+                    tid=tid - self.kernel.threads.main_tid)
+            self.shadow = shadow
+            switch = getattr(self.backend, "switch_thread", None)
+            if self.backend is not None:
+                if switch is None:
+                    raise Unsupported(f"backend {config.backend}: tracing a program with "
+                                      f"threads is not supported (int3, hwbp, entry, step "
+                                      f"trace threads; or --backend none)")
+                switch(tid)
+
+        self.kernel.threads.on_switch.append(thread_switched)
 
         if config.backend in BACKENDS:
             # values per function: its prototype (DWARF, else the libc table), -A, else
@@ -308,11 +328,13 @@ class Process:
         flush = getattr(self.backend, "flush_events", None)
         if flush is not None:
             flush()
-        frames = [f.func for f in self.shadow.frames]
+        main = self.shadows.get(self.kernel.threads.main_tid, self.shadow)
+        frames = [f.func for f in main.frames]
         insns = None
         if self.backend is not None:
             insns = self.backend.finish()
-            self.sink.write(self.shadow.close_all(insns))
+            for _tid, shadow in sorted(self.shadows.items()):  # threads still running too
+                self.sink.write(shadow.close_all(insns))
             stats = dict(self.backend.stats)
         return RunResult(stop, self.image, self.kernel.stats.count,
                          dict(self.kernel.stats.by_name), self.records, stats, frames, insns,

@@ -11,8 +11,8 @@
  * the two hooks below are not instrumented): one line per event,
  *     "<tid> > 0x<function>\n"   on entry,   "<tid> < 0x<function>\n"   on exit,
  * appended to one buffer (an atomic index: threads never overwrite each
- * other) and written at the end of main to $CALLTRACE_OUT, or to stderr
- * when it is unset or empty.  Sorting the lines of each tid apart gives
+ * other) and written at exit, after main has returned (a destructor), to
+ * $CALLTRACE_OUT, or to stderr when it is unset or empty.  Sorting the lines of each tid apart gives
  * each thread's own call sequence: the oracle of a traced run.
  */
 #define _GNU_SOURCE
@@ -53,7 +53,7 @@ NOINSTR static void trace_line(char dir, void *fn)
 void __cyg_profile_func_enter(void *fn, void *site) { (void)site; trace_line('>', fn); }
 void __cyg_profile_func_exit(void *fn, void *site) { (void)site; trace_line('<', fn); }
 
-NOINSTR static void trace_flush(void)
+__attribute__((destructor)) NOINSTR static void trace_flush(void)
 {
     const char *path = getenv("CALLTRACE_OUT");
     int fd = path && path[0] ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 2;
@@ -136,7 +136,5 @@ int main(void)
         printf("thread %d exit %ld\n", i, (long)(intptr_t)code);
     }
     printf("total=%ld main tls=%ld\n", total, mine);
-    fflush(stdout);
-    trace_flush();
     return 0;
 }

@@ -75,6 +75,7 @@ class Scheduler:
     def __init__(self, kernel: LinuxKernel, tid: int) -> None:
         self.k = kernel
         self.threads: dict[int, GuestThread] = {tid: GuestThread(tid)}
+        self.main_tid = tid
         self.current = self.threads[tid]
         self.created = 0
         self.clock = 0
@@ -102,7 +103,7 @@ class Scheduler:
     def forked(self, pid: int) -> None:
         """In a host-forked child: only the calling thread goes on (fork(2)), as pid."""
         me = self.current
-        me.tid = pid
+        me.tid = self.main_tid = pid
         self.threads = {pid: me}
         self.created = 0
 
@@ -111,7 +112,7 @@ class Scheduler:
         """A new runnable thread with this saved context, and `start` applied when it
         first runs."""
         self.created += 1
-        tid = next(iter(self.threads)) + self.created
+        tid = self.main_tid + self.created
         while tid in self.threads:
             tid += 1
         thread = GuestThread(tid, context, start=start, result=0)

@@ -1,0 +1,153 @@
+"""Issue 11 item 4: threads under the deterministic scheduler (machine/linux/threads.py).
+
+`threads` (testbins/src/threads.c): three pthreads wait on a condition variable, add
+their share under a mutex (yielding while they hold it, so the others block on its
+futex) and return exit codes that main reads with pthread_join; a __thread variable
+checks TLS.  Oracles: qemu-user's stdout; the program's own -finstrument-functions
+record, written under qemu-user with each line's thread id (threads ranked by tid:
+creation order, the main thread first), is each thread's call sequence."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from emutrace.machine.linux.threads import Deadlock, Scheduler, Wait
+from emutrace.session import Process, RunConfig, RunResult
+from emutrace.trace.canonical import canonical_text, instr_records, parse_instr_record
+from emutrace.trace.format import ReplayOptions, replay_text
+
+from .conftest import ENV, ISAS, bin_path, qemu_binary, run_emutrace, run_qemu
+
+EXPECTED = "thread 0 exit 1\nthread 1 exit 11\nthread 2 exit 21\ntotal=1798 main tls=42\n"
+PROGRAM_FUNCS = {"main", "worker", "wait_for_go", "work", "add"}
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", ISAS)
+def test_threads_run_as_qemu(isa: str, tmp_path: Path) -> None:
+    program = bin_path(isa, "threads")
+    ref = run_qemu(isa, program, cwd=tmp_path)
+    assert ref.returncode == 0
+    assert ref.stdout.decode() == EXPECTED  # the oracle says what the program means
+    ours = run_emutrace("run", program, cwd=tmp_path)
+    assert ours.returncode == 0, ours.stderr.decode()[-500:]
+    assert ours.stdout == ref.stdout
+
+
+def _oracle_by_thread(record: str) -> list[list[tuple[str, int]]]:
+    """The self-record's events per thread, threads in tid order (creation order)."""
+    by_tid: dict[int, list[tuple[str, int]]] = {}
+    for line in record.splitlines():
+        tid, rest = line.split(" ", 1)
+        by_tid.setdefault(int(tid), []).extend(parse_instr_record(rest))
+    return [by_tid[t] for t in sorted(by_tid)]
+
+
+def _traced(isa: str, backend: str) -> RunResult:
+    config = RunConfig(str(bin_path(isa, "threads")), backend=backend, env={})
+    result = Process(config, warn=lambda _m: None).run()
+    assert result.exit_code == 0
+    return result
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", ISAS)
+def test_thread_traces(isa: str, tmp_path: Path) -> None:
+    """Per thread: int3 = step, a rerun's trace is byte-identical (durations, values and
+    switches included), and each thread's calls of the program's functions are those of
+    its own record (under qemu-user)."""
+    record = tmp_path / "record"
+    env = {**ENV, "CALLTRACE_OUT": str(record)}
+    subprocess.run([qemu_binary(isa), str(bin_path(isa, "threads"))], env=env, check=True,
+                   capture_output=True, timeout=120)
+    oracle = _oracle_by_thread(record.read_text())
+    assert len(oracle) == 4
+
+    first, second, step = _traced(isa, "int3"), _traced(isa, "int3"), _traced(isa, "step")
+    image = first.image
+    thumb = image.isa.thumb_bit
+
+    def name(addr: int) -> str:
+        return image.symbolize(addr & ~1 if thumb else addr).split("+")[0]
+
+    text = replay_text(first.records, name, ReplayOptions())
+    assert text == replay_text(second.records, name, ReplayOptions())  # rerun
+    assert [f"# thread {n}" for n in range(4)] == [
+        line for line in text.splitlines() if line.startswith("# thread")]
+    for n, events in enumerate(oracle):
+        ours = [r for r in first.records if r.tid == n]
+        # every function, the same calls and returns (durations aside: the backends
+        # count the instruction that ends the process differently)
+        assert canonical_text(ours, name) == canonical_text(
+            [r for r in step.records if r.tid == n], name), f"thread {n}: int3 != step"
+        assert canonical_text(ours, name, PROGRAM_FUNCS) == canonical_text(
+            instr_records(events), name, PROGRAM_FUNCS), f"thread {n}"
+
+
+# ---------------------------------------------------------------- the scheduler alone
+class FakeCpu:
+    def __init__(self) -> None:
+        self.stops = 0
+        self.pc = 0x1000
+        self.uc = self
+
+    def emu_stop(self) -> None:
+        self.stops += 1
+
+
+class FakeKernel:
+    def __init__(self) -> None:
+        self.cpu = FakeCpu()
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> bool:
+        self.slept.append(seconds)
+        return True
+
+
+def _scheduler(threads: int) -> Scheduler:
+    sched = Scheduler(FakeKernel(), 100)  # type: ignore[arg-type]
+    for _ in range(threads - 1):
+        sched.create(None, [])
+    return sched
+
+
+def test_futex_wake_order_and_bitsets() -> None:
+    """Waiters are woken first come, first served, only where the bitsets share a bit;
+    a woken thread's call returns 0 (threads.py)."""
+    sched = _scheduler(4)
+    for tid, bits in ((101, 1), (102, 2), (103, 3)):
+        sched.current = sched.threads[tid]
+        sched.block(Wait("futex", 0x40, bits))
+    assert [t.tid for t in sched.waiters(0x40)] == [101, 102, 103]
+    assert sched.wake(0x40, 5, bitset=2) == 2
+    assert sched.threads[101].wait is not None
+    assert sched.threads[102].wait is None and sched.threads[102].result == 0
+    assert sched.wake(0x40, 1) == 1 and sched.threads[101].wait is None
+
+
+def test_deadline_and_deadlock() -> None:
+    """When every thread waits, the clock jumps to the earliest deadline (that wait ends
+    with its timeout result); with no deadline left, the run ends as a deadlock."""
+    sched = _scheduler(2)
+    sched.current = sched.threads[101]
+    sched.block(Wait("futex", 0x40, deadline=5000, timeout_result=-110))
+    sched.current = sched.threads[100]
+    sched.block(Wait("futex", 0x80))
+    sched._advance_clock()
+    assert sched.clock == 5000 and sched.threads[101].result == -110
+    sched.current = sched.threads[101]
+    sched.block(Wait("futex", 0x40))
+    with pytest.raises(Deadlock, match="thread 100 in futex"):
+        sched._advance_clock()
+
+
+def test_no_thread_no_preemption() -> None:
+    """A program that never makes a thread runs as before: emu_start's count is the
+    --max-insns budget (0: unbounded), not the quantum."""
+    sched = _scheduler(1)
+    assert sched.count(0) == 0 and sched.count(77) == 77
+    assert sched.resume(0x2000, 0xFFF0, 0) is None
