@@ -117,6 +117,9 @@ class Int3Backend:
         self.time = 0
         self._tid = 0  # the guest thread running (threads: switch_thread)
         self._thread_state: dict[int, ThreadState] = {}
+        # the thread whose execution armed each armed function: a trap of another thread
+        # there is counted as "foreign_traps" (only once a program has made a thread)
+        self.armed_for: dict[int, int] = {}
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
         self._install(hooks)
@@ -157,6 +160,7 @@ class Int3Backend:
             self._seen.add(func.start)
             self.stats["functions"] += 1
         self.armed_funcs[func.start] = func
+        self.armed_for[func.start] = self._tid
         return True
 
     def _arm(self, func: Function | None) -> None:
@@ -256,6 +260,7 @@ class Int3Backend:
             return False
         armed = self.armed[addr]
         self.stats["traps"] += 1
+        self._count_foreign(armed.func)
         pending = self._pending(armed.site)
         insn, flow = self._insn(armed.site)
         target = None
@@ -282,6 +287,7 @@ class Int3Backend:
         if armed is None:
             return
         self.stats["traps"] += 1
+        self._count_foreign(armed.func)
         self.pending = self._pending(armed.site)
 
     def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
@@ -397,6 +403,12 @@ class Int3Backend:
         return func
 
     # ------------------------------------------------------------ threads
+    def _count_foreign(self, func: int) -> None:
+        """fctrace's argument for strict cleanup: other tasks rarely run instrumented
+        code.  A trap in a function armed while another thread ran is counted."""
+        if self._thread_state and self.armed_for.get(func, self._tid) != self._tid:
+            self.stats["foreign_traps"] = self.stats.get("foreign_traps", 0) + 1
+
     def switch_thread(self, tid: int) -> None:
         """Another guest thread gets the CPU (machine/linux/threads.py): the state that
         belongs to a thread of control is swapped — the transfer awaiting resolution,
