@@ -7,8 +7,8 @@ memory, the descriptor table, the shadow stack, the trace so far — and goes on
 with 0 as the call's result, while the parent gets the child's pid.  Pids, process groups,
 sessions and exit statuses are then the host kernel's own, as the guest expects; `wait4`
 is the host's.  The price: a CLONE_VM|CLONE_VFORK child does not share its memory with the
-parent (a posix_spawn whose exec fails exits 127 without reporting its errno), and threads
-(CLONE_VM without CLONE_VFORK) are not served (ENOSYS; issue 11 item 4).
+parent (a posix_spawn whose exec fails exits 127 without reporting its errno).  Threads
+(CLONE_VM|CLONE_THREAD) are sys_thread.py's; CLONE_VM alone is not served (ENOSYS).
 
 `execve` builds the new image (any ISA emutrace runs, a `#!` script through its
 interpreter, both looked up inside the sandbox) before the old one is dropped, so every
