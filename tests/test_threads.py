@@ -14,12 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.elf import load_image
 from emutrace.machine.linux.threads import Deadlock, Scheduler, Wait
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.canonical import canonical_text, instr_records, parse_instr_record
+from emutrace.trace.events import Entry
 from emutrace.trace.format import ReplayOptions, replay_text
 
 from .conftest import ENV, ISAS, bin_path, qemu_binary, run_emutrace, run_qemu
+from .test_uftrace_write import UFTRACE, replay_records
 
 EXPECTED = "thread 0 exit 1\nthread 1 exit 11\nthread 2 exit 21\ntotal=1798 main tls=42\n"
 PROGRAM_FUNCS = {"main", "worker", "wait_for_go", "work", "add"}
@@ -151,3 +154,34 @@ def test_no_thread_no_preemption() -> None:
     sched = _scheduler(1)
     assert sched.count(0) == 0 and sched.count(77) == 77
     assert sched.resume(0x2000, 0xFFF0, 0) is None
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", ["x86_64", "s390x"])
+def test_recording_has_one_task_per_thread(isa: str, tmp_path: Path) -> None:
+    """`emutrace record` writes one `<task>.dat` per thread (task 1 the main thread, 1 + n
+    the n-th created); Debian's uftrace reads four tasks, and in each task's replay the
+    program's functions are entered as in that thread's own record under qemu-user."""
+    program = bin_path(isa, "threads")
+    record = tmp_path / "record"
+    subprocess.run([qemu_binary(isa), str(program)], check=True, capture_output=True,
+                   timeout=120, env={**ENV, "CALLTRACE_OUT": str(record)})
+    oracle = _oracle_by_thread(record.read_text())
+    data = tmp_path / "data"
+    ours = run_emutrace("record", "-d", data, program, cwd=tmp_path)
+    assert ours.returncode == 0, ours.stderr.decode()[-500:]
+    assert sorted(p.name for p in data.glob("*.dat")) == ["1.dat", "2.dat", "3.dat", "4.dat"]
+    info = subprocess.run([UFTRACE, "info", "-d", str(data)], capture_output=True,
+                          text=True, timeout=60, check=True).stdout
+    assert "number of tasks     : 4" in info
+    image = load_image(str(program))
+    for n, events in enumerate(oracle):
+        replay = subprocess.run([UFTRACE, "replay", "--no-pager", "-d", str(data),
+                                 "--tid", str(1 + n)], capture_output=True, text=True,
+                                timeout=60, check=True).stdout
+        records, names = replay_records(replay)
+        theirs = [names[r.func] for r in records if isinstance(r, Entry)]
+        expected = [image.symbolize(addr).split("+")[0] for kind, addr in events
+                    if kind == ">"]
+        assert expected[0] == ("main" if n == 0 else "worker")
+        assert [f for f in theirs if f in PROGRAM_FUNCS] == expected, f"task {1 + n}"
