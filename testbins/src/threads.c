@@ -3,8 +3,9 @@
  * Three workers, created by main, wait on a condition variable until main
  * says go, then each adds its share to a total under a mutex (yielding
  * while it holds it, so that the others block on the mutex's futex) and
- * returns an exit code that main reads with pthread_join.  A __thread
- * variable checks that every thread has its own TLS.  stdout is the same on
+ * returns an exit code that main reads with pthread_join.  Before it lets
+ * them go, main's timed wait on a condition variable nobody signals times
+ * out.  A __thread variable checks that every thread has its own TLS.  stdout is the same on
  * every ISA and under qemu-user.
  *
  * The program records its own calls (compiled with -finstrument-functions;
@@ -16,6 +17,7 @@
  * each thread's own call sequence: the oracle of a traced run.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NOINSTR __attribute__((no_instrument_function))
@@ -68,6 +71,7 @@ __attribute__((destructor)) NOINSTR static void trace_flush(void)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t go_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t never_cond = PTHREAD_COND_INITIALIZER;
 static int go, waiting;
 static long total;
 static __thread long mine;
@@ -122,6 +126,16 @@ int main(void)
         pthread_mutex_lock(&lock);
         int all = waiting == WORKERS;
         if (all) {
+            /* every worker waits: a timed wait that nobody ends times out */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 2000000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            int rc = pthread_cond_timedwait(&never_cond, &lock, &until);
+            printf("timedwait %s\n", rc == ETIMEDOUT ? "ETIMEDOUT" : "did not time out");
             go = 1;
             pthread_cond_broadcast(&go_cond);
         }
