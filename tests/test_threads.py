@@ -10,6 +10,7 @@ main thread first), is each thread's call sequence."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -85,6 +86,24 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
             [r for r in step.records if r.tid == n], name), f"thread {n}: int3 != step"
         assert canonical_text(ours, name, PROGRAM_FUNCS) == canonical_text(
             instr_records(events), name, PROGRAM_FUNCS), f"thread {n}"
+
+
+@pytest.mark.oracle
+def test_deadlock_ends_the_run(tmp_path: Path) -> None:
+    """`threads deadlock`: two threads take two mutexes in opposite orders.  Under
+    qemu-user it hangs (ended by timeout(1) here); emutrace ends it at once with one line
+    naming each waiting thread, exit 124 (a hang, as --timeout reports one)."""
+    program = bin_path("mips", "threads")
+    hang = subprocess.run(["timeout", "2", qemu_binary("mips"), str(program), "deadlock"],
+                          capture_output=True, timeout=60, env=ENV)
+    assert hang.returncode == 124  # timeout(1): still running after 2 s
+    ours = run_emutrace("run", program, "deadlock", cwd=tmp_path)
+    assert ours.returncode == 124
+    assert ours.stdout == b""
+    line = ours.stderr.decode().splitlines()[0]
+    assert re.fullmatch(r"emutrace: deadlock: every thread waits and none can wake another "
+                        r"\(thread (\d+) in futex at 0x[0-9a-f]+, thread (\d+) in futex at "
+                        r"0x[0-9a-f]+\)", line), line
 
 
 # ---------------------------------------------------------------- the scheduler alone

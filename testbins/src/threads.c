@@ -5,7 +5,9 @@
  * while it holds it, so that the others block on the mutex's futex) and
  * returns an exit code that main reads with pthread_join.  Before it lets
  * them go, main's timed wait on a condition variable nobody signals times
- * out.  A __thread variable checks that every thread has its own TLS.  stdout is the same on
+ * out.  A __thread variable checks that every thread has its own TLS.
+ * `threads deadlock` instead makes two threads take two mutexes in opposite
+ * orders: each waits for the other forever (emutrace ends such a run).  stdout is the same on
  * every ISA and under qemu-user.
  *
  * The program records its own calls (compiled with -finstrument-functions;
@@ -113,9 +115,37 @@ static void *worker(void *arg)
     return (void *)(intptr_t)(10 * id + 1);
 }
 
-int main(void)
+static pthread_mutex_t first = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t second = PTHREAD_MUTEX_INITIALIZER;
+
+static int second_taken;
+
+static void *take_in_other_order(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&second);
+    __atomic_store_n(&second_taken, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&first);
+    return NULL;
+}
+
+static int deadlock(void)
+{
+    pthread_t other;
+    pthread_mutex_lock(&first);
+    pthread_create(&other, NULL, take_in_other_order, NULL);
+    while (!__atomic_load_n(&second_taken, __ATOMIC_SEQ_CST))
+        sched_yield();
+    pthread_mutex_lock(&second);
+    printf("no deadlock\n");
+    return 1;
+}
+
+int main(int argc, char **argv)
 {
     pthread_t t[WORKERS];
+    if (argc > 1 && strcmp(argv[1], "deadlock") == 0)
+        return deadlock();
     mine = 42;
     for (int i = 0; i < WORKERS; i++)
         if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) != 0) {
