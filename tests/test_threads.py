@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.elf import load_image
+from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.threads import Deadlock, Scheduler, Wait
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.canonical import canonical_text, instr_records, parse_instr_record
@@ -201,3 +202,51 @@ def test_recording_has_one_task_per_thread(isa: str, tmp_path: Path) -> None:
                     if kind == ">"]
         assert expected[0] == ("main" if n == 0 else "worker")
         assert [f for f in theirs if f in PROGRAM_FUNCS] == expected, f"task {1 + n}"
+
+
+# ---------------------------------------------------------------- futex(2), call by call
+def _kernel() -> tuple[object, int]:
+    """A loaded (not run) x86_64 `threads` process and a scratch word on its stack."""
+    proc = Process(RunConfig(str(bin_path("x86_64", "threads")), env={}),
+                   warn=lambda _m: None)
+    sp = proc.cpu.reg_read("rsp")
+    return proc.kernel, (sp - 0x400) & ~0xF
+
+
+def test_futex_calls_as_the_man_page() -> None:
+    """futex(2)'s results, each as the man page states it: a wait on a changed word is
+    EAGAIN, a misaligned word EINVAL, a wake with nobody waiting 0, CMP_REQUEUE with a
+    changed word EAGAIN, WAKE_OP stores op(old, oparg) and PI operations are ENOSYS here;
+    a waiter is woken by WAKE (1 woken) and moved by CMP_REQUEUE (1 requeued)."""
+    k, word = _kernel()
+    assert isinstance(k, LinuxKernel)
+    nr = k.abi.syscalls["futex"]
+    c = k.abi.constants
+
+    def futex(*args: int) -> int:
+        return k.call(nr, (*args, 0, 0, 0, 0)[:6])
+
+    def errno(name: str) -> int:
+        return -k.abi.errno[name]
+
+    k.write(word, (5).to_bytes(4, "little"))
+    assert futex(word, 128 | 0, 6) == errno("EAGAIN")  # FUTEX_WAIT_PRIVATE, *word != 6
+    assert futex(word + 1, 1, 1) == errno("EINVAL")  # not 4-byte aligned
+    assert futex(word, 1, 1) == 0  # FUTEX_WAKE: nobody waits
+    assert futex(word, 4, 1, 1, word + 4, 7) == errno("EAGAIN")  # CMP_REQUEUE, *word != 7
+    # FUTEX_WAKE_OP: op ADD (1), oparg 3, cmp EQ (0) with 5: *uaddr2 = 5 + 3
+    k.write(word + 4, (5).to_bytes(4, "little"))
+    assert futex(word, 5, 1, 1, word + 4, (1 << 28) | (0 << 24) | (3 << 12) | 5) == 0
+    assert int.from_bytes(k.read(word + 4, 4), "little") == 8
+    assert futex(word, 6, 0) == errno("ENOSYS")  # FUTEX_LOCK_PI
+
+    flags = c["CLONE_VM"] | c["CLONE_THREAD"] | c["CLONE_SIGHAND"]
+    tid = k.call(k.abi.syscalls["clone"], (flags, 0, 0, 0, 0, 0))
+    assert tid == k.threads.main_tid + 1 and k.threads.active
+    assert futex(word, 0, 5) == 0  # FUTEX_WAIT on *word == 5: the main thread waits
+    main = k.threads.current
+    assert main.wait is not None and main.wait.futex == word
+    k.threads.current = k.threads.threads[tid]
+    assert futex(word, 4, 0, 1, word + 4, 5) == 1  # CMP_REQUEUE: 0 woken, 1 moved
+    assert main.wait.futex == word + 4
+    assert futex(word + 4, 1, 1) == 1 and main.wait is None and main.result == 0

@@ -13,7 +13,7 @@ from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import GuestExit, LinuxKernel
 from emutrace.machine.linux.sys_proc import CLOCKS, _sleep_ns
 from emutrace.machine.linux.table import syscall
-from emutrace.machine.linux.threads import NEVER, GuestThread, Wait
+from emutrace.machine.linux.threads import MAX_THREADS, NEVER, GuestThread, Wait
 
 K = LinuxKernel
 
@@ -36,6 +36,8 @@ def clone_thread(k: K, flags: int, stack: int, ptid: int, ctid: int, tls: int) -
     c, cpu, isa = k.abi.constants, k.cpu, k.isa
     if not flags & c["CLONE_SIGHAND"] or not flags & c["CLONE_VM"]:
         raise GuestError("EINVAL")  # CLONE_THREAD needs both (kernel/fork.c)
+    if len(k.threads.threads) >= MAX_THREADS:
+        raise GuestError("EAGAIN")
     regs = isa.registers
     # the new thread's context: the caller's registers as they are inside the system-call
     # hook, with its stack and thread pointer written now (i386's user_desc lies on the

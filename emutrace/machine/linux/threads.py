@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 QUANTUM = 20_000  # guest instructions a thread runs before the next runnable one gets the CPU
 NEVER = -1
+# threads a process may have at once: a saved context is up to 80 KB (ppc64le), so this
+# bounds them to ~80 MB; one more is EAGAIN, as clone(2) answers at RLIMIT_NPROC
+MAX_THREADS = 1024
 
 
 class Deadlock(Exception):
