@@ -7,7 +7,8 @@
  * them go, main's timed wait on a condition variable nobody signals times
  * out.  A __thread variable checks that every thread has its own TLS.
  * `threads deadlock` instead makes two threads take two mutexes in opposite
- * orders: each waits for the other forever (emutrace ends such a run).  stdout is the same on
+ * orders: each waits for the other forever (emutrace ends such a run).
+ * `threads pipe`: main reads a pipe that a thread it created writes.  stdout is the same on
  * every ISA and under qemu-user.
  *
  * The program records its own calls (compiled with -finstrument-functions;
@@ -141,11 +142,38 @@ static int deadlock(void)
     return 1;
 }
 
+static int pipe_fds[2];
+
+static void *writer(void *arg)
+{
+    (void)arg;
+    sched_yield();
+    if (write(pipe_fds[1], "through the pipe", 16) != 16)
+        return (void *)1;
+    return NULL;
+}
+
+static int read_pipe(void)
+{
+    pthread_t other;
+    char buf[32];
+    if (pipe(pipe_fds) != 0 || pthread_create(&other, NULL, writer, NULL) != 0)
+        return 1;
+    ssize_t n = read(pipe_fds[0], buf, sizeof buf); /* empty until the thread writes */
+    void *code;
+    pthread_join(other, &code);
+    printf("read %d bytes: %.*s; writer exit %ld\n", (int)n, (int)(n > 0 ? n : 0), buf,
+           (long)(intptr_t)code);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pthread_t t[WORKERS];
     if (argc > 1 && strcmp(argv[1], "deadlock") == 0)
         return deadlock();
+    if (argc > 1 && strcmp(argv[1], "pipe") == 0)
+        return read_pipe();
     mine = 42;
     for (int i = 0; i < WORKERS; i++)
         if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) != 0) {

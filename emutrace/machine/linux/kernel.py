@@ -27,7 +27,7 @@ from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
-from emutrace.machine.linux.threads import Scheduler
+from emutrace.machine.linux.threads import Scheduler, WouldBlock
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import MEMORY_FAULTS
 
@@ -189,8 +189,13 @@ class LinuxKernel:
             return -self.errno("ENOSYS")
         name, handler = entry
         self.stats.by_name[name] = self.stats.by_name.get(name, 0) + 1
+        return self._run(handler, args)
+
+    def _run(self, handler: Callable[..., int], args: tuple[int, ...]) -> int:
         try:
             return int(handler(self, args))
+        except WouldBlock as e:  # another thread runs meanwhile; the call is made again
+            return self.threads.block_on_fd(e.fd, lambda: self._run(handler, args))
         except GuestError as e:
             return -self.errno(e.errno_name)
         except SandboxError as e:
@@ -443,6 +448,11 @@ class LinuxKernel:
         except OSError:
             return
         poller = select.poll()
+        if self.threads.active:  # not ready: the thread waits, the others run (threads.py)
+            poller.register(host_fd, select.POLLIN | select.POLLPRI)
+            if not poller.poll(0):
+                raise WouldBlock(host_fd)
+            return
         poller.register(host_fd, select.POLLIN | select.POLLPRI)
         while not self.cpu.stop_requested.is_set():
             if poller.poll(100):  # ms; readable, hung up or in error: the read says which

@@ -6,7 +6,8 @@ shared, as CLONE_VM shares it).  The scheduler switches threads only between two
 `emu_start` calls of the run loop (target/unicorn_run.py), never inside a hook:
 
 * at a system call that blocks (futex wait, nanosleep, sched_yield while another thread
-  can run): the handler records what the thread waits for and stops the CPU;
+  can run, a read of an empty pipe or terminal): the handler records what the thread waits
+  for and stops the CPU;
 * when a thread has run QUANTUM guest instructions since it got the CPU (emu_start's own
   instruction count, used only while the process has more than one thread).
 
@@ -26,6 +27,7 @@ Thread ids: the main thread's is the process id; the n-th thread created gets pi
 
 from __future__ import annotations
 
+import select
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,16 @@ NEVER = -1
 MAX_THREADS = 1024
 
 
+class WouldBlock(Exception):
+    """A system call would wait for host descriptor `fd` to be readable while another
+    thread could run (raised by the kernel's wait_readable): the thread waits instead,
+    and the call is made again when the descriptor is ready."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        self.fd = fd
+
+
 class Deadlock(Exception):
     """Every thread waits and none can be woken: raised out of the run loop."""
 
@@ -52,13 +64,15 @@ class Deadlock(Exception):
 class Wait:
     """What a blocked thread waits for."""
 
-    what: str  # "futex", "sleep", "yield"
+    what: str  # "futex", "sleep", "yield", "io"
     futex: int | None = None  # the futex word's address
     bitset: int = 0xFFFFFFFF
     deadline: int = NEVER  # on the scheduler clock (ns); NEVER: no timeout
     timeout_result: int = 0  # the system call's result when the deadline passes
     pc: int = 0  # where the thread blocked (the deadlock message)
     seq: int = 0  # when it began to wait: futex waiters are woken first come, first served
+    fd: int = -1  # "io": the host descriptor it waits to read
+    retry: Callable[[], int] | None = None  # "io": the call, made again once fd is ready
 
 
 @dataclass
@@ -72,6 +86,7 @@ class GuestThread:
     # register writes made when it first runs (a new thread: stack, thread pointer, pc)
     start: list[Callable[[], None]] = field(default_factory=list)
     exited: bool = False
+    retry: Callable[[], int] | None = None  # its blocked call, to make when it runs again
 
 
 class Scheduler:
@@ -153,6 +168,12 @@ class Scheduler:
         self.current.wait = wait
         self.request_switch()
 
+    def block_on_fd(self, fd: int, retry: Callable[[], int]) -> int:
+        """The current thread waits for host descriptor fd to be readable (a read of an
+        empty pipe); `retry` makes its call then.  The placeholder result is 0."""
+        self.block(Wait("io", fd=fd, retry=retry))
+        return 0
+
     def wake(self, futex: int, count: int, bitset: int = 0xFFFFFFFF) -> int:
         """Wake up to `count` threads waiting on `futex` with a bitset sharing a bit, in
         the order they began to wait; the number woken."""
@@ -204,15 +225,25 @@ class Scheduler:
         me = self.current
         if not me.exited:
             me.context = uc.context_save()
-        nxt = self._pick(me)
-        if nxt is not me or me.exited:
-            self.switches += 1
-            uc.context_restore(nxt.context)
-            nxt.context = None
-        self.current = nxt
-        for apply in nxt.start:
-            apply()
-        nxt.start = []
+        while True:
+            nxt = self._pick(me)
+            if nxt is not me or me.exited:
+                self.switches += 1
+                uc.context_restore(nxt.context)
+                nxt.context = None
+            self.current = nxt
+            for apply in nxt.start:
+                apply()
+            nxt.start = []
+            if nxt.retry is None:
+                break
+            retry, nxt.retry = nxt.retry, None
+            nxt.result = retry()  # its descriptor is ready: the call is made now
+            if nxt.wait is None:
+                break
+            # not ready after all (another reader took the data): it waits again
+            self.switch_pending = False
+            nxt.context, nxt.result, me = uc.context_save(), None, nxt
         if nxt.result is not None:
             self.k.set_result(nxt.result)
             nxt.result = None
@@ -233,12 +264,44 @@ class Scheduler:
                 if thread.wait.what == "yield":  # its turn came round again
                     thread.wait, thread.result = None, 0
                     return thread
+                if thread.wait.what == "io" and self._readable([thread.wait.fd], 0):
+                    thread.retry, thread.wait = thread.wait.retry, None
+                    return thread
             self._advance_clock()
 
+    @staticmethod
+    def _readable(fds: list[int], timeout_ms: int) -> bool:
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(timeout_ms))  # readable, hung up or in error: read says
+
     def _advance_clock(self) -> None:
-        """Every thread waits: jump to the earliest deadline and end those waits."""
+        """Every thread waits: jump to the earliest deadline and end those waits.  A
+        thread waiting for input from outside (a pipe, a terminal) is waited for on the
+        host, in short steps (a stop of the run ends its call with EINTR)."""
         timed = [t for t in self.threads.values()
                  if t.wait is not None and t.wait.deadline != NEVER]
+        reading = [t for t in self.threads.values()
+                   if t.wait is not None and t.wait.what == "io"]
+        if reading:
+            deadline = min((t.wait.deadline for t in timed if t.wait), default=NEVER)
+            step = 100 if deadline == NEVER else min(100, (deadline - self.clock)
+                                                     // 1_000_000)
+            if step <= 0:  # the deadline is less than a millisecond away
+                step = 0
+            if self._readable([t.wait.fd for t in reading if t.wait], step):
+                return
+            if self.k.cpu.stop_requested.is_set():
+                for t in reading:
+                    t.wait, t.result = None, -self.k.errno("EINTR")
+                return
+            if deadline == NEVER:
+                return
+            if step:
+                self.clock = min(deadline, self.clock + step * 1_000_000)
+                if self.clock < deadline:
+                    return
         if not timed:
             raise Deadlock(", ".join(
                 f"thread {t.tid} in {t.wait.what} at {t.wait.pc:#x}"
