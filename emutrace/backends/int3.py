@@ -66,6 +66,12 @@ class Pending:
     fallthrough: int
 
 
+# what belongs to one thread of control: pending transfer, call chain, restarted block,
+# fallback resume address, the tail rule's frames and return addresses
+ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list[int],
+                    list[int | None]]
+
+
 class Int3Backend:
     name = "int3"
 
@@ -114,6 +120,11 @@ class Int3Backend:
         self._unhook: list[int] = []  # site hooks to delete at the next block
         self.idle_hooks: dict[int, int] = {}  # disarmed site → its hook, still installed
         self.time = 0
+        self._tid = 0  # the guest thread running (threads: switch_thread)
+        self._thread_state: dict[int, ThreadState] = {}
+        # the thread whose execution armed each armed function: a trap of another thread
+        # there is counted as "foreign_traps" (only once a program has made a thread)
+        self.armed_for: dict[int, int] = {}
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
         # patched bytes hidden from guest loads; code the guest writes is dropped (item 22)
@@ -228,6 +239,7 @@ class Int3Backend:
             self._seen.add(func.start)
             self.stats["functions"] += 1
         self.armed_funcs[func.start] = func
+        self.armed_for[func.start] = self._tid
         return True
 
     def _traceable(self, func: Function | None) -> bool:
@@ -362,6 +374,7 @@ class Int3Backend:
             return False
         armed = self.armed[addr]
         self.stats["traps"] += 1
+        self._count_foreign(armed.func)
         pending = self._pending(armed.site)
         insn, flow = self._insn(armed.site)
         target = None
@@ -388,6 +401,7 @@ class Int3Backend:
         if armed is None:
             return
         self.stats["traps"] += 1
+        self._count_foreign(armed.func)
         self.pending = self._pending(armed.site)
 
     def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
@@ -515,6 +529,40 @@ class Int3Backend:
         if func is not None:
             self.chain.append(func)
         return func
+
+    # ------------------------------------------------------------ threads
+    def _count_foreign(self, func: int) -> None:
+        """fctrace's argument for strict cleanup: other tasks rarely run instrumented
+        code.  A trap in a function armed while another thread ran is counted."""
+        if self._thread_state and self.armed_for.get(func, self._tid) != self._tid:
+            self.stats["foreign_traps"] = self.stats.get("foreign_traps", 0) + 1
+
+    def switch_thread(self, tid: int) -> None:
+        """Another guest thread gets the CPU (machine/linux/threads.py): the state that
+        belongs to a thread of control is swapped — the transfer awaiting resolution,
+        the call chain, the tail rule's frames.  Strict cleanup is per thread: the code
+        armed for the thread that stops is disarmed, the incoming thread's current
+        function armed (lazy leaves everything armed: other threads take traps in code
+        armed for another thread, bench/bench_threads.py counts them)."""
+        mine = (self.pending, self.chain, self._restarted, self._resume_at,
+                self.tails.frames, self.tails.return_addrs)
+        self._thread_state[self._tid] = mine
+        state = self._thread_state.pop(tid, None)
+        self._tid = tid
+        fresh: ThreadState = (None, [], None, None, [], [])
+        (self.pending, chain, self._restarted, self._resume_at, self.tails.frames,
+         self.tails.return_addrs) = state or fresh
+        if self.strict:
+            leaving = self.chain[-1] if self.chain else None
+            if not chain:  # a new thread: the function it stands in (glibc's clone)
+                func = self._function(self.cpu.pc)
+                if func is not None:
+                    chain.append(func)
+            if leaving is not None and not (chain and chain[-1].start == leaving.start):
+                self._disarm(leaving.start)
+            if chain:
+                self._arm(chain[-1])
+        self.chain = chain
 
     def finish(self) -> int:
         return self.time

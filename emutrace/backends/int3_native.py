@@ -39,6 +39,7 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
 from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
+from emutrace.errors import Unsupported
 from emutrace.isa.base import CONDITION_TESTS, FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
@@ -80,6 +81,13 @@ class _Snapshot:
 
 class NativeInt3Backend(Int3Backend):
     name = "int3"
+
+    def switch_thread(self, tid: int) -> None:
+        """The C side keeps one thread's transfer state: threads are traced by the
+        Python engine only (an error, exit 69, rather than a trace that mixes threads)."""
+        raise Unsupported("--engine native: tracing a program with threads is not "
+                          "supported yet; use --engine python (the default, auto, does for "
+                          "programs that can create threads)")
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], cleanup: str = "lazy",

@@ -62,6 +62,8 @@ class StepBackend:
         self.sp_reg, self.ret_reg = regs.sp, regs.retval
         self.time = 0
         self.pending: Pending | None = None
+        self._tid = 0  # the guest thread running (switch_thread)
+        self._thread_state: dict[int, tuple[Pending | None, list[int], list[int | None]]] = {}
         self.flows: dict[int, tuple[Flow, int]] = {}
         self.stats = {"steps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
         cpu.uc.hook_add(ucc.UC_HOOK_CODE, self._on_insn)
@@ -121,6 +123,15 @@ class StepBackend:
         elif self.tails.is_tail(pc):
             self.stats["tail_calls"] += 1
             self.emit(TailCall(p.time, p.site, pc, p.sp, self.args.read(pc)))
+
+    def switch_thread(self, tid: int) -> None:
+        """Another guest thread gets the CPU: the transfer awaiting its next instruction
+        and the tail rule's frames belong to the thread that stops (as Int3Backend)."""
+        self._thread_state[self._tid] = (self.pending, self.tails.frames,
+                                         self.tails.return_addrs)
+        state = self._thread_state.pop(tid, None)
+        self._tid = tid
+        self.pending, self.tails.frames, self.tails.return_addrs = state or (None, [], [])
 
     def finish(self) -> int:
         self.stats["steps"] = self.time

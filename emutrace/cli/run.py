@@ -183,6 +183,9 @@ def report(result: RunResult) -> None:
         print(f"emutrace: --timeout reached at {where}", file=sys.stderr)
     elif stop.kind == "max_insns":
         print(f"emutrace: --max-insns budget exhausted at {where}", file=sys.stderr)
+    elif stop.kind == "deadlock":
+        print(f"emutrace: deadlock: every thread waits and none can wake another "
+              f"({stop.detail})", file=sys.stderr)
     elif stop.kind == "interrupted":
         print(f"emutrace: interrupted at {where}", file=sys.stderr)
     else:

@@ -4,6 +4,7 @@ import re
 
 from emutrace.isa.arm import ARM_CONDITIONS
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -75,6 +76,9 @@ SYSCALLS = SyscallConvention(
     number="x8",
     args=("x0", "x1", "x2", "x3", "x4", "x5"),
     ret="x0",
+    # arm64 takes clone's tls before the child's tid pointer, as glibc's clone.S passes
+    # them (x3 = tls, x4 = ctid): the CONFIG_CLONE_BACKWARDS order
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps

@@ -457,6 +457,10 @@ class Isa:
     private_syscalls: Mapping[str, SyscallHandler] = field(default_factory=dict)
     # extra set-up that is code, not a register value (descriptor tables)
     setup: CpuSetup | None = None
+    # clone(CLONE_SETTLS)'s tls argument → the new thread's thread pointer, where it is
+    # more than a write of `registers.tls` (i386: a user_desc; s390x: an access-register
+    # pair); None: the value goes into `registers.tls`
+    clone_tls: Callable[[CpuPort, int], None] | None = None
     # bit 0 of a code address selects the instruction set (ARM Thumb)
     thumb_bit: bool = False
     # the status register and bit that say the CPU runs the alternate instruction set now

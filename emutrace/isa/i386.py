@@ -143,6 +143,16 @@ def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
     return 0
 
 
+def clone_tls(cpu: CpuPort, tls: int) -> None:
+    """clone(CLONE_SETTLS) on i386: tls points to a user_desc, installed as
+    set_thread_area does (arch/x86/kernel/process_32.c do_set_thread_area); the new thread's
+    %gs selector is reloaded, so that its hidden base is the new descriptor's (each thread's
+    saved CPU context keeps its own %gs base; the GDT slot is shared, as glibc never reloads
+    %gs once set)."""
+    set_thread_area(cpu, (tls,))
+    cpu.reg_write("gs", cpu.reg_read("gs"))
+
+
 # ---------------------------------------------------------------- capabilities
 # ---------------------------------------------------------------- C values
 # SysV i386 psABI 1.1 §2.2: char is signed; every argument on the stack in 4-byte slots
@@ -199,6 +209,7 @@ ISA = Isa(
     # glibc uses _newselect/pselect6
     packed_args={"mmap": 6, "select": 5},
     setup=setup_gdt,
+    clone_tls=clone_tls,
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,
     lower=x86_lowering("eflags"),

@@ -296,6 +296,13 @@ C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retva
                    struct_ret_in_regs=0)
 
 
+def clone_tls(cpu: CpuPort, tls: int) -> None:
+    """clone(CLONE_SETTLS) on s390x: the thread pointer is the access-register pair a0:a1,
+    high word in a0 (arch/s390/kernel/process.c copy_thread)."""
+    cpu.reg_write("a0", tls >> 32)
+    cpu.reg_write("a1", tls & 0xFFFFFFFF)
+
+
 ISA = Isa(
     # s390x ELF ABI supplement, PLT: PLT0 32 bytes, stubs 32
     # BFD elf64-s390.c elf_s390x_plt_entry: larl, lg, br, basr, lgf, jg, then `.long` the
@@ -342,4 +349,5 @@ ISA = Isa(
     classifiers=CLASSIFIERS,
     simulate=simulate_s390x,
     lower=lower_s390x,
+    clone_tls=clone_tls,
 )

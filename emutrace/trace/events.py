@@ -30,6 +30,10 @@ Conventions every backend keeps (the shadow stack's non-local-exit rules rely on
 
 Records (shadow stack → formatters): `Entry` and `Exit`, properly nested — every `Entry` has
 exactly one later `Exit` at the same depth, and depth 0 is the outermost traced frame.
+A program with threads has one shadow stack per thread: its records carry the thread's
+number (`tid`: 0 the main thread, n the n-th thread created, whose Linux tid is the pid
++ n: machine/linux/threads.py), the same in every rerun; nesting holds within each
+thread's records.
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ class Entry:
     depth: int
     func: int
     args: tuple[Value | int, ...] = ()
+    tid: int = 0  # the guest thread's number: 0 the main thread, n the n-th one created
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +113,7 @@ class Exit:
     duration: int
     unwound: bool = False
     at_exit: bool = False
+    tid: int = 0  # the guest thread, as Entry.tid
 
 
 Record = Entry | Exit

@@ -72,8 +72,9 @@ run), higher when `grows_down=False`.  Below, "deeper than" is in that sense.
    below it (one that would is unmatched), and a tail frame above it closes alone.  An
    exception frame that never returns (a context switch) stays open until `close_all`.
 
-Limits: one shadow stack per thread of control; a switch to another stack (sigaltstack,
-`swapcontext`, coroutines) is not recognised and will look like an unwind by rule 3.
+Limits: one shadow stack per thread of control (the session keeps one per guest thread);
+a switch to another stack (sigaltstack, `swapcontext`, coroutines) is not recognised and
+will look like an unwind by rule 3.
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ class Frame:
 
 
 class ShadowStack:
-    def __init__(self, grows_down: bool = True) -> None:
+    def __init__(self, grows_down: bool = True, tid: int = 0) -> None:
         self.grows_down = grows_down
+        self.tid = tid  # the thread whose calls these are (written into every record)
         self.frames: list[Frame] = []
         self.unmatched_returns = 0
         self.unwound = 0
@@ -158,7 +160,7 @@ class ShadowStack:
     def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record]) -> None:
         if self.frames:
             self.frames[-1].called = True
-        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args))
+        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args, self.tid))
         self.frames.append(frame)
 
     def _pop(self, time: int, retval: Value | int | None, out: list[Record], *, unwound: bool,
@@ -167,7 +169,7 @@ class ShadowStack:
         if unwound:
             self.unwound += 1
         out.append(Exit(time, len(self.frames), frame.func, retval, time - frame.entry_time,
-                        unwound, at_exit))
+                        unwound, at_exit, self.tid))
         return frame
 
     def _deeper(self, a: int, b: int, inclusive: bool) -> bool:

@@ -13,6 +13,7 @@ from emutrace.machine.linux import (  # noqa: F401
     sys_sigdeliver,
     sys_socket,
     sys_statfs,
+    sys_thread,
     sys_usage,
     sys_xattr,
 )
