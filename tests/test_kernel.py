@@ -30,7 +30,8 @@ from .conftest import ENV, TESTBINS, run_emutrace
 
 KERNELS = TESTBINS / "kernel"
 BOARD_OF = {"aarch64": "virt-arm64", "arm": "virt-arm", "riscv64": "virt-riscv64",
-            "i386": "pc-i386", "s390x": "s390-ccw-virtio"}
+            "i386": "pc-i386", "s390x": "s390-ccw-virtio",
+            "x86_64": "pc-x86_64"}
 BANNER = "emutrace mini-kernel\n"
 RECORD_MARK = "== record ==\n"
 # what the trap layer emulates rather than delivers to a vector: firmware calls (PSCI, the
