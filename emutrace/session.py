@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from emutrace import native
 from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
@@ -48,7 +49,9 @@ class RunConfig:
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
-    engine: str = "python"  # "python" (reference) or "native" (C hot path; int3 only)
+    # "python" (reference), "native" (C hot path; int3 only) or "auto": native where the
+    # backend has a native path and the library is built, else python
+    engine: str = "auto"
     symbols: Sequence[str] = ()  # --symbols FILE[@BIAS]: an ELF's .symtab or an nm listing
     # a guest fork forks this host process (the CLI: its child ends in os._exit); False in
     # embedded runs, where fork is EAGAIN (kernel.host_fork)
@@ -98,6 +101,15 @@ class RunResult:
             return EXIT_MAX_INSNS
         sig = getattr(host_signal, self.stop.signal, host_signal.SIGKILL)
         return 128 + int(sig)
+
+
+def chosen_engine(engine: str, backend: str) -> str:
+    """The engine a run uses: `auto` is the native hot path where the backend has one and
+    the library is built (traces are byte-identical either way: tests/test_native_engine.py),
+    else the Python reference."""
+    if engine != "auto":
+        return engine
+    return "native" if backend in NATIVE_BACKENDS and native.available() else "python"
 
 
 def open_image(program: str, arch: str | None) -> Image:
@@ -204,6 +216,7 @@ class Process:
         # (trace.uftrace_write.UftraceDirSink: bounded memory, `records` stays empty)
         self.sink: RecordSink = ListSink(self.records)
         self.backend: Backend | None = None
+        self.engine = "python"
 
         def emit(ev: Event) -> None:
             self.sink.write(self.shadow.feed(ev))
@@ -217,8 +230,9 @@ class Process:
                 raise UsageError(f"--engine native: backend {config.backend} has no native "
                                  f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
                                  f"--engine python")
+            self.engine = chosen_engine(config.engine, config.backend)
             options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types, config.engine)
+                                     config.bts_buffer, types, self.engine)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)

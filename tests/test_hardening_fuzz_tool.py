@@ -114,3 +114,25 @@ def test_harness_reports_a_crash_and_a_hang() -> None:
         fuzz.isolated(lambda: os.kill(os.getpid(), 11), 5)
     with pytest.raises(fuzz.Finding, match="hang"):
         fuzz.isolated(lambda: __import__("time").sleep(30), 0.5)
+
+
+def test_case_server_runs_cases_and_reports_a_dead_worker(tmp_path: Path) -> None:
+    """The long run's fork server (one warm worker for many cases): cases hold, a worker
+    killed by a signal is a crash finding and the next case gets a fresh worker, a case
+    over its CPU budget is a hang finding."""
+    base = fuzz.PROGRAM.read_bytes()
+    server = fuzz.CaseServer(3, base, ("none", "int3"), tmp_path)
+    server.run(0)
+    server.run(1)
+    first = server.pid
+    os.kill(first, 11)
+    os.waitid(os.P_PID, first, os.WEXITED | os.WNOWAIT)
+    with pytest.raises(fuzz.Finding, match="crash"):
+        server.run(2)
+    server.run(3)
+    assert server.pid not in (0, first)
+    server.close()
+    stingy = fuzz.CaseServer(3, base, ("none",), tmp_path, budget=1e-6, wall=60)
+    with pytest.raises(fuzz.Finding, match="hang: .* of CPU"):
+        stingy.run(0)
+    stingy.close()

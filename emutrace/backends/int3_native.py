@@ -87,8 +87,7 @@ class NativeInt3Backend(Int3Backend):
         lib = native.load()
         isa = image.isa
         regs = isa.registers
-        working = [b for b in isa.breakpoints if b.works]
-        bp = next((b for b in working if "thumb" not in b.insn), None)
+        bp = isa.breakpoint_for(alt_mode=False)
         self._lib, self._hooks, self._emit_now = lib, hooks, emit
         # ctypes trampolines: kept referenced as long as C may call them
         self._callbacks = (native.PY_INTR(self._py_intr), native.PY_BLOCK(self._py_block),
@@ -126,6 +125,8 @@ class NativeInt3Backend(Int3Backend):
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
         self._args_fast_cache: dict[int, bool] = {}
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
+        if self.guard is not None:  # a load that hid breakpoints: settle at the next block
+            self.guard.on_hide = lambda: self._lib.nt_set_attention(self._nt, 1)
         self._snapshot = _Snapshot(cpu)
         self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), self.args.types,
                                     at_entry=True)
@@ -148,7 +149,8 @@ class NativeInt3Backend(Int3Backend):
         """Tell C whether the next block needs Python's block hook."""
         busy = (self.pending is not None or bool(self.rearm) or bool(self._unhook)
                 or self._armed_now or self._restarted is not None
-                or self._resume_at is not None)
+                or self._resume_at is not None
+                or (self.guard is not None and bool(self.guard.hidden)))
         self._lib.nt_set_attention(self._nt, int(busy))
 
     # ------------------------------------------------------------ hooks

@@ -25,7 +25,7 @@ from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
 from emutrace.trace.values import Value
 
 
@@ -128,6 +128,16 @@ class StepBackend:
 
     def start(self, entry: int) -> None:
         """Nothing to arm: the global code hook sees everything."""
+
+    def trap_entered(self, vector: int) -> None:
+        """The trapping instruction was counted by its hook (a trap taken after it, as
+        `svc`; or on it, as an undefined instruction, which then never ran)."""
+        self.pending = None  # a trap ends no call, return or jump
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+
+    def trap_returned(self, site: int) -> None:
+        """The exception return at site runs next."""
+        self.emit(TrapReturn(self.time, site))
 
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],

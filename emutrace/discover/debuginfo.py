@@ -147,8 +147,7 @@ def listed_symbols(path: str, isa: Isa, bias: int) -> list[FuncSymbol]:
                              "address") from None
         if fields[1] in NM_TEXT_TYPES:
             value = addr + bias
-            alt = isa.thumb_bit and bool(value & 1)
-            start = value & ~1 if isa.thumb_bit else value
+            start, alt = isa.entry_of(value)
             out.append(FuncSymbol(fields[2], start, 0, alt, 0))
     if not out:
         raise UsageError(f"--symbols {path}: no function symbols")

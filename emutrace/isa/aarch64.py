@@ -20,9 +20,12 @@ from emutrace.isa.base import (
     Insn,
     Isa,
     NativeOp,
+    NativeTracing,
     Plt,
     Registers,
     SyscallConvention,
+    branch_records,
+    no_block_step,
 )
 
 # ---------------------------------------------------------------- identity
@@ -85,6 +88,17 @@ BREAKPOINTS = (
 # BRPs=5, so 6 (AMD UG1087, A53_DBG_3 reset value 0x10305106)
 DEBUG_HARDWARE = DebugHardware(6, "address", "DBGBVR<n>_EL1",
                                source="Arm ARM D2 ID_AA64DFR0_EL1.BRPs+1; Cortex-A53: 6")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-arm64",
+    notes={
+        "btf": no_block_step(),
+        "bts": branch_records("BRBE, 32/64 entries"),
+    },
+)
 
 # ---------------------------------------------------------------- classifiers
 # Arm ARM (DDI 0487) C6: BL imm26 / BLR Xn are calls (X30 = return address), RET {Xn}
@@ -245,6 +259,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),  # FP/SIMD are enabled at reset in Unicorn's EL0-like state
     hwcap=HWCAP_FP | HWCAP_ASIMD,
     hwcap2=0,

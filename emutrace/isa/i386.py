@@ -15,6 +15,7 @@ from emutrace.isa.base import (
     GuestError,
     Identity,
     Isa,
+    NativeTracing,
     Plt,
     Registers,
     SyscallConvention,
@@ -78,6 +79,14 @@ BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, wor
 # enabled in DR7 (linux arch/x86/include/asm/hw_breakpoint.h: HBP_NUM 4)
 DEBUG_HARDWARE = DebugHardware(4, "address", "DR0-DR3",
                                source="Intel SDM vol. 3 §18.2; linux HBP_NUM 4")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+    borrowed="x86_64 figure applied to i386 (the same CPUs run it)",
+)
 
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
@@ -160,6 +169,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),
     hwcap=0,  # CPUID.1:EDX on x86; glibc reads CPUID itself
     hwcap2=0,

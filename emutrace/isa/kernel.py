@@ -86,6 +86,13 @@ class KernelSupport:
     # (None: not taken); the board wakes an idle CPU only on ISAs that have one
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
     firmware_call: FirmwareCall | None = None
+    # exception-return encodings as stored in memory (eret, mret/sret, iret), or their
+    # leading opcode bytes where operands follow (s390x LPSWE), found near a vector and
+    # hooked, so that tracing sees an exception end (shadow-stack policy 6);
+    # `returns_align`: the alignment at which they may stand.  Empty: no exception frames
+    # on this ISA (the handler's calls nest under the interrupted frame)
+    returns: tuple[bytes, ...] = ()
+    returns_align: int = 4
 
 
 def kernel_support(isa: Isa) -> KernelSupport | None:

@@ -117,6 +117,10 @@ KERNEL = KernelSupport(
     reset=None,  # the ISA's reset already sets PSW EA|BA (64-bit addressing), as QEMU's IPL
     idle=(),
     firmware_call=FirmwareCall(find_servc, servc),
+    # LPSWE D2(B2) = B2B2 BDDD (z/Architecture Principles of Operation, "LOAD PSW EXTENDED"):
+    # the opcode, whatever the operand; instructions are halfword-aligned
+    returns=(bytes.fromhex("b2b2"),),
+    returns_align=2,
     modelled="svc (old PSW at 0x140, SVC code and ILC at 0x88) and operation exceptions of "
              "opcode 0x00 (program old PSW at 0x150, code 1) swap PSWs through the lowcore "
              "(prefix 0); SERVC Write Event Data prints ASCII console event buffers (QEMU's "

@@ -2,6 +2,7 @@
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
+    HARDWARE_FACTS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -16,9 +17,14 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeTracing,
     Registers,
     SyscallConvention,
     SyscallErrors,
+    branch_records,
+    no_block_step,
+    no_single_step,
+    x86_figure_borrowed,
 )
 
 # ---------------------------------------------------------------- identity
@@ -95,6 +101,20 @@ BREAKPOINTS = (
 DEBUG_HARDWARE = DebugHardware(4, "address", "WatchLo/WatchHi",
                                source="MIPS32 PRA WatchLo/WatchHi (I bit); 4 on 4KEc/74K")
 
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+    borrowed=x86_figure_borrowed(),
+    notes={
+        "btf": no_block_step(),
+        "step": no_single_step(),
+        "bts": branch_records("PDtrace"),
+        "hwbp": f"{{isa}}: exec watch registers (WatchLo/Hi I bit) ({HARDWARE_FACTS} §3.1)",
+    },
+)
+
 
 # ---------------------------------------------------------------- classifiers
 # MIPS32 ISA vol. II: JAL / BAL (= BGEZAL $zero) / JALR are calls (ra = PC + 8), BGEZAL /
@@ -161,6 +181,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),  # Unicorn's default model (24Kf) has an FPU and rdhwr in kernel mode
     hwcap=0,
     hwcap2=0,

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa import ppc
 from emutrace.isa.base import (
+    HARDWARE_FACTS,
     SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
@@ -84,6 +85,13 @@ BREAKPOINTS = (
 DEBUG_HARDWARE = DebugHardware(1, "address", "CIABR",
                                source="Power ISA v2.07: one CIABR")
 
+# Native tracing facts for the cost model: ppc.py's, but the hardware breakpoint
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = replace(ppc.NATIVE_TRACING, notes={
+    **ppc.NATIVE_TRACING.notes,
+    "hwbp": f"ppc64le: one CIABR; perf refuses execute breakpoints ({HARDWARE_FACTS} §4)",
+})
+
 # ---------------------------------------------------------------- classifiers
 # The same instructions as ppc.py (Power ISA v3.1 Book I §2.4), stored little-endian.  ELFv2
 # §3.4.1: a `bl` goes to the callee's local entry (global entry + the offset in st_other
@@ -131,6 +139,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=HWCAP2,

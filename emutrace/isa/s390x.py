@@ -2,6 +2,7 @@
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS2,
+    HARDWARE_FACTS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -18,10 +19,13 @@ from emutrace.isa.base import (
     Insn,
     Isa,
     NativeOp,
+    NativeTracing,
     Plt,
     RegFixup,
     Registers,
     SyscallConvention,
+    branch_records,
+    x86_figure_borrowed,
 )
 
 # ---------------------------------------------------------------- identity
@@ -94,6 +98,20 @@ BREAKPOINTS = (
 # every instruction fetched in the range is an event (arch/s390/kernel/ptrace.c)
 DEBUG_HARDWARE = DebugHardware(1, "range", "PER i-fetch CR10-CR11",
                                source="z/Architecture PoP ch. 4 PER: one i-fetch range")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+    borrowed=x86_figure_borrowed(),
+    notes={
+        "btf": ("s390x: PER successful-branching events, PTRACE_SINGLEBLOCK=12 "
+                f"({HARDWARE_FACTS} §3.1)"),
+        "bts": branch_records("Runtime Instrumentation"),
+        "hwbp": f"s390x: one PER instruction-fetch address range ({HARDWARE_FACTS} §3.1)",
+    },
+)
 
 # ---------------------------------------------------------------- classifiers
 # z/Architecture Principles of Operation ch. 7: BRASL / BRAS are direct calls, BASR / BALR /
@@ -280,7 +298,9 @@ C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retva
 
 ISA = Isa(
     # s390x ELF ABI supplement, PLT: PLT0 32 bytes, stubs 32
-    plt=Plt(header=32, entry=32, lazy_offset=14),
+    # BFD elf64-s390.c elf_s390x_plt_entry: larl, lg, br, basr, lgf, jg, then `.long` the
+    # .rela.plt offset (loaded by the lazy path: a breakpoint there corrupts it)
+    plt=Plt(header=32, entry=32, lazy_offset=14, data=(28, 4)),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -288,6 +308,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,

@@ -22,6 +22,7 @@ from emutrace.isa.base import (
     Isa,
     Lowering,
     NativeOp,
+    NativeTracing,
     Plt,
     Registers,
     Simulator,
@@ -95,6 +96,13 @@ BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, wor
 # enabled in DR7 (linux arch/x86/include/asm/hw_breakpoint.h: HBP_NUM 4)
 DEBUG_HARDWARE = DebugHardware(4, "address", "DR0-DR3",
                                source="Intel SDM vol. 3 §18.2; linux HBP_NUM 4")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+)
 
 
 # ---------------------------------------------------------------- classifiers
@@ -293,6 +301,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),  # the reset state (long mode, SSE on) already runs Linux user code
     hwcap=0,  # AT_HWCAP is CPUID.1:EDX on x86; glibc reads CPUID itself, 0 is safe
     hwcap2=0,

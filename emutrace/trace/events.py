@@ -7,6 +7,10 @@ Raw events (backend → `trace.shadow.ShadowStack`):
 * `TailCall` — a jump that leaves the current function for the start of another one (a
   sibling call): the current function's frame is reused by `target`.
 * `Return` — a return instruction is about to execute at `site_addr`.
+* `Trap` — an exception (a system call such as `svc`/`ecall`, an undefined instruction, an
+  interrupt) entered the guest's own vector at `vector` (kernel images, `--machine`).
+* `TrapReturn` — an exception return (`eret`, `mret`, `sret`, `iret`) is about to execute
+  at `site_addr`: it ends the innermost `Trap`'s frame.
 
 Conventions every backend keeps (the shadow stack's non-local-exit rules rely on them):
 
@@ -66,7 +70,20 @@ class Return:
     target: int | None = None
 
 
-Event = Call | TailCall | Return
+@dataclass(frozen=True, slots=True)
+class Trap:
+    time: int
+    vector: int
+    sp: int  # the handler's stack pointer at the vector
+
+
+@dataclass(frozen=True, slots=True)
+class TrapReturn:
+    time: int
+    site_addr: int
+
+
+Event = Call | TailCall | Return | Trap | TrapReturn
 
 
 @dataclass(frozen=True, slots=True)

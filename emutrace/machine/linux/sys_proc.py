@@ -32,7 +32,7 @@ def _signal_self(k: K, sig: int) -> int:
     if (act is not None and act.handler > 1) or k.sig_mask >> (sig - 1) & 1:
         sys_sigdeliver.queue(k, sig)  # a handler, or blocked: delivered later
         return 0
-    if name in sys_sigdeliver.DEFAULT_IGNORED:
+    if name in sys_sigdeliver.DEFAULT_IGNORED or sys_sigdeliver.stop_self(k, name):
         return 0
     raise GuestKilled(name, int(getattr(host_signal, name, 9)))
 

@@ -136,7 +136,8 @@ def _wait4(k: K, pid: int, status_addr: int, options: int, rusage_addr: int) -> 
     done, status, use = _host_wait(k, pid, host_options)
     if done == 0:
         return 0
-    k.children.discard(done)
+    if os.WIFEXITED(status) or os.WIFSIGNALED(status):  # a stopped child is still ours
+        k.children.discard(done)
     if status_addr:
         k.write(status_addr, guest_status(k, status).to_bytes(4, k.endian))
     if rusage_addr:
