@@ -30,7 +30,8 @@ from .conftest import ENV, TESTBINS, run_emutrace
 
 KERNELS = TESTBINS / "kernel"
 BOARD_OF = {"aarch64": "virt-arm64", "arm": "virt-arm", "riscv64": "virt-riscv64",
-            "i386": "pc-i386", "s390x": "s390-ccw-virtio"}
+            "i386": "pc-i386", "s390x": "s390-ccw-virtio",
+            "x86_64": "pc-x86_64"}
 BANNER = "emutrace mini-kernel\n"
 RECORD_MARK = "== record ==\n"
 # what the trap layer emulates rather than delivers to a vector: firmware calls (PSCI, the
@@ -632,3 +633,44 @@ def test_record_kernel_for_uftrace(tmp_path: Path) -> None:
     assert names == ["do_probe", "arch_probe", "vec_trap", "trap_handler"]
     assert lines[3].index("trap_handler") > lines[2].index("vec_trap") \
         > lines[1].index("arch_probe")  # nested
+
+
+class _Memory:
+    """A CPU port of registers and a byte array, enough for the pure SCLP emulation."""
+
+    def __init__(self, regs: dict[str, int]) -> None:
+        self.regs, self.mem = regs, bytearray(0x3000)
+
+    def reg_read(self, name: str) -> int:
+        return self.regs[name]
+
+    def mem_read(self, addr: int, size: int) -> bytes:
+        return bytes(self.mem[addr:addr + size])
+
+    def mem_write(self, addr: int, data: bytes) -> None:
+        self.mem[addr:addr + len(data)] = data
+
+
+def test_s390x_sclp_events_and_servc_sweep() -> None:
+    """SERVC Write Event Data prints every ASCII console event buffer of the SCCB and skips
+    others (QEMU's event facility hands each buffer to the device of its type); another
+    command answers "invalid command" (0x01F0); the sweep finds SERVC only at instruction
+    starts (PoP instruction lengths), not inside another instruction's operands."""
+    from emutrace.isa.kernel_s390x import find_servc, servc
+
+    def event(kind: int, text: bytes) -> bytes:
+        return (6 + len(text)).to_bytes(2, "big") + bytes((kind, 0, 0, 0)) + text
+
+    body = event(0x1A, b"hi") + event(0x02, b"ignored") + event(0x1A, b"!\n")
+    cpu = _Memory({"r0": 0x00760005, "r1": 0x2000})
+    cpu.mem[0x1000:0x1004] = bytes.fromhex("b2200001")  # SERVC r0, r1
+    cpu.mem[0x2000:0x2008] = (8 + len(body)).to_bytes(2, "big") + bytes(6)
+    cpu.mem[0x2008:0x2008 + len(body)] = body
+    outcome = servc(cpu, 0x1000)  # type: ignore[arg-type]
+    assert (outcome.console, cpu.mem[0x2006:0x2008]) == (b"hi!\n", b"\x00\x20")
+    cpu.regs["r0"] = 0x00020001  # Read SCP Info: not modelled
+    assert servc(cpu, 0x1000).console == b""  # type: ignore[arg-type]
+    assert cpu.mem[0x2006:0x2008] == b"\x01\xf0"
+    # lhi r0, 0xb220 (a7 08 b220), then SERVC at offset 4, then a 6-byte larl
+    code = bytes.fromhex("a708b220" "b2200001" "c01000000000")
+    assert list(find_servc(code)) == [4]

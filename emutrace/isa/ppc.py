@@ -298,7 +298,8 @@ ISA = Isa(
         "kernel": Capability(
             False,
             "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
-            "exception entry cannot be written from a hook"),
+            "exception entry cannot be written from a hook (guest code doing mtsrr0/mtsrr1 "
+            "for it is not built), and no board is built"),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

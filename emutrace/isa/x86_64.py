@@ -308,11 +308,7 @@ ISA = Isa(
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
-        "kernel": Capability(
-            False,
-            "no board: QEMU boots a 64-bit kernel only through a 32-bit multiboot entry in "
-            "an ELF32 file, while Unicorn's x86_64 mode starts in long mode (the i386 board "
-            "and trap entry are the base)"),
+        "kernel": Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
