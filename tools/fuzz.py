@@ -395,16 +395,17 @@ class CaseServer:
 
 def campaign(kind: str, cases: int, seed: int, backends: tuple[str, ...] = BACKENDS,
              only: int | None = None, keep: Path | None = None, isa: str = "x86_64",
-             jobs: int = 1) -> int:
+             jobs: int = 1, first: int = 0) -> int:
     """Run the cases of a seed (every ``jobs``-th one in each of ``jobs`` forked
     campaigns); print each finding and a summary; 1 when anything was found."""
     started = time.monotonic()
-    indices = range(cases) if only is None else range(only, only + 1)
+    indices = range(first, first + cases) if only is None else range(only, only + 1)
     if jobs > 1 and only is None:
         found = run_sharded(kind, seed, backends, isa, indices, jobs)
     else:
         found = run_slice(kind, seed, backends, isa, indices, keep)
-    print(f"{kind} ({isa}): {len(indices)} cases, {found} findings (tracebacks, internal "
+    print(f"{kind} ({isa}): {len(indices)} cases ({indices.start}..{indices.stop - 1}), "
+          f"{found} findings (tracebacks, internal "
           f"errors, hangs past the budget, crashes), {time.monotonic() - started:.0f} s, "
           f"seed {seed}", flush=True)
     return 1 if found else 0
@@ -492,11 +493,13 @@ def main() -> int:
     parser.add_argument("--isa", default="x86_64",
                         help="the ISA whose hello_fs is loaded or mutated (default x86_64)")
     parser.add_argument("--keep", type=Path, help="elf: write each mutant to this file")
+    parser.add_argument("--first", type=int, default=0,
+                        help="the first case index (split one seed's campaign in parts)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="run the cases in this many forked campaigns (default 1)")
     args = parser.parse_args()
     return campaign(args.kind, args.cases, args.seed, tuple(args.backends.split(",")),
-                    args.case, args.keep, args.isa, max(1, args.jobs))
+                    args.case, args.keep, args.isa, max(1, args.jobs), args.first)
 
 
 if __name__ == "__main__":

@@ -32,11 +32,14 @@ MAX_BP = 4  # the longest breakpoint encoding of any ISA (AArch64 BRK, ppc tw: 4
 
 class CodeGuard:
     def __init__(self, cpu: UnicornCpu, ranges: Callable[[int], tuple[int, int]],
-                 on_write: Callable[[int, int], None]) -> None:
+                 on_write: Callable[[int, int], None], hide_reads: bool = True) -> None:
         """``ranges(addr)`` gives the [lo, hi) range to guard around a patch site (the
         executable file data holding it); ``on_write(lo, hi)`` is called before a guest
-        store into a guarded range."""
+        store into a guarded range.  ``hide_reads``: only where breakpoint bytes are
+        written (a bounded UC_HOOK_MEM_READ, even one that returns at once, breaks MIPS
+        dynamic programs in Unicorn 2.1.4: SIGILL in ld.so; MIPS and RISC-V patch nothing)."""
         self.cpu, self.ranges, self.on_write = cpu, ranges, on_write
+        self.hide_reads = hide_reads
         self.sites: dict[int, tuple[bytes, bytes]] = {}  # addr -> (original, breakpoint)
         self.guarded: list[tuple[int, int]] = []
         self.hidden: list[int] = []  # sites un-patched for the load running now
@@ -66,12 +69,17 @@ class CodeGuard:
     # ------------------------------------------------------------ hooks
     def _guard(self, lo: int, hi: int) -> None:
         uc = self.cpu.uc
-        uc.hook_add(ucc.UC_HOOK_MEM_READ, self._before_read, None, lo, hi - 1)
+        if self.hide_reads:
+            uc.hook_add(ucc.UC_HOOK_MEM_READ, self._before_read, None, lo, hi - 1)
         uc.hook_add(ucc.UC_HOOK_MEM_WRITE, self._before_write, None, lo, hi - 1)
         self.guarded.append((lo, hi))
 
     def _under(self, addr: int, size: int) -> list[int]:
-        return [a for a in range(addr - MAX_BP + 1, addr + size) if a in self.sites]
+        """Patched sites whose breakpoint bytes overlap [addr, addr + size) (only those: an
+        ARM literal pool right after a Thumb site is read without un-patching the site,
+        whose write back would drop the translated block the load runs in)."""
+        return [a for a in range(addr - MAX_BP + 1, addr + size)
+                if a in self.sites and a + len(self.sites[a][1]) > addr]
 
     def _before_read(self, uc: unicorn.Uc, _access: int, addr: int, size: int, _value: int,
                      _d: object) -> None:
