@@ -41,8 +41,9 @@ def _oracle_by_thread(record: str) -> list[list[tuple[str, int]]]:
     return [by_tid[t] for t in sorted(by_tid)]
 
 
-def _traced(isa: str, backend: str) -> RunResult:
-    config = RunConfig(str(bin_path(isa, "threads")), backend=backend, env={})
+def _traced(isa: str, backend: str, cleanup: str = "lazy") -> RunResult:
+    config = RunConfig(str(bin_path(isa, "threads")), backend=backend, cleanup=cleanup,
+                       env={})
     result = Process(config, warn=lambda _m: None).run()
     assert result.exit_code == 0
     return result
@@ -51,7 +52,7 @@ def _traced(isa: str, backend: str) -> RunResult:
 @pytest.mark.oracle
 @pytest.mark.parametrize("isa", ISAS)
 def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    """stdout as under qemu-user; per thread: int3 = step, a rerun's trace is
+    """stdout as under qemu-user; per thread: int3 = step = int3 strict, a rerun's trace is
     byte-identical (every call, return and duration, so every switch; values aside, since
     the program reads the host's clock), and each thread's calls of the program's functions
     are those of its own record (under qemu-user)."""
@@ -67,6 +68,7 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
     first = _traced(isa, "int3")
     assert capfd.readouterr().out == EXPECTED  # the guest's stdout, as under qemu-user
     second, step = _traced(isa, "int3"), _traced(isa, "step")
+    strict = _traced(isa, "int3", "strict")  # cleanup per thread at every switch
     image = first.image
     thumb = image.isa.thumb_bit
 
@@ -85,6 +87,8 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
         # count the instruction that ends the process differently)
         assert canonical_text(ours, name) == canonical_text(
             [r for r in step.records if r.tid == n], name), f"thread {n}: int3 != step"
+        assert canonical_text(ours, name) == canonical_text(
+            [r for r in strict.records if r.tid == n], name), f"thread {n}: lazy != strict"
         assert canonical_text(ours, name, PROGRAM_FUNCS) == canonical_text(
             instr_records(events), name, PROGRAM_FUNCS), f"thread {n}"
 
