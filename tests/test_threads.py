@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.elf import load_image
+from emutrace.isa import by_name
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.threads import Deadlock, Scheduler, Wait
 from emutrace.session import Process, RunConfig, RunResult
@@ -125,6 +126,25 @@ def test_read_of_an_empty_pipe_lets_the_writer_run(isa: str, tmp_path: Path) -> 
     assert (ours.returncode, ours.stdout) == (0, ref.stdout)
 
 
+def preemption_gap(isa: str) -> list[pytest.MarkDecorator]:
+    cap = by_name(isa).capabilities["thread_preemption"]
+    return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", [pytest.param(i, marks=preemption_gap(i)) for i in ISAS])
+def test_a_spinning_thread_is_preempted(isa: str, tmp_path: Path) -> None:
+    """`threads spin`: main spins with no system call until a thread it created has
+    counted to a million; only the quantum gives that thread the CPU (as under qemu-user,
+    where both run at once)."""
+    program = bin_path(isa, "threads")
+    ref = subprocess.run([qemu_binary(isa), str(program), "spin"], capture_output=True,
+                         timeout=60, env=ENV)
+    assert ref.stdout == b"spun until the flag; counter exit 1000\n"
+    ours = run_emutrace("run", "--timeout", "2", program, "spin", cwd=tmp_path)
+    assert (ours.returncode, ours.stdout) == (0, ref.stdout)
+
+
 # ---------------------------------------------------------------- the scheduler alone
 class FakeCpu:
     def __init__(self) -> None:
@@ -139,6 +159,7 @@ class FakeCpu:
 class FakeKernel:
     def __init__(self) -> None:
         self.cpu = FakeCpu()
+        self.isa = by_name("x86_64")
         self.slept: list[float] = []
 
     def sleep(self, seconds: float) -> bool:
