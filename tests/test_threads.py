@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.elf import load_image
+from emutrace.isa import by_name
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.threads import Deadlock, Scheduler, Wait
 from emutrace.session import Process, RunConfig, RunResult
@@ -41,8 +42,9 @@ def _oracle_by_thread(record: str) -> list[list[tuple[str, int]]]:
     return [by_tid[t] for t in sorted(by_tid)]
 
 
-def _traced(isa: str, backend: str) -> RunResult:
-    config = RunConfig(str(bin_path(isa, "threads")), backend=backend, env={})
+def _traced(isa: str, backend: str, cleanup: str = "lazy") -> RunResult:
+    config = RunConfig(str(bin_path(isa, "threads")), backend=backend, cleanup=cleanup,
+                       env={})
     result = Process(config, warn=lambda _m: None).run()
     assert result.exit_code == 0
     return result
@@ -51,7 +53,7 @@ def _traced(isa: str, backend: str) -> RunResult:
 @pytest.mark.oracle
 @pytest.mark.parametrize("isa", ISAS)
 def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    """stdout as under qemu-user; per thread: int3 = step, a rerun's trace is
+    """stdout as under qemu-user; per thread: int3 = step = int3 strict, a rerun's trace is
     byte-identical (every call, return and duration, so every switch; values aside, since
     the program reads the host's clock), and each thread's calls of the program's functions
     are those of its own record (under qemu-user)."""
@@ -67,6 +69,7 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
     first = _traced(isa, "int3")
     assert capfd.readouterr().out == EXPECTED  # the guest's stdout, as under qemu-user
     second, step = _traced(isa, "int3"), _traced(isa, "step")
+    strict = _traced(isa, "int3", "strict")  # cleanup per thread at every switch
     image = first.image
     thumb = image.isa.thumb_bit
 
@@ -85,6 +88,8 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
         # count the instruction that ends the process differently)
         assert canonical_text(ours, name) == canonical_text(
             [r for r in step.records if r.tid == n], name), f"thread {n}: int3 != step"
+        assert canonical_text(ours, name) == canonical_text(
+            [r for r in strict.records if r.tid == n], name), f"thread {n}: lazy != strict"
         assert canonical_text(ours, name, PROGRAM_FUNCS) == canonical_text(
             instr_records(events), name, PROGRAM_FUNCS), f"thread {n}"
 
@@ -121,6 +126,25 @@ def test_read_of_an_empty_pipe_lets_the_writer_run(isa: str, tmp_path: Path) -> 
     assert (ours.returncode, ours.stdout) == (0, ref.stdout)
 
 
+def preemption_gap(isa: str) -> list[pytest.MarkDecorator]:
+    cap = by_name(isa).capabilities["thread_preemption"]
+    return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", [pytest.param(i, marks=preemption_gap(i)) for i in ISAS])
+def test_a_spinning_thread_is_preempted(isa: str, tmp_path: Path) -> None:
+    """`threads spin`: main spins with no system call until a thread it created has
+    counted to a million; only the quantum gives that thread the CPU (as under qemu-user,
+    where both run at once)."""
+    program = bin_path(isa, "threads")
+    ref = subprocess.run([qemu_binary(isa), str(program), "spin"], capture_output=True,
+                         timeout=60, env=ENV)
+    assert ref.stdout == b"spun until the flag; counter exit 1000\n"
+    ours = run_emutrace("run", "--timeout", "2", program, "spin", cwd=tmp_path)
+    assert (ours.returncode, ours.stdout) == (0, ref.stdout)
+
+
 # ---------------------------------------------------------------- the scheduler alone
 class FakeCpu:
     def __init__(self) -> None:
@@ -135,6 +159,7 @@ class FakeCpu:
 class FakeKernel:
     def __init__(self) -> None:
         self.cpu = FakeCpu()
+        self.isa = by_name("x86_64")
         self.slept: list[float] = []
 
     def sleep(self, seconds: float) -> bool:

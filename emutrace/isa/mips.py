@@ -206,6 +206,11 @@ ISA = Isa(
             "o32 PIC code calls through the GOT (`lw t9, %call16(f)(gp); jalr "
             "t9`); lazy stubs are in .MIPS.stubs, not described yet"),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
+        "thread_preemption": Capability(
+            False,
+            "Unicorn 2.1.4 ends an emu_start whose instruction count runs out with a "
+            "bogus UC_ERR_READ_UNMAPPED on MIPS (--max-insns meets it too): threads "
+            "switch only at blocking calls, a thread that spins never yields"),
         "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),

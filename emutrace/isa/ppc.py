@@ -309,6 +309,7 @@ ISA = Isa(
             "secure-PLT call stubs (`__glink`, the linker's `*.plt_call` stubs in "
             ".text) have no fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),
         "entry_out_of_line_saves": ENTRY_OUT_OF_LINE_SAVES,

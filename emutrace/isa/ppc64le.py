@@ -162,6 +162,7 @@ ISA = Isa(
             "ELFv2 calls go through linker call stubs (`*.plt_call.f`) in .text, "
             "not a .plt of fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "entry_out_of_line_saves": ppc.ENTRY_OUT_OF_LINE_SAVES,

@@ -236,6 +236,7 @@ ISA = Isa(
         "trace_dynamic": Capability(True),
         "plt_names": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
+        "thread_preemption": Capability(True),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
         "optimised_code": Capability(True),

@@ -8,7 +8,9 @@
  * out.  A __thread variable checks that every thread has its own TLS.
  * `threads deadlock` instead makes two threads take two mutexes in opposite
  * orders: each waits for the other forever (emutrace ends such a run).
- * `threads pipe`: main reads a pipe that a thread it created writes.  stdout is the same on
+ * `threads pipe`: main reads a pipe that a thread it created writes.
+ * `threads spin`: main spins, with no system call, until a thread it created
+ * has counted to a million and set a flag (only preemption lets it finish).  stdout is the same on
  * every ISA and under qemu-user.
  *
  * The program records its own calls (compiled with -finstrument-functions;
@@ -167,6 +169,32 @@ static int read_pipe(void)
     return 0;
 }
 
+static int spun;
+
+static void *counter(void *arg)
+{
+    volatile long n = 0;
+    (void)arg;
+    while (n < 1000000)
+        n++;
+    __atomic_store_n(&spun, 1, __ATOMIC_SEQ_CST);
+    return (void *)(intptr_t)(n / 1000);
+}
+
+static int spin(void)
+{
+    pthread_t other;
+    void *code;
+    long rounds = 0;
+    if (pthread_create(&other, NULL, counter, NULL) != 0)
+        return 1;
+    while (!__atomic_load_n(&spun, __ATOMIC_SEQ_CST))
+        rounds++;
+    pthread_join(other, &code);
+    printf("spun until the flag; counter exit %ld\n", (long)(intptr_t)code);
+    return rounds > 0 ? 0 : 2;
+}
+
 int main(int argc, char **argv)
 {
     pthread_t t[WORKERS];
@@ -174,6 +202,8 @@ int main(int argc, char **argv)
         return deadlock();
     if (argc > 1 && strcmp(argv[1], "pipe") == 0)
         return read_pipe();
+    if (argc > 1 && strcmp(argv[1], "spin") == 0)
+        return spin();
     mine = 42;
     for (int i = 0; i < WORKERS; i++)
         if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) != 0) {

@@ -9,7 +9,8 @@ shared, as CLONE_VM shares it).  The scheduler switches threads only between two
   can run, a read of an empty pipe or terminal): the handler records what the thread waits
   for and stops the CPU;
 * when a thread has run QUANTUM guest instructions since it got the CPU (emu_start's own
-  instruction count, used only while the process has more than one thread).
+  instruction count, used only while the process has more than one thread, and not on
+  MIPS: capability `thread_preemption`).
 
 The next thread is the first runnable one after the current in thread-id order (round
 robin), so a rerun makes the same switches at the same instructions: runs are
@@ -98,6 +99,8 @@ class Scheduler:
         self.created = 0
         self.clock = 0
         self.switch_pending = False
+        self.requantum = False  # stopped to start counting quanta (see create)
+        self.preempts = kernel.isa.capability("thread_preemption").works
         self.switches = 0
         self._seq = 0
         self.budget: int | None = None  # --max-insns left, counted in whole quanta
@@ -135,6 +138,11 @@ class Scheduler:
             tid += 1
         thread = GuestThread(tid, context, start=start, result=0)
         self.threads[tid] = thread
+        # the stretch running now was started without a quantum (one thread then): stop
+        # it, so that the caller goes on under the quantum from the next instruction
+        if self.preempts and len(self.threads) == 2:
+            self.requantum = True
+            self.k.cpu.uc.emu_stop()
         return thread
 
     def exit_current(self) -> bool:
@@ -195,19 +203,24 @@ class Scheduler:
 
     # ------------------------------------------------------------ the run loop's side
     def count(self, max_insns: int) -> int:
-        """emu_start's instruction count for the next stretch."""
-        if not self.active:
+        """emu_start's instruction count for the next stretch (no quantum where the
+        ISA's capability table says the count cannot end a stretch cleanly: MIPS)."""
+        if not self.active or not self.preempts:
             return max_insns
         if max_insns and self.budget is None:
             self.budget = max_insns
         return QUANTUM if self.budget is None else min(QUANTUM, self.budget)
 
     def switching(self) -> bool:
-        return self.switch_pending
+        return self.switch_pending or self.requantum
 
     def resume(self, pc: int, sentinel: int, count: int) -> int | None:
         """After emu_start returned without an exception: the address to start the next
         stretch at (another thread's, or this one's), or None when the run ends here."""
+        if self.requantum and not self.switch_pending:
+            self.requantum = False  # the same thread goes on, now under the quantum
+            return pc | (1 if self.k.cpu.in_alt_mode() else 0)
+        self.requantum = False
         expired = count > 0 and pc != sentinel and not self.switch_pending
         if not self.switch_pending and not (expired and self.active):
             return None  # single thread: the budget ran out, or the program left its code
