@@ -136,3 +136,12 @@ def test_case_server_runs_cases_and_reports_a_dead_worker(tmp_path: Path) -> Non
     with pytest.raises(fuzz.Finding, match="hang: .* of CPU"):
         stingy.run(0)
     stingy.close()
+
+
+def test_found_by_the_long_run_dwarf_sibling_loop(tmp_path: Path) -> None:
+    """Seed 31 case 88206 of the 10^5 run: a mutant whose DWARF sends iter_children round a
+    loop ran forever before emulation (outside --timeout); it is unreadable DWARF now (one
+    warning) and the case holds."""
+    server = fuzz.CaseServer(31, fuzz.PROGRAM.read_bytes(), fuzz.BACKENDS, tmp_path)
+    server.run(88206)
+    server.close()
