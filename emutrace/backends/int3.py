@@ -130,8 +130,9 @@ class Int3Backend:
         # patched bytes hidden from guest loads; code the guest writes is dropped (item 22)
         # (site hooks too: code written over a discovered function must not be traced by
         # its old site table)
+        hide = self.delivery == "patch" and isa.capability("hidden_breakpoints").works
         self.guard: CodeGuard | None = CodeGuard(cpu, self._code_range, self._code_written,
-                                                 hide_reads=self.delivery == "patch")
+                                                 hide_reads=hide)
         self._install(hooks)
 
     def _install(self, hooks: HookSet) -> None:

@@ -270,6 +270,7 @@ ISA = Isa(
     platform="aarch64",
     uname_machine="aarch64",
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

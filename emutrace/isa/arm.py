@@ -354,6 +354,11 @@ ISA = Isa(
     platform="v7l",
     uname_machine="armv7l",
     capabilities={
+        "hidden_breakpoints": Capability(
+            False,
+            "a bounded UC_HOOK_MEM_READ over code breaks dynamic programs in Unicorn 2.1.4 "
+            "(Debian's sort under int3 misparsed its options); a guest that reads its own code "
+            "sees the bkpt bytes where sites are armed"),
         "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -186,6 +186,7 @@ ISA = Isa(
     platform="i686",
     uname_machine="i686",
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -191,6 +191,8 @@ ISA = Isa(
     call_target_regs=("t9",),
     siginfo_code_offset=4,  # __ARCH_HAS_SWAPPED_SIGINFO: si_signo, si_code, si_errno
     capabilities={
+        "hidden_breakpoints": Capability(
+            False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
         "kernel": Capability(
             False,
             "Unicorn 2.1.4 exposes no EPC, Cause or EBase register (of CP0 only Status, "

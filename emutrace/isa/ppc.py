@@ -295,6 +295,7 @@ ISA = Isa(
     platform="ppc",
     uname_machine="ppc",
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(
             False,
             "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "

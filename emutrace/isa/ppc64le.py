@@ -148,6 +148,7 @@ ISA = Isa(
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
     call_target_regs=("r12",),
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(
             False,
             "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "

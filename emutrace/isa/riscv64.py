@@ -229,6 +229,8 @@ ISA = Isa(
     platform="riscv64",
     uname_machine="riscv64",
     capabilities={
+        "hidden_breakpoints": Capability(
+            False, "nothing to hide: sites are hooked, never patched (EBREAK traps are broken)"),
         "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

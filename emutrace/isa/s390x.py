@@ -326,6 +326,7 @@ ISA = Isa(
     packed_args={"mmap": 6},
     fault_address_mask=-4096,  # si_addr of a fault: its page (__FAIL_ADDR_MASK)
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(True),  # isa/kernel_s390x.py, board s390-ccw-virtio
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -308,6 +308,7 @@ ISA = Isa(
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
