@@ -100,3 +100,14 @@ def wait_until_blocked(proc: subprocess.Popen, limit: float = 120) -> None:
         state = stat.read_text().rsplit(")", 1)[1].split()[0]
         asleep = asleep + 1 if emulating and state == "S" else 0
         time.sleep(0.05)
+
+
+def isa_params(capability: str) -> list:
+    """Every ISA as a pytest parameter; where the ISA's capability table says `capability`
+    does not work, a strict xfail carrying its reason."""
+    out = []
+    for isa in ISAS:
+        cap = by_name(isa).capability(capability)
+        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+        out.append(pytest.param(isa, marks=marks, id=isa))
+    return out

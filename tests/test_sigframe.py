@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from emutrace.isa import by_name
 from emutrace.isa.sigframe import SIGFRAMES, SigFrame
 
-from .conftest import ENV, ISAS, bin_path, qemu_binary
+from .conftest import ENV, ISAS, bin_path, isa_params, qemu_binary
 
 COMPILERS = {
     "x86_64": "x86_64-linux-gnu-gcc", "i386": "i686-linux-gnu-gcc",
@@ -102,12 +101,7 @@ def test_layout_is_glibcs(isa: str, tmp_path: Path) -> None:
 
 
 def params() -> list:
-    out = []
-    for isa in ISAS:
-        cap = by_name(isa).capability("signal_handlers")
-        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
-        out.append(pytest.param(isa, marks=marks, id=isa))
-    return out
+    return isa_params("signal_handlers")
 
 
 @pytest.mark.oracle
