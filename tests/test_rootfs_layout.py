@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from emutrace import errors
 from emutrace.rootfs import build_root, dependency_closure, relative_links
+from tests.conftest import run_emutrace
 
 # apt-cache depends --recurse prints the host's (amd64) packages and `all` ones unsuffixed,
 # a Multi-Arch: foreign dependency (dpkg) once per architecture, virtual ones as <name>
@@ -82,3 +84,13 @@ def test_absolute_links_made_relative(tmp_path: Path) -> None:
     assert relative_links(tmp_path) == 1
     assert os.readlink(link) == "../lib/powerpc64le-linux-gnu/ld64.so.2"
     assert link.read_text() == "ld.so" and os.readlink(tmp_path / "rel") == "lib"
+
+
+def test_cache_not_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    """`--cache FILE`: one line, exit 64, before apt runs."""
+    file = tmp_path / "file"
+    file.write_text("")
+    got = run_emutrace("rootfs", "--arch", "s390x", "-o", str(tmp_path / "root"),
+                       "--cache", str(file))
+    assert got.returncode == errors.EXIT_USAGE and got.stderr.count(b"\n") == 1
+    assert b"--cache" in got.stderr and not (tmp_path / "root").exists()

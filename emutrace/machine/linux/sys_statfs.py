@@ -31,14 +31,17 @@ class HostStatfs(ctypes.Structure):
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
+# glibc's large-file names; a C library without them (musl) has 64-bit counts in statfs
+_STATFS = getattr(_LIBC, "statfs64", None) or _LIBC.statfs
+_FSTATFS = getattr(_LIBC, "fstatfs64", None) or _LIBC.fstatfs
 
 
 def _host_statfs(where: str | int) -> HostStatfs:
     out = HostStatfs()
     if isinstance(where, int):
-        rc = _LIBC.fstatfs64(ctypes.c_int(where), ctypes.byref(out))
+        rc = _FSTATFS(ctypes.c_int(where), ctypes.byref(out))
     else:
-        rc = _LIBC.statfs64(os.fsencode(where), ctypes.byref(out))
+        rc = _STATFS(os.fsencode(where), ctypes.byref(out))
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
