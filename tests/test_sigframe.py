@@ -126,3 +126,22 @@ def test_handler_reads_and_changes_its_ucontext(isa: str, tmp_path: Path) -> Non
         assert f"{sig}: stopped=1 by {sig}, after SIGCONT exited=1 status=5" in ref.stdout
     assert ours.stdout == ref.stdout
     assert ours.returncode == 0, ours.stderr
+
+
+@pytest.mark.parametrize("isa", ["arm", "ppc64le"])
+def test_traced_program_sees_the_same(isa: str, tmp_path: Path) -> None:
+    """Under the int3 backend (breakpoints in the code the frames interrupt, a block hook
+    beside its own hooks), the program behaves as untraced: stdout == qemu-user's (ARM:
+    Thumb code, the resume state from cpsr; ppc64le: the ELFv2 r12 of a redirected PC)."""
+    program = str(bin_path(isa, "sigctx"))
+    with subprocess.Popen([qemu_binary(isa), program], cwd=tmp_path, env=ENV, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as qemu:
+        ours = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "int3",
+                               "-o", "trace.txt", program], cwd=tmp_path, env=ENV,
+                              capture_output=True, text=True, timeout=120)
+        out, _ = qemu.communicate(timeout=60)
+    assert "SIGSEGV 1: landed=2" in out
+    assert ours.stdout == out
+    assert ours.returncode == 0, ours.stderr
+    # traced on after the redirects: the calls main makes after the last handler
+    assert "sigaction(14" in (tmp_path / "trace.txt").read_text()

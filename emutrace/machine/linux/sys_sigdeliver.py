@@ -197,6 +197,9 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     cpu, regs, w = k.cpu, k.isa.registers, k.word
     restore = k.sig_suspend_mask if k.sig_suspend_mask is not None else k.sig_mask
     k.sig_suspend_mask = None
+    watch = _WATCHES.get(k)
+    if watch is not None and sig == k.const("SIGALRM"):
+        watch.delivered = True
     bias = k.conv.pc_after_hook if in_hook else 0
     frame = Frame(cpu.uc.context_save(), restore, pc_bias=bias)
     k.sig_frames.append(frame)
@@ -293,8 +296,14 @@ def sys_pause(k: K, a: tuple[int, ...]) -> int:
     raise GuestError("EINTR")
 
 
+@dataclass
+class TimerWatch:
+    hook: int  # the Unicorn block hook
+    delivered: bool = False  # a SIGALRM was delivered since the timer was armed
+
+
 # the block hook of each kernel whose guest timer runs (_timer_armed)
-_BLOCK_HOOKS: weakref.WeakKeyDictionary[K, int] = weakref.WeakKeyDictionary()
+_WATCHES: weakref.WeakKeyDictionary[K, TimerWatch] = weakref.WeakKeyDictionary()
 
 
 def _between_blocks(k: K) -> None:
@@ -302,7 +311,8 @@ def _between_blocks(k: K) -> None:
     handler: Python runs the host's SIGALRM handler here (it cannot while Unicorn runs
     translated code without hooks), and a signal that became deliverable is delivered at
     the start of this block, as the kernel delivers on any return to user mode.  The hook
-    goes away when no timer is left."""
+    goes away once the timer has expired and its SIGALRM was delivered (not on the expiry
+    alone: the host's Python-level handler may not have run yet then)."""
     if k.sig_pending:
         sig = _deliverable(k, k.sig_mask)
         if sig is not None:
@@ -310,19 +320,33 @@ def _between_blocks(k: K) -> None:
             if act.handler not in (SIG_DFL, SIG_IGN):  # a default action waits for a syscall
                 k.sig_pending.discard(sig)
                 _run_handler(k, sig, act, in_hook=False)
-    hook = _BLOCK_HOOKS.get(k)
-    if hook is not None and not k.sig_pending \
+    watch = _WATCHES.get(k)
+    if watch is not None and watch.delivered and not k.sig_pending \
             and host_signal.getitimer(host_signal.ITIMER_REAL) == (0.0, 0.0):
-        k.cpu.uc.hook_del(hook)
-        del _BLOCK_HOOKS[k]
+        _unwatch(k)
 
 
-def _timer_armed(k: K) -> None:
-    """The guest armed its real-time timer: watch between blocks while SIGALRM is handled."""
+def _unwatch(k: K) -> None:
+    watch = _WATCHES.pop(k, None)
+    if watch is not None:
+        k.cpu.uc.hook_del(watch.hook)
+
+
+def _timer_armed(k: K, seconds: float) -> None:
+    """The guest set its real-time timer: watch between blocks while it runs and SIGALRM is
+    handled; a timer disarmed (0) needs no watch."""
+    if not seconds:
+        _unwatch(k)
+        return
     act = k.sig_actions.get(k.const("SIGALRM"), SigAction())
-    if k not in _BLOCK_HOOKS and act.handler not in (SIG_DFL, SIG_IGN):
-        _BLOCK_HOOKS[k] = k.cpu.uc.hook_add(UC_HOOK_BLOCK, lambda _uc, _a, _s, _d:
-                                            _between_blocks(k))
+    if act.handler in (SIG_DFL, SIG_IGN):
+        return
+    watch = _WATCHES.get(k)
+    if watch is None:
+        _WATCHES[k] = TimerWatch(k.cpu.uc.hook_add(UC_HOOK_BLOCK, lambda _uc, _a, _s, _d:
+                                                   _between_blocks(k)))
+    else:
+        watch.delivered = False
 
 
 @syscall("alarm")
@@ -333,8 +357,7 @@ def sys_alarm(k: K, a: tuple[int, ...]) -> int:
     _install(k)
     host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
     left = host_signal.alarm(a[0] & 0xFFFFFFFF)
-    if a[0]:
-        _timer_armed(k)
+    _timer_armed(k, a[0] & 0xFFFFFFFF)
     return left
 
 
@@ -378,8 +401,7 @@ def sys_setitimer(k: K, a: tuple[int, ...]) -> int:
     _install(k)
     host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
     old_value, old_interval = host_signal.setitimer(host_signal.ITIMER_REAL, value, interval)
-    if value:
-        _timer_armed(k)
+    _timer_armed(k, value)
     if a[2]:
         _put_itimer(k, a[2], old_interval, old_value)
     return 0
