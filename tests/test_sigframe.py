@@ -122,8 +122,10 @@ def test_handler_reads_and_changes_its_ucontext(isa: str, tmp_path: Path) -> Non
     assert "after the handler added it to uc_sigmask: HUP blocked=1" in ref.stdout
     assert "SIGSEGV 1: landed=2 handler on altstack=1 interrupted off it=1" in ref.stdout
     assert "alarm interrupted a loop without system calls: rang=1" in ref.stdout
-    for sig in ("STOP", "TSTP"):
-        assert f"{sig}: stopped=1 by {sig}, after SIGCONT exited=1 status=5" in ref.stdout
+    assert "STOP: stopped=1 by STOP, after SIGCONT exited=1 status=5" in ref.stdout
+    # SIGTSTP: Linux discards it for a process in an orphaned process group (signal(7),
+    # POSIX job control), which depends on how the test run was started: only the equality
+    # with qemu-user below is asserted for it
     assert ours.stdout == ref.stdout
     assert ours.returncode == 0, ours.stderr
 
