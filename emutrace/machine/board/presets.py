@@ -118,5 +118,20 @@ S390_CCW_VIRTIO = Board(
     qemu=("qemu-system-s390x", "-M", "s390-ccw-virtio"),
 )
 
+BAMBOO = Board(
+    name="bamboo",
+    isa="ppc",
+    description="QEMU -M bamboo (PowerPC 440EP, BookE; an ELF -kernel at its addresses, "
+                "MMU as virtual = physical): NS16550 console at 0xef600300, DBCR0 system "
+                "reset powers off (QEMU -no-reboot)",
+    # QEMU hw/ppc/ppc440_bamboo.c: RAM from 0, UART0 at 0xef600300 (UART1 at 0xef600400
+    # not modelled); the CPU is Unicorn's 440EPX (QEMU's bamboo has a 440EP)
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00000000,
+    devices=(Device("ns16550", "uart0", 0xEF600300, 8),),
+    cpu_model="UC_CPU_PPC32_440EPX",
+    qemu=("qemu-system-ppc", "-M", "bamboo", "-no-reboot"),
+)
+
 BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386, PC_X86_64,
-                                              S390_CCW_VIRTIO)}
+                              S390_CCW_VIRTIO, BAMBOO)}
