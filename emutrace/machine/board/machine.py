@@ -307,7 +307,9 @@ class BoardMachine:
             return image, physical
         base = raw_at
         segment = Segment(base, len(blob), 0, blob, PF_R | PF_X)
-        image = Image(path=path, isa=by_name(isa), kind="exec", entry=base, phoff=0,
+        image = Image(path=path, isa=by_name(isa), kind="exec",
+                      entry=base + (self.board.bios_entry if base == self.board.bios_at else 0),
+                      phoff=0,
                       phentsize=0, phnum=0, segments=[segment], interpreter=None)
         return image, [(base, blob)]
 

@@ -133,5 +133,21 @@ BAMBOO = Board(
     qemu=("qemu-system-ppc", "-M", "bamboo", "-no-reboot"),
 )
 
+PSERIES = Board(
+    name="pseries",
+    isa="ppc64le",
+    description="QEMU -M pseries with the image as -bios (no SLOF: a raw image at 0, started "
+                "at 0x100; here an ELF starts at its entry, little-endian, real mode, "
+                "MSR[HV] = 0): the console and power-off are PAPR hypercalls "
+                "(H_PUT_TERM_CHAR, H_RTAS power-off)",
+    # QEMU hw/ppc/spapr.c: the firmware loads at 0 and starts at SPAPR_ENTRY_POINT 0x100
+    # (big-endian: the image switches itself); with no SLOF nothing else is in memory
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00000000,
+    bios_entry=0x100,
+    devices=(),  # the console is the vty hypercall: isa/kernel_ppc64le.py
+    qemu=("qemu-system-ppc64", "-M", "pseries"),
+)
+
 BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386, PC_X86_64,
-                              S390_CCW_VIRTIO, BAMBOO)}
+                              S390_CCW_VIRTIO, BAMBOO, PSERIES)}
