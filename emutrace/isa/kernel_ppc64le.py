@@ -33,7 +33,7 @@ MSR_SF, MSR_HV, MSR_ME, MSR_LE = 1 << 63, 1 << 60, 1 << 12, 1 << 0
 WORD64 = (1 << 64) - 1
 
 # PAPR hypercalls (QEMU include/hw/ppc/spapr.h)
-H_SUCCESS, H_FUNCTION, H_PARAMETER = 0, -2, -4
+H_SUCCESS, H_FUNCTION = 0, -2
 H_PUT_TERM_CHAR, H_SET_MODE, H_RTAS = 0x58, 0x31C, 0xF000
 H_SET_MODE_RESOURCE_LE = 4
 RTAS_POWER_OFF = 0x2003  # RTAS_TOKEN_BASE + 3
@@ -70,7 +70,7 @@ def hypercall(cpu: SysRegPort) -> TrapOutcome:
         cpu.mem_write(block + 12 + 4 * nargs, (RTAS_NOT_SUPPORTED & 0xFFFFFFFF).to_bytes(4, "big"))
         status(cpu, H_SUCCESS)
         return TrapOutcome("emulated", f"H_RTAS {token:#x}")
-    status(cpu, H_FUNCTION if number != H_SET_MODE else H_PARAMETER)
+    status(cpu, H_FUNCTION)  # not modelled (QEMU answers a few of these otherwise)
     return TrapOutcome("emulated", f"hcall {number:#x}")
 
 
