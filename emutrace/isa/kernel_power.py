@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 from weakref import WeakKeyDictionary
 
 from emutrace.isa.kernel import SysRegPort, TrapOutcome
@@ -37,7 +38,7 @@ MFSPR, MTSPR = 339, 467  # opcode 31 extended opcodes
 
 @dataclass
 class SprFile:
-    """The modelled SPRs by number (absent: 0), and the emulated power-off state."""
+    """The modelled SPRs by number (absent: 0), and Book III-S's interrupt endianness."""
 
     regs: dict[int, int] = field(default_factory=dict)
     ile: bool = False  # Book3S: interrupts are taken little-endian (LPCR[ILE], H_SET_MODE)
@@ -75,14 +76,14 @@ class Sites:
     modelled: frozenset[int]
     read: frozenset[int]
     returns: int  # RFI or RFID
-    endian: str
+    endian: Literal["big", "little"]
     word_mask: int = 0xFFFFFFFF
     on_write: Callable[[SysRegPort, int, int], TrapOutcome | None] | None = None
 
     def find(self, code: bytes) -> Iterator[int]:
         """Offsets of the words to emulate in a code segment (words are 4-byte aligned)."""
         for at in range(0, len(code) - 3, 4):
-            word = int.from_bytes(code[at:at + 4], self.endian)  # type: ignore[arg-type]
+            word = int.from_bytes(code[at:at + 4], self.endian)
             if word == self.returns:
                 yield at
                 continue
@@ -94,7 +95,7 @@ class Sites:
         """Run the word at addr against the model, before Unicorn runs it.  The word is read
         again here: a backend's breakpoint may stand there for now (then nothing is done;
         the hook fires again when the original runs)."""
-        word = int.from_bytes(cpu.mem_read(addr, 4), self.endian)  # type: ignore[arg-type]
+        word = int.from_bytes(cpu.mem_read(addr, 4), self.endian)
         model = spr_file(cpu)
         if word == self.returns:
             cpu.reg_write("msr", model.get(SRR1) & self.word_mask)
