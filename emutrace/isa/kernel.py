@@ -65,7 +65,7 @@ class FirmwareCall:
     just before the instruction runs."""
 
     find: Callable[[bytes], Iterable[int]]
-    emulate: Callable[[SysRegPort, int], TrapOutcome]
+    emulate: Callable[[SysRegPort, int], TrapOutcome | None]  # None: done, nothing to report
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,9 @@ class KernelSupport:
     # (None: not taken); the board wakes an idle CPU only on ISAs that have one
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
     firmware_call: FirmwareCall | None = None
+    # instructions on system registers that Unicorn does not expose, emulated against a
+    # model the same way (Power mfspr/mtspr of SRR0/SRR1..., rfi: isa/kernel_power.py)
+    emulated_insns: FirmwareCall | None = None
     # exception-return encodings as stored in memory (eret, mret/sret, iret), or their
     # leading opcode bytes where operands follow (s390x LPSWE), found near a vector and
     # hooked, so that tracing sees an exception end (shadow-stack policy 6);

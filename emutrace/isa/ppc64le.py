@@ -149,11 +149,9 @@ ISA = Isa(
     call_target_regs=("r12",),
     capabilities={
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
-        "kernel": Capability(
-            False,
-            "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
-            "exception entry cannot be written from a hook (guest code doing mtsrr0/mtsrr1 "
-            "for it is not built), and no board is built"),
+        # isa/kernel_ppc64le.py (SRR0/SRR1 modelled, mfspr/mtspr/rfid emulated, PAPR
+        # hypercalls), board pseries
+        "kernel": Capability(True),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
