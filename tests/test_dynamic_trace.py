@@ -9,7 +9,8 @@ run with `--root` the cross sysroot, is traced across its modules.
 * Oracle 2, x86_64: Debian's uftrace records the library calls the program makes (its PLT
   hooks) natively; the functions our trace shows called through the PLT from the program's
   own functions are the same, in the same order.
-* PLT names: `func@plt` for every stub equals what the cross `objdump -d` names it.
+* PLT names: `func@plt` for every stub equals what the cross binutils name it
+  (`objdump -d`; mips: `readelf -A`; tests/plt_oracles.py).
 * Backends agree (int3, step, bts, btf) on the whole trace of a dynamic run.
 
 An ISA where tracing dynamic programs does not work is a strict xfail read from the
@@ -36,6 +37,7 @@ from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 from emutrace.trace.events import Entry
 from tests.conftest import ENV, ISAS, TESTBINS, qemu_binary, run_emutrace
+from tests.plt_oracles import plt_names
 from tests.test_dynamic import sysroot
 
 
@@ -140,19 +142,18 @@ def test_library_calls_equal_uftrace(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("isa", [pytest.param(i, marks=gap(i, "plt_names")) for i in ISAS])
 def test_plt_names_equal_objdump(isa: str) -> None:
-    """Each stub we name carries the cross objdump's name for it (BFD's synthetic `@plt`
-    symbols, read from the PLT independently); in the program, every stub is named."""
+    """Each stub we name carries the name the cross binutils give it (tests/plt_oracles.py:
+    BFD's synthetic `@plt` symbols read from the PLT, the linker's stub labels checked
+    against the slot each stub loads, mips's `readelf -A` GOT); in the programs (non-PIE
+    and PIE), every stub is named."""
     triple = by_name(isa).identity.triple
     for path, every in ((TESTBINS / isa / "calls.dyn", True),
+                        (TESTBINS / isa / "calls.dynpie", True),
                         (sysroot(isa) / "lib" / triple / "libc.so.6", False),
                         (sysroot(isa) / "lib" / "libc.so.6", False)):
         if not path.exists():
             continue
-        dump = subprocess.run([f"{triple}-objdump", "-d", "-j", ".plt", "-j", ".plt.sec",
-                               str(path)], capture_output=True, text=True, timeout=120,
-                              check=True).stdout
-        want = {int(a, 16): f"{n}@plt" for a, n in
-                re.findall(r"^([0-9a-f]+) <([\w.]+)(?:@[\w.]+)?@plt>:$", dump, re.M)}
+        want = plt_names(isa, path)
         with open(path, "rb") as fh:
             got = {f.start: f.name for f in plt_symbols(ELFFile(fh), by_name(isa), 0)}
         assert all(want.get(a) == n for a, n in got.items())

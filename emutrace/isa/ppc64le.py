@@ -16,6 +16,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
 )
@@ -131,7 +132,13 @@ C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 
                    struct_in_slots=1 << 16, retval_hi="r4", struct_ret_in_regs=16)
 
 
+# ELFv2 (64-bit ELF V2 ABI §4.2.5): calls go through the linker's call stubs in .text (`std
+# r2,24(r1); ld r12,off(r2); mtctr r12; bctr`, variants for far slots), which BFD marks with
+# local symbols `00000019.plt_call.printf@@GLIBC_2.17`; no .plt of stubs (.plt is NOBITS)
+PLT = Plt(header=0, entry=0, stub_symbol=r"\.plt_(?:call|branch)\w*\.(?P<func>[^@+]+)")
+
 ISA = Isa(
+    plt=PLT,
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -158,10 +165,7 @@ ISA = Isa(
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
-        "plt_names": Capability(
-            False,
-            "ELFv2 calls go through linker call stubs (`*.plt_call.f`) in .text, "
-            "not a .plt of fixed layout; not described yet"),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "thread_preemption": Capability(True),
         "busybox": Capability(True),
