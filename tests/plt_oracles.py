@@ -6,13 +6,16 @@ name binutils gives it.
   `<func@plt>:`, BFD's synthetic symbols, read from the PLT layout and relocations.
 * ppc -fPIC/-pie and ppc64le (ELFv2): the linker's stub labels (`plt_pic32.func`,
   `plt_call.func`); on ppc64le each stub's `ld r12,OFF(r2)` is decoded too: the slot at
-  `.TOC.`+OFF must carry a JMP_SLOT relocation of the same function (`readelf -r`).
+  `.TOC.`+OFF must carry a JMP_SLOT relocation of the same function (`readelf -r`).  A
+  stripped ppc64le module: every stub-shaped sequence in its disassembly whose slot (TOC
+  from a global entry's `addis r2,r12; addi r2,r2`, + displacement) is a JMP_SLOT.
 * mips/mipsel: `readelf -A`'s global GOT entries: an undefined function with a nonzero
   Sym.Val is its lazy stub; each stub's last instruction `li t8,N` names .dynsym entry N,
   which must be the same function (`objdump -d`, `readelf --dyn-syms`)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from collections.abc import Callable
@@ -54,9 +57,42 @@ def _jmp_slots(isa: str, path: Path) -> dict[int, str]:
             re.findall(r"^([0-9a-f]+)\s+\S+\s+R_\w+_JU?MP_SLOT\s+\S+\s+([\w.]+)", relocs, re.M)}
 
 
+def _toc(isa: str, path: Path, dump: str) -> int:
+    """The TOC pointer as an ELFv2 function's global entry computes it (`addis r2,r12,hi;
+    addi r2,r2,lo` at a defined function with a local entry; ELFv2 ABI §2.3.2.1)."""
+    syms = _tool(isa, "readelf", "--dyn-syms", "-W", path)
+    for value in re.findall(r"^\s+\d+: ([0-9a-f]+)\s+\d+ FUNC .*<localentry>: 8\]\s+\d+ ",
+                            syms, re.M):
+        entry = re.search(rf"^\s+{int(value, 16):x}:\s+(?:[0-9a-f]{{2}} ){{4}}\s*addis\s+"
+                          r"r2,r12,(-?\d+)\n\s+[0-9a-f]+:\s+(?:[0-9a-f]{2} ){4}\s*addi\s+"
+                          r"r2,r2,(-?\d+)$", dump, re.M)
+        if entry:
+            return int(value, 16) + (int(entry.group(1)) << 16) + int(entry.group(2))
+    raise AssertionError("no global entry computes the TOC")
+
+
+def _decoded_stubs(isa: str, path: Path, dump: str) -> dict[int, str]:
+    """Every `std r2,24(r1); ld r12,off(r2); mtctr r12; bctr` (or `addis r12,r2,hi; ld
+    r12,lo(r12)`) in the disassembly whose slot, TOC + displacement, is a JMP_SLOT."""
+    toc, slots = _toc(isa, path, dump), _jmp_slots(isa, path)
+    insn = r"\n\s+[0-9a-f]+:\s+(?:[0-9a-f]{2} ){4}\s*"
+    out = {}
+    for m in re.finditer(rf"^\s+([0-9a-f]+):\s+(?:[0-9a-f]{{2}} ){{4}}\s*std\s+r2,24\(r1\)"
+                         rf"(?:{insn}ld\s+r12,(-?\d+)\(r2\)|{insn}addis\s+r12,r2,(-?\d+)"
+                         rf"{insn}ld\s+r12,(-?\d+)\(r12\)){insn}mtctr\s+r12{insn}bctr$",
+                         dump, re.M):
+        off = int(m.group(2)) if m.group(2) else (int(m.group(3)) << 16) + int(m.group(4))
+        if toc + off in slots:
+            out[int(m.group(1), 16)] = f"{slots[toc + off]}@plt"
+    return out
+
+
 def ppc64le_plt(isa: str, path: Path) -> dict[int, str]:
+    """The linker's stub labels; a stripped module's stubs decoded from its code."""
     dump = _tool(isa, "objdump", "-d", path)
     want = _stub_labels(dump, r"plt_call\w*")
+    if not want:
+        return _decoded_stubs(isa, path, dump)
     toc = re.search(r"^\s*\d+: ([0-9a-f]+)\s+\d+\s+\w+\s+\w+\s+\w+\s+\d+ \.TOC\.$",
                     _tool(isa, "readelf", "-sW", path), re.M)
     slots = _jmp_slots(isa, path)
@@ -89,5 +125,6 @@ ORACLES: dict[str, Callable[[str, Path], dict[int, str]]] = {
     "ppc": ppc_plt, "ppc64le": ppc64le_plt, "mips": mips_plt, "mipsel": mips_plt}
 
 
+@functools.cache
 def plt_names(isa: str, path: Path) -> dict[int, str]:
     return ORACLES.get(isa, objdump_plt)(isa, path)

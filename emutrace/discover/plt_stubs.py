@@ -9,7 +9,9 @@ data is `isa.base.Plt`; `discover.modules.plt_symbols` hands these layouts over 
   slots, the stubs from the table (`Plt.lazy_table`, checked by `Plt.stub_insn`).
 * ppc -fPIC/-pie and ppc64 ELFv2: the linker's call stubs carry local symbols naming the
   function (`00008000.got2.plt_pic32.strcmp@@GLIBC_2.0`, `00000019.plt_call.printf@@GLIBC_2.17`,
-  `Plt.stub_symbol`); without a `.symtab` (stripped libraries) they stay unnamed.
+  `Plt.stub_symbol`).  Without them (a stripped module), ppc64's stubs are found by their
+  code (`Plt.stub_code`): the PLT slot each loads, TOC-relative, names it; ppc's -fPIC stubs
+  (r30-relative, one GOT pointer per object file) stay unnamed, as in objdump.
 * mips o32 (SYSV MIPS psABI, "Global Offset Table": an undefined function with a nonzero
   st_value has that value as its address, a lazy stub in `.MIPS.stubs`,
   `Plt.stub_section`): each such `.dynsym` symbol names its stub.
@@ -21,11 +23,14 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
 from emutrace.discover.symbols import FuncSymbol
 from emutrace.isa.base import Plt
+
+SHF_EXECINSTR = SH_FLAGS.SHF_EXECINSTR
 
 
 def linker_stubs(elf: ELFFile, plt: Plt, bias: int) -> list[FuncSymbol]:
@@ -40,6 +45,9 @@ def linker_stubs(elf: ELFFile, plt: Plt, bias: int) -> list[FuncSymbol]:
     if plt.stub_symbol:
         for addr, name in _named_stubs(elf, plt):
             found.setdefault(addr, (name, 0))  # 0: the stub runs up to the next symbol
+    if plt.stub_code is not None and not found:
+        for addr, name, size in _coded_stubs(elf, plt):
+            found.setdefault(addr, (name, size))
     return [FuncSymbol(f"{name}@plt", addr + bias, size, False, 0)
             for addr, (name, size) in sorted(found.items())]
 
@@ -98,6 +106,35 @@ def _named_stubs(elf: ELFFile, plt: Plt) -> list[tuple[int, str]]:
         match = pattern.search(sym.name) if sym["st_shndx"] != "SHN_UNDEF" else None
         if match and match.group("func"):
             out.append((sym["st_value"], match.group("func")))
+    return out
+
+
+def _coded_stubs(elf: ELFFile, plt: Plt) -> list[tuple[int, str, int]]:
+    """Stubs found by their code in the executable sections: each candidate (it starts
+    with `stub_prefix`) whose `stub_code` loads a PLT slot (TOC base + displacement is the
+    r_offset of a PLT relocation) is that slot's function's stub."""
+    assert plt.stub_code is not None
+    relocs = elf.get_section_by_name(".rela.plt") or elf.get_section_by_name(".rel.plt")
+    base = elf.get_section_by_name(plt.toc_base[0])
+    if not isinstance(relocs, RelocationSection) or base is None:
+        return []
+    symtab: Any = elf.get_section(relocs["sh_link"])
+    slots = {rel["r_offset"]: rel["r_info_sym"] for rel in relocs.iter_relocations()}
+    toc = base["sh_addr"] + plt.toc_base[1]
+    out = []
+    for sec in elf.iter_sections():
+        if not sec["sh_flags"] & SHF_EXECINSTR or sec["sh_type"] != "SHT_PROGBITS":
+            continue
+        code = sec.data()
+        at = code.find(plt.stub_prefix)
+        while at >= 0:
+            stub = plt.stub_code(code[at:at + 32])
+            index = slots.get(toc + stub[0]) if stub is not None else None
+            if stub is not None and index:
+                name = symtab.get_symbol(index).name if symtab is not None else ""
+                if name:
+                    out.append((sec["sh_addr"] + at, name, stub[1]))
+            at = code.find(plt.stub_prefix, at + 4)
     return out
 
 

@@ -404,6 +404,13 @@ class Plt:
     # linker call stubs named by local .symtab symbols: a regex whose group `func` is the
     # function called (ppc64 `00000019.plt_call.printf@@GLIBC_2.17`)
     stub_symbol: str = ""
+    # call stubs found by their code (a stripped module has no stub symbols): every stub
+    # starts with stub_prefix; stub_code(bytes from there) gives (the displacement of the
+    # PLT slot it loads from the TOC base, the stub's size) or None; the TOC base is
+    # toc_base's (section, offset); a stub is named only when that slot is a PLT slot
+    stub_prefix: bytes = b""
+    stub_code: Callable[[bytes], tuple[int, int] | None] | None = None
+    toc_base: tuple[str, int] = ("", 0)
 
 
 @dataclass(frozen=True)
