@@ -162,6 +162,28 @@ def test_plt_names_equal_objdump(isa: str) -> None:
             assert got == want or not got
 
 
+def test_mips_calls_through_the_got_reach_libc_directly() -> None:
+    """o32 code calls a library function through its GOT slot, which holds the lazy stub
+    until ld.so binds it (SYSV MIPS psABI): the first printf shows as `printf@plt` (the
+    resolver under it enters printf), every later one as printf called straight from the
+    program's own function."""
+    process = traced("mips", "qsort")
+    name = namer(process)
+    stack: list[str] = []
+    calls: list[tuple[str, str]] = []  # (callee, caller) of every printf / printf@plt
+    for rec in process.records:
+        if isinstance(rec, Entry):
+            callee = name(rec.func)
+            if callee in ("printf", "printf@plt"):
+                calls.append((callee, stack[-1]))
+            stack.append(callee)
+        else:
+            stack.pop()
+    program = {"run_scenario", "scenario_qsort", "print_ints"}
+    assert calls[0] == ("printf@plt", "run_scenario") and calls[1][0] == "printf"
+    assert len(calls) > 20 and all(c == "printf" and p in program for c, p in calls[2:])
+
+
 def test_stripped_ppc64le_stubs_named_by_code() -> None:
     """Debian's libc and ld.so are stripped: no linker stub symbols.  Their ELFv2 call stubs
     are found by their code, each named by the PLT slot it loads — every one the
