@@ -115,6 +115,8 @@ def mips_plt(isa: str, path: Path) -> dict[int, str]:
     dynsym = {int(i): n for i, n in re.findall(
         r"^\s+(\d+): [0-9a-f]+\s+\d+\s+\w+\s+\w+\s+\w+\s+\w+\s+([\w.]+)",
         _tool(isa, "readelf", "--dyn-syms", "-W", path), re.M)}
+    if ".MIPS.stubs" not in _tool(isa, "readelf", "-SW", path):
+        return want  # (ld.so: no stubs)
     stubs = re.findall(r"^\s+([0-9a-f]+):\s+[0-9a-f]+\s+li\s+t8,(\d+)$",
                        _tool(isa, "objdump", "-d", "-j", ".MIPS.stubs", path), re.M)
     assert {int(a, 16) - 12: f"{dynsym[int(i)]}@plt" for a, i in stubs} == want
