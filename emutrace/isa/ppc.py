@@ -287,7 +287,7 @@ ENTRY_OUT_OF_LINE_SAVES = Capability(
 # points before binding); -fPIC/-pie stubs (`lwz r11,off(r30)`) are the linker's local
 # symbols `00008000.got2.plt_pic32.strcmp@@GLIBC_2.0`
 PLT = Plt(header=0, entry=16, lazy_table=4, stub_insn=(0xFFFF0000, 0x3D600000),  # lis r11,
-          stub_symbol=r"\.plt_pic32\.(?P<func>[^@]+)")
+          stub_symbol=r"\.plt_pic32\.(?P<func>[^@+]+)")
 
 ISA = Isa(
     plt=PLT,
