@@ -31,12 +31,12 @@ from .conftest import ENV, TESTBINS, run_emutrace
 KERNELS = TESTBINS / "kernel"
 BOARD_OF = {"aarch64": "virt-arm64", "arm": "virt-arm", "riscv64": "virt-riscv64",
             "i386": "pc-i386", "s390x": "s390-ccw-virtio",
-            "x86_64": "pc-x86_64"}
+            "x86_64": "pc-x86_64", "mips": "malta", "mipsel": "maltael"}
 BANNER = "emutrace mini-kernel\n"
 RECORD_MARK = "== record ==\n"
 # what the trap layer emulates rather than delivers to a vector: firmware calls (PSCI, the
-# s390x SCLP console) and power-off
-EMULATED = ("PSCI", "SCLP", "disabled wait")
+# s390x SCLP console), MIPS's CP0 accesses and eret, and power-off
+EMULATED = ("PSCI", "SCLP", "disabled wait", "CP0")
 
 
 def kernel(isa: str, name: str = "kernel") -> Path:
@@ -50,7 +50,7 @@ def qemu_system(isa: str, name: str) -> tuple[str, int]:
     first)."""
     board = BOARDS[BOARD_OF[isa]]
     if shutil.which(board.qemu[0]) is None:  # not a skip: scripts/setup.sh installs it
-        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc/-x86 "
+        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc/-x86/-mips "
                     f"(scripts/setup.sh does)")
     done = subprocess.run([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
                            "-net", "none", "-kernel", str(kernel(isa, name))],
@@ -105,7 +105,8 @@ def test_trace_equals_kernel_record(isa: str, backend: str) -> None:
     assert got == want
 
 
-VECTOR = {"aarch64": "vec_sync_el1h", "riscv64": "vec_trap"}
+VECTOR = {"aarch64": "vec_sync_el1h", "riscv64": "vec_trap", "mips": "vec_general",
+          "mipsel": "vec_general"}
 
 
 @pytest.mark.parametrize("isa", BOARD_OF)

@@ -6,7 +6,9 @@ loop that ends on power-off, on `--until` text, on idle, or on the usual budgets
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import mmap
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -210,8 +212,7 @@ class BoardMachine:
         cpu.apply_reset()
         if support.reset is not None:
             support.reset(cpu)
-        for region in board.ram:
-            cpu.mem_map(region.base, region.size)
+        self._map_ram()
         self.console = devices.Console(
             sys.stdout.buffer if config.console_out is None else config.console_out,
             config.until, config.typed, config.input_after, self._until)
@@ -312,7 +313,36 @@ class BoardMachine:
                               f"memory of machine {self.board.name}")
         self.cpu.mem_write(addr, data)
 
+    def _map_ram(self) -> None:
+        """The board's RAM.  A region that mirrors another (spec.Region.mirror_of: MIPS
+        kseg0/kseg1, where the CPU reaches physical memory at another address) shares its
+        host memory, so what the host reads and writes at the CPU's addresses (code
+        hooks, breakpoints, exception-return search) is what the CPU sees there."""
+        ram = self.board.ram
+        mirrored = {r.mirror_of for r in ram if r.mirror_of is not None}
+        self._ram_buffers: dict[int, mmap.mmap] = {}  # kept alive: Unicorn points into them
+        for region in ram:
+            if region.mirror_of is None and region.base not in mirrored:
+                self.cpu.mem_map(region.base, region.size)
+                continue
+            key = region.base if region.mirror_of is None else region.mirror_of
+            if key not in self._ram_buffers:
+                size = next(r.size for r in ram if r.base == key and r.mirror_of is None)
+                self._ram_buffers[key] = mmap.mmap(-1, size)  # anonymous: zeroed
+            buffer = self._ram_buffers[key]
+            if region.size > len(buffer):
+                raise ValueError(f"region {region.name} is larger than what it mirrors")
+            address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+            self.cpu.uc.mem_map_ptr(region.base, region.size, ucc.UC_PROT_ALL, address)
+
     def _map_device(self, base: int, size: int, model: devices.Model) -> None:
+        """Unicorn maps whole pages: a device that starts inside a page (Malta's COM1 at
+        0x1800_03f8) gets its page(s), and accesses beside it read 0 and are ignored."""
+        page = self.cpu.uc.ctl_get_page_size()
+        skew = base % page
+        if skew or size % page:
+            model = devices.Window(model, skew, size)
+            base, size = base - skew, -(-(skew + size) // page) * page
         hooks = self.hooks
 
         def fail(uc: unicorn.Uc, e: BaseException) -> None:
@@ -384,7 +414,11 @@ class BoardMachine:
         hooks = self.hooks
 
         def emulate(uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
-            hooks.guard(lambda: self._outcome(call.emulate(self.cpu, addr)))
+            def run() -> None:
+                outcome = call.emulate(self.cpu, addr)
+                if outcome is not None:
+                    self._outcome(outcome)
+            hooks.guard(run)
 
         for seg in self.image.segments:
             if seg.flags & PF_X:
