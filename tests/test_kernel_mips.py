@@ -1,0 +1,80 @@
+"""MIPS kernel images (issue 14): the CP0 exception registers that isa/kernel_mips.py models
+(Unicorn exposes none of them) read by a kernel as under qemu-system-mips(el) -M malta,
+and the model's pieces the mini-kernels do not reach, against MIPS32 PRA vol. III."""
+
+from __future__ import annotations
+
+import pytest
+
+from emutrace.isa.base import Endian
+from emutrace.isa.kernel_mips import EXC_SYS, Sites, cp0, exception, reset
+
+from .test_kernel import BOARD_OF, kernel, qemu_system, run_board
+
+
+@pytest.mark.parametrize("isa", ("mips", "mipsel"))
+def test_cp0_registers_as_qemu_system(isa: str) -> None:
+    """mips/cp0 reads EBase (QEMU: CPUNum 0; Unicorn's own would read 0x3ff), writes and
+    reads Cause's writable bits and EPC, and inside a syscall's handler reads EPC (the
+    syscall's address), Cause (BD 0, ExcCode 8) and Status.EXL (set; eret clears it):
+    the console equals qemu-system's, line for line."""
+    result, console = run_board(BOARD_OF[isa], kernel(isa, "cp0"))
+    want, status = qemu_system(isa, "cp0")
+    assert console == want
+    for line in ("ebase = 0x80100000\n", "cause writable = 0x8800300\n",
+                 "handler epc - arch_trap = 0x0\n", "handler cause = 0x20\n",
+                 "handler status = 0x2\n", "status after eret = 0x0\n"):
+        assert line in console
+    assert result.stop.kind == "exit" and result.exit_code == status == 0
+    assert result.syscall_counts["syscall"] == 1
+    assert result.syscall_counts["CP0 eret"] == 1
+    assert result.syscall_counts["CP0 mfc0 $15,1"] == 1
+
+
+class _Cpu:
+    """Registers only: enough for the pure CP0 model."""
+
+    def __init__(self, status: int) -> None:
+        self.regs = {"cp0_status": status, "pc": 0}
+
+    def reg_read(self, name: str) -> int:
+        return self.regs[name]
+
+    def reg_write(self, name: str, value: int) -> None:
+        self.regs[name] = value
+
+
+def test_exception_entry_bev_and_exl() -> None:
+    """PRA vol. III table 6.3 and §6.2.1: with Status.BEV the general vector is
+    0xBFC0_0380; with Status.EXL already set EPC keeps the first exception's address while
+    Cause.ExcCode takes the new one."""
+    cpu = _Cpu(status=1 << 22)  # BEV
+    reset(cpu)  # type: ignore[arg-type]
+    assert exception(cpu, EXC_SYS, 0x80001000) == 0xBFC00380  # type: ignore[arg-type]
+    assert cpu.regs["cp0_status"] & 2 and cp0(cpu).epc == 0x80001000  # type: ignore[arg-type]
+    cpu.regs["cp0_status"] = 2  # EXL, BEV = 0
+    cp0(cpu).ebase = 0x80200000  # type: ignore[arg-type]
+    assert exception(cpu, 10, 0x80002000) == 0x80200180  # type: ignore[arg-type]
+    model = cp0(cpu)  # type: ignore[arg-type]
+    assert (model.epc, model.cause >> 2 & 0x1F) == (0x80001000, 10)
+
+
+@pytest.mark.parametrize("byteorder", ("big", "little"))
+def test_scan_finds_modelled_cp0_accesses(byteorder: Endian) -> None:
+    """The load-time sweep hooks mfc0/mtc0 of BadVAddr, Cause, EPC, EBase (sel 1), eret and
+    words capstone cannot decode; not Status ($12, an API register), EBase's sel 0 (PRId),
+    nor ordinary instructions (MIPS32 vol. II encodings)."""
+    words = [
+        0x400A7000,  # 0x00 mfc0 t2, $14 (EPC)        yes
+        0x408A6800,  # 0x04 mtc0 t2, $13 (Cause)      yes
+        0x400A7801,  # 0x08 mfc0 t2, $15, 1 (EBase)   yes
+        0x400A7800,  # 0x0c mfc0 t2, $15, 0 (PRId)    no
+        0x400A6000,  # 0x10 mfc0 t2, $12 (Status)     no
+        0x42000018,  # 0x14 eret                      yes
+        0x00000000,  # 0x18 nop                       no
+        0xDC000000,  # 0x1c ld (MIPS64: reserved)     yes
+        0x400A4000,  # 0x20 mfc0 t2, $8 (BadVAddr)    yes
+        0x27BDFFE8,  # 0x24 addiu sp, sp, -24         no
+    ]
+    code = b"".join(w.to_bytes(4, byteorder) for w in words)
+    assert list(Sites(byteorder).find(code)) == [0x00, 0x04, 0x08, 0x14, 0x1C, 0x20]
