@@ -18,7 +18,10 @@ image's executable segments (a linear sweep of 4-byte words: the ISA has no othe
 length) and each gets a one-address code hook (`FirmwareCall`) that does the instruction
 on the model and moves the PC past it (a PC written from a code hook restarts there, the
 instruction unrun: measured).  Words capstone cannot decode (reserved on MIPS32) get a
-hook too, which notes their address: that is the EPC when Unicorn then reports INTR 20.
+hook too, which notes their address: that is the EPC when Unicorn then reports INTR 20
+(the note is dropped at the next hooked site or syscall, so a noted word that runs
+without trapping does not lend its address to a later reserved instruction elsewhere,
+unless that one is unscanned code reached before any such site).
 Code written at run time is not scanned, so its CP0 accesses run natively (and read
 QEMU's unset registers).
 """
@@ -96,9 +99,10 @@ def exception(cpu: SysRegPort, exc_code: int, at: int) -> int:
 
 
 def deliver(cpu: SysRegPort, intno: int) -> TrapOutcome | None:
-    if intno == INTR_SYSCALL:  # the PC is past the syscall
-        return TrapOutcome("vector", "syscall", exception(cpu, EXC_SYS, cpu.pc - 4))
     model = cp0(cpu)
+    if intno == INTR_SYSCALL:  # the PC is past the syscall
+        model.reserved_at = None  # a noted word ran without trapping
+        return TrapOutcome("vector", "syscall", exception(cpu, EXC_SYS, cpu.pc - 4))
     if intno == INTR_RI and model.reserved_at is not None:
         at, model.reserved_at = model.reserved_at, None
         return TrapOutcome("vector", "reserved instruction", exception(cpu, EXC_RI, at))
@@ -151,6 +155,9 @@ class Sites:
 
     def emulate(self, cpu: SysRegPort, addr: int) -> TrapOutcome | None:
         model, word = cp0(cpu), self.word(cpu.mem_read(addr, 4))
+        # INTR 20 follows its instruction at once: an address noted before this one is
+        # a word that ran without trapping (a stale EPC if kept)
+        model.reserved_at = None
         if word == ERET:
             status = cpu.reg_read("cp0_status")
             if status & STATUS_ERL:
