@@ -240,7 +240,6 @@ class BoardMachine:
             self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
-        self._hook_firmware_calls()
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
         self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
         self.shadow = ShadowStack()
@@ -281,6 +280,10 @@ class BoardMachine:
                                               hi - 1)
         self.exception_returns = None if self.trap_aware is None else ExceptionReturns(
             cpu, support, [(r.base, r.size) for r in board.ram], self.trap_aware.trap_returned)
+        # after the backend's hooks: a firmware call that takes an exception on an
+        # instruction (MIPS: a syscall in this branch's delay slot) comes after `step` has
+        # seen the instruction arrive (the call into its function resolved)
+        self._hook_firmware_calls()
 
     # ------------------------------------------------------------ loading
     def _open_image(self, path: str, blob: bytes, isa: str,

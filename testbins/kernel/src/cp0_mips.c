@@ -2,7 +2,8 @@
  * mipsel/cp0; with start_mips.S): EBase as _start set it, the software-writable
  * bits of Cause, EPC written and read back, and inside a syscall's handler
  * EPC (the syscall's own address), Cause (BD, ExcCode) and Status.EXL, which
- * eret clears.  Its console under qemu-system-mips(el) -M malta is the oracle
+ * eret clears; then a syscall in a branch's delay slot (EPC = the branch, Cause.BD:
+ * the handler resumes at the branch's target, as Linux's compute_return_epc).  Its console under qemu-system-mips(el) -M malta is the oracle
  * (tests/test_kernel.py). */
 #include "kern.h"
 
@@ -16,6 +17,22 @@
 #define CAUSE_TRAP (0x80000000ul | 0x7cul)
 
 static unsigned long handler_epc, handler_cause, handler_status;
+
+/* long trap_in_delay_slot(long arg): `b 1f` with the syscall in its delay slot. */
+long trap_in_delay_slot(long arg);
+__asm__(
+    "    .text\n"
+    "    .set push\n"
+    "    .set noreorder\n"
+    "    .global trap_in_delay_slot\n"
+    "    .type trap_in_delay_slot, @function\n"
+    "trap_in_delay_slot:\n"
+    "    b 1f\n"
+    "    syscall\n"
+    "1:  jr $ra\n"
+    "    nop\n"
+    "    .size trap_in_delay_slot, . - trap_in_delay_slot\n"
+    "    .set pop\n");
 
 void kputs(const char *s)
 {
@@ -51,6 +68,12 @@ long trap_handler(unsigned long cause, long arg)
     handler_epc = CP0_READ(14, 0);
     handler_cause = CP0_READ(13, 0) & CAUSE_TRAP;
     handler_status = CP0_READ(12, 0) & 0x6;     /* ERL, EXL */
+    if (handler_cause & 0x80000000ul) {
+        /* BD: EPC is a branch (here `b`: target = EPC + 4 + offset × 4); vec_general
+         * adds 4 to EPC, so leave it 4 before the target */
+        short offset = (short)(*(unsigned int *)handler_epc & 0xffff);
+        CP0_WRITE(14, 0, handler_epc + 4 + offset * 4 - 4);
+    }
     return arg + 1;
 }
 
@@ -69,6 +92,10 @@ void kmain(void)
     report("handler cause", handler_cause);
     report("handler status", handler_status);
     report("status after eret", CP0_READ(12, 0) & 0x6);
+    report("delay-slot trap returned", trap_in_delay_slot(0x50));
+    report("handler epc - trap_in_delay_slot",
+           handler_epc - (unsigned long)trap_in_delay_slot);
+    report("handler cause", handler_cause);
     kputs("bye\n");
     system_off();
 }
