@@ -8,9 +8,9 @@ import pytest
 
 from emutrace.isa.base import Endian
 from emutrace.isa.kernel_mips import EXC_SYS, Sites, cp0, exception, reset
-from emutrace.trace.canonical import canonical_text
+from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 
-from .test_kernel import BOARD_OF, kernel, namer, qemu_system, run_board
+from .test_kernel import BOARD_OF, RECORD_MARK, kernel, namer, qemu_system, run_board
 
 
 @pytest.mark.parametrize("isa", ("mips", "mipsel"))
@@ -49,6 +49,20 @@ def test_delay_slot_trap_traced() -> None:
     assert everything == canonical_text(step.records, name)
     assert ("  > trap_in_delay_slot\n    > vec_general\n      > trap_handler\n"
             "      < trap_handler\n    < vec_general\n  < trap_in_delay_slot\n") in everything
+
+
+def test_stripped_kernel_with_sign_extended_system_map() -> None:
+    """Debian's mips nm prints kseg0 addresses sign-extended to 64 bits
+    (ffffffff80100000); the stripped kernel traced with that System.map gives the
+    instrumented kernel's own record (taken under qemu-system-mips)."""
+    assert kernel("mips", "System.map").read_text().startswith("ffffffff8010")
+    record = qemu_system("mips", "kernel.instr")[0].split(RECORD_MARK)[1]
+    instr_name = namer(kernel("mips", "kernel.instr"))
+    own = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    result, _ = run_board("malta", kernel("mips", "kernel.stripped"), backend="int3",
+                          symbols=str(kernel("mips", "System.map")))
+    got = canonical_text(result.records, namer(kernel("mips")), own)
+    assert got == canonical_from_instr(record, instr_name, own)
 
 
 class _Cpu:

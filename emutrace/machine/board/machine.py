@@ -198,7 +198,11 @@ class BoardMachine:
         self.image, physical = self._open_image(config.image, blob, isa.name, image_at)
         loads.append((config.image, physical))
         if config.symbols is not None:
-            funcs = load_symbol_file(config.symbols)
+            # addresses modulo the word: the 64-bit BFD's nm prints a 32-bit MIPS file's
+            # kseg0 addresses sign-extended (0xffffffff80100000: MIPS addresses are signed)
+            word = (1 << 8 * isa.identity.word_size) - 1
+            funcs = [replace(f, addr=f.addr & word)
+                     for f in load_symbol_file(config.symbols)]
             self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
         code_starts = {g.vaddr for g in self.image.segments if g.flags & PF_X}
         if config.reloc is not None:
