@@ -62,7 +62,8 @@ class FirmwareCall:
     """An instruction that calls the machine's firmware and that Unicorn runs as a no-op
     (s390x SERVC): the board hooks every one `find` reports in the image's executable
     segments (offsets into the segment's bytes) and `emulate(cpu, address)` does the call
-    just before the instruction runs."""
+    just before the instruction runs (None: nothing done, the instruction runs as it is;
+    MIPS also emulates its CP0 accesses this way)."""
 
     find: Callable[[bytes], Iterable[int]]
     emulate: Callable[[SysRegPort, int], TrapOutcome | None]  # None: done, nothing to report
