@@ -64,11 +64,12 @@ def namer(process: Process) -> Callable[[int], str]:
 
 
 @functools.cache
-def traced(isa: str, scenario: str, backend: str = "int3") -> Process:
-    """One traced run of calls.dyn, shared by the tests that look at it (a dynamic run
-    traces ld.so's start-up too: seconds)."""
-    config = RunConfig(str(TESTBINS / isa / "calls.dyn"), [scenario], root=str(sysroot(isa)),
-                       backend=backend)
+def traced(isa: str, scenario: str, backend: str = "int3", program: str = "calls.dyn",
+           **options: object) -> Process:
+    """One traced run of a dynamic testbin, shared by the tests that look at it (a dynamic
+    run traces ld.so's start-up too: seconds)."""
+    config = RunConfig(str(TESTBINS / isa / program), [scenario], root=str(sysroot(isa)),
+                       backend=backend, **options)  # type: ignore[arg-type]
     process = Process(config, warn=lambda m: None)
     result = process.run()
     assert result.stop.kind == "exit" and result.stop.status == 0
