@@ -63,3 +63,22 @@ def test_dynamic_backends_agree(isa: str) -> None:
     assert truth.count("\n") > 2000 and "> scenario_recursion" in truth
     for backend, cleanup in BACKENDS:
         assert run(isa, backend, cleanup) == truth, (backend, cleanup)
+
+
+def test_entry_on_a_dynamic_program() -> None:
+    """entry probes the program's and ld.so's functions at start-up and each library's when
+    ld.so maps it: the same counts, and the same trace of the program's own functions and
+    stubs as int3.  (Not the whole trace: in a stripped library, a static function called
+    through a pointer has no symbol and no direct call reaches it, so no entry probe is on
+    it; and entry's frame rule shows the resolver's jump into the bound function as the
+    resolver's frame replaced, where int3 nests it.)"""
+    process = traced("x86_64", "recursion", "entry", "calls.dynpie")
+    name = namer(process)
+    got = Counter(n for r in process.records if isinstance(r, Entry)
+                  and (n := name(r.func)) in COUNTS)
+    assert got == COUNTS
+    assert process.backend is not None
+    assert process.backend.stats["functions"] > 1000  # libc's functions were probed
+    assert canonical_text(process.records, name, COUNTS) == canonical_text(
+        traced("x86_64", "recursion", "int3", "calls.dynpie", cleanup="lazy").records,
+        name, COUNTS)

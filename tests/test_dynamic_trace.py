@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from emutrace import errors
 from emutrace.discover.modules import plt_symbols
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
@@ -35,7 +34,7 @@ from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 from emutrace.trace.events import Entry
-from tests.conftest import ENV, ISAS, TESTBINS, qemu_binary, run_emutrace
+from tests.conftest import ENV, ISAS, TESTBINS, qemu_binary
 from tests.test_dynamic import sysroot
 
 
@@ -166,19 +165,8 @@ def test_backends_agree_on_a_dynamic_program() -> None:
     and step (the ground truth) give the same whole call trace — ld.so's start-up, libc,
     the program — names included.  (bts and btf agree too, on ARM and x86_64: not run here
     for time; hwbp runs int3's algorithm and agrees, but its stepped fall-back over ld.so's
-    large functions takes minutes; entry refuses dynamic programs: see the next test.)"""
+    large functions takes minutes; entry: tests/test_dynamic_backends.py.)"""
     int3 = canonical_text(traced("arm", "qsort").records, namer(traced("arm", "qsort")))
     step = traced("arm", "qsort", "step")
     assert int3.count("\n") > 1000 and "> compare_ints" in int3
     assert canonical_text(step.records, namer(step)) == int3
-
-
-def test_entry_refuses_a_dynamic_program() -> None:
-    """entry probes every function at start-up, before ld.so maps a library: one line,
-    exit 69, nothing run."""
-    got = run_emutrace("run", "--backend", "entry", "--root", sysroot("aarch64"),
-                       TESTBINS / "aarch64" / "calls.dyn", "recursion")
-    assert got.returncode == errors.EXIT_UNSUPPORTED and got.stdout == b""
-    assert got.stderr.count(b"\n") == 1 and b"entry backend" in got.stderr
-
-
