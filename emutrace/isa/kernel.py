@@ -66,7 +66,7 @@ class FirmwareCall:
     MIPS also emulates its CP0 accesses this way)."""
 
     find: Callable[[bytes], Iterable[int]]
-    emulate: Callable[[SysRegPort, int], TrapOutcome | None]
+    emulate: Callable[[SysRegPort, int], TrapOutcome | None]  # None: done, nothing to report
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,9 @@ class KernelSupport:
     # not armed; the board's timer devices (CLINT) answer for themselves
     timer_due: Callable[[SysRegPort], float | None] | None = None
     firmware_call: FirmwareCall | None = None
+    # instructions on system registers that Unicorn does not expose, emulated against a
+    # model the same way (Power mfspr/mtspr of SRR0/SRR1..., rfi: isa/kernel_power.py)
+    emulated_insns: FirmwareCall | None = None
     # exception-return encodings as stored in memory (eret, mret/sret, iret), or their
     # leading opcode bytes where operands follow (s390x LPSWE), found near a vector and
     # hooked, so that tracing sees an exception end (shadow-stack policy 6);

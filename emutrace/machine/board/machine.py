@@ -24,7 +24,13 @@ from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import by_name
-from emutrace.isa.kernel import INSN_INVALID, KernelSupport, TrapOutcome, kernel_support
+from emutrace.isa.kernel import (
+    INSN_INVALID,
+    FirmwareCall,
+    KernelSupport,
+    TrapOutcome,
+    kernel_support,
+)
 from emutrace.machine.board import devices
 from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.presets import BOARDS
@@ -309,7 +315,9 @@ class BoardMachine:
             return image, physical
         base = raw_at
         segment = Segment(base, len(blob), 0, blob, PF_R | PF_X)
-        image = Image(path=path, isa=by_name(isa), kind="exec", entry=base, phoff=0,
+        image = Image(path=path, isa=by_name(isa), kind="exec",
+                      entry=base + (self.board.bios_entry if base == self.board.bios_at else 0),
+                      phoff=0,
                       phentsize=0, phnum=0, segments=[segment], interpreter=None)
         return image, [(base, blob)]
 
@@ -414,24 +422,28 @@ class BoardMachine:
 
     def _hook_firmware_calls(self) -> None:
         """A code hook on every firmware-call instruction of the image's code (s390x SERVC,
-        which Unicorn runs as a no-op): the ISA's layer does the call before it runs."""
-        call = self.support.firmware_call
-        if call is None:
-            return
+        which Unicorn runs as a no-op) and every instruction the ISA emulates against its
+        model of registers Unicorn does not expose (Power mfspr/mtspr/rfi): the ISA's
+        layer does it before it runs."""
         hooks = self.hooks
 
-        def emulate(uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
-            def run() -> None:
-                outcome = call.emulate(self.cpu, addr)
-                if outcome is not None:
-                    self._outcome(outcome)
-            hooks.guard(run)
+        def hook(call: FirmwareCall) -> None:
+            def emulate(uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
+                def run() -> None:
+                    outcome = call.emulate(self.cpu, addr)
+                    if outcome is not None:
+                        self._outcome(outcome)
+                hooks.guard(run)
 
-        for seg in self.image.segments:
-            if seg.flags & PF_X:
-                for offset in call.find(seg.data):
-                    self.cpu.uc.hook_add(ucc.UC_HOOK_CODE, emulate, None, seg.vaddr + offset,
-                                         seg.vaddr + offset)
+            for seg in self.image.segments:
+                if seg.flags & PF_X:
+                    for offset in call.find(seg.data):
+                        self.cpu.uc.hook_add(ucc.UC_HOOK_CODE, emulate, None,
+                                             seg.vaddr + offset, seg.vaddr + offset)
+
+        for call in (self.support.firmware_call, self.support.emulated_insns):
+            if call is not None:
+                hook(call)
 
     # ------------------------------------------------------------ traps
     def _until(self) -> None:

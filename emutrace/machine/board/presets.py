@@ -118,6 +118,37 @@ S390_CCW_VIRTIO = Board(
     qemu=("qemu-system-s390x", "-M", "s390-ccw-virtio"),
 )
 
+BAMBOO = Board(
+    name="bamboo",
+    isa="ppc",
+    description="QEMU -M bamboo (PowerPC 440EP, BookE; an ELF -kernel at its addresses, "
+                "MMU as virtual = physical): NS16550 console at 0xef600300, DBCR0 system "
+                "reset powers off (QEMU -no-reboot)",
+    # QEMU hw/ppc/ppc440_bamboo.c: RAM from 0, UART0 at 0xef600300 (UART1 at 0xef600400
+    # not modelled); the CPU is Unicorn's 440EPX (QEMU's bamboo has a 440EP)
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00000000,
+    devices=(Device("ns16550", "uart0", 0xEF600300, 8),),
+    cpu_model="UC_CPU_PPC32_440EPX",
+    qemu=("qemu-system-ppc", "-M", "bamboo", "-no-reboot"),
+)
+
+PSERIES = Board(
+    name="pseries",
+    isa="ppc64le",
+    description="QEMU -M pseries with the image as -bios (no SLOF: a raw image at 0, started "
+                "at 0x100; here an ELF starts at its entry, little-endian, real mode, "
+                "MSR[HV] = 0): the console and power-off are PAPR hypercalls "
+                "(H_PUT_TERM_CHAR, H_RTAS power-off)",
+    # QEMU hw/ppc/spapr.c: the firmware loads at 0 and starts at SPAPR_ENTRY_POINT 0x100
+    # (big-endian: the image switches itself); with no SLOF nothing else is in memory
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00000000,
+    bios_entry=0x100,
+    devices=(),  # the console is the vty hypercall: isa/kernel_ppc64le.py
+    qemu=("qemu-system-ppc64", "-M", "pseries"),
+)
+
 # MIPS Malta (QEMU hw/mips/malta.c, MIPS document MD00048): RAM at physical 0, the boot
 # flash at 0x1fc0_0000 (the reset vector 0xbfc0_0000); the CPU reaches both through
 # kseg0 (cached, physical + 0x8000_0000) and kseg1 (uncached, + 0xa000_0000), which are
@@ -160,4 +191,4 @@ MALTA_EL = Board(
 )
 
 BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386, PC_X86_64,
-                                              S390_CCW_VIRTIO, MALTA, MALTA_EL)}
+                              S390_CCW_VIRTIO, BAMBOO, PSERIES, MALTA, MALTA_EL)}

@@ -48,6 +48,8 @@ class Board:
     kernel_at: int | None = None
     # the QEMU command line this board stands for (the test oracle; docs)
     qemu: tuple[str, ...] = ()
+    # where a raw binary starts, from bios_at (pseries: QEMU starts -bios at 0x100)
+    bios_entry: int = 0
 
     def console(self) -> Device | None:
         """The first UART: the console."""
