@@ -26,6 +26,7 @@ from emutrace.trace.canonical import (
     parse_instr_record,
 )
 from emutrace.trace.events import Call, Entry, Exit, Return, Trap, TrapReturn
+from emutrace.trace.format import ReplayOptions, replay_text
 from emutrace.trace.shadow import ShadowStack
 
 from .conftest import ENV, REPO, bin_path, isa_params, qemu_binary
@@ -147,3 +148,20 @@ def test_record_marks_siglongjmp() -> None:
         ("Entry", 1, None), ("Entry", 2, None), ("Exit", 2, True), ("Entry", 3, None),
         ("Exit", 3, False), ("Exit", 1, False)]
     assert all(isinstance(r, (Entry, Exit)) for r in records)
+
+
+def test_text_marks_handler_frames() -> None:
+    """The text trace says which frames a signal handler is, left by siglongjmp or not."""
+    shadow = ShadowStack()
+    events = [Call(0, 0x10, MAIN, 0x8000, 0x11), Trap(1, HANDLER, 0x7a00, (0, 0x7ff8)),
+              Return(2, 0x320, 0x7a00, None, TRAMPOLINE), TrapReturn(3, TRAMPOLINE),
+              Trap(4, F, 0x7a00, (0, 0x7ff8)), Call(5, 0x310, G, 0x79f0, 0x311),
+              Return(6, 0x410, 0x79e8, 7, 0x311), Call(7, 0x12, G, 0x7ff8, 0x13)]
+    records = [r for ev in events for r in shadow.feed(ev)] + shadow.close_all(9)
+    names = {MAIN: "main", F: "f", HANDLER: "handler", G: "g"}
+    lines = [line.split("|", 1)[1] for line in replay_text(
+        records, names.__getitem__, ReplayOptions(show_args=False)).splitlines() if "|" in line]
+    assert lines == [" main() {", "   handler(); /* signal handler */",
+                     "   f() { /* signal handler */", "     g() = 7;",
+                     "   } /* f (unwound) */", "   g(); /* at exit */",
+                      " } /* main (at exit) */"]

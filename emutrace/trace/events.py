@@ -113,6 +113,9 @@ class Entry:
     func: int
     args: tuple[Value | int, ...] = ()
     tid: int = 0  # the guest thread's number: 0 the main thread, n the n-th one created
+    # how the frame was entered: "call" (or a tail call), "signal" (a signal handler the
+    # kernel ran, shadow-stack policy 7), "trap" (an exception vector, policy 6)
+    entered: str = "call"
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,7 +176,10 @@ class ShadowStack:
     def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record]) -> None:
         if self.frames:
             self.frames[-1].called = True
-        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args, self.tid))
+        entered = "call" if not frame.exception else \
+            "trap" if frame.handler_stack is None else "signal"
+        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args, self.tid,
+                         entered))
         if frame.exception:
             self.exceptions.append(len(self.frames))
         self.frames.append(frame)
