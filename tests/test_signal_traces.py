@@ -19,6 +19,7 @@ import pytest
 
 from emutrace import native
 from emutrace.elf import load_image
+from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import (
     canonical_from_instr,
     canonical_text,
@@ -165,3 +166,20 @@ def test_text_marks_handler_frames() -> None:
                      "   f() { /* signal handler */", "     g() = 7;",
                      "   } /* f (unwound) */", "   g(); /* at exit */",
                       " } /* main (at exit) */"]
+
+
+@pytest.mark.oracle
+def test_alarm_between_blocks_nests_as_step_sees_it() -> None:
+    """`sigctx`'s SIGALRM arrives between blocks of a loop without system calls (its
+    back-edge jump not resolved yet when the handler is entered): int3 == step == bts
+    over every function, the handler nested where it ran (N-version: no record here)."""
+    traces = {}
+    for backend in ("int3", "step", "bts"):
+        config = RunConfig(str(bin_path("x86_64", "sigctx")), backend=backend, env={})
+        result = Process(config, warn=lambda _m: None).run()
+        assert result.exit_code == 0
+        image = result.image
+        traces[backend] = canonical_text(result.records,
+                                         lambda a, i=image: i.symbolize(a).split("+")[0])
+    assert traces["int3"] == traces["step"] == traces["bts"]
+    assert "> on_alarm\n" in traces["step"]
