@@ -74,9 +74,9 @@ class Pending:
     fallthrough: int
 
 
+MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 # what belongs to one thread of control: pending transfer, call chain, restarted block,
 # fallback resume address, the tail rule's frames and return addresses
-MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list[int],
                     list[int | None]]
 

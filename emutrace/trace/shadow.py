@@ -85,8 +85,8 @@ run), higher when `grows_down=False`.  Below, "deeper than" is in that sense.
    the sp rule's ordering, decides, because a sigaltstack may lie anywhere in memory.
 
 Limits: one shadow stack per thread of control (the session keeps one per guest thread);
-a switch to another stack (sigaltstack, `swapcontext`, coroutines) is not recognised and
-will look like an unwind by rule 3.
+a switch to another stack (`swapcontext`, coroutines; a sigaltstack is recognised only as
+a signal handler's, policy 7) is not recognised and will look like an unwind by rule 3.
 """
 
 from __future__ import annotations
