@@ -61,7 +61,7 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall, Trap, TrapReturn
 
 
 class BranchRecord(NamedTuple):
@@ -207,6 +207,13 @@ class BranchObserver:
             self.branch_time, self.branch_thumb = self.time + block.index, thumb
         self.time += block.count
 
+    def interrupted(self) -> None:
+        """A signal handler is entered before the branch that ends the block running now
+        (a system call's return or a fault inside it), or at the start of a block (a
+        SIGALRM between blocks: the kernel's block hook is added during the run, so it
+        runs after this one, which has taken the block already): that branch never runs."""
+        self.branch, self.waiting = None, False
+
     def _block(self, addr: int, size: int, thumb: bool) -> Block:
         """The block's instruction count and the control transfer that ends it."""
         dec = self.decoder
@@ -221,3 +228,29 @@ class BranchObserver:
                 return Block(len(starts), site, index, site + length + dec.delay,
                              flow.conditional, split=dec.delay > 0 and index == last)
         return Block(len(starts), None)
+
+
+class SignalFrames:
+    """What `bts` and `btf` do at a signal handler's entry and its rt_sigreturn (the
+    TrapAware protocol): the branch pending at the interruption is dropped, and `Trap` /
+    `TrapReturn` are emitted in order with the branch events (`before` first: bts decodes
+    its buffer there, as a tracer told of the signal would).  A handler is entered without
+    a branch, so no record shows it."""
+
+    observer: BranchObserver
+    cpu: UnicornCpu
+    emit: Callable[[Event], None]
+
+    def before(self) -> None:
+        """Events recorded but not emitted yet go out first."""
+
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        self.before()
+        self.observer.interrupted()
+        sp = self.cpu.reg_read(self.cpu.isa.registers.sp)
+        self.emit(Trap(self.observer.time, vector, sp,
+                       signal.stack if signal is not None else None))
+
+    def trap_returned(self, site: int) -> None:
+        self.before()
+        self.emit(TrapReturn(self.observer.time, site))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from emutrace.backends import BackendOptions
-from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord
+from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.target.unicorn_cpu import UnicornCpu
@@ -30,12 +30,12 @@ from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Event
 
 
-class BtfBackend:
+class BtfBackend(SignalFrames):
     name = "btf"
 
     def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
                  types: CallTypes | None = None) -> None:
-        self.emit = emit
+        self.emit, self.cpu = emit, cpu
         self.decoder = BranchDecoder(image, cpu, types, live=True)
         self.observer = BranchObserver(cpu, self.decoder, self._on_trap, sideband_sp=False)
         self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0}

@@ -49,7 +49,7 @@ from emutrace.elf import Image
 from emutrace.errors import Unsupported
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, TailCall
+from emutrace.trace.events import Call, Event, SignalDelivery, TailCall, Trap
 
 
 class EntryBackend(Int3Backend):
@@ -65,6 +65,7 @@ class EntryBackend(Int3Backend):
         self.entries: dict[int, Function] = {}  # probed entry address → its function
         self.open: list[tuple[int, int, int]] = []  # (return address, call sp, function)
         self.process_entry: int | None = None
+        self.handler_entry: int | None = None  # a signal handler's, until its probe fires
         self.generation = -1  # of the symbol table when its functions were last probed
 
     # ------------------------------------------------------------ start-up
@@ -115,6 +116,17 @@ class EntryBackend(Int3Backend):
             self._probe_known()
         super()._on_block(uc, addr, size, _d)
 
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """A signal handler (or exception vector) is entered: its frame, and its entry
+        probe's next hit is no call (nothing called it).  Everything is probed already."""
+        if signal is not None and self.pending is not None:
+            pending, self.pending = self.pending, None
+            self._resolve(pending, signal.resume)
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None))
+        self._after_trap = False
+        self.handler_entry = vector & self.code_mask
+
     def _probe(self, func: Function, entries: bool) -> None:
         self.armed_funcs[func.start] = func
         self.stats["functions"] += 1
@@ -156,6 +168,9 @@ class EntryBackend(Int3Backend):
         cpu = self.cpu
         if func.start == self.process_entry and not self.open:
             return  # the kernel started the process here (ELFv2: both entries): no call
+        if func.start == self.handler_entry:
+            self.handler_entry = None
+            return  # the kernel entered a signal handler here (trap_entered): no call
         sp = cpu.reg_read(self.sp_reg)
         ra = (cpu.reg_read(self.link) if self.link else cpu.read_word(sp)) & self.code_mask
         call_sp = sp + self.push

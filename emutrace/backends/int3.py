@@ -45,7 +45,15 @@ from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind, Insn
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
+from emutrace.trace.events import (
+    Call,
+    Event,
+    Return,
+    SignalDelivery,
+    TailCall,
+    Trap,
+    TrapReturn,
+)
 from emutrace.trace.values import Value
 
 
@@ -66,6 +74,7 @@ class Pending:
     fallthrough: int
 
 
+MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 # what belongs to one thread of control: pending transfer, call chain, restarted block,
 # fallback resume address, the tail rule's frames and return addresses
 ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list[int],
@@ -110,9 +119,11 @@ class Int3Backend:
         # the functions on the call chain, innermost last: strict mode re-arms the caller
         # from here (descent from a return address would miss the caller's earlier code)
         self.chain: list[Function] = []
-        # per open exception: the chain's length when it was taken (the handler's part of
-        # the chain starts there; an exception return drops it)
-        self.trap_marks: list[int] = []
+        # per open exception or signal handler: the chain when it was taken, which its
+        # return restores (a handler's own return may pop below it: a signal handler
+        # returns to the trampoline, outside every function).  A handler left by siglongjmp
+        # never returns: at most MAX_OPEN_TRAPS are kept, as the Linux layer keeps frames
+        self.trap_chains: list[list[Function]] = []
         self._after_trap = False  # an exception return ran: the next block is current code
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
@@ -149,15 +160,23 @@ class Int3Backend:
         self._arm(func)
         self._refresh_stale()
 
-    def trap_entered(self, vector: int) -> None:
-        """An exception entered the guest's vector (kernel images): an exception frame, and
-        the vector's function armed as at the entry.  Strict: the interrupted function is
-        no longer the current one (disarmed until the exception returns)."""
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """An exception entered the guest's vector (kernel images), or a signal handler is
+        entered (Linux programs): an exception or signal frame, and the vector's function
+        armed as at the entry.  Strict: the interrupted function is no longer the current
+        one (disarmed until the exception returns).  A signal delivered between blocks may
+        find a transfer not resolved yet: it went to the interrupted code (`resume`)."""
+        if signal is not None and self.pending is not None:
+            pending, self.pending = self.pending, None
+            self._resolve(pending, signal.resume)
         if self.strict:
-            self.trap_marks.append(len(self.chain))
+            self.trap_chains.append(list(self.chain))
+            del self.trap_chains[:-MAX_OPEN_TRAPS]
             if self.chain:
                 self._disarm(self.chain[-1].start)
-        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None))
+        self._after_trap = False
         self.start(vector)
 
     def trap_returned(self, site: int) -> None:
@@ -165,10 +184,10 @@ class Int3Backend:
         code it returns to is armed at the next block (`_on_block`)."""
         self.emit(TrapReturn(self.time, site))
         if self.strict:
-            mark = min(self.trap_marks.pop() if self.trap_marks else 0, len(self.chain))
-            if len(self.chain) > mark:
+            saved = self.trap_chains.pop() if self.trap_chains else []
+            if self.chain and not (saved and saved[-1].start == self.chain[-1].start):
                 self._disarm(self.chain[-1].start)
-            del self.chain[mark:]
+            self.chain = saved
         self._after_trap = True
 
     def _resume_after_trap(self, addr: int) -> None:

@@ -157,7 +157,7 @@ class NativeInt3Backend(Int3Backend):
         """Tell C whether the next block needs Python's block hook."""
         busy = (self.pending is not None or bool(self.rearm) or bool(self._unhook)
                 or self._armed_now or self._restarted is not None
-                or self._resume_at is not None
+                or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))
         self._lib.nt_set_attention(self._nt, int(busy))
 
@@ -218,6 +218,12 @@ class NativeInt3Backend(Int3Backend):
 
     def start(self, entry: int) -> None:
         super().start(entry)
+        self._refresh()
+
+    def trap_returned(self, site: int) -> None:
+        """(A signal handler's rt_sigreturn: the next block, the interrupted code, is
+        Python's, which re-arms it under strict cleanup.)"""
+        super().trap_returned(site)
         self._refresh()
 
     # ------------------------------------------------------------ events
