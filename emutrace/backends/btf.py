@@ -25,15 +25,14 @@ from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
 class BtfBackend:
     name = "btf"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
+    def __init__(self, image: Image, cpu: Target, emit: Callable[[Event], None],
                  types: CallTypes | None = None) -> None:
         self.emit = emit
         self.decoder = BranchDecoder(image, cpu, types, live=True)
@@ -55,6 +54,6 @@ class BtfBackend:
         return self.observer.time
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> BtfBackend:
     return BtfBackend(image, cpu, emit, options.call_types)

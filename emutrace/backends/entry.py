@@ -41,15 +41,14 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Call, Event, TailCall
 
 
 class EntryBackend(Int3Backend):
     name = "entry"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
         super().__init__(image, cpu, hooks, emit, "lazy", types)
         self.entry_args = self.args  # int3's reader reads at the callee's entry too
@@ -172,6 +171,6 @@ class EntryBackend(Int3Backend):
         return super().finish()
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
     return EntryBackend(image, cpu, hooks, emit, options.call_types)

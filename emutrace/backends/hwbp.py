@@ -37,16 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import unicorn
-from unicorn import unicorn_const as ucc
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.int3 import Armed, Int3Backend
 from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
@@ -76,7 +72,7 @@ def slot_ranges(sites: list[tuple[int, int]], slots: int, kind: str) -> tuple[
 class HwbpBackend(Int3Backend):
     name = "hwbp"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], slots: int | None = None,
                  types: CallTypes | None = None) -> None:
         hardware = image.isa.debug_hardware
@@ -102,10 +98,9 @@ class HwbpBackend(Int3Backend):
         self.stats["max_slots"] = max(self.stats["max_slots"], sum(self.in_use.values()))
         if func.start in self.slot_hooks:
             return  # installed before, idle since: arming it again is the table write above
-        uc = self.cpu.uc
         handles = []
         for lo, hi in ranges:
-            handles.append(uc.hook_add(ucc.UC_HOOK_CODE, self._on_slot, func.start, lo, hi))
+            handles.append(self.cpu.hook_code(self._on_slot, lo, hi, func.start))
             self._drop_cache(lo, hi + 1)  # a hook added after translation never fires
         self.slot_hooks[func.start] = handles
         self._armed_now = bool(ranges)
@@ -120,7 +115,7 @@ class HwbpBackend(Int3Backend):
                 del self.armed[site.addr]
         self.in_use.pop(func_start, None)  # its hooks stay installed, idle
 
-    def _on_slot(self, uc: unicorn.Uc, addr: int, size: int, owner: int) -> None:
+    def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
         if owner not in self.armed_funcs:
             return  # an idle hook: its function's slots are not programmed now
         armed = self.armed.get(addr)
@@ -140,6 +135,6 @@ class HwbpBackend(Int3Backend):
         raise AssertionError("hwbp arms whole functions (_arm)")
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> HwbpBackend:
     return HwbpBackend(image, cpu, hooks, emit, options.hw_slots, options.call_types)

@@ -40,6 +40,7 @@ from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
 from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
 from emutrace.isa.base import CONDITION_TESTS, FlowKind
+from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return
@@ -80,6 +81,7 @@ class _Snapshot:
 
 class NativeInt3Backend(Int3Backend):
     name = "int3"
+    cpu: UnicornCpu  # the C hooks run inside this Unicorn instance
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
@@ -152,7 +154,8 @@ class NativeInt3Backend(Int3Backend):
         self._lib.nt_set_attention(self._nt, int(busy))
 
     # ------------------------------------------------------------ hooks
-    def _install(self, hooks: HookSet) -> None:
+    def _install(self, hooks: TrapHooks) -> None:
+        assert isinstance(hooks, HookSet)
         if self.delivery == "patch":
             hooks.on_trap = self._on_trap
         uc = self.cpu.uc
@@ -201,7 +204,7 @@ class NativeInt3Backend(Int3Backend):
     def _py_drain(self) -> None:
         self._guarded(self._drain)
 
-    def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
         self._drain()
         super()._on_site(uc, addr, size, _d)
         self._refresh()

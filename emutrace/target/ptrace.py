@@ -1,0 +1,357 @@
+"""The native target: an x86_64 or i386 program running on this host under ptrace(2).
+
+`PtraceTarget` implements the target protocol (target/protocol.py) over one stopped tracee:
+registers through PTRACE_GETREGS/SETREGS (fetched once per stop, written back before the
+tracee resumes), memory through /proc/PID/mem, code patches through PTRACE_POKETEXT (the
+kernel copies the text page on write and keeps the I-cache coherent: no cache to drop),
+debug registers through PTRACE_POKEUSER.  Hooks are kept here and called by the native run
+loop (target/ptrace_run.py) at the stops it takes.
+
+`spawn` starts the child: fork, PTRACE_TRACEME, PR_SET_PDEATHSIG(SIGKILL) (the child dies
+with us), ADDR_NO_RANDOMIZE (a reproducible layout, as under emulation), execve.  The
+tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed.
+
+Register names: the ISA's short names (x86_64 rax…, i386 eax…; the 32-bit names are the low
+halves of the 64-bit ones: a 64-bit tracer sees an i386 tracee through the same
+`user_regs_struct`, <sys/user.h>), xmm0-15 and the x87 registers from the FXSAVE image of
+PTRACE_GETFPREGS (`user_fpregs_struct`, Intel SDM vol. 1 §10.5.1).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from typing import Any
+
+from emutrace.errors import Unsupported
+from emutrace.isa.base import Endian, Isa, RegValue
+from emutrace.target.protocol import BlockHook, CodeHook, MemoryFault
+
+# <linux/ptrace.h>, <asm/ptrace-abi.h> (x86)
+PTRACE_TRACEME = 0
+PTRACE_PEEKTEXT = 1
+PTRACE_PEEKUSER = 3
+PTRACE_POKETEXT = 4
+PTRACE_POKEUSER = 6
+PTRACE_CONT = 7
+PTRACE_SINGLESTEP = 9
+PTRACE_GETREGS = 12
+PTRACE_SETREGS = 13
+PTRACE_GETFPREGS = 14
+PTRACE_SINGLEBLOCK = 33
+PTRACE_SETOPTIONS = 0x4200
+PTRACE_O_EXITKILL = 0x100000
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
+
+# struct user_regs_struct (x86_64 <sys/user.h>), in order
+USER_REGS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax",
+             "rcx", "rdx", "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss",
+             "fs_base", "gs_base", "ds", "es", "fs", "gs")
+_INDEX = {name: i for i, name in enumerate(USER_REGS)}
+# 32-bit names → the 64-bit slot whose low half they are (i386 tracees and x86_64 operands)
+_LOW32 = {"eax": "rax", "ebx": "rbx", "ecx": "rcx", "edx": "rdx", "esi": "rsi",
+          "edi": "rdi", "ebp": "rbp", "esp": "rsp", "eip": "rip",
+          **{f"r{n}d": f"r{n}" for n in range(8, 16)}}
+# offsetof(struct user, u_debugreg) on x86_64 (<sys/user.h>: regs 216, u_fpvalid + pad 8,
+# i387 512, u_tsize/dsize/ssize 24, start_code/stack 16, signal 8, reserved + pad 8,
+# u_ar0 8, u_fpstate 8, magic 8, u_comm 32)
+DEBUGREG_OFFSET = 848
+FXSAVE_SIZE = 512
+FX_SWD, FX_ST, FX_XMM = 2, 32, 160  # FXSAVE image: FSW, ST0-7 (16 bytes each), XMM0-15
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+_libc.ptrace.restype = ctypes.c_long
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                        ctypes.c_ulong]
+_libc.personality.argtypes = [ctypes.c_ulong]
+
+
+class PtraceError(Unsupported):
+    """A ptrace request failed (exit 69, one line with the reason)."""
+
+
+def ptrace(request: int, pid: int, addr: int = 0, data: int | ctypes.c_void_p = 0) -> int:
+    ctypes.set_errno(0)
+    result = int(_libc.ptrace(request, pid, ctypes.c_void_p(addr),
+                              data if isinstance(data, ctypes.c_void_p)
+                              else ctypes.c_void_p(data)))
+    if result == -1:
+        err = ctypes.get_errno()
+        if err:
+            raise OSError(err, os.strerror(err))
+    return result
+
+
+def ptrace_refusal() -> str | None:
+    """Why ptrace cannot work here before trying (Yama's ptrace_scope 3: no attach at
+    all, Documentation/admin-guide/LSM/Yama.rst), or None."""
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            if f.read().strip() == "3":
+                return "kernel.yama.ptrace_scope is 3 (ptrace disabled on this host)"
+    except OSError:
+        pass
+    return None
+
+
+def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
+    """Fork a child that stops, traced by us, at its first instruction after execve.
+    A failure in the child (PTRACE_TRACEME refused: we are traced ourselves, or a
+    seccomp/LSM policy) comes back through a pipe as one line: PtraceError."""
+    reason = ptrace_refusal()
+    if reason is not None:
+        raise PtraceError(f"--target native: {reason}")
+    parent = os.getpid()
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the tracer's code
+        try:
+            os.close(read_end)
+            if _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 \
+                    or os.getppid() != parent:
+                os._exit(127)
+            _libc.personality(ADDR_NO_RANDOMIZE)
+            ctypes.set_errno(0)
+            if _libc.ptrace(PTRACE_TRACEME, 0, None, None) == -1:
+                err = ctypes.get_errno()
+                os.write(write_end, f"PTRACE_TRACEME: {os.strerror(err)}".encode())
+                os._exit(127)
+            os.execve(path, argv, dict(_split_env(envp)))
+        except OSError as e:
+            os.write(write_end, f"execve {path}: {e.strerror}".encode())
+        except BaseException:  # noqa: BLE001 - the child must never return
+            pass
+        os._exit(127)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        failure = pipe.read().decode(errors="replace")  # EOF at execve (close-on-exec)
+    if failure:
+        os.waitpid(pid, 0)
+        raise PtraceError(f"--target native: {failure}")
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFSTOPPED(status):
+        raise PtraceError(f"--target native: the child ended before its first instruction "
+                          f"(status {status:#x})")
+    try:
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL)
+    except OSError as e:
+        kill(pid)
+        raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
+    return pid
+
+
+def _split_env(envp: list[bytes]) -> list[tuple[bytes, bytes]]:
+    out = []
+    for entry in envp:
+        name, _, value = entry.partition(b"=")
+        out.append((name, value))
+    return out
+
+
+def kill(pid: int) -> None:
+    """SIGKILL the tracee and reap it (every exit path of a native run ends here)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+class PtraceTarget:
+    """One stopped tracee behind the target protocol."""
+
+    kind = "ptrace"
+    translates_code = False
+
+    def __init__(self, isa: Isa, pid: int) -> None:
+        self.isa = isa
+        self.pid = pid
+        self.word = isa.identity.word_size
+        self.byteorder: Endian = isa.identity.endian
+        self._mask = (1 << (8 * self.word)) - 1
+        self._regs = (ctypes.c_ulong * len(USER_REGS))()
+        self._have_regs = False
+        self._dirty = False
+        self._fpregs: bytes | None = None
+        self._mem = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+        # hooks the run loop calls (target/ptrace_run.py)
+        self.code_hooks: dict[int, tuple[CodeHook, int, int, Any]] = {}
+        self.block_hooks: dict[int, BlockHook] = {}
+        self._next_handle = 1
+        self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
+        self.stop_requested = False
+
+    def close(self) -> None:
+        if self._mem >= 0:
+            os.close(self._mem)
+            self._mem = -1
+
+    # ------------------------------------------------------------ registers
+    def _fetch(self) -> None:
+        if not self._have_regs:
+            ptrace(PTRACE_GETREGS, self.pid, 0, ctypes.c_void_p(ctypes.addressof(self._regs)))
+            self._have_regs = True
+
+    def reg_read(self, name: str) -> int:
+        self._fetch()
+        slot = _INDEX.get(name)
+        if slot is not None:
+            return int(self._regs[slot]) & self._mask
+        wide = _LOW32.get(name)
+        if wide is not None:
+            return int(self._regs[_INDEX[wide]]) & 0xFFFFFFFF
+        if name == "fpsw":
+            return int.from_bytes(self._fxsave()[FX_SWD:FX_SWD + 2], "little")
+        raw = self.raw_reg(name)
+        if isinstance(raw, int):
+            return raw
+        raise KeyError(f"native target: no register {name}")
+
+    def reg_write(self, name: str, value: RegValue) -> None:
+        assert isinstance(value, int)
+        self._fetch()
+        slot = _INDEX.get(name)
+        if slot is None:
+            wide = _LOW32.get(name)
+            if wide is None:
+                raise KeyError(f"native target: cannot write register {name}")
+            slot = _INDEX[wide]
+            value &= 0xFFFFFFFF
+        self._regs[slot] = value & self._mask
+        self._dirty = True
+
+    def _fxsave(self) -> bytes:
+        if self._fpregs is None:
+            buf = ctypes.create_string_buffer(FXSAVE_SIZE)
+            ptrace(PTRACE_GETFPREGS, self.pid, 0, ctypes.c_void_p(ctypes.addressof(buf)))
+            self._fpregs = buf.raw
+        return self._fpregs
+
+    def raw_reg(self, name: str) -> Any:
+        """xmmN as a 128-bit integer; x87 fpN (physical register N = ST((N - TOP) mod 8))
+        as (significand, sign|exponent), as Unicorn gives them."""
+        if name.startswith("xmm") and name[3:].isdigit():
+            at = FX_XMM + 16 * int(name[3:])
+            return int.from_bytes(self._fxsave()[at:at + 16], "little")
+        if name.startswith("fp") and name[2:].isdigit():
+            fx = self._fxsave()
+            top = (int.from_bytes(fx[FX_SWD:FX_SWD + 2], "little") >> 11) & 7
+            at = FX_ST + 16 * ((int(name[2:]) - top) % 8)  # FXSAVE stores ST(i), not FPi
+            return (int.from_bytes(fx[at:at + 8], "little"),
+                    int.from_bytes(fx[at + 8:at + 10], "little"))
+        return self.reg_read(name)
+
+    @property
+    def pc(self) -> int:
+        return self.reg_read(self.isa.registers.pc)
+
+    def in_alt_mode(self) -> bool:
+        return False  # x86 has no second instruction set
+
+    def reg_id(self, name: str) -> int:
+        return _INDEX.get(name, _INDEX.get(_LOW32.get(name, ""), -1))
+
+    def flush(self) -> None:
+        """Before the tracee runs: registers written back, cached state forgotten."""
+        if self._dirty:
+            ptrace(PTRACE_SETREGS, self.pid, 0, ctypes.c_void_p(ctypes.addressof(self._regs)))
+            self._dirty = False
+        self._have_regs = False
+        self._fpregs = None
+
+    # ------------------------------------------------------------ memory
+    def mem_read(self, addr: int, size: int) -> bytes:
+        try:
+            data = os.pread(self._mem, size, addr)
+        except OSError as e:
+            raise MemoryFault(f"read of {size} bytes at {addr:#x}: {e.strerror}") from None
+        if len(data) != size:
+            raise MemoryFault(f"read of {size} bytes at {addr:#x}: unmapped")
+        return data
+
+    def mem_write(self, addr: int, data: bytes) -> None:
+        try:
+            done = os.pwrite(self._mem, data, addr)
+        except OSError as e:
+            raise MemoryFault(f"write of {len(data)} bytes at {addr:#x}: {e.strerror}") \
+                from None
+        if done != len(data):
+            raise MemoryFault(f"write of {len(data)} bytes at {addr:#x}: unmapped")
+
+    def mem_map(self, addr: int, size: int, perms: int = 7) -> None:
+        raise Unsupported("native target: the tracee maps its own memory")
+
+    def read_word(self, addr: int) -> int:
+        return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
+
+    def pack_word(self, value: int) -> bytes:
+        return (value & self._mask).to_bytes(self.word, self.byteorder)
+
+    def read_cstring(self, addr: int, limit: int = 4096) -> bytes:
+        out = bytearray()
+        while len(out) < limit:
+            at = addr + len(out)
+            chunk = self.mem_read(at, min(256, 0x1000 - (at & 0xFFF)))
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                return bytes(out + chunk[:nul])
+            out += chunk
+        raise ValueError("string too long")
+
+    # ------------------------------------------------------------ code
+    def write_code(self, addr: int, data: bytes) -> None:
+        """PTRACE_PEEKTEXT/POKETEXT word by word (8-byte aligned words never cross a page),
+        the way debuggers insert int3 (0xCC, Intel SDM vol. 2 INT3)."""
+        at = 0
+        while at < len(data):
+            word_addr = (addr + at) & ~7
+            offset = addr + at - word_addr
+            n = min(8 - offset, len(data) - at)
+            word = bytearray((ptrace(PTRACE_PEEKTEXT, self.pid, word_addr) & (2**64 - 1))
+                             .to_bytes(8, "little"))
+            word[offset:offset + n] = data[at:at + n]
+            ptrace(PTRACE_POKETEXT, self.pid, word_addr, int.from_bytes(word, "little"))
+            at += n
+
+    def drop_code_cache(self, begin: int, end: int) -> bool:
+        return False  # a real CPU: the kernel's text write is coherent (nothing dropped)
+
+    # ------------------------------------------------------------ debug registers
+    def set_debugreg(self, index: int, value: int) -> None:
+        """DR0-DR3 (addresses), DR7 (enables), Intel SDM vol. 3 §18.2, via PTRACE_POKEUSER."""
+        ptrace(PTRACE_POKEUSER, self.pid, DEBUGREG_OFFSET + 8 * index, value)
+
+    def debugreg(self, index: int) -> int:
+        return ptrace(PTRACE_PEEKUSER, self.pid, DEBUGREG_OFFSET + 8 * index) & (2**64 - 1)
+
+    # ------------------------------------------------------------ hooks
+    def _handle(self) -> int:
+        handle = self._next_handle
+        self._next_handle += 1
+        return handle
+
+    def hook_code(self, fn: CodeHook, begin: int = 1, end: int = 0, data: Any = None) -> int:
+        handle = self._handle()
+        self.code_hooks[handle] = (fn, begin, end, data)
+        return handle
+
+    def hook_block(self, fn: BlockHook) -> int:
+        handle = self._handle()
+        self.block_hooks[handle] = fn
+        return handle
+
+    def hook_del(self, handle: int) -> None:
+        self.code_hooks.pop(handle, None)
+        self.block_hooks.pop(handle, None)
+
+    def want_blocks(self) -> None:
+        self.blocks_wanted = True
+
+    def stop(self) -> None:
+        self.stop_requested = True
