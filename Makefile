@@ -32,7 +32,7 @@ fuzz:
 	$(PYTHON) tools/fuzz.py syscalls --cases 1000000 --seed 2
 	for isa in i386 aarch64 arm mips mipsel riscv64 ppc ppc64le s390x; do \
 		$(PYTHON) tools/fuzz.py syscalls --isa $$isa --cases 200000 --seed 4 || exit 1; done
-	$(PYTHON) tools/fuzz.py elf --cases 6000 --seed 21
+	$(PYTHON) tools/fuzz.py elf --cases 100000 --seed 31 --jobs 2
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from emutrace import native
 from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
@@ -24,6 +25,7 @@ from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_se
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.sys_proc import GuestKilled
+from emutrace.machine.linux.threads import Deadlock
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
 from emutrace.trace.events import Event, Record
@@ -48,7 +50,9 @@ class RunConfig:
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
-    engine: str = "python"  # "python" (reference) or "native" (C hot path; int3 only)
+    # "python" (reference), "native" (C hot path; int3 only) or "auto": native where the
+    # backend has a native path and the library is built, else python
+    engine: str = "auto"
     symbols: Sequence[str] = ()  # --symbols FILE[@BIAS]: an ELF's .symtab or an nm listing
     # a guest fork forks this host process (the CLI: its child ends in os._exit); False in
     # embedded runs, where fork is EAGAIN (kernel.host_fork)
@@ -92,12 +96,34 @@ class RunResult:
         """What a shell would see: the status, or 128 + signal for a killed process."""
         if self.stop.kind == "exit":
             return self.stop.status
-        if self.stop.kind == "timeout":
+        if self.stop.kind in ("timeout", "deadlock"):  # a deadlock: a hang found early
             return EXIT_TIMEOUT
         if self.stop.kind == "max_insns":
             return EXIT_MAX_INSNS
         sig = getattr(host_signal, self.stop.signal, host_signal.SIGKILL)
         return 128 + int(sig)
+
+
+# functions through which a program creates threads (glibc, C11); the native engine traces
+# one thread of control only
+THREAD_CREATORS = frozenset({"pthread_create", "thrd_create"})
+
+
+def may_create_threads(image: Image) -> bool:
+    """A program that can create threads: a dynamic one (its libc can), or a static one
+    that links a thread-creating function."""
+    return image.interpreter is not None or any(s.name in THREAD_CREATORS
+                                                for s in image.symbols)
+
+
+def chosen_engine(engine: str, backend: str, image: Image) -> str:
+    """The engine a run uses: `auto` is the native hot path where the backend has one, the
+    library is built and the program cannot create threads (traces are byte-identical
+    either way: tests/test_native_engine.py), else the Python reference."""
+    if engine != "auto":
+        return engine
+    native_ok = backend in NATIVE_BACKENDS and not may_create_threads(image)
+    return "native" if native_ok and native.available() else "python"
 
 
 def open_image(program: str, arch: str | None) -> Image:
@@ -198,15 +224,36 @@ class Process:
         if isa.compat_syscalls is not None:  # x86_64's int $0x80 runs i386 system calls
             compat = self.kernel.compat_entry(by_name(isa.compat_syscalls.isa)).on_syscall
         self.hooks = HookSet(self.cpu, self.kernel.on_syscall, compat)
-        self.shadow = ShadowStack()
+        self.shadow = ShadowStack()  # the main thread's
+        # one shadow stack per guest thread, by tid
+        self.shadows: dict[int, ShadowStack] = {self.kernel.threads.tid: self.shadow}
         self.records: list[Record] = []
         # where records go as they are made; replace before run() to stream them elsewhere
         # (trace.uftrace_write.UftraceDirSink: bounded memory, `records` stays empty)
         self.sink: RecordSink = ListSink(self.records)
         self.backend: Backend | None = None
+        self.engine = "python"
 
         def emit(ev: Event) -> None:
             self.sink.write(self.shadow.feed(ev))
+
+        def thread_switched(tid: int) -> None:
+            shadow = self.shadows.get(tid)
+            if shadow is None:  # a new thread: its records carry its number (threads.py:
+                # the n-th thread created, tid = pid + n; the main thread is 0), the same
+                # in every rerun, where the pid is not
+                shadow = self.shadows[tid] = ShadowStack(
+                    tid=tid - self.kernel.threads.main_tid)
+            self.shadow = shadow
+            switch = getattr(self.backend, "switch_thread", None)
+            if self.backend is not None:
+                if switch is None:
+                    raise Unsupported(f"backend {config.backend}: tracing a program with "
+                                      f"threads is not supported (int3, hwbp, entry, step "
+                                      f"trace threads; or --backend none)")
+                switch(tid)
+
+        self.kernel.threads.on_switch.append(thread_switched)
 
         if config.backend in BACKENDS:
             # values per function: its prototype (DWARF, else the libc table), -A, else
@@ -217,8 +264,9 @@ class Process:
                 raise UsageError(f"--engine native: backend {config.backend} has no native "
                                  f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
                                  f"--engine python")
+            self.engine = chosen_engine(config.engine, config.backend, self.image)
             options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types, config.engine)
+                                     config.bts_buffer, types, self.engine)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)
@@ -280,6 +328,8 @@ class Process:
                 for n in next_process.kernel.fds:  # handed over: not closed with this image
                     self.kernel.fds.pop(n, None)
                 return Stop("exec", pc=self.cpu.pc)
+            if isinstance(e, Deadlock):
+                return Stop("deadlock", pc=self.cpu.pc, detail=e.detail)
             assert isinstance(e, GuestKilled)
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
@@ -288,7 +338,8 @@ class Process:
             while True:
                 stop = run(self.cpu, self.hooks, entry, max_insns=self.config.max_insns,
                            timeout=self.config.timeout,
-                           exits=(GuestExit, GuestKilled, GuestExec), on_exit=on_exit)
+                           exits=(GuestExit, GuestKilled, GuestExec, Deadlock), on_exit=on_exit,
+                           threads=self.kernel.threads)
                 # a CPU fault the guest handles (a SIGSEGV handler that siglongjmps):
                 # emulation goes on in its handler
                 fault = self.kernel.fault_hook
@@ -304,11 +355,13 @@ class Process:
         flush = getattr(self.backend, "flush_events", None)
         if flush is not None:
             flush()
-        frames = [f.func for f in self.shadow.frames]
+        main = self.shadows.get(self.kernel.threads.main_tid, self.shadow)
+        frames = [f.func for f in main.frames]
         insns = None
         if self.backend is not None:
             insns = self.backend.finish()
-            self.sink.write(self.shadow.close_all(insns))
+            for _tid, shadow in sorted(self.shadows.items()):  # threads still running too
+                self.sink.write(shadow.close_all(insns))
             stats = dict(self.backend.stats)
         return RunResult(stop, self.image, self.kernel.stats.count,
                          dict(self.kernel.stats.by_name), self.records, stats, frames, insns,

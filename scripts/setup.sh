@@ -79,8 +79,21 @@ if ! dpkg-query -W $cross_binutils >/dev/null 2>&1; then
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_binutils >/dev/null
 fi
-if [ ! -f .cache/rootfs/aarch64/.emutrace-rootfs ]; then
-  python3 -m emutrace rootfs --arch aarch64 -o .cache/rootfs/aarch64 coreutils
-fi
+# Debian's own dynamic programs (issue 15, tests/test_debian_programs.py): a root per Debian
+# ISA made by `emutrace rootfs` into .cache/rootfs/<isa> (coreutils, grep, sed, findutils,
+# diffutils, gawk and their libraries; the .debs, ~90 MB for all seven, are kept in
+# .cache/rootfs-debs).  Idempotent: a root whose marker lists every package is left alone.
+debian_programs="coreutils grep sed findutils diffutils gawk"
+for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do
+  root=".cache/rootfs/$isa"
+  complete=1
+  for pkg in $debian_programs; do
+    grep -q "^$pkg:" "$root/.emutrace-rootfs" 2>/dev/null || complete=0
+  done
+  if [ "$complete" = 0 ]; then
+    # shellcheck disable=SC2086
+    python3 -m emutrace rootfs --arch "$isa" -o "$root" --cache .cache/rootfs-debs $debian_programs
+  fi
+done
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion

@@ -56,3 +56,58 @@ def run_qemu(isa: str, program: str | os.PathLike[str], *args: str, cwd: Path | 
 def shell_status(returncode: int) -> int:
     """subprocess reports a killed child as -signal; a shell (and emutrace) as 128+signal."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (proc(5): fields 14 and 15 of
+    /proc/PID/stat, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_emulated(proc: subprocess.Popen, cpu: float, limit: float = 120) -> None:
+    """Until `proc` (an emutrace run) is emulating — its watcher thread exists only while
+    emulation runs (target/unicorn_run.py) — and has then used `cpu` more seconds of CPU.
+    CPU time, not wall time: on a loaded machine a fixed sleep may end before the guest got
+    anywhere, which made signal tests flaky."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while len(os.listdir(f"/proc/{proc.pid}/task")) < 2:
+        assert proc.poll() is None, "emutrace ended before emulation was seen"
+        assert time.monotonic() < deadline, "emulation did not start"
+        time.sleep(0.02)
+    start = cpu_seconds(proc.pid)
+    while cpu_seconds(proc.pid) - start < cpu:
+        assert proc.poll() is None, "emutrace ended before it was stopped"
+        assert time.monotonic() < deadline, "emutrace made no progress"
+        time.sleep(0.02)
+
+
+def wait_until_blocked(proc: subprocess.Popen, limit: float = 120) -> None:
+    """Until `proc` (an emutrace run) is emulating and its main thread sleeps (state S in
+    /proc/PID/task/PID/stat, proc(5)) at two polls in a row: the guest waits in a blocking
+    system call (a sleep, a read of an empty pipe)."""
+    import time
+
+    deadline = time.monotonic() + limit
+    stat = Path(f"/proc/{proc.pid}/task/{proc.pid}/stat")
+    asleep = 0
+    while asleep < 2:
+        assert proc.poll() is None, "emutrace ended before it was stopped"
+        assert time.monotonic() < deadline, "the guest never blocked"
+        emulating = len(os.listdir(f"/proc/{proc.pid}/task")) > 1
+        state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        asleep = asleep + 1 if emulating and state == "S" else 0
+        time.sleep(0.05)
+
+
+def isa_params(capability: str) -> list:
+    """Every ISA as a pytest parameter; where the ISA's capability table says `capability`
+    does not work, a strict xfail carrying its reason."""
+    out = []
+    for isa in ISAS:
+        cap = by_name(isa).capability(capability)
+        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
+        out.append(pytest.param(isa, marks=marks, id=isa))
+    return out

@@ -20,7 +20,7 @@ from emutrace.errors import EmutraceError
 from emutrace.isa.abi import load_abi
 from emutrace.session import Process, RunConfig
 
-from .conftest import ENV, ISAS, bin_path, run_emutrace
+from .conftest import ENV, ISAS, bin_path, run_emutrace, wait_until_emulated
 
 CALLS = bin_path("x86_64", "calls")
 
@@ -113,7 +113,7 @@ def interrupt(*extra: str) -> tuple[int, list[str]]:
     proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", *extra,
                              str(bin_path("x86_64", "fib")), "60"], env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(3.0)
+    wait_until_emulated(proc, cpu=1.0)  # main and some fib calls have run
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     return proc.returncode, err.decode().splitlines()

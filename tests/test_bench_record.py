@@ -39,3 +39,19 @@ def test_record_spec() -> None:
     assert parse_spec("hwbp:record").record and parse_spec("hwbp:record").backend == "hwbp"
     with pytest.raises(UsageError, match="step:record"):
         parse_spec("step:recorder")
+
+
+def test_native_engine_cell(tmp_path: Path) -> None:
+    """`int3:native` is int3 on the native hot path beside the reference-engine cells (the
+    grid compares mechanisms on one engine; this spec adds the native one): the same trace,
+    so it agrees."""
+    assert parse_spec("int3").engine == "python"
+    assert parse_spec("int3:native").engine == "native"
+    with pytest.raises(UsageError, match="int3:native"):
+        parse_spec("int3:fast")
+    program = expand(f"{TESTBINS}/{{isa}}/fib 8", "x86_64")
+    row = run_row("x86_64", program, [parse_spec("int3"), parse_spec("int3:native")], 1,
+                  [str(tmp_path)], 0.0, lambda cell, seconds, runs: None)
+    recs = {r["backend"]: r for r in results.records([row], 0.3)}
+    assert recs["int3:native"]["agreement"] == "ok"
+    assert recs["int3:native"]["calls"] == recs["int3"]["calls"] > 50

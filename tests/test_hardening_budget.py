@@ -14,7 +14,7 @@ import pytest
 
 from emutrace import errors
 
-from .conftest import ENV, REPO, bin_path, run_emutrace
+from .conftest import ENV, REPO, bin_path, run_emutrace, wait_until_blocked
 
 PROGRAM = bin_path("x86_64", "hard_budget")
 
@@ -31,11 +31,7 @@ def test_sleep_honours_ctrl_c(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", "--backend", "none",
                              str(PROGRAM), "sleep"], env=ENV, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while len(os.listdir(f"/proc/{proc.pid}/task")) < 2:  # the watcher: emulation runs
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(0.3)
+    wait_until_blocked(proc)  # the guest sleeps
     start = time.monotonic()
     os.kill(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -87,11 +83,7 @@ def test_blocked_read_of_a_pipe_honours_the_stop(stop: str) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         if stop == "SIGTERM":
-            deadline = time.monotonic() + 60
-            while len(os.listdir(f"/proc/{proc.pid}/task")) < 2:  # the watcher: running
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.05)
-            time.sleep(0.3)
+            wait_until_blocked(proc)  # the guest waits in its read
             proc.send_signal(signal.SIGTERM)
         start = time.monotonic()
         proc.wait(timeout=30)

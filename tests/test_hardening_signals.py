@@ -8,17 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import ENV, REPO, bin_path
-
-
-def _emulating(pid: int) -> bool:
-    """The watcher thread exists only while emulation runs (target/unicorn_run.py)."""
-    return len(os.listdir(f"/proc/{pid}/task")) > 1
+from .conftest import ENV, REPO, bin_path, wait_until_emulated
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
@@ -27,11 +21,7 @@ def test_stop_signal_writes_trace(sig: signal.Signals, tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", "-o", str(out),
                              str(bin_path("x86_64", "fib")), "40"], env=ENV, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not _emulating(proc.pid):
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(2.5)  # let main and some fib calls be traced (a loaded machine is slow)
+    wait_until_emulated(proc, cpu=1.0)  # main and some fib calls have been traced
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
     text = err.decode()

@@ -49,9 +49,10 @@ ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("tail",)))
 ORACLE_ISAS = ("x86_64", "aarch64")
 
 
-def _run(isa: str, program: str, args: tuple[str, ...], engine: str) -> tuple[Process, tuple]:
+def _run(isa: str, program: str, args: tuple[str, ...], engine: str,
+         cleanup: str = "lazy") -> tuple[Process, tuple]:
     process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend="int3",
-                                engine=engine), warn=lambda m: None)
+                                engine=engine, cleanup=cleanup), warn=lambda m: None)
     r = process.run()
     return process, (r.records, r.backend_stats, r.guest_insns, r.stop, r.open_frames,
                      r.exit_code)
@@ -71,6 +72,30 @@ def test_native_equals_python(isa: str) -> None:
             assert process.backend is not None
             slow = process.backend.native_stats["python_traps"]  # type: ignore[attr-defined]
             assert 10 * slow < got[1]["traps"], (slow, got[1]["traps"])
+
+
+# strict cleanup (disarm on leaving) is Python's work beside C's traps: one lowered ISA, one
+# whose traps all go through Python, one with two instruction sets
+@pytest.mark.parametrize("isa", ["x86_64", "riscv64", "arm"])
+def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
+    _, want = _run(isa, "calls", ("tail",), "python", "strict")
+    process, got = _run(isa, "calls", ("tail",), "native", "strict")
+    assert len(want[0]) > 100
+    assert want[1]["patches"] > want[1]["functions"]  # strict re-armed functions
+    assert got == want
+
+
+def test_auto_engine_is_native_where_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default engine: native for int3 when the library is built, python for a backend
+    without a native path, and python (no error) when the library is missing."""
+    hello = str(bin_path("x86_64", "hello_fs"))
+    assert Process(RunConfig(hello, [], backend="int3"), warn=lambda m: None).engine == "native"
+    assert Process(RunConfig(hello, [], backend="step"), warn=lambda m: None).engine == "python"
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "library_path", lambda: None)
+    process = Process(RunConfig(hello, [], backend="int3"), warn=lambda m: None)
+    assert process.engine == "python"
+    assert process.run().exit_code == 7
 
 
 @pytest.mark.oracle

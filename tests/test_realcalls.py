@@ -29,9 +29,20 @@ def test_real_program_calls_as_qemu(isa: str, tmp_path: Path) -> None:
     ours = run([sys.executable, "-m", "emutrace", "run", "--backend", "none", program],
                tmp_path)
     assert ours.stderr.decode() == ""  # no "unsupported syscall" warning
-    assert ours.stdout.decode() == ref.stdout.decode()
+    # "sysinfo sane": on a 32-bit guest qemu-user copies the host's byte counts into the
+    # 32-bit fields without Linux's mem_unit scaling (kernel/sys.c do_sysinfo), so its line
+    # depends on how much memory the host has free at that moment; the line's own
+    # invariants (a power-of-two mem_unit, freeram <= totalram, ...) are the oracle there
+    sane = "sysinfo sane = 1\n"
+    assert sane in ours.stdout.decode()
+    assert _without_sanity(ours.stdout.decode()) == _without_sanity(ref.stdout.decode())
     assert ours.returncode == 0
     for line in ("getpeername(0) = -1 ENOTSOCK", "tcgetattr(0) = -1 ENOTTY",
                  "open /dev/tty = -1 ENXIO", "lgetxattr missing = -1 ENODATA",
-                 "revents = 0 0x20 0", "select bad fd = -1 EBADF", "sysinfo sane = 1"):
+                 "revents = 0 0x20 0", "select bad fd = -1 EBADF"):
         assert line in ref.stdout.decode()  # the oracle says what the issue says
+
+
+def _without_sanity(text: str) -> str:
+    return "".join(line for line in text.splitlines(True)
+                   if not line.startswith("sysinfo sane = "))

@@ -22,8 +22,8 @@ def qemu(*argv: str) -> subprocess.CompletedProcess[bytes]:
 
 def test_rootfs_programs_like_qemu() -> None:
     """Run from inside the root (relative paths name the same files for both): stdout,
-    stderr and exit status of cat and md5sum.  (Not yet: `ls` calls statfs, `sort` wants
-    sysinfo, then a temporary file in the root's /tmp — not implemented / not writable.)"""
+    stderr and exit status of cat and md5sum (more programs, on seven ISAs:
+    tests/test_debian_programs.py)."""
     assert (ROOT / "lib" / "ld-linux-aarch64.so.1").exists(), "run scripts/setup.sh"
     for argv in (("./bin/cat", TEXT), ("./usr/bin/md5sum", TEXT)):
         want = qemu(*argv)

@@ -15,18 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from emutrace.isa import by_name
-
-from .conftest import ENV, ISAS, bin_path, qemu_binary, shell_status
+from .conftest import ENV, bin_path, isa_params, qemu_binary, shell_status
 
 
 def params() -> list:
-    out = []
-    for isa in ISAS:
-        cap = by_name(isa).capability("signal_handlers")
-        marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
-        out.append(pytest.param(isa, marks=marks, id=isa))
-    return out
+    return isa_params("signal_handlers")
 
 
 @pytest.mark.oracle

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
+import gc
 import io
+import json
 import os
 import random
 import resource
+import select
 import signal
 import sys
 import tempfile
@@ -195,9 +197,24 @@ def inherited_address_space() -> int:
     return 0
 
 
-def isolated(fn: Callable[[], None], budget: float) -> None:
+def warm_up(base: bytes, scratch: Path, backends: tuple[str, ...]) -> None:
+    """Run the unmutated program once per backend in this process, so that every forked
+    child starts with emutrace, Unicorn, Capstone and their lazy imports loaded: a case then
+    costs its own emulation (tens of ms), not an interpreter's start (~0.5 s)."""
+    for backend in backends:
+        run_elf(base, backend, scratch)
+    gc.collect()
+    gc.freeze()  # the warm heap: never scanned again (each case's gc.collect stays cheap)
+
+
+def isolated(fn: Callable[[], None], budget: float, wall: float | None = None) -> None:
     """Run one case in a forked child: a crash of Python (a signal), a hang past the budget
-    and a finding all come back as a Finding; the campaign itself never dies."""
+    and a finding all come back as a Finding; the campaign itself never dies.
+
+    The budget is the child's CPU time (user + system): on a shared, loaded machine wall
+    time measures the other jobs.  A child still running after ``wall`` seconds of wall
+    time (default 4 × budget) is killed and reported as a hang all the same."""
+    wall = 4 * budget if wall is None else wall
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
@@ -216,23 +233,30 @@ def isolated(fn: Callable[[], None], budget: float) -> None:
         os.write(w, message[:4000])
         os._exit(0)
     os.close(w)
-    deadline = time.monotonic() + budget
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
+    deadline = time.monotonic() + wall
+    chunks = []
+    while True:  # the pipe reaches end-of-file when the child exits (or dies)
+        left = deadline - time.monotonic()
+        ready = select.select([r], [], [], max(left, 0))[0] if left > 0 else []
+        if not ready:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             os.close(r)
-            raise Finding(f"hang: still running after {budget:.0f} s")
-        time.sleep(0.002)
-    message = os.read(r, 4096).decode(errors="replace")
+            raise Finding(f"hang: still running after {wall:.0f} s")
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    _, status, usage = os.wait4(pid, 0)
+    message = b"".join(chunks).decode(errors="replace")
     os.close(r)
     if os.WIFSIGNALED(status):
         raise Finding(f"crash: Python killed by signal {os.WTERMSIG(status)}")
     if message:
         raise Finding(message)
+    cpu = usage.ru_utime + usage.ru_stime
+    if cpu > budget:
+        raise Finding(f"hang: {cpu:.1f} s of CPU (budget {budget:.0f} s)")
 
 
 def check_elf(blob: bytes, backend: str, scratch: Path) -> None:
@@ -243,7 +267,7 @@ def check_elf(blob: bytes, backend: str, scratch: Path) -> None:
            and "call stack:" not in line and "unsupported syscall" not in line]
     if code == 70 or "Traceback" in err or "internal error" in err:
         raise Finding(f"{backend}: exit {code}: {err.strip()[:500]}")
-    if took > RUN_SECONDS + HANG_SECONDS:
+    if took > 4 * (RUN_SECONDS + HANG_SECONDS):
         raise Finding(f"{backend}: took {took:.1f} s (budget {RUN_SECONDS} s)")
     if len(own) > 2:
         raise Finding(f"{backend}: {len(own)} lines: {own[:3]}")
@@ -257,41 +281,204 @@ def elf_case(seed: int, i: int, base: bytes,
     return mutate(base, rng), rng.choice(backends)
 
 
+CASES_PER_WORKER = 200  # a fresh worker after this many cases: nothing piles up across cases
+
+
+class CaseServer:
+    """A forked worker that runs ELF cases one after another (a fork server): the warm
+    process forks once per 200 cases, not once per case, so a case costs its own run
+    (~25 ms) and no interpreter start-up or fork.  The parent holds the budgets: a worker
+    that stops answering within 4 × the budget is killed (a hang), one that dies of a signal
+    is a crash of Python; either way the next case gets a fresh worker.  The worker measures
+    each case's CPU time (a case over the budget is a hang even when the machine is loaded
+    and wall time says nothing); ``wall`` defaults to 4 × the budget."""
+
+    def __init__(self, seed: int, base: bytes, backends: tuple[str, ...], scratch: Path,
+                 budget: float = RUN_SECONDS + HANG_SECONDS, wall: float | None = None) -> None:
+        self.seed, self.base, self.backends, self.scratch = seed, base, backends, scratch
+        self.budget = budget
+        self.wall = 4 * budget if wall is None else wall
+        self.pid = 0
+        self.served = 0
+        self.requests = self.answers = -1
+        self.pending = b""
+
+    def _serve(self, requests: int, answers: int) -> None:
+        limit = inherited_address_space() + CHILD_MEMORY
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        with os.fdopen(requests, "r") as lines:
+            for line in lines:
+                blob, backend = elf_case(self.seed, int(line), self.base, self.backends)
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                try:
+                    check_elf(blob, backend, self.scratch)
+                    message = ""
+                except Finding as e:
+                    message = str(e)
+                except BaseException as e:  # noqa: BLE001 - reported to the parent
+                    message = f"harness: {type(e).__name__}: {e}"
+                # the case's Unicorn instance is freed now, not when the cycle collector
+                # next runs: each reserves ~1 GiB of code buffer, and QEMU exits when the
+                # next one cannot (RLIMIT_AS)
+                gc.collect()
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                if not message and cpu > self.budget:
+                    message = f"hang: {cpu:.1f} s of CPU (budget {self.budget:.0f} s)"
+                answer = json.dumps(f"[{backend}] {message[:4000]}" if message else "")
+                os.write(answers, answer.encode() + b"\n")
+
+    def _spawn(self) -> None:
+        requests_r, requests_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            os.close(requests_w)
+            os.close(answers_r)
+            try:
+                self._serve(requests_r, answers_w)
+            finally:
+                os._exit(0)
+        os.close(requests_r)
+        os.close(answers_w)
+        self.pid, self.requests, self.answers = pid, requests_w, answers_r
+        self.served, self.pending = 0, b""
+
+    def _reap(self, kill: bool) -> int:
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        else:
+            os.close(self.requests)  # end of requests: the worker exits
+            self.requests = -1
+        _, status = os.waitpid(self.pid, 0)
+        for fd in (self.requests, self.answers):
+            if fd >= 0:
+                os.close(fd)
+        self.pid, self.requests, self.answers = 0, -1, -1
+        return status
+
+    def run(self, i: int) -> None:
+        """Case i of the seed; a Finding when it does not hold."""
+        if self.pid and self.served >= CASES_PER_WORKER:
+            self._reap(kill=False)
+        if not self.pid:
+            self._spawn()
+        self.served += 1
+        try:
+            os.write(self.requests, f"{i}\n".encode())
+        except BrokenPipeError:  # the worker died between cases
+            status = self._reap(kill=True)
+            raise Finding(f"crash: the worker died before the case (status {status})") from None
+        deadline = time.monotonic() + self.wall
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.answers], [], [], left)[0]:
+                self._reap(kill=True)
+                raise Finding(f"hang: still running after {self.wall:.0f} s")
+            chunk = os.read(self.answers, 65536)
+            if not chunk:  # the worker died in this case
+                status = self._reap(kill=False)
+                if os.WIFSIGNALED(status):
+                    raise Finding(f"crash: Python killed by signal {os.WTERMSIG(status)}")
+                raise Finding(f"crash: the worker exited with status {status}")
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        message = json.loads(line)
+        if message:
+            raise Finding(message)
+
+    def close(self) -> None:
+        if self.pid:
+            self._reap(kill=False)
+
+
 def campaign(kind: str, cases: int, seed: int, backends: tuple[str, ...] = BACKENDS,
-             only: int | None = None, keep: Path | None = None, isa: str = "x86_64") -> int:
+             only: int | None = None, keep: Path | None = None, isa: str = "x86_64",
+             jobs: int = 1, first: int = 0) -> int:
+    """Run the cases of a seed (every ``jobs``-th one in each of ``jobs`` forked
+    campaigns); print each finding and a summary; 1 when anything was found."""
+    started = time.monotonic()
+    indices = range(first, first + cases) if only is None else range(only, only + 1)
+    if jobs > 1 and only is None:
+        found = run_sharded(kind, seed, backends, isa, indices, jobs)
+    else:
+        found = run_slice(kind, seed, backends, isa, indices, keep)
+    print(f"{kind} ({isa}): {len(indices)} cases ({indices.start}..{indices.stop - 1}), "
+          f"{found} findings (tracebacks, internal "
+          f"errors, hangs past the budget, crashes), {time.monotonic() - started:.0f} s, "
+          f"seed {seed}", flush=True)
+    return 1 if found else 0
+
+
+def run_sharded(kind: str, seed: int, backends: tuple[str, ...], isa: str,
+                indices: range, jobs: int) -> int:
+    """``jobs`` forked campaigns, shard k taking cases k, k + jobs, …; their findings
+    summed (each child reports its count through a pipe)."""
+    children = []
+    for k in range(jobs):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            code = 1
+            try:
+                n = run_slice(kind, seed, backends, isa, indices[k::jobs], None)
+                os.write(w, str(n).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        children.append((pid, r))
+    found = 0
+    for pid, r in children:
+        answer = b""
+        while chunk := os.read(r, 64):
+            answer += chunk
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        if not answer or status:
+            print(f"finding: shard {pid} ended with status {status}", flush=True)
+            found += 1
+        else:
+            found += int(answer)
+    return found
+
+
+def run_slice(kind: str, seed: int, backends: tuple[str, ...], isa: str,
+              indices: range, keep: Path | None) -> int:
     findings = 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         target = SyscallTarget(scratch, isa) if kind == "syscalls" else None
         base = program_of(isa).read_bytes()
-        for i in range(cases) if only is None else (only,):
+        server = None
+        if target is None:
+            warm_up(base, scratch, backends)
+            server = CaseServer(seed, base, backends, scratch)
+        for n, i in enumerate(indices, 1):
             try:
                 if target is not None:
                     target.run(*target.case(random.Random(f"{seed}:{i}")))
                 else:
-                    blob, backend = elf_case(seed, i, base, backends)
+                    assert server is not None
                     if keep is not None:
+                        blob, backend = elf_case(seed, i, base, backends)
                         keep.write_bytes(blob)
                         print(f"case {i}: {keep}, backend {backend}")
-                    try:
-                        isolated(functools.partial(check_elf, blob, backend, scratch),
-                                 RUN_SECONDS + HANG_SECONDS)
-                    except Finding as e:
-                        raise Finding(f"[{backend}] {e}") from None
+                    server.run(i)
             except Finding as e:
                 findings += 1
                 print(f"finding (seed {seed}, case {i}): {e}", flush=True)
-            if (i + 1) % 10_000 == 0 or (kind == "elf" and (i + 1) % 500 == 0):
-                print(f"{kind}: {i + 1} cases, {findings} findings, "
+            if n % 10_000 == 0 or (kind == "elf" and n % 2_000 == 0):
+                print(f"{kind}: case {i}, {n} cases here, {findings} findings, "
                       f"{time.monotonic() - started:.0f} s", flush=True)
+        if server is not None:
+            server.close()
         if target is not None:
             target.close()
-    ran = cases if only is None else 1
-    print(f"{kind} ({isa}): {ran} cases, {findings} findings (tracebacks, internal errors, hangs "
-          f"past {HANG_SECONDS:.0f} s), {time.monotonic() - started:.0f} s, seed {seed}",
-          flush=True)
-    return 1 if findings else 0
+    return findings
 
 
 def main() -> int:
@@ -306,9 +493,13 @@ def main() -> int:
     parser.add_argument("--isa", default="x86_64",
                         help="the ISA whose hello_fs is loaded or mutated (default x86_64)")
     parser.add_argument("--keep", type=Path, help="elf: write each mutant to this file")
+    parser.add_argument("--first", type=int, default=0,
+                        help="the first case index (split one seed's campaign in parts)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="run the cases in this many forked campaigns (default 1)")
     args = parser.parse_args()
     return campaign(args.kind, args.cases, args.seed, tuple(args.backends.split(",")),
-                    args.case, args.keep, args.isa)
+                    args.case, args.keep, args.isa, max(1, args.jobs), args.first)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from emutrace.discover.callabi import CallTypes
@@ -30,7 +30,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
 
 # backends with a native hot path (`--engine native`, emutrace/native)
 NATIVE_BACKENDS = ("int3",)
-ENGINES = ("python", "native")
+# auto (the default): native where the backend has a native path and the library is built
+ENGINES = ("auto", "python", "native")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,17 @@ class Backend(Protocol):
     def finish(self) -> int:
         """End of the run: the time (guest instructions) to close open frames at."""
         ...
+
+
+@runtime_checkable
+class TrapAware(Protocol):
+    """A backend that reports exceptions (kernel images): the board calls these at the
+    exception's entry to the guest's vector and before an exception return, and the backend
+    emits `Trap` / `TrapReturn` in order with its own events (shadow-stack policy 6)."""
+
+    def trap_entered(self, vector: int) -> None: ...
+
+    def trap_returned(self, site: int) -> None: ...
 
 
 def create(name: str, image: Image, cpu: Target, hooks: TrapHooks,

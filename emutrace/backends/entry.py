@@ -54,7 +54,7 @@ class EntryBackend(Int3Backend):
         self.entry_args = self.args  # int3's reader reads at the callee's entry too
         self.link = image.isa.registers.link
         self.push = call_push_size(cpu)
-        self.code_mask = ~1 if image.isa.thumb_bit else ~0
+        self.code_mask = image.isa.code_mask
         self.entries: dict[int, Function] = {}  # probed entry address → its function
         self.open: list[tuple[int, int, int]] = []  # (return address, call sp, function)
         self.process_entry: int | None = None
@@ -117,6 +117,11 @@ class EntryBackend(Int3Backend):
 
     def _arm(self, func: Function | None) -> None:
         """Everything is armed at start-up; the lazy algorithm's arming never runs."""
+
+    def _refresh_stale(self) -> None:
+        """Entries and returns are probed at start-up; a descent gone stale (a jump that
+        became a tail call) changes neither (the entry probe sees where a jump goes)."""
+        self.discovery.stale.clear()
 
     # ------------------------------------------------------------ events
     def _pending(self, site: Site) -> Pending:

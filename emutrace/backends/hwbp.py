@@ -79,6 +79,7 @@ class HwbpBackend(Int3Backend):
         self.slots = slots if slots is not None else hardware.slots
         self.slot_kind = hardware.kind
         self.slot_hooks: dict[int, list[int]] = {}  # function → its hooks (installed)
+        self.hooked: dict[int, Function] = {}  # function → what its hooks were made for
         self.in_use: dict[int, int] = {}  # armed function → slots it programs
         super().__init__(image, cpu, hooks, emit, "strict", types, delivery="hook")
         self.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
@@ -97,7 +98,11 @@ class HwbpBackend(Int3Backend):
         self.in_use[func.start] = len(ranges)
         self.stats["max_slots"] = max(self.stats["max_slots"], sum(self.in_use.values()))
         if func.start in self.slot_hooks:
-            return  # installed before, idle since: arming it again is the table write above
+            if self.hooked.get(func.start) is func:
+                return  # installed before, idle since: arming it again is the table write
+            for handle in self.slot_hooks.pop(func.start):  # a stale descent's extent
+                self.cpu.hook_del(handle)
+        self.hooked[func.start] = func
         handles = []
         for lo, hi in ranges:
             handles.append(self.cpu.hook_code(self._on_slot, lo, hi, func.start))
@@ -130,6 +135,11 @@ class HwbpBackend(Int3Backend):
         self.stats = {k: self.stats[k] for k in (
             "hits", "slot_writes", "fallbacks", "stepped", "max_slots", "functions")}
         return super().finish()
+
+    def _rearm(self, old: Function, new: Function) -> None:
+        """Slots cover whole functions: the stale one's slots go to the new extent."""
+        self._disarm(old.start)
+        self._arm(new)
 
     def _arm_site(self, site: Site, func: int) -> None:  # pragma: no cover - never per site
         raise AssertionError("hwbp arms whole functions (_arm)")

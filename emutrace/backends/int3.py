@@ -34,13 +34,14 @@ from dataclasses import dataclass
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
+from emutrace.backends.codeguard import CodeGuard
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind, Insn
 from emutrace.target.protocol import Target, TrapHooks
-from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
 from emutrace.trace.values import Value
 
 
@@ -61,6 +62,12 @@ class Pending:
     fallthrough: int
 
 
+# what belongs to one thread of control: pending transfer, call chain, restarted block,
+# fallback resume address, the tail rule's frames and return addresses
+ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list[int],
+                    list[int | None]]
+
+
 class Int3Backend:
     name = "int3"
 
@@ -79,8 +86,8 @@ class Int3Backend:
         self.simulator = isa.simulate
         working = [b for b in isa.breakpoints if b.works]
         self.delivery = delivery or ("patch" if working else "hook")
-        self.bp = next((b for b in working if "thumb" not in b.insn), None)
-        self.bp_alt = next((b for b in working if "thumb" in b.insn), None)
+        self.bp = isa.breakpoint_for(alt_mode=False)
+        self.bp_alt = isa.breakpoint_for(alt_mode=True)
         self.bp_intnos = {b.intno for b in working}
         regs = isa.registers
         self.pc_reg, self.sp_reg, self.ret_reg = regs.pc, regs.sp, regs.retval
@@ -99,14 +106,32 @@ class Int3Backend:
         # the functions on the call chain, innermost last: strict mode re-arms the caller
         # from here (descent from a return address would miss the caller's earlier code)
         self.chain: list[Function] = []
+        # per open exception: the chain's length when it was taken (the handler's part of
+        # the chain starts there; an exception return drops it)
+        self.trap_marks: list[int] = []
+        self._after_trap = False  # an exception return ran: the next block is current code
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
         self._unhook: list[int] = []  # site hooks to delete at the next block
         self.idle_hooks: dict[int, int] = {}  # disarmed site → its hook, still installed
         self.time = 0
+        self._tid = 0  # the guest thread running (threads: switch_thread)
+        self._thread_state: dict[int, ThreadState] = {}
+        # the thread whose execution armed each armed function: a trap of another thread
+        # there is counted as "foreign_traps" (only once a program has made a thread)
+        self.armed_for: dict[int, int] = {}
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
                       "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
+        # patched bytes hidden from guest loads; code the guest writes is dropped (item 22)
+        # (site hooks too: code written over a discovered function must not be traced by
+        # its old site table)
+        hide = self.delivery == "patch" and isa.capability("hidden_breakpoints").works
+        # (a native target cannot watch loads and stores: its guest sees the breakpoint
+        # bytes, as under any debugger)
+        self.guard: CodeGuard | None = CodeGuard(
+            cpu, self._code_range, self._code_written, hide_reads=hide) \
+            if cpu.watches_memory else None
         self._install(hooks)
 
     def _install(self, hooks: TrapHooks) -> None:
@@ -120,6 +145,44 @@ class Int3Backend:
         func = self._function(entry)
         if func is not None and self.strict:
             self.chain.append(func)
+        self._arm(func)
+        self._refresh_stale()
+
+    def trap_entered(self, vector: int) -> None:
+        """An exception entered the guest's vector (kernel images): an exception frame, and
+        the vector's function armed as at the entry.  Strict: the interrupted function is
+        no longer the current one (disarmed until the exception returns)."""
+        if self.strict:
+            self.trap_marks.append(len(self.chain))
+            if self.chain:
+                self._disarm(self.chain[-1].start)
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+        self.start(vector)
+
+    def trap_returned(self, site: int) -> None:
+        """An exception return at site runs next: the innermost exception frame ends; the
+        code it returns to is armed at the next block (`_on_block`)."""
+        self.emit(TrapReturn(self.time, site))
+        if self.strict:
+            mark = min(self.trap_marks.pop() if self.trap_marks else 0, len(self.chain))
+            if len(self.chain) > mark:
+                self._disarm(self.chain[-1].start)
+            del self.chain[mark:]
+        self._after_trap = True
+
+    def _resume_after_trap(self, addr: int) -> None:
+        """The first block after an exception return: the interrupted function (the
+        chain's top, in strict mode) or whatever function the handler returned into."""
+        self._after_trap = False
+        code = addr & ~1 if self.image.isa.thumb_bit else addr
+        func = self.chain[-1] if self.chain and code in self.chain[-1] else self._function(addr)
+        if func is None:
+            return
+        if self.strict:
+            if self.chain and self.chain[-1].start != func.start:
+                self.chain[-1] = func  # the handler switched to other code
+            elif not self.chain:
+                self.chain.append(func)
         self._arm(func)
 
     # ------------------------------------------------------------ arming
@@ -137,15 +200,54 @@ class Int3Backend:
         except Exception:  # noqa: BLE001 - untraced, never a crash of the tracer
             return None
 
+    def _refresh_stale(self) -> None:
+        """Functions found by descent that a newly known entry made stale (discover/
+        descent.py): armed again as descended now, so that a jump they took for their own
+        code is a TAIL site, decided by the tail rule as `step` decides it."""
+        stale = self.discovery.stale
+        while stale:
+            start = stale.pop()
+            old = self.armed_funcs.get(start) or next(
+                (f for f in self.chain if f.start == start), None)
+            if old is None:
+                continue  # neither armed nor on the chain: descended again when reached
+            new = self._function_quietly(old.entry)
+            if new is None:
+                continue
+            if start in self.armed_funcs:
+                self._rearm(old, new)
+            # strict mode arms a caller again from the chain: never the stale extent
+            self.chain = [new if f.start == start else f for f in self.chain]
+
+    def _rearm(self, old: Function, new: Function) -> None:
+        """The new sites armed as well; the old ones stay (the CPU may be in the code the
+        old extent covered: its return must still be seen)."""
+        self.armed_funcs[new.start] = new
+        for site in new.sites:
+            if site.addr not in self.armed:
+                self._arm_site(site, new.start)
+
     def _take(self, func: Function | None) -> bool:
-        """Enter func in the armed-function table; False if there is none or it is in."""
+        """Enter func in the armed-function table; False if there is none, it is in, or the
+        guest wrote over its code (it runs as written, untraced: see codeguard.py)."""
         if func is None or func.start in self.armed_funcs:
             return False
+        if self.guard is not None:
+            if self.guard.was_written(func.start, func.end):
+                return False
+            self.guard.cover(func.start)
         if func.start not in self._seen:
             self._seen.add(func.start)
             self.stats["functions"] += 1
         self.armed_funcs[func.start] = func
+        self.armed_for[func.start] = self._tid
         return True
+
+    def _traceable(self, func: Function | None) -> bool:
+        """func's code is the file's (discovery decoded it) and the guest has not written
+        over it: a descent into memory no file maps (a JIT page) finds no sites."""
+        return func is not None and self.decoder.in_code(func.start) and (
+            self.guard is None or not self.guard.was_written(func.start, func.end))
 
     def _arm(self, func: Function | None) -> None:
         if not self._take(func):
@@ -180,11 +282,15 @@ class Int3Backend:
             return
         bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
         assert bp is not None
+        if self.guard is not None and self.guard.was_written(addr, addr + len(bp.encoding)):
+            return  # guest-written code is never patched
         original = cpu.mem_read(addr, len(bp.encoding))
         cpu.write_code(addr, bp.encoding)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(bp.encoding))
         self.armed[addr] = Armed(site, func, original=original)
+        if self.guard is not None:
+            self.guard.patched(addr, original, bp.encoding)
         # (a translating engine must restart the block that holds it; a CPU sees it at once)
         self._armed_now = cpu.translates_code
 
@@ -198,6 +304,8 @@ class Int3Backend:
             self.stats["patches"] += 1
             return
         self.cpu.write_code(addr, armed.original)
+        if self.guard is not None:
+            self.guard.restored(addr)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(armed.original))
 
@@ -208,6 +316,29 @@ class Int3Backend:
         for site in func.sites:
             if site.addr in self.armed and self.armed[site.addr].func == func_start:
                 self._disarm_site(site.addr)
+
+    def _code_range(self, addr: int) -> tuple[int, int]:
+        """The range a patch site's guard covers: the executable file data holding it."""
+        for base, data in self.decoder.code_ranges():
+            if base <= addr < base + len(data):
+                return base, base + len(data)
+        return addr & ~0xFFF, (addr & ~0xFFF) + 0x1000
+
+    def _code_written(self, lo: int, hi: int) -> None:
+        """The guest is about to store into [lo, hi) of guarded code: every function it
+        touches is disarmed (its original bytes back first, so the store lands on them) and
+        is never armed again."""
+        def touched(at: int, size: int) -> bool:
+            return at < hi and lo < at + size
+
+        hit = {f.start for f in self.armed_funcs.values() if touched(f.start, f.end - f.start)}
+        hit.update(a.func for at, a in self.armed.items() if touched(at, len(a.original) or 1))
+        for start in hit:
+            self._disarm(start)
+        for at in [at for at, a in self.armed.items() if touched(at, len(a.original) or 1)]:
+            self._disarm_site(at)  # a site whose function is not armed as a whole
+        for at in [at for at, (site, _f) in self.rearm.items() if touched(at, site.size)]:
+            del self.rearm[at]
 
     def _drop_cache(self, addr: int, size: int) -> None:
         if self.cpu.drop_code_cache(addr, addr + size):
@@ -245,6 +376,7 @@ class Int3Backend:
             return False
         armed = self.armed[addr]
         self.stats["traps"] += 1
+        self._count_foreign(armed.func)
         pending = self._pending(armed.site)
         insn, flow = self._insn(armed.site)
         target = None
@@ -263,7 +395,7 @@ class Int3Backend:
             return True
         self.stats["simulated"] += 1
         cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
-        self._resolve(pending, target & ~1 if self.image.isa.thumb_bit else target)
+        self._resolve(pending, self.image.isa.code_address(target))
         return True
 
     def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
@@ -272,10 +404,13 @@ class Int3Backend:
         if armed is None:
             return
         self.stats["traps"] += 1
+        self._count_foreign(armed.func)
         self.pending = self._pending(armed.site)
         self.cpu.want_blocks()
 
     def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
+        if self.guard is not None and self.guard.hidden:
+            self.guard.settle()
         if self._restarted == addr or self._resume_at == addr:
             # the second entry of a block we restarted, or the block that re-executes a
             # fallback site: the site has not run yet, nothing to resolve
@@ -300,6 +435,8 @@ class Int3Backend:
             # block-size limit: the transfer comes after it)
             self.pending = None
             self._resolve(pending, addr)
+        if self._after_trap:
+            self._resume_after_trap(addr)
         if self._armed_now:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
@@ -319,6 +456,11 @@ class Int3Backend:
         return len(self.decoder.insn_starts(addr, size, self.cpu.in_alt_mode()))
 
     def _resolve(self, p: Pending, target: int) -> None:
+        self._transfer(p, target)
+        if self.discovery.stale:
+            self._refresh_stale()
+
+    def _transfer(self, p: Pending, target: int) -> None:
         site = p.site
         if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.TAIL):
             # not taken: a conditional site, or one in a Thumb IT block that decodes as
@@ -338,10 +480,15 @@ class Int3Backend:
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
                            self.args.read(target), site.alt_link))
             callee = self._function(target)
-            if self.strict and current is not None and (callee is None
-                                                         or callee.start != current):
+            if not self._traceable(callee):
+                # code that cannot be traced (written by the guest, outside the image): its
+                # return is never seen, so the caller stays armed under strict cleanup too,
+                # or every later call would be lost (issue 10 item 22: a call into JIT code)
+                return
+            assert callee is not None
+            if self.strict and current is not None and callee.start != current:
                 self._disarm(current)
-            if callee is not None and self.strict:
+            if self.strict:
                 self.chain.append(callee)
             self._arm(callee)
         elif kind is SiteKind.RETURN:
@@ -377,7 +524,7 @@ class Int3Backend:
         contains target after a non-local exit; discovery when the chain knows nothing."""
         if self.chain:
             self.chain.pop()
-        code = target & ~1 if self.image.isa.thumb_bit else target
+        code = self.image.isa.code_address(target)
         while self.chain and code not in self.chain[-1]:
             self.chain.pop()
         if self.chain:
@@ -386,6 +533,40 @@ class Int3Backend:
         if func is not None:
             self.chain.append(func)
         return func
+
+    # ------------------------------------------------------------ threads
+    def _count_foreign(self, func: int) -> None:
+        """fctrace's argument for strict cleanup: other tasks rarely run instrumented
+        code.  A trap in a function armed while another thread ran is counted."""
+        if self._thread_state and self.armed_for.get(func, self._tid) != self._tid:
+            self.stats["foreign_traps"] = self.stats.get("foreign_traps", 0) + 1
+
+    def switch_thread(self, tid: int) -> None:
+        """Another guest thread gets the CPU (machine/linux/threads.py): the state that
+        belongs to a thread of control is swapped — the transfer awaiting resolution,
+        the call chain, the tail rule's frames.  Strict cleanup is per thread: the code
+        armed for the thread that stops is disarmed, the incoming thread's current
+        function armed (lazy leaves everything armed: other threads take traps in code
+        armed for another thread, bench/bench_threads.py counts them)."""
+        mine = (self.pending, self.chain, self._restarted, self._resume_at,
+                self.tails.frames, self.tails.return_addrs)
+        self._thread_state[self._tid] = mine
+        state = self._thread_state.pop(tid, None)
+        self._tid = tid
+        fresh: ThreadState = (None, [], None, None, [], [])
+        (self.pending, chain, self._restarted, self._resume_at, self.tails.frames,
+         self.tails.return_addrs) = state or fresh
+        if self.strict:
+            leaving = self.chain[-1] if self.chain else None
+            if not chain:  # a new thread: the function it stands in (glibc's clone)
+                func = self._function(self.cpu.pc)
+                if func is not None:
+                    chain.append(func)
+            if leaving is not None and not (chain and chain[-1].start == leaving.start):
+                self._disarm(leaving.start)
+            if chain:
+                self._arm(chain[-1])
+        self.chain = chain
 
     def finish(self) -> int:
         return self.time

@@ -39,6 +39,7 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
 from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
+from emutrace.errors import Unsupported
 from emutrace.isa.base import CONDITION_TESTS, FlowKind
 from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
@@ -83,14 +84,20 @@ class NativeInt3Backend(Int3Backend):
     name = "int3"
     cpu: UnicornCpu  # the C hooks run inside this Unicorn instance
 
+    def switch_thread(self, tid: int) -> None:
+        """The C side keeps one thread's transfer state: threads are traced by the
+        Python engine only (an error, exit 69, rather than a trace that mixes threads)."""
+        raise Unsupported("--engine native: tracing a program with threads is not "
+                          "supported yet; use --engine python (the default, auto, does for "
+                          "programs that can create threads)")
+
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
                  types: CallTypes | None = None) -> None:
         lib = native.load()
         isa = image.isa
         regs = isa.registers
-        working = [b for b in isa.breakpoints if b.works]
-        bp = next((b for b in working if "thumb" not in b.insn), None)
+        bp = isa.breakpoint_for(alt_mode=False)
         self._lib, self._hooks, self._emit_now = lib, hooks, emit
         # ctypes trampolines: kept referenced as long as C may call them
         self._callbacks = (native.PY_INTR(self._py_intr), native.PY_BLOCK(self._py_block),
@@ -128,6 +135,8 @@ class NativeInt3Backend(Int3Backend):
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
         self._args_fast_cache: dict[int, bool] = {}
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
+        if self.guard is not None:  # a load that hid breakpoints: settle at the next block
+            self.guard.on_hide = lambda: self._lib.nt_set_attention(self._nt, 1)
         self._snapshot = _Snapshot(cpu)
         self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), self.args.types,
                                     at_entry=True)
@@ -150,7 +159,8 @@ class NativeInt3Backend(Int3Backend):
         """Tell C whether the next block needs Python's block hook."""
         busy = (self.pending is not None or bool(self.rearm) or bool(self._unhook)
                 or self._armed_now or self._restarted is not None
-                or self._resume_at is not None)
+                or self._resume_at is not None
+                or (self.guard is not None and bool(self.guard.hidden)))
         self._lib.nt_set_attention(self._nt, int(busy))
 
     # ------------------------------------------------------------ hooks

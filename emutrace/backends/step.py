@@ -23,7 +23,7 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
 from emutrace.target.protocol import Target, TrapHooks
-from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
 from emutrace.trace.values import Value
 
 
@@ -60,6 +60,8 @@ class StepBackend:
         self.sp_reg, self.ret_reg = regs.sp, regs.retval
         self.time = 0
         self.pending: Pending | None = None
+        self._tid = 0  # the guest thread running (switch_thread)
+        self._thread_state: dict[int, tuple[Pending | None, list[int], list[int | None]]] = {}
         self.flows: dict[int, tuple[Flow, int]] = {}
         self.stats = {"steps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
         cpu.hook_code(self._on_insn)
@@ -120,12 +122,31 @@ class StepBackend:
             self.stats["tail_calls"] += 1
             self.emit(TailCall(p.time, p.site, pc, p.sp, self.args.read(pc)))
 
+    def switch_thread(self, tid: int) -> None:
+        """Another guest thread gets the CPU: the transfer awaiting its next instruction
+        and the tail rule's frames belong to the thread that stops (as Int3Backend)."""
+        self._thread_state[self._tid] = (self.pending, self.tails.frames,
+                                         self.tails.return_addrs)
+        state = self._thread_state.pop(tid, None)
+        self._tid = tid
+        self.pending, self.tails.frames, self.tails.return_addrs = state or (None, [], [])
+
     def finish(self) -> int:
         self.stats["steps"] = self.time
         return self.time
 
     def start(self, entry: int) -> None:
         """Nothing to arm: the global code hook sees everything."""
+
+    def trap_entered(self, vector: int) -> None:
+        """The trapping instruction was counted by its hook (a trap taken after it, as
+        `svc`; or on it, as an undefined instruction, which then never ran)."""
+        self.pending = None  # a trap ends no call, return or jump
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+
+    def trap_returned(self, site: int) -> None:
+        """The exception return at site runs next."""
+        self.emit(TrapReturn(self.time, site))
 
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],

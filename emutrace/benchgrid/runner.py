@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from emutrace.benchgrid.board import BoardRun, run_on_board
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import NONE_SPEC, BackendSpec, Program
 from emutrace.discover.symbols import read_symbols
@@ -86,10 +87,13 @@ class Row:
 
 
 def run_once(isa: str, program: Program, spec: BackendSpec, allow_write: list[str],
-             timeout: float) -> tuple[float, RunResult, Recorded | None]:
+             timeout: float, board: BoardRun | None = None
+             ) -> tuple[float, RunResult, Recorded | None]:
+    if board is not None:
+        return run_on_board(board, program, spec, timeout)
     config = RunConfig(program.path, list(program.argv[1:]), arch=isa, backend=spec.backend,
                        cleanup=spec.cleanup, hw_slots=spec.hw_slots, bts_buffer=spec.bts_buffer,
-                       allow_write=allow_write, timeout=timeout)
+                       allow_write=allow_write, timeout=timeout, engine=spec.engine)
     if spec.record:
         return record_once(config)
     with guest_stdio_silenced():
@@ -147,7 +151,8 @@ Progress = Callable[[Cell, float | None, int], None]
 
 
 def run_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
-            allow_write: list[str], timeout: float, progress: Progress) -> Row:
+            allow_write: list[str], timeout: float, progress: Progress,
+            board: BoardRun | None = None) -> Row:
     cells = [Cell(isa, program, spec) for spec in (NONE_SPEC, *specs)]
     row = Row(isa, program, cells, missing=program.missing)
     if row.missing:
@@ -163,7 +168,7 @@ def run_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
                 continue
             try:
                 seconds, result, recorded = run_once(isa, program, cell.spec, allow_write,
-                                                     timeout)
+                                                     timeout, board)
             except EmutraceError as e:
                 # a backend that declares it cannot trace this program (entry on a stripped
                 # binary) is reported as such; any other refusal is an error

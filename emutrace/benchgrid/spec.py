@@ -4,7 +4,9 @@ and checked before anything runs (a bad argument is a `UsageError`: one line, ex
 A backend spec is a registered backend name with an optional setting after a colon:
 ``int3:strict`` (cleanup policy), ``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per
 buffer), ``BACKEND:record`` (the backend's trace written to a uftrace data directory as
-`emutrace record` writes it: record throughput and bytes per record).  ``all`` expands to
+`emutrace record` writes it: record throughput and bytes per record), ``int3:native`` (int3
+on the native hot path).  Every other cell runs on the Python reference engine, so that the
+mechanisms are compared like with like.  ``all`` expands to
 the comparison set; ``none`` is the baseline and is always run,
 so naming it is allowed and changes nothing.
 """
@@ -15,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from emutrace.backends import BACKENDS
+from emutrace.backends import BACKENDS, NATIVE_BACKENDS
 from emutrace.errors import UsageError
 from emutrace.isa import MODULES, UnknownIsa, by_name
 
@@ -31,6 +33,7 @@ class BackendSpec:
     hw_slots: int | None = None
     bts_buffer: int = 4096
     record: bool = False  # stream the trace into a data directory (`emutrace record`)
+    engine: str = "python"  # `--engine`: the reference unless the spec names native
 
     @property
     def traces(self) -> bool:
@@ -53,11 +56,13 @@ def parse_spec(text: str) -> BackendSpec:
         return BackendSpec(text, name, record=True)
     if name == "int3" and value in ("lazy", "strict"):
         return BackendSpec(text, name, cleanup=value)
+    if name in NATIVE_BACKENDS and value == "native":
+        return BackendSpec(text, name, engine="native")
     if name in ("hwbp", "bts") and value.isdigit() and int(value) >= 1:
         if name == "hwbp":
             return BackendSpec(text, name, hw_slots=int(value))
         return BackendSpec(text, name, bts_buffer=int(value))
-    expected = {"int3": "int3:lazy, int3:strict or int3:record",
+    expected = {"int3": "int3:lazy, int3:strict, int3:native or int3:record",
                 "hwbp": "hwbp:N (N ≥ 1 slots) or hwbp:record",
                 "bts": "bts:N (N ≥ 1 records) or bts:record"}.get(
                     name, f"{name}:record or no setting")

@@ -39,8 +39,10 @@ from emutrace.benchgrid.spec import (
 from emutrace.cli import options
 from emutrace.cost import DEFAULT_NS_PER_INSN
 from emutrace.errors import UsageError
+from emutrace.machine.board.presets import BOARDS
 
 if TYPE_CHECKING:
+    from emutrace.benchgrid.board import BoardRun
     from emutrace.benchgrid.runner import Row
 
 EXIT_DISAGREEMENT = 1
@@ -58,8 +60,8 @@ class BenchCommand:
         p.add_argument("--arch", default="all", metavar="all|ISA,...",
                        help="ISAs to run (default all)")
         p.add_argument("--backend", default="all", metavar="all|SPEC,...",
-                       help="backend specs: int3, int3:strict, hwbp, hwbp:N (N slots), bts, "
-                            "bts:N (buffer records), btf, entry, step; all = "
+                       help="backend specs: int3, int3:strict, int3:native, hwbp, hwbp:N "
+                            "(N slots), bts, bts:N (buffer records), btf, entry, step; all = "
                             f"{','.join(ALL_SPECS)}; `none` always runs as the baseline")
         p.add_argument("--repeat", type=options.positive_count, default=1, metavar="N",
                        help="rounds; each round runs every cell of a row in turn, times are "
@@ -75,6 +77,17 @@ class BenchCommand:
                        default=DEFAULT_NS_PER_INSN, metavar="NS",
                        help="cost model: untraced native time per instruction "
                             f"(default {DEFAULT_NS_PER_INSN})")
+        g = p.add_argument_group("kernel images (rows of one board; see run --machine)")
+        g.add_argument("--machine", metavar="BOARD",
+                       help="every PROGRAM is an image run on BOARD (its ISA: --arch is not "
+                            "taken); a row's times are its boot to --until, power-off or idle")
+        g.add_argument("--bios", metavar="FILE", help="firmware started first (as run)")
+        g.add_argument("--dtb", metavar="FILE", help="device tree blob (as run)")
+        g.add_argument("--until", metavar="TEXT", default="",
+                       help="a run ends (exit 0) once the console printed TEXT (as run)")
+        g.add_argument("--input", metavar="TEXT", default="", help="typed input (as run)")
+        g.add_argument("--input-after", metavar="TEXT", default="",
+                       help="offer --input once the console printed TEXT (as run)")
         p.add_argument("programs", nargs="+", metavar="PROGRAM",
                        help="command line template with {isa}, e.g. "
                             "'testbins/{isa}/fib 20' (one argument, quoted)")
@@ -90,7 +103,8 @@ class BenchCommand:
         from emutrace.benchgrid.progress import Reporter
         from emutrace.benchgrid.runner import run_row
 
-        isas = parse_arches(args.arch)
+        board = board_run(args)
+        isas = parse_arches(args.arch) if board is None else [BOARDS[board.board].isa]
         specs = parse_backends(args.backend)
         for template in args.programs:
             parse_template(template)
@@ -117,7 +131,7 @@ class BenchCommand:
             with Reporter(console, total) as tick:
                 for isa, program in grid:
                     rows.append(run_row(isa, program, specs, args.repeat, allow_write,
-                                        args.timeout, tick))
+                                        args.timeout, tick, board))
             recs = results.records(rows, args.ns_per_insn)
             problems = [f"{c.isa} `{c.program.template}` {c.spec.label}: {p}"
                         for row in rows for c in row.cells for p in c.problems]
@@ -147,6 +161,24 @@ class BenchCommand:
         return EXIT_CELL_ERROR if errors or missing else 0
 
 
+def board_run(args: argparse.Namespace) -> BoardRun | None:
+    """The board options, checked before anything runs; None without --machine."""
+    from emutrace.benchgrid.board import BoardRun
+    from emutrace.cli.run_machine import unescape
+    from emutrace.machine.board.machine import board_named
+
+    if not args.machine:
+        if args.bios or args.dtb or args.until or args.input or args.input_after:
+            raise UsageError("--bios, --dtb, --until, --input: only with --machine")
+        return None
+    board_named(args.machine)  # an unknown board: a usage error now
+    if args.arch != "all":
+        raise UsageError(f"--arch {args.arch}: --machine {args.machine} gives the ISA")
+    return BoardRun(args.machine, args.dtb, args.bios, unescape(args.until, "--until"),
+                    unescape(args.input, "--input"),
+                    unescape(args.input_after, "--input-after"))
+
+
 def command_line(args: argparse.Namespace) -> str:
     words = ["emutrace", "bench", "--arch", args.arch, "--backend", args.backend,
              "--repeat", str(args.repeat), "--out", args.out]
@@ -156,6 +188,9 @@ def command_line(args: argparse.Namespace) -> str:
         words += ["--allow-write", d]
     if args.ns_per_insn != DEFAULT_NS_PER_INSN:
         words += ["--ns-per-insn", str(args.ns_per_insn)]
+    for option in ("machine", "bios", "dtb", "until", "input", "input_after"):
+        if getattr(args, option):
+            words += [f"--{option.replace('_', '-')}", getattr(args, option)]
     return shlex.join([*words, *args.programs])
 
 

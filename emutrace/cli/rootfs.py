@@ -21,6 +21,9 @@ class RootfsCommand:
                        help="ISA (emutrace name or alias, e.g. aarch64 or arm64)")
         p.add_argument("-o", "--output", metavar="DIR",
                        help="the root to build or complete (default: rootfs-<isa>)")
+        p.add_argument("--cache", metavar="DIR",
+                       help="where downloaded .deb files are kept (default: "
+                            "$XDG_CACHE_HOME/emutrace/debs, i.e. ~/.cache/emutrace/debs)")
         p.add_argument("packages", nargs="*", metavar="PACKAGE",
                        help="Debian packages to install with their dependencies "
                             "(default: libc6)")
@@ -34,7 +37,10 @@ class RootfsCommand:
         if root.exists() and not root.is_dir():
             raise UsageError(f"-o {root}: not a directory")
         arch = isa.identity.debian_arch
-        added = build_root(root, arch, args.packages or ["libc6"])
+        cache = Path(args.cache) if args.cache else None
+        if cache is not None and cache.exists() and not cache.is_dir():
+            raise UsageError(f"--cache {cache}: not a directory")
+        added = build_root(root, arch, args.packages or ["libc6"], cache=cache)
         print(f"emutrace: rootfs {root} ({arch}): {len(added)} packages unpacked"
               + (f": {' '.join(added)}" if added else ", all present"), file=sys.stderr)
         return 0

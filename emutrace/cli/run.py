@@ -35,9 +35,10 @@ class RunCommand:
         p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
                        help="int3: leave breakpoints in place (lazy) or disarm a function when "
                             "it stops being current (strict, fctrace's rule)")
-        p.add_argument("--engine", choices=ENGINES, default="python",
-                       help="where the per-event work runs: python (the reference, default) "
-                            "or native (the C hot path; int3 only, see README)")
+        p.add_argument("--engine", choices=ENGINES, default="auto",
+                       help="where the per-event work runs: native (the C hot path; int3 "
+                            "only, see README), python (the reference), or auto (the "
+                            "default: native where it exists and is built, else python)")
         p.add_argument("--hw-slots", type=options.positive_count, metavar="N",
                        help="hwbp: hardware breakpoint slots (default: the ISA's, see "
                             "`emutrace info`)")
@@ -182,6 +183,9 @@ def report(result: RunResult) -> None:
         print(f"emutrace: --timeout reached at {where}", file=sys.stderr)
     elif stop.kind == "max_insns":
         print(f"emutrace: --max-insns budget exhausted at {where}", file=sys.stderr)
+    elif stop.kind == "deadlock":
+        print(f"emutrace: deadlock: every thread waits and none can wake another "
+              f"({stop.detail})", file=sys.stderr)
     elif stop.kind == "interrupted":
         print(f"emutrace: interrupted at {where}", file=sys.stderr)
     else:

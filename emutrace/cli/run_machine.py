@@ -29,6 +29,15 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
                    help="type TEXT into the console as the guest reads it (escapes as --until)")
     g.add_argument("--input-after", metavar="TEXT", default="",
                    help="offer --input only once the console has printed TEXT (a prompt)")
+    g.add_argument("--reloc", metavar="OFFSET", type=offset,
+                   help="the image copies itself OFFSET bytes up and runs there (U-Boot's "
+                        "relocation): trace and name that copy too (a run that ends in such "
+                        "a copy prints the OFFSET to give)")
+
+
+def offset(text: str) -> int:
+    """A byte offset as C writes it (0x47ef7000, 1048576)."""
+    return int(text, 0)
 
 
 def unescape(text: str, option: str) -> bytes:
@@ -48,9 +57,6 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "
                          f"(got {' '.join(args.args)})")
-    if args.cleanup != "lazy":
-        raise UsageError("--cleanup strict is not supported with --machine: exception entry "
-                         "does not keep strict mode's call chain")
     if len(args.symbols) > 1:
         raise UsageError("--machine takes one --symbols FILE (a System.map or `nm` listing, "
                          "or an unstripped ELF of the same build)")
@@ -60,8 +66,9 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
         input_after=unescape(args.input_after, "--input-after"),
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
+        cleanup=args.cleanup,
         hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
-        arg_counts=parse_arg_specs(args.argument))
+        arg_counts=parse_arg_specs(args.argument), reloc=args.reloc)
     args.arg_counts = config.arg_counts
     return BoardMachine(config)
 
@@ -97,6 +104,10 @@ def run_machine(args: argparse.Namespace) -> int:
         if args.backend != "none":
             write_trace(result, args)
         report(result)
+        if machine.reloc_hint is not None and args.backend != "none":
+            print(f"emutrace: the run ended in a copy of the image {machine.reloc_hint:#x} "
+                  f"bytes up, which was not traced: trace it with --reloc "
+                  f"{machine.reloc_hint:#x}", file=sys.stderr)
     if late.signal:
         return late.exit_code
     if args.stats:

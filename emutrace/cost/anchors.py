@@ -56,6 +56,9 @@ BM_UPROBE_ARM64 = Anchor(
 BM_KPROBE_PPC64 = Anchor(
     770, "bare-metal", "kprobe hit k=0.77 µs, ppc64 POWER5 (linux Documentation/trace/"
                        f"kprobes.rst 'Probe Overhead', 2005 hardware; {REF} §2 [D])")
+# the figures an ISA's NativeTracing.breakpoint_figure names (isa/base.py)
+BARE_BREAKPOINT_HIT = {"uprobe-x86_64": BM_UPROBE_X86_64, "uprobe-arm64": BM_UPROBE_ARM64,
+                       "kprobe-ppc64": BM_KPROBE_PPC64}
 BM_SYSCALL = Anchor(
     90, "bare-metal", "syscall-count bench 8.9–14.5 M/s ≈ 70–110 ns per system call, x86_64 "
                       f"Xeon (J. Olsa 2025; {REF} §2 [I]); midpoint 90 ns")

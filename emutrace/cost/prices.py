@@ -34,9 +34,10 @@ from dataclasses import dataclass
 
 from emutrace.cost import anchors as a
 from emutrace.cost.anchors import REF, Anchor
+from emutrace.isa import MODULES, by_name
 
-ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le",
-        "s390x")
+ISAS = MODULES
+VM_ISA = "x86_64"  # the ISA of this project's measured VM (anchors.py)
 SETTINGS = ("vm", "bare-metal")
 
 # What each backend counts in RunResult.backend_stats (a missing key counts 0).
@@ -70,23 +71,14 @@ class Price:
 
 # ---------------------------------------------------------------- per-ISA trap figures
 def bare_trap(isa: str) -> tuple[Anchor, str]:
-    """The published in-kernel breakpoint-hit cost for the ISA, and the assumption made."""
-    if isa == "x86_64":
-        return a.BM_UPROBE_X86_64, ""
-    if isa == "i386":
-        return a.BM_UPROBE_X86_64, "x86_64 figure applied to i386 (the same CPUs run it)"
-    if isa == "aarch64":
-        return a.BM_UPROBE_ARM64, ""
-    if isa == "arm":
-        return a.BM_UPROBE_ARM64, "arm64 figure applied; no published figure for 32-bit arm"
-    if isa in ("ppc", "ppc64le"):
-        return a.BM_KPROBE_PPC64, ("ppc64 kprobe figure (2005 hardware) applied; no uprobe "
-                                   "figure for POWER")
-    return a.BM_UPROBE_X86_64, f"x86_64 figure applied; no published figure for {isa}"
+    """The published in-kernel breakpoint-hit cost for the ISA (its NativeTracing data in
+    isa/), and the assumption made."""
+    facts = by_name(isa).native_tracing
+    return a.BARE_BREAKPOINT_HIT[facts.breakpoint_figure], facts.borrowed.format(isa=isa)
 
 
 def vm_substitute(isa: str) -> str:
-    if isa == "x86_64":
+    if isa == VM_ISA:
         return ""
     return (f"x86_64 VM figure applied; no measurement for {isa} (the project VM is an "
             "x86_64 host)")
@@ -235,28 +227,9 @@ def cost_table() -> list[Price]:
 
 
 # What native hardware each backend would need, per ISA, where it is missing or different
-# (reference §3.1, §3.2, §4).  Printed with a prediction: the price is then hypothetical.
+# (reference §3.1, §3.2, §4; the ISA modules' NativeTracing.notes).  Printed with a
+# prediction: the price is then hypothetical.
 HARDWARE_NOTES: dict[tuple[str, str], str] = {
-    **{("btf", isa): f"{isa} has no block-step hardware ({REF} §3.1, §4): hypothetical"
-       for isa in ("aarch64", "arm", "mips", "mipsel", "riscv64")},
-    ("btf", "s390x"): f"s390x: PER successful-branching events, PTRACE_SINGLEBLOCK=12 ({REF} §3.1)",
-    ("btf", "ppc"): f"ppc: MSR[BE] branch trace, PTRACE_SINGLEBLOCK=0x100 ({REF} §3.1)",
-    ("btf", "ppc64le"): f"ppc64le: MSR[BE] branch trace, PTRACE_SINGLEBLOCK=0x100 ({REF} §3.1)",
-    **{("step", isa): f"Linux has no PTRACE_SINGLESTEP on {isa} ({REF} §4): a debugger steps "
-                      "with software breakpoints, priced as hardware steps here"
-       for isa in ("arm", "mips", "mipsel", "riscv64")},
-    **{("bts", isa): f"{isa} has no BTS; its branch facility: {what} ({REF} §3.2); x86 BTS "
-                     "price applied"
-       for isa, what in (("aarch64", "BRBE, 32/64 entries"), ("arm", "ETM/PTM only"),
-                         ("mips", "PDtrace"), ("mipsel", "PDtrace"),
-                         ("riscv64", "CTR, up to 256 entries"), ("ppc", "BHRB, 32 entries"),
-                         ("ppc64le", "BHRB, 32 entries"),
-                         ("s390x", "Runtime Instrumentation"))},
-    ("hwbp", "riscv64"): f"riscv64: Sdtrig triggers, not usable from Linux user space yet "
-                         f"({REF} §4)",
-    ("hwbp", "mips"): f"mips: exec watch registers (WatchLo/Hi I bit) ({REF} §3.1)",
-    ("hwbp", "mipsel"): f"mipsel: exec watch registers (WatchLo/Hi I bit) ({REF} §3.1)",
-    ("hwbp", "ppc64le"): f"ppc64le: one CIABR; perf refuses execute breakpoints ({REF} §4)",
-    ("hwbp", "ppc"): f"ppc: one CIABR (POWER8+), IAC1–4 on BookE ({REF} §3.1)",
-    ("hwbp", "s390x"): f"s390x: one PER instruction-fetch address range ({REF} §3.1)",
+    (backend, isa): note.format(isa=isa)
+    for isa in ISAS for backend, note in by_name(isa).native_tracing.notes.items()
 }

@@ -33,14 +33,15 @@ class Discovery:
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
         self._descended: dict[tuple[int, bool], Function] = {}
-
-    def _code(self, addr: int) -> int:
-        return addr & ~1 if self.image.isa.thumb_bit else addr
+        # descent: followed jump target → starts of the functions that followed it; a
+        # target that becomes a known entry makes them stale (descended again when asked)
+        self._followed_by: dict[int, set[int]] = {}
+        self.stale: set[int] = set()  # starts of stale functions, for a backend to re-arm
 
     def function_at(self, addr: int) -> Function:
         """The function containing addr (symbols), or the one entered at addr (descent).
         On ARM without symbols, bit 0 of addr selects Thumb."""
-        code = self._code(addr)
+        code, alt = self.image.isa.entry_of(addr)
         sym = self.symbols.containing(code)
         key = sym.start if sym is not None else code
         cached = self._by_start.get(key)
@@ -50,14 +51,24 @@ class Discovery:
             func = self._from_symbols.get(key) or from_symbol(sym, self.symbols, self.decoder)
             self._from_symbols[key] = func
         else:
-            alt = self.image.isa.thumb_bit and bool(addr & 1)
             func = descend(self.decoder, code, alt, self._is_entry)
         self._by_start[key] = func
-        self._entries.add(func.start)
+        for target in func.followed:
+            self._followed_by.setdefault(target, set()).add(key)
+        self._learn(func.start)
         for site in func.calls:
             if site.target is not None:
-                self._entries.add(self._code(site.target))
+                self._learn(self.image.isa.code_address(site.target))
         return func
+
+    def _learn(self, entry: int) -> None:
+        """A known function entry; the functions whose descent followed a jump to it as
+        their own code are stale: forgotten, so that the next `function_at` descends them
+        again with the jump as a TAIL site (backends re-arm `stale`)."""
+        self._entries.add(entry)
+        for start in self._followed_by.pop(entry, ()):
+            if self._by_start.pop(start, None) is not None:
+                self.stale.add(start)
 
     def _is_entry(self, addr: int) -> bool:
         """A known function entry: a symbol's start or an address a call went to."""
@@ -75,7 +86,7 @@ class Discovery:
     def function_entered_at(self, addr: int, alt: bool) -> Function:
         """Code entered at addr in the given ISA mode, found by recursive descent whatever
         the symbols say (ARM: `bx pc` switches to A32 code inside a Thumb symbol)."""
-        key = (self._code(addr), alt)
+        key = (self.image.isa.code_address(addr), alt)
         func = self._descended.get(key)
         if func is None:
             func = self._descended[key] = descend(self.decoder, key[0], alt, self._is_entry)

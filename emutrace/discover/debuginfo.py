@@ -22,12 +22,12 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
+from emutrace.discover.symbol_map import nm_functions
 from emutrace.discover.symbols import FuncSymbol, table_symbols
 from emutrace.errors import UsageError
 from emutrace.isa.base import Isa
 
 DEBUG_DIR = "usr/lib/debug"
-NM_TEXT_TYPES = frozenset("tTwW")  # nm(1): text section; weak symbols (w/W) are code here
 
 
 def build_id(elf: ELFFile) -> str | None:
@@ -133,23 +133,9 @@ def listed_symbols(path: str, isa: Isa, bias: int) -> list[FuncSymbol]:
     except Exception as e:  # noqa: BLE001 - pyelftools on a damaged file
         raise UsageError(f"--symbols {path}: unreadable ELF ({type(e).__name__})") from None
     out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) < 3 or len(fields[1]) != 1:
-            raise UsageError(f"--symbols {path}:{number}: expected `ADDRESS TYPE NAME` "
-                             "(nm or System.map)")
-        try:
-            addr = int(fields[0], 16)
-        except ValueError:
-            raise UsageError(f"--symbols {path}:{number}: {fields[0]!r} is not a hex "
-                             "address") from None
-        if fields[1] in NM_TEXT_TYPES:
-            value = addr + bias
-            alt = isa.thumb_bit and bool(value & 1)
-            start = value & ~1 if isa.thumb_bit else value
-            out.append(FuncSymbol(fields[2], start, 0, alt, 0))
+    for addr, name in nm_functions(text, path):
+        start, alt = isa.entry_of(addr + bias)
+        out.append(FuncSymbol(name, start, 0, alt, 0))
     if not out:
         raise UsageError(f"--symbols {path}: no function symbols")
     return out

@@ -52,6 +52,10 @@ class Decoder:
             {} if image.modules is not None
             else kept("instructions", file_key(image.path, image.bias), dict))
 
+    def code_ranges(self) -> list[tuple[int, bytes]]:
+        """(address, file data) of every executable range known (grows with modules)."""
+        return list(self._code)
+
     def in_code(self, addr: int) -> bool:
         return any(base <= addr < base + len(data) for base, data in self._code)
 

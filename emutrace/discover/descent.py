@@ -6,6 +6,10 @@ entry or is a known function entry; otherwise it is followed as part of the func
 indirect jump ends the block and becomes a TAIL site with its operand: whether it leaves the
 function (tail call) or stays (jump table) is decided when it runs; code reached only through
 a jump table is therefore missing from the extent.  The extent is the covered range.
+
+Which entries are known grows as the run goes on, so a function descended before a target
+it followed became a known entry is *stale*: `Discovery.stale` names it, and it is
+descended again on request (then the jump is a TAIL site, as `backends.tails` rules).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     literal = decoder.cls.literal
     predicates = decoder.cls.predicates
     todo = [entry]
+    followed: set[int] = set()
 
     def leaves(target: int) -> bool:
         return target < entry or (target != entry and is_function_entry(target))
@@ -70,6 +75,8 @@ def descend(decoder: Decoder, entry: int, alt: bool,
                 target = code_addr(decoder, flow.target)
                 if inside(target) and decoder.in_code(target):
                     todo.append(target)
+                    if target != entry:
+                        followed.add(target)
             if kind is FlowKind.STOP:
                 break
             if kind in (FlowKind.RETURN, FlowKind.JUMP) and not flow.conditional:
@@ -86,4 +93,4 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     # a site's conditional TAIL to a target that was followed as part of the function
     ordered = tuple(s for s in ordered if not (s.kind is SiteKind.TAIL and s.target is not None
                                                and code_addr(decoder, s.target) in seen))
-    return Function(None, start, end, ordered, alt)
+    return Function(None, start, end, ordered, alt, followed=frozenset(followed))

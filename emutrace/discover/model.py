@@ -36,6 +36,9 @@ class Function:
     sites: tuple[Site, ...]
     alt_mode: bool = False  # Thumb function
     local_offset: int = 0  # ELFv2: local entry = start + local_offset
+    # descent: the jump targets (other than the entry) followed as part of the function
+    # because no function was known to start there; one becoming known makes it stale
+    followed: frozenset[int] = frozenset()
 
     @property
     def entry(self) -> int:

@@ -148,7 +148,11 @@ def module_symbols(path: str, isa: Isa, bias: int, root: str = "/") -> tuple[
             dynsym = elf.get_section_by_name(".dynsym")
             if dynsym is not None and hasattr(dynsym, "iter_symbols"):
                 funcs = _one_name_per_address(table_symbols(dynsym, isa, bias)[0])
-        funcs += plt_symbols(elf, isa, bias)
+        stubs = plt_symbols(elf, isa, bias)
+        funcs += stubs
+        if isa.plt is not None and isa.plt.data[1]:
+            off, size = isa.plt.data
+            ranges = ranges + [(s.start + off, s.start + off + size) for s in stubs]
     return funcs, ranges
 
 

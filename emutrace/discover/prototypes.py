@@ -184,12 +184,23 @@ def read_prototypes(path: str, warn: Callable[[str], None] = _warn_stderr) -> Pr
             elf = ELFFile(f)
             if not elf.has_dwarf_info():
                 return out
+            # every DIE takes at least one byte of .debug_info: more steps than that is a
+            # loop (a mutated DW_AT_sibling pointing back made iter_children endless: fuzz
+            # seed 31 case 88206), reported as unreadable DWARF like any other garbage
+            info = elf.get_section_by_name(".debug_info")
+            steps = [(info.data_size if info is not None else 0) + 1024]
+
+            def step() -> None:
+                steps[0] -= 1
+                if steps[0] < 0:
+                    raise ValueError("more DIEs than .debug_info has bytes (a loop)")
             for cu in elf.get_dwarf_info().iter_CUs():
                 top = cu.get_top_DIE()
                 lang = top.attributes.get("DW_AT_language")
                 own = not is_system_source(_text(top, "DW_AT_name"), _text(top, "DW_AT_comp_dir")) \
                     and (lang is None or lang.value != _ASSEMBLER)
                 for die in cu.iter_DIEs():
+                    step()
                     if die.tag != "DW_TAG_subprogram" or "DW_AT_low_pc" not in die.attributes:
                         continue
                     name = _text(die, "DW_AT_name")
@@ -197,6 +208,7 @@ def read_prototypes(path: str, warn: Callable[[str], None] = _warn_stderr) -> Pr
                         continue
                     params, names, variadic = [], [], False
                     for child in die.iter_children():
+                        step()
                         if child.tag == "DW_TAG_formal_parameter":
                             params.append(types.of(types._target(child)))
                             names.append(_text(child, "DW_AT_name"))

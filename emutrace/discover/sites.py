@@ -11,7 +11,7 @@ from emutrace.isa.base import Flow, FlowKind, Insn
 
 def code_addr(decoder: Decoder, addr: int) -> int:
     """A target address without the instruction-set bit (ARM Thumb)."""
-    return addr & ~1 if decoder.isa.thumb_bit else addr
+    return decoder.isa.code_address(addr)
 
 
 def resolve(decoder: Decoder, insn: Insn) -> tuple[Flow, int | None]:

@@ -133,10 +133,9 @@ class SymbolTable:
 def _from_image(image: Image) -> SymbolTable:
     """The functions the Image itself lists: for files without a .symtab (raw firmware, a
     stripped kernel) whose symbols came from elsewhere (`run --symbols`)."""
-    thumb = image.isa.thumb_bit
-    return SymbolTable([FuncSymbol(s.name, s.addr & ~1 if thumb else s.addr, s.size,
-                                   thumb and bool(s.addr & 1), 0, _partition_of(s.name))
-                        for s in image.symbols if s.kind == "func"], [])
+    entries = [(s, *image.isa.entry_of(s.addr)) for s in image.symbols if s.kind == "func"]
+    return SymbolTable([FuncSymbol(s.name, start, s.size, alt, 0, _partition_of(s.name))
+                        for s, start, alt in entries], [])
 
 
 def read_symbols(image: Image) -> SymbolTable:
@@ -183,8 +182,7 @@ def table_symbols(table: Any, isa: Isa, bias: int) -> tuple[list[FuncSymbol],
             continue
         if sym["st_info"]["type"] != "STT_FUNC" or not name:
             continue
-        alt = isa.thumb_bit and bool(value & 1)
-        start = value & ~1 if isa.thumb_bit else value
+        start, alt = isa.entry_of(value)
         off = _local_offset(sym["st_other"]["local"]) if local else 0
         funcs.append(FuncSymbol(name, start, sym["st_size"], alt, off, _partition_of(name)))
     marks.sort()

@@ -4,6 +4,7 @@ import re
 
 from emutrace.isa.arm import ARM_CONDITIONS
 from emutrace.isa.base import (
+    CLONE_BACKWARDS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -20,9 +21,12 @@ from emutrace.isa.base import (
     Insn,
     Isa,
     NativeOp,
+    NativeTracing,
     Plt,
     Registers,
     SyscallConvention,
+    branch_records,
+    no_block_step,
 )
 
 # ---------------------------------------------------------------- identity
@@ -72,6 +76,9 @@ SYSCALLS = SyscallConvention(
     number="x8",
     args=("x0", "x1", "x2", "x3", "x4", "x5"),
     ret="x0",
+    # arm64 takes clone's tls before the child's tid pointer, as glibc's clone.S passes
+    # them (x3 = tls, x4 = ctid): the CONFIG_CLONE_BACKWARDS order
+    clone_args=CLONE_BACKWARDS,
 )
 
 # ---------------------------------------------------------------- traps
@@ -85,6 +92,17 @@ BREAKPOINTS = (
 # BRPs=5, so 6 (AMD UG1087, A53_DBG_3 reset value 0x10305106)
 DEBUG_HARDWARE = DebugHardware(6, "address", "DBGBVR<n>_EL1",
                                source="Arm ARM D2 ID_AA64DFR0_EL1.BRPs+1; Cortex-A53: 6")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-arm64",
+    notes={
+        "btf": no_block_step(),
+        "bts": branch_records("BRBE, 32/64 entries"),
+    },
+)
 
 # ---------------------------------------------------------------- classifiers
 # Arm ARM (DDI 0487) C6: BL imm26 / BLR Xn are calls (X30 = return address), RET {Xn}
@@ -245,12 +263,14 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),  # FP/SIMD are enabled at reset in Unicorn's EL0-like state
     hwcap=HWCAP_FP | HWCAP_ASIMD,
     hwcap2=0,
     platform="aarch64",
     uname_machine="aarch64",
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
@@ -258,6 +278,7 @@ ISA = Isa(
         "trace_dynamic": Capability(True),
         "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),

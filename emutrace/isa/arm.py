@@ -18,10 +18,14 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeTracing,
     Plt,
     RegFixup,
     Registers,
     SyscallConvention,
+    branch_records,
+    no_block_step,
+    no_single_step,
 )
 
 # ---------------------------------------------------------------- identity
@@ -81,7 +85,7 @@ SYSCALLS = SyscallConvention(
 BREAKPOINTS = (
     Breakpoint("bkpt #0", bytes.fromhex("700020e1"), hook="intr", intno=7, pc_after=0, works=True),
     Breakpoint("bkpt #0 (thumb)", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
-               works=True),
+               works=True, alt_mode=True),
 )
 
 # Hardware instruction breakpoints (what `hwbp` models):
@@ -89,6 +93,19 @@ BREAKPOINTS = (
 # commonly have (unverified: reference/unicorn-and-hardware-facts.md §3.1)
 DEBUG_HARDWARE = DebugHardware(6, "address", "DBGBVR<n>",
                                source="Arm ARM v7 C11 DBGDIDR.BRPs+1; typical 6 (unverified)")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-arm64",
+    borrowed="arm64 figure applied; no published figure for 32-bit arm",
+    notes={
+        "btf": no_block_step(),
+        "step": no_single_step(),
+        "bts": branch_records("ETM/PTM only"),
+    },
+)
 
 
 # ---------------------------------------------------------------- classifiers
@@ -320,6 +337,9 @@ C_VALUES = CValues(char_signed=False,
 ISA = Isa(
     # BFD elf32_arm_plt0_entry (5 words) and elf32_arm_plt_entry (3 words, short form)
     plt=Plt(header=20, entry=12),
+    # arch/arm/kernel/entry-common.S sys_statfs64_wrapper: glibc passes 88 (the unpacked
+    # struct's size), the EABI struct statfs64 is 84 (packed); the kernel takes 88 as 84
+    statfs64_size_aliases=(88,),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -327,12 +347,18 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,
     platform="v7l",
     uname_machine="armv7l",
     capabilities={
+        "hidden_breakpoints": Capability(
+            False,
+            "a bounded UC_HOOK_MEM_READ over code breaks dynamic programs in Unicorn 2.1.4 "
+            "(Debian's sort under int3 misparsed its options); a guest that reads its own code "
+            "sees the bkpt bytes where sites are armed"),
         "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
@@ -340,6 +366,7 @@ ISA = Isa(
         "trace_dynamic": Capability(True),
         "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),

@@ -192,6 +192,7 @@ class Breakpoint:
     pc_after: int  # PC seen in the hook minus the breakpoint address
     works: bool  # False: Unicorn's trap path is broken, deliver another way
     reason: str = ""
+    alt_mode: bool = False  # encoded for the alternate instruction set (ARM Thumb)
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,38 @@ class DebugHardware:
     kind: str  # "address": a slot matches one instruction; "range": an address range
     registers: str  # the hardware's name for them
     source: str
+
+
+HARDWARE_FACTS = "reference/unicorn-and-hardware-facts.md"  # in ../shared/
+
+
+@dataclass(frozen=True)
+class NativeTracing:
+    """What tracing this ISA's programs natively would use, for the cost model (cost/):
+    which published breakpoint-hit figure prices a trap, and per backend the native facility
+    where it is missing or differs from x86's.  Texts may name the ISA as `{isa}`."""
+
+    breakpoint_figure: str  # a key of cost/anchors.BARE_BREAKPOINT_HIT
+    borrowed: str = ""  # non-empty: that figure was measured on another ISA, and why it is used
+    notes: Mapping[str, str] = field(default_factory=dict)  # backend → its native facility here
+
+
+def no_block_step() -> str:
+    return f"{{isa}} has no block-step hardware ({HARDWARE_FACTS} §3.1, §4): hypothetical"
+
+
+def no_single_step() -> str:
+    return (f"Linux has no PTRACE_SINGLESTEP on {{isa}} ({HARDWARE_FACTS} §4): a debugger steps "
+            "with software breakpoints, priced as hardware steps here")
+
+
+def branch_records(facility: str) -> str:
+    return (f"{{isa}} has no BTS; its branch facility: {facility} ({HARDWARE_FACTS} §3.2); x86 "
+            "BTS price applied")
+
+
+def x86_figure_borrowed() -> str:
+    return "x86_64 figure applied; no published figure for {isa}"
 
 
 # ---------------------------------------------------------------- classifiers
@@ -354,6 +387,9 @@ class Plt:
     # start (x86: its `push`, 6; s390x: its `basr`, 14): the stub of a relocation is found
     # through its slot, whatever the stubs' order; None: stub i is the i-th relocation's
     lazy_offset: int | None = None
+    # data inside each stub, (offset, size) from its start: never decoded as code, never
+    # given a breakpoint (s390x: the `.long` relocation offset its lazy path loads)
+    data: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -410,6 +446,7 @@ class Isa:
     syscalls: SyscallConvention
     breakpoints: tuple[Breakpoint, ...]
     debug_hardware: DebugHardware
+    native_tracing: NativeTracing
     reset: tuple[RegFixup, ...]
     # Linux auxv values chosen conservatively: only features Unicorn's default CPU has
     hwcap: int
@@ -420,6 +457,10 @@ class Isa:
     private_syscalls: Mapping[str, SyscallHandler] = field(default_factory=dict)
     # extra set-up that is code, not a register value (descriptor tables)
     setup: CpuSetup | None = None
+    # clone(CLONE_SETTLS)'s tls argument → the new thread's thread pointer, where it is
+    # more than a write of `registers.tls` (i386: a user_desc; s390x: an access-register
+    # pair); None: the value goes into `registers.tls`
+    clone_tls: Callable[[CpuPort, int], None] | None = None
     # bit 0 of a code address selects the instruction set (ARM Thumb)
     thumb_bit: bool = False
     # the status register and bit that say the CPU runs the alternate instruction set now
@@ -456,10 +497,32 @@ class Isa:
     plt: Plt | None = None
     # a 32-bit system-call entry kept beside the native one (x86_64's int $0x80)
     compat_syscalls: CompatSyscalls | None = None
+    # statfs64/fstatfs64 buffer sizes the kernel takes besides sizeof(struct statfs64)
+    statfs64_size_aliases: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
         return self.identity.name
+
+    @property
+    def code_mask(self) -> int:
+        """The bits of a branch target that address code: ARM interworking branches (BX,
+        BLX; ARM ARM A2.3.2) carry the instruction set in bit 0, which is no address bit."""
+        return ~1 if self.thumb_bit else ~0
+
+    def code_address(self, target: int) -> int:
+        """The address of the instruction a branch to `target` reaches."""
+        return target & self.code_mask
+
+    def entry_of(self, value: int) -> tuple[int, bool]:
+        """A function symbol's value as (entry address, runs in the alternate instruction
+        set): an ARM STT_FUNC symbol with bit 0 set is Thumb code (ELF for the Arm
+        Architecture, 5.5.3 Symbol values)."""
+        return self.code_address(value), self.thumb_bit and bool(value & 1)
+
+    def breakpoint_for(self, alt_mode: bool) -> Breakpoint | None:
+        """The working software breakpoint for code of that instruction set, if any."""
+        return next((b for b in self.breakpoints if b.works and b.alt_mode == alt_mode), None)
 
     def capability(self, key: str) -> Capability:
         return self.capabilities.get(key, Capability(False, "not declared"))

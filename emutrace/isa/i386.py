@@ -15,6 +15,7 @@ from emutrace.isa.base import (
     GuestError,
     Identity,
     Isa,
+    NativeTracing,
     Plt,
     Registers,
     SyscallConvention,
@@ -79,6 +80,14 @@ BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, wor
 DEBUG_HARDWARE = DebugHardware(4, "address", "DR0-DR3",
                                source="Intel SDM vol. 3 §18.2; linux HBP_NUM 4")
 
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+    borrowed="x86_64 figure applied to i386 (the same CPUs run it)",
+)
+
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
 CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1)
@@ -134,6 +143,16 @@ def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
     return 0
 
 
+def clone_tls(cpu: CpuPort, tls: int) -> None:
+    """clone(CLONE_SETTLS) on i386: tls points to a user_desc, installed as
+    set_thread_area does (arch/x86/kernel/process_32.c do_set_thread_area); the new thread's
+    %gs selector is reloaded, so that its hidden base is the new descriptor's (each thread's
+    saved CPU context keeps its own %gs base; the GDT slot is shared, as glibc never reloads
+    %gs once set)."""
+    set_thread_area(cpu, (tls,))
+    cpu.reg_write("gs", cpu.reg_read("gs"))
+
+
 # ---------------------------------------------------------------- capabilities
 # ---------------------------------------------------------------- C values
 # SysV i386 psABI 1.1 §2.2: char is signed; every argument on the stack in 4-byte slots
@@ -160,12 +179,14 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),
     hwcap=0,  # CPUID.1:EDX on x86; glibc reads CPUID itself
     hwcap2=0,
     platform="i686",
     uname_machine="i686",
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
@@ -173,6 +194,7 @@ ISA = Isa(
         "trace_dynamic": Capability(True),
         "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),
@@ -189,6 +211,7 @@ ISA = Isa(
     # glibc uses _newselect/pselect6
     packed_args={"mmap": 6, "select": 5},
     setup=setup_gdt,
+    clone_tls=clone_tls,
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,
     lower=x86_lowering("eflags"),

@@ -13,7 +13,7 @@ ISAs without such a module have no `kernel` capability (their capability table s
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,6 +44,7 @@ class TrapOutcome:
     what: str  # "svc", "ecall", "PSCI SYSTEM_OFF", ...
     vector: int = 0
     status: int = 0
+    console: bytes = b""  # what the call printed on the machine's console (s390x SCLP)
 
 
 # Unicorn reports some undefined instructions through UC_HOOK_INSN_INVALID rather than
@@ -54,6 +55,17 @@ INSN_INVALID = -1
 # intno (Unicorn's, as the INTR hook gets it, or INSN_INVALID) → outcome, or None: not
 # modelled (a fault)
 Deliver = Callable[[SysRegPort, int], "TrapOutcome | None"]
+
+
+@dataclass(frozen=True)
+class FirmwareCall:
+    """An instruction that calls the machine's firmware and that Unicorn runs as a no-op
+    (s390x SERVC): the board hooks every one `find` reports in the image's executable
+    segments (offsets into the segment's bytes) and `emulate(cpu, address)` does the call
+    just before the instruction runs."""
+
+    find: Callable[[bytes], Iterable[int]]
+    emulate: Callable[[SysRegPort, int], TrapOutcome]
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,14 @@ class KernelSupport:
     # the timer interrupt taken when an idle hart's timer fires, if the guest enabled it
     # (None: not taken); the board wakes an idle CPU only on ISAs that have one
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
+    firmware_call: FirmwareCall | None = None
+    # exception-return encodings as stored in memory (eret, mret/sret, iret), or their
+    # leading opcode bytes where operands follow (s390x LPSWE), found near a vector and
+    # hooked, so that tracing sees an exception end (shadow-stack policy 6);
+    # `returns_align`: the alignment at which they may stand.  Empty: no exception frames
+    # on this ISA (the handler's calls nest under the interrupted frame)
+    returns: tuple[bytes, ...] = ()
+    returns_align: int = 4
 
 
 def kernel_support(isa: Isa) -> KernelSupport | None:

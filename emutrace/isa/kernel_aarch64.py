@@ -145,6 +145,7 @@ KERNEL = KernelSupport(
     deliver=deliver,
     reset=reset,
     idle=(bytes.fromhex("7f2003d5"),),  # WFI = 0xD503207F
+    returns=(bytes.fromhex("e0039fd6"),),  # ERET = 0xD69F03E0 (C6.2.83)
     linux_image=is_linux_image,
     modelled="svc and undefined instructions enter VBAR_EL1 (ESR/ELR/SPSR written, DAIF "
              "masked, EL1h); hvc/smc are PSCI calls (SYSTEM_OFF/SYSTEM_RESET end the run, "

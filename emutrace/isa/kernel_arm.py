@@ -51,6 +51,10 @@ KERNEL = KernelSupport(
     deliver=deliver,
     reset=None,
     idle=(bytes.fromhex("03f020e3"),),  # WFI (A32) = 0xE320F003
+    # A32 exception returns (B9.3.20, B1.9.10): SUBS PC, LR, #0/#4/#8 (what `eret`
+    # assembles to outside Hyp mode), MOVS PC, LR, ERET (Hyp)
+    returns=tuple(int(w).to_bytes(4, "little") for w in
+                  (0xE25EF000, 0xE25EF004, 0xE25EF008, 0xE1B0F00E, 0xE160006E)),
     modelled="svc enters the SVC vector and undefined instructions the UND vector (SPSR, "
              "banked LR, CPSR.I; A32 handlers); hvc is PSCI (SYSTEM_OFF ends the run). Not "
              "modelled: aborts, IRQ/FIQ, Thumb handlers (SCTLR.TE), Hyp mode, Thumb hvc.",

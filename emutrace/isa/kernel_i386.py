@@ -59,4 +59,6 @@ KERNEL = KernelSupport(
              "privilege changes (TSS stack switch), task gates, hardware interrupts (no "
              "PIC/APIC, no PIT).",
     port_io=("UC_X86_INS_IN", "UC_X86_INS_OUT"),
+    returns=(b"\xcf",),  # IRET (SDM vol. 2A): a hook fires only where it starts an insn
+    returns_align=1,
 )

@@ -96,6 +96,10 @@ KERNEL = KernelSupport(
     deliver=deliver,
     reset=None,
     idle=(bytes.fromhex("73005010"),),  # WFI = 0x10500073
+    # MRET = 0x30200073, SRET = 0x10200073 (privileged spec 1.10 §3.2.2); 2-byte aligned
+    # where compressed code surrounds them
+    returns=(bytes.fromhex("73002030"), bytes.fromhex("73002010")),
+    returns_align=2,
     timer_interrupt=timer_interrupt,
     modelled="ecall (cause 8/9/11 by privilege) and illegal instructions (mtval = the "
              "instruction) trap to mtvec, or to stvec when medeleg delegates them; mepc/sepc, "

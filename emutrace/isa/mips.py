@@ -2,6 +2,7 @@
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
+    HARDWARE_FACTS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -16,9 +17,14 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeTracing,
     Registers,
     SyscallConvention,
     SyscallErrors,
+    branch_records,
+    no_block_step,
+    no_single_step,
+    x86_figure_borrowed,
 )
 
 # ---------------------------------------------------------------- identity
@@ -95,6 +101,20 @@ BREAKPOINTS = (
 DEBUG_HARDWARE = DebugHardware(4, "address", "WatchLo/WatchHi",
                                source="MIPS32 PRA WatchLo/WatchHi (I bit); 4 on 4KEc/74K")
 
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+    borrowed=x86_figure_borrowed(),
+    notes={
+        "btf": no_block_step(),
+        "step": no_single_step(),
+        "bts": branch_records("PDtrace"),
+        "hwbp": f"{{isa}}: exec watch registers (WatchLo/Hi I bit) ({HARDWARE_FACTS} §3.1)",
+    },
+)
+
 
 # ---------------------------------------------------------------- classifiers
 # MIPS32 ISA vol. II: JAL / BAL (= BGEZAL $zero) / JALR are calls (ra = PC + 8), BGEZAL /
@@ -161,6 +181,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),  # Unicorn's default model (24Kf) has an FPU and rdhwr in kernel mode
     hwcap=0,
     hwcap2=0,
@@ -170,10 +191,14 @@ ISA = Isa(
     call_target_regs=("t9",),
     siginfo_code_offset=4,  # __ARCH_HAS_SWAPPED_SIGINFO: si_signo, si_code, si_errno
     capabilities={
+        "hidden_breakpoints": Capability(
+            False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
         "kernel": Capability(
             False,
             "Unicorn 2.1.4 exposes no EPC, Cause or EBase register (of CP0 only Status, "
-            "Config3, UserLocal), so exception entry cannot be written from a hook"),
+            "Config3, UserLocal), so exception entry cannot be written from a hook; guest "
+            "code could set EPC with mtc0, but Cause.ExcCode is read-only to software, so "
+            "a handler would read a wrong cause (and no malta board is built)"),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
@@ -183,6 +208,11 @@ ISA = Isa(
             "o32 PIC code calls through the GOT (`lw t9, %call16(f)(gp); jalr "
             "t9`); lazy stubs are in .MIPS.stubs, not described yet"),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
+        "thread_preemption": Capability(
+            False,
+            "Unicorn 2.1.4 ends an emu_start whose instruction count runs out with a "
+            "bogus UC_ERR_READ_UNMAPPED on MIPS (--max-insns meets it too): threads "
+            "switch only at blocking calls, a thread that spins never yields"),
         "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),

@@ -4,6 +4,7 @@ from typing import Literal
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
+    HARDWARE_FACTS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -21,11 +22,13 @@ from emutrace.isa.base import (
     Isa,
     Lowering,
     NativeOp,
+    NativeTracing,
     RegFixup,
     Registers,
     Simulator,
     SyscallConvention,
     SyscallErrors,
+    branch_records,
 )
 
 # ---------------------------------------------------------------- identity
@@ -103,6 +106,19 @@ BREAKPOINTS = (
 # Breakpoint Register (linux commit 1ad7d70562ee, xmon)
 DEBUG_HARDWARE = DebugHardware(1, "address", "CIABR",
                                source="Power ISA v2.07: one CIABR")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "kprobe-ppc64",
+    borrowed="ppc64 kprobe figure (2005 hardware) applied; no uprobe figure for POWER",
+    notes={
+        "btf": f"{{isa}}: MSR[BE] branch trace, PTRACE_SINGLEBLOCK=0x100 ({HARDWARE_FACTS} §3.1)",
+        "bts": branch_records("BHRB, 32 entries"),
+        "hwbp": f"ppc: one CIABR (POWER8+), IAC1–4 on BookE ({HARDWARE_FACTS} §3.1)",
+    },
+)
 
 # ---------------------------------------------------------------- classifiers
 # Power ISA v3.1 Book I §2.4, decoded from the bits (capstone's extended mnemonics are
@@ -272,16 +288,19 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,
     platform="ppc",
     uname_machine="ppc",
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(
             False,
             "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
-            "exception entry cannot be written from a hook"),
+            "exception entry cannot be written from a hook (guest code doing mtsrr0/mtsrr1 "
+            "for it is not built), and no board is built"),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
@@ -291,6 +310,7 @@ ISA = Isa(
             "secure-PLT call stubs (`__glink`, the linker's `*.plt_call` stubs in "
             ".text) have no fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         "optimised_code": Capability(True),
         "entry_out_of_line_saves": ENTRY_OUT_OF_LINE_SAVES,

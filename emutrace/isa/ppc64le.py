@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa import ppc
 from emutrace.isa.base import (
+    HARDWARE_FACTS,
     SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
@@ -84,6 +85,13 @@ BREAKPOINTS = (
 DEBUG_HARDWARE = DebugHardware(1, "address", "CIABR",
                                source="Power ISA v2.07: one CIABR")
 
+# Native tracing facts for the cost model: ppc.py's, but the hardware breakpoint
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = replace(ppc.NATIVE_TRACING, notes={
+    **ppc.NATIVE_TRACING.notes,
+    "hwbp": f"ppc64le: one CIABR; perf refuses execute breakpoints ({HARDWARE_FACTS} §4)",
+})
+
 # ---------------------------------------------------------------- classifiers
 # The same instructions as ppc.py (Power ISA v3.1 Book I §2.4), stored little-endian.  ELFv2
 # §3.4.1: a `bl` goes to the callee's local entry (global entry + the offset in st_other
@@ -131,6 +139,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=HWCAP2,
@@ -139,10 +148,12 @@ ISA = Isa(
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
     call_target_regs=("r12",),
     capabilities={
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(
             False,
             "Unicorn 2.1.4 exposes no SRR0/SRR1 (of the exception registers only MSR), so "
-            "exception entry cannot be written from a hook"),
+            "exception entry cannot be written from a hook (guest code doing mtsrr0/mtsrr1 "
+            "for it is not built), and no board is built"),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
@@ -152,6 +163,7 @@ ISA = Isa(
             "ELFv2 calls go through linker call stubs (`*.plt_call.f`) in .text, "
             "not a .plt of fixed layout; not described yet"),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "entry_out_of_line_saves": ppc.ENTRY_OUT_OF_LINE_SAVES,

@@ -2,6 +2,7 @@
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
+    HARDWARE_FACTS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -15,10 +16,15 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeTracing,
     Plt,
     RegFixup,
     Registers,
     SyscallConvention,
+    branch_records,
+    no_block_step,
+    no_single_step,
+    x86_figure_borrowed,
 )
 
 # ---------------------------------------------------------------- identity
@@ -89,6 +95,21 @@ BREAKPOINTS = (
 # (tselect/tinfo); 2 is our default; S-mode reaches them through SBI DBTR
 DEBUG_HARDWARE = DebugHardware(2, "address", "Sdtrig mcontrol6",
                                source="RISC-V Sdtrig (count implementation-defined); default 2")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+    borrowed=x86_figure_borrowed(),
+    notes={
+        "btf": no_block_step(),
+        "step": no_single_step(),
+        "bts": branch_records("CTR, up to 256 entries"),
+        "hwbp": ("riscv64: Sdtrig triggers, not usable from Linux user space yet "
+                 f"({HARDWARE_FACTS} §4)"),
+    },
+)
 
 # ---------------------------------------------------------------- classifiers
 # RISC-V unprivileged spec ch. 2.5 and 16 (C extension), decoded from the bits (capstone 5
@@ -201,12 +222,15 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,
     platform="riscv64",
     uname_machine="riscv64",
     capabilities={
+        "hidden_breakpoints": Capability(
+            False, "nothing to hide: sites are hooked, never patched (EBREAK traps are broken)"),
         "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
@@ -214,6 +238,7 @@ ISA = Isa(
         "trace_dynamic": Capability(True),
         "plt_names": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
+        "thread_preemption": Capability(True),
         "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
         "optimised_code": Capability(True),

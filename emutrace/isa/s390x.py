@@ -2,6 +2,7 @@
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS2,
+    HARDWARE_FACTS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -18,10 +19,13 @@ from emutrace.isa.base import (
     Insn,
     Isa,
     NativeOp,
+    NativeTracing,
     Plt,
     RegFixup,
     Registers,
     SyscallConvention,
+    branch_records,
+    x86_figure_borrowed,
 )
 
 # ---------------------------------------------------------------- identity
@@ -94,6 +98,20 @@ BREAKPOINTS = (
 # every instruction fetched in the range is an event (arch/s390/kernel/ptrace.c)
 DEBUG_HARDWARE = DebugHardware(1, "range", "PER i-fetch CR10-CR11",
                                source="z/Architecture PoP ch. 4 PER: one i-fetch range")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+    borrowed=x86_figure_borrowed(),
+    notes={
+        "btf": ("s390x: PER successful-branching events, PTRACE_SINGLEBLOCK=12 "
+                f"({HARDWARE_FACTS} §3.1)"),
+        "bts": branch_records("Runtime Instrumentation"),
+        "hwbp": f"s390x: one PER instruction-fetch address range ({HARDWARE_FACTS} §3.1)",
+    },
+)
 
 # ---------------------------------------------------------------- classifiers
 # z/Architecture Principles of Operation ch. 7: BRASL / BRAS are direct calls, BASR / BALR /
@@ -278,9 +296,18 @@ C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retva
                    struct_ret_in_regs=0)
 
 
+def clone_tls(cpu: CpuPort, tls: int) -> None:
+    """clone(CLONE_SETTLS) on s390x: the thread pointer is the access-register pair a0:a1,
+    high word in a0 (arch/s390/kernel/process.c copy_thread)."""
+    cpu.reg_write("a0", tls >> 32)
+    cpu.reg_write("a1", tls & 0xFFFFFFFF)
+
+
 ISA = Isa(
     # s390x ELF ABI supplement, PLT: PLT0 32 bytes, stubs 32
-    plt=Plt(header=32, entry=32, lazy_offset=14),
+    # BFD elf64-s390.c elf_s390x_plt_entry: larl, lg, br, basr, lgf, jg, then `.long` the
+    # .rela.plt offset (loaded by the lazy path: a breakpoint there corrupts it)
+    plt=Plt(header=32, entry=32, lazy_offset=14, data=(28, 4)),
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -288,6 +315,7 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=RESET,
     hwcap=HWCAP,
     hwcap2=0,
@@ -298,16 +326,15 @@ ISA = Isa(
     packed_args={"mmap": 6},
     fault_address_mask=-4096,  # si_addr of a fault: its page (__FAIL_ADDR_MASK)
     capabilities={
-        "kernel": Capability(
-            False,
-            "no board: QEMU's s390x console is SCLP (service-call event buffers), not a "
-            "UART; PSW-swap entry through the lowcore is not written either"),
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        "kernel": Capability(True),  # isa/kernel_s390x.py, board s390-ccw-virtio
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
         "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),
@@ -324,4 +351,5 @@ ISA = Isa(
     classifiers=CLASSIFIERS,
     simulate=simulate_s390x,
     lower=lower_s390x,
+    clone_tls=clone_tls,
 )

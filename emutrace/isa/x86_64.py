@@ -22,6 +22,7 @@ from emutrace.isa.base import (
     Isa,
     Lowering,
     NativeOp,
+    NativeTracing,
     Plt,
     Registers,
     Simulator,
@@ -95,6 +96,13 @@ BREAKPOINTS = (Breakpoint("int3", b"\xcc", hook="intr", intno=3, pc_after=1, wor
 # enabled in DR7 (linux arch/x86/include/asm/hw_breakpoint.h: HBP_NUM 4)
 DEBUG_HARDWARE = DebugHardware(4, "address", "DR0-DR3",
                                source="Intel SDM vol. 3 §18.2; linux HBP_NUM 4")
+
+# Native tracing facts for the cost model (cost/prices.py): the published breakpoint-hit
+# figure that prices a trap here, and this ISA's own facilities
+# (../shared/reference/unicorn-and-hardware-facts.md)
+NATIVE_TRACING = NativeTracing(
+    "uprobe-x86_64",
+)
 
 
 # ---------------------------------------------------------------- classifiers
@@ -293,23 +301,22 @@ ISA = Isa(
     syscalls=SYSCALLS,
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
+    native_tracing=NATIVE_TRACING,
     reset=(),  # the reset state (long mode, SSE on) already runs Linux user code
     hwcap=0,  # AT_HWCAP is CPUID.1:EDX on x86; glibc reads CPUID itself, 0 is safe
     hwcap2=0,
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
-        "kernel": Capability(
-            False,
-            "no board: QEMU boots a 64-bit kernel only through a 32-bit multiboot entry in "
-            "an ELF32 file, while Unicorn's x86_64 mode starts in long mode (the i386 board "
-            "and trap entry are the base)"),
+        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        "kernel": Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
         "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
+        "thread_preemption": Capability(True),
         "busybox": Capability(True),
         "optimised_code": Capability(True),
         "stripped_tail_calls": Capability(True),

@@ -26,6 +26,8 @@ from emutrace.isa.base import Endian, Isa, RegValue
 # protocol); a native target passes None for the engine handle and the user data
 CodeHook = Callable[[Any, int, int, Any], None]  # (engine, address, size, data)
 BlockHook = CodeHook
+# (engine, access, address, size, value, data): before a load or a store in a watched range
+MemHook = Callable[[Any, int, int, int, int, Any], None]
 
 
 class MemoryFault(Exception):
@@ -43,6 +45,10 @@ class Target(Protocol):
     # already translated must be restarted to see a new breakpoint (Unicorn); False where
     # a write is seen at once (a real CPU: the kernel keeps the I-cache coherent)
     translates_code: bool
+    # True where loads and stores in a range can be watched (hook_mem_read/_write):
+    # Unicorn's memory hooks; a ptrace target cannot (a real CPU's loads see the
+    # breakpoint bytes, as under any debugger; backends/codeguard.py is not installed)
+    watches_memory: bool
 
     # ---------------------------------------------------------- registers
     def reg_read(self, name: str) -> int: ...
@@ -94,6 +100,14 @@ class Target(Protocol):
     def hook_block(self, fn: BlockHook) -> int:
         """fn at the entry of every block (Unicorn: translation block; ptrace: after each
         single-step or branch trap the loop takes)."""
+        ...
+
+    def hook_mem_read(self, fn: MemHook, begin: int, end: int) -> int:
+        """fn before every load from [begin, end] (only where `watches_memory`)."""
+        ...
+
+    def hook_mem_write(self, fn: MemHook, begin: int, end: int) -> int:
+        """fn before every store into [begin, end] (only where `watches_memory`)."""
         ...
 
     def hook_del(self, handle: int) -> None: ...

@@ -26,7 +26,7 @@ from typing import Any
 
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
-from emutrace.target.protocol import BlockHook, CodeHook, MemoryFault
+from emutrace.target.protocol import BlockHook, CodeHook, MemHook, MemoryFault
 
 # <linux/ptrace.h>, <asm/ptrace-abi.h> (x86)
 PTRACE_TRACEME = 0
@@ -168,6 +168,7 @@ class PtraceTarget:
 
     kind = "ptrace"
     translates_code = False
+    watches_memory = False  # loads and stores run on the CPU, unseen
 
     def __init__(self, isa: Isa, pid: int) -> None:
         self.isa = isa
@@ -345,6 +346,12 @@ class PtraceTarget:
         handle = self._handle()
         self.block_hooks[handle] = fn
         return handle
+
+    def hook_mem_read(self, fn: MemHook, begin: int, end: int) -> int:
+        raise Unsupported("native target: loads cannot be watched")
+
+    def hook_mem_write(self, fn: MemHook, begin: int, end: int) -> int:
+        raise Unsupported("native target: stores cannot be watched")
 
     def hook_del(self, handle: int) -> None:
         self.code_hooks.pop(handle, None)

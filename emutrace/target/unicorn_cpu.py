@@ -15,7 +15,7 @@ import unicorn
 from unicorn import unicorn_const as ucc
 
 from emutrace.isa.base import Endian, Isa, RegValue
-from emutrace.target.protocol import BlockHook, CodeHook
+from emutrace.target.protocol import BlockHook, CodeHook, MemHook
 
 PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
 
@@ -33,6 +33,7 @@ class UnicornCpu:
 
     kind = "unicorn"
     translates_code = True  # patched code: drop its translation, restart its block
+    watches_memory = True  # bounded UC_HOOK_MEM_READ / UC_HOOK_MEM_WRITE
 
     def __init__(self, isa: Isa, cpu_model: str | None = None) -> None:
         self.isa = isa
@@ -138,6 +139,12 @@ class UnicornCpu:
 
     def hook_block(self, fn: BlockHook) -> int:
         return int(self.uc.hook_add(ucc.UC_HOOK_BLOCK, fn))
+
+    def hook_mem_read(self, fn: MemHook, begin: int, end: int) -> int:
+        return int(self.uc.hook_add(ucc.UC_HOOK_MEM_READ, fn, None, begin, end))
+
+    def hook_mem_write(self, fn: MemHook, begin: int, end: int) -> int:
+        return int(self.uc.hook_add(ucc.UC_HOOK_MEM_WRITE, fn, None, begin, end))
 
     def hook_del(self, handle: int) -> None:
         self.uc.hook_del(handle)

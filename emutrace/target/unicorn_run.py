@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import unicorn
 from unicorn import unicorn_const as ucc
@@ -220,21 +221,52 @@ def _watched_stop(watch: Watch, pc: int) -> Stop:
     return Stop("interrupted", signal=watch.interrupted, pc=pc)
 
 
+class Switcher(Protocol):
+    """Takes turns of several guest threads on the CPU (machine/linux/threads.py)."""
+
+    def count(self, max_insns: int) -> int:
+        """emu_start's instruction count for the next stretch (0: unbounded)."""
+        ...
+
+    def switching(self) -> bool:
+        """A thread switch was asked for (the CPU was stopped for it)."""
+        ...
+
+    def resume(self, pc: int, sentinel: int, count: int) -> int | None:
+        """emu_start returned with no exception: where the next stretch starts (this or
+        another thread), or None when the run ends."""
+        ...
+
+
 def run(cpu: UnicornCpu, hooks: HookSet, entry: int, *, max_insns: int = 0,
         timeout: float = 0.0, exits: tuple[type[BaseException], ...] = (),
-        on_exit: Callable[[BaseException], Stop] | None = None) -> Stop:
-    """One emu_start from entry to a sentinel outside mapped memory.  Exceptions of the types
-    in `exits` (guest exit, guest signal) raised by hooks are turned into a Stop by on_exit."""
+        on_exit: Callable[[BaseException], Stop] | None = None,
+        threads: Switcher | None = None) -> Stop:
+    """emu_start from entry to a sentinel outside mapped memory; with `threads`, one
+    emu_start per stretch that a thread runs.  Exceptions of the types in `exits` (guest
+    exit, guest signal) raised by hooks, or by `threads`, are turned into a Stop by
+    on_exit."""
     sentinel = (1 << (8 * cpu.word)) - 16
     with interruptible(cpu, timeout) as watch:
         try:
-            try:
-                cpu.uc.emu_start(entry, sentinel, count=max_insns)
-            except unicorn.UcError:
-                if hooks.pending is None:
-                    raise
-            if hooks.pending is not None:
-                raise hooks.pending
+            while True:
+                count = max_insns if threads is None else threads.count(max_insns)
+                try:
+                    cpu.uc.emu_start(entry, sentinel, count=count)
+                except unicorn.UcError:
+                    # MIPS: an emu_stop from the system-call hook ends emu_start with a
+                    # bogus UC_ERR_READ_UNMAPPED after the CPU ran on to the end of the
+                    # block; the thread's state is whole, the switch goes on
+                    if hooks.pending is None and not (threads and threads.switching()):
+                        raise
+                if hooks.pending is not None:
+                    raise hooks.pending
+                if threads is None or watch.interrupted or watch.timed_out:
+                    break
+                resumed = threads.resume(cpu.pc, sentinel, count)
+                if resumed is None:
+                    break
+                entry = resumed
         except exits as e:
             if watch.timed_out or watch.interrupted:
                 # the guest ended after the stop was asked for: a sleep or read woken with

@@ -7,6 +7,10 @@ Raw events (backend → `trace.shadow.ShadowStack`):
 * `TailCall` — a jump that leaves the current function for the start of another one (a
   sibling call): the current function's frame is reused by `target`.
 * `Return` — a return instruction is about to execute at `site_addr`.
+* `Trap` — an exception (a system call such as `svc`/`ecall`, an undefined instruction, an
+  interrupt) entered the guest's own vector at `vector` (kernel images, `--machine`).
+* `TrapReturn` — an exception return (`eret`, `mret`, `sret`, `iret`) is about to execute
+  at `site_addr`: it ends the innermost `Trap`'s frame.
 
 Conventions every backend keeps (the shadow stack's non-local-exit rules rely on them):
 
@@ -26,6 +30,10 @@ Conventions every backend keeps (the shadow stack's non-local-exit rules rely on
 
 Records (shadow stack → formatters): `Entry` and `Exit`, properly nested — every `Entry` has
 exactly one later `Exit` at the same depth, and depth 0 is the outermost traced frame.
+A program with threads has one shadow stack per thread: its records carry the thread's
+number (`tid`: 0 the main thread, n the n-th thread created, whose Linux tid is the pid
++ n: machine/linux/threads.py), the same in every rerun; nesting holds within each
+thread's records.
 """
 
 from __future__ import annotations
@@ -66,7 +74,20 @@ class Return:
     target: int | None = None
 
 
-Event = Call | TailCall | Return
+@dataclass(frozen=True, slots=True)
+class Trap:
+    time: int
+    vector: int
+    sp: int  # the handler's stack pointer at the vector
+
+
+@dataclass(frozen=True, slots=True)
+class TrapReturn:
+    time: int
+    site_addr: int
+
+
+Event = Call | TailCall | Return | Trap | TrapReturn
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +96,7 @@ class Entry:
     depth: int
     func: int
     args: tuple[Value | int, ...] = ()
+    tid: int = 0  # the guest thread's number: 0 the main thread, n the n-th one created
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +113,7 @@ class Exit:
     duration: int
     unwound: bool = False
     at_exit: bool = False
+    tid: int = 0  # the guest thread, as Entry.tid
 
 
 Record = Entry | Exit

@@ -45,7 +45,7 @@ the records and the options.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from emutrace.trace.events import Entry, Exit, Record
 from emutrace.trace.time_filter import time_tagged
@@ -139,7 +139,28 @@ def replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
 def iter_replay_lines(records: Iterable[Record], symbolize: Callable[[int], str],
                       opts: ReplayOptions = ReplayOptions()) -> Iterator[str]:
     """The lines one by one: a trace of depth d is O(d^2) characters of indentation, so a
-    writer that streams them keeps emutrace's own memory linear in the depth."""
+    writer that streams them keeps emutrace's own memory linear in the depth.
+
+    A program with threads (records with a `tid`): one section per thread, in thread
+    order, each opened by a line `# thread N` (N: the thread's number, 0 the main thread,
+    n the n-th created, whose Linux tid is the pid + n) and laid out as above; `start`
+    applies to the main thread, the others are shown from their first call."""
+    if isinstance(records, list) and any(r.tid for r in records):
+        by_thread: dict[int, list[Record]] = {}
+        for rec in records:
+            by_thread.setdefault(rec.tid, []).append(rec)
+        if opts.header:
+            yield HEADER
+        for tid in sorted(by_thread):
+            yield f"# thread {tid}"
+            yield from _replay(by_thread[tid], symbolize, replace(
+                opts, header=False, start=opts.start if tid == 0 else None))
+        return
+    yield from _replay(records, symbolize, opts)
+
+
+def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
+            opts: ReplayOptions) -> Iterator[str]:
     filters, notrace = frozenset(opts.filters), frozenset(opts.notrace)
     started = opts.start is None
     stack: list[_Frame] = []

@@ -61,8 +61,20 @@ run), higher when `grows_down=False`.  Below, "deeper than" is in that sense.
    `close_all(time)` closes every open frame innermost first with
    `Exit(unwound=True, at_exit=True, retval=None)`.
 
-Limits: one shadow stack per thread of control; a switch to another stack (sigaltstack,
-`swapcontext`, coroutines) is not recognised and will look like an unwind by rule 3.
+6. Exceptions (kernel images: `Trap` / `TrapReturn`).  An exception entering the guest's
+   vector pushes an *exception frame* for the vector, like a signal frame: its `Entry` is
+   nested under the interrupted frame, the handler's calls nest under it, and an exception
+   return (`eret`, `mret`, `sret`, `iret`) closes the frames above the innermost exception
+   frame as unwound and then the exception frame itself (not unwound).  Exceptions nest
+   (an interrupt in a handler pushes another exception frame).  An exception frame is a
+   barrier: the handler may run on another stack (banked SP, an interrupt stack), so the
+   sp rule (3) never closes it or the frames below it, a `Return` never matches a frame
+   below it (one that would is unmatched), and a tail frame above it closes alone.  An
+   exception frame that never returns (a context switch) stays open until `close_all`.
+
+Limits: one shadow stack per thread of control (the session keeps one per guest thread);
+a switch to another stack (sigaltstack, `swapcontext`, coroutines) is not recognised and
+will look like an unwind by rule 3.
 """
 
 from __future__ import annotations
@@ -70,7 +82,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return, TailCall
+from emutrace.trace.events import (
+    Call,
+    Entry,
+    Event,
+    Exit,
+    Record,
+    Return,
+    TailCall,
+    Trap,
+    TrapReturn,
+)
 from emutrace.trace.values import Value
 
 
@@ -82,11 +104,13 @@ class Frame:
     entry_time: int
     tail: bool = False  # entered by a tail call: closes together with the frame below
     called: bool = False  # a frame was pushed above it (it has made a call)
+    exception: bool = False  # an exception frame (policy 6): a barrier to rules 1 and 3
 
 
 class ShadowStack:
-    def __init__(self, grows_down: bool = True) -> None:
+    def __init__(self, grows_down: bool = True, tid: int = 0) -> None:
         self.grows_down = grows_down
+        self.tid = tid  # the thread whose calls these are (written into every record)
         self.frames: list[Frame] = []
         self.unmatched_returns = 0
         self.unwound = 0
@@ -116,6 +140,10 @@ class ShadowStack:
             self._push(frame, ev.args, out)
         elif isinstance(ev, Return):
             self._return(ev, out)
+        elif isinstance(ev, Trap):
+            self._push(Frame(ev.vector, None, ev.sp, ev.time, exception=True), (), out)
+        elif isinstance(ev, TrapReturn):
+            self._trap_return(ev, out)
         else:  # pragma: no cover - the Event union is closed
             raise TypeError(f"not an event: {ev!r}")
         return out
@@ -132,7 +160,7 @@ class ShadowStack:
     def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record]) -> None:
         if self.frames:
             self.frames[-1].called = True
-        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args))
+        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args, self.tid))
         self.frames.append(frame)
 
     def _pop(self, time: int, retval: Value | int | None, out: list[Record], *, unwound: bool,
@@ -141,7 +169,7 @@ class ShadowStack:
         if unwound:
             self.unwound += 1
         out.append(Exit(time, len(self.frames), frame.func, retval, time - frame.entry_time,
-                        unwound, at_exit))
+                        unwound, at_exit, self.tid))
         return frame
 
     def _deeper(self, a: int, b: int, inclusive: bool) -> bool:
@@ -156,23 +184,43 @@ class ShadowStack:
         if inclusive and top is not None and top.sp == sp and not top.called \
                 and return_addr is not None and return_addr != top.return_addr:
             return  # the function calls before allocating its frame (see the policy, 3)
-        while self.frames and self._deeper(self.frames[-1].sp, sp, inclusive):
+        while self.frames and not self.frames[-1].exception \
+                and self._deeper(self.frames[-1].sp, sp, inclusive):
             self._pop(time, None, out, unwound=True)
+
+    def _returning_frame(self, target: int) -> int | None:
+        """The index of the innermost frame below the top that returns to target, above
+        any exception frame (policy 6); None if there is none."""
+        for i in range(len(self.frames) - 2, -1, -1):
+            if self.frames[i].exception:
+                return None
+            if self.frames[i].return_addr == target:
+                return i
+        return None
+
+    def _trap_return(self, ev: TrapReturn, out: list[Record]) -> None:
+        for i in range(len(self.frames) - 1, -1, -1):
+            if self.frames[i].exception:
+                break
+        else:
+            self.unmatched_returns += 1  # no exception frame open (tracing began in one)
+            return
+        while len(self.frames) > i + 1:
+            self._pop(ev.time, None, out, unwound=True)
+        self._pop(ev.time, None, out, unwound=False)
 
     def _return(self, ev: Return, out: list[Record]) -> None:
         self._unwind_by_sp(ev.sp, ev.time, inclusive=False, out=out)
-        if not self.frames:
+        if not self.frames or self.frames[-1].exception:
             self.unmatched_returns += 1
             return
         if ev.target is not None and self.frames[-1].return_addr != ev.target:
-            for i in range(len(self.frames) - 2, -1, -1):
-                if self.frames[i].return_addr == ev.target:
-                    break
-            else:
+            i = self._returning_frame(ev.target)
+            if i is None:
                 self.unmatched_returns += 1
                 return
             while len(self.frames) > i + 1:
                 self._pop(ev.time, None, out, unwound=True)
         frame = self._pop(ev.time, ev.retval, out, unwound=False)
-        while frame.tail and self.frames:
+        while frame.tail and self.frames and not self.frames[-1].exception:
             frame = self._pop(ev.time, ev.retval, out, unwound=False)

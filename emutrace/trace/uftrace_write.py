@@ -19,6 +19,10 @@ rewritten (a new file renamed over the old) before a buffer that uses a new spec
 `<tid>.dat`, so the data on disk never has values `info` does not describe.  `close` flushes
 and writes `info` with the exit status.
 
+Threads: one task per guest thread, as uftrace records a threaded program: records of
+thread n (`Record.tid`) go to `<TID + n>.dat`; `task.txt` and `info` list every task (both
+rewritten when a thread's first records are flushed).
+
 Depth: a record's depth field has 10 bits and uftrace's readers keep 1024 frames
 (`MAX_STACK`, as `uftrace record`'s default max-stack); calls deeper than that are not
 written (their entry and exit both), counted in `emutrace.txt` (`not_recorded_deep:`).
@@ -31,7 +35,7 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, BinaryIO, NoReturn, Protocol, TextIO
 
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
@@ -69,7 +73,30 @@ EMUTRACE_FILE = "emutrace.txt"  # what uftrace's files do not say: the guest ISA
 # which exits did not return by their own return instruction: "<record index> u" (unwound)
 # or "<record index> x" (closed at the program's end), in record order; uftrace ignores it
 EXITS_FILE = "emutrace-exits.txt"
-TID = 1  # the one guest thread's id in the directory (uftrace needs a positive tid)
+TID = 1  # the main thread's task id in the directory (uftrace needs a positive tid)
+
+
+def task_of(thread: int) -> int:
+    """A guest thread's task id in the directory: the main thread (0) is TID, the n-th
+    thread created TID + n — deterministic, where the guest's own tids follow the pid."""
+    return TID + thread
+
+
+def exits_file(task: int) -> str:
+    """The main task's EXITS_FILE, `emutrace-exits.<task>.txt` for a thread's."""
+    return EXITS_FILE if task == TID else f"emutrace-exits.{task}.txt"
+
+
+@dataclass
+class _TaskStream:
+    """One task's `<task>.dat`, its exits file and what is buffered for them."""
+
+    dat: BinaryIO
+    exits: TextIO
+    buf: bytearray = field(default_factory=bytearray)
+    notes: list[str] = field(default_factory=list)
+    size: int = 0  # bytes of the .dat on disk
+    index: int = 0  # records of this task so far (the exits file counts in them)
 
 
 class RecordSink(Protocol):
@@ -148,19 +175,27 @@ class UftraceDirSink:
         self._names: dict[int, str | None] = {}  # address -> _name (cached)
         self._specs: dict[tuple[str, int], str] = {}  # (kind, bits) -> spec_of (cached)
         self._specs_on_disk = (0, 0)  # len(args), len(rets) that `info` describes
-        self._buf = bytearray()
-        self._dat = open(os.path.join(path, f"{TID}.dat"), "wb", buffering=0)
-        self._exits = open(os.path.join(path, EXITS_FILE), "w")
-        self._notes: list[str] = []
+        # one stream per task (a program with threads: one `<task>.dat` per thread)
+        self._tasks: dict[int, _TaskStream] = {}
+        self._tasks_on_disk = 0  # tasks that task.txt and `info` list
         self._failed = False
         self.records_on_disk = 0
         try:
+            self._stream(TID)
             self._write_task()
             self._write_map()
             self._write_sym()
             self._write_info(None)
         except OSError as e:
             self._fail(e)
+
+    def _stream(self, task: int) -> _TaskStream:
+        stream = self._tasks.get(task)
+        if stream is None:
+            stream = self._tasks[task] = _TaskStream(
+                open(os.path.join(self.path, f"{task}.dat"), "wb", buffering=0),
+                open(os.path.join(self.path, exits_file(task)), "w"))
+        return stream
 
     def _name(self, func: int) -> str | None:
         """The name uftrace will match a spec against, or None where it cannot: an address
@@ -196,8 +231,15 @@ class UftraceDirSink:
                 self._write_map()
             except OSError as e:
                 self._fail(e)
-        buf = self._buf
+        task, stream = TID, self._tasks[TID]
         for rec in records:
+            if task_of(rec.tid) != task:
+                task = task_of(rec.tid)
+                try:
+                    stream = self._stream(task)
+                except OSError as e:
+                    self._fail(e)
+            buf = stream.buf
             if rec.depth >= MAX_STACK:
                 if isinstance(rec, Entry):
                     self.not_recorded += 1
@@ -210,10 +252,11 @@ class UftraceDirSink:
             buf += pack_record(rec, bool(data))
             buf += data
             if not isinstance(rec, Entry) and rec.unwound:
-                self._notes.append(f"{self.count} {'x' if rec.at_exit else 'u'}\n")
+                stream.notes.append(f"{stream.index} {'x' if rec.at_exit else 'u'}\n")
             self.last_time = rec.time
             self.count += 1
-        if len(buf) >= FLUSH_BYTES:
+            stream.index += 1
+        if any(len(t.buf) >= FLUSH_BYTES for t in self._tasks.values()):
             self.flush()
 
     def flush(self) -> None:
@@ -224,42 +267,48 @@ class UftraceDirSink:
         if self._failed:
             return
         try:
-            if (len(self.args), len(self.rets)) != self._specs_on_disk:
+            if len(self._tasks) != self._tasks_on_disk:
+                self._write_task()
+            if (len(self.args), len(self.rets)) != self._specs_on_disk \
+                    or len(self._tasks) != self._tasks_on_disk:
                 self._write_info(None)
-            done = 0
-            with memoryview(self._buf) as view:
-                while done < len(view):  # a raw write may take less than all of it
-                    n = self._dat.write(view[done:])
-                    if not n:
-                        raise OSError(errno.EIO, "no progress writing", self._dat.name)
-                    done += n
-            if self._notes:
-                self._exits.writelines(self._notes)
-                self._exits.flush()
+            for stream in self._tasks.values():
+                done = 0
+                with memoryview(stream.buf) as view:
+                    while done < len(view):  # a raw write may take less than all of it
+                        n = stream.dat.write(view[done:])
+                        if not n:
+                            raise OSError(errno.EIO, "no progress writing", stream.dat.name)
+                        done += n
+                stream.size += len(stream.buf)
+                self.size += len(stream.buf)
+                stream.buf.clear()
+                if stream.notes:
+                    stream.exits.writelines(stream.notes)
+                    stream.exits.flush()
+                    stream.notes.clear()
         except OSError as e:
             self._fail(e)
-        self.size += len(self._buf)
         self.records_on_disk = self.count
-        self._buf.clear()
-        self._notes.clear()
 
     def _fail(self, e: OSError) -> NoReturn:
         self._failed = True
-        try:  # a partly written buffer would end the file mid-record
-            os.ftruncate(self._dat.fileno(), self.size)
-        except OSError:
-            pass
-        for f in (self._dat, self._exits):
-            try:
-                f.close()
+        for stream in self._tasks.values():
+            try:  # a partly written buffer would end the file mid-record
+                os.ftruncate(stream.dat.fileno(), stream.size)
             except OSError:
                 pass
+            for f in (stream.dat, stream.exits):
+                try:
+                    f.close()
+                except OSError:
+                    pass
         raise OutputError(f"{self.path}: cannot write the recording ({e.strerror or e}); "
                           f"stopped after {self.records_on_disk} records, which stay "
                           f"readable") from None
 
     def close(self, exit_status: int = 0) -> None:
-        if self._dat.closed:
+        if self._tasks[TID].dat.closed:
             return
         self.flush()
         if self.modules is not None:  # names qualified since (`libc:free`): the last word
@@ -267,8 +316,9 @@ class UftraceDirSink:
                 self._write_map()
             except OSError as e:
                 self._fail(e)
-        self._dat.close()
-        self._exits.close()
+        for stream in self._tasks.values():
+            stream.dat.close()
+            stream.exits.close()
         self._write_info(exit_status)
 
     def _sym_lines(self) -> list[tuple[int, str]]:
@@ -293,12 +343,14 @@ class UftraceDirSink:
         mask = (1 << INFO_EXE_NAME) | (1 << INFO_CMDLINE) | (1 << INFO_TASKINFO)
         features = FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR | FEAT_MAX_STACK
         cmd = " ".join(self.cmdline).replace("\n", " ")
+        tasks = sorted(self._tasks) or [TID]
         text = f"exename:{self.exe}\n"
         if exit_status is not None:
             mask |= 1 << INFO_EXIT_STATUS
             text += f"exit_status:{wait_status(exit_status)}\n"
         text += (f"cmdline:{cmd}\n"
-                 f"taskinfo:lines=2\ntaskinfo:nr_tid=1\ntaskinfo:tids={TID}\n")
+                 f"taskinfo:lines=2\ntaskinfo:nr_tid={len(tasks)}\n"
+                 f"taskinfo:tids={','.join(map(str, tasks))}\n")
         if self.args or self.rets:
             # cmds/info.c fill_arg_spec / read_arg_spec; glob patterns match names exactly
             mask |= (1 << INFO_ARG_SPEC) | (1 << INFO_PATTERN_TYPE)
@@ -315,9 +367,11 @@ class UftraceDirSink:
         self._specs_on_disk = (len(self.args), len(self.rets))
 
     def _write_task(self) -> None:
-        with open(os.path.join(self.path, "task.txt"), "w") as f:
-            f.write(f'SESS timestamp=0.000000000 pid={TID} sid={self.SID} exename="{self.exe}"\n')
-            f.write(f"TASK timestamp=0.000000000 tid={TID} pid={TID}\n")
+        text = f'SESS timestamp=0.000000000 pid={TID} sid={self.SID} exename="{self.exe}"\n'
+        for task in sorted(self._tasks) or [TID]:  # every thread is a task of process TID
+            text += f"TASK timestamp=0.000000000 tid={task} pid={TID}\n"
+        _replace(os.path.join(self.path, "task.txt"), text.encode())
+        self._tasks_on_disk = len(self._tasks)
 
     def _write_map(self) -> None:
         """The map (replaced whole), first the program's line, then a line and a `.sym`

@@ -16,14 +16,15 @@ import unicorn
 from elftools.elf.elffile import ELFFile
 from unicorn import unicorn_const as ucc
 
-from emutrace.backends import BACKENDS, Backend, BackendOptions, create
+from emutrace.backends import BACKENDS, Backend, BackendOptions, TrapAware, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import by_name
-from emutrace.isa.kernel import INSN_INVALID, KernelSupport, kernel_support
+from emutrace.isa.kernel import INSN_INVALID, KernelSupport, TrapOutcome, kernel_support
 from emutrace.machine.board import devices
+from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
 from emutrace.session import RunResult
@@ -47,17 +48,57 @@ class BoardConfig:
     dtb: str | None = None
     bios: str | None = None  # firmware that starts first; the image is its payload
     symbols: str | None = None  # function names for the image: System.map, nm, or an ELF
+    # the image copies itself this many bytes up (U-Boot's relocation): its code and
+    # function names are there too (`relocated`)
+    reloc: int | None = None
     until: bytes = b""  # end the run (exit 0) once the console has printed this
     typed: bytes = b""  # typed into the console as the guest reads it
     input_after: bytes = b""  # ... once the console has printed this
     max_insns: int = 0
     timeout: float = 0.0
     backend: str = "none"
+    cleanup: str = "lazy"  # int3: "lazy" or "strict"
     hw_slots: int | None = None
     bts_buffer: int = 4096
     arg_counts: dict[str, int] = field(default_factory=dict)
     default_args: int = DEFAULT_ARGS
     console_out: BinaryIO | None = None  # None: emutrace's stdout
+
+
+def relocated(image: Image, offset: int) -> Image:
+    """The image with a copy of its executable segments and its function symbols `offset`
+    bytes up: code an image copied there itself (U-Boot's relocate_code) is decoded from
+    the file's bytes and named as the original (ELF images: the names of --symbols)."""
+    copies = [replace(g, vaddr=g.vaddr + offset) for g in image.segments if g.flags & PF_X]
+    moved = [replace(s, addr=s.addr + offset) for s in image.symbols]
+    symbols = sorted([*image.symbols, *moved], key=lambda s: s.addr)
+    return replace(image, segments=[*image.segments, *copies], symbols=symbols,
+                   _starts=[s.addr for s in symbols])
+
+
+PROBE = 32  # bytes of code compared
+
+
+def copy_of_image(image: Image, probe: bytes, addr: int) -> int | None:
+    """The offset at which `probe` (memory read at addr, outside the image) is a copy of
+    the image's code: found exactly once in its executable segments; None if not (a hint
+    for --reloc, printed by the run)."""
+    hits = []
+    for seg in image.segments:
+        if seg.flags & PF_X:
+            at = seg.data.find(probe)
+            if at >= 0 and seg.data.find(probe, at + 1) < 0:
+                hits.append(seg.vaddr + at)
+    return addr - hits[0] if len(hits) == 1 else None
+
+
+def with_firmware(image: Image, firmware: Image) -> Image:
+    """The payload image with the firmware's code and symbols added (`--bios`): one
+    image to trace, so discovery and the trace cover both (the payload's debug info and
+    its file name stay the image's)."""
+    symbols = sorted([*image.symbols, *firmware.symbols], key=lambda s: s.addr)
+    return replace(image, segments=[*firmware.segments, *image.segments], symbols=symbols,
+                   _starts=[s.addr for s in symbols])
 
 
 class UntilReached(Exception):
@@ -141,9 +182,6 @@ class BoardMachine:
         if config.bios is not None:
             if board.kernel_at is None:
                 raise UsageError(f"--bios: machine {board.name} has no kernel address")
-            if config.backend != "none":
-                raise UsageError("--bios: tracing firmware and its payload together is not "
-                                 "supported yet (use --backend none)")
             bios, physical = self._open_image(config.bios, _read_file(config.bios, "--bios"),
                                               isa.name, board.bios_at)
             loads.append((config.bios, physical))
@@ -160,7 +198,14 @@ class BoardMachine:
         if config.symbols is not None:
             funcs = load_symbol_file(config.symbols)
             self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
-        self.entry = self.image.entry if config.bios is None else bios.entry
+        code_starts = {g.vaddr for g in self.image.segments if g.flags & PF_X}
+        if config.reloc is not None:
+            self.image = relocated(self.image, config.reloc)
+        self.payload_entry: int | None = None
+        self.entry = self.image.entry
+        if config.bios is not None:
+            self.payload_entry, self.entry = self.image.entry, bios.entry
+            self.image = with_firmware(self.image, bios)
         self.cpu = cpu = UnicornCpu(isa, board.cpu_model)
         cpu.apply_reset()
         if support.reset is not None:
@@ -194,7 +239,9 @@ class BoardMachine:
             self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
+        self._hook_firmware_calls()
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
+        self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
         self.shadow = ShadowStack()
         self.records: list[Record] = []
         self.sink: RecordSink = ListSink(self.records)
@@ -206,12 +253,33 @@ class BoardMachine:
         if config.backend in BACKENDS:
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
-            options = BackendOptions("lazy", DEFAULT_ARGS, config.hw_slots,
+            options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
                                      config.bts_buffer, types)
             self.backend = create(config.backend, self.image, cpu, self.hooks, emit, options)
+            if self.payload_entry is not None:
+                # the firmware enters its payload by an exception return (mret), no call:
+                # its entry function is armed up front, as the firmware's own
+                self.backend.start(self.payload_entry)
             self.backend.start(self.entry)
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}")
+        # exception frames need the exception returns: an ISA that does not name them
+        # (KernelSupport.returns) keeps the handler's calls under the interrupted frame
+        self.trap_aware = self.backend if isinstance(self.backend, TrapAware) \
+            and support.returns else None
+        # --reloc: the first block run in the copy arms its code (it is entered by a
+        # return or jump into the copy, which arms nothing); the hook then goes
+        self._copy_hook = 0
+        self._copy_entered: int | None = None
+        if config.reloc is not None and self.backend is not None:
+            copies = [g for g in self.image.segments if g.flags & PF_X
+                      and g.vaddr - config.reloc in code_starts]
+            lo = min(g.vaddr for g in copies)
+            hi = max(g.vaddr + g.memsz for g in copies)
+            self._copy_hook = cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._in_copy, None, lo,
+                                              hi - 1)
+        self.exception_returns = None if self.trap_aware is None else ExceptionReturns(
+            cpu, support, [(r.base, r.size) for r in board.ram], self.trap_aware.trap_returned)
 
     # ------------------------------------------------------------ loading
     def _open_image(self, path: str, blob: bytes, isa: str,
@@ -307,6 +375,23 @@ class BoardMachine:
         uc.hook_add(ucc.UC_HOOK_INSN, port_in, None, 1, 0, getattr(consts, names[0]))
         uc.hook_add(ucc.UC_HOOK_INSN, port_out, None, 1, 0, getattr(consts, names[1]))
 
+    def _hook_firmware_calls(self) -> None:
+        """A code hook on every firmware-call instruction of the image's code (s390x SERVC,
+        which Unicorn runs as a no-op): the ISA's layer does the call before it runs."""
+        call = self.support.firmware_call
+        if call is None:
+            return
+        hooks = self.hooks
+
+        def emulate(uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
+            hooks.guard(lambda: self._outcome(call.emulate(self.cpu, addr)))
+
+        for seg in self.image.segments:
+            if seg.flags & PF_X:
+                for offset in call.find(seg.data):
+                    self.cpu.uc.hook_add(ucc.UC_HOOK_CODE, emulate, None, seg.vaddr + offset,
+                                         seg.vaddr + offset)
+
     # ------------------------------------------------------------ traps
     def _until(self) -> None:
         raise UntilReached()
@@ -315,13 +400,27 @@ class BoardMachine:
         outcome = self.support.deliver(self.cpu, intno)
         if outcome is None:
             raise CpuException(intno)
+        self._outcome(outcome)
+
+    def _outcome(self, outcome: TrapOutcome) -> None:
+        for byte in outcome.console:
+            self.console.put(byte)
         self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
         if outcome.kind == "off":
             raise devices.PowerOff(outcome.status, outcome.what)
-        if outcome.kind == "vector" and self.backend is not None:
-            # the vector is entered by no call: a lazy backend arms its function here, so
-            # the calls the handler makes are seen (they nest under the interrupted frame)
-            self.backend.start(outcome.vector)
+        if outcome.kind == "vector":
+            self._entered(outcome.vector)
+
+    def _entered(self, vector: int) -> None:
+        """The guest's vector runs next.  A trap-aware backend (int3, hwbp, step) pushes an
+        exception frame, arms the vector and is told of the exception returns near it; the
+        others arm the vector's function as at the entry (the handler's calls then nest
+        under the interrupted frame)."""
+        if self.trap_aware is not None and self.exception_returns is not None \
+                and self.exception_returns.near(vector):
+            self.trap_aware.trap_entered(vector)
+        elif self.backend is not None:
+            self.backend.start(vector)
 
     # ------------------------------------------------------------ running
     def _idle_at(self, pc: int) -> bool:
@@ -348,8 +447,7 @@ class BoardMachine:
         if outcome is None:
             return False
         self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
-        if self.backend is not None:
-            self.backend.start(outcome.vector)
+        self._entered(outcome.vector)
         return True
 
     def _start_once(self, pc: int, sentinel: int) -> Stop | None:
@@ -376,6 +474,11 @@ class BoardMachine:
                         detail=str(e))
         if cpu.stop_requested.is_set():
             return Stop("interrupted", pc=cpu.pc)  # refined by run()
+        if self._copy_hook and self._copy_entered is not None and self.backend is not None:
+            cpu.uc.hook_del(self._copy_hook)
+            self._copy_hook = 0
+            self.backend.start(self._copy_entered)
+            return None
         if self._idle_at(cpu.pc):
             if self.console.has_input() or self._timer_woke():
                 return None
@@ -384,6 +487,27 @@ class BoardMachine:
         if self.config.max_insns:
             return Stop("max_insns", pc=cpu.pc)
         return Stop("signal", signal="SIGSEGV", pc=cpu.pc, detail="emulation left mapped code")
+
+    def _in_copy(self, uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
+        if self._copy_entered is None:
+            self._copy_entered = addr
+            uc.emu_stop()  # the run loop arms it and removes this hook (not from inside it)
+
+    def _copy_at(self, pc: int) -> int | None:
+        """The run ended at pc in RAM outside the image: the offset of the image's copy
+        there, if it is one (the --reloc to give), else None."""
+        if any(g.vaddr <= pc < g.vaddr + g.memsz for g in self.image.segments):
+            return None
+        region = next((r for r in self.board.ram if r.base <= pc < r.base + r.size), None)
+        if region is None:
+            return None
+        # the code that ran last, else the code at pc (at the very start of a copy)
+        for at in (pc - PROBE, pc):
+            if region.base <= at and at + PROBE <= region.base + region.size:
+                found = copy_of_image(self.image, self.cpu.mem_read(at, PROBE), at)
+                if found is not None:
+                    return found
+        return None
 
     def run(self) -> RunResult:
         cpu = self.cpu
@@ -400,6 +524,7 @@ class BoardMachine:
                     break
                 pc = cpu.pc
         self.console.flush()
+        self.reloc_hint = self._copy_at(cpu.pc)
         stats: dict[str, int] = {}
         frames = [f.func for f in self.shadow.frames]
         insns = None

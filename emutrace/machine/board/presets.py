@@ -92,4 +92,31 @@ PC_I386 = Board(
           "-no-reboot"),
 )
 
-BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386)}
+PC_X86_64 = Board(
+    name="pc-x86_64",
+    isa="x86_64",
+    description="QEMU -M pc, a multiboot (a.out kludge) -kernel whose 32-bit entry enters "
+                "long mode and jumps to the ELF entry; here the run starts at the ELF entry "
+                "in 64-bit mode: COM1 console, isa-debug-exit power-off",
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00100000,
+    devices=PC_I386.devices,
+    qemu=("qemu-system-x86_64", *PC_I386.qemu[1:]),
+)
+
+S390_CCW_VIRTIO = Board(
+    name="s390-ccw-virtio",
+    isa="s390x",
+    description="QEMU -M s390-ccw-virtio -kernel (z/Architecture mode, DAT off, prefix 0): "
+                "SCLP ASCII console (SERVC), a quiesce disabled-wait PSW powers off",
+    # QEMU hw/s390x/ipl.c: an ELF -kernel loads at its addresses and starts at its entry
+    # (an entry of 0x10000 would be taken for a Linux image, whose parameter area at 0x10480
+    # QEMU overwrites); a raw image loads at 0 and starts at 0x10000, not modelled here
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00010000,
+    devices=(),  # the console is the SCLP, reached by an instruction: isa/kernel_s390x.py
+    qemu=("qemu-system-s390x", "-M", "s390-ccw-virtio"),
+)
+
+BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386, PC_X86_64,
+                                              S390_CCW_VIRTIO)}

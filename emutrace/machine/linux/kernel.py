@@ -27,6 +27,7 @@ from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
+from emutrace.machine.linux.threads import Scheduler, WouldBlock
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import MEMORY_FAULTS
 
@@ -135,6 +136,7 @@ class LinuxKernel:
         # guest path) -> the new image, or raises GuestError / EmutraceError
         self.exec_hook: Callable[[str, list[bytes], list[bytes], str], object] | None = None
         self._warned: set[str] = set()
+        self.threads = Scheduler(self, os.getpid())  # the process's threads (threads.py)
         self._dispatch = self._build_dispatch()
         # told of every file mapping made executable (host path, address, file offset):
         # how a tracer learns the modules ld.so maps (discover.modules); None: nobody asks
@@ -187,8 +189,13 @@ class LinuxKernel:
             return -self.errno("ENOSYS")
         name, handler = entry
         self.stats.by_name[name] = self.stats.by_name.get(name, 0) + 1
+        return self._run(handler, args)
+
+    def _run(self, handler: Callable[..., int], args: tuple[int, ...]) -> int:
         try:
             return int(handler(self, args))
+        except WouldBlock as e:  # another thread runs meanwhile; the call is made again
+            return self.threads.block_on_fd(e.fd, lambda: self._run(handler, args))
         except GuestError as e:
             return -self.errno(e.errno_name)
         except SandboxError as e:
@@ -211,6 +218,10 @@ class LinuxKernel:
             if e.errno in MEMORY_FAULTS:
                 return -self.errno("EFAULT")
             raise
+
+    def set_result(self, value: int) -> None:
+        """Write a system call's result the ISA's way (a woken thread's blocked call)."""
+        self._set_result(value)
 
     def _set_result(self, value: int) -> None:
         cpu, conv = self.cpu, self.conv
@@ -437,6 +448,11 @@ class LinuxKernel:
         except OSError:
             return
         poller = select.poll()
+        if self.threads.active:  # not ready: the thread waits, the others run (threads.py)
+            poller.register(host_fd, select.POLLIN | select.POLLPRI)
+            if not poller.poll(0):
+                raise WouldBlock(host_fd)
+            return
         poller.register(host_fd, select.POLLIN | select.POLLPRI)
         while not self.cpu.stop_requested.is_set():
             if poller.poll(100):  # ms; readable, hung up or in error: the read says which

@@ -11,13 +11,14 @@ from emutrace.isa.base import GuestError
 from emutrace.machine.linux import sys_sigdeliver, sys_signal  # noqa: F401 (signal calls)
 from emutrace.machine.linux.kernel import GuestExit, GuestKilled, LinuxKernel
 from emutrace.machine.linux.table import syscall
+from emutrace.machine.linux.threads import Wait
 
 K = LinuxKernel
 __all__ = ["GuestKilled"]  # its home was here; sessions import it from this module
 
 
 # ---------------------------------------------------------------- lifetime
-@syscall("exit", "exit_group")
+@syscall("exit_group")
 def sys_exit(k: K, a: tuple[int, ...]) -> int:
     raise GuestExit(a[0] & 0xFF)
 
@@ -32,12 +33,12 @@ def _signal_self(k: K, sig: int) -> int:
     if (act is not None and act.handler > 1) or k.sig_mask >> (sig - 1) & 1:
         sys_sigdeliver.queue(k, sig)  # a handler, or blocked: delivered later
         return 0
-    if name in sys_sigdeliver.DEFAULT_IGNORED:
+    if name in sys_sigdeliver.DEFAULT_IGNORED or sys_sigdeliver.stop_self(k, name):
         return 0
     raise GuestKilled(name, int(getattr(host_signal, name, 9)))
 
 
-@syscall("set_tid_address", "gettid", "getpid")
+@syscall("getpid")
 def sys_getpid(k: K, a: tuple[int, ...]) -> int:
     return os.getpid()
 
@@ -72,27 +73,9 @@ def sys_getgroups(k: K, a: tuple[int, ...]) -> int:
     return 0
 
 
-@syscall("set_robust_list", "sched_yield", "fadvise64", "fadvise64_64", "arm_fadvise64_64")
+@syscall("fadvise64", "fadvise64_64", "arm_fadvise64_64")
 def sys_accept_quietly(k: K, a: tuple[int, ...]) -> int:
-    return 0  # one thread, no futexes shared with anybody; fadvise is only advice
-
-
-# futex(2) ops (<linux/futex.h>): the low 7 bits, FUTEX_PRIVATE_FLAG (128) masked off
-FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET = 0, 1, 9, 10
-
-
-@syscall("futex", "futex_time64")
-def sys_futex(k: K, a: tuple[int, ...]) -> int:
-    """One thread: a wake finds no waiter (0 woken, as glibc's unlock after a lock by
-    ld.so expects); a wait on a word still holding `val` could never be woken, so it fails
-    EAGAIN as if the word had changed, and the caller re-reads it."""
-    op = a[1] & 0x7F
-    if op in (FUTEX_WAKE, FUTEX_WAKE_BITSET):
-        return 0
-    if op in (FUTEX_WAIT, FUTEX_WAIT_BITSET):
-        k.read(a[0], 4)  # EFAULT for a bad address, as the kernel
-        raise GuestError("EAGAIN")
-    raise GuestError("ENOSYS")
+    return 0  # fadvise is only advice
 
 
 @syscall("rseq", "prctl")
@@ -191,18 +174,27 @@ def _sleep_ns(k: K, layout: str, addr: int) -> int:
     return sec * 10**9 + nsec
 
 
+def _sleep(k: K, ns: int) -> int:
+    """Sleep ns; while other threads can run, the thread waits on the scheduler's clock
+    instead (threads.py) and they run meanwhile."""
+    if k.threads.active:
+        k.threads.block(Wait("sleep", deadline=k.threads.clock + max(ns, 0)))
+        return 0
+    if ns > 0 and not k.sleep(ns / 1e9):
+        return -k.errno("EINTR")
+    return 0
+
+
 @syscall("nanosleep")
 def sys_nanosleep(k: K, a: tuple[int, ...]) -> int:
-    return 0 if k.sleep(_sleep_ns(k, "timespec", a[0]) / 1e9) else -k.errno("EINTR")
+    return _sleep(k, _sleep_ns(k, "timespec", a[0]))
 
 
 def _clock_nanosleep(k: K, a: tuple[int, ...], layout: str) -> int:
     ns = _sleep_ns(k, layout, a[2])
     if a[1] & 1:  # TIMER_ABSTIME
         ns -= _clock_ns(k, a[0])
-    if ns > 0 and not k.sleep(ns / 1e9):
-        return -k.errno("EINTR")
-    return 0
+    return _sleep(k, ns)
 
 
 @syscall("clock_nanosleep")

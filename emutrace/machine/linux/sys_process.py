@@ -7,8 +7,8 @@ memory, the descriptor table, the shadow stack, the trace so far — and goes on
 with 0 as the call's result, while the parent gets the child's pid.  Pids, process groups,
 sessions and exit statuses are then the host kernel's own, as the guest expects; `wait4`
 is the host's.  The price: a CLONE_VM|CLONE_VFORK child does not share its memory with the
-parent (a posix_spawn whose exec fails exits 127 without reporting its errno), and threads
-(CLONE_VM without CLONE_VFORK) are not served (ENOSYS; issue 11 item 4).
+parent (a posix_spawn whose exec fails exits 127 without reporting its errno).  Threads
+(CLONE_VM|CLONE_THREAD) are sys_thread.py's; CLONE_VM alone is not served (ENOSYS).
 
 `execve` builds the new image (any ISA emutrace runs, a `#!` script through its
 interpreter, both looked up inside the sandbox) before the old one is dropped, so every
@@ -28,6 +28,7 @@ from emutrace.machine.linux.kernel import GuestExec, LinuxKernel
 from emutrace.machine.linux.sys_fs import PROC_SELF_EXE
 from emutrace.machine.linux.sys_proc import _signal_self
 from emutrace.machine.linux.sys_sigdeliver import action_changed, reset_for_exec
+from emutrace.machine.linux.sys_thread import clone_thread
 from emutrace.machine.linux.sys_usage import put_rusage
 from emutrace.machine.linux.table import syscall
 from emutrace.target.unicorn_run import STOP_SIGNALS, WAKE
@@ -40,11 +41,12 @@ ARG_MAX_WORDS = 1 << 17  # argv/envp entries read at most (MAX_ARG_STRINGS is 0x
 
 
 # ---------------------------------------------------------------- fork
-def _fork(k: K, flags: int, stack: int, ptid: int, ctid: int) -> int:
+def fork_process(k: K, flags: int, stack: int, ptid: int, ctid: int) -> int:
     c = k.abi.constants
     if flags & c["CLONE_VM"] and not flags & c["CLONE_VFORK"]:
-        k.warn_once("threads", "emutrace: threads (clone with CLONE_VM) are not supported "
-                    "yet: returning ENOSYS")
+        # a process sharing the caller's memory without being its thread: not served
+        k.warn_once("clone_vm", "emutrace: clone with CLONE_VM but neither CLONE_THREAD "
+                    "nor CLONE_VFORK is not supported: returning ENOSYS")
         raise GuestError("ENOSYS")
     if flags & (c["CLONE_THREAD"] | c["CLONE_SIGHAND"]):
         raise GuestError("EINVAL")  # without CLONE_VM, as kernel/fork.c copy_process
@@ -60,6 +62,7 @@ def _fork(k: K, flags: int, stack: int, ptid: int, ctid: int) -> int:
         return pid
     _become_child(k)
     me = os.getpid()
+    k.threads.forked(me)
     if flags & c["CLONE_CHILD_SETTID"] and ctid:
         k.write(ctid, me.to_bytes(4, k.endian))
     if flags & c["CLONE_PARENT_SETTID"] and ptid:  # the child's copy of the memory too
@@ -89,22 +92,21 @@ def _become_child(k: K) -> None:
 @syscall("clone")
 def sys_clone(k: K, a: tuple[int, ...]) -> int:
     named = dict(zip(k.conv.clone_args, a, strict=False))
-    return _fork(k, named["flags"], named["stack"], named["ptid"], named["ctid"])
+    if named["flags"] & k.const("CLONE_THREAD"):
+        return clone_thread(k, named["flags"], named["stack"], named["ptid"], named["ctid"],
+                            named["tls"])
+    return fork_process(k, named["flags"], named["stack"], named["ptid"], named["ctid"])
 
 
 @syscall("fork")
 def sys_fork(k: K, a: tuple[int, ...]) -> int:
-    return _fork(k, k.const("SIGCHLD"), 0, 0, 0)
+    return fork_process(k, k.const("SIGCHLD"), 0, 0, 0)
 
 
 @syscall("vfork")
 def sys_vfork(k: K, a: tuple[int, ...]) -> int:
-    return _fork(k, k.const("CLONE_VM") | k.const("CLONE_VFORK") | k.const("SIGCHLD"), 0, 0, 0)
-
-
-@syscall("clone3")
-def sys_clone3(k: K, a: tuple[int, ...]) -> int:
-    raise GuestError("ENOSYS")  # glibc then uses clone (the fallback every glibc keeps)
+    flags = k.const("CLONE_VM") | k.const("CLONE_VFORK") | k.const("SIGCHLD")
+    return fork_process(k, flags, 0, 0, 0)
 
 
 # ---------------------------------------------------------------- wait
@@ -136,7 +138,8 @@ def _wait4(k: K, pid: int, status_addr: int, options: int, rusage_addr: int) -> 
     done, status, use = _host_wait(k, pid, host_options)
     if done == 0:
         return 0
-    k.children.discard(done)
+    if os.WIFEXITED(status) or os.WIFSIGNALED(status):  # a stopped child is still ours
+        k.children.discard(done)
     if status_addr:
         k.write(status_addr, guest_status(k, status).to_bytes(4, k.endian))
     if rusage_addr:
@@ -291,6 +294,8 @@ def sys_tkill(k: K, a: tuple[int, ...]) -> int:
     tid = k.int32(a[0])
     if tid <= 0:
         raise GuestError("EINVAL")
+    if tid in k.threads.threads:  # one of this process's threads (see tgkill)
+        tid = os.getpid()
     return _kill(k, tid, k.int32(a[1]))
 
 
@@ -299,7 +304,11 @@ def sys_tgkill(k: K, a: tuple[int, ...]) -> int:
     tgid, tid = k.int32(a[0]), k.int32(a[1])
     if tgid <= 0 or tid <= 0:
         raise GuestError("EINVAL")
-    if tgid != tid:  # one thread per process: its tid is its pid
+    if tgid == os.getpid() and tid in k.threads.threads:
+        # a signal to one of this process's threads: delivered to the process (signals
+        # are process-wide here: sys_sigdeliver keeps one mask and one pending set)
+        return _kill(k, tgid, k.int32(a[2]))
+    if tgid != tid:  # another process: its main thread only
         raise GuestError("ESRCH")
     return _kill(k, tid, k.int32(a[2]))
 

@@ -7,24 +7,31 @@ a host handler queues the guest's number), and is delivered when a system call r
 ignore, the default action (terminate, or ignore for SIGCHLD and the like), or the handler.
 
 Running a handler is a call the layer makes for the guest: the CPU context is saved here
-(Unicorn's context_save; not in a guest-memory `struct rt_sigframe`), the stack pointer
-moves below the red zone, a siginfo (si_signo set) and a zeroed ucontext are written there,
-the handler gets (signo, &siginfo, &ucontext) in the C ABI's argument registers or stack
-slots (`isa.registers`), and returns to a trampoline page holding the ISA's system-call
-instruction; that trap restores the saved context and mask.  What a handler cannot do
-here: read or change the interrupted registers through its ucontext, or run on a
-sigaltstack.  A handler that leaves with siglongjmp leaves its saved context behind (at
+(Unicorn's context_save), the stack pointer moves below the red zone (or to the
+sigaltstack), a siginfo (si_signo, si_addr) and the ISA's ucontext (sys_sigframe.py: the
+interrupted registers, mask and sigaltstack state) are written there, the handler gets
+(signo, &siginfo, &ucontext) in the C ABI's argument registers or stack slots
+(`isa.registers`), and returns to a trampoline page holding the ISA's system-call
+instruction; that trap restores the saved context, then what the handler changed in the
+ucontext, and the mask.  SIGALRM also arrives between blocks while the guest's timer runs
+(_between_blocks).  A handler that leaves with siglongjmp leaves its saved context behind (at
 most MAX_FRAMES are kept)."""
 
 from __future__ import annotations
 
+import os
 import signal as host_signal
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
+from unicorn.unicorn_const import UC_HOOK_BLOCK
+
 from emutrace.isa.base import GuestError
+from emutrace.isa.sigframe import sigframe
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ
+from emutrace.machine.linux.sys_sigframe import restore_ucontext, write_ucontext
 from emutrace.machine.linux.sys_signal import (
     SIG_DFL,
     SIG_IGN,
@@ -42,15 +49,21 @@ SIGINFO_SIZE = 128  # sizeof(siginfo_t) on every Linux ISA (include/uapi/asm-gen
 UCONTEXT_SIZE = 1024  # a zeroed ucontext (handlers that only take three arguments)
 CALLEE_AREA = 512  # room above the handler's SP for the save areas callees may use
 MAX_FRAMES = 64
-# signals whose default action is to ignore them (signal(7)); stopping is not modelled
-DEFAULT_IGNORED = frozenset({"SIGCHLD", "SIGCLD", "SIGURG", "SIGWINCH", "SIGCONT", "SIGSTOP",
-                             "SIGTSTP", "SIGTTIN", "SIGTTOU"})
+# signals whose default action is to ignore them (signal(7))
+DEFAULT_IGNORED = frozenset({"SIGCHLD", "SIGCLD", "SIGURG", "SIGWINCH", "SIGCONT"})
+# ... and to stop the process (signal(7)): stop_self
+DEFAULT_STOP = frozenset({"SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU"})
 
 
 @dataclass
 class Frame:
     context: Any  # unicorn UcContext
     mask: int
+    ucontext: int = 0  # its guest address (0: no SigFrame for the ISA)
+    # what was written into the ucontext (slot name → value; "ss_sp"... for uc_stack): a
+    # value the handler changed there is what rt_sigreturn takes back
+    written: dict[str, int] = field(default_factory=dict)
+    pc_bias: int = 0  # the PC saved in `context` lies this far before the resume address
 
 
 def _bit(sig: int) -> int:
@@ -131,6 +144,21 @@ def _deliverable(k: K, mask: int) -> int | None:
     return None
 
 
+def stop_self(k: K, name: str) -> bool:
+    """The default action "stop" (signal(7)) of a signal the guest raised on itself: the
+    host process, which is the guest process, stops itself with the same host signal, so
+    its parent's wait4(WUNTRACED) sees it stopped and SIGCONT resumes it; the host kernel's
+    own rules apply (SIGTSTP, SIGTTIN, SIGTTOU to an orphaned process group are discarded,
+    kernel/signal.c).  False: not a stop signal."""
+    if name not in DEFAULT_STOP:
+        return False
+    host = getattr(host_signal, name)
+    if host != host_signal.SIGSTOP:
+        host_signal.signal(host, host_signal.SIG_DFL)  # the guest's action is SIG_DFL
+    os.kill(os.getpid(), host)
+    return True
+
+
 def deliver_pending(k: K) -> None:
     sig = _deliverable(k, k.sig_mask)
     if sig is None:
@@ -139,6 +167,9 @@ def deliver_pending(k: K) -> None:
     act = k.sig_actions.get(sig, SigAction())
     if act.handler == SIG_DFL:
         name = k.signal_name(sig) or "SIGKILL"
+        if stop_self(k, name):
+            deliver_pending(k)  # after SIGCONT: what else became pending
+            return
         raise GuestKilled(name, _host_number(k, sig) or 9)
     _run_handler(k, sig, act)
 
@@ -166,9 +197,15 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     cpu, regs, w = k.cpu, k.isa.registers, k.word
     restore = k.sig_suspend_mask if k.sig_suspend_mask is not None else k.sig_mask
     k.sig_suspend_mask = None
-    k.sig_frames.append(Frame(cpu.uc.context_save(), restore))
+    watch = _WATCHES.get(k)
+    if watch is not None and sig == k.const("SIGALRM"):
+        watch.delivered = True
+    bias = k.conv.pc_after_hook if in_hook else 0
+    frame = Frame(cpu.uc.context_save(), restore, pc_bias=bias)
+    k.sig_frames.append(frame)
     del k.sig_frames[:-MAX_FRAMES]
     tramp = _trampoline(k)
+    sf = sigframe(k.isa)
     c = k.abi.constants
     if act.flags & c.get("SA_ONSTACK", 0) and k.sig_altstack is not None \
             and not _on_altstack(k):
@@ -176,13 +213,17 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     else:
         top = (cpu.reg_read(regs.sp) - SIGNAL_GAP) & ~15
     info = top - SIGINFO_SIZE
-    uc = (info - UCONTEXT_SIZE) & ~15
+    uc = (info - (sf.ucontext_size if sf is not None else UCONTEXT_SIZE)) & ~15
     siginfo = bytearray(sig.to_bytes(4, k.endian) + bytes(SIGINFO_SIZE - 4))
     if fault_addr is not None:  # si_addr: the union after three ints, word-aligned
         off = 16 if w == 8 else 12
         siginfo[off:off + w] = fault_addr.to_bytes(w, k.endian)
     k.write(info, bytes(siginfo))
-    k.write(uc, bytes(UCONTEXT_SIZE))
+    if sf is not None:
+        frame.ucontext = uc
+        frame.written = write_ucontext(k, sf, uc, cpu.pc + bias, restore)
+    else:
+        k.write(uc, bytes(UCONTEXT_SIZE))
     base = (uc - CALLEE_AREA) & ~15
     args = (sig, info, uc)
     if regs.args:
@@ -217,7 +258,11 @@ def _sigreturn(k: K) -> bool:
         return False
     frame = k.sig_frames.pop()
     k.cpu.uc.context_restore(frame.context)
-    k.sig_mask = frame.mask
+    sf = sigframe(k.isa)
+    if sf is not None and frame.ucontext:
+        restore_ucontext(k, sf, frame)
+    else:
+        k.sig_mask = frame.mask
     deliver_pending(k)
     return True
 
@@ -251,14 +296,69 @@ def sys_pause(k: K, a: tuple[int, ...]) -> int:
     raise GuestError("EINTR")
 
 
+@dataclass
+class TimerWatch:
+    hook: int  # the Unicorn block hook
+    delivered: bool = False  # a SIGALRM was delivered since the timer was armed
+
+
+# the block hook of each kernel whose guest timer runs (_timer_armed)
+_WATCHES: weakref.WeakKeyDictionary[K, TimerWatch] = weakref.WeakKeyDictionary()
+
+
+def _between_blocks(k: K) -> None:
+    """A block hook, installed while the guest's real-time timer runs and SIGALRM has a
+    handler: Python runs the host's SIGALRM handler here (it cannot while Unicorn runs
+    translated code without hooks), and a signal that became deliverable is delivered at
+    the start of this block, as the kernel delivers on any return to user mode.  The hook
+    goes away once the timer has expired and its SIGALRM was delivered (not on the expiry
+    alone: the host's Python-level handler may not have run yet then)."""
+    if k.sig_pending:
+        sig = _deliverable(k, k.sig_mask)
+        if sig is not None:
+            act = k.sig_actions.get(sig, SigAction())
+            if act.handler not in (SIG_DFL, SIG_IGN):  # a default action waits for a syscall
+                k.sig_pending.discard(sig)
+                _run_handler(k, sig, act, in_hook=False)
+    watch = _WATCHES.get(k)
+    if watch is not None and watch.delivered and not k.sig_pending \
+            and host_signal.getitimer(host_signal.ITIMER_REAL) == (0.0, 0.0):
+        _unwatch(k)
+
+
+def _unwatch(k: K) -> None:
+    watch = _WATCHES.pop(k, None)
+    if watch is not None:
+        k.cpu.uc.hook_del(watch.hook)
+
+
+def _timer_armed(k: K, seconds: float) -> None:
+    """The guest set its real-time timer: watch between blocks while it runs and SIGALRM is
+    handled; a timer disarmed (0) needs no watch."""
+    if not seconds:
+        _unwatch(k)
+        return
+    act = k.sig_actions.get(k.const("SIGALRM"), SigAction())
+    if act.handler in (SIG_DFL, SIG_IGN):
+        return
+    watch = _WATCHES.get(k)
+    if watch is None:
+        _WATCHES[k] = TimerWatch(k.cpu.uc.hook_add(UC_HOOK_BLOCK, lambda _uc, _a, _s, _d:
+                                                   _between_blocks(k)))
+    else:
+        watch.delivered = False
+
+
 @syscall("alarm")
 def sys_alarm(k: K, a: tuple[int, ...]) -> int:
-    """The host's alarm timer; its SIGALRM is queued for the guest (delivered at a system
-    call's return: a guest looping without system calls meets it at its next one)."""
+    """The host's alarm timer; its SIGALRM is queued for the guest and delivered at a system
+    call's return or, with a handler, at the start of the next block (_between_blocks)."""
     sig = k.const("SIGALRM")
     _install(k)
     host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
-    return host_signal.alarm(a[0] & 0xFFFFFFFF)
+    left = host_signal.alarm(a[0] & 0xFFFFFFFF)
+    _timer_armed(k, a[0] & 0xFFFFFFFF)
+    return left
 
 
 def _itimer_seconds(k: K, addr: int) -> tuple[float, float]:
@@ -301,6 +401,7 @@ def sys_setitimer(k: K, a: tuple[int, ...]) -> int:
     _install(k)
     host_signal.signal(host_signal.SIGALRM, lambda _s, _f: k.sig_pending.add(sig))
     old_value, old_interval = host_signal.setitimer(host_signal.ITIMER_REAL, value, interval)
+    _timer_armed(k, value)
     if a[2]:
         _put_itimer(k, a[2], old_interval, old_value)
     return 0
