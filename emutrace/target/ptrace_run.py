@@ -1,0 +1,147 @@
+"""The native run loop: a traced host process driven to its end, the target protocol's hooks
+called at the stops it takes (the ptrace counterpart of target/unicorn_run.py).
+
+Unicorn pushes hooks from inside `emu_start`; ptrace pulls: the loop resumes the tracee
+and waits for the next stop (wait4(2)), then calls what the backend installed:
+
+* an `int3` (SIGTRAP with si_code SI_KERNEL: the kernel's do_int3 forces the signal,
+  arch/x86/kernel/traps.c) goes to the backend's `on_trap(3)`, with RIP one past the
+  0xCC as Unicorn reports it; a breakpoint that is not the backend's is the guest's own
+  SIGTRAP and is delivered to it;
+* while any code hook is installed, or a hook asked for the next block entry
+  (`want_blocks`), the tracee runs by PTRACE_SINGLESTEP (SIGTRAP, si_code TRAP_TRACE) and
+  the hooks are called before each instruction; otherwise it runs by PTRACE_CONT at full
+  speed.  A trap handler that asks for blocks gets the block entry where it resumes the
+  tracee and the one after the next instruction (a Unicorn block hook fires at both:
+  an interrupt ends the translated block).
+* any other signal stop is the guest's: it is passed on when the tracee resumes.
+
+The engine handle and hook data passed to hooks are None; the size is 0 (the backends decode
+instructions themselves).  Natively there is no instruction clock: block hooks are not
+delivered at every block, so a backend's time counts only what it saw."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+from emutrace.target.ptrace import (
+    PTRACE_CONT,
+    PTRACE_SINGLESTEP,
+    PtraceError,
+    PtraceTarget,
+    kill,
+    ptrace,
+)
+from emutrace.target.unicorn_run import Stop
+
+PTRACE_GETSIGINFO = 0x4202  # <linux/ptrace.h>
+SI_KERNEL = 0x80  # <asm-generic/siginfo.h>: int3 (force_sig)
+# a single-step's trap: TRAP_TRACE (the debug exception, DR6.BS), or TRAP_BRKPT when the
+# step ended in the kernel's syscall exit (user_single_step_report)
+STEP_CODES = frozenset({1, 2})
+SIGINFO_SIZE = 128
+SI_CODE_OFFSET = 8  # siginfo_t: si_signo, si_errno, si_code (ints)
+BREAKPOINT_TRAP = 3  # x86 #BP, the vector Unicorn reports for int3
+
+
+class NativeTrapHooks:
+    """TrapHooks for the native target: the backend's breakpoint handler."""
+
+    def __init__(self) -> None:
+        self.on_trap: Callable[[int], bool] | None = None
+
+
+def _si_code(pid: int) -> int:
+    info = ctypes.create_string_buffer(SIGINFO_SIZE)
+    ptrace(PTRACE_GETSIGINFO, pid, 0, ctypes.c_void_p(ctypes.addressof(info)))
+    return int.from_bytes(info.raw[SI_CODE_OFFSET:SI_CODE_OFFSET + 4], "little", signed=True)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0) -> Stop:
+    """Run the stopped tracee to its end; the tracee is killed and reaped on every path
+    out of here that is not its own exit or death."""
+    pid = target.pid
+    timed_out = threading.Event()
+    timer = None
+    if timeout > 0:
+        def expire() -> None:
+            timed_out.set()
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+    try:
+        return _loop(target, hooks, timed_out)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        kill(pid)  # nothing if it has ended and been reaped
+
+
+def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Event) -> Stop:
+    pid = target.pid
+    pending_signal = 0  # the guest's own signal, delivered when it resumes
+    fresh = True  # stopped before an instruction whose hooks have not run
+    blocks_due = False  # the tracee was stepped because a hook wanted the block entry
+    after_trap = False  # a trap handler wanted blocks: the entry it resumes at and the next
+    pc = target.pc
+    while True:
+        if fresh:
+            fresh = False
+            pc = target.pc
+            if blocks_due or target.blocks_wanted:
+                again, after_trap = after_trap, False
+                blocks_due = target.blocks_wanted = False
+                for block_hook in list(target.block_hooks.values()):
+                    block_hook(None, pc, 0, None)
+                target.blocks_wanted = target.blocks_wanted or again
+            for fn, begin, end, data in list(target.code_hooks.values()):
+                if begin > end or begin <= pc <= end:
+                    fn(None, pc, 0, data)
+        if target.stop_requested:
+            return Stop("interrupted", pc=pc)
+        stepping = bool(target.code_hooks) or target.blocks_wanted
+        blocks_due, target.blocks_wanted = target.blocks_wanted, False
+        target.flush()
+        try:
+            ptrace(PTRACE_SINGLESTEP if stepping else PTRACE_CONT, pid, 0, pending_signal)
+        except OSError as e:
+            raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
+        pending_signal = 0
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status):
+            return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
+        if os.WIFSIGNALED(status):
+            if timed_out.is_set():
+                return Stop("timeout", pc=pc)
+            return Stop("signal", signal=_signal_name(os.WTERMSIG(status)), pc=pc)
+        sig = os.WSTOPSIG(status)
+        if sig != signal.SIGTRAP:
+            pending_signal = sig  # the guest's (its handler, or its default action)
+            continue
+        code = _si_code(pid)
+        if code == SI_KERNEL:  # an int3 ran
+            if hooks.on_trap is not None and hooks.on_trap(BREAKPOINT_TRAP):
+                fresh = True
+                after_trap = target.blocks_wanted  # (a fallback: both block entries)
+            else:
+                pending_signal = signal.SIGTRAP  # the guest's own int3
+            continue
+        if stepping and code in STEP_CODES:
+            fresh = True  # one instruction done
+        else:
+            pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)

@@ -1,0 +1,167 @@
+"""`run --target native` (issue 13): x86 programs run on this host under ptrace, traced by
+the same backends through the target protocol.
+
+Oracles: the program's own `-finstrument-functions` record (`calls.instr` run natively on
+this x86_64 host), the emulated run of the same program (an independent delivery: Unicorn
+hooks instead of real traps), and the hand-derived counts of `testbins/x86_64/counts`
+(tests/test_counts.py's listing).  The comparison keeps the program's own functions: glibc's
+start-up differs natively (its IFUNCs and cache-size probes follow the host CPU's CPUID,
+which Unicorn's model does not match)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from emutrace.discover.symbols import read_symbols
+from emutrace.elf import load_image
+from emutrace.native_session import NativeProcess
+from emutrace.session import Process, RunConfig, RunResult
+from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
+
+from .conftest import BUSYBOX, ENV, TESTBINS, bin_path, run_emutrace
+
+NATIVE = ("--target", "native", "--unconfined")
+
+
+def namer(path: str):  # type: ignore[no-untyped-def]
+    syms = read_symbols(load_image(path))
+
+    def name(addr: int) -> str:
+        f = syms.containing(addr)
+        return f.name if f is not None else hex(addr)
+    return name
+
+
+def native(program: Path, args: list[str], backend: str, cleanup: str = "lazy") -> RunResult:
+    return NativeProcess(RunConfig(str(program), args, backend=backend,
+                                   cleanup=cleanup)).run()
+
+
+@pytest.mark.parametrize(("isa", "scenario", "backend"), [
+    ("x86_64", "qsort", "int3"), ("x86_64", "longjmp", "int3"), ("x86_64", "tail", "int3"),
+    ("x86_64", "tail", "step"), ("i386", "recursion", "int3")])
+def test_native_trace_equals_emulated_and_own_record(isa: str, scenario: str, backend: str,
+                                                     tmp_path: Path) -> None:
+    instr = str(bin_path(isa, "calls.instr"))
+    record = subprocess.run([instr, scenario], capture_output=True, timeout=60, env=ENV,
+                            cwd=tmp_path).stderr.decode()  # natively, no emutrace
+    instr_name = namer(instr)
+    keep = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    want = canonical_from_instr(record, instr_name, keep)
+
+    plain = bin_path(isa, "calls")
+    got = native(plain, [scenario], backend)
+    assert got.stop.kind == "exit" and got.exit_code == 0
+    emulated = Process(RunConfig(str(plain), [scenario], backend=backend),
+                       warn=lambda m: None).run()
+    name = namer(str(plain))
+    text = canonical_text(got.records, name, keep)
+    assert text.count("\n") > 3
+    assert text == want
+    assert text == canonical_text(emulated.records, name, keep)
+
+
+COUNTS = TESTBINS / "x86_64" / "counts"
+
+
+def test_native_counts_int3_lazy() -> None:
+    """As tests/test_counts.py derives them: 8 traps (the 4 calls and 4 returns), all
+    simulated, 7 patches (_start 1, main 3, leaf 1, mid 2) — and no cache removal: a real
+    CPU sees the POKETEXT write at once (emulation drops 7 translations)."""
+    r = native(COUNTS, [], "int3")
+    assert r.exit_code == 0
+    s = r.backend_stats
+    assert (s["traps"], s["simulated"], s["fallbacks"]) == (8, 8, 0)
+    assert (s["patches"], s["cache_removals"], s["functions"]) == (7, 0, 4)
+
+
+def test_native_counts_int3_strict() -> None:
+    """Strict: 33 breakpoint writes (tests/test_counts.py), none needing a cache removal."""
+    s = native(COUNTS, [], "int3", "strict").backend_stats
+    assert (s["traps"], s["patches"], s["cache_removals"]) == (8, 33, 0)
+
+
+def test_native_step_counts_every_instruction() -> None:
+    """PTRACE_SINGLESTEP stops before each of the 16 instructions once."""
+    r = native(COUNTS, [], "step")
+    assert r.backend_stats == {"steps": 16, "calls": 4, "returns": 4, "tail_calls": 0}
+
+
+def test_cli_native_output_and_status(tmp_path: Path) -> None:
+    """Through the CLI: the program's stdout and exit status pass through (oracle: the same
+    program run directly), the trace names its calls."""
+    direct = subprocess.run([str(bin_path("x86_64", "calls")), "exit42"], capture_output=True,
+                            timeout=60, env=ENV)
+    r = run_emutrace("run", *NATIVE, "--backend", "int3", bin_path("x86_64", "calls"),
+                     "exit42", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (direct.returncode, direct.stdout)
+    assert direct.returncode == 42
+    assert "| main(" in r.stderr.decode()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("--target", "native", "COUNTS"), "--unconfined"),
+    ((*NATIVE, "ARM"), "arm program"),
+    ((*NATIVE, "--backend", "hwbp", "COUNTS"), "backend hwbp"),
+    ((*NATIVE, "--root", "/tmp", "COUNTS"), "--root"),
+])
+def test_native_usage_errors(argv: tuple[str, ...], message: str) -> None:
+    """Refused before anything runs: one line, exit 64."""
+    paths = {"COUNTS": str(COUNTS), "ARM": str(bin_path("arm", "calls"))}
+    r = run_emutrace("run", *(paths.get(a, a) for a in argv))
+    err = r.stderr.decode()
+    assert r.returncode == 64, err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_native_child_start_failure_is_one_line(tmp_path: Path) -> None:
+    """A child that cannot be started (execve refused: not executable) is exit 69 with the
+    reason, never a traceback."""
+    copy = tmp_path / "counts"
+    shutil.copy(COUNTS, copy)
+    copy.chmod(0o644)
+    r = run_emutrace("run", *NATIVE, copy)
+    err = r.stderr.decode()
+    assert r.returncode == 69, err
+    assert "Permission denied" in err and err.count("\n") == 1
+
+
+def test_native_child_dies_with_emutrace(tmp_path: Path) -> None:
+    """The traced child never outlives emutrace: SIGKILL emutrace while the child sleeps
+    (busybox sleep), and the child is gone too (PR_SET_PDEATHSIG, PTRACE_O_EXITKILL)."""
+    busybox = BUSYBOX / "x86_64" / "busybox"
+    if not busybox.exists():  # not a skip: scripts/setup.sh fetches it
+        pytest.fail(f"{busybox} missing: run `make setup`")
+    proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", *NATIVE, "--backend",
+                             "none", str(busybox), "sleep", "60"], env=ENV, cwd=tmp_path)
+    child = None
+    deadline = time.monotonic() + 60
+    while child is None and time.monotonic() < deadline:
+        try:
+            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            kids = []
+        if kids and Path(f"/proc/{kids[0]}/exe").resolve() == busybox.resolve():
+            child = int(kids[0])
+        else:
+            time.sleep(0.05)
+    assert child is not None, "the traced child never started"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        state = Path(f"/proc/{child}/stat").read_text().split(") ")[-1][:1] \
+            if Path(f"/proc/{child}/stat").exists() else "X"
+        if state in "ZX":  # dead, waiting only for its (re)parent to reap it
+            break
+        time.sleep(0.05)
+    stat = Path(f"/proc/{child}/stat")
+    assert not stat.exists() or stat.read_text().split(") ")[-1][:1] in "ZX"
