@@ -26,7 +26,7 @@ from emutrace.native_session import NativeProcess
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 
-from .conftest import BUSYBOX, ENV, TESTBINS, bin_path, run_emutrace
+from .conftest import BUSYBOX, ENV, TESTBINS, bin_path, run_emutrace, shell_status
 
 NATIVE = ("--target", "native", "--unconfined")
 
@@ -47,19 +47,20 @@ def native(program: Path, args: list[str], backend: str, cleanup: str = "lazy") 
 
 @pytest.mark.parametrize(("isa", "scenario", "backend"), [
     ("x86_64", "qsort", "int3"), ("x86_64", "longjmp", "int3"), ("x86_64", "tail", "int3"),
-    ("x86_64", "tail", "step"), ("i386", "recursion", "int3")])
+    ("x86_64", "crash", "int3"), ("x86_64", "tail", "step"), ("i386", "recursion", "int3")])
 def test_native_trace_equals_emulated_and_own_record(isa: str, scenario: str, backend: str,
                                                      tmp_path: Path) -> None:
     instr = str(bin_path(isa, "calls.instr"))
-    record = subprocess.run([instr, scenario], capture_output=True, timeout=60, env=ENV,
-                            cwd=tmp_path).stderr.decode()  # natively, no emutrace
+    direct = subprocess.run([instr, scenario], capture_output=True, timeout=60, env=ENV,
+                            cwd=tmp_path)  # natively, no emutrace
+    record = direct.stderr.decode()
     instr_name = namer(instr)
     keep = {instr_name(addr) for _, addr in parse_instr_record(record)}
     want = canonical_from_instr(record, instr_name, keep)
 
     plain = bin_path(isa, "calls")
     got = native(plain, [scenario], backend)
-    assert got.stop.kind == "exit" and got.exit_code == 0
+    assert got.exit_code == shell_status(direct.returncode)  # crash: SIGSEGV, 139
     emulated = Process(RunConfig(str(plain), [scenario], backend=backend),
                        warn=lambda m: None).run()
     name = namer(str(plain))

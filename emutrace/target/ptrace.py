@@ -59,6 +59,7 @@ _LOW32 = {"eax": "rax", "ebx": "rbx", "ecx": "rcx", "edx": "rdx", "esi": "rsi",
 # u_ar0 8, u_fpstate 8, magic 8, u_comm 32)
 DEBUGREG_OFFSET = 848
 FXSAVE_SIZE = 512
+INT3 = b"\xcc"  # Intel SDM vol. 2: INT3, the one-byte breakpoint
 FX_SWD, FX_ST, FX_XMM = 2, 32, 160  # FXSAVE image: FSW, ST0-7 (16 bytes each), XMM0-15
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -181,8 +182,13 @@ class PtraceTarget:
         self._dirty = False
         self._fpregs: bytes | None = None
         self._mem = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
-        # hooks the run loop calls (target/ptrace_run.py)
+        # hooks the run loop calls (target/ptrace_run.py): code hooks over a range (the
+        # tracee is single-stepped while any exists) and at one address (an int3 of the
+        # target's own: `points`), block hooks
         self.code_hooks: dict[int, tuple[CodeHook, int, int, Any]] = {}
+        self.range_hooks: dict[int, tuple[CodeHook, int, int, Any]] = {}
+        self.point_hooks: dict[int, dict[int, tuple[CodeHook, Any]]] = {}  # addr → handles
+        self.points: dict[int, bytes] = {}  # addr → the byte its hook's int3 replaced
         self.block_hooks: dict[int, BlockHook] = {}
         self._next_handle = 1
         self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
@@ -274,6 +280,12 @@ class PtraceTarget:
             raise MemoryFault(f"read of {size} bytes at {addr:#x}: {e.strerror}") from None
         if len(data) != size:
             raise MemoryFault(f"read of {size} bytes at {addr:#x}: unmapped")
+        if self.points and any(addr <= p < addr + size for p in self.points):
+            out = bytearray(data)  # the target's own hook breakpoints are not seen
+            for p, original in self.points.items():
+                if addr <= p < addr + size:
+                    out[p - addr] = original[0]
+            return bytes(out)
         return data
 
     def mem_write(self, addr: int, data: bytes) -> None:
@@ -308,7 +320,18 @@ class PtraceTarget:
     # ------------------------------------------------------------ code
     def write_code(self, addr: int, data: bytes) -> None:
         """PTRACE_PEEKTEXT/POKETEXT word by word (8-byte aligned words never cross a page),
-        the way debuggers insert int3 (0xCC, Intel SDM vol. 2 INT3)."""
+        the way debuggers insert int3 (0xCC, Intel SDM vol. 2 INT3).  A byte under one of
+        the target's own hook breakpoints is kept as that breakpoint's original."""
+        if self.points and any(addr <= p < addr + len(data) for p in self.points):
+            buf = bytearray(data)
+            for p in self.points:
+                if addr <= p < addr + len(data):
+                    self.points[p] = bytes(buf[p - addr:p - addr + 1])
+                    buf[p - addr] = INT3[0]
+            data = bytes(buf)
+        self._poke(addr, data)
+
+    def _poke(self, addr: int, data: bytes) -> None:
         at = 0
         while at < len(data):
             word_addr = (addr + at) & ~7
@@ -338,9 +361,33 @@ class PtraceTarget:
         return handle
 
     def hook_code(self, fn: CodeHook, begin: int = 1, end: int = 0, data: Any = None) -> int:
+        """A hook on one address is an int3 of the target's own there (hidden from
+        mem_read; the run loop calls the hook, then steps the original instruction, as
+        uprobes do); a hook on a range or everywhere makes the run loop single-step."""
         handle = self._handle()
         self.code_hooks[handle] = (fn, begin, end, data)
+        if begin == end:
+            at = self.point_hooks.setdefault(begin, {})
+            at[handle] = (fn, data)
+            if begin not in self.points:
+                self.points[begin] = self.mem_read(begin, 1)
+                self._poke(begin, INT3)
+        else:
+            self.range_hooks[handle] = (fn, begin, end, data)
         return handle
+
+    def lift_point(self, addr: int) -> bool:
+        """Before the instruction at a hooked address runs: its original byte back (the run
+        loop single-steps it, then `settle_point`)."""
+        original = self.points.get(addr)
+        if original is None:
+            return False
+        self._poke(addr, original)
+        return True
+
+    def settle_point(self, addr: int) -> None:
+        if addr in self.points:
+            self._poke(addr, INT3)
 
     def hook_block(self, fn: BlockHook) -> int:
         handle = self._handle()
@@ -354,8 +401,16 @@ class PtraceTarget:
         raise Unsupported("native target: stores cannot be watched")
 
     def hook_del(self, handle: int) -> None:
-        self.code_hooks.pop(handle, None)
+        hook = self.code_hooks.pop(handle, None)
         self.block_hooks.pop(handle, None)
+        self.range_hooks.pop(handle, None)
+        if hook is not None and hook[1] == hook[2]:
+            addr = hook[1]
+            at = self.point_hooks.get(addr, {})
+            at.pop(handle, None)
+            if not at:
+                del self.point_hooks[addr]
+                self._poke(addr, self.points.pop(addr))
 
     def want_blocks(self) -> None:
         self.blocks_wanted = True

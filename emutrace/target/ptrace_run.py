@@ -8,15 +8,18 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   arch/x86/kernel/traps.c) goes to the backend's `on_trap(3)`, with RIP one past the
   0xCC as Unicorn reports it; a breakpoint that is not the backend's is the guest's own
   SIGTRAP and is delivered to it;
-* while any code hook is installed, or a hook asked for the next block entry
-  (`want_blocks`), the tracee runs by PTRACE_SINGLESTEP (SIGTRAP, si_code TRAP_TRACE) and
-  the hooks are called before each instruction; otherwise it runs by PTRACE_CONT at full
-  speed.  A trap handler that asks for blocks gets the block entry where it resumes the
-  tracee and the one after the next instruction (a Unicorn block hook fires at both:
-  an interrupt ends the translated block).
+* a code hook on one address is an int3 of the target's own (target/ptrace.py): when it
+  traps, RIP goes back to the address, the hooks run, and the original instruction is
+  single-stepped with its byte put back for that one step (uprobes' way);
+* while a code hook over a range (or everywhere: `step`) is installed, or a hook asked for
+  the next block entry (`want_blocks`), the tracee runs by PTRACE_SINGLESTEP (SIGTRAP,
+  si_code TRAP_TRACE) and the hooks are called before each instruction; otherwise it runs
+  by PTRACE_CONT at full speed.  A trap handler that asks for blocks gets the block
+  entry where it resumes the tracee and the one after the next instruction (a Unicorn
+  block hook fires at both: an interrupt ends the translated block).
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
 
-The engine handle and hook data passed to hooks are None; the size is 0 (the backends decode
+The engine handle passed to hooks is None and the size 0 (the backends decode
 instructions themselves).  Natively there is no instruction clock: block hooks are not
 delivered at every block, so a backend's time counts only what it saw."""
 
@@ -109,16 +112,20 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 for block_hook in list(target.block_hooks.values()):
                     block_hook(None, pc, 0, None)
                 target.blocks_wanted = target.blocks_wanted or again
-            for fn, begin, end, data in list(target.code_hooks.values()):
+            for fn, begin, end, data in list(target.range_hooks.values()):
                 if begin > end or begin <= pc <= end:
                     fn(None, pc, 0, data)
+            for fn, data in list(target.point_hooks.get(pc, {}).values()):
+                fn(None, pc, 0, data)
         if target.stop_requested:
             return Stop("interrupted", pc=pc)
-        stepping = bool(target.code_hooks) or target.blocks_wanted
+        stepping = bool(target.range_hooks) or target.blocks_wanted
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
+        lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
         target.flush()
         try:
-            ptrace(PTRACE_SINGLESTEP if stepping else PTRACE_CONT, pid, 0, pending_signal)
+            ptrace(PTRACE_SINGLESTEP if stepping or lifted else PTRACE_CONT, pid, 0,
+                   pending_signal)
         except OSError as e:
             raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
         pending_signal = 0
@@ -129,19 +136,25 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             if timed_out.is_set():
                 return Stop("timeout", pc=pc)
             return Stop("signal", signal=_signal_name(os.WTERMSIG(status)), pc=pc)
+        if lifted:
+            target.settle_point(pc)
         sig = os.WSTOPSIG(status)
         if sig != signal.SIGTRAP:
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
         code = _si_code(pid)
         if code == SI_KERNEL:  # an int3 ran
-            if hooks.on_trap is not None and hooks.on_trap(BREAKPOINT_TRAP):
+            at = target.pc - 1
+            if at in target.points:  # a code hook's: its hooks run before the instruction
+                target.reg_write(target.isa.registers.pc, at)
+                fresh = True
+            elif hooks.on_trap is not None and hooks.on_trap(BREAKPOINT_TRAP):
                 fresh = True
                 after_trap = target.blocks_wanted  # (a fallback: both block entries)
             else:
                 pending_signal = signal.SIGTRAP  # the guest's own int3
             continue
-        if stepping and code in STEP_CODES:
+        if (stepping or lifted) and code in STEP_CODES:
             fresh = True  # one instruction done
         else:
             pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
