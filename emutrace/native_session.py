@@ -25,9 +25,9 @@ from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
 
 NATIVE_CAPABILITY = "native_target"
-# backends whose delivery the native target provides (int3: real 0xCC bytes; step:
-# PTRACE_SINGLESTEP); the others still need their hardware delivery (README: Native)
-NATIVE_TARGET_BACKENDS = ("int3", "step")
+# backends whose delivery the native target provides (int3: real 0xCC bytes; hwbp: DR0-3;
+# step: PTRACE_SINGLESTEP); the others still need their hardware delivery (README: Native)
+NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "step")
 AT_ENTRY = 9  # <linux/auxvec.h>
 
 
@@ -47,6 +47,10 @@ def check_native(config: RunConfig, image: Image) -> None:
     if config.backend != "none" and config.backend not in NATIVE_TARGET_BACKENDS:
         raise UsageError(f"--target native: backend {config.backend} has no native delivery "
                          f"yet (native: none, {', '.join(NATIVE_TARGET_BACKENDS)})")
+    slots = isa.debug_hardware.slots
+    if config.backend == "hwbp" and config.hw_slots is not None and config.hw_slots > slots:
+        raise UsageError(f"--target native: --hw-slots {config.hw_slots}: this CPU has "
+                         f"{slots} instruction breakpoint registers")
     if config.backend != "none" and may_create_threads(image):
         raise UsageError(f"--target native: {config.program} can create threads; tracing "
                          f"them natively is not supported yet")

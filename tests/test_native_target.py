@@ -47,7 +47,8 @@ def native(program: Path, args: list[str], backend: str, cleanup: str = "lazy") 
 
 @pytest.mark.parametrize(("isa", "scenario", "backend"), [
     ("x86_64", "qsort", "int3"), ("x86_64", "longjmp", "int3"), ("x86_64", "tail", "int3"),
-    ("x86_64", "crash", "int3"), ("x86_64", "tail", "step"), ("i386", "recursion", "int3")])
+    ("x86_64", "crash", "int3"), ("x86_64", "tail", "step"), ("x86_64", "tail", "hwbp"),
+    ("i386", "recursion", "int3")])
 def test_native_trace_equals_emulated_and_own_record(isa: str, scenario: str, backend: str,
                                                      tmp_path: Path) -> None:
     instr = str(bin_path(isa, "calls.instr"))
@@ -96,6 +97,18 @@ def test_native_step_counts_every_instruction() -> None:
     assert r.backend_stats == {"steps": 16, "calls": 4, "returns": 4, "tail_calls": 0}
 
 
+def test_native_counts_hwbp_debug_registers() -> None:
+    """Real DR0-DR3 (tests/test_counts.py's derivation): 4 slots, 8 hits, 17 slot writes;
+    one slot (--hw-slots 1): 9 writes, 5 stepped fall-backs, 3 stepped non-site
+    instructions (the trap flag across main's and mid's spans)."""
+    assert native(COUNTS, [], "hwbp").backend_stats == {
+        "hits": 8, "slot_writes": 17, "fallbacks": 0, "stepped": 0, "max_slots": 3,
+        "functions": 4}
+    one = NativeProcess(RunConfig(str(COUNTS), [], backend="hwbp", hw_slots=1)).run()
+    assert one.backend_stats == {"hits": 8, "slot_writes": 9, "fallbacks": 5, "stepped": 3,
+                                 "max_slots": 1, "functions": 4}
+
+
 def test_cli_native_output_and_status(tmp_path: Path) -> None:
     """Through the CLI: the program's stdout and exit status pass through (oracle: the same
     program run directly), the trace names its calls."""
@@ -111,7 +124,8 @@ def test_cli_native_output_and_status(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (("--target", "native", "COUNTS"), "--unconfined"),
     ((*NATIVE, "ARM"), "arm program"),
-    ((*NATIVE, "--backend", "hwbp", "COUNTS"), "backend hwbp"),
+    ((*NATIVE, "--backend", "bts", "COUNTS"), "backend bts"),
+    ((*NATIVE, "--backend", "hwbp", "--hw-slots", "5", "COUNTS"), "4 instruction breakpoint"),
     ((*NATIVE, "--root", "/tmp", "COUNTS"), "--root"),
 ])
 def test_native_usage_errors(argv: tuple[str, ...], message: str) -> None:

@@ -97,6 +97,13 @@ class Target(Protocol):
         (begin > end: everywhere)."""
         ...
 
+    def hook_hw(self, fn: CodeHook, begin: int, end: int, data: Any = None) -> int:
+        """A code hook the way a hardware debugger gets one (hwbp): an instruction-address
+        breakpoint register for one address, the trap flag across a span.  Unicorn: a
+        bounded code hook; ptrace: DR0-DR3 (execute breakpoints, DR7 enables), or
+        single-stepping across the span.  At most the ISA's slot count at a time natively."""
+        ...
+
     def hook_block(self, fn: BlockHook) -> int:
         """fn at the entry of every block (Unicorn: translation block; ptrace: after each
         single-step or branch trap the loop takes)."""

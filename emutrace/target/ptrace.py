@@ -58,6 +58,7 @@ _LOW32 = {"eax": "rax", "ebx": "rbx", "ecx": "rcx", "edx": "rdx", "esi": "rsi",
 # i387 512, u_tsize/dsize/ssize 24, start_code/stack 16, signal 8, reserved + pad 8,
 # u_ar0 8, u_fpstate 8, magic 8, u_comm 32)
 DEBUGREG_OFFSET = 848
+DEBUG_SLOTS = 4  # DR0-DR3
 FXSAVE_SIZE = 512
 INT3 = b"\xcc"  # Intel SDM vol. 2: INT3, the one-byte breakpoint
 FX_SWD, FX_ST, FX_XMM = 2, 32, 160  # FXSAVE image: FSW, ST0-7 (16 bytes each), XMM0-15
@@ -190,6 +191,8 @@ class PtraceTarget:
         self.point_hooks: dict[int, dict[int, tuple[CodeHook, Any]]] = {}  # addr → handles
         self.points: dict[int, bytes] = {}  # addr → the byte its hook's int3 replaced
         self.block_hooks: dict[int, BlockHook] = {}
+        # hardware instruction breakpoints: DR slot → (handle, address, hook, data)
+        self.hw_slots: dict[int, tuple[int, int, CodeHook, Any]] = {}
         self._next_handle = 1
         self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
         self.stop_requested = False
@@ -376,6 +379,29 @@ class PtraceTarget:
             self.range_hooks[handle] = (fn, begin, end, data)
         return handle
 
+    def hook_hw(self, fn: CodeHook, begin: int, end: int, data: Any = None) -> int:
+        """One address: a free debug register DR0-DR3 as an execute breakpoint (DR7: Ln
+        enabled, R/Wn = 00, LENn = 00; Intel SDM vol. 3 §18.2.4); the CPU faults before
+        the instruction and the kernel sets EFLAGS.RF so that it runs on resuming.  A span:
+        single-stepping across it (a range hook)."""
+        if begin != end:
+            return self.hook_code(fn, begin, end, data)
+        free = [n for n in range(DEBUG_SLOTS) if n not in self.hw_slots]
+        if not free:
+            raise Unsupported(f"native target: the {DEBUG_SLOTS} debug registers are in use")
+        slot = free[0]
+        handle = self._handle()
+        self.hw_slots[slot] = (handle, begin, fn, data)
+        self.set_debugreg(slot, begin)
+        self._write_dr7()
+        return handle
+
+    def _write_dr7(self) -> None:
+        self.set_debugreg(7, sum(1 << (2 * n) for n in self.hw_slots))
+
+    def hw_hooks_at(self, addr: int) -> list[tuple[CodeHook, Any]]:
+        return [(fn, data) for _h, at, fn, data in self.hw_slots.values() if at == addr]
+
     def lift_point(self, addr: int) -> bool:
         """Before the instruction at a hooked address runs: its original byte back (the run
         loop single-steps it, then `settle_point`)."""
@@ -401,6 +427,11 @@ class PtraceTarget:
         raise Unsupported("native target: stores cannot be watched")
 
     def hook_del(self, handle: int) -> None:
+        slot = next((n for n, got in self.hw_slots.items() if got[0] == handle), None)
+        if slot is not None:
+            del self.hw_slots[slot]
+            self._write_dr7()
+            return
         hook = self.code_hooks.pop(handle, None)
         self.block_hooks.pop(handle, None)
         self.range_hooks.pop(handle, None)

@@ -17,6 +17,8 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   by PTRACE_CONT at full speed.  A trap handler that asks for blocks gets the block
   entry where it resumes the tracee and the one after the next instruction (a Unicorn
   block hook fires at both: an interrupt ends the translated block).
+* a debug register's execute breakpoint (si_code TRAP_HWBKPT; a fault, RIP at the
+  instruction) calls that slot's hook; the instruction then runs (EFLAGS.RF);
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
 
 The engine handle passed to hooks is None and the size 0 (the backends decode
@@ -46,6 +48,7 @@ SI_KERNEL = 0x80  # <asm-generic/siginfo.h>: int3 (force_sig)
 # a single-step's trap: TRAP_TRACE (the debug exception, DR6.BS), or TRAP_BRKPT when the
 # step ended in the kernel's syscall exit (user_single_step_report)
 STEP_CODES = frozenset({1, 2})
+TRAP_HWBKPT = 4  # a debug register's breakpoint (DR6.Bn)
 SIGINFO_SIZE = 128
 SI_CODE_OFFSET = 8  # siginfo_t: si_signo, si_errno, si_code (ints)
 BREAKPOINT_TRAP = 3  # x86 #BP, the vector Unicorn reports for int3
@@ -153,6 +156,10 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 after_trap = target.blocks_wanted  # (a fallback: both block entries)
             else:
                 pending_signal = signal.SIGTRAP  # the guest's own int3
+            continue
+        if code == TRAP_HWBKPT:  # a debug register matched: before the instruction
+            for fn, data in target.hw_hooks_at(target.pc):
+                fn(None, target.pc, 0, data)
             continue
         if (stepping or lifted) and code in STEP_CODES:
             fresh = True  # one instruction done

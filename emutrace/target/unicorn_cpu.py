@@ -137,6 +137,10 @@ class UnicornCpu:
     def hook_code(self, fn: CodeHook, begin: int = 1, end: int = 0, data: Any = None) -> int:
         return int(self.uc.hook_add(ucc.UC_HOOK_CODE, fn, data, begin, end))
 
+    def hook_hw(self, fn: CodeHook, begin: int, end: int, data: Any = None) -> int:
+        """A hardware slot is modelled by a bounded code hook."""
+        return self.hook_code(fn, begin, end, data)
+
     def hook_block(self, fn: BlockHook) -> int:
         return int(self.uc.hook_add(ucc.UC_HOOK_BLOCK, fn))
 
