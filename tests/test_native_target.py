@@ -24,6 +24,7 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
 from emutrace.native_session import NativeProcess
 from emutrace.session import Process, RunConfig, RunResult
+from emutrace.target.ptrace import PTRACE_SINGLEBLOCK, PTRACE_SINGLESTEP, kill, ptrace, spawn
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 
 from .conftest import BUSYBOX, ENV, TESTBINS, bin_path, run_emutrace, shell_status
@@ -48,7 +49,7 @@ def native(program: Path, args: list[str], backend: str, cleanup: str = "lazy") 
 @pytest.mark.parametrize(("isa", "scenario", "backend"), [
     ("x86_64", "qsort", "int3"), ("x86_64", "longjmp", "int3"), ("x86_64", "tail", "int3"),
     ("x86_64", "crash", "int3"), ("x86_64", "tail", "step"), ("x86_64", "tail", "hwbp"),
-    ("i386", "recursion", "int3")])
+    ("x86_64", "tail", "btf"), ("i386", "recursion", "int3")])
 def test_native_trace_equals_emulated_and_own_record(isa: str, scenario: str, backend: str,
                                                      tmp_path: Path) -> None:
     instr = str(bin_path(isa, "calls.instr"))
@@ -107,6 +108,38 @@ def test_native_counts_hwbp_debug_registers() -> None:
     one = NativeProcess(RunConfig(str(COUNTS), [], backend="hwbp", hw_slots=1)).run()
     assert one.backend_stats == {"hits": 8, "slot_writes": 9, "fallbacks": 5, "stepped": 3,
                                  "max_slots": 1, "functions": 4}
+
+
+def raw_stops(request: int) -> int:
+    """Stops of `counts` resumed with `request` each time, by a bare ptrace loop."""
+    pid = spawn(str(COUNTS), [str(COUNTS).encode()], [])
+    stops = 0
+    try:
+        while True:
+            ptrace(request, pid, 0, 0)
+            _, status = os.waitpid(pid, 0)
+            if not os.WIFSTOPPED(status):
+                return stops
+            stops += 1
+    finally:
+        kill(pid)
+
+
+def test_native_btf_and_its_degradation() -> None:
+    """btf natively: the 8 taken branches of `counts` (4 calls, 4 returns) as derived by
+    hand, and `degraded` reported exactly when PTRACE_SINGLEBLOCK stops as often as
+    PTRACE_SINGLESTEP on the same program (bare ptrace loops: the hypervisor dropped
+    DEBUGCTL.BTF; KVM does on this machine), with `stops` the block stops taken."""
+    r = native(COUNTS, [], "btf")
+    s = r.backend_stats
+    assert (s["traps"], s["calls"], s["returns"], s["tail_calls"]) == (8, 4, 4, 0)
+    blocks, steps = raw_stops(PTRACE_SINGLEBLOCK), raw_stops(PTRACE_SINGLESTEP)
+    assert s["stops"] == blocks
+    assert s["degraded"] == int(blocks == steps)
+    cli = run_emutrace("run", *NATIVE, "--backend", "btf", COUNTS)
+    assert cli.returncode == 0
+    said = "PTRACE_SINGLEBLOCK degraded to single-stepping" in cli.stderr.decode()
+    assert said == (blocks == steps)
 
 
 def test_cli_native_output_and_status(tmp_path: Path) -> None:

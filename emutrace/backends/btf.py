@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord
+from emutrace.backends.btf_native import NativeBtfBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.target.protocol import Target, TrapHooks
@@ -55,5 +56,10 @@ class BtfBackend:
 
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-           options: BackendOptions) -> BtfBackend:
+           options: BackendOptions) -> BtfBackend | NativeBtfBackend:
+    if cpu.kind == "ptrace":  # real branch traps: PTRACE_SINGLEBLOCK (btf_native.py)
+        from emutrace.target.ptrace import PtraceTarget
+
+        assert isinstance(cpu, PtraceTarget)
+        return NativeBtfBackend(image, cpu, emit, options.call_types)
     return BtfBackend(image, cpu, emit, options.call_types)

@@ -9,6 +9,7 @@ Options that only emulation implements are refused rather than ignored."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Protocol
 
 from emutrace.errors import UsageError
@@ -70,4 +71,17 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
     tracing = args.backend != "none"
     args.output_file = open_output(args.output) if args.output and tracing else None
     process = NativeProcess(config)  # started, stopped at its first instruction
-    return command.finish(process.run(), args)
+    result = process.run()
+    code = command.finish(result, args)
+    report_degraded(result, getattr(process.backend, "degraded_at", None))
+    return code
+
+
+def report_degraded(result: RunResult, at: int | None) -> None:
+    """btf: say when the branch traps were single-steps (backends/btf_native.py)."""
+    if at is None:
+        return
+    s = result.backend_stats
+    print(f"emutrace: btf: PTRACE_SINGLEBLOCK degraded to single-stepping (a trap after the "
+          f"non-branch instruction at {at:#x}: DEBUGCTL.BTF is ignored here, as under KVM); "
+          f"{s['stops']} traps taken for {s['traps']} taken branches", file=sys.stderr)

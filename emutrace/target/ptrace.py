@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from emutrace.errors import Unsupported
@@ -191,6 +192,8 @@ class PtraceTarget:
         self.point_hooks: dict[int, dict[int, tuple[CodeHook, Any]]] = {}  # addr → handles
         self.points: dict[int, bytes] = {}  # addr → the byte its hook's int3 replaced
         self.block_hooks: dict[int, BlockHook] = {}
+        # branch traps (PTRACE_SINGLEBLOCK): fn(resumed at, stopped at, si_code)
+        self.branch_hooks: dict[int, Callable[[int, int, int], None]] = {}
         # hardware instruction breakpoints: DR slot → (handle, address, hook, data)
         self.hw_slots: dict[int, tuple[int, int, CodeHook, Any]] = {}
         self._next_handle = 1
@@ -396,6 +399,13 @@ class PtraceTarget:
         self._write_dr7()
         return handle
 
+    def hook_branch(self, fn: Callable[[int, int, int], None]) -> int:
+        """fn(resumed at, stopped at, si_code) at each branch trap: the run loop resumes the
+        tracee with PTRACE_SINGLEBLOCK while such a hook exists."""
+        handle = self._handle()
+        self.branch_hooks[handle] = fn
+        return handle
+
     def _write_dr7(self) -> None:
         self.set_debugreg(7, sum(1 << (2 * n) for n in self.hw_slots))
 
@@ -434,6 +444,7 @@ class PtraceTarget:
             return
         hook = self.code_hooks.pop(handle, None)
         self.block_hooks.pop(handle, None)
+        self.branch_hooks.pop(handle, None)
         self.range_hooks.pop(handle, None)
         if hook is not None and hook[1] == hook[2]:
             addr = hook[1]

@@ -19,6 +19,8 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   block hook fires at both: an interrupt ends the translated block).
 * a debug register's execute breakpoint (si_code TRAP_HWBKPT; a fault, RIP at the
   instruction) calls that slot's hook; the instruction then runs (EFLAGS.RF);
+* while a branch hook is installed (btf) the tracee runs by PTRACE_SINGLEBLOCK, and each
+  trap calls it with where the tracee was resumed and where it stopped;
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
 
 The engine handle passed to hooks is None and the size 0 (the backends decode
@@ -35,6 +37,7 @@ from collections.abc import Callable
 
 from emutrace.target.ptrace import (
     PTRACE_CONT,
+    PTRACE_SINGLEBLOCK,
     PTRACE_SINGLESTEP,
     PtraceError,
     PtraceTarget,
@@ -125,10 +128,11 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         stepping = bool(target.range_hooks) or target.blocks_wanted
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
         lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
+        request = PTRACE_SINGLESTEP if stepping or lifted else \
+            PTRACE_SINGLEBLOCK if target.branch_hooks else PTRACE_CONT
         target.flush()
         try:
-            ptrace(PTRACE_SINGLESTEP if stepping or lifted else PTRACE_CONT, pid, 0,
-                   pending_signal)
+            ptrace(request, pid, 0, pending_signal)
         except OSError as e:
             raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
         pending_signal = 0
@@ -161,7 +165,9 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             for fn, data in target.hw_hooks_at(target.pc):
                 fn(None, target.pc, 0, data)
             continue
-        if (stepping or lifted) and code in STEP_CODES:
-            fresh = True  # one instruction done
+        if request != PTRACE_CONT and code in STEP_CODES:
+            fresh = True  # one instruction, or up to a taken branch, done
+            for branch_hook in list(target.branch_hooks.values()):
+                branch_hook(pc, target.pc, code)
         else:
             pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
