@@ -142,6 +142,23 @@ def test_native_btf_and_its_degradation() -> None:
     assert said == (blocks == steps)
 
 
+def test_info_native_reports_the_probed_mechanisms() -> None:
+    """`emutrace info --native`: branch traps said degraded exactly when bare
+    PTRACE_SINGLEBLOCK stops as often as PTRACE_SINGLESTEP on `counts`; debug registers
+    work (the DR0 stop this file's hwbp test relies on); no branch-record PMU claimed
+    unless the kernel lists one."""
+    r = run_emutrace("info", "--native")
+    assert r.returncode == 0
+    lines = {line.split()[0] + " " + line.split()[1]: line
+             for line in r.stdout.decode().splitlines()[1:]}
+    degraded = raw_stops(PTRACE_SINGLEBLOCK) == raw_stops(PTRACE_SINGLESTEP)
+    assert ("degraded" in lines["branch traps"]) == degraded
+    assert "works" in lines["debug registers"]
+    pmus = set(os.listdir("/sys/bus/event_source/devices"))
+    assert lines["branch records"].split()[2].startswith("no:") == (
+        not {"intel_bts", "cpu"} & pmus)
+
+
 def test_cli_native_output_and_status(tmp_path: Path) -> None:
     """Through the CLI: the program's stdout and exit status pass through (oracle: the same
     program run directly), the trace names its calls."""
