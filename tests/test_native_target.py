@@ -199,14 +199,17 @@ def test_native_child_start_failure_is_one_line(tmp_path: Path) -> None:
     assert "Permission denied" in err and err.count("\n") == 1
 
 
-def test_native_child_dies_with_emutrace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_native_child_dies_with_emutrace(sig: int, tmp_path: Path) -> None:
     """The traced child never outlives emutrace: SIGKILL emutrace while the child sleeps
-    (busybox sleep), and the child is gone too (PR_SET_PDEATHSIG, PTRACE_O_EXITKILL)."""
+    (busybox sleep) and the child is gone too (PR_SET_PDEATHSIG, PTRACE_O_EXITKILL);
+    SIGTERM ends the run as interrupted (128 + 15, one line), the child killed."""
     busybox = BUSYBOX / "x86_64" / "busybox"
     if not busybox.exists():  # not a skip: scripts/setup.sh fetches it
         pytest.fail(f"{busybox} missing: run `make setup`")
     proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", *NATIVE, "--backend",
-                             "none", str(busybox), "sleep", "60"], env=ENV, cwd=tmp_path)
+                             "int3", "-o", str(tmp_path / "trace"), str(busybox), "sleep",
+                             "60"], env=ENV, cwd=tmp_path, stderr=subprocess.PIPE)
     child = None
     deadline = time.monotonic() + 60
     while child is None and time.monotonic() < deadline:
@@ -219,14 +222,21 @@ def test_native_child_dies_with_emutrace(tmp_path: Path) -> None:
         else:
             time.sleep(0.05)
     assert child is not None, "the traced child never started"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    time.sleep(0.5)  # past start-up, in its nanosleep
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=30)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert err.decode().startswith("emutrace: interrupted at pc "), err
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
-        state = Path(f"/proc/{child}/stat").read_text().split(") ")[-1][:1] \
-            if Path(f"/proc/{child}/stat").exists() else "X"
-        if state in "ZX":  # dead, waiting only for its (re)parent to reap it
-            break
+    while time.monotonic() < deadline and Path(f"/proc/{child}/stat").exists() \
+            and _state(child) not in "ZX":
         time.sleep(0.05)
-    stat = Path(f"/proc/{child}/stat")
-    assert not stat.exists() or stat.read_text().split(") ")[-1][:1] in "ZX"
+    assert _state(child) in "ZX"  # gone, or dead and waiting only to be reaped
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+    except OSError:
+        return "X"

@@ -23,6 +23,9 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   trap calls it with where the tracee was resumed and where it stopped;
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
 
+SIGINT, SIGTERM and SIGHUP to emutrace kill the tracee and end the run as "interrupted"
+(its trace is kept, as under emulation); `--timeout` kills it from a timer.
+
 The engine handle passed to hooks is None and the size 0 (the backends decode
 instructions themselves).  Natively there is no instruction clock: block hooks are not
 delivered at every block, so a backend's time counts only what it saw."""
@@ -55,6 +58,7 @@ TRAP_HWBKPT = 4  # a debug register's breakpoint (DR6.Bn)
 SIGINFO_SIZE = 128
 SI_CODE_OFFSET = 8  # siginfo_t: si_signo, si_errno, si_code (ints)
 BREAKPOINT_TRAP = 3  # x86 #BP, the vector Unicorn reports for int3
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class NativeTrapHooks:
@@ -93,15 +97,33 @@ def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0) -> S
         timer = threading.Timer(timeout, expire)
         timer.daemon = True
         timer.start()
+    interrupted: list[str] = []  # Ctrl-C, SIGTERM, SIGHUP: end the run, keep the trace
+
+    def on_stop_signal(sig: int, _frame: object) -> None:
+        interrupted.append(signal.Signals(sig).name)
+        try:
+            os.kill(pid, signal.SIGKILL)  # waitpid returns; the loop sees `interrupted`
+        except ProcessLookupError:
+            pass
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {sig: signal.signal(sig, on_stop_signal) for sig in STOP_SIGNALS}
     try:
-        return _loop(target, hooks, timed_out)
+        return _loop(target, hooks, timed_out, interrupted)
+    except (OSError, PtraceError):
+        if interrupted:  # the tracee was killed under a ptrace request
+            return Stop("interrupted", signal=interrupted[0], pc=0)
+        raise
     finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
         if timer is not None:
             timer.cancel()
         kill(pid)  # nothing if it has ended and been reaped
 
 
-def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Event) -> Stop:
+def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Event,
+          interrupted: list[str]) -> Stop:
     pid = target.pid
     pending_signal = 0  # the guest's own signal, delivered when it resumes
     fresh = True  # stopped before an instruction whose hooks have not run
@@ -123,6 +145,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                     fn(None, pc, 0, data)
             for fn, data in list(target.point_hooks.get(pc, {}).values()):
                 fn(None, pc, 0, data)
+        if interrupted:
+            return Stop("interrupted", signal=interrupted[0], pc=pc)
         if target.stop_requested:
             return Stop("interrupted", pc=pc)
         stepping = bool(target.range_hooks) or target.blocks_wanted
@@ -139,6 +163,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
             return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
+        if interrupted:
+            return Stop("interrupted", signal=interrupted[0], pc=pc)
         if os.WIFSIGNALED(status):
             if timed_out.is_set():
                 return Stop("timeout", pc=pc)
