@@ -199,6 +199,7 @@ class PtraceTarget:
         self._next_handle = 1
         self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
         self.stop_requested = False
+        self.last_pc = 0  # where the run loop last stopped (for an interrupted run's report)
 
     def close(self) -> None:
         if self._mem >= 0:

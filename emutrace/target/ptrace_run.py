@@ -110,9 +110,9 @@ def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0) -> S
         old = {sig: signal.signal(sig, on_stop_signal) for sig in STOP_SIGNALS}
     try:
         return _loop(target, hooks, timed_out, interrupted)
-    except (OSError, PtraceError):
-        if interrupted:  # the tracee was killed under a ptrace request
-            return Stop("interrupted", signal=interrupted[0], pc=0)
+    except Exception:
+        if interrupted:  # the tracee was killed under a hook's ptrace request or read
+            return Stop("interrupted", signal=interrupted[0], pc=target.last_pc)
         raise
     finally:
         for sig, handler in old.items():
@@ -133,7 +133,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
     while True:
         if fresh:
             fresh = False
-            pc = target.pc
+            pc = target.last_pc = target.pc
             if blocks_due or target.blocks_wanted:
                 again, after_trap = after_trap, False
                 blocks_due = target.blocks_wanted = False
