@@ -6,7 +6,7 @@ calls), no sandbox (the caller must have acknowledged that: `--unconfined`).
 What runs natively (checked here, before anything runs; a refusal is a usage error):
 a static program of an ISA whose capability table says `native_target` (this x86_64 host:
 x86_64 and i386), without threads (a thread the tracer does not follow would die on the
-first breakpoint it meets), with backend none, int3 (lazy or strict), hwbp, btf or step."""
+first breakpoint it meets), with backend none, int3 (lazy or strict), hwbp, btf, entry or step."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from emutrace.trace.shadow import ShadowStack
 
 NATIVE_CAPABILITY = "native_target"
 # backends whose delivery the native target provides (int3: real 0xCC bytes; hwbp: DR0-3;
-# btf: PTRACE_SINGLEBLOCK; step: PTRACE_SINGLESTEP); entry and bts are not built natively
-NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "step")
+# btf: PTRACE_SINGLEBLOCK; entry: eager 0xCC; step: PTRACE_SINGLESTEP); bts is not built
+NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")
 AT_ENTRY = 9  # <linux/auxvec.h>
 
 

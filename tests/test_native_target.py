@@ -110,6 +110,14 @@ def test_native_counts_hwbp_debug_registers() -> None:
                                  "max_slots": 1, "functions": 4}
 
 
+def test_native_counts_entry_probes() -> None:
+    """entry (eager int3 on every entry and return, uprobes' way), as tests/test_counts.py
+    derives it: 6 probes, 7 traps, 2 step-overs of a displaced `push` (stepped natively),
+    5 simulated."""
+    assert native(COUNTS, [], "entry").backend_stats == {
+        "probes": 6, "patches": 6, "traps": 7, "stepovers": 2, "simulated": 5, "functions": 4}
+
+
 def raw_stops(request: int) -> int:
     """Stops of `counts` resumed with `request` each time, by a bare ptrace loop."""
     pid = spawn(str(COUNTS), [str(COUNTS).encode()], [])
@@ -175,6 +183,7 @@ def test_cli_native_output_and_status(tmp_path: Path) -> None:
     (("--target", "native", "COUNTS"), "--unconfined"),
     ((*NATIVE, "ARM"), "arm program"),
     ((*NATIVE, "--backend", "bts", "COUNTS"), "backend bts"),
+    ((*NATIVE, "--engine", "native", "COUNTS"), "--engine native"),
     ((*NATIVE, "--backend", "hwbp", "--hw-slots", "5", "COUNTS"), "4 instruction breakpoint"),
     ((*NATIVE, "--root", "/tmp", "COUNTS"), "--root"),
 ])

@@ -31,7 +31,7 @@ def add_native_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--target", choices=TARGETS, default="emulation",
                    help="where PROGRAM runs: emulation (the default: Unicorn, confined) or "
                         "native (on this host's CPU under ptrace; backends none, int3, hwbp, "
-                        "btf, step; needs --unconfined)")
+                        "btf, entry, step; needs --unconfined)")
     g.add_argument("--unconfined", action="store_true",
                    help="--target native: acknowledge that the program runs with your "
                         "rights and sees your files (no sandbox natively yet)")
