@@ -47,9 +47,9 @@ def native(program: Path, args: list[str], backend: str, cleanup: str = "lazy") 
 
 
 @pytest.mark.parametrize(("isa", "scenario", "backend"), [
-    ("x86_64", "qsort", "int3"), ("x86_64", "longjmp", "int3"), ("x86_64", "tail", "int3"),
-    ("x86_64", "crash", "int3"), ("x86_64", "tail", "step"), ("x86_64", "tail", "hwbp"),
-    ("x86_64", "tail", "btf"), ("i386", "recursion", "int3")])
+    ("x86_64", "qsort", "int3"), ("x86_64", "longjmp", "int3"), ("x86_64", "crash", "int3"),
+    ("x86_64", "tail", "step"), ("x86_64", "tail", "hwbp"), ("x86_64", "tail", "btf"),
+    ("i386", "recursion", "int3")])
 def test_native_trace_equals_emulated_and_own_record(isa: str, scenario: str, backend: str,
                                                      tmp_path: Path) -> None:
     instr = str(bin_path(isa, "calls.instr"))
@@ -194,6 +194,25 @@ def test_native_usage_errors(argv: tuple[str, ...], message: str) -> None:
     err = r.stderr.decode()
     assert r.returncode == 64, err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("shape", "backend", "note"), [
+    ("fork", "int3", "2 forked child process(es) ran untraced"),
+    ("exec", "none", "the program called execve; the new image ran untraced")])
+def test_native_fork_and_exec_run_untraced(shape: str, backend: str, note: str,
+                                           tmp_path: Path) -> None:
+    """A program that forks (busybox sh running a pipeline, traced by int3) or execs
+    (busybox env): the children and the new image run untraced, the children with the
+    program's own code bytes (no inherited 0xCC kills them), so stdout and the exit status
+    are those of the same command run directly; emutrace says what it did not trace."""
+    bb = str(BUSYBOX / "x86_64" / "busybox")
+    argv = [bb, "sh", "-c", f"{bb} echo a | {bb} cat; exit 3"] if shape == "fork" else \
+        [bb, "env", bb, "echo", "hi"]
+    direct = subprocess.run(argv, capture_output=True, timeout=60, env=ENV, cwd=tmp_path)
+    r = run_emutrace("run", *NATIVE, "--backend", backend, "-o", tmp_path / "trace", *argv,
+                     cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (direct.returncode, direct.stdout)
+    assert note in r.stderr.decode()
 
 
 def test_native_child_start_failure_is_one_line(tmp_path: Path) -> None:

@@ -74,6 +74,13 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
     result = process.run()
     code = command.finish(result, args)
     report_degraded(result, getattr(process.backend, "degraded_at", None))
+    target = process.target
+    if target.untraced_children:
+        print(f"emutrace: native: {len(target.untraced_children)} forked child process(es) "
+              f"ran untraced (following forks natively is not built)", file=sys.stderr)
+    if target.exec_untraced:
+        print("emutrace: native: the program called execve; the new image ran untraced",
+              file=sys.stderr)
     return code
 
 

@@ -9,7 +9,9 @@ loop (target/ptrace_run.py) at the stops it takes.
 
 `spawn` starts the child: fork, PTRACE_TRACEME, PR_SET_PDEATHSIG(SIGKILL) (the child dies
 with us), ADDR_NO_RANDOMIZE (a reproducible layout, as under emulation), execve.  The
-tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed.
+tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed, and
+asks for fork, vfork and exec events (the run loop lets forked children go untraced and
+stops tracing at an exec: target/ptrace_run.py).
 
 Register names: the ISA's short names (x86_64 rax…, i386 eax…; the 32-bit names are the low
 halves of the 64-bit ones: a 64-bit tracer sees an i386 tracee through the same
@@ -43,6 +45,15 @@ PTRACE_GETFPREGS = 14
 PTRACE_SINGLEBLOCK = 33
 PTRACE_SETOPTIONS = 0x4200
 PTRACE_O_EXITKILL = 0x100000
+PTRACE_O_TRACEFORK = 0x2
+PTRACE_O_TRACEVFORK = 0x4
+PTRACE_O_TRACEEXEC = 0x10
+PTRACE_O_TRACEVFORKDONE = 0x20
+PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK, PTRACE_EVENT_EXEC, PTRACE_EVENT_VFORK_DONE = 1, 2, 4, 5
+PTRACE_GETEVENTMSG = 0x4201
+PTRACE_DETACH = 17
+WALL = 0x40000000  # __WALL: wait for any child, cloned or not
+EFLAGS_TF = 0x100
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
 
@@ -139,7 +150,8 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
         raise PtraceError(f"--target native: the child ended before its first instruction "
                           f"(status {status:#x})")
     try:
-        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL)
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
+               | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC)
     except OSError as e:
         kill(pid)
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
@@ -200,6 +212,10 @@ class PtraceTarget:
         self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
         self.stop_requested = False
         self.last_pc = 0  # where the run loop last stopped (for an interrupted run's report)
+        self.originals: dict[int, int] = {}  # address → the program's byte under a patch
+        self._lifted: dict[int, int] | None = None  # patches lifted for a vfork child
+        self.untraced_children: list[int] = []  # forked children let go (release_child)
+        self.exec_untraced = False  # the tracee exec'd: its new image ran untraced
 
     def close(self) -> None:
         if self._mem >= 0:
@@ -338,17 +354,75 @@ class PtraceTarget:
             data = bytes(buf)
         self._poke(addr, data)
 
-    def _poke(self, addr: int, data: bytes) -> None:
+    def _poke(self, addr: int, data: bytes, pid: int = 0, track: bool = True) -> None:
+        """Write code bytes into the tracee (or another stopped tracee `pid`); with `track`,
+        the program's own byte under every changed address is kept in `originals` until
+        it is written back (what a forked child gets restored)."""
+        pid = pid or self.pid
         at = 0
         while at < len(data):
             word_addr = (addr + at) & ~7
             offset = addr + at - word_addr
             n = min(8 - offset, len(data) - at)
-            word = bytearray((ptrace(PTRACE_PEEKTEXT, self.pid, word_addr) & (2**64 - 1))
+            word = bytearray((ptrace(PTRACE_PEEKTEXT, pid, word_addr) & (2**64 - 1))
                              .to_bytes(8, "little"))
+            if track:
+                for i in range(n):
+                    b = addr + at + i
+                    old = self.originals.setdefault(b, word[offset + i])
+                    if data[at + i] == old:
+                        del self.originals[b]
             word[offset:offset + n] = data[at:at + n]
-            ptrace(PTRACE_POKETEXT, self.pid, word_addr, int.from_bytes(word, "little"))
+            ptrace(PTRACE_POKETEXT, pid, word_addr, int.from_bytes(word, "little"))
             at += n
+
+    def _runs(self, values: dict[int, int]) -> list[tuple[int, bytes]]:
+        """Byte values by address → contiguous (address, bytes) runs."""
+        runs: list[tuple[int, bytearray]] = []
+        for a in sorted(values):
+            if runs and runs[-1][0] + len(runs[-1][1]) == a:
+                runs[-1][1].append(values[a])
+            else:
+                runs.append((a, bytearray([values[a]])))
+        return [(a, bytes(b)) for a, b in runs]
+
+    # ------------------------------------------------------------ forks and exec
+    def release_child(self, child: int, shares_memory: bool) -> None:
+        """A child the tracee forked (auto-attached, PTRACE_O_TRACEFORK/VFORK) is let go
+        untraced: its copy of the code gets the program's own bytes back (after a vfork it
+        shares the tracee's memory: every patch is lifted until PTRACE_EVENT_VFORK_DONE,
+        `settle_all`), its trap flag is cleared, and it is detached.  Debug registers are
+        not inherited by a child (Linux copies no ptrace breakpoints)."""
+        os.waitpid(child, WALL)  # its first stop (SIGSTOP)
+        if shares_memory:
+            self.lift_all()
+        else:
+            for a, data in self._runs(self.originals):
+                self._poke(a, data, pid=child, track=False)
+        regs = (ctypes.c_ulong * len(USER_REGS))()
+        ptrace(PTRACE_GETREGS, child, 0, ctypes.c_void_p(ctypes.addressof(regs)))
+        regs[_INDEX["eflags"]] &= ~EFLAGS_TF
+        ptrace(PTRACE_SETREGS, child, 0, ctypes.c_void_p(ctypes.addressof(regs)))
+        ptrace(PTRACE_DETACH, child, 0, 0)
+        self.untraced_children.append(child)
+
+    def lift_all(self) -> None:
+        """Every patch out (the program's bytes back), remembered for `settle_all`."""
+        if self._lifted is not None:
+            return
+        self._lifted = {a: self.mem_read_raw(a) for a in self.originals}
+        for a, data in self._runs(self.originals):
+            self._poke(a, data, track=False)
+
+    def settle_all(self) -> None:
+        if self._lifted is None:
+            return
+        for a, data in self._runs(self._lifted):
+            self._poke(a, data, track=False)
+        self._lifted = None
+
+    def mem_read_raw(self, addr: int) -> int:
+        return os.pread(self._mem, 1, addr)[0]
 
     def drop_code_cache(self, begin: int, end: int) -> bool:
         return False  # a real CPU: the kernel's text write is coherent (nothing dropped)

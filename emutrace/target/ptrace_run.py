@@ -21,6 +21,9 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   instruction) calls that slot's hook; the instruction then runs (EFLAGS.RF);
 * while a branch hook is installed (btf) the tracee runs by PTRACE_SINGLEBLOCK, and each
   trap calls it with where the tracee was resumed and where it stopped;
+* a fork or vfork (PTRACE_EVENT_*): the child is let go untraced with the program's own
+  code bytes; an exec: the tracee is let go and waited for (the backend knows only the old
+  image);
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
 
 SIGINT, SIGTERM and SIGHUP to emutrace kill the tracee and end the run as "interrupted"
@@ -40,6 +43,12 @@ from collections.abc import Callable
 
 from emutrace.target.ptrace import (
     PTRACE_CONT,
+    PTRACE_DETACH,
+    PTRACE_EVENT_EXEC,
+    PTRACE_EVENT_FORK,
+    PTRACE_EVENT_VFORK,
+    PTRACE_EVENT_VFORK_DONE,
+    PTRACE_GETEVENTMSG,
     PTRACE_SINGLEBLOCK,
     PTRACE_SINGLESTEP,
     PtraceError,
@@ -172,6 +181,12 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         if lifted:
             target.settle_point(pc)
         sig = os.WSTOPSIG(status)
+        event = status >> 16
+        if sig == signal.SIGTRAP and event:
+            stop = _event(target, event)
+            if stop is not None:
+                return stop
+            continue  # resumed as it was: the system call completes
         if sig != signal.SIGTRAP:
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
@@ -197,3 +212,25 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 branch_hook(pc, target.pc, code)
         else:
             pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
+
+
+def _event(target: PtraceTarget, event: int) -> Stop | None:
+    """A fork, vfork or exec of the tracee (PTRACE_O_TRACE*).  A forked child runs
+    untraced (`release_child`); an exec replaces the image the backend knows: the tracee is
+    let go (no breakpoint survives an exec; DR7 cleared) and run to its end untraced."""
+    pid = target.pid
+    if event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):
+        msg = ctypes.c_ulong()
+        ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
+        target.release_child(int(msg.value), shares_memory=event == PTRACE_EVENT_VFORK)
+    elif event == PTRACE_EVENT_VFORK_DONE:
+        target.settle_all()  # the vfork child exec'd or exited: the patches go back
+    elif event == PTRACE_EVENT_EXEC:
+        target.exec_untraced = True
+        target.set_debugreg(7, 0)
+        ptrace(PTRACE_DETACH, pid, 0, 0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status):
+            return Stop("exit", status=os.WEXITSTATUS(status), pc=target.last_pc)
+        return Stop("signal", signal=_signal_name(os.WTERMSIG(status)), pc=target.last_pc)
+    return None
