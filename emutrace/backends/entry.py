@@ -24,6 +24,10 @@ pushed a return address or saved its link register), so the rule cannot mistake 
 The process entry point is not a call (nothing called `_start`): its first hit is skipped.
 A binary without a symbol table cannot be probed eagerly — there is no function list to
 probe up front — and is refused (exit 69); `int3` discovers code as it runs instead.
+A dynamic program: the program's and ld.so's functions are probed at start-up, each
+library's when ld.so maps it (the module map's symbol table grows: probed at the next
+block, before any of the library's code runs).  What a stripped library's `.dynsym` does not
+name and no direct call reaches (static functions called through pointers) is not probed.
 
 Counters: `probes` set at start-up, `patches` (breakpoint writes at start-up), `traps`
 (probe hits), `stepovers` (displaced instructions re-run in place, each two more writes),
@@ -33,6 +37,8 @@ Counters: `probes` set at start-up, `patches` (breakpoint writes at start-up), `
 from __future__ import annotations
 
 from collections.abc import Callable
+
+import unicorn
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import call_push_size
@@ -58,17 +64,24 @@ class EntryBackend(Int3Backend):
         self.entries: dict[int, Function] = {}  # probed entry address → its function
         self.open: list[tuple[int, int, int]] = []  # (return address, call sp, function)
         self.process_entry: int | None = None
+        self.generation = -1  # of the symbol table when its functions were last probed
 
     # ------------------------------------------------------------ start-up
     def start(self, entry: int) -> None:
-        symbols = self.discovery.symbols.funcs
-        if self.image.interpreter is not None:
-            raise Unsupported(f"{self.image.path}: dynamically linked; the entry backend "
-                              "probes every function up front, before ld.so maps the "
-                              "libraries (use int3)")
-        if not symbols:
+        symbols = self.discovery.symbols
+        if not symbols.funcs:
             raise Unsupported(f"{self.image.path}: no symbol table; the entry backend "
                               "probes every function up front and needs the list (use int3)")
+        self._probe_known()
+        entered = self._function_quietly(entry)
+        self.process_entry = entered.start if entered is not None else None
+
+    def _probe_known(self) -> None:
+        """Probe every function the symbol table names that is not probed yet: at start-up
+        (a static program; a dynamic one's program and ld.so) and again each time a module
+        is mapped (ld.so's mmap of a library, a dlopen: the table grows, `_on_block`)."""
+        symbols = self.discovery.symbols
+        self.generation = symbols.generation
         # (address, reached by a call): symbols first, then what their direct calls reach
         # without a symbol (entries probed) and what their direct jumps reach outside every
         # symbol (ARM glibc's strcmp leaves by a return placed before its symbol: only the
@@ -76,7 +89,7 @@ class EntryBackend(Int3Backend):
         # discover.symbols) likewise: f jumps to it, never calls it, so its returns are
         # probed and its start is no entry (the frame rule in _entered reads a call's return
         # address and sp, which in the middle of f are neither)
-        todo = [(s.start | (1 if s.alt else 0), s.part_of is None) for s in symbols]
+        todo = [(s.start | (1 if s.alt else 0), s.part_of is None) for s in symbols.funcs]
         while todo:
             addr, called = todo.pop()
             func = self._function_quietly(addr)
@@ -88,12 +101,18 @@ class EntryBackend(Int3Backend):
                     continue
                 if site.kind is SiteKind.CALL:
                     todo.append((site.target, True))
-                elif self.discovery.symbols.containing(site.target & self.code_mask) is None:
+                elif symbols.containing(site.target & self.code_mask) is None:
                     todo.append((site.target, False))
         self.stats["probes"] = len(self.armed)
         self.stats["startup_patches"] = self.stats["patches"]
-        entered = self._function_quietly(entry)
-        self.process_entry = entered.start if entered is not None else None
+
+    def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+        """A module mapped since the last block (the symbol table grew): its functions are
+        probed before any of its code runs (ld.so maps a library, then relocates it, then
+        calls into it: its mmap returns to ld.so's code first)."""
+        if self.discovery.symbols.generation != self.generation:
+            self._probe_known()
+        super()._on_block(uc, addr, size, _d)
 
     def _probe(self, func: Function, entries: bool) -> None:
         self.armed_funcs[func.start] = func

@@ -401,7 +401,10 @@ class Int3Backend:
     def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
         """A site hook (hook delivery): the instruction runs next; resolve at the next block."""
         armed = self.armed.get(addr)
-        if armed is None:
+        if armed is None or not armed.hook:
+            # idle, or armed since by a breakpoint (the site's function was found by
+            # descent first, hooked, then named by a module's symbols: patched): the trap
+            # delivers it, a second delivery here would resolve it twice
             return
         self.stats["traps"] += 1
         self._count_foreign(armed.func)
@@ -492,6 +495,7 @@ class Int3Backend:
                 self.chain.append(callee)
             self._arm(callee)
         elif kind is SiteKind.RETURN:
+            elsewhere = not self.tails.returns_to(target)
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
             if self.strict:
@@ -499,6 +503,11 @@ class Int3Backend:
                 if current is not None and (caller is None or caller.start != current):
                     self._disarm(current)
                 self._arm(caller)
+            elif elsewhere:
+                # lazy: a return not to its call's return address may land in code no call
+                # armed — i386's resolver returns (`ret $0xc`) into the function it bound,
+                # an ifunc variant no call ever entered: armed now, or its return is lost
+                self._arm(self._function(target))
         else:
             callee = self._function(target)
             if callee is not None and current is not None and callee.start == current:
