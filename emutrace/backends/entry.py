@@ -38,8 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import unicorn
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
@@ -106,7 +104,7 @@ class EntryBackend(Int3Backend):
         self.stats["probes"] = len(self.armed)
         self.stats["startup_patches"] = self.stats["patches"]
 
-    def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
         """A module mapped since the last block (the symbol table grew): its functions are
         probed before any of its code runs (ld.so maps a library, then relocates it, then
         calls into it: its mmap returns to ld.so's code first)."""
