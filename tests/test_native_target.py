@@ -22,6 +22,7 @@ import pytest
 
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
+from emutrace.errors import UsageError
 from emutrace.native_session import NativeProcess
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.target.ptrace import PTRACE_SINGLEBLOCK, PTRACE_SINGLESTEP, kill, ptrace, spawn
@@ -48,8 +49,7 @@ def native(program: Path, args: list[str], backend: str, cleanup: str = "lazy") 
 
 @pytest.mark.parametrize(("isa", "scenario", "backend"), [
     ("x86_64", "qsort", "int3"), ("x86_64", "longjmp", "int3"), ("x86_64", "crash", "int3"),
-    ("x86_64", "tail", "step"), ("x86_64", "tail", "hwbp"), ("x86_64", "tail", "btf"),
-    ("i386", "recursion", "int3")])
+    ("x86_64", "tail", "hwbp"), ("x86_64", "tail", "btf"), ("i386", "recursion", "int3")])
 def test_native_trace_equals_emulated_and_own_record(isa: str, scenario: str, backend: str,
                                                      tmp_path: Path) -> None:
     instr = str(bin_path(isa, "calls.instr"))
@@ -182,9 +182,6 @@ def test_cli_native_output_and_status(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (("--target", "native", "COUNTS"), "--unconfined"),
     ((*NATIVE, "ARM"), "arm program"),
-    ((*NATIVE, "--backend", "bts", "COUNTS"), "backend bts"),
-    ((*NATIVE, "--engine", "native", "COUNTS"), "--engine native"),
-    ((*NATIVE, "--backend", "hwbp", "--hw-slots", "5", "COUNTS"), "4 instruction breakpoint"),
     ((*NATIVE, "--root", "/tmp", "COUNTS"), "--root"),
 ])
 def test_native_usage_errors(argv: tuple[str, ...], message: str) -> None:
@@ -194,6 +191,18 @@ def test_native_usage_errors(argv: tuple[str, ...], message: str) -> None:
     err = r.stderr.decode()
     assert r.returncode == 64, err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"backend": "bts"}, "backend bts has no native delivery"),
+    ({"backend": "hwbp", "hw_slots": 5}, "4 instruction breakpoint registers"),
+    ({"backend": "int3", "program": str(bin_path("x86_64", "calls.dyn"))}, "dynamically"),
+])
+def test_native_refusals_before_the_child_starts(options: dict, message: str) -> None:
+    """What the native target cannot do is a UsageError before any child is spawned."""
+    program = options.pop("program", str(COUNTS))
+    with pytest.raises(UsageError, match=message):
+        NativeProcess(RunConfig(program, [], **options))
 
 
 @pytest.mark.parametrize(("shape", "backend", "note"), [
