@@ -66,7 +66,7 @@ class StepBackend:
         self._thread_state: dict[int, tuple[Pending | None, list[int], list[int | None]]] = {}
         self.flows: dict[int, tuple[Flow, int]] = {}
         self.stats = {"steps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
-        cpu.uc.hook_add(ucc.UC_HOOK_CODE, self._on_insn)
+        self.code_hook = cpu.uc.hook_add(ucc.UC_HOOK_CODE, self._on_insn)
 
     # ------------------------------------------------------------ classification
     def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
@@ -153,4 +153,8 @@ class StepBackend:
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
            options: BackendOptions) -> StepBackend:
+    if options.engine == "native":
+        from emutrace.backends.step_native import NativeStepBackend
+
+        return NativeStepBackend(image, cpu, hooks, emit, options.call_types)
     return StepBackend(image, cpu, emit, options.call_types)
