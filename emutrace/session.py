@@ -123,7 +123,7 @@ def chosen_engine(engine: str, backend: str, image: Image) -> str:
     if engine != "auto":
         return engine
     native_ok = backend in NATIVE_BACKENDS and not may_create_threads(image)
-    return "native" if native_ok and native.available() else "python"
+    return "native" if native_ok and native.available(backend) else "python"
 
 
 def open_image(program: str, arch: str | None) -> Image:
