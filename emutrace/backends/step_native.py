@@ -28,9 +28,10 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends.args import ArgReader
-from emutrace.backends.int3_native import _Snapshot
+from emutrace.backends.int3_native import _SNAPSHOT, _VOID, _ArgPlan, _Snapshot
 from emutrace.backends.step import Pending, StepBackend
 from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
+from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
 from emutrace.isa.base import FlowKind
@@ -100,6 +101,9 @@ class NativeStepBackend(StepBackend):
         self._snapshot = _Snapshot(cpu)
         self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), self.args.types,
                                     at_entry=True)
+        self._value = self._snap_args.value
+        self._arg_plans: dict[int, object] = {}
+        self._ret_plans: dict[int, object] = {}
 
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
@@ -206,30 +210,67 @@ class NativeStepBackend(StepBackend):
         data = ctypes.string_at(lib.st_events(st), n * _EVENT.size)
         lib.st_events_clear(st)
         emit, tails, stats = self._emit_now, self.tails, self.stats
-        snap, snap_args = self._snapshot, self._snap_args
+        args, ret_plans, value = self._args, self._ret_plans, self._value
         for kind, flags, time, site, target, sp, after, entry_sp, *regs in \
                 _EVENT.iter_unpack(data):
             if kind == _SE_CALL:
                 stats["calls"] += 1
                 tails.called(target, after)
-                emit(Call(time, site, target, sp, after, self._args(target, entry_sp, regs),
+                emit(Call(time, site, target, sp, after, args(target, entry_sp, regs),
                           bool(flags & _ALT_LINK)))
             elif kind == _SE_RETURN:
                 stats["returns"] += 1
                 tails.returned()
-                snap.regs = dict(zip(self._ret_names, regs, strict=False))
-                emit(Return(time, site, sp, snap_args.read_return(site), target))
+                plan = ret_plans.get(site)
+                if plan is None:
+                    plan = ret_plans[site] = self._ret_plan(site)
+                if plan is _SNAPSHOT:
+                    self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
+                    result = self._snap_args.read_return(site)
+                else:
+                    result = None if plan is _VOID else value(regs[0], cast(CType, plan))
+                emit(Return(time, site, sp, result, target))
             elif tails.is_tail(target):
                 stats["tail_calls"] += 1
-                emit(TailCall(time, site, target, sp, self._args(target, entry_sp, regs)))
+                emit(TailCall(time, site, target, sp, args(target, entry_sp, regs)))
 
+    # The common cases without the snapshot: what ArgReader.read / read_return compute from
+    # the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
     def _args(self, target: int, entry_sp: int, regs: list[int]) -> tuple[Value, ...]:
+        plan = self._arg_plans.get(target)
+        if plan is None:
+            plan = self._arg_plans[target] = self._arg_plan(target)
+        if plan is not _SNAPSHOT:
+            value = self._value
+            return tuple(value(regs[i], t) if isinstance(t, CType) else cast(Value, t)
+                         for i, t in cast(_ArgPlan, plan))
         snap, word, n_args = self._snapshot, self.cpu.word, len(self._arg_names)
         snap.regs = dict(zip(self._arg_names, regs, strict=False))
         snap.regs[self.sp_reg] = entry_sp
         snap.words = {entry_sp + self._stack_offset + k * word: regs[n_args + k]
                       for k in range(self._n_stack)}
         return self._snap_args.read(target)
+
+    def _arg_plan(self, target: int) -> _ArgPlan | object:
+        out: _ArgPlan = []
+        for loc in self.args.types.at(target).args:
+            if isinstance(loc, Unknown):
+                out.append((0, Value("struct", 8 * loc.ctype.size, 0, "{?}")))
+            elif (isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ctype.kind != "struct"
+                  and loc.ctype is not SRET):
+                out.append((loc.ids[0], loc.ctype))
+            else:
+                return _SNAPSHOT
+        return out
+
+    def _ret_plan(self, site: int) -> object:
+        _func, values = self.args.types.function_of(site)
+        t = values.ret
+        if t is VOID or t.kind == "void":
+            return _VOID
+        if t.kind in ("float", "struct") or t.size > self.cpu.word:
+            return _SNAPSHOT
+        return t
 
     # ------------------------------------------------------------ traps and end
     def trap_entered(self, vector: int) -> None:
