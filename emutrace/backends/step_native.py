@@ -209,30 +209,38 @@ class NativeStepBackend(StepBackend):
             return
         data = ctypes.string_at(lib.st_events(st), n * _EVENT.size)
         lib.st_events_clear(st)
-        emit, tails, stats = self._emit_now, self.tails, self.stats
+        emit, tails = self._emit_now, self.tails
+        called, returned, is_tail = tails.called, tails.returned, tails.is_tail
         args, ret_plans, value = self._args, self._ret_plans, self._value
-        for kind, flags, time, site, target, sp, after, entry_sp, *regs in \
-                _EVENT.iter_unpack(data):
-            if kind == _SE_CALL:
-                stats["calls"] += 1
-                tails.called(target, after)
-                emit(Call(time, site, target, sp, after, args(target, entry_sp, regs),
-                          bool(flags & _ALT_LINK)))
-            elif kind == _SE_RETURN:
-                stats["returns"] += 1
-                tails.returned()
-                plan = ret_plans.get(site)
-                if plan is None:
-                    plan = ret_plans[site] = self._ret_plan(site)
-                if plan is _SNAPSHOT:
-                    self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
-                    result = self._snap_args.read_return(site)
-                else:
-                    result = None if plan is _VOID else value(regs[0], cast(CType, plan))
-                emit(Return(time, site, sp, result, target))
-            elif tails.is_tail(target):
-                stats["tail_calls"] += 1
-                emit(TailCall(time, site, target, sp, args(target, entry_sp, regs)))
+        calls = returns = tail_calls = 0
+        try:
+            for kind, flags, time, site, target, sp, after, entry_sp, *regs in \
+                    _EVENT.iter_unpack(data):
+                if kind == _SE_CALL:
+                    calls += 1
+                    called(target, after)
+                    emit(Call(time, site, target, sp, after, args(target, entry_sp, regs),
+                              bool(flags & _ALT_LINK)))
+                elif kind == _SE_RETURN:
+                    returns += 1
+                    returned()
+                    plan = ret_plans.get(site)
+                    if plan is None:
+                        plan = ret_plans[site] = self._ret_plan(site)
+                    if plan is _SNAPSHOT:
+                        self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
+                        result = self._snap_args.read_return(site)
+                    else:
+                        result = None if plan is _VOID else value(regs[0], cast(CType, plan))
+                    emit(Return(time, site, sp, result, target))
+                elif is_tail(target):
+                    tail_calls += 1
+                    emit(TailCall(time, site, target, sp, args(target, entry_sp, regs)))
+        finally:  # (counted as the reference counts: where the event is made)
+            stats = self.stats
+            stats["calls"] += calls
+            stats["returns"] += returns
+            stats["tail_calls"] += tail_calls
 
     # The common cases without the snapshot: what ArgReader.read / read_return compute from
     # the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
