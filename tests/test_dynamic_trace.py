@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from emutrace import errors
 from emutrace.discover.modules import plt_symbols
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
@@ -36,7 +35,7 @@ from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 from emutrace.trace.events import Entry
-from tests.conftest import ENV, ISAS, REPO, TESTBINS, qemu_binary, run_emutrace
+from tests.conftest import ENV, ISAS, REPO, TESTBINS, qemu_binary
 from tests.plt_oracles import plt_names
 from tests.test_dynamic import sysroot
 
@@ -66,11 +65,12 @@ def namer(process: Process) -> Callable[[int], str]:
 
 
 @functools.cache
-def traced(isa: str, scenario: str, backend: str = "int3") -> Process:
-    """One traced run of calls.dyn, shared by the tests that look at it (a dynamic run
-    traces ld.so's start-up too: seconds)."""
-    config = RunConfig(str(TESTBINS / isa / "calls.dyn"), [scenario], root=str(sysroot(isa)),
-                       backend=backend)
+def traced(isa: str, scenario: str, backend: str = "int3", program: str = "calls.dyn",
+           **options: object) -> Process:
+    """One traced run of a dynamic testbin, shared by the tests that look at it (a dynamic
+    run traces ld.so's start-up too: seconds)."""
+    config = RunConfig(str(TESTBINS / isa / program), [scenario], root=str(sysroot(isa)),
+                       backend=backend, **options)  # type: ignore[arg-type]
     process = Process(config, warn=lambda m: None)
     result = process.run()
     assert result.stop.kind == "exit" and result.stop.status == 0
@@ -209,19 +209,8 @@ def test_backends_agree_on_a_dynamic_program() -> None:
     and step (the ground truth) give the same whole call trace — ld.so's start-up, libc,
     the program — names included.  (bts and btf agree too, on ARM and x86_64: not run here
     for time; hwbp runs int3's algorithm and agrees, but its stepped fall-back over ld.so's
-    large functions takes minutes; entry refuses dynamic programs: see the next test.)"""
+    large functions takes minutes; entry: tests/test_dynamic_backends.py.)"""
     int3 = canonical_text(traced("arm", "qsort").records, namer(traced("arm", "qsort")))
     step = traced("arm", "qsort", "step")
     assert int3.count("\n") > 1000 and "> compare_ints" in int3
     assert canonical_text(step.records, namer(step)) == int3
-
-
-def test_entry_refuses_a_dynamic_program() -> None:
-    """entry probes every function at start-up, before ld.so maps a library: one line,
-    exit 69, nothing run."""
-    got = run_emutrace("run", "--backend", "entry", "--root", sysroot("aarch64"),
-                       TESTBINS / "aarch64" / "calls.dyn", "recursion")
-    assert got.returncode == errors.EXIT_UNSUPPORTED and got.stdout == b""
-    assert got.stderr.count(b"\n") == 1 and b"entry backend" in got.stderr
-
-

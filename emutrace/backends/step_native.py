@@ -38,7 +38,7 @@ from emutrace.isa.base import FlowKind
 from emutrace.native import steplib
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, TailCall, Trap
+from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall
 from emutrace.trace.values import Value
 
 # FlowKind <-> the kind bits of C's flow word (step.c K_*)
@@ -52,6 +52,7 @@ _SE_CALL, _SE_RETURN = 1, 2
 
 class NativeStepBackend(StepBackend):
     name = "step"
+    cpu: UnicornCpu  # the C hook runs inside this Unicorn instance
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
@@ -90,7 +91,7 @@ class NativeStepBackend(StepBackend):
         self._st = lib.st_new(cpu.uc._uch, ctypes.byref(cfg))
         if not self._st:
             raise MemoryError("native hot path: out of memory")
-        cpu.uc.hook_del(self.code_hook)  # the reference's Python hook: C's instead
+        cpu.hook_del(self.code_hook)  # the reference's Python hook: C's instead
         handle = ctypes.c_size_t()
         err = uclib.uc_hook_add(cpu.uc._uch, ctypes.byref(handle), ucc.UC_HOOK_CODE,
                                 ctypes.cast(lib.st_on_insn, ctypes.c_void_p),
@@ -281,10 +282,17 @@ class NativeStepBackend(StepBackend):
         return t
 
     # ------------------------------------------------------------ traps and end
-    def trap_entered(self, vector: int) -> None:
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """The reference's, over the transfer C was waiting to resolve (a signal handler
+        entered between blocks resolves it at the interrupted code)."""
         self._drain()
-        self._lib.st_clear_pending(self._st)
-        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+        out = (ctypes.c_uint64 * 6)()
+        if self._lib.st_take_pending(self._st, out):
+            flow = out[0]
+            self.pending = Pending(_KIND_OF[flow >> 16 & 7], out[1], out[2], out[3], out[4],
+                                   (), out[5], bool(flow & _CONDITIONAL),
+                                   bool(flow & _MAYBE_RETURN), bool(flow & _ALT_LINK))
+        super().trap_entered(vector, signal)
 
     def flush_events(self) -> None:
         """Hand the buffered events to the shadow stack (the session asks at the end of the

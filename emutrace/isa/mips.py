@@ -201,12 +201,7 @@ ISA = Isa(
     capabilities={
         "hidden_breakpoints": Capability(
             False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
-        "kernel": Capability(
-            False,
-            "Unicorn 2.1.4 exposes no EPC, Cause or EBase register (of CP0 only Status, "
-            "Config3, UserLocal), so exception entry cannot be written from a hook; guest "
-            "code could set EPC with mtc0, but Cause.ExcCode is read-only to software, so "
-            "a handler would read a wrong cause (and no malta board is built)"),
+        "kernel": Capability(True),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

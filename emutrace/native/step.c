@@ -238,6 +238,22 @@ uint64_t st_get_time(const st_state *s) { return s->time; }
 void st_set_time(st_state *s, uint64_t t) { s->time = t; }
 void st_clear_pending(st_state *s) { s->has_pending = 0; }
 
+/* the pending transfer (flow, site, fall-through, time, sp, countdown) into out[6] and
+ * forget it: 1, or 0 when there is none (a signal handler entered: step.py trap_entered) */
+int st_take_pending(st_state *s, uint64_t *out)
+{
+    if (!s->has_pending)
+        return 0;
+    s->has_pending = 0;
+    out[0] = s->pending.flow;
+    out[1] = s->pending.site;
+    out[2] = s->pending.fallthrough;
+    out[3] = s->pending.time;
+    out[4] = s->pending.sp;
+    out[5] = s->pending.countdown;
+    return 1;
+}
+
 /* counters: 0 transfers buffered, 1 transfers Python resolved */
 uint64_t st_counter(const st_state *s, uint32_t which)
 {
