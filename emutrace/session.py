@@ -57,7 +57,7 @@ class RunConfig:
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
-    # "python" (reference), "native" (C hot path; int3 only) or "auto": native where the
+    # "python" (reference), "native" (C hot path; int3, step) or "auto": native where the
     # backend has a native path and the library is built, else python
     engine: str = "auto"
     symbols: Sequence[str] = ()  # --symbols FILE[@BIAS]: an ELF's .symtab or an nm listing
@@ -130,7 +130,7 @@ def chosen_engine(engine: str, backend: str, image: Image) -> str:
     if engine != "auto":
         return engine
     native_ok = backend in NATIVE_BACKENDS and not may_create_threads(image)
-    return "native" if native_ok and native.available() else "python"
+    return "native" if native_ok and native.available(backend) else "python"
 
 
 def open_image(program: str, arch: str | None) -> Image:

@@ -93,11 +93,12 @@ def test_handlers_traced_as_the_program_records_them(isa: str, tmp_path: Path) -
 def test_every_mechanism_agrees_on_handlers(isa: str, tmp_path: Path) -> None:
     """N-version: hwbp, bts, btf and entry give the record's trace too (x86_64 and a RISC
     ISA whose breakpoints are site hooks); and int3 with strict cleanup, on x86_64 by the
-    native engine (lazy too), on riscv64 by the Python one."""
+    native engine (lazy too; and step's native engine), on riscv64 by the Python one."""
     runs = [(b, "lazy", "python") for b in ("hwbp", "bts", "btf", "entry")]
     if isa == "x86_64":
         assert native.available(), "the native library is not built (pip install -e .)"
-        runs += [("int3", "lazy", "native"), ("int3", "strict", "native")]
+        runs += [("int3", "lazy", "native"), ("int3", "strict", "native"),
+                 ("step", "lazy", "native")]
     else:
         runs.append(("int3", "strict", "python"))
     _compare(isa, tmp_path, runs)

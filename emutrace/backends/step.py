@@ -81,7 +81,7 @@ class StepBackend:
         self._thread_state: dict[int, tuple[Pending | None, list[int], list[int | None]]] = {}
         self.flows: dict[int, tuple[Flow, int]] = {}
         self.stats = {"steps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
-        cpu.hook_code(self._on_insn)
+        self.code_hook = cpu.hook_code(self._on_insn)
 
     # ------------------------------------------------------------ classification
     def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
@@ -171,4 +171,12 @@ class StepBackend:
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> StepBackend:
+    if options.engine == "native":
+        from emutrace.target.unicorn_cpu import UnicornCpu
+        from emutrace.target.unicorn_run import HookSet
+
+        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
+        from emutrace.backends.step_native import NativeStepBackend
+
+        return NativeStepBackend(image, cpu, hooks, emit, options.call_types)
     return StepBackend(image, cpu, emit, options.call_types)
