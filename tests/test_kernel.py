@@ -18,7 +18,7 @@ import pytest
 from emutrace.cli.main import main
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
-from emutrace.isa import all_isas
+from emutrace.isa import all_isas, by_name
 from emutrace.isa.base import Isa
 from emutrace.isa.kernel import kernel_support
 from emutrace.machine.board.machine import BoardConfig, BoardMachine
@@ -564,6 +564,8 @@ def test_linux_boots_to_vfs_panic(tmp_path: Path) -> None:
     what it prints under qemu-system-aarch64 but for the lines of unmodelled devices."""
     if not LINUX.exists():  # not a skip: scripts/setup.sh fetches it
         pytest.fail(f"{LINUX} missing: run scripts/setup.sh")
+    # the capability table says how far a Linux kernel gets: here, to this panic
+    assert by_name("aarch64").capabilities["linux_kernel"].works
     board = BOARDS["virt-arm64"]
     dtb = tmp_path / "linux.dtb"
     qemu = list(board.qemu)

@@ -271,6 +271,8 @@ ISA = Isa(
     uname_machine="aarch64",
     capabilities={
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        # Debian's linux-image-cloud-arm64 boots to the VFS panic on virt-arm64
+        "linux_kernel": Capability(True),
         "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -4,6 +4,7 @@ import re
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
+    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -359,6 +360,7 @@ ISA = Isa(
             "a bounded UC_HOOK_MEM_READ over code breaks dynamic programs in Unicorn 2.1.4 "
             "(Debian's sort under int3 misparsed its options); a guest that reads its own code "
             "sees the bkpt bytes where sites are armed"),
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -423,6 +423,10 @@ class Capability:
 # busybox ash wait for their children in a SIGCHLD handler with sigsuspend; and every backend
 # traces a handler's run as the program's own record shows it (tests/test_signal_traces.py)
 SIGNAL_HANDLERS = Capability(True)
+# the Linux-kernel column of every ISA but aarch64 (the only one tried)
+LINUX_NOT_TRIED = Capability(
+    False, "not tried: no Debian Linux kernel of this ISA is booted by the tests (only "
+    "arm64's linux-image-cloud-arm64, which reaches the VFS panic on virt-arm64)")
 
 
 # Capability names, in the order `emutrace info` prints them.
@@ -432,6 +436,8 @@ CAPABILITIES = (
     "sw_breakpoint",  # the declared breakpoint instruction traps as declared
     "busybox",  # Debian ships busybox-static for this architecture
     "kernel",  # kernel images on a board (`run --machine`): isa/kernel_<isa>.py exists
+    "linux_kernel",  # Debian's Linux kernel on the ISA's board reaches "VFS: Unable to mount
+    # root fs" (no root given): how far a real kernel gets (tests/test_kernel.py)
     "trace_dynamic",  # a dynamic program traced across its modules (program, ld.so, libraries)
     "plt_names",  # PLT stubs named `func@plt` from the ISA's PLT layout
 )

@@ -4,6 +4,7 @@ import struct
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
+    LINUX_NOT_TRIED,
     SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
@@ -187,6 +188,7 @@ ISA = Isa(
     uname_machine="i686",
     capabilities={
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
         "signal_handlers": SIGNAL_HANDLERS,

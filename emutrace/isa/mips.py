@@ -3,6 +3,7 @@
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
     HARDWARE_FACTS,
+    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -201,6 +202,7 @@ ISA = Isa(
     capabilities={
         "hidden_breakpoints": Capability(
             False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

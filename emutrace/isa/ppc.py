@@ -5,6 +5,7 @@ from typing import Literal
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
     HARDWARE_FACTS,
+    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -307,6 +308,7 @@ ISA = Isa(
     capabilities={
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         # isa/kernel_ppc.py (SRR0/SRR1/ESR modelled, mfspr/mtspr/rfi emulated), board bamboo
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

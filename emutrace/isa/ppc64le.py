@@ -5,6 +5,7 @@ from dataclasses import replace
 from emutrace.isa import ppc
 from emutrace.isa.base import (
     HARDWARE_FACTS,
+    LINUX_NOT_TRIED,
     SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
@@ -184,6 +185,7 @@ ISA = Isa(
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         # isa/kernel_ppc64le.py (SRR0/SRR1 modelled, mfspr/mtspr/rfid emulated, PAPR
         # hypercalls), board pseries
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

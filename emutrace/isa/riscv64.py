@@ -3,6 +3,7 @@
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
     HARDWARE_FACTS,
+    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -231,6 +232,7 @@ ISA = Isa(
     capabilities={
         "hidden_breakpoints": Capability(
             False, "nothing to hide: sites are hooked, never patched (EBREAK traps are broken)"),
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

@@ -3,6 +3,7 @@
 from emutrace.isa.base import (
     CLONE_BACKWARDS2,
     HARDWARE_FACTS,
+    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -327,6 +328,7 @@ ISA = Isa(
     fault_address_mask=-4096,  # si_addr of a fault: its page (__FAIL_ADDR_MASK)
     capabilities={
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_s390x.py, board s390-ccw-virtio
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),

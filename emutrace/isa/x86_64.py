@@ -3,6 +3,7 @@
 from dataclasses import replace
 
 from emutrace.isa.base import (
+    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -309,6 +310,7 @@ ISA = Isa(
     uname_machine="x86_64",
     capabilities={
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
         "signal_handlers": SIGNAL_HANDLERS,
