@@ -163,10 +163,8 @@ def test_plt_names_equal_objdump(isa: str) -> None:
 def test_backends_agree_on_a_dynamic_program() -> None:
     """N-version agreement across every module, on ARM (Thumb-2 libc, ARM program): int3
     (lazy and strict cleanup) and step (the ground truth) give the same whole call trace —
-    ld.so's start-up, libc, the program — names included.  (bts and btf agree too, on ARM
-    and x86_64: not run here for time; hwbp runs int3's algorithm and agrees, but its
-    stepped fall-back over ld.so's large functions takes minutes; entry:
-    tests/test_dynamic_backends.py.)"""
+    ld.so's start-up, libc, the program — names included.  (bts, btf and hwbp agree too:
+    tests/test_dynamic_backends.py, with entry.)"""
     int3 = canonical_text(traced("arm", "qsort").records, namer(traced("arm", "qsort")))
     step = traced("arm", "qsort", "step")
     assert int3.count("\n") > 1000 and "> compare_ints" in int3

@@ -111,7 +111,9 @@ class HwbpBackend(Int3Backend):
         handles = []
         for lo, hi in ranges:
             handles.append(uc.hook_add(ucc.UC_HOOK_CODE, self._on_slot, func.start, lo, hi))
-            self._drop_cache(lo, hi + 1)  # a hook added after translation never fires
+            self._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
+            # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
+            # seconds per arming at a dynamic library's addresses)
         self.slot_hooks[func.start] = handles
         self._armed_now = bool(ranges)
 
