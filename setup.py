@@ -1,5 +1,5 @@
-"""Build of the native hot path (emutrace/native/hotpath.c), a plain C library that
-emutrace loads with ctypes; everything else is in pyproject.toml.
+"""Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`), a plain C
+library that emutrace loads with ctypes; everything else is in pyproject.toml.
 
 It is compiled against the headers the unicorn wheel ships (unicorn/include) and does not
 link libunicorn: the functions it calls are handed in from the library the Python binding
@@ -25,7 +25,7 @@ def unicorn_include() -> list[str]:
 
 setup(ext_modules=[Extension(
     "emutrace.native._hotpath",
-    sources=["emutrace/native/hotpath.c"],
+    sources=["emutrace/native/hotpath.c", "emutrace/native/step.c"],
     include_dirs=unicorn_include(),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,

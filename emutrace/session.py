@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from emutrace import native
-from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions, create
+from emutrace.backends import (
+    BACKENDS,
+    NATIVE_BACKENDS,
+    Backend,
+    BackendOptions,
+    TrapAware,
+    create,
+)
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
@@ -50,7 +57,7 @@ class RunConfig:
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
-    # "python" (reference), "native" (C hot path; int3 only) or "auto": native where the
+    # "python" (reference), "native" (C hot path; int3, step) or "auto": native where the
     # backend has a native path and the library is built, else python
     engine: str = "auto"
     symbols: Sequence[str] = ()  # --symbols FILE[@BIAS]: an ELF's .symtab or an nm listing
@@ -123,7 +130,7 @@ def chosen_engine(engine: str, backend: str, image: Image) -> str:
     if engine != "auto":
         return engine
     native_ok = backend in NATIVE_BACKENDS and not may_create_threads(image)
-    return "native" if native_ok and native.available() else "python"
+    return "native" if native_ok and native.available(backend) else "python"
 
 
 def open_image(program: str, arch: str | None) -> Image:
@@ -270,6 +277,9 @@ class Process:
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)
+            if isinstance(self.backend, TrapAware):  # signal handlers as trap frames
+                self.kernel.on_handler_entered = self.backend.trap_entered
+                self.kernel.on_handler_returned = self.backend.trap_returned
         elif config.backend != "none":
             known = ", ".join(["none", *BACKENDS])
             raise UsageError(f"unknown backend {config.backend!r}; known: {known}")

@@ -28,6 +28,21 @@ if ! command -v qemu-system-aarch64 >/dev/null 2>&1 || ! command -v qemu-system-
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     qemu-system-arm qemu-system-misc qemu-system-x86 >/dev/null
 fi
+# Kernel images on ppc/ppc64le (issue 14, tests/test_kernel.py): qemu-system-ppc
+# (qemu-system-ppc -M bamboo, qemu-system-ppc64 -M pseries) is the oracle of
+# testbins/kernel/ppc and ppc64le.
+if ! command -v qemu-system-ppc >/dev/null 2>&1 || ! command -v qemu-system-ppc64 >/dev/null 2>&1; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    qemu-system-ppc >/dev/null
+fi
+# ... and the mips/mipsel mini-kernels' oracle (issue 14, boards malta/maltael):
+# qemu-system-mips(el) -M malta, Debian's qemu-system-mips package
+if ! command -v qemu-system-mipsel >/dev/null 2>&1; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    qemu-system-mips >/dev/null
+fi
 # ... and Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
 # .cache/firmware once (never committed): tests/test_kernel.py boots them to the prompt.
 for pkg in u-boot-qemu opensbi; do

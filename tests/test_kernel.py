@@ -31,12 +31,16 @@ from .conftest import ENV, TESTBINS, run_emutrace
 KERNELS = TESTBINS / "kernel"
 BOARD_OF = {"aarch64": "virt-arm64", "arm": "virt-arm", "riscv64": "virt-riscv64",
             "i386": "pc-i386", "s390x": "s390-ccw-virtio",
-            "x86_64": "pc-x86_64"}
+            "x86_64": "pc-x86_64", "ppc": "bamboo", "ppc64le": "pseries",
+            "mips": "malta", "mipsel": "maltael"}
+# boards whose QEMU runs the image as raw firmware: the build's `<name>.bin` as -bios
+# (pseries: in place of SLOF, which would load an ELF 4 MiB above its link address)
+QEMU_BIOS = {"ppc64le"}
 BANNER = "emutrace mini-kernel\n"
 RECORD_MARK = "== record ==\n"
 # what the trap layer emulates rather than delivers to a vector: firmware calls (PSCI, the
-# s390x SCLP console) and power-off
-EMULATED = ("PSCI", "SCLP", "disabled wait")
+# s390x SCLP console), MIPS's CP0 accesses and eret, and power-off
+EMULATED = ("PSCI", "SCLP", "disabled wait", "DBCR0", "H_", "CP0")
 
 
 def kernel(isa: str, name: str = "kernel") -> Path:
@@ -50,10 +54,12 @@ def qemu_system(isa: str, name: str) -> tuple[str, int]:
     first)."""
     board = BOARDS[BOARD_OF[isa]]
     if shutil.which(board.qemu[0]) is None:  # not a skip: scripts/setup.sh installs it
-        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc/-x86 "
+        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc/-x86/-mips "
                     f"(scripts/setup.sh does)")
+    image = ["-bios", f"{kernel(isa, name)}.bin"] if isa in QEMU_BIOS \
+        else ["-kernel", str(kernel(isa, name))]
     done = subprocess.run([*board.qemu, "-nographic", "-monitor", "none", "-serial", "stdio",
-                           "-net", "none", "-kernel", str(kernel(isa, name))],
+                           "-net", "none", *image],
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=60, env=ENV)
     console = done.stdout.decode(errors="replace")
     assert BANNER in console, done.stderr
@@ -105,7 +111,8 @@ def test_trace_equals_kernel_record(isa: str, backend: str) -> None:
     assert got == want
 
 
-VECTOR = {"aarch64": "vec_sync_el1h", "riscv64": "vec_trap"}
+VECTOR = {"aarch64": "vec_sync_el1h", "riscv64": "vec_trap", "ppc": "vec_sc",
+          "ppc64le": "vec_sc", "mips": "vec_general", "mipsel": "vec_general"}
 
 
 @pytest.mark.parametrize("isa", BOARD_OF)
@@ -674,3 +681,121 @@ def test_s390x_sclp_events_and_servc_sweep() -> None:
     # lhi r0, 0xb220 (a7 08 b220), then SERVC at offset 4, then a 6-byte larl
     code = bytes.fromhex("a708b220" "b2200001" "c01000000000")
     assert list(find_servc(code)) == [4]
+
+
+# Power: the instructions on modelled SPRs that the board emulates (isa/kernel_power.py)
+POWER_SITES = {"ppc": ("kernel_ppc", "CS_MODE_32", "CS_MODE_BIG_ENDIAN"),
+               "ppc64le": ("kernel_ppc64le", "CS_MODE_64", "CS_MODE_LITTLE_ENDIAN")}
+
+
+@pytest.mark.parametrize("isa", POWER_SITES)
+def test_power_spr_sites_equal_capstone(isa: str) -> None:
+    """The load-time scan finds exactly the `mfspr`/`mtspr` of modelled SPRs and the
+    `rfi`/`rfid` that capstone's disassembly of the kernel's code shows (an independent
+    decoder), and nothing else."""
+    import importlib
+
+    import capstone
+    from elftools.elf.elffile import ELFFile
+
+    module, *modes = POWER_SITES[isa]
+    sites = importlib.import_module(f"emutrace.isa.{module}").SITES
+    with open(kernel(isa), "rb") as fh:
+        text = ELFFile(fh).get_section_by_name(".text")
+        code, base = text.data(), text["sh_addr"]
+    mode = 0
+    for name in modes:
+        mode |= getattr(capstone, name)
+    md = capstone.Cs(capstone.CS_ARCH_PPC, mode)
+    md.skipdata = True  # arch_probe's illegal word
+    want = []
+    for insn in md.disasm(code, base):
+        if insn.mnemonic in ("rfi", "rfid"):
+            want.append(insn.address)
+        elif insn.mnemonic in ("mfspr", "mtspr"):
+            spr = insn.op_str.split(", ")[1 if insn.mnemonic == "mfspr" else 0]
+            if int(spr, 0) in sites.modelled:
+                want.append(insn.address)
+    got = [base + at for at in sites.find(code)]
+    assert got == want
+    assert len(got) >= 6  # both rfi/rfid, the SRR1 or ESR reads, SRR0 read and write, ...
+
+
+class _PowerPort:
+    """A CPU port with registers and 16 KiB of memory (for the pure Power trap layer)."""
+
+    def __init__(self, **regs: int) -> None:
+        self.regs, self.mem = dict(regs), bytearray(0x4000)
+
+    @property
+    def pc(self) -> int:
+        return self.regs["pc"]
+
+    def reg_read(self, name: str) -> int:
+        return self.regs.get(name, 0)
+
+    def reg_write(self, name: str, value: int) -> None:
+        self.regs[name] = value
+
+    def mem_read(self, addr: int, size: int) -> bytes:
+        return bytes(self.mem[addr:addr + size])
+
+    def mem_write(self, addr: int, data: bytes) -> None:
+        self.mem[addr:addr + len(data)] = data
+
+
+def test_power_traps_and_hypercalls() -> None:
+    """The paths the mini-kernels do not take, against the architecture's and PAPR's
+    numbers: a `tw` trap enters 0x700 with SRR1 bit 46 (Power ISA 3.0 Book III §7.5.9),
+    the new MSR is SF|ME (+LE once H_SET_MODE asked for ILE); `mfspr`/`rfid` read the
+    model; H_PUT_TERM_CHAR takes up to 16 bytes from r6:r7, most significant first; an
+    unknown RTAS token answers -3 (not supported) in its return word, an unknown hcall
+    H_FUNCTION (-2); BookE DBCR0[RST] powers off, other DBCR0 writes do not."""
+    from emutrace.isa import kernel_ppc, kernel_ppc64le
+    from emutrace.isa.kernel_power import SRR0, SRR1, spr_file
+
+    sf, me, le, fp = 1 << 63, 1 << 12, 1, 1 << 13
+    cpu = _PowerPort(pc=0x1004, msr=sf | le | me | fp)
+    cpu.mem[0x1000:0x1004] = (0x7FE00008).to_bytes(4, "little")  # tw 31, 0, 0
+    outcome = kernel_ppc64le.deliver(cpu, kernel_ppc.INTR_PROGRAM)  # type: ignore[arg-type]
+    assert outcome is not None and (outcome.kind, outcome.vector) == ("vector", 0x700)
+    model = spr_file(cpu)  # type: ignore[arg-type]
+    assert (model.get(SRR0), model.get(SRR1)) == (0x1000, sf | le | me | fp | 1 << 17)
+    assert (cpu.regs["pc"], cpu.regs["msr"]) == (0x700, sf | me)  # ILE not set yet
+    # mfspr r5, SRR1 (XFX: SPR 27 as 0b11011 || 0b00000) at 0x710, then rfid at 0x714
+    cpu.mem[0x710:0x718] = (0x7CBB02A6).to_bytes(4, "little") + (0x4C000024).to_bytes(4, "little")
+    assert list(kernel_ppc64le.SITES.find(bytes(cpu.mem[0x700:0x720]))) == [0x10, 0x14]
+    kernel_ppc64le.SITES.emulate(cpu, 0x710)  # type: ignore[arg-type]
+    assert (cpu.regs["r5"], cpu.regs["pc"]) == (model.get(SRR1), 0x714)
+    kernel_ppc64le.SITES.emulate(cpu, 0x714)  # type: ignore[arg-type]
+    assert (cpu.regs["pc"], cpu.regs["msr"]) == (0x1000, model.get(SRR1))
+
+    cpu.mem[0x2000:0x2004] = (0x44000022).to_bytes(4, "little")  # sc 1
+    cpu.regs.update(pc=0x2004, r3=0x31C, r4=1, r5=4)  # H_SET_MODE(LE)
+    assert kernel_ppc64le.deliver(cpu, 8).kind == "emulated"  # type: ignore[arg-type, union-attr]
+    cpu.mem[0x2004:0x2008] = (0x44000002).to_bytes(4, "little")  # sc
+    cpu.regs.update(pc=0x2008, msr=sf | le | me)
+    assert kernel_ppc64le.deliver(cpu, 8).vector == 0xC00  # type: ignore[arg-type, union-attr]
+    assert cpu.regs["msr"] == sf | me | le and model.get(SRR0) == 0x2008
+
+    cpu.regs.update(pc=0x2004, r3=0x58, r4=0, r5=10, r6=int.from_bytes(b"emutrace", "big"),
+                    r7=int.from_bytes(b"!\n\0\0\0\0\0\0", "big"))
+    assert kernel_ppc64le.deliver(cpu, 8).console == b"emutrace!\n"  # type: ignore[arg-type, union-attr]
+    block = 0x3000
+    cpu.mem[block:block + 12] = b"".join(v.to_bytes(4, "big") for v in (0x2001, 1, 1))
+    cpu.regs.update(pc=0x2004, r3=0xF000, r4=block)
+    assert kernel_ppc64le.deliver(cpu, 8).kind == "emulated"  # type: ignore[arg-type, union-attr]
+    assert cpu.mem[block + 16:block + 20] == (2**32 - 3).to_bytes(4, "big")
+    cpu.mem[block:block + 4] = (0x2003).to_bytes(4, "big")
+    cpu.regs.update(pc=0x2004, r3=0xF000, r4=block)
+    assert kernel_ppc64le.deliver(cpu, 8).kind == "off"  # type: ignore[arg-type, union-attr]
+    cpu.regs.update(pc=0x2004, r3=0x1234)
+    kernel_ppc64le.deliver(cpu, 8)  # type: ignore[arg-type]
+    assert cpu.regs["r3"] == 2**64 - 2
+
+    booke = _PowerPort(pc=0x100, r3=0x30000000)
+    booke.mem[0x100:0x104] = (0x7C744BA6).to_bytes(4, "big")  # mtspr DBCR0 (308), r3
+    assert list(kernel_ppc.SITES.find(bytes(booke.mem[0x100:0x104]))) == [0]
+    assert kernel_ppc.SITES.emulate(booke, 0x100).kind == "off"  # type: ignore[arg-type, union-attr]
+    booke.regs["r3"] = 0x40000000  # DBCR0[IDM], no reset
+    assert kernel_ppc.SITES.emulate(booke, 0x100) is None  # type: ignore[arg-type]

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import unicorn
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
@@ -47,15 +45,14 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, TailCall
+from emutrace.target.protocol import Target, TrapHooks
+from emutrace.trace.events import Call, Event, SignalDelivery, TailCall, Trap
 
 
 class EntryBackend(Int3Backend):
     name = "entry"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
         super().__init__(image, cpu, hooks, emit, "lazy", types)
         self.entry_args = self.args  # int3's reader reads at the callee's entry too
@@ -65,6 +62,7 @@ class EntryBackend(Int3Backend):
         self.entries: dict[int, Function] = {}  # probed entry address → its function
         self.open: list[tuple[int, int, int]] = []  # (return address, call sp, function)
         self.process_entry: int | None = None
+        self.handler_entry: int | None = None  # a signal handler's, until its probe fires
         self.generation = -1  # of the symbol table when its functions were last probed
 
     # ------------------------------------------------------------ start-up
@@ -107,13 +105,24 @@ class EntryBackend(Int3Backend):
         self.stats["probes"] = len(self.armed)
         self.stats["startup_patches"] = self.stats["patches"]
 
-    def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
         """A module mapped since the last block (the symbol table grew): its functions are
         probed before any of its code runs (ld.so maps a library, then relocates it, then
         calls into it: its mmap returns to ld.so's code first)."""
         if self.discovery.symbols.generation != self.generation:
             self._probe_known()
         super()._on_block(uc, addr, size, _d)
+
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """A signal handler (or exception vector) is entered: its frame, and its entry
+        probe's next hit is no call (nothing called it).  Everything is probed already."""
+        if signal is not None and self.pending is not None:
+            pending, self.pending = self.pending, None
+            self._resolve(pending, signal.resume)
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None))
+        self._after_trap = False
+        self.handler_entry = vector & self.code_mask
 
     def _probe(self, func: Function, entries: bool) -> None:
         self.armed_funcs[func.start] = func
@@ -156,6 +165,9 @@ class EntryBackend(Int3Backend):
         cpu = self.cpu
         if func.start == self.process_entry and not self.open:
             return  # the kernel started the process here (ELFv2: both entries): no call
+        if func.start == self.handler_entry:
+            self.handler_entry = None
+            return  # the kernel entered a signal handler here (trap_entered): no call
         sp = cpu.reg_read(self.sp_reg)
         ra = (cpu.reg_read(self.link) if self.link else cpu.read_word(sp)) & self.code_mask
         call_sp = sp + self.push
@@ -196,6 +208,6 @@ class EntryBackend(Int3Backend):
         return super().finish()
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
     return EntryBackend(image, cpu, hooks, emit, options.call_types)

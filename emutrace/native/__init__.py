@@ -95,9 +95,14 @@ def load() -> ctypes.CDLL:
     return lib
 
 
-def available() -> bool:
+# per backend with a native path: the library function its engine starts with (a library
+# built before that backend's C file lacks it)
+ENTRY_POINTS = {"int3": "nt_new", "step": "st_new"}
+
+
+def available(backend: str = "int3") -> bool:
     try:
-        load()
+        lib = load()
     except Unsupported:
         return False
-    return True
+    return hasattr(lib, ENTRY_POINTS.get(backend, "nt_new"))

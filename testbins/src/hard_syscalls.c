@@ -49,6 +49,17 @@ int main(void)
     show("fcntl F_DUPFD 2^62", syscall(SYS_fcntl, 0, F_DUPFD, 1ULL << 62));
     close(fd);
     unlink(tmp);
+    /* SIGKILL and SIGSTOP cannot be blocked (signal(7)): the kernel drops them from any
+     * new mask.  Raw system calls: glibc's wrapper filters its own internal signals. */
+    sigset_t all, now;
+    sigfillset(&all);
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, 8);
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, NULL, &now, 8);
+    show("SIGKILL blocked after blocking all", sigismember(&now, SIGKILL));
+    show("SIGSTOP blocked after blocking all", sigismember(&now, SIGSTOP));
+    show("SIGTERM blocked after blocking all", sigismember(&now, SIGTERM));
+    sigemptyset(&all);
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, 8);
     signal(SIGUSR1, SIG_IGN);
     show("raise ignored SIGUSR1", raise(SIGUSR1));
     return 0;

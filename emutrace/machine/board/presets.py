@@ -118,5 +118,77 @@ S390_CCW_VIRTIO = Board(
     qemu=("qemu-system-s390x", "-M", "s390-ccw-virtio"),
 )
 
+BAMBOO = Board(
+    name="bamboo",
+    isa="ppc",
+    description="QEMU -M bamboo (PowerPC 440EP, BookE; an ELF -kernel at its addresses, "
+                "MMU as virtual = physical): NS16550 console at 0xef600300, DBCR0 system "
+                "reset powers off (QEMU -no-reboot)",
+    # QEMU hw/ppc/ppc440_bamboo.c: RAM from 0, UART0 at 0xef600300 (UART1 at 0xef600400
+    # not modelled); the CPU is Unicorn's 440EPX (QEMU's bamboo has a 440EP)
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00000000,
+    devices=(Device("ns16550", "uart0", 0xEF600300, 8),),
+    cpu_model="UC_CPU_PPC32_440EPX",
+    qemu=("qemu-system-ppc", "-M", "bamboo", "-no-reboot"),
+)
+
+PSERIES = Board(
+    name="pseries",
+    isa="ppc64le",
+    description="QEMU -M pseries with the image as -bios (no SLOF: a raw image at 0, started "
+                "at 0x100; here an ELF starts at its entry, little-endian, real mode, "
+                "MSR[HV] = 0): the console and power-off are PAPR hypercalls "
+                "(H_PUT_TERM_CHAR, H_RTAS power-off)",
+    # QEMU hw/ppc/spapr.c: the firmware loads at 0 and starts at SPAPR_ENTRY_POINT 0x100
+    # (big-endian: the image switches itself); with no SLOF nothing else is in memory
+    ram=(Region("ram", 0x00000000, RAM_SIZE),),
+    bios_at=0x00000000,
+    bios_entry=0x100,
+    devices=(),  # the console is the vty hypercall: isa/kernel_ppc64le.py
+    qemu=("qemu-system-ppc64", "-M", "pseries"),
+)
+
+# MIPS Malta (QEMU hw/mips/malta.c, MIPS document MD00048): RAM at physical 0, the boot
+# flash at 0x1fc0_0000 (the reset vector 0xbfc0_0000); the CPU reaches both through
+# kseg0 (cached, physical + 0x8000_0000) and kseg1 (uncached, + 0xa000_0000), which are
+# mirrors here (an ELF linked in kseg0 loads at its own addresses, as QEMU's
+# cpu_mips_kseg0_to_phys puts it).  `-kernel`: QEMU's boot code in the flash maps the
+# GT-64120's PCI I/O window at 0x1800_0000 and jumps to the ELF entry, where this board
+# starts (the arguments it passes in a0..a3 are not set).
+_MALTA_RAM = (
+    Region("ram", 0x00000000, RAM_SIZE),
+    Region("flash", 0x1FC00000, 4 * MiB),
+    Region("ram (kseg0)", 0x80000000, RAM_SIZE, mirror_of=0x00000000),
+    Region("ram (kseg1)", 0xA0000000, RAM_SIZE, mirror_of=0x00000000),
+    Region("flash (kseg1)", 0xBFC00000, 4 * MiB, mirror_of=0x1FC00000),
+)
+_MALTA_DEVICES = (
+    Device("ns16550", "com1 (PIIX4 ISA 0x3f8)", 0x180003F8, 8),
+    Device("soft_reset", "fpga softres", 0x1F000500, 4, {"value": 0x42}),
+)
+
+MALTA = Board(
+    name="malta",
+    isa="mips",
+    description="QEMU -M malta -kernel (24Kf, big-endian, kernel mode from the ELF entry): "
+                "COM1 16550 console, the FPGA's soft reset powers off (-no-reboot)",
+    ram=_MALTA_RAM,
+    bios_at=0xBFC00000,  # a raw image is the boot flash, run from the reset vector
+    devices=_MALTA_DEVICES,
+    qemu=("qemu-system-mips", "-M", "malta", "-no-reboot"),
+)
+
+MALTA_EL = Board(
+    name="maltael",
+    isa="mipsel",
+    description="QEMU -M malta -kernel (24Kf, little-endian, kernel mode from the ELF "
+                "entry): COM1 16550 console, the FPGA's soft reset powers off (-no-reboot)",
+    ram=_MALTA_RAM,
+    bios_at=0xBFC00000,
+    devices=_MALTA_DEVICES,
+    qemu=("qemu-system-mipsel", *MALTA.qemu[1:]),
+)
+
 BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386, PC_X86_64,
-                                              S390_CCW_VIRTIO)}
+                              S390_CCW_VIRTIO, BAMBOO, PSERIES, MALTA, MALTA_EL)}

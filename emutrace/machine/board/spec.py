@@ -14,6 +14,9 @@ class Region:
     name: str
     base: int
     size: int
+    # the base of the region this one is a second view of (MIPS kseg0/kseg1: the same
+    # memory at the CPU's unmapped-segment addresses); None: memory of its own
+    mirror_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class Board:
     kernel_at: int | None = None
     # the QEMU command line this board stands for (the test oracle; docs)
     qemu: tuple[str, ...] = ()
+    # where a raw binary starts, from bios_at (pseries: QEMU starts -bios at 0x100)
+    bios_entry: int = 0
 
     def console(self) -> Device | None:
         """The first UART: the console."""

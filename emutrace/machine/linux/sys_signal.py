@@ -118,4 +118,7 @@ def sys_rt_sigprocmask(k: K, a: tuple[int, ...]) -> int:
             k.sig_mask = value
         else:
             raise GuestError("EINVAL")
+        # SIGKILL and SIGSTOP cannot be blocked: the kernel drops them from every new mask
+        # (kernel/signal.c sigprocmask: sigdelsetmask(SIGKILL|SIGSTOP))
+        k.sig_mask &= ~(1 << (k.const("SIGKILL") - 1) | 1 << (k.const("SIGSTOP") - 1))
     return 0

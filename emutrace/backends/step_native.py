@@ -1,0 +1,316 @@
+"""`step` on the native hot path (`--engine native`): the algorithm of backends/step.py,
+with the per-instruction work in C (emutrace/native/step.c).
+
+C's code hook counts every instruction, resolves the pending transfer and looks each
+address up in its flow table; Python is entered only
+* to decode an address seen for the first time (`_py_flow`: the reference's `_flow`, packed
+  into one word, plus whether a return's value is an integer register);
+* to resolve a transfer C leaves to it (`_py_resolve`: the reference's `_resolve` on the
+  live CPU): the first call of a target, a `maybe_return` jump, a return into a function's
+  entry, values read from memory or float registers;
+* to drain the buffer of records C wrote for the transfers it finished (`_drain`: the same
+  `_resolve` rules, in order, over a register snapshot read by an `ArgReader`).
+
+A jump to an address that is no function entry records nothing and never leaves C.  The
+buffer is drained before Python emits anything or looks at the tail-call state, and at the
+end, so the event stream is the reference's, byte for byte (tests/test_native_engine.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections.abc import Callable
+from typing import cast
+
+from unicorn import unicorn_const as ucc
+from unicorn.unicorn_py3.unicorn import uclib
+
+from emutrace import native
+from emutrace.backends.args import ArgReader
+from emutrace.backends.int3_native import _SNAPSHOT, _VOID, _ArgPlan, _Snapshot
+from emutrace.backends.step import Pending, StepBackend
+from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
+from emutrace.discover.prototypes import CType
+from emutrace.elf import Image
+from emutrace.errors import Unsupported
+from emutrace.isa.base import FlowKind
+from emutrace.native import steplib
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet
+from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall
+from emutrace.trace.values import Value
+
+# FlowKind <-> the kind bits of C's flow word (step.c K_*)
+_KIND_CODE = {FlowKind.NONE: 0, FlowKind.CALL: 1, FlowKind.RETURN: 2, FlowKind.JUMP: 3,
+              FlowKind.STOP: 4, FlowKind.BRANCH: 5, FlowKind.EXECUTE: 6}
+_KIND_OF = {code: kind for kind, code in _KIND_CODE.items()}
+_CONDITIONAL, _MAYBE_RETURN, _ALT_LINK, _RET_FAST = 1 << 19, 1 << 20, 1 << 21, 1 << 22
+_EVENT = struct.Struct(native.EVENT_FORMAT)
+_SE_CALL, _SE_RETURN = 1, 2
+
+
+class NativeStepBackend(StepBackend):
+    name = "step"
+    cpu: UnicornCpu  # the C hook runs inside this Unicorn instance
+
+    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+                 emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
+        lib = steplib.load()
+        isa = image.isa
+        regs = isa.registers
+        self._lib, self._hooks, self._emit_now = lib, hooks, emit
+        self._callbacks = (steplib.PY_FLOW(self._py_flow),
+                           steplib.PY_RESOLVE(self._py_resolve),
+                           native.PY_DRAIN(self._py_drain))
+        self._arg_names = regs.args[:native.MAX_REGS]
+        self._all_args_saved = len(regs.args) <= native.MAX_REGS
+        self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
+                                           if isa.c_values.retval_hi else [])
+        cfg = steplib.StepConfig()
+        cfg.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p)
+        cfg.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p)
+        cfg.py_flow, cfg.py_resolve, cfg.py_drain = self._callbacks
+        cfg.sp_reg = cpu.reg_id(regs.sp)
+        cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
+        cfg.code_mask = (1 << 64) - 2 if isa.thumb_bit else (1 << 64) - 1
+        cfg.n_args = len(self._arg_names)
+        self._n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
+        self._stack_offset = cfg.stack_offset = regs.stack_args_offset
+        for i, name in enumerate(self._arg_names):
+            cfg.arg_regs[i] = cpu.reg_id(name)
+        cfg.ret_reg = cpu.reg_id(self._ret_names[0])
+        cfg.ret_hi_reg = cpu.reg_id(self._ret_names[1]) if len(self._ret_names) > 1 else -1
+        cfg.buffer_events = 4096
+        self._st: int | None = None  # C's state, made once the decoder knows the delay slot
+        self._final_time = 0
+        self._symbols_generation = -1
+        self._fast_checked: set[int] = set()
+        super().__init__(image, cpu, self._emit_drained, types)
+        cfg.delay = self.delay
+        self._st = lib.st_new(cpu.uc._uch, ctypes.byref(cfg))
+        if not self._st:
+            raise MemoryError("native hot path: out of memory")
+        cpu.hook_del(self.code_hook)  # the reference's Python hook: C's instead
+        handle = ctypes.c_size_t()
+        err = uclib.uc_hook_add(cpu.uc._uch, ctypes.byref(handle), ucc.UC_HOOK_CODE,
+                                ctypes.cast(lib.st_on_insn, ctypes.c_void_p),
+                                ctypes.c_void_p(self._st), 1, 0)
+        if err != ucc.UC_ERR_OK:
+            raise Unsupported(f"--engine native: the step hook was refused ({err})")
+        self._c_hook = handle.value
+        self._snapshot = _Snapshot(cpu)
+        self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), self.args.types,
+                                    at_entry=True)
+        self._value = self._snap_args.value
+        self._arg_plans: dict[int, object] = {}
+        self._ret_plans: dict[int, object] = {}
+
+    # ------------------------------------------------------------ shared state
+    @property  # type: ignore[override]
+    def time(self) -> int:
+        if not self._st:
+            return self._final_time
+        return int(self._lib.st_get_time(self._st))
+
+    @time.setter
+    def time(self, value: int) -> None:
+        if self._st:
+            self._lib.st_set_time(self._st, value)
+        else:
+            self._final_time = value
+
+    def switch_thread(self, tid: int) -> None:
+        """C keeps one thread's pending transfer (as the native int3 engine)."""
+        raise Unsupported("--engine native: tracing a program with threads is not "
+                          "supported yet; use --engine python (the default, auto, does for "
+                          "programs that can create threads)")
+
+    # ------------------------------------------------------------ callbacks from C
+    def _py_flow(self, addr: int, size: int) -> int:
+        """The flow word of the instruction at addr (step.c F_*)."""
+        try:
+            self._sync_entries()
+            flow, length = self._flow(addr, size)
+            word = length | _KIND_CODE[flow.kind] << 16
+            if flow.conditional:
+                word |= _CONDITIONAL
+            if flow.maybe_return:
+                word |= _MAYBE_RETURN
+            if flow.alt_link:
+                word |= _ALT_LINK
+            if flow.kind is FlowKind.RETURN and self._return_fast(addr):
+                word |= _RET_FAST
+            return word
+        except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
+            if self._hooks.pending is None:
+                self._hooks.pending = e
+            self.cpu.uc.emu_stop()
+            return 0
+
+    def _py_resolve(self, flow: int, site: int, fallthrough: int, time: int, sp: int,
+                    pc: int) -> None:
+        def body() -> None:
+            self._drain()
+            kind = _KIND_OF[flow >> 16 & 7]
+            self._resolve(Pending(kind, site, fallthrough, time, sp, (), 0,
+                                  bool(flow & _CONDITIONAL), bool(flow & _MAYBE_RETURN),
+                                  bool(flow & _ALT_LINK)), pc)
+            if kind is not FlowKind.RETURN and pc not in self._fast_checked:
+                self._fast_checked.add(pc)  # C may finish transfers to pc from now on
+                if self._args_fast(pc):
+                    self._lib.st_fast_add(self._st, pc)
+
+        self._hooks.guard(body)
+
+    def _py_drain(self) -> None:
+        self._hooks.guard(self._drain)
+
+    def _sync_entries(self) -> None:
+        """C's superset of the tail rule's entries: every symbol entry (again when the
+        table grew: a library mapped, before any of its code runs and is decoded)."""
+        symbols = self.tails.symbols
+        if symbols.generation == self._symbols_generation:
+            return
+        self._symbols_generation = symbols.generation
+        for code in self.tails.entries:
+            self._lib.st_entry_add(self._st, code)
+        for f in symbols.funcs:
+            if f.part_of is None:
+                self._lib.st_entry_add(self._st, f.start)
+                self._lib.st_entry_add(self._st, f.start + f.local_offset)
+
+    # ------------------------------------------------------------ which values C covers
+    def _return_fast(self, site: int) -> bool:
+        """Is the value returned at site an integer in the snapshotted registers?"""
+        _func, values = self.args.types.function_of(site)
+        t = values.ret
+        return t is not None and (t is VOID or t.kind not in ("float", "struct", "str", "buf"))
+
+    def _args_fast(self, target: int) -> bool:
+        """Are the arguments of the function at target integer words in the argument
+        registers or the stack words C saves (no string, struct or float)?"""
+        if not self._all_args_saved:
+            return False
+        n = len(self._arg_names) + self._n_stack
+        return all(isinstance(loc, Unknown) or (
+            isinstance(loc, Slots) and loc.ctype is not SRET and max(loc.ids) < n
+            and loc.ctype.kind not in ("str", "buf"))
+            for loc in self.args.types.at(target).args)
+
+    # ------------------------------------------------------------ events
+    def _emit_drained(self, event: Event) -> None:
+        self._drain()
+        self._emit_now(event)
+
+    def _drain(self) -> None:
+        lib, st = self._lib, self._st
+        n = lib.st_events_count(st)
+        if not n:
+            return
+        data = ctypes.string_at(lib.st_events(st), n * _EVENT.size)
+        lib.st_events_clear(st)
+        emit, tails = self._emit_now, self.tails
+        called, returned, is_tail = tails.called, tails.returned, tails.is_tail
+        args, ret_plans, value = self._args, self._ret_plans, self._value
+        calls = returns = tail_calls = 0
+        try:
+            for kind, flags, time, site, target, sp, after, entry_sp, *regs in \
+                    _EVENT.iter_unpack(data):
+                if kind == _SE_CALL:
+                    calls += 1
+                    called(target, after)
+                    emit(Call(time, site, target, sp, after, args(target, entry_sp, regs),
+                              bool(flags & _ALT_LINK)))
+                elif kind == _SE_RETURN:
+                    returns += 1
+                    returned()
+                    plan = ret_plans.get(site)
+                    if plan is None:
+                        plan = ret_plans[site] = self._ret_plan(site)
+                    if plan is _SNAPSHOT:
+                        self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
+                        result = self._snap_args.read_return(site)
+                    else:
+                        result = None if plan is _VOID else value(regs[0], cast(CType, plan))
+                    emit(Return(time, site, sp, result, target))
+                elif is_tail(target):
+                    tail_calls += 1
+                    emit(TailCall(time, site, target, sp, args(target, entry_sp, regs)))
+        finally:  # (counted as the reference counts: where the event is made)
+            stats = self.stats
+            stats["calls"] += calls
+            stats["returns"] += returns
+            stats["tail_calls"] += tail_calls
+
+    # The common cases without the snapshot: what ArgReader.read / read_return compute from
+    # the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
+    def _args(self, target: int, entry_sp: int, regs: list[int]) -> tuple[Value, ...]:
+        plan = self._arg_plans.get(target)
+        if plan is None:
+            plan = self._arg_plans[target] = self._arg_plan(target)
+        if plan is not _SNAPSHOT:
+            value = self._value
+            return tuple(value(regs[i], t) if isinstance(t, CType) else cast(Value, t)
+                         for i, t in cast(_ArgPlan, plan))
+        snap, word, n_args = self._snapshot, self.cpu.word, len(self._arg_names)
+        snap.regs = dict(zip(self._arg_names, regs, strict=False))
+        snap.regs[self.sp_reg] = entry_sp
+        snap.words = {entry_sp + self._stack_offset + k * word: regs[n_args + k]
+                      for k in range(self._n_stack)}
+        return self._snap_args.read(target)
+
+    def _arg_plan(self, target: int) -> _ArgPlan | object:
+        out: _ArgPlan = []
+        for loc in self.args.types.at(target).args:
+            if isinstance(loc, Unknown):
+                out.append((0, Value("struct", 8 * loc.ctype.size, 0, "{?}")))
+            elif (isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ctype.kind != "struct"
+                  and loc.ctype is not SRET):
+                out.append((loc.ids[0], loc.ctype))
+            else:
+                return _SNAPSHOT
+        return out
+
+    def _ret_plan(self, site: int) -> object:
+        _func, values = self.args.types.function_of(site)
+        t = values.ret
+        if t is VOID or t.kind == "void":
+            return _VOID
+        if t.kind in ("float", "struct") or t.size > self.cpu.word:
+            return _SNAPSHOT
+        return t
+
+    # ------------------------------------------------------------ traps and end
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """The reference's, over the transfer C was waiting to resolve (a signal handler
+        entered between blocks resolves it at the interrupted code)."""
+        self._drain()
+        out = (ctypes.c_uint64 * 6)()
+        if self._lib.st_take_pending(self._st, out):
+            flow = out[0]
+            self.pending = Pending(_KIND_OF[flow >> 16 & 7], out[1], out[2], out[3], out[4],
+                                   (), out[5], bool(flow & _CONDITIONAL),
+                                   bool(flow & _MAYBE_RETURN), bool(flow & _ALT_LINK))
+        super().trap_entered(vector, signal)
+
+    def flush_events(self) -> None:
+        """Hand the buffered events to the shadow stack (the session asks at the end of the
+        run, before it reads the open frames)."""
+        if self._st:
+            self._drain()
+
+    def finish(self) -> int:
+        if not self._st:  # finished already
+            return self._final_time
+        self._drain()
+        lib, st = self._lib, self._st
+        self._final_time = self.time
+        self.stats["steps"] = self._final_time
+        # how much went through Python (bench's profile; not a mechanism counter)
+        self.native_stats = {"c_transfers": int(lib.st_counter(st, 0)),
+                             "python_transfers": int(lib.st_counter(st, 1))}
+        uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(self._c_hook))
+        lib.st_free(st)
+        self._st = None
+        return self._final_time

@@ -1,0 +1,392 @@
+/* emutrace native hot path for the `step` backend: one Unicorn code hook on every
+ * instruction (backends/step.py `_on_insn` is the reference, line for line).
+ *
+ * Built into the same library as hotpath.c (setup.py) and loaded the same way: Unicorn is
+ * called through function pointers from the binding's own libunicorn.so.2, Python only
+ * through the callbacks in st_config (ctypes trampolines that take the GIL).
+ *
+ * Per instruction: count it, resolve the transfer classified at an earlier instruction (it
+ * took effect if the PC did not fall through; after the delay slot on ISAs with one), look
+ * the address up in the flow table (address -> kind and flags, decoded once by Python), and
+ * remember a classified instruction as the pending transfer.
+ *
+ * A taken transfer is one of:
+ * - a jump to an address that is no function entry: nothing to record (TailRule.is_tail is
+ *   false without a side effect).  `entries` is a superset of TailRule.entries: every
+ *   function entry the symbol table had when Python last decoded new code (which it does
+ *   before any newly mapped code runs), and every call target;
+ * - a call, a return, or a jump that may be a tail call, whose values a register snapshot
+ *   covers (integer arguments of a target in `fast`; an integer return value, `ret_fast`):
+ *   one fixed record in the buffer, turned into events by Python in order;
+ * - anything else (a first call of a target, a `maybe_return` jump, a return into a
+ *   function's entry, values in memory or float registers): Python resolves it now, on the
+ *   live CPU, after draining the buffer.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unicorn/unicorn.h>
+
+typedef uc_err (*st_reg_read_fn)(uc_engine *, int, void *);
+typedef uc_err (*st_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
+
+/* the flow of an instruction, packed by Python (step_native.py FLOW_*): bits 0-15 its
+ * length in bytes, 16-18 its kind, then flags */
+enum { K_NONE = 0, K_CALL = 1, K_RETURN = 2, K_JUMP = 3, K_STOP = 4, K_BRANCH = 5,
+       K_EXECUTE = 6 };  /* isa/base.py FlowKind; every other kind resolves as a jump */
+#define F_KIND(f) (((f) >> 16) & 7)
+#define F_CONDITIONAL (1u << 19)
+#define F_MAYBE_RETURN (1u << 20)
+#define F_ALT_LINK (1u << 21)
+#define F_RET_FAST (1u << 22)  /* a return whose value the snapshot covers */
+#define F_DECODED (1u << 31)   /* set on every entry: 0 is an empty slot's flow */
+
+typedef uint32_t (*py_flow_fn)(uint64_t addr, uint32_t size);
+typedef void (*py_resolve_fn)(uint32_t flow, uint64_t site, uint64_t fallthrough,
+                              uint64_t time, uint64_t sp, uint64_t pc);
+typedef void (*py_drain_fn)(void);
+
+#define ST_MAX_REGS 8
+
+typedef struct {
+    st_reg_read_fn reg_read;
+    st_mem_read_fn mem_read;
+    py_flow_fn py_flow;
+    py_resolve_fn py_resolve;
+    py_drain_fn py_drain;
+    int32_t sp_reg;
+    uint32_t word;        /* bytes per stack word */
+    uint32_t big_endian;
+    uint32_t delay;       /* the ISA has a delay slot: resolve one instruction later */
+    uint64_t code_mask;   /* TailRule.mask: ~1 where the low bit selects Thumb */
+    uint32_t n_args;      /* integer argument registers in a call's snapshot */
+    uint32_t n_stack;     /* ... then this many stack words */
+    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
+    int32_t arg_regs[ST_MAX_REGS];
+    int32_t ret_reg, ret_hi_reg;  /* -1: none */
+    uint32_t buffer_events;
+} st_config;
+
+enum { SE_CALL = 1, SE_RETURN = 2, SE_JUMP = 3 };
+
+/* one record: the layout of hotpath.c's nt_event (native.EVENT_FORMAT); `flags` holds the
+ * transfer's flow word */
+typedef struct {
+    uint32_t kind;
+    uint32_t flags;
+    uint64_t time, site, target, sp, fallthrough;
+    uint64_t entry_sp;
+    uint64_t regs[ST_MAX_REGS];
+} st_event;
+
+typedef struct {
+    uint64_t addr;
+    uint32_t flow;  /* 0: empty slot */
+} st_flow;
+
+typedef struct {
+    uint64_t *keys;  /* 0: empty */
+    size_t cap, used;
+} st_set;
+
+typedef struct {
+    uint32_t flow;
+    uint64_t site, fallthrough, time, sp;
+    uint32_t countdown;
+} st_pending;
+
+typedef struct {
+    uc_engine *uc;
+    st_config cfg;
+    st_flow *flows;
+    size_t flows_cap, flows_used;
+    st_set fast;     /* call targets whose arguments the snapshot covers */
+    st_set entries;  /* a superset of TailRule.entries */
+    st_event *events;
+    uint32_t n_events;
+    uint64_t time;
+    int has_pending;
+    st_pending pending;
+    uint64_t recorded, slow;  /* transfers buffered / resolved by Python */
+} st_state;
+
+static inline uint64_t st_mix(uint64_t x)
+{
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static st_flow *flow_slot(st_flow *t, size_t cap, uint64_t addr)
+{
+    size_t i = st_mix(addr) & (cap - 1);
+    while (t[i].flow != 0 && t[i].addr != addr)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int flows_put(st_state *s, uint64_t addr, uint32_t flow)
+{
+    if (2 * (s->flows_used + 1) > s->flows_cap) {
+        size_t cap = s->flows_cap * 2;
+        st_flow *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < s->flows_cap; i++)
+            if (s->flows[i].flow)
+                *flow_slot(t, cap, s->flows[i].addr) = s->flows[i];
+        free(s->flows);
+        s->flows = t;
+        s->flows_cap = cap;
+    }
+    st_flow *p = flow_slot(s->flows, s->flows_cap, addr);
+    if (p->flow == 0)
+        s->flows_used++;
+    p->addr = addr;
+    p->flow = flow | F_DECODED;
+    return 0;
+}
+
+/* sets hold key + 1, so that address 0 is a key like any other */
+static int set_has(const st_set *set, uint64_t key)
+{
+    key += 1;
+    size_t i = st_mix(key) & (set->cap - 1);
+    while (set->keys[i] != 0) {
+        if (set->keys[i] == key)
+            return 1;
+        i = (i + 1) & (set->cap - 1);
+    }
+    return 0;
+}
+
+static int set_add(st_set *set, uint64_t key)
+{
+    key += 1;
+    if (2 * (set->used + 1) > set->cap) {
+        size_t cap = set->cap * 2;
+        uint64_t *keys = calloc(cap, sizeof *keys);
+        if (!keys)
+            return -1;
+        for (size_t i = 0; i < set->cap; i++) {
+            uint64_t k = set->keys[i];
+            if (k) {
+                size_t j = st_mix(k) & (cap - 1);
+                while (keys[j])
+                    j = (j + 1) & (cap - 1);
+                keys[j] = k;
+            }
+        }
+        free(set->keys);
+        set->keys = keys;
+        set->cap = cap;
+    }
+    size_t i = st_mix(key) & (set->cap - 1);
+    while (set->keys[i] != 0) {
+        if (set->keys[i] == key)
+            return 0;
+        i = (i + 1) & (set->cap - 1);
+    }
+    set->keys[i] = key;
+    set->used++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ API for Python */
+st_state *st_new(uc_engine *uc, const st_config *cfg)
+{
+    st_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->uc = uc;
+    s->cfg = *cfg;
+    if (s->cfg.n_args > ST_MAX_REGS)
+        s->cfg.n_args = ST_MAX_REGS;
+    if (s->cfg.n_stack > ST_MAX_REGS - s->cfg.n_args)
+        s->cfg.n_stack = ST_MAX_REGS - s->cfg.n_args;
+    if (s->cfg.buffer_events == 0)
+        s->cfg.buffer_events = 4096;
+    s->flows_cap = 1 << 14;
+    s->fast.cap = s->entries.cap = 1024;
+    s->flows = calloc(s->flows_cap, sizeof *s->flows);
+    s->fast.keys = calloc(s->fast.cap, sizeof *s->fast.keys);
+    s->entries.keys = calloc(s->entries.cap, sizeof *s->entries.keys);
+    s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
+    if (!s->flows || !s->fast.keys || !s->entries.keys || !s->events) {
+        free(s->flows); free(s->fast.keys); free(s->entries.keys); free(s->events);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void st_free(st_state *s)
+{
+    if (!s)
+        return;
+    free(s->flows);
+    free(s->fast.keys);
+    free(s->entries.keys);
+    free(s->events);
+    free(s);
+}
+
+int st_fast_add(st_state *s, uint64_t target) { return set_add(&s->fast, target); }
+int st_entry_add(st_state *s, uint64_t code) { return set_add(&s->entries, code); }
+uint64_t st_get_time(const st_state *s) { return s->time; }
+void st_set_time(st_state *s, uint64_t t) { s->time = t; }
+void st_clear_pending(st_state *s) { s->has_pending = 0; }
+
+/* the pending transfer (flow, site, fall-through, time, sp, countdown) into out[6] and
+ * forget it: 1, or 0 when there is none (a signal handler entered: step.py trap_entered) */
+int st_take_pending(st_state *s, uint64_t *out)
+{
+    if (!s->has_pending)
+        return 0;
+    s->has_pending = 0;
+    out[0] = s->pending.flow;
+    out[1] = s->pending.site;
+    out[2] = s->pending.fallthrough;
+    out[3] = s->pending.time;
+    out[4] = s->pending.sp;
+    out[5] = s->pending.countdown;
+    return 1;
+}
+
+/* counters: 0 transfers buffered, 1 transfers Python resolved */
+uint64_t st_counter(const st_state *s, uint32_t which)
+{
+    return which == 0 ? s->recorded : which == 1 ? s->slow : 0;
+}
+
+const st_event *st_events(const st_state *s) { return s->events; }
+uint32_t st_events_count(const st_state *s) { return s->n_events; }
+void st_events_clear(st_state *s) { s->n_events = 0; }
+uint32_t st_event_size(void) { return (uint32_t)sizeof(st_event); }
+
+/* ------------------------------------------------------------------ the hook */
+static inline uint64_t rd(st_state *s, int reg)
+{
+    uint64_t v = 0;  /* 32-bit registers fill the low half (little-endian host) */
+    s->cfg.reg_read(s->uc, reg, &v);
+    return v;
+}
+
+static uint64_t word_from(const st_state *s, const uint8_t *b)
+{
+    uint64_t v = 0;
+    uint32_t n = s->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        v |= (uint64_t)b[s->cfg.big_endian ? n - 1 - i : i] << (8 * i);
+    return v;
+}
+
+/* the buffered record of a taken transfer, or 0 where Python must resolve it */
+static int record(st_state *s, const st_pending *p, uint64_t pc)
+{
+    uint32_t kind = F_KIND(p->flow);
+    uint64_t code = pc & s->cfg.code_mask;
+    uint8_t stack[8 * ST_MAX_REGS];
+    if (p->flow & F_MAYBE_RETURN)
+        return 0;
+    if (kind == K_CALL) {
+        if (set_add(&s->entries, code) != 0 || !set_has(&s->fast, pc))
+            return 0;
+    } else if (kind == K_RETURN) {
+        if (set_has(&s->entries, code))  /* maybe a return into an entry: a jump */
+            return 0;
+        if (!(p->flow & F_RET_FAST))
+            return 0;
+    } else {  /* a jump: a tail call only to a function entry */
+        if (!set_has(&s->entries, code))
+            return 1;  /* nothing to record */
+        if (!set_has(&s->fast, pc))
+            return 0;
+    }
+    uint64_t sp = 0;
+    if (kind != K_RETURN) {
+        uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+        sp = rd(s, s->cfg.sp_reg) & mask;
+        if (s->cfg.n_stack
+            && s->cfg.mem_read(s->uc, (sp + s->cfg.stack_offset) & mask, stack,
+                               (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+            return 0;
+    }
+    if (s->n_events >= s->cfg.buffer_events) {
+        s->cfg.py_drain();  /* takes the GIL; the buffer is empty afterwards */
+        if (s->n_events >= s->cfg.buffer_events)
+            return 0;
+    }
+    st_event *e = &s->events[s->n_events++];
+    e->kind = kind == K_CALL ? SE_CALL : kind == K_RETURN ? SE_RETURN : SE_JUMP;
+    e->flags = p->flow;
+    e->time = p->time;
+    e->site = p->site;
+    e->target = pc;
+    e->sp = p->sp;
+    e->fallthrough = p->fallthrough;
+    e->entry_sp = sp;
+    if (kind == K_RETURN) {
+        uint32_t n = 0;
+        if (s->cfg.ret_reg >= 0)
+            e->regs[n++] = rd(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            e->regs[n++] = rd(s, s->cfg.ret_hi_reg);
+    } else {  /* the arguments as the callee sees them at its entry */
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            e->regs[i] = rd(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    }
+    s->recorded++;
+    return 1;
+}
+
+void st_on_insn(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+{
+    st_state *s = user_data;
+    (void)uc;
+    uint64_t time = s->time++;
+    /* decode first (step.py decodes after resolving; decoding has no effect on the
+     * resolution, and Python refreshes `entries` when it decodes new code) */
+    st_flow *f = flow_slot(s->flows, s->flows_cap, addr);
+    uint32_t flow = f->flow;
+    if (flow == 0) {
+        flow = s->cfg.py_flow(addr, size) | F_DECODED;
+        flows_put(s, addr, flow);
+    }
+    if (s->has_pending) {
+        st_pending *p = &s->pending;
+        if (p->countdown) {
+            p->countdown--;
+        } else {
+            uint32_t kind = F_KIND(p->flow);
+            s->has_pending = 0;
+            /* taken if it did not fall through; an unconditional jump or return to the
+             * next address is taken all the same, a call to the next instruction only
+             * reads the PC */
+            if (addr != p->fallthrough
+                || !((p->flow & F_CONDITIONAL) || kind == K_CALL || kind == K_RETURN)) {
+                if (!record(s, p, addr)) {
+                    s->slow++;
+                    if (s->n_events)
+                        s->cfg.py_drain();
+                    s->cfg.py_resolve(p->flow, p->site, p->fallthrough, p->time, p->sp,
+                                      addr);
+                }
+            }
+        }
+    }
+    uint32_t kind = F_KIND(flow);
+    if (kind == K_NONE || kind == K_STOP)
+        return;
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    s->pending.flow = flow;
+    s->pending.site = addr;
+    s->pending.fallthrough = addr + (flow & 0xffff) + s->cfg.delay;
+    s->pending.time = time;
+    s->pending.sp = rd(s, s->cfg.sp_reg) & mask;
+    s->pending.countdown = s->cfg.delay ? 1 : 0;
+    s->has_pending = 1;
+}
