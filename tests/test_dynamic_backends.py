@@ -1,9 +1,9 @@
 """Backends on a dynamic PIE (issue 15): exact call counts and N-version agreement.
 
-`testbins/<isa>/calls.dynpie recursion`, run with `--root` the Debian cross sysroot, traced by
-int3 (lazy and strict cleanup), step, bts and btf, on x86_64, one 32-bit ISA (i386: its
-lazy-binding resolver returns into the function it bound with `ret $0xc`) and one RISC
-(riscv64: site hooks, no breakpoint bytes).
+`testbins/<isa>/calls.dynpie recursion`, run with `--root` the Debian cross sysroot, traced
+by int3 (lazy and strict cleanup), step, bts, btf and hwbp (strict by design), on x86_64,
+one 32-bit ISA (i386: its lazy-binding resolver returns into the function it bound with
+`ret $0xc`) and one RISC (riscv64: site hooks, no breakpoint bytes).
 
 Counts: entries of the program's own functions and of its PLT stubs, derived by hand from
 testbins/src/calls.c (never from a run):
@@ -36,7 +36,7 @@ from tests.test_dynamic_trace import gap, namer, traced
 
 ISAS = ["x86_64", "i386", "riscv64"]
 BACKENDS = [("int3", "lazy"), ("int3", "strict"), ("step", "lazy"), ("bts", "lazy"),
-            ("btf", "lazy")]
+            ("btf", "lazy"), ("hwbp", "lazy")]
 COUNTS = {"main": 1, "strcmp@plt": 2, "run_scenario": 1, "printf@plt": 5,
           "scenario_recursion": 1, "fact": 10, "fib": 465, "is_even": 10, "is_odd": 9}
 

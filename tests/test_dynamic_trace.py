@@ -206,11 +206,14 @@ def test_stripped_modules_stubs_named(isa: str) -> None:
 
 def test_backends_agree_on_a_dynamic_program() -> None:
     """N-version agreement across every module, on ARM (Thumb-2 libc, ARM program): int3
-    and step (the ground truth) give the same whole call trace — ld.so's start-up, libc,
-    the program — names included.  (bts and btf agree too, on ARM and x86_64: not run here
-    for time; hwbp runs int3's algorithm and agrees, but its stepped fall-back over ld.so's
-    large functions takes minutes; entry: tests/test_dynamic_backends.py.)"""
+    (lazy and strict cleanup) and step (the ground truth) give the same whole call trace —
+    ld.so's start-up, libc, the program — names included.  (bts, btf and hwbp agree too:
+    tests/test_dynamic_backends.py, with entry.)"""
     int3 = canonical_text(traced("arm", "qsort").records, namer(traced("arm", "qsort")))
     step = traced("arm", "qsort", "step")
     assert int3.count("\n") > 1000 and "> compare_ints" in int3
     assert canonical_text(step.records, namer(step)) == int3
+    # strict cleanup re-arms each caller from the chain: glibc's A32 veneer `add pc, ip, pc`
+    # must be a jump site there, or the code after it is never armed again
+    strict = traced("arm", "qsort", "int3", cleanup="strict")
+    assert canonical_text(strict.records, namer(strict)) == int3

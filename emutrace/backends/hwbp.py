@@ -108,7 +108,9 @@ class HwbpBackend(Int3Backend):
         handles = []
         for lo, hi in ranges:
             handles.append(self.cpu.hook_hw(self._on_slot, lo, hi, func.start))
-            self._drop_cache(lo, hi + 1)  # a hook added after translation never fires
+            self._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
+            # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
+            # seconds per arming at a dynamic library's addresses)
         self.slot_hooks[func.start] = handles
         # (a translating engine restarts the block so that the new hooks are in it; a CPU
         # checks its debug registers at every fetch)

@@ -133,6 +133,9 @@ def _arm_split(mnemonic: str) -> tuple[str, bool]:
     return m, False
 
 
+_ALU_WRITES_PC = frozenset(("add", "sub", "orr", "eor", "and", "bic", "rsb", "adc", "sbc"))
+
+
 def classify_arm(insn: Insn) -> Flow:
     m, cond = _arm_split(insn.mnemonic)
     op = insn.op_str.strip()
@@ -155,6 +158,11 @@ def classify_arm(insn: Insn) -> Flow:
     if m == "ldr" and regs.startswith("pc,"):
         if regs == "pc,[sp],#4":
             return Flow(FlowKind.RETURN, conditional=cond)
+        return Flow(FlowKind.JUMP, indirect=op.split(",", 1)[1].strip(), conditional=cond)
+    if m in _ALU_WRITES_PC and regs.startswith("pc,") and not regs.startswith("pc,pc,"):
+        # ALUWritePC from a register (ARM ARM A2.3.1): glibc's A32 long-branch veneer
+        # `ldr ip, [pc]; add pc, ip, pc` is an indirect jump.  (`add pc, pc, rN, lsl #2`
+        # indexes a table of branches that follows it: left to the linear decode.)
         return Flow(FlowKind.JUMP, indirect=op.split(",", 1)[1].strip(), conditional=cond)
     if m == "b":
         target = int(op.lstrip("#"), 0) | (1 if insn.thumb else 0)
