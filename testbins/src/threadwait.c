@@ -1,0 +1,137 @@
+/* threadwait.c - a blocking system call blocks only its own thread (issue 11).
+ *
+ * 1. Thread A poll()s a pipe that thread B writes after some computation,
+ *    then select()s a second pipe that B writes after more computation; a
+ *    poll with a 5 ms timeout on a pipe nobody writes times out in between.
+ * 2. The main thread wait4()s a forked child that exits only after it has
+ *    read a byte that thread C writes after its own computation (so the
+ *    child can end only if C runs while main waits); then waitid()s a second
+ *    child the same way.
+ * Every line is printed by one thread after the event that orders it (a
+ * poll's return, a join, a wait), so stdout is the same on every ISA and
+ * under qemu-user, where the threads truly run at once.  No wall-clock value
+ * is printed.  Exit status 0 when every step went as Linux does it.
+ */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int ping[2], pong[2], silent[2], feed[2];
+
+static long compute(long rounds)
+{
+    volatile long sum = 0;
+    for (long i = 1; i <= rounds; i++)
+        sum += i % 13;
+    return sum;
+}
+
+static void *poller(void *arg)
+{
+    (void)arg;
+    struct pollfd quiet = { .fd = silent[0], .events = POLLIN };
+    int n = poll(&quiet, 1, 5); /* nobody writes this pipe: times out */
+    printf("A: poll of the silent pipe returned %d, revents %#x\n", n, quiet.revents);
+
+    struct pollfd one = { .fd = ping[0], .events = POLLIN };
+    n = poll(&one, 1, -1); /* empty until B writes */
+    char buf[16];
+    ssize_t got = read(ping[0], buf, sizeof buf);
+    printf("A: poll returned %d, revents %s, read %d bytes: %.*s\n", n,
+           one.revents == POLLIN ? "POLLIN" : "other", (int)got,
+           (int)(got > 0 ? got : 0), buf);
+
+    fd_set readable;
+    FD_ZERO(&readable);
+    FD_SET(pong[0], &readable);
+    struct timeval ten = { .tv_sec = 10, .tv_usec = 0 };
+    n = select(pong[0] + 1, &readable, NULL, NULL, &ten); /* empty until B writes */
+    got = read(pong[0], buf, sizeof buf);
+    printf("A: select returned %d, pong %s, read %d bytes: %.*s\n", n,
+           FD_ISSET(pong[0], &readable) ? "set" : "clear", (int)got,
+           (int)(got > 0 ? got : 0), buf);
+    return (void *)(intptr_t)1;
+}
+
+static void *writer(void *arg)
+{
+    (void)arg;
+    long first = compute(20000);
+    if (write(ping[1], "ping", 4) != 4)
+        return (void *)(intptr_t)90;
+    long second = compute(30000);
+    if (write(pong[1], "pong", 4) != 4)
+        return (void *)(intptr_t)91;
+    return (void *)(intptr_t)(first + second == 299976 ? 2 : 92);
+}
+
+static void *feeder(void *arg)
+{
+    long rounds = (long)(intptr_t)arg;
+    long sum = compute(rounds);
+    char byte = (char)(sum % 100);
+    printf("C: computed %ld while main waits\n", sum);
+    fflush(stdout);
+    if (write(feed[1], &byte, 1) != 1)
+        return (void *)(intptr_t)93;
+    return (void *)(intptr_t)3;
+}
+
+static pid_t child_reading_feed(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char byte = 0;
+        if (read(feed[0], &byte, 1) != 1) /* until thread C writes */
+            _exit(99);
+        _exit(byte);
+    }
+    return pid;
+}
+
+int main(void)
+{
+    pthread_t a, b, c;
+    void *code;
+    if (pipe(ping) || pipe(pong) || pipe(silent) || pipe(feed))
+        return 1;
+
+    if (pthread_create(&a, NULL, poller, NULL) || pthread_create(&b, NULL, writer, NULL))
+        return 1;
+    pthread_join(a, &code);
+    printf("main: poller exit %ld\n", (long)(intptr_t)code);
+    pthread_join(b, &code);
+    printf("main: writer exit %ld\n", (long)(intptr_t)code);
+
+    pid_t pid = child_reading_feed();
+    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)40000))
+        return 1;
+    int status = 0;
+    pid_t done = wait4(pid, &status, 0, NULL);
+    printf("main: wait4 %s, exited %d, status %d\n", done == pid ? "got the child" : "failed",
+           WIFEXITED(status), WEXITSTATUS(status));
+    pthread_join(c, &code);
+    printf("main: feeder exit %ld\n", (long)(intptr_t)code);
+
+    pid = child_reading_feed();
+    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)50000))
+        return 1;
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    int rc = waitid(P_PID, (id_t)pid, &info, WEXITED);
+    printf("main: waitid %d, %s, code %s, status %d\n", rc,
+           info.si_pid == pid ? "got the child" : "other pid",
+           info.si_code == CLD_EXITED ? "CLD_EXITED" : "other", info.si_status);
+    pthread_join(c, &code);
+    printf("main: feeder exit %ld\n", (long)(intptr_t)code);
+    return 0;
+}
