@@ -1,8 +1,8 @@
 /* threadwait.c - a blocking system call blocks only its own thread (issue 11).
  *
  * 1. Thread A poll()s a pipe that thread B writes after some computation,
- *    then select()s a second pipe that B writes after more computation; a
- *    poll with a 5 ms timeout on a pipe nobody writes times out in between.
+ *    then select()s a second pipe that B writes after more computation; then
+ *    a poll with a 5 ms timeout of a pipe nobody writes times out.
  * 2. The main thread wait4()s a forked child that exits only after it has
  *    read a byte that thread C writes after its own computation (so the
  *    child can end only if C runs while main waits); then waitid()s a second
@@ -37,12 +37,8 @@ static long compute(long rounds)
 static void *poller(void *arg)
 {
     (void)arg;
-    struct pollfd quiet = { .fd = silent[0], .events = POLLIN };
-    int n = poll(&quiet, 1, 5); /* nobody writes this pipe: times out */
-    printf("A: poll of the silent pipe returned %d, revents %#x\n", n, quiet.revents);
-
     struct pollfd one = { .fd = ping[0], .events = POLLIN };
-    n = poll(&one, 1, -1); /* empty until B writes */
+    int n = poll(&one, 1, -1); /* empty until B writes */
     char buf[16];
     ssize_t got = read(ping[0], buf, sizeof buf);
     printf("A: poll returned %d, revents %s, read %d bytes: %.*s\n", n,
@@ -58,19 +54,23 @@ static void *poller(void *arg)
     printf("A: select returned %d, pong %s, read %d bytes: %.*s\n", n,
            FD_ISSET(pong[0], &readable) ? "set" : "clear", (int)got,
            (int)(got > 0 ? got : 0), buf);
+    struct pollfd quiet = { .fd = silent[0], .events = POLLIN };
+    n = poll(&quiet, 1, 5); /* nobody writes this pipe: times out */
+    printf("A: poll of the silent pipe returned %d, revents %#x\n", n, quiet.revents);
+
     return (void *)(intptr_t)1;
 }
 
 static void *writer(void *arg)
 {
     (void)arg;
-    long first = compute(20000);
+    long first = compute(5000);
     if (write(ping[1], "ping", 4) != 4)
         return (void *)(intptr_t)90;
-    long second = compute(30000);
+    long second = compute(8000);
     if (write(pong[1], "pong", 4) != 4)
         return (void *)(intptr_t)91;
-    return (void *)(intptr_t)(first + second == 299976 ? 2 : 92);
+    return (void *)(intptr_t)(first + second == 77973 ? 2 : 92);
 }
 
 static void *feeder(void *arg)
@@ -113,7 +113,7 @@ int main(void)
     printf("main: writer exit %ld\n", (long)(intptr_t)code);
 
     pid_t pid = child_reading_feed();
-    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)40000))
+    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)10000))
         return 1;
     int status = 0;
     pid_t done = wait4(pid, &status, 0, NULL);
@@ -123,7 +123,7 @@ int main(void)
     printf("main: feeder exit %ld\n", (long)(intptr_t)code);
 
     pid = child_reading_feed();
-    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)50000))
+    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)12000))
         return 1;
     siginfo_t info;
     memset(&info, 0, sizeof info);

@@ -126,6 +126,7 @@ class LinuxKernel:
         self.deliver_hook: Callable[[], None] | None = None  # after every system call
         # processes (sys_process.py): one host process per guest process
         self.children: set[int] = set()  # host pids of the guest's children
+        self.pidfds: dict[int, int] = {}  # child pid -> its pidfd, while waited for (child_wait.py)
         self.guest_parent: int | None = None  # the parent's pid when it is a guest too
         self.fork_listeners: list[Callable[[int], None]] = []  # run in the child, its pid
         # fork/vfork/clone fork the host process: only the CLI, whose child ends in
@@ -195,7 +196,7 @@ class LinuxKernel:
         try:
             return int(handler(self, args))
         except WouldBlock as e:  # another thread runs meanwhile; the call is made again
-            return self.threads.block_on_fd(e.fd, lambda: self._run(handler, args))
+            return self.threads.block_on_host(e, lambda: self._run(handler, args))
         except GuestError as e:
             return -self.errno(e.errno_name)
         except SandboxError as e:
@@ -451,7 +452,7 @@ class LinuxKernel:
         if self.threads.active:  # not ready: the thread waits, the others run (threads.py)
             poller.register(host_fd, select.POLLIN | select.POLLPRI)
             if not poller.poll(0):
-                raise WouldBlock(host_fd)
+                raise WouldBlock({host_fd: select.POLLIN | select.POLLPRI})
             return
         poller.register(host_fd, select.POLLIN | select.POLLPRI)
         while not self.cpu.stop_requested.is_set():
