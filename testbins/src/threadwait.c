@@ -13,6 +13,7 @@
  * is printed.  Exit status 0 when every step went as Linux does it.
  */
 #define _GNU_SOURCE
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -64,13 +65,13 @@ static void *poller(void *arg)
 static void *writer(void *arg)
 {
     (void)arg;
-    long first = compute(5000);
+    long first = compute(500);
     if (write(ping[1], "ping", 4) != 4)
         return (void *)(intptr_t)90;
-    long second = compute(8000);
+    long second = compute(800);
     if (write(pong[1], "pong", 4) != 4)
         return (void *)(intptr_t)91;
-    return (void *)(intptr_t)(first + second == 77973 ? 2 : 92);
+    return (void *)(intptr_t)(first + second == 7771 ? 2 : 92);
 }
 
 static void *feeder(void *arg)
@@ -101,11 +102,15 @@ static pid_t child_reading_feed(void)
 int main(void)
 {
     pthread_t a, b, c;
+    pthread_attr_t small; /* 256 KiB stacks: less for an emulator to map and unmap */
     void *code;
+    mallopt(M_ARENA_MAX, 1); /* no 64 MiB arena per thread: the same, mapped once */
+    if (pthread_attr_init(&small) || pthread_attr_setstacksize(&small, 256 * 1024))
+        return 1;
     if (pipe(ping) || pipe(pong) || pipe(silent) || pipe(feed))
         return 1;
 
-    if (pthread_create(&a, NULL, poller, NULL) || pthread_create(&b, NULL, writer, NULL))
+    if (pthread_create(&a, &small, poller, NULL) || pthread_create(&b, &small, writer, NULL))
         return 1;
     pthread_join(a, &code);
     printf("main: poller exit %ld\n", (long)(intptr_t)code);
@@ -113,7 +118,7 @@ int main(void)
     printf("main: writer exit %ld\n", (long)(intptr_t)code);
 
     pid_t pid = child_reading_feed();
-    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)10000))
+    if (pid < 0 || pthread_create(&c, &small, feeder, (void *)(intptr_t)1000))
         return 1;
     int status = 0;
     pid_t done = wait4(pid, &status, 0, NULL);
@@ -123,7 +128,7 @@ int main(void)
     printf("main: feeder exit %ld\n", (long)(intptr_t)code);
 
     pid = child_reading_feed();
-    if (pid < 0 || pthread_create(&c, NULL, feeder, (void *)(intptr_t)12000))
+    if (pid < 0 || pthread_create(&c, &small, feeder, (void *)(intptr_t)1200))
         return 1;
     siginfo_t info;
     memset(&info, 0, sizeof info);

@@ -1,0 +1,141 @@
+"""Issue 11 items 4-5: a blocking system call blocks only its own thread.
+
+`threadwait` (testbins/src/threadwait.c): thread A poll()s, then select()s, pipes that
+thread B writes after some computation, then a poll with a 5 ms timeout of a pipe nobody
+writes times out; the main thread wait4()s, then waitid()s, a forked child that exits
+only after it has read a byte that thread C writes after its own computation.  Under the
+old rule (a blocking call waited on the host, holding every thread) the run hung.
+Oracle: qemu-user's stdout (the threads truly run at once there); a traced run's calls
+per thread, which `step` (a trap on every instruction) gives independently."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from emutrace.machine.linux.threads import NEVER, Scheduler, Wait, WouldBlock
+
+from .conftest import ENV, ISAS, bin_path, qemu_binary, run_emutrace
+from .test_threads import FakeKernel
+
+EXPECTED = (
+    "A: poll returned 1, revents POLLIN, read 4 bytes: ping\n"
+    "A: select returned 1, pong set, read 4 bytes: pong\n"
+    "A: poll of the silent pipe returned 0, revents 0\n"
+    "main: poller exit 1\n"
+    "main: writer exit 2\n"
+    "C: computed 6006 while main waits\n"
+    "main: wait4 got the child, exited 1, status 6\n"
+    "main: feeder exit 3\n"
+    "C: computed 7186 while main waits\n"
+    "main: waitid 0, got the child, code CLD_EXITED, status 86\n"
+    "main: feeder exit 3\n")
+TRACED = ("aarch64", "mipsel")  # one ISA with preemption, one without (MIPS)
+# the others run with --backend none; TRACED ones compare stdout in their traced runs
+UNTRACED = [isa for isa in ISAS if isa not in TRACED]
+
+
+def _qemu(isa: str) -> bytes:
+    ref = subprocess.run([qemu_binary(isa), str(bin_path(isa, "threadwait"))], env=ENV,
+                         capture_output=True, timeout=60)
+    assert (ref.returncode, ref.stdout.decode()) == (0, EXPECTED)  # what the program means
+    return ref.stdout
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", UNTRACED)
+def test_threadwait_as_qemu(isa: str, tmp_path: Path) -> None:
+    """Every step as under qemu-user: while one thread waits in poll/select/wait4/waitid,
+    the others run (one of them makes what it waits for)."""
+    expected = _qemu(isa)
+    ours = run_emutrace("run", "--timeout", "60", bin_path(isa, "threadwait"), cwd=tmp_path,
+                        timeout=120)
+    assert (ours.returncode, ours.stdout) == (0, expected), ours.stderr.decode()[-400:]
+
+
+def _threads(text: str) -> list[str]:
+    """A trace file's sections, one per thread, values and durations aside (pids differ
+    from run to run; the backends count the instruction that ends the process
+    differently): the calls and returns, in order."""
+    calls = [re.sub(r"\([^()]*\)| = [^;]*(?=;)", "", line.split("|", 1)[1])
+             if "|" in line else line for line in text.splitlines()]
+    return "\n".join(calls).split("# thread ")[1:]
+
+
+def _traced(isa: str, backend: str, where: Path) -> tuple[list[str], list[list[str]]]:
+    """The process's trace per thread, and each forked child's (in the order of their
+    traces, which does not depend on the pid)."""
+    where.mkdir()
+    out = where / "trace"
+    ours = run_emutrace("run", "--backend", backend, "--timeout", "60", "-o", out,
+                        bin_path(isa, "threadwait"), cwd=where, timeout=120)
+    assert (ours.returncode, ours.stdout) == (0, _qemu(isa)), ours.stderr[-400:]
+    children = sorted(_threads(p.read_text()) for p in where.glob("trace.*"))
+    return _threads(out.read_text()), children
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", TRACED)
+def test_threadwait_traced(isa: str, tmp_path: Path) -> None:
+    """stdout as under qemu-user (these ISAs' share of test_threadwait_as_qemu), and int3
+    traces every thread as step does: the same calls and returns per thread (main, A, B
+    and the two C threads), and in each forked child."""
+    int3, int3_children = _traced(isa, "int3", tmp_path / "int3")
+    step, step_children = _traced(isa, "step", tmp_path / "step")
+    assert len(int3) == 5 and len(int3_children) == 2
+    assert "poller" in int3[1] and "writer" in int3[2] and "feeder" in int3[3]
+    for n, (ours, truth) in enumerate(zip(int3, step, strict=True)):
+        assert ours == truth, f"thread {n}: int3 != step"
+    assert int3_children == step_children
+
+
+# ---------------------------------------------------------------- the scheduler alone
+def _host_wait(sched: Scheduler, tid: int, fds: dict[int, int], deadline: int) -> None:
+    sched.current = sched.threads[tid]
+    sched.block(Wait("host", deadline=deadline, fds=fds, retry=lambda: 7))
+
+
+def test_host_wait_ends_when_ready_or_timed_out() -> None:
+    """A thread waiting on a host descriptor is passed over while nothing is ready and
+    others can run; it runs (its call made again) once the descriptor is ready, or once
+    the scheduler's clock has passed its timeout (the call made again as timed out)."""
+    sched = Scheduler(FakeKernel(), 100)  # type: ignore[arg-type]
+    sched.create(None, [])
+    read_end, write_end = os.pipe()
+    try:
+        events = {read_end: select.POLLIN}
+        _host_wait(sched, 101, events, 5000)
+        main = sched.threads[100]
+        assert sched._pick(main) is main  # nothing to read: the other thread runs
+        sched.clock = 5000  # its quanta moved the clock to the deadline
+        waiter = sched._pick(main)
+        assert waiter.tid == 101 and waiter.expired and waiter.retry is not None
+
+        waiter.retry, waiter.expired = None, False
+        _host_wait(sched, 101, events, NEVER)
+        assert sched._pick(main) is main
+        os.write(write_end, b"x")
+        waiter = sched._pick(main)
+        assert waiter.tid == 101 and not waiter.expired and waiter.retry is not None
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_would_block_carries_the_timeout() -> None:
+    """block_on_host puts the call's timeout on the scheduler's clock (none: NEVER)."""
+    sched = Scheduler(FakeKernel(), 100)  # type: ignore[arg-type]
+    sched.create(None, [])
+    sched.clock = 1000
+    sched.block_on_host(WouldBlock({}, timeout_ns=250), lambda: 0)
+    assert sched.threads[100].wait is not None
+    assert sched.threads[100].wait.deadline == 1250
+    sched.current = sched.threads[101]
+    sched.block_on_host(WouldBlock({3: select.POLLIN}), lambda: 0)
+    assert sched.threads[101].wait is not None
+    assert sched.threads[101].wait.deadline == NEVER
