@@ -6,8 +6,9 @@ shared, as CLONE_VM shares it).  The scheduler switches threads only between two
 `emu_start` calls of the run loop (target/unicorn_run.py), never inside a hook:
 
 * at a system call that blocks (futex wait, nanosleep, sched_yield while another thread
-  can run, a read of an empty pipe or terminal): the handler records what the thread waits
-  for and stops the CPU;
+  can run, a read of an empty pipe or terminal, poll/select or wait4/waitid with nothing
+  ready): the handler records what the thread waits for and stops the CPU; a call that
+  waits for the host (WouldBlock) is made again when it is ready or timed out;
 * when a thread has run QUANTUM guest instructions since it got the CPU (emu_start's own
   instruction count, used only while the process has more than one thread, and not on
   MIPS: capability `thread_preemption`).
@@ -20,8 +21,10 @@ so a program without threads runs exactly as before.
 Time: the scheduler keeps its own clock (nanoseconds), which moves by one nanosecond per
 guest instruction of every quantum that runs out, and jumps to the next deadline when
 every thread waits: a timed futex wait or a nanosleep ends by that clock (the host sleeps
-the jump, so that a sleep still takes about as long as asked).  When every thread waits
-with no deadline, nothing can ever wake any of them: the run ends (Deadlock).
+the jump, so that a sleep still takes about as long as asked).  Threads waiting for the
+host are waited for there, all in one poll(2) (their descriptors, children's pidfds).
+When every thread waits for another with no deadline, nothing can ever wake any of them:
+the run ends (Deadlock).
 
 Thread ids: the main thread's is the process id; the n-th thread created gets pid + n
 (Linux gives the next free pid; a guest only compares them)."""
