@@ -3,8 +3,10 @@
 `threadwait` (testbins/src/threadwait.c): thread A poll()s, then select()s, pipes that
 thread B writes after some computation, then a poll with a 5 ms timeout of a pipe nobody
 writes times out; the main thread wait4()s, then waitid()s, a forked child that exits
-only after it has read a byte that thread C writes after its own computation.  Under the
-old rule (a blocking call waited on the host, holding every thread) the run hung.
+only after it has read a byte that thread C writes after its own computation; thread D
+writes 200000 bytes to a pipe in one write() while main reads them (the pipe holds 64 KiB).
+Under the old rule (a blocking call waited on the host, holding every thread) the run
+hung.
 Oracle: qemu-user's stdout (the threads truly run at once there); a traced run's calls
 per thread, which `step` (a trap on every instruction) gives independently."""
 
@@ -34,7 +36,8 @@ EXPECTED = (
     "main: feeder exit 3\n"
     "C: computed 7186 while main waits\n"
     "main: waitid 0, got the child, code CLD_EXITED, status 86\n"
-    "main: feeder exit 3\n")
+    "main: feeder exit 3\n"
+    "main: read 200000 bytes through a full pipe, the last e; bulk writer exit 4\n")
 TRACED = ("aarch64", "mipsel")  # one ISA with preemption, one without (MIPS)
 # the others run with --backend none; TRACED ones compare stdout in their traced runs
 UNTRACED = [isa for isa in ISAS if isa not in TRACED]
@@ -83,12 +86,13 @@ def _traced(isa: str, backend: str, where: Path) -> tuple[list[str], list[list[s
 @pytest.mark.parametrize("isa", TRACED)
 def test_threadwait_traced(isa: str, tmp_path: Path) -> None:
     """stdout as under qemu-user (these ISAs' share of test_threadwait_as_qemu), and int3
-    traces every thread as step does: the same calls and returns per thread (main, A, B
-    and the two C threads), and in each forked child."""
+    traces every thread as step does: the same calls and returns per thread (main, A, B,
+    the two C threads and D), and in each forked child."""
     int3, int3_children = _traced(isa, "int3", tmp_path / "int3")
     step, step_children = _traced(isa, "step", tmp_path / "step")
-    assert len(int3) == 5 and len(int3_children) == 2
+    assert len(int3) == 6 and len(int3_children) == 2
     assert "poller" in int3[1] and "writer" in int3[2] and "feeder" in int3[3]
+    assert "bulk_writer" in int3[5]
     for n, (ours, truth) in enumerate(zip(int3, step, strict=True)):
         assert ours == truth, f"thread {n}: int3 != step"
     assert int3_children == step_children

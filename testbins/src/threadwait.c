@@ -7,6 +7,8 @@
  *    read a byte that thread C writes after its own computation (so the
  *    child can end only if C runs while main waits); then waitid()s a second
  *    child the same way.
+ * 3. Thread D writes 200000 bytes to a pipe in one write() (three times the
+ *    pipe's capacity: the write blocks on the full pipe) that main reads.
  * Every line is printed by one thread after the event that orders it (a
  * poll's return, a join, a wait), so stdout is the same on every ISA and
  * under qemu-user, where the threads truly run at once.  No wall-clock value
@@ -25,7 +27,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int ping[2], pong[2], silent[2], feed[2];
+static int ping[2], pong[2], silent[2], feed[2], bulk[2];
+
+#define BULK 200000
+static unsigned char bulk_out[BULK], bulk_in[4096];
 
 static long compute(long rounds)
 {
@@ -86,6 +91,16 @@ static void *feeder(void *arg)
     return (void *)(intptr_t)3;
 }
 
+static void *bulk_writer(void *arg)
+{
+    (void)arg;
+    memset(bulk_out, 'b', BULK - 1);
+    bulk_out[BULK - 1] = 'e';
+    ssize_t n = write(bulk[1], bulk_out, BULK); /* blocks until main has read enough */
+    close(bulk[1]);
+    return (void *)(intptr_t)(n == BULK ? 4 : 94);
+}
+
 static pid_t child_reading_feed(void)
 {
     fflush(stdout);
@@ -107,7 +122,7 @@ int main(void)
     mallopt(M_ARENA_MAX, 1); /* no 64 MiB arena per thread: the same, mapped once */
     if (pthread_attr_init(&small) || pthread_attr_setstacksize(&small, 256 * 1024))
         return 1;
-    if (pipe(ping) || pipe(pong) || pipe(silent) || pipe(feed))
+    if (pipe(ping) || pipe(pong) || pipe(silent) || pipe(feed) || pipe(bulk))
         return 1;
 
     if (pthread_create(&a, &small, poller, NULL) || pthread_create(&b, &small, writer, NULL))
@@ -138,5 +153,19 @@ int main(void)
            info.si_code == CLD_EXITED ? "CLD_EXITED" : "other", info.si_status);
     pthread_join(c, &code);
     printf("main: feeder exit %ld\n", (long)(intptr_t)code);
+
+    pthread_t d;
+    if (pthread_create(&d, &small, bulk_writer, NULL))
+        return 1;
+    long total = 0;
+    char last = 0;
+    ssize_t got;
+    while ((got = read(bulk[0], bulk_in, sizeof bulk_in)) > 0) { /* until D closes */
+        total += got;
+        last = (char)bulk_in[got - 1];
+    }
+    pthread_join(d, &code);
+    printf("main: read %ld bytes through a full pipe, the last %c; bulk writer exit %ld\n",
+           total, last, (long)(intptr_t)code);
     return 0;
 }

@@ -56,14 +56,18 @@ class WouldBlock(Exception):
 
     fds: host descriptor -> poll(2) events that end the wait; probe: another readiness
     test (a child's state change), asked whenever the scheduler looks for a thread to
-    run; timeout_ns: the call's own timeout (None: none), on the scheduler's clock."""
+    run; timeout_ns: the call's own timeout (None: none), on the scheduler's clock;
+    resume: what to do then instead of making the whole call again (the rest of a write
+    that was partly made)."""
 
     def __init__(self, fds: dict[int, int], probe: Callable[[], bool] | None = None,
-                 timeout_ns: int | None = None) -> None:
+                 timeout_ns: int | None = None,
+                 resume: Callable[[], int] | None = None) -> None:
         super().__init__(fds)
         self.fds = fds
         self.probe = probe
         self.timeout_ns = timeout_ns
+        self.resume = resume
 
 
 class Deadlock(Exception):
