@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.machine.linux.pipe_write import write_pipe
 from emutrace.machine.linux.threads import NEVER, Scheduler, Wait, WouldBlock
 
 from .conftest import ENV, ISAS, bin_path, qemu_binary, run_emutrace
@@ -143,3 +144,42 @@ def test_would_block_carries_the_timeout() -> None:
     sched.block_on_host(WouldBlock({3: select.POLLIN}), lambda: 0)
     assert sched.threads[101].wait is not None
     assert sched.threads[101].wait.deadline == NEVER
+
+
+class _Broken:
+    def __init__(self) -> None:
+        self.broken = 0
+
+    def pipe_broken(self) -> None:
+        self.broken += 1
+
+
+def test_pipe_write_waits_for_room_then_finishes() -> None:
+    """A write larger than the pipe: what fits goes at once, never a host write that
+    waits; at a full pipe WouldBlock asks for POLLOUT with the rest as `resume`, which
+    returns the whole count (one blocking write(2)).  The reader gone after a part: that
+    part's count, and SIGPIPE (pipe_write.py, fs/pipe.c pipe_write)."""
+    k = _Broken()
+    read_end, write_end = os.pipe()
+    try:
+        data = bytes(range(256)) * 400  # 102400 bytes: more than the 64 KiB pipe
+        with pytest.raises(WouldBlock) as full:
+            write_pipe(k, write_end, data)  # type: ignore[arg-type]
+        assert full.value.fds == {write_end: select.POLLOUT} and full.value.resume
+        got = b""
+        while len(got) < 65536:
+            got += os.read(read_end, 65536 - len(got))
+        assert full.value.resume() == len(data)
+        got += os.read(read_end, len(data))
+        assert got == data
+
+        with pytest.raises(WouldBlock) as full:
+            write_pipe(k, write_end, data)  # type: ignore[arg-type]
+        os.close(read_end)
+        read_end = -1
+        assert full.value.resume is not None
+        assert 0 < full.value.resume() < len(data) and k.broken == 1
+    finally:
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)

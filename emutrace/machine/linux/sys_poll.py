@@ -44,7 +44,7 @@ def _wait(k: K, watch: dict[int, int], timeout_ns: int | None) -> dict[int, int]
     poller = select.poll()
     for fd, events in watch.items():
         poller.register(fd, events)
-    if k.threads.active:  # only this thread waits; the others run meanwhile
+    if k.threads.active or k.threads.timed_out:  # only this thread waits (threads.py)
         now = dict(poller.poll(0))
         if now or timeout_ns == 0 or k.threads.timed_out:
             return now
@@ -66,7 +66,7 @@ def _wait(k: K, watch: dict[int, int], timeout_ns: int | None) -> dict[int, int]
 def _idle(k: K, timeout_ns: int | None) -> None:
     """Nothing to watch (pause() is ppoll(NULL, 0, NULL, mask) on the newer ISAs): sleep
     until the timeout, a signal for the guest (EINTR) or a stop request."""
-    if k.threads.active:  # only this thread sleeps, on the scheduler's clock
+    if k.threads.active or k.threads.timed_out:  # only this thread sleeps (threads.py)
         if interrupted(k):
             raise GuestError("EINTR")
         if timeout_ns == 0 or k.threads.timed_out:
