@@ -10,7 +10,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from emutrace import native
-from emutrace.backends import BACKENDS, NATIVE_BACKENDS, Backend, BackendOptions, create
+from emutrace.backends import (
+    BACKENDS,
+    NATIVE_BACKENDS,
+    Backend,
+    BackendOptions,
+    TrapAware,
+    create,
+)
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
@@ -270,6 +277,9 @@ class Process:
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)
+            if isinstance(self.backend, TrapAware):  # signal handlers as trap frames
+                self.kernel.on_handler_entered = self.backend.trap_entered
+                self.kernel.on_handler_returned = self.backend.trap_returned
         elif config.backend != "none":
             known = ", ".join(["none", *BACKENDS])
             raise UsageError(f"unknown backend {config.backend!r}; known: {known}")

@@ -36,6 +36,13 @@ if ! command -v qemu-system-ppc >/dev/null 2>&1 || ! command -v qemu-system-ppc6
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     qemu-system-ppc >/dev/null
 fi
+# ... and the mips/mipsel mini-kernels' oracle (issue 14, boards malta/maltael):
+# qemu-system-mips(el) -M malta, Debian's qemu-system-mips package
+if ! command -v qemu-system-mipsel >/dev/null 2>&1; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    qemu-system-mips >/dev/null
+fi
 # ... and Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
 # .cache/firmware once (never committed): tests/test_kernel.py boots them to the prompt.
 for pkg in u-boot-qemu opensbi; do

@@ -9,7 +9,8 @@ run with `--root` the cross sysroot, is traced across its modules.
 * Oracle 2, x86_64: Debian's uftrace records the library calls the program makes (its PLT
   hooks) natively; the functions our trace shows called through the PLT from the program's
   own functions are the same, in the same order.
-* PLT names: `func@plt` for every stub equals what the cross `objdump -d` names it.
+* PLT names: `func@plt` for every stub equals what the cross binutils name it
+  (`objdump -d`; mips: `readelf -A`; tests/plt_oracles.py).
 * Backends agree (int3, step, bts, btf) on the whole trace of a dynamic run.
 
 An ISA where tracing dynamic programs does not work is a strict xfail read from the
@@ -27,7 +28,6 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from emutrace import errors
 from emutrace.discover.modules import plt_symbols
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
@@ -35,7 +35,8 @@ from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 from emutrace.trace.events import Entry
-from tests.conftest import ENV, ISAS, TESTBINS, qemu_binary, run_emutrace
+from tests.conftest import ENV, ISAS, REPO, TESTBINS, qemu_binary
+from tests.plt_oracles import plt_names
 from tests.test_dynamic import sysroot
 
 
@@ -64,11 +65,12 @@ def namer(process: Process) -> Callable[[int], str]:
 
 
 @functools.cache
-def traced(isa: str, scenario: str, backend: str = "int3") -> Process:
-    """One traced run of calls.dyn, shared by the tests that look at it (a dynamic run
-    traces ld.so's start-up too: seconds)."""
-    config = RunConfig(str(TESTBINS / isa / "calls.dyn"), [scenario], root=str(sysroot(isa)),
-                       backend=backend)
+def traced(isa: str, scenario: str, backend: str = "int3", program: str = "calls.dyn",
+           **options: object) -> Process:
+    """One traced run of a dynamic testbin, shared by the tests that look at it (a dynamic
+    run traces ld.so's start-up too: seconds)."""
+    config = RunConfig(str(TESTBINS / isa / program), [scenario], root=str(sysroot(isa)),
+                       backend=backend, **options)  # type: ignore[arg-type]
     process = Process(config, warn=lambda m: None)
     result = process.run()
     assert result.stop.kind == "exit" and result.stop.status == 0
@@ -140,24 +142,66 @@ def test_library_calls_equal_uftrace(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("isa", [pytest.param(i, marks=gap(i, "plt_names")) for i in ISAS])
 def test_plt_names_equal_objdump(isa: str) -> None:
-    """Each stub we name carries the cross objdump's name for it (BFD's synthetic `@plt`
-    symbols, read from the PLT independently); in the program, every stub is named."""
+    """Each stub we name carries the name the cross binutils give it (tests/plt_oracles.py:
+    BFD's synthetic `@plt` symbols read from the PLT, the linker's stub labels checked
+    against the slot each stub loads, mips's `readelf -A` GOT); in the programs (non-PIE
+    and PIE), every stub is named."""
     triple = by_name(isa).identity.triple
     for path, every in ((TESTBINS / isa / "calls.dyn", True),
+                        (TESTBINS / isa / "calls.dynpie", True),
                         (sysroot(isa) / "lib" / triple / "libc.so.6", False),
                         (sysroot(isa) / "lib" / "libc.so.6", False)):
         if not path.exists():
             continue
-        dump = subprocess.run([f"{triple}-objdump", "-d", "-j", ".plt", "-j", ".plt.sec",
-                               str(path)], capture_output=True, text=True, timeout=120,
-                              check=True).stdout
-        want = {int(a, 16): f"{n}@plt" for a, n in
-                re.findall(r"^([0-9a-f]+) <([\w.]+)(?:@[\w.]+)?@plt>:$", dump, re.M)}
+        want = plt_names(isa, path)
         with open(path, "rb") as fh:
             got = {f.start: f.name for f in plt_symbols(ELFFile(fh), by_name(isa), 0)}
-        assert all(want.get(a) == n for a, n in got.items())
         if every:
             assert got == want and len(got) > 10
+        else:  # a library: all its stubs or none (ARM libc's Thumb entry stubs: README)
+            assert got == want or not got
+
+
+def test_mips_calls_through_the_got_reach_libc_directly() -> None:
+    """o32 code calls a library function through its GOT slot, which holds the lazy stub
+    until ld.so binds it (SYSV MIPS psABI): the first printf shows as `printf@plt` (the
+    resolver under it enters printf), every later one as printf called straight from the
+    program's own function."""
+    process = traced("mips", "qsort")
+    name = namer(process)
+    stack: list[str] = []
+    calls: list[tuple[str, str]] = []  # (callee, caller) of every printf / printf@plt
+    for rec in process.records:
+        if isinstance(rec, Entry):
+            callee = name(rec.func)
+            if callee in ("printf", "printf@plt"):
+                calls.append((callee, stack[-1]))
+            stack.append(callee)
+        else:
+            stack.pop()
+    program = {"run_scenario", "scenario_qsort", "print_ints"}
+    assert calls[0] == ("printf@plt", "run_scenario") and calls[1][0] == "printf"
+    assert len(calls) > 20 and all(c == "printf" and p in program for c, p in calls[2:])
+
+
+@pytest.mark.parametrize("isa", ["ppc64le", "mipsel"])
+def test_stripped_modules_stubs_named(isa: str) -> None:
+    """Debian's libraries and programs are stripped: no linker stub symbols.  ppc64le's
+    ELFv2 call stubs are found by their code, each named by the PLT slot it loads — every
+    one the disassembly shows (the oracle takes the TOC from a global entry's own
+    computation of it); mipsel's from .dynsym — every one `readelf -A` lists.  Debian's
+    `sort` (.cache/rootfs, scripts/setup.sh) and the cross sysroot's libc and ld.so."""
+    triple = by_name(isa).identity.triple
+    paths = [REPO / ".cache" / "rootfs" / isa / "usr" / "bin" / "sort",
+             sysroot(isa) / "lib" / "libc.so.6",
+             next(p for p in (sysroot(isa) / "lib").glob("ld*.so.*"))]
+    assert paths[0].exists(), "run scripts/setup.sh"
+    for path in paths:
+        want = plt_names(isa, path)
+        with open(path, "rb") as fh:
+            assert ELFFile(fh).get_section_by_name(".symtab") is None, triple
+            got = {f.start: f.name for f in plt_symbols(ELFFile(fh), by_name(isa), 0)}
+        assert got == want and (len(got) >= 4 or path.name.startswith("ld")), path
 
 
 def test_backends_agree_on_a_dynamic_program() -> None:
@@ -165,19 +209,8 @@ def test_backends_agree_on_a_dynamic_program() -> None:
     and step (the ground truth) give the same whole call trace — ld.so's start-up, libc,
     the program — names included.  (bts and btf agree too, on ARM and x86_64: not run here
     for time; hwbp runs int3's algorithm and agrees, but its stepped fall-back over ld.so's
-    large functions takes minutes; entry refuses dynamic programs: see the next test.)"""
+    large functions takes minutes; entry: tests/test_dynamic_backends.py.)"""
     int3 = canonical_text(traced("arm", "qsort").records, namer(traced("arm", "qsort")))
     step = traced("arm", "qsort", "step")
     assert int3.count("\n") > 1000 and "> compare_ints" in int3
     assert canonical_text(step.records, namer(step)) == int3
-
-
-def test_entry_refuses_a_dynamic_program() -> None:
-    """entry probes every function at start-up, before ld.so maps a library: one line,
-    exit 69, nothing run."""
-    got = run_emutrace("run", "--backend", "entry", "--root", sysroot("aarch64"),
-                       TESTBINS / "aarch64" / "calls.dyn", "recursion")
-    assert got.returncode == errors.EXIT_UNSUPPORTED and got.stdout == b""
-    assert got.stderr.count(b"\n") == 1 and b"entry backend" in got.stderr
-
-

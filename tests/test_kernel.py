@@ -31,15 +31,16 @@ from .conftest import ENV, TESTBINS, run_emutrace
 KERNELS = TESTBINS / "kernel"
 BOARD_OF = {"aarch64": "virt-arm64", "arm": "virt-arm", "riscv64": "virt-riscv64",
             "i386": "pc-i386", "s390x": "s390-ccw-virtio",
-            "x86_64": "pc-x86_64", "ppc": "bamboo", "ppc64le": "pseries"}
+            "x86_64": "pc-x86_64", "ppc": "bamboo", "ppc64le": "pseries",
+            "mips": "malta", "mipsel": "maltael"}
 # boards whose QEMU runs the image as raw firmware: the build's `<name>.bin` as -bios
 # (pseries: in place of SLOF, which would load an ELF 4 MiB above its link address)
 QEMU_BIOS = {"ppc64le"}
 BANNER = "emutrace mini-kernel\n"
 RECORD_MARK = "== record ==\n"
 # what the trap layer emulates rather than delivers to a vector: firmware calls (PSCI, the
-# s390x SCLP console) and power-off
-EMULATED = ("PSCI", "SCLP", "disabled wait", "DBCR0", "H_")
+# s390x SCLP console), MIPS's CP0 accesses and eret, and power-off
+EMULATED = ("PSCI", "SCLP", "disabled wait", "DBCR0", "H_", "CP0")
 
 
 def kernel(isa: str, name: str = "kernel") -> Path:
@@ -53,7 +54,7 @@ def qemu_system(isa: str, name: str) -> tuple[str, int]:
     first)."""
     board = BOARDS[BOARD_OF[isa]]
     if shutil.which(board.qemu[0]) is None:  # not a skip: scripts/setup.sh installs it
-        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc/-x86 "
+        pytest.fail(f"{board.qemu[0]} not found: install qemu-system-arm/-misc/-x86/-mips "
                     f"(scripts/setup.sh does)")
     image = ["-bios", f"{kernel(isa, name)}.bin"] if isa in QEMU_BIOS \
         else ["-kernel", str(kernel(isa, name))]
@@ -111,7 +112,7 @@ def test_trace_equals_kernel_record(isa: str, backend: str) -> None:
 
 
 VECTOR = {"aarch64": "vec_sync_el1h", "riscv64": "vec_trap", "ppc": "vec_sc",
-          "ppc64le": "vec_sc"}
+          "ppc64le": "vec_sc", "mips": "vec_general", "mipsel": "vec_general"}
 
 
 @pytest.mark.parametrize("isa", BOARD_OF)

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from emutrace.discover.callabi import CallTypes
     from emutrace.elf import Image
-    from emutrace.target.unicorn_cpu import UnicornCpu
-    from emutrace.target.unicorn_run import HookSet
-    from emutrace.trace.events import Event
+    from emutrace.target.protocol import Target, TrapHooks
+    from emutrace.trace.events import Event, SignalDelivery
 
 # name → (module, one line of what it models)
 BACKENDS: dict[str, tuple[str, str]] = {
@@ -60,16 +59,18 @@ class Backend(Protocol):
 
 @runtime_checkable
 class TrapAware(Protocol):
-    """A backend that reports exceptions (kernel images): the board calls these at the
-    exception's entry to the guest's vector and before an exception return, and the backend
-    emits `Trap` / `TrapReturn` in order with its own events (shadow-stack policy 6)."""
+    """A backend that reports exceptions (kernel images) and signal handlers (Linux
+    programs): the board calls these at the exception's entry to the guest's vector and
+    before an exception return, the Linux layer when it enters a signal handler (`signal`
+    set) and at the `rt_sigreturn` its return reaches; the backend emits `Trap` /
+    `TrapReturn` in order with its own events (shadow-stack policies 6 and 7)."""
 
-    def trap_entered(self, vector: int) -> None: ...
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None: ...
 
     def trap_returned(self, site: int) -> None: ...
 
 
-def create(name: str, image: Image, cpu: UnicornCpu, hooks: HookSet,
+def create(name: str, image: Image, cpu: Target, hooks: TrapHooks,
            emit: Callable[[Event], None], options: BackendOptions) -> Backend:
     module = importlib.import_module(f"emutrace.backends.{BACKENDS[name][0]}")
     backend: Backend = module.create(image, cpu, hooks, emit, options)

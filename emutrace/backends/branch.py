@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import unicorn
-from unicorn import unicorn_const as ucc
 
 from emutrace.backends.args import ArgReader, call_push_size
 from emutrace.backends.tails import TailRule
@@ -60,8 +59,8 @@ from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.trace.events import Call, Event, Return, TailCall
+from emutrace.target.protocol import Target
+from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall, Trap, TrapReturn
 
 
 class BranchRecord(NamedTuple):
@@ -89,7 +88,7 @@ class BranchDecoder:
     there rather than taken from the record.  Without (bts), records carry no register
     values but the sideband sp."""
 
-    def __init__(self, image: Image, cpu: UnicornCpu, types: CallTypes | None = None,
+    def __init__(self, image: Image, cpu: Target, types: CallTypes | None = None,
                  live: bool = False) -> None:
         self.image, self.cpu = image, cpu
         self.decoder = Decoder(image)
@@ -169,7 +168,7 @@ class BranchObserver:
     """Counts instructions per block and reports each taken branch to `on_branch`, at the
     entry of the block it went to."""
 
-    def __init__(self, cpu: UnicornCpu, decoder: BranchDecoder,
+    def __init__(self, cpu: Target, decoder: BranchDecoder,
                  on_branch: Callable[[BranchRecord], None], sideband_sp: bool = True) -> None:
         self.cpu, self.decoder, self.on_branch = cpu, decoder, on_branch
         isa = cpu.isa
@@ -184,7 +183,7 @@ class BranchObserver:
         self.branch_thumb = False
         self.waiting = False
         self.time = 0
-        cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
+        cpu.hook_block(self._on_block)
 
     def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
         thumb = self.cpu.in_alt_mode()
@@ -207,6 +206,13 @@ class BranchObserver:
             self.branch_time, self.branch_thumb = self.time + block.index, thumb
         self.time += block.count
 
+    def interrupted(self) -> None:
+        """A signal handler is entered before the branch that ends the block running now
+        (a system call's return or a fault inside it), or at the start of a block (a
+        SIGALRM between blocks: the kernel's block hook is added during the run, so it
+        runs after this one, which has taken the block already): that branch never runs."""
+        self.branch, self.waiting = None, False
+
     def _block(self, addr: int, size: int, thumb: bool) -> Block:
         """The block's instruction count and the control transfer that ends it."""
         dec = self.decoder
@@ -221,3 +227,29 @@ class BranchObserver:
                 return Block(len(starts), site, index, site + length + dec.delay,
                              flow.conditional, split=dec.delay > 0 and index == last)
         return Block(len(starts), None)
+
+
+class SignalFrames:
+    """What `bts` and `btf` do at a signal handler's entry and its rt_sigreturn (the
+    TrapAware protocol): the branch pending at the interruption is dropped, and `Trap` /
+    `TrapReturn` are emitted in order with the branch events (`before` first: bts decodes
+    its buffer there, as a tracer told of the signal would).  A handler is entered without
+    a branch, so no record shows it."""
+
+    observer: BranchObserver
+    cpu: Target
+    emit: Callable[[Event], None]
+
+    def before(self) -> None:
+        """Events recorded but not emitted yet go out first."""
+
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        self.before()
+        self.observer.interrupted()
+        sp = self.cpu.reg_read(self.cpu.isa.registers.sp)
+        self.emit(Trap(self.observer.time, vector, sp,
+                       signal.stack if signal is not None else None))
+
+    def trap_returned(self, site: int) -> None:
+        self.before()
+        self.emit(TrapReturn(self.observer.time, site))

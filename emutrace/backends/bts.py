@@ -25,21 +25,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from emutrace.backends import BackendOptions
-from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord
+from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.elf import Image
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
-class BtsBackend:
+class BtsBackend(SignalFrames):
     name = "bts"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
+    def __init__(self, image: Image, cpu: Target, emit: Callable[[Event], None],
                  buffer: int = 4096) -> None:
         if buffer < 1:
             raise ValueError(f"bts buffer of {buffer} records: at least 1")
-        self.emit = emit
+        self.emit, self.cpu = emit, cpu
         self.capacity = buffer
         self.buffer: list[BranchRecord] = []
         self.decoder = BranchDecoder(image, cpu)  # no register state in a record
@@ -64,6 +63,10 @@ class BtsBackend:
                 self.emit(ev)
         return len(records)
 
+    def before(self) -> None:
+        """A signal: its frame goes after the branches recorded so far."""
+        self._decode()
+
     def start(self, entry: int) -> None:
         """Nothing to arm: the hardware records every taken branch."""
 
@@ -73,6 +76,6 @@ class BtsBackend:
         return self.observer.time
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> BtsBackend:
     return BtsBackend(image, cpu, emit, options.bts_buffer)

@@ -24,6 +24,10 @@ pushed a return address or saved its link register), so the rule cannot mistake 
 The process entry point is not a call (nothing called `_start`): its first hit is skipped.
 A binary without a symbol table cannot be probed eagerly — there is no function list to
 probe up front — and is refused (exit 69); `int3` discovers code as it runs instead.
+A dynamic program: the program's and ld.so's functions are probed at start-up, each
+library's when ld.so maps it (the module map's symbol table grows: probed at the next
+block, before any of the library's code runs).  What a stripped library's `.dynsym` does not
+name and no direct call reaches (static functions called through pointers) is not probed.
 
 Counters: `probes` set at start-up, `patches` (breakpoint writes at start-up), `traps`
 (probe hits), `stepovers` (displaced instructions re-run in place, each two more writes),
@@ -41,15 +45,14 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, TailCall
+from emutrace.target.protocol import Target, TrapHooks
+from emutrace.trace.events import Call, Event, SignalDelivery, TailCall, Trap
 
 
 class EntryBackend(Int3Backend):
     name = "entry"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
         super().__init__(image, cpu, hooks, emit, "lazy", types)
         self.entry_args = self.args  # int3's reader reads at the callee's entry too
@@ -59,17 +62,25 @@ class EntryBackend(Int3Backend):
         self.entries: dict[int, Function] = {}  # probed entry address → its function
         self.open: list[tuple[int, int, int]] = []  # (return address, call sp, function)
         self.process_entry: int | None = None
+        self.handler_entry: int | None = None  # a signal handler's, until its probe fires
+        self.generation = -1  # of the symbol table when its functions were last probed
 
     # ------------------------------------------------------------ start-up
     def start(self, entry: int) -> None:
-        symbols = self.discovery.symbols.funcs
-        if self.image.interpreter is not None:
-            raise Unsupported(f"{self.image.path}: dynamically linked; the entry backend "
-                              "probes every function up front, before ld.so maps the "
-                              "libraries (use int3)")
-        if not symbols:
+        symbols = self.discovery.symbols
+        if not symbols.funcs:
             raise Unsupported(f"{self.image.path}: no symbol table; the entry backend "
                               "probes every function up front and needs the list (use int3)")
+        self._probe_known()
+        entered = self._function_quietly(entry)
+        self.process_entry = entered.start if entered is not None else None
+
+    def _probe_known(self) -> None:
+        """Probe every function the symbol table names that is not probed yet: at start-up
+        (a static program; a dynamic one's program and ld.so) and again each time a module
+        is mapped (ld.so's mmap of a library, a dlopen: the table grows, `_on_block`)."""
+        symbols = self.discovery.symbols
+        self.generation = symbols.generation
         # (address, reached by a call): symbols first, then what their direct calls reach
         # without a symbol (entries probed) and what their direct jumps reach outside every
         # symbol (ARM glibc's strcmp leaves by a return placed before its symbol: only the
@@ -77,7 +88,7 @@ class EntryBackend(Int3Backend):
         # discover.symbols) likewise: f jumps to it, never calls it, so its returns are
         # probed and its start is no entry (the frame rule in _entered reads a call's return
         # address and sp, which in the middle of f are neither)
-        todo = [(s.start | (1 if s.alt else 0), s.part_of is None) for s in symbols]
+        todo = [(s.start | (1 if s.alt else 0), s.part_of is None) for s in symbols.funcs]
         while todo:
             addr, called = todo.pop()
             func = self._function_quietly(addr)
@@ -89,12 +100,29 @@ class EntryBackend(Int3Backend):
                     continue
                 if site.kind is SiteKind.CALL:
                     todo.append((site.target, True))
-                elif self.discovery.symbols.containing(site.target & self.code_mask) is None:
+                elif symbols.containing(site.target & self.code_mask) is None:
                     todo.append((site.target, False))
         self.stats["probes"] = len(self.armed)
         self.stats["startup_patches"] = self.stats["patches"]
-        entered = self._function_quietly(entry)
-        self.process_entry = entered.start if entered is not None else None
+
+    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
+        """A module mapped since the last block (the symbol table grew): its functions are
+        probed before any of its code runs (ld.so maps a library, then relocates it, then
+        calls into it: its mmap returns to ld.so's code first)."""
+        if self.discovery.symbols.generation != self.generation:
+            self._probe_known()
+        super()._on_block(uc, addr, size, _d)
+
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """A signal handler (or exception vector) is entered: its frame, and its entry
+        probe's next hit is no call (nothing called it).  Everything is probed already."""
+        if signal is not None and self.pending is not None:
+            pending, self.pending = self.pending, None
+            self._resolve(pending, signal.resume)
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None))
+        self._after_trap = False
+        self.handler_entry = vector & self.code_mask
 
     def _probe(self, func: Function, entries: bool) -> None:
         self.armed_funcs[func.start] = func
@@ -137,6 +165,9 @@ class EntryBackend(Int3Backend):
         cpu = self.cpu
         if func.start == self.process_entry and not self.open:
             return  # the kernel started the process here (ELFv2: both entries): no call
+        if func.start == self.handler_entry:
+            self.handler_entry = None
+            return  # the kernel entered a signal handler here (trap_entered): no call
         sp = cpu.reg_read(self.sp_reg)
         ra = (cpu.reg_read(self.link) if self.link else cpu.read_word(sp)) & self.code_mask
         call_sp = sp + self.push
@@ -177,6 +208,6 @@ class EntryBackend(Int3Backend):
         return super().finish()
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
     return EntryBackend(image, cpu, hooks, emit, options.call_types)

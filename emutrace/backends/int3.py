@@ -32,9 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import unicorn
-from unicorn import unicorn_const as ucc
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.codeguard import CodeGuard
@@ -43,9 +40,16 @@ from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind, Insn
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
+from emutrace.target.protocol import Target, TrapHooks
+from emutrace.trace.events import (
+    Call,
+    Event,
+    Return,
+    SignalDelivery,
+    TailCall,
+    Trap,
+    TrapReturn,
+)
 from emutrace.trace.values import Value
 
 
@@ -66,6 +70,7 @@ class Pending:
     fallthrough: int
 
 
+MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 # what belongs to one thread of control: pending transfer, call chain, restarted block,
 # fallback resume address, the tail rule's frames and return addresses
 ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list[int],
@@ -75,7 +80,7 @@ ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list
 class Int3Backend:
     name = "int3"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
                  types: CallTypes | None = None,
                  delivery: str | None = None) -> None:
@@ -110,9 +115,11 @@ class Int3Backend:
         # the functions on the call chain, innermost last: strict mode re-arms the caller
         # from here (descent from a return address would miss the caller's earlier code)
         self.chain: list[Function] = []
-        # per open exception: the chain's length when it was taken (the handler's part of
-        # the chain starts there; an exception return drops it)
-        self.trap_marks: list[int] = []
+        # per open exception or signal handler: the chain when it was taken, which its
+        # return restores (a handler's own return may pop below it: a signal handler
+        # returns to the trampoline, outside every function).  A handler left by siglongjmp
+        # never returns: at most MAX_OPEN_TRAPS are kept, as the Linux layer keeps frames
+        self.trap_chains: list[list[Function]] = []
         self._after_trap = False  # an exception return ran: the next block is current code
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
@@ -131,14 +138,17 @@ class Int3Backend:
         # (site hooks too: code written over a discovered function must not be traced by
         # its old site table)
         hide = self.delivery == "patch" and isa.capability("hidden_breakpoints").works
-        self.guard: CodeGuard | None = CodeGuard(cpu, self._code_range, self._code_written,
-                                                 hide_reads=hide)
+        # (a native target cannot watch loads and stores: its guest sees the breakpoint
+        # bytes, as under any debugger)
+        self.guard: CodeGuard | None = CodeGuard(
+            cpu, self._code_range, self._code_written, hide_reads=hide) \
+            if cpu.watches_memory else None
         self._install(hooks)
 
-    def _install(self, hooks: HookSet) -> None:
+    def _install(self, hooks: TrapHooks) -> None:
         """The block hook, and the trap handler for patch delivery (the native engine
         installs its own: backends/int3_native.py)."""
-        self.cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
+        self.cpu.hook_block(self._on_block)
         if self.delivery == "patch":
             hooks.on_trap = self._on_trap
 
@@ -149,15 +159,23 @@ class Int3Backend:
         self._arm(func)
         self._refresh_stale()
 
-    def trap_entered(self, vector: int) -> None:
-        """An exception entered the guest's vector (kernel images): an exception frame, and
-        the vector's function armed as at the entry.  Strict: the interrupted function is
-        no longer the current one (disarmed until the exception returns)."""
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """An exception entered the guest's vector (kernel images), or a signal handler is
+        entered (Linux programs): an exception or signal frame, and the vector's function
+        armed as at the entry.  Strict: the interrupted function is no longer the current
+        one (disarmed until the exception returns).  A signal delivered between blocks may
+        find a transfer not resolved yet: it went to the interrupted code (`resume`)."""
+        if signal is not None and self.pending is not None:
+            pending, self.pending = self.pending, None
+            self._resolve(pending, signal.resume)
         if self.strict:
-            self.trap_marks.append(len(self.chain))
+            self.trap_chains.append(list(self.chain))
+            del self.trap_chains[:-MAX_OPEN_TRAPS]
             if self.chain:
                 self._disarm(self.chain[-1].start)
-        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None))
+        self._after_trap = False
         self.start(vector)
 
     def trap_returned(self, site: int) -> None:
@@ -165,10 +183,10 @@ class Int3Backend:
         code it returns to is armed at the next block (`_on_block`)."""
         self.emit(TrapReturn(self.time, site))
         if self.strict:
-            mark = min(self.trap_marks.pop() if self.trap_marks else 0, len(self.chain))
-            if len(self.chain) > mark:
+            saved = self.trap_chains.pop() if self.trap_chains else []
+            if self.chain and not (saved and saved[-1].start == self.chain[-1].start):
                 self._disarm(self.chain[-1].start)
-            del self.chain[mark:]
+            self.chain = saved
         self._after_trap = True
 
     def _resume_after_trap(self, addr: int) -> None:
@@ -268,31 +286,32 @@ class Int3Backend:
             modules is not None and not modules.code_known(func))
 
     def _arm_site(self, site: Site, func: int) -> None:
-        uc, addr = self.cpu.uc, site.addr
+        cpu, addr = self.cpu, site.addr
         if self._by_hook(func):
             handle = self.idle_hooks.pop(addr, 0)
             if handle:  # the site's hook is still installed: arming is a table write
                 self.armed[addr] = Armed(site, func, hook=handle)
                 self.stats["patches"] += 1
                 return
-            handle = uc.hook_add(ucc.UC_HOOK_CODE, self._on_site, None, addr, addr)
+            handle = cpu.hook_code(self._on_site, addr, addr)
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
             self._drop_cache(addr, site.size)  # a hook added after translation never fires
-            self._armed_now = True
+            self._armed_now = cpu.translates_code
             return
         bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
         assert bp is not None
         if self.guard is not None and self.guard.was_written(addr, addr + len(bp.encoding)):
             return  # guest-written code is never patched
-        original = self.cpu.mem_read(addr, len(bp.encoding))
-        self.cpu.mem_write(addr, bp.encoding)
+        original = cpu.mem_read(addr, len(bp.encoding))
+        cpu.write_code(addr, bp.encoding)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(bp.encoding))
         self.armed[addr] = Armed(site, func, original=original)
         if self.guard is not None:
             self.guard.patched(addr, original, bp.encoding)
-        self._armed_now = True
+        # (a translating engine must restart the block that holds it; a CPU sees it at once)
+        self._armed_now = cpu.translates_code
 
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
@@ -303,7 +322,7 @@ class Int3Backend:
             self.idle_hooks[addr] = armed.hook
             self.stats["patches"] += 1
             return
-        self.cpu.mem_write(addr, armed.original)
+        self.cpu.write_code(addr, armed.original)
         if self.guard is not None:
             self.guard.restored(addr)
         self.stats["patches"] += 1
@@ -341,8 +360,8 @@ class Int3Backend:
             del self.rearm[at]
 
     def _drop_cache(self, addr: int, size: int) -> None:
-        self.cpu.uc.ctl_remove_cache(addr, addr + size)
-        self.stats["cache_removals"] += 1
+        if self.cpu.drop_code_cache(addr, addr + size):
+            self.stats["cache_removals"] += 1
 
     # ------------------------------------------------------------ events
     def _insn(self, site: Site) -> tuple[Insn, Flow]:
@@ -391,22 +410,27 @@ class Int3Backend:
             self.pending = pending
             self._resume_at = addr
             cpu.reg_write(self.pc_reg, addr | (1 if armed.site.alt_mode else 0))
+            cpu.want_blocks()  # the transfer is learnt from the block the CPU enters next
             return True
         self.stats["simulated"] += 1
         cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
         self._resolve(pending, self.image.isa.code_address(target))
         return True
 
-    def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
         """A site hook (hook delivery): the instruction runs next; resolve at the next block."""
         armed = self.armed.get(addr)
-        if armed is None:
+        if armed is None or not armed.hook:
+            # idle, or armed since by a breakpoint (the site's function was found by
+            # descent first, hooked, then named by a module's symbols: patched): the trap
+            # delivers it, a second delivery here would resolve it twice
             return
         self.stats["traps"] += 1
         self._count_foreign(armed.func)
         self.pending = self._pending(armed.site)
+        self.cpu.want_blocks()
 
-    def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
         if self.guard is not None and self.guard.hidden:
             self.guard.settle()
         if self._restarted == addr or self._resume_at == addr:
@@ -418,7 +442,7 @@ class Int3Backend:
         self._armed_now = False
         if self._unhook:
             for handle in self._unhook:
-                uc.hook_del(handle)  # hook_del drops the translations it was compiled into
+                self.cpu.hook_del(handle)  # hook_del drops the translations it was compiled into
             self.stats["hooks_removed"] += len(self._unhook)
             self._unhook.clear()
         if self.rearm:
@@ -490,6 +514,7 @@ class Int3Backend:
                 self.chain.append(callee)
             self._arm(callee)
         elif kind is SiteKind.RETURN:
+            elsewhere = not self.tails.returns_to(target)
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
             if self.strict:
@@ -497,6 +522,11 @@ class Int3Backend:
                 if current is not None and (caller is None or caller.start != current):
                     self._disarm(current)
                 self._arm(caller)
+            elif elsewhere:
+                # lazy: a return not to its call's return address may land in code no call
+                # armed — i386's resolver returns (`ret $0xc`) into the function it bound,
+                # an ifunc variant no call ever entered: armed now, or its return is lost
+                self._arm(self._function(target))
         else:
             callee = self._function(target)
             if callee is not None and current is not None and callee.start == current:
@@ -570,9 +600,13 @@ class Int3Backend:
         return self.time
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> Int3Backend:
     if options.engine == "native":
+        from emutrace.target.unicorn_cpu import UnicornCpu
+        from emutrace.target.unicorn_run import HookSet
+
+        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
         from emutrace.backends.int3_native import NativeInt3Backend
 
         return NativeInt3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)

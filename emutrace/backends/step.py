@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import unicorn
-from unicorn import unicorn_const as ucc
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
@@ -23,9 +22,16 @@ from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, TailCall, Trap, TrapReturn
+from emutrace.target.protocol import Target, TrapHooks
+from emutrace.trace.events import (
+    Call,
+    Event,
+    Return,
+    SignalDelivery,
+    TailCall,
+    Trap,
+    TrapReturn,
+)
 from emutrace.trace.values import Value
 
 
@@ -43,10 +49,19 @@ class Pending:
     alt_link: bool = False  # a call through one (trace.events.Call.before_frame)
 
 
+def _taken(p: Pending, pc: int) -> bool:
+    """Did the transfer take effect, the next instruction being at pc?  Taken if it did
+    not fall through; an unconditional jump or return to the next address (a function may
+    start right there) is taken all the same, a call to the next instruction only reads
+    the PC."""
+    return pc != p.fallthrough or not (p.conditional
+                                       or p.kind in (FlowKind.CALL, FlowKind.RETURN))
+
+
 class StepBackend:
     name = "step"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
+    def __init__(self, image: Image, cpu: Target, emit: Callable[[Event], None],
                  types: CallTypes | None = None) -> None:
         self.image = image
         self.cpu = cpu
@@ -66,7 +81,7 @@ class StepBackend:
         self._thread_state: dict[int, tuple[Pending | None, list[int], list[int | None]]] = {}
         self.flows: dict[int, tuple[Flow, int]] = {}
         self.stats = {"steps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
-        cpu.uc.hook_add(ucc.UC_HOOK_CODE, self._on_insn)
+        cpu.hook_code(self._on_insn)
 
     # ------------------------------------------------------------ classification
     def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
@@ -87,11 +102,7 @@ class StepBackend:
                 pending.countdown -= 1
             else:
                 self.pending = None
-                # taken if it did not fall through; an unconditional jump or return to the
-                # next address (a function may start right there) is taken all the same, a
-                # call to the next instruction only reads the PC
-                if addr != pending.fallthrough or not (
-                        pending.conditional or pending.kind in (FlowKind.CALL, FlowKind.RETURN)):
+                if _taken(pending, addr):
                     self._resolve(pending, addr)
         entry = self.flows.get(addr)
         if entry is None:
@@ -140,17 +151,24 @@ class StepBackend:
     def start(self, entry: int) -> None:
         """Nothing to arm: the global code hook sees everything."""
 
-    def trap_entered(self, vector: int) -> None:
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
         """The trapping instruction was counted by its hook (a trap taken after it, as
-        `svc`; or on it, as an undefined instruction, which then never ran)."""
-        self.pending = None  # a trap ends no call, return or jump
-        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg)))
+        `svc`; or on it, as an undefined instruction, which then never ran).  A signal
+        delivered between blocks comes after a call, return or jump whose next
+        instruction has not run yet: it went to the interrupted code (`resume`), not to
+        the handler."""
+        pending, self.pending = self.pending, None  # a trap ends no call, return or jump
+        if signal is not None and pending is not None and not pending.countdown \
+                and _taken(pending, signal.resume):
+            self._resolve(pending, signal.resume)
+        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None))
 
     def trap_returned(self, site: int) -> None:
         """The exception return at site runs next."""
         self.emit(TrapReturn(self.time, site))
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> StepBackend:
     return StepBackend(image, cpu, emit, options.call_types)

@@ -11,8 +11,9 @@ executable PT_LOAD gives the load bias: `where - page_down(p_vaddr)`.
 Symbols per module: `.symtab`, else `.dynsym` (distribution libraries are stripped); of
 aliases at one address (`printf`, `_IO_printf`) the name with the fewest leading
 underscores, then the shortest, is kept.  PLT stubs get `func@plt` from the ISA's PLT layout
-(isa.base.Plt) and the PLT relocations.  A function name defined by two modules is shown
-`module:func` for both (module: the file name up to `.so`, e.g. `libc:free`).
+(isa.base.Plt) and the PLT relocations (mips, ppc, ppc64: discover.plt_stubs).  A function
+name defined by two modules is shown `module:func` for both (module: the file name up to
+`.so`, e.g. `libc:free`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
 from emutrace.discover.debuginfo import find_debug_file, guest_path
+from emutrace.discover.plt_stubs import linker_stubs
 from emutrace.discover.symbols import FuncSymbol, SymbolTable, table_symbols
 from emutrace.elf import PF_X, Image, load_image
 from emutrace.errors import EmutraceError
@@ -76,6 +78,8 @@ def plt_symbols(elf: ELFFile, isa: Isa, bias: int) -> list[FuncSymbol]:
     plt = isa.plt
     if plt is None:
         return []
+    if plt.stub_section or plt.lazy_table or plt.stub_symbol:
+        return linker_stubs(elf, plt, bias)  # no .plt of stubs: mips, ppc, ppc64
     sec = elf.get_section_by_name(".plt.sec") if plt.sec_entry else None
     if sec is not None:
         base, size = sec["sh_addr"], plt.sec_entry

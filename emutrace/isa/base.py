@@ -390,6 +390,27 @@ class Plt:
     # data inside each stub, (offset, size) from its start: never decoded as code, never
     # given a breakpoint (s390x: the `.long` relocation offset its lazy path loads)
     data: tuple[int, int] = (0, 0)
+    # Layouts without a .plt of stubs (discover/plt_stubs.py; header and entry 0 where
+    # there is no fixed stub array):
+    # ppc secure PLT: `entry`-byte stubs, in relocation order, end where the lazy branch
+    # table begins (`__glink`, lazy_table bytes per entry), which is where the first
+    # relocation's GOT slot points before binding; each stub's first instruction word
+    # matches stub_insn (mask, value) (-fPIC stubs do not: they are left to stub_symbol)
+    lazy_table: int = 0
+    stub_insn: tuple[int, int] = (0, 0)
+    # mips: the lazy stubs fill this section, each at the value of the undefined .dynsym
+    # function it calls (the function's canonical address)
+    stub_section: str = ""
+    # linker call stubs named by local .symtab symbols: a regex whose group `func` is the
+    # function called (ppc64 `00000019.plt_call.printf@@GLIBC_2.17`)
+    stub_symbol: str = ""
+    # call stubs found by their code (a stripped module has no stub symbols): every stub
+    # starts with stub_prefix; stub_code(bytes from there) gives (the displacement of the
+    # PLT slot it loads from the TOC base, the stub's size) or None; the TOC base is
+    # toc_base's (section, offset); a stub is named only when that slot is a PLT slot
+    stub_prefix: bytes = b""
+    stub_code: Callable[[bytes], tuple[int, int] | None] | None = None
+    toc_base: tuple[str, int] = ("", 0)
 
 
 @dataclass(frozen=True)
@@ -399,7 +420,8 @@ class Capability:
 
 
 # Signals reach guest handlers on every ISA (issue 11 item 3, sys_sigdeliver.py): zsh and
-# busybox ash wait for their children in a SIGCHLD handler with sigsuspend
+# busybox ash wait for their children in a SIGCHLD handler with sigsuspend; and every backend
+# traces a handler's run as the program's own record shows it (tests/test_signal_traces.py)
 SIGNAL_HANDLERS = Capability(True)
 
 

@@ -62,7 +62,8 @@ class FirmwareCall:
     """An instruction that calls the machine's firmware and that Unicorn runs as a no-op
     (s390x SERVC): the board hooks every one `find` reports in the image's executable
     segments (offsets into the segment's bytes) and `emulate(cpu, address)` does the call
-    just before the instruction runs."""
+    just before the instruction runs (None: nothing done, the instruction runs as it is;
+    MIPS also emulates its CP0 accesses this way)."""
 
     find: Callable[[bytes], Iterable[int]]
     emulate: Callable[[SysRegPort, int], TrapOutcome | None]  # None: done, nothing to report
@@ -85,6 +86,9 @@ class KernelSupport:
     # the timer interrupt taken when an idle hart's timer fires, if the guest enabled it
     # (None: not taken); the board wakes an idle CPU only on ISAs that have one
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
+    # seconds until the CPU's own timer fires (MIPS CP0 Count/Compare), None when it is
+    # not armed; the board's timer devices (CLINT) answer for themselves
+    timer_due: Callable[[SysRegPort], float | None] | None = None
     firmware_call: FirmwareCall | None = None
     # instructions on system registers that Unicorn does not expose, emulated against a
     # model the same way (Power mfspr/mtspr of SRR0/SRR1..., rfi: isa/kernel_power.py)

@@ -18,6 +18,7 @@ from emutrace.isa.base import (
     Insn,
     Isa,
     NativeTracing,
+    Plt,
     Registers,
     SyscallConvention,
     SyscallErrors,
@@ -173,7 +174,14 @@ C_VALUES = CValues(char_signed=True, fp_args=("f12", "f14"), fp_pair=("f13", "f1
                    struct_in_slots=1 << 16)
 
 
+# o32 lazy stubs (SYSV MIPS psABI, Global Offset Table; BFD elfxx-mips.c): 16 bytes each in
+# .MIPS.stubs, `lw t9,-0x7ff0(gp); move t7,ra; jalr t9; li t8,DYNSYM_INDEX`; an undefined
+# .dynsym function's nonzero st_value is its stub.  PIC code calls through the GOT slot,
+# which holds the stub until ld.so binds it, then the function itself
+PLT = Plt(header=0, entry=16, stub_section=".MIPS.stubs")
+
 ISA = Isa(
+    plt=PLT,
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -193,20 +201,12 @@ ISA = Isa(
     capabilities={
         "hidden_breakpoints": Capability(
             False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
-        "kernel": Capability(
-            False,
-            "Unicorn 2.1.4 exposes no EPC, Cause or EBase register (of CP0 only Status, "
-            "Config3, UserLocal), so exception entry cannot be written from a hook; guest "
-            "code could set EPC with mtc0, but Cause.ExcCode is read-only to software, so "
-            "a handler would read a wrong cause (and no malta board is built)"),
+        "kernel": Capability(True),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
-        "plt_names": Capability(
-            False,
-            "o32 PIC code calls through the GOT (`lw t9, %call16(f)(gp); jalr "
-            "t9`); lazy stubs are in .MIPS.stubs, not described yet"),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
         "thread_preemption": Capability(
             False,

@@ -23,6 +23,7 @@ from emutrace.isa.base import (
     Lowering,
     NativeOp,
     NativeTracing,
+    Plt,
     RegFixup,
     Registers,
     Simulator,
@@ -280,7 +281,16 @@ ENTRY_OUT_OF_LINE_SAVES = Capability(
     "_restgpr0_N is entered by a `b` while it still holds the save routine's "
     "return address, so entry takes it for a new call and ends the frame")
 
+# Secure PLT (Power Architecture 32-bit ABI; BFD elf32-ppc.c): .plt holds slots only.  A
+# non-PIC program's 16-byte stubs `lis r11,ha(slot); lwz r11,lo(slot)(r11); mtctr r11; bctr`
+# end at the lazy branch table `__glink` (4-byte `b __glink_PLTresolve` per slot, where slot i
+# points before binding); -fPIC/-pie stubs (`lwz r11,off(r30)`) are the linker's local
+# symbols `00008000.got2.plt_pic32.strcmp@@GLIBC_2.0`
+PLT = Plt(header=0, entry=16, lazy_table=4, stub_insn=(0xFFFF0000, 0x3D600000),  # lis r11,
+          stub_symbol=r"\.plt_pic32\.(?P<func>[^@+]+)")
+
 ISA = Isa(
+    plt=PLT,
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -302,10 +312,7 @@ ISA = Isa(
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
-        "plt_names": Capability(
-            False,
-            "secure-PLT call stubs (`__glink`, the linker's `*.plt_call` stubs in "
-            ".text) have no fixed layout; not described yet"),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "thread_preemption": Capability(True),
         "busybox": Capability(False, "Debian 12 has no 32-bit powerpc release port"),

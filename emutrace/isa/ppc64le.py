@@ -16,6 +16,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    Plt,
     RegFixup,
     Registers,
 )
@@ -131,7 +132,39 @@ C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 
                    struct_in_slots=1 << 16, retval_hi="r4", struct_ret_in_regs=16)
 
 
+# ELFv2 (64-bit ELF V2 ABI §4.2.5): calls go through the linker's call stubs in .text (`std
+# r2,24(r1); ld r12,off(r2); mtctr r12; bctr`, variants for far slots), which BFD marks with
+# local symbols `00000019.plt_call.printf@@GLIBC_2.17`; no .plt of stubs (.plt is NOBITS)
+STD_R2_24_R1, MTCTR_R12, BCTR = 0xF8410018, 0x7D8903A6, 0x4E800420
+LD_R12_R2, ADDIS_R12_R2, LD_R12_R12 = 0xE9820000, 0x3D820000, 0xE98C0000  # (ds/si)(r)
+
+
+def _signed16(value: int) -> int:
+    return value - 0x10000 if value & 0x8000 else value
+
+
+def plt_call_stub(code: bytes) -> tuple[int, int] | None:
+    """A stripped module's call stub by its code (BFD elf64-ppc.c's ELFv2 plt_call stubs,
+    TOC saved): `std r2,24(r1); ld r12,d(r2); mtctr r12; bctr` → (d, 16), or with `addis
+    r12,r2,ha; ld r12,lo(r12)` → (ha·2^16 + lo, 20); any other code → None."""
+    w = [int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code) - 3, 4)][:5]
+    if len(w) >= 4 and w[0] == STD_R2_24_R1 and w[1] & 0xFFFF0003 == LD_R12_R2 \
+            and w[2:4] == [MTCTR_R12, BCTR]:
+        return _signed16(w[1] & 0xFFFC), 16
+    if len(w) == 5 and w[0] == STD_R2_24_R1 and w[1] & 0xFFFF0000 == ADDIS_R12_R2 \
+            and w[2] & 0xFFFF0003 == LD_R12_R12 and w[3:5] == [MTCTR_R12, BCTR]:
+        return (_signed16(w[1] & 0xFFFF) << 16) + _signed16(w[2] & 0xFFFC), 20
+    return None
+
+
+# ELFv2: the linker's stub symbols where there is a .symtab; else the stubs by their code,
+# their slot at the TOC base .TOC. = .got + 0x8000 (ELFv2 ABI §3.3, as BFD and gold set it)
+PLT = Plt(header=0, entry=0, stub_symbol=r"\.plt_(?:call|branch)\w*\.(?P<func>[^@+]+)",
+          stub_prefix=STD_R2_24_R1.to_bytes(4, "little"), stub_code=plt_call_stub,
+          toc_base=(".got", 0x8000))
+
 ISA = Isa(
+    plt=PLT,
     c_values=C_VALUES,
     identity=IDENTITY,
     engines=ENGINES,
@@ -156,10 +189,7 @@ ISA = Isa(
         "run_static": Capability(True),
         "run_dynamic": Capability(True),
         "trace_dynamic": Capability(True),
-        "plt_names": Capability(
-            False,
-            "ELFv2 calls go through linker call stubs (`*.plt_call.f`) in .text, "
-            "not a .plt of fixed layout; not described yet"),
+        "plt_names": Capability(True),
         "sw_breakpoint": Capability(True),
         "thread_preemption": Capability(True),
         "busybox": Capability(True),

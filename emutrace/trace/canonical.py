@@ -25,6 +25,10 @@ reconciles exactly as the shadow stack's return-address rule does: an exit of a 
 deeper than the top closes the frames above it as unwound; an exit matching no open frame is
 an error (the record is ours, it cannot be partial); frames still open at the end are closed
 as at exit.  Times in the resulting records are line numbers.
+
+A record may also hold `~ 0xADDR` lines (testbins `signals.instr`, src/instr_signals.c):
+siglongjmp was called from code address ADDR, so the innermost open frame leaves by a
+non-local jump and never writes its `<` line; the parser closes it as unwound there.
 """
 
 from __future__ import annotations
@@ -78,11 +82,11 @@ def canonical_text(records: Iterable[Record], symbolize: Callable[[int], str],
 
 # -- the -finstrument-functions self-record ------------------------------------------------
 
-_LINE = re.compile(r"([<>]) 0x([0-9a-f]+)")
+_LINE = re.compile(r"([<>~]) 0x([0-9a-f]+)")
 
 
 def parse_instr_record(text: str) -> list[tuple[str, int]]:
-    """`[(">" or "<", address), …]` of a calls.instr record; blank lines are skipped, any
+    """`[(">", "<" or "~", address), …]` of a calls.instr record; blank lines are skipped, any
     other line is an error (the record is the oracle: it must be read exactly)."""
     out: list[tuple[str, int]] = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -104,6 +108,12 @@ def instr_records(pairs: Iterable[tuple[str, int]]) -> list[Record]:
         if kind == ">":
             out.append(Entry(time, len(stack), addr))
             stack.append((addr, time))
+            continue
+        if kind == "~":  # a non-local jump leaves the innermost open frame
+            if not stack:
+                raise ValueError(f"record {time}: a non-local jump with no frame open")
+            func, t0 = stack.pop()
+            out.append(Exit(time, len(stack), func, None, time - t0, unwound=True))
             continue
         for i in range(len(stack) - 1, -1, -1):
             if stack[i][0] == addr:

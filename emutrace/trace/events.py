@@ -8,9 +8,12 @@ Raw events (backend → `trace.shadow.ShadowStack`):
   sibling call): the current function's frame is reused by `target`.
 * `Return` — a return instruction is about to execute at `site_addr`.
 * `Trap` — an exception (a system call such as `svc`/`ecall`, an undefined instruction, an
-  interrupt) entered the guest's own vector at `vector` (kernel images, `--machine`).
+  interrupt) entered the guest's own vector at `vector` (kernel images, `--machine`); or a
+  signal handler was entered at `vector` (Linux programs: `handler_stack` says where the
+  handler's stack lies, shadow-stack policy 7).
 * `TrapReturn` — an exception return (`eret`, `mret`, `sret`, `iret`) is about to execute
-  at `site_addr`: it ends the innermost `Trap`'s frame.
+  at `site_addr`: it ends the innermost `Trap`'s frame (for a signal handler: the
+  `rt_sigreturn` its return reaches, at the signal trampoline).
 
 Conventions every backend keeps (the shadow stack's non-local-exit rules rely on them):
 
@@ -79,6 +82,19 @@ class Trap:
     time: int
     vector: int
     sp: int  # the handler's stack pointer at the vector
+    # a signal handler's frame: the stack addresses [lo, hi) its run uses (below the
+    # interrupted stack pointer, or the sigaltstack); an event whose sp lies outside them
+    # was made after the handler was left by a non-local jump (shadow-stack policy 7)
+    handler_stack: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SignalDelivery:
+    """What the Linux layer tells a backend when it enters a signal handler: where the
+    interrupted code resumes (the saved PC) and the handler's stack (`Trap.handler_stack`)."""
+
+    resume: int
+    stack: tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,9 @@ class Entry:
     func: int
     args: tuple[Value | int, ...] = ()
     tid: int = 0  # the guest thread's number: 0 the main thread, n the n-th one created
+    # how the frame was entered: "call" (or a tail call), "signal" (a signal handler the
+    # kernel ran, shadow-stack policy 7), "trap" (an exception vector, policy 6)
+    entered: str = "call"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,10 @@ Layout (uftrace-replay(1), `-f duration`, with `-A`/`-R` style arguments and ret
 * Frames that did not return by their own return instruction have no return value and say
   so: `} /* name (unwound) */`, `} /* name (at exit) */`, or as leaves
   `name(args); /* unwound */`.
+* A frame the kernel entered rather than a call says so on its first line: a signal
+  handler `name(args) { /* signal handler */` (a leaf: `name(args); /* signal handler */`,
+  `/* signal handler, unwound */` when it was left by siglongjmp), an exception vector
+  `/* exception */`.
 
 Filters (uftrace semantics; names are matched exactly):
 
@@ -79,6 +83,10 @@ def format_value(value: int | Value, bits: int = 64) -> str:
     return render(as_value(value, bits))
 
 
+# how a frame the kernel entered is marked (Entry.entered)
+_ENTERED_MARKS = {"signal": "signal handler", "trap": "exception"}
+
+
 @dataclass(slots=True)
 class _Frame:
     shown: bool
@@ -94,26 +102,32 @@ class _Writer:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.pending: tuple[int, str] | None = None  # (depth, call_text) of a held entry
+        # (depth, call_text, mark) of a held entry; mark: how the kernel entered it, or None
+        self.pending: tuple[int, str, str | None] | None = None
 
     def _line(self, duration: str, depth: int, text: str) -> None:
         self.lines.append(f"{duration:>{_DURATION_WIDTH}} | {'  ' * depth}{text}")
 
     def flush(self) -> None:
         if self.pending is not None:
-            depth, call_text = self.pending
+            depth, call_text, mark = self.pending
             self.pending = None
-            self._line("", depth, call_text + " {")
+            self._line("", depth, call_text + " {" + (f" /* {mark} */" if mark else ""))
 
-    def entry(self, depth: int, call_text: str) -> None:
+    def entry(self, depth: int, call_text: str, mark: str | None = None) -> None:
         self.flush()
-        self.pending = (depth, call_text)
+        self.pending = (depth, call_text, mark)
 
     def exit(self, depth: int, call_text: str, name: str, duration: int, ret: str | None,
              note: str | None) -> None:
         if self.pending is not None and self.pending[0] == depth:
+            mark = self.pending[2]
             self.pending = None
-            if note is not None:
+            if mark is not None:
+                note = mark if note is None else f"{mark}, {note}"
+            if note is not None and ret is not None:
+                text = f"{call_text} = {ret}; /* {note} */"
+            elif note is not None:
                 text = f"{call_text}; /* {note} */"
             elif ret is not None:
                 text = f"{call_text} = {ret};"
@@ -189,7 +203,7 @@ def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
                 args = ", ".join(format_value(a, opts.word_bits) for a in shown_args) \
                     if opts.show_args else ""
                 call_text = f"{name}({args})"
-                out.entry(depth, call_text)
+                out.entry(depth, call_text, _ENTERED_MARKS.get(rec.entered))
             stack.append(_Frame(shown, in_filter, hidden, depth + 1 if shown else depth,
                                 depth, call_text))
         elif isinstance(rec, Exit):

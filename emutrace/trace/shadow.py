@@ -72,9 +72,21 @@ run), higher when `grows_down=False`.  Below, "deeper than" is in that sense.
    below it (one that would is unmatched), and a tail frame above it closes alone.  An
    exception frame that never returns (a context switch) stays open until `close_all`.
 
+7. Signal handlers (Linux programs: `Trap` with a `handler_stack`).  Delivery pushes a
+   *signal frame* for the handler, nested under the interrupted frame, and the handler's
+   return reaching `rt_sigreturn` (`TrapReturn`) closes it, as policy 6 — with one
+   difference: a handler may leave by a non-local jump (`siglongjmp` out of a SIGSEGV
+   handler), and then no `TrapReturn` ever comes.  So a signal frame is a barrier (as an
+   exception frame) only while events happen on the handler's stack: the addresses below
+   the interrupted stack pointer, or the sigaltstack the handler runs on.  The first event
+   whose sp lies outside that range (the stack pointer came back above the signal frame,
+   as after `siglongjmp`) closes the frames above the signal frame and the signal frame
+   itself as unwound, at that event's time; then rule 3 goes on below it.  The range, not
+   the sp rule's ordering, decides, because a sigaltstack may lie anywhere in memory.
+
 Limits: one shadow stack per thread of control (the session keeps one per guest thread);
-a switch to another stack (sigaltstack, `swapcontext`, coroutines) is not recognised and
-will look like an unwind by rule 3.
+a switch to another stack (`swapcontext`, coroutines; a sigaltstack is recognised only as
+a signal handler's, policy 7) is not recognised and will look like an unwind by rule 3.
 """
 
 from __future__ import annotations
@@ -105,6 +117,8 @@ class Frame:
     tail: bool = False  # entered by a tail call: closes together with the frame below
     called: bool = False  # a frame was pushed above it (it has made a call)
     exception: bool = False  # an exception frame (policy 6): a barrier to rules 1 and 3
+    # a signal frame (policy 7): the handler's stack, [lo, hi); None for other frames
+    handler_stack: tuple[int, int] | None = None
 
 
 class ShadowStack:
@@ -114,6 +128,7 @@ class ShadowStack:
         self.frames: list[Frame] = []
         self.unmatched_returns = 0
         self.unwound = 0
+        self.exceptions: list[int] = []  # the indices of the open exception frames
 
     @property
     def depth(self) -> int:
@@ -141,7 +156,8 @@ class ShadowStack:
         elif isinstance(ev, Return):
             self._return(ev, out)
         elif isinstance(ev, Trap):
-            self._push(Frame(ev.vector, None, ev.sp, ev.time, exception=True), (), out)
+            self._push(Frame(ev.vector, None, ev.sp, ev.time, exception=True,
+                             handler_stack=ev.handler_stack), (), out)
         elif isinstance(ev, TrapReturn):
             self._trap_return(ev, out)
         else:  # pragma: no cover - the Event union is closed
@@ -160,12 +176,19 @@ class ShadowStack:
     def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record]) -> None:
         if self.frames:
             self.frames[-1].called = True
-        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args, self.tid))
+        entered = "call" if not frame.exception else \
+            "trap" if frame.handler_stack is None else "signal"
+        out.append(Entry(frame.entry_time, len(self.frames), frame.func, args, self.tid,
+                         entered))
+        if frame.exception:
+            self.exceptions.append(len(self.frames))
         self.frames.append(frame)
 
     def _pop(self, time: int, retval: Value | int | None, out: list[Record], *, unwound: bool,
              at_exit: bool = False) -> Frame:
         frame = self.frames.pop()
+        if frame.exception:
+            self.exceptions.pop()
         if unwound:
             self.unwound += 1
         out.append(Exit(time, len(self.frames), frame.func, retval, time - frame.entry_time,
@@ -180,6 +203,7 @@ class ShadowStack:
 
     def _unwind_by_sp(self, sp: int, time: int, *, inclusive: bool, out: list[Record],
                       return_addr: int | None = None) -> None:
+        self._leave_signal_frames(sp, time, out)
         top = self.frames[-1] if self.frames else None
         if inclusive and top is not None and top.sp == sp and not top.called \
                 and return_addr is not None and return_addr != top.return_addr:
@@ -187,6 +211,17 @@ class ShadowStack:
         while self.frames and not self.frames[-1].exception \
                 and self._deeper(self.frames[-1].sp, sp, inclusive):
             self._pop(time, None, out, unwound=True)
+
+    def _leave_signal_frames(self, sp: int, time: int, out: list[Record]) -> None:
+        """Policy 7: close every innermost signal frame whose handler's stack sp lies
+        outside of (with the frames above it), as unwound."""
+        while self.exceptions:
+            i = self.exceptions[-1]
+            stack = self.frames[i].handler_stack
+            if stack is None or stack[0] <= sp < stack[1]:
+                return
+            while len(self.frames) > i:
+                self._pop(time, None, out, unwound=True)
 
     def _returning_frame(self, target: int) -> int | None:
         """The index of the innermost frame below the top that returns to target, above

@@ -42,18 +42,23 @@ def map_line(module: Module) -> str:
 
 def module_functions(modules: ModuleMap, module: Module) -> list[tuple[int, int, str]]:
     """(start, end, name) of a module's functions in address order, one name per address:
-    the one `run` shows."""
+    the one `run` shows.  An ELFv2 function (ppc64le) is called at its local entry too
+    (global entry + st_other's offset, ELFv2 ABI §3.4.1): a second line there with the same
+    name, so that a reader naming exact starts (`emutrace replay`) names such calls."""
     table = modules.table
     ends: dict[int, int] = {}
     for f in table.funcs:
         if module.start <= f.start < module.end and f.part_of is None:
-            ends[f.start] = max(ends.get(f.start, 0), f.start + max(f.size, 1))
+            ends[f.start] = max(ends.get(f.start, 0), f.start + f.extent)
     funcs = []
     for start in sorted(ends):
         shown = table.containing(start)
         if shown is not None and shown.start == start:
             funcs.append((start, ends[start], shown.name))
-    return funcs
+            local = start + shown.local_offset
+            if shown.local_offset and local not in ends:
+                funcs.append((local, ends[start], shown.name))
+    return sorted(funcs)
 
 
 def program_module(modules: ModuleMap, exe: str) -> Module | None:

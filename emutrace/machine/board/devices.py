@@ -258,6 +258,39 @@ class FwCfg:
             self.key, self.offset = int.from_bytes(raw, "big"), 0
 
 
+class SoftReset:
+    """A reset register (QEMU hw/mips/malta.c, the FPGA's SOFTRES at +0x500: writing
+    0x42 resets the board; QEMU -no-reboot then exits with 0): writing `value` at 0
+    powers off."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def read(self, offset: int, size: int) -> int:
+        return 0
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        if offset == 0 and value == self.value:
+            raise PowerOff(0, f"soft reset {value:#x} (-no-reboot: power-off)")
+
+
+class Window:
+    """A model mapped `skew` bytes into a larger range (its page): accesses beside its
+    `size` bytes read 0 and are ignored."""
+
+    def __init__(self, model: Model, skew: int, size: int) -> None:
+        self.model, self.skew, self.size = model, skew, size
+
+    def read(self, offset: int, size: int) -> int:
+        at = offset - self.skew
+        return self.model.read(at, size) if 0 <= at < self.size else 0
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        at = offset - self.skew
+        if 0 <= at < self.size:
+            self.model.write(at, size, value)
+
+
 class Const:
     """A device that is absent: every read gives `value` (0, or all ones: PCI's "no
     device"), writes are ignored."""
@@ -288,4 +321,6 @@ def build(kind: str, params: Mapping[str, int], console: Console) -> Model:
         return FwCfg()
     if kind == "const":
         return Const(params.get("value", 0))
+    if kind == "soft_reset":
+        return SoftReset(params["value"])
     raise ValueError(f"unknown device kind {kind!r}")

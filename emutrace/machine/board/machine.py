@@ -6,7 +6,9 @@ loop that ends on power-off, on `--until` text, on idle, or on the usual budgets
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import mmap
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -202,7 +204,11 @@ class BoardMachine:
         self.image, physical = self._open_image(config.image, blob, isa.name, image_at)
         loads.append((config.image, physical))
         if config.symbols is not None:
-            funcs = load_symbol_file(config.symbols)
+            # addresses modulo the word: the 64-bit BFD's nm prints a 32-bit MIPS file's
+            # kseg0 addresses sign-extended (0xffffffff80100000: MIPS addresses are signed)
+            word = (1 << 8 * isa.identity.word_size) - 1
+            funcs = [replace(f, addr=f.addr & word)
+                     for f in load_symbol_file(config.symbols)]
             self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
         code_starts = {g.vaddr for g in self.image.segments if g.flags & PF_X}
         if config.reloc is not None:
@@ -216,8 +222,7 @@ class BoardMachine:
         cpu.apply_reset()
         if support.reset is not None:
             support.reset(cpu)
-        for region in board.ram:
-            cpu.mem_map(region.base, region.size)
+        self._map_ram()
         self.console = devices.Console(
             sys.stdout.buffer if config.console_out is None else config.console_out,
             config.until, config.typed, config.input_after, self._until)
@@ -245,7 +250,6 @@ class BoardMachine:
             self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
-        self._hook_firmware_calls()
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
         self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
         self.shadow = ShadowStack()
@@ -286,6 +290,10 @@ class BoardMachine:
                                               hi - 1)
         self.exception_returns = None if self.trap_aware is None else ExceptionReturns(
             cpu, support, [(r.base, r.size) for r in board.ram], self.trap_aware.trap_returned)
+        # after the backend's hooks: a firmware call that takes an exception on an
+        # instruction (MIPS: a syscall in this branch's delay slot) comes after `step` has
+        # seen the instruction arrive (the call into its function resolved)
+        self._hook_firmware_calls()
 
     # ------------------------------------------------------------ loading
     def _open_image(self, path: str, blob: bytes, isa: str,
@@ -320,39 +328,57 @@ class BoardMachine:
                               f"memory of machine {self.board.name}")
         self.cpu.mem_write(addr, data)
 
+    def _map_ram(self) -> None:
+        """The board's RAM.  A region that mirrors another (spec.Region.mirror_of: MIPS
+        kseg0/kseg1, where the CPU reaches physical memory at another address) shares its
+        host memory, so what the host reads and writes at the CPU's addresses (code
+        hooks, breakpoints, exception-return search) is what the CPU sees there."""
+        ram = self.board.ram
+        mirrored = {r.mirror_of for r in ram if r.mirror_of is not None}
+        self._ram_buffers: dict[int, mmap.mmap] = {}  # kept alive: Unicorn points into them
+        for region in ram:
+            if region.mirror_of is None and region.base not in mirrored:
+                self.cpu.mem_map(region.base, region.size)
+                continue
+            key = region.base if region.mirror_of is None else region.mirror_of
+            if key not in self._ram_buffers:
+                size = next(r.size for r in ram if r.base == key and r.mirror_of is None)
+                self._ram_buffers[key] = mmap.mmap(-1, size)  # anonymous: zeroed
+            buffer = self._ram_buffers[key]
+            if region.size > len(buffer):
+                raise ValueError(f"region {region.name} is larger than what it mirrors")
+            address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+            self.cpu.uc.mem_map_ptr(region.base, region.size, ucc.UC_PROT_ALL, address)
+
     def _map_device(self, base: int, size: int, model: devices.Model) -> None:
-        """Map a device's registers; Unicorn maps whole 4 KiB pages, so a device that
-        starts inside a page (the 440's UART at 0xef600300) gets its page, and accesses
-        outside its own `size` bytes read 0 and are ignored."""
+        """Unicorn maps whole pages: a device that starts inside a page (Malta's COM1 at
+        0x1800_03f8) gets its page(s), and accesses beside it read 0 and are ignored."""
+        page = self.cpu.uc.ctl_get_page_size()
+        skew = base % page
+        if skew or size % page:
+            model = devices.Window(model, skew, size)
+            base, size = base - skew, -(-(skew + size) // page) * page
         hooks = self.hooks
-        skew = base & 0xFFF
-        page_size = (skew + size + 0xFFF) & ~0xFFF
 
         def fail(uc: unicorn.Uc, e: BaseException) -> None:
             if hooks.pending is None:
                 hooks.pending = e
             uc.emu_stop()
 
-        def read(uc: unicorn.Uc, offset: int, width: int, _d: object) -> int:
-            offset -= skew
-            if not 0 <= offset < size:
-                return 0
+        def read(uc: unicorn.Uc, offset: int, size: int, _d: object) -> int:
             try:
-                return model.read(offset, width)
+                return model.read(offset, size)
             except BaseException as e:  # noqa: BLE001 - re-raised by run()
                 fail(uc, e)
                 return 0
 
-        def write(uc: unicorn.Uc, offset: int, width: int, value: int, _d: object) -> None:
-            offset -= skew
-            if not 0 <= offset < size:
-                return
+        def write(uc: unicorn.Uc, offset: int, size: int, value: int, _d: object) -> None:
             try:
-                model.write(offset, width, value)
+                model.write(offset, size, value)
             except BaseException as e:  # noqa: BLE001 - re-raised by run()
                 fail(uc, e)
 
-        self.cpu.uc.mmio_map(base - skew, page_size, read, None, write, None)
+        self.cpu.uc.mmio_map(base, size, read, None, write, None)
 
     def _map_ports(self, ports: list[tuple[int, int, devices.Model]]) -> None:
         """Devices in the I/O port space, through the ISA's IN/OUT instruction hooks."""
@@ -466,6 +492,9 @@ class BoardMachine:
         disabled (then nothing can wake the hart)."""
         take = self.support.timer_interrupt
         waits = [w for w in (t.seconds_to_timer() for t in self.timers) if w is not None]
+        if self.support.timer_due is not None:
+            due = self.support.timer_due(self.cpu)
+            waits += [] if due is None else [due]
         if take is None or not waits:
             return False
         if self.cpu.stop_requested.wait(min(waits)):
@@ -484,8 +513,12 @@ class BoardMachine:
             try:
                 cpu.uc.emu_start(pc | (1 if cpu.in_alt_mode() else 0), sentinel,
                                  count=self.config.max_insns)
-            except unicorn.UcError:
-                if hooks.pending is None:
+            except unicorn.UcError as e:
+                # MIPS: `wait` ends emu_start with a bogus UC_ERR_READ_UNMAPPED, the PC
+                # after it (measured); a fault of the instruction the run started at is real
+                idle = e.errno == ucc.UC_ERR_READ_UNMAPPED and cpu.pc != pc \
+                    and self._idle_at(cpu.pc)
+                if hooks.pending is None and not idle:
                     raise
             if hooks.pending is not None:
                 raise hooks.pending

@@ -149,5 +149,46 @@ PSERIES = Board(
     qemu=("qemu-system-ppc64", "-M", "pseries"),
 )
 
+# MIPS Malta (QEMU hw/mips/malta.c, MIPS document MD00048): RAM at physical 0, the boot
+# flash at 0x1fc0_0000 (the reset vector 0xbfc0_0000); the CPU reaches both through
+# kseg0 (cached, physical + 0x8000_0000) and kseg1 (uncached, + 0xa000_0000), which are
+# mirrors here (an ELF linked in kseg0 loads at its own addresses, as QEMU's
+# cpu_mips_kseg0_to_phys puts it).  `-kernel`: QEMU's boot code in the flash maps the
+# GT-64120's PCI I/O window at 0x1800_0000 and jumps to the ELF entry, where this board
+# starts (the arguments it passes in a0..a3 are not set).
+_MALTA_RAM = (
+    Region("ram", 0x00000000, RAM_SIZE),
+    Region("flash", 0x1FC00000, 4 * MiB),
+    Region("ram (kseg0)", 0x80000000, RAM_SIZE, mirror_of=0x00000000),
+    Region("ram (kseg1)", 0xA0000000, RAM_SIZE, mirror_of=0x00000000),
+    Region("flash (kseg1)", 0xBFC00000, 4 * MiB, mirror_of=0x1FC00000),
+)
+_MALTA_DEVICES = (
+    Device("ns16550", "com1 (PIIX4 ISA 0x3f8)", 0x180003F8, 8),
+    Device("soft_reset", "fpga softres", 0x1F000500, 4, {"value": 0x42}),
+)
+
+MALTA = Board(
+    name="malta",
+    isa="mips",
+    description="QEMU -M malta -kernel (24Kf, big-endian, kernel mode from the ELF entry): "
+                "COM1 16550 console, the FPGA's soft reset powers off (-no-reboot)",
+    ram=_MALTA_RAM,
+    bios_at=0xBFC00000,  # a raw image is the boot flash, run from the reset vector
+    devices=_MALTA_DEVICES,
+    qemu=("qemu-system-mips", "-M", "malta", "-no-reboot"),
+)
+
+MALTA_EL = Board(
+    name="maltael",
+    isa="mipsel",
+    description="QEMU -M malta -kernel (24Kf, little-endian, kernel mode from the ELF "
+                "entry): COM1 16550 console, the FPGA's soft reset powers off (-no-reboot)",
+    ram=_MALTA_RAM,
+    bios_at=0xBFC00000,
+    devices=_MALTA_DEVICES,
+    qemu=("qemu-system-mipsel", *MALTA.qemu[1:]),
+)
+
 BOARDS = {b.name: b for b in (VIRT_ARM64, VIRT_ARM, VIRT_RISCV64, PC_I386, PC_X86_64,
-                              S390_CCW_VIRTIO, BAMBOO, PSERIES)}
+                              S390_CCW_VIRTIO, BAMBOO, PSERIES, MALTA, MALTA_EL)}

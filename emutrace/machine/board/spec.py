@@ -14,6 +14,9 @@ class Region:
     name: str
     base: int
     size: int
+    # the base of the region this one is a second view of (MIPS kseg0/kseg1: the same
+    # memory at the CPU's unmapped-segment addresses); None: memory of its own
+    mirror_of: int | None = None
 
 
 @dataclass(frozen=True)

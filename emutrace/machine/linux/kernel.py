@@ -31,6 +31,7 @@ from emutrace.machine.linux.table import HANDLERS
 from emutrace.machine.linux.threads import Scheduler, WouldBlock
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import MEMORY_FAULTS
+from emutrace.trace.events import SignalDelivery
 
 PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
 # fs/read_write.c: one read or write moves at most INT_MAX rounded down to a page
@@ -125,6 +126,11 @@ class LinuxKernel:
         self.fault_hook: Callable[[str, int | None], int | None] | None = None
         self.sigreturn_hook: Callable[[], bool] | None = None  # True: it was a sigreturn
         self.deliver_hook: Callable[[], None] | None = None  # after every system call
+        # a tracer told of signal handlers (the backend's TrapAware methods): a handler is
+        # entered (its address, where the interrupted code resumes and the handler's
+        # stack), and a handler's return reached rt_sigreturn (at the trampoline)
+        self.on_handler_entered: Callable[[int, SignalDelivery], None] | None = None
+        self.on_handler_returned: Callable[[int], None] | None = None
         # processes (sys_process.py): one host process per guest process
         self.children: set[int] = set()  # host pids of the guest's children
         self.pidfds: dict[int, int] = {}  # child pid -> its pidfd, while waited for (child_wait.py)

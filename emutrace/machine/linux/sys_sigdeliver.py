@@ -15,7 +15,13 @@ interrupted registers, mask and sigaltstack state) are written there, the handle
 instruction; that trap restores the saved context, then what the handler changed in the
 ucontext, and the mask.  SIGALRM also arrives between blocks while the guest's timer runs
 (_between_blocks).  A handler that leaves with siglongjmp leaves its saved context behind (at
-most MAX_FRAMES are kept)."""
+most MAX_FRAMES are kept).
+
+A tracer is told of both ends (LinuxKernel.on_handler_entered / on_handler_returned): the
+handler's entry with where the interrupted code resumes and which stack addresses the
+handler uses — below the interrupted SP, or the sigaltstack — so that a handler left by
+siglongjmp is recognised when the stack pointer is back outside them (shadow-stack
+policy 7); and the rt_sigreturn its return reaches."""
 
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ from emutrace.machine.linux.sys_signal import (
 )
 from emutrace.machine.linux.table import syscall
 from emutrace.target.unicorn_run import STOP_SIGNALS
+from emutrace.trace.events import SignalDelivery
 
 K = LinuxKernel
 SIGNAL_GAP = 512  # bytes left below the interrupted SP: above every ABI's red zone (288)
@@ -202,16 +209,20 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
         watch.delivered = True
     bias = k.conv.pc_after_hook if in_hook else 0
     frame = Frame(cpu.uc.context_save(), restore, pc_bias=bias)
+    resume = cpu.pc + bias  # where the interrupted code goes on
     k.sig_frames.append(frame)
     del k.sig_frames[:-MAX_FRAMES]
     tramp = _trampoline(k)
     sf = sigframe(k.isa)
     c = k.abi.constants
+    interrupted_sp = cpu.reg_read(regs.sp)
     if act.flags & c.get("SA_ONSTACK", 0) and k.sig_altstack is not None \
             and not _on_altstack(k):
         top = (k.sig_altstack[0] + k.sig_altstack[1]) & ~15  # sigaltstack(2)
+        handler_stack = (k.sig_altstack[0], k.sig_altstack[0] + k.sig_altstack[1])
     else:
-        top = (cpu.reg_read(regs.sp) - SIGNAL_GAP) & ~15
+        top = (interrupted_sp - SIGNAL_GAP) & ~15
+        handler_stack = (0, interrupted_sp)  # the stack grows down on every ISA we run
     info = top - SIGINFO_SIZE
     uc = (info - (sf.ucontext_size if sf is not None else UCONTEXT_SIZE)) & ~15
     siginfo = bytearray(sig.to_bytes(4, k.endian) + bytes(SIGINFO_SIZE - 4))
@@ -221,7 +232,7 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     k.write(info, bytes(siginfo))
     if sf is not None:
         frame.ucontext = uc
-        frame.written = write_ucontext(k, sf, uc, cpu.pc + bias, restore)
+        frame.written = write_ucontext(k, sf, uc, resume, restore)
     else:
         k.write(uc, bytes(UCONTEXT_SIZE))
     base = (uc - CALLEE_AREA) & ~15
@@ -245,6 +256,9 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     if act.flags & c.get("SA_RESETHAND", 0):
         k.sig_actions[sig] = SigAction()
         action_changed(k, sig)
+    if k.on_handler_entered is not None:
+        k.on_handler_entered(act.handler, SignalDelivery(k.isa.code_address(resume),
+                                                         handler_stack))
 
 
 def _sigreturn(k: K) -> bool:
@@ -257,6 +271,8 @@ def _sigreturn(k: K) -> bool:
     if trap != k.sig_trampoline:
         return False
     frame = k.sig_frames.pop()
+    if k.on_handler_returned is not None:
+        k.on_handler_returned(trap)
     k.cpu.uc.context_restore(frame.context)
     sf = sigframe(k.isa)
     if sf is not None and frame.ucontext:
