@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.machine.linux.child_wait import child_event, reaped, wait4_target
 from emutrace.machine.linux.pipe_write import write_pipe
 from emutrace.machine.linux.threads import NEVER, Scheduler, Wait, WouldBlock
 
@@ -183,3 +184,32 @@ def test_pipe_write_waits_for_room_then_finishes() -> None:
         for fd in (read_end, write_end):
             if fd >= 0:
                 os.close(fd)
+
+
+class _Parent:
+    def __init__(self, pid: int) -> None:
+        self.children = {pid}
+        self.pidfds: dict[int, int] = {}
+
+
+def test_child_wait_sleeps_on_the_pidfd() -> None:
+    """wait4/waitid's host wait (child_wait.py): the child's pidfd becomes readable when
+    it exits and the probe then says ready, without reaping it (the host's waitpid still
+    gets it); a wait for stops only has no pidfd to watch (a pidfd says only "exited")."""
+    child = subprocess.Popen(["sleep", "0.2"])
+    k = _Parent(child.pid)
+    try:
+        event = child_event(k, *wait4_target(child.pid), os.WEXITED)  # type: ignore[arg-type]
+        assert event.probe is not None and not event.probe()
+        assert list(event.fds) == [k.pidfds[child.pid]]
+        poller = select.poll()
+        poller.register(k.pidfds[child.pid], select.POLLIN)
+        assert poller.poll(10_000)  # woken by the exit, not by a timeout
+        assert event.probe()
+        assert not child_event(k, os.P_PID, child.pid, os.WSTOPPED).fds  # type: ignore[arg-type]
+        assert child.wait(timeout=10) == 0  # not reaped by the probe
+        reaped(k, child.pid)  # type: ignore[arg-type]
+        assert not k.pidfds and not k.children
+    finally:
+        child.kill()
+        child.wait()

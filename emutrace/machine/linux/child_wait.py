@@ -52,7 +52,9 @@ def child_event(k: K, idtype: int, ident: int, changes: int) -> WouldBlock:
         except ChildProcessError:
             return True  # no such child (any more): the call made again says ECHILD
 
-    return WouldBlock(_pidfds(k, idtype, ident), probe=ready)
+    # a pidfd says only "exited": watched for a wait that takes exits, else the probe alone
+    fds = _pidfds(k, idtype, ident) if changes & os.WEXITED else {}
+    return WouldBlock(fds, probe=ready)
 
 
 def _pidfds(k: K, idtype: int, ident: int) -> dict[int, int]:
