@@ -9,6 +9,8 @@
  *    child the same way.
  * 3. Thread D writes 200000 bytes to a pipe in one write() (three times the
  *    pipe's capacity: the write blocks on the full pipe) that main reads.
+ * `threadwait sleep` instead: thread S nanosleep()s 2 ms, then sets a flag that
+ *    main spins on with no system call (S must wake while main still runs).
  * Every line is printed by one thread after the event that orders it (a
  * poll's return, a join, a wait), so stdout is the same on every ISA and
  * under qemu-user, where the threads truly run at once.  No wall-clock value
@@ -25,6 +27,7 @@
 #include <sys/select.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int ping[2], pong[2], silent[2], feed[2], bulk[2];
@@ -101,6 +104,31 @@ static void *bulk_writer(void *arg)
     return (void *)(intptr_t)(n == BULK ? 4 : 94);
 }
 
+static int woke;
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    struct timespec two_ms = { .tv_sec = 0, .tv_nsec = 2000000 };
+    int rc = nanosleep(&two_ms, NULL);
+    __atomic_store_n(&woke, 1, __ATOMIC_SEQ_CST);
+    return (void *)(intptr_t)(rc == 0 ? 5 : 95);
+}
+
+static int sleep_while_main_spins(void)
+{
+    pthread_t s;
+    void *code;
+    long rounds = 0;
+    if (pthread_create(&s, NULL, sleeper, NULL))
+        return 1;
+    while (!__atomic_load_n(&woke, __ATOMIC_SEQ_CST))
+        rounds++;
+    pthread_join(s, &code);
+    printf("main: spun until the sleeper woke; sleeper exit %ld\n", (long)(intptr_t)code);
+    return rounds > 0 ? 0 : 2;
+}
+
 static pid_t child_reading_feed(void)
 {
     fflush(stdout);
@@ -114,8 +142,10 @@ static pid_t child_reading_feed(void)
     return pid;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "sleep") == 0)
+        return sleep_while_main_spins();
     pthread_t a, b, c;
     pthread_attr_t small; /* 256 KiB stacks: less for an emulator to map and unmap */
     void *code;
