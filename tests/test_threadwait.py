@@ -63,16 +63,18 @@ def test_threadwait_as_qemu(isa: str, tmp_path: Path) -> None:
     assert (ours.returncode, ours.stdout) == (0, expected), ours.stderr.decode()[-400:]
 
 
-def _threads(text: str) -> list[str]:
-    """A trace file's sections, one per thread, values and durations aside (pids differ
-    from run to run; the backends count the instruction that ends the process
-    differently): the calls and returns, in order."""
-    calls = [re.sub(r"\([^()]*\)| = [^;]*(?=;)", "", line.split("|", 1)[1])
-             if "|" in line else line for line in text.splitlines()]
+def _threads(text: str, durations: bool = False) -> list[str]:
+    """A trace file's sections, one per thread, values aside (pids differ from run to
+    run) and durations too unless asked for (the backends count the instruction that
+    ends the process differently): the calls and returns, in order."""
+    calls = [re.sub(r"\([^()]*\)| = [^;]*(?=;)", "", line if durations else
+                    line.split("|", 1)[1]) if "|" in line else line
+             for line in text.splitlines()]
     return "\n".join(calls).split("# thread ")[1:]
 
 
-def _traced(isa: str, backend: str, where: Path) -> tuple[list[str], list[list[str]]]:
+def _traced(isa: str, backend: str, where: Path,
+            durations: bool = False) -> tuple[list[str], list[list[str]]]:
     """The process's trace per thread, and each forked child's (in the order of their
     traces, which does not depend on the pid)."""
     where.mkdir()
@@ -80,8 +82,8 @@ def _traced(isa: str, backend: str, where: Path) -> tuple[list[str], list[list[s
     ours = run_emutrace("run", "--backend", backend, "--timeout", "60", "-o", out,
                         bin_path(isa, "threadwait"), cwd=where, timeout=120)
     assert (ours.returncode, ours.stdout) == (0, _qemu(isa)), ours.stderr[-400:]
-    children = sorted(_threads(p.read_text()) for p in where.glob("trace.*"))
-    return _threads(out.read_text()), children
+    children = sorted(_threads(p.read_text(), durations) for p in where.glob("trace.*"))
+    return _threads(out.read_text(), durations), children
 
 
 @pytest.mark.oracle
@@ -98,6 +100,16 @@ def test_threadwait_traced(isa: str, tmp_path: Path) -> None:
     for n, (ours, truth) in enumerate(zip(int3, step, strict=True)):
         assert ours == truth, f"thread {n}: int3 != step"
     assert int3_children == step_children
+
+
+@pytest.mark.oracle
+def test_threadwait_rerun_is_the_same(tmp_path: Path) -> None:
+    """Two int3 runs give the same trace, every duration included (values aside: the
+    pids): every switch falls at the same instruction, whatever the host's timing of
+    the children's exits and the pipes."""
+    first = _traced("x86_64", "int3", tmp_path / "first", durations=True)
+    second = _traced("x86_64", "int3", tmp_path / "second", durations=True)
+    assert len(first[0]) == 6 and first == second
 
 
 # ---------------------------------------------------------------- the scheduler alone
