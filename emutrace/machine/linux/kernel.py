@@ -25,6 +25,7 @@ from unicorn import UcError
 from emutrace.isa.abi import Abi, StructLayout, load_abi
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
+from emutrace.machine.linux.pipe_write import blocking_pipe, write_pipe
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.machine.linux.threads import Scheduler, WouldBlock
@@ -132,6 +133,7 @@ class LinuxKernel:
         self.on_handler_returned: Callable[[int], None] | None = None
         # processes (sys_process.py): one host process per guest process
         self.children: set[int] = set()  # host pids of the guest's children
+        self.pidfds: dict[int, int] = {}  # child pid -> its pidfd, while waited for (child_wait.py)
         self.guest_parent: int | None = None  # the parent's pid when it is a guest too
         self.fork_listeners: list[Callable[[int], None]] = []  # run in the child, its pid
         # fork/vfork/clone fork the host process: only the CLI, whose child ends in
@@ -201,7 +203,9 @@ class LinuxKernel:
         try:
             return int(handler(self, args))
         except WouldBlock as e:  # another thread runs meanwhile; the call is made again
-            return self.threads.block_on_fd(e.fd, lambda: self._run(handler, args))
+            resume = e.resume
+            again = handler if resume is None else lambda _k, _a: resume()
+            return self.threads.block_on_host(e, lambda: self._run(again, args))
         except GuestError as e:
             return -self.errno(e.errno_name)
         except SandboxError as e:
@@ -362,6 +366,9 @@ class LinuxKernel:
         size, done = self.mapped_length(addr, wanted), 0
         if wanted and not size:
             raise GuestError("EFAULT")
+        if offset is None and self.threads.active and blocking_pipe(host_fd):
+            # a full pipe blocks only this thread (pipe_write.py); at most IO_CHUNK at once
+            return write_pipe(self, host_fd, bytes(self.cpu.mem_read(addr, min(size, IO_CHUNK))))
         while done < size:
             n = min(IO_CHUNK, size - done)
             data = self.cpu.mem_read(addr + done, n)
@@ -457,7 +464,7 @@ class LinuxKernel:
         if self.threads.active:  # not ready: the thread waits, the others run (threads.py)
             poller.register(host_fd, select.POLLIN | select.POLLPRI)
             if not poller.poll(0):
-                raise WouldBlock(host_fd)
+                raise WouldBlock({host_fd: select.POLLIN | select.POLLPRI})
             return
         poller.register(host_fd, select.POLLIN | select.POLLPRI)
         while not self.cpu.stop_requested.is_set():

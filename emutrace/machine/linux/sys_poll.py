@@ -2,7 +2,12 @@
 variants).  Guest descriptors map to host ones; the wait itself is the host's `poll(2)`,
 taken in short slices so that Ctrl-C and --timeout stay prompt.  Event bits are translated
 by name (MIPS numbers POLLWRNORM/POLLWRBAND differently, asm/poll.h).  The signal mask
-argument of ppoll/pselect6 is accepted and not applied (no signal delivery yet)."""
+argument of ppoll/pselect6 is accepted and not applied (no signal delivery yet).
+
+While the process has more than one thread, a call that finds nothing ready does not wait
+on the host: only its thread waits (WouldBlock, threads.py) with the call's timeout on the
+scheduler's clock, and the others run; the call is made again when a descriptor is ready,
+or once more without waiting when the timeout has passed."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.sys_proc import _sleep_ns
 from emutrace.machine.linux.sys_sigdeliver import interrupted
 from emutrace.machine.linux.table import syscall
+from emutrace.machine.linux.threads import WouldBlock
 
 K = LinuxKernel
 EVENTS = ("POLLIN", "POLLPRI", "POLLOUT", "POLLERR", "POLLHUP", "POLLNVAL", "POLLRDNORM",
@@ -38,6 +44,11 @@ def _wait(k: K, watch: dict[int, int], timeout_ns: int | None) -> dict[int, int]
     poller = select.poll()
     for fd, events in watch.items():
         poller.register(fd, events)
+    if k.threads.active or k.threads.timed_out:  # only this thread waits (threads.py)
+        now = dict(poller.poll(0))
+        if now or timeout_ns == 0 or k.threads.timed_out:
+            return now
+        raise WouldBlock(watch, timeout_ns=timeout_ns)
     deadline = None if timeout_ns is None else time.monotonic_ns() + timeout_ns
     while True:
         left = SLICE_MS if deadline is None else max(0, (deadline - time.monotonic_ns()))
@@ -55,6 +66,12 @@ def _wait(k: K, watch: dict[int, int], timeout_ns: int | None) -> dict[int, int]
 def _idle(k: K, timeout_ns: int | None) -> None:
     """Nothing to watch (pause() is ppoll(NULL, 0, NULL, mask) on the newer ISAs): sleep
     until the timeout, a signal for the guest (EINTR) or a stop request."""
+    if k.threads.active or k.threads.timed_out:  # only this thread sleeps (threads.py)
+        if interrupted(k):
+            raise GuestError("EINTR")
+        if timeout_ns == 0 or k.threads.timed_out:
+            return
+        raise WouldBlock({}, probe=lambda: interrupted(k), timeout_ns=timeout_ns)
     deadline = None if timeout_ns is None else time.monotonic_ns() + timeout_ns
     while deadline is None or time.monotonic_ns() < deadline:
         if interrupted(k):

@@ -24,6 +24,13 @@ import stat
 
 from emutrace.errors import EmutraceError
 from emutrace.isa.base import GuestError
+from emutrace.machine.linux.child_wait import (
+    child_event,
+    forget_children,
+    reaped,
+    wait4_changes,
+    wait4_target,
+)
 from emutrace.machine.linux.kernel import GuestExec, LinuxKernel
 from emutrace.machine.linux.sys_fs import PROC_SELF_EXE
 from emutrace.machine.linux.sys_proc import _signal_self
@@ -80,7 +87,7 @@ def _become_child(k: K) -> None:
     them into a clean stop exists only in the first process), and signals the guest ignores
     are ignored by the host process too.  A dump of the emulator is of no use: no core."""
     k.guest_parent = os.getppid()
-    k.children = set()
+    forget_children(k)
     for stop in STOP_SIGNALS:
         host_signal.signal(stop, host_signal.SIG_DFL)
     host_signal.pthread_sigmask(host_signal.SIG_UNBLOCK, {*STOP_SIGNALS, WAKE})
@@ -139,7 +146,7 @@ def _wait4(k: K, pid: int, status_addr: int, options: int, rusage_addr: int) -> 
     if done == 0:
         return 0
     if os.WIFEXITED(status) or os.WIFSIGNALED(status):  # a stopped child is still ours
-        k.children.discard(done)
+        reaped(k, done)
     if status_addr:
         k.write(status_addr, guest_status(k, status).to_bytes(4, k.endian))
     if rusage_addr:
@@ -148,9 +155,15 @@ def _wait4(k: K, pid: int, status_addr: int, options: int, rusage_addr: int) -> 
 
 
 def _host_wait(k: K, pid: int, options: int) -> tuple[int, int, resource.struct_rusage]:
-    """The host's wait4, polled so that a stop request (Ctrl-C, --timeout) is seen."""
+    """The host's wait4, polled so that a stop request (Ctrl-C, --timeout) is seen; with
+    other threads, only this one waits (child_wait.py)."""
     if options & os.WNOHANG:
         return os.wait4(pid, options)
+    if k.threads.active:
+        found = os.wait4(pid, options | os.WNOHANG)
+        if found[0]:
+            return found
+        raise child_event(k, *wait4_target(pid), wait4_changes(options))
     pause = 0.0005
     while True:
         done, status, use = os.wait4(pid, options | os.WNOHANG)
@@ -199,6 +212,8 @@ def sys_waitid(k: K, a: tuple[int, ...]) -> int:
     if options & ~known or not options & (os.WEXITED | os.WSTOPPED | os.WCONTINUED):
         raise GuestError("EINVAL")
     result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
+    if result is None and not options & os.WNOHANG and k.threads.active:
+        raise child_event(k, kinds[idtype], ident, options)  # only this thread waits
     pause = 0.0005
     while result is None and not options & os.WNOHANG:
         if k.cpu.stop_requested.wait(pause):
@@ -207,7 +222,7 @@ def sys_waitid(k: K, a: tuple[int, ...]) -> int:
         result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
     if result is not None and not options & os.WNOWAIT and result.si_code in (
             CLD_EXITED, CLD_KILLED, CLD_DUMPED):
-        k.children.discard(result.si_pid)
+        reaped(k, result.si_pid)
     if a[2]:
         k.write(a[2], _child_info(k, result))
     if a[4]:

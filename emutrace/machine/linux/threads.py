@@ -6,8 +6,9 @@ shared, as CLONE_VM shares it).  The scheduler switches threads only between two
 `emu_start` calls of the run loop (target/unicorn_run.py), never inside a hook:
 
 * at a system call that blocks (futex wait, nanosleep, sched_yield while another thread
-  can run, a read of an empty pipe or terminal): the handler records what the thread waits
-  for and stops the CPU;
+  can run, a read of an empty pipe or terminal, poll/select or wait4/waitid with nothing
+  ready): the handler records what the thread waits for and stops the CPU; a call that
+  waits for the host (WouldBlock) is made again when it is ready or timed out;
 * when a thread has run QUANTUM guest instructions since it got the CPU (emu_start's own
   instruction count, used only while the process has more than one thread, and not on
   MIPS: capability `thread_preemption`).
@@ -20,8 +21,10 @@ so a program without threads runs exactly as before.
 Time: the scheduler keeps its own clock (nanoseconds), which moves by one nanosecond per
 guest instruction of every quantum that runs out, and jumps to the next deadline when
 every thread waits: a timed futex wait or a nanosleep ends by that clock (the host sleeps
-the jump, so that a sleep still takes about as long as asked).  When every thread waits
-with no deadline, nothing can ever wake any of them: the run ends (Deadlock).
+the jump, so that a sleep still takes about as long as asked).  Threads waiting for the
+host are waited for there, all in one poll(2) (their descriptors, children's pidfds).
+When every thread waits for another with no deadline, nothing can ever wake any of them:
+the run ends (Deadlock).
 
 Thread ids: the main thread's is the process id; the n-th thread created gets pid + n
 (Linux gives the next free pid; a guest only compares them)."""
@@ -41,16 +44,30 @@ NEVER = -1
 # threads a process may have at once: a saved context is up to 80 KB (ppc64le), so this
 # bounds them to ~80 MB; one more is EAGAIN, as clone(2) answers at RLIMIT_NPROC
 MAX_THREADS = 1024
+HOST_STEP_MS = 100  # longest host wait before the run's stop request is looked at again
+PROBE_MS = 20  # how often a host wait that has no descriptor (a probe only) is asked again
 
 
 class WouldBlock(Exception):
-    """A system call would wait for host descriptor `fd` to be readable while another
-    thread could run (raised by the kernel's wait_readable): the thread waits instead,
-    and the call is made again when the descriptor is ready."""
+    """A system call would wait on the host while another thread could run (raised by
+    the kernel's wait_readable, poll/select, wait4/waitid): the thread waits instead, and
+    the call is made again when what it waits for is ready, or once more when its timeout
+    has passed (the call then sees `Scheduler.timed_out` and does not wait).
 
-    def __init__(self, fd: int) -> None:
-        super().__init__(fd)
-        self.fd = fd
+    fds: host descriptor -> poll(2) events that end the wait; probe: another readiness
+    test (a child's state change), asked whenever the scheduler looks for a thread to
+    run; timeout_ns: the call's own timeout (None: none), on the scheduler's clock;
+    resume: what to do then instead of making the whole call again (the rest of a write
+    that was partly made)."""
+
+    def __init__(self, fds: dict[int, int], probe: Callable[[], bool] | None = None,
+                 timeout_ns: int | None = None,
+                 resume: Callable[[], int] | None = None) -> None:
+        super().__init__(fds)
+        self.fds = fds
+        self.probe = probe
+        self.timeout_ns = timeout_ns
+        self.resume = resume
 
 
 class Deadlock(Exception):
@@ -65,15 +82,17 @@ class Deadlock(Exception):
 class Wait:
     """What a blocked thread waits for."""
 
-    what: str  # "futex", "sleep", "yield", "io"
+    what: str  # "futex", "sleep", "yield", "host" (a descriptor or a child)
     futex: int | None = None  # the futex word's address
     bitset: int = 0xFFFFFFFF
     deadline: int = NEVER  # on the scheduler clock (ns); NEVER: no timeout
     timeout_result: int = 0  # the system call's result when the deadline passes
     pc: int = 0  # where the thread blocked (the deadlock message)
     seq: int = 0  # when it began to wait: futex waiters are woken first come, first served
-    fd: int = -1  # "io": the host descriptor it waits to read
-    retry: Callable[[], int] | None = None  # "io": the call, made again once fd is ready
+    # "host": host descriptor -> poll events, and another readiness test (WouldBlock)
+    fds: dict[int, int] = field(default_factory=dict)
+    probe: Callable[[], bool] | None = None
+    retry: Callable[[], int] | None = None  # "host": the call, made again once ready
 
 
 @dataclass
@@ -88,6 +107,7 @@ class GuestThread:
     start: list[Callable[[], None]] = field(default_factory=list)
     exited: bool = False
     retry: Callable[[], int] | None = None  # its blocked call, to make when it runs again
+    expired: bool = False  # that call is made again because its timeout passed
 
 
 class Scheduler:
@@ -104,6 +124,7 @@ class Scheduler:
         self.switches = 0
         self._seq = 0
         self.budget: int | None = None  # --max-insns left, counted in whole quanta
+        self.timed_out = False  # set while a "host" wait's call is made after its timeout
         # told the new current thread's tid at every switch (tracing keeps one shadow
         # stack per thread)
         self.on_switch: list[Callable[[int], None]] = []
@@ -176,10 +197,12 @@ class Scheduler:
         self.current.wait = wait
         self.request_switch()
 
-    def block_on_fd(self, fd: int, retry: Callable[[], int]) -> int:
-        """The current thread waits for host descriptor fd to be readable (a read of an
-        empty pipe); `retry` makes its call then.  The placeholder result is 0."""
-        self.block(Wait("io", fd=fd, retry=retry))
+    def block_on_host(self, event: WouldBlock, retry: Callable[[], int]) -> int:
+        """The current thread waits for a host event (a read of an empty pipe, a poll, a
+        wait for a child); `retry` makes its call then.  The placeholder result is 0."""
+        deadline = NEVER if event.timeout_ns is None else self.clock + max(0, event.timeout_ns)
+        self.block(Wait("host", deadline=deadline, fds=event.fds, probe=event.probe,
+                        retry=retry))
         return 0
 
     def wake(self, futex: int, count: int, bitset: int = 0xFFFFFFFF) -> int:
@@ -251,7 +274,11 @@ class Scheduler:
             if nxt.retry is None:
                 break
             retry, nxt.retry = nxt.retry, None
-            nxt.result = retry()  # its descriptor is ready: the call is made now
+            self.timed_out, nxt.expired = nxt.expired, False
+            try:
+                nxt.result = retry()  # it is ready (or timed out): the call is made now
+            finally:
+                self.timed_out = False
             if nxt.wait is None:
                 break
             # not ready after all (another reader took the data): it waits again
@@ -272,42 +299,80 @@ class Scheduler:
                 next((i for i, t in enumerate(order) if t > me.tid), 0)
             for tid in order[start:] + order[:start]:
                 thread = self.threads[tid]
-                if thread.wait is None:
+                wait = thread.wait
+                if wait is None:
                     return thread
-                if thread.wait.what == "yield":  # its turn came round again
+                if wait.what == "yield":  # its turn came round again
                     thread.wait, thread.result = None, 0
                     return thread
-                if thread.wait.what == "io" and self._readable([thread.wait.fd], 0):
-                    thread.retry, thread.wait = thread.wait.retry, None
+                if wait.what == "host" and self._host_ready(wait, 0):
+                    thread.retry, thread.wait = wait.retry, None
+                    return thread
+                if wait.deadline != NEVER and wait.deadline <= self.clock:
+                    self._time_out(thread)  # the clock passed it while others ran
                     return thread
             self._advance_clock()
 
     @staticmethod
-    def _readable(fds: list[int], timeout_ms: int) -> bool:
+    def _host_ready(wait: Wait, timeout_ms: int) -> bool:
+        """Is a "host" wait over: a descriptor ready (readable, hung up or in error: the
+        call says which) or its probe true?  Waits up to timeout_ms on the descriptors."""
+        if wait.probe is not None and wait.probe():
+            return True
+        return bool(wait.fds) and Scheduler._poll(wait.fds, timeout_ms)
+
+    @staticmethod
+    def _poll(fds: dict[int, int], timeout_ms: int) -> bool:
         poller = select.poll()
-        for fd in fds:
-            poller.register(fd, select.POLLIN | select.POLLPRI)
-        return bool(poller.poll(timeout_ms))  # readable, hung up or in error: read says
+        for fd, events in fds.items():
+            poller.register(fd, events)
+        return bool(poller.poll(timeout_ms))
+
+    @staticmethod
+    def _time_out(thread: GuestThread) -> None:
+        """Its wait's deadline has passed: the call ends with its timeout result (a
+        "host" wait: the call is made once more, and does not wait)."""
+        wait = thread.wait
+        assert wait is not None
+        if wait.what == "host":
+            thread.retry, thread.expired = wait.retry, True
+        else:
+            thread.result = wait.timeout_result
+        thread.wait = None
 
     def _advance_clock(self) -> None:
-        """Every thread waits: jump to the earliest deadline and end those waits.  A
-        thread waiting for input from outside (a pipe, a terminal) is waited for on the
-        host, in short steps (a stop of the run ends its call with EINTR)."""
+        """Every thread waits: jump to the earliest deadline and end those waits.  Threads
+        waiting for the host (a pipe, a terminal, a child process) are waited for there:
+        one poll(2) of all their descriptors (a child's pidfd among them), in steps of at
+        most HOST_STEP_MS (a stop of the run ends their calls with EINTR); a step that
+        ends with nothing ready moves the clock by the step, not by the host's time."""
         timed = [t for t in self.threads.values()
                  if t.wait is not None and t.wait.deadline != NEVER]
-        reading = [t for t in self.threads.values()
-                   if t.wait is not None and t.wait.what == "io"]
-        if reading:
+        hosted = [t.wait for t in self.threads.values()
+                  if t.wait is not None and t.wait.what == "host"]
+        if hosted:
             deadline = min((t.wait.deadline for t in timed if t.wait), default=NEVER)
-            step = 100 if deadline == NEVER else min(100, (deadline - self.clock)
+            # a wait only a probe can end (a stopped child) is asked again every PROBE_MS
+            cap = PROBE_MS if any(w.probe and not w.fds for w in hosted) else HOST_STEP_MS
+            step = cap if deadline == NEVER else min(cap, (deadline - self.clock)
                                                      // 1_000_000)
             if step <= 0:  # the deadline is less than a millisecond away
                 step = 0
-            if self._readable([t.wait.fd for t in reading if t.wait], step):
+            fds: dict[int, int] = {}
+            for w in hosted:
+                for fd, events in w.fds.items():
+                    fds[fd] = fds.get(fd, 0) | events
+            if any(w.probe is not None and w.probe() for w in hosted):
                 return
+            if fds:
+                if self._poll(fds, step):
+                    return
+            elif step:
+                self.k.sleep(step / 1000)
             if self.k.cpu.stop_requested.is_set():
-                for t in reading:
-                    t.wait, t.result = None, -self.k.errno("EINTR")
+                for t in self.threads.values():
+                    if t.wait is not None and t.wait.what == "host":
+                        t.wait, t.result = None, -self.k.errno("EINTR")
                 return
             if deadline == NEVER:
                 return
@@ -326,4 +391,4 @@ class Scheduler:
         for t in timed:
             assert t.wait is not None
             if t.wait.deadline <= self.clock:
-                t.result, t.wait = t.wait.timeout_result, None
+                self._time_out(t)
