@@ -71,11 +71,14 @@ class Discovery:
                 self.stale.add(start)
 
     def _is_entry(self, addr: int) -> bool:
-        """A known function entry: a symbol's start or an address a call went to."""
+        """A known function entry: a symbol's start or its ELFv2 local entry (a direct
+        call or tail jump from code sharing the TOC enters there: ELFv2 ABI §3.4.1), or
+        an address a call went to.  The same entries as backends.tails' rule, so that a
+        descended function's jump to one is a TAIL site, not code followed as its own."""
         if addr in self._entries:
             return True
         sym = self.symbols.containing(addr)
-        return sym is not None and sym.start == addr
+        return sym is not None and addr in (sym.start, sym.start + sym.local_offset)
 
     def function_by_name(self, name: str) -> Function:
         sym = self.symbols.by_name(name)
