@@ -154,3 +154,13 @@ def test_found_by_the_long_run_dwarf_sibling_loop(tmp_path: Path) -> None:
     server = fuzz.CaseServer(31, fuzz.PROGRAM.read_bytes(), fuzz.BACKENDS, tmp_path)
     server.run(88206)
     server.close()
+
+
+def test_found_by_the_long_run_deep_text_trace(tmp_path: Path) -> None:
+    """Seed 32 case 65785 of the session-6 run: a mutant recursing ~10^5 deep until
+    --max-insns; writing its text trace (two spaces of indentation per level: O(d^2), ~10^10
+    bytes) ran past every budget after the guest had stopped.  The indentation stops at
+    format.MAX_INDENT levels now and the case holds."""
+    server = fuzz.CaseServer(32, fuzz.PROGRAM.read_bytes(), fuzz.BACKENDS, tmp_path)
+    server.run(65785)
+    server.close()

@@ -157,3 +157,20 @@ def test_deterministic() -> None:
     a = replay_text(recs, sym, ReplayOptions(start=None))
     assert a == replay_text(list(recs), sym, ReplayOptions(start=None))
     assert a.count("\n") == 11  # header + 2 leaves + 4 entries + 4 exits
+
+
+def test_indentation_stops_at_max_indent() -> None:
+    """Past MAX_INDENT levels a line keeps MAX_INDENT levels of indentation and says its
+    depth: the text stays linear in the depth (a guest recursing 10^5 deep would otherwise
+    make emutrace write O(d^2) bytes)."""
+    from emutrace.trace import format as fmt
+
+    depth = fmt.MAX_INDENT + 40
+    records: list[Record] = [Entry(i, i, 0x1000) for i in range(depth)]
+    records += [Exit(depth + i, depth - 1 - i, 0x1000, 0, 1) for i in range(depth)]
+    lines = list(fmt.iter_replay_lines(records, lambda a: "f", fmt.ReplayOptions(start=None)))
+    body = [line.split(" | ", 1)[1] for line in lines if " | " in line]
+    widest = max(len(b) - len(b.lstrip(" ")) for b in body)
+    assert widest == 2 * fmt.MAX_INDENT
+    assert any(b.lstrip(" ").startswith(f"[depth {depth - 1}] f()") for b in body)
+    assert not any("[depth" in b for b in body[:fmt.MAX_INDENT + 1])

@@ -13,7 +13,10 @@ Layout (uftrace-replay(1), `-f duration`, with `-A`/`-R` style arguments and ret
 
 * One line per entry and per exit, indented two spaces per depth level; a function that
   calls nothing shown (its entry immediately followed by its exit) takes one line,
-  `name(args) = retval;`.
+  `name(args) = retval;`.  Past `MAX_INDENT` levels the indentation stops growing and the
+  line starts with its depth instead (`[depth 5000] `): uftrace-style indentation is O(d^2)
+  text, and a guest recursing 10^5 deep would otherwise make emutrace write ~10^10 bytes
+  (found by the fuzz harness: a mutant recursing until `--max-insns`).
 * The duration column holds the callee's duration on exit and leaf lines, blank on entry
   lines.  Durations are guest instructions (the header says `[insns]`), not time, so a rerun
   gives byte-identical text.
@@ -56,6 +59,7 @@ from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.values import Value, as_value, render
 
 HEADER = "# DURATION [insns]   FUNCTION"
+MAX_INDENT = 256  # levels of indentation shown; deeper lines say their depth
 _DURATION_WIDTH = 18  # len("# DURATION [insns]"); the function text starts after " | "
 
 
@@ -106,6 +110,9 @@ class _Writer:
         self.pending: tuple[int, str, str | None] | None = None
 
     def _line(self, duration: str, depth: int, text: str) -> None:
+        if depth > MAX_INDENT:
+            text = f"[depth {depth}] {text}"
+            depth = MAX_INDENT
         self.lines.append(f"{duration:>{_DURATION_WIDTH}} | {'  ' * depth}{text}")
 
     def flush(self) -> None:
