@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 
 from emutrace.isa.base import Endian
-from emutrace.isa.kernel_mips import EXC_SYS, Sites, cp0, exception, reset
+from emutrace.isa.kernel_mips import (
+    EXC_SYS,
+    Sites,
+    cp0,
+    exception,
+    reset,
+    timer_due,
+    timer_interrupt,
+)
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 
 from .test_kernel import BOARD_OF, RECORD_MARK, kernel, namer, qemu_system, run_board
@@ -35,6 +43,21 @@ def test_cp0_registers_as_qemu_system(isa: str) -> None:
     assert result.syscall_counts["syscall"] == 2
     assert result.syscall_counts["CP0 eret"] == 2
     assert result.syscall_counts["CP0 mfc0 $15,1"] == 1
+
+
+@pytest.mark.parametrize("isa", ("mips", "mipsel"))
+def test_timer_interrupt_wakes_wait(isa: str) -> None:
+    """mips/timer arms Compare 1 ms ahead, enables IM7 and IE and waits: the idle CPU is
+    woken by the Count/Compare interrupt (Cause.TI, IP7, ExcCode 0 through EBase + 0x180;
+    `wait` ends Unicorn's emu_start with a bogus fault, taken as idle), and writing Compare
+    acknowledges it: the console equals qemu-system's."""
+    result, console = run_board(BOARD_OF[isa], kernel(isa, "timer"))
+    want, status = qemu_system(isa, "timer")
+    assert console == want
+    assert "interrupt cause (TI, IP7, ExcCode) = 0x40008000\n" in console
+    assert "cause after compare written = 0x0\n" in console
+    assert result.stop.kind == "exit" and result.exit_code == status == 0
+    assert result.syscall_counts["timer interrupt"] == 1
 
 
 def test_delay_slot_trap_traced() -> None:
@@ -71,6 +94,10 @@ class _Cpu:
     def __init__(self, status: int) -> None:
         self.regs = {"cp0_status": status, "pc": 0}
 
+    @property
+    def pc(self) -> int:
+        return self.regs["pc"]
+
     def reg_read(self, name: str) -> int:
         return self.regs[name]
 
@@ -93,6 +120,24 @@ def test_exception_entry_bev_and_exl() -> None:
     assert (model.epc, model.cause >> 2 & 0x1F) == (0x80001000, 10)
 
 
+def test_timer_interrupt_needs_ie_and_im7() -> None:
+    """PRA vol. III §6.1.1: the timer interrupt is taken only with Status.IE and IM7 set
+    and EXL, ERL clear; no Compare written: nothing to wait for; with Cause.IV the vector
+    is EBase + 0x200 (table 6.4)."""
+    cpu = _Cpu(status=1)  # IE, not IM7
+    reset(cpu)  # type: ignore[arg-type]
+    assert timer_due(cpu) is None  # type: ignore[arg-type]
+    assert timer_interrupt(cpu) is None  # type: ignore[arg-type]
+    cpu.regs["cp0_status"] = 1 | 1 << 15 | 2  # IE, IM7, EXL
+    assert timer_interrupt(cpu) is None  # type: ignore[arg-type]
+    cpu.regs.update(cp0_status=1 | 1 << 15, pc=0x80100400)
+    cp0(cpu).cause = 1 << 23  # type: ignore[arg-type]  # IV
+    outcome = timer_interrupt(cpu)  # type: ignore[arg-type]
+    assert outcome is not None and outcome.vector == 0x80000200
+    model = cp0(cpu)  # type: ignore[arg-type]
+    assert (model.epc, model.cause) == (0x80100400, 1 << 30 | 1 << 23 | 1 << 15)
+
+
 @pytest.mark.parametrize("byteorder", ("big", "little"))
 def test_scan_finds_modelled_cp0_accesses(byteorder: Endian) -> None:
     """The load-time sweep hooks mfc0/mtc0 of BadVAddr, Cause, EPC, EBase (sel 1), eret,
@@ -108,7 +153,7 @@ def test_scan_finds_modelled_cp0_accesses(byteorder: Endian) -> None:
         0x42000018,  # 0x14 eret                      yes
         0x00000000,  # 0x18 nop                       no
         0xDC000000,  # 0x1c ld (MIPS64: reserved)     yes
-        0x400A4000,  # 0x20 mfc0 t2, $8 (BadVAddr)    yes
+        0x400A4000,  # 0x20 mfc0 t2, $8 (BadVAddr)    yes (as Count $9, Compare $11)
         0x27BDFFE8,  # 0x24 addiu sp, sp, -24         no
         0x10000001,  # 0x28 b +8                      yes (a syscall in its slot)
         0x0000000C,  # 0x2c syscall                   no (INTR 17)

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from emutrace.discover.callabi import CallTypes
     from emutrace.elf import Image
-    from emutrace.target.unicorn_cpu import UnicornCpu
-    from emutrace.target.unicorn_run import HookSet
+    from emutrace.target.protocol import Target, TrapHooks
     from emutrace.trace.events import Event, SignalDelivery
 
 # name → (module, one line of what it models)
@@ -71,7 +70,7 @@ class TrapAware(Protocol):
     def trap_returned(self, site: int) -> None: ...
 
 
-def create(name: str, image: Image, cpu: UnicornCpu, hooks: HookSet,
+def create(name: str, image: Image, cpu: Target, hooks: TrapHooks,
            emit: Callable[[Event], None], options: BackendOptions) -> Backend:
     module = importlib.import_module(f"emutrace.backends.{BACKENDS[name][0]}")
     backend: Backend = module.create(image, cpu, hooks, emit, options)

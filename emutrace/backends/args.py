@@ -32,14 +32,14 @@ from emutrace.discover.callabi import (
     has_float,
 )
 from emutrace.discover.prototypes import CType
-from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.protocol import MemoryFault, Target
 from emutrace.trace.values import STRING_LIMIT, Value, quote_c, render
 
 _SRET_DEPTH = 256  # struct-result addresses kept per function (deep recursion, longjmp)
 
 
 class ArgReader:
-    def __init__(self, cpu: UnicornCpu, types: CallTypes, at_entry: bool = False) -> None:
+    def __init__(self, cpu: Target, types: CallTypes, at_entry: bool = False) -> None:
         isa = cpu.isa
         regs = isa.registers
         self.cpu = cpu
@@ -100,7 +100,7 @@ class ArgReader:
         assert sp is not None
         try:
             return self.cpu.read_word(sp + self.offset + (i - len(self.regs)) * self.word)
-        except UcError:
+        except (UcError, MemoryFault):
             return 0
 
     def _from_words(self, words: list[int], t: CType) -> Value:
@@ -178,7 +178,7 @@ class ArgReader:
                     out += chunk[:nul]
                     break
                 out += chunk
-        except UcError:
+        except (UcError, MemoryFault):
             return None
         return out[:STRING_LIMIT + 1].decode("latin-1")
 
@@ -188,9 +188,9 @@ class ArgReader:
             # st(0) is physical register FP<TOP>, TOP = FPU status word bits 11-13 (Intel
             # SDM vol. 1 §8.1.3); Unicorn's ST0 read drops the exponent, FP<n> has both
             top = (cpu.reg_read("fpsw") >> 11) & 7
-            bits = _x87_to_double(cpu.uc.reg_read(cpu.reg_id(f"fp{top}")))
+            bits = _x87_to_double(cpu.raw_reg(f"fp{top}"))
             return _float_value(bits, t.size)
-        raw = cpu.uc.reg_read(cpu.reg_id(reg))
+        raw = cpu.raw_reg(reg)
         assert isinstance(raw, int)
         if t.size == 4:
             if cv.fp_single == "high32":
@@ -205,7 +205,7 @@ class ArgReader:
     def _struct_at(self, addr: int, t: CType) -> Value:
         try:
             data = self.cpu.mem_read(addr, t.size)
-        except UcError:
+        except (UcError, MemoryFault):
             return Value("struct", 8 * t.size, addr, None)
         return self.struct_value(data, t)
 
@@ -271,7 +271,7 @@ def _x87_to_double(reg: object) -> int:
     return int.from_bytes(struct.pack("<d", -value if sign else value), "little")
 
 
-def call_push_size(cpu: UnicornCpu) -> int:
+def call_push_size(cpu: Target) -> int:
     """Bytes a call instruction pushes: the return address on ISAs without a link register
     (x86: CALL pushes one word, Intel SDM vol. 2), nothing elsewhere.  The stack pointer
     before a call is the callee's entry sp plus this."""

@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import unicorn
-from unicorn import unicorn_const as ucc
 
 from emutrace.backends.args import ArgReader, call_push_size
 from emutrace.backends.tails import TailRule
@@ -60,7 +59,7 @@ from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
-from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.protocol import Target
 from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall, Trap, TrapReturn
 
 
@@ -89,7 +88,7 @@ class BranchDecoder:
     there rather than taken from the record.  Without (bts), records carry no register
     values but the sideband sp."""
 
-    def __init__(self, image: Image, cpu: UnicornCpu, types: CallTypes | None = None,
+    def __init__(self, image: Image, cpu: Target, types: CallTypes | None = None,
                  live: bool = False) -> None:
         self.image, self.cpu = image, cpu
         self.decoder = Decoder(image)
@@ -169,7 +168,7 @@ class BranchObserver:
     """Counts instructions per block and reports each taken branch to `on_branch`, at the
     entry of the block it went to."""
 
-    def __init__(self, cpu: UnicornCpu, decoder: BranchDecoder,
+    def __init__(self, cpu: Target, decoder: BranchDecoder,
                  on_branch: Callable[[BranchRecord], None], sideband_sp: bool = True) -> None:
         self.cpu, self.decoder, self.on_branch = cpu, decoder, on_branch
         isa = cpu.isa
@@ -184,7 +183,7 @@ class BranchObserver:
         self.branch_thumb = False
         self.waiting = False
         self.time = 0
-        cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
+        cpu.hook_block(self._on_block)
 
     def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
         thumb = self.cpu.in_alt_mode()
@@ -238,7 +237,7 @@ class SignalFrames:
     a branch, so no record shows it."""
 
     observer: BranchObserver
-    cpu: UnicornCpu
+    cpu: Target
     emit: Callable[[Event], None]
 
     def before(self) -> None:

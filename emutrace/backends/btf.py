@@ -23,17 +23,17 @@ from collections.abc import Callable
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
+from emutrace.backends.btf_native import NativeBtfBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
 class BtfBackend(SignalFrames):
     name = "btf"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
+    def __init__(self, image: Image, cpu: Target, emit: Callable[[Event], None],
                  types: CallTypes | None = None) -> None:
         self.emit, self.cpu = emit, cpu
         self.decoder = BranchDecoder(image, cpu, types, live=True)
@@ -55,6 +55,11 @@ class BtfBackend(SignalFrames):
         return self.observer.time
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
-           options: BackendOptions) -> BtfBackend:
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+           options: BackendOptions) -> BtfBackend | NativeBtfBackend:
+    if cpu.kind == "ptrace":  # real branch traps: PTRACE_SINGLEBLOCK (btf_native.py)
+        from emutrace.target.ptrace import PtraceTarget
+
+        assert isinstance(cpu, PtraceTarget)
+        return NativeBtfBackend(image, cpu, emit, options.call_types)
     return BtfBackend(image, cpu, emit, options.call_types)

@@ -27,15 +27,14 @@ from collections.abc import Callable
 from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.elf import Image
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
 class BtsBackend(SignalFrames):
     name = "bts"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
+    def __init__(self, image: Image, cpu: Target, emit: Callable[[Event], None],
                  buffer: int = 4096) -> None:
         if buffer < 1:
             raise ValueError(f"bts buffer of {buffer} records: at least 1")
@@ -77,6 +76,6 @@ class BtsBackend(SignalFrames):
         return self.observer.time
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> BtsBackend:
     return BtsBackend(image, cpu, emit, options.bts_buffer)

@@ -22,16 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import unicorn
-from unicorn import unicorn_const as ucc
-
-from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.protocol import Target
 
 MAX_BP = 4  # the longest breakpoint encoding of any ISA (AArch64 BRK, ppc tw: 4 bytes)
 
 
 class CodeGuard:
-    def __init__(self, cpu: UnicornCpu, ranges: Callable[[int], tuple[int, int]],
+    def __init__(self, cpu: Target, ranges: Callable[[int], tuple[int, int]],
                  on_write: Callable[[int, int], None], hide_reads: bool = True) -> None:
         """``ranges(addr)`` gives the [lo, hi) range to guard around a patch site (the
         executable file data holding it); ``on_write(lo, hi)`` is called before a guest
@@ -68,10 +65,9 @@ class CodeGuard:
 
     # ------------------------------------------------------------ hooks
     def _guard(self, lo: int, hi: int) -> None:
-        uc = self.cpu.uc
         if self.hide_reads:
-            uc.hook_add(ucc.UC_HOOK_MEM_READ, self._before_read, None, lo, hi - 1)
-        uc.hook_add(ucc.UC_HOOK_MEM_WRITE, self._before_write, None, lo, hi - 1)
+            self.cpu.hook_mem_read(self._before_read, lo, hi - 1)
+        self.cpu.hook_mem_write(self._before_write, lo, hi - 1)
         self.guarded.append((lo, hi))
 
     def _under(self, addr: int, size: int) -> list[int]:
@@ -81,14 +77,14 @@ class CodeGuard:
         return [a for a in range(addr - MAX_BP + 1, addr + size)
                 if a in self.sites and a + len(self.sites[a][1]) > addr]
 
-    def _before_read(self, uc: unicorn.Uc, _access: int, addr: int, size: int, _value: int,
+    def _before_read(self, _engine: object, _access: int, addr: int, size: int, _value: int,
                      _d: object) -> None:
         hits = self._under(addr, size)
         if not hits:
             return
         self.stats["guarded_reads"] += 1
         for a in hits:
-            uc.mem_write(a, self.sites[a][0])
+            self.cpu.write_code(a, self.sites[a][0])
         self.hidden.extend(hits)
         self.on_hide()
 
@@ -97,10 +93,10 @@ class CodeGuard:
         for a in self.hidden:
             site = self.sites.get(a)
             if site is not None:
-                self.cpu.uc.mem_write(a, site[1])
+                self.cpu.write_code(a, site[1])
         self.hidden = []
 
-    def _before_write(self, _uc: unicorn.Uc, _access: int, addr: int, size: int, _value: int,
+    def _before_write(self, _engine: object, _access: int, addr: int, size: int, _value: int,
                       _d: object) -> None:
         self.stats["guarded_writes"] += 1
         lo, hi = addr, addr + size

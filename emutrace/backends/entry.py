@@ -38,8 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import unicorn
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
@@ -47,15 +45,14 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Call, Event, SignalDelivery, TailCall, Trap
 
 
 class EntryBackend(Int3Backend):
     name = "entry"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
         super().__init__(image, cpu, hooks, emit, "lazy", types)
         self.entry_args = self.args  # int3's reader reads at the callee's entry too
@@ -108,7 +105,7 @@ class EntryBackend(Int3Backend):
         self.stats["probes"] = len(self.armed)
         self.stats["startup_patches"] = self.stats["patches"]
 
-    def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
         """A module mapped since the last block (the symbol table grew): its functions are
         probed before any of its code runs (ld.so maps a library, then relocates it, then
         calls into it: its mmap returns to ld.so's code first)."""
@@ -211,6 +208,6 @@ class EntryBackend(Int3Backend):
         return super().finish()
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
     return EntryBackend(image, cpu, hooks, emit, options.call_types)

@@ -7,15 +7,17 @@ guest byte is ever written.  Because slots are few, only the *current* function 
 (fctrace's strict rule): on a call the caller's slots are released and the callee's
 programmed, on a return the caller's are programmed again.
 
-A slot is a Unicorn code hook bounded to the slot's range (one instruction for an address
-slot); every slot hook calls the one handler, which looks the address up in the table of
-armed sites.  At most N slots are programmed at a time (`stats["max_slots"]` shows it):
-the table holds the programmed slots.  A function's hooks are installed the first time it
-is armed (`hook_add`, plus dropping the translated code of the range: a hook added after
-translation never fires in Unicorn 2.1.4) and then stay, idle while the function is not
-armed — the handler ignores an idle hook.  Re-programming is then a table write; deleting
-and re-adding hooks at every switch would make Unicorn retranslate the function each time
-(busybox `sort` went past 120 s that way).
+Natively (`--target native`) a slot is a real debug register (DR0-DR3 through
+PTRACE_POKEUSER, `Target.hook_hw`), freed when its function is disarmed; a stepped span is
+single-stepped. Under emulation a slot is a Unicorn code hook bounded to the slot's range
+(one instruction for an address slot); every slot hook calls the one handler, which looks
+the address up in the table of armed sites. At most N slots are programmed at a time
+(`stats["max_slots"]` shows it): the table holds the programmed slots. A function's hooks
+are installed the first time it is armed (`hook_add`, plus dropping the translated code of
+the range: a hook added after translation never fires in Unicorn 2.1.4) and then stay, idle
+while the function is not armed — the handler ignores an idle hook. Re-programming is then a
+table write; deleting and re-adding hooks at every switch would make Unicorn retranslate the
+function each time (busybox `sort` went past 120 s that way).
 
 Fall-back policy (declared, counted):
 * address slots: a function with at most N sites gets one slot per site.  A function with
@@ -37,16 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import unicorn
-from unicorn import unicorn_const as ucc
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.int3 import Armed, Int3Backend
 from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
@@ -76,7 +74,7 @@ def slot_ranges(sites: list[tuple[int, int]], slots: int, kind: str) -> tuple[
 class HwbpBackend(Int3Backend):
     name = "hwbp"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], slots: int | None = None,
                  types: CallTypes | None = None) -> None:
         hardware = image.isa.debug_hardware
@@ -105,15 +103,16 @@ class HwbpBackend(Int3Backend):
             if self.hooked.get(func.start) is func:
                 return  # installed before, idle since: arming it again is the table write
             for handle in self.slot_hooks.pop(func.start):  # a stale descent's extent
-                self.cpu.uc.hook_del(handle)
+                self.cpu.hook_del(handle)
         self.hooked[func.start] = func
-        uc = self.cpu.uc
         handles = []
         for lo, hi in ranges:
-            handles.append(uc.hook_add(ucc.UC_HOOK_CODE, self._on_slot, func.start, lo, hi))
+            handles.append(self.cpu.hook_hw(self._on_slot, lo, hi, func.start))
             self._drop_cache(lo, hi + 1)  # a hook added after translation never fires
         self.slot_hooks[func.start] = handles
-        self._armed_now = bool(ranges)
+        # (a translating engine restarts the block so that the new hooks are in it; a CPU
+        # checks its debug registers at every fetch)
+        self._armed_now = bool(ranges) and self.cpu.translates_code
 
     def _disarm(self, func_start: int) -> None:
         func = self.armed_funcs.pop(func_start, None)
@@ -124,8 +123,12 @@ class HwbpBackend(Int3Backend):
             if armed is not None and armed.func == func_start:
                 del self.armed[site.addr]
         self.in_use.pop(func_start, None)  # its hooks stay installed, idle
+        if not self.cpu.translates_code:  # real registers: free them (nothing to retranslate)
+            for handle in self.slot_hooks.pop(func_start, []):
+                self.cpu.hook_del(handle)
+            self.hooked.pop(func_start, None)
 
-    def _on_slot(self, uc: unicorn.Uc, addr: int, size: int, owner: int) -> None:
+    def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
         if owner not in self.armed_funcs:
             return  # an idle hook: its function's slots are not programmed now
         armed = self.armed.get(addr)
@@ -134,6 +137,7 @@ class HwbpBackend(Int3Backend):
             return
         self.stats["hits"] += 1
         self.pending = self._pending(armed.site)
+        self.cpu.want_blocks()  # the transfer is learnt from the block entered next
 
     def finish(self) -> int:
         """The counters of this mechanism (int3's bookkeeping ones are dropped)."""
@@ -150,6 +154,6 @@ class HwbpBackend(Int3Backend):
         raise AssertionError("hwbp arms whole functions (_arm)")
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> HwbpBackend:
     return HwbpBackend(image, cpu, hooks, emit, options.hw_slots, options.call_types)

@@ -32,9 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import unicorn
-from unicorn import unicorn_const as ucc
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.codeguard import CodeGuard
@@ -43,8 +40,7 @@ from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind, Insn
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import (
     Call,
     Event,
@@ -85,7 +81,7 @@ ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list
 class Int3Backend:
     name = "int3"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
                  types: CallTypes | None = None,
                  delivery: str | None = None) -> None:
@@ -143,14 +139,17 @@ class Int3Backend:
         # (site hooks too: code written over a discovered function must not be traced by
         # its old site table)
         hide = self.delivery == "patch" and isa.capability("hidden_breakpoints").works
-        self.guard: CodeGuard | None = CodeGuard(cpu, self._code_range, self._code_written,
-                                                 hide_reads=hide)
+        # (a native target cannot watch loads and stores: its guest sees the breakpoint
+        # bytes, as under any debugger)
+        self.guard: CodeGuard | None = CodeGuard(
+            cpu, self._code_range, self._code_written, hide_reads=hide) \
+            if cpu.watches_memory else None
         self._install(hooks)
 
-    def _install(self, hooks: HookSet) -> None:
+    def _install(self, hooks: TrapHooks) -> None:
         """The block hook, and the trap handler for patch delivery (the native engine
         installs its own: backends/int3_native.py)."""
-        self.cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._on_block)
+        self.cpu.hook_block(self._on_block)
         if self.delivery == "patch":
             hooks.on_trap = self._on_trap
 
@@ -288,31 +287,32 @@ class Int3Backend:
             modules is not None and not modules.code_known(func))
 
     def _arm_site(self, site: Site, func: int) -> None:
-        uc, addr = self.cpu.uc, site.addr
+        cpu, addr = self.cpu, site.addr
         if self._by_hook(func):
             handle = self.idle_hooks.pop(addr, 0)
             if handle:  # the site's hook is still installed: arming is a table write
                 self.armed[addr] = Armed(site, func, hook=handle)
                 self.stats["patches"] += 1
                 return
-            handle = uc.hook_add(ucc.UC_HOOK_CODE, self._on_site, None, addr, addr)
+            handle = cpu.hook_code(self._on_site, addr, addr)
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
             self._drop_cache(addr, site.size)  # a hook added after translation never fires
-            self._armed_now = True
+            self._armed_now = cpu.translates_code
             return
         bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
         assert bp is not None
         if self.guard is not None and self.guard.was_written(addr, addr + len(bp.encoding)):
             return  # guest-written code is never patched
-        original = self.cpu.mem_read(addr, len(bp.encoding))
-        self.cpu.mem_write(addr, bp.encoding)
+        original = cpu.mem_read(addr, len(bp.encoding))
+        cpu.write_code(addr, bp.encoding)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(bp.encoding))
         self.armed[addr] = Armed(site, func, original=original)
         if self.guard is not None:
             self.guard.patched(addr, original, bp.encoding)
-        self._armed_now = True
+        # (a translating engine must restart the block that holds it; a CPU sees it at once)
+        self._armed_now = cpu.translates_code
 
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
@@ -323,7 +323,7 @@ class Int3Backend:
             self.idle_hooks[addr] = armed.hook
             self.stats["patches"] += 1
             return
-        self.cpu.mem_write(addr, armed.original)
+        self.cpu.write_code(addr, armed.original)
         if self.guard is not None:
             self.guard.restored(addr)
         self.stats["patches"] += 1
@@ -361,8 +361,8 @@ class Int3Backend:
             del self.rearm[at]
 
     def _drop_cache(self, addr: int, size: int) -> None:
-        self.cpu.uc.ctl_remove_cache(addr, addr + size)
-        self.stats["cache_removals"] += 1
+        if self.cpu.drop_code_cache(addr, addr + size):
+            self.stats["cache_removals"] += 1
 
     # ------------------------------------------------------------ events
     def _insn(self, site: Site) -> tuple[Insn, Flow]:
@@ -411,13 +411,14 @@ class Int3Backend:
             self.pending = pending
             self._resume_at = addr
             cpu.reg_write(self.pc_reg, addr | (1 if armed.site.alt_mode else 0))
+            cpu.want_blocks()  # the transfer is learnt from the block the CPU enters next
             return True
         self.stats["simulated"] += 1
         cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
         self._resolve(pending, self.image.isa.code_address(target))
         return True
 
-    def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
         """A site hook (hook delivery): the instruction runs next; resolve at the next block."""
         armed = self.armed.get(addr)
         if armed is None or not armed.hook:
@@ -428,8 +429,9 @@ class Int3Backend:
         self.stats["traps"] += 1
         self._count_foreign(armed.func)
         self.pending = self._pending(armed.site)
+        self.cpu.want_blocks()
 
-    def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
         if self.guard is not None and self.guard.hidden:
             self.guard.settle()
         if self._restarted == addr or self._resume_at == addr:
@@ -441,7 +443,7 @@ class Int3Backend:
         self._armed_now = False
         if self._unhook:
             for handle in self._unhook:
-                uc.hook_del(handle)  # hook_del drops the translations it was compiled into
+                self.cpu.hook_del(handle)  # hook_del drops the translations it was compiled into
             self.stats["hooks_removed"] += len(self._unhook)
             self._unhook.clear()
         if self.rearm:
@@ -599,9 +601,13 @@ class Int3Backend:
         return self.time
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> Int3Backend:
     if options.engine == "native":
+        from emutrace.target.unicorn_cpu import UnicornCpu
+        from emutrace.target.unicorn_run import HookSet
+
+        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
         from emutrace.backends.int3_native import NativeInt3Backend
 
         return NativeInt3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)

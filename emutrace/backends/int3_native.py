@@ -41,6 +41,7 @@ from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
 from emutrace.isa.base import CONDITION_TESTS, FlowKind
+from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return
@@ -81,6 +82,7 @@ class _Snapshot:
 
 class NativeInt3Backend(Int3Backend):
     name = "int3"
+    cpu: UnicornCpu  # the C hooks run inside this Unicorn instance
 
     def switch_thread(self, tid: int) -> None:
         """The C side keeps one thread's transfer state: threads are traced by the
@@ -162,7 +164,8 @@ class NativeInt3Backend(Int3Backend):
         self._lib.nt_set_attention(self._nt, int(busy))
 
     # ------------------------------------------------------------ hooks
-    def _install(self, hooks: HookSet) -> None:
+    def _install(self, hooks: TrapHooks) -> None:
+        assert isinstance(hooks, HookSet)
         if self.delivery == "patch":
             hooks.on_trap = self._on_trap
         uc = self.cpu.uc
@@ -211,7 +214,7 @@ class NativeInt3Backend(Int3Backend):
     def _py_drain(self) -> None:
         self._guarded(self._drain)
 
-    def _on_site(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
+    def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
         self._drain()
         super()._on_site(uc, addr, size, _d)
         self._refresh()

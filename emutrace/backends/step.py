@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import unicorn
-from unicorn import unicorn_const as ucc
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
@@ -23,8 +22,7 @@ from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
-from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet
+from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import (
     Call,
     Event,
@@ -63,7 +61,7 @@ def _taken(p: Pending, pc: int) -> bool:
 class StepBackend:
     name = "step"
 
-    def __init__(self, image: Image, cpu: UnicornCpu, emit: Callable[[Event], None],
+    def __init__(self, image: Image, cpu: Target, emit: Callable[[Event], None],
                  types: CallTypes | None = None) -> None:
         self.image = image
         self.cpu = cpu
@@ -83,7 +81,7 @@ class StepBackend:
         self._thread_state: dict[int, tuple[Pending | None, list[int], list[int | None]]] = {}
         self.flows: dict[int, tuple[Flow, int]] = {}
         self.stats = {"steps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
-        cpu.uc.hook_add(ucc.UC_HOOK_CODE, self._on_insn)
+        cpu.hook_code(self._on_insn)
 
     # ------------------------------------------------------------ classification
     def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
@@ -171,6 +169,6 @@ class StepBackend:
         self.emit(TrapReturn(self.time, site))
 
 
-def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> StepBackend:
     return StepBackend(image, cpu, emit, options.call_types)

@@ -16,12 +16,20 @@ class InfoCommand:
     def configure(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--machines", action="store_true",
                        help="list the boards of `run --machine` instead")
+        p.add_argument("--native", action="store_true",
+                       help="probe what this host's native mechanisms do (ptrace, debug "
+                            "registers, PTRACE_SINGLEBLOCK, branch-record PMUs)")
         p.add_argument("-d", "--data", metavar="DIR",
                        help="describe the recording in DIR instead (see `emutrace record`)")
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machines:
             print(render_machines())
+            return 0
+        if args.native:
+            from emutrace.target.native_probe import render
+
+            print(render())
             return 0
         if args.data is not None:
             from emutrace.trace.recording_info import describe

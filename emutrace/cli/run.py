@@ -12,6 +12,7 @@ from emutrace.backends import BACKENDS, ENGINES
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.run_machine import add_machine_options, run_machine
+from emutrace.cli.run_native import add_native_options, run_native
 from emutrace.discover.symbols import read_symbols
 from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
@@ -79,6 +80,7 @@ class RunCommand:
         p.add_argument("--stats", action="store_true",
                        help="print syscall counts to stderr at the end")
         add_machine_options(p)
+        add_native_options(p)
         p.add_argument("program", metavar="PROGRAM")
         p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
 
@@ -102,6 +104,8 @@ class RunCommand:
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machine:
             return run_machine(args)
+        if args.target == "native":
+            return run_native(self, args)
         process = Process(self.config(args))  # loaded, not yet run
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name

@@ -86,6 +86,9 @@ class KernelSupport:
     # the timer interrupt taken when an idle hart's timer fires, if the guest enabled it
     # (None: not taken); the board wakes an idle CPU only on ISAs that have one
     timer_interrupt: Callable[[SysRegPort], TrapOutcome | None] | None = None
+    # seconds until the CPU's own timer fires (MIPS CP0 Count/Compare), None when it is
+    # not armed; the board's timer devices (CLINT) answer for themselves
+    timer_due: Callable[[SysRegPort], float | None] | None = None
     firmware_call: FirmwareCall | None = None
     # instructions on system registers that Unicorn does not expose, emulated against a
     # model the same way (Power mfspr/mtspr of SRR0/SRR1..., rfi: isa/kernel_power.py)

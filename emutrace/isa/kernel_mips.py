@@ -28,12 +28,19 @@ a branch-likely) whose delay slot holds a syscall, and the exception is taken th
 before the branch runs (EPC = the branch, Cause.BD).
 Code written at run time is not scanned, so its CP0 accesses run natively (and read
 QEMU's unset registers).
+
+The timer (Count $9, Compare $11) is modelled the same way, Count in host time at QEMU
+Malta's rate; when the CPU idles in `wait` (which ends Unicorn's emu_start with a bogus
+UC_ERR_READ_UNMAPPED, the PC after it: measured) the board waits for Compare and takes
+the interrupt if Status allows it (`timer_due`, `timer_interrupt`).  Interrupts are taken
+only there, at idle, as on the other ISAs.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from weakref import WeakKeyDictionary
 
@@ -58,8 +65,16 @@ GENERAL_OFFSET = 0x180
 COP0, MF, MT = 0x10, 0x00, 0x04
 ERET, WAIT = 0x4200_0018, 0x4200_0020
 SYSCALL_FUNCTION = 0x0C  # SPECIAL function of SYSCALL
-BADVADDR, CAUSE, EPC, EBASE = (8, 0), (13, 0), (14, 0), (15, 1)
-MODELLED = (BADVADDR, CAUSE, EPC, EBASE)
+BADVADDR, COUNT, COMPARE, CAUSE, EPC, EBASE = (8, 0), (9, 0), (11, 0), (13, 0), (14, 0), (15, 1)
+MODELLED = (BADVADDR, COUNT, COMPARE, CAUSE, EPC, EBASE)
+# the timer (PRA vol. III §9.16-9.18): Count counts at half the CPU clock (QEMU: 320 MHz
+# for Malta, hw/mips/malta.c; count rate 2), Count == Compare raises the interrupt on
+# IP7 (IntCtl.IPTI = 7) and sets Cause.TI; writing Compare clears both
+COUNT_HZ = 160_000_000
+CAUSE_TI, CAUSE_IP7, CAUSE_IV = 1 << 30, 1 << 15, 1 << 23
+STATUS_IE, STATUS_IM7 = 1 << 0, 1 << 15
+EXC_INT = 0
+INTERRUPT_OFFSET = 0x200  # EBase + 0x200 with Cause.IV (PRA vol. III table 6.4)
 
 
 @dataclass
@@ -71,6 +86,13 @@ class Cp0:
     badvaddr: int = 0
     ebase: int = EBASE_RESET
     reserved_at: int | None = None  # the reserved instruction about to run (INTR 20's EPC)
+    compare: int = 0
+    timer_armed: bool = False  # Compare written since reset
+    count_origin: float = field(default_factory=time.monotonic)  # when Count was 0
+
+    def count(self) -> int:
+        """Count in host time (a real-time clock, as QEMU's)."""
+        return int((time.monotonic() - self.count_origin) * COUNT_HZ) & 0xFFFF_FFFF
 
 
 _MODELS: WeakKeyDictionary[SysRegPort, Cp0] = WeakKeyDictionary()
@@ -127,7 +149,8 @@ def _after_likely(cpu: SysRegPort, at: int, byteorder: Endian) -> bool:
     return at % 0x1000 != 0 and is_likely(int.from_bytes(cpu.mem_read(at - 4, 4), byteorder))
 
 
-def exception(cpu: SysRegPort, exc_code: int, at: int, delay_slot: bool = False) -> int:
+def exception(cpu: SysRegPort, exc_code: int, at: int, delay_slot: bool = False,
+              offset: int = GENERAL_OFFSET) -> int:
     """General exception entry (PRA vol. III §6.2.1) for the instruction at `at` (in a
     branch delay slot: EPC is the branch's address, Cause.BD set); returns the vector."""
     model, status = cp0(cpu), cpu.reg_read("cp0_status")
@@ -137,9 +160,32 @@ def exception(cpu: SysRegPort, exc_code: int, at: int, delay_slot: bool = False)
     model.cause = (model.cause & ~CAUSE_EXCCODE) | exc_code << 2
     cpu.reg_write("cp0_status", status | STATUS_EXL)
     base = BEV_VECTOR_BASE if status & STATUS_BEV else model.ebase & ~0xFFF
-    vector = (base + GENERAL_OFFSET) & 0xFFFF_FFFF
+    vector = (base + offset) & 0xFFFF_FFFF
     cpu.reg_write("pc", vector)
     return vector
+
+
+def timer_due(cpu: SysRegPort) -> float | None:
+    """Seconds until Count reaches Compare (None before Compare was written)."""
+    model = cp0(cpu)
+    if not model.timer_armed:
+        return None
+    return ((model.compare - model.count()) & 0xFFFF_FFFF) / COUNT_HZ
+
+
+def timer_interrupt(cpu: SysRegPort) -> TrapOutcome | None:
+    """The timer interrupt of an idle CPU (`wait`): taken when Status.IE and IM7 are set and
+    EXL, ERL are clear (PRA vol. III §6.1.1); Cause.TI and IP7 are set, EPC is the
+    instruction after the `wait` (QEMU's wait has moved the PC on), ExcCode 0; the vector
+    is EBase + 0x200 with Cause.IV, else + 0x180."""
+    model, status = cp0(cpu), cpu.reg_read("cp0_status")
+    if status & (STATUS_IE | STATUS_IM7 | STATUS_EXL | STATUS_ERL) != STATUS_IE | STATUS_IM7:
+        return None
+    model.cause |= CAUSE_TI | CAUSE_IP7
+    offset = INTERRUPT_OFFSET if model.cause & CAUSE_IV and not status & STATUS_BEV \
+        else GENERAL_OFFSET
+    return TrapOutcome("vector", "timer interrupt",
+                       exception(cpu, EXC_INT, cpu.pc, offset=offset))
 
 
 def deliverer(byteorder: Endian) -> Deliver:
@@ -175,8 +221,10 @@ def _cop0_access(word: int) -> tuple[int, int, tuple[int, int]] | None:
 
 
 def _mfc0(model: Cp0, reg: tuple[int, int]) -> int:
-    return {BADVADDR: model.badvaddr, CAUSE: model.cause, EPC: model.epc,
-            EBASE: model.ebase}[reg]
+    if reg == COUNT:
+        return model.count()
+    return {BADVADDR: model.badvaddr, COMPARE: model.compare, CAUSE: model.cause,
+            EPC: model.epc, EBASE: model.ebase}[reg]
 
 
 def _mtc0(model: Cp0, reg: tuple[int, int], value: int) -> None:
@@ -186,6 +234,11 @@ def _mtc0(model: Cp0, reg: tuple[int, int], value: int) -> None:
         model.cause = (model.cause & ~CAUSE_WRITABLE) | (value & CAUSE_WRITABLE)
     elif reg == EBASE:
         model.ebase = EBASE_RESET | (value & EBASE_WRITABLE)
+    elif reg == COUNT:
+        model.count_origin = time.monotonic() - value / COUNT_HZ
+    elif reg == COMPARE:
+        model.compare, model.timer_armed = value, True
+        model.cause &= ~(CAUSE_TI | CAUSE_IP7)  # the interrupt is acknowledged
     # BadVAddr is read-only
 
 
@@ -261,16 +314,19 @@ def support(byteorder: Endian) -> KernelSupport:
         reset=reset,
         idle=(WAIT.to_bytes(4, byteorder),),
         firmware_call=FirmwareCall(sites.find, sites.emulate),
+        timer_interrupt=timer_interrupt,
+        timer_due=timer_due,
         returns=(ERET.to_bytes(4, byteorder),),
         modelled="syscall (Cause.ExcCode 8) and reserved instructions that capstone "
                  "cannot decode (ExcCode 10) enter the general exception vector (EBase + "
                  "0x180, or 0xBFC00380 with Status.BEV) with EPC, Cause and Status.EXL "
                  "set (a syscall in a branch delay slot: EPC = the branch, Cause.BD); the "
                  "image's mfc0/mtc0 of BadVAddr, Cause, EPC, EBase and its eret are done on that "
-                 "model (found by scanning its code at load time). Not modelled: "
-                 "traps in the delay slot of a branch-likely, reserved instructions in "
-                 "delay slots, interrupts (Count/Compare), TLB and address errors, other "
-                 "exceptions, code written at run time.",
+                 "model (found by scanning its code at load time); the Count/Compare "
+                 "interrupt (IP7, Cause.TI) wakes an idle CPU. Not modelled: traps in "
+                 "the delay slot of a branch-likely, reserved instructions in delay slots, "
+                 "interrupts of a busy CPU and other interrupts, TLB and address errors, "
+                 "other exceptions, code written at run time.",
     )
 
 

@@ -310,6 +310,7 @@ ISA = Isa(
     capabilities={
         "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
         "kernel": Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
+        "native_target": Capability(True),  # runs on the x86_64 host: run --target native
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

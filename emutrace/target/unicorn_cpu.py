@@ -9,11 +9,13 @@ from __future__ import annotations
 import importlib
 import threading
 from functools import reduce
+from typing import Any
 
 import unicorn
 from unicorn import unicorn_const as ucc
 
 from emutrace.isa.base import Endian, Isa, RegValue
+from emutrace.target.protocol import BlockHook, CodeHook, MemHook
 
 PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
 
@@ -26,7 +28,12 @@ def _const(module: object, name: str) -> int:
 
 
 class UnicornCpu:
-    """One emulated CPU with its memory; implements CpuPort."""
+    """One emulated CPU with its memory; implements CpuPort and the target protocol
+    (target/protocol.py)."""
+
+    kind = "unicorn"
+    translates_code = True  # patched code: drop its translation, restart its block
+    watches_memory = True  # bounded UC_HOOK_MEM_READ / UC_HOOK_MEM_WRITE
 
     def __init__(self, isa: Isa, cpu_model: str | None = None) -> None:
         self.isa = isa
@@ -64,6 +71,10 @@ class UnicornCpu:
 
     def reg_write(self, name: str, value: RegValue) -> None:
         self.uc.reg_write(self.reg_id(name), value)  # type: ignore[arg-type]
+
+    def raw_reg(self, name: str) -> Any:
+        """The register as Unicorn returns it (x87 FPn: (mantissa, exponent); XMMn: int)."""
+        return self.uc.reg_read(self.reg_id(name))
 
     def in_alt_mode(self) -> bool:
         """The CPU runs its alternate instruction set now (ARM: Thumb); register id resolved
@@ -109,6 +120,41 @@ class UnicornCpu:
                 return bytes(out)
             out += chunk
         raise ValueError("string too long")
+
+    # ------------------------------------------------------------ code and hooks
+    def write_code(self, addr: int, data: bytes) -> None:
+        self.uc.mem_write(addr, data)
+
+    def drop_code_cache(self, begin: int, end: int) -> bool:
+        """Unicorn does not notice host writes nor hooks added after translation: drop the
+        translated blocks of the range (uc_ctl_remove_cache)."""
+        self.uc.ctl_remove_cache(begin, end)
+        return True
+
+    def want_blocks(self) -> None:
+        """Nothing to do: the block hook sees every block."""
+
+    def hook_code(self, fn: CodeHook, begin: int = 1, end: int = 0, data: Any = None) -> int:
+        return int(self.uc.hook_add(ucc.UC_HOOK_CODE, fn, data, begin, end))
+
+    def hook_hw(self, fn: CodeHook, begin: int, end: int, data: Any = None) -> int:
+        """A hardware slot is modelled by a bounded code hook."""
+        return self.hook_code(fn, begin, end, data)
+
+    def hook_block(self, fn: BlockHook) -> int:
+        return int(self.uc.hook_add(ucc.UC_HOOK_BLOCK, fn))
+
+    def hook_mem_read(self, fn: MemHook, begin: int, end: int) -> int:
+        return int(self.uc.hook_add(ucc.UC_HOOK_MEM_READ, fn, None, begin, end))
+
+    def hook_mem_write(self, fn: MemHook, begin: int, end: int) -> int:
+        return int(self.uc.hook_add(ucc.UC_HOOK_MEM_WRITE, fn, None, begin, end))
+
+    def hook_del(self, handle: int) -> None:
+        self.uc.hook_del(handle)
+
+    def stop(self) -> None:
+        self.uc.emu_stop()
 
     # ------------------------------------------------------------ reset
     def apply_reset(self) -> None:

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import unicorn
-from unicorn import unicorn_const as ucc
-
 from emutrace.isa.kernel import KernelSupport
-from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.protocol import Target
 
 WINDOW = 0x10000  # 64 KiB
 
 
 class ExceptionReturns:
-    def __init__(self, cpu: UnicornCpu, support: KernelSupport, ram: list[tuple[int, int]],
+    def __init__(self, cpu: Target, support: KernelSupport, ram: list[tuple[int, int]],
                  returned: Callable[[int], None]) -> None:
         self.cpu, self.encodings, self.align = cpu, support.returns, support.returns_align
         self.ram = ram  # (base, size): only RAM is searched (a device read has effects)
@@ -65,10 +62,10 @@ class ExceptionReturns:
         if addr in self.hooked:
             return
         self.hooked.add(addr)
-        self.cpu.uc.hook_add(ucc.UC_HOOK_CODE, self._on_return, None, addr, addr)
-        self.cpu.uc.ctl_remove_cache(addr, addr + 4)  # translated before the hook existed
+        self.cpu.hook_code(self._on_return, addr, addr)
+        self.cpu.drop_code_cache(addr, addr + 4)  # translated before the hook existed
 
-    def _on_return(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
-        insn = bytes(uc.mem_read(addr, size))
+    def _on_return(self, _engine: object, addr: int, size: int, _d: object) -> None:
+        insn = self.cpu.mem_read(addr, size)
         if any(insn.startswith(encoding) for encoding in self.encodings):
             self.returned(addr)

@@ -1,0 +1,104 @@
+"""`btf` on the native target: the tracee runs by PTRACE_SINGLEBLOCK (x86 DEBUGCTL.BTF with
+EFLAGS.TF: a debug trap after each taken branch, Intel SDM vol. 3 §18.4.3), and each stop
+becomes the `BranchRecord` that `branch.BranchDecoder` turns into an event, as under
+emulation.
+
+ptrace gives the trap's target (RIP) but not its source (the last-branch record is not
+exposed).  The source is found by walking the instructions from the previous stop: each
+non-transfer instruction falls through, a conditional branch whose direct target is not the
+new RIP was not taken, and the first other transfer is the branch that trapped.  The walk
+also counts the instructions run between two stops (the native instruction clock of this
+backend).
+
+Degradation.  A hypervisor may drop DEBUGCTL.BTF (KVM does on this machine): the trap flag
+then traps after *every* instruction, silently.  That shows as a single-step trap
+(si_code TRAP_TRACE) with no transfer between the two stops; the first one is kept
+(`degraded_at`) and the run reports it, with `stops` (traps the mechanism really took)
+against `traps` (taken branches).  The trace is the same either way.
+
+stats: traps (taken branches), calls, returns, tail_calls, stops, degraded (0 or 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from emutrace.backends.branch import BranchDecoder, BranchRecord
+from emutrace.discover.callabi import CallTypes
+from emutrace.elf import Image
+from emutrace.isa.base import Flow, FlowKind
+from emutrace.target.ptrace import PtraceTarget
+from emutrace.trace.events import Event
+
+TRAP_TRACE = 2  # <asm-generic/siginfo.h>: the trap flag's (or BTF's) debug trap
+WALK_LIMIT = 1 << 16  # instructions between two stops before the walk gives up
+
+
+class NativeBtfBackend:
+    name = "btf"
+
+    def __init__(self, image: Image, cpu: PtraceTarget, emit: Callable[[Event], None],
+                 types: CallTypes | None = None) -> None:
+        self.cpu, self.emit = cpu, emit
+        self.decoder = BranchDecoder(image, cpu, types, live=True)
+        self.time = 0
+        self.degraded_at: int | None = None
+        self._steps: dict[int, tuple[Flow, int, bool]] = {}  # pc → (flow, size, decoded)
+        self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0, "stops": 0,
+                      "degraded": 0, "lost": 0}
+        cpu.hook_branch(self._on_stop)
+
+    def _on_stop(self, before: int, at: int, code: int) -> None:
+        """The tracee stopped at `at`; it was resumed at `before`."""
+        self.stats["stops"] += 1
+        source, walked = self._walk(before, at)
+        if source is None:
+            if walked == 1 and code == TRAP_TRACE and self.degraded_at is None:
+                self.degraded_at = before  # a trap after a non-branch instruction
+                self.stats["degraded"] = 1
+            self.time += walked
+            return
+        self.stats["traps"] += 1
+        ev = self.decoder.event(BranchRecord(source, at, self.time + walked - 1, 0, False))
+        self.time += walked
+        if ev is not None:
+            self.emit(ev)
+
+    def _walk(self, pc: int, at: int) -> tuple[int | None, int]:
+        """(the taken branch between pc and at, instructions run up to and including it);
+        (None, n) when execution fell through to `at` (a system call's stop, or a trap
+        after an instruction that is no branch); (None, 0) when the walk cannot follow
+        (code outside the image: a signal handler's entry, the vDSO), counted as lost."""
+        n = 0
+        if pc == at:  # stopped where it was resumed: a branch to itself, or a trap in the
+            # middle of a repeated string instruction (REP MOVS traps per iteration)
+            flow, _size = self.decoder.flow(pc, False)
+            taken = flow.kind not in (FlowKind.NONE, FlowKind.STOP) and (
+                not flow.conditional or flow.target == at)
+            return (pc, 1) if taken else (None, 0)
+        while n < WALK_LIMIT:
+            if pc == at and n:
+                return None, n
+            got = self._steps.get(pc)
+            if got is None:
+                known = self.decoder.decoder.insn_at(pc, False) is not None
+                flow, size = self.decoder.flow(pc, False)
+                got = self._steps[pc] = (flow, size, known)
+            flow, size, known = got
+            if not known:
+                break
+            n += 1
+            if flow.kind in (FlowKind.NONE, FlowKind.STOP) or (
+                    flow.conditional and at != flow.target):
+                pc += size  # runs on (a conditional branch not taken: BTF does not trap)
+                continue
+            return pc, n
+        self.stats["lost"] += 1
+        return None, 0
+
+    def start(self, entry: int) -> None:
+        """Nothing to arm: every taken branch traps."""
+
+    def finish(self) -> int:
+        self.stats.update(self.decoder.stats)
+        return self.time

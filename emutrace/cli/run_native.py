@@ -1,0 +1,94 @@
+"""`emutrace run --target native`: the program runs on this host under ptrace instead of
+under emulation (emutrace/native_session.py).
+
+Natively the program's system calls reach the host kernel unchecked: the file sandbox of
+emulation (--root, --allow-write) does not exist there yet.  So a native run needs the
+user's explicit `--unconfined`; without it, it is a usage error before anything runs.
+Options that only emulation implements are refused rather than ignored."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Protocol
+
+from emutrace.errors import UsageError
+from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
+from emutrace.native_session import NativeProcess
+from emutrace.session import RunConfig, RunResult
+
+TARGETS = ("emulation", "native")
+
+
+class RunLike(Protocol):
+    def config(self, args: argparse.Namespace) -> RunConfig: ...
+
+    def finish(self, result: RunResult, args: argparse.Namespace) -> int: ...
+
+
+def add_native_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("native runs (x86_64 and i386 programs on this host)")
+    g.add_argument("--target", choices=TARGETS, default="emulation",
+                   help="where PROGRAM runs: emulation (the default: Unicorn, confined) or "
+                        "native (on this host's CPU under ptrace; backends none, int3, hwbp, "
+                        "btf, entry, step; needs --unconfined)")
+    g.add_argument("--unconfined", action="store_true",
+                   help="--target native: acknowledge that the program runs with your "
+                        "rights and sees your files (no sandbox natively yet)")
+
+
+def refused_options(args: argparse.Namespace) -> list[str]:
+    """Options given that only emulation implements (silently ignoring them would lie)."""
+    out = []
+    if args.root != "/":
+        out.append("--root")
+    if args.allow_write:
+        out.append("--allow-write")
+    if args.max_insns:
+        out.append("--max-insns")
+    if args.max_memory != DEFAULT_MAX_MEMORY:
+        out.append("--max-memory")
+    if args.symbols:
+        out.append("--symbols")
+    if args.engine == "native":
+        out.append("--engine native")
+    if args.stats:
+        out.append("--stats")
+    return out
+
+
+def run_native(command: RunLike, args: argparse.Namespace) -> int:
+    if not args.unconfined:
+        raise UsageError("--target native runs the program unconfined (its system calls "
+                         "reach this host unchecked); pass --unconfined to accept that")
+    refused = refused_options(args)
+    if refused:
+        raise UsageError(f"--target native: {', '.join(refused)} work(s) under emulation "
+                         f"only")
+    from emutrace.cli.run import open_output  # (run.py imports this module)
+
+    config = command.config(args)
+    tracing = args.backend != "none"
+    args.output_file = open_output(args.output) if args.output and tracing else None
+    process = NativeProcess(config)  # started, stopped at its first instruction
+    result = process.run()
+    code = command.finish(result, args)
+    report_degraded(result, getattr(process.backend, "degraded_at", None))
+    target = process.target
+    if target.untraced_children:
+        print(f"emutrace: native: {len(target.untraced_children)} forked child process(es) "
+              f"ran untraced (following forks natively is not built)", file=sys.stderr)
+    if target.exec_untraced:
+        print("emutrace: native: the program called execve; the new image ran untraced",
+              file=sys.stderr)
+    return code
+
+
+def report_degraded(result: RunResult, at: int | None) -> None:
+    """btf: say when the branch traps were single-steps (backends/btf_native.py)."""
+    if at is None:
+        return
+    s = result.backend_stats
+    print(f"emutrace: btf: PTRACE_SINGLEBLOCK degraded to single-stepping (a trap after the "
+          f"non-branch instruction at {at:#x}: DEBUGCTL.BTF is ignored here, as under KVM); "
+          f"{s['stops']} traps taken for {s['traps']} taken branches", file=sys.stderr)

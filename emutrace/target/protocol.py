@@ -1,0 +1,136 @@
+"""The target protocol: what the backends and the run loops need from an execution engine.
+
+Two targets implement it: :class:`~emutrace.target.unicorn_cpu.UnicornCpu` (emulation, the
+default) and :class:`~emutrace.target.ptrace.PtraceTarget` (a native host process under
+ptrace, x86_64 and i386).  A backend is written once against this protocol; the target
+decides how its hooks are delivered:
+
+* Unicorn *pushes*: its hooks run inside ``emu_start`` (``target/unicorn_run.py``);
+* ptrace *pulls*: the native run loop (``target/ptrace_run.py``) waits for the next stop
+  (a breakpoint, a single-step, a branch trap) and calls the same hooks with the tracee's
+  registers in place.
+
+Registers are read and written by the ISA's short names (``isa.base.CpuPort``); memory by
+address.  Code is patched with :meth:`Target.write_code`, which makes the CPU see the new
+bytes (Unicorn: the write plus dropping the translated blocks; ptrace: PTRACE_POKETEXT,
+which the kernel makes coherent)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from emutrace.isa.base import Endian, Isa, RegValue
+
+# hook callbacks keep Unicorn's signatures (the emulation hot path pays nothing for the
+# protocol); a native target passes None for the engine handle and the user data
+CodeHook = Callable[[Any, int, int, Any], None]  # (engine, address, size, data)
+BlockHook = CodeHook
+# (engine, access, address, size, value, data): before a load or a store in a watched range
+MemHook = Callable[[Any, int, int, int, int, Any], None]
+
+
+class MemoryFault(Exception):
+    """A read or write of target memory that the target refused (unmapped, protected)."""
+
+
+class Target(Protocol):
+    isa: Isa
+    word: int
+    byteorder: Endian
+    # "unicorn" or "ptrace": which delivery a backend gets for what only hardware or only
+    # an emulator can deliver (branch traps: a block hook vs PTRACE_SINGLEBLOCK)
+    kind: str
+    # True where patched code runs only after its translation is dropped and a block
+    # already translated must be restarted to see a new breakpoint (Unicorn); False where
+    # a write is seen at once (a real CPU: the kernel keeps the I-cache coherent)
+    translates_code: bool
+    # True where loads and stores in a range can be watched (hook_mem_read/_write):
+    # Unicorn's memory hooks; a ptrace target cannot (a real CPU's loads see the
+    # breakpoint bytes, as under any debugger; backends/codeguard.py is not installed)
+    watches_memory: bool
+
+    # ---------------------------------------------------------- registers
+    def reg_read(self, name: str) -> int: ...
+
+    def reg_write(self, name: str, value: RegValue) -> None: ...
+
+    def raw_reg(self, name: str) -> Any:
+        """A register as the engine gives it (vector and x87 registers: see args.py)."""
+        ...
+
+    @property
+    def pc(self) -> int: ...
+
+    def in_alt_mode(self) -> bool: ...
+
+    # ---------------------------------------------------------- memory
+    def mem_read(self, addr: int, size: int) -> bytes: ...
+
+    def mem_write(self, addr: int, data: bytes) -> None: ...
+
+    def mem_map(self, addr: int, size: int, perms: int = 7) -> None: ...
+
+    def read_word(self, addr: int) -> int: ...
+
+    def pack_word(self, value: int) -> bytes: ...
+
+    def read_cstring(self, addr: int, limit: int = 4096) -> bytes: ...
+
+    def reg_id(self, name: str) -> int: ...
+
+    # ---------------------------------------------------------- code and breakpoints
+    def write_code(self, addr: int, data: bytes) -> None:
+        """Patch code (insert or remove a breakpoint): Unicorn writes its memory; ptrace
+        writes the tracee's text with PTRACE_POKETEXT."""
+        ...
+
+    def drop_code_cache(self, begin: int, end: int) -> bool:
+        """Make the CPU see code changed in [begin, end); True when the engine had to drop
+        translated code for it (counted as a cache removal), False where nothing was
+        needed (a real CPU)."""
+        ...
+
+    # ---------------------------------------------------------- hooks (run-until-event)
+    def hook_code(self, fn: CodeHook, begin: int = 1, end: int = 0, data: Any = None) -> int:
+        """fn(engine, address, size, data) before every instruction in [begin, end]
+        (begin > end: everywhere)."""
+        ...
+
+    def hook_hw(self, fn: CodeHook, begin: int, end: int, data: Any = None) -> int:
+        """A code hook the way a hardware debugger gets one (hwbp): an instruction-address
+        breakpoint register for one address, the trap flag across a span.  Unicorn: a
+        bounded code hook; ptrace: DR0-DR3 (execute breakpoints, DR7 enables), or
+        single-stepping across the span.  At most the ISA's slot count at a time natively."""
+        ...
+
+    def hook_block(self, fn: BlockHook) -> int:
+        """fn at the entry of every block (Unicorn: translation block; ptrace: after each
+        single-step or branch trap the loop takes)."""
+        ...
+
+    def hook_mem_read(self, fn: MemHook, begin: int, end: int) -> int:
+        """fn before every load from [begin, end] (only where `watches_memory`)."""
+        ...
+
+    def hook_mem_write(self, fn: MemHook, begin: int, end: int) -> int:
+        """fn before every store into [begin, end] (only where `watches_memory`)."""
+        ...
+
+    def hook_del(self, handle: int) -> None: ...
+
+    def want_blocks(self) -> None:
+        """A hook needs the next block entry (where a transfer went): Unicorn's block hook
+        sees every block anyway; the native loop single-steps to deliver it."""
+        ...
+
+    def stop(self) -> None:
+        """End the run at the next opportunity (from a hook)."""
+        ...
+
+
+class TrapHooks(Protocol):
+    """Where a backend installs its breakpoint handler: it gets the trap's number (x86:
+    3 for int3, 1 for a debug trap) and returns True when the trap was its own."""
+
+    on_trap: Callable[[int], bool] | None

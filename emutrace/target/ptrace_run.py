@@ -1,0 +1,236 @@
+"""The native run loop: a traced host process driven to its end, the target protocol's hooks
+called at the stops it takes (the ptrace counterpart of target/unicorn_run.py).
+
+Unicorn pushes hooks from inside `emu_start`; ptrace pulls: the loop resumes the tracee
+and waits for the next stop (wait4(2)), then calls what the backend installed:
+
+* an `int3` (SIGTRAP with si_code SI_KERNEL: the kernel's do_int3 forces the signal,
+  arch/x86/kernel/traps.c) goes to the backend's `on_trap(3)`, with RIP one past the
+  0xCC as Unicorn reports it; a breakpoint that is not the backend's is the guest's own
+  SIGTRAP and is delivered to it;
+* a code hook on one address is an int3 of the target's own (target/ptrace.py): when it
+  traps, RIP goes back to the address, the hooks run, and the original instruction is
+  single-stepped with its byte put back for that one step (uprobes' way);
+* while a code hook over a range (or everywhere: `step`) is installed, or a hook asked for
+  the next block entry (`want_blocks`), the tracee runs by PTRACE_SINGLESTEP (SIGTRAP,
+  si_code TRAP_TRACE) and the hooks are called before each instruction; otherwise it runs
+  by PTRACE_CONT at full speed.  A trap handler that asks for blocks gets the block
+  entry where it resumes the tracee and the one after the next instruction (a Unicorn
+  block hook fires at both: an interrupt ends the translated block).
+* a debug register's execute breakpoint (si_code TRAP_HWBKPT; a fault, RIP at the
+  instruction) calls that slot's hook; the instruction then runs (EFLAGS.RF);
+* while a branch hook is installed (btf) the tracee runs by PTRACE_SINGLEBLOCK, and each
+  trap calls it with where the tracee was resumed and where it stopped;
+* a fork or vfork (PTRACE_EVENT_*): the child is let go untraced with the program's own
+  code bytes; an exec: the tracee is let go and waited for (the backend knows only the old
+  image);
+* any other signal stop is the guest's: it is passed on when the tracee resumes.
+
+SIGINT, SIGTERM and SIGHUP to emutrace kill the tracee and end the run as "interrupted"
+(its trace is kept, as under emulation); `--timeout` kills it from a timer.
+
+The engine handle passed to hooks is None and the size 0 (the backends decode
+instructions themselves).  Natively there is no instruction clock: block hooks are not
+delivered at every block, so a backend's time counts only what it saw."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+from emutrace.target.ptrace import (
+    PTRACE_CONT,
+    PTRACE_DETACH,
+    PTRACE_EVENT_EXEC,
+    PTRACE_EVENT_FORK,
+    PTRACE_EVENT_VFORK,
+    PTRACE_EVENT_VFORK_DONE,
+    PTRACE_GETEVENTMSG,
+    PTRACE_SINGLEBLOCK,
+    PTRACE_SINGLESTEP,
+    PtraceError,
+    PtraceTarget,
+    kill,
+    ptrace,
+)
+from emutrace.target.unicorn_run import Stop
+
+PTRACE_GETSIGINFO = 0x4202  # <linux/ptrace.h>
+SI_KERNEL = 0x80  # <asm-generic/siginfo.h>: int3 (force_sig)
+# a single-step's trap: TRAP_TRACE (the debug exception, DR6.BS), or TRAP_BRKPT when the
+# step ended in the kernel's syscall exit (user_single_step_report)
+STEP_CODES = frozenset({1, 2})
+TRAP_HWBKPT = 4  # a debug register's breakpoint (DR6.Bn)
+SIGINFO_SIZE = 128
+SI_CODE_OFFSET = 8  # siginfo_t: si_signo, si_errno, si_code (ints)
+BREAKPOINT_TRAP = 3  # x86 #BP, the vector Unicorn reports for int3
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class NativeTrapHooks:
+    """TrapHooks for the native target: the backend's breakpoint handler."""
+
+    def __init__(self) -> None:
+        self.on_trap: Callable[[int], bool] | None = None
+
+
+def _si_code(pid: int) -> int:
+    info = ctypes.create_string_buffer(SIGINFO_SIZE)
+    ptrace(PTRACE_GETSIGINFO, pid, 0, ctypes.c_void_p(ctypes.addressof(info)))
+    return int.from_bytes(info.raw[SI_CODE_OFFSET:SI_CODE_OFFSET + 4], "little", signed=True)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0) -> Stop:
+    """Run the stopped tracee to its end; the tracee is killed and reaped on every path
+    out of here that is not its own exit or death."""
+    pid = target.pid
+    timed_out = threading.Event()
+    timer = None
+    if timeout > 0:
+        def expire() -> None:
+            timed_out.set()
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+    interrupted: list[str] = []  # Ctrl-C, SIGTERM, SIGHUP: end the run, keep the trace
+
+    def on_stop_signal(sig: int, _frame: object) -> None:
+        interrupted.append(signal.Signals(sig).name)
+        try:
+            os.kill(pid, signal.SIGKILL)  # waitpid returns; the loop sees `interrupted`
+        except ProcessLookupError:
+            pass
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {sig: signal.signal(sig, on_stop_signal) for sig in STOP_SIGNALS}
+    try:
+        return _loop(target, hooks, timed_out, interrupted)
+    except Exception:
+        if interrupted:  # the tracee was killed under a hook's ptrace request or read
+            return Stop("interrupted", signal=interrupted[0], pc=target.last_pc)
+        raise
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if timer is not None:
+            timer.cancel()
+        kill(pid)  # nothing if it has ended and been reaped
+
+
+def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Event,
+          interrupted: list[str]) -> Stop:
+    pid = target.pid
+    pending_signal = 0  # the guest's own signal, delivered when it resumes
+    fresh = True  # stopped before an instruction whose hooks have not run
+    blocks_due = False  # the tracee was stepped because a hook wanted the block entry
+    after_trap = False  # a trap handler wanted blocks: the entry it resumes at and the next
+    pc = target.pc
+    while True:
+        if fresh:
+            fresh = False
+            pc = target.last_pc = target.pc
+            if blocks_due or target.blocks_wanted:
+                again, after_trap = after_trap, False
+                blocks_due = target.blocks_wanted = False
+                for block_hook in list(target.block_hooks.values()):
+                    block_hook(None, pc, 0, None)
+                target.blocks_wanted = target.blocks_wanted or again
+            for fn, begin, end, data in list(target.range_hooks.values()):
+                if begin > end or begin <= pc <= end:
+                    fn(None, pc, 0, data)
+            for fn, data in list(target.point_hooks.get(pc, {}).values()):
+                fn(None, pc, 0, data)
+        if interrupted:
+            return Stop("interrupted", signal=interrupted[0], pc=pc)
+        if target.stop_requested:
+            return Stop("interrupted", pc=pc)
+        stepping = bool(target.range_hooks) or target.blocks_wanted
+        blocks_due, target.blocks_wanted = target.blocks_wanted, False
+        lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
+        request = PTRACE_SINGLESTEP if stepping or lifted else \
+            PTRACE_SINGLEBLOCK if target.branch_hooks else PTRACE_CONT
+        target.flush()
+        try:
+            ptrace(request, pid, 0, pending_signal)
+        except OSError as e:
+            raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
+        pending_signal = 0
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status):
+            return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
+        if interrupted:
+            return Stop("interrupted", signal=interrupted[0], pc=pc)
+        if os.WIFSIGNALED(status):
+            if timed_out.is_set():
+                return Stop("timeout", pc=pc)
+            return Stop("signal", signal=_signal_name(os.WTERMSIG(status)), pc=pc)
+        if lifted:
+            target.settle_point(pc)
+        sig = os.WSTOPSIG(status)
+        event = status >> 16
+        if sig == signal.SIGTRAP and event:
+            stop = _event(target, event)
+            if stop is not None:
+                return stop
+            continue  # resumed as it was: the system call completes
+        if sig != signal.SIGTRAP:
+            pending_signal = sig  # the guest's (its handler, or its default action)
+            continue
+        code = _si_code(pid)
+        if code == SI_KERNEL:  # an int3 ran
+            at = target.pc - 1
+            if at in target.points:  # a code hook's: its hooks run before the instruction
+                target.reg_write(target.isa.registers.pc, at)
+                fresh = True
+            elif hooks.on_trap is not None and hooks.on_trap(BREAKPOINT_TRAP):
+                fresh = True
+                after_trap = target.blocks_wanted  # (a fallback: both block entries)
+            else:
+                pending_signal = signal.SIGTRAP  # the guest's own int3
+            continue
+        if code == TRAP_HWBKPT:  # a debug register matched: before the instruction
+            for fn, data in target.hw_hooks_at(target.pc):
+                fn(None, target.pc, 0, data)
+            continue
+        if request != PTRACE_CONT and code in STEP_CODES:
+            fresh = True  # one instruction, or up to a taken branch, done
+            for branch_hook in list(target.branch_hooks.values()):
+                branch_hook(pc, target.pc, code)
+        else:
+            pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
+
+
+def _event(target: PtraceTarget, event: int) -> Stop | None:
+    """A fork, vfork or exec of the tracee (PTRACE_O_TRACE*).  A forked child runs
+    untraced (`release_child`); an exec replaces the image the backend knows: the tracee is
+    let go (no breakpoint survives an exec; DR7 cleared) and run to its end untraced."""
+    pid = target.pid
+    if event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):
+        msg = ctypes.c_ulong()
+        ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
+        target.release_child(int(msg.value), shares_memory=event == PTRACE_EVENT_VFORK)
+    elif event == PTRACE_EVENT_VFORK_DONE:
+        target.settle_all()  # the vfork child exec'd or exited: the patches go back
+    elif event == PTRACE_EVENT_EXEC:
+        target.exec_untraced = True
+        target.set_debugreg(7, 0)
+        ptrace(PTRACE_DETACH, pid, 0, 0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status):
+            return Stop("exit", status=os.WEXITSTATUS(status), pc=target.last_pc)
+        return Stop("signal", signal=_signal_name(os.WTERMSIG(status)), pc=target.last_pc)
+    return None
