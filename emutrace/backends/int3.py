@@ -72,9 +72,10 @@ class Pending:
 
 MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 # what belongs to one thread of control: pending transfer, call chain, restarted block,
-# fallback resume address, the tail rule's frames and return addresses
+# fallback resume address, the tail rule's frames and return addresses, the chains saved
+# by its open signal handlers
 ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list[int],
-                    list[int | None]]
+                    list[int | None], list[list[Function]]]
 
 
 class Int3Backend:
@@ -577,13 +578,13 @@ class Int3Backend:
         function armed (lazy leaves everything armed: other threads take traps in code
         armed for another thread, bench/bench_threads.py counts them)."""
         mine = (self.pending, self.chain, self._restarted, self._resume_at,
-                self.tails.frames, self.tails.return_addrs)
+                self.tails.frames, self.tails.return_addrs, self.trap_chains)
         self._thread_state[self._tid] = mine
         state = self._thread_state.pop(tid, None)
         self._tid = tid
-        fresh: ThreadState = (None, [], None, None, [], [])
+        fresh: ThreadState = (None, [], None, None, [], [], [])
         (self.pending, chain, self._restarted, self._resume_at, self.tails.frames,
-         self.tails.return_addrs) = state or fresh
+         self.tails.return_addrs, self.trap_chains) = state or fresh
         if self.strict:
             leaving = self.chain[-1] if self.chain else None
             if not chain:  # a new thread: the function it stands in (glibc's clone)
