@@ -50,12 +50,17 @@ def _traced(isa: str, backend: str, cleanup: str = "lazy") -> RunResult:
     return result
 
 
+def _calls_only(text: str) -> list[str]:
+    """The trace's lines without the duration column."""
+    return [line.split(" | ", 1)[-1] for line in text.splitlines()]
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("isa", ISAS)
 def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    """stdout as under qemu-user; per thread: int3 = step = int3 strict, a rerun's trace is
-    byte-identical (every call, return and duration, so every switch; values aside, since
-    the program reads the host's clock), and each thread's calls of the program's functions
+    """stdout as under qemu-user; per thread: int3 = step = int3 strict, a rerun's trace has
+    the same calls and returns in the same order (values and durations aside, since the
+    program reads the host's clock), and each thread's calls of the program's functions
     are those of its own record (under qemu-user)."""
     record = tmp_path / "record"
     env = {**ENV, "CALLTRACE_OUT": str(record)}
@@ -79,7 +84,10 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
     # values aside: the program reads the host's clock (its timed wait's deadline)
     layout = ReplayOptions(show_args=False, show_retval=False)
     text = replay_text(first.records, name, layout)
-    assert text == replay_text(second.records, name, layout)  # rerun
+    # rerun: every call and return of every thread in the same order; durations aside as
+    # well, since the timed wait's clock-dependent path may take a few instructions more or
+    # less (main's duration differed by 3 in one full run)
+    assert _calls_only(text) == _calls_only(replay_text(second.records, name, layout))
     assert [f"# thread {n}" for n in range(4)] == [
         line for line in text.splitlines() if line.startswith("# thread")]
     for n, events in enumerate(oracle):
