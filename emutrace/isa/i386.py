@@ -21,6 +21,7 @@ from emutrace.isa.base import (
     Registers,
     SyscallConvention,
 )
+from emutrace.isa.native_pmu import native_bts_reason
 from emutrace.isa.x86_64 import classify_x86, x86_lowering, x86_simulator
 
 # ---------------------------------------------------------------- identity
@@ -191,6 +192,8 @@ ISA = Isa(
         "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
+        # --target native --backend bts: branch records through perf_event_open
+        "native_bts": Capability(False, native_bts_reason()),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

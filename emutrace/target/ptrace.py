@@ -42,9 +42,11 @@ PTRACE_SINGLESTEP = 9
 PTRACE_GETREGS = 12
 PTRACE_SETREGS = 13
 PTRACE_GETFPREGS = 14
+PTRACE_SYSCALL = 24
 PTRACE_SINGLEBLOCK = 33
 PTRACE_SETOPTIONS = 0x4200
 PTRACE_O_EXITKILL = 0x100000
+PTRACE_O_TRACESYSGOOD = 0x1  # system-call stops report SIGTRAP | 0x80
 PTRACE_O_TRACEFORK = 0x2
 PTRACE_O_TRACEVFORK = 0x4
 PTRACE_O_TRACEEXEC = 0x10
@@ -150,8 +152,9 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
         raise PtraceError(f"--target native: the child ended before its first instruction "
                           f"(status {status:#x})")
     try:
-        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
-               | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC)
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD
+               | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE
+               | PTRACE_O_TRACEEXEC)
     except OSError as e:
         kill(pid)
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
@@ -208,6 +211,8 @@ class PtraceTarget:
         self.branch_hooks: dict[int, Callable[[int, int, int], None]] = {}
         # hardware instruction breakpoints: DR slot → (handle, address, hook, data)
         self.hw_slots: dict[int, tuple[int, int, CodeHook, Any]] = {}
+        # called after each system call the tracee completes (target/native_modules.py)
+        self.syscall_hooks: list[Callable[[], None]] = []
         self._next_handle = 1
         self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
         self.stop_requested = False
@@ -280,6 +285,11 @@ class PtraceTarget:
     @property
     def pc(self) -> int:
         return self.reg_read(self.isa.registers.pc)
+
+    def after_syscall(self) -> bool:
+        """Stopped at a system call's exit: orig_rax holds its number (an exception's
+        entry, a single-step trap's included, stores -1 there: arch/x86/entry)."""
+        return self.reg_read("orig_rax") != self._mask
 
     def in_alt_mode(self) -> bool:
         return False  # x86 has no second instruction set

@@ -51,6 +51,7 @@ from emutrace.target.ptrace import (
     PTRACE_GETEVENTMSG,
     PTRACE_SINGLEBLOCK,
     PTRACE_SINGLESTEP,
+    PTRACE_SYSCALL,
     PtraceError,
     PtraceTarget,
     kill,
@@ -67,6 +68,10 @@ TRAP_HWBKPT = 4  # a debug register's breakpoint (DR6.Bn)
 SIGINFO_SIZE = 128
 SI_CODE_OFFSET = 8  # siginfo_t: si_signo, si_errno, si_code (ints)
 BREAKPOINT_TRAP = 3  # x86 #BP, the vector Unicorn reports for int3
+SYSCALL_STOP = signal.SIGTRAP | 0x80  # PTRACE_O_TRACESYSGOOD
+PTRACE_GET_SYSCALL_INFO = 0x420E  # <linux/ptrace.h>, Linux 5.3
+SYSCALL_INFO_SIZE = 88  # sizeof(struct ptrace_syscall_info)
+SYSCALL_INFO_EXIT = 2  # struct ptrace_syscall_info.op (its first byte)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -162,7 +167,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
         lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
         request = PTRACE_SINGLESTEP if stepping or lifted else \
-            PTRACE_SINGLEBLOCK if target.branch_hooks else PTRACE_CONT
+            PTRACE_SINGLEBLOCK if target.branch_hooks else \
+            PTRACE_SYSCALL if target.syscall_hooks else PTRACE_CONT
         target.flush()
         try:
             ptrace(request, pid, 0, pending_signal)
@@ -187,6 +193,10 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             if stop is not None:
                 return stop
             continue  # resumed as it was: the system call completes
+        if sig == SYSCALL_STOP:  # PTRACE_SYSCALL's stop at a system call's entry or exit
+            if _syscall_op(pid) == SYSCALL_INFO_EXIT:
+                _syscall_ended(target)
+            continue
         if sig != signal.SIGTRAP:
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
@@ -206,12 +216,26 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             for fn, data in target.hw_hooks_at(target.pc):
                 fn(None, target.pc, 0, data)
             continue
-        if request != PTRACE_CONT and code in STEP_CODES:
+        if request in (PTRACE_SINGLESTEP, PTRACE_SINGLEBLOCK) and code in STEP_CODES:
             fresh = True  # one instruction, or up to a taken branch, done
+            if target.syscall_hooks and target.after_syscall():
+                _syscall_ended(target)  # the step ended at a system call's exit
             for branch_hook in list(target.branch_hooks.values()):
                 branch_hook(pc, target.pc, code)
         else:
             pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
+
+
+def _syscall_op(pid: int) -> int:
+    info = ctypes.create_string_buffer(SYSCALL_INFO_SIZE)
+    ptrace(PTRACE_GET_SYSCALL_INFO, pid, SYSCALL_INFO_SIZE,
+           ctypes.c_void_p(ctypes.addressof(info)))
+    return info.raw[0]
+
+
+def _syscall_ended(target: PtraceTarget) -> None:
+    for hook in list(target.syscall_hooks):
+        hook()
 
 
 def _event(target: PtraceTarget, event: int) -> Stop | None:
