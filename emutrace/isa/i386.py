@@ -194,6 +194,10 @@ ISA = Isa(
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
         # --target native --backend bts: branch records through perf_event_open
         "native_bts": Capability(False, native_bts_reason()),
+        "native_dynamic": Capability(
+            False, "no i386 ld.so (/lib/ld-linux.so.2) or libc on this x86_64 host; the Debian "
+            "root's would have to be run explicitly (ROOT/lib/ld-linux.so.2 --library-path), "
+            "which maps the program itself and runs another start-up: not built"),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

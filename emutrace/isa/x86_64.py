@@ -316,6 +316,7 @@ ISA = Isa(
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
         # --target native --backend bts: branch records through perf_event_open
         "native_bts": Capability(False, native_bts_reason()),
+        "native_dynamic": Capability(True),  # the host's ld.so and libc (target/native_modules.py)
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

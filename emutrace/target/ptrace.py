@@ -133,7 +133,7 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
             ctypes.set_errno(0)
             if _libc.ptrace(PTRACE_TRACEME, 0, None, None) == -1:
                 err = ctypes.get_errno()
-                os.write(write_end, f"PTRACE_TRACEME: {os.strerror(err)}".encode())
+                os.write(write_end, traceme_refusal(err).encode())
                 os._exit(127)
             os.execve(path, argv, dict(_split_env(envp)))
         except OSError as e:
@@ -159,6 +159,26 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
         kill(pid)
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
     return pid
+
+
+def traceme_refusal(err: int) -> str:
+    """Why PTRACE_TRACEME failed in the child, read from its /proc/self/status (proc(5)):
+    already traced (a tracer that follows forks: `strace -f`, gdb; ptrace(2) EPERM), or
+    a seccomp filter (Seccomp: 2) that denies ptrace."""
+    status: dict[str, str] = {}
+    try:
+        with open("/proc/self/status") as f:
+            status = dict(line.rstrip("\n").partition(":")[::2] for line in f)
+    except OSError:
+        pass
+    reason = f"PTRACE_TRACEME: {os.strerror(err)}"
+    tracer = status.get("TracerPid", "0").strip()
+    if tracer != "0":
+        return f"{reason} (the child is already traced by pid {tracer}: emutrace runs " \
+               f"under a tracer that follows forks)"
+    if status.get("Seccomp", "0").strip() == "2":
+        return f"{reason} (a seccomp filter of this process denies ptrace)"
+    return reason
 
 
 def _split_env(envp: list[bytes]) -> list[tuple[bytes, bytes]]:
