@@ -4,9 +4,11 @@ session.Process for the native target: no Linux layer (the host kernel runs the 
 calls), no sandbox (the caller must have acknowledged that: `--unconfined`).
 
 What runs natively (checked here, before anything runs; a refusal is a usage error):
-a static program of an ISA whose capability table says `native_target` (this x86_64 host:
-x86_64 and i386), without threads (a thread the tracer does not follow would die on the
-first breakpoint it meets), with backend none, int3 (lazy or strict), hwbp, btf, entry or step."""
+a program of an ISA whose capability table says `native_target` (this x86_64 host: x86_64
+and i386), static or dynamic with its interpreter on this host (its libraries are learnt as
+ld.so maps them: target/native_modules.py), without threads (a thread the tracer does not
+follow would die on the first breakpoint it meets), with backend none, int3 (lazy or
+strict), hwbp, btf, entry or step (bts: the capability `native_bts` says why not)."""
 
 from __future__ import annotations
 
@@ -122,8 +124,8 @@ def native_modules(pid: int, image: Image, bias: int) -> ModuleMap:
 
 
 class NativeProcess:
-    """A static x86 program started on the host, stopped at its first instruction, with its
-    backend armed; `run()` runs it to its end."""
+    """An x86 program started on the host, stopped at its first instruction (ld.so's, for a
+    dynamic program), with its backend armed; `run()` runs it to its end."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config

@@ -9,9 +9,11 @@ loop (target/ptrace_run.py) at the stops it takes.
 
 `spawn` starts the child: fork, PTRACE_TRACEME, PR_SET_PDEATHSIG(SIGKILL) (the child dies
 with us), ADDR_NO_RANDOMIZE (a reproducible layout, as under emulation), execve.  The
-tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed, and
-asks for fork, vfork and exec events (the run loop lets forked children go untraced and
-stops tracing at an exec: target/ptrace_run.py).
+tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed,
+PTRACE_O_TRACESYSGOOD (system-call stops, when the loop resumes with PTRACE_SYSCALL for a
+dynamic program's module watch, are SIGTRAP | 0x80), and asks for fork, vfork and exec
+events (the run loop lets forked children go untraced and stops tracing at an exec:
+target/ptrace_run.py).
 
 Register names: the ISA's short names (x86_64 rax…, i386 eax…; the 32-bit names are the low
 halves of the 64-bit ones: a 64-bit tracer sees an i386 tracee through the same

@@ -21,6 +21,10 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   instruction) calls that slot's hook; the instruction then runs (EFLAGS.RF);
 * while a branch hook is installed (btf) the tracee runs by PTRACE_SINGLEBLOCK, and each
   trap calls it with where the tracee was resumed and where it stopped;
+* while a system-call hook is installed (a dynamic program's module watch:
+  target/native_modules.py), the tracee runs by PTRACE_SYSCALL instead of PTRACE_CONT and
+  the hooks are called at each system call's exit (PTRACE_GET_SYSCALL_INFO tells exit from
+  entry); a step or block stop with orig_rax not -1 is a system call's exit too;
 * a fork or vfork (PTRACE_EVENT_*): the child is let go untraced with the program's own
   code bytes; an exec: the tracee is let go and waited for (the backend knows only the old
   image);
