@@ -5,6 +5,7 @@ import struct
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
     LINUX_NOT_TRIED,
+    NATIVE_SIGNAL_HANDLERS,
     SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
@@ -194,6 +195,7 @@ ISA = Isa(
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
         # --target native --backend bts: branch records through perf_event_open
         "native_bts": Capability(False, native_bts_reason()),
+        "native_signal_handlers": NATIVE_SIGNAL_HANDLERS,
         "native_dynamic": Capability(
             False, "no i386 ld.so (/lib/ld-linux.so.2) or libc on this x86_64 host; the Debian "
             "root's would have to be run explicitly (ROOT/lib/ld-linux.so.2 --library-path), "

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa.base import (
     LINUX_NOT_TRIED,
+    NATIVE_SIGNAL_HANDLERS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -316,6 +317,7 @@ ISA = Isa(
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
         # --target native --backend bts: branch records through perf_event_open
         "native_bts": Capability(False, native_bts_reason()),
+        "native_signal_handlers": NATIVE_SIGNAL_HANDLERS,
         "native_dynamic": Capability(True),  # the host's ld.so and libc (target/native_modules.py)
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
