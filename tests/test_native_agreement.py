@@ -23,7 +23,9 @@ need to be told of a handler's frame."""
 from __future__ import annotations
 
 import functools
+import os
 import re
+import tempfile
 from collections.abc import Callable
 
 import pytest
@@ -72,6 +74,17 @@ def traces(isa: str, program: str, args: tuple[str, ...], backend: str,
            cleanup: str) -> tuple[str, str, int, int]:
     """(native text, emulated text, native exit, emulated exit)."""
     path = str(TESTBINS / isa / program)
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as scratch:  # realcalls writes files into its cwd
+        os.chdir(scratch)
+        try:
+            return _traces(path, program, args, backend, cleanup)
+        finally:
+            os.chdir(here)
+
+
+def _traces(path: str, program: str, args: tuple[str, ...], backend: str,
+            cleanup: str) -> tuple[str, str, int, int]:
     native = NativeProcess(RunConfig(path, list(args), backend=backend, cleanup=cleanup))
     got = native.run()
     emulated = Process(RunConfig(path, list(args), backend=backend, cleanup=cleanup),
