@@ -1,16 +1,16 @@
-"""The input of the busybox `sort` rows of `emutrace bench --target native`: 200 lines of
+"""The input of the busybox `sort` rows of `emutrace bench --target native`: 20 lines of
 pseudo-random lower-case words from a fixed linear congruential generator (the constants
 of Numerical Recipes' `ranqd1`), so the file and the program's work are the same on every
 machine.
 
-    python bench/make_sort_input.py > bench/inputs/sort200.txt
+    python bench/make_sort_input.py > bench/inputs/sort20.txt
 """
 
 from __future__ import annotations
 
 import sys
 
-LINES = 200
+LINES = 20
 
 
 def lines(count: int = LINES, seed: int = 2026) -> list[str]:

@@ -27,7 +27,7 @@ from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.runner import run_once
 from emutrace.benchgrid.spec import BackendSpec, Program, parse_spec
 from emutrace.cost.check import NativeCell
-from emutrace.errors import EmutraceError
+from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
 from emutrace.native_session import NATIVE_TARGET_BACKENDS, NativeProcess
 from emutrace.session import RunConfig, RunResult
 
@@ -145,8 +145,9 @@ def _emulated(isa: str, program: Program, t: Timed, allow_write: list[str],
               timeout: float) -> None:
     try:
         _, result, _ = run_once(isa, program, t.spec, allow_write, timeout)
-    except EmutraceError as e:
-        t.error = f"emulated: {e.message}"
+    except EmutraceError as e:  # entry on a stripped program: the backend declines it
+        unsupported = "unsupported: " if e.exit_code == EXIT_UNSUPPORTED else "emulated: "
+        t.error = unsupported + e.message
         return
     if result.stop.kind != "exit":
         t.error = f"emulated: ended by {result.stop.kind}"
