@@ -11,7 +11,8 @@ Compiles the C file with the host's cc (-O2) into a temporary directory, runs it
 times (each run measures every price once, N events each, in turn), and writes PREFIX.json
 and PREFIX.md with the minimum and the median of the rounds.  On this shared 2-core VM a
 ptrace stop is two context switches, and under load each waits for a CPU: the median
-includes that wait, the minimum is the price of an idle machine.
+includes that wait; the minimum is the least disturbed round, the closest to an idle
+machine.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ MODEL = {
     "singlestep": anchors.VM_SINGLESTEP,
     "singleblock": anchors.VM_SINGLEBLOCK,
     "dr0_hit": anchors.VM_DR0_HIT,
-    "poketext": anchors.VM_SYSCALL,
-    "dr_write": None,
+    "poketext": anchors.VM_POKETEXT,
+    "dr_write": anchors.VM_DR_WRITE,
     "getppid": anchors.VM_SYSCALL,
 }
 WHAT = {
@@ -86,10 +87,9 @@ def main() -> int:
     lines = [f"# ptrace round-trip prices on this machine (`{command}`)", "",
              f"{info['date']}, {info['cpu']}, {info['cpus']} CPUs, revision "
              f"{info['emutrace_git']}; load average at start {load}, at end {load_end}; "
-             f"{args.rounds} rounds of {args.n} events per price; minimum (idle machine) "
-             "and median (under this load) of the rounds.  Model: the `vm` anchor in "
-             "emutrace/cost/anchors.py (getppid's for a POKETEXT: the model priced a code "
-             "write as one system call).", "",
+             f"{args.rounds} rounds of {args.n} events per price; minimum (the least "
+             "disturbed round) and median (under this load) of the rounds.  Model: the "
+             "`vm` anchor in emutrace/cost/anchors.py.", "",
              "| price | what | min µs | median µs | model µs |", "|---|---|---:|---:|---:|"]
     for r in rows:
         model = "–" if r["model_ns"] is None else f"{r['model_ns'] / 1000:.3g}"
