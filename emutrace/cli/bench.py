@@ -10,6 +10,11 @@ streams on /dev/null.  Parts, one module each under `emutrace.benchgrid`: `spec`
 They are imported when the command runs, not when the parser is built (matplotlib alone
 takes a second or more to import, and every `emutrace` command builds every parser).
 
+`--target native --unconfined` (x86_64, i386) checks the cost model instead: every
+mechanism run natively under ptrace beside the untraced native run, its measured slowdown
+against the model's prediction from the same program's emulated counts
+(`emutrace.cli.bench_native`; native-cost.{csv,json,md}).
+
 Exit status: 0 every tracing backend agreed; 1 a disagreement (a different canonical trace,
 or a guest exit code unlike the `none` run's) — printed on stderr and marked FAIL; 2 no
 disagreement but a cell could not run (an exception: see the error column); 64 bad
