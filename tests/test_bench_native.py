@@ -67,20 +67,21 @@ def test_check_arithmetic_by_hand() -> None:
     assert c.native_stops == 1000
     assert c.us_per_stop == pytest.approx(200)
     # model (vm): base 1e6 × 0.3 ns = 300 µs; tracing 1000 × 6.4 µs (int3 stop) + 100 ×
-    # 0.53 µs (POKETEXT) + 1000 × 0.125 µs (SETREGS ≈ syscall) = 6,578 µs; cache removals 0
+    # 0.522 µs (POKETEXT) + 1000 × 0.125 µs (SETREGS ≈ syscall) = 6,577.2 µs; cache
+    # removals 0
     assert c.model_base_s == pytest.approx(300e-6)
-    assert c.model_tracing_s == pytest.approx(6578e-6)
-    assert c.predicted_slowdown == pytest.approx((300 + 6578) / 300)
-    assert c.model_us_per_stop == pytest.approx(6.578)
-    assert c.ratio == pytest.approx(22.92667 / 101, rel=1e-5)
+    assert c.model_tracing_s == pytest.approx(6577.2e-6)
+    assert c.predicted_slowdown == pytest.approx((300 + 6577.2) / 300)
+    assert c.model_us_per_stop == pytest.approx(6.5772)
+    assert c.ratio == pytest.approx(22.924 / 101, rel=1e-5)
     assert not c.within
-    # the prices alone, over the measured base: (2,000 + 6,578) / 2,000 µs = 4.289x
-    assert c.predicted_measured_base == pytest.approx(4.289)
-    assert c.ratio_measured_base == pytest.approx(4.289 / 101)
+    # the prices alone, over the measured base: (2,000 + 6,577.2) / 2,000 µs = 4.2886x
+    assert c.predicted_measured_base == pytest.approx(4.2886)
+    assert c.ratio_measured_base == pytest.approx(4.2886 / 101)
 
 
 def test_check_within_30_percent_at_the_edges() -> None:
-    predicted = (300 + 6578) / 300  # as above
+    predicted = (300 + 6577.2) / 300  # as above
     for factor, inside in ((1.0, True), (1 / 1.29, True), (1 / 1.31, False), (1 / 0.71, True),
                            (1 / 0.69, False)):
         c = check(int3_cell(traced_s=0.002 * predicted * factor))
@@ -114,7 +115,7 @@ def test_arming_is_added_to_the_traced_run() -> None:
 
 def test_report_flags_and_factors(tmp_path: Path) -> None:
     recs = [check(int3_cell(0.202)).record(),
-            check(int3_cell(0.002 * (300 + 6578) / 300)).record()]
+            check(int3_cell(0.002 * (300 + 6577.2) / 300)).record()]
     meta = native_report.NativeMeta("m", "rev", "cmd", "now", 3, 0.3, (1.0, 2.0, 3.0),
                                     (1.5, 2.5, 3.5), ("probe line",))
     native_report.write_markdown(tmp_path / "n.md", meta, recs, ["x86_64 `p` bts: no PMU"])
@@ -122,6 +123,8 @@ def test_report_flags_and_factors(tmp_path: Path) -> None:
     assert "| 101x | 22.9x | **0.227 off** |" in text
     assert "| 22.9x | 22.9x | 1 |" in text
     assert "1 of 2 cells outside ±30%" in text
+    # emulated 1000 traps against 990 + 10 native stops: within, in both cells
+    assert "within ±30% of the stops the native run took in 2 of 2 cells" in text
     assert "load average at start 1.0, 2.0, 3.0, at end 1.5, 2.5, 3.5" in text
     # factors: base 300 µs / 2,000 µs = 0.15 in both cells
     assert "| int3 | 2 | " in text and " | 0.15 | " in text
@@ -149,8 +152,8 @@ def test_real_run_on_the_counts_program(tmp_path: Path) -> None:
         assert c["rounds"] == 2
         assert c["measured_slowdown"] == pytest.approx(c["traced_s"] / c["untraced_s"])
         assert c["ratio"] == pytest.approx(c["predicted_slowdown"] / c["measured_slowdown"])
-    # 8 traps × 6.4 µs + 7 patches × 0.53 µs + 8 simulated × 0.125 µs (hand counts)
-    assert cells["int3"]["model_tracing_s"] == pytest.approx((8 * 6400 + 7 * 530 + 8 * 125)
+    # 8 traps × 6.4 µs + 7 patches × 0.522 µs + 8 simulated × 0.125 µs (hand counts)
+    assert cells["int3"]["model_tracing_s"] == pytest.approx((8 * 6400 + 7 * 522 + 8 * 125)
                                                              * 1e-9)
     assert any("bts" in e and "unsupported" in e for e in doc["errors"])
     assert "--target native --unconfined" in doc["meta"]["command"]

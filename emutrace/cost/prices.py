@@ -16,7 +16,7 @@ Decisions (each is repeated in the ``assumption`` text of the prices it affects)
 * **Code writes** (arming or disarming a breakpoint, whether the emulator patches bytes or
   adds a site hook): in the VM one PTRACE_POKETEXT and a debug-register update one
   PTRACE_POKEUSER of the address and of the control register, both as measured by
-  bench/bench_ptrace_prices.py (0.53 and 0.92 µs: 4-7 system calls, the kernel maps the
+  bench/bench_ptrace_prices.py (0.52 and 0.93 µs: 4-7 system calls, the kernel maps the
   page or re-registers a perf event); on bare metal one and two system calls, a lower bound.
 * **entry in the VM is the ptrace tracer the native target is** (`--target native`): a hit
   is an int3 stop and each step-over a PTRACE_SINGLESTEP; on bare metal it is a uprobe
