@@ -129,6 +129,9 @@ def test_report_flags_and_factors(tmp_path: Path) -> None:
     # factors: base 300 µs / 2,000 µs = 0.15 in both cells
     assert "| int3 | 2 | " in text and " | 0.15 | " in text
     assert "- x86_64 `p` bts: no PMU" in text
+    assert "| mechanism | prog x86_64 |" in text and "| int3 | 22.9x / 22.9x |" in text
+    assert native_report.short_program(".cache/busybox/{isa}/busybox sort in.txt") == \
+        "busybox sort"
     native_report.write_csv(tmp_path / "n.csv", recs)
     header = (tmp_path / "n.csv").read_text().splitlines()[0].split(",")
     assert header == list(native_report.COLUMNS)

@@ -90,6 +90,29 @@ def factors(recs: Sequence[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def short_program(template: str) -> str:
+    """`.cache/busybox/{isa}/busybox sort FILE` → `busybox sort`: the table's column."""
+    words = template.split()
+    name = words[0].rsplit("/", 1)[-1]
+    return " ".join([name, *(w for w in words[1:2] if "/" not in w)])
+
+
+def compact(recs: Sequence[dict[str, Any]]) -> list[str]:
+    """One row per mechanism, one column per (program, ISA): measured / predicted."""
+    columns = list(dict.fromkeys((r["program"], r["isa"]) for r in recs))
+    at = {(r["backend"], r["program"], r["isa"]): r for r in recs}
+    lines = ["| mechanism | " + " | ".join(f"{short_program(p)} {isa}" for p, isa in columns)
+             + " |", "|---|" + "---:|" * len(columns)]
+    for backend in dict.fromkeys(r["backend"] for r in recs):
+        cells = []
+        for program, isa in columns:
+            r = at.get((backend, program, isa))
+            cells.append("–" if r is None else f"{ratio_text(r['measured_slowdown'])} / "
+                         f"{ratio_text(r['predicted_slowdown'])}")
+        lines.append(f"| {backend} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def write_markdown(path: Path, meta: NativeMeta, recs: Sequence[dict[str, Any]],
                    errors: Sequence[str]) -> None:
     load = ", ".join(f"{x:.1f}" for x in meta.load_start)
@@ -133,6 +156,8 @@ def write_markdown(path: Path, meta: NativeMeta, recs: Sequence[dict[str, Any]],
             "instructions × ns/insn over the measured untraced time; tracing: the model's "
             "Σ events × price over the measured traced − untraced time.", ""]
     out += factors(recs)
+    out += ["## Per mechanism and program: measured / predicted native slowdown", ""]
+    out += compact(recs)
     if errors:
         out += ["## Cells without a result", ""] + [f"- {e}" for e in errors] + [""]
     path.write_text("\n".join(out) + "\n")
