@@ -149,6 +149,8 @@ def _emulated(isa: str, program: Program, t: Timed, allow_write: list[str],
         unsupported = "unsupported: " if e.exit_code == EXIT_UNSUPPORTED else "emulated: "
         t.error = unsupported + e.message
         return
+    if result.stop.kind == "interrupted":
+        raise KeyboardInterrupt  # Ctrl-C or SIGTERM ends the bench, not only this run
     if result.stop.kind != "exit":
         t.error = f"emulated: ended by {result.stop.kind}"
         return
@@ -162,6 +164,8 @@ def _native(program: Program, t: Timed, baseline: Timed, timeout: float) -> None
     except EmutraceError as e:
         t.error = e.message
         return
+    if result.stop.kind == "interrupted":
+        raise KeyboardInterrupt
     if result.stop.kind != "exit":
         t.error = f"ended by {result.stop.kind}" + (
             f" after {timeout:g} s" if result.stop.kind == "timeout" else "")

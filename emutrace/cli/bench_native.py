@@ -6,7 +6,8 @@ model predicts from; writes native-cost.{csv,json,md} into --out
 
 Usage errors (64, before anything runs): no `--unconfined` (the programs run natively with
 the user's rights, as `run --target native`), an ISA this host cannot run natively, a
-backend with no native meaning, `--machine`.  Exit 2 when a cell could not run (an
+backend with no native meaning, `--machine`.  Ctrl-C or SIGTERM ends the whole bench
+(130), not only the run it interrupts.  Exit 2 when a cell could not run (an
 exception, a timeout, an exit code unlike the untraced run's); bts is reported unsupported
 (no branch-recording PMU), not an error.
 """
@@ -69,6 +70,7 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
     no_pmu = facts.branch_records
     load_start = os.getloadavg()
     started = datetime.datetime.now().isoformat(timespec="seconds")
+    revision = git_revision()  # of the code that runs, read before it runs
 
     with progress_stream() as err:
         console = Console(file=err, highlight=False, soft_wrap=True)
@@ -94,7 +96,7 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
                     unsupported.append(f"{where}: {cell.error}")
                 else:
                     errors.append(f"{where}: {cell.error or row.baseline.error}")
-        meta = report.NativeMeta(machine_description(), git_revision(), command, started,
+        meta = report.NativeMeta(machine_description(), revision, command, started,
                                  args.repeat, args.ns_per_insn, load_start, os.getloadavg(),
                                  probe)
         report.write_csv(out / "native-cost.csv", recs)
