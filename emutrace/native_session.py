@@ -16,8 +16,10 @@ import sys
 from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.elf import Image
-from emutrace.errors import UsageError
+from emutrace.errors import Unsupported, UsageError
 from emutrace.isa import all_isas
+from emutrace.native import ploop
+from emutrace.native.ploop import PtraceLoop
 from emutrace.session import RunConfig, RunResult, may_create_threads, open_image
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
 from emutrace.target.ptrace_run import NativeTrapHooks, run
@@ -56,6 +58,20 @@ def check_native(config: RunConfig, image: Image) -> None:
                          f"them natively is not supported yet")
 
 
+def loop_engine(engine: str) -> str:
+    """The run loop natively: "native" (C, native/ploop.c: the default, auto, where the
+    library is built) or "python" (the reference, target/ptrace_run.py alone).  The int3
+    backend finishes traps in C with it; every backend's PTRACE_CONT and wait go through it."""
+    if engine == "python":
+        return "python"
+    if ploop.available():
+        return "native"
+    if engine == "native":
+        ploop.load()  # Unsupported (exit 69): what to do
+        raise Unsupported("--engine native: the native ptrace loop is not available")
+    return "python"
+
+
 def load_bias(pid: int, image: Image) -> int:
     """Where the kernel loaded the program: AT_ENTRY of the tracee's auxiliary vector
     minus the file's entry (0 for ET_EXEC; a static PIE at the kernel's base)."""
@@ -87,6 +103,10 @@ class NativeProcess:
         try:
             self.image = image.rebased(load_bias(self.pid, image))
             self.target = PtraceTarget(self.image.isa, self.pid)
+            self.engine = loop_engine(config.engine)
+            if self.engine == "native":
+                self.target.c_loop = PtraceLoop(self.image.isa, self.target.reg_id,
+                                                self.target.mem_fd)
             self.hooks = NativeTrapHooks()
             self.shadow = ShadowStack()
             self.records: list[Record] = []
@@ -95,7 +115,9 @@ class NativeProcess:
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                             config.default_args)
                 options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                         config.bts_buffer, types, "python")
+                                         config.bts_buffer, types,
+                                         "native" if config.backend == "int3"
+                                         and self.engine == "native" else "python")
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)
                 self.backend.start(self.image.entry)
@@ -114,6 +136,8 @@ class NativeProcess:
         finally:
             kill(self.pid)
             self.target.close()
+            if self.target.c_loop is not None:
+                self.target.c_loop.close()
         frames = [f.func for f in self.shadow.frames]
         insns, stats = None, {}
         if self.backend is not None:

@@ -26,6 +26,11 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   image);
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
 
+With the C engine (`target.c_loop`, native/ploop.c) each PTRACE_CONT and its wait are C's:
+C finishes, without returning here, the int3 traps at sites of its table (the int3
+backend's lazy fast path) and hands back the first stop it does not finish, which this
+loop then handles as its own.  Single-steps and branch steps stay here.
+
 SIGINT, SIGTERM and SIGHUP to emutrace kill the tracee and end the run as "interrupted"
 (its trace is kept, as under emulation); `--timeout` kills it from a timer.
 
@@ -165,11 +170,19 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             PTRACE_SINGLEBLOCK if target.branch_hooks else PTRACE_CONT
         target.flush()
         try:
-            ptrace(request, pid, 0, pending_signal)
+            if target.c_loop is not None and request == PTRACE_CONT:
+                # C resumes and waits, finishing the traps it can (native/ploop.c)
+                status, c_pc = target.c_loop.resume(pid, pending_signal)
+                if c_pc:
+                    pc = target.last_pc = c_pc
+            else:
+                ptrace(request, pid, 0, pending_signal)
+                status = -1
         except OSError as e:
             raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
         pending_signal = 0
-        _, status = os.waitpid(pid, 0)
+        if status == -1:
+            _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
             return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
         if interrupted:
