@@ -60,7 +60,7 @@ def load() -> ctypes.CDLL:
         "pl_callee_add": ([vp, u64], ctypes.c_int),
         "pl_inside_add": ([vp, u64, u64], ctypes.c_int),
         "pl_inside_drop": ([vp, u64], None),
-        "pl_set_time": ([vp, u64], None),
+        "pl_set_time": ([vp, ctypes.c_int64], None),
         "pl_last_pc": ([vp], u64),
         "pl_counter": ([vp, u32], u64),
         "pl_events": ([vp], vp),
