@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections.abc import Callable
 
 from emutrace import native
@@ -117,6 +118,9 @@ class PtraceLoop:
         self.on_records: Callable[[bytes], None] | None = None
         self.time: Callable[[], int] = lambda: 0  # the backend's clock, stamped on records
         self.counters = [0, 0, 0, 0]
+        # seconds inside pl_resume (C and the kernel) and in the drain (Python): bench's
+        # profile of where an event's time goes (bench/bench_native_target.py)
+        self.c_seconds = self.drain_seconds = 0.0
 
     # ------------------------------------------------------------ SiteTable
     def site_set(self, addr: int, op: SiteOp) -> None:
@@ -145,9 +149,13 @@ class PtraceLoop:
         last_pc = 0
         while True:
             lib.pl_set_time(pl, self.time())
+            start = time.perf_counter()
             rc = lib.pl_resume(pl, pid, sig, ctypes.byref(self._status))
+            drained = time.perf_counter()
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
             self._drain()
+            self.c_seconds += drained - start
+            self.drain_seconds += time.perf_counter() - drained
             if rc == PL_STOP:
                 return int(self._status.value), last_pc
             if rc == PL_EINTR:  # emutrace got a signal: its handler runs in this wait
