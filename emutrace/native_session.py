@@ -31,6 +31,9 @@ NATIVE_CAPABILITY = "native_target"
 # btf: PTRACE_SINGLEBLOCK; entry: eager 0xCC; step: PTRACE_SINGLESTEP); bts is not built
 NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")
 AT_ENTRY = 9  # <linux/auxvec.h>
+# backends with work finished in the C loop (native/ploop.c): int3's lazy traps, step's
+# quiet instructions; the others' stops all reach Python (C only resumes and waits)
+C_LOOP_BACKENDS = ("int3", "step")
 
 
 def native_isas() -> list[str]:
@@ -116,7 +119,7 @@ class NativeProcess:
                                             config.default_args)
                 options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
                                          config.bts_buffer, types,
-                                         "native" if config.backend == "int3"
+                                         "native" if config.backend in C_LOOP_BACKENDS
                                          and self.engine == "native" else "python")
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)

@@ -82,6 +82,8 @@ typedef struct {
     pl_site *sites;
     size_t sites_cap, n_sites;
     pl_set callees, inside;
+    pl_set quiet;  /* step: addresses whose instruction the step backend only counts */
+    pl_set entries;  /* step: the tail rule's function entries (TailRule.entries) */
     pl_event *events;
     uint32_t n_events;
     uint64_t time, last_pc;
@@ -191,6 +193,10 @@ void pl_free(pl_state *s)
     free(s->callees.b);
     free(s->inside.a);
     free(s->inside.b);
+    free(s->quiet.a);
+    free(s->quiet.b);
+    free(s->entries.a);
+    free(s->entries.b);
     free(s->events);
     free(s);
 }
@@ -237,6 +243,16 @@ void pl_inside_drop(pl_state *s, uint64_t target)
     for (size_t i = 0; i < s->inside.cap; i++)  /* rare: a jump target became an entry */
         if (s->inside.a[i] && s->inside.a[i] != ~0ULL && s->inside.b[i] == target)
             s->inside.a[i] = ~0ULL;  /* deleted: probing continues past it */
+}
+
+int pl_quiet_add(pl_state *s, uint64_t addr)
+{
+    return set_add(&s->quiet, addr, 1);
+}
+
+int pl_entry_add(pl_state *s, uint64_t addr)
+{
+    return set_add(&s->entries, addr, 1);
 }
 
 void pl_set_time(pl_state *s, uint64_t time) { s->time = time; }
@@ -392,6 +408,66 @@ int pl_resume(pl_state *s, int32_t pid, int32_t sig, int32_t *status)
         s->last_pc = reg(s, s->cfg.pc_reg);
         if (s->n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
             return PL_FULL;  /* stopped, its trap finished: resume with no signal */
+    }
+    s->counters[2]++;
+    return PL_STOP;
+}
+
+/* ------------------------------------------------------------ single-stepping (`step`) */
+/* PTRACE_SINGLESTEP the stopped tracee (the Python loop has run its hooks before the
+ * instruction at its PC) and keep stepping while the step backend's hook at the next
+ * instruction would only count it (backends/step.py `_on_insn`):
+ * - the instruction is quiet (no call, return or jump: `quiet`), and
+ * - no transfer awaits resolution there, or the one that does is a jump (no call or
+ *   return, not `maybe_return`) that records nothing: a conditional one that fell through
+ *   to `fallthrough`, or one to an address that is no function entry (TailRule.is_tail is
+ *   false without a side effect).  `quiet_now`: 0 the first stop is Python's, 1 nothing
+ *   awaits, 2 such a jump awaits (then *consumed says whether C resolved it).
+ * *skipped counts the hooks C took.  Returns PL_STOP with the wait status of the first
+ * other stop (the Python loop takes it as the result of its own step and runs the hooks
+ * there), PL_FULL after max_stops (the tracee stopped before a quiet instruction already
+ * counted: step on with quiet_now 1), PL_EINTR as pl_resume. */
+int pl_step(pl_state *s, int32_t pid, int32_t sig, uint32_t quiet_now, uint64_t fallthrough,
+            uint32_t conditional, int32_t *status, uint64_t *skipped, uint32_t *consumed)
+{
+    uint32_t steps = 0;
+    *skipped = 0;
+    *consumed = 0;
+    s->last_pc = 0;
+    for (;;) {
+        s->counters[3]++;
+        if (ptrace(PTRACE_SINGLESTEP, pid, 0, (void *)(intptr_t)sig) == -1)
+            return -errno;
+        sig = 0;
+        int st;
+        if (waitpid(pid, &st, 0) == -1)
+            return errno == EINTR ? PL_EINTR : -errno;
+        *status = st;
+        if (!quiet_now || !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
+            break;
+        siginfo_t info;
+        /* a step's trap: TRAP_TRACE, or TRAP_BRKPT after a system call (ptrace_run.py) */
+        if (ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1
+            || (info.si_code != 1 && info.si_code != 2))
+            break;
+        errno = 0;
+        long got = ptrace(PTRACE_PEEKUSER, pid,
+                          (void *)(s->cfg.pc_reg * sizeof(unsigned long long)), 0);
+        if (errno)
+            break;
+        uint64_t pc = (uint64_t)got & mask_of(s);
+        if (quiet_now == 2) {  /* the awaiting jump, resolved at pc */
+            if (!((conditional && pc == fallthrough) || !set_has(&s->entries, pc, 1)))
+                break;
+            *consumed = 1;  /* it recorded nothing: the backend forgets it */
+            quiet_now = 1;
+        }
+        if (!set_has(&s->quiet, pc, 1))
+            break;
+        (*skipped)++;  /* its hook: counted; it runs at the next step */
+        s->last_pc = pc;
+        if (++steps >= s->cfg.max_stops)
+            return PL_FULL;
     }
     s->counters[2]++;
     return PL_STOP;

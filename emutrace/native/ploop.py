@@ -19,6 +19,7 @@ from emutrace.errors import Unsupported
 from emutrace.isa.base import Isa
 
 PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
+QUIET_NONE, QUIET, QUIET_JUMP = 0, 1, 2  # pl_step's quiet_now
 BUFFER_EVENTS = 4096
 MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
 # pl_counter: traps C finished, of them simulated, stops handed to Python, resumes
@@ -69,6 +70,10 @@ def load() -> ctypes.CDLL:
         "pl_events_clear": ([vp], None),
         "pl_event_size": ([], u32),
         "pl_resume": ([vp, i32, i32, ctypes.POINTER(i32)], ctypes.c_int),
+        "pl_quiet_add": ([vp, u64], ctypes.c_int),
+        "pl_entry_add": ([vp, u64], ctypes.c_int),
+        "pl_step": ([vp, i32, i32, u32, u64, u32, ctypes.POINTER(i32), ctypes.POINTER(u64),
+                     ctypes.POINTER(u32)], ctypes.c_int),
     }
     for name, (args, res) in signatures.items():
         fn = getattr(lib, name)
@@ -121,6 +126,15 @@ class PtraceLoop:
         # seconds inside pl_resume (C and the kernel) and in the drain (Python): bench's
         # profile of where an event's time goes (bench/bench_native_target.py)
         self.c_seconds = self.drain_seconds = 0.0
+        # `step` (backends/step_ptrace.py): what awaits the next instruction's hook —
+        # QUIET_NONE (its hook is Python's), QUIET (nothing), QUIET_JUMP (a jump C may find
+        # recorded nothing, with its fall-through address and whether it is conditional) —
+        # and where the hooks C took are counted and a jump C resolved is forgotten;
+        # quiet_ready None: every step is Python's
+        self.quiet_ready: Callable[[], tuple[int, int, bool]] | None = None
+        self.on_quiet: Callable[[int, bool], None] = lambda n, consumed: None
+        self._skipped = ctypes.c_uint64()
+        self._consumed = ctypes.c_uint32()
 
     # ------------------------------------------------------------ SiteTable
     def site_set(self, addr: int, op: SiteOp) -> None:
@@ -164,6 +178,46 @@ class PtraceLoop:
             if rc != PL_FULL:
                 raise OSError(-rc, os.strerror(-rc))
             sig = 0  # the buffer was full or C ran long: Python's turn, then on
+
+    # ------------------------------------------------------------ single-stepping
+    @property
+    def steps_quietly(self) -> bool:
+        return self.quiet_ready is not None
+
+    def quiet_add(self, addr: int) -> None:
+        """An instruction whose `step` hook only counts it (no call, return or jump)."""
+        if self._lib.pl_quiet_add(self._pl, addr) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def step(self, pid: int, sig: int) -> tuple[int, int]:
+        """PTRACE_SINGLESTEP, and on while the next instruction is quiet (its hook counted
+        through `on_quiet`): (the wait status of the first other stop, the PC of the
+        last quiet one C stepped onto or 0)."""
+        assert self.quiet_ready is not None
+        lib, pl = self._lib, self._pl
+        last_pc = 0
+        quiet_now, fallthrough, conditional = self.quiet_ready()
+        while True:
+            start = time.perf_counter()
+            rc = lib.pl_step(pl, pid, sig, quiet_now, fallthrough, int(conditional),
+                             ctypes.byref(self._status), ctypes.byref(self._skipped),
+                             ctypes.byref(self._consumed))
+            self.c_seconds += time.perf_counter() - start
+            last_pc = int(lib.pl_last_pc(pl)) or last_pc
+            self.on_quiet(int(self._skipped.value), bool(self._consumed.value))
+            if rc == PL_STOP:
+                return int(self._status.value), last_pc
+            if rc == PL_EINTR:
+                _, status = os.waitpid(pid, 0)
+                return status, last_pc
+            if rc != PL_FULL:
+                raise OSError(-rc, os.strerror(-rc))
+            sig, quiet_now = 0, QUIET
+
+    def entry_add(self, addr: int) -> None:
+        """A function entry of the tail rule (a jump there may be a tail call)."""
+        if self._lib.pl_entry_add(self._pl, addr) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
 
     def _drain(self) -> None:
         lib, pl = self._lib, self._pl

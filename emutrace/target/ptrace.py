@@ -86,7 +86,11 @@ _libc.personality.argtypes = [ctypes.c_ulong]
 class ResumeLoop(Protocol):
     """A run loop's resume-and-wait in C (native/ploop.py PtraceLoop)."""
 
+    steps_quietly: bool  # `step` registered its quiet instructions
+
     def resume(self, pid: int, sig: int) -> tuple[int, int]: ...
+
+    def step(self, pid: int, sig: int) -> tuple[int, int]: ...
 
 
 class PtraceError(Unsupported):
