@@ -15,7 +15,7 @@ default) against the Python loop (target/ptrace_run.py alone, `--engine python`)
   the Python loop).
 * The C loop does the work it claims: on fib, all but the first traps of each site are
   finished in C (C's counter, checked against the trap count the Python loop takes for the
-  same run); strict cleanup gives C nothing to finish.
+  same run); strict cleanup gives C nothing to finish; for `step`, C takes most hooks.
 """
 
 from __future__ import annotations
@@ -136,6 +136,20 @@ def test_c_loop_finishes_the_repeated_traps() -> None:
     stats = process.backend.native_stats  # type: ignore[union-attr]
     assert stats["c_traps"] >= 0.9 * traps
     assert stats["python_stops"] < 0.1 * traps
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+def test_c_loop_step_takes_most_steps(isa: str) -> None:
+    """step on fib 10: the same records and counters as the Python loop, and C took the
+    hook at at least 70% of the steps (all but calls, returns, jumps that may be tail calls
+    and code stepped for the first time)."""
+    _p, want = _run(isa, "fib", ["10"], "python", backend="step")
+    _q, again = _run(isa, "fib", ["10"], "python", backend="step")
+    process, got = _run(isa, "fib", ["10"], "native", backend="step")
+    same_trace(got, want, again)
+    steps = want[1]["steps"]
+    assert steps > 10000 and want[1]["calls"] > 100
+    assert process.backend.native_stats["c_steps"] >= 0.7 * steps  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("isa", ["x86_64", "i386"])

@@ -1,14 +1,16 @@
 """`step` on the native target with the C loop (engine native): backends/step.py's
-algorithm unchanged, with the single-steps whose hook would only count the instruction
-taken by C (native/ploop.c `pl_step`) and counted in a batch.
+algorithm unchanged, with the single-steps whose hook C can take done in C
+(native/ploop.c `pl_step`) and counted in a batch.
 
-C takes the hook at an instruction the decoder classified as no transfer (FlowKind NONE
-or STOP: "quiet"; `_on_insn` returns after `time += 1`) when no transfer awaits
-resolution there, or when the one that does is a jump that records nothing: a conditional
-one that fell through, or one to an address that is not among the tail rule's entries
-(`TailRule.is_tail` is then false and changes nothing).  The entries are mirrored in C as
-they grow (every call target).  Every other hook runs here, in Python, on the live tracee,
-so values are read as the reference reads them."""
+C takes the hook at an instruction when the reference hook (`_on_insn`) would do no more
+than (a) resolve a waiting jump that records nothing — a conditional one that fell through,
+or one to an address that is not among the tail rule's entries (`TailRule.is_tail` is then
+false and changes nothing); the entries are mirrored in C as they grow (every call target)
+— and then (b) count the instruction and, for a jump (no call or return, not
+`maybe_return`), remember it as waiting.  A jump C remembered and cannot resolve comes back
+as this backend's `pending`, with the time and SP the reference would have given it.  Every
+other hook (calls, returns, tail calls, code not decoded yet) runs here, in Python, on the
+live tracee, so values are read as the reference reads them."""
 
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ from emutrace.backends.step import StepBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind
-from emutrace.native.ploop import QUIET, QUIET_JUMP, QUIET_NONE, PtraceLoop
+from emutrace.native import ploop
+from emutrace.native.ploop import PtraceLoop
 from emutrace.target.ptrace import PtraceTarget
 from emutrace.trace.events import Event
 
 QUIET_KINDS = (FlowKind.NONE, FlowKind.STOP)
+CALL_OR_RETURN = (FlowKind.CALL, FlowKind.RETURN)
 
 
 class PtraceStepBackend(StepBackend):
@@ -33,9 +37,10 @@ class PtraceStepBackend(StepBackend):
         self._loop = loop
         self._entries_told: set[int] = set()
         self._tell_entries()
-        loop.quiet_ready = self._quiet_now
-        loop.on_quiet = self._took
-        self.native_stats: dict[str, int] = {"c_steps": 0, "c_jumps": 0}
+        self._time_at_step = 0
+        loop.pending_in = self._pending_in
+        loop.took = self._took
+        self.native_stats: dict[str, int] = {"c_steps": 0}
 
     def _tell_entries(self) -> None:
         new = self.tails.entries - self._entries_told
@@ -43,26 +48,36 @@ class PtraceStepBackend(StepBackend):
             self._loop.entry_add(addr)
         self._entries_told |= new
 
-    def _quiet_now(self) -> tuple[int, int, bool]:
+    def _pending_in(self, out: ploop.Pending) -> None:
+        self._time_at_step = self.time
         p = self.pending
+        out.index = ploop.NO_INDEX
         if p is None:
-            return QUIET, 0, False
-        if (p.kind in (FlowKind.CALL, FlowKind.RETURN) or p.maybe_return or p.countdown):
-            return QUIET_NONE, 0, False
-        return QUIET_JUMP, p.fallthrough, p.conditional
+            out.state = ploop.PEND_NONE
+        elif p.kind in CALL_OR_RETURN or p.maybe_return or p.countdown:
+            out.state = ploop.PEND_PYTHON
+        else:
+            out.state, out.site, out.fallthrough = ploop.PEND_JUMP, p.site, p.fallthrough
+            out.conditional = int(p.conditional)
 
-    def _took(self, n: int, consumed: bool) -> None:
-        if consumed:
+    def _took(self, n: int, got: ploop.Pending) -> None:
+        if got.state == ploop.PEND_NONE:
             self.pending = None
-            self.native_stats["c_jumps"] += 1
+        elif got.state == ploop.PEND_JUMP and got.index != ploop.NO_INDEX:
+            self.pending = StepPending(FlowKind.JUMP, got.site, got.fallthrough,
+                                       self._time_at_step + got.index, got.sp, (), 0,
+                                       bool(got.conditional))
+        self._time_at_step += n
         self.time += n
         self.native_stats["c_steps"] += n
 
     def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
-        got = super()._flow(addr, size)
-        if got[0].kind in QUIET_KINDS:
+        flow, length = super()._flow(addr, size)
+        if flow.kind in QUIET_KINDS:
             self._loop.quiet_add(addr)  # its hook from now on: C's count
-        return got
+        elif not (flow.kind in CALL_OR_RETURN or flow.maybe_return or self.delay):
+            self._loop.jump_add(addr, addr + length, flow.conditional)
+        return flow, length
 
     def _resolve(self, p: StepPending, pc: int) -> None:
         super()._resolve(p, pc)

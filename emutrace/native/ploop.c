@@ -77,6 +77,11 @@ typedef struct {  /* open addressing; key 0 empty, key ~0 deleted (pairs) */
     size_t cap, n;
 } pl_set;
 
+typedef struct {  /* open addressing, address -> value; key 0 empty */
+    uint64_t *key, *value;
+    size_t cap, n;
+} pl_map;
+
 typedef struct {
     pl_config cfg;
     pl_site *sites;
@@ -84,6 +89,7 @@ typedef struct {
     pl_set callees, inside;
     pl_set quiet;  /* step: addresses whose instruction the step backend only counts */
     pl_set entries;  /* step: the tail rule's function entries (TailRule.entries) */
+    pl_map jumps;    /* step: jump address -> its fall-through | conditional << 63 */
     pl_event *events;
     uint32_t n_events;
     uint64_t time, last_pc;
@@ -166,6 +172,54 @@ static int set_has(const pl_set *set, uint64_t a, uint64_t b)
     return set->cap && set->a[set_find(set, a, b)] == a;
 }
 
+static size_t map_find(const pl_map *m, uint64_t key)
+{
+    size_t i = mix(key) & (m->cap - 1);
+    while (m->key[i] && m->key[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static int map_put(pl_map *m, uint64_t key, uint64_t value)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        pl_map bigger = {calloc(cap, 8), calloc(cap, 8), cap, 0};
+        if (!bigger.key || !bigger.value) {
+            free(bigger.key);
+            free(bigger.value);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = map_find(&bigger, m->key[i]);
+                bigger.key[j] = m->key[i];
+                bigger.value[j] = m->value[i];
+                bigger.n++;
+            }
+        free(m->key);
+        free(m->value);
+        *m = bigger;
+    }
+    size_t i = map_find(m, key);
+    if (!m->key[i])
+        m->n++;
+    m->key[i] = key;
+    m->value[i] = value;
+    return 0;
+}
+
+static int map_get(const pl_map *m, uint64_t key, uint64_t *value)
+{
+    if (!m->cap)
+        return 0;
+    size_t i = map_find(m, key);
+    if (!m->key[i])
+        return 0;
+    *value = m->value[i];
+    return 1;
+}
+
 /* ------------------------------------------------------------ life */
 pl_state *pl_new(const pl_config *cfg)
 {
@@ -197,6 +251,8 @@ void pl_free(pl_state *s)
     free(s->quiet.b);
     free(s->entries.a);
     free(s->entries.b);
+    free(s->jumps.key);
+    free(s->jumps.value);
     free(s->events);
     free(s);
 }
@@ -248,6 +304,13 @@ void pl_inside_drop(pl_state *s, uint64_t target)
 int pl_quiet_add(pl_state *s, uint64_t addr)
 {
     return set_add(&s->quiet, addr, 1);
+}
+
+/* a jump the step backend would only remember as pending (no call or return, not
+ * maybe_return): C may take its hook */
+int pl_jump_add(pl_state *s, uint64_t addr, uint64_t fallthrough, uint32_t conditional)
+{
+    return map_put(&s->jumps, addr, fallthrough | (uint64_t)(conditional != 0) << 63);
 }
 
 int pl_entry_add(pl_state *s, uint64_t addr)
@@ -414,25 +477,35 @@ int pl_resume(pl_state *s, int32_t pid, int32_t sig, int32_t *status)
 }
 
 /* ------------------------------------------------------------ single-stepping (`step`) */
+/* The transfer the step backend has waiting for the next instruction (backends/step.py
+ * `pending`), as far as C may hold it: */
+enum { PEND_PYTHON = 0, PEND_NONE = 1, PEND_JUMP = 2 };
+typedef struct {
+    uint32_t state;        /* PEND_PYTHON: one C may not resolve (the next hook is Python's) */
+    uint32_t conditional;  /* PEND_JUMP: may fall through */
+    uint64_t site, fallthrough, sp;
+    uint64_t index;        /* PEND_JUMP taken by C: the hooks C counted before its own */
+} pl_pending;
+
 /* PTRACE_SINGLESTEP the stopped tracee (the Python loop has run its hooks before the
- * instruction at its PC) and keep stepping while the step backend's hook at the next
- * instruction would only count it (backends/step.py `_on_insn`):
- * - the instruction is quiet (no call, return or jump: `quiet`), and
- * - no transfer awaits resolution there, or the one that does is a jump (no call or
- *   return, not `maybe_return`) that records nothing: a conditional one that fell through
- *   to `fallthrough`, or one to an address that is no function entry (TailRule.is_tail is
- *   false without a side effect).  `quiet_now`: 0 the first stop is Python's, 1 nothing
- *   awaits, 2 such a jump awaits (then *consumed says whether C resolved it).
- * *skipped counts the hooks C took.  Returns PL_STOP with the wait status of the first
- * other stop (the Python loop takes it as the result of its own step and runs the hooks
- * there), PL_FULL after max_stops (the tracee stopped before a quiet instruction already
- * counted: step on with quiet_now 1), PL_EINTR as pl_resume. */
-int pl_step(pl_state *s, int32_t pid, int32_t sig, uint32_t quiet_now, uint64_t fallthrough,
-            uint32_t conditional, int32_t *status, uint64_t *skipped, uint32_t *consumed)
+ * instruction at its PC) and keep stepping while C can do what the step backend's hook
+ * (`_on_insn`) would do at the next instruction:
+ * - resolve a waiting jump (no call or return, not `maybe_return`) that records nothing:
+ *   a conditional one that fell through, or one to an address that is not among the tail
+ *   rule's entries (`TailRule.is_tail` is then false and changes nothing);
+ * - then count the instruction: a quiet one (no transfer) and nothing more; a jump of the
+ *   `jumps` table, remembered as waiting (its site, fall-through and SP: a jump leaves
+ *   the SP as it was, so the SP at the next stop is the SP at the jump).
+ * *pending is the backend's waiting transfer on entry and C's on return; *skipped counts
+ * the hooks C took.  Returns PL_STOP with the wait status of the first stop it does not
+ * take (the Python loop takes it as the result of its own step and runs the hooks there),
+ * PL_FULL after max_stops (the tracee stopped before an instruction whose hook C took:
+ * step on), PL_EINTR as pl_resume. */
+int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t *status,
+            uint64_t *skipped)
 {
     uint32_t steps = 0;
     *skipped = 0;
-    *consumed = 0;
     s->last_pc = 0;
     for (;;) {
         s->counters[3]++;
@@ -443,7 +516,8 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, uint32_t quiet_now, uint64_t 
         if (waitpid(pid, &st, 0) == -1)
             return errno == EINTR ? PL_EINTR : -errno;
         *status = st;
-        if (!quiet_now || !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
+        if (pending->state == PEND_PYTHON || !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP
+            || (st >> 16) != 0)
             break;
         siginfo_t info;
         /* a step's trap: TRAP_TRACE, or TRAP_BRKPT after a system call (ptrace_run.py) */
@@ -455,16 +529,28 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, uint32_t quiet_now, uint64_t 
                           (void *)(s->cfg.pc_reg * sizeof(unsigned long long)), 0);
         if (errno)
             break;
-        uint64_t pc = (uint64_t)got & mask_of(s);
-        if (quiet_now == 2) {  /* the awaiting jump, resolved at pc */
-            if (!((conditional && pc == fallthrough) || !set_has(&s->entries, pc, 1)))
-                break;
-            *consumed = 1;  /* it recorded nothing: the backend forgets it */
-            quiet_now = 1;
+        uint64_t pc = (uint64_t)got & mask_of(s), jump;
+        if (pending->state == PEND_JUMP) {  /* the waiting jump, resolved at pc */
+            if (!((pending->conditional && pc == pending->fallthrough)
+                  || !set_has(&s->entries, pc, 1)))
+                break;  /* maybe a tail call: Python's */
+            pending->state = PEND_NONE;  /* it recorded nothing */
         }
-        if (!set_has(&s->quiet, pc, 1))
-            break;
-        (*skipped)++;  /* its hook: counted; it runs at the next step */
+        if (set_has(&s->quiet, pc, 1)) {
+            /* counted */
+        } else if (map_get(&s->jumps, pc, &jump)) {
+            errno = 0;
+            long sp = ptrace(PTRACE_PEEKUSER, pid,
+                             (void *)(s->cfg.sp_reg * sizeof(unsigned long long)), 0);
+            if (errno)
+                break;
+            *pending = (pl_pending){PEND_JUMP, (uint32_t)(jump >> 63), pc,
+                                    jump & ~(1ULL << 63), (uint64_t)sp & mask_of(s),
+                                    *skipped};
+        } else {
+            break;  /* a call, a return, or code not decoded yet: Python's */
+        }
+        (*skipped)++;  /* its hook: taken; it runs at the next step */
         s->last_pc = pc;
         if (++steps >= s->cfg.max_stops)
             return PL_FULL;

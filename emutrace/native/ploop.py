@@ -19,11 +19,20 @@ from emutrace.errors import Unsupported
 from emutrace.isa.base import Isa
 
 PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
-QUIET_NONE, QUIET, QUIET_JUMP = 0, 1, 2  # pl_step's quiet_now
+PEND_PYTHON, PEND_NONE, PEND_JUMP = 0, 1, 2  # pl_pending.state
+NO_INDEX = 2**64 - 1  # pl_pending.index of a jump whose hook Python ran
 BUFFER_EVENTS = 4096
 MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
 # pl_counter: traps C finished, of them simulated, stops handed to Python, resumes
 C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES = range(4)
+
+
+class Pending(ctypes.Structure):
+    """pl_pending in ploop.c: the step backend's waiting transfer, as far as C holds it."""
+
+    _fields_ = [("state", ctypes.c_uint32), ("conditional", ctypes.c_uint32),
+                ("site", ctypes.c_uint64), ("fallthrough", ctypes.c_uint64),
+                ("sp", ctypes.c_uint64), ("index", ctypes.c_uint64)]
 
 
 class LoopConfig(ctypes.Structure):
@@ -72,8 +81,9 @@ def load() -> ctypes.CDLL:
         "pl_resume": ([vp, i32, i32, ctypes.POINTER(i32)], ctypes.c_int),
         "pl_quiet_add": ([vp, u64], ctypes.c_int),
         "pl_entry_add": ([vp, u64], ctypes.c_int),
-        "pl_step": ([vp, i32, i32, u32, u64, u32, ctypes.POINTER(i32), ctypes.POINTER(u64),
-                     ctypes.POINTER(u32)], ctypes.c_int),
+        "pl_jump_add": ([vp, u64, u64, u32], ctypes.c_int),
+        "pl_step": ([vp, i32, i32, ctypes.POINTER(Pending), ctypes.POINTER(i32),
+                     ctypes.POINTER(u64)], ctypes.c_int),
     }
     for name, (args, res) in signatures.items():
         fn = getattr(lib, name)
@@ -126,15 +136,13 @@ class PtraceLoop:
         # seconds inside pl_resume (C and the kernel) and in the drain (Python): bench's
         # profile of where an event's time goes (bench/bench_native_target.py)
         self.c_seconds = self.drain_seconds = 0.0
-        # `step` (backends/step_ptrace.py): what awaits the next instruction's hook —
-        # QUIET_NONE (its hook is Python's), QUIET (nothing), QUIET_JUMP (a jump C may find
-        # recorded nothing, with its fall-through address and whether it is conditional) —
-        # and where the hooks C took are counted and a jump C resolved is forgotten;
-        # quiet_ready None: every step is Python's
-        self.quiet_ready: Callable[[], tuple[int, int, bool]] | None = None
-        self.on_quiet: Callable[[int, bool], None] = lambda n, consumed: None
+        # `step` (backends/step_ptrace.py): the backend's waiting transfer told to C
+        # (`pending_in` fills a Pending) and C's handed back with the hooks C took
+        # (`took(n, pending)`); pending_in None: every step is Python's
+        self.pending_in: Callable[[Pending], None] | None = None
+        self.took: Callable[[int, Pending], None] = lambda n, p: None
+        self._pending = Pending()
         self._skipped = ctypes.c_uint64()
-        self._consumed = ctypes.c_uint32()
 
     # ------------------------------------------------------------ SiteTable
     def site_set(self, addr: int, op: SiteOp) -> None:
@@ -182,7 +190,7 @@ class PtraceLoop:
     # ------------------------------------------------------------ single-stepping
     @property
     def steps_quietly(self) -> bool:
-        return self.quiet_ready is not None
+        return self.pending_in is not None
 
     def quiet_add(self, addr: int) -> None:
         """An instruction whose `step` hook only counts it (no call, return or jump)."""
@@ -190,21 +198,20 @@ class PtraceLoop:
             raise MemoryError("native ptrace loop: out of memory")
 
     def step(self, pid: int, sig: int) -> tuple[int, int]:
-        """PTRACE_SINGLESTEP, and on while the next instruction is quiet (its hook counted
-        through `on_quiet`): (the wait status of the first other stop, the PC of the
-        last quiet one C stepped onto or 0)."""
-        assert self.quiet_ready is not None
-        lib, pl = self._lib, self._pl
+        """PTRACE_SINGLESTEP, and on while C can take the step backend's hook at the next
+        instruction (pl_step): (the wait status of the first stop it does not take, the
+        PC of the last one it took or 0)."""
+        assert self.pending_in is not None
+        lib, pl, pending = self._lib, self._pl, self._pending
         last_pc = 0
-        quiet_now, fallthrough, conditional = self.quiet_ready()
+        self.pending_in(pending)
         while True:
             start = time.perf_counter()
-            rc = lib.pl_step(pl, pid, sig, quiet_now, fallthrough, int(conditional),
-                             ctypes.byref(self._status), ctypes.byref(self._skipped),
-                             ctypes.byref(self._consumed))
+            rc = lib.pl_step(pl, pid, sig, ctypes.byref(pending), ctypes.byref(self._status),
+                             ctypes.byref(self._skipped))
             self.c_seconds += time.perf_counter() - start
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
-            self.on_quiet(int(self._skipped.value), bool(self._consumed.value))
+            self.took(int(self._skipped.value), pending)
             if rc == PL_STOP:
                 return int(self._status.value), last_pc
             if rc == PL_EINTR:
@@ -212,7 +219,14 @@ class PtraceLoop:
                 return status, last_pc
             if rc != PL_FULL:
                 raise OSError(-rc, os.strerror(-rc))
-            sig, quiet_now = 0, QUIET
+            sig = 0
+            if pending.state == PEND_JUMP:
+                pending.index = NO_INDEX  # (the backend holds it now)
+
+    def jump_add(self, addr: int, fallthrough: int, conditional: bool) -> None:
+        """A jump whose hook only remembers it as waiting (backends/step_ptrace.py)."""
+        if self._lib.pl_jump_add(self._pl, addr, fallthrough, int(conditional)) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
 
     def entry_add(self, addr: int) -> None:
         """A function entry of the tail rule (a jump there may be a tail call)."""
