@@ -86,11 +86,15 @@ _libc.personality.argtypes = [ctypes.c_ulong]
 class ResumeLoop(Protocol):
     """A run loop's resume-and-wait in C (native/ploop.py PtraceLoop)."""
 
-    steps_quietly: bool  # `step` registered its quiet instructions
+    @property
+    def steps_quietly(self) -> bool:
+        """`step` told C which of its hooks C may take (`step` then goes through C)."""
 
     def resume(self, pid: int, sig: int) -> tuple[int, int]: ...
 
     def step(self, pid: int, sig: int) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
 
 
 class PtraceError(Unsupported):
