@@ -21,7 +21,11 @@ default) against the Python loop (target/ptrace_run.py alone, `--engine python`)
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +175,33 @@ def test_c_loop_trace_equals_own_record(isa: str, tmp_path: Path,
     assert text.count("\n") > 50
     assert text == want
     assert process.backend.native_stats["c_traps"] > 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("backend", ["int3", "step"])
+def test_c_loop_interrupt_while_c_finishes_every_stop(backend: str, tmp_path: Path) -> None:
+    """SIGINT while C takes every stop itself (fib 30: millions of traps or steps, none
+    Python's): C comes back within its batch (MAX_STOPS stops), Python's handler ends the
+    run as interrupted (128 + 2, one line) and the child is killed."""
+    proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", "--target", "native",
+                             "--unconfined", "--backend", backend, "-o",
+                             str(tmp_path / "trace"), str(bin_path("x86_64", "fib")), "30"],
+                            env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while _child_ticks(proc.pid) < 20 and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the child has run 0.2 s of CPU: deep in fib, under C
+    assert proc.poll() is None
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert err.decode().startswith("emutrace: interrupted at pc "), err
+
+
+def _child_ticks(parent: int) -> int:
+    """CPU clock ticks (user + system) of parent's first child, 0 while there is none."""
+    try:
+        kids = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        fields = Path(f"/proc/{kids[0]}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime, stime (proc(5): fields 14, 15)
