@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shlex
 import statistics
 import sys
@@ -41,20 +42,28 @@ EVENT_KEYS = {"int3": ("traps",), "hwbp": ("hits", "stepped"), "btf": ("stops",)
               "step": ("steps",)}
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def sample(isa: str, n: int, backend: str, engine: str) -> tuple[float, int, dict]:
     program = str(ROOT / "testbins" / isa / "fib")
     with stdout_to_devnull():
         process = NativeProcess(RunConfig(program, [str(n)], backend=backend, engine=engine))
-        start = time.perf_counter()
-        result = process.run()
+        start, cpu, child = time.perf_counter(), time.process_time(), _children_cpu()
+        result = process.run()  # (reaps the child: its CPU time joins RUSAGE_CHILDREN)
         took = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        child = _children_cpu() - child
     assert result.exit_code == 0, (isa, backend, result.stop)
     assert process.engine == engine, "the C loop is not built"
     stats = result.backend_stats
-    loop, profile = process.target.c_loop, {}
+    loop = process.target.c_loop
+    profile = {"tracer_cpu": cpu, "child_cpu": child}
     if loop is not None:
-        profile = {"c_seconds": loop.c_seconds, "drain_seconds": loop.drain_seconds,
-                   **getattr(process.backend, "native_stats", {})}
+        profile.update({"c_seconds": loop.c_seconds, "drain_seconds": loop.drain_seconds,
+                        **getattr(process.backend, "native_stats", {})})
     return took, sum(stats.get(k, 0) for k in EVENT_KEYS.get(backend, ())), profile
 
 
@@ -94,12 +103,18 @@ def main() -> int:
                    "events": count, "us_per_event": per, "samples": times[(backend, engine)],
                    "profiles": profiles[(backend, engine)]}
             got = profiles[(backend, engine)]
-            if count and got and got[0]:
+            base_cpu = statistics.median(p["tracer_cpu"] + p["child_cpu"]
+                                         for p in profiles[("none", engine)])
+            row["cpu_seconds"] = statistics.median(p["tracer_cpu"] + p["child_cpu"]
+                                                   for p in got)
+            row["cpu_us_per_event"] = ((row["cpu_seconds"] - base_cpu) / count * 1e6
+                                       if count else None)
+            if count and "c_seconds" in got[0]:
                 row["c_us_per_event"] = statistics.median(
                     p["c_seconds"] for p in got) / count * 1e6
                 row["drain_us_per_event"] = statistics.median(
                     p["drain_seconds"] for p in got) / count * 1e6
-                row["c_traps"] = got[0].get("c_traps")
+                row["c_traps"] = got[0].get("c_traps", got[0].get("c_steps"))
             rows.append(row)
             print(f"{isa:7} {backend:5} {engine:6} {t:8.3f} s  {count:8} events  "
                   f"{'' if per is None else f'{per:.1f} µs/event'}", file=sys.stderr)
@@ -109,16 +124,18 @@ def main() -> int:
              f"{info['date']}, {info['cpu']}, {info['cpus']} CPUs, load average at start "
              f"{', '.join(f'{x:.1f}' for x in info['loadavg_at_start'])}; medians of "
              f"{args.repeat}, in-process `run()` time; variants interleaved.", "",
-             "| ISA | backend | loop | seconds | events | µs per event (over none) | "
-             "of which in C + kernel | of which draining records | traps finished in C |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| ISA | backend | loop | seconds | events | wall µs per event (over none) | "
+             "CPU µs per event (tracer + child, over none) | of which the tracer in C + "
+             "kernel | of which the tracer draining records | finished in C |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         per = "" if r["us_per_event"] is None else f"{r['us_per_event']:.1f}"
         c = f"{r['c_us_per_event']:.1f}" if "c_us_per_event" in r else ""
         d = f"{r['drain_us_per_event']:.1f}" if "drain_us_per_event" in r else ""
         ct = "" if r.get("c_traps") is None else str(r["c_traps"])
+        cpu = "" if r["cpu_us_per_event"] is None else f"{r['cpu_us_per_event']:.1f}"
         lines.append(f"| {r['isa']} | {r['backend']} | {r['engine']} | {r['seconds']:.3f} | "
-                     f"{r['events']} | {per} | {c} | {d} | {ct} |")
+                     f"{r['events']} | {per} | {cpu} | {c} | {d} | {ct} |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return 0
 

@@ -133,8 +133,9 @@ class PtraceLoop:
         self.on_records: Callable[[bytes], None] | None = None
         self.time: Callable[[], int] = lambda: 0  # the backend's clock, stamped on records
         self.counters = [0, 0, 0, 0]
-        # seconds inside pl_resume (C and the kernel) and in the drain (Python): bench's
-        # profile of where an event's time goes (bench/bench_native_target.py)
+        # CPU seconds of this thread inside pl_resume/pl_step (C and the kernel's ptrace and
+        # wait4 work) and in the drain (Python): bench's profile of where an event's time
+        # goes (bench/bench_native_target.py)
         self.c_seconds = self.drain_seconds = 0.0
         # `step` (backends/step_ptrace.py): the backend's waiting transfer told to C
         # (`pending_in` fills a Pending) and C's handed back with the hooks C took
@@ -171,13 +172,13 @@ class PtraceLoop:
         last_pc = 0
         while True:
             lib.pl_set_time(pl, self.time())
-            start = time.perf_counter()
+            start = time.thread_time()
             rc = lib.pl_resume(pl, pid, sig, ctypes.byref(self._status))
-            drained = time.perf_counter()
+            drained = time.thread_time()
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
             self._drain()
             self.c_seconds += drained - start
-            self.drain_seconds += time.perf_counter() - drained
+            self.drain_seconds += time.thread_time() - drained
             if rc == PL_STOP:
                 return int(self._status.value), last_pc
             if rc == PL_EINTR:  # emutrace got a signal: its handler runs in this wait
@@ -206,10 +207,10 @@ class PtraceLoop:
         last_pc = 0
         self.pending_in(pending)
         while True:
-            start = time.perf_counter()
+            start = time.thread_time()
             rc = lib.pl_step(pl, pid, sig, ctypes.byref(pending), ctypes.byref(self._status),
                              ctypes.byref(self._skipped))
-            self.c_seconds += time.perf_counter() - start
+            self.c_seconds += time.thread_time() - start
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
             self.took(int(self._skipped.value), pending)
             if rc == PL_STOP:
