@@ -88,15 +88,18 @@ def same_trace(got: tuple, want: tuple, again: tuple) -> None:
 
 # (isa, program, args): direct, indirect and tail calls, qsort's callbacks into the program,
 # longjmp, a crash (the guest's SIGSEGV handed back by C), typed values,
-# site hooks beside C's traps (a stripped binary: code found by descent), a PC thunk (i386)
+# site hooks beside C's traps (a stripped binary: code found by descent), a static PIE,
+# calls through memory (Python's: C lowers no memory operand), a PC thunk (i386), a crash
+# by signal on i386 (isadep)
 CELLS = [
     ("x86_64", "calls", ["tail"]), ("x86_64", "calls", ["qsort"]),
     ("x86_64", "calls", ["longjmp"]), ("x86_64", "calls", ["crash"]),
     ("x86_64", "calls", ["args9"]), ("x86_64", "fib", ["12"]), ("x86_64", "calls", ["fnptr"]),
     ("x86_64", "typed", []), ("x86_64", "calls.stripped", ["tail"]),
+    ("x86_64", "calls.pie", ["tail"]), ("x86_64", "edge_callmem", []),
     ("i386", "calls", ["tail"]), ("i386", "calls", ["recursion"]),
     ("i386", "calls", ["args9"]), ("i386", "fib", ["12"]), ("i386", "typed", []),
-    ("i386", "edge_pcthunk", []),
+    ("i386", "edge_pcthunk", []), ("i386", "isadep", []),
 ]
 
 
