@@ -35,6 +35,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 from emutrace import native
 from emutrace.backends.args import ArgReader
 from emutrace.backends.int3 import Int3Backend, Pending
+from emutrace.backends.native_writer import NativeWriter
 from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
 from emutrace.discover.prototypes import CType
@@ -44,7 +45,9 @@ from emutrace.isa.base import CONDITION_TESTS, FlowKind
 from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return
+from emutrace.trace.events import Call, Event, Return, SignalDelivery
+from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
 from emutrace.trace.values import Value
 
 # nt_site_set's arguments after the address: op, target, after, src_reg, link_reg, release,
@@ -143,6 +146,20 @@ class NativeInt3Backend(Int3Backend):
         self._value = self._snap_args.value
         self._arg_plans: dict[int, object] = {}
         self._ret_plans: dict[int, object] = {}
+        self._writer: NativeWriter | None = None  # `record`: C writes the records
+
+    def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
+        """The session's shadow stack and sink, before the run: when the records go to a
+        uftrace directory, C keeps the shadow stack's common case and writes them itself
+        (backends/native_writer.py); otherwise every event is drained to Python."""
+        sink = sink_now()
+        dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
+        if (not isinstance(dir_sink, UftraceDirSink) or self.strict or not self._nt
+                or not hasattr(self._lib, "uw_new") or self._writer is not None):
+            return
+        self._drain()
+        self._writer = NativeWriter(self._lib, self._nt, shadow, self.tails, sink_now,
+                                    dir_sink)
 
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
@@ -162,6 +179,8 @@ class NativeInt3Backend(Int3Backend):
                 or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))
         self._lib.nt_set_attention(self._nt, int(busy))
+        if self._writer is not None:  # what Python changed, to C's stacks
+            self._writer.push()
 
     # ------------------------------------------------------------ hooks
     def _install(self, hooks: TrapHooks) -> None:
@@ -223,6 +242,11 @@ class NativeInt3Backend(Int3Backend):
         super().start(entry)
         self._refresh()
 
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """(The Linux layer may call it between runs: C's stacks learn the signal frame.)"""
+        super().trap_entered(vector, signal)
+        self._refresh()
+
     def trap_returned(self, site: int) -> None:
         """(A signal handler's rt_sigreturn: the next block, the interrupted code, is
         Python's, which re-arms it under strict cleanup.)"""
@@ -235,7 +259,9 @@ class NativeInt3Backend(Int3Backend):
         self._emit_now(event)
 
     def _drain(self) -> None:
-        lib, nt = self._lib, self._nt
+        lib, nt, writer = self._lib, self._nt, self._writer
+        if writer is not None:  # C's records and stacks first: they come before these
+            writer.pull()
         n = lib.nt_events_count(nt)
         if not n:
             return
@@ -254,7 +280,14 @@ class NativeInt3Backend(Int3Backend):
                 else:
                     args = tuple(self._value(regs[i], t) if isinstance(t, CType) else
                                  cast(Value, t) for i, t in cast(_ArgPlan, plan))
-                emit(Call(time, site, target, sp, after, args))
+                call = Call(time, site, target, sp, after, args)
+                if writer is None:
+                    emit(call)
+                else:  # written by the reference, then the same layout taught to C
+                    words = None if plan is _SNAPSHOT or not all(
+                        isinstance(t, CType) for _i, t in cast(_ArgPlan, plan)) \
+                        else cast(list[tuple[int, object]], plan)
+                    writer.teach_call(call, words, writer.emit(call))
             else:
                 tails.returned()
                 rplan = ret_plans.get(site)
@@ -265,7 +298,11 @@ class NativeInt3Backend(Int3Backend):
                     value = self._snap_args.read_return(site)
                 else:
                     value = None if rplan is _VOID else self._value(regs[0], cast(CType, rplan))
-                emit(Return(time, site, sp, value, target))
+                ret = Return(time, site, sp, value, target)
+                if writer is None:
+                    emit(ret)
+                else:
+                    writer.teach_return(ret, rplan is not _SNAPSHOT, writer.emit(ret))
 
     # The common cases without the snapshot: what ArgReader.read / read_return would compute
     # from the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
@@ -423,7 +460,10 @@ class NativeInt3Backend(Int3Backend):
         self.stats["simulated"] += int(lib.nt_counter(nt, 1))
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)),
-                             "python_blocks": int(lib.nt_counter(nt, 3))}
+                             "python_blocks": int(lib.nt_counter(nt, 3)),
+                             "c_records": int(lib.nt_counter(nt, 4))}
+        if self._writer is not None:
+            self._writer.close()
         self._final_time = self.time
         # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds
         # of processes)
