@@ -143,28 +143,30 @@ class NativeWriter:
             if self._sink_now() is self._wrapper:
                 self.written += n
                 self.dir_sink.write_packed(data, int(n), last)
+        if not lib.uw_changed(u):
+            return  # (Python may have changed them since: `push` hands that to C)
+        assert self._frames.low >= len(self._frames) and self._codes.low >= len(self._codes) \
+            and self._rets.low >= len(self._rets), "C and Python both changed a stack"
         count, low = int(lib.uw_frames_count(u)), int(lib.uw_frames_low(u))
-        if low < count or count != len(self._frames):
-            assert self._frames.low >= len(self._frames), "both sides changed the stack"
-            raw = ctypes.string_at(lib.uw_frames(u) + low * _FRAME.size,
-                                   (count - low) * _FRAME.size)
-            self._frames.replace_from(low, (
-                Frame(func, ret if flags & _RET_KNOWN else None, sp, time,
-                      tail=bool(flags & _TAIL_FRAME), called=bool(flags & _CALLED))
-                for func, ret, sp, time, flags in _FRAME.iter_unpack(raw)))
+        raw = ctypes.string_at(lib.uw_frames(u) + low * _FRAME.size,
+                               (count - low) * _FRAME.size)
+        self._frames.replace_from(low, (
+            Frame(func, ret if flags & _RET_KNOWN else None, sp, time,
+                  tail=bool(flags & _TAIL_FRAME), called=bool(flags & _CALLED))
+            for func, ret, sp, time, flags in _FRAME.iter_unpack(raw)))
         count, low = int(lib.uw_tails_count(u)), int(lib.uw_tails_low(u))
-        if low < count or count != len(self._codes):
-            raw = ctypes.string_at(lib.uw_tails(u) + low * _TAIL.size,
-                                   (count - low) * _TAIL.size)
-            rows = list(_TAIL.iter_unpack(raw))
-            self._codes.replace_from(low, (code for code, _r, _f in rows))
-            self._rets.replace_from(low, (ret if flags & _RET_KNOWN else None
-                                          for _c, ret, flags in rows))
+        raw = ctypes.string_at(lib.uw_tails(u) + low * _TAIL.size, (count - low) * _TAIL.size)
+        rows = list(_TAIL.iter_unpack(raw))
+        self._codes.replace_from(low, (code for code, _r, _f in rows))
+        self._rets.replace_from(low, (ret if flags & _RET_KNOWN else None
+                                      for _c, ret, flags in rows))
         lib.uw_clean(u)
 
     def push(self) -> None:
         """Python → C: the frames Python changed; whether C may take events now."""
         lib, u = self._lib, self._u
+        if lib.uw_changed(u):  # (every Python section starts with a pull: never so far)
+            self.pull()
         frames = self._frames
         if frames.low < len(frames) or lib.uw_frames_count(u) != len(frames):
             low = frames.low
@@ -213,6 +215,8 @@ class NativeWriter:
         specs = tuple(spec_of(v) for v in vals)
         sig = (tuple(v.kind for v in vals), specs)
         name = self.dir_sink.values_name(ev.target)
+        if vals and name is not None and name not in self.dir_sink.args:
+            return  # not written yet (too deep): the first written call fixes the layout
         payload = bool(vals) and name is not None and self.dir_sink.args.get(name) == sig
         n = len(vals)
         regs = (ctypes.c_uint8 * max(n, 1))(*[i for i, _t in words])
@@ -237,6 +241,8 @@ class NativeWriter:
                 return
             spec = spec_of(v)
             name = self.dir_sink.values_name(func)
+            if name is not None and name not in self.dir_sink.rets:
+                return  # not written yet (too deep): the first written exit fixes the layout
             n, size, bits = 1, _size(spec), v.bits
             payload = name is not None and self.dir_sink.rets.get(name) == ((v.kind,), (spec,))
         self._taught_returns.add(ev.site_addr)

@@ -94,7 +94,7 @@ def load() -> ctypes.CDLL:
         "uw_return_plan": ([vp, u64, u64, u32, u32, u32, u32], ctypes.c_int),
         "uw_frames_count": ([vp], sz), "uw_frames_low": ([vp], sz), "uw_frames": ([vp], vp),
         "uw_tails_count": ([vp], sz), "uw_tails_low": ([vp], sz), "uw_tails": ([vp], vp),
-        "uw_clean": ([vp], None),
+        "uw_clean": ([vp], None), "uw_changed": ([vp], ctypes.c_int),
         "uw_frames_set": ([vp, sz, ctypes.c_char_p, sz], ctypes.c_int),
         "uw_tails_set": ([vp, sz, ctypes.c_char_p, sz], ctypes.c_int),
         "uw_bytes": ([vp], vp), "uw_bytes_len": ([vp], sz),

@@ -72,6 +72,7 @@ struct uw_state {
     uint8_t *buf;
     size_t len, buf_cap;
     uint64_t records, last_time;
+    int changed;  /* a stack changed since Python last looked (uw_clean) */
 };
 
 static inline uint64_t uw_mix(uint64_t x)
@@ -220,10 +221,13 @@ size_t uw_tails_count(const uw_state *u) { return u->nt; }
 size_t uw_tails_low(const uw_state *u) { return u->tlow; }
 const uw_tail *uw_tails(const uw_state *u) { return u->tails; }
 
+int uw_changed(const uw_state *u) { return u->changed; }
+
 void uw_clean(uw_state *u)
 {
     u->low = u->n;
     u->tlow = u->nt;
+    u->changed = 0;
 }
 
 static int reserve(void **arr, size_t *cap, size_t need, size_t item)
@@ -343,11 +347,12 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
         }
         u->frames[u->n++] = (uw_frame){e->target, e->after, e->sp, e->time, F_RET_KNOWN};
         put_record(u, 0, e->time, u->n - 1, e->target, &u->plans[k], e->regs);
+        u->changed = 1;
         return 1;
     }
     if (!top || top->sp < e->sp || (top->flags & (F_RET_KNOWN | F_TAIL)) != F_RET_KNOWN
-        || top->ret != e->target)
-        return 0;  /* unwinding, an unmatched return, a tail chain: Python's */
+        || top->ret != e->target || u->n - 1 >= UW_MAX_STACK)
+        return 0;  /* unwinding, an unmatched return, a tail chain, too deep: Python's */
     int k = map_get(&u->returns, e->site);
     if (k < 0 || u->plans[k].func != top->func)
         return 0;
@@ -362,5 +367,6 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
     if (u->low > u->n)
         u->low = u->n;
     put_record(u, 1, e->time, u->n, top->func, &u->plans[k], e->regs);
+    u->changed = 1;
     return 1;
 }
