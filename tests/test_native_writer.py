@@ -8,9 +8,9 @@ the uftrace records itself (native/ufwrite.c, backends/native_writer.py).
   once (longjmp unwinding, a stripped program's site hooks, `calls all`).  On a
   lowered ISA the fib cell checks that C wrote almost every record.
 * Oracles: the canonical trace read back from a natively written directory equals what the
-  `-finstrument-functions` build records about itself under qemu-user (x86_64, aarch64);
-  Debian's uftrace replays a natively written directory and shows fib's calls as many
-  times as the C source makes them (2 F(n+1) - 1).
+  `-finstrument-functions` build records about itself under qemu-user (x86_64, aarch64;
+  the `calls` scenarios that nest less than 1024 deep); Debian's uftrace replays a natively
+  written directory and shows the program's functions entered as that record does.
 """
 
 from __future__ import annotations
@@ -73,32 +73,42 @@ def test_native_recording_equals_python(isa: str, tmp_path: Path) -> None:
             assert stats["c_records"] > 0.9 * records, (stats, records)
 
 
+# the scenarios of `calls` whose calls nest less than 1024 deep (a uftrace directory keeps
+# no deeper record: `deep` is left out), each one recording
+ORACLE_SCENARIOS = ("recursion", "fnptr", "qsort", "tail", "longjmp", "args9")
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("isa", ["x86_64", "aarch64"])
-def test_native_recording_equals_self_record(isa: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("scenario", ORACLE_SCENARIOS)
+def test_native_recording_equals_self_record(isa: str, scenario: str, tmp_path: Path) -> None:
     instr = str(bin_path(isa, "calls.instr"))
-    text = run_qemu(isa, instr, "all").stderr.decode()
+    text = run_qemu(isa, instr, scenario).stderr.decode()
     instr_name = namer(instr)
     program_functions = {instr_name(addr) for _, addr in parse_instr_record(text)}
     want = canonical_from_instr(text, instr_name, program_functions)
     plain = str(bin_path(isa, "calls"))
-    process, _ = record(isa, "calls", ("all",), "native", tmp_path / "d")
-    assert process.backend.native_stats["c_records"] > 100  # type: ignore[union-attr]
+    process, _ = record(isa, "calls", (scenario,), "native", tmp_path / "d")
+    assert process.backend.native_stats["c_records"] > 0  # type: ignore[union-attr]
     records, _symbolize, _isa = load_recording(str(tmp_path / "d"))
     got = canonical_text(list(records), namer(plain), program_functions)
-    assert got.count("\n") > 100
+    assert got.count("\n") > 10
     assert got == want
 
 
 def test_uftrace_replays_native_recording(tmp_path: Path) -> None:
-    n = 15
-    process, _ = record("x86_64", "fib", (str(n),), "native", tmp_path / "d")
-    assert process.backend.native_stats["c_records"] > 1000  # type: ignore[union-attr]
+    """Debian's uftrace reads a natively written directory: the program's functions it shows
+    entered, in order, are those the `-finstrument-functions` build records entering."""
+    isa, scenario = "x86_64", "recursion"
+    instr = str(bin_path(isa, "calls.instr"))
+    instr_name = namer(instr)
+    pairs = parse_instr_record(run_qemu(isa, instr, scenario).stderr.decode())
+    want = [instr_name(addr) for kind, addr in pairs if kind == ">"]
+    process, _ = record(isa, "calls", (scenario,), "native", tmp_path / "d")
+    assert process.backend.native_stats["c_records"] > 0  # type: ignore[union-attr]
     replay = subprocess.run(["uftrace", "replay", "--no-pager", "-d", str(tmp_path / "d")],
                             capture_output=True, text=True, check=True).stdout
-    fib = [0, 1]
-    while len(fib) < n + 2:
-        fib.append(fib[-1] + fib[-2])
-    calls = len(re.findall(r"\bfib\(", replay))
-    assert calls == 2 * fib[n + 1] - 1, replay[-2000:]
-    assert re.search(r"fib\(15\) \{", replay), replay[:2000]  # the argument, from C's bytes
+    program = set(want)
+    got = [name for name in re.findall(r"\|\s*([A-Za-z_][\w.]*)\(", replay) if name in program]
+    assert len(want) > 20
+    assert got == want

@@ -15,6 +15,10 @@ call of a target (discovery and arming), sites the ISA does not lower, strict cl
 hooks (hook delivery, code found by descent), fallbacks, syscalls and faults, and every block
 while the Python state needs one (a restart, a pending transfer, a re-arm).
 
+For `emutrace record` the session attaches the record writer (`attach_writer`,
+backends/native_writer.py): a call or return C finished then normally never reaches Python
+at all — C keeps the shadow stack's common case and writes the uftrace record itself.
+
 Order: the buffer is drained — records turned into `trace.events` with the same code the
 Python path uses (an `ArgReader` over the snapshot) — before Python emits anything or looks
 at the tail-call state, and at the end; so the event stream is the Python path's, byte for
@@ -154,8 +158,10 @@ class NativeInt3Backend(Int3Backend):
         (backends/native_writer.py); otherwise every event is drained to Python."""
         sink = sink_now()
         dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
+        # (an ISA whose sites C does not lower gives C no event to take)
         if (not isinstance(dir_sink, UftraceDirSink) or self.strict or not self._nt
-                or not hasattr(self._lib, "uw_new") or self._writer is not None):
+                or self.image.isa.lower is None or not hasattr(self._lib, "uw_new")
+                or self._writer is not None):
             return
         self._drain()
         self._writer = NativeWriter(self._lib, self._nt, shadow, self.tails, sink_now,

@@ -128,6 +128,8 @@ class NativeWriter:
         self._taught_calls: set[int] = set()
         self._taught_returns: set[int] = set()
         self.written = 0  # records C wrote (stats)
+        self._c_lens = (-1, -1)  # C's stack depths as of the last exchange
+        self._on = False  # C may take events
         lib.nt_set_writer(nt, self._u)
         self.push()
 
@@ -161,6 +163,7 @@ class NativeWriter:
         self._rets.replace_from(low, (ret if flags & _RET_KNOWN else None
                                       for _c, ret, flags in rows))
         lib.uw_clean(u)
+        self._c_lens = (len(self._frames), len(self._codes))
 
     def push(self) -> None:
         """Python → C: the frames Python changed; whether C may take events now."""
@@ -168,7 +171,7 @@ class NativeWriter:
         if lib.uw_changed(u):  # (every Python section starts with a pull: never so far)
             self.pull()
         frames = self._frames
-        if frames.low < len(frames) or lib.uw_frames_count(u) != len(frames):
+        if frames.low < len(frames) or self._c_lens[0] != len(frames):
             low = frames.low
             data = b"".join(_FRAME.pack(
                 f.func & _MASK64, (f.return_addr or 0) & _MASK64, f.sp & _MASK64,
@@ -180,7 +183,7 @@ class NativeWriter:
             frames.clean()
         codes, rets = self._codes, self._rets
         low = min(codes.low, rets.low)
-        if low < len(codes) or lib.uw_tails_count(u) != len(codes):
+        if low < len(codes) or self._c_lens[1] != len(codes):
             data = b"".join(_TAIL.pack(c & _MASK64, (r or 0) & _MASK64,
                                        _RET_KNOWN if r is not None else 0)
                             for c, r in zip(codes[low:], rets[low:], strict=True))
@@ -188,9 +191,12 @@ class NativeWriter:
                 raise MemoryError("native record writer: out of memory")
             codes.clean()
             rets.clean()
+        self._c_lens = (len(frames), len(codes))
         on = (self.shadow.grows_down and not self.shadow.exceptions
               and self._sink_now() is self._wrapper)
-        lib.uw_set_enabled(u, int(on))
+        if on != self._on:
+            lib.uw_set_enabled(u, int(on))
+            self._on = on
 
     # ------------------------------------------------------------ events Python writes
     def emit(self, ev: Event) -> list[Record]:
