@@ -26,8 +26,8 @@ def unicorn_include() -> list[str]:
 
 setup(ext_modules=[Extension(
     "emutrace.native._hotpath",
-    sources=["emutrace/native/hotpath.c", "emutrace/native/step.c",
-             "emutrace/native/ploop.c"],
+    sources=["emutrace/native/hotpath.c", "emutrace/native/ufwrite.c",
+             "emutrace/native/step.c", "emutrace/native/ploop.c"],
     include_dirs=unicorn_include(),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,

@@ -343,6 +343,10 @@ class Process:
             assert isinstance(e, GuestKilled)
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
+        # the native engine writes a recording's common records itself (int3_native.py)
+        attach = getattr(self.backend, "attach_writer", None)
+        if attach is not None:
+            attach(self.shadow, lambda: self.sink)
         try:
             entry = self.entry
             while True:

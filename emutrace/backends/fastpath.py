@@ -25,6 +25,7 @@ from emutrace.trace.values import Value
 
 if TYPE_CHECKING:
     from emutrace.backends.int3 import Int3Backend, Pending
+    from emutrace.backends.native_writer import NativeWriter
 
 # a site as the C tables take it after its address: op, target, after, src_reg, link_reg,
 # release, fast, conditional, condition test, condition register, its bits a, b, c,
@@ -215,9 +216,12 @@ class RecordDrain:
         self._value = self._snap_args.value
         self._arg_plans: dict[int, object] = {}
         self._ret_plans: dict[int, object] = {}
+        # `record` on the Unicorn hot path: C writes the records (backends/native_writer.py);
+        # each event drained is written by the reference, then its layout taught to C
+        self.writer: NativeWriter | None = None
 
     def drain(self, data: bytes) -> None:
-        emit, tails = self.emit, self.b.tails
+        emit, tails, writer = self.emit, self.b.tails, self.writer
         arg_plans, ret_plans = self._arg_plans, self._ret_plans
         for kind, _n, time, site, target, sp, after, entry_sp, *regs in EVENT.iter_unpack(data):
             if kind == native.EV_CALL:
@@ -230,7 +234,14 @@ class RecordDrain:
                 else:
                     args = tuple(self._value(regs[i], t) if isinstance(t, CType) else
                                  cast(Value, t) for i, t in cast(_ArgPlan, plan))
-                emit(Call(time, site, target, sp, after, args))
+                call = Call(time, site, target, sp, after, args)
+                if writer is None:
+                    emit(call)
+                else:
+                    words = None if plan is _SNAPSHOT or not all(
+                        isinstance(t, CType) for _i, t in cast(_ArgPlan, plan)) \
+                        else cast(list[tuple[int, object]], plan)
+                    writer.teach_call(call, words, writer.emit(call))
             else:
                 tails.returned()
                 rplan = ret_plans.get(site)
@@ -241,7 +252,11 @@ class RecordDrain:
                     value = self._snap_args.read_return(site)
                 else:
                     value = None if rplan is _VOID else self._value(regs[0], cast(CType, rplan))
-                emit(Return(time, site, sp, value, target))
+                ret = Return(time, site, sp, value, target)
+                if writer is None:
+                    emit(ret)
+                else:
+                    writer.teach_return(ret, rplan is not _SNAPSHOT, writer.emit(ret))
 
     # The common cases without the snapshot: what ArgReader.read / read_return would compute
     # from the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)

@@ -15,6 +15,10 @@ call of a target (discovery and arming), sites the ISA does not lower, strict cl
 hooks (hook delivery, code found by descent), fallbacks, syscalls and faults, and every block
 while the Python state needs one (a restart, a pending transfer, a re-arm).
 
+For `emutrace record` the session attaches the record writer (`attach_writer`,
+backends/native_writer.py): a call or return C finished then normally never reaches Python
+at all — C keeps the shadow stack's common case and writes the uftrace record itself.
+
 Order: the buffer is drained — records turned into `trace.events` with the same code the
 Python path uses (an `ArgReader` over the snapshot) — before Python emits anything or looks
 at the tail-call state, and at the end; so the event stream is the Python path's, byte for
@@ -33,6 +37,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 from emutrace import native
 from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteOp
 from emutrace.backends.int3 import Int3Backend, Pending
+from emutrace.backends.native_writer import NativeWriter
 from emutrace.discover import Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
@@ -40,7 +45,9 @@ from emutrace.errors import Unsupported
 from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Event
+from emutrace.trace.events import Event, SignalDelivery
+from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
 
 _NO_INTNO = 0xFFFFFFFF  # no breakpoint interrupt (hook delivery)
 
@@ -123,6 +130,23 @@ class NativeInt3Backend(Int3Backend):
                                len(self._arg_names) + self._n_stack)
         self._records = RecordDrain(self, cpu, emit, list(self._arg_names), self._ret_names,
                                     self._n_stack)
+        self._writer: NativeWriter | None = None  # `record`: C writes the records
+
+    def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
+        """The session's shadow stack and sink, before the run: when the records go to a
+        uftrace directory, C keeps the shadow stack's common case and writes them itself
+        (backends/native_writer.py); otherwise every event is drained to Python."""
+        sink = sink_now()
+        dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
+        # (an ISA whose sites C does not lower gives C no event to take)
+        if (not isinstance(dir_sink, UftraceDirSink) or self.strict or not self._nt
+                or self.image.isa.lower is None or not hasattr(self._lib, "uw_new")
+                or self._writer is not None):
+            return
+        self._drain()
+        self._writer = NativeWriter(self._lib, self._nt, shadow, self.tails, sink_now,
+                                    dir_sink)
+        self._records.writer = self._writer
 
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
@@ -142,6 +166,8 @@ class NativeInt3Backend(Int3Backend):
                 or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))
         self._lib.nt_set_attention(self._nt, int(busy))
+        if self._writer is not None:  # what Python changed, to C's stacks
+            self._writer.push()
 
     # ------------------------------------------------------------ hooks
     def _install(self, hooks: TrapHooks) -> None:
@@ -203,6 +229,11 @@ class NativeInt3Backend(Int3Backend):
         super().start(entry)
         self._refresh()
 
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """(The Linux layer may call it between runs: C's stacks learn the signal frame.)"""
+        super().trap_entered(vector, signal)
+        self._refresh()
+
     def trap_returned(self, site: int) -> None:
         """(A signal handler's rt_sigreturn: the next block, the interrupted code, is
         Python's, which re-arms it under strict cleanup.)"""
@@ -215,7 +246,9 @@ class NativeInt3Backend(Int3Backend):
         self._emit_now(event)
 
     def _drain(self) -> None:
-        lib, nt = self._lib, self._nt
+        lib, nt, writer = self._lib, self._nt, self._writer
+        if writer is not None:  # C's records and stacks first: they come before these
+            writer.pull()
         n = lib.nt_events_count(nt)
         if not n:
             return
@@ -251,7 +284,10 @@ class NativeInt3Backend(Int3Backend):
         self.stats["simulated"] += int(lib.nt_counter(nt, 1))
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)),
-                             "python_blocks": int(lib.nt_counter(nt, 3))}
+                             "python_blocks": int(lib.nt_counter(nt, 3)),
+                             "c_records": int(lib.nt_counter(nt, 4))}
+        if self._writer is not None:
+            self._writer.close()
         self._final_time = self.time
         # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds
         # of processes)

@@ -67,6 +67,7 @@ def load() -> ctypes.CDLL:
                           "compiler and Python headers); --engine python works without it")
     lib = ctypes.CDLL(str(path))
     vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+    sz = ctypes.c_size_t
     signatures = {
         "nt_new": ([vp, ctypes.POINTER(Config)], vp),
         "nt_free": ([vp], None),
@@ -84,9 +85,26 @@ def load() -> ctypes.CDLL:
         "nt_events_count": ([vp], u32),
         "nt_events_clear": ([vp], None),
         "nt_event_size": ([], u32),
+        "nt_set_writer": ([vp, vp], None),
+        # the record writer (ufwrite.c)
+        "uw_new": ([u32, u64], vp),
+        "uw_free": ([vp], None),
+        "uw_set_enabled": ([vp, u32], None),
+        "uw_callee_plan": ([vp, u64, u32, u32, vp, vp, vp], ctypes.c_int),
+        "uw_return_plan": ([vp, u64, u64, u32, u32, u32, u32], ctypes.c_int),
+        "uw_frames_count": ([vp], sz), "uw_frames_low": ([vp], sz), "uw_frames": ([vp], vp),
+        "uw_tails_count": ([vp], sz), "uw_tails_low": ([vp], sz), "uw_tails": ([vp], vp),
+        "uw_clean": ([vp], None), "uw_changed": ([vp], ctypes.c_int),
+        "uw_frames_set": ([vp, sz, ctypes.c_char_p, sz], ctypes.c_int),
+        "uw_tails_set": ([vp, sz, ctypes.c_char_p, sz], ctypes.c_int),
+        "uw_bytes": ([vp], vp), "uw_bytes_len": ([vp], sz),
+        "uw_records": ([vp], u64), "uw_last_time": ([vp], u64),
+        "uw_bytes_clear": ([vp], None),
     }
     for name, (args, res) in signatures.items():
-        fn = getattr(lib, name)
+        fn = getattr(lib, name, None)
+        if fn is None:  # a library older than this function: `available` says so
+            continue
         fn.argtypes, fn.restype = args, res
     if lib.nt_event_size() != ctypes.sizeof(ctypes.c_uint64) * (7 + MAX_REGS):
         raise Unsupported(f"--engine native: {path.name} does not match this emutrace "

@@ -21,6 +21,8 @@
 
 #include <unicorn/unicorn.h>
 
+#include "ufwrite.h"
+
 /* the Unicorn entry points, from the binding's own library */
 typedef uc_err (*reg_read_fn)(uc_engine *, int, void *);
 typedef uc_err (*reg_write_fn)(uc_engine *, int, const void *);
@@ -133,6 +135,8 @@ typedef struct {
     uint32_t attention;  /* the Python side wants every block hook */
     uint64_t time;       /* guest instructions executed (block counts) */
     uint64_t traps, simulated, slow_traps, slow_blocks;
+    uw_state *writer;    /* the record writer (ufwrite.c), or NULL: every event to Python */
+    uint64_t written;    /* events the writer took */
 } nt_state;
 
 static inline uint64_t mix(uint64_t x)
@@ -401,10 +405,12 @@ int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
 }
 
 void nt_set_attention(nt_state *s, uint32_t on) { s->attention = on; }
+void nt_set_writer(nt_state *s, uw_state *writer) { s->writer = writer; }
 uint64_t nt_get_time(const nt_state *s) { return s->time; }
 void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
 
-/* counters: 0 traps, 1 simulated, 2 traps passed to Python, 3 blocks passed to Python */
+/* counters: 0 traps, 1 simulated, 2 traps passed to Python, 3 blocks passed to Python,
+ * 4 events the record writer took */
 uint64_t nt_counter(const nt_state *s, uint32_t which)
 {
     switch (which) {
@@ -412,6 +418,7 @@ uint64_t nt_counter(const nt_state *s, uint32_t which)
     case 1: return s->simulated;
     case 2: return s->slow_traps;
     case 3: return s->slow_blocks;
+    case 4: return s->written;
     default: return 0;
     }
 }
@@ -488,6 +495,26 @@ static int test_holds(nt_state *s, uint8_t test, int32_t reg, uint8_t ia, uint8_
 static int cond_holds(nt_state *s, const nt_site *site)
 {
     return test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc);
+}
+
+/* the event just simulated, to the record writer: 1 if it took it (no record for Python) */
+static int offer(nt_state *s, const nt_site *site, uint64_t target, uint64_t sp,
+                 const uint8_t *stack)
+{
+    uint64_t regs[NT_MAX_REGS] = {0};
+    uw_event ev = {site->op == OP_CALL, s->time, site->addr, target, sp, site->after, regs};
+    if (site->op == OP_CALL) {  /* as the record below: registers, then the stack words */
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            regs[i] = rd(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    } else if (s->cfg.ret_reg >= 0) {
+        regs[0] = rd(s, s->cfg.ret_reg);
+    }
+    if (!uw_take(s->writer, &ev, s->cfg.py_drain))
+        return 0;
+    s->written++;
+    return 1;
 }
 
 static int fast_trap(nt_state *s, nt_site *site)
@@ -574,6 +601,9 @@ static int fast_trap(nt_state *s, nt_site *site)
     wr(s, s->cfg.pc_reg, target);
     s->traps++;
     s->simulated++;
+    if (s->writer && uw_enabled(s->writer) && s->n_events == 0
+        && offer(s, site, target, sp, stack))
+        return 1;
     nt_event *e = next_event(s);  /* room was made above */
     e->time = s->time;
     e->site = site->addr;
@@ -596,6 +626,10 @@ static int fast_trap(nt_state *s, nt_site *site)
         if (s->cfg.ret_hi_reg >= 0)
             e->regs[e->nregs++] = rd(s, s->cfg.ret_hi_reg);
     }
+    /* the writer is on but left this event to Python: Python takes it now, so that the
+     * next events find an empty buffer (and the writer can take them) */
+    if (s->writer && uw_enabled(s->writer))
+        s->cfg.py_drain();
     return 1;
 }
 

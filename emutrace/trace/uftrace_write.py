@@ -209,6 +209,23 @@ class UftraceDirSink:
             self._names[func] = name
         return name
 
+    def values_name(self, func: int) -> str | None:
+        """The name a function's values are keyed by in `args`/`rets` (None: its records
+        carry no values)."""
+        return self._name(func)
+
+    def write_packed(self, data: bytes, records: int, last_time: int) -> None:
+        """Records of the main thread packed elsewhere, exactly as `write` packs them (the
+        native writer, backends/native_writer.py: depth below MAX_STACK, no unwound exit,
+        values as `args`/`rets` describe), following everything written so far."""
+        stream = self._tasks[TID]
+        stream.buf += data
+        stream.index += records
+        self.count += records
+        self.last_time = last_time
+        if len(stream.buf) >= FLUSH_BYTES:
+            self.flush()
+
     def _values(self, table: dict[str, Signature], func: int, values: tuple) -> bytes:
         """The packed values of a record, or b"" when they are not written (no name uftrace
         can match, a layout other than the function's first)."""

@@ -1,0 +1,269 @@
+"""The native record writer (`emutrace record` on the native engine): C keeps the shadow
+stack's common case and writes the uftrace records itself (emutrace/native/ufwrite.c), so a
+call or return the hot path finished never becomes a Python object.
+
+Who owns what.  The Python reference (`trace/shadow.py` ShadowStack, `backends/tails.py`
+TailRule, `trace/uftrace_write.py` UftraceDirSink) stays the owner of every event C does not
+take (ufwrite.c says which: unwinding, unmatched returns, tail chains, signal and exception
+frames, records deeper than uftrace keeps, a callee or return site C has no plan for).  The
+two sides take turns, never run together: C runs inside emulation, Python in its callbacks.
+So the exchange is:
+
+* `pull` (at the start of every Python section, before Python looks at either stack or
+  writes a record): C's record bytes are appended to the sink's main stream (in order: they
+  precede every record Python writes next), and the frames C changed since the last exchange
+  (its `low` marks) replace Python's from there on;
+* `push` (at the end of every Python section): the frames Python changed (`_Watched`
+  lists record the lowest index touched) replace C's from there on, and C is enabled only
+  while nothing unusual is open (no signal or exception frame, the recording still the
+  directory the writer was made for: a forked child drops its records).
+
+Plans (what a record's values are) are taught by Python: after it has written a call to a
+function, or a return at a site, through the reference sink, it states the same layout for
+C — the value words, their masks and sizes — when the values are integers, and whether the
+record carries them at all (`UftraceDirSink._values`' rules: a name uftrace can match, the
+layout of the function's first record).  The file bytes are therefore the reference's by
+construction; tests/test_native_writer.py compares whole directories.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any, SupportsIndex, TypeVar, overload
+
+from emutrace.backends.tails import TailRule
+from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return
+from emutrace.trace.shadow import Frame, ShadowStack
+from emutrace.trace.uftrace_args import spec_of
+from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
+from emutrace.trace.values import Value
+
+_FRAME = struct.Struct("<5Q")  # ufwrite.c uw_frame: func, ret, sp, time, flags
+_TAIL = struct.Struct("<3Q")  # uw_tail: code, ret, flags
+_RET_KNOWN, _TAIL_FRAME, _CALLED = 1, 2, 4
+_INTEGER_KINDS = frozenset(("auto", "int", "uint", "hex", "oct", "char", "uchar", "bool",
+                            "ptr"))
+_MASK64 = (1 << 64) - 1
+BUFFER_BYTES = 1 << 16  # C's record buffer (the sink flushes at the same size)
+
+T = TypeVar("T")
+
+
+class _Watched(list[T]):
+    """A list that remembers the lowest index changed since `clean` (push, pop, item
+    assignment; the element below a push too: ShadowStack._push marks it `called`)."""
+
+    def __init__(self, items: Iterable[T] = ()) -> None:
+        super().__init__(items)
+        self.low = len(self)
+
+    def clean(self) -> None:
+        self.low = len(self)
+
+    def append(self, item: T) -> None:
+        self.low = min(self.low, max(len(self) - 1, 0))
+        super().append(item)
+
+    def pop(self, index: SupportsIndex = -1) -> T:
+        item = super().pop(index)
+        self.low = min(self.low, len(self)) if index.__index__() == -1 else 0
+        return item
+
+    @overload
+    def __setitem__(self, index: SupportsIndex, value: T) -> None: ...
+
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[T]) -> None: ...
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        if isinstance(index, slice):
+            self.low = 0
+        else:
+            i = index.__index__()
+            self.low = min(self.low, i if i >= 0 else max(len(self) + i, 0))
+
+    def __delitem__(self, index: Any) -> None:
+        super().__delitem__(index)
+        self.low = 0
+
+    def extend(self, items: Iterable[T]) -> None:
+        self.low = min(self.low, len(self))
+        super().extend(items)
+
+    def insert(self, index: SupportsIndex, item: T) -> None:
+        super().insert(index, item)
+        self.low = 0
+
+    def clear(self) -> None:
+        super().clear()
+        self.low = 0
+
+    def replace_from(self, low: int, items: Iterable[T]) -> None:
+        """Python's copy of what C changed: everything from low on (not a change to push)."""
+        list.__delitem__(self, slice(low, None))
+        list.extend(self, items)
+        self.low = len(self)
+
+
+class NativeWriter:
+    """C's writer for one run: `lib` the native library, `nt` the hot path's state."""
+
+    def __init__(self, lib: ctypes.CDLL, nt: int, shadow: ShadowStack, tails: TailRule,
+                 sink_now: Callable[[], RecordSink], dir_sink: UftraceDirSink) -> None:
+        self._lib, self._nt = lib, nt
+        self.shadow, self.tails = shadow, tails
+        self._sink_now, self._wrapper, self.dir_sink = sink_now, sink_now(), dir_sink
+        self._u = lib.uw_new(BUFFER_BYTES, tails.mask & _MASK64)
+        if not self._u:
+            raise MemoryError("native record writer: out of memory")
+        self._frames: _Watched[Frame] = _Watched(shadow.frames)
+        self._codes: _Watched[int] = _Watched(tails.frames)
+        self._rets: _Watched[int | None] = _Watched(tails.return_addrs)
+        shadow.frames, tails.frames, tails.return_addrs = (self._frames, self._codes,
+                                                           self._rets)
+        self._frames.low = self._codes.low = self._rets.low = 0  # all of it, the first time
+        self._taught_calls: set[int] = set()
+        self._taught_returns: set[int] = set()
+        self.written = 0  # records C wrote (stats)
+        self._c_lens = (-1, -1)  # C's stack depths as of the last exchange
+        self._on = False  # C may take events
+        lib.nt_set_writer(nt, self._u)
+        self.push()
+
+    # ------------------------------------------------------------ the exchange
+    def pull(self) -> None:
+        """C → Python: record bytes to the sink, changed frames to both stacks."""
+        lib, u = self._lib, self._u
+        n = lib.uw_records(u)
+        if n:
+            data = ctypes.string_at(lib.uw_bytes(u), lib.uw_bytes_len(u))
+            last = int(lib.uw_last_time(u))
+            lib.uw_bytes_clear(u)
+            if self._sink_now() is self._wrapper:
+                self.written += n
+                self.dir_sink.write_packed(data, int(n), last)
+        if not lib.uw_changed(u):
+            return  # (Python may have changed them since: `push` hands that to C)
+        assert self._frames.low >= len(self._frames) and self._codes.low >= len(self._codes) \
+            and self._rets.low >= len(self._rets), "C and Python both changed a stack"
+        count, low = int(lib.uw_frames_count(u)), int(lib.uw_frames_low(u))
+        raw = ctypes.string_at(lib.uw_frames(u) + low * _FRAME.size,
+                               (count - low) * _FRAME.size)
+        self._frames.replace_from(low, (
+            Frame(func, ret if flags & _RET_KNOWN else None, sp, time,
+                  tail=bool(flags & _TAIL_FRAME), called=bool(flags & _CALLED))
+            for func, ret, sp, time, flags in _FRAME.iter_unpack(raw)))
+        count, low = int(lib.uw_tails_count(u)), int(lib.uw_tails_low(u))
+        raw = ctypes.string_at(lib.uw_tails(u) + low * _TAIL.size, (count - low) * _TAIL.size)
+        rows = list(_TAIL.iter_unpack(raw))
+        self._codes.replace_from(low, (code for code, _r, _f in rows))
+        self._rets.replace_from(low, (ret if flags & _RET_KNOWN else None
+                                      for _c, ret, flags in rows))
+        lib.uw_clean(u)
+        self._c_lens = (len(self._frames), len(self._codes))
+
+    def push(self) -> None:
+        """Python → C: the frames Python changed; whether C may take events now."""
+        lib, u = self._lib, self._u
+        if lib.uw_changed(u):  # (every Python section starts with a pull: never so far)
+            self.pull()
+        frames = self._frames
+        if frames.low < len(frames) or self._c_lens[0] != len(frames):
+            low = frames.low
+            data = b"".join(_FRAME.pack(
+                f.func & _MASK64, (f.return_addr or 0) & _MASK64, f.sp & _MASK64,
+                f.entry_time, (_RET_KNOWN if f.return_addr is not None else 0)
+                | (_TAIL_FRAME if f.tail else 0) | (_CALLED if f.called else 0))
+                for f in frames[low:])
+            if lib.uw_frames_set(u, low, data, len(frames) - low) != 0:
+                raise MemoryError("native record writer: out of memory")
+            frames.clean()
+        codes, rets = self._codes, self._rets
+        low = min(codes.low, rets.low)
+        if low < len(codes) or self._c_lens[1] != len(codes):
+            data = b"".join(_TAIL.pack(c & _MASK64, (r or 0) & _MASK64,
+                                       _RET_KNOWN if r is not None else 0)
+                            for c, r in zip(codes[low:], rets[low:], strict=True))
+            if lib.uw_tails_set(u, low, data, len(codes) - low) != 0:
+                raise MemoryError("native record writer: out of memory")
+            codes.clean()
+            rets.clean()
+        self._c_lens = (len(frames), len(codes))
+        on = (self.shadow.grows_down and not self.shadow.exceptions
+              and self._sink_now() is self._wrapper)
+        if on != self._on:
+            lib.uw_set_enabled(u, int(on))
+            self._on = on
+
+    # ------------------------------------------------------------ events Python writes
+    def emit(self, ev: Event) -> list[Record]:
+        """The session's emit (shadow stack, then the sink), returning the records."""
+        out = self.shadow.feed(ev)
+        self._sink_now().write(out)
+        return out
+
+    def teach_call(self, ev: Call, words: list[tuple[int, object]] | None,
+                   out: list[Record]) -> None:
+        """After Python wrote ev (a call C finished): the callee's entry layout for C.
+        words: per argument its index in C's snapshot and type (None: not integer words)."""
+        if ev.target in self._taught_calls or words is None or not out \
+                or not isinstance(out[-1], Entry) or out[-1].func != ev.target:
+            return
+        values = ev.args
+        if len(values) != len(words) or not all(
+                isinstance(v, Value) and v.kind in _INTEGER_KINDS and v.bits <= 64
+                for v in values):
+            return
+        vals = [v for v in values if isinstance(v, Value)]
+        specs = tuple(spec_of(v) for v in vals)
+        sig = (tuple(v.kind for v in vals), specs)
+        name = self.dir_sink.values_name(ev.target)
+        if vals and name is not None and name not in self.dir_sink.args:
+            return  # not written yet (too deep): the first written call fixes the layout
+        payload = bool(vals) and name is not None and self.dir_sink.args.get(name) == sig
+        n = len(vals)
+        regs = (ctypes.c_uint8 * max(n, 1))(*[i for i, _t in words])
+        sizes = (ctypes.c_uint8 * max(n, 1))(*[_size(s) for s in specs])
+        bits = (ctypes.c_uint32 * max(n, 1))(*[v.bits for v in vals])
+        self._taught_calls.add(ev.target)
+        if self._lib.uw_callee_plan(self._u, ev.target, int(payload), n, regs, sizes,
+                                    bits) != 0:
+            raise MemoryError("native record writer: out of memory")
+
+    def teach_return(self, ev: Return, integer: bool, out: list[Record]) -> None:
+        """After Python wrote ev (a return C finished): the site's exit layout for C when
+        it closes the same function's frame.  integer: the value (if any) is one integer
+        word in C's snapshot."""
+        if ev.site_addr in self._taught_returns or not integer or len(out) != 1 \
+                or not isinstance(out[0], Exit) or out[0].unwound:
+            return
+        func, v = out[0].func, ev.retval
+        n, size, bits, payload = 0, 0, 0, False
+        if v is not None:
+            if not isinstance(v, Value) or v.kind not in _INTEGER_KINDS or v.bits > 64:
+                return
+            spec = spec_of(v)
+            name = self.dir_sink.values_name(func)
+            if name is not None and name not in self.dir_sink.rets:
+                return  # not written yet (too deep): the first written exit fixes the layout
+            n, size, bits = 1, _size(spec), v.bits
+            payload = name is not None and self.dir_sink.rets.get(name) == ((v.kind,), (spec,))
+        self._taught_returns.add(ev.site_addr)
+        if self._lib.uw_return_plan(self._u, ev.site_addr, func, int(payload), n, size,
+                                    bits) != 0:
+            raise MemoryError("native record writer: out of memory")
+
+    def close(self) -> None:
+        """(After the last pull.)  C's writer goes; the stacks stay Python's."""
+        if self._u:
+            self._lib.nt_set_writer(self._nt, None)
+            self._lib.uw_free(self._u)
+            self._u = None
+
+
+def _size(spec: str) -> int:
+    """Bytes of a number spec (uftrace_args.pack_one)."""
+    return 1 if spec[0] == "c" else int(spec[1:]) // 8

@@ -1,0 +1,372 @@
+/* emutrace native record writer (see ufwrite.h): per call or return the hot path finished,
+ * the shadow stack's common case (trace/shadow.py), TailRule's bookkeeping
+ * (backends/tails.py called/returned) and the uftrace record bytes
+ * (trace/uftrace_write.py pack_record + uftrace_args.py pack_values), all without Python.
+ *
+ * Python stays the reference and the owner of everything unusual.  The writer takes an
+ * event only when the Python code would do exactly this:
+ *   call at sp S:   no open frame has an sp deeper than or equal to S (nothing to unwind,
+ *                   shadow.py policy 3), depth < MAX_STACK, and the callee has a plan
+ *                   (its argument layout in the record, taught by Python after it wrote
+ *                   one such call itself);
+ *   return at sp S: the top frame's sp is not deeper than S, it was entered by a call (not
+ *                   a tail call) whose return address is where this return goes, and the
+ *                   return site has a plan for the top frame's function.
+ * Everything else returns 0 before anything changed, and the hot path hands the event to
+ * Python.  Python disables the writer while a signal or exception frame is open (policies
+ * 6 and 7) and whenever the recording is not a uftrace directory.
+ *
+ * Both stacks live in arrays that grow with depth only; the record bytes go into a fixed
+ * buffer Python takes (appending them to the sink's stream in order) when it is full and
+ * at every slow path.  `low` marks say from which index a stack changed since Python last
+ * looked, so exchanging state costs what changed, not the depth.
+ */
+#include "ufwrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define UW_MAX_ITEMS 8
+#define UW_MAX_STACK 1024  /* uftrace_write.py MAX_STACK: deeper records are Python's */
+#define UW_MAGIC 5         /* uftrace.h RECORD_MAGIC */
+#define UW_MAX_RECORD (16 + UW_MAX_ITEMS * 8 + 8)
+
+/* frame flags (the Python Frame's fields) */
+#define F_RET_KNOWN 1u
+#define F_TAIL 2u
+#define F_CALLED 4u
+
+typedef struct {  /* shadow.py Frame: five words, as Python reads and writes them */
+    uint64_t func, ret, sp, time, flags;
+} uw_frame;
+
+typedef struct {  /* tails.py TailRule: frames[i], return_addrs[i] */
+    uint64_t code, ret, flags;
+} uw_tail;
+
+typedef struct {
+    uint64_t func;  /* a return plan: the function whose frame it closes */
+    uint32_t n;     /* values written (0: none) */
+    uint32_t payload;  /* 0: the record has no values (no name uftrace matches, or another
+                          layout than the function's first) */
+    uint8_t reg[UW_MAX_ITEMS], size[UW_MAX_ITEMS];
+    uint64_t mask[UW_MAX_ITEMS];
+} uw_plan;
+
+typedef struct {
+    uint64_t *keys;  /* 0: empty */
+    int32_t *vals;
+    size_t cap, used;
+} uw_map;
+
+struct uw_state {
+    int enabled;
+    uint64_t code_mask;  /* TailRule.mask */
+    uw_frame *frames;
+    size_t n, cap, low;
+    uw_tail *tails;
+    size_t nt, tcap, tlow;
+    uw_map callees, returns;
+    uw_plan *plans;
+    size_t nplans, plans_cap;
+    uint8_t *buf;
+    size_t len, buf_cap;
+    uint64_t records, last_time;
+    int changed;  /* a stack changed since Python last looked (uw_clean) */
+};
+
+static inline uint64_t uw_mix(uint64_t x)
+{
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static int map_get(const uw_map *m, uint64_t key)
+{
+    size_t i = uw_mix(key) & (m->cap - 1);
+    while (m->keys[i]) {
+        if (m->keys[i] == key)
+            return m->vals[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    return -1;
+}
+
+static void map_put_slot(uint64_t *keys, int32_t *vals, size_t cap, uint64_t key, int32_t val,
+                         size_t *used)
+{
+    size_t i = uw_mix(key) & (cap - 1);
+    while (keys[i] && keys[i] != key)
+        i = (i + 1) & (cap - 1);
+    if (!keys[i])
+        (*used)++;
+    keys[i] = key;
+    vals[i] = val;
+}
+
+static int map_put(uw_map *m, uint64_t key, int32_t val)
+{
+    if (key == 0)
+        return -1;
+    if (2 * (m->used + 1) > m->cap) {
+        size_t cap = m->cap * 2, used = 0;
+        uint64_t *keys = calloc(cap, sizeof *keys);
+        int32_t *vals = calloc(cap, sizeof *vals);
+        if (!keys || !vals) {
+            free(keys); free(vals);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i])
+                map_put_slot(keys, vals, cap, m->keys[i], m->vals[i], &used);
+        free(m->keys); free(m->vals);
+        m->keys = keys; m->vals = vals; m->cap = cap; m->used = used;
+    }
+    map_put_slot(m->keys, m->vals, m->cap, key, val, &m->used);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ API for Python */
+uw_state *uw_new(uint32_t buf_bytes, uint64_t code_mask)
+{
+    uw_state *u = calloc(1, sizeof *u);
+    if (!u)
+        return NULL;
+    u->code_mask = code_mask;
+    u->cap = u->tcap = 64;
+    u->callees.cap = u->returns.cap = 256;
+    u->plans_cap = 64;
+    u->buf_cap = buf_bytes < 4096 ? 4096 : buf_bytes;
+    u->frames = calloc(u->cap, sizeof *u->frames);
+    u->tails = calloc(u->tcap, sizeof *u->tails);
+    u->callees.keys = calloc(u->callees.cap, sizeof(uint64_t));
+    u->callees.vals = calloc(u->callees.cap, sizeof(int32_t));
+    u->returns.keys = calloc(u->returns.cap, sizeof(uint64_t));
+    u->returns.vals = calloc(u->returns.cap, sizeof(int32_t));
+    u->plans = calloc(u->plans_cap, sizeof *u->plans);
+    u->buf = malloc(u->buf_cap);
+    if (!u->frames || !u->tails || !u->callees.keys || !u->callees.vals || !u->returns.keys
+        || !u->returns.vals || !u->plans || !u->buf) {
+        free(u->frames); free(u->tails); free(u->callees.keys); free(u->callees.vals);
+        free(u->returns.keys); free(u->returns.vals); free(u->plans); free(u->buf); free(u);
+        return NULL;
+    }
+    return u;
+}
+
+void uw_free(uw_state *u)
+{
+    if (!u)
+        return;
+    free(u->frames); free(u->tails); free(u->callees.keys); free(u->callees.vals);
+    free(u->returns.keys); free(u->returns.vals); free(u->plans); free(u->buf); free(u);
+}
+
+void uw_set_enabled(uw_state *u, uint32_t on) { u->enabled = (int)on; }
+int uw_enabled(const uw_state *u) { return u && u->enabled; }
+
+static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t func, uint32_t payload,
+                    uint32_t n, const uint8_t *regs, const uint8_t *sizes, const uint32_t *bits)
+{
+    if (n > UW_MAX_ITEMS)
+        return -1;
+    if (u->nplans == u->plans_cap) {
+        uw_plan *p = realloc(u->plans, 2 * u->plans_cap * sizeof *p);
+        if (!p)
+            return -1;
+        u->plans = p;
+        u->plans_cap *= 2;
+    }
+    uw_plan *p = &u->plans[u->nplans];
+    memset(p, 0, sizeof *p);
+    p->func = func;
+    p->n = n;
+    p->payload = payload;
+    for (uint32_t i = 0; i < n; i++) {
+        if (sizes[i] > 8 || bits[i] > 64 || regs[i] >= UW_MAX_ITEMS)
+            return -1;
+        p->reg[i] = regs[i];
+        p->size[i] = sizes[i];
+        p->mask[i] = bits[i] >= 64 ? ~0ULL : (1ULL << bits[i]) - 1;
+    }
+    if (map_put(m, key, (int32_t)u->nplans) != 0)
+        return -1;
+    u->nplans++;
+    return 0;
+}
+
+/* a callee's entry record: n argument words regs[i] (the hot path's snapshot index), each
+ * masked to bits[i] and written in sizes[i] bytes */
+int uw_callee_plan(uw_state *u, uint64_t func, uint32_t payload, uint32_t n,
+                   const uint8_t *regs, const uint8_t *sizes, const uint32_t *bits)
+{
+    return add_plan(u, &u->callees, func, func, payload, n, regs, sizes, bits);
+}
+
+/* a return site's exit record when it closes func's frame: n (0 or 1) return values */
+int uw_return_plan(uw_state *u, uint64_t site, uint64_t func, uint32_t payload, uint32_t n,
+                   uint32_t size, uint32_t bits)
+{
+    uint8_t reg = 0, sz = (uint8_t)size;
+    return add_plan(u, &u->returns, site, func, payload, n, &reg, &sz, &bits);
+}
+
+/* the stacks, for the exchange with Python: count, the lowest index changed since the last
+ * uw_clean, the array (uw_frame / uw_tail words) */
+size_t uw_frames_count(const uw_state *u) { return u->n; }
+size_t uw_frames_low(const uw_state *u) { return u->low; }
+const uw_frame *uw_frames(const uw_state *u) { return u->frames; }
+size_t uw_tails_count(const uw_state *u) { return u->nt; }
+size_t uw_tails_low(const uw_state *u) { return u->tlow; }
+const uw_tail *uw_tails(const uw_state *u) { return u->tails; }
+
+int uw_changed(const uw_state *u) { return u->changed; }
+
+void uw_clean(uw_state *u)
+{
+    u->low = u->n;
+    u->tlow = u->nt;
+    u->changed = 0;
+}
+
+static int reserve(void **arr, size_t *cap, size_t need, size_t item)
+{
+    if (need <= *cap)
+        return 0;
+    size_t cap2 = *cap;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *p = realloc(*arr, cap2 * item);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = cap2;
+    return 0;
+}
+
+/* Python's stacks from index `from` on (count entries of words) replace C's */
+int uw_frames_set(uw_state *u, size_t from, const uw_frame *src, size_t count)
+{
+    if (from > u->n || reserve((void **)&u->frames, &u->cap, from + count, sizeof *src))
+        return -1;
+    memcpy(u->frames + from, src, count * sizeof *src);
+    u->n = from + count;
+    u->low = u->n;
+    return 0;
+}
+
+int uw_tails_set(uw_state *u, size_t from, const uw_tail *src, size_t count)
+{
+    if (from > u->nt || reserve((void **)&u->tails, &u->tcap, from + count, sizeof *src))
+        return -1;
+    memcpy(u->tails + from, src, count * sizeof *src);
+    u->nt = from + count;
+    u->tlow = u->nt;
+    return 0;
+}
+
+/* the record bytes written since the last uw_bytes_clear, their count, the last time */
+const uint8_t *uw_bytes(const uw_state *u) { return u->buf; }
+size_t uw_bytes_len(const uw_state *u) { return u->len; }
+uint64_t uw_records(const uw_state *u) { return u->records; }
+uint64_t uw_last_time(const uw_state *u) { return u->last_time; }
+
+void uw_bytes_clear(uw_state *u)
+{
+    u->len = 0;
+    u->records = 0;
+}
+
+/* ------------------------------------------------------------------ records */
+static inline void put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* uftrace.h struct uftrace_record: u64 time; u64 type:2 more:1 magic:3 depth:10 addr:48;
+ * then, when `more`, the values: each little-endian in its size, padded to 4, the whole to
+ * 8 (uftrace_args.py pack_values) */
+static void put_record(uw_state *u, unsigned type, uint64_t time, size_t depth, uint64_t func,
+                       const uw_plan *plan, const uint64_t *regs)
+{
+    uint8_t *p = u->buf + u->len;
+    int more = plan->payload && plan->n;
+    uint64_t word = type | (uint64_t)more << 2 | (uint64_t)UW_MAGIC << 3
+                    | (uint64_t)(depth & 0x3ff) << 6 | (func & ((1ULL << 48) - 1)) << 16;
+    put_le(p, time, 8);
+    put_le(p + 8, word, 8);
+    size_t n = 16;
+    if (more) {
+        size_t start = n;
+        for (uint32_t i = 0; i < plan->n; i++) {
+            unsigned size = plan->size[i];
+            put_le(p + n, regs[plan->reg[i]] & plan->mask[i], size);
+            n += size;
+            while ((n - start) % 4)
+                p[n++] = 0;
+        }
+        while ((n - start) % 8)
+            p[n++] = 0;
+    }
+    u->len += n;
+    u->records++;
+    u->last_time = time;
+}
+
+int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
+{
+    if (!u->enabled)
+        return 0;
+    if (u->buf_cap - u->len < UW_MAX_RECORD) {
+        drain();  /* Python takes the bytes (and may have disabled the writer) */
+        if (!u->enabled || u->buf_cap - u->len < UW_MAX_RECORD)
+            return 0;
+    }
+    uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
+    if (e->call) {
+        int k = map_get(&u->callees, e->target);
+        /* an open frame at an sp deeper than or equal to the call's is finished (unwound):
+         * Python's; so is a record deeper than uftrace keeps */
+        if (k < 0 || (top && top->sp <= e->sp) || u->n >= UW_MAX_STACK)
+            return 0;
+        if (reserve((void **)&u->frames, &u->cap, u->n + 1, sizeof *u->frames)
+            || reserve((void **)&u->tails, &u->tcap, u->nt + 1, sizeof *u->tails))
+            return 0;
+        top = u->n ? &u->frames[u->n - 1] : NULL;
+        /* TailRule.called(target, return_addr) */
+        if (u->tlow > u->nt)
+            u->tlow = u->nt;
+        u->tails[u->nt++] = (uw_tail){e->target & u->code_mask, e->after & u->code_mask, 1};
+        /* ShadowStack._push */
+        if (top && !(top->flags & F_CALLED)) {
+            top->flags |= F_CALLED;
+            if (u->low > u->n - 1)
+                u->low = u->n - 1;
+        }
+        u->frames[u->n++] = (uw_frame){e->target, e->after, e->sp, e->time, F_RET_KNOWN};
+        put_record(u, 0, e->time, u->n - 1, e->target, &u->plans[k], e->regs);
+        u->changed = 1;
+        return 1;
+    }
+    if (!top || top->sp < e->sp || (top->flags & (F_RET_KNOWN | F_TAIL)) != F_RET_KNOWN
+        || top->ret != e->target || u->n - 1 >= UW_MAX_STACK)
+        return 0;  /* unwinding, an unmatched return, a tail chain, too deep: Python's */
+    int k = map_get(&u->returns, e->site);
+    if (k < 0 || u->plans[k].func != top->func)
+        return 0;
+    /* TailRule.returned() */
+    if (u->nt) {
+        u->nt--;
+        if (u->tlow > u->nt)
+            u->tlow = u->nt;
+    }
+    /* ShadowStack._pop: the exit carries the depth its entry had */
+    u->n--;
+    if (u->low > u->n)
+        u->low = u->n;
+    put_record(u, 1, e->time, u->n, top->func, &u->plans[k], e->regs);
+    u->changed = 1;
+    return 1;
+}
