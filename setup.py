@@ -25,7 +25,8 @@ def unicorn_include() -> list[str]:
 
 setup(ext_modules=[Extension(
     "emutrace.native._hotpath",
-    sources=["emutrace/native/hotpath.c", "emutrace/native/step.c"],
+    sources=["emutrace/native/hotpath.c", "emutrace/native/step.c",
+             "emutrace/native/branch.c"],
     include_dirs=unicorn_include(),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,
