@@ -33,8 +33,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends.args import ArgReader
-from emutrace.backends.branch import (BranchDecoder, BranchObserver, BranchRecord,
-                                      SignalFrames)
+from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.backends.native_args import Snapshot, args_fast, return_fast
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
