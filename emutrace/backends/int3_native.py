@@ -35,6 +35,10 @@ from unicorn.unicorn_py3.unicorn import uclib
 from emutrace import native
 from emutrace.backends.args import ArgReader
 from emutrace.backends.int3 import Int3Backend, Pending
+from emutrace.backends.native_args import SNAPSHOT as _SNAPSHOT  # (shared with step, btf)
+from emutrace.backends.native_args import VOID_PLAN as _VOID
+from emutrace.backends.native_args import ArgPlan as _ArgPlan
+from emutrace.backends.native_args import Snapshot as _Snapshot
 from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
 from emutrace.discover.prototypes import CType
@@ -55,29 +59,7 @@ SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, 
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
 _NO_INTNO = 0xFFFFFFFF
-_ArgPlan = list[tuple[int, "CType | Value"]]  # per argument: its word's index, type or value
-_SNAPSHOT = object()  # a value plan: read through ArgReader over the snapshot
-_VOID = object()  # a return plan: no value  # no breakpoint interrupt (hook delivery)
 _EVENT = struct.Struct(native.EVENT_FORMAT)
-
-
-class _Snapshot:
-    """The registers and stack words the native hook saved at one event, read like a CPU by
-    `ArgReader` (a word it did not save reads as unmapped, as ArgReader expects)."""
-
-    def __init__(self, cpu: UnicornCpu) -> None:
-        self.isa, self.word, self.byteorder = cpu.isa, cpu.word, cpu.byteorder
-        self.regs: dict[str, int] = {}
-        self.words: dict[int, int] = {}
-
-    def reg_read(self, name: str) -> int:
-        return self.regs[name]
-
-    def read_word(self, addr: int) -> int:
-        try:
-            return self.words[addr]
-        except KeyError:
-            raise unicorn.UcError(ucc.UC_ERR_READ_UNMAPPED) from None
 
 
 class NativeInt3Backend(Int3Backend):
