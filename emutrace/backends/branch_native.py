@@ -6,10 +6,12 @@ backends/branch.py found by one C block hook (emutrace/native/branch.c) instead 
 each block the first time it runs (instruction count, the transfer ending it), so which
 branches are taken is the reference's decision by construction.
 
-* bts: C appends every taken branch (from, to, time, sp at the target) to its buffer and
-  counts the BTS interrupt (`--bts-buffer` records since the last decode); the records are
+* bts: C counts every taken branch and the BTS interrupt (`--bts-buffer` records since the
+  last decode) and buffers the records (from, to, time, sp at the target) the decoder may
+  make an event of — not a jump to no function entry (step.c's rule, `entries`); they are
   decoded by the reference `BranchDecoder`, in order, at the same moments as the reference
-  (interrupt, signal, end).  Counters are C's (records, interrupts) and the decoder's.
+  (interrupt, signal, end).  Counters are C's (records, interrupts, drained) and the
+  decoder's.
 * btf: every taken branch is one trap (C counts them).  A jump to no function entry is
   nothing and never leaves C; a call, return or jump to an entry whose values a register
   snapshot covers (integer arguments of a target seen before, an integer return value) is
@@ -240,10 +242,13 @@ class NativeBtsBackend(SignalFrames):
         if self.branches._bb is None:  # finished already
             return self.branches.time
         self._take()
-        self.stats["drained"] += self._decode()
+        self._decode()
+        # (records since the last interrupt or signal: the reference's list at the end)
+        self.stats["drained"] = self.branches.counter(branchlib.FILL)
         self.stats["records"] = self.branches.counter(branchlib.TAKEN)
         self.stats["interrupts"] = self.branches.counter(branchlib.INTERRUPTS)
         self.stats.update(self.decoder.stats)
+        self.native_stats = {"buffered": self.branches.counter(branchlib.BUFFERED)}
         self.branches.close()
         return self.branches.time
 

@@ -13,10 +13,11 @@
  * own resolves one block later).  Then count the block's instructions.
  *
  * A taken branch is, for
- * - bts: one record (from, to, time, sp at the target, instruction set) appended to the
- *   buffer.  `capacity` records make the BTS interrupt: Python decodes them (py_flush(1)).
- *   A buffer smaller than the capacity is handed to Python without decoding (py_flush(0)),
- *   which keeps them as the reference's list does until the interrupt;
+ * - bts: one record (from, to, time, sp at the target, instruction set).  `capacity`
+ *   records make the BTS interrupt: Python decodes them (py_flush(1)).  A buffer smaller
+ *   than the capacity is handed to Python without decoding (py_flush(0)), which keeps them
+ *   as the reference's list does until the interrupt.  A record the decoder would make
+ *   nothing of (a jump to no function entry: step.c's rule) is counted, not buffered;
  * - btf: one trap (counted).  Like step.c: a jump to no function entry records nothing; a
  *   call, a return or a jump to an entry whose values a register snapshot at the target
  *   covers is one record (the registers an ArgReader reads at the target); anything else
@@ -111,7 +112,7 @@ typedef struct {
     uint32_t branch_thumb;
     uint64_t time;
     /* counters: taken branches, interrupts, records since the last decode (bts), branches
-     * Python decoded live (btf), records buffered (btf) */
+     * Python decoded live (btf), records buffered */
     uint64_t taken, interrupts, fill, live, buffered;
 } bb_state;
 
@@ -249,18 +250,45 @@ static bb_record *next_record(bb_state *s)
     return &s->records[s->n_records++];
 }
 
-/* bts: the branch record, and the interrupt when the buffer reaches its capacity */
+/* May decoding this taken branch make an event (BranchDecoder.event)?  No for a jump to an
+ * address outside `entries` (TailRule.is_tail is false there without a side effect: the
+ * tail rule's entries are a subset of C's, which take every call target when it is taken
+ * and every symbol entry before any code of a newly mapped module runs), nor for a kind
+ * that is no call, return or jump.  A call's target joins `entries`. */
+static int may_be_event(bb_state *s, uint64_t target)
+{
+    uint32_t flags = s->branch.flags, kind = B_KIND(flags);
+    if (flags & B_MAYBE_RETURN)
+        return 1;
+    if (kind == K_CALL) {
+        if (target != s->branch.fallthrough)
+            addrset_add(&s->entries, target & s->cfg.code_mask);
+        return 1;
+    }
+    if (kind == K_RETURN)
+        return 1;
+    if (kind == K_JUMP || kind == K_BRANCH)
+        return addrset_has(&s->entries, target & s->cfg.code_mask);
+    return 0;
+}
+
+/* bts: the branch record, and the interrupt when the buffer reaches its capacity.  Every
+ * taken branch counts (records, the interrupt threshold); only those that may be an event
+ * are handed to the decoder, which makes nothing of the others */
 static void bts_record(bb_state *s, uint64_t target)
 {
-    bb_record *r = next_record(s);
-    if (!r)
-        return;
-    r->kind = BR_RAW;
-    r->flags = s->branch_thumb;
-    r->time = s->branch_time;
-    r->site = s->branch.site;
-    r->target = target;
-    r->sp = sp_now(s);
+    if (may_be_event(s, target)) {
+        bb_record *r = next_record(s);
+        if (r) {
+            r->kind = BR_RAW;
+            r->flags = s->branch_thumb;
+            r->time = s->branch_time;
+            r->site = s->branch.site;
+            r->target = target;
+            r->sp = sp_now(s);
+            s->buffered++;
+        }
+    }
     s->fill++;
     if (s->fill >= s->cfg.capacity) {
         s->interrupts++;
