@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.backends import NATIVE_BACKENDS
+from emutrace.benchgrid.spec import parse_spec
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 
@@ -119,3 +120,9 @@ def test_native_branch_trace_equals_self_record(isa: str, backend: str, tmp_path
     got = canonical_text(result.records, namer(plain), program_functions)
     assert got.count("\n") > 100
     assert got == want
+
+
+def test_bench_specs_name_the_native_engine() -> None:
+    """`emutrace bench --backend bts:native,btf:native` runs them on the native engine."""
+    assert parse_spec("bts:native").engine == parse_spec("btf:native").engine == "native"
+    assert parse_spec("bts").engine == parse_spec("btf").engine == "python"
