@@ -63,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                   else sys.argv[1:])
     info = machine_info(command)
     result: dict[str, object] = {"machine": info, "n": args.n, "rows": {}}
-    lines = [f"# Native hot path: `bts` and `btf`, fib {args.n} and busybox gzip -c of "
-             f"{args.gzip_kb} KB", "",
+    lines = ["# Native hot path: `bts` and `btf`", "",
              f"Command: `{command}`  ", f"Date: {info['date']}; load average at start: "
              f"{', '.join(f'{x:.1f}' for x in info['loadavg_at_start'])}; "  # type: ignore[union-attr]
              f"emutrace {info['emutrace_git']}", "",
@@ -84,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if gzip_input and busybox.exists() and by_name(isa).capability("busybox").works:
             cells.append((isa, f"gzip {args.gzip_kb} KB",
                           [str(busybox), "gzip", "-c", str(gzip_input)]))
+    lines[0] += ": " + ", ".join(dict.fromkeys(program for _isa, program, _cmd in cells))
     for isa, program, cmd in cells:
         samples: dict[str, list[float]] = {f"{b} {e}": [] for b, e in VARIANTS}
         outputs: dict[str, tuple] = {}
