@@ -11,12 +11,9 @@ snapshot (one word per value: `ArgReader.value`).
 
 from __future__ import annotations
 
-import unicorn
-from unicorn import unicorn_const as ucc
-
 from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
 from emutrace.discover.prototypes import CType
-from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.protocol import MemoryFault, Target
 from emutrace.trace.values import Value
 
 ArgPlan = list[tuple[int, "CType | Value"]]  # per argument: its word's index, type or value
@@ -28,8 +25,8 @@ class Snapshot:
     """The registers and stack words a native hook saved at one event, read like a CPU by
     `ArgReader` (a word it did not save reads as unmapped, as ArgReader expects)."""
 
-    def __init__(self, cpu: UnicornCpu) -> None:
-        self.isa, self.word, self.byteorder = cpu.isa, cpu.word, cpu.byteorder
+    def __init__(self, target: Target) -> None:
+        self.isa, self.word, self.byteorder = target.isa, target.word, target.byteorder
         self.regs: dict[str, int] = {}
         self.words: dict[int, int] = {}
 
@@ -40,7 +37,7 @@ class Snapshot:
         try:
             return self.words[addr]
         except KeyError:
-            raise unicorn.UcError(ucc.UC_ERR_READ_UNMAPPED) from None
+            raise MemoryFault(f"{addr:#x}: not saved with the event") from None
 
 
 def args_fast(types: CallTypes, target: int, saved_words: int) -> bool:

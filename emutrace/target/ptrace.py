@@ -9,9 +9,11 @@ loop (target/ptrace_run.py) at the stops it takes.
 
 `spawn` starts the child: fork, PTRACE_TRACEME, PR_SET_PDEATHSIG(SIGKILL) (the child dies
 with us), ADDR_NO_RANDOMIZE (a reproducible layout, as under emulation), execve.  The
-tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed, and
-asks for fork, vfork and exec events (the run loop lets forked children go untraced and
-stops tracing at an exec: target/ptrace_run.py).
+tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed,
+PTRACE_O_TRACESYSGOOD (system-call stops, when the loop resumes with PTRACE_SYSCALL for a
+dynamic program's module watch, are SIGTRAP | 0x80), and asks for fork, vfork and exec
+events (the run loop lets forked children go untraced and stops tracing at an exec:
+target/ptrace_run.py).
 
 Register names: the ISA's short names (x86_64 rax…, i386 eax…; the 32-bit names are the low
 halves of the 64-bit ones: a 64-bit tracer sees an i386 tracee through the same
@@ -25,7 +27,7 @@ import ctypes
 import os
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
@@ -42,9 +44,11 @@ PTRACE_SINGLESTEP = 9
 PTRACE_GETREGS = 12
 PTRACE_SETREGS = 13
 PTRACE_GETFPREGS = 14
+PTRACE_SYSCALL = 24
 PTRACE_SINGLEBLOCK = 33
 PTRACE_SETOPTIONS = 0x4200
 PTRACE_O_EXITKILL = 0x100000
+PTRACE_O_TRACESYSGOOD = 0x1  # system-call stops report SIGTRAP | 0x80
 PTRACE_O_TRACEFORK = 0x2
 PTRACE_O_TRACEVFORK = 0x4
 PTRACE_O_TRACEEXEC = 0x10
@@ -81,6 +85,20 @@ _libc.ptrace.restype = ctypes.c_long
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                         ctypes.c_ulong]
 _libc.personality.argtypes = [ctypes.c_ulong]
+
+
+class ResumeLoop(Protocol):
+    """A run loop's resume-and-wait in C (native/ploop.py PtraceLoop)."""
+
+    @property
+    def steps_quietly(self) -> bool:
+        """`step` told C which of its hooks C may take (`step` then goes through C)."""
+
+    def resume(self, pid: int, sig: int) -> tuple[int, int]: ...
+
+    def step(self, pid: int, sig: int) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
 
 
 class PtraceError(Unsupported):
@@ -131,7 +149,7 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
             ctypes.set_errno(0)
             if _libc.ptrace(PTRACE_TRACEME, 0, None, None) == -1:
                 err = ctypes.get_errno()
-                os.write(write_end, f"PTRACE_TRACEME: {os.strerror(err)}".encode())
+                os.write(write_end, traceme_refusal(err).encode())
                 os._exit(127)
             os.execve(path, argv, dict(_split_env(envp)))
         except OSError as e:
@@ -150,12 +168,33 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
         raise PtraceError(f"--target native: the child ended before its first instruction "
                           f"(status {status:#x})")
     try:
-        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
-               | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC)
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD
+               | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE
+               | PTRACE_O_TRACEEXEC)
     except OSError as e:
         kill(pid)
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
     return pid
+
+
+def traceme_refusal(err: int) -> str:
+    """Why PTRACE_TRACEME failed in the child, read from its /proc/self/status (proc(5)):
+    already traced (a tracer that follows forks: `strace -f`, gdb; ptrace(2) EPERM), or
+    a seccomp filter (Seccomp: 2) that denies ptrace."""
+    status: dict[str, str] = {}
+    try:
+        with open("/proc/self/status") as f:
+            status = dict(line.rstrip("\n").partition(":")[::2] for line in f)
+    except OSError:
+        pass
+    reason = f"PTRACE_TRACEME: {os.strerror(err)}"
+    tracer = status.get("TracerPid", "0").strip()
+    if tracer != "0":
+        return f"{reason} (the child is already traced by pid {tracer}: emutrace runs " \
+               f"under a tracer that follows forks)"
+    if status.get("Seccomp", "0").strip() == "2":
+        return f"{reason} (a seccomp filter of this process denies ptrace)"
+    return reason
 
 
 def _split_env(envp: list[bytes]) -> list[tuple[bytes, bytes]]:
@@ -208,6 +247,8 @@ class PtraceTarget:
         self.branch_hooks: dict[int, Callable[[int, int, int], None]] = {}
         # hardware instruction breakpoints: DR slot → (handle, address, hook, data)
         self.hw_slots: dict[int, tuple[int, int, CodeHook, Any]] = {}
+        # called after each system call the tracee completes (target/native_modules.py)
+        self.syscall_hooks: list[Callable[[], None]] = []
         self._next_handle = 1
         self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
         self.stop_requested = False
@@ -216,6 +257,12 @@ class PtraceTarget:
         self._lifted: dict[int, int] | None = None  # patches lifted for a vfork child
         self.untraced_children: list[int] = []  # forked children let go (release_child)
         self.exec_untraced = False  # the tracee exec'd: its new image ran untraced
+        self.c_loop: ResumeLoop | None = None  # PTRACE_CONT and its wait in C (ploop.c)
+
+    @property
+    def mem_fd(self) -> int:
+        """/proc/PID/mem, open read-write (the C loop writes pushed return addresses)."""
+        return self._mem
 
     def close(self) -> None:
         if self._mem >= 0:
@@ -280,6 +327,11 @@ class PtraceTarget:
     @property
     def pc(self) -> int:
         return self.reg_read(self.isa.registers.pc)
+
+    def after_syscall(self) -> bool:
+        """Stopped at a system call's exit: orig_rax holds its number (an exception's
+        entry, a single-step trap's included, stores -1 there: arch/x86/entry)."""
+        return self.reg_read("orig_rax") != self._mask
 
     def in_alt_mode(self) -> bool:
         return False  # x86 has no second instruction set

@@ -21,10 +21,21 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   instruction) calls that slot's hook; the instruction then runs (EFLAGS.RF);
 * while a branch hook is installed (btf) the tracee runs by PTRACE_SINGLEBLOCK, and each
   trap calls it with where the tracee was resumed and where it stopped;
+* while a system-call hook is installed (a dynamic program's module watch:
+  target/native_modules.py), the tracee runs by PTRACE_SYSCALL instead of PTRACE_CONT and
+  the hooks are called at each system call's exit (PTRACE_GET_SYSCALL_INFO tells exit from
+  entry); a step or block stop with orig_rax not -1 is a system call's exit too;
 * a fork or vfork (PTRACE_EVENT_*): the child is let go untraced with the program's own
   code bytes; an exec: the tracee is let go and waited for (the backend knows only the old
   image);
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
+
+With the C engine (`target.c_loop`, native/ploop.c) each PTRACE_CONT and its wait are C's:
+C finishes, without returning here, the int3 traps at sites of its table (the int3
+backend's lazy fast path) and hands back the first stop it does not finish, which this
+loop then handles as its own.  For `step` alone, C single-steps on over the instructions
+whose hook would only count them (the backend's `quiet` addresses) and hands back the first
+other stop as the result of one step.  Branch steps (btf) stay here.
 
 SIGINT, SIGTERM and SIGHUP to emutrace kill the tracee and end the run as "interrupted"
 (its trace is kept, as under emulation); `--timeout` kills it from a timer.
@@ -51,6 +62,7 @@ from emutrace.target.ptrace import (
     PTRACE_GETEVENTMSG,
     PTRACE_SINGLEBLOCK,
     PTRACE_SINGLESTEP,
+    PTRACE_SYSCALL,
     PtraceError,
     PtraceTarget,
     kill,
@@ -67,6 +79,10 @@ TRAP_HWBKPT = 4  # a debug register's breakpoint (DR6.Bn)
 SIGINFO_SIZE = 128
 SI_CODE_OFFSET = 8  # siginfo_t: si_signo, si_errno, si_code (ints)
 BREAKPOINT_TRAP = 3  # x86 #BP, the vector Unicorn reports for int3
+SYSCALL_STOP = signal.SIGTRAP | 0x80  # PTRACE_O_TRACESYSGOOD
+PTRACE_GET_SYSCALL_INFO = 0x420E  # <linux/ptrace.h>, Linux 5.3
+SYSCALL_INFO_SIZE = 88  # sizeof(struct ptrace_syscall_info)
+SYSCALL_INFO_EXIT = 2  # struct ptrace_syscall_info.op (its first byte)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -162,14 +178,31 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
         lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
         request = PTRACE_SINGLESTEP if stepping or lifted else \
-            PTRACE_SINGLEBLOCK if target.branch_hooks else PTRACE_CONT
+            PTRACE_SINGLEBLOCK if target.branch_hooks else \
+            PTRACE_SYSCALL if target.syscall_hooks else PTRACE_CONT
         target.flush()
         try:
-            ptrace(request, pid, 0, pending_signal)
+            loop = target.c_loop
+            if loop is not None and request == PTRACE_CONT:
+                # C resumes and waits, finishing the traps it can (native/ploop.c)
+                status, c_pc = loop.resume(pid, pending_signal)
+                if c_pc:
+                    pc = target.last_pc = c_pc
+            elif (loop is not None and request == PTRACE_SINGLESTEP and loop.steps_quietly
+                  and not (lifted or blocks_due or target.branch_hooks or target.point_hooks)
+                  and len(target.range_hooks) == 1):
+                # `step` alone: C steps over the instructions its hook only counts
+                status, c_pc = loop.step(pid, pending_signal)
+                if c_pc:
+                    pc = target.last_pc = c_pc
+            else:
+                ptrace(request, pid, 0, pending_signal)
+                status = -1
         except OSError as e:
             raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
         pending_signal = 0
-        _, status = os.waitpid(pid, 0)
+        if status == -1:
+            _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
             return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
         if interrupted:
@@ -187,6 +220,10 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             if stop is not None:
                 return stop
             continue  # resumed as it was: the system call completes
+        if sig == SYSCALL_STOP:  # PTRACE_SYSCALL's stop at a system call's entry or exit
+            if _syscall_op(pid) == SYSCALL_INFO_EXIT:
+                _syscall_ended(target)
+            continue
         if sig != signal.SIGTRAP:
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
@@ -206,12 +243,26 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             for fn, data in target.hw_hooks_at(target.pc):
                 fn(None, target.pc, 0, data)
             continue
-        if request != PTRACE_CONT and code in STEP_CODES:
+        if request in (PTRACE_SINGLESTEP, PTRACE_SINGLEBLOCK) and code in STEP_CODES:
             fresh = True  # one instruction, or up to a taken branch, done
+            if target.syscall_hooks and target.after_syscall():
+                _syscall_ended(target)  # the step ended at a system call's exit
             for branch_hook in list(target.branch_hooks.values()):
                 branch_hook(pc, target.pc, code)
         else:
             pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
+
+
+def _syscall_op(pid: int) -> int:
+    info = ctypes.create_string_buffer(SYSCALL_INFO_SIZE)
+    ptrace(PTRACE_GET_SYSCALL_INFO, pid, SYSCALL_INFO_SIZE,
+           ctypes.c_void_p(ctypes.addressof(info)))
+    return info.raw[0]
+
+
+def _syscall_ended(target: PtraceTarget) -> None:
+    for hook in list(target.syscall_hooks):
+        hook()
 
 
 def _event(target: PtraceTarget, event: int) -> Stop | None:
