@@ -19,8 +19,9 @@ from emutrace.backends.native_args import SNAPSHOT as _SNAPSHOT  # (shared with 
 from emutrace.backends.native_args import VOID_PLAN as _VOID
 from emutrace.backends.native_args import ArgPlan as _ArgPlan
 from emutrace.backends.native_args import Snapshot as _Snapshot
+from emutrace.backends.native_args import arg_plan, ret_plan
 from emutrace.discover import Function, Site, SiteKind
-from emutrace.discover.callabi import SRET, VOID, Slots, Unknown
+from emutrace.discover.callabi import SRET, Slots, Unknown
 from emutrace.discover.prototypes import CType
 from emutrace.isa.base import CONDITION_TESTS, FlowKind, Isa
 from emutrace.target.protocol import Target
@@ -225,28 +226,12 @@ class RecordDrain:
                     value = None if rplan is _VOID else self._value(regs[0], cast(CType, rplan))
                 emit(Return(time, site, sp, value, target))
 
-    # The common cases without the snapshot: what ArgReader.read / read_return would compute
-    # from the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
+    # The common cases without the snapshot (native_args: one word per value)
     def _arg_plan(self, target: int) -> _ArgPlan | object:
-        out: _ArgPlan = []
-        for loc in self.b.args.types.at(target).args:
-            if isinstance(loc, Unknown):
-                out.append((0, Value("struct", 8 * loc.ctype.size, 0, "{?}")))
-            elif (isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ctype.kind != "struct"
-                  and loc.ctype is not SRET):
-                out.append((loc.ids[0], loc.ctype))
-            else:
-                return _SNAPSHOT
-        return out
+        return arg_plan(self.b.args.types, target)
 
     def _ret_plan(self, site: int) -> object:
-        _func, values = self.b.args.types.function_of(site)
-        t = values.ret
-        if t is VOID or t.kind == "void":
-            return _VOID
-        if t.kind in ("float", "struct") or t.size > self._word:
-            return _SNAPSHOT
-        return t
+        return ret_plan(self.b.args.types, site, self._word)
 
     def _args_from_snapshot(self, target: int, entry_sp: int,
                             regs: list[int]) -> tuple[Value, ...]:
