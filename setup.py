@@ -1,5 +1,5 @@
-"""Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`;
-ploop.c, the native target's ptrace loop), a plain C
+"""Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`; branch.c for
+`bts` and `btf`; ploop.c, the native target's ptrace loop), a plain C
 library that emutrace loads with ctypes; everything else is in pyproject.toml.
 
 It is compiled against the headers the unicorn wheel ships (unicorn/include) and does not
@@ -27,7 +27,8 @@ def unicorn_include() -> list[str]:
 setup(ext_modules=[Extension(
     "emutrace.native._hotpath",
     sources=["emutrace/native/hotpath.c", "emutrace/native/ufwrite.c",
-             "emutrace/native/step.c", "emutrace/native/ploop.c"],
+             "emutrace/native/step.c", "emutrace/native/ploop.c",
+             "emutrace/native/branch.c"],
     include_dirs=unicorn_include(),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,

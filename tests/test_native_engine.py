@@ -87,10 +87,10 @@ def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
 
 def test_auto_engine_is_native_where_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default engine: native for int3 when the library is built, python for a backend
-    without a native path (bts), and python (no error) when the library is missing."""
+    without a native path (hwbp), and python (no error) when the library is missing."""
     hello = str(bin_path("x86_64", "hello_fs"))
     assert Process(RunConfig(hello, [], backend="int3"), warn=lambda m: None).engine == "native"
-    assert Process(RunConfig(hello, [], backend="bts"), warn=lambda m: None).engine == "python"
+    assert Process(RunConfig(hello, [], backend="hwbp"), warn=lambda m: None).engine == "python"
     monkeypatch.setattr(native, "_lib", None)
     monkeypatch.setattr(native, "library_path", lambda: None)
     process = Process(RunConfig(hello, [], backend="int3"), warn=lambda m: None)
@@ -128,6 +128,6 @@ def test_engine_native_without_library(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_engine_native_other_backend_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--engine", "native", "--backend", "bts",
+    assert main(["run", "--engine", "native", "--backend", "hwbp",
                  str(bin_path("x86_64", "hello_fs"))]) == 64
     assert "no native path" in capsys.readouterr().err

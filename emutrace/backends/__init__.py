@@ -29,7 +29,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 # backends with a native hot path (`--engine native`, emutrace/native)
-NATIVE_BACKENDS = ("int3", "step")
+NATIVE_BACKENDS = ("int3", "step", "bts", "btf")
 # auto (the default): native where the backend has a native path and the library is built
 ENGINES = ("auto", "python", "native")
 
@@ -42,7 +42,7 @@ class BackendOptions:
     bts_buffer: int = 4096  # bts: records the buffer holds before it interrupts
     # prototypes and -A counts for typed arguments (None: the image's, no -A)
     call_types: CallTypes | None = None
-    # "python" (the reference) or "native" (the C hot path, emutrace/native; int3, step)
+    # "python" (the reference) or "native" (the C hot path, emutrace/native; NATIVE_BACKENDS)
     engine: str = "python"
 
 

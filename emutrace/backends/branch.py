@@ -183,7 +183,7 @@ class BranchObserver:
         self.branch_thumb = False
         self.waiting = False
         self.time = 0
-        cpu.hook_block(self._on_block)
+        self.hook = cpu.hook_block(self._on_block)  # (the native engine replaces it)
 
     def _on_block(self, uc: unicorn.Uc, addr: int, size: int, _d: object) -> None:
         thumb = self.cpu.in_alt_mode()
@@ -197,10 +197,7 @@ class BranchObserver:
                 self.on_branch(BranchRecord(b.site, addr, self.branch_time, sp,
                                             self.branch_thumb))
             self.branch = None
-        key = (addr, size, thumb)
-        block = self.blocks.get(key)
-        if block is None:
-            block = self.blocks[key] = self._block(addr, size, thumb)
+        block = self.block(addr, size, thumb)
         if block.site is not None:
             self.branch, self.waiting = block, block.split
             self.branch_time, self.branch_thumb = self.time + block.index, thumb
@@ -212,6 +209,14 @@ class BranchObserver:
         SIGALRM between blocks: the kernel's block hook is added during the run, so it
         runs after this one, which has taken the block already): that branch never runs."""
         self.branch, self.waiting = None, False
+
+    def block(self, addr: int, size: int, thumb: bool) -> Block:
+        """The block's facts, decoded once per (address, size, instruction set)."""
+        key = (addr, size, thumb)
+        block = self.blocks.get(key)
+        if block is None:
+            block = self.blocks[key] = self._block(addr, size, thumb)
+        return block
 
     def _block(self, addr: int, size: int, thumb: bool) -> Block:
         """The block's instruction count and the control transfer that ends it."""

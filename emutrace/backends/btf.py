@@ -20,6 +20,7 @@ stats: traps (taken branches), calls, returns, tail_calls.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
@@ -62,4 +63,11 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
 
         assert isinstance(cpu, PtraceTarget)
         return NativeBtfBackend(image, cpu, emit, options.call_types)
+    if options.engine == "native":  # C finds the taken branches (branch_native.py)
+        from emutrace.backends.branch_native import NativeBtfBackend as HotPathBtf
+        from emutrace.target.unicorn_cpu import UnicornCpu
+        from emutrace.target.unicorn_run import HookSet
+
+        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
+        return cast(BtfBackend, HotPathBtf(image, cpu, hooks, emit, options.call_types))
     return BtfBackend(image, cpu, emit, options.call_types)

@@ -23,6 +23,7 @@ stats: records, interrupts, drained (records decoded at finish), calls, returns,
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
@@ -78,4 +79,11 @@ class BtsBackend(SignalFrames):
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> BtsBackend:
+    if options.engine == "native":  # C finds the taken branches (branch_native.py)
+        from emutrace.backends.branch_native import NativeBtsBackend
+        from emutrace.target.unicorn_cpu import UnicornCpu
+        from emutrace.target.unicorn_run import HookSet
+
+        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
+        return cast(BtsBackend, NativeBtsBackend(image, cpu, hooks, emit, options.bts_buffer))
     return BtsBackend(image, cpu, emit, options.bts_buffer)

@@ -15,11 +15,16 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from emutrace import native
 from emutrace.backends.args import ArgReader
+from emutrace.backends.native_args import SNAPSHOT as _SNAPSHOT  # (shared with step, btf)
+from emutrace.backends.native_args import VOID_PLAN as _VOID
+from emutrace.backends.native_args import ArgPlan as _ArgPlan
+from emutrace.backends.native_args import Snapshot as _Snapshot
+from emutrace.backends.native_args import arg_plan, ret_plan
 from emutrace.discover import Function, Site, SiteKind
-from emutrace.discover.callabi import SRET, VOID, Slots, Unknown
+from emutrace.discover.callabi import SRET, Slots, Unknown
 from emutrace.discover.prototypes import CType
 from emutrace.isa.base import CONDITION_TESTS, FlowKind, Isa
-from emutrace.target.protocol import MemoryFault, Target
+from emutrace.target.protocol import Target
 from emutrace.trace.events import Call, Event, Return
 from emutrace.trace.values import Value
 
@@ -34,9 +39,6 @@ SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, 
                int, int]
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
-_ArgPlan = list[tuple[int, "CType | Value"]]  # per argument: its word's index, type or value
-_SNAPSHOT = object()  # a value plan: read through ArgReader over the snapshot
-_VOID = object()  # a return plan: no value
 EVENT = struct.Struct(native.EVENT_FORMAT)
 
 
@@ -52,25 +54,6 @@ class SiteTable(Protocol):
     def inside_add(self, site: int, target: int) -> None: ...
 
     def inside_drop(self, target: int) -> None: ...
-
-
-class _Snapshot:
-    """The registers and stack words C saved at one event, read like a CPU by `ArgReader`
-    (a word it did not save reads as unmapped, as ArgReader expects)."""
-
-    def __init__(self, target: Target) -> None:
-        self.isa, self.word, self.byteorder = target.isa, target.word, target.byteorder
-        self.regs: dict[str, int] = {}
-        self.words: dict[int, int] = {}
-
-    def reg_read(self, name: str) -> int:
-        return self.regs[name]
-
-    def read_word(self, addr: int) -> int:
-        try:
-            return self.words[addr]
-        except KeyError:
-            raise MemoryFault(f"{addr:#x}: not saved with the event") from None
 
 
 class FastSites:
@@ -258,28 +241,12 @@ class RecordDrain:
                 else:
                     writer.teach_return(ret, rplan is not _SNAPSHOT, writer.emit(ret))
 
-    # The common cases without the snapshot: what ArgReader.read / read_return would compute
-    # from the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
+    # The common cases without the snapshot (native_args: one word per value)
     def _arg_plan(self, target: int) -> _ArgPlan | object:
-        out: _ArgPlan = []
-        for loc in self.b.args.types.at(target).args:
-            if isinstance(loc, Unknown):
-                out.append((0, Value("struct", 8 * loc.ctype.size, 0, "{?}")))
-            elif (isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ctype.kind != "struct"
-                  and loc.ctype is not SRET):
-                out.append((loc.ids[0], loc.ctype))
-            else:
-                return _SNAPSHOT
-        return out
+        return arg_plan(self.b.args.types, target)
 
     def _ret_plan(self, site: int) -> object:
-        _func, values = self.b.args.types.function_of(site)
-        t = values.ret
-        if t is VOID or t.kind == "void":
-            return _VOID
-        if t.kind in ("float", "struct") or t.size > self._word:
-            return _SNAPSHOT
-        return t
+        return ret_plan(self.b.args.types, site, self._word)
 
     def _args_from_snapshot(self, target: int, entry_sp: int,
                             regs: list[int]) -> tuple[Value, ...]:

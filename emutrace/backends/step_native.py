@@ -28,9 +28,18 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends.args import ArgReader
-from emutrace.backends.fastpath import _SNAPSHOT, _VOID, _ArgPlan, _Snapshot
+from emutrace.backends.native_args import (
+    SNAPSHOT,
+    VOID_PLAN,
+    ArgPlan,
+    Snapshot,
+    arg_plan,
+    args_fast,
+    ret_plan,
+    return_fast,
+)
 from emutrace.backends.step import Pending, StepBackend
-from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
+from emutrace.discover.callabi import CallTypes
 from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
@@ -99,7 +108,7 @@ class NativeStepBackend(StepBackend):
         if err != ucc.UC_ERR_OK:
             raise Unsupported(f"--engine native: the step hook was refused ({err})")
         self._c_hook = handle.value
-        self._snapshot = _Snapshot(cpu)
+        self._snapshot = Snapshot(cpu)
         self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), self.args.types,
                                     at_entry=True)
         self._value = self._snap_args.value
@@ -182,21 +191,11 @@ class NativeStepBackend(StepBackend):
 
     # ------------------------------------------------------------ which values C covers
     def _return_fast(self, site: int) -> bool:
-        """Is the value returned at site an integer in the snapshotted registers?"""
-        _func, values = self.args.types.function_of(site)
-        t = values.ret
-        return t is not None and (t is VOID or t.kind not in ("float", "struct", "str", "buf"))
+        return return_fast(self.args.types, site)
 
     def _args_fast(self, target: int) -> bool:
-        """Are the arguments of the function at target integer words in the argument
-        registers or the stack words C saves (no string, struct or float)?"""
-        if not self._all_args_saved:
-            return False
-        n = len(self._arg_names) + self._n_stack
-        return all(isinstance(loc, Unknown) or (
-            isinstance(loc, Slots) and loc.ctype is not SRET and max(loc.ids) < n
-            and loc.ctype.kind not in ("str", "buf"))
-            for loc in self.args.types.at(target).args)
+        return self._all_args_saved and args_fast(self.args.types, target,
+                                                  len(self._arg_names) + self._n_stack)
 
     # ------------------------------------------------------------ events
     def _emit_drained(self, event: Event) -> None:
@@ -227,12 +226,12 @@ class NativeStepBackend(StepBackend):
                     returned()
                     plan = ret_plans.get(site)
                     if plan is None:
-                        plan = ret_plans[site] = self._ret_plan(site)
-                    if plan is _SNAPSHOT:
+                        plan = ret_plans[site] = ret_plan(self.args.types, site, self.cpu.word)
+                    if plan is SNAPSHOT:
                         self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
                         result = self._snap_args.read_return(site)
                     else:
-                        result = None if plan is _VOID else value(regs[0], cast(CType, plan))
+                        result = None if plan is VOID_PLAN else value(regs[0], cast(CType, plan))
                     emit(Return(time, site, sp, result, target))
                 elif is_tail(target):
                     tail_calls += 1
@@ -248,38 +247,17 @@ class NativeStepBackend(StepBackend):
     def _args(self, target: int, entry_sp: int, regs: list[int]) -> tuple[Value, ...]:
         plan = self._arg_plans.get(target)
         if plan is None:
-            plan = self._arg_plans[target] = self._arg_plan(target)
-        if plan is not _SNAPSHOT:
+            plan = self._arg_plans[target] = arg_plan(self.args.types, target)
+        if plan is not SNAPSHOT:
             value = self._value
             return tuple(value(regs[i], t) if isinstance(t, CType) else cast(Value, t)
-                         for i, t in cast(_ArgPlan, plan))
+                         for i, t in cast(ArgPlan, plan))
         snap, word, n_args = self._snapshot, self.cpu.word, len(self._arg_names)
         snap.regs = dict(zip(self._arg_names, regs, strict=False))
         snap.regs[self.sp_reg] = entry_sp
         snap.words = {entry_sp + self._stack_offset + k * word: regs[n_args + k]
                       for k in range(self._n_stack)}
         return self._snap_args.read(target)
-
-    def _arg_plan(self, target: int) -> _ArgPlan | object:
-        out: _ArgPlan = []
-        for loc in self.args.types.at(target).args:
-            if isinstance(loc, Unknown):
-                out.append((0, Value("struct", 8 * loc.ctype.size, 0, "{?}")))
-            elif (isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ctype.kind != "struct"
-                  and loc.ctype is not SRET):
-                out.append((loc.ids[0], loc.ctype))
-            else:
-                return _SNAPSHOT
-        return out
-
-    def _ret_plan(self, site: int) -> object:
-        _func, values = self.args.types.function_of(site)
-        t = values.ret
-        if t is VOID or t.kind == "void":
-            return _VOID
-        if t.kind in ("float", "struct") or t.size > self.cpu.word:
-            return _SNAPSHOT
-        return t
 
     # ------------------------------------------------------------ traps and end
     def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:

@@ -4,9 +4,10 @@ and checked before anything runs (a bad argument is a `UsageError`: one line, ex
 A backend spec is a registered backend name with an optional setting after a colon:
 ``int3:strict`` (cleanup policy), ``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per
 buffer), ``BACKEND:record`` (the backend's trace written to a uftrace data directory as
-`emutrace record` writes it: record throughput and bytes per record), ``int3:native`` and
-``step:native`` (the native hot path).  Every other cell runs on the Python reference
-engine, so that the mechanisms are compared like with like.  ``all`` expands to
+`emutrace record` writes it: record throughput and bytes per record), ``int3:native``,
+``step:native``, ``bts:native`` and ``btf:native`` (the native hot path).  Every other
+cell runs on the Python reference engine, so that the mechanisms are compared like with
+like.  ``all`` expands to
 the comparison set; ``none`` is the baseline and is always run,
 so naming it is allowed and changes nothing.
 """
@@ -64,7 +65,8 @@ def parse_spec(text: str) -> BackendSpec:
         return BackendSpec(text, name, bts_buffer=int(value))
     expected = {"int3": "int3:lazy, int3:strict, int3:native or int3:record",
                 "hwbp": "hwbp:N (N ≥ 1 slots) or hwbp:record",
-                "bts": "bts:N (N ≥ 1 records) or bts:record",
+                "bts": "bts:N (N ≥ 1 records), bts:native or bts:record",
+                "btf": "btf:native or btf:record",
                 "step": "step:native or step:record"}.get(
                     name, f"{name}:record or no setting")
     raise UsageError(f"--backend {text}: expected {expected}")

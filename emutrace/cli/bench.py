@@ -66,8 +66,8 @@ class BenchCommand:
                        help="ISAs to run (default all)")
         p.add_argument("--backend", default="all", metavar="all|SPEC,...",
                        help="backend specs: int3, int3:strict, int3:native, hwbp, hwbp:N "
-                            "(N slots), bts, bts:N (buffer records), btf, entry, step, "
-                            "step:native; all = "
+                            "(N slots), bts, bts:N (buffer records), bts:native, btf, "
+                            "btf:native, entry, step, step:native; all = "
                             f"{','.join(ALL_SPECS)}; `none` always runs as the baseline")
         p.add_argument("--repeat", type=options.positive_count, default=1, metavar="N",
                        help="rounds; each round runs every cell of a row in turn, times are "

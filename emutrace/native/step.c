@@ -28,6 +28,8 @@
 
 #include <unicorn/unicorn.h>
 
+#include "addrset.h"
+
 typedef uc_err (*st_reg_read_fn)(uc_engine *, int, void *);
 typedef uc_err (*st_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
 
@@ -86,11 +88,6 @@ typedef struct {
 } st_flow;
 
 typedef struct {
-    uint64_t *keys;  /* 0: empty */
-    size_t cap, used;
-} st_set;
-
-typedef struct {
     uint32_t flow;
     uint64_t site, fallthrough, time, sp;
     uint32_t countdown;
@@ -101,8 +98,8 @@ typedef struct {
     st_config cfg;
     st_flow *flows;
     size_t flows_cap, flows_used;
-    st_set fast;     /* call targets whose arguments the snapshot covers */
-    st_set entries;  /* a superset of TailRule.entries */
+    addrset fast;     /* call targets whose arguments the snapshot covers */
+    addrset entries;  /* a superset of TailRule.entries */
     st_event *events;
     uint32_t n_events;
     uint64_t time;
@@ -111,16 +108,9 @@ typedef struct {
     uint64_t recorded, slow;  /* transfers buffered / resolved by Python */
 } st_state;
 
-static inline uint64_t st_mix(uint64_t x)
-{
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static st_flow *flow_slot(st_flow *t, size_t cap, uint64_t addr)
 {
-    size_t i = st_mix(addr) & (cap - 1);
+    size_t i = addr_mix(addr) & (cap - 1);
     while (t[i].flow != 0 && t[i].addr != addr)
         i = (i + 1) & (cap - 1);
     return &t[i];
@@ -148,51 +138,6 @@ static int flows_put(st_state *s, uint64_t addr, uint32_t flow)
     return 0;
 }
 
-/* sets hold key + 1, so that address 0 is a key like any other */
-static int set_has(const st_set *set, uint64_t key)
-{
-    key += 1;
-    size_t i = st_mix(key) & (set->cap - 1);
-    while (set->keys[i] != 0) {
-        if (set->keys[i] == key)
-            return 1;
-        i = (i + 1) & (set->cap - 1);
-    }
-    return 0;
-}
-
-static int set_add(st_set *set, uint64_t key)
-{
-    key += 1;
-    if (2 * (set->used + 1) > set->cap) {
-        size_t cap = set->cap * 2;
-        uint64_t *keys = calloc(cap, sizeof *keys);
-        if (!keys)
-            return -1;
-        for (size_t i = 0; i < set->cap; i++) {
-            uint64_t k = set->keys[i];
-            if (k) {
-                size_t j = st_mix(k) & (cap - 1);
-                while (keys[j])
-                    j = (j + 1) & (cap - 1);
-                keys[j] = k;
-            }
-        }
-        free(set->keys);
-        set->keys = keys;
-        set->cap = cap;
-    }
-    size_t i = st_mix(key) & (set->cap - 1);
-    while (set->keys[i] != 0) {
-        if (set->keys[i] == key)
-            return 0;
-        i = (i + 1) & (set->cap - 1);
-    }
-    set->keys[i] = key;
-    set->used++;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ API for Python */
 st_state *st_new(uc_engine *uc, const st_config *cfg)
 {
@@ -208,13 +153,11 @@ st_state *st_new(uc_engine *uc, const st_config *cfg)
     if (s->cfg.buffer_events == 0)
         s->cfg.buffer_events = 4096;
     s->flows_cap = 1 << 14;
-    s->fast.cap = s->entries.cap = 1024;
     s->flows = calloc(s->flows_cap, sizeof *s->flows);
-    s->fast.keys = calloc(s->fast.cap, sizeof *s->fast.keys);
-    s->entries.keys = calloc(s->entries.cap, sizeof *s->entries.keys);
+    int sets = addrset_init(&s->fast, 1024) | addrset_init(&s->entries, 1024);
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
-    if (!s->flows || !s->fast.keys || !s->entries.keys || !s->events) {
-        free(s->flows); free(s->fast.keys); free(s->entries.keys); free(s->events);
+    if (!s->flows || sets != 0 || !s->events) {
+        free(s->flows); addrset_free(&s->fast); addrset_free(&s->entries); free(s->events);
         free(s);
         return NULL;
     }
@@ -226,14 +169,14 @@ void st_free(st_state *s)
     if (!s)
         return;
     free(s->flows);
-    free(s->fast.keys);
-    free(s->entries.keys);
+    addrset_free(&s->fast);
+    addrset_free(&s->entries);
     free(s->events);
     free(s);
 }
 
-int st_fast_add(st_state *s, uint64_t target) { return set_add(&s->fast, target); }
-int st_entry_add(st_state *s, uint64_t code) { return set_add(&s->entries, code); }
+int st_fast_add(st_state *s, uint64_t target) { return addrset_add(&s->fast, target); }
+int st_entry_add(st_state *s, uint64_t code) { return addrset_add(&s->entries, code); }
 uint64_t st_get_time(const st_state *s) { return s->time; }
 void st_set_time(st_state *s, uint64_t t) { s->time = t; }
 void st_clear_pending(st_state *s) { s->has_pending = 0; }
@@ -291,17 +234,17 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
     if (p->flow & F_MAYBE_RETURN)
         return 0;
     if (kind == K_CALL) {
-        if (set_add(&s->entries, code) != 0 || !set_has(&s->fast, pc))
+        if (addrset_add(&s->entries, code) != 0 || !addrset_has(&s->fast, pc))
             return 0;
     } else if (kind == K_RETURN) {
-        if (set_has(&s->entries, code))  /* maybe a return into an entry: a jump */
+        if (addrset_has(&s->entries, code))  /* maybe a return into an entry: a jump */
             return 0;
         if (!(p->flow & F_RET_FAST))
             return 0;
     } else {  /* a jump: a tail call only to a function entry */
-        if (!set_has(&s->entries, code))
+        if (!addrset_has(&s->entries, code))
             return 1;  /* nothing to record */
-        if (!set_has(&s->fast, pc))
+        if (!addrset_has(&s->fast, pc))
             return 0;
     }
     uint64_t sp = 0;

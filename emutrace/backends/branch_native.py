@@ -1,0 +1,337 @@
+"""`bts` and `btf` on the native hot path (`--engine native`): the taken branches of
+backends/branch.py found by one C block hook (emutrace/native/branch.c) instead of Python's.
+
+`NativeBranches` is the C hook with its tables; it stands in for `BranchObserver` (same
+`time`, same `interrupted`) and asks the reference observer's `block()` for the facts of
+each block the first time it runs (instruction count, the transfer ending it), so which
+branches are taken is the reference's decision by construction.
+
+* bts: C counts every taken branch and the BTS interrupt (`--bts-buffer` records since the
+  last decode) and buffers the records (from, to, time, sp at the target) the decoder may
+  make an event of — not a jump to no function entry (step.c's rule, `entries`); they are
+  decoded by the reference `BranchDecoder`, in order, at the same moments as the reference
+  (interrupt, signal, end).  Counters are C's (records, interrupts, drained) and the
+  decoder's.
+* btf: every taken branch is one trap (C counts them).  A jump to no function entry is
+  nothing and never leaves C; a call, return or jump to an entry whose values a register
+  snapshot covers (integer arguments of a target seen before, an integer return value) is
+  one record, decoded later by the reference `BranchDecoder` reading the snapshot
+  (`native_args.Snapshot`) instead of the CPU; anything else (a first call of a target, a
+  `maybe_return` jump, a return into an entry, values in memory or float registers) is
+  decoded at once by the reference decoder on the live CPU, after the buffer.  The buffer
+  is drained before Python emits anything else (a signal frame) and at the end.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import struct
+from collections.abc import Callable
+from typing import cast
+
+from unicorn import unicorn_const as ucc
+from unicorn.unicorn_py3.unicorn import uclib
+
+from emutrace import native
+from emutrace.backends.args import ArgReader
+from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
+from emutrace.backends.native_args import Snapshot, args_fast, return_fast
+from emutrace.discover.callabi import CallTypes
+from emutrace.elf import Image
+from emutrace.errors import Unsupported
+from emutrace.isa.base import FlowKind
+from emutrace.native import branchlib
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet
+from emutrace.trace.events import Event
+
+# FlowKind -> the kind bits of a block's flags (branch.c K_*, step.c's codes)
+_KIND_CODE = {FlowKind.NONE: 0, FlowKind.CALL: 1, FlowKind.RETURN: 2, FlowKind.JUMP: 3,
+              FlowKind.STOP: 4, FlowKind.BRANCH: 5, FlowKind.EXECUTE: 6}
+_RECORD = struct.Struct(native.EVENT_FORMAT)
+
+
+class NativeBranches:
+    """The C block hook that finds taken branches, and its record buffer."""
+
+    def __init__(self, cpu: UnicornCpu, hooks: HookSet, observer: BranchObserver,
+                 on_flush: Callable[[bool], None],
+                 on_live: Callable[[BranchRecord], None] | None = None,
+                 capacity: int = 0) -> None:
+        self.lib = lib = branchlib.load()
+        self.cpu, self.hooks, self.observer = cpu, hooks, observer
+        self.decoder = observer.decoder
+        self._on_flush, self._on_live = on_flush, on_live
+        isa, regs = cpu.isa, cpu.isa.registers
+        self._callbacks = (branchlib.PY_BLOCK_INFO(self._py_block),
+                           branchlib.PY_FLUSH(self._py_flush),
+                           branchlib.PY_LIVE(self._py_live))
+        self.arg_names = regs.args[:native.MAX_REGS]
+        self.ret_names = [regs.retval] + ([isa.c_values.retval_hi]
+                                          if isa.c_values.retval_hi else [])
+        cfg = branchlib.BranchConfig()
+        cfg.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p)
+        cfg.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p)
+        cfg.py_block, cfg.py_flush, cfg.py_live = self._callbacks
+        cfg.sp_reg = cpu.reg_id(regs.sp)
+        flag = isa.alt_mode_flag  # the Thumb bit, read as UnicornCpu.in_alt_mode does
+        cfg.alt_reg, cfg.alt_mask = (cpu.reg_id(flag[0]), flag[1]) if flag else (-1, 0)
+        cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
+        cfg.code_mask = (1 << 64) - 2 if isa.thumb_bit else (1 << 64) - 1
+        cfg.n_args = len(self.arg_names)
+        self.n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
+        self.stack_offset = cfg.stack_offset = regs.stack_args_offset
+        for i, name in enumerate(self.arg_names):
+            cfg.arg_regs[i] = cpu.reg_id(name)
+        cfg.ret_reg = cpu.reg_id(self.ret_names[0])
+        cfg.ret_hi_reg = cpu.reg_id(self.ret_names[1]) if len(self.ret_names) > 1 else -1
+        # bts: the buffer is the BTS buffer (up to 64 Ki records; a larger one is handed to
+        # Python in parts, kept undecoded until the interrupt)
+        cfg.buffer_records = min(capacity, 1 << 16) if capacity else 4096
+        cfg.live, cfg.capacity = int(on_live is not None), capacity
+        self.all_args_saved = len(regs.args) <= native.MAX_REGS
+        self._symbols_generation = -1
+        self._bb = lib.bb_new(cpu.uc._uch, ctypes.byref(cfg))
+        if not self._bb:
+            raise MemoryError("native hot path: out of memory")
+        cpu.hook_del(observer.hook)  # the reference's Python hook: C's instead
+        handle = ctypes.c_size_t()
+        err = uclib.uc_hook_add(cpu.uc._uch, ctypes.byref(handle), ucc.UC_HOOK_BLOCK,
+                                ctypes.cast(lib.bb_on_block, ctypes.c_void_p),
+                                ctypes.c_void_p(self._bb), 1, 0)
+        if err != ucc.UC_ERR_OK:
+            raise Unsupported(f"--engine native: the branch hook was refused ({err})")
+        self._c_hook = handle.value
+        self._final_time = 0
+
+    # ------------------------------------------------------------ BranchObserver's face
+    @property
+    def time(self) -> int:
+        return int(self.lib.bb_get_time(self._bb)) if self._bb else self._final_time
+
+    def interrupted(self) -> None:
+        self.lib.bb_interrupted(self._bb)
+
+    # ------------------------------------------------------------ callbacks from C
+    def _py_block(self, addr: int, size: int, thumb: int, out: ctypes.Array) -> None:
+        """The block's facts (BranchObserver.block) into out[5]."""
+        try:
+            self._sync_entries()
+            block = self.observer.block(addr, size, bool(thumb))
+            out[0] = block.count
+            if block.site is None:
+                return
+            flow, _size = self.decoder.flow(block.site, bool(thumb))
+            flags = (branchlib.B_SITE | _KIND_CODE[flow.kind] << branchlib.B_KIND_SHIFT
+                     | (branchlib.B_CONDITIONAL if block.conditional else 0)
+                     | (branchlib.B_SPLIT if block.split else 0)
+                     | (branchlib.B_MAYBE_RETURN if flow.maybe_return else 0))
+            if flow.kind is FlowKind.RETURN and self.decoder.args is not None \
+                    and return_fast(self.decoder.args.types, block.site):
+                flags |= branchlib.B_RET_FAST
+            out[1], out[2], out[3], out[4] = block.site, block.index, block.fallthrough, flags
+        except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
+            if self.hooks.pending is None:
+                self.hooks.pending = e
+            self.cpu.uc.emu_stop()
+
+    def _py_flush(self, interrupt: int) -> None:
+        self.hooks.guard(lambda: self._on_flush(bool(interrupt)))
+
+    def _py_live(self, site: int, target: int, time: int, thumb: int) -> None:
+        assert self._on_live is not None
+        on_live = self._on_live
+        self.hooks.guard(lambda: on_live(BranchRecord(site, target, time, 0, bool(thumb))))
+
+    def _sync_entries(self) -> None:
+        """C's superset of the tail rule's entries (btf; step_native's rule): every symbol
+        entry, again when the table grew (a library mapped: before any of its code runs)."""
+        tails = self.decoder.tails
+        symbols = tails.symbols
+        if symbols.generation == self._symbols_generation:
+            return
+        self._symbols_generation = symbols.generation
+        for code in tails.entries:
+            self.lib.bb_entry_add(self._bb, code)
+        for f in symbols.funcs:
+            if f.part_of is None:
+                self.lib.bb_entry_add(self._bb, f.start)
+                self.lib.bb_entry_add(self._bb, f.start + f.local_offset)
+
+    # ------------------------------------------------------------ records
+    def take(self) -> list[tuple]:
+        """The buffered records (native.EVENT_FORMAT tuples), and the buffer emptied."""
+        lib, bb = self.lib, self._bb
+        if not bb:
+            return []
+        n = lib.bb_records_count(bb)
+        if not n:
+            return []
+        data = ctypes.string_at(lib.bb_records(bb), n * _RECORD.size)
+        lib.bb_records_clear(bb)
+        return list(_RECORD.iter_unpack(data))
+
+    def counter(self, which: int) -> int:
+        return int(self.lib.bb_counter(self._bb, which))
+
+    def fill_reset(self) -> None:
+        self.lib.bb_fill_reset(self._bb)
+
+    def fast_add(self, target: int) -> None:
+        self.lib.bb_fast_add(self._bb, target)
+
+    def close(self) -> None:
+        """The run is over: C's hook goes, then its tables."""
+        if not self._bb:
+            return
+        self._final_time = self.time
+        uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(self._c_hook))
+        self.lib.bb_free(self._bb)
+        self._bb = None
+
+
+class NativeBtsBackend(SignalFrames):
+    """bts with C finding the taken branches (stats as bts.BtsBackend's)."""
+
+    name = "bts"
+
+    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+                 emit: Callable[[Event], None], buffer: int = 4096) -> None:
+        if buffer < 1:
+            raise ValueError(f"bts buffer of {buffer} records: at least 1")
+        self.emit, self.cpu = emit, cpu
+        self.buffer: list[BranchRecord] = []  # handed over by C, not decoded yet
+        self.decoder = BranchDecoder(image, cpu)
+        reference = BranchObserver(cpu, self.decoder, lambda rec: None)
+        self.branches = NativeBranches(cpu, hooks, reference, self._on_flush,
+                                       capacity=buffer)
+        self.observer = cast(BranchObserver, self.branches)  # SignalFrames' time, interrupted
+        self.stats = {"records": 0, "interrupts": 0, "drained": 0, "calls": 0, "returns": 0,
+                      "tail_calls": 0}
+
+    def _on_flush(self, interrupt: bool) -> None:
+        self._take()
+        if interrupt:
+            self._decode()
+
+    def _take(self) -> None:
+        self.buffer.extend(BranchRecord(site, target, time, sp, bool(flags & 1))
+                           for _k, flags, time, site, target, sp, *_rest
+                           in self.branches.take())
+
+    def _decode(self) -> int:
+        records, self.buffer = self.buffer, []
+        event = self.decoder.event
+        for rec in records:
+            ev = event(rec)
+            if ev is not None:
+                self.emit(ev)
+        return len(records)
+
+    def before(self) -> None:
+        """A signal: its frame goes after the branches recorded so far."""
+        self._take()
+        self._decode()
+        self.branches.fill_reset()
+
+    def start(self, entry: int) -> None:
+        """Nothing to arm: the hardware records every taken branch."""
+
+    def finish(self) -> int:
+        if self.branches._bb is None:  # finished already
+            return self.branches.time
+        self._take()
+        self._decode()
+        # (records since the last interrupt or signal: the reference's list at the end)
+        self.stats["drained"] = self.branches.counter(branchlib.FILL)
+        self.stats["records"] = self.branches.counter(branchlib.TAKEN)
+        self.stats["interrupts"] = self.branches.counter(branchlib.INTERRUPTS)
+        self.stats.update(self.decoder.stats)
+        self.native_stats = {"buffered": self.branches.counter(branchlib.BUFFERED)}
+        self.branches.close()
+        return self.branches.time
+
+
+class NativeBtfBackend(SignalFrames):
+    """btf with C finding the taken branches and snapshotting the registers an event reads
+    at the target (stats as btf.BtfBackend's)."""
+
+    name = "btf"
+
+    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+                 emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
+        self.emit, self.cpu = emit, cpu
+        self.decoder = BranchDecoder(image, cpu, types, live=True)
+        assert self.decoder.args is not None
+        self.types = self.decoder.args.types
+        reference = BranchObserver(cpu, self.decoder, lambda rec: None, sideband_sp=False)
+        self.branches = NativeBranches(cpu, hooks, reference, self._on_flush, self._on_live)
+        self.observer = cast(BranchObserver, self.branches)
+        # the same decoder reading a register snapshot instead of the CPU (shared tail rule,
+        # flow cache and counters: a shallow copy)
+        self._snapshot = Snapshot(cpu)
+        self._snap_decoder = copy.copy(self.decoder)
+        self._snap_decoder.cpu = cast(UnicornCpu, self._snapshot)
+        self._snap_decoder.args = ArgReader(cast(UnicornCpu, self._snapshot), self.types,
+                                            at_entry=True)
+        self._saved_words = len(self.branches.arg_names) + self.branches.n_stack
+        self._fast_checked: set[int] = set()
+        self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
+
+    def _on_flush(self, _interrupt: bool) -> None:
+        """Decode the buffered records in order, each over its snapshot."""
+        snap, dec = self._snapshot, self._snap_decoder
+        sp_name, word = self.decoder.sp_reg, self.cpu.word
+        arg_names, ret_names = self.branches.arg_names, self.branches.ret_names
+        n_args, n_stack, offset = len(arg_names), self.branches.n_stack, \
+            self.branches.stack_offset
+        for kind, flags, time, site, target, sp, _after, _entry_sp, *regs in \
+                self.branches.take():
+            if kind == branchlib.BR_RETURN:
+                snap.regs = dict(zip(ret_names, regs, strict=False))
+                snap.words = {}
+            else:
+                snap.regs = dict(zip(arg_names, regs, strict=False))
+                snap.words = {sp + offset + k * word: regs[n_args + k] for k in range(n_stack)}
+            snap.regs[sp_name] = sp
+            ev = dec.event(BranchRecord(site, target, time, 0, bool(flags & 1)))
+            if ev is not None:
+                self.emit(ev)
+
+    def _on_live(self, rec: BranchRecord) -> None:
+        """A branch C leaves to the reference: decoded now, on the CPU at its target."""
+        ev = self.decoder.event(rec)
+        if ev is not None:
+            self.emit(ev)
+        target = rec.target
+        if self.decoder.flow(rec.source, rec.thumb)[0].kind is FlowKind.RETURN:
+            return
+        if target not in self._fast_checked:  # C may snapshot branches to it from now on
+            self._fast_checked.add(target)
+            if self.branches.all_args_saved and args_fast(self.types, target,
+                                                          self._saved_words):
+                self.branches.fast_add(target)
+
+    def before(self) -> None:
+        """A signal: its frame goes after the branches decoded so far."""
+        self._on_flush(False)
+
+    def start(self, entry: int) -> None:
+        """Nothing to arm: every taken branch traps."""
+
+    def flush_events(self) -> None:
+        """Hand the buffered events to the shadow stack (the session asks at the end of the
+        run, before it reads the open frames)."""
+        self._on_flush(False)
+
+    def finish(self) -> int:
+        if self.branches._bb is None:  # finished already
+            return self.branches.time
+        self._on_flush(False)
+        self.stats["traps"] = self.branches.counter(branchlib.TAKEN)
+        self.stats.update(self.decoder.stats)
+        self.native_stats = {"buffered": self.branches.counter(branchlib.BUFFERED),
+                             "live": self.branches.counter(branchlib.LIVE)}
+        self.branches.close()
+        return self.branches.time

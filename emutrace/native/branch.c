@@ -1,0 +1,410 @@
+/* emutrace native hot path for the branch-tracing backends `bts` and `btf`: one Unicorn block
+ * hook (backends/branch.py `BranchObserver._on_block` is the reference, step for step).
+ *
+ * Built into the same library as hotpath.c (setup.py) and loaded the same way: Unicorn is
+ * called through function pointers from the binding's own libunicorn.so.2, Python only
+ * through the callbacks in bb_config (ctypes trampolines that take the GIL).
+ *
+ * Per block entry: read the instruction set (ARM: CPSR.T), look the block up in a table
+ * keyed by (address, size, instruction set) that Python fills once per block (instruction
+ * count, the control transfer ending it, its index, fall-through, flags), then decide
+ * whether the branch that ended the previous block was taken: the new block is not its
+ * fall-through, or it is unconditional (a MIPS branch whose delay slot is a block of its
+ * own resolves one block later).  Then count the block's instructions.
+ *
+ * A taken branch is, for
+ * - bts: one record (from, to, time, sp at the target, instruction set).  `capacity`
+ *   records make the BTS interrupt: Python decodes them (py_flush(1)).  A buffer smaller
+ *   than the capacity is handed to Python without decoding (py_flush(0)), which keeps them
+ *   as the reference's list does until the interrupt.  A record the decoder would make
+ *   nothing of (a jump to no function entry: step.c's rule) is counted, not buffered;
+ * - btf: one trap (counted).  Like step.c: a jump to no function entry records nothing; a
+ *   call, a return or a jump to an entry whose values a register snapshot at the target
+ *   covers is one record (the registers an ArgReader reads at the target); anything else
+ *   is decoded by Python now, on the live CPU at the target (py_live), after the buffer.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unicorn/unicorn.h>
+
+#include "addrset.h"
+
+typedef uc_err (*bb_reg_read_fn)(uc_engine *, int, void *);
+typedef uc_err (*bb_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
+
+/* Python: the block's facts into out[5] (count, site, index, fall-through, flags) */
+typedef void (*py_block_info_fn)(uint64_t addr, uint32_t size, uint32_t thumb, uint64_t *out);
+/* Python: take the buffered records (interrupt: the BTS threshold was reached) */
+typedef void (*py_flush_fn)(uint32_t interrupt);
+/* Python: decode this taken branch on the live CPU (btf) */
+typedef void (*py_live_fn)(uint64_t site, uint64_t target, uint64_t time, uint32_t thumb);
+
+#define BB_MAX_REGS 8
+
+/* block flags (branch_native.py B_*) */
+#define B_SITE 1u          /* the block ends in a control transfer */
+#define B_CONDITIONAL 2u   /* ... which may fall through */
+#define B_SPLIT 4u         /* ... whose delay slot is the next block (a page boundary) */
+#define B_KIND(f) (((f) >> 8) & 7)  /* the transfer's FlowKind (step.c K_*) */
+#define B_MAYBE_RETURN (1u << 11)
+#define B_RET_FAST (1u << 12)  /* a return whose value the snapshot covers */
+enum { K_NONE = 0, K_CALL = 1, K_RETURN = 2, K_JUMP = 3, K_STOP = 4, K_BRANCH = 5 };
+
+typedef struct {
+    bb_reg_read_fn reg_read;
+    bb_mem_read_fn mem_read;
+    py_block_info_fn py_block;
+    py_flush_fn py_flush;
+    py_live_fn py_live;
+    int32_t sp_reg;
+    int32_t alt_reg;      /* the register whose alt_mask bit says Thumb; -1: none */
+    uint64_t alt_mask;
+    uint32_t word;        /* bytes per stack word */
+    uint32_t big_endian;
+    uint64_t code_mask;   /* TailRule.mask: ~1 where the low bit selects Thumb */
+    uint32_t n_args;      /* integer argument registers in a call's snapshot */
+    uint32_t n_stack;     /* ... then this many stack words */
+    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
+    int32_t arg_regs[BB_MAX_REGS];
+    int32_t ret_reg, ret_hi_reg;  /* -1: none */
+    uint32_t buffer_records;  /* records C holds before handing them to Python */
+    uint32_t live;            /* 0: bts (records only), 1: btf (a trap per taken branch) */
+    uint64_t capacity;        /* bts: records that make an interrupt */
+} bb_config;
+
+/* record kinds: what btf buffered (a call, a return, a jump to an entry), or a bts record */
+enum { BR_CALL = 1, BR_RETURN = 2, BR_JUMP = 3, BR_RAW = 4 };
+
+/* one record: the layout of hotpath.c's nt_event (native.EVENT_FORMAT); `flags` bit 0 is
+ * the source's instruction set (Thumb) */
+typedef struct {
+    uint32_t kind;
+    uint32_t flags;
+    uint64_t time, site, target, sp, fallthrough;
+    uint64_t entry_sp;
+    uint64_t regs[BB_MAX_REGS];
+} bb_record;
+
+typedef struct {
+    uint64_t addr;   /* with size and thumb, the key; flags 0: an empty slot */
+    uint32_t size, thumb;
+    uint32_t count, index, flags;
+    uint64_t site, fallthrough;
+} bb_block;
+
+#define B_KNOWN (1u << 31)  /* set on every filled slot */
+
+typedef struct {
+    uc_engine *uc;
+    bb_config cfg;
+    bb_block *blocks;
+    size_t blocks_cap, blocks_used;
+    addrset fast;     /* btf: call targets whose arguments the snapshot covers */
+    addrset entries;  /* btf: a superset of TailRule.entries (step.c's) */
+    bb_record *records;
+    uint32_t n_records;
+    /* the branch that ended the last block (BranchObserver.branch and friends) */
+    int has_branch, waiting;
+    bb_block branch;
+    uint64_t branch_time;
+    uint32_t branch_thumb;
+    uint64_t time;
+    /* counters: taken branches, interrupts, records since the last decode (bts), branches
+     * Python decoded live (btf), records buffered */
+    uint64_t taken, interrupts, fill, live, buffered;
+} bb_state;
+
+/* ------------------------------------------------------------------ blocks */
+static bb_block *block_slot(bb_block *t, size_t cap, uint64_t addr, uint32_t size,
+                            uint32_t thumb)
+{
+    size_t i = addr_mix(addr ^ ((uint64_t)size << 40) ^ ((uint64_t)thumb << 63)) & (cap - 1);
+    while (t[i].flags != 0 && !(t[i].addr == addr && t[i].size == size && t[i].thumb == thumb))
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int blocks_put(bb_state *s, const bb_block *b)
+{
+    if (2 * (s->blocks_used + 1) > s->blocks_cap) {
+        size_t cap = s->blocks_cap * 2;
+        bb_block *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < s->blocks_cap; i++)
+            if (s->blocks[i].flags)
+                *block_slot(t, cap, s->blocks[i].addr, s->blocks[i].size,
+                            s->blocks[i].thumb) = s->blocks[i];
+        free(s->blocks);
+        s->blocks = t;
+        s->blocks_cap = cap;
+    }
+    bb_block *p = block_slot(s->blocks, s->blocks_cap, b->addr, b->size, b->thumb);
+    if (p->flags == 0)
+        s->blocks_used++;
+    *p = *b;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ API for Python */
+bb_state *bb_new(uc_engine *uc, const bb_config *cfg)
+{
+    bb_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->uc = uc;
+    s->cfg = *cfg;
+    if (s->cfg.n_args > BB_MAX_REGS)
+        s->cfg.n_args = BB_MAX_REGS;
+    if (s->cfg.n_stack > BB_MAX_REGS - s->cfg.n_args)
+        s->cfg.n_stack = BB_MAX_REGS - s->cfg.n_args;
+    if (s->cfg.buffer_records == 0)
+        s->cfg.buffer_records = 4096;
+    s->blocks_cap = 1 << 12;
+    s->blocks = calloc(s->blocks_cap, sizeof *s->blocks);
+    int sets = addrset_init(&s->fast, 1024) | addrset_init(&s->entries, 1024);
+    s->records = calloc(s->cfg.buffer_records, sizeof *s->records);
+    if (!s->blocks || sets != 0 || !s->records) {
+        free(s->blocks); addrset_free(&s->fast); addrset_free(&s->entries);
+        free(s->records); free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void bb_free(bb_state *s)
+{
+    if (!s)
+        return;
+    free(s->blocks);
+    addrset_free(&s->fast);
+    addrset_free(&s->entries);
+    free(s->records);
+    free(s);
+}
+
+int bb_fast_add(bb_state *s, uint64_t target) { return addrset_add(&s->fast, target); }
+int bb_entry_add(bb_state *s, uint64_t code) { return addrset_add(&s->entries, code); }
+uint64_t bb_get_time(const bb_state *s) { return s->time; }
+void bb_set_time(bb_state *s, uint64_t t) { s->time = t; }
+
+/* BranchObserver.interrupted: the pending branch never runs (a signal handler entered) */
+void bb_interrupted(bb_state *s)
+{
+    s->has_branch = 0;
+    s->waiting = 0;
+}
+
+/* the records were decoded outside an interrupt (bts: a signal, the end) */
+void bb_fill_reset(bb_state *s) { s->fill = 0; }
+
+/* counters: 0 taken branches, 1 interrupts, 2 records since the last decode, 3 branches
+ * decoded live, 4 records buffered */
+uint64_t bb_counter(const bb_state *s, uint32_t which)
+{
+    switch (which) {
+    case 0: return s->taken;
+    case 1: return s->interrupts;
+    case 2: return s->fill;
+    case 3: return s->live;
+    case 4: return s->buffered;
+    default: return 0;
+    }
+}
+
+const bb_record *bb_records(const bb_state *s) { return s->records; }
+uint32_t bb_records_count(const bb_state *s) { return s->n_records; }
+void bb_records_clear(bb_state *s) { s->n_records = 0; }
+uint32_t bb_record_size(void) { return (uint32_t)sizeof(bb_record); }
+
+/* ------------------------------------------------------------------ the hook */
+static inline uint64_t rd(bb_state *s, int reg)
+{
+    uint64_t v = 0;  /* 32-bit registers fill the low half (little-endian host) */
+    s->cfg.reg_read(s->uc, reg, &v);
+    return v;
+}
+
+static uint64_t word_from(const bb_state *s, const uint8_t *b)
+{
+    uint64_t v = 0;
+    uint32_t n = s->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        v |= (uint64_t)b[s->cfg.big_endian ? n - 1 - i : i] << (8 * i);
+    return v;
+}
+
+/* the stack pointer as the reference reads it (Uc.reg_read: unmasked) */
+static inline uint64_t sp_now(bb_state *s) { return rd(s, s->cfg.sp_reg); }
+
+/* a free record (the buffer handed to Python first when full), or NULL */
+static bb_record *next_record(bb_state *s)
+{
+    if (s->n_records >= s->cfg.buffer_records) {
+        s->cfg.py_flush(0);  /* takes the GIL; the buffer is empty afterwards */
+        if (s->n_records >= s->cfg.buffer_records)
+            return NULL;
+    }
+    return &s->records[s->n_records++];
+}
+
+/* May decoding this taken branch make an event (BranchDecoder.event)?  No for a jump to an
+ * address outside `entries` (TailRule.is_tail is false there without a side effect: the
+ * tail rule's entries are a subset of C's, which take every call target when it is taken
+ * and every symbol entry before any code of a newly mapped module runs), nor for a kind
+ * that is no call, return or jump.  A call's target joins `entries`. */
+static int may_be_event(bb_state *s, uint64_t target)
+{
+    uint32_t flags = s->branch.flags, kind = B_KIND(flags);
+    if (flags & B_MAYBE_RETURN)
+        return 1;
+    if (kind == K_CALL) {
+        if (target != s->branch.fallthrough)
+            addrset_add(&s->entries, target & s->cfg.code_mask);
+        return 1;
+    }
+    if (kind == K_RETURN)
+        return 1;
+    if (kind == K_JUMP || kind == K_BRANCH)
+        return addrset_has(&s->entries, target & s->cfg.code_mask);
+    return 0;
+}
+
+/* bts: the branch record, and the interrupt when the buffer reaches its capacity.  Every
+ * taken branch counts (records, the interrupt threshold); only those that may be an event
+ * are handed to the decoder, which makes nothing of the others */
+static void bts_record(bb_state *s, uint64_t target)
+{
+    if (may_be_event(s, target)) {
+        bb_record *r = next_record(s);
+        if (r) {
+            r->kind = BR_RAW;
+            r->flags = s->branch_thumb;
+            r->time = s->branch_time;
+            r->site = s->branch.site;
+            r->target = target;
+            r->sp = sp_now(s);
+            s->buffered++;
+        }
+    }
+    s->fill++;
+    if (s->fill >= s->cfg.capacity) {
+        s->interrupts++;
+        s->fill = 0;
+        s->cfg.py_flush(1);
+    }
+}
+
+/* btf: the buffered record of a taken branch; 1 done (or nothing to record), 0 where
+ * Python must decode it on the live CPU */
+static int btf_record(bb_state *s, uint64_t target)
+{
+    uint32_t flags = s->branch.flags, kind = B_KIND(flags);
+    uint64_t code = target & s->cfg.code_mask;
+    uint8_t stack[8 * BB_MAX_REGS];
+    if (flags & B_MAYBE_RETURN)
+        return 0;  /* returns_to: the tail rule's frames decide */
+    if (kind == K_CALL) {
+        if (target == s->branch.fallthrough)
+            return 1;  /* a call to the next instruction only reads the PC */
+        if (addrset_add(&s->entries, code) != 0 || !addrset_has(&s->fast, target))
+            return 0;
+    } else if (kind == K_RETURN) {
+        if (target == s->branch.fallthrough)
+            return 1;  /* a return to the next instruction is not taken */
+        if (addrset_has(&s->entries, code))  /* maybe a return into an entry: a jump */
+            return 0;
+        if (!(flags & B_RET_FAST))
+            return 0;
+    } else if (kind == K_JUMP || kind == K_BRANCH) {
+        if (!addrset_has(&s->entries, code))
+            return 1;  /* TailRule.is_tail is false without a side effect */
+        if (!addrset_has(&s->fast, target))
+            return 0;
+    } else {
+        return 1;  /* no event for any other kind (BranchDecoder.event) */
+    }
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint64_t sp = sp_now(s);
+    if (kind != K_RETURN && s->cfg.n_stack
+        && s->cfg.mem_read(s->uc, (sp + s->cfg.stack_offset) & mask, stack,
+                           (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+        return 0;
+    bb_record *r = next_record(s);
+    if (!r)
+        return 0;
+    r->kind = kind == K_CALL ? BR_CALL : kind == K_RETURN ? BR_RETURN : BR_JUMP;
+    r->flags = s->branch_thumb;
+    r->time = s->branch_time;
+    r->site = s->branch.site;
+    r->target = target;
+    r->sp = sp;
+    r->fallthrough = s->branch.fallthrough;
+    r->entry_sp = sp;
+    if (kind == K_RETURN) {
+        uint32_t n = 0;
+        if (s->cfg.ret_reg >= 0)
+            r->regs[n++] = rd(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            r->regs[n++] = rd(s, s->cfg.ret_hi_reg);
+    } else {  /* the arguments as the callee sees them at its entry */
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            r->regs[i] = rd(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            r->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    }
+    s->buffered++;
+    return 1;
+}
+
+static void taken(bb_state *s, uint64_t target)
+{
+    s->taken++;
+    if (!s->cfg.live) {
+        bts_record(s, target);
+        return;
+    }
+    if (btf_record(s, target))
+        return;
+    s->live++;
+    if (s->n_records)
+        s->cfg.py_flush(0);
+    s->cfg.py_live(s->branch.site, target, s->branch_time, s->branch_thumb);
+}
+
+void bb_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+{
+    bb_state *s = user_data;
+    (void)uc;
+    uint32_t thumb = s->cfg.alt_reg >= 0 && (rd(s, s->cfg.alt_reg) & s->cfg.alt_mask) != 0;
+    /* the block first (Python decodes it once, and refreshes `entries` when it decodes new
+     * code: before the branch into it is resolved; decoding has no effect on resolving) */
+    bb_block *b = block_slot(s->blocks, s->blocks_cap, addr, size, thumb);
+    if (b->flags == 0) {
+        uint64_t out[5] = {0, 0, 0, 0, 0};
+        s->cfg.py_block(addr, size, thumb, out);
+        bb_block fresh = {addr, size, thumb, (uint32_t)out[0], (uint32_t)out[2],
+                          (uint32_t)out[4] | B_KNOWN, out[1], out[3]};
+        if (blocks_put(s, &fresh) != 0)
+            return;
+        b = block_slot(s->blocks, s->blocks_cap, addr, size, thumb);
+    }
+    if (s->waiting) {
+        s->waiting = 0;
+    } else {
+        if (s->has_branch
+            && (addr != s->branch.fallthrough || !(s->branch.flags & B_CONDITIONAL)))
+            taken(s, addr);
+        s->has_branch = 0;
+    }
+    if (b->flags & B_SITE) {
+        s->branch = *b;
+        s->has_branch = 1;
+        s->waiting = (b->flags & B_SPLIT) != 0;
+        s->branch_time = s->time + b->index;
+        s->branch_thumb = thumb;
+    }
+    s->time += b->count;
+}

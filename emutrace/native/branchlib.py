@@ -1,0 +1,81 @@
+"""ctypes bindings of the `bts` / `btf` block hook (``branch.c``, built into the same library
+as ``hotpath.c``; see emutrace/native/__init__.py for how Unicorn is reached)."""
+
+from __future__ import annotations
+
+import ctypes
+
+from emutrace import native
+from emutrace.errors import Unsupported
+
+PY_BLOCK_INFO = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
+                                 ctypes.POINTER(ctypes.c_uint64))
+PY_FLUSH = ctypes.CFUNCTYPE(None, ctypes.c_uint32)
+PY_LIVE = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                           ctypes.c_uint32)
+
+# block flags (branch.c B_*)
+B_SITE, B_CONDITIONAL, B_SPLIT = 1, 2, 4
+B_KIND_SHIFT = 8
+B_MAYBE_RETURN, B_RET_FAST = 1 << 11, 1 << 12
+# record kinds (branch.c BR_*)
+BR_CALL, BR_RETURN, BR_JUMP, BR_RAW = 1, 2, 3, 4
+# counters (bb_counter)
+TAKEN, INTERRUPTS, FILL, LIVE, BUFFERED = range(5)
+
+
+class BranchConfig(ctypes.Structure):
+    """bb_config in branch.c (same fields, same order)."""
+
+    _fields_ = [
+        ("reg_read", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),
+        ("py_block", PY_BLOCK_INFO), ("py_flush", PY_FLUSH), ("py_live", PY_LIVE),
+        ("sp_reg", ctypes.c_int32), ("alt_reg", ctypes.c_int32),
+        ("alt_mask", ctypes.c_uint64),
+        ("word", ctypes.c_uint32), ("big_endian", ctypes.c_uint32),
+        ("code_mask", ctypes.c_uint64),
+        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
+        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * native.MAX_REGS),
+        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
+        ("buffer_records", ctypes.c_uint32), ("live", ctypes.c_uint32),
+        ("capacity", ctypes.c_uint64),
+    ]
+
+
+_ready = False
+
+
+def load() -> ctypes.CDLL:
+    """The library with the branch functions' signatures set; Unsupported (exit 69) when it
+    is not built or predates branch.c."""
+    global _ready
+    lib = native.load()
+    if _ready:
+        return lib
+    vp, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+    signatures = {
+        "bb_new": ([vp, ctypes.POINTER(BranchConfig)], vp),
+        "bb_free": ([vp], None),
+        "bb_fast_add": ([vp, u64], ctypes.c_int),
+        "bb_entry_add": ([vp, u64], ctypes.c_int),
+        "bb_get_time": ([vp], u64),
+        "bb_set_time": ([vp, u64], None),
+        "bb_interrupted": ([vp], None),
+        "bb_fill_reset": ([vp], None),
+        "bb_counter": ([vp, u32], u64),
+        "bb_records": ([vp], vp),
+        "bb_records_count": ([vp], u32),
+        "bb_records_clear": ([vp], None),
+        "bb_record_size": ([], u32),
+    }
+    try:
+        for name, (args, res) in signatures.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+    except AttributeError:
+        raise Unsupported("--engine native: the native library predates the bts/btf hook; "
+                          "rebuild it (`pip install -e .`)") from None
+    if lib.bb_record_size() != lib.nt_event_size():
+        raise Unsupported("--engine native: branch.c and hotpath.c records differ; rebuild")
+    _ready = True
+    return lib
