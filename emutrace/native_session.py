@@ -14,7 +14,7 @@ import os
 import sys
 
 from emutrace.backends import BackendOptions, create
-from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
+from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import UsageError
 from emutrace.isa import all_isas
@@ -94,8 +94,9 @@ class NativeProcess:
             if config.backend != "none":
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                             config.default_args)
-                options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                         config.bts_buffer, types, "python")
+                options = BackendOptions(cleanup=config.cleanup, hw_slots=config.hw_slots,
+                                         bts_buffer=config.bts_buffer, call_types=types,
+                                         engine="python")
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)
                 self.backend.start(self.image.entry)

@@ -272,8 +272,9 @@ class Process:
                                  f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
                                  f"--engine python")
             self.engine = chosen_engine(config.engine, config.backend, self.image)
-            options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types, self.engine)
+            options = BackendOptions(cleanup=config.cleanup, hw_slots=config.hw_slots,
+                                     bts_buffer=config.bts_buffer, call_types=types,
+                                     engine=self.engine)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)

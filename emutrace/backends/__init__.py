@@ -37,7 +37,6 @@ ENGINES = ("auto", "python", "native")
 @dataclass(frozen=True)
 class BackendOptions:
     cleanup: str = "lazy"  # int3: "lazy" or "strict"
-    max_args: int = 4  # (superseded: call_types says what each function reads)
     hw_slots: int | None = None  # hwbp: None = the ISA's DEBUG_HARDWARE.slots
     bts_buffer: int = 4096  # bts: records the buffer holds before it interrupts
     # prototypes and -A counts for typed arguments (None: the image's, no -A)

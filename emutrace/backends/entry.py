@@ -158,7 +158,7 @@ class EntryBackend(Int3Backend):
         if func is not None:
             self._entered(func, site.addr)
         if site.kind is SiteKind.ENTRY:  # nothing more happens when it executes
-            return Pending(site, self.time, 0, (), site.addr + site.size)
+            return Pending(site, self.time, 0, site.addr + site.size)
         return super()._pending(site)
 
     def _entered(self, func: Function, addr: int) -> None:

@@ -50,7 +50,6 @@ from emutrace.trace.events import (
     Trap,
     TrapReturn,
 )
-from emutrace.trace.values import Value
 
 
 @dataclass
@@ -66,7 +65,6 @@ class Pending:
     site: Site
     time: int
     sp: int
-    args: tuple[Value, ...]
     fallthrough: int
 
 
@@ -125,7 +123,6 @@ class Int3Backend:
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
-        self._unhook: list[int] = []  # site hooks to delete at the next block
         self.idle_hooks: dict[int, int] = {}  # disarmed site → its hook, still installed
         self.time = 0
         self._tid = 0  # the guest thread running (threads: switch_thread)
@@ -134,7 +131,7 @@ class Int3Backend:
         # there is counted as "foreign_traps" (only once a program has made a thread)
         self.armed_for: dict[int, int] = {}
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
-                      "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
+                      "simulated": 0, "fallbacks": 0, "functions": 0}
         # patched bytes hidden from guest loads; code the guest writes is dropped (item 22)
         # (site hooks too: code written over a discovered function must not be traced by
         # its old site table)
@@ -380,7 +377,7 @@ class Int3Backend:
 
     def _pending(self, site: Site) -> Pending:
         cpu = self.cpu
-        return Pending(site, self.time, cpu.reg_read(self.sp_reg), (),
+        return Pending(site, self.time, cpu.reg_read(self.sp_reg),
                        site.addr + site.size + (self.delay if site.delay_slot else 0))
 
     def _on_trap(self, intno: int) -> bool:
@@ -441,11 +438,6 @@ class Int3Backend:
             self._count_block(addr, size)
             return
         self._armed_now = False
-        if self._unhook:
-            for handle in self._unhook:
-                self.cpu.hook_del(handle)  # hook_del drops the translations it was compiled into
-            self.stats["hooks_removed"] += len(self._unhook)
-            self._unhook.clear()
         if self.rearm:
             for site_addr, (site, func) in self.rearm.items():
                 if func in self.armed_funcs and site_addr not in self.armed:

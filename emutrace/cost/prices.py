@@ -42,8 +42,8 @@ SETTINGS = ("vm", "bare-metal")
 
 # What each backend counts in RunResult.backend_stats (a missing key counts 0).
 COUNTED: dict[str, tuple[str, ...]] = {
-    "int3": ("traps", "patches", "cache_removals", "hooks_added", "hooks_removed",
-             "simulated", "fallbacks", "functions"),
+    "int3": ("traps", "patches", "cache_removals", "hooks_added", "simulated",
+             "fallbacks", "functions"),
     "hwbp": ("hits", "slot_writes", "fallbacks", "stepped", "functions", "max_slots"),
     "bts": ("records", "interrupts", "drained", "calls", "returns", "tail_calls"),
     "btf": ("traps", "calls", "returns", "tail_calls"),
@@ -131,7 +131,7 @@ def _prices_for(isa: str, setting: str) -> list[Price]:
             ns=0)
         put("int3", "fallbacks", trap, _join(
             db_bare, "executing the displaced instruction out of line = one more trap"))
-    for event in ("patches", "hooks_added", "hooks_removed"):
+    for event in ("patches", "hooks_added"):
         what = "" if event == "patches" else (
             "a site hook (MIPS/RISC-V delivery, code without a symbol) arms or disarms a "
             "breakpoint: natively a code write")

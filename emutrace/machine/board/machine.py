@@ -263,8 +263,8 @@ class BoardMachine:
         if config.backend in BACKENDS:
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
-            options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types)
+            options = BackendOptions(cleanup=config.cleanup, hw_slots=config.hw_slots,
+                                     bts_buffer=config.bts_buffer, call_types=types)
             self.backend = create(config.backend, self.image, cpu, self.hooks, emit, options)
             if self.payload_entry is not None:
                 # the firmware enters its payload by an exception return (mret), no call:
