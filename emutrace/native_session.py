@@ -18,13 +18,14 @@ from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import UsageError
 from emutrace.isa import all_isas
+from emutrace.isa.base import Cap
 from emutrace.session import RunConfig, RunResult, may_create_threads, open_image
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
 from emutrace.target.ptrace_run import NativeTrapHooks, run
 from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
 
-NATIVE_CAPABILITY = "native_target"
+NATIVE_CAPABILITY = Cap.NATIVE_TARGET
 # backends whose delivery the native target provides (int3: real 0xCC bytes; hwbp: DR0-3;
 # btf: PTRACE_SINGLEBLOCK; entry: eager 0xCC; step: PTRACE_SINGLESTEP); bts is not built
 NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")

@@ -21,6 +21,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.trace.events import Exit
 
@@ -32,9 +33,9 @@ APPLETS = {"gzip": ["gzip", "-c", "small.txt"], "sort": ["sort", "small.txt"]}
 def busybox_cells() -> list:  # type: ignore[type-arg]
     out = []
     for isa in ISAS:
-        if not by_name(isa).capability("busybox").works:
+        if not by_name(isa).capability(Cap.BUSYBOX).works:
             continue
-        cap = by_name(isa).capability("stripped_tail_calls")
+        cap = by_name(isa).capability(Cap.STRIPPED_TAIL_CALLS)
         marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
         for applet in APPLETS:
             out.append(pytest.param(isa, applet, marks=marks, id=f"{isa}-{applet}"))

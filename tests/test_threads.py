@@ -18,6 +18,7 @@ import pytest
 
 from emutrace.elf import load_image
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.threads import Deadlock, Scheduler, Wait
 from emutrace.session import Process, RunConfig, RunResult
@@ -135,7 +136,7 @@ def test_read_of_an_empty_pipe_lets_the_writer_run(isa: str, tmp_path: Path) -> 
 
 
 def preemption_gap(isa: str) -> list[pytest.MarkDecorator]:
-    cap = by_name(isa).capabilities["thread_preemption"]
+    cap = by_name(isa).capabilities[Cap.THREAD_PREEMPTION]
     return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
 
 

@@ -39,7 +39,7 @@ from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.isa.base import Flow, FlowKind, Insn
+from emutrace.isa.base import Cap, Flow, FlowKind, Insn
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import (
     Call,
@@ -135,7 +135,7 @@ class Int3Backend:
         # patched bytes hidden from guest loads; code the guest writes is dropped (item 22)
         # (site hooks too: code written over a discovered function must not be traced by
         # its old site table)
-        hide = self.delivery == "patch" and isa.capability("hidden_breakpoints").works
+        hide = self.delivery == "patch" and isa.capability(Cap.HIDDEN_BREAKPOINTS).works
         # (a native target cannot watch loads and stores: its guest sees the breakpoint
         # bytes, as under any debugger)
         self.guard: CodeGuard | None = CodeGuard(

@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     LINUX_NOT_TRIED,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     CpuPort,
@@ -187,21 +188,21 @@ ISA = Isa(
     platform="i686",
     uname_machine="i686",
     capabilities={
-        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
-        "native_target": Capability(True),  # runs on the x86_64 host: run --target native
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(True),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
-        "entry_sees_every_call": Capability(
+        Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),  # isa/kernel_i386.py, board pc-i386
+        Cap.NATIVE_TARGET: Capability(True),  # runs on the x86_64 host: run --target native
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(True),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
+        Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,
             "glibc's _start calls a PC thunk placed inside _start (_start+0x28): "
             "eager entry probes see function entries only, so that call is not "

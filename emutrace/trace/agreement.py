@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from emutrace.discover.symbols import SymbolTable
-from emutrace.isa.base import Isa
+from emutrace.isa.base import Cap, Isa
 from emutrace.trace.canonical import canonical_text
 from emutrace.trace.events import Record
 
 ENTRY_ONLY = frozenset({"entry"})  # backends that only see function entries
-ENTRY_CAPABILITY = "entry_sees_every_call"
+ENTRY_CAPABILITY = Cap.ENTRY_SEES_EVERY_CALL
 
 
 def entries_only(backend: str, isa: Isa) -> bool:

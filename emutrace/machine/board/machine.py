@@ -24,6 +24,7 @@ from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.isa.kernel import (
     INSN_INVALID,
     FirmwareCall,
@@ -183,7 +184,7 @@ class BoardMachine:
         support = kernel_support(isa)
         if support is None:
             raise Unsupported(f"{board.isa}: kernel images are not supported "
-                              f"({isa.capability('kernel').reason})")
+                              f"({isa.capability(Cap.KERNEL).reason})")
         self.support: KernelSupport = support
         loads: list[tuple[str, list[tuple[int, bytes]]]] = []
         image_at = board.bios_at

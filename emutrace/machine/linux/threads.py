@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from emutrace.isa.base import Cap
+
 if TYPE_CHECKING:
     from emutrace.machine.linux.kernel import LinuxKernel
 
@@ -120,7 +122,7 @@ class Scheduler:
         self.clock = 0
         self.switch_pending = False
         self.requantum = False  # stopped to start counting quanta (see create)
-        self.preempts = kernel.isa.capability("thread_preemption").works
+        self.preempts = kernel.isa.capability(Cap.THREAD_PREEMPTION).works
         self.switches = 0
         self._seq = 0
         self.budget: int | None = None  # --max-insns left, counted in whole quanta
