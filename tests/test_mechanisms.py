@@ -64,7 +64,7 @@ def run(m: Mechanism, program: Path, args: list[str], cwd: Path) -> RunResult:
 
 def text(result: RunResult, named_only: bool) -> str:
     return agreement_text(result.records, read_symbols(result.image),
-                          result.image.isa.thumb_bit, named_only)
+                          result.image.isa.code_mask, named_only)
 
 
 def gap(isa: str, capability: Cap) -> list[pytest.MarkDecorator]:

@@ -61,10 +61,9 @@ def _compare(isa: str, workdir: Path, runs: list[tuple[str, str, str]]) -> None:
     started = [(f"{b} {c} {e}", *_traced(isa, workdir, b, c, e)) for b, c, e in runs]
     oracle.wait(timeout=120)
     image = load_image(str(bin_path(isa, "signals.instr")))
-    thumb = image.isa.thumb_bit
 
     def name(addr: int) -> str:
-        return image.symbolize(addr & ~1 if thumb else addr).split("+")[0]
+        return image.symbolize(image.isa.code_address(addr)).split("+")[0]
 
     record = (workdir / "record").read_text()
     want = canonical_from_instr(record, name, set(FUNCS))

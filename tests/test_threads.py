@@ -77,10 +77,9 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
     second, step = _traced(isa, "int3"), _traced(isa, "step")
     strict = _traced(isa, "int3", "strict")  # cleanup per thread at every switch
     image = first.image
-    thumb = image.isa.thumb_bit
 
     def name(addr: int) -> str:
-        return image.symbolize(addr & ~1 if thumb else addr).split("+")[0]
+        return image.symbolize(image.isa.code_address(addr)).split("+")[0]
 
     # values aside: the program reads the host's clock (its timed wait's deadline)
     layout = ReplayOptions(show_args=False, show_retval=False)

@@ -94,7 +94,7 @@ class BranchDecoder:
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
         self.delay = self.cls.delay_bytes
-        self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
+        self.tails = TailRule(read_symbols(image), image.isa.code_mask)
         self.push = call_push_size(cpu)
         self.args = ArgReader(cpu, types or CallTypes.for_image(image), at_entry=True) \
             if live else None

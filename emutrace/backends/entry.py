@@ -88,7 +88,8 @@ class EntryBackend(Int3Backend):
         # discover.symbols) likewise: f jumps to it, never calls it, so its returns are
         # probed and its start is no entry (the frame rule in _entered reads a call's return
         # address and sp, which in the middle of f are neither)
-        todo = [(s.start | (1 if s.alt else 0), s.part_of is None) for s in symbols.funcs]
+        todo = [(self.image.isa.mode_address(s.start, s.alt), s.part_of is None)
+                for s in symbols.funcs]
         while todo:
             addr, called = todo.pop()
             func = self._function_quietly(addr)

@@ -88,7 +88,7 @@ class Int3Backend:
         self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
         isa = image.isa
         self.discovery = Discovery(image)
-        self.tails = TailRule(self.discovery.symbols, isa.thumb_bit)
+        self.tails = TailRule(self.discovery.symbols, isa.code_mask)
         self.decoder = self.discovery.decoder
         self.classify = self.decoder.cls.classify
         self.simulator = isa.simulate
@@ -191,7 +191,7 @@ class Int3Backend:
         """The first block after an exception return: the interrupted function (the
         chain's top, in strict mode) or whatever function the handler returned into."""
         self._after_trap = False
-        code = addr & ~1 if self.image.isa.thumb_bit else addr
+        code = self.image.isa.code_address(addr)
         func = self.chain[-1] if self.chain and code in self.chain[-1] else self._function(addr)
         if func is None:
             return
@@ -205,9 +205,8 @@ class Int3Backend:
     # ------------------------------------------------------------ arming
     def _function(self, addr: int) -> Function | None:
         """The function the CPU is entering at addr (in its current instruction set)."""
-        if self.cpu.in_alt_mode():  # the CPU is at addr in Thumb state: discovery needs bit 0 set
-            addr |= 1
-        return self._function_quietly(addr)
+        # (the CPU is at addr in Thumb state: discovery needs bit 0 set)
+        return self._function_quietly(self.image.isa.mode_address(addr, self.cpu.in_alt_mode()))
 
     def _function_quietly(self, addr: int) -> Function | None:
         """The function at addr (ARM: bit 0 selects Thumb), or None where discovery finds
@@ -407,7 +406,7 @@ class Int3Backend:
             self.rearm[addr] = (armed.site, armed.func)
             self.pending = pending
             self._resume_at = addr
-            cpu.reg_write(self.pc_reg, addr | (1 if armed.site.alt_mode else 0))
+            cpu.reg_write(self.pc_reg, self.image.isa.mode_address(addr, armed.site.alt_mode))
             cpu.want_blocks()  # the transfer is learnt from the block the CPU enters next
             return True
         self.stats["simulated"] += 1
@@ -456,7 +455,8 @@ class Int3Backend:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
             self._restarted = addr
-            self.cpu.reg_write(self.pc_reg, addr | (1 if self.cpu.in_alt_mode() else 0))
+            self.cpu.reg_write(self.pc_reg,
+                              self.image.isa.mode_address(addr, self.cpu.in_alt_mode()))
             return
         self._count_block(addr, size)
 

@@ -68,7 +68,7 @@ class StepBackend:
         self.emit = emit
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
-        self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
+        self.tails = TailRule(read_symbols(image), image.isa.code_mask)
         self.delay = self.cls.delay_bytes
         regs = image.isa.registers
         # values are read when a transfer resolves: at the callee's first instruction, or

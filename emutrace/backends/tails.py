@@ -19,8 +19,8 @@ from emutrace.discover.symbols import SymbolTable
 
 
 class TailRule:
-    def __init__(self, symbols: SymbolTable, thumb_bit: bool) -> None:
-        self.mask = ~1 if thumb_bit else ~0
+    def __init__(self, symbols: SymbolTable, code_mask: int) -> None:
+        self.mask = code_mask  # the ISA's (isa.base.Isa.code_mask): ARM's bit 0 is no address
         self.entries: set[int] = set()
         self.symbols = symbols
         self._generation = -1  # of the symbol table when its entries were last taken

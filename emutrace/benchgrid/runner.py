@@ -141,9 +141,9 @@ def record_first(cell: Cell, result: RunResult, recorded: Recorded | None = None
     if cell.spec.traces:
         records = recorded.read_back if recorded is not None else result.records
         cell.calls = sum(1 for r in records if isinstance(r, Entry))
-        symbols, thumb = read_symbols(result.image), result.image.isa.thumb_bit
-        cell.trace = agreement_text(records, symbols, thumb)
-        cell.entry_trace = agreement_text(records, symbols, thumb, entries_only=True)
+        symbols, mask = read_symbols(result.image), result.image.isa.code_mask
+        cell.trace = agreement_text(records, symbols, mask)
+        cell.entry_trace = agreement_text(records, symbols, mask, entries_only=True)
 
 
 # after every run: the cell, its seconds (None: not run), how many runs that accounts for

@@ -86,7 +86,7 @@ SYSCALLS = SyscallConvention(
 # (The UDF 0xE7F001F0 that gdb uses surfaces as INSN_INVALID in Unicorn.)
 BREAKPOINTS = (
     Breakpoint("bkpt #0", bytes.fromhex("700020e1"), hook="intr", intno=7, pc_after=0, works=True),
-    Breakpoint("bkpt #0 (thumb)", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
+    Breakpoint("bkpt #0", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
                works=True, alt_mode=True),
 )
 

@@ -565,6 +565,11 @@ class Isa:
         """The address of the instruction a branch to `target` reaches."""
         return target & self.code_mask
 
+    def mode_address(self, addr: int, alt_mode: bool) -> int:
+        """addr as a branch (or Unicorn's start PC) takes it for code of that instruction
+        set: ARM interworking sets bit 0 for Thumb code (ARM ARM A2.3.2); elsewhere addr."""
+        return addr | 1 if alt_mode and self.thumb_bit else addr
+
     def entry_of(self, value: int) -> tuple[int, bool]:
         """A function symbol's value as (entry address, runs in the alternate instruction
         set): an ARM STT_FUNC symbol with bit 0 set is Thumb code (ELF for the Arm

@@ -512,7 +512,7 @@ class BoardMachine:
         cpu, hooks = self.cpu, self.hooks
         try:
             try:
-                cpu.uc.emu_start(pc | (1 if cpu.in_alt_mode() else 0), sentinel,
+                cpu.uc.emu_start(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel,
                                  count=self.config.max_insns)
             except unicorn.UcError as e:
                 # MIPS: `wait` ends emu_start with a bogus UC_ERR_READ_UNMAPPED, the PC

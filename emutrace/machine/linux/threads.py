@@ -244,7 +244,7 @@ class Scheduler:
         stretch at (another thread's, or this one's), or None when the run ends here."""
         if self.requantum and not self.switch_pending:
             self.requantum = False  # the same thread goes on, now under the quantum
-            return pc | (1 if self.k.cpu.in_alt_mode() else 0)
+            return self.k.isa.mode_address(pc, self.k.cpu.in_alt_mode())
         self.requantum = False
         expired = count > 0 and pc != sentinel and not self.switch_pending
         if not self.switch_pending and not (expired and self.active):
@@ -292,7 +292,7 @@ class Scheduler:
         for listener in self.on_switch:
             listener(nxt.tid)
         cpu = self.k.cpu
-        return cpu.pc | (1 if cpu.in_alt_mode() else 0)
+        return self.k.isa.mode_address(cpu.pc, cpu.in_alt_mode())
 
     def _pick(self, me: GuestThread) -> GuestThread:
         while True:
