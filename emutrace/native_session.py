@@ -14,6 +14,7 @@ import os
 import sys
 
 from emutrace.backends import BackendOptions, create
+from emutrace.backends.settings import settings_of
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import UsageError
@@ -95,8 +96,7 @@ class NativeProcess:
             if config.backend != "none":
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                             config.default_args)
-                options = BackendOptions(cleanup=config.cleanup, hw_slots=config.hw_slots,
-                                         bts_buffer=config.bts_buffer, call_types=types,
+                options = BackendOptions(**settings_of(config), call_types=types,
                                          engine="python")
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)

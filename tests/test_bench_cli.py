@@ -117,7 +117,8 @@ def liar_module() -> types.ModuleType:
 
 def test_a_disagreeing_backend_fails_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capfd: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(BACKENDS, "liar", ("liar", "step, misreporting one callee"))
+    monkeypatch.setitem(BACKENDS, "liar", replace(BACKENDS["step"], name="liar",
+                                                  help="step, misreporting one callee"))
     monkeypatch.setitem(sys.modules, "emutrace.backends.liar", liar_module())
     out = tmp_path / "out"
     rc = bench(out, "--arch", "x86_64", "--backend", "step,int3,liar",

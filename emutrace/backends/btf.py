@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.backends.btf_native import NativeBtfBackend
 from emutrace.discover.callabi import CallTypes
@@ -63,3 +63,6 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
         assert isinstance(cpu, PtraceTarget)
         return NativeBtfBackend(image, cpu, emit, options.call_types)
     return BtfBackend(image, cpu, emit, options.call_types)
+
+
+DESCRIPTOR = descriptors.BTF  # what the CLI, bench and cost model know of it

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.elf import Image
 from emutrace.target.protocol import Target, TrapHooks
@@ -79,3 +79,6 @@ class BtsBackend(SignalFrames):
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> BtsBackend:
     return BtsBackend(image, cpu, emit, options.bts_buffer)
+
+
+DESCRIPTOR = descriptors.BTS  # what the CLI, bench and cost model know of it

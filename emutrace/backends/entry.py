@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.discover import Function, Site, SiteKind
@@ -212,3 +212,6 @@ class EntryBackend(Int3Backend):
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
     return EntryBackend(image, cpu, hooks, emit, options.call_types)
+
+
+DESCRIPTOR = descriptors.ENTRY  # what the CLI, bench and cost model know of it

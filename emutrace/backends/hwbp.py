@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.int3 import Armed, Int3Backend
 from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
@@ -143,8 +143,7 @@ class HwbpBackend(Int3Backend):
 
     def finish(self) -> int:
         """The counters of this mechanism (int3's bookkeeping ones are dropped)."""
-        self.stats = {k: self.stats[k] for k in (
-            "hits", "slot_writes", "fallbacks", "stepped", "max_slots", "functions")}
+        self.stats = {k: self.stats[k] for k in DESCRIPTOR.counters}
         return super().finish()
 
     def _rearm(self, old: Function, new: Function) -> None:
@@ -159,3 +158,6 @@ class HwbpBackend(Int3Backend):
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> HwbpBackend:
     return HwbpBackend(image, cpu, hooks, emit, options.hw_slots, options.call_types)
+
+
+DESCRIPTOR = descriptors.HWBP  # what the CLI, bench and cost model know of it

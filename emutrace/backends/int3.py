@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import ArgReader
 from emutrace.backends.codeguard import CodeGuard
 from emutrace.backends.tails import TailRule
@@ -604,3 +604,6 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
 
         return NativeInt3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)
     return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)
+
+
+DESCRIPTOR = descriptors.INT3  # what the CLI, bench and cost model know of it

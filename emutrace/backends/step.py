@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import unicorn
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover.callabi import CallTypes
@@ -180,3 +180,6 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
 
         return NativeStepBackend(image, cpu, hooks, emit, options.call_types)
     return StepBackend(image, cpu, emit, options.call_types)
+
+
+DESCRIPTOR = descriptors.STEP  # what the CLI, bench and cost model know of it

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from emutrace.backends.settings import settings_of
 from emutrace.benchgrid.board import BoardRun, run_on_board
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import NONE_SPEC, BackendSpec, Program
@@ -92,7 +93,7 @@ def run_once(isa: str, program: Program, spec: BackendSpec, allow_write: list[st
     if board is not None:
         return run_on_board(board, program, spec, timeout)
     config = RunConfig(program.path, list(program.argv[1:]), arch=isa, backend=spec.backend,
-                       cleanup=spec.cleanup, hw_slots=spec.hw_slots, bts_buffer=spec.bts_buffer,
+                       **settings_of(spec),
                        allow_write=allow_write, timeout=timeout, engine=spec.engine)
     if spec.record:
         return record_once(config)

@@ -19,6 +19,7 @@ from elftools.elf.elffile import ELFFile
 from unicorn import unicorn_const as ucc
 
 from emutrace.backends import BACKENDS, Backend, BackendOptions, TrapAware, create
+from emutrace.backends.settings import BackendSettings, settings_of
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
@@ -50,8 +51,10 @@ from emutrace.trace.shadow import ShadowStack
 from emutrace.trace.uftrace_write import ListSink, RecordSink
 
 
-@dataclass
-class BoardConfig:
+@dataclass(frozen=True)
+class BoardConfig(BackendSettings):
+    """A board run; the backend's settings are inherited (backends/settings.py)."""
+
     board: str
     image: str
     dtb: str | None = None
@@ -66,9 +69,6 @@ class BoardConfig:
     max_insns: int = 0
     timeout: float = 0.0
     backend: str = "none"
-    cleanup: str = "lazy"  # int3: "lazy" or "strict"
-    hw_slots: int | None = None
-    bts_buffer: int = 4096
     arg_counts: dict[str, int] = field(default_factory=dict)
     default_args: int = DEFAULT_ARGS
     console_out: BinaryIO | None = None  # None: emutrace's stdout
@@ -264,8 +264,7 @@ class BoardMachine:
         if config.backend in BACKENDS:
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
-            options = BackendOptions(cleanup=config.cleanup, hw_slots=config.hw_slots,
-                                     bts_buffer=config.bts_buffer, call_types=types)
+            options = BackendOptions(**settings_of(config), call_types=types)
             self.backend = create(config.backend, self.image, cpu, self.hooks, emit, options)
             if self.payload_entry is not None:
                 # the firmware enters its payload by an exception return (mret), no call:
