@@ -68,6 +68,12 @@ class Pending:
     fallthrough: int
 
 
+# a site's kind as the shared transfer rule (tails.TailRule.taken) reads it, and back
+_FLOW_OF = {SiteKind.CALL: FlowKind.CALL, SiteKind.RETURN: FlowKind.RETURN,
+            SiteKind.TAIL: FlowKind.JUMP}
+_SITE_OF = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
+            FlowKind.JUMP: SiteKind.TAIL}
+
 MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 # what belongs to one thread of control: pending transfer, call chain, restarted block,
 # fallback resume address, the tail rule's frames and return addresses, the chains saved
@@ -477,19 +483,15 @@ class Int3Backend:
 
     def _transfer(self, p: Pending, target: int) -> None:
         site = p.site
-        if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.TAIL):
-            # not taken: a conditional site, or one in a Thumb IT block that decodes as
-            # unconditional (a return never goes to the next instruction; a call there only
-            # reads the PC); an unconditional jump to the next function (it may start right
-            # there) is taken
+        # the shared rule (tails.py): not taken — a conditional site, or one in a Thumb IT
+        # block that decodes as unconditional — or which transfer it was
+        taken = self.tails.taken(_FLOW_OF[site.kind], site.conditional, site.maybe_return,
+                                 target, p.fallthrough)
+        if taken is None:
             return
+        kind = _SITE_OF[taken]
         here = self.armed.get(site.addr)
         current = here.func if here is not None else None
-        kind = site.kind
-        if kind is SiteKind.TAIL and site.maybe_return and self.tails.returns_to(target):
-            kind = SiteKind.RETURN  # `jr t0` back to where `jal t0` came from
-        elif kind is SiteKind.RETURN and self.tails.enters(target):
-            kind = SiteKind.TAIL  # a return into a function's entry (i386 ld.so resolver)
         if kind is SiteKind.CALL:
             self.tails.called(target, p.fallthrough)
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
