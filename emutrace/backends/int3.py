@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import ArgReader
@@ -74,6 +75,47 @@ _FLOW_OF = {SiteKind.CALL: FlowKind.CALL, SiteKind.RETURN: FlowKind.RETURN,
 _SITE_OF = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
             FlowKind.JUMP: SiteKind.TAIL}
 
+class FunctionDelivery(Protocol):
+    """How the algorithm's decision to watch a function reaches the CPU: `arm` the sites of
+    a function the policy has just taken into `armed_funcs`, `disarm` those of one it has
+    just dropped, `rearm` one whose extent grew (a stale descent).  The algorithm (arming
+    policy, events, step-over) is Int3Backend's; deliveries: `SiteDelivery` (a breakpoint
+    or a site hook per site: int3) and hwbp.SlotDelivery (N hardware slots per function)."""
+
+    def arm(self, func: Function) -> None: ...
+
+    def disarm(self, func: Function) -> None: ...
+
+    def rearm(self, old: Function, new: Function) -> None: ...
+
+
+class SiteDelivery:
+    """One breakpoint per site — the ISA's breakpoint bytes, or a site hook where traps are
+    broken and for code found by descent (Int3Backend._arm_site) — set and removed one by
+    one."""
+
+    def __init__(self, backend: Int3Backend) -> None:
+        self.backend = backend
+
+    def arm(self, func: Function) -> None:
+        b = self.backend
+        for site in func.sites:
+            if site.addr not in b.armed:
+                b._arm_site(site, func.start)
+
+    def disarm(self, func: Function) -> None:
+        b = self.backend
+        for site in func.sites:
+            if site.addr in b.armed and b.armed[site.addr].func == func.start:
+                b._disarm_site(site.addr)
+
+    def rearm(self, old: Function, new: Function) -> None:
+        """The new sites armed as well; the old ones stay (the CPU may be in the code the
+        old extent covered: its return must still be seen)."""
+        self.backend.armed_funcs[new.start] = new
+        self.arm(new)
+
+
 MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 # what belongs to one thread of control: pending transfer, call chain, restarted block,
 # fallback resume address, the tail rule's frames and return addresses, the chains saved
@@ -88,7 +130,13 @@ class Int3Backend:
     def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
                  types: CallTypes | None = None,
-                 delivery: str | None = None) -> None:
+                 delivery: str | None = None, name: str | None = None,
+                 counters: tuple[str, ...] | None = None) -> None:
+        """name and counters: another mechanism on this algorithm (hwbp: its descriptor's;
+        finish() reports only its counters)."""
+        if name is not None:
+            self.name = name
+        self.counters = counters
         if cleanup not in ("lazy", "strict"):
             raise ValueError(f"cleanup policy {cleanup!r}: lazy or strict")
         self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
@@ -100,6 +148,7 @@ class Int3Backend:
         self.simulator = isa.simulate
         working = [b for b in isa.breakpoints if b.works]
         self.delivery = delivery or ("patch" if working else "hook")
+        self.sites: FunctionDelivery = SiteDelivery(self)  # hwbp: its slots
         self.bp = isa.breakpoint_for(alt_mode=False)
         self.bp_alt = isa.breakpoint_for(alt_mode=True)
         self.bp_intnos = {b.intno for b in working}
@@ -242,12 +291,7 @@ class Int3Backend:
             self.chain = [new if f.start == start else f for f in self.chain]
 
     def _rearm(self, old: Function, new: Function) -> None:
-        """The new sites armed as well; the old ones stay (the CPU may be in the code the
-        old extent covered: its return must still be seen)."""
-        self.armed_funcs[new.start] = new
-        for site in new.sites:
-            if site.addr not in self.armed:
-                self._arm_site(site, new.start)
+        self.sites.rearm(old, new)
 
     def _take(self, func: Function | None) -> bool:
         """Enter func in the armed-function table; False if there is none, it is in, or the
@@ -275,9 +319,7 @@ class Int3Backend:
         if not self._take(func):
             return
         assert func is not None
-        for site in func.sites:
-            if site.addr not in self.armed:
-                self._arm_site(site, func.start)
+        self.sites.arm(func)
 
     def _by_hook(self, func: int) -> bool:
         """Site hooks where traps are broken, and for code found by descent (no symbol): a
@@ -333,11 +375,8 @@ class Int3Backend:
 
     def _disarm(self, func_start: int) -> None:
         func = self.armed_funcs.pop(func_start, None)
-        if func is None:
-            return
-        for site in func.sites:
-            if site.addr in self.armed and self.armed[site.addr].func == func_start:
-                self._disarm_site(site.addr)
+        if func is not None:
+            self.sites.disarm(func)
 
     def _code_range(self, addr: int) -> tuple[int, int]:
         """The range a patch site's guard covers: the executable file data holding it."""
@@ -592,6 +631,8 @@ class Int3Backend:
         self.chain = chain
 
     def finish(self) -> int:
+        if self.counters is not None:  # another mechanism's counters only (hwbp)
+            self.stats = {k: self.stats[k] for k in self.counters}
         return self.time
 
 
