@@ -32,6 +32,7 @@ from bench_native_step import text_file
 from common import ROOT, machine_info, stdout_to_devnull
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le",
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             cells.append((isa, f"calls {args.scenario}",
                           [str(ROOT / "testbins" / isa / "calls"), args.scenario]))
         busybox = ROOT / ".cache" / "busybox" / isa / "busybox"
-        if gzip_input and busybox.exists() and by_name(isa).capability("busybox").works:
+        if gzip_input and busybox.exists() and by_name(isa).capability(Cap.BUSYBOX).works:
             cells.append((isa, f"gzip {args.gzip_kb} KB",
                           [str(busybox), "gzip", "-c", str(gzip_input)]))
     lines[0] += ": " + ", ".join(dict.fromkeys(program for _isa, program, _cmd in cells))

@@ -37,6 +37,7 @@ from pathlib import Path
 from common import ROOT, machine_info, stdout_to_devnull
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le",
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     for isa in isas:
         programs = {"fib": [str(ROOT / "testbins" / isa / "fib"), str(args.n)]}
         busybox = ROOT / ".cache" / "busybox" / isa / "busybox"
-        if gzip_input and busybox.exists() and by_name(isa).capability("busybox").works:
+        if gzip_input and busybox.exists() and by_name(isa).capability(Cap.BUSYBOX).works:
             programs["gzip"] = [str(busybox), "gzip", "-c", str(gzip_input)]
         for program, cmd in programs.items():
             samples: dict[str, list[float]] = {v: [] for v in VARIANTS}

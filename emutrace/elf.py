@@ -201,8 +201,8 @@ def _symbols(elf: ELFFile, isa: Isa) -> list[Symbol]:
         if kind not in ("STT_FUNC", "STT_OBJECT") or not sym.name or sym["st_shndx"] == "SHN_UNDEF":
             continue
         addr = sym["st_value"]
-        if isa.thumb_bit and kind == "STT_FUNC":
-            addr &= ~1
+        if kind == "STT_FUNC":
+            addr = isa.code_address(addr)  # (ARM: bit 0 says Thumb)
         out.append(Symbol(sym.name, addr, sym["st_size"],
                           "func" if kind == "STT_FUNC" else "object"))
     out.sort(key=lambda s: (s.addr, s.kind != "func", s.name))

@@ -19,11 +19,13 @@ from dataclasses import replace
 from elftools.elf.elffile import ELFFile
 
 from emutrace.backends import BackendOptions, create
-from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
+from emutrace.backends.settings import settings_of
+from emutrace.discover.callabi import CallTypes
 from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
 from emutrace.errors import Unsupported, UsageError
 from emutrace.isa import all_isas
+from emutrace.isa.base import Cap
 from emutrace.native import ploop
 from emutrace.native.ploop import PtraceLoop
 from emutrace.session import (
@@ -39,8 +41,8 @@ from emutrace.target.ptrace_run import NativeTrapHooks, run
 from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
 
-NATIVE_CAPABILITY = "native_target"
-NATIVE_BTS_CAPABILITY = "native_bts"  # isa/native_pmu.py: read from this host's PMUs
+NATIVE_CAPABILITY = Cap.NATIVE_TARGET
+NATIVE_BTS_CAPABILITY = Cap.NATIVE_BTS  # isa/native_pmu.py: read from this host's PMUs
 # backends whose delivery the native target provides (int3: real 0xCC bytes; hwbp: DR0-3;
 # btf: PTRACE_SINGLEBLOCK; entry: eager 0xCC; step: PTRACE_SINGLESTEP); bts: the
 # capability `native_bts` says why not
@@ -178,10 +180,10 @@ class NativeProcess:
             if config.backend != "none":
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                             config.default_args)
-                options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                         config.bts_buffer, types,
-                                         "native" if config.backend in C_LOOP_BACKENDS
-                                         and self.engine == "native" else "python")
+                engine = "native" if config.backend in C_LOOP_BACKENDS and \
+                    self.engine == "native" else "python"
+                options = BackendOptions(**settings_of(config), call_types=types,
+                                         engine=engine)
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)
                 self.backend.start(self.target.pc)  # the program's entry, or ld.so's

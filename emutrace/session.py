@@ -18,6 +18,7 @@ from emutrace.backends import (
     TrapAware,
     create,
 )
+from emutrace.backends.settings import BackendSettings, settings_of
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
@@ -40,8 +41,11 @@ from emutrace.trace.shadow import ShadowStack
 from emutrace.trace.uftrace_write import ListSink, RecordSink
 
 
-@dataclass
-class RunConfig:
+@dataclass(frozen=True)
+class RunConfig(BackendSettings):
+    """One run; the backend's settings (cleanup, hw_slots, ...) are inherited keyword-only
+    fields, spelled once in backends/settings.py."""
+
     program: str
     args: Sequence[str] = ()
     arch: str | None = None
@@ -51,9 +55,6 @@ class RunConfig:
     timeout: float = 0.0
     env: dict[str, str] | None = None  # None: the user's environment (environment.py)
     backend: str = "none"  # "none" (just run) or a tracing backend (backends.BACKENDS)
-    cleanup: str = "lazy"  # int3: "lazy" or "strict"
-    hw_slots: int | None = None  # hwbp: slots (None: the ISA's hardware)
-    bts_buffer: int = 4096  # bts: records per buffer
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
@@ -272,8 +273,8 @@ class Process:
                                  f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
                                  f"--engine python")
             self.engine = chosen_engine(config.engine, config.backend, self.image)
-            options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types, self.engine)
+            options = BackendOptions(**settings_of(config), call_types=types,
+                                     engine=self.engine)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
                                   options)
             self.backend.start(self.entry)

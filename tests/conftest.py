@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.isa import MODULES, by_name
+from emutrace.isa.base import Cap
 
 REPO = Path(__file__).resolve().parent.parent
 TESTBINS = REPO / "testbins"
@@ -102,7 +103,7 @@ def wait_until_blocked(proc: subprocess.Popen, limit: float = 120) -> None:
         time.sleep(0.05)
 
 
-def isa_params(capability: str) -> list:
+def isa_params(capability: Cap) -> list:
     """Every ISA as a pytest parameter; where the ISA's capability table says `capability`
     does not work, a strict xfail carrying its reason."""
     out = []

@@ -22,10 +22,9 @@ def main(out: str, backend: str, cleanup: str, program: str, funcs: str,
     if result.guest_parent is not None:
         end_child(result)
     image = result.image
-    thumb = image.isa.thumb_bit
 
     def name(addr: int) -> str:
-        return image.symbolize(addr & ~1 if thumb else addr).split("+")[0]
+        return image.symbolize(image.isa.code_address(addr)).split("+")[0]
 
     text = canonical_text(result.records, name, set(funcs.split(",")))
     Path(out).write_text(f"exit {result.exit_code}\n{text}")

@@ -18,6 +18,7 @@ from emutrace.benchgrid.runner import Cell, Row, check
 from emutrace.benchgrid.spec import ALL_SPECS, NONE_SPEC, expand, parse_spec
 from emutrace.cli.main import main
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.trace.events import Call
 
 from .conftest import BUSYBOX, ISAS, TESTBINS
@@ -116,7 +117,8 @@ def liar_module() -> types.ModuleType:
 
 def test_a_disagreeing_backend_fails_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capfd: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(BACKENDS, "liar", ("liar", "step, misreporting one callee"))
+    monkeypatch.setitem(BACKENDS, "liar", replace(BACKENDS["step"], name="liar",
+                                                  help="step, misreporting one callee"))
     monkeypatch.setitem(sys.modules, "emutrace.backends.liar", liar_module())
     out = tmp_path / "out"
     rc = bench(out, "--arch", "x86_64", "--backend", "step,int3,liar",
@@ -173,7 +175,7 @@ def test_every_backend_agrees_on_every_isa(isa: str, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     programs = [f"{TESTBINS}/{{isa}}/fib 3", f"{TESTBINS}/{{isa}}/hello_fs"]
-    if by_name(isa).capability("busybox").works:
+    if by_name(isa).capability(Cap.BUSYBOX).works:
         busybox = BUSYBOX / isa / "busybox"
         if not busybox.exists():
             pytest.fail(f"{busybox} missing: run make setup")

@@ -13,6 +13,7 @@ import pytest
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.canonical import canonical_text
 from emutrace.trace.events import Entry, Exit
@@ -53,7 +54,7 @@ def programs() -> list:
             if p.name == "edge_exrl":
                 # the program itself goes astray under Unicorn 2.1.4 (it dies of SIGILL
                 # under every backend), so there is no clean run to compare
-                cap = by_name(isa).capability("exrl_relative_long")
+                cap = by_name(isa).capability(Cap.EXRL_RELATIVE_LONG)
                 marks = [pytest.mark.xfail(not cap.works, reason=cap.reason, strict=True)]
             out.append(pytest.param(isa, p.name, [], id=f"{isa}-{p.name}", marks=marks))
     return out

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 
 from .conftest import BUSYBOX, ENV, ISAS, qemu_binary, run_emutrace, run_qemu
 
@@ -44,7 +45,7 @@ APPLETS: list[tuple[str, ...]] = [
 def busybox_params() -> list:
     out = []
     for isa in ISAS:
-        cap = by_name(isa).capability("busybox")
+        cap = by_name(isa).capability(Cap.BUSYBOX)
         marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
         out.append(pytest.param(isa, marks=marks, id=isa))
     return out

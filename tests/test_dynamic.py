@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from tests.conftest import ENV, ISAS, TESTBINS, qemu_binary, run_emutrace
 
 
@@ -23,7 +24,7 @@ def sysroot(isa: str) -> Path:
 
 
 def gap(isa: str) -> list[pytest.MarkDecorator]:
-    cap = by_name(isa).capabilities["run_dynamic"]
+    cap = by_name(isa).capabilities[Cap.RUN_DYNAMIC]
     return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
 
 

@@ -32,6 +32,7 @@ from emutrace.discover.modules import plt_symbols
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 from emutrace.trace.events import Entry
@@ -40,7 +41,7 @@ from tests.plt_oracles import plt_names
 from tests.test_dynamic import sysroot
 
 
-def gap(isa: str, capability: str = "trace_dynamic") -> list[pytest.MarkDecorator]:
+def gap(isa: str, capability: Cap = Cap.TRACE_DYNAMIC) -> list[pytest.MarkDecorator]:
     cap = by_name(isa).capabilities[capability]
     return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
 
@@ -140,7 +141,7 @@ def test_library_calls_equal_uftrace(tmp_path: Path) -> None:
     assert plt_calls(traced("x86_64", "qsort")) == want
 
 
-@pytest.mark.parametrize("isa", [pytest.param(i, marks=gap(i, "plt_names")) for i in ISAS])
+@pytest.mark.parametrize("isa", [pytest.param(i, marks=gap(i, Cap.PLT_NAMES)) for i in ISAS])
 def test_plt_names_equal_objdump(isa: str) -> None:
     """Each stub we name carries the name the cross binutils give it (tests/plt_oracles.py:
     BFD's synthetic `@plt` symbols read from the PLT, the linker's stub labels checked

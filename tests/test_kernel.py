@@ -20,7 +20,7 @@ from emutrace.cli.main import main
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
 from emutrace.isa import all_isas, by_name
-from emutrace.isa.base import Isa
+from emutrace.isa.base import Cap, Isa
 from emutrace.isa.kernel import kernel_support
 from emutrace.machine.board.machine import BoardConfig, BoardMachine
 from emutrace.machine.board.presets import BOARDS
@@ -141,7 +141,7 @@ def test_strict_trace_with_exception_frames(isa: str) -> None:
 def _kernel_cells() -> list:  # type: ignore[type-arg]
     cells = []
     for desc in all_isas():
-        cap = desc.capability("kernel")
+        cap = desc.capability(Cap.KERNEL)
         marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
         cells.append(pytest.param(desc, id=desc.name, marks=marks))
     return cells
@@ -573,7 +573,7 @@ def test_linux_boots_to_vfs_panic(tmp_path: Path) -> None:
     if not LINUX.exists():  # not a skip: scripts/setup.sh fetches it
         pytest.fail(f"{LINUX} missing: run scripts/setup.sh")
     # the capability table says how far a Linux kernel gets: here, to this panic
-    assert by_name("aarch64").capabilities["linux_kernel"].works
+    assert by_name("aarch64").capabilities[Cap.LINUX_KERNEL].works
     board = BOARDS["virt-arm64"]
     dtb = tmp_path / "linux.dtb"
     qemu = list(board.qemu)

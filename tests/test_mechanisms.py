@@ -28,6 +28,7 @@ import pytest
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import Unsupported
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.agreement import agreement_text, at_named_entry, entries_only
 
@@ -63,10 +64,10 @@ def run(m: Mechanism, program: Path, args: list[str], cwd: Path) -> RunResult:
 
 def text(result: RunResult, named_only: bool) -> str:
     return agreement_text(result.records, read_symbols(result.image),
-                          result.image.isa.thumb_bit, named_only)
+                          result.image.isa.code_mask, named_only)
 
 
-def gap(isa: str, capability: str) -> list[pytest.MarkDecorator]:
+def gap(isa: str, capability: Cap) -> list[pytest.MarkDecorator]:
     cap = by_name(isa).capabilities.get(capability)
     if cap is None or cap.works:
         return []
@@ -87,7 +88,7 @@ def programs() -> list:  # type: ignore[type-arg]
         for name, args in cells:
             marks = []
             if name == "edge_exrl":
-                marks = gap(isa, "exrl_relative_long")
+                marks = gap(isa, Cap.EXRL_RELATIVE_LONG)
             out.append(pytest.param(isa, d / name, args, id=f"{isa}-{name}-{'-'.join(args)}",
                                     marks=marks))
     return out
@@ -122,7 +123,7 @@ def test_every_mechanism_agrees_with_step(isa: str, program: Path, args: list[st
 
 
 def busybox_cells() -> list:  # type: ignore[type-arg]
-    return [pytest.param(isa, id=isa) for isa in ISAS if by_name(isa).capability("busybox").works]
+    return [pytest.param(isa, id=isa) for isa in ISAS if by_name(isa).capability(Cap.BUSYBOX).works]
 
 
 @pytest.mark.busybox

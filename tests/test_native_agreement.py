@@ -32,6 +32,7 @@ import pytest
 
 from emutrace.discover.symbols import read_symbols
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.native_session import NativeProcess
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_text
@@ -117,7 +118,7 @@ def test_native_trace_equals_emulated(isa: str, program: str, args: tuple[str, .
 
 
 def signal_gap(isa: str, backend: str) -> list[pytest.MarkDecorator]:
-    cap = by_name(isa).capability("native_signal_handlers")
+    cap = by_name(isa).capability(Cap.NATIVE_SIGNAL_HANDLERS)
     if cap.works or backend == "entry":  # entry probes every entry: it needs no telling
         return []
     return [pytest.mark.xfail(reason=cap.reason, strict=True)]

@@ -37,6 +37,7 @@ import pytest
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import UsageError
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.native_session import NativeProcess
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
@@ -172,7 +173,7 @@ def test_native_dynamic_cli_output_equals_a_direct_run(tmp_path: Path) -> None:
 
 
 def native_dynamic_gap(isa: str) -> list[pytest.MarkDecorator]:
-    cap = by_name(isa).capability("native_dynamic")
+    cap = by_name(isa).capability(Cap.NATIVE_DYNAMIC)
     return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
 
 

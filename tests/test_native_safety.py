@@ -23,6 +23,7 @@ import pytest
 
 from emutrace.errors import UsageError
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.native_session import NativeProcess
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_text
@@ -92,11 +93,11 @@ def test_native_bts_is_refused_with_the_hosts_reason() -> None:
     r = run_emutrace("run", *NATIVE, "--backend", "bts", COUNTS)
     err = r.stderr.decode()
     assert r.returncode == 64 and err.count("\n") == 1, err
-    assert by_name("x86_64").capability("native_bts").reason in err
+    assert by_name("x86_64").capability(Cap.NATIVE_BTS).reason in err
 
 
 def bts_gap(isa: str) -> list[pytest.MarkDecorator]:
-    cap = by_name(isa).capability("native_bts")
+    cap = by_name(isa).capability(Cap.NATIVE_BTS)
     return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
 
 

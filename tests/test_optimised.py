@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.trace.events import Exit
 
@@ -62,9 +63,9 @@ def runs(prog: str, backend: str) -> tuple[str, ...]:
 def gap(isa: str, prog: str, backend: str) -> str | None:
     """The capability-table reason why backend cannot trace prog on isa, if any."""
     caps = by_name(isa).capabilities
-    names = ["optimised_code"]
+    names = [Cap.OPTIMISED_CODE]
     if backend == "entry" and prog in OUT_OF_LINE_SAVES:
-        names.append("entry_out_of_line_saves")
+        names.append(Cap.ENTRY_OUT_OF_LINE_SAVES)
     for name in names:
         cap = caps.get(name)
         if cap is not None and not cap.works:
@@ -149,7 +150,7 @@ def test_declared_gaps(isa: str, prog: str, backend: str, tmp_path: Path) -> Non
 
 
 def cold_marks(isa: str) -> list[pytest.MarkDecorator]:
-    cap = by_name(isa).capabilities.get("cold_partitions")
+    cap = by_name(isa).capabilities.get(Cap.COLD_PARTITIONS)
     if cap is None or cap.works:
         return []
     return [pytest.mark.xfail(reason=cap.reason, strict=True)]

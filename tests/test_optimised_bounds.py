@@ -21,6 +21,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.trace.events import Exit
 
@@ -32,9 +33,9 @@ APPLETS = {"gzip": ["gzip", "-c", "small.txt"], "sort": ["sort", "small.txt"]}
 def busybox_cells() -> list:  # type: ignore[type-arg]
     out = []
     for isa in ISAS:
-        if not by_name(isa).capability("busybox").works:
+        if not by_name(isa).capability(Cap.BUSYBOX).works:
             continue
-        cap = by_name(isa).capability("stripped_tail_calls")
+        cap = by_name(isa).capability(Cap.STRIPPED_TAIL_CALLS)
         marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
         for applet in APPLETS:
             out.append(pytest.param(isa, applet, marks=marks, id=f"{isa}-{applet}"))
@@ -105,7 +106,7 @@ def test_cold_partitions_are_parts_not_entries() -> None:
     cold = [f for f in table.funcs if ".cold" in f.name]
     assert len(cold) > 10  # libc and libgcc are built with the split
     assert all(f.part_of == f.name.split(".cold")[0] for f in cold)
-    rule = TailRule(table, thumb_bit=False)
+    rule = TailRule(table, code_mask=~0)
     rule.called(0x1000, 0x2000)
     assert not any(rule.is_tail(f.start) for f in cold)
     hot = table.by_name(cold[0].part_of or "")
@@ -131,7 +132,7 @@ def test_size_zero_symbols_stay_in_their_section(isa: str) -> None:
     zero = [s for s in discovery.symbols.funcs if s.size == 0]
     assert zero  # _start, _init, _fini at least
     for sym in zero:
-        func = discovery.function_at(sym.start | (1 if sym.alt else 0))
+        func = discovery.function_at(discovery.image.isa.mode_address(sym.start, sym.alt))
         lo, hi = next(r for r in sections if r[0] <= sym.start < r[1])
         assert func.end <= hi, sym.name
         assert all(lo <= s.addr < hi for s in func.sites), sym.name

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 
 from .conftest import ISAS, TESTBINS, run_emutrace, run_qemu, shell_status
 
-# Programs that hit a documented emulator gap: (isa, program, args) → capability name.  The
+# Programs that hit a documented emulator gap: (isa, program, args) → capability key.  The
 # test is an xfail exactly while the ISA's capability table says the feature does not work.
 KNOWN_GAPS = {
-    ("s390x", "edge_exrl", ()): "exrl_relative_long",
-    ("s390x", "edge_exrl", ("brasl",)): "exrl_relative_long",
+    ("s390x", "edge_exrl", ()): Cap.EXRL_RELATIVE_LONG,
+    ("s390x", "edge_exrl", ("brasl",)): Cap.EXRL_RELATIVE_LONG,
 }
 EXTRA_ARGS = {("s390x", "edge_exrl"): [("basr",), ("brasl",)]}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 
 from .conftest import ISAS, REPO, qemu_binary
 
@@ -28,7 +29,7 @@ UTF8_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8",
 def debian_params() -> list:
     out = []
     for isa in ISAS:
-        cap = by_name(isa).capability("busybox")
+        cap = by_name(isa).capability(Cap.BUSYBOX)
         marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
         out.append(pytest.param(isa, marks=marks, id=isa))
     return out
@@ -125,9 +126,9 @@ BOUND = "60"  # seconds: a shell that cannot be served waits forever
 def process_params() -> list:
     out = []
     for isa, name in PROCESS_CELLS:
-        cap = by_name(isa).capability("busybox")
+        cap = by_name(isa).capability(Cap.BUSYBOX)
         if cap.works and name in NEEDS_HANDLERS:
-            cap = by_name(isa).capability("signal_handlers")
+            cap = by_name(isa).capability(Cap.SIGNAL_HANDLERS)
         marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
         out.append(pytest.param(isa, name, marks=marks, id=f"{name}-{isa}"))
     return out

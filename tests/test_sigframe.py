@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.isa.base import Cap
 from emutrace.isa.sigframe import SIGFRAMES, SigFrame
 
 from .conftest import ENV, ISAS, bin_path, isa_params, qemu_binary
@@ -101,7 +102,7 @@ def test_layout_is_glibcs(isa: str, tmp_path: Path) -> None:
 
 
 def params() -> list:
-    return isa_params("signal_handlers")
+    return isa_params(Cap.SIGNAL_HANDLERS)
 
 
 @pytest.mark.oracle

@@ -19,6 +19,7 @@ import pytest
 
 from emutrace import native
 from emutrace.elf import load_image
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import (
     canonical_from_instr,
@@ -60,10 +61,9 @@ def _compare(isa: str, workdir: Path, runs: list[tuple[str, str, str]]) -> None:
     started = [(f"{b} {c} {e}", *_traced(isa, workdir, b, c, e)) for b, c, e in runs]
     oracle.wait(timeout=120)
     image = load_image(str(bin_path(isa, "signals.instr")))
-    thumb = image.isa.thumb_bit
 
     def name(addr: int) -> str:
-        return image.symbolize(addr & ~1 if thumb else addr).split("+")[0]
+        return image.symbolize(image.isa.code_address(addr)).split("+")[0]
 
     record = (workdir / "record").read_text()
     want = canonical_from_instr(record, name, set(FUNCS))
@@ -80,7 +80,7 @@ def _compare(isa: str, workdir: Path, runs: list[tuple[str, str, str]]) -> None:
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("isa", isa_params("signal_handlers"))
+@pytest.mark.parametrize("isa", isa_params(Cap.SIGNAL_HANDLERS))
 def test_handlers_traced_as_the_program_records_them(isa: str, tmp_path: Path) -> None:
     """int3 and step: every handler's run is a frame nested under the interrupted
     function, the siglongjmp'd ones closed as unwound (`<~`).  (int3's strict cleanup,

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.isa.base import Cap
+
 from .conftest import ENV, bin_path, isa_params, qemu_binary, shell_status
 
 
 def params() -> list:
-    return isa_params("signal_handlers")
+    return isa_params(Cap.SIGNAL_HANDLERS)
 
 
 @pytest.mark.oracle

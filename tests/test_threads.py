@@ -18,6 +18,7 @@ import pytest
 
 from emutrace.elf import load_image
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.threads import Deadlock, Scheduler, Wait
 from emutrace.session import Process, RunConfig, RunResult
@@ -76,10 +77,9 @@ def test_thread_traces(isa: str, tmp_path: Path, capfd: pytest.CaptureFixture[st
     second, step = _traced(isa, "int3"), _traced(isa, "step")
     strict = _traced(isa, "int3", "strict")  # cleanup per thread at every switch
     image = first.image
-    thumb = image.isa.thumb_bit
 
     def name(addr: int) -> str:
-        return image.symbolize(addr & ~1 if thumb else addr).split("+")[0]
+        return image.symbolize(image.isa.code_address(addr)).split("+")[0]
 
     # values aside: the program reads the host's clock (its timed wait's deadline)
     layout = ReplayOptions(show_args=False, show_retval=False)
@@ -135,7 +135,7 @@ def test_read_of_an_empty_pipe_lets_the_writer_run(isa: str, tmp_path: Path) -> 
 
 
 def preemption_gap(isa: str) -> list[pytest.MarkDecorator]:
-    cap = by_name(isa).capabilities["thread_preemption"]
+    cap = by_name(isa).capabilities[Cap.THREAD_PREEMPTION]
     return [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
 
 

@@ -95,7 +95,7 @@ SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longj
 @cache
 def symbolizer(isa: str) -> Callable[[int], str]:
     image = load_image(str(bin_path(isa, "calls.instr")))
-    mask = ~1 if by_name(isa).thumb_bit else ~0  # Thumb: &f has bit 0 set, st_value too
+    mask = by_name(isa).code_mask  # Thumb: &f has bit 0 set, st_value too
 
     def symbolize(addr: int) -> str:
         return image.symbolize(addr & mask)

@@ -17,6 +17,7 @@ from elftools.elf.elffile import ELFFile
 from emutrace.discover.prototypes import read_prototypes
 from emutrace.discover.symbols import read_symbols
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.trace.format import ReplayOptions, replay_lines
 from emutrace.trace.values import quote_c
@@ -124,7 +125,7 @@ def test_every_backend_reads_the_same_values(isa: str) -> None:
     ref = replay(path, "int3")
     assert "scale(1.5, 3) = 4.5;" in ref and 'sum_pair({.x=3, .y=-4}) = -1;' in ref
     backends = ["hwbp", "btf", "step"]
-    if by_name(isa).capability("entry_sees_every_call").works:
+    if by_name(isa).capability(Cap.ENTRY_SEES_EVERY_CALL).works:
         backends.append("entry")
     for backend in backends:
         assert replay(path, backend) == ref, backend

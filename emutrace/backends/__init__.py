@@ -1,7 +1,8 @@
 """Instrumentation mechanisms.  Each backend watches a running CPU and reports raw
 :mod:`emutrace.trace.events` to a sink; the shadow stack and the formatters are shared.
 
-Every backend module has a ``create(image, cpu, hooks, emit, options)`` function; this
+Every backend module has a ``create(image, cpu, hooks, emit, options)`` function and a
+``DESCRIPTOR`` (backends/descriptors.py: its one line, settings, counters, main event); this
 registry names them.  ``none`` is no backend at all (the program just runs).
 """
 
@@ -10,7 +11,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from emutrace.backends import descriptors
+from emutrace.backends.settings import BackendSettings, Descriptor, Setting
 
 if TYPE_CHECKING:
     from emutrace.discover.callabi import CallTypes
@@ -18,15 +22,30 @@ if TYPE_CHECKING:
     from emutrace.target.protocol import Target, TrapHooks
     from emutrace.trace.events import Event, SignalDelivery
 
-# name → (module, one line of what it models)
-BACKENDS: dict[str, tuple[str, str]] = {
-    "int3": ("int3", "lazy call-site breakpoints (fctrace), real breakpoint bytes"),
-    "hwbp": ("hwbp", "N hardware instruction breakpoints, the same lazy algorithm"),
-    "bts": ("bts", "branch records (from, to) in a buffer, decoded when it fills"),
-    "btf": ("btf", "a trap on every taken branch (P6 BTF, PTRACE_SINGLEBLOCK)"),
-    "entry": ("entry", "eager probes on every function entry and return, set at start-up"),
-    "step": ("step", "a trap on every instruction (TF): the ground truth"),
-}
+# name → its descriptor (backends/descriptors.py); the backend is the module of that name
+# under emutrace.backends (a dict: tests register a fake one)
+BACKENDS: dict[str, Descriptor] = {d.name: d for d in (
+    descriptors.INT3, descriptors.HWBP, descriptors.BTS, descriptors.BTF, descriptors.ENTRY,
+    descriptors.STEP)}
+
+
+def descriptor(name: str) -> Descriptor:
+    return BACKENDS[name]
+
+
+def all_descriptors() -> list[Descriptor]:
+    return list(BACKENDS.values())
+
+
+def backend_settings() -> list[tuple[Setting[Any], str]]:
+    """Every registered backend's settings, each once, with the backends that read it
+    ("int3" or "int3, hwbp"), in registry order: the command line's options."""
+    owners: dict[str, tuple[Setting[Any], list[str]]] = {}
+    for d in all_descriptors():
+        for s in d.settings:
+            owners.setdefault(s.name, (s, []))[1].append(d.name)
+    return [(s, ", ".join(names)) for s, names in owners.values()]
+
 
 # backends with a native hot path (`--engine native`, emutrace/native)
 NATIVE_BACKENDS = ("int3", "step", "bts", "btf")
@@ -35,11 +54,9 @@ ENGINES = ("auto", "python", "native")
 
 
 @dataclass(frozen=True)
-class BackendOptions:
-    cleanup: str = "lazy"  # int3: "lazy" or "strict"
-    max_args: int = 4  # (superseded: call_types says what each function reads)
-    hw_slots: int | None = None  # hwbp: None = the ISA's DEBUG_HARDWARE.slots
-    bts_buffer: int = 4096  # bts: records the buffer holds before it interrupts
+class BackendOptions(BackendSettings):
+    """What a backend is created with: the settings (backends/settings.py) and these."""
+
     # prototypes and -A counts for typed arguments (None: the image's, no -A)
     call_types: CallTypes | None = None
     # "python" (the reference) or "native" (the C hot path, emutrace/native; NATIVE_BACKENDS)
@@ -72,6 +89,6 @@ class TrapAware(Protocol):
 
 def create(name: str, image: Image, cpu: Target, hooks: TrapHooks,
            emit: Callable[[Event], None], options: BackendOptions) -> Backend:
-    module = importlib.import_module(f"emutrace.backends.{BACKENDS[name][0]}")
+    module = importlib.import_module(f"emutrace.backends.{BACKENDS[name].name}")
     backend: Backend = module.create(image, cpu, hooks, emit, options)
     return backend

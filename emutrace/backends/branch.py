@@ -94,7 +94,7 @@ class BranchDecoder:
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
         self.delay = self.cls.delay_bytes
-        self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
+        self.tails = TailRule(read_symbols(image), image.isa.code_mask)
         self.push = call_push_size(cpu)
         self.args = ArgReader(cpu, types or CallTypes.for_image(image), at_entry=True) \
             if live else None
@@ -131,23 +131,17 @@ class BranchDecoder:
         """The event a taken branch is, or None (a jump inside a function, a call that only
         reads the PC).  Records must come in the order they were taken (TailRule)."""
         flow, size = self.flow(rec.source, rec.thumb)
-        kind, to = flow.kind, rec.target
+        to = rec.target
         fallthrough = rec.source + size + self.delay
-        if flow.maybe_return and self.tails.returns_to(to):
-            kind = FlowKind.RETURN  # `jr t0` back to where `jal t0` came from
-        elif kind is FlowKind.RETURN and self.tails.enters(to):
-            kind = FlowKind.JUMP  # a return into a function's entry (i386 ld.so resolver)
+        kind = self.tails.taken(flow.kind, flow.conditional, flow.maybe_return, to,
+                                fallthrough)
         if kind is FlowKind.CALL:
-            if to == fallthrough:
-                return None
             self.stats["calls"] += 1
             self.tails.called(to, fallthrough)
             args = self.args.read(to) if self.args is not None else ()
             return Call(rec.time, rec.source, to, self._sp(rec) + self.push, fallthrough, args,
                         flow.alt_link)
         if kind is FlowKind.RETURN:
-            if to == fallthrough:
-                return None
             self.stats["returns"] += 1
             self.tails.returned()
             retval = self.args.read_return(rec.source) if self.args is not None else None

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.backends.btf_native import NativeBtfBackend
 from emutrace.discover.callabi import CallTypes
@@ -71,3 +71,6 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
         assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
         return cast(BtfBackend, HotPathBtf(image, cpu, hooks, emit, options.call_types))
     return BtfBackend(image, cpu, emit, options.call_types)
+
+
+DESCRIPTOR = descriptors.BTF  # what the CLI, bench and cost model know of it

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.elf import Image
 from emutrace.target.protocol import Target, TrapHooks
@@ -87,3 +87,6 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
         assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
         return cast(BtsBackend, NativeBtsBackend(image, cpu, hooks, emit, options.bts_buffer))
     return BtsBackend(image, cpu, emit, options.bts_buffer)
+
+
+DESCRIPTOR = descriptors.BTS  # what the CLI, bench and cost model know of it

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.discover import Function, Site, SiteKind
@@ -88,7 +88,8 @@ class EntryBackend(Int3Backend):
         # discover.symbols) likewise: f jumps to it, never calls it, so its returns are
         # probed and its start is no entry (the frame rule in _entered reads a call's return
         # address and sp, which in the middle of f are neither)
-        todo = [(s.start | (1 if s.alt else 0), s.part_of is None) for s in symbols.funcs]
+        todo = [(self.image.isa.mode_address(s.start, s.alt), s.part_of is None)
+                for s in symbols.funcs]
         while todo:
             addr, called = todo.pop()
             func = self._function_quietly(addr)
@@ -158,7 +159,7 @@ class EntryBackend(Int3Backend):
         if func is not None:
             self._entered(func, site.addr)
         if site.kind is SiteKind.ENTRY:  # nothing more happens when it executes
-            return Pending(site, self.time, 0, (), site.addr + site.size)
+            return Pending(site, self.time, 0, site.addr + site.size)
         return super()._pending(site)
 
     def _entered(self, func: Function, addr: int) -> None:
@@ -211,3 +212,6 @@ class EntryBackend(Int3Backend):
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
     return EntryBackend(image, cpu, hooks, emit, options.call_types)
+
+
+DESCRIPTOR = descriptors.ENTRY  # what the CLI, bench and cost model know of it

@@ -39,10 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.int3 import Armed, Int3Backend
-from emutrace.discover import Function, Site
-from emutrace.discover.callabi import CallTypes
+from emutrace.discover import Function
 from emutrace.elf import Image
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
@@ -71,91 +70,89 @@ def slot_ranges(sites: list[tuple[int, int]], slots: int, kind: str) -> tuple[
     return ranges, False
 
 
-class HwbpBackend(Int3Backend):
-    name = "hwbp"
+class SlotDelivery:
+    """The delivery of N hardware slots (FunctionDelivery): a function's sites are covered by
+    at most N slots (`slot_ranges`); a slot is a hook bounded to its range, installed the
+    first time the function is armed and then left idle while it is not (see the module
+    docstring).  Every slot hook calls `_on_slot`, which looks the address up in the
+    backend's table of armed sites."""
 
-    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
-                 emit: Callable[[Event], None], slots: int | None = None,
-                 types: CallTypes | None = None) -> None:
-        hardware = image.isa.debug_hardware
+    def __init__(self, backend: Int3Backend, slots: int | None) -> None:
+        hardware = backend.image.isa.debug_hardware
+        self.backend = backend
         self.slots = slots if slots is not None else hardware.slots
         self.slot_kind = hardware.kind
         self.slot_hooks: dict[int, list[int]] = {}  # function → its hooks (installed)
         self.hooked: dict[int, Function] = {}  # function → what its hooks were made for
         self.in_use: dict[int, int] = {}  # armed function → slots it programs
-        super().__init__(image, cpu, hooks, emit, "strict", types, delivery="hook")
-        self.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
+        backend.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
 
-    def _arm(self, func: Function | None) -> None:
-        if not self._take(func):
-            return
-        assert func is not None
-        free = [s for s in func.sites if s.addr not in self.armed]
+    def arm(self, func: Function) -> None:
+        b, stats = self.backend, self.backend.stats
+        free = [s for s in func.sites if s.addr not in b.armed]
         ranges, fell_back = slot_ranges([(s.addr, s.size) for s in free], self.slots,
                                         self.slot_kind)
-        self.stats["fallbacks"] += fell_back
-        self.stats["slot_writes"] += len(ranges)
+        stats["fallbacks"] += fell_back
+        stats["slot_writes"] += len(ranges)
         for site in free:
-            self.armed[site.addr] = Armed(site, func.start)
+            b.armed[site.addr] = Armed(site, func.start)
         self.in_use[func.start] = len(ranges)
-        self.stats["max_slots"] = max(self.stats["max_slots"], sum(self.in_use.values()))
+        stats["max_slots"] = max(stats["max_slots"], sum(self.in_use.values()))
         if func.start in self.slot_hooks:
             if self.hooked.get(func.start) is func:
                 return  # installed before, idle since: arming it again is the table write
             for handle in self.slot_hooks.pop(func.start):  # a stale descent's extent
-                self.cpu.hook_del(handle)
+                b.cpu.hook_del(handle)
         self.hooked[func.start] = func
         handles = []
         for lo, hi in ranges:
-            handles.append(self.cpu.hook_hw(self._on_slot, lo, hi, func.start))
-            self._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
+            handles.append(b.cpu.hook_hw(self._on_slot, lo, hi, func.start))
+            b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
             # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
             # seconds per arming at a dynamic library's addresses)
         self.slot_hooks[func.start] = handles
         # (a translating engine restarts the block so that the new hooks are in it; a CPU
         # checks its debug registers at every fetch)
-        self._armed_now = bool(ranges) and self.cpu.translates_code
+        b._armed_now = bool(ranges) and b.cpu.translates_code
 
-    def _disarm(self, func_start: int) -> None:
-        func = self.armed_funcs.pop(func_start, None)
-        if func is None:
-            return
+    def disarm(self, func: Function) -> None:
+        b = self.backend
         for site in func.sites:
-            armed = self.armed.get(site.addr)
-            if armed is not None and armed.func == func_start:
-                del self.armed[site.addr]
-        self.in_use.pop(func_start, None)  # its hooks stay installed, idle
-        if not self.cpu.translates_code:  # real registers: free them (nothing to retranslate)
-            for handle in self.slot_hooks.pop(func_start, []):
-                self.cpu.hook_del(handle)
-            self.hooked.pop(func_start, None)
+            armed = b.armed.get(site.addr)
+            if armed is not None and armed.func == func.start:
+                del b.armed[site.addr]
+        self.in_use.pop(func.start, None)  # its hooks stay installed, idle
+        if not b.cpu.translates_code:  # real registers: free them (nothing to retranslate)
+            for handle in self.slot_hooks.pop(func.start, []):
+                b.cpu.hook_del(handle)
+            self.hooked.pop(func.start, None)
+
+    def rearm(self, old: Function, new: Function) -> None:
+        """Slots cover whole functions: the stale one's slots go to the new extent."""
+        self.backend._disarm(old.start)
+        self.backend._arm(new)
 
     def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
-        if owner not in self.armed_funcs:
+        b = self.backend
+        if owner not in b.armed_funcs:
             return  # an idle hook: its function's slots are not programmed now
-        armed = self.armed.get(addr)
+        armed = b.armed.get(addr)
         if armed is None:
-            self.stats["stepped"] += 1  # inside a stepped span or a PER range, not a site
+            b.stats["stepped"] += 1  # inside a stepped span or a PER range, not a site
             return
-        self.stats["hits"] += 1
-        self.pending = self._pending(armed.site)
-        self.cpu.want_blocks()  # the transfer is learnt from the block entered next
-
-    def finish(self) -> int:
-        """The counters of this mechanism (int3's bookkeeping ones are dropped)."""
-        self.stats = {k: self.stats[k] for k in (
-            "hits", "slot_writes", "fallbacks", "stepped", "max_slots", "functions")}
-        return super().finish()
-
-    def _rearm(self, old: Function, new: Function) -> None:
-        """Slots cover whole functions: the stale one's slots go to the new extent."""
-        self._disarm(old.start)
-        self._arm(new)
-
-    def _arm_site(self, site: Site, func: int) -> None:  # pragma: no cover - never per site
-        raise AssertionError("hwbp arms whole functions (_arm)")
+        b.stats["hits"] += 1
+        b.pending = b._pending(armed.site)
+        b.cpu.want_blocks()  # the transfer is learnt from the block entered next
 
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-           options: BackendOptions) -> HwbpBackend:
-    return HwbpBackend(image, cpu, hooks, emit, options.hw_slots, options.call_types)
+           options: BackendOptions) -> Int3Backend:
+    """int3's algorithm under the strict policy, delivered by hardware slots (hook
+    delivery: no guest byte is ever written), reporting hwbp's counters."""
+    backend = Int3Backend(image, cpu, hooks, emit, "strict", options.call_types,
+                          delivery="hook", name=DESCRIPTOR.name, counters=DESCRIPTOR.counters)
+    backend.sites = SlotDelivery(backend, options.hw_slots)
+    return backend
+
+
+DESCRIPTOR = descriptors.HWBP  # what the CLI, bench and cost model know of it

@@ -31,15 +31,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import ArgReader
 from emutrace.backends.codeguard import CodeGuard
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.isa.base import Flow, FlowKind, Insn
+from emutrace.isa.base import Cap, Flow, FlowKind, Insn
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import (
     Call,
@@ -50,7 +51,6 @@ from emutrace.trace.events import (
     Trap,
     TrapReturn,
 )
-from emutrace.trace.values import Value
 
 
 @dataclass
@@ -66,8 +66,54 @@ class Pending:
     site: Site
     time: int
     sp: int
-    args: tuple[Value, ...]
     fallthrough: int
+
+
+# a site's kind as the shared transfer rule (tails.TailRule.taken) reads it, and back
+_FLOW_OF = {SiteKind.CALL: FlowKind.CALL, SiteKind.RETURN: FlowKind.RETURN,
+            SiteKind.TAIL: FlowKind.JUMP}
+_SITE_OF = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
+            FlowKind.JUMP: SiteKind.TAIL}
+
+class FunctionDelivery(Protocol):
+    """How the algorithm's decision to watch a function reaches the CPU: `arm` the sites of
+    a function the policy has just taken into `armed_funcs`, `disarm` those of one it has
+    just dropped, `rearm` one whose extent grew (a stale descent).  The algorithm (arming
+    policy, events, step-over) is Int3Backend's; deliveries: `SiteDelivery` (a breakpoint
+    or a site hook per site: int3) and hwbp.SlotDelivery (N hardware slots per function)."""
+
+    def arm(self, func: Function) -> None: ...
+
+    def disarm(self, func: Function) -> None: ...
+
+    def rearm(self, old: Function, new: Function) -> None: ...
+
+
+class SiteDelivery:
+    """One breakpoint per site — the ISA's breakpoint bytes, or a site hook where traps are
+    broken and for code found by descent (Int3Backend._arm_site) — set and removed one by
+    one."""
+
+    def __init__(self, backend: Int3Backend) -> None:
+        self.backend = backend
+
+    def arm(self, func: Function) -> None:
+        b = self.backend
+        for site in func.sites:
+            if site.addr not in b.armed:
+                b._arm_site(site, func.start)
+
+    def disarm(self, func: Function) -> None:
+        b = self.backend
+        for site in func.sites:
+            if site.addr in b.armed and b.armed[site.addr].func == func.start:
+                b._disarm_site(site.addr)
+
+    def rearm(self, old: Function, new: Function) -> None:
+        """The new sites armed as well; the old ones stay (the CPU may be in the code the
+        old extent covered: its return must still be seen)."""
+        self.backend.armed_funcs[new.start] = new
+        self.arm(new)
 
 
 MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
@@ -84,18 +130,25 @@ class Int3Backend:
     def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
                  types: CallTypes | None = None,
-                 delivery: str | None = None) -> None:
+                 delivery: str | None = None, name: str | None = None,
+                 counters: tuple[str, ...] | None = None) -> None:
+        """name and counters: another mechanism on this algorithm (hwbp: its descriptor's;
+        finish() reports only its counters)."""
+        if name is not None:
+            self.name = name
+        self.counters = counters
         if cleanup not in ("lazy", "strict"):
             raise ValueError(f"cleanup policy {cleanup!r}: lazy or strict")
         self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
         isa = image.isa
         self.discovery = Discovery(image)
-        self.tails = TailRule(self.discovery.symbols, isa.thumb_bit)
+        self.tails = TailRule(self.discovery.symbols, isa.code_mask)
         self.decoder = self.discovery.decoder
         self.classify = self.decoder.cls.classify
         self.simulator = isa.simulate
         working = [b for b in isa.breakpoints if b.works]
         self.delivery = delivery or ("patch" if working else "hook")
+        self.sites: FunctionDelivery = SiteDelivery(self)  # hwbp: its slots
         self.bp = isa.breakpoint_for(alt_mode=False)
         self.bp_alt = isa.breakpoint_for(alt_mode=True)
         self.bp_intnos = {b.intno for b in working}
@@ -125,7 +178,6 @@ class Int3Backend:
         self._armed_now = False  # set when a site was armed: the current block may hold it
         self._restarted: int | None = None
         self._resume_at: int | None = None  # a fallback re-executes the site from here
-        self._unhook: list[int] = []  # site hooks to delete at the next block
         self.idle_hooks: dict[int, int] = {}  # disarmed site → its hook, still installed
         self.time = 0
         self._tid = 0  # the guest thread running (threads: switch_thread)
@@ -134,11 +186,11 @@ class Int3Backend:
         # there is counted as "foreign_traps" (only once a program has made a thread)
         self.armed_for: dict[int, int] = {}
         self.stats = {"traps": 0, "patches": 0, "cache_removals": 0, "hooks_added": 0,
-                      "hooks_removed": 0, "simulated": 0, "fallbacks": 0, "functions": 0}
+                      "simulated": 0, "fallbacks": 0, "functions": 0}
         # patched bytes hidden from guest loads; code the guest writes is dropped (item 22)
         # (site hooks too: code written over a discovered function must not be traced by
         # its old site table)
-        hide = self.delivery == "patch" and isa.capability("hidden_breakpoints").works
+        hide = self.delivery == "patch" and isa.capability(Cap.HIDDEN_BREAKPOINTS).works
         # (a native target cannot watch loads and stores: its guest sees the breakpoint
         # bytes, as under any debugger)
         self.guard: CodeGuard | None = CodeGuard(
@@ -194,7 +246,7 @@ class Int3Backend:
         """The first block after an exception return: the interrupted function (the
         chain's top, in strict mode) or whatever function the handler returned into."""
         self._after_trap = False
-        code = addr & ~1 if self.image.isa.thumb_bit else addr
+        code = self.image.isa.code_address(addr)
         func = self.chain[-1] if self.chain and code in self.chain[-1] else self._function(addr)
         if func is None:
             return
@@ -208,9 +260,8 @@ class Int3Backend:
     # ------------------------------------------------------------ arming
     def _function(self, addr: int) -> Function | None:
         """The function the CPU is entering at addr (in its current instruction set)."""
-        if self.cpu.in_alt_mode():  # the CPU is at addr in Thumb state: discovery needs bit 0 set
-            addr |= 1
-        return self._function_quietly(addr)
+        # (the CPU is at addr in Thumb state: discovery needs bit 0 set)
+        return self._function_quietly(self.image.isa.mode_address(addr, self.cpu.in_alt_mode()))
 
     def _function_quietly(self, addr: int) -> Function | None:
         """The function at addr (ARM: bit 0 selects Thumb), or None where discovery finds
@@ -240,12 +291,7 @@ class Int3Backend:
             self.chain = [new if f.start == start else f for f in self.chain]
 
     def _rearm(self, old: Function, new: Function) -> None:
-        """The new sites armed as well; the old ones stay (the CPU may be in the code the
-        old extent covered: its return must still be seen)."""
-        self.armed_funcs[new.start] = new
-        for site in new.sites:
-            if site.addr not in self.armed:
-                self._arm_site(site, new.start)
+        self.sites.rearm(old, new)
 
     def _take(self, func: Function | None) -> bool:
         """Enter func in the armed-function table; False if there is none, it is in, or the
@@ -273,9 +319,7 @@ class Int3Backend:
         if not self._take(func):
             return
         assert func is not None
-        for site in func.sites:
-            if site.addr not in self.armed:
-                self._arm_site(site, func.start)
+        self.sites.arm(func)
 
     def _by_hook(self, func: int) -> bool:
         """Site hooks where traps are broken, and for code found by descent (no symbol): a
@@ -331,11 +375,8 @@ class Int3Backend:
 
     def _disarm(self, func_start: int) -> None:
         func = self.armed_funcs.pop(func_start, None)
-        if func is None:
-            return
-        for site in func.sites:
-            if site.addr in self.armed and self.armed[site.addr].func == func_start:
-                self._disarm_site(site.addr)
+        if func is not None:
+            self.sites.disarm(func)
 
     def _code_range(self, addr: int) -> tuple[int, int]:
         """The range a patch site's guard covers: the executable file data holding it."""
@@ -380,7 +421,7 @@ class Int3Backend:
 
     def _pending(self, site: Site) -> Pending:
         cpu = self.cpu
-        return Pending(site, self.time, cpu.reg_read(self.sp_reg), (),
+        return Pending(site, self.time, cpu.reg_read(self.sp_reg),
                        site.addr + site.size + (self.delay if site.delay_slot else 0))
 
     def _on_trap(self, intno: int) -> bool:
@@ -410,7 +451,7 @@ class Int3Backend:
             self.rearm[addr] = (armed.site, armed.func)
             self.pending = pending
             self._resume_at = addr
-            cpu.reg_write(self.pc_reg, addr | (1 if armed.site.alt_mode else 0))
+            cpu.reg_write(self.pc_reg, self.image.isa.mode_address(addr, armed.site.alt_mode))
             cpu.want_blocks()  # the transfer is learnt from the block the CPU enters next
             return True
         self.stats["simulated"] += 1
@@ -441,11 +482,6 @@ class Int3Backend:
             self._count_block(addr, size)
             return
         self._armed_now = False
-        if self._unhook:
-            for handle in self._unhook:
-                self.cpu.hook_del(handle)  # hook_del drops the translations it was compiled into
-            self.stats["hooks_removed"] += len(self._unhook)
-            self._unhook.clear()
         if self.rearm:
             for site_addr, (site, func) in self.rearm.items():
                 if func in self.armed_funcs and site_addr not in self.armed:
@@ -464,7 +500,8 @@ class Int3Backend:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
             self._restarted = addr
-            self.cpu.reg_write(self.pc_reg, addr | (1 if self.cpu.in_alt_mode() else 0))
+            self.cpu.reg_write(self.pc_reg,
+                              self.image.isa.mode_address(addr, self.cpu.in_alt_mode()))
             return
         self._count_block(addr, size)
 
@@ -485,19 +522,15 @@ class Int3Backend:
 
     def _transfer(self, p: Pending, target: int) -> None:
         site = p.site
-        if target == p.fallthrough and (site.conditional or site.kind is not SiteKind.TAIL):
-            # not taken: a conditional site, or one in a Thumb IT block that decodes as
-            # unconditional (a return never goes to the next instruction; a call there only
-            # reads the PC); an unconditional jump to the next function (it may start right
-            # there) is taken
+        # the shared rule (tails.py): not taken — a conditional site, or one in a Thumb IT
+        # block that decodes as unconditional — or which transfer it was
+        taken = self.tails.taken(_FLOW_OF[site.kind], site.conditional, site.maybe_return,
+                                 target, p.fallthrough)
+        if taken is None:
             return
+        kind = _SITE_OF[taken]
         here = self.armed.get(site.addr)
         current = here.func if here is not None else None
-        kind = site.kind
-        if kind is SiteKind.TAIL and site.maybe_return and self.tails.returns_to(target):
-            kind = SiteKind.RETURN  # `jr t0` back to where `jal t0` came from
-        elif kind is SiteKind.RETURN and self.tails.enters(target):
-            kind = SiteKind.TAIL  # a return into a function's entry (i386 ld.so resolver)
         if kind is SiteKind.CALL:
             self.tails.called(target, p.fallthrough)
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
@@ -598,6 +631,8 @@ class Int3Backend:
         self.chain = chain
 
     def finish(self) -> int:
+        if self.counters is not None:  # another mechanism's counters only (hwbp)
+            self.stats = {k: self.stats[k] for k in self.counters}
         return self.time
 
 
@@ -623,3 +658,6 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
 
         return NativeInt3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)
     return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)
+
+
+DESCRIPTOR = descriptors.INT3  # what the CLI, bench and cost model know of it

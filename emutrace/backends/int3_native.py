@@ -161,7 +161,7 @@ class NativeInt3Backend(Int3Backend):
 
     def _refresh(self) -> None:
         """Tell C whether the next block needs Python's block hook."""
-        busy = (self.pending is not None or bool(self.rearm) or bool(self._unhook)
+        busy = (self.pending is not None or bool(self.rearm)
                 or self._armed_now or self._restarted is not None
                 or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))

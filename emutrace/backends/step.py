@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import unicorn
 
-from emutrace.backends import BackendOptions
+from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover.callabi import CallTypes
@@ -49,15 +49,6 @@ class Pending:
     alt_link: bool = False  # a call through one (trace.events.Call.before_frame)
 
 
-def _taken(p: Pending, pc: int) -> bool:
-    """Did the transfer take effect, the next instruction being at pc?  Taken if it did
-    not fall through; an unconditional jump or return to the next address (a function may
-    start right there) is taken all the same, a call to the next instruction only reads
-    the PC."""
-    return pc != p.fallthrough or not (p.conditional
-                                       or p.kind in (FlowKind.CALL, FlowKind.RETURN))
-
-
 class StepBackend:
     name = "step"
 
@@ -68,7 +59,7 @@ class StepBackend:
         self.emit = emit
         self.decoder = Decoder(image)
         self.cls = self.decoder.cls
-        self.tails = TailRule(read_symbols(image), image.isa.thumb_bit)
+        self.tails = TailRule(read_symbols(image), image.isa.code_mask)
         self.delay = self.cls.delay_bytes
         regs = image.isa.registers
         # values are read when a transfer resolves: at the callee's first instruction, or
@@ -102,8 +93,7 @@ class StepBackend:
                 pending.countdown -= 1
             else:
                 self.pending = None
-                if _taken(pending, addr):
-                    self._resolve(pending, addr)
+                self._resolve(pending, addr)
         entry = self.flows.get(addr)
         if entry is None:
             entry = self.flows[addr] = self._flow(addr, size)
@@ -117,11 +107,9 @@ class StepBackend:
                                flow.conditional, flow.maybe_return, flow.alt_link)
 
     def _resolve(self, p: Pending, pc: int) -> None:
-        kind = p.kind
-        if p.maybe_return and self.tails.returns_to(pc):
-            kind = FlowKind.RETURN  # `jr t0` back to where `jal t0` came from
-        elif kind is FlowKind.RETURN and self.tails.enters(pc):
-            kind = FlowKind.JUMP  # a return into a function's entry (i386 ld.so resolver)
+        kind = self.tails.taken(p.kind, p.conditional, p.maybe_return, pc, p.fallthrough)
+        if kind is None:
+            return
         if kind is FlowKind.CALL:
             self.stats["calls"] += 1
             self.tails.called(pc, p.fallthrough)
@@ -158,8 +146,7 @@ class StepBackend:
         instruction has not run yet: it went to the interrupted code (`resume`), not to
         the handler."""
         pending, self.pending = self.pending, None  # a trap ends no call, return or jump
-        if signal is not None and pending is not None and not pending.countdown \
-                and _taken(pending, signal.resume):
+        if signal is not None and pending is not None and not pending.countdown:
             self._resolve(pending, signal.resume)
         self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
                        signal.stack if signal is not None else None))
@@ -188,3 +175,6 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
 
         return NativeStepBackend(image, cpu, hooks, emit, options.call_types)
     return StepBackend(image, cpu, emit, options.call_types)
+
+
+DESCRIPTOR = descriptors.STEP  # what the CLI, bench and cost model know of it

@@ -82,7 +82,7 @@ class NativeStepBackend(StepBackend):
         cfg.py_flow, cfg.py_resolve, cfg.py_drain = self._callbacks
         cfg.sp_reg = cpu.reg_id(regs.sp)
         cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
-        cfg.code_mask = (1 << 64) - 2 if isa.thumb_bit else (1 << 64) - 1
+        cfg.code_mask = isa.code_mask & ((1 << 64) - 1)
         cfg.n_args = len(self._arg_names)
         self._n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
         self._stack_offset = cfg.stack_offset = regs.stack_args_offset

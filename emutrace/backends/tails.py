@@ -11,16 +11,22 @@ address in a register other than the usual one (RISC-V `jal t0, __riscv_save_N` 
 `jr t0`), the jump through it is classified `maybe_return`; it is a return exactly when it
 goes to the return address of the running frame's call, and a jump otherwise (a tail call
 through that register, as `c.jr t0` in hand-written code).
+
+Taken or not (`TailRule.taken`): the one rule int3, step, bts and btf resolve a transfer
+with, once the address the CPU went to is known.
 """
 
 from __future__ import annotations
 
 from emutrace.discover.symbols import SymbolTable
+from emutrace.isa.base import FlowKind
+
+_ALWAYS_LEAVE = (FlowKind.CALL, FlowKind.RETURN)
 
 
 class TailRule:
-    def __init__(self, symbols: SymbolTable, thumb_bit: bool) -> None:
-        self.mask = ~1 if thumb_bit else ~0
+    def __init__(self, symbols: SymbolTable, code_mask: int) -> None:
+        self.mask = code_mask  # the ISA's (isa.base.Isa.code_mask): ARM's bit 0 is no address
         self.entries: set[int] = set()
         self.symbols = symbols
         self._generation = -1  # of the symbol table when its entries were last taken
@@ -37,6 +43,22 @@ class TailRule:
         for f in self.symbols.funcs:
             if f.part_of is None:
                 self.entries.update((f.start, f.start + f.local_offset))
+
+    def taken(self, kind: FlowKind, conditional: bool, maybe_return: bool, target: int,
+              fallthrough: int) -> FlowKind | None:
+        """Which transfer a call, return or jump of this kind was, the CPU having gone
+        on to target: None if it was not taken (it fell through: a conditional one, or a
+        call or return to the next instruction, which a call does only to read the PC;
+        an unconditional jump there is taken — a function may start right there).
+        Otherwise its kind, as this rule sees it: a `maybe_return` jump to the running
+        call's return address is a RETURN, a return into a function's entry a JUMP."""
+        if target == fallthrough and (conditional or kind in _ALWAYS_LEAVE):
+            return None
+        if maybe_return and self.returns_to(target):
+            return FlowKind.RETURN  # `jr t0` back to where `jal t0` came from
+        if kind is FlowKind.RETURN and self.enters(target):
+            return FlowKind.JUMP  # a return into a function's entry (i386 ld.so resolver)
+        return kind
 
     def called(self, target: int, return_addr: int | None = None) -> None:
         code = target & self.mask

@@ -8,6 +8,7 @@ import io
 import time
 from dataclasses import dataclass
 
+from emutrace.backends.settings import settings_of
 from emutrace.benchgrid.spec import BackendSpec, Program
 from emutrace.errors import UsageError
 from emutrace.machine.board.machine import BoardConfig, BoardMachine
@@ -35,8 +36,8 @@ def run_on_board(run: BoardRun, program: Program, spec: BackendSpec,
                          f"arguments")
     config = BoardConfig(run.board, program.path, dtb=run.dtb, bios=run.bios,
                          until=run.until, typed=run.typed, input_after=run.input_after,
-                         timeout=timeout, backend=spec.backend, cleanup=spec.cleanup,
-                         hw_slots=spec.hw_slots, bts_buffer=spec.bts_buffer,
+                         timeout=timeout, backend=spec.backend,
+                         **settings_of(spec),
                          console_out=io.BytesIO())
     start = time.perf_counter()
     result = BoardMachine(config).run()

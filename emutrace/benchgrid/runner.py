@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from emutrace.backends.settings import settings_of
 from emutrace.benchgrid.board import BoardRun, run_on_board
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import NONE_SPEC, BackendSpec, Program
@@ -92,7 +93,7 @@ def run_once(isa: str, program: Program, spec: BackendSpec, allow_write: list[st
     if board is not None:
         return run_on_board(board, program, spec, timeout)
     config = RunConfig(program.path, list(program.argv[1:]), arch=isa, backend=spec.backend,
-                       cleanup=spec.cleanup, hw_slots=spec.hw_slots, bts_buffer=spec.bts_buffer,
+                       **settings_of(spec),
                        allow_write=allow_write, timeout=timeout, engine=spec.engine)
     if spec.record:
         return record_once(config)
@@ -141,9 +142,9 @@ def record_first(cell: Cell, result: RunResult, recorded: Recorded | None = None
     if cell.spec.traces:
         records = recorded.read_back if recorded is not None else result.records
         cell.calls = sum(1 for r in records if isinstance(r, Entry))
-        symbols, thumb = read_symbols(result.image), result.image.isa.thumb_bit
-        cell.trace = agreement_text(records, symbols, thumb)
-        cell.entry_trace = agreement_text(records, symbols, thumb, entries_only=True)
+        symbols, mask = read_symbols(result.image), result.image.isa.code_mask
+        cell.trace = agreement_text(records, symbols, mask)
+        cell.entry_trace = agreement_text(records, symbols, mask, entries_only=True)
 
 
 # after every run: the cell, its seconds (None: not run), how many runs that accounts for

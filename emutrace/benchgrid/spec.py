@@ -1,24 +1,25 @@
 """What `emutrace bench` is asked to run: ISAs, backend specs and program templates, parsed
 and checked before anything runs (a bad argument is a `UsageError`: one line, exit 64).
 
-A backend spec is a registered backend name with an optional setting after a colon:
-``int3:strict`` (cleanup policy), ``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per
-buffer), ``BACKEND:record`` (the backend's trace written to a uftrace data directory as
-`emutrace record` writes it: record throughput and bytes per record), ``int3:native``,
-``step:native``, ``bts:native`` and ``btf:native`` (the native hot path).  Every other
-cell runs on the Python reference engine, so that the mechanisms are compared like with
-like.  ``all`` expands to
-the comparison set; ``none`` is the baseline and is always run,
-so naming it is allowed and changes nothing.
+A backend spec is a registered backend name with an optional setting after a colon, read by
+the backend's descriptor (backends/settings.py): ``int3:strict`` (cleanup policy),
+``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per buffer), ``BACKEND:record`` (the
+backend's trace written to a uftrace data directory as `emutrace record` writes it: record
+throughput and bytes per record), ``int3:native``, ``step:native``, ``bts:native`` and
+``btf:native`` (the native hot path). Every other cell runs on the Python reference engine,
+so that the mechanisms are compared like with like. ``all`` expands to the comparison set;
+``none`` is the baseline and is always run, so naming it is allowed and changes nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from emutrace.backends import BACKENDS, NATIVE_BACKENDS
+from emutrace.backends import BACKENDS, NATIVE_BACKENDS, descriptor
+from emutrace.backends.settings import BackendSettings
 from emutrace.errors import UsageError
 from emutrace.isa import MODULES, UnknownIsa, by_name
 
@@ -27,12 +28,11 @@ BASELINE = "none"
 
 
 @dataclass(frozen=True)
-class BackendSpec:
+class BackendSpec(BackendSettings):
+    """One bench column: a backend with its settings (inherited: cleanup, hw_slots, ...)."""
+
     label: str  # as written: "hwbp:2"
     backend: str  # registry name: "hwbp"
-    cleanup: str = "lazy"
-    hw_slots: int | None = None
-    bts_buffer: int = 4096
     record: bool = False  # stream the trace into a data directory (`emutrace record`)
     engine: str = "python"  # `--engine`: the reference unless the spec names native
 
@@ -55,21 +55,20 @@ def parse_spec(text: str) -> BackendSpec:
         return BackendSpec(text, name)
     if value == "record" and name != BASELINE:
         return BackendSpec(text, name, record=True)
-    if name == "int3" and value in ("lazy", "strict"):
-        return BackendSpec(text, name, cleanup=value)
     if name in NATIVE_BACKENDS and value == "native":
         return BackendSpec(text, name, engine="native")
-    if name in ("hwbp", "bts") and value.isdigit() and int(value) >= 1:
-        if name == "hwbp":
-            return BackendSpec(text, name, hw_slots=int(value))
-        return BackendSpec(text, name, bts_buffer=int(value))
-    expected = {"int3": "int3:lazy, int3:strict, int3:native or int3:record",
-                "hwbp": "hwbp:N (N ≥ 1 slots) or hwbp:record",
-                "bts": "bts:N (N ≥ 1 records), bts:native or bts:record",
-                "btf": "btf:native or btf:record",
-                "step": "step:native or step:record"}.get(
-                    name, f"{name}:record or no setting")
-    raise UsageError(f"--backend {text}: expected {expected}")
+    settings = descriptor(name).settings
+    for setting in settings:
+        try:
+            return BackendSpec(text, name, **{setting.name: setting.read(value)})
+        except argparse.ArgumentTypeError:
+            continue
+    words = [w for s in settings for w in s.spec_words()]
+    words += ["native"] if name in NATIVE_BACKENDS else []
+    if not words:
+        raise UsageError(f"--backend {text}: expected {name}:record or no setting")
+    forms = [f"{name}:{w}" for w in [*words, "record"]]
+    raise UsageError(f"--backend {text}: expected {', '.join(forms[:-1])} or {forms[-1]}")
 
 
 def parse_backends(text: str) -> list[BackendSpec]:

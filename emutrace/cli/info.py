@@ -46,8 +46,8 @@ class InfoCommand:
 
 def render_matrix() -> str:
     isas = all_isas()
-    width = max(len(c) for c in CAPABILITIES) + 2
-    lines = ["ISA".ljust(10) + "".join(c.ljust(width) for c in CAPABILITIES)]
+    width = max(len(c.value) for c in CAPABILITIES) + 2
+    lines = ["ISA".ljust(10) + "".join(c.value.ljust(width) for c in CAPABILITIES)]
     notes: list[str] = []
     for isa in isas:
         cells = []
@@ -68,7 +68,7 @@ def render_matrix() -> str:
             if key not in CAPABILITIES and not cap.works]
     if gaps:
         lines += ["", "ISA-specific gaps:"]
-        lines += [f"  {name} {key}: no: {cap.reason}" for name, key, cap in gaps]
+        lines += [f"  {name} {key.value}: no: {cap.reason}" for name, key, cap in gaps]
     return "\n".join(lines)
 
 

@@ -6,9 +6,9 @@ import argparse
 import os
 import signal
 import sys
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
-from emutrace.backends import BACKENDS, ENGINES
+from emutrace.backends import BACKENDS, ENGINES, all_descriptors, backend_settings
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.run_machine import add_machine_options, run_machine
@@ -23,6 +23,12 @@ from emutrace.trace.format import ReplayOptions, iter_replay_lines
 BACKEND_CHOICES = (*BACKENDS, "none")
 
 
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The backend settings parsed from the command line (their options: backend_settings),
+    as keyword arguments for RunConfig or BoardConfig."""
+    return {setting.name: getattr(args, setting.name) for setting, _ in backend_settings()}
+
 class RunCommand:
     name = "run"
     help = "run PROGRAM [ARGS...] under emulation"
@@ -32,20 +38,14 @@ class RunCommand:
                                       "disagreeing value is an error)")
         p.add_argument("--backend", choices=BACKEND_CHOICES, default="int3",
                        help="instrumentation mechanism (default int3): " + "; ".join(
-                           f"{k}: {v}" for k, (_, v) in BACKENDS.items()) + "; none: just run")
-        p.add_argument("--cleanup", choices=("lazy", "strict"), default="lazy",
-                       help="int3: leave breakpoints in place (lazy) or disarm a function when "
-                            "it stops being current (strict, fctrace's rule)")
+                           f"{d.name}: {d.help}" for d in all_descriptors()) + "; none: just run")
+        for setting, owners in backend_settings():  # --cleanup, --hw-slots, --bts-buffer
+            setting.add_to(p, owners)
         p.add_argument("--engine", choices=ENGINES, default="auto",
                        help="where the per-event work runs: native (the C hot path; int3 "
                             "and step, see README; with --target native: the ptrace loop in "
                             "C), python (the reference), or auto (the default: native where "
                             "it exists and is built, else python)")
-        p.add_argument("--hw-slots", type=options.positive_count, metavar="N",
-                       help="hwbp: hardware breakpoint slots (default: the ISA's, see "
-                            "`emutrace info`)")
-        p.add_argument("--bts-buffer", type=options.positive_count, default=4096, metavar="N",
-                       help="bts: branch records the buffer holds before it interrupts")
         g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
         g.add_argument("-o", "--output", metavar="FILE",
                        help="write the call trace to FILE (default: stderr)")
@@ -89,14 +89,9 @@ class RunCommand:
         """The run's configuration from the command line; every bad value is a usage error
         here, before anything runs."""
         args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
-        if args.hw_slots is not None and args.hw_slots < 1:
-            raise UsageError(f"--hw-slots {args.hw_slots}: at least 1")
-        if args.bts_buffer < 1:
-            raise UsageError(f"--bts-buffer {args.bts_buffer}: at least 1")
         return RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
                          allow_write=args.allow_write, max_insns=args.max_insns,
-                         timeout=args.timeout, backend=args.backend, cleanup=args.cleanup,
-                         hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
+                         timeout=args.timeout, backend=args.backend, **settings_from(args),
                          arg_counts=args.arg_counts, max_memory=args.max_memory,
                          engine=args.engine,
                          env=with_changes(user_environment(), args.env, args.unset_env),

@@ -52,7 +52,7 @@ def unescape(text: str, option: str) -> bytes:
 def board_machine(args: argparse.Namespace) -> BoardMachine:
     """The board and image of the command line, loaded (every bad value a usage error
     before anything runs); `run` and `record` share it."""
-    from emutrace.cli.run import parse_arg_specs
+    from emutrace.cli.run import parse_arg_specs, settings_from
 
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "
@@ -66,8 +66,7 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
         input_after=unescape(args.input_after, "--input-after"),
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
-        cleanup=args.cleanup,
-        hw_slots=args.hw_slots, bts_buffer=args.bts_buffer,
+        **settings_from(args),
         arg_counts=parse_arg_specs(args.argument), reloc=args.reloc)
     args.arg_counts = config.arg_counts
     return BoardMachine(config)

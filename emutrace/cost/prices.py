@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from emutrace.backends import all_descriptors
 from emutrace.cost import anchors as a
 from emutrace.cost.anchors import REF, Anchor
 from emutrace.isa import MODULES, by_name
@@ -44,20 +45,10 @@ ISAS = MODULES
 VM_ISA = "x86_64"  # the ISA of this project's measured VM (anchors.py)
 SETTINGS = ("vm", "bare-metal")
 
-# What each backend counts in RunResult.backend_stats (a missing key counts 0).
-COUNTED: dict[str, tuple[str, ...]] = {
-    "int3": ("traps", "patches", "cache_removals", "hooks_added", "hooks_removed",
-             "simulated", "fallbacks", "functions"),
-    "hwbp": ("hits", "slot_writes", "fallbacks", "stepped", "functions", "max_slots"),
-    "bts": ("records", "interrupts", "drained", "calls", "returns", "tail_calls"),
-    "btf": ("traps", "calls", "returns", "tail_calls"),
-    "entry": ("probes", "patches", "traps", "stepovers", "simulated", "functions"),
-    "step": ("steps", "calls", "returns", "tail_calls"),
-}
-
-# The counter that says how often each backend's mechanism fired (plots, tables).
-MAIN_EVENT = {"int3": "traps", "hwbp": "hits", "bts": "records", "btf": "traps",
-              "entry": "traps", "step": "steps"}
+# What each backend counts in RunResult.backend_stats (a missing key counts 0), and the
+# counter that says how often its mechanism fired (plots, tables): its descriptor's
+COUNTED: dict[str, tuple[str, ...]] = {d.name: d.counters for d in all_descriptors()}
+MAIN_EVENT: dict[str, str] = {d.name: d.main_event for d in all_descriptors()}
 
 
 @dataclass(frozen=True)
@@ -137,7 +128,7 @@ def _prices_for(isa: str, setting: str) -> list[Price]:
             ns=0)
         put("int3", "fallbacks", trap, _join(
             db_bare, "executing the displaced instruction out of line = one more trap"))
-    for event in ("patches", "hooks_added", "hooks_removed"):
+    for event in ("patches", "hooks_added"):
         what = "" if event == "patches" else (
             "a site hook (MIPS/RISC-V delivery, code without a symbol) arms or disarms a "
             "breakpoint: natively a code write")

@@ -84,7 +84,7 @@ class Discovery:
         sym = self.symbols.by_name(name)
         if sym is None:
             raise KeyError(name)
-        return self.function_at(sym.start | (1 if sym.alt else 0))
+        return self.function_at(self.image.isa.mode_address(sym.start, sym.alt))
 
     def function_entered_at(self, addr: int, alt: bool) -> Function:
         """Code entered at addr in the given ISA mode, found by recursive descent whatever

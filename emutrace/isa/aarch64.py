@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     Condition,
@@ -270,21 +271,21 @@ ISA = Isa(
     platform="aarch64",
     uname_machine="aarch64",
     capabilities={
-        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         # Debian's linux-image-cloud-arm64 boots to the VFS panic on virt-arm64
-        "linux_kernel": Capability(True),
-        "kernel": Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(True),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
-        "entry_sees_every_call": Capability(
+        Cap.LINUX_KERNEL: Capability(True),
+        Cap.KERNEL: Capability(True),  # isa/kernel_aarch64.py, machine/board/presets.py
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(True),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
+        Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,
             "glibc calls main through a `b main` placed inside _start "
             "(_start+0x34): eager entry probes see main as called directly "

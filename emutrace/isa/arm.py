@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     CpuPort,
@@ -85,7 +86,7 @@ SYSCALLS = SyscallConvention(
 # (The UDF 0xE7F001F0 that gdb uses surfaces as INSN_INVALID in Unicorn.)
 BREAKPOINTS = (
     Breakpoint("bkpt #0", bytes.fromhex("700020e1"), hook="intr", intno=7, pc_after=0, works=True),
-    Breakpoint("bkpt #0 (thumb)", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
+    Breakpoint("bkpt #0", bytes.fromhex("00be"), hook="intr", intno=7, pc_after=0,
                works=True, alt_mode=True),
 )
 
@@ -363,24 +364,24 @@ ISA = Isa(
     platform="v7l",
     uname_machine="armv7l",
     capabilities={
-        "hidden_breakpoints": Capability(
+        Cap.HIDDEN_BREAKPOINTS: Capability(
             False,
             "a bounded UC_HOOK_MEM_READ over code breaks dynamic programs in Unicorn 2.1.4 "
             "(Debian's sort under int3 misparsed its options); a guest that reads its own code "
             "sees the bkpt bytes where sites are armed"),
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(True),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
-        "cold_partitions": Capability(False, "GCC 12 refuses -freorder-blocks-and-partition "
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(True),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
+        Cap.COLD_PARTITIONS: Capability(False, "GCC 12 refuses -freorder-blocks-and-partition "
                                       "on ARM (arm_option_override), so no ARM binary of "
                                       "the optimised tier has a .cold part to trace"),
     },

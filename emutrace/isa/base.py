@@ -436,18 +436,44 @@ LINUX_NOT_TRIED = Capability(
     "arm64's linux-image-cloud-arm64, which reaches the VFS panic on virt-arm64)")
 
 
-# Capability names, in the order `emutrace info` prints them.
-CAPABILITIES = (
-    "run_static",  # static ELF (ET_EXEC and static-PIE) under Unicorn
-    "run_dynamic",  # dynamically linked ELF with a rootfs
-    "sw_breakpoint",  # the declared breakpoint instruction traps as declared
-    "busybox",  # Debian ships busybox-static for this architecture
-    "kernel",  # kernel images on a board (`run --machine`): isa/kernel_<isa>.py exists
-    "linux_kernel",  # Debian's Linux kernel on the ISA's board reaches "VFS: Unable to mount
-    # root fs" (no root given): how far a real kernel gets (tests/test_kernel.py)
-    "trace_dynamic",  # a dynamic program traced across its modules (program, ld.so, libraries)
-    "plt_names",  # PLT stubs named `func@plt` from the ISA's PLT layout
-)
+class Cap(enum.Enum):
+    """The keys of an ISA's capability table (`Isa.capabilities`, `emutrace info`).  Typed:
+    a misspelt member is an AttributeError where it is written and a mypy error; a plain
+    string passed to `Isa.capability` is a KeyError (a string key once named a capability
+    no ISA declared, and its strict xfail could never fire)."""
+
+    RUN_STATIC = "run_static"  # static ELF (ET_EXEC and static-PIE) under Unicorn
+    RUN_DYNAMIC = "run_dynamic"  # dynamically linked ELF with a rootfs
+    SW_BREAKPOINT = "sw_breakpoint"  # the declared breakpoint instruction traps as declared
+    BUSYBOX = "busybox"  # Debian ships busybox-static for this architecture
+    KERNEL = "kernel"  # kernel images on a board (`run --machine`): isa/kernel_<isa>.py exists
+    # Debian's Linux kernel on the ISA's board reaches "VFS: Unable to mount root fs" (no
+    # root given): how far a real kernel gets (tests/test_kernel.py)
+    LINUX_KERNEL = "linux_kernel"
+    # a dynamic program traced across its modules (program, ld.so, libraries)
+    TRACE_DYNAMIC = "trace_dynamic"
+    PLT_NAMES = "plt_names"  # PLT stubs named `func@plt` from the ISA's PLT layout
+    # --- ISA-specific keys (`emutrace info` lists only their gaps)
+    SIGNAL_HANDLERS = "signal_handlers"  # guest signal handlers run (sys_sigdeliver.py)
+    THREAD_PREEMPTION = "thread_preemption"  # the instruction count can end a stretch
+    HIDDEN_BREAKPOINTS = "hidden_breakpoints"  # guest loads see the original bytes
+    NATIVE_TARGET = "native_target"  # `run --target native` on this host
+    NATIVE_BTS = "native_bts"  # native bts: a branch-trace PMU here (isa/native_pmu.py)
+    NATIVE_DYNAMIC = "native_dynamic"  # dynamic programs natively (the host's ld.so, libc)
+    NATIVE_SIGNAL_HANDLERS = "native_signal_handlers"  # handlers traced natively
+    OPTIMISED_CODE = "optimised_code"  # -O2/-O3/-Os programs traced like -O0
+    STRIPPED_TAIL_CALLS = "stripped_tail_calls"  # tail calls found without symbols
+    COLD_PARTITIONS = "cold_partitions"  # GCC's .text.unlikely parts of a function
+    ENTRY_SEES_EVERY_CALL = "entry_sees_every_call"  # the entry backend's frame rule
+    ENTRY_OUT_OF_LINE_SAVES = "entry_out_of_line_saves"  # -Os register save helpers
+    EXRL_RELATIVE_LONG = "exrl_relative_long"  # s390x EXRL of a relative-long instruction
+    COREUTILS_DIGESTS = "coreutils_digests"  # Debian's md5sum/sha*sum run
+
+
+# The capabilities every ISA declares, in the order `emutrace info` prints them.
+CAPABILITIES = (Cap.RUN_STATIC, Cap.RUN_DYNAMIC, Cap.SW_BREAKPOINT, Cap.BUSYBOX, Cap.KERNEL,
+                Cap.LINUX_KERNEL, Cap.TRACE_DYNAMIC, Cap.PLT_NAMES)
+
 
 class GuestError(Exception):
     """A system call fails with this errno name; the syscall layer maps it per ISA."""
@@ -487,7 +513,7 @@ class Isa:
     hwcap: int
     hwcap2: int
     platform: str
-    capabilities: Mapping[str, Capability]
+    capabilities: Mapping[Cap, Capability]
     # ISA-private system calls (TLS set-up): name in the ABI table → handler
     private_syscalls: Mapping[str, SyscallHandler] = field(default_factory=dict)
     # extra set-up that is code, not a register value (descriptor tables)
@@ -549,6 +575,11 @@ class Isa:
         """The address of the instruction a branch to `target` reaches."""
         return target & self.code_mask
 
+    def mode_address(self, addr: int, alt_mode: bool) -> int:
+        """addr as a branch (or Unicorn's start PC) takes it for code of that instruction
+        set: ARM interworking sets bit 0 for Thumb code (ARM ARM A2.3.2); elsewhere addr."""
+        return addr | 1 if alt_mode and self.thumb_bit else addr
+
     def entry_of(self, value: int) -> tuple[int, bool]:
         """A function symbol's value as (entry address, runs in the alternate instruction
         set): an ARM STT_FUNC symbol with bit 0 set is Thumb code (ELF for the Arm
@@ -559,5 +590,13 @@ class Isa:
         """The working software breakpoint for code of that instruction set, if any."""
         return next((b for b in self.breakpoints if b.works and b.alt_mode == alt_mode), None)
 
-    def capability(self, key: str) -> Capability:
+    def __post_init__(self) -> None:
+        wrong = [k for k in self.capabilities if not isinstance(k, Cap)]
+        if wrong:
+            raise KeyError(f"{self.identity.name}: capability keys {wrong}: isa.base.Cap members")
+
+    def capability(self, key: Cap) -> Capability:
+        """The table's entry for key (a key this ISA does not declare: not working)."""
+        if not isinstance(key, Cap):
+            raise KeyError(f"capability key {key!r}: an isa.base.Cap member")
         return self.capabilities.get(key, Capability(False, "not declared"))

@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     NATIVE_SIGNAL_HANDLERS,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     CpuPort,
@@ -189,28 +190,28 @@ ISA = Isa(
     platform="i686",
     uname_machine="i686",
     capabilities={
-        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
-        "native_target": Capability(True),  # runs on the x86_64 host: run --target native
+        Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),  # isa/kernel_i386.py, board pc-i386
+        Cap.NATIVE_TARGET: Capability(True),  # runs on the x86_64 host: run --target native
         # --target native --backend bts: branch records through perf_event_open
-        "native_bts": Capability(False, native_bts_reason()),
-        "native_signal_handlers": NATIVE_SIGNAL_HANDLERS,
-        "native_dynamic": Capability(
+        Cap.NATIVE_BTS: Capability(False, native_bts_reason()),
+        Cap.NATIVE_SIGNAL_HANDLERS: NATIVE_SIGNAL_HANDLERS,
+        Cap.NATIVE_DYNAMIC: Capability(
             False, "no i386 ld.so (/lib/ld-linux.so.2) or libc on this x86_64 host; the Debian "
             "root's would have to be run explicitly (ROOT/lib/ld-linux.so.2 --library-path), "
             "which maps the program itself and runs another start-up: not built"),
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(True),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
-        "entry_sees_every_call": Capability(
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(True),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
+        Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,
             "glibc's _start calls a PC thunk placed inside _start (_start+0x28): "
             "eager entry probes see function entries only, so that call is not "

@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     CpuPort,
@@ -200,24 +201,24 @@ ISA = Isa(
     call_target_regs=("t9",),
     siginfo_code_offset=4,  # __ARCH_HAS_SWAPPED_SIGINFO: si_signo, si_code, si_errno
     capabilities={
-        "hidden_breakpoints": Capability(
+        Cap.HIDDEN_BREAKPOINTS: Capability(
             False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
-        "thread_preemption": Capability(
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(False, BREAKPOINTS[0].reason),
+        Cap.THREAD_PREEMPTION: Capability(
             False,
             "Unicorn 2.1.4 ends an emu_start whose instruction count runs out with a "
             "bogus UC_ERR_READ_UNMAPPED on MIPS (--max-insns meets it too): threads "
             "switch only at blocking calls, a thread that spins never yields"),
-        "busybox": Capability(False, "Debian 12 has no big-endian mips port"),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
+        Cap.BUSYBOX: Capability(False, "Debian 12 has no big-endian mips port"),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },
     private_syscalls={"set_thread_area": set_thread_area},
     classifiers=CLASSIFIERS,

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from emutrace.isa import mips
-from emutrace.isa.base import Capability
+from emutrace.isa.base import Cap, Capability
 
 # ---------------------------------------------------------------- identity
 IDENTITY = replace(
@@ -38,11 +38,11 @@ ISA = replace(
     syscalls=SYSCALLS,
     capabilities={
         **mips.ISA.capabilities,
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
         # tests/test_debian_programs.py: Debian's md5sum/sha*sum/b2sum (cksum works)
-        "coreutils_digests": Capability(
+        Cap.COREUTILS_DIGESTS: Capability(
             False, "Unicorn 2.1.4 crashes translating their mipsel hash code "
             "(tcg_emit_op, host SIGSEGV); with --max-insns N (count hook) they run"),
     },

@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     LINUX_NOT_TRIED,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     CValues,
@@ -182,22 +183,22 @@ ISA = Isa(
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
     call_target_regs=("r12",),
     capabilities={
-        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
+        Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         # isa/kernel_ppc64le.py (SRR0/SRR1 modelled, mfspr/mtspr/rfid emulated, PAPR
         # hypercalls), board pseries
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(True),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "entry_out_of_line_saves": ppc.ENTRY_OUT_OF_LINE_SAVES,
-        "stripped_tail_calls": Capability(
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(True),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.ENTRY_OUT_OF_LINE_SAVES: ppc.ENTRY_OUT_OF_LINE_SAVES,
+        Cap.STRIPPED_TAIL_CALLS: Capability(
             False,
             "stripped code (busybox): a tail jump to a function never called before "
             "is not known as an entry (no symbols), so the frame it leaves is "

@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     CValues,
@@ -230,26 +231,26 @@ ISA = Isa(
     platform="riscv64",
     uname_machine="riscv64",
     capabilities={
-        "hidden_breakpoints": Capability(
+        Cap.HIDDEN_BREAKPOINTS: Capability(
             False, "nothing to hide: sites are hooked, never patched (EBREAK traps are broken)"),
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(False, BREAKPOINTS[0].reason),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(False, BREAKPOINTS[0].reason),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
-        "optimised_code": Capability(True),
-        "entry_out_of_line_saves": Capability(
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.ENTRY_OUT_OF_LINE_SAVES: Capability(
             False,
             "eager entry probes take the caller from the link register; GCC's "
             "__riscv_restore_N is entered by a `j` while it still holds the save routine's "
             "return address, so entry takes it for a new call and ends the frame"),
-        "stripped_tail_calls": Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },
     classifiers=CLASSIFIERS,
 )

@@ -7,6 +7,7 @@ from emutrace.isa.base import (
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     Condition,
@@ -327,25 +328,25 @@ ISA = Isa(
     packed_args={"mmap": 6},
     fault_address_mask=-4096,  # si_addr of a fault: its page (__FAIL_ADDR_MASK)
     capabilities={
-        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),  # isa/kernel_s390x.py, board s390-ccw-virtio
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(True),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
-        "entry_sees_every_call": Capability(
+        Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),  # isa/kernel_s390x.py, board s390-ccw-virtio
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(True),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
+        Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,
             "glibc calls main through a stub no symbol names: eager entry probes "
             "see main as called directly (compared at named entries)"),
         # ISA-specific:
-        "exrl_relative_long": Capability(
+        Cap.EXRL_RELATIVE_LONG: Capability(
             False, "Unicorn 2.1.4 (QEMU 5.0) takes the target of a relative-long instruction "
                    "run by EXRL (e.g. BRASL) relative to the EXRL, not to the executed "
                    "instruction (fixed in QEMU 8.0): such a call goes astray"),

@@ -8,6 +8,7 @@ from emutrace.isa.base import (
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
+    Cap,
     Capability,
     Classifiers,
     CompatSyscalls,
@@ -311,24 +312,25 @@ ISA = Isa(
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
-        "hidden_breakpoints": Capability(True),  # backends/codeguard.py read hook
-        "linux_kernel": LINUX_NOT_TRIED,
-        "kernel": Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
-        "native_target": Capability(True),  # runs on the x86_64 host: run --target native
+        Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
+        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.KERNEL: Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
+        Cap.NATIVE_TARGET: Capability(True),  # runs on the x86_64 host: run --target native
         # --target native --backend bts: branch records through perf_event_open
-        "native_bts": Capability(False, native_bts_reason()),
-        "native_signal_handlers": NATIVE_SIGNAL_HANDLERS,
-        "native_dynamic": Capability(True),  # the host's ld.so and libc (target/native_modules.py)
-        "signal_handlers": SIGNAL_HANDLERS,
-        "run_static": Capability(True),
-        "run_dynamic": Capability(True),
-        "trace_dynamic": Capability(True),
-        "plt_names": Capability(True),
-        "sw_breakpoint": Capability(True),
-        "thread_preemption": Capability(True),
-        "busybox": Capability(True),
-        "optimised_code": Capability(True),
-        "stripped_tail_calls": Capability(True),
+        Cap.NATIVE_BTS: Capability(False, native_bts_reason()),
+        Cap.NATIVE_SIGNAL_HANDLERS: NATIVE_SIGNAL_HANDLERS,
+        # the host's ld.so and libc (target/native_modules.py)
+        Cap.NATIVE_DYNAMIC: Capability(True),
+        Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
+        Cap.RUN_STATIC: Capability(True),
+        Cap.RUN_DYNAMIC: Capability(True),
+        Cap.TRACE_DYNAMIC: Capability(True),
+        Cap.PLT_NAMES: Capability(True),
+        Cap.SW_BREAKPOINT: Capability(True),
+        Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.BUSYBOX: Capability(True),
+        Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },
     private_syscalls={"arch_prctl": arch_prctl},
     classifiers=CLASSIFIERS,

@@ -128,11 +128,11 @@ class HookSet:
         sentinel = (1 << (8 * self.cpu.word)) - 16
         if pc >= sentinel:  # a jump to the top of the address space: nothing to replay
             return          # (and pc + 16 would pass its end: UC_ERR_ARG, fuzz-found)
-        thumb = self.cpu.in_alt_mode()
         uc.hook_add(ucc.UC_HOOK_MEM_INVALID, self._mem_invalid)
         try:
             uc.ctl_remove_cache(pc, pc + 16)
-            uc.emu_start(pc | thumb, sentinel, count=1)
+            uc.emu_start(self.cpu.isa.mode_address(pc, self.cpu.in_alt_mode()), sentinel,
+                         count=1)
         except unicorn.UcError:
             pass
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from emutrace.discover.symbols import SymbolTable
-from emutrace.isa.base import Isa
+from emutrace.isa.base import Cap, Isa
 from emutrace.trace.canonical import canonical_text
 from emutrace.trace.events import Record
 
 ENTRY_ONLY = frozenset({"entry"})  # backends that only see function entries
-ENTRY_CAPABILITY = "entry_sees_every_call"
+ENTRY_CAPABILITY = Cap.ENTRY_SEES_EVERY_CALL
 
 
 def entries_only(backend: str, isa: Isa) -> bool:
@@ -33,8 +33,9 @@ def entries_only(backend: str, isa: Isa) -> bool:
     return backend in ENTRY_ONLY and cap is not None and not cap.works
 
 
-def function_namer(symbols: SymbolTable, thumb_bit: bool) -> Callable[[int], str]:
-    mask = ~1 if thumb_bit else ~0
+def function_namer(symbols: SymbolTable, code_mask: int) -> Callable[[int], str]:
+    """Names by the symbol table; code_mask is the ISA's (`Isa.code_mask`: ARM's bit 0)."""
+    mask = code_mask
 
     def name(addr: int) -> str:
         code = addr & mask
@@ -51,7 +52,7 @@ def at_named_entry(name: str) -> bool:
     return "+" not in name and not name.startswith("0x")
 
 
-def agreement_text(records: Iterable[Record], symbols: SymbolTable, thumb_bit: bool,
+def agreement_text(records: Iterable[Record], symbols: SymbolTable, code_mask: int,
                    entries_only: bool = False) -> str:
     keep = at_named_entry if entries_only else None
-    return canonical_text(records, function_namer(symbols, thumb_bit), keep)
+    return canonical_text(records, function_namer(symbols, code_mask), keep)

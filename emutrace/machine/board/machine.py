@@ -19,11 +19,13 @@ from elftools.elf.elffile import ELFFile
 from unicorn import unicorn_const as ucc
 
 from emutrace.backends import BACKENDS, Backend, BackendOptions, TrapAware, create
+from emutrace.backends.settings import BackendSettings, settings_of
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import by_name
+from emutrace.isa.base import Cap
 from emutrace.isa.kernel import (
     INSN_INVALID,
     FirmwareCall,
@@ -49,8 +51,10 @@ from emutrace.trace.shadow import ShadowStack
 from emutrace.trace.uftrace_write import ListSink, RecordSink
 
 
-@dataclass
-class BoardConfig:
+@dataclass(frozen=True)
+class BoardConfig(BackendSettings):
+    """A board run; the backend's settings are inherited (backends/settings.py)."""
+
     board: str
     image: str
     dtb: str | None = None
@@ -65,9 +69,6 @@ class BoardConfig:
     max_insns: int = 0
     timeout: float = 0.0
     backend: str = "none"
-    cleanup: str = "lazy"  # int3: "lazy" or "strict"
-    hw_slots: int | None = None
-    bts_buffer: int = 4096
     arg_counts: dict[str, int] = field(default_factory=dict)
     default_args: int = DEFAULT_ARGS
     console_out: BinaryIO | None = None  # None: emutrace's stdout
@@ -183,7 +184,7 @@ class BoardMachine:
         support = kernel_support(isa)
         if support is None:
             raise Unsupported(f"{board.isa}: kernel images are not supported "
-                              f"({isa.capability('kernel').reason})")
+                              f"({isa.capability(Cap.KERNEL).reason})")
         self.support: KernelSupport = support
         loads: list[tuple[str, list[tuple[int, bytes]]]] = []
         image_at = board.bios_at
@@ -263,8 +264,7 @@ class BoardMachine:
         if config.backend in BACKENDS:
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
-            options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                     config.bts_buffer, types)
+            options = BackendOptions(**settings_of(config), call_types=types)
             self.backend = create(config.backend, self.image, cpu, self.hooks, emit, options)
             if self.payload_entry is not None:
                 # the firmware enters its payload by an exception return (mret), no call:
@@ -511,7 +511,7 @@ class BoardMachine:
         cpu, hooks = self.cpu, self.hooks
         try:
             try:
-                cpu.uc.emu_start(pc | (1 if cpu.in_alt_mode() else 0), sentinel,
+                cpu.uc.emu_start(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel,
                                  count=self.config.max_insns)
             except unicorn.UcError as e:
                 # MIPS: `wait` ends emu_start with a bogus UC_ERR_READ_UNMAPPED, the PC

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from emutrace.isa.base import Cap
+
 if TYPE_CHECKING:
     from emutrace.machine.linux.kernel import LinuxKernel
 
@@ -120,7 +122,7 @@ class Scheduler:
         self.clock = 0
         self.switch_pending = False
         self.requantum = False  # stopped to start counting quanta (see create)
-        self.preempts = kernel.isa.capability("thread_preemption").works
+        self.preempts = kernel.isa.capability(Cap.THREAD_PREEMPTION).works
         self.switches = 0
         self._seq = 0
         self.budget: int | None = None  # --max-insns left, counted in whole quanta
@@ -242,7 +244,7 @@ class Scheduler:
         stretch at (another thread's, or this one's), or None when the run ends here."""
         if self.requantum and not self.switch_pending:
             self.requantum = False  # the same thread goes on, now under the quantum
-            return pc | (1 if self.k.cpu.in_alt_mode() else 0)
+            return self.k.isa.mode_address(pc, self.k.cpu.in_alt_mode())
         self.requantum = False
         expired = count > 0 and pc != sentinel and not self.switch_pending
         if not self.switch_pending and not (expired and self.active):
@@ -290,7 +292,7 @@ class Scheduler:
         for listener in self.on_switch:
             listener(nxt.tid)
         cpu = self.k.cpu
-        return cpu.pc | (1 if cpu.in_alt_mode() else 0)
+        return self.k.isa.mode_address(cpu.pc, cpu.in_alt_mode())
 
     def _pick(self, me: GuestThread) -> GuestThread:
         while True:

@@ -1,0 +1,47 @@
+"""The descriptor of every backend (backends/settings.py: name, one line, settings,
+counters, main event).  Each backend module exports its own as ``DESCRIPTOR``; they are
+written here, in a module that imports no emulator, because the command line, the bench
+specs and the cost model read them without loading any backend (tests/test_cost.py: the
+cost model imports neither Unicorn nor Capstone).
+"""
+
+from __future__ import annotations
+
+from emutrace.backends.settings import BTS_BUFFER, CLEANUP, HW_SLOTS, Descriptor
+
+INT3 = Descriptor(
+    "int3", "lazy call-site breakpoints (fctrace), real breakpoint bytes",
+    settings=(CLEANUP,),
+    counters=("traps", "patches", "cache_removals", "hooks_added", "simulated", "fallbacks",
+              "functions"),
+    main_event="traps")
+
+HWBP = Descriptor(
+    "hwbp", "N hardware instruction breakpoints, the same lazy algorithm",
+    settings=(HW_SLOTS,),
+    counters=("hits", "slot_writes", "fallbacks", "stepped", "functions", "max_slots"),
+    main_event="hits")
+
+BTS = Descriptor(
+    "bts", "branch records (from, to) in a buffer, decoded when it fills",
+    settings=(BTS_BUFFER,),
+    counters=("records", "interrupts", "drained", "calls", "returns", "tail_calls"),
+    main_event="records")
+
+BTF = Descriptor(
+    "btf", "a trap on every taken branch (P6 BTF, PTRACE_SINGLEBLOCK)",
+    settings=(),
+    counters=("traps", "calls", "returns", "tail_calls"),
+    main_event="traps")
+
+ENTRY = Descriptor(
+    "entry", "eager probes on every function entry and return, set at start-up",
+    settings=(),
+    counters=("probes", "patches", "traps", "stepovers", "simulated", "functions"),
+    main_event="traps")
+
+STEP = Descriptor(
+    "step", "a trap on every instruction (TF): the ground truth",
+    settings=(),
+    counters=("steps", "calls", "returns", "tail_calls"),
+    main_event="steps")
