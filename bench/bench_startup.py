@@ -32,7 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le",
         "s390x")
-BACKENDS = ("none", "int3")
+# what a cell runs: (column label, backend, discovery store): `cold` turns the on-disk
+# store of discovered functions off (EMUTRACE_CACHE=off: every run decodes, as the first
+# run of a binary does), `warm` runs with it filled by an untimed run before timing
+VARIANTS = (("none", "none", "cold"), ("int3 cold", "int3", "cold"),
+            ("int3 warm", "int3", "warm"))
 
 
 def programs(isas: list[str], busybox: list[str]) -> list[tuple[str, str, list[str]]]:
@@ -45,12 +49,17 @@ def programs(isas: list[str], busybox: list[str]) -> list[tuple[str, str, list[s
     return out
 
 
-def time_run(tree: Path, pycache: Path, backend: str, argv: list[str]) -> float:
+def time_run(tree: Path, scratch: Path, backend: str, store: str, argv: list[str]) -> float:
+    """One `emutrace run` of `tree`; scratch holds its bytecode and discovery caches and
+    the guest's working directory (apart: the store is off where the guest may write)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/nonexistent",
-           "PYTHONPATH": str(tree), "PYTHONPYCACHEPREFIX": str(pycache)}
+           "PYTHONPATH": str(tree), "PYTHONPYCACHEPREFIX": str(scratch / "pyc"),
+           "XDG_CACHE_HOME": str(scratch / "xdg"), "EMUTRACE_CACHE": "on" if store == "warm"
+           else "off"}
+    (scratch / "work").mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", backend,
-                           "-o", "/dev/null", *argv], env=env, cwd=tempfile.gettempdir(),
+                           "-o", "/dev/null", *argv], env=env, cwd=scratch / "work",
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
@@ -73,38 +82,40 @@ def main() -> int:
         or [("this", ROOT)]
     rows = programs([i for i in args.isa.split(",") if i],
                     [i for i in args.busybox.split(",") if i])
-    caches = {name: Path(tempfile.mkdtemp(prefix=f"bench-startup-{name}-")) for name, _ in trees}
+    scratch = {name: Path(tempfile.mkdtemp(prefix=f"bench-startup-{name}-")) for name, _ in trees}
     times: dict[tuple[str, str, str, str], list[float]] = {}
     try:
-        for name, tree in trees:  # warm the bytecode caches (not timed)
-            time_run(tree, caches[name], "int3", rows[0][2])
+        for _isa, _label, argv in rows:  # bytecode and warm stores (not timed)
+            for name, tree in trees:
+                time_run(tree, scratch[name], "int3", "warm", argv)
         for rep in range(args.repeat):
             for isa, label, argv in rows:
                 for name, tree in trees:
-                    for backend in BACKENDS:
-                        t = time_run(tree, caches[name], backend, argv)
-                        times.setdefault((isa, label, name, backend), []).append(t)
+                    for column, backend, store in VARIANTS:
+                        t = time_run(tree, scratch[name], backend, store, argv)
+                        times.setdefault((isa, label, name, column), []).append(t)
             print(f"repeat {rep + 1}/{args.repeat} done, load {os.getloadavg()[0]:.1f}",
                   file=sys.stderr)
     finally:
-        for cache in caches.values():
-            shutil.rmtree(cache, ignore_errors=True)
+        for d in scratch.values():
+            shutil.rmtree(d, ignore_errors=True)
     head = "| ISA | program | " + " | ".join(
-        f"{n} none s | {n} int3 s | {n} int3/none" for n, _ in trees) + " |"
-    lines = [head, "|" + "---|" * (2 + 3 * len(trees))]
-    ratios: dict[str, list[float]] = {n: [] for n, _ in trees}
+        f"{n}: none s | int3 cold s | int3 warm s | cold/none | warm/none" for n, _ in trees) + " |"
+    lines = [head, "|" + "---|" * (2 + 5 * len(trees))]
+    ratios: dict[tuple[str, str], list[float]] = {}
     for isa, label, _ in rows:
         cells = []
         for name, _ in trees:
-            none = statistics.median(times[(isa, label, name, "none")])
-            int3 = statistics.median(times[(isa, label, name, "int3")])
-            ratios[name].append(int3 / none)
-            cells.append(f"{none:.2f} | {int3:.2f} | {int3 / none:.2f}x")
+            med = {c: statistics.median(times[(isa, label, name, c)]) for c, _, _ in VARIANTS}
+            cold, warm = med["int3 cold"] / med["none"], med["int3 warm"] / med["none"]
+            ratios.setdefault((name, "cold"), []).append(cold)
+            ratios.setdefault((name, "warm"), []).append(warm)
+            cells.append(f"{med['none']:.2f} | {med['int3 cold']:.2f} | {med['int3 warm']:.2f} "
+                         f"| {cold:.2f}x | {warm:.2f}x")
         lines.append(f"| {isa} | {label} | " + " | ".join(cells) + " |")
     lines.append("")
-    for name, _ in trees:
-        r = ratios[name]
-        lines.append(f"{name}: int3/none median {statistics.median(r):.2f}x, "
+    for (name, store), r in ratios.items():
+        lines.append(f"{name}, store {store}: int3/none median {statistics.median(r):.2f}x, "
                      f"max {max(r):.2f}x over {len(r)} programs")
     lines.append(f"load average at the end: {os.getloadavg()[0]:.1f} "
                  f"(2 cores shared with the other sessions)")

@@ -31,17 +31,22 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     memo._memo.clear()
 
 
-def _decoded(names: list[str]) -> dict[int, Function]:
-    discovery = Discovery(load_image(str(CALLS)))
+def _decoded(names: list[str], discovery: Discovery | None = None) -> dict[int, Function]:
+    discovery = discovery or Discovery(load_image(str(CALLS)))
     return {f.start: f for f in (discovery.function_by_name(n) for n in names)}
 
 
 def test_round_trip(cache: Path) -> None:
-    funcs = _decoded(["main", "run_scenario", "__libc_start_main"])
+    discovery = Discovery(load_image(str(CALLS)))
+    funcs = _decoded(["main", "run_scenario", "__libc_start_main"], discovery)
     where = store.store_path(str(CALLS), 0)
     assert where is not None and where.parent == cache
-    store.save(where, funcs)
-    assert store.load(where) == funcs
+    store.save(where, funcs, discovery.decoder.instructions)
+    got, insns = store.load(where)
+    assert got == funcs
+    sites = {(s.addr, s.alt_mode) for f in funcs.values() for s in f.sites}
+    assert sites and set(insns) == sites
+    assert all(discovery.decoder.insn_at(*key) == insn for key, insn in insns.items())
 
 
 def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
@@ -51,26 +56,42 @@ def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
     planted = Function("main", start, start + 1, ())
     where = store.store_path(str(CALLS), 0)
     assert where is not None
-    store.save(where, {start: planted})
+    store.save(where, {start: planted}, {})
     memo._memo.clear()
     assert Discovery(load_image(str(CALLS))).function_at(start) == planted != real
 
 
-@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"format": 1}',
-                                     b'{"format": 99, "functions": []}',
-                                     b'{"format": 1, "functions": [[1, 2]]}',
-                                     b'{"format": 1, "functions": [["f", true, 2, false, 0, []]]}',
-                                     b'{"format": 1, "functions": [["f", 1, 2, false, 0, '
-                                     b'[[1, 2, "bogus", null, null, false, false, false, null, '
-                                     b'false, false]]]]}'],
-                         ids=["empty", "truncated", "list", "no-functions", "other-format",
-                              "short-row", "bool-for-int", "bad-kind"])
-def test_a_damaged_store_is_ignored(cache: Path, content: bytes) -> None:
+F = f'"format": {store.FORMAT}'
+GOOD_SITE = '[1, 2, "call", null, null, false, false, false, null, false, false]'
+
+
+def test_the_well_formed_control_loads(cache: Path) -> None:
+    """The damaged cases below differ from this one in the one field they name."""
     where = store.store_path(str(CALLS), 0)
     assert where is not None
     where.parent.mkdir(parents=True)
-    where.write_bytes(content)
-    assert store.load(where) == {}
+    where.write_text("{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
+                     '"insns": [[1, 2, "call", "0x5", "e800", false]]}')
+    funcs, insns = store.load(where)
+    assert list(funcs) == [1] and list(insns) == [(1, False)]
+
+
+@pytest.mark.parametrize("content", [
+    "", "{", "[]", "{" + F + "}", '{"format": 99, "functions": [], "insns": []}',
+    "{" + F + ', "functions": [[1, 2]], "insns": []}',
+    "{" + F + ', "functions": [["f", true, 2, false, 0, []]], "insns": []}',
+    "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE.replace("call", "bogus")
+    + ']]], "insns": []}',
+    "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
+    '"insns": [[1, 2, "call", "0x5", "zz", false]]}'],
+    ids=["empty", "truncated", "list", "no-functions", "other-format", "short-row",
+         "bool-for-int", "bad-kind", "bad-hex"])
+def test_a_damaged_store_is_ignored(cache: Path, content: str) -> None:
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    where.parent.mkdir(parents=True)
+    where.write_text(content)
+    assert store.load(where) == ({}, {})
     want = _decoded(["main"])
     memo._memo.clear()
     (start, func), = want.items()

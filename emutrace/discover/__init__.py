@@ -32,7 +32,8 @@ class Discovery:
         # and with later processes through the on-disk store (store.py)
         key = file_key(image.path, image.bias) if use_symbols else None
         self._from_symbols: dict[int, Function] = kept(
-            "functions", key, lambda: stored_functions(image.path, image.bias)
+            "functions", key, lambda: stored_functions(image.path, image.bias,
+                                                        self.decoder.instructions)
             if use_symbols and image.modules is None and image.tables is not None else {})
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)

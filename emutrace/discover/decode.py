@@ -48,7 +48,7 @@ class Decoder:
             (s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
         # the file's instructions, shared with the next run of the same file (memo.py); a
         # dynamic program's modules are not one file: its own cache
-        self._cache: dict[tuple[int, bool], Insn | None] = (
+        self.instructions: dict[tuple[int, bool], Insn | None] = (
             {} if image.modules is not None
             else kept("instructions", file_key(image.path, image.bias), dict))
 
@@ -69,8 +69,8 @@ class Decoder:
     def insn_at(self, addr: int, alt: bool = False) -> Insn | None:
         """The instruction at addr, or None where nothing valid decodes."""
         key = (addr, alt)
-        if key in self._cache:
-            return self._cache[key]
+        if key in self.instructions:
+            return self.instructions[key]
         insn = None
         cs = self._cs_alt if alt and self._cs_alt is not None else self._cs
         for base, data in self._code:
@@ -87,11 +87,11 @@ class Decoder:
                     start = at - base
                     found = Insn(at, size, mnemonic, op_str, bytes(data[start:start + size]),
                                  alt)
-                    self._cache.setdefault((at, alt), found)
+                    self.instructions.setdefault((at, alt), found)
                     if at == addr:
                         insn = found
                 break
-        self._cache[key] = insn
+        self.instructions[key] = insn
         return insn
 
     def align(self, alt: bool) -> int:

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from emutrace.discover.model import Function, Site, SiteKind
+from emutrace.isa.base import Insn
 
-FORMAT = 1
+FORMAT = 2
 FILES_KEPT = 64  # the newest files kept in the directory; older ones are deleted on save
 
 _guest_dirs: list[str] = []  # directories a guest of this process may write (session)
@@ -127,31 +128,58 @@ def _function(raw: Any) -> Function:
     return Function(name, start, end, tuple(_site(s) for s in sites), alt, local_offset)
 
 
+def _insn(raw: Any) -> Insn:
+    addr, size, mnemonic, op_str, code, thumb = raw
+    for v in (addr, size):
+        _want(v, int)
+    for v in (mnemonic, op_str, code):
+        _want(v, str)
+    _want(thumb, bool)
+    return Insn(addr, size, mnemonic, op_str, bytes.fromhex(code), thumb)
+
+
+def _encode_insn(insn: Insn) -> list[Any]:
+    return [insn.addr, insn.size, insn.mnemonic, insn.op_str, insn.raw.hex(), insn.thumb]
+
+
 def _encode(func: Function) -> list[Any]:
     return [func.name, func.start, func.end, func.alt_mode, func.local_offset,
             [[s.addr, s.size, s.kind.value, s.target, s.indirect, s.delay_slot, s.conditional,
               s.alt_mode, s.executes, s.maybe_return, s.alt_link] for s in func.sites]]
 
 
-def load(where: Path) -> dict[int, Function]:
-    """The functions kept in `where`, by start; empty when missing or damaged."""
+Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
+
+
+def load(where: Path) -> tuple[dict[int, Function], Insns]:
+    """The functions kept in `where`, by start, and the instructions at their sites (the
+    backends decode them to arm the sites); nothing when missing or damaged."""
     try:
         data = json.loads(where.read_bytes())
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return {}
+            return {}, {}
         funcs = [_function(raw) for raw in data["functions"]]
+        insns = [_insn(raw) for raw in data["insns"]]
     except (OSError, ValueError, TypeError, KeyError):  # (JSONDecodeError is a ValueError)
-        return {}
-    return {f.start: f for f in funcs if not f.followed}
+        return {}, {}
+    return {f.start: f for f in funcs}, {(i.addr, i.thumb): i for i in insns}
 
 
-def save(where: Path, funcs: dict[int, Function]) -> None:
-    """Write `funcs` to `where` atomically (a reader sees the old file or the new one);
-    failures are silent: the cache is an optimisation."""
+def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None) -> None:
+    """Write `funcs` and the instructions of `insns` at their sites to `where` atomically
+    (a reader sees the old file or the new one); failures are silent: the cache is an
+    optimisation."""
+    at_sites = []
+    for func in funcs.values():
+        for site in func.sites:
+            for addr in (site.addr, site.executes):
+                insn = (insns or {}).get((addr, site.alt_mode)) if addr is not None else None
+                if insn is not None:
+                    at_sites.append(_encode_insn(insn))
     try:
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = json.dumps({"format": FORMAT, "functions": [_encode(f) for f in funcs.values()]},
-                          separators=(",", ":"))
+        data = json.dumps({"format": FORMAT, "functions": [_encode(f) for f in funcs.values()],
+                           "insns": at_sites}, separators=(",", ":"))
         fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
             fh.write(data)
@@ -167,18 +195,21 @@ def _prune(top: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def stored_functions(path: str, bias: int) -> dict[int, Function]:
+def stored_functions(path: str, bias: int, insns: Insns) -> dict[int, Function]:
     """The functions kept for this file (possibly none), in a dict that discovery fills
-    with the functions it reads; what it added is written at the process's exit."""
+    with the functions it reads; the instructions kept with them go into `insns` (the
+    Decoder's).  What discovery added is written at the process's exit."""
     where = store_path(path, bias)
     if where is None:
         return {}
-    funcs = load(where)
+    funcs, kept_insns = load(where)
+    for key, insn in kept_insns.items():
+        insns.setdefault(key, insn)
     known = len(funcs)
 
     def write_back() -> None:
         if len(funcs) > known:
-            save(where, funcs)
+            save(where, funcs, insns)
 
     atexit.register(write_back)
     return funcs
