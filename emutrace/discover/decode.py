@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import capstone
+from typing import Any
 
 from emutrace.discover.memo import file_key, kept
 from emutrace.elf import PF_X, Image
@@ -22,7 +22,7 @@ def classifiers_of(image: Image) -> Classifiers:
     return cls
 
 
-def _mode(names: tuple[str, ...]) -> int:
+def _mode(capstone: Any, names: tuple[str, ...]) -> int:
     mode = 0
     for name in names:
         mode |= getattr(capstone, name)
@@ -34,15 +34,17 @@ class Decoder:
     instruction set (ARM Thumb)."""
 
     def __init__(self, image: Image) -> None:
+        import capstone  # here: an untraced run never decodes (its import is ~40 ms)
+
         self.isa = image.isa
         self.cls = classifiers_of(image)
         engines = image.isa.engines
         arch = getattr(capstone, engines.cs_arch)
-        self._cs = capstone.Cs(arch, _mode(engines.cs_mode))
+        self._cs = capstone.Cs(arch, _mode(capstone, engines.cs_mode))
         self._cs_alt = None
         if self.cls.alt_mode:
             # the alternative mode keeps the byte-order bits of the main mode
-            self._cs_alt = capstone.Cs(arch, _mode(self.cls.alt_mode))
+            self._cs_alt = capstone.Cs(arch, _mode(capstone, self.cls.alt_mode))
         # every module's executable file data for a dynamic program (shared, growing)
         self._code = image.modules.code if image.modules is not None else [
             (s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
