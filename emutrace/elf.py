@@ -16,6 +16,14 @@ from typing import IO, TYPE_CHECKING, cast
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from emutrace.elf_tables import (
+    SHN_UNDEF,
+    STT_FUNC,
+    STT_OBJECT,
+    ElfSymbol,
+    SymbolTables,
+    read_tables,
+)
 from emutrace.errors import EXIT_NO_INPUT, BadElf, EmutraceError, Unsupported
 from emutrace.isa import UnknownIsa, from_elf
 from emutrace.isa.base import Isa
@@ -55,6 +63,9 @@ class Image:
     segments: list[Segment]
     interpreter: str | None
     symbols: list[Symbol] = field(default_factory=list)
+    # the file's .symtab/.dynsym entries and executable sections, read once at link-time
+    # addresses (elf_tables): discovery's symbol table is made from them, never re-read
+    tables: SymbolTables | None = field(default=None, repr=False, compare=False)
     _starts: list[int] = field(default_factory=list, repr=False)
     bias: int = 0  # load bias already added to every address here (static-PIE)
     # a dynamic program's modules (itself, ld.so, the libraries ld.so maps): symbols and
@@ -186,24 +197,20 @@ def _parse(path: str, blob: bytes | mmap.mmap) -> Image:
         segments=segments,
         interpreter=interpreter,
     )
-    image.symbols = _symbols(elf, isa)
+    image.tables = read_tables(blob, elf.elfclass, elf.little_endian)
+    image.symbols = _symbols(image.tables.symtab, isa)
     image._starts = [s.addr for s in image.symbols]
     return image
 
 
-def _symbols(elf: ELFFile, isa: Isa) -> list[Symbol]:
-    table = elf.get_section_by_name(".symtab")
-    if table is None or not hasattr(table, "iter_symbols"):
-        return []
+def _symbols(table: list[ElfSymbol] | None, isa: Isa) -> list[Symbol]:
+    """The named functions and data objects of .symtab, sorted by address."""
     out = []
-    for sym in table.iter_symbols():
-        kind = sym["st_info"]["type"]
-        if kind not in ("STT_FUNC", "STT_OBJECT") or not sym.name or sym["st_shndx"] == "SHN_UNDEF":
+    for sym in table or ():
+        if sym.type not in (STT_OBJECT, STT_FUNC) or not sym.name or sym.shndx == SHN_UNDEF:
             continue
-        addr = sym["st_value"]
-        if kind == "STT_FUNC":
-            addr = isa.code_address(addr)  # (ARM: bit 0 says Thumb)
-        out.append(Symbol(sym.name, addr, sym["st_size"],
-                          "func" if kind == "STT_FUNC" else "object"))
+        func = sym.type == STT_FUNC
+        addr = isa.code_address(sym.value) if func else sym.value  # (ARM: bit 0 says Thumb)
+        out.append(Symbol(sym.name, addr, sym.size, "func" if func else "object"))
     out.sort(key=lambda s: (s.addr, s.kind != "func", s.name))
     return out

@@ -22,6 +22,7 @@ from emutrace.backends.settings import BackendSettings, settings_of
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
+from emutrace.discover.store import guest_writable
 from emutrace.elf import Image, load_image
 from emutrace.environment import user_environment
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, EmutraceError, Unsupported, UsageError
@@ -194,6 +195,7 @@ class Process:
                 self.sandbox = Sandbox(config.root, list(config.allow_write))
             except ValueError as e:
                 raise UsageError(str(e)) from None
+        guest_writable([str(d) for d in self.sandbox.writable])  # discover.store: not there
         self.bias = load_segments(self.image, self.space)
         self.interp: Image | None = None
         interp_bias = 0

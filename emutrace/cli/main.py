@@ -8,10 +8,11 @@ traceback unless --debug is given.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import NoReturn, Protocol
+from typing import NoReturn, Protocol, cast
 
 from emutrace.errors import EXIT_INTERNAL, EXIT_USAGE, EmutraceError
 
@@ -25,20 +26,41 @@ class Command(Protocol):
     def __call__(self, args: argparse.Namespace) -> int: ...
 
 
-def commands() -> list[Command]:
-    from emutrace.cli.bench import BenchCommand
-    from emutrace.cli.diff import DiffCommand
-    from emutrace.cli.dump import DumpCommand
-    from emutrace.cli.graph import GraphCommand
-    from emutrace.cli.info import InfoCommand
-    from emutrace.cli.record import RecordCommand
-    from emutrace.cli.replay import ReplayCommand
-    from emutrace.cli.report import ReportCommand
-    from emutrace.cli.rootfs import RootfsCommand
-    from emutrace.cli.run import RunCommand
+# every subcommand: its name and the module and class that implement it.  Only the one
+# named on the command line is imported (a subcommand's module pulls in what it runs: the
+# emulator, the backends, rich...; importing all ten cost ~0.3 s of every run's start-up).
+COMMANDS = {
+    "run": ("emutrace.cli.run", "RunCommand"),
+    "record": ("emutrace.cli.record", "RecordCommand"),
+    "replay": ("emutrace.cli.replay", "ReplayCommand"),
+    "report": ("emutrace.cli.report", "ReportCommand"),
+    "graph": ("emutrace.cli.graph", "GraphCommand"),
+    "dump": ("emutrace.cli.dump", "DumpCommand"),
+    "info": ("emutrace.cli.info", "InfoCommand"),
+    "bench": ("emutrace.cli.bench", "BenchCommand"),
+    "diff": ("emutrace.cli.diff", "DiffCommand"),
+    "rootfs": ("emutrace.cli.rootfs", "RootfsCommand"),
+}
 
-    return [RunCommand(), RecordCommand(), ReplayCommand(), ReportCommand(), GraphCommand(),
-            DumpCommand(), InfoCommand(), BenchCommand(), DiffCommand(), RootfsCommand()]
+
+def command(name: str) -> Command:
+    module, cls = COMMANDS[name]
+    return cast(Command, getattr(importlib.import_module(module), cls)())
+
+
+def commands() -> list[Command]:
+    return [command(name) for name in COMMANDS]
+
+
+def named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand argv names, when it names one before anything else but --debug
+    (then only that subcommand's parser is built); None: build them all (--help, a
+    mistyped name: argparse's own messages)."""
+    for arg in argv:
+        if arg == "--debug":
+            continue
+        return arg if arg in COMMANDS else None
+    return None
 
 
 class UsageExit(Exception):
@@ -57,13 +79,14 @@ class Parser(argparse.ArgumentParser):
         raise UsageExit(first)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand's, or `only` that one's."""
     parser = Parser(
         prog="emutrace",
         description="Run and trace programs of any instruction set under CPU emulation.")
     parser.add_argument("--debug", action="store_true", help="show Python tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for cmd in commands():
+    for cmd in [command(only)] if only is not None else commands():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.configure(p)
         p.set_defaults(handler=cmd)
@@ -71,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(named_command(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
     except UsageExit:

@@ -15,6 +15,7 @@ from emutrace.discover.descent import descend
 from emutrace.discover.functions import from_symbol
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.model import Function, Site, SiteKind
+from emutrace.discover.store import stored_functions
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.elf import Image
 
@@ -28,8 +29,12 @@ class Discovery:
         self.symbols = read_symbols(image) if use_symbols else SymbolTable([], [])
         # functions read from a symbol depend on the file alone: shared with the next run of
         # the same file in this process (memo.py); descent's depend on what this run saw
+        # and with later processes through the on-disk store (store.py)
         key = file_key(image.path, image.bias) if use_symbols else None
-        self._from_symbols: dict[int, Function] = kept("functions", key, dict)
+        self._from_symbols: dict[int, Function] = kept(
+            "functions", key, lambda: stored_functions(image.path, image.bias,
+                                                        self.decoder.instructions)
+            if use_symbols and image.modules is None and image.tables is not None else {})
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
         self._descended: dict[tuple[int, bool], Function] = {}

@@ -24,6 +24,7 @@ from elftools.elf.elffile import ELFFile
 
 from emutrace.discover.symbol_map import nm_functions
 from emutrace.discover.symbols import FuncSymbol, table_symbols
+from emutrace.elf_tables import read_file_tables
 from emutrace.errors import UsageError
 from emutrace.isa.base import Isa
 
@@ -119,9 +120,8 @@ def listed_symbols(path: str, isa: Isa, bias: int) -> list[FuncSymbol]:
         with open(path, "rb") as fh:
             head = fh.read(4)
             if head == b"\x7fELF":
-                fh.seek(0)
-                table = ELFFile(fh).get_section_by_name(".symtab")
-                if table is None or not hasattr(table, "iter_symbols"):
+                table = read_file_tables(path).symtab
+                if table is None:
                     raise UsageError(f"--symbols {path}: an ELF file without .symtab")
                 return table_symbols(table, isa, bias)[0]
             fh.seek(0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import capstone
+from typing import Any
 
 from emutrace.discover.memo import file_key, kept
 from emutrace.elf import PF_X, Image
@@ -22,7 +22,7 @@ def classifiers_of(image: Image) -> Classifiers:
     return cls
 
 
-def _mode(names: tuple[str, ...]) -> int:
+def _mode(capstone: Any, names: tuple[str, ...]) -> int:
     mode = 0
     for name in names:
         mode |= getattr(capstone, name)
@@ -34,21 +34,23 @@ class Decoder:
     instruction set (ARM Thumb)."""
 
     def __init__(self, image: Image) -> None:
+        import capstone  # here: an untraced run never decodes (its import is ~40 ms)
+
         self.isa = image.isa
         self.cls = classifiers_of(image)
         engines = image.isa.engines
         arch = getattr(capstone, engines.cs_arch)
-        self._cs = capstone.Cs(arch, _mode(engines.cs_mode))
+        self._cs = capstone.Cs(arch, _mode(capstone, engines.cs_mode))
         self._cs_alt = None
         if self.cls.alt_mode:
             # the alternative mode keeps the byte-order bits of the main mode
-            self._cs_alt = capstone.Cs(arch, _mode(self.cls.alt_mode))
+            self._cs_alt = capstone.Cs(arch, _mode(capstone, self.cls.alt_mode))
         # every module's executable file data for a dynamic program (shared, growing)
         self._code = image.modules.code if image.modules is not None else [
             (s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
         # the file's instructions, shared with the next run of the same file (memo.py); a
         # dynamic program's modules are not one file: its own cache
-        self._cache: dict[tuple[int, bool], Insn | None] = (
+        self.instructions: dict[tuple[int, bool], Insn | None] = (
             {} if image.modules is not None
             else kept("instructions", file_key(image.path, image.bias), dict))
 
@@ -69,8 +71,8 @@ class Decoder:
     def insn_at(self, addr: int, alt: bool = False) -> Insn | None:
         """The instruction at addr, or None where nothing valid decodes."""
         key = (addr, alt)
-        if key in self._cache:
-            return self._cache[key]
+        if key in self.instructions:
+            return self.instructions[key]
         insn = None
         cs = self._cs_alt if alt and self._cs_alt is not None else self._cs
         for base, data in self._code:
@@ -87,11 +89,11 @@ class Decoder:
                     start = at - base
                     found = Insn(at, size, mnemonic, op_str, bytes(data[start:start + size]),
                                  alt)
-                    self._cache.setdefault((at, alt), found)
+                    self.instructions.setdefault((at, alt), found)
                     if at == addr:
                         insn = found
                 break
-        self._cache[key] = insn
+        self.instructions[key] = insn
         return insn
 
     def align(self, alt: bool) -> int:

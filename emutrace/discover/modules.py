@@ -30,6 +30,7 @@ from emutrace.discover.debuginfo import find_debug_file, guest_path
 from emutrace.discover.plt_stubs import linker_stubs
 from emutrace.discover.symbols import FuncSymbol, SymbolTable, table_symbols
 from emutrace.elf import PF_X, Image, load_image
+from emutrace.elf_tables import SymbolTables, read_file_tables
 from emutrace.errors import EmutraceError
 from emutrace.isa.base import Isa
 
@@ -127,31 +128,31 @@ def _word_at(elf: ELFFile, addr: int) -> int | None:
     return None
 
 
-def module_symbols(path: str, isa: Isa, bias: int, root: str = "/") -> tuple[
+def module_symbols(path: str, isa: Isa, bias: int, root: str = "/",
+                   tables: SymbolTables | None = None) -> tuple[
         list[FuncSymbol], list[tuple[int, int]]]:
     """Function symbols and PLT stubs of one module, at run-time addresses, and the
     data-in-code ranges of its mapping symbols: its `.symtab`, else the `.symtab` of its
     separate debug file under the root (discover.debuginfo), else `.dynsym` (aliases
-    folded)."""
+    folded).  `tables`: the module's symbol tables as its Image read them (else read
+    here)."""
+    if tables is None:
+        tables = read_file_tables(path)
     with open(path, "rb") as fh:
         elf = ELFFile(fh)
         funcs: list[FuncSymbol] = []
         ranges: list[tuple[int, int]] = []
-        table = elf.get_section_by_name(".symtab")
         debug = None
-        if table is None or not hasattr(table, "iter_symbols"):
+        if tables.symtab is None:
             debug = find_debug_file(elf, guest_path(path, root), root)
         if debug is not None:
-            with open(debug, "rb") as dfh:
-                dtable = ELFFile(dfh).get_section_by_name(".symtab")
-                if dtable is not None and hasattr(dtable, "iter_symbols"):
-                    funcs, ranges = table_symbols(dtable, isa, bias)
-        elif table is not None and hasattr(table, "iter_symbols"):
-            funcs, ranges = table_symbols(table, isa, bias)
-        if not funcs:
-            dynsym = elf.get_section_by_name(".dynsym")
-            if dynsym is not None and hasattr(dynsym, "iter_symbols"):
-                funcs = _one_name_per_address(table_symbols(dynsym, isa, bias)[0])
+            dtable = read_file_tables(str(debug)).symtab
+            if dtable is not None:
+                funcs, ranges = table_symbols(dtable, isa, bias)
+        elif tables.symtab is not None:
+            funcs, ranges = table_symbols(tables.symtab, isa, bias)
+        if not funcs and tables.dynsym is not None:
+            funcs = _one_name_per_address(table_symbols(tables.dynsym, isa, bias)[0])
         stubs = plt_symbols(elf, isa, bias)
         funcs += stubs
         if isa.plt is not None and isa.plt.data[1]:
@@ -178,7 +179,7 @@ class ModuleMap:
             if old.path == image.path and old.bias == bias:
                 return old
         try:
-            funcs, ranges = module_symbols(image.path, self.isa, bias, self.root)
+            funcs, ranges = module_symbols(image.path, self.isa, bias, self.root, image.tables)
         except Exception:  # noqa: BLE001 - damaged symbol sections: code without names
             funcs, ranges = [], []
         cls = self.isa.classifiers

@@ -12,16 +12,11 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-from elftools.elf.constants import SH_FLAGS
-from elftools.elf.elffile import ELFFile
 
 from emutrace.discover.memo import file_key, kept
 from emutrace.elf import Image
+from emutrace.elf_tables import SHN_UNDEF, STT_FUNC, ElfSymbol
 from emutrace.isa.base import Isa
-
-SHF_EXECINSTR = SH_FLAGS.SHF_EXECINSTR
 
 
 @dataclass(frozen=True)
@@ -149,42 +144,36 @@ def read_symbols(image: Image) -> SymbolTable:
 
 
 def _read_symbols(image: Image) -> SymbolTable:
-    with open(image.path, "rb") as fh:
-        if fh.read(4) != b"\x7fELF":
-            return _from_image(image)
-        fh.seek(0)
-        elf = ELFFile(fh)
-        table = elf.get_section_by_name(".symtab")
-        if table is None or not hasattr(table, "iter_symbols"):
-            return _from_image(image)
-        code = sorted((s["sh_addr"] + image.bias, s["sh_addr"] + image.bias + s["sh_size"])
-                      for s in elf.iter_sections()
-                      if s["sh_flags"] & SHF_EXECINSTR and s["sh_type"] == "SHT_PROGBITS"
-                      and s["sh_size"])
-        funcs, ranges = table_symbols(table, image.isa, image.bias)
+    """From the tables the Image read with the file (elf_tables), never the file again."""
+    tables = image.tables
+    if tables is None or tables.symtab is None:  # raw firmware, no .symtab
+        return _from_image(image)
+    bias = image.bias
+    code = [(start + bias, end + bias) for start, end in tables.code_sections]
+    funcs, ranges = table_symbols(tables.symtab, image.isa, bias)
     return SymbolTable(funcs, ranges, code)
 
 
-def table_symbols(table: Any, isa: Isa, bias: int) -> tuple[list[FuncSymbol],
-                                                            list[tuple[int, int]]]:
+def table_symbols(table: list[ElfSymbol], isa: Isa, bias: int) -> tuple[
+        list[FuncSymbol], list[tuple[int, int]]]:
     """Function symbols and data-in-code ranges of one ELF symbol table, `bias` added."""
     cls = isa.classifiers
     local = cls is not None and cls.local_entry
     funcs: list[FuncSymbol] = []
     marks: list[tuple[int, bool]] = []  # (addr, is data) from $d / $a $t $x mapping symbols
-    for sym in table.iter_symbols():
-        if sym["st_shndx"] == "SHN_UNDEF":
+    for sym in table:
+        if sym.shndx == SHN_UNDEF:
             continue
-        value = sym["st_value"] + bias
+        value = sym.value + bias
         name = sym.name
         if name in ("$d", "$a", "$t", "$x") or name.startswith(("$d.", "$x.", "$a.", "$t.")):
             marks.append((value, name.startswith("$d")))
             continue
-        if sym["st_info"]["type"] != "STT_FUNC" or not name:
+        if sym.type != STT_FUNC or not name:
             continue
         start, alt = isa.entry_of(value)
-        off = _local_offset(sym["st_other"]["local"]) if local else 0
-        funcs.append(FuncSymbol(name, start, sym["st_size"], alt, off, _partition_of(name)))
+        off = _local_offset(sym.other >> 5) if local else 0
+        funcs.append(FuncSymbol(name, start, sym.size, alt, off, _partition_of(name)))
     marks.sort()
     ranges = []
     for i, (addr, is_data) in enumerate(marks):

@@ -1,0 +1,215 @@
+"""Functions read from a program's symbols, kept on disk for the next run of the same file.
+
+Decoding the functions a run reaches is most of a small traced run's start-up (capstone and
+the ISA's classifier, ~40 µs an instruction: ~0.5-1 s for static glibc's start-up code,
+bench/results/startup.md).  A function read from its symbol is a pure function of the file's
+bytes, its load bias and the code that reads it (memo.py), so it is kept in
+`$XDG_CACHE_HOME/emutrace` (default `~/.cache/emutrace`) in a file named by
+
+* the SHA-256 of the program file's bytes and the load bias,
+* a digest of the reading code: emutrace's version, capstone's, and the source of
+  `emutrace/discover`, `emutrace/isa` and the ELF readers (any change there is a new file),
+
+and written when the process ends (atexit) if the run decoded new functions.  Functions
+found by descent depend on what the run saw and are never kept.
+
+Safety: the file is JSON of plain numbers and strings, checked field by field when read;
+anything unexpected (a truncated write, another format, garbage) makes it ignored, never an
+error.  It is not used when the directory is one a guest of this run may write into (inside
+`--allow-write` or a `--root` other than /: set by the session), and EMUTRACE_CACHE=off turns
+it off.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from emutrace.discover.model import Function, Site, SiteKind
+from emutrace.isa.base import Insn
+
+FORMAT = 2
+FILES_KEPT = 64  # the newest files kept in the directory; older ones are deleted on save
+
+_guest_dirs: list[str] = []  # directories a guest of this process may write (session)
+_version: str | None = None
+
+
+def guest_writable(dirs: list[str]) -> None:
+    """Directories the guests of this process may write into: the cache is not used when
+    it lies in one of them (a guest must not choose the functions a later run arms)."""
+    _guest_dirs[:] = [os.path.realpath(d) for d in dirs]
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get("EMUTRACE_CACHE", "").lower() in ("off", "0", "no"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    where = os.path.realpath(os.path.join(base, "emutrace"))
+    for d in _guest_dirs:
+        if where == d or where.startswith(d.rstrip("/") + "/"):
+            return None
+    return Path(where)
+
+
+def code_version() -> str:
+    """Digest of everything a stored function depends on besides the file."""
+    global _version
+    if _version is None:
+        import capstone
+
+        import emutrace
+
+        top = Path(emutrace.__file__).resolve().parent
+        h = hashlib.sha256(f"{FORMAT} {getattr(emutrace, '__version__', '')} "
+                           f"{capstone.__version__}".encode())
+        sources = [*sorted((top / "discover").glob("*.py")), *sorted((top / "isa").glob("*.py")),
+                   top / "elf.py", top / "elf_tables.py"]
+        for src in sources:
+            h.update(src.name.encode() + b"\0" + src.read_bytes())
+        _version = h.hexdigest()[:20]
+    return _version
+
+
+def _file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()[:32]
+
+
+def store_path(path: str, bias: int) -> Path | None:
+    """Where the functions of the file at `path` loaded at `bias` are kept (None: nowhere)."""
+    top = cache_dir()
+    if top is None:
+        return None
+    try:
+        digest = _file_digest(path)
+    except OSError:
+        return None
+    return top / f"functions-{digest}-{bias:x}-{code_version()}.json"
+
+
+def _site(raw: Any) -> Site:
+    addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link = raw
+    for v in (addr, size):
+        _want(v, int)
+    for v in (target, executes):
+        _want(v, int, none=True)
+    _want(indirect, str, none=True)
+    for v in (delay, cond, alt, maybe_ret, alt_link):
+        _want(v, bool)
+    return Site(addr, size, SiteKind(kind), target, indirect, delay, cond, alt, executes,
+                maybe_ret, alt_link)
+
+
+def _want(value: Any, kind: type, none: bool = False) -> None:
+    if value is None and none:
+        return
+    # bool is an int subclass: a number field must not be true/false and vice versa
+    if type(value) is not kind:
+        raise ValueError(f"{value!r} is not {kind.__name__}")
+
+
+def _function(raw: Any) -> Function:
+    name, start, end, alt, local_offset, sites = raw
+    _want(name, str, none=True)
+    for v in (start, end, local_offset):
+        _want(v, int)
+    _want(alt, bool)
+    if not isinstance(sites, list):
+        raise ValueError("sites")
+    return Function(name, start, end, tuple(_site(s) for s in sites), alt, local_offset)
+
+
+def _insn(raw: Any) -> Insn:
+    addr, size, mnemonic, op_str, code, thumb = raw
+    for v in (addr, size):
+        _want(v, int)
+    for v in (mnemonic, op_str, code):
+        _want(v, str)
+    _want(thumb, bool)
+    return Insn(addr, size, mnemonic, op_str, bytes.fromhex(code), thumb)
+
+
+def _encode_insn(insn: Insn) -> list[Any]:
+    return [insn.addr, insn.size, insn.mnemonic, insn.op_str, insn.raw.hex(), insn.thumb]
+
+
+def _encode(func: Function) -> list[Any]:
+    return [func.name, func.start, func.end, func.alt_mode, func.local_offset,
+            [[s.addr, s.size, s.kind.value, s.target, s.indirect, s.delay_slot, s.conditional,
+              s.alt_mode, s.executes, s.maybe_return, s.alt_link] for s in func.sites]]
+
+
+Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
+
+
+def load(where: Path) -> tuple[dict[int, Function], Insns]:
+    """The functions kept in `where`, by start, and the instructions at their sites (the
+    backends decode them to arm the sites); nothing when missing or damaged."""
+    try:
+        data = json.loads(where.read_bytes())
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            return {}, {}
+        funcs = [_function(raw) for raw in data["functions"]]
+        insns = [_insn(raw) for raw in data["insns"]]
+    except (OSError, ValueError, TypeError, KeyError):  # (JSONDecodeError is a ValueError)
+        return {}, {}
+    return {f.start: f for f in funcs}, {(i.addr, i.thumb): i for i in insns}
+
+
+def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None) -> None:
+    """Write `funcs` and the instructions of `insns` at their sites to `where` atomically
+    (a reader sees the old file or the new one); failures are silent: the cache is an
+    optimisation."""
+    at_sites = []
+    for func in funcs.values():
+        for site in func.sites:
+            for addr in (site.addr, site.executes):
+                insn = (insns or {}).get((addr, site.alt_mode)) if addr is not None else None
+                if insn is not None:
+                    at_sites.append(_encode_insn(insn))
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = json.dumps({"format": FORMAT, "functions": [_encode(f) for f in funcs.values()],
+                           "insns": at_sites}, separators=(",", ":"))
+        fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(data)
+        os.replace(tmp, where)
+        _prune(where.parent)
+    except OSError:
+        return
+
+
+def _prune(top: Path) -> None:
+    files = sorted(top.glob("functions-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[FILES_KEPT:]:
+        old.unlink(missing_ok=True)
+
+
+def stored_functions(path: str, bias: int, insns: Insns) -> dict[int, Function]:
+    """The functions kept for this file (possibly none), in a dict that discovery fills
+    with the functions it reads; the instructions kept with them go into `insns` (the
+    Decoder's).  What discovery added is written at the process's exit."""
+    where = store_path(path, bias)
+    if where is None:
+        return {}
+    funcs, kept_insns = load(where)
+    for key, insn in kept_insns.items():
+        insns.setdefault(key, insn)
+    known = len(funcs)
+
+    def write_back() -> None:
+        if len(funcs) > known:
+            save(where, funcs, insns)
+
+    atexit.register(write_back)
+    return funcs

@@ -1,0 +1,135 @@
+"""discover.store: functions read from symbols kept on disk between runs.  The store is
+read (a planted entry is what discovery returns), round-trips exactly, ignores damaged
+files, is not used where a guest may write, and a run's trace is the same with a cold
+store, a warm one and none."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from emutrace.discover import Discovery, memo, store
+from emutrace.discover.model import Function
+from emutrace.elf import load_image
+from tests.conftest import ENV, TESTBINS
+
+CALLS = TESTBINS / "x86_64" / "calls"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("EMUTRACE_CACHE", raising=False)
+    store.guest_writable([])
+    memo._memo.clear()  # the in-process memo would answer before the store
+    yield tmp_path / "xdg" / "emutrace"
+    memo._memo.clear()
+
+
+def _decoded(names: list[str], discovery: Discovery | None = None) -> dict[int, Function]:
+    discovery = discovery or Discovery(load_image(str(CALLS)))
+    return {f.start: f for f in (discovery.function_by_name(n) for n in names)}
+
+
+def test_round_trip(cache: Path) -> None:
+    discovery = Discovery(load_image(str(CALLS)))
+    funcs = _decoded(["main", "run_scenario", "__libc_start_main"], discovery)
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None and where.parent == cache
+    store.save(where, funcs, discovery.decoder.instructions)
+    got, insns = store.load(where)
+    assert got == funcs
+    sites = {(s.addr, s.alt_mode) for f in funcs.values() for s in f.sites}
+    assert sites and set(insns) == sites
+    assert all(discovery.decoder.insn_at(*key) == insn for key, insn in insns.items())
+
+
+def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
+    """The store is really read: a planted (wrong) entry for main is used."""
+    main = _decoded(["main"])
+    (start, real), = main.items()
+    planted = Function("main", start, start + 1, ())
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    store.save(where, {start: planted}, {})
+    memo._memo.clear()
+    assert Discovery(load_image(str(CALLS))).function_at(start) == planted != real
+
+
+F = f'"format": {store.FORMAT}'
+GOOD_SITE = '[1, 2, "call", null, null, false, false, false, null, false, false]'
+
+
+def test_the_well_formed_control_loads(cache: Path) -> None:
+    """The damaged cases below differ from this one in the one field they name."""
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    where.parent.mkdir(parents=True)
+    where.write_text("{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
+                     '"insns": [[1, 2, "call", "0x5", "e800", false]]}')
+    funcs, insns = store.load(where)
+    assert list(funcs) == [1] and list(insns) == [(1, False)]
+
+
+@pytest.mark.parametrize("content", [
+    "", "{", "[]", "{" + F + "}", '{"format": 99, "functions": [], "insns": []}',
+    "{" + F + ', "functions": [[1, 2]], "insns": []}',
+    "{" + F + ', "functions": [["f", true, 2, false, 0, []]], "insns": []}',
+    "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE.replace("call", "bogus")
+    + ']]], "insns": []}',
+    "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
+    '"insns": [[1, 2, "call", "0x5", "zz", false]]}'],
+    ids=["empty", "truncated", "list", "no-functions", "other-format", "short-row",
+         "bool-for-int", "bad-kind", "bad-hex"])
+def test_a_damaged_store_is_ignored(cache: Path, content: str) -> None:
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    where.parent.mkdir(parents=True)
+    where.write_text(content)
+    assert store.load(where) == ({}, {})
+    want = _decoded(["main"])
+    memo._memo.clear()
+    (start, func), = want.items()
+    assert Discovery(load_image(str(CALLS))).function_at(start) == func
+
+
+def test_not_used_inside_a_guest_writable_directory(cache: Path) -> None:
+    store.guest_writable([str(cache.parent)])
+    try:
+        assert store.cache_dir() is None and store.store_path(str(CALLS), 0) is None
+    finally:
+        store.guest_writable([])
+
+
+def _trace(tmp_path: Path, name: str, xdg: Path, off: bool = False) -> str:
+    """calls traced by int3 in a subprocess; the guest's environment is the same whatever
+    the store's settings (they are emutrace's, unset for the guest)."""
+    out = tmp_path / name
+    work = tmp_path / "cwd"  # the guest may write here (the default), not in xdg
+    work.mkdir(exist_ok=True)
+    env = {**ENV, "XDG_CACHE_HOME": str(xdg), **({"EMUTRACE_CACHE": "off"} if off else {})}
+    got = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "int3",
+                          "--unset-env", "XDG_CACHE_HOME", "--unset-env", "EMUTRACE_CACHE",
+                          "-o", str(out), str(CALLS)], env=env, capture_output=True,
+                         timeout=600, cwd=work)
+    assert got.returncode == 0, got.stderr
+    return out.read_text()
+
+
+def test_traces_equal_cold_warm_damaged_and_off(tmp_path: Path) -> None:
+    xdg = tmp_path / "xdg"
+    cold = _trace(tmp_path, "cold", xdg)
+    kept = list((xdg / "emutrace").glob("functions-*.json"))
+    assert len(kept) == 1  # written at exit by the cold run
+    warm = _trace(tmp_path, "warm", xdg)
+    kept[0].write_text(json.dumps({"format": store.FORMAT, "functions": "garbage"}))
+    damaged = _trace(tmp_path, "damaged", xdg)
+    assert json.loads(kept[0].read_text())["functions"] != "garbage"  # rewritten
+    off = _trace(tmp_path, "off", tmp_path / "unused", off=True)
+    assert not (tmp_path / "unused").exists()
+    assert "main" in cold and cold == warm == damaged == off
