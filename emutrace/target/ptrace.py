@@ -49,7 +49,9 @@ PTRACE_O_TRACEFORK = 0x2
 PTRACE_O_TRACEVFORK = 0x4
 PTRACE_O_TRACEEXEC = 0x10
 PTRACE_O_TRACEVFORKDONE = 0x20
+PTRACE_O_TRACESECCOMP = 0x80
 PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK, PTRACE_EVENT_EXEC, PTRACE_EVENT_VFORK_DONE = 1, 2, 4, 5
+PTRACE_EVENT_SECCOMP = 7
 PTRACE_GETEVENTMSG = 0x4201
 PTRACE_DETACH = 17
 WALL = 0x40000000  # __WALL: wait for any child, cloned or not
@@ -111,10 +113,18 @@ def ptrace_refusal() -> str | None:
     return None
 
 
-def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
+def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None = None,
+          cwd: str | None = None) -> int:
     """Fork a child that stops, traced by us, at its first instruction after execve.
     A failure in the child (PTRACE_TRACEME refused: we are traced ourselves, or a
-    seccomp/LSM policy) comes back through a pipe as one line: PtraceError."""
+    seccomp/LSM policy) comes back through a pipe as one line: PtraceError.
+
+    With a `seccomp` filter (target/seccomp_filter.py, the confinement) the child starts
+    in `cwd`, stops itself (SIGSTOP) so that the tracer can ask for PTRACE_O_TRACESECCOMP
+    first, then installs the filter and makes its execve, which the tracer lets through
+    unchecked (the program may lie outside the sandbox root, as under emulation)."""
+    if seccomp is not None:
+        return _spawn_confined(path, argv, envp, seccomp, cwd)
     reason = ptrace_refusal()
     if reason is not None:
         raise PtraceError(f"--target native: {reason}")
@@ -156,6 +166,83 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
         kill(pid)
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
     return pid
+
+
+def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes,
+                    cwd: str | None) -> int:
+    from emutrace.target.seccomp_filter import install  # (it imports nothing of ours)
+
+    reason = ptrace_refusal()
+    if reason is not None:
+        raise PtraceError(f"--target native: {reason}")
+    parent = os.getpid()
+    path = os.path.abspath(path)  # (before the child's chdir)
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the tracer's code
+        try:
+            os.close(read_end)
+            if _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 \
+                    or os.getppid() != parent:
+                os._exit(127)
+            _libc.personality(ADDR_NO_RANDOMIZE)
+            if cwd is not None:
+                os.chdir(cwd)
+            ctypes.set_errno(0)
+            if _libc.ptrace(PTRACE_TRACEME, 0, None, None) == -1:
+                err = ctypes.get_errno()
+                os.write(write_end, f"PTRACE_TRACEME: {os.strerror(err)}".encode())
+                os._exit(127)
+            os.kill(os.getpid(), signal.SIGSTOP)  # the tracer sets its options
+            failure = install(seccomp)
+            if failure is not None:
+                os.write(write_end, failure.encode())
+                os._exit(127)
+            os.execve(path, argv, dict(_split_env(envp)))
+        except OSError as e:
+            os.write(write_end, f"execve {path}: {e.strerror}".encode())
+        except BaseException:  # noqa: BLE001 - the child must never return
+            pass
+        os._exit(127)
+    os.close(write_end)
+    try:
+        _start_confined(pid)
+    except PtraceError:
+        with os.fdopen(read_end, "rb") as pipe:
+            failure = pipe.read().decode(errors="replace")
+        kill(pid)
+        if failure:
+            raise PtraceError(f"--target native: {failure}") from None
+        raise
+    os.close(read_end)
+    return pid
+
+
+def _start_confined(pid: int) -> None:
+    """The tracer's half of `_spawn_confined`: options at the child's SIGSTOP, its own
+    calls up to execve let through, then the exec stop (its first instruction)."""
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFSTOPPED(status):
+        raise PtraceError(f"--target native: the child ended before its execve "
+                          f"(status {status:#x})")
+    try:
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
+               | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC
+               | PTRACE_O_TRACESECCOMP)
+    except OSError as e:
+        raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
+    ptrace(PTRACE_CONT, pid, 0, 0)  # (the SIGSTOP is not delivered)
+    while True:
+        _, status = os.waitpid(pid, 0)
+        if not os.WIFSTOPPED(status):
+            raise PtraceError(f"--target native: the child ended before its first "
+                              f"instruction (status {status:#x})")
+        event = status >> 16
+        if os.WSTOPSIG(status) == signal.SIGTRAP and event == PTRACE_EVENT_EXEC:
+            return
+        # our own code before execve (its execve among them): not the guest's, not checked
+        ptrace(PTRACE_CONT, pid, 0, 0 if event or os.WSTOPSIG(status) == signal.SIGTRAP
+               else os.WSTOPSIG(status))
 
 
 def _split_env(envp: list[bytes]) -> list[tuple[bytes, bytes]]:

@@ -1,0 +1,205 @@
+"""The seccomp filter that confines a native run (issue 13 item 3): which system calls the
+host kernel runs unchecked, which stop for the tracer's sandbox check, which are refused.
+
+Every system call of the x86_64 and the i386 table (a 64-bit program may also enter the
+i386 table by `int $0x80`) is sorted into one `Action` (`policy`):
+
+* `TRACE` — it names a path or changes an object behind a descriptor (`CONFINED`): it
+  stops the tracee (SECCOMP_RET_TRACE, the tracer has set PTRACE_O_TRACESECCOMP) and
+  target/ptrace_confine.py checks it with the emulation's `Sandbox` rules.  A process
+  without a tracer (a forked child, which runs untraced) gets ENOSYS from these calls
+  instead (seccomp(2): "If there is no tracer present, the system call is not executed
+  and returns a failure status with errno set to ENOSYS").
+* `REFUSE` — what cannot be confined natively (`REFUSED`, each with its reason): it
+  stops too, and the tracer skips it with EPERM (or ENOSYS) and one warning line.
+* `ALLOW` — every other call this ABI table knows: it acts on memory, on the process or
+  on descriptors the process already holds (whose access mode the kernel enforces).
+* a number the table does not know (a call newer than the headers the tables were
+  generated from, linux-libc-dev 6.1: e.g. fchmodat2, setxattrat, file_setattr) fails
+  with ENOSYS, as on an older kernel: a newer call naming a path is never let through.
+* an x32 call (x86_64 audit arch, bit 30 of the number) or another audit arch: the process
+  is killed (SECCOMP_RET_KILL_PROCESS).
+
+The BPF program (classic BPF, <linux/filter.h>, over `struct seccomp_data`,
+<linux/seccomp.h>) checks the arch, then walks the sorted runs of numbers with one action:
+`jgt last_of_run, next_run` / `ret action`, two instructions a run."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from dataclasses import dataclass
+from enum import Enum
+
+from emutrace.isa.abi import load_abi
+
+# <linux/audit.h>
+AUDIT_ARCH_X86_64 = 0xC000003E
+AUDIT_ARCH_I386 = 0x40000003
+X32_SYSCALL_BIT = 0x40000000  # <asm/unistd.h>
+# <linux/seccomp.h>
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_TRACE = 0x7FF00000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_MODE_FILTER = 2
+PR_SET_NO_NEW_PRIVS = 38  # <linux/prctl.h>
+PR_SET_SECCOMP = 22
+ENOSYS = 38
+# struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]
+NR_OFFSET, ARCH_OFFSET = 0, 4
+# classic BPF opcodes (<linux/bpf_common.h>)
+BPF_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+BPF_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+BPF_JGT_K = 0x25
+BPF_JGE_K = 0x35
+BPF_JA = 0x05
+BPF_RET_K = 0x06
+TRACE_DATA_CHECK, TRACE_DATA_REFUSE = 1, 2  # SECCOMP_RET_DATA: what the tracer does
+
+ARCHES = {"x86_64": AUDIT_ARCH_X86_64, "i386": AUDIT_ARCH_I386}
+
+
+class Action(Enum):
+    ALLOW = SECCOMP_RET_ALLOW
+    TRACE = SECCOMP_RET_TRACE | TRACE_DATA_CHECK
+    REFUSE = SECCOMP_RET_TRACE | TRACE_DATA_REFUSE
+
+
+# Calls checked by the tracer (ptrace_confine.CHECKS has the rule for each): paths, the
+# current directory, descriptors whose object they change, sockets, processes.
+CONFINED = frozenset({
+    # paths
+    "open", "openat", "creat", "stat", "lstat", "oldstat", "oldlstat", "stat64", "lstat64",
+    "newfstatat", "fstatat64", "statx", "access", "faccessat", "faccessat2", "readlink",
+    "readlinkat", "execve", "execveat", "chdir", "mkdir", "mkdirat", "mknod", "mknodat",
+    "unlink", "unlinkat", "rmdir", "rename", "renameat", "renameat2", "link", "linkat",
+    "symlink", "symlinkat", "chmod", "fchmodat", "chown", "lchown", "chown32", "lchown32",
+    "fchownat", "truncate", "truncate64", "utime", "utimes", "futimesat", "utimensat",
+    "utimensat_time64", "statfs", "statfs64", "setxattr", "lsetxattr", "getxattr",
+    "lgetxattr", "listxattr", "llistxattr", "removexattr", "lremovexattr",
+    "inotify_add_watch",
+    # the directory the guest sees, and descriptors whose object they change
+    "getcwd", "fchdir", "fchmod", "fchown", "fchown32", "fsetxattr", "fremovexattr",
+    # sockets: emulation gives a guest none (machine/linux/sys_socket.py)
+    "socket", "socketpair", "socketcall", "bind", "connect", "listen", "accept",
+    "accept4", "sendto", "sendmsg", "sendmmsg", "recvfrom", "recvmsg", "recvmmsg",
+    "getsockname", "getpeername", "shutdown", "setsockopt", "getsockopt", "send", "recv",
+    # a process sharing the tracee's memory would race the checks (thread: refused)
+    "clone",
+})
+
+# Calls that cannot be confined natively: name → (errno, why).  ARCHITECTURE.md lists them.
+REFUSED: dict[str, tuple[str, str]] = {
+    **{n: ("ENOSYS", "its operations run in kernel workers the filter does not see")
+       for n in ("io_uring_setup", "io_uring_enter", "io_uring_register")},
+    **{n: ("EPERM", "a file handle bypasses the path lookup")
+       for n in ("name_to_handle_at", "open_by_handle_at")},
+    **{n: ("EPERM", "it reaches another process's memory or descriptors")
+       for n in ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
+                 "process_madvise")},
+    **{n: ("EPERM", "it changes the file system's shape or the process's view of it")
+       for n in ("mount", "umount", "umount2", "pivot_root", "chroot", "move_mount",
+                 "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+                 "setns", "unshare", "swapon", "swapoff", "quotactl", "quotactl_fd",
+                 "acct", "uselib")},
+    **{n: ("EPERM", "its argument names files or processes out of the filter's sight")
+       for n in ("bpf", "perf_event_open", "fanotify_init", "fanotify_mark")},
+    **{n: ("EPERM", "it changes the host kernel")
+       for n in ("kexec_load", "kexec_file_load", "init_module", "finit_module",
+                 "delete_module", "reboot", "iopl", "ioperm", "vhangup")},
+    # without clone3 glibc falls back to clone, whose flags the tracer can read
+    "clone3": ("ENOSYS", "its flags are in memory; clone is checked instead"),
+    # openat2's flags are in memory too; glibc does not need it
+    "openat2": ("ENOSYS", "its flags are in memory; openat is checked instead"),
+}
+
+assert not CONFINED & set(REFUSED)
+
+
+def policy(arch: str) -> dict[int, Action]:
+    """Number → action for every call of `arch`'s table ("x86_64" or "i386")."""
+    out = {}
+    for name, number in load_abi(arch).syscalls.items():
+        if number >= X32_SYSCALL_BIT:
+            continue
+        out[number] = Action.TRACE if name in CONFINED else \
+            Action.REFUSE if name in REFUSED else Action.ALLOW
+    return out
+
+
+@dataclass(frozen=True)
+class Insn:
+    code: int
+    jt: int
+    jf: int
+    k: int
+
+    def pack(self) -> bytes:
+        return struct.pack("=HBBI", self.code, self.jt, self.jf, self.k & 0xFFFFFFFF)
+
+
+def _ret(value: int) -> Insn:
+    return Insn(BPF_RET_K, 0, 0, value)
+
+
+def _runs(actions: dict[int, Action]) -> list[tuple[int, int]]:
+    """Sorted (last number, return value) runs covering 0..max; gaps return ENOSYS."""
+    runs: list[tuple[int, int]] = []
+    for number in range(max(actions) + 1):
+        value = actions[number].value if number in actions else SECCOMP_RET_ERRNO | ENOSYS
+        if runs and runs[-1][1] == value:
+            runs[-1] = (number, value)
+        else:
+            runs.append((number, value))
+    return runs
+
+
+def _table(actions: dict[int, Action], *, x32_bit: bool) -> list[Insn]:
+    out = [Insn(BPF_LD_W_ABS, 0, 0, NR_OFFSET)]
+    if x32_bit:  # an x32 call: the x86_64 audit arch with bit 30 set in the number
+        out += [Insn(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), _ret(SECCOMP_RET_KILL_PROCESS)]
+    for last, value in _runs(actions):
+        out += [Insn(BPF_JGT_K, 1, 0, last), _ret(value)]
+    out.append(_ret(SECCOMP_RET_ERRNO | ENOSYS))  # above every known number
+    return out
+
+
+def program() -> list[Insn]:
+    """The whole filter: the arch check, then the i386 and the x86_64 tables."""
+    x86_64 = _table(policy("x86_64"), x32_bit=True)
+    i386 = _table(policy("i386"), x32_bit=False)
+    head = [
+        Insn(BPF_LD_W_ABS, 0, 0, ARCH_OFFSET),
+        Insn(BPF_JEQ_K, 0, 1, AUDIT_ARCH_I386),
+        Insn(BPF_JA, 0, 0, 2 + len(x86_64)),  # → the i386 table, past the x86_64 one
+        Insn(BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),  # x86_64: into its table, next
+        _ret(SECCOMP_RET_KILL_PROCESS),  # another audit arch
+    ]
+    return head + x86_64 + i386
+
+
+class SockFprog(ctypes.Structure):  # struct sock_fprog, <linux/filter.h>
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                        ctypes.c_ulong]
+
+
+def packed_program() -> bytes:
+    return b"".join(insn.pack() for insn in program())
+
+
+def install(packed: bytes) -> str | None:
+    """In the child before execve: no new privileges (a set-user-ID program does not gain
+    any, and an unprivileged process may install a filter), then the filter.  None, or
+    the reason it failed (one line)."""
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"PR_SET_NO_NEW_PRIVS: errno {ctypes.get_errno()}"
+    buf = ctypes.create_string_buffer(packed, len(packed))
+    prog = SockFprog(len(packed) // 8, ctypes.addressof(buf))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
+        return f"installing the seccomp filter: errno {ctypes.get_errno()}"
+    return None
