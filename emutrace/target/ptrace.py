@@ -219,16 +219,17 @@ def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: by
 
 
 def _start_confined(pid: int) -> None:
-    """The tracer's half of `_spawn_confined`: options at the child's SIGSTOP, its own
-    calls up to execve let through, then the exec stop (its first instruction)."""
+    """The tracer's half of `_spawn_confined`: PTRACE_O_TRACESECCOMP at the child's
+    SIGSTOP; its own calls up to execve let through; then the SIGTRAP after execve (no
+    PTRACE_O_TRACEEXEC yet: that stop is in the kernel's return to user mode, as without
+    confinement, where a PTRACE_EVENT_EXEC stop is still in the system call's exit and a
+    single-step from it traps before the first instruction) and the run's options."""
     _, status = os.waitpid(pid, 0)
     if not os.WIFSTOPPED(status):
         raise PtraceError(f"--target native: the child ended before its execve "
                           f"(status {status:#x})")
     try:
-        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
-               | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC
-               | PTRACE_O_TRACESECCOMP)
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP)
     except OSError as e:
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
     ptrace(PTRACE_CONT, pid, 0, 0)  # (the SIGSTOP is not delivered)
@@ -237,12 +238,13 @@ def _start_confined(pid: int) -> None:
         if not os.WIFSTOPPED(status):
             raise PtraceError(f"--target native: the child ended before its first "
                               f"instruction (status {status:#x})")
-        event = status >> 16
-        if os.WSTOPSIG(status) == signal.SIGTRAP and event == PTRACE_EVENT_EXEC:
-            return
-        # our own code before execve (its execve among them): not the guest's, not checked
-        ptrace(PTRACE_CONT, pid, 0, 0 if event or os.WSTOPSIG(status) == signal.SIGTRAP
-               else os.WSTOPSIG(status))
+        if os.WSTOPSIG(status) == signal.SIGTRAP and not status >> 16:
+            break  # execve done: stopped before the program's first instruction
+        # our own calls before execve (execve among them): not the guest's, not checked
+        ptrace(PTRACE_CONT, pid, 0, 0)
+    ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
+           | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC
+           | PTRACE_O_TRACESECCOMP)
 
 
 def _split_env(envp: list[bytes]) -> list[tuple[bytes, bytes]]:
