@@ -80,7 +80,8 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
               f"ran untraced (following forks natively is not built){confined}",
               file=sys.stderr)
     if target.exec_untraced:
-        print("emutrace: native: the program called execve; the new image ran untraced",
+        how = "not traced (still confined)" if process.confinement else "untraced"
+        print(f"emutrace: native: the program called execve; the new image ran {how}",
               file=sys.stderr)
     return code
 

@@ -12,6 +12,9 @@ i386 table by `int $0x80`) is sorted into one `Action` (`policy`):
   and returns a failure status with errno set to ENOSYS").
 * `REFUSE` — what cannot be confined natively (`REFUSED`, each with its reason): it
   stops too, and the tracer skips it with EPERM (or ENOSYS) and one warning line.
+* `UNAVAILABLE` — clone3 and openat2, whose flags are in memory where the tracer's check
+  and the kernel's read could differ: ENOSYS straight from the filter, as on a kernel
+  before 5.3/5.6; glibc falls back to clone and openat, which are checked.
 * `ALLOW` — every other call this ABI table knows: it acts on memory, on the process or
   on descriptors the process already holds (whose access mode the kernel enforces).
 * a number the table does not know (a call newer than the headers the tables were
@@ -27,6 +30,7 @@ The BPF program (classic BPF, <linux/filter.h>, over `struct seccomp_data`,
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 from dataclasses import dataclass
 from enum import Enum
@@ -64,6 +68,7 @@ class Action(Enum):
     ALLOW = SECCOMP_RET_ALLOW
     TRACE = SECCOMP_RET_TRACE | TRACE_DATA_CHECK
     REFUSE = SECCOMP_RET_TRACE | TRACE_DATA_REFUSE
+    UNAVAILABLE = SECCOMP_RET_ERRNO | ENOSYS
 
 
 # Calls checked by the tracer (ptrace_confine.CHECKS has the rule for each): paths, the
@@ -108,13 +113,10 @@ REFUSED: dict[str, tuple[str, str]] = {
     **{n: ("EPERM", "it changes the host kernel")
        for n in ("kexec_load", "kexec_file_load", "init_module", "finit_module",
                  "delete_module", "reboot", "iopl", "ioperm", "vhangup")},
-    # without clone3 glibc falls back to clone, whose flags the tracer can read
-    "clone3": ("ENOSYS", "its flags are in memory; clone is checked instead"),
-    # openat2's flags are in memory too; glibc does not need it
-    "openat2": ("ENOSYS", "its flags are in memory; openat is checked instead"),
 }
+UNAVAILABLE = frozenset({"clone3", "openat2"})
 
-assert not CONFINED & set(REFUSED)
+assert not CONFINED & set(REFUSED) and not (CONFINED | set(REFUSED)) & UNAVAILABLE
 
 
 def policy(arch: str) -> dict[int, Action]:
@@ -124,7 +126,8 @@ def policy(arch: str) -> dict[int, Action]:
         if number >= X32_SYSCALL_BIT:
             continue
         out[number] = Action.TRACE if name in CONFINED else \
-            Action.REFUSE if name in REFUSED else Action.ALLOW
+            Action.REFUSE if name in REFUSED else \
+            Action.UNAVAILABLE if name in UNAVAILABLE else Action.ALLOW
     return out
 
 
@@ -188,6 +191,7 @@ _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_u
                         ctypes.c_ulong]
 
 
+@functools.cache
 def packed_program() -> bytes:
     return b"".join(insn.pack() for insn in program())
 
