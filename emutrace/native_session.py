@@ -131,6 +131,7 @@ class NativeProcess:
             kill(self.pid)
             self.target.close()
             if self.confinement is not None:
+                self.confinement.children.end()
                 self.confinement.close()
         frames = [f.func for f in self.shadow.frames]
         insns, stats = None, {}

@@ -476,13 +476,18 @@ class PtraceTarget:
         return [(a, bytes(b)) for a, b in runs]
 
     # ------------------------------------------------------------ forks and exec
-    def release_child(self, child: int, shares_memory: bool) -> None:
+    def release_child(self, child: int, shares_memory: bool,
+                      follow: Callable[[int], None] | None = None,
+                      stopped: bool = False) -> None:
         """A child the tracee forked (auto-attached, PTRACE_O_TRACEFORK/VFORK) is let go
         untraced: its copy of the code gets the program's own bytes back (after a vfork it
         shares the tracee's memory: every patch is lifted until PTRACE_EVENT_VFORK_DONE,
         `settle_all`), its trap flag is cleared, and it is detached.  Debug registers are
-        not inherited by a child (Linux copies no ptrace breakpoints)."""
-        os.waitpid(child, WALL)  # its first stop (SIGSTOP)
+        not inherited by a child (Linux copies no ptrace breakpoints).  With `follow`, it
+        is handed to that instead of detached (a confined run keeps checking its calls:
+        target/ptrace_children.py); `stopped`: its first stop was already waited for."""
+        if not stopped:
+            os.waitpid(child, WALL)  # its first stop (SIGSTOP)
         if shares_memory:
             self.lift_all()
         else:
@@ -492,6 +497,9 @@ class PtraceTarget:
         ptrace(PTRACE_GETREGS, child, 0, ctypes.c_void_p(ctypes.addressof(regs)))
         regs[_INDEX["eflags"]] &= ~EFLAGS_TF
         ptrace(PTRACE_SETREGS, child, 0, ctypes.c_void_p(ctypes.addressof(regs)))
+        if follow is not None:
+            follow(child)
+            return
         ptrace(PTRACE_DETACH, child, 0, 0)
         self.untraced_children.append(child)
 

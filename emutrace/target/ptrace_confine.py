@@ -41,7 +41,6 @@ from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.target.confine_checks import AT_FDCWD, CHECKS, Call, Refused
 from emutrace.target.ptrace import (
     PTRACE_CONT,
-    PTRACE_DETACH,
     PTRACE_EVENT_EXEC,
     PTRACE_EVENT_FORK,
     PTRACE_EVENT_SECCOMP,
@@ -73,12 +72,17 @@ MMAP_CALL = {"x86_64": "mmap", "i386": "mmap2"}
 class Confinement:
     """The sandbox of one traced process (and of what it execs)."""
 
-    def __init__(self, sandbox: Sandbox, pid: int,
-                 warn: Callable[[str], None] | None = None) -> None:
+    def __init__(self, sandbox: Sandbox, pid: int, warn: Callable[[str], None] | None = None,
+                 family: Confinement | None = None) -> None:
+        """`family`: the confinement of the run's first process, whose forked children
+        this one's process is one of (they share the warnings and the children)."""
+        from emutrace.target.ptrace_children import Children  # (it builds Confinements)
+
         self.sandbox = sandbox
         self.pid = pid
         self.warn = warn or _stderr
-        self.warned: set[str] = set()
+        self.warned: set[str] = family.warned if family is not None else set()
+        self.children: Children = family.children if family is not None else Children(self)
         self.scratch: int | None = None
         self.names = {arch: {n: name for name, n in load_abi(arch).syscalls.items()}
                       for arch in ARG_REGS}
@@ -322,17 +326,24 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def event_message(pid: int) -> int:
+    """PTRACE_GETEVENTMSG: at a fork event, the new child's pid."""
+    msg = ctypes.c_ulong()
+    ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
+    return int(msg.value)
+
+
 def run_exec(confinement: Confinement) -> tuple[bool, int]:
     """After the tracee's execve: the new image (which the backend does not know) runs to
-    its end still confined; children it forks are let go (their checked calls fail with
-    ENOSYS).  (True, exit status) or (False, the signal that ended it)."""
+    its end still confined, and so do the children it forks (target/ptrace_children.py).
+    (True, exit status) or (False, the signal that ended it)."""
     pid = confinement.pid
     confinement.on_exec()
     pending = 0
     while True:
         ptrace(PTRACE_CONT, pid, 0, pending)
         pending = 0
-        _, status = os.waitpid(pid, 0)
+        status = confinement.children.wait_for(pid)
         if os.WIFEXITED(status):
             return True, os.WEXITSTATUS(status)
         if os.WIFSIGNALED(status):
@@ -343,9 +354,8 @@ def run_exec(confinement: Confinement) -> tuple[bool, int]:
         elif event == PTRACE_EVENT_SECCOMP:
             confinement.on_seccomp()
         elif event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):
-            child = ctypes.c_ulong()
-            ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(child)))
-            os.waitpid(int(child.value), WALL)  # its first stop, then it goes untraced
-            ptrace(PTRACE_DETACH, int(child.value), 0, 0)
+            child = event_message(pid)
+            confinement.children.first_stop(child)
+            confinement.children.adopt(child, confinement.scratch)
         elif event == PTRACE_EVENT_EXEC:
             confinement.on_exec()

@@ -173,7 +173,10 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         except OSError as e:
             raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
         pending_signal = 0
-        _, status = os.waitpid(pid, 0)
+        if confinement is not None:  # (its forked children's stops are served meanwhile)
+            status = confinement.children.wait_for(pid)
+        else:
+            _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
             return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
         if interrupted:
@@ -231,7 +234,15 @@ def _event(target: PtraceTarget, event: int, confinement: Confinement | None) ->
     elif event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):
         msg = ctypes.c_ulong()
         ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
-        target.release_child(int(msg.value), shares_memory=event == PTRACE_EVENT_VFORK)
+        child, shares = int(msg.value), event == PTRACE_EVENT_VFORK
+        if confinement is None:
+            target.release_child(child, shares_memory=shares)
+        else:  # still confined: traced for its checked calls (target/ptrace_children.py)
+            family = confinement
+            stopped = child in family.children.early
+            family.children.early.discard(child)
+            target.release_child(child, shares, stopped=stopped,
+                                 follow=lambda c: family.children.adopt(c, family.scratch))
     elif event == PTRACE_EVENT_VFORK_DONE:
         target.settle_all()  # the vfork child exec'd or exited: the patches go back
     elif event == PTRACE_EVENT_EXEC:
