@@ -31,10 +31,10 @@ def busybox() -> Path:
     return path
 
 
-def run_bpf(program: bytes, nr: int, arch: int) -> int:
+def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...] = (0,) * 6) -> int:
     """Classic BPF as <linux/filter.h> defines the instructions the filter uses, over a
-    struct seccomp_data holding only `nr` and `arch`."""
-    data = struct.pack("=iIQ6Q", nr, arch, 0, *([0] * 6))
+    struct seccomp_data (<linux/seccomp.h>: nr, arch, instruction_pointer, args[6])."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *args)
     insns = [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
     pc, acc = 0, 0
     while True:
@@ -84,6 +84,15 @@ def test_policy_decisions(arch: str) -> None:
         assert actions[numbers[name]] is sf.Action.ALLOW, name
     assert actions[numbers["clone3"]] is sf.Action.UNAVAILABLE
     assert 452 not in actions  # fchmodat2 (Linux 6.6), newer than the tables: ENOSYS
+    # ioctl stops only for the requests that change a file's attributes or inject input
+    program, audit = sf.packed_program(), sf.ARCHES[arch]
+    setflags = {"x86_64": 0x40086602, "i386": 0x40046602}[arch]  # FS_IOC_SETFLAGS
+    for request, action in ((setflags, sf.Action.TRACE), (0x5412, sf.Action.TRACE),
+                            (0x5401, sf.Action.ALLOW), (0x40086602 ^ 1, sf.Action.ALLOW)):
+        got = run_bpf(program, numbers["ioctl"], audit, (3, request | 0xFFFF_0000_0000_0000
+                                                         if arch == "x86_64" else request,
+                                                         0, 0, 0, 0))
+        assert got == action.value, (arch, hex(request))
 
 
 @pytest.fixture

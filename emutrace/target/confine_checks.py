@@ -29,6 +29,8 @@ IN_DONT_FOLLOW = 0x02000000  # <linux/inotify.h>
 CLONE_VM, CLONE_FILES, CLONE_VFORK = 0x100, 0x400, 0x4000  # <linux/sched.h>
 AF_UNIX = 1
 PT_INTERP = 3  # <elf.h>
+SECCOMP_SET_MODE_FILTER, SECCOMP_FLAG_NEW_LISTENER = 1, 8  # <linux/seccomp.h>
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C  # <asm-generic/ioctls.h>
 
 
 class Refused(Exception):
@@ -255,6 +257,24 @@ def _clone(c: Confinement, call: Call) -> None:
                                "returning EPERM (run under emulation, or --unconfined)")
 
 
+def _seccomp(c: Confinement, call: Call) -> None:
+    """A guest filter is fine (it can only refuse more) unless it comes with a listener:
+    SECCOMP_RET_USER_NOTIF outranks our SECCOMP_RET_TRACE (seccomp(2) "the return value
+    with the highest precedence"), and its supervisor may let the call run unchecked."""
+    if call.args[0] == SECCOMP_SET_MODE_FILTER and call.args[1] & SECCOMP_FLAG_NEW_LISTENER:
+        raise Refused("EPERM", "emutrace: native: a seccomp filter with a listener refused "
+                               "(it could let calls past the sandbox): returning EPERM")
+
+
+def _ioctl(c: Confinement, call: Call) -> None:
+    """The requests the filter stops for (seccomp_filter.ioctl_checked): terminal input
+    injection is refused, a file attribute change needs a writable file."""
+    if call.args[1] & 0xFFFFFFFF in (TIOCSTI, TIOCLINUX):
+        raise Refused("EPERM", "emutrace: sandbox: ioctl pushing input into a terminal "
+                               "denied: returning EPERM")
+    c.check_fd_write(int32(call.args[0]))
+
+
 def _openat(c: Confinement, call: Call) -> None:
     _open(c, call, 0, 1, call.args[2], 3)
 
@@ -316,4 +336,6 @@ CHECKS: dict[str, Check] = {
                                "getsockopt", "send", "recv")},
     "socketcall": _socketcall,
     "clone": _clone,
+    "seccomp": _seccomp,
+    "ioctl": _ioctl,
 }

@@ -306,6 +306,8 @@ class Confinement:
         path = self.guest_path(call.args[index])
         base = None if path.startswith(b"/") else self.guest_dir(dirfd)
         host = os.fsencode(self.sandbox.resolve(path, base=base, **kw))
+        if len(host) >= SLOT:  # (root + guest path): longer than the kernel takes
+            raise Refused("ENAMETOOLONG")
         call.paths[index] = host
         return host
 

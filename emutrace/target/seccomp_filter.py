@@ -16,7 +16,11 @@ i386 table by `int $0x80`) is sorted into one `Action` (`policy`):
   and the kernel's read could differ: ENOSYS straight from the filter, as on a kernel
   before 5.3/5.6; glibc falls back to clone and openat, which are checked.
 * `ALLOW` — every other call this ABI table knows: it acts on memory, on the process or
-  on descriptors the process already holds (whose access mode the kernel enforces).
+  on descriptors the process already holds (whose access mode the kernel enforces) —
+  except the `ioctl` requests in `IOCTL_CHECKED`, which change a file through a
+  descriptor the kernel lets a read-only opener (or the owner, or root) change, or push
+  input into the terminal: the filter compares the request (argument 1) and stops for
+  those (`ARG_RULES`).
 * a number the table does not know (a call newer than the headers the tables were
   generated from, linux-libc-dev 6.1: e.g. fchmodat2, setxattrat, file_setattr) fails
   with ENOSYS, as on an older kernel: a newer call naming a path is never let through.
@@ -51,7 +55,7 @@ PR_SET_NO_NEW_PRIVS = 38  # <linux/prctl.h>
 PR_SET_SECCOMP = 22
 ENOSYS = 38
 # struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]
-NR_OFFSET, ARCH_OFFSET = 0, 4
+NR_OFFSET, ARCH_OFFSET, ARGS_OFFSET = 0, 4, 16
 # classic BPF opcodes (<linux/bpf_common.h>)
 BPF_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 BPF_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
@@ -92,6 +96,9 @@ CONFINED = frozenset({
     "getsockname", "getpeername", "shutdown", "setsockopt", "getsockopt", "send", "recv",
     # a process sharing the tracee's memory would race the checks (thread: refused)
     "clone",
+    # a filter of the guest's own with a listener (SECCOMP_RET_USER_NOTIF outranks
+    # SECCOMP_RET_TRACE, and its supervisor may let the call continue unchecked)
+    "seccomp",
 })
 
 # Calls that cannot be confined natively: name → (errno, why).  ARCHITECTURE.md lists them.
@@ -110,11 +117,33 @@ REFUSED: dict[str, tuple[str, str]] = {
                  "acct", "uselib")},
     **{n: ("EPERM", "its argument names files or processes out of the filter's sight")
        for n in ("bpf", "perf_event_open", "fanotify_init", "fanotify_mark")},
+    "userfaultfd": ("EPERM", "a fault handler could stall the tracer's reads of the "
+                             "tracee's memory"),
     **{n: ("EPERM", "it changes the host kernel")
        for n in ("kexec_load", "kexec_file_load", "init_module", "finit_module",
                  "delete_module", "reboot", "iopl", "ioperm", "vhangup")},
 }
 UNAVAILABLE = frozenset({"clone3", "openat2"})
+
+# ioctl requests that stop for the tracer (<linux/fs.h>, <asm-generic/ioctls.h>; _IOW with
+# a long is 8 bytes wide for x86_64 and 4 for i386): attributes of the file behind the
+# descriptor (chattr's immutable/append-only flags, the inode version, the project and
+# extended flags, the file system's label) and terminal input injection
+FS_IOC_SETFLAGS = {"x86_64": 0x40086602, "i386": 0x40046602}
+FS_IOC_SETVERSION = {"x86_64": 0x40087602, "i386": 0x40047602}
+FS_IOC_FSSETXATTR, FS_IOC_SETFSLABEL = 0x401C5820, 0x41009432
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+
+
+def ioctl_checked(arch: str) -> frozenset[int]:
+    return frozenset({FS_IOC_SETFLAGS[arch], FS_IOC_SETVERSION[arch], FS_IOC_FSSETXATTR,
+                      FS_IOC_SETFSLABEL, TIOCSTI, TIOCLINUX})
+
+
+def arg_rules(arch: str) -> dict[int, tuple[int, frozenset[int]]]:
+    """Number → (argument index, values): `ALLOW` calls that stop (`TRACE`) when the low 32
+    bits of that argument are one of the values."""
+    return {load_abi(arch).syscalls["ioctl"]: (1, ioctl_checked(arch))}
 
 assert not CONFINED & set(REFUSED) and not (CONFINED | set(REFUSED)) & UNAVAILABLE
 
@@ -146,32 +175,46 @@ def _ret(value: int) -> Insn:
     return Insn(BPF_RET_K, 0, 0, value)
 
 
-def _runs(actions: dict[int, Action]) -> list[tuple[int, int]]:
-    """Sorted (last number, return value) runs covering 0..max; gaps return ENOSYS."""
+def _runs(actions: dict[int, Action], special: frozenset[int] = frozenset()
+          ) -> list[tuple[int, int]]:
+    """Sorted (last number, return value) runs covering 0..max; gaps return ENOSYS; a
+    number in `special` is a run of its own (value -1 - number)."""
     runs: list[tuple[int, int]] = []
     for number in range(max(actions) + 1):
-        value = actions[number].value if number in actions else SECCOMP_RET_ERRNO | ENOSYS
-        if runs and runs[-1][1] == value:
+        value = -1 - number if number in special else \
+            actions[number].value if number in actions else SECCOMP_RET_ERRNO | ENOSYS
+        if runs and runs[-1][1] == value and value >= 0:
             runs[-1] = (number, value)
         else:
             runs.append((number, value))
     return runs
 
 
-def _table(actions: dict[int, Action], *, x32_bit: bool) -> list[Insn]:
+def _argument_block(index: int, values: frozenset[int]) -> list[Insn]:
+    """ld args[index] (low 32 bits: little-endian); one of `values` → TRACE, else ALLOW."""
+    out = [Insn(BPF_LD_W_ABS, 0, 0, ARGS_OFFSET + 8 * index)]
+    ordered = sorted(values)
+    for i, value in enumerate(ordered):
+        out.append(Insn(BPF_JEQ_K, len(ordered) - i, 0, value))
+    return out + [_ret(Action.ALLOW.value), _ret(Action.TRACE.value)]
+
+
+def _table(actions: dict[int, Action], rules: dict[int, tuple[int, frozenset[int]]], *,
+           x32_bit: bool) -> list[Insn]:
     out = [Insn(BPF_LD_W_ABS, 0, 0, NR_OFFSET)]
     if x32_bit:  # an x32 call: the x86_64 audit arch with bit 30 set in the number
         out += [Insn(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), _ret(SECCOMP_RET_KILL_PROCESS)]
-    for last, value in _runs(actions):
-        out += [Insn(BPF_JGT_K, 1, 0, last), _ret(value)]
+    for last, value in _runs(actions, frozenset(rules)):
+        block = _argument_block(*rules[last]) if value < 0 else [_ret(value)]
+        out += [Insn(BPF_JGT_K, len(block), 0, last), *block]
     out.append(_ret(SECCOMP_RET_ERRNO | ENOSYS))  # above every known number
     return out
 
 
 def program() -> list[Insn]:
     """The whole filter: the arch check, then the i386 and the x86_64 tables."""
-    x86_64 = _table(policy("x86_64"), x32_bit=True)
-    i386 = _table(policy("i386"), x32_bit=False)
+    x86_64 = _table(policy("x86_64"), arg_rules("x86_64"), x32_bit=True)
+    i386 = _table(policy("i386"), arg_rules("i386"), x32_bit=False)
     head = [
         Insn(BPF_LD_W_ABS, 0, 0, ARCH_OFFSET),
         Insn(BPF_JEQ_K, 0, 1, AUDIT_ARCH_I386),
