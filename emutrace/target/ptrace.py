@@ -196,7 +196,8 @@ def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: by
             os.kill(os.getpid(), signal.SIGSTOP)  # the tracer sets its options
             failure = install(seccomp)
             if failure is not None:
-                os.write(write_end, failure.encode())
+                os.write(write_end, f"{failure} (the sandbox of a native run needs seccomp "
+                                    f"filters; --unconfined runs without)".encode())
                 os._exit(127)
             os.execve(path, argv, dict(_split_env(envp)))
         except OSError as e:
