@@ -220,3 +220,36 @@ def test_unconfined_does_not_take_sandbox_options(tmp_path: Path) -> None:
                        bin_path("x86_64", "calls"), "fileio", cwd=tmp_path)
     err = got.stderr.decode()
     assert got.returncode == 64 and err.count("\n") == 1 and "--unconfined" in err
+
+
+class FakeConfinement:
+    """Stands for the stopped tracee: every path resolves to /host/<index>."""
+
+    def resolve(self, call, index, dirfd, **kw):  # type: ignore[no-untyped-def]
+        call.paths[index] = b"/host/%d" % index
+        self.kw = kw
+        return call.paths[index]
+
+
+@pytest.mark.parametrize(("name", "args", "flags", "mode", "follow"), [
+    ("openat", [2**32 - 100, 0x1000, 0o1101, 0o6755], 0o1101, 0o755, True),  # O_CREAT|TRUNC|W
+    ("open", [0x1000, 0o400000, 0o644], 0o400000, 0, False),  # O_NOFOLLOW, no mode
+    ("creat", [0x1000, 0o4777], 0o1101, 0o777, True),
+])
+def test_open_is_made_as_openat2_without_symlinks(name: str, args: list[int], flags: int,
+                                                   mode: int, follow: bool) -> None:
+    """open, openat and creat run as openat2(AT_FDCWD, host path, {flags, mode,
+    RESOLVE_NO_SYMLINKS = 4}) (<linux/openat2.h>); the mode loses set-user/group-ID bits
+    and is 0 without O_CREAT (openat2 refuses another)."""
+    from emutrace.target import confine_checks as cc
+
+    if not cc.host_has_openat2():
+        pytest.fail("this kernel has no openat2 (Linux 5.6): the test host is too old")
+    fake = FakeConfinement()
+    call = cc.Call("x86_64", name, args)
+    cc.CHECKS[name](fake, call)  # type: ignore[arg-type]
+    assert call.becomes == "openat2"
+    assert call.values == {0: 2**32 - 100, 3: 24}
+    assert call.paths[1].startswith(b"/host/")
+    assert struct.unpack("=QQQ", call.paths[2]) == (flags, mode, 4)
+    assert fake.kw["follow_final"] is follow

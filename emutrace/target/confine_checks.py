@@ -9,8 +9,11 @@ set-user-ID bits) or a result that replaces the call (`Call.result`); it raises
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import stat
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,6 +33,12 @@ CLONE_VM, CLONE_FILES, CLONE_VFORK = 0x100, 0x400, 0x4000  # <linux/sched.h>
 AF_UNIX = 1
 PT_INTERP = 3  # <elf.h>
 SECCOMP_SET_MODE_FILTER, SECCOMP_FLAG_NEW_LISTENER = 1, 8  # <linux/seccomp.h>
+# <linux/openat2.h>: RESOLVE_NO_XDEV, _NO_MAGICLINKS, _NO_SYMLINKS (BENEATH, IN_ROOT and
+# CACHED are lookups of their own); the open flags openat2 accepts (fs/open.c
+# VALID_OPEN_FLAGS on x86: every bit from O_CREAT to __O_TMPFILE, and O_ACCMODE)
+RESOLVE_NO_SYMLINKS, RESOLVE_KEPT = 0x04, 0x01 | 0x02 | 0x04
+OPENAT2_FLAGS = 0o37777703
+OPENAT2_X86_64 = 437  # (the tracer's own table: this x86_64 host)
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C  # <asm-generic/ioctls.h>
 
 
@@ -59,6 +68,7 @@ class Call:
     paths: dict[int, bytes] = field(default_factory=dict)
     values: dict[int, int] = field(default_factory=dict)
     result: int | None = None
+    becomes: str | None = None  # the call is made as this one (open → openat2)
 
 
 Check = Callable[["Confinement", Call], None]
@@ -78,14 +88,54 @@ def _at(c: Confinement, call: Call, dirfd_i: int | None, path_i: int, empty_ok: 
 
 
 def _open(c: Confinement, call: Call, dirfd_i: int | None, path_i: int, flags: int,
-          mode_i: int) -> None:
-    """open(2) as emulation checks it (machine/linux/sys_fs.py _openat)."""
+          mode: int, resolve: int = 0) -> None:
+    """open(2) as emulation checks it (machine/linux/sys_fs.py _openat), made as
+    openat2(AT_FDCWD, host path, {flags, mode, RESOLVE_NO_SYMLINKS}): the resolved host
+    path has no symlink to follow, so one that appears meanwhile (another guest process
+    or a host process swapping a directory for a symlink) fails the call with ELOOP
+    instead of leading it out (openat2(2); O_PATH|O_NOFOLLOW still opens a final link)."""
     writes = bool(flags & O_ACCMODE or flags & (O_CREAT | O_TRUNC | O_APPEND | O_TMPFILE_BIT))
     excl = flags & O_CREAT and flags & O_EXCL
     _at(c, call, dirfd_i, path_i, False, write=writes, create=bool(flags & O_CREAT),
         follow_final=not (flags & O_NOFOLLOW or excl))
-    if flags & (O_CREAT | O_TMPFILE_BIT):
-        call.values[mode_i] = call.args[mode_i] & GUEST_MODE_BITS
+    mode = mode & GUEST_MODE_BITS if flags & (O_CREAT | O_TMPFILE_BIT) else 0
+    if not host_has_openat2():  # (Linux before 5.6: the open runs on the checked path)
+        mode_index = {"open": 2, "openat": 3, "creat": 1}.get(call.name)
+        if mode_index is not None:
+            call.values[mode_index] = mode
+        return
+    host = call.paths.pop(path_i)
+    call.becomes = "openat2"
+    how = struct.pack("=QQQ", flags & 0xFFFFFFFF & OPENAT2_FLAGS, mode,
+                      resolve | RESOLVE_NO_SYMLINKS)
+    call.paths.update({1: host, 2: how})
+    call.values.update({0: AT_FDCWD & 0xFFFFFFFF, 3: len(how)})
+
+
+@functools.cache
+def host_has_openat2() -> bool:
+    """Whether this kernel has openat2 (Linux 5.6): asked once, in the tracer itself."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    how = ctypes.create_string_buffer(struct.pack("=QQQ", 0o10000000, 0, 0), 24)  # O_PATH
+    fd = libc.syscall(OPENAT2_X86_64, AT_FDCWD, b"/", how, 24)
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+def _openat2(c: Confinement, call: Call) -> None:
+    """The guest's own openat2: its `struct open_how` read once (the kernel reads the copy
+    made in the scratch page); resolve flags other than the no-symlink/no-crossing ones
+    mean lookups the sandbox does not do: ENOSYS, as on an older kernel."""
+    size = call.args[3]
+    raw = c.read(call.args[2], 24) if size >= 24 else b""
+    if len(raw) < 24:
+        raise Refused("EINVAL" if size < 24 else "EFAULT")
+    flags, mode, resolve = struct.unpack("=QQQ", raw)
+    if resolve & ~RESOLVE_KEPT or flags >> 32:
+        raise Refused("ENOSYS" if resolve & ~RESOLVE_KEPT else "EINVAL")
+    _open(c, call, 0, 1, flags, mode, resolve)
 
 
 def _flags_follow(flags: int) -> bool:
@@ -276,7 +326,7 @@ def _ioctl(c: Confinement, call: Call) -> None:
 
 
 def _openat(c: Confinement, call: Call) -> None:
-    _open(c, call, 0, 1, call.args[2], 3)
+    _open(c, call, 0, 1, call.args[2], call.args[3])
 
 
 def _inotify(c: Confinement, call: Call) -> None:
@@ -284,9 +334,10 @@ def _inotify(c: Confinement, call: Call) -> None:
 
 
 CHECKS: dict[str, Check] = {
-    "open": lambda c, call: _open(c, call, None, 0, call.args[1], 2),
+    "open": lambda c, call: _open(c, call, None, 0, call.args[1], call.args[2]),
     "openat": _openat,
-    "creat": lambda c, call: _open(c, call, None, 0, O_CREAT | O_TRUNC | 1, 1),
+    "openat2": _openat2,
+    "creat": lambda c, call: _open(c, call, None, 0, O_CREAT | O_TRUNC | 1, call.args[1]),
     **{n: _path(0) for n in ("stat", "oldstat", "stat64", "statfs", "statfs64", "getxattr",
                              "listxattr", "chdir")},
     **{n: _path(0, follow_final=False) for n in ("lstat", "oldlstat", "lstat64", "readlink",

@@ -173,6 +173,9 @@ class Confinement:
             self._set(regs[index], at)
         for index, value in call.values.items():
             self._set(regs[index], value)
+        if call.becomes is not None:  # (the kernel checks the new call with the filter
+            # again: a TRACE verdict then lets it run, kernel/seccomp.c recheck_after_trace)
+            self._set("orig_rax", self.numbers[call.arch][call.becomes])
         self._setregs()
 
     # -------------------------------------------------------------- the scratch page

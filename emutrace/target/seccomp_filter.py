@@ -12,9 +12,9 @@ i386 table by `int $0x80`) is sorted into one `Action` (`policy`):
   and returns a failure status with errno set to ENOSYS").
 * `REFUSE` — what cannot be confined natively (`REFUSED`, each with its reason): it
   stops too, and the tracer skips it with EPERM (or ENOSYS) and one warning line.
-* `UNAVAILABLE` — clone3 and openat2, whose flags are in memory where the tracer's check
-  and the kernel's read could differ: ENOSYS straight from the filter, as on a kernel
-  before 5.3/5.6; glibc falls back to clone and openat, which are checked.
+* `UNAVAILABLE` — clone3, whose flags are in memory where the tracer's check and the
+  kernel's read could differ: ENOSYS straight from the filter, as on a kernel before 5.3;
+  glibc falls back to clone, which is checked.
 * `ALLOW` — every other call this ABI table knows: it acts on memory, on the process or
   on descriptors the process already holds (whose access mode the kernel enforces) —
   except the `ioctl` requests in `IOCTL_CHECKED`, which change a file through a
@@ -99,6 +99,9 @@ CONFINED = frozenset({
     # a filter of the guest's own with a listener (SECCOMP_RET_USER_NOTIF outranks
     # SECCOMP_RET_TRACE, and its supervisor may let the call continue unchecked)
     "seccomp",
+    # made as openat2 with RESOLVE_NO_SYMLINKS by the tracer, and checked when the guest
+    # makes it itself
+    "openat2",
 })
 
 # Calls that cannot be confined natively: name → (errno, why).  ARCHITECTURE.md lists them.
@@ -123,7 +126,7 @@ REFUSED: dict[str, tuple[str, str]] = {
        for n in ("kexec_load", "kexec_file_load", "init_module", "finit_module",
                  "delete_module", "reboot", "iopl", "ioperm", "vhangup")},
 }
-UNAVAILABLE = frozenset({"clone3", "openat2"})
+UNAVAILABLE = frozenset({"clone3"})
 
 # ioctl requests that stop for the tracer (<linux/fs.h>, <asm-generic/ioctls.h>; _IOW with
 # a long is 8 bytes wide for x86_64 and 4 for i386): attributes of the file behind the
