@@ -5,8 +5,8 @@ of the root with `..` or symlinks.  Refusals are EACCES plus one warning line.
 Every test runs against both targets (issue 13 item 3): under emulation (the Linux layer's
 calls through `Sandbox`) and natively (`--target native`: the seccomp filter and the
 tracer's checks, target/ptrace_confine.py), with a committed x86_64 and i386 `calls` and
-the static x86_64 busybox.  The oracle is the sandbox's documented rules and the host file
-system after the run."""
+the static x86_64 and i386 busybox.  The oracle is the sandbox's documented rules and the
+host file system after the run."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ CALLS_TARGETS = {
     "native-x86_64": (("--target", "native"), bin_path("x86_64", "calls")),
     "native-i386": (("--target", "native"), bin_path("i386", "calls")),
 }
-TARGETS = {"emulation": (), "native": ("--target", "native")}
+# (target options, a static busybox): the i386 one natively too
+TARGETS = {"emulation": ((), "x86_64"), "native-x86_64": (("--target", "native"), "x86_64"),
+           "native-i386": (("--target", "native"), "i386")}
 
 
 @pytest.fixture(params=sorted(CALLS_TARGETS))
@@ -33,12 +35,13 @@ def calls(request: pytest.FixtureRequest) -> tuple[tuple[str, ...], Path]:
 
 
 @pytest.fixture(params=sorted(TARGETS))
-def target(request: pytest.FixtureRequest) -> tuple[str, ...]:
-    return TARGETS[request.param]
+def target(request: pytest.FixtureRequest) -> tuple[tuple[str, ...], Path]:
+    options, isa = TARGETS[request.param]
+    return options, busybox(isa)
 
 
-def busybox() -> Path:
-    path = BUSYBOX / "x86_64" / "busybox"
+def busybox(isa: str = "x86_64") -> Path:
+    path = BUSYBOX / isa / "busybox"
     if not path.exists():
         pytest.fail(f"{path} missing: run `make setup`")
     return path
@@ -81,14 +84,15 @@ def test_allow_write_opens_a_directory(
     assert b"fileio: open failed" in got.stdout and DENIED in got.stderr.decode()
 
 
-def test_existing_files_outside_are_not_modified(tmp_path: Path, target: tuple[str, ...]) -> None:
+def test_existing_files_outside_are_not_modified(
+        tmp_path: Path, target: tuple[tuple[str, ...], Path]) -> None:
     (tmp_path / "cwd").mkdir()
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
-    got = run_emutrace("run", *target, busybox(), "rm", "-f", victim, cwd=tmp_path / "cwd")
+    got = run_emutrace("run", *target[0], target[1], "rm", "-f", victim, cwd=tmp_path / "cwd")
     assert victim.read_text() == "precious\n"
     assert DENIED in got.stderr.decode() or "denied" in got.stderr.decode()
-    got = run_emutrace("run", *target, busybox(), "sh", "-c", f"echo evil > {victim}",
+    got = run_emutrace("run", *target[0], target[1], "sh", "-c", f"echo evil > {victim}",
                        cwd=tmp_path / "cwd")
     assert victim.read_text() == "precious\n"
     assert got.returncode != 0
@@ -106,24 +110,24 @@ def root(tmp_path: Path) -> Path:
     return r
 
 
-def test_root_maps_guest_slash(root: Path, target: tuple[str, ...]) -> None:
-    got = run_emutrace("run", *target, "--root", root, busybox(), "cat", "/etc/hostname",
+def test_root_maps_guest_slash(root: Path, target: tuple[tuple[str, ...], Path]) -> None:
+    got = run_emutrace("run", *target[0], "--root", root, target[1], "cat", "/etc/hostname",
                        cwd=root)
     assert got.stdout == b"inside-the-root\n"
-    got = run_emutrace("run", *target, "--root", root, busybox(), "cat", "/data/abs-link",
+    got = run_emutrace("run", *target[0], "--root", root, target[1], "cat", "/data/abs-link",
                        cwd=root)
     assert got.stdout == b"inside-the-root\n"
 
 
-def test_dotdot_cannot_leave_the_root(root: Path, target: tuple[str, ...]) -> None:
-    got = run_emutrace("run", *target, "--root", root, busybox(), "cat", "/../outside.txt",
+def test_dotdot_cannot_leave_the_root(root: Path, target: tuple[tuple[str, ...], Path]) -> None:
+    got = run_emutrace("run", *target[0], "--root", root, target[1], "cat", "/../outside.txt",
                        cwd=root)
     assert got.returncode != 0 and b"secret" not in got.stdout
     assert "escapes the root" in got.stderr.decode()
 
 
-def test_symlink_cannot_leave_the_root(root: Path, target: tuple[str, ...]) -> None:
-    got = run_emutrace("run", *target, "--root", root, busybox(), "cat", "/data/climb-link",
+def test_symlink_cannot_leave_the_root(root: Path, target: tuple[tuple[str, ...], Path]) -> None:
+    got = run_emutrace("run", *target[0], "--root", root, target[1], "cat", "/data/climb-link",
                        cwd=root)
     assert got.returncode != 0 and b"secret" not in got.stdout
     assert b"inside-the-root" not in got.stdout

@@ -24,8 +24,8 @@ DENIED = "emutrace: sandbox: write to"
 AUDIT_ARCH_AARCH64 = 0xC00000B7
 
 
-def busybox() -> Path:
-    path = BUSYBOX / "x86_64" / "busybox"
+def busybox(isa: str = "x86_64") -> Path:
+    path = BUSYBOX / isa / "busybox"
     if not path.exists():
         pytest.fail(f"{path} missing: run `make setup`")
     return path
@@ -118,15 +118,16 @@ SCRIPT = ("mkdir d; echo x > d/f; mv d/f d/g; cat d/g; rm d/g; rmdir d; "
           "cat ../other/victim; ls")
 
 
-def test_shell_natively_as_under_emulation(dirs: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+def test_shell_natively_as_under_emulation(dirs: tuple[Path, Path], isa: str) -> None:
     """A busybox shell creating, renaming and removing in the current directory (allowed)
     and writing, removing, renaming, linking, chmod-ing outside (denied): the same stdout
     and status as under emulation, and outside nothing changed."""
     cwd, other = dirs
     before = snapshot(other)
-    emulated = run_emutrace("run", busybox(), "sh", "-c", SCRIPT, cwd=cwd)
+    emulated = run_emutrace("run", busybox(isa), "sh", "-c", SCRIPT, cwd=cwd)
     assert snapshot(other) == before and not list(cwd.iterdir())
-    native = run_emutrace("run", *NATIVE, busybox(), "sh", "-c", SCRIPT, cwd=cwd)
+    native = run_emutrace("run", *NATIVE, busybox(isa), "sh", "-c", SCRIPT, cwd=cwd)
     assert snapshot(other) == before and not list(cwd.iterdir())
     assert (native.returncode, native.stdout) == (emulated.returncode, emulated.stdout)
     assert native.stdout == b"x\nprecious\n"
