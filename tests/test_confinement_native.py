@@ -10,6 +10,7 @@ program's stdout under emulation; for the BPF program, an interpreter written he
 from __future__ import annotations
 
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,25 @@ def test_open_is_made_as_openat2_without_symlinks(name: str, args: list[int], fl
     assert call.paths[1].startswith(b"/host/")
     assert struct.unpack("=QQQ", call.paths[2]) == (flags, mode, 4)
     assert fake.kw["follow_final"] is follow
+
+
+@pytest.mark.parametrize("target", [(), NATIVE], ids=["emulation", "native"])
+def test_signals_reach_only_guest_processes(tmp_path: Path, target: tuple[str, ...]) -> None:
+    """kill(2) of a host process is refused (EPERM; the process lives on), of the guest's
+    own child works (a shell sees 128 + SIGTERM), and `kill 0` reaches the guest's processes
+    but not emutrace, which shares their process group and reports the guest's end."""
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        bb = busybox()
+        got = run_emutrace("run", *target, bb, "kill", "-9", str(victim.pid), cwd=tmp_path)
+        assert got.returncode == 1 and b"Operation not permitted" in got.stderr
+        assert victim.poll() is None
+        got = run_emutrace("run", *target, bb, "sh", "-c",
+                           f"{bb} sleep 10 & kill $!; wait $!; echo status $?; kill 0; "
+                           f"echo not reached", cwd=tmp_path)
+        assert got.stdout == b"status 143\n" and got.returncode == 143
+        assert b"guest killed by SIGTERM" in got.stderr
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from emutrace.isa.abi import load_abi
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.target.confine_checks import AT_FDCWD, CHECKS, Call, Refused
+from emutrace.target.confine_processes import PROCESS_CHECKS
 from emutrace.target.ptrace import (
     PTRACE_CONT,
     PTRACE_EVENT_EXEC,
@@ -111,7 +112,7 @@ class Confinement:
                 errno_name, why = REFUSED.get(name, ("EPERM", "not confinable natively"))
                 raise Refused(errno_name, f"emutrace: native: {name} refused ({why}): "
                                           f"returning {errno_name}")
-            check = CHECKS.get(name)
+            check = CHECKS.get(name) or PROCESS_CHECKS.get(name)
             if check is not None:
                 check(self, call)
             result = call.result

@@ -102,6 +102,11 @@ CONFINED = frozenset({
     # made as openat2 with RESOLVE_NO_SYMLINKS by the tracer, and checked when the guest
     # makes it itself
     "openat2",
+    # calls on another process: the guest's own only (target/confine_processes.py)
+    "kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open",
+    "pidfd_send_signal", "prlimit64", "sched_setaffinity", "sched_setscheduler",
+    "sched_setparam", "sched_setattr", "migrate_pages", "move_pages", "setpriority",
+    "ioprio_set",
 })
 
 # Calls that cannot be confined natively: name → (errno, why).  ARCHITECTURE.md lists them.
