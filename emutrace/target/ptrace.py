@@ -11,7 +11,10 @@ loop (target/ptrace_run.py) at the stops it takes.
 with us), ADDR_NO_RANDOMIZE (a reproducible layout, as under emulation), execve.  The
 tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed, and
 asks for fork, vfork and exec events (the run loop lets forked children go untraced and
-stops tracing at an exec: target/ptrace_run.py).
+stops tracing at an exec: target/ptrace_run.py).  A confined run's child also stops itself
+before execve so that the tracer can ask for seccomp events, then installs the filter
+(`_spawn_confined`, target/seccomp_filter.py); its children and exec'd images are then
+followed for their checked calls (target/ptrace_confine.py, target/ptrace_children.py).
 
 Register names: the ISA's short names (x86_64 rax…, i386 eax…; the 32-bit names are the low
 halves of the 64-bit ones: a 64-bit tracer sees an i386 tracee through the same
