@@ -80,14 +80,14 @@ class Children:
             return
         sig, event = os.WSTOPSIG(status), status >> 16
         pending = 0
-        if sig == signal.SIGTRAP and event:
-            self._event(child, event)
-        else:
-            pending = sig  # the child's own signal
         try:
+            if sig == signal.SIGTRAP and event:
+                self._event(child, event)
+            else:
+                pending = sig  # the child's own signal
             ptrace(PTRACE_CONT, pid, 0, pending)
         except ProcessLookupError:
-            pass  # killed meanwhile: its exit is reported next
+            pass  # killed meanwhile (SIGKILL ends even a stopped tracee): its exit comes next
 
     def _event(self, child: Confinement, event: int) -> None:
         from emutrace.target.ptrace_confine import event_message
