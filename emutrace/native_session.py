@@ -6,22 +6,35 @@ seccomp filter and the tracer (target/seccomp_filter.py, target/ptrace_confine.p
 the caller asked for none (`unconfined`: `--unconfined`).
 
 What runs natively (checked here, before anything runs; a refusal is a usage error):
-a static program of an ISA whose capability table says `native_target` (this x86_64 host:
-x86_64 and i386), without threads (a thread the tracer does not follow would die on the
-first breakpoint it meets), with backend none, int3 (lazy or strict), hwbp, btf, entry or step."""
+a program of an ISA whose capability table says `native_target` (this x86_64 host: x86_64
+and i386), static or dynamic with its interpreter on this host (its libraries are learnt as
+ld.so maps them: target/native_modules.py), without threads (a thread the tracer does not
+follow would die on the first breakpoint it meets), with backend none, int3 (lazy or
+strict), hwbp, btf, entry or step (bts: the capability `native_bts` says why not)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
+
+from elftools.elf.elffile import ELFFile
 
 from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
-from emutrace.elf import Image
+from emutrace.discover.modules import ModuleMap
+from emutrace.elf import Image, load_image
 from emutrace.errors import UsageError
 from emutrace.isa import all_isas
 from emutrace.machine.linux.sandbox import Sandbox
-from emutrace.session import RunConfig, RunResult, may_create_threads, open_image
+from emutrace.session import (
+    THREAD_CREATORS,
+    RunConfig,
+    RunResult,
+    may_create_threads,
+    open_image,
+)
+from emutrace.target.native_modules import ModuleWatch
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
 from emutrace.target.ptrace_confine import Confinement
 from emutrace.target.ptrace_run import NativeTrapHooks, run
@@ -30,10 +43,12 @@ from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
 
 NATIVE_CAPABILITY = "native_target"
+NATIVE_BTS_CAPABILITY = "native_bts"  # isa/native_pmu.py: read from this host's PMUs
 # backends whose delivery the native target provides (int3: real 0xCC bytes; hwbp: DR0-3;
-# btf: PTRACE_SINGLEBLOCK; entry: eager 0xCC; step: PTRACE_SINGLESTEP); bts is not built
+# btf: PTRACE_SINGLEBLOCK; entry: eager 0xCC; step: PTRACE_SINGLESTEP); bts: the
+# capability `native_bts` says why not
 NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")
-AT_ENTRY = 9  # <linux/auxvec.h>
+AT_BASE, AT_ENTRY = 7, 9  # <linux/auxvec.h>
 
 
 def native_isas() -> list[str]:
@@ -46,9 +61,12 @@ def check_native(config: RunConfig, image: Image) -> None:
     if not isa.capability(NATIVE_CAPABILITY).works:
         raise UsageError(f"--target native: {config.program} is a {isa.name} program; this "
                          f"host runs only {', '.join(native_isas())} programs natively")
-    if image.interpreter is not None:
-        raise UsageError(f"--target native: {config.program} is dynamically linked; only "
-                         f"static programs run natively yet")
+    if image.interpreter is not None and not os.path.exists(image.interpreter):
+        raise UsageError(f"--target native: {config.program} is dynamically linked and its "
+                         f"interpreter {image.interpreter} is not on this host")
+    bts = isa.capability(NATIVE_BTS_CAPABILITY)
+    if config.backend == "bts" and not bts.works:
+        raise UsageError(f"--target native: backend bts: {bts.reason}")
     if config.backend != "none" and config.backend not in NATIVE_TARGET_BACKENDS:
         raise UsageError(f"--target native: backend {config.backend} has no native delivery "
                          f"yet (native: none, {', '.join(NATIVE_TARGET_BACKENDS)})")
@@ -56,27 +74,63 @@ def check_native(config: RunConfig, image: Image) -> None:
     if config.backend == "hwbp" and config.hw_slots is not None and config.hw_slots > slots:
         raise UsageError(f"--target native: --hw-slots {config.hw_slots}: this CPU has "
                          f"{slots} instruction breakpoint registers")
-    if config.backend != "none" and may_create_threads(image):
+    if config.backend != "none" and creates_threads(image):
         raise UsageError(f"--target native: {config.program} can create threads; tracing "
                          f"them natively is not supported yet")
 
 
-def load_bias(pid: int, image: Image) -> int:
-    """Where the kernel loaded the program: AT_ENTRY of the tracee's auxiliary vector
-    minus the file's entry (0 for ET_EXEC; a static PIE at the kernel's base)."""
-    word = image.isa.identity.word_size
+def creates_threads(image: Image) -> bool:
+    """A static program linking a thread-creating function, or a dynamic one importing
+    one (its dynamic symbol table's undefined functions: a library that creates threads
+    on its own is not seen; its first thread dies of the first breakpoint it meets)."""
+    if image.interpreter is None:
+        return may_create_threads(image)
+    return bool(THREAD_CREATORS & imported_functions(image.path))
+
+
+def imported_functions(path: str) -> set[str]:
+    with open(path, "rb") as fh:
+        dynsym = ELFFile(fh).get_section_by_name(".dynsym")
+        if dynsym is None or not hasattr(dynsym, "iter_symbols"):
+            return set()
+        return {s.name for s in dynsym.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
+
+
+def auxv(pid: int, word: int) -> dict[int, int]:
+    """The tracee's auxiliary vector (/proc/PID/auxv: key, value words)."""
     with open(f"/proc/{pid}/auxv", "rb") as f:
         raw = f.read()
-    for at in range(0, len(raw) - 2 * word + 1, 2 * word):
-        key = int.from_bytes(raw[at:at + word], "little")
-        if key == AT_ENTRY:
-            return int.from_bytes(raw[at + word:at + 2 * word], "little") - image.entry
-    return 0
+    pairs = [int.from_bytes(raw[at:at + word], "little") for at in range(0, len(raw), word)]
+    return dict(zip(pairs[0::2], pairs[1::2], strict=False))
+
+
+def load_bias(pid: int, image: Image) -> int:
+    """Where the kernel loaded the program: AT_ENTRY of the tracee's auxiliary vector
+    minus the file's entry (0 for ET_EXEC; a PIE at the kernel's base)."""
+    entry = auxv(pid, image.isa.identity.word_size).get(AT_ENTRY)
+    return entry - image.entry if entry is not None else 0
+
+
+def interpreter_bias(pid: int, image: Image) -> int:
+    """Where the kernel loaded ld.so: AT_BASE (ld.so is linked at 0)."""
+    return auxv(pid, image.isa.identity.word_size).get(AT_BASE, 0)
+
+
+def native_modules(pid: int, image: Image, bias: int) -> ModuleMap:
+    """A dynamic program's module map as the kernel left it (the program and ld.so);
+    the libraries are added as ld.so maps them (target/native_modules.py).  The host's
+    own libraries: the root is /, as for emulation's default --root."""
+    assert image.interpreter is not None
+    modules = ModuleMap(image.isa, "/")
+    modules.add(image, bias)
+    interp = load_image(os.path.realpath(image.interpreter), dynamic=True)
+    modules.add(interp, interpreter_bias(pid, image))
+    return modules
 
 
 class NativeProcess:
-    """A static x86 program started on the host, stopped at its first instruction, with its
-    backend armed; `run()` runs it to its end."""
+    """An x86 program started on the host, stopped at its first instruction (ld.so's, for a
+    dynamic program), with its backend armed; `run()` runs it to its end."""
 
     def __init__(self, config: RunConfig, unconfined: bool = False) -> None:
         self.config = config
@@ -101,8 +155,15 @@ class NativeProcess:
                              os.fsdecode(sandbox.resolve(sandbox.guest_cwd)))
         self.confinement = None if sandbox is None else Confinement(sandbox, self.pid)
         try:
-            self.image = image.rebased(load_bias(self.pid, image))
+            bias = load_bias(self.pid, image)
+            self.image = image.rebased(bias)
             self.target = PtraceTarget(self.image.isa, self.pid)
+            self.watch: ModuleWatch | None = None
+            if image.interpreter is not None and config.backend != "none":
+                modules = native_modules(self.pid, image, bias)
+                self.image = replace(self.image, modules=modules)
+                self.watch = ModuleWatch(self.target, modules)
+                self.watch.install()
             self.hooks = NativeTrapHooks()
             self.shadow = ShadowStack()
             self.records: list[Record] = []
@@ -114,7 +175,7 @@ class NativeProcess:
                                          config.bts_buffer, types, "python")
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)
-                self.backend.start(self.image.entry)
+                self.backend.start(self.target.pc)  # the program's entry, or ld.so's
         except BaseException:
             kill(self.pid)
             raise

@@ -5,6 +5,7 @@ import struct
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
     LINUX_NOT_TRIED,
+    NATIVE_SIGNAL_HANDLERS,
     SIGNAL_HANDLERS,
     Breakpoint,
     Capability,
@@ -21,6 +22,7 @@ from emutrace.isa.base import (
     Registers,
     SyscallConvention,
 )
+from emutrace.isa.native_pmu import native_bts_reason
 from emutrace.isa.x86_64 import classify_x86, x86_lowering, x86_simulator
 
 # ---------------------------------------------------------------- identity
@@ -191,6 +193,13 @@ ISA = Isa(
         "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_i386.py, board pc-i386
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
+        # --target native --backend bts: branch records through perf_event_open
+        "native_bts": Capability(False, native_bts_reason()),
+        "native_signal_handlers": NATIVE_SIGNAL_HANDLERS,
+        "native_dynamic": Capability(
+            False, "no i386 ld.so (/lib/ld-linux.so.2) or libc on this x86_64 host; the Debian "
+            "root's would have to be run explicitly (ROOT/lib/ld-linux.so.2 --library-path), "
+            "which maps the program itself and runs another start-up: not built"),
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from emutrace.isa.base import (
     LINUX_NOT_TRIED,
+    NATIVE_SIGNAL_HANDLERS,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -29,6 +30,7 @@ from emutrace.isa.base import (
     Simulator,
     SyscallConvention,
 )
+from emutrace.isa.native_pmu import native_bts_reason
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -313,6 +315,10 @@ ISA = Isa(
         "linux_kernel": LINUX_NOT_TRIED,
         "kernel": Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64
         "native_target": Capability(True),  # runs on the x86_64 host: run --target native
+        # --target native --backend bts: branch records through perf_event_open
+        "native_bts": Capability(False, native_bts_reason()),
+        "native_signal_handlers": NATIVE_SIGNAL_HANDLERS,
+        "native_dynamic": Capability(True),  # the host's ld.so and libc (target/native_modules.py)
         "signal_handlers": SIGNAL_HANDLERS,
         "run_static": Capability(True),
         "run_dynamic": Capability(True),

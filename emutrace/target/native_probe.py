@@ -9,7 +9,8 @@ trying it on a short-lived traced child (`/bin/true`), never assumed:
   same start are compared: identical addresses mean every instruction trapped, i.e.
   DEBUGCTL.BTF was dropped (KVM does that) and `btf` costs as much as `step`;
 * branch records for `bts`: the perf PMUs the kernel lists in
-  /sys/bus/event_source/devices (intel_bts, or the core PMU's LBR): absent in most VMs."""
+  /sys/bus/event_source/devices (intel_bts, or the core PMU's LBR; isa/native_pmu.py, also
+  the x86 ISAs' `native_bts` capability): absent in most VMs."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 from emutrace.isa import by_name
+from emutrace.isa.native_pmu import branch_record_pmus, native_bts_reason
 from emutrace.target.ptrace import (
     PTRACE_CONT,
     PTRACE_SINGLEBLOCK,
@@ -31,7 +33,6 @@ from emutrace.target.ptrace import (
 
 PROBE_PROGRAM = "/bin/true"
 PROBE_STOPS = 64  # stops compared between SINGLEBLOCK and SINGLESTEP
-PMU_DIR = "/sys/bus/event_source/devices"
 AT_ENTRY = 9
 TRAP_HWBKPT = 4
 PTRACE_GETSIGINFO = 0x4202
@@ -106,15 +107,10 @@ def _singleblock() -> str:
 
 
 def _branch_records() -> str:
-    try:
-        pmus = set(os.listdir(PMU_DIR))
-    except OSError:
-        pmus = set()
-    if "intel_bts" in pmus:
-        return "intel_bts PMU present (not used yet: bts natively is not built)"
-    if "cpu" in pmus:
-        return "core PMU present, no intel_bts (LBR not used yet: bts natively is not built)"
-    return f"no: no branch-recording PMU in {PMU_DIR} (a VM without a virtual PMU)"
+    pmus = branch_record_pmus()
+    if not pmus:
+        return f"no: {native_bts_reason()}"
+    return f"{pmus[0]} PMU present (not used: {native_bts_reason()})"
 
 
 def probe() -> NativeFacts:

@@ -9,12 +9,14 @@ loop (target/ptrace_run.py) at the stops it takes.
 
 `spawn` starts the child: fork, PTRACE_TRACEME, PR_SET_PDEATHSIG(SIGKILL) (the child dies
 with us), ADDR_NO_RANDOMIZE (a reproducible layout, as under emulation), execve.  The
-tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed, and
-asks for fork, vfork and exec events (the run loop lets forked children go untraced and
-stops tracing at an exec: target/ptrace_run.py).  A confined run's child also stops itself
-before execve so that the tracer can ask for seccomp events, then installs the filter
-(`_spawn_confined`, target/seccomp_filter.py); its children and exec'd images are then
-followed for their checked calls (target/ptrace_confine.py, target/ptrace_children.py).
+tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is killed,
+PTRACE_O_TRACESYSGOOD (system-call stops, when the loop resumes with PTRACE_SYSCALL for a
+dynamic program's module watch, are SIGTRAP | 0x80), and asks for fork, vfork and exec
+events (the run loop lets forked children go untraced and stops tracing at an exec:
+target/ptrace_run.py).  A confined run's child also stops itself before execve so that the
+tracer can ask for seccomp events, then installs the filter (`_spawn_confined`,
+target/seccomp_filter.py); its children and exec'd images are then followed for their
+checked calls (target/ptrace_confine.py, target/ptrace_children.py).
 
 Register names: the ISA's short names (x86_64 rax…, i386 eax…; the 32-bit names are the low
 halves of the 64-bit ones: a 64-bit tracer sees an i386 tracee through the same
@@ -45,9 +47,11 @@ PTRACE_SINGLESTEP = 9
 PTRACE_GETREGS = 12
 PTRACE_SETREGS = 13
 PTRACE_GETFPREGS = 14
+PTRACE_SYSCALL = 24
 PTRACE_SINGLEBLOCK = 33
 PTRACE_SETOPTIONS = 0x4200
 PTRACE_O_EXITKILL = 0x100000
+PTRACE_O_TRACESYSGOOD = 0x1  # system-call stops report SIGTRAP | 0x80
 PTRACE_O_TRACEFORK = 0x2
 PTRACE_O_TRACEVFORK = 0x4
 PTRACE_O_TRACEEXEC = 0x10
@@ -144,7 +148,7 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None
             ctypes.set_errno(0)
             if _libc.ptrace(PTRACE_TRACEME, 0, None, None) == -1:
                 err = ctypes.get_errno()
-                os.write(write_end, f"PTRACE_TRACEME: {os.strerror(err)}".encode())
+                os.write(write_end, traceme_refusal(err).encode())
                 os._exit(127)
             os.execve(path, argv, dict(_split_env(envp)))
         except OSError as e:
@@ -163,8 +167,9 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None
         raise PtraceError(f"--target native: the child ended before its first instruction "
                           f"(status {status:#x})")
     try:
-        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
-               | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC)
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD
+               | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE
+               | PTRACE_O_TRACEEXEC)
     except OSError as e:
         kill(pid)
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
@@ -194,7 +199,7 @@ def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: by
             ctypes.set_errno(0)
             if _libc.ptrace(PTRACE_TRACEME, 0, None, None) == -1:
                 err = ctypes.get_errno()
-                os.write(write_end, f"PTRACE_TRACEME: {os.strerror(err)}".encode())
+                os.write(write_end, traceme_refusal(err).encode())
                 os._exit(127)
             os.kill(os.getpid(), signal.SIGSTOP)  # the tracer sets its options
             failure = install(seccomp)
@@ -246,9 +251,29 @@ def _start_confined(pid: int) -> None:
             break  # execve done: stopped before the program's first instruction
         # our own calls before execve (execve among them): not the guest's, not checked
         ptrace(PTRACE_CONT, pid, 0, 0)
-    ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACEFORK
-           | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | PTRACE_O_TRACEEXEC
-           | PTRACE_O_TRACESECCOMP)
+    ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD
+           | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE
+           | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP)
+
+
+def traceme_refusal(err: int) -> str:
+    """Why PTRACE_TRACEME failed in the child, read from its /proc/self/status (proc(5)):
+    already traced (a tracer that follows forks: `strace -f`, gdb; ptrace(2) EPERM), or
+    a seccomp filter (Seccomp: 2) that denies ptrace."""
+    status: dict[str, str] = {}
+    try:
+        with open("/proc/self/status") as f:
+            status = dict(line.rstrip("\n").partition(":")[::2] for line in f)
+    except OSError:
+        pass
+    reason = f"PTRACE_TRACEME: {os.strerror(err)}"
+    tracer = status.get("TracerPid", "0").strip()
+    if tracer != "0":
+        return f"{reason} (the child is already traced by pid {tracer}: emutrace runs " \
+               f"under a tracer that follows forks)"
+    if status.get("Seccomp", "0").strip() == "2":
+        return f"{reason} (a seccomp filter of this process denies ptrace)"
+    return reason
 
 
 def _split_env(envp: list[bytes]) -> list[tuple[bytes, bytes]]:
@@ -301,6 +326,8 @@ class PtraceTarget:
         self.branch_hooks: dict[int, Callable[[int, int, int], None]] = {}
         # hardware instruction breakpoints: DR slot → (handle, address, hook, data)
         self.hw_slots: dict[int, tuple[int, int, CodeHook, Any]] = {}
+        # called after each system call the tracee completes (target/native_modules.py)
+        self.syscall_hooks: list[Callable[[], None]] = []
         self._next_handle = 1
         self.blocks_wanted = False  # a hook asked for the next block entry (want_blocks)
         self.stop_requested = False
@@ -373,6 +400,11 @@ class PtraceTarget:
     @property
     def pc(self) -> int:
         return self.reg_read(self.isa.registers.pc)
+
+    def after_syscall(self) -> bool:
+        """Stopped at a system call's exit: orig_rax holds its number (an exception's
+        entry, a single-step trap's included, stores -1 there: arch/x86/entry)."""
+        return self.reg_read("orig_rax") != self._mask
 
     def in_alt_mode(self) -> bool:
         return False  # x86 has no second instruction set

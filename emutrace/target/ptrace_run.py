@@ -21,6 +21,10 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   instruction) calls that slot's hook; the instruction then runs (EFLAGS.RF);
 * while a branch hook is installed (btf) the tracee runs by PTRACE_SINGLEBLOCK, and each
   trap calls it with where the tracee was resumed and where it stopped;
+* while a system-call hook is installed (a dynamic program's module watch:
+  target/native_modules.py), the tracee runs by PTRACE_SYSCALL instead of PTRACE_CONT and
+  the hooks are called at each system call's exit (PTRACE_GET_SYSCALL_INFO tells exit from
+  entry); a step or block stop with orig_rax not -1 is a system call's exit too;
 * a fork or vfork (PTRACE_EVENT_*): the child is let go untraced with the program's own
   code bytes; an exec: the tracee is let go and waited for (the backend knows only the old
   image);
@@ -52,6 +56,7 @@ from emutrace.target.ptrace import (
     PTRACE_GETEVENTMSG,
     PTRACE_SINGLEBLOCK,
     PTRACE_SINGLESTEP,
+    PTRACE_SYSCALL,
     PtraceError,
     PtraceTarget,
     kill,
@@ -69,6 +74,10 @@ TRAP_HWBKPT = 4  # a debug register's breakpoint (DR6.Bn)
 SIGINFO_SIZE = 128
 SI_CODE_OFFSET = 8  # siginfo_t: si_signo, si_errno, si_code (ints)
 BREAKPOINT_TRAP = 3  # x86 #BP, the vector Unicorn reports for int3
+SYSCALL_STOP = signal.SIGTRAP | 0x80  # PTRACE_O_TRACESYSGOOD
+PTRACE_GET_SYSCALL_INFO = 0x420E  # <linux/ptrace.h>, Linux 5.3
+SYSCALL_INFO_SIZE = 88  # sizeof(struct ptrace_syscall_info)
+SYSCALL_INFO_EXIT = 2  # struct ptrace_syscall_info.op (its first byte)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -166,7 +175,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
         lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
         request = PTRACE_SINGLESTEP if stepping or lifted else \
-            PTRACE_SINGLEBLOCK if target.branch_hooks else PTRACE_CONT
+            PTRACE_SINGLEBLOCK if target.branch_hooks else \
+            PTRACE_SYSCALL if target.syscall_hooks else PTRACE_CONT
         target.flush()
         try:
             ptrace(request, pid, 0, pending_signal)
@@ -194,6 +204,10 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             if stop is not None:
                 return stop
             continue  # resumed as it was: the system call completes
+        if sig == SYSCALL_STOP:  # PTRACE_SYSCALL's stop at a system call's entry or exit
+            if _syscall_op(pid) == SYSCALL_INFO_EXIT:
+                _syscall_ended(target)
+            continue
         if sig != signal.SIGTRAP:
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
@@ -213,12 +227,26 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             for fn, data in target.hw_hooks_at(target.pc):
                 fn(None, target.pc, 0, data)
             continue
-        if request != PTRACE_CONT and code in STEP_CODES:
+        if request in (PTRACE_SINGLESTEP, PTRACE_SINGLEBLOCK) and code in STEP_CODES:
             fresh = True  # one instruction, or up to a taken branch, done
+            if target.syscall_hooks and target.after_syscall():
+                _syscall_ended(target)  # the step ended at a system call's exit
             for branch_hook in list(target.branch_hooks.values()):
                 branch_hook(pc, target.pc, code)
         else:
             pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
+
+
+def _syscall_op(pid: int) -> int:
+    info = ctypes.create_string_buffer(SYSCALL_INFO_SIZE)
+    ptrace(PTRACE_GET_SYSCALL_INFO, pid, SYSCALL_INFO_SIZE,
+           ctypes.c_void_p(ctypes.addressof(info)))
+    return info.raw[0]
+
+
+def _syscall_ended(target: PtraceTarget) -> None:
+    for hook in list(target.syscall_hooks):
+        hook()
 
 
 def _event(target: PtraceTarget, event: int, confinement: Confinement | None) -> Stop | None:
