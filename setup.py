@@ -1,4 +1,5 @@
-"""Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`), a plain C
+"""Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`;
+ploop.c, the native target's ptrace loop), a plain C
 library that emutrace loads with ctypes; everything else is in pyproject.toml.
 
 It is compiled against the headers the unicorn wheel ships (unicorn/include) and does not
@@ -25,7 +26,8 @@ def unicorn_include() -> list[str]:
 
 setup(ext_modules=[Extension(
     "emutrace.native._hotpath",
-    sources=["emutrace/native/hotpath.c", "emutrace/native/step.c"],
+    sources=["emutrace/native/hotpath.c", "emutrace/native/step.c",
+             "emutrace/native/ploop.c"],
     include_dirs=unicorn_include(),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,

@@ -24,9 +24,11 @@ from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
-from emutrace.errors import UsageError
+from emutrace.errors import Unsupported, UsageError
 from emutrace.isa import all_isas
 from emutrace.machine.linux.sandbox import Sandbox
+from emutrace.native import ploop
+from emutrace.native.ploop import PtraceLoop
 from emutrace.session import (
     THREAD_CREATORS,
     RunConfig,
@@ -49,6 +51,9 @@ NATIVE_BTS_CAPABILITY = "native_bts"  # isa/native_pmu.py: read from this host's
 # capability `native_bts` says why not
 NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")
 AT_BASE, AT_ENTRY = 7, 9  # <linux/auxvec.h>
+# backends with work finished in the C loop (native/ploop.c): int3's lazy traps, step's
+# quiet instructions; the others' stops all reach Python (C only resumes and waits)
+C_LOOP_BACKENDS = ("int3", "step")
 
 
 def native_isas() -> list[str]:
@@ -77,6 +82,20 @@ def check_native(config: RunConfig, image: Image) -> None:
     if config.backend != "none" and creates_threads(image):
         raise UsageError(f"--target native: {config.program} can create threads; tracing "
                          f"them natively is not supported yet")
+
+
+def loop_engine(engine: str) -> str:
+    """The run loop natively: "native" (C, native/ploop.c: the default, auto, where the
+    library is built) or "python" (the reference, target/ptrace_run.py alone).  The int3
+    backend finishes traps in C with it; every backend's PTRACE_CONT and wait go through it."""
+    if engine == "python":
+        return "python"
+    if ploop.available():
+        return "native"
+    if engine == "native":
+        ploop.load()  # Unsupported (exit 69): what to do
+        raise Unsupported("--engine native: the native ptrace loop is not available")
+    return "python"
 
 
 def creates_threads(image: Image) -> bool:
@@ -164,6 +183,10 @@ class NativeProcess:
                 self.image = replace(self.image, modules=modules)
                 self.watch = ModuleWatch(self.target, modules)
                 self.watch.install()
+            self.engine = loop_engine(config.engine)
+            if self.engine == "native":
+                self.target.c_loop = PtraceLoop(self.image.isa, self.target.reg_id,
+                                                self.target.mem_fd)
             self.hooks = NativeTrapHooks()
             self.shadow = ShadowStack()
             self.records: list[Record] = []
@@ -172,7 +195,9 @@ class NativeProcess:
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                             config.default_args)
                 options = BackendOptions(config.cleanup, DEFAULT_ARGS, config.hw_slots,
-                                         config.bts_buffer, types, "python")
+                                         config.bts_buffer, types,
+                                         "native" if config.backend in C_LOOP_BACKENDS
+                                         and self.engine == "native" else "python")
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)
                 self.backend.start(self.target.pc)  # the program's entry, or ld.so's
@@ -194,6 +219,8 @@ class NativeProcess:
             if self.confinement is not None:
                 self.confinement.children.end()
                 self.confinement.close()
+            if self.target.c_loop is not None:
+                self.target.c_loop.close()
         frames = [f.func for f in self.shadow.frames]
         insns, stats = None, {}
         if self.backend is not None:

@@ -21,13 +21,13 @@ def test_int3_vm_by_hand() -> None:
     p = predict("x86_64", "int3", stats, guest_insns=1_000_000, setting="vm")
     # native: 1e6 insns × 0.3 ns                              =   300_000 ns
     # traps:      1000 × 6400 ns (ptrace stop+cont)           = 6_400_000
-    # patches:     200 ×  125 ns (one syscall, getppid)       =    25_000
+    # patches:     200 ×  522 ns (PTRACE_POKETEXT, measured)  =   104_400
     # simulated:  1000 ×  125 ns (PTRACE_SETREGS ≈ a syscall) =   125_000
     # fallbacks:    10 × 23300 ns (29.7 µs step-over − 6.4)   =   233_000
     # cache_removals: 0 (emulator artefact)
-    # slowdown = (300_000 + 6_783_000) / 300_000 = 23.61
-    assert p.tracing_ns == pytest.approx(6_783_000)
-    assert p.slowdown == pytest.approx(23.61)
+    # slowdown = (300_000 + 6_862_400) / 300_000 = 23.87467
+    assert p.tracing_ns == pytest.approx(6_862_400)
+    assert p.slowdown == pytest.approx(23.87467)
     assert p.breakdown["traps"].total_ns == pytest.approx(6_400_000)
     assert p.breakdown["cache_removals"].total_ns == 0
 
@@ -68,9 +68,19 @@ def test_entry_on_aarch64_with_another_native_speed() -> None:
 def test_hwbp_vm_by_hand() -> None:
     p = predict("x86_64", "hwbp", {"hits": 100, "slot_writes": 50, "stepped": 10,
                                    "fallbacks": 1, "max_slots": 4}, guest_insns=100_000)
-    # native 30_000 ns; hits 100 × 23_000 = 2_300_000; slot writes 50 × 250 (two syscalls)
-    # = 12_500; stepped 10 × 16_800 = 168_000 → (30_000 + 2_480_500) / 30_000 = 83.6833
-    assert p.slowdown == pytest.approx(83.68333)
+    # native 30_000 ns; hits 100 × 23_000 = 2_300_000; slot writes 50 × 934 (POKEUSER of
+    # DR0 and DR7, measured) = 46_700; stepped 10 × 16_800 = 168_000
+    # → (30_000 + 2_514_700) / 30_000 = 84.82333
+    assert p.slowdown == pytest.approx(84.82333)
+
+
+def test_entry_vm_is_the_ptrace_tracer() -> None:
+    p = predict("x86_64", "entry", {"patches": 100, "traps": 50, "stepovers": 20,
+                                    "simulated": 30}, guest_insns=100_000)
+    # native 30_000 ns; patches 100 × 522 = 52_200; traps 50 × 6_400 (int3 stop) = 320_000;
+    # stepovers 20 × 16_800 (PTRACE_SINGLESTEP) = 336_000; simulated 30 × 125 = 3_750
+    # → (30_000 + 711_950) / 30_000 = 24.73167
+    assert p.slowdown == pytest.approx(24.73167)
 
 
 def test_missing_keys_count_zero_and_unknown_keys_are_named() -> None:

@@ -603,6 +603,17 @@ class Int3Backend:
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> Int3Backend:
+    c_loop = getattr(cpu, "c_loop", None)
+    if options.engine == "native" and c_loop is not None:  # the native target's C loop
+        from emutrace.backends.int3_ptrace import PtraceInt3Backend
+        from emutrace.native.ploop import PtraceLoop
+        from emutrace.target.ptrace import PtraceTarget
+        from emutrace.target.ptrace_run import NativeTrapHooks
+
+        assert isinstance(cpu, PtraceTarget) and isinstance(hooks, NativeTrapHooks)
+        assert isinstance(c_loop, PtraceLoop)
+        return PtraceInt3Backend(image, cpu, hooks, emit, c_loop, options.cleanup,
+                                 options.call_types)
     if options.engine == "native":
         from emutrace.target.unicorn_cpu import UnicornCpu
         from emutrace.target.unicorn_run import HookSet

@@ -171,6 +171,14 @@ class StepBackend:
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> StepBackend:
+    c_loop = getattr(cpu, "c_loop", None)
+    if options.engine == "native" and c_loop is not None:  # the native target's C loop
+        from emutrace.backends.step_ptrace import PtraceStepBackend
+        from emutrace.native.ploop import PtraceLoop
+        from emutrace.target.ptrace import PtraceTarget
+
+        assert isinstance(cpu, PtraceTarget) and isinstance(c_loop, PtraceLoop)
+        return PtraceStepBackend(image, cpu, emit, c_loop, options.call_types)
     if options.engine == "native":
         from emutrace.target.unicorn_cpu import UnicornCpu
         from emutrace.target.unicorn_run import HookSet

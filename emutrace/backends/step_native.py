@@ -28,7 +28,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends.args import ArgReader
-from emutrace.backends.int3_native import _SNAPSHOT, _VOID, _ArgPlan, _Snapshot
+from emutrace.backends.fastpath import _SNAPSHOT, _VOID, _ArgPlan, _Snapshot
 from emutrace.backends.step import Pending, StepBackend
 from emutrace.discover.callabi import SRET, VOID, CallTypes, Slots, Unknown
 from emutrace.discover.prototypes import CType

@@ -10,6 +10,11 @@ streams on /dev/null.  Parts, one module each under `emutrace.benchgrid`: `spec`
 They are imported when the command runs, not when the parser is built (matplotlib alone
 takes a second or more to import, and every `emutrace` command builds every parser).
 
+`--target native --unconfined` (x86_64, i386) checks the cost model instead: every
+mechanism run natively under ptrace beside the untraced native run, its measured slowdown
+against the model's prediction from the same program's emulated counts
+(`emutrace.cli.bench_native`; native-cost.{csv,json,md}).
+
 Exit status: 0 every tracing backend agreed; 1 a disagreement (a different canonical trace,
 or a guest exit code unlike the `none` run's) — printed on stderr and marked FAIL; 2 no
 disagreement but a cell could not run (an exception: see the error column); 64 bad
@@ -89,6 +94,15 @@ class BenchCommand:
         g.add_argument("--input", metavar="TEXT", default="", help="typed input (as run)")
         g.add_argument("--input-after", metavar="TEXT", default="",
                        help="offer --input once the console printed TEXT (as run)")
+        n = p.add_argument_group("the cost model against native runs (x86_64, i386 on this "
+                                 "host; see run --target native)")
+        n.add_argument("--target", choices=("emulation", "native"), default="emulation",
+                       help="native: run every mechanism natively under ptrace beside the "
+                            "untraced native run and compare with the cost model's prediction "
+                            "from emulated counts; writes native-cost.{csv,json,md} "
+                            "(needs --unconfined)")
+        n.add_argument("--unconfined", action="store_true",
+                       help="--target native: the programs run with your rights (no sandbox)")
         p.add_argument("programs", nargs="+", metavar="PROGRAM",
                        help="command line template with {isa}, e.g. "
                             "'testbins/{isa}/fib 20' (one argument, quoted)")
@@ -104,9 +118,6 @@ class BenchCommand:
         from emutrace.benchgrid.progress import Reporter
         from emutrace.benchgrid.runner import run_row
 
-        board = board_run(args)
-        isas = parse_arches(args.arch) if board is None else [BOARDS[board.board].isa]
-        specs = parse_backends(args.backend)
         for template in args.programs:
             parse_template(template)
         if args.repeat < 1:
@@ -115,6 +126,14 @@ class BenchCommand:
             raise UsageError(f"--ns-per-insn {args.ns_per_insn}: must be positive")
         if args.timeout < 0:
             raise UsageError(f"--timeout {args.timeout}: must not be negative")
+        if args.target == "native":
+            from emutrace.cli.bench_native import run_native_bench
+            return run_native_bench(args, command_line(args))
+        if args.unconfined:
+            raise UsageError("--unconfined: only with --target native")
+        board = board_run(args)
+        isas = parse_arches(args.arch) if board is None else [BOARDS[board.board].isa]
+        specs = parse_backends(args.backend)
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise UsageError(f"--out {out}: exists and is not a directory")
@@ -181,7 +200,8 @@ def board_run(args: argparse.Namespace) -> BoardRun | None:
 
 
 def command_line(args: argparse.Namespace) -> str:
-    words = ["emutrace", "bench", "--arch", args.arch, "--backend", args.backend,
+    native = ["--target", "native", "--unconfined"] if args.target == "native" else []
+    words = ["emutrace", "bench", *native, "--arch", args.arch, "--backend", args.backend,
              "--repeat", str(args.repeat), "--out", args.out]
     if args.timeout:
         words += ["--timeout", str(args.timeout)]

@@ -38,8 +38,9 @@ class RunCommand:
                             "it stops being current (strict, fctrace's rule)")
         p.add_argument("--engine", choices=ENGINES, default="auto",
                        help="where the per-event work runs: native (the C hot path; int3 "
-                            "and step, see README), python (the reference), or auto (the "
-                            "default: native where it exists and is built, else python)")
+                            "and step, see README; with --target native: the ptrace loop in "
+                            "C), python (the reference), or auto (the default: native where "
+                            "it exists and is built, else python)")
         p.add_argument("--hw-slots", type=options.positive_count, metavar="N",
                        help="hwbp: hardware breakpoint slots (default: the ISA's, see "
                             "`emutrace info`)")

@@ -49,8 +49,6 @@ def refused_options(args: argparse.Namespace) -> list[str]:
         out.append("--max-memory")
     if args.symbols:
         out.append("--symbols")
-    if args.engine == "native":
-        out.append("--engine native")
     if args.stats:
         out.append("--stats")
     return out

@@ -45,6 +45,15 @@ VM_UPROBE_HIT = Anchor(
     22400, "vm", f"uprobe on a function entry (perf probe -x), 22.4 µs/hit ({REF} §2.1 [M])")
 VM_SYSCALL = Anchor(
     125, "vm", f"getppid system call, 0.125 µs ({REF} §2.1 [M])")
+# measured by bench/bench_ptrace_prices.py (a C tracer, no Python), the least disturbed of
+# 25 rounds on this shared VM under load (bench/results/ptrace-prices.md, 2026-11-23)
+PRICES_BENCH = "bench/results/ptrace-prices.md"
+VM_POKETEXT = Anchor(
+    522, "vm", f"PTRACE_POKETEXT of one code word, 0.52 µs ({PRICES_BENCH}; 4x a getppid: "
+               "the kernel maps the tracee's page and breaks copy-on-write) [M]")
+VM_DR_WRITE = Anchor(
+    934, "vm", f"PTRACE_POKEUSER of DR0 and of DR7, 0.93 µs together ({PRICES_BENCH}; the "
+               "kernel re-registers a perf breakpoint event) [M]")
 
 # ---------------------------------------------------------------- published, bare metal
 BM_UPROBE_X86_64 = Anchor(

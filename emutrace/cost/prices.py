@@ -14,9 +14,13 @@ Decisions (each is repeated in the ``assumption`` text of the prices it affects)
   single step, a branch trap) are priced like the ISA's breakpoint hit: the reference's
   inference that "on bare metal, DR and TF costs should sit close to int3 costs" ([U]).
 * **Code writes** (arming or disarming a breakpoint, whether the emulator patches bytes or
-  adds a site hook) are priced as one system call (PTRACE_POKETEXT); a debug-register
-  update as two (the address register and the control register).  A lower bound: the kernel
-  also breaks copy-on-write and flushes the I-cache.
+  adds a site hook): in the VM one PTRACE_POKETEXT and a debug-register update one
+  PTRACE_POKEUSER of the address and of the control register, both as measured by
+  bench/bench_ptrace_prices.py (0.52 and 0.93 µs: 4-7 system calls, the kernel maps the
+  page or re-registers a perf event); on bare metal one and two system calls, a lower bound.
+* **entry in the VM is the ptrace tracer the native target is** (`--target native`): a hit
+  is an int3 stop and each step-over a PTRACE_SINGLESTEP; on bare metal it is a uprobe
+  (the published in-kernel figure).
 * **Emulator artefacts are free natively**: dropping Unicorn's translated code after a write
   (``cache_removals``) has no native counterpart, and counts a backend derives offline
   (``calls``, ``returns``, ``tail_calls`` decoded from branch records) cost nothing at run
@@ -111,7 +115,9 @@ def _prices_for(isa: str, setting: str) -> list[Price]:
                          anchor.label, source or anchor.source, assumption, basis))
 
     free = a.Anchor(0, setting, FREE_DERIVED)
-    patch_note = "a code write ≈ one system call (PTRACE_POKETEXT); a lower bound"
+    patch_note = ("a code write = one PTRACE_POKETEXT, measured" if vm else
+                  "a code write ≈ one system call (PTRACE_POKETEXT); a lower bound")
+    code_write = a.VM_POKETEXT if vm else syscall
     # a debug trap other than a breakpoint, on bare metal: priced as the breakpoint hit
     db_bare = _join(trap_note, "a #DB trap priced as a breakpoint hit (on bare metal DR and "
                                f"TF costs sit close to int3 costs, {REF} §2.1 [U])")
@@ -135,7 +141,7 @@ def _prices_for(isa: str, setting: str) -> list[Price]:
         what = "" if event == "patches" else (
             "a site hook (MIPS/RISC-V delivery, code without a symbol) arms or disarms a "
             "breakpoint: natively a code write")
-        put("int3", event, syscall, _join(sub, patch_note, what))
+        put("int3", event, code_write, _join(sub, patch_note, what))
     put("int3", "cache_removals", a.Anchor(0, setting, CACHE_FREE))
     put("int3", "functions", a.Anchor(0, setting, "a function decoded by the tracer"),
         "tracer-side decoding, not a mechanism cost: not priced")
@@ -147,9 +153,14 @@ def _prices_for(isa: str, setting: str) -> list[Price]:
     else:
         put("hwbp", "hits", trap, db_bare)
         put("hwbp", "stepped", trap, db_bare)
-    put("hwbp", "slot_writes", syscall, _join(
-        sub, "a slot write = two system calls (PTRACE_POKEUSER of the address register and "
-             "of the control register, e.g. DR0 and DR7)"), ns=2 * syscall.ns)
+    if vm:
+        put("hwbp", "slot_writes", a.VM_DR_WRITE, _join(
+            sub, "a slot write = PTRACE_POKEUSER of the address and the control register "
+                 "(DR0, DR7), measured together"))
+    else:
+        put("hwbp", "slot_writes", syscall, _join(
+            sub, "a slot write = two system calls (PTRACE_POKEUSER of the address register "
+                 "and of the control register, e.g. DR0 and DR7)"), ns=2 * syscall.ns)
     put("hwbp", "fallbacks", a.Anchor(0, setting, "switching a function to stepping"),
         "the steps themselves are counted and priced as 'stepped'")
     put("hwbp", "functions", a.Anchor(0, setting, "a function decoded by the tracer"),
@@ -177,21 +188,27 @@ def _prices_for(isa: str, setting: str) -> list[Price]:
         put("btf", "traps", trap, db_bare)
 
     # entry: eager probes on every entry and return (uprobes, DTrace fbt)
-    put("entry", "patches", syscall, _join(sub, patch_note))
+    put("entry", "patches", code_write, _join(sub, patch_note))
     put("entry", "probes", a.Anchor(0, setting, "probes set at start-up"),
         "the same writes as 'patches' (priced there)")
     put("entry", "functions", a.Anchor(0, setting, "a function decoded by the tracer"),
         "tracer-side decoding, not a mechanism cost: not priced")
-    if vm:
-        put("entry", "traps", a.VM_UPROBE_HIT, sub)
+    if vm:  # the ptrace tracer of --target native: a stop, then a step over or a SETREGS
+        put("entry", "traps", a.VM_PTRACE_INT3_STOP, _join(
+            sub, "the VM models the ptrace tracer (--target native), not uprobes"))
+        put("entry", "stepovers", a.VM_SINGLESTEP, _join(
+            sub, "the displaced instruction single-stepped with its byte put back"))
+        put("entry", "simulated", syscall, _join(
+            sub, "simulating the displaced instruction = one PTRACE_SETREGS ≈ one system "
+                 "call"))
     else:
         put("entry", "traps", trap, trap_note)
-    # a uprobe hit, as measured, already includes running the displaced instruction (out of
-    # line, or simulated): neither is priced again
-    for event in ("stepovers", "simulated"):
-        put("entry", event, a.Anchor(0, setting, "included in the measured uprobe hit"),
-            "uprobes execute or simulate the displaced instruction inside the hit that was "
-            "measured")
+        # a uprobe hit, as measured, already includes running the displaced instruction
+        # (out of line, or simulated): neither is priced again
+        for event in ("stepovers", "simulated"):
+            put("entry", event, a.Anchor(0, setting, "included in the measured uprobe hit"),
+                "uprobes execute or simulate the displaced instruction inside the hit that "
+                "was measured")
 
     # step: a trap on every instruction
     if vm:

@@ -43,7 +43,7 @@ class Config(ctypes.Structure):
 
 # one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, entry_sp,
 # regs[8]
-EVENT_FORMAT = f"=II6Q{MAX_REGS}Q"
+EVENT_FORMAT = f"=IIq5Q{MAX_REGS}Q"  # (time signed: a fallback may take it below 0)
 EV_CALL, EV_RETURN = 1, 2
 OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3
 

@@ -30,7 +30,7 @@ import ctypes
 import os
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
@@ -90,6 +90,20 @@ _libc.ptrace.restype = ctypes.c_long
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                         ctypes.c_ulong]
 _libc.personality.argtypes = [ctypes.c_ulong]
+
+
+class ResumeLoop(Protocol):
+    """A run loop's resume-and-wait in C (native/ploop.py PtraceLoop)."""
+
+    @property
+    def steps_quietly(self) -> bool:
+        """`step` told C which of its hooks C may take (`step` then goes through C)."""
+
+    def resume(self, pid: int, sig: int) -> tuple[int, int]: ...
+
+    def step(self, pid: int, sig: int) -> tuple[int, int]: ...
+
+    def close(self) -> None: ...
 
 
 class PtraceError(Unsupported):
@@ -336,6 +350,12 @@ class PtraceTarget:
         self._lifted: dict[int, int] | None = None  # patches lifted for a vfork child
         self.untraced_children: list[int] = []  # forked children let go (release_child)
         self.exec_untraced = False  # the tracee exec'd: its new image ran untraced
+        self.c_loop: ResumeLoop | None = None  # PTRACE_CONT and its wait in C (ploop.c)
+
+    @property
+    def mem_fd(self) -> int:
+        """/proc/PID/mem, open read-write (the C loop writes pushed return addresses)."""
+        return self._mem
 
     def close(self) -> None:
         if self._mem >= 0:

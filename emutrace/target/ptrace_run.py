@@ -30,6 +30,13 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
   image);
 * any other signal stop is the guest's: it is passed on when the tracee resumes.
 
+With the C engine (`target.c_loop`, native/ploop.c) each PTRACE_CONT and its wait are C's:
+C finishes, without returning here, the int3 traps at sites of its table (the int3
+backend's lazy fast path) and hands back the first stop it does not finish, which this
+loop then handles as its own.  For `step` alone, C single-steps on over the instructions
+whose hook would only count them (the backend's `quiet` addresses) and hands back the first
+other stop as the result of one step.  Branch steps (btf) stay here.
+
 SIGINT, SIGTERM and SIGHUP to emutrace kill the tracee and end the run as "interrupted"
 (its trace is kept, as under emulation); `--timeout` kills it from a timer.
 
@@ -179,13 +186,30 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             PTRACE_SYSCALL if target.syscall_hooks else PTRACE_CONT
         target.flush()
         try:
-            ptrace(request, pid, 0, pending_signal)
+            loop = target.c_loop
+            if confinement is not None and confinement.children.live:
+                loop = None  # C waits for this pid only: a child at a check would wait too
+            if loop is not None and request == PTRACE_CONT:
+                # C resumes and waits, finishing the traps it can (native/ploop.c)
+                status, c_pc = loop.resume(pid, pending_signal)
+                if c_pc:
+                    pc = target.last_pc = c_pc
+            elif (loop is not None and request == PTRACE_SINGLESTEP and loop.steps_quietly
+                  and not (lifted or blocks_due or target.branch_hooks or target.point_hooks)
+                  and len(target.range_hooks) == 1):
+                # `step` alone: C steps over the instructions its hook only counts
+                status, c_pc = loop.step(pid, pending_signal)
+                if c_pc:
+                    pc = target.last_pc = c_pc
+            else:
+                ptrace(request, pid, 0, pending_signal)
+                status = -1
         except OSError as e:
             raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
         pending_signal = 0
-        if confinement is not None:  # (its forked children's stops are served meanwhile)
+        if status == -1 and confinement is not None:  # (its children's stops served too)
             status = confinement.children.wait_for(pid)
-        else:
+        elif status == -1:
             _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
             return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)

@@ -1,0 +1,276 @@
+"""What the int3 backends with a C fast path share (the Unicorn hot path,
+backends/int3_native.py, and the native ptrace loop, backends/int3_ptrace.py): which armed
+sites C may finish, told to C's tables as they are armed and resolved (`FastSites`), and
+the records C wrote turned into `trace.events` with the code the Python path uses
+(`RecordDrain`: an `ArgReader` over the registers C saved).
+
+Both are composed into a backend; the C side is whatever object offers `SiteTable`'s
+methods (a ctypes wrapper of hotpath.c or ploop.c)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, cast
+
+from emutrace import native
+from emutrace.backends.args import ArgReader
+from emutrace.discover import Function, Site, SiteKind
+from emutrace.discover.callabi import SRET, VOID, Slots, Unknown
+from emutrace.discover.prototypes import CType
+from emutrace.isa.base import CONDITION_TESTS, FlowKind, Isa
+from emutrace.target.protocol import MemoryFault, Target
+from emutrace.trace.events import Call, Event, Return
+from emutrace.trace.values import Value
+
+if TYPE_CHECKING:
+    from emutrace.backends.int3 import Int3Backend, Pending
+
+# a site as the C tables take it after its address: op, target, after, src_reg, link_reg,
+# release, fast, conditional, condition test, condition register, its bits a, b, c,
+# clear_low, guard test, guard register, its bits a, b
+SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+               int, int]
+_SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
+              FlowKind.JUMP: SiteKind.TAIL}
+_ArgPlan = list[tuple[int, "CType | Value"]]  # per argument: its word's index, type or value
+_SNAPSHOT = object()  # a value plan: read through ArgReader over the snapshot
+_VOID = object()  # a return plan: no value
+EVENT = struct.Struct(native.EVENT_FORMAT)
+
+
+class SiteTable(Protocol):
+    """C's tables (hotpath.c nt_*, ploop.c pl_*)."""
+
+    def site_set(self, addr: int, op: SiteOp) -> None: ...
+
+    def site_active(self, addr: int, on: bool) -> None: ...
+
+    def callee_add(self, target: int) -> None: ...
+
+    def inside_add(self, site: int, target: int) -> None: ...
+
+    def inside_drop(self, target: int) -> None: ...
+
+
+class _Snapshot:
+    """The registers and stack words C saved at one event, read like a CPU by `ArgReader`
+    (a word it did not save reads as unmapped, as ArgReader expects)."""
+
+    def __init__(self, target: Target) -> None:
+        self.isa, self.word, self.byteorder = target.isa, target.word, target.byteorder
+        self.regs: dict[str, int] = {}
+        self.words: dict[int, int] = {}
+
+    def reg_read(self, name: str) -> int:
+        return self.regs[name]
+
+    def read_word(self, addr: int) -> int:
+        try:
+            return self.words[addr]
+        except KeyError:
+            raise MemoryFault(f"{addr:#x}: not saved with the event") from None
+
+
+class FastSites:
+    """Tells C which armed sites it may finish: a lowered call, return or jump (the ISA's
+    `lower`), a call only to a target whose function is armed and whose arguments are
+    integer words C saves, a jump only where Python found it records nothing."""
+
+    def __init__(self, backend: Int3Backend, table: SiteTable, reg_id: Callable[[str], int],
+                 n_saved: int) -> None:
+        self.b, self.table, self.reg_id = backend, table, reg_id
+        regs = backend.image.isa.registers
+        self._n_saved = n_saved  # argument registers + stack words C saves at a call
+        self._all_args_saved = len(regs.args) <= native.MAX_REGS
+        self._ops: dict[int, SiteOp | None] = {}
+        self._callees: set[int] = set()
+        self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
+        self._args_fast_cache: dict[int, bool] = {}
+
+    def armed(self, site: Site) -> None:
+        """After the backend armed site (a site hook stays Python's)."""
+        armed = self.b.armed.get(site.addr)
+        if armed is None or armed.hook:
+            return
+        op = self._op(site)
+        if op is not None:
+            self.table.site_set(site.addr, op)
+
+    def disarmed(self, addr: int) -> None:
+        self.table.site_active(addr, False)
+
+    def _op(self, site: Site) -> SiteOp | None:
+        if site.addr in self._ops:
+            return self._ops[site.addr]
+        got = self._ops[site.addr] = self._lowered(site)
+        return got
+
+    def _lowered(self, site: Site) -> SiteOp | None:
+        b = self.b
+        lower = b.image.isa.lower
+        if (lower is None or b.strict or site.executes is not None or site.delay_slot
+                or site.alt_mode or site.maybe_return or site.alt_link
+                or (site.conditional and site.kind is SiteKind.CALL)):
+            return None
+        insn, flow = b._insn(site)
+        op = lower(insn, flow) if flow.kind is not FlowKind.NONE else None
+        after = site.addr + site.size
+        if op is None or _SITE_KIND[op.kind] is not site.kind or insn.addr + insn.size != after:
+            return None
+        cond = op.cond
+        try:
+            src = self.reg_id(op.reg) if op.reg is not None else -1
+            link = self.reg_id(op.link) if op.link is not None else -1
+            cond_reg = self.reg_id(cond.reg) if cond.reg is not None else -1
+            guard_reg = self.reg_id(op.guard.reg) if op.guard.reg is not None else -1
+        except KeyError:
+            return None
+        if -1 in (src if op.reg else 0, link if op.link else 0,
+                  cond_reg if cond.reg else 0, guard_reg if op.guard.reg else 0):
+            return None  # a register this target cannot name for C
+        fast = 1
+        if op.kind is FlowKind.RETURN:
+            fast = int(self._return_fast(site))
+        code = {FlowKind.CALL: native.OP_CALL, FlowKind.RETURN: native.OP_RETURN,
+                FlowKind.JUMP: native.OP_JUMP}[op.kind]
+        return (code, op.target or 0, after, src, link, op.release, fast,
+                int(site.conditional), CONDITION_TESTS.index(cond.test), cond_reg, cond.a,
+                cond.b, cond.c, op.clear_low, CONDITION_TESTS.index(op.guard.test), guard_reg,
+                op.guard.a, op.guard.b)
+
+    def _return_fast(self, site: Site) -> bool:
+        """Is the value of the function returning at site in the snapshotted registers?"""
+        _func, values = self.b.args.types.function_of(site.addr)
+        t = values.ret
+        return t is not None and (t.kind == "void" or t.kind not in ("float", "struct", "str",
+                                                                        "buf"))
+
+    def _args_fast(self, target: int) -> bool:
+        """Are the arguments of the function at target all integer words in the argument
+        registers or the stack words C saves (no string or struct to read at the event)?"""
+        got = self._args_fast_cache.get(target)
+        if got is None and not self._all_args_saved:
+            got = False
+        if got is None:
+            got = all(isinstance(loc, Unknown) or (
+                isinstance(loc, Slots) and loc.ctype is not SRET
+                and max(loc.ids) < self._n_saved and loc.ctype.kind not in ("str", "buf"))
+                for loc in self.b.args.types.at(target).args)
+            self._args_fast_cache[target] = got
+        return got
+
+    def resolve(self, p: Pending, target: int, resolve: Callable[[Pending, int], None]) -> None:
+        """The backend's own `_resolve` (`resolve`), then what C may finish from now on."""
+        b, site = self.b, p.site
+        code = target & b.tails.mask
+        new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
+        resolve(p, target)
+        if b.strict:
+            return
+        if new_entry and code in self._pair_targets:
+            # a jump there may be a tail call from now on (TailRule.is_tail)
+            self._pair_targets.discard(code)
+            self.table.inside_drop(target)
+        if site.kind is SiteKind.CALL and target not in self._callees:
+            # a call C may finish from now on: its function is armed (arming again is a
+            # no-op in lazy mode) and its arguments are integer registers
+            func: Function | None = b._function(target)
+            if func is not None and func.start in b.armed_funcs and self._args_fast(target):
+                self._callees.add(target)
+                self.table.callee_add(target)
+        elif site.kind is SiteKind.TAIL and self._ops.get(site.addr) is not None:
+            self._learn_jump(site, target, code)
+
+    def _learn_jump(self, site: Site, target: int, code: int) -> None:
+        """A jump that recorded nothing and left nothing to arm does the same next time
+        (int3._resolve): one that stays inside its function or leaves the image, always;
+        one to code that is no function entry, until a call makes it one."""
+        b = self.b
+        here = b.armed.get(site.addr)
+        if here is None or b.image.isa.thumb_bit:
+            return
+        func = b._function(target)
+        if func is None or func.start == here.func:
+            self.table.inside_add(site.addr, target)
+        elif func.start in b.armed_funcs and code not in b.tails.entries:
+            self._pair_targets.add(code)
+            self.table.inside_add(site.addr, target)
+
+
+class RecordDrain:
+    """C's event records (hotpath.c nt_event, the same layout in ploop.c) → Call and Return
+    events, emitted in order with the tail rule kept as the Python path keeps it."""
+
+    def __init__(self, backend: Int3Backend, target: Target, emit: Callable[[Event], None],
+                 arg_names: list[str], ret_names: list[str], n_stack: int) -> None:
+        self.b, self.emit = backend, emit
+        isa: Isa = backend.image.isa
+        self._arg_names, self._ret_names, self._n_stack = arg_names, ret_names, n_stack
+        self._stack_offset = isa.registers.stack_args_offset
+        self._word = target.word
+        self._snapshot = _Snapshot(target)
+        self._snap_args = ArgReader(cast(Target, self._snapshot), backend.args.types,
+                                    at_entry=True)
+        self._value = self._snap_args.value
+        self._arg_plans: dict[int, object] = {}
+        self._ret_plans: dict[int, object] = {}
+
+    def drain(self, data: bytes) -> None:
+        emit, tails = self.emit, self.b.tails
+        arg_plans, ret_plans = self._arg_plans, self._ret_plans
+        for kind, _n, time, site, target, sp, after, entry_sp, *regs in EVENT.iter_unpack(data):
+            if kind == native.EV_CALL:
+                tails.called(target, after)
+                plan = arg_plans.get(target)
+                if plan is None:
+                    plan = arg_plans[target] = self._arg_plan(target)
+                if plan is _SNAPSHOT:
+                    args = self._args_from_snapshot(target, entry_sp, regs)
+                else:
+                    args = tuple(self._value(regs[i], t) if isinstance(t, CType) else
+                                 cast(Value, t) for i, t in cast(_ArgPlan, plan))
+                emit(Call(time, site, target, sp, after, args))
+            else:
+                tails.returned()
+                rplan = ret_plans.get(site)
+                if rplan is None:
+                    rplan = ret_plans[site] = self._ret_plan(site)
+                if rplan is _SNAPSHOT:
+                    self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
+                    value = self._snap_args.read_return(site)
+                else:
+                    value = None if rplan is _VOID else self._value(regs[0], cast(CType, rplan))
+                emit(Return(time, site, sp, value, target))
+
+    # The common cases without the snapshot: what ArgReader.read / read_return would compute
+    # from the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
+    def _arg_plan(self, target: int) -> _ArgPlan | object:
+        out: _ArgPlan = []
+        for loc in self.b.args.types.at(target).args:
+            if isinstance(loc, Unknown):
+                out.append((0, Value("struct", 8 * loc.ctype.size, 0, "{?}")))
+            elif (isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ctype.kind != "struct"
+                  and loc.ctype is not SRET):
+                out.append((loc.ids[0], loc.ctype))
+            else:
+                return _SNAPSHOT
+        return out
+
+    def _ret_plan(self, site: int) -> object:
+        _func, values = self.b.args.types.function_of(site)
+        t = values.ret
+        if t is VOID or t.kind == "void":
+            return _VOID
+        if t.kind in ("float", "struct") or t.size > self._word:
+            return _SNAPSHOT
+        return t
+
+    def _args_from_snapshot(self, target: int, entry_sp: int,
+                            regs: list[int]) -> tuple[Value, ...]:
+        snap, word, n_args = self._snapshot, self._word, len(self._arg_names)
+        snap.regs = dict(zip(self._arg_names, regs, strict=False))
+        snap.regs[self.b.sp_reg] = entry_sp
+        snap.words = {entry_sp + self._stack_offset + k * word: regs[n_args + k]
+                      for k in range(self._n_stack)}
+        return self._snap_args.read(target)

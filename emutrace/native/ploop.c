@@ -1,0 +1,560 @@
+/* emutrace native ptrace loop: the resume-and-wait step of the native target
+ * (target/ptrace_run.py) in C, finishing the int3 backend's traps at armed sites itself.
+ *
+ * Loaded with ctypes (emutrace/native/ploop.py).  `pl_resume` resumes a stopped x86_64 or
+ * i386 tracee with PTRACE_CONT and waits for it (wait4(2)); at each stop it handles what it
+ * can without Python and resumes again.  It handles exactly one kind of stop: an int3 (SIGTRAP,
+ * si_code SI_KERNEL) one byte before an active site of its table whose displaced instruction
+ * it can simulate (uprobes' simulate-insn, Intel SDM vol. 2 CALL/RET/Jcc): a call pushes
+ * its return address (one word written through /proc/PID/mem) and jumps to a target whose
+ * function Python has armed already; a return pops its target (and RET imm16's bytes); a
+ * jump goes where Python learnt it records nothing.  A call or return appends one
+ * fixed-size record (the layout of hotpath.c's nt_event, drained by backends/fastpath.py)
+ * with the registers Python turns into argument or return values.
+ *
+ * Every other stop goes back to Python unhandled, with its wait status: an exit or death,
+ * a signal, a PTRACE_EVENT stop (fork, exec, seccomp, ...), a debug-register trap, an int3
+ * at a site C does not know or cannot finish (a first call: Python discovers and arms).
+ * C also returns, with the tracee stopped and its trap finished, when its event buffer is
+ * full or after `max_stops` handled stops (so that Python's signal handlers run), and when
+ * wait4 is interrupted by a signal to emutrace (the tracee is then running, not waited for).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/types.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PL_MAX_REGS 8
+#define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
+#define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
+
+/* pl_resume's results */
+enum { PL_STOP = 0, PL_FULL = 1, PL_EINTR = 2, PL_ERROR = 3 };
+/* site ops and event kinds (native/__init__.py) */
+enum { OP_NONE = 0, OP_CALL = 1, OP_RETURN = 2, OP_JUMP = 3 };
+enum { EV_CALL = 1, EV_RETURN = 2 };
+/* condition tests (isa/base.py CONDITION_TESTS, same order) */
+enum {
+    C_ALWAYS, C_SET, C_CLEAR, C_ANY, C_NONE, C_EQ, C_NE, C_SET_OR_NE, C_CLEAR_AND_EQ,
+    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO, C_BOTH, C_CC_MASK
+};
+
+typedef struct {
+    int32_t pc_reg, sp_reg;  /* indices into struct user_regs_struct */
+    uint32_t word;           /* 8 (x86_64) or 4 (i386) */
+    uint32_t n_args, n_stack;
+    int32_t stack_offset;
+    int32_t arg_regs[PL_MAX_REGS];
+    int32_t ret_reg, ret_hi_reg;
+    uint32_t buffer_events;
+    uint32_t max_stops;      /* handled stops before returning to Python */
+    int32_t mem_fd;          /* /proc/PID/mem, opened read-write by Python */
+} pl_config;
+
+typedef struct {  /* = hotpath.c nt_event */
+    uint32_t kind, nregs;
+    uint64_t time, site, target, sp, fallthrough, entry_sp;
+    uint64_t regs[PL_MAX_REGS];
+} pl_event;
+
+typedef struct {
+    uint64_t addr;  /* 0: empty */
+    uint64_t target, after, reg_mask;
+    int32_t src_reg, cond_reg, guard_reg;
+    uint32_t release;
+    uint8_t op, active, fast, conditional, cond, ca, cb, cc, guard, ga, gb;
+} pl_site;
+
+typedef struct {  /* open addressing; key 0 empty, key ~0 deleted (pairs) */
+    uint64_t *a, *b;
+    size_t cap, n;
+} pl_set;
+
+typedef struct {  /* open addressing, address -> value; key 0 empty */
+    uint64_t *key, *value;
+    size_t cap, n;
+} pl_map;
+
+typedef struct {
+    pl_config cfg;
+    pl_site *sites;
+    size_t sites_cap, n_sites;
+    pl_set callees, inside;
+    pl_set quiet;  /* step: addresses whose instruction the step backend only counts */
+    pl_set entries;  /* step: the tail rule's function entries (TailRule.entries) */
+    pl_map jumps;    /* step: jump address -> its fall-through | conditional << 63 */
+    pl_event *events;
+    uint32_t n_events;
+    uint64_t time, last_pc;
+    uint64_t counters[4];  /* traps, simulated, stops returned to Python, resumes */
+    unsigned long long regs[PL_NREGS];
+} pl_state;
+
+static uint64_t mix(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* ------------------------------------------------------------ tables */
+static pl_site *site_slot(pl_site *t, size_t cap, uint64_t addr)
+{
+    size_t i = mix(addr) & (cap - 1);
+    while (t[i].addr && t[i].addr != addr)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int sites_grow(pl_state *s)
+{
+    size_t cap = s->sites_cap ? s->sites_cap * 2 : 1024;
+    pl_site *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < s->sites_cap; i++)
+        if (s->sites[i].addr)
+            *site_slot(t, cap, s->sites[i].addr) = s->sites[i];
+    free(s->sites);
+    s->sites = t;
+    s->sites_cap = cap;
+    return 0;
+}
+
+static size_t set_find(const pl_set *set, uint64_t a, uint64_t b)
+{
+    size_t i = mix(a ^ mix(b)) & (set->cap - 1);
+    while (set->a[i] && !(set->a[i] == a && set->b[i] == b))
+        i = (i + 1) & (set->cap - 1);
+    return i;
+}
+
+static int set_add(pl_set *set, uint64_t a, uint64_t b)
+{
+    if ((set->n + 1) * 2 > set->cap) {
+        size_t cap = set->cap ? set->cap * 2 : 256;
+        pl_set bigger = {calloc(cap, 8), calloc(cap, 8), cap, 0};
+        if (!bigger.a || !bigger.b) {
+            free(bigger.a);
+            free(bigger.b);
+            return -1;
+        }
+        for (size_t i = 0; i < set->cap; i++)
+            if (set->a[i] && set->a[i] != ~0ULL) {
+                size_t j = set_find(&bigger, set->a[i], set->b[i]);
+                bigger.a[j] = set->a[i];
+                bigger.b[j] = set->b[i];
+                bigger.n++;
+            }
+        free(set->a);
+        free(set->b);
+        *set = bigger;
+    }
+    size_t i = set_find(set, a, b);
+    if (!set->a[i]) {
+        set->a[i] = a;
+        set->b[i] = b;
+        set->n++;
+    }
+    return 0;
+}
+
+static int set_has(const pl_set *set, uint64_t a, uint64_t b)
+{
+    return set->cap && set->a[set_find(set, a, b)] == a;
+}
+
+static size_t map_find(const pl_map *m, uint64_t key)
+{
+    size_t i = mix(key) & (m->cap - 1);
+    while (m->key[i] && m->key[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static int map_put(pl_map *m, uint64_t key, uint64_t value)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        pl_map bigger = {calloc(cap, 8), calloc(cap, 8), cap, 0};
+        if (!bigger.key || !bigger.value) {
+            free(bigger.key);
+            free(bigger.value);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = map_find(&bigger, m->key[i]);
+                bigger.key[j] = m->key[i];
+                bigger.value[j] = m->value[i];
+                bigger.n++;
+            }
+        free(m->key);
+        free(m->value);
+        *m = bigger;
+    }
+    size_t i = map_find(m, key);
+    if (!m->key[i])
+        m->n++;
+    m->key[i] = key;
+    m->value[i] = value;
+    return 0;
+}
+
+static int map_get(const pl_map *m, uint64_t key, uint64_t *value)
+{
+    if (!m->cap)
+        return 0;
+    size_t i = map_find(m, key);
+    if (!m->key[i])
+        return 0;
+    *value = m->value[i];
+    return 1;
+}
+
+/* ------------------------------------------------------------ life */
+pl_state *pl_new(const pl_config *cfg)
+{
+    pl_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    if (s->cfg.buffer_events == 0)
+        s->cfg.buffer_events = 4096;
+    s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
+    if (!s->events || sites_grow(s) != 0) {
+        free(s->events);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void pl_free(pl_state *s)
+{
+    if (!s)
+        return;
+    free(s->sites);
+    free(s->callees.a);
+    free(s->callees.b);
+    free(s->inside.a);
+    free(s->inside.b);
+    free(s->quiet.a);
+    free(s->quiet.b);
+    free(s->entries.a);
+    free(s->entries.b);
+    free(s->jumps.key);
+    free(s->jumps.value);
+    free(s->events);
+    free(s);
+}
+
+int pl_site_set(pl_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64_t after,
+                int32_t src_reg, int32_t link_reg, uint32_t release, uint32_t fast,
+                uint32_t conditional, uint32_t cond, int32_t cond_reg, uint32_t ca,
+                uint32_t cb, uint32_t cc, uint32_t clear_low, uint32_t guard,
+                int32_t guard_reg, uint32_t ga, uint32_t gb)
+{
+    if (link_reg >= 0)  /* x86 pushes its return address: no link register */
+        op = OP_NONE;
+    if ((s->n_sites + 1) * 2 > s->sites_cap && sites_grow(s) != 0)
+        return -1;
+    pl_site *p = site_slot(s->sites, s->sites_cap, addr);
+    if (!p->addr)
+        s->n_sites++;
+    *p = (pl_site){addr, target, after, ~(uint64_t)clear_low, src_reg, cond_reg, guard_reg,
+                   release, (uint8_t)op, 1, (uint8_t)fast, (uint8_t)conditional,
+                   (uint8_t)cond, (uint8_t)ca, (uint8_t)cb, (uint8_t)cc, (uint8_t)guard,
+                   (uint8_t)ga, (uint8_t)gb};
+    return 0;
+}
+
+void pl_site_active(pl_state *s, uint64_t addr, uint32_t on)
+{
+    pl_site *p = site_slot(s->sites, s->sites_cap, addr);
+    if (p->addr == addr)
+        p->active = (uint8_t)on;
+}
+
+int pl_callee_add(pl_state *s, uint64_t target)
+{
+    return set_add(&s->callees, target, 1);
+}
+
+int pl_inside_add(pl_state *s, uint64_t site, uint64_t target)
+{
+    return set_add(&s->inside, site, target);
+}
+
+void pl_inside_drop(pl_state *s, uint64_t target)
+{
+    for (size_t i = 0; i < s->inside.cap; i++)  /* rare: a jump target became an entry */
+        if (s->inside.a[i] && s->inside.a[i] != ~0ULL && s->inside.b[i] == target)
+            s->inside.a[i] = ~0ULL;  /* deleted: probing continues past it */
+}
+
+int pl_quiet_add(pl_state *s, uint64_t addr)
+{
+    return set_add(&s->quiet, addr, 1);
+}
+
+/* a jump the step backend would only remember as pending (no call or return, not
+ * maybe_return): C may take its hook */
+int pl_jump_add(pl_state *s, uint64_t addr, uint64_t fallthrough, uint32_t conditional)
+{
+    return map_put(&s->jumps, addr, fallthrough | (uint64_t)(conditional != 0) << 63);
+}
+
+int pl_entry_add(pl_state *s, uint64_t addr)
+{
+    return set_add(&s->entries, addr, 1);
+}
+
+void pl_set_time(pl_state *s, uint64_t time) { s->time = time; }
+uint64_t pl_last_pc(pl_state *s) { return s->last_pc; }
+uint64_t pl_counter(pl_state *s, uint32_t i) { return i < 4 ? s->counters[i] : 0; }
+void *pl_events(pl_state *s) { return s->events; }
+uint32_t pl_events_count(pl_state *s) { return s->n_events; }
+void pl_events_clear(pl_state *s) { s->n_events = 0; }
+uint32_t pl_event_size(void) { return sizeof(pl_event); }
+
+/* ------------------------------------------------------------ one trap */
+static uint64_t mask_of(const pl_state *s) { return s->cfg.word == 8 ? ~0ULL : 0xffffffffULL; }
+
+static uint64_t reg(const pl_state *s, int32_t i) { return s->regs[i] & mask_of(s); }
+
+static int test_holds(const pl_state *s, uint8_t test, int32_t r, uint8_t ia, uint8_t ib,
+                      uint8_t ic)
+{
+    if (test == C_ALWAYS)
+        return 1;
+    if (r < 0)
+        return -1;
+    uint64_t v = s->regs[r];
+    unsigned a = v >> ia & 1, b = v >> ib & 1, c = v >> ic & 1;
+    uint64_t low = ia >= 64 ? ~0ULL : (1ULL << ia) - 1;
+    switch (test) {  /* EFLAGS bits (Intel SDM vol. 2, Jcc) or a register (JrCXZ) */
+    case C_SET: return a;
+    case C_CLEAR: return !a;
+    case C_ANY: return a || b;
+    case C_NONE: return !a && !b;
+    case C_EQ: return a == b;
+    case C_NE: return a != b;
+    case C_SET_OR_NE: return a || b != c;
+    case C_CLEAR_AND_EQ: return !a && b == c;
+    case C_ZERO: return (v & low) == 0;
+    case C_NONZERO: return (v & low) != 0;
+    default: return -1;  /* no other test on x86: Python's */
+    }
+}
+
+static int read_word(const pl_state *s, uint64_t addr, uint64_t *out)
+{
+    uint64_t v = 0;  /* little-endian x86: the low bytes */
+    if (pread(s->cfg.mem_fd, &v, s->cfg.word, (off_t)addr) != (ssize_t)s->cfg.word)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* the trap at site finished: registers to set, 1; or 0: Python's (nothing changed) */
+static int simulate(pl_state *s, const pl_site *site)
+{
+    uint64_t mask = mask_of(s), sp = reg(s, s->cfg.sp_reg), entry_sp = sp, target, top = sp;
+    uint64_t stack[PL_MAX_REGS] = {0};
+    if (test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
+        return 0;
+    if (site->op == OP_CALL) {
+        target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
+        /* a call to the next instruction (PC thunk) records nothing; a callee not armed
+         * yet needs discovery: both are Python's */
+        if (target == site->after || !set_has(&s->callees, target, 1))
+            return 0;
+        entry_sp = (sp - s->cfg.word) & mask;
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            if (read_word(s, (entry_sp + s->cfg.stack_offset + i * s->cfg.word) & mask,
+                          &stack[i]) != 0)
+                return 0;
+        uint64_t ret = site->after;  /* CALL pushes the return address */
+        if (pwrite(s->cfg.mem_fd, &ret, s->cfg.word, (off_t)entry_sp) != (ssize_t)s->cfg.word)
+            return 0;
+        s->regs[s->cfg.sp_reg] = entry_sp;
+    } else if (site->op == OP_RETURN && site->fast) {
+        if (site->src_reg >= 0 || site->conditional || site->cond != C_ALWAYS)
+            return 0;  /* no such return on x86 */
+        if (read_word(s, sp, &target) != 0)  /* RET pops it, RET imm16 releases more */
+            return 0;
+        top = (sp + s->cfg.word + site->release) & mask;
+        if (target == site->after)  /* a return to the next instruction records nothing */
+            return 0;
+        s->regs[s->cfg.sp_reg] = top;
+    } else if (site->op == OP_JUMP) {
+        int taken = test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc);
+        if (taken < 0)
+            return 0;
+        target = !taken ? site->after
+                 : site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
+        /* not taken, or a jump Python found to record nothing: no event */
+        if (!((site->conditional && target == site->after)
+              || set_has(&s->inside, site->addr, target)))
+            return 0;
+        s->regs[s->cfg.pc_reg] = target;
+        return 1;
+    } else {
+        return 0;
+    }
+    s->regs[s->cfg.pc_reg] = target;
+    pl_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
+    memset(e, 0, sizeof *e);
+    e->time = s->time;
+    e->site = site->addr;
+    e->target = target;
+    e->sp = sp;
+    e->fallthrough = site->after;
+    e->entry_sp = entry_sp;
+    if (site->op == OP_CALL) {  /* the arguments as the callee sees them at its entry */
+        e->kind = EV_CALL;
+        e->nregs = s->cfg.n_args + s->cfg.n_stack;
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            e->regs[i] = reg(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            e->regs[s->cfg.n_args + i] = stack[i];
+    } else {
+        e->kind = EV_RETURN;
+        if (s->cfg.ret_reg >= 0)
+            e->regs[e->nregs++] = reg(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            e->regs[e->nregs++] = reg(s, s->cfg.ret_hi_reg);
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ the loop */
+int pl_resume(pl_state *s, int32_t pid, int32_t sig, int32_t *status)
+{
+    uint32_t handled = 0;
+    s->last_pc = 0;
+    if (s->n_events >= s->cfg.buffer_events)
+        return -ENOSPC;  /* Python drains the buffer before resuming */
+    for (;;) {
+        s->counters[3]++;
+        if (ptrace(PTRACE_CONT, pid, 0, (void *)(intptr_t)sig) == -1)
+            return -errno;
+        sig = 0;
+        int st;
+        if (waitpid(pid, &st, 0) == -1)
+            return errno == EINTR ? PL_EINTR : -errno;
+        *status = st;
+        if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
+            break;  /* an end, a signal, a PTRACE_EVENT stop */
+        siginfo_t info;
+        if (ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1 || info.si_code != PL_SI_KERNEL)
+            break;  /* a step, a debug register, a SIGTRAP sent by a process */
+        if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
+            break;
+        uint64_t at = (reg(s, s->cfg.pc_reg) - 1) & mask_of(s);
+        pl_site *site = site_slot(s->sites, s->sites_cap, at);
+        if (site->addr != at || !site->active || site->op == OP_NONE || !simulate(s, site))
+            break;  /* Python's: discovery, a site C does not know, the guest's own int3 */
+        if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
+            return -errno;
+        s->counters[0]++;
+        s->counters[1]++;
+        s->last_pc = reg(s, s->cfg.pc_reg);
+        if (s->n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
+            return PL_FULL;  /* stopped, its trap finished: resume with no signal */
+    }
+    s->counters[2]++;
+    return PL_STOP;
+}
+
+/* ------------------------------------------------------------ single-stepping (`step`) */
+/* The transfer the step backend has waiting for the next instruction (backends/step.py
+ * `pending`), as far as C may hold it: */
+enum { PEND_PYTHON = 0, PEND_NONE = 1, PEND_JUMP = 2 };
+typedef struct {
+    uint32_t state;        /* PEND_PYTHON: one C may not resolve (the next hook is Python's) */
+    uint32_t conditional;  /* PEND_JUMP: may fall through */
+    uint64_t site, fallthrough, sp;
+    uint64_t index;        /* PEND_JUMP taken by C: the hooks C counted before its own */
+} pl_pending;
+
+/* PTRACE_SINGLESTEP the stopped tracee (the Python loop has run its hooks before the
+ * instruction at its PC) and keep stepping while C can do what the step backend's hook
+ * (`_on_insn`) would do at the next instruction:
+ * - resolve a waiting jump (no call or return, not `maybe_return`) that records nothing:
+ *   a conditional one that fell through, or one to an address that is not among the tail
+ *   rule's entries (`TailRule.is_tail` is then false and changes nothing);
+ * - then count the instruction: a quiet one (no transfer) and nothing more; a jump of the
+ *   `jumps` table, remembered as waiting (its site, fall-through and SP: a jump leaves
+ *   the SP as it was, so the SP at the next stop is the SP at the jump).
+ * *pending is the backend's waiting transfer on entry and C's on return; *skipped counts
+ * the hooks C took.  Returns PL_STOP with the wait status of the first stop it does not
+ * take (the Python loop takes it as the result of its own step and runs the hooks there),
+ * PL_FULL after max_stops (the tracee stopped before an instruction whose hook C took:
+ * step on), PL_EINTR as pl_resume. */
+int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t *status,
+            uint64_t *skipped)
+{
+    uint32_t steps = 0;
+    *skipped = 0;
+    s->last_pc = 0;
+    for (;;) {
+        s->counters[3]++;
+        if (ptrace(PTRACE_SINGLESTEP, pid, 0, (void *)(intptr_t)sig) == -1)
+            return -errno;
+        sig = 0;
+        int st;
+        if (waitpid(pid, &st, 0) == -1)
+            return errno == EINTR ? PL_EINTR : -errno;
+        *status = st;
+        if (pending->state == PEND_PYTHON || !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP
+            || (st >> 16) != 0)
+            break;
+        siginfo_t info;
+        /* a step's trap: TRAP_TRACE, or TRAP_BRKPT after a system call (ptrace_run.py) */
+        if (ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1
+            || (info.si_code != 1 && info.si_code != 2))
+            break;
+        errno = 0;
+        long got = ptrace(PTRACE_PEEKUSER, pid,
+                          (void *)(s->cfg.pc_reg * sizeof(unsigned long long)), 0);
+        if (errno)
+            break;
+        uint64_t pc = (uint64_t)got & mask_of(s), jump;
+        if (pending->state == PEND_JUMP) {  /* the waiting jump, resolved at pc */
+            if (!((pending->conditional && pc == pending->fallthrough)
+                  || !set_has(&s->entries, pc, 1)))
+                break;  /* maybe a tail call: Python's */
+            pending->state = PEND_NONE;  /* it recorded nothing */
+        }
+        if (set_has(&s->quiet, pc, 1)) {
+            /* counted */
+        } else if (map_get(&s->jumps, pc, &jump)) {
+            errno = 0;
+            long sp = ptrace(PTRACE_PEEKUSER, pid,
+                             (void *)(s->cfg.sp_reg * sizeof(unsigned long long)), 0);
+            if (errno)
+                break;
+            *pending = (pl_pending){PEND_JUMP, (uint32_t)(jump >> 63), pc,
+                                    jump & ~(1ULL << 63), (uint64_t)sp & mask_of(s),
+                                    *skipped};
+        } else {
+            break;  /* a call, a return, or code not decoded yet: Python's */
+        }
+        (*skipped)++;  /* its hook: taken; it runs at the next step */
+        s->last_pc = pc;
+        if (++steps >= s->cfg.max_stops)
+            return PL_FULL;
+    }
+    s->counters[2]++;
+    return PL_STOP;
+}

@@ -1,0 +1,256 @@
+"""ctypes bindings of the native target's ptrace loop in C (``ploop.c``, built into the same
+library as ``hotpath.c``) and `PtraceLoop`, the object the run loop (target/ptrace_run.py)
+resumes the tracee through when the C engine is chosen.
+
+`PtraceLoop.resume` replaces the Python loop's PTRACE_CONT + wait4 pair: it returns the wait
+status of the first stop C did not finish, after handing the records C wrote at the stops
+it finished to `on_records` (the int3 backend's drain)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable
+
+from emutrace import native
+from emutrace.backends.fastpath import EVENT, SiteOp
+from emutrace.errors import Unsupported
+from emutrace.isa.base import Isa
+
+PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
+PEND_PYTHON, PEND_NONE, PEND_JUMP = 0, 1, 2  # pl_pending.state
+NO_INDEX = 2**64 - 1  # pl_pending.index of a jump whose hook Python ran
+BUFFER_EVENTS = 4096
+MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
+# pl_counter: traps C finished, of them simulated, stops handed to Python, resumes
+C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES = range(4)
+
+
+class Pending(ctypes.Structure):
+    """pl_pending in ploop.c: the step backend's waiting transfer, as far as C holds it."""
+
+    _fields_ = [("state", ctypes.c_uint32), ("conditional", ctypes.c_uint32),
+                ("site", ctypes.c_uint64), ("fallthrough", ctypes.c_uint64),
+                ("sp", ctypes.c_uint64), ("index", ctypes.c_uint64)]
+
+
+class LoopConfig(ctypes.Structure):
+    """pl_config in ploop.c (same fields, same order)."""
+
+    _fields_ = [
+        ("pc_reg", ctypes.c_int32), ("sp_reg", ctypes.c_int32), ("word", ctypes.c_uint32),
+        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
+        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * native.MAX_REGS),
+        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
+        ("buffer_events", ctypes.c_uint32), ("max_stops", ctypes.c_uint32),
+        ("mem_fd", ctypes.c_int32),
+    ]
+
+
+_ready = False
+
+
+def load() -> ctypes.CDLL:
+    """The library with the loop's signatures set; Unsupported (exit 69) when it is not built
+    or predates ploop.c."""
+    global _ready
+    lib = native.load()
+    if _ready:
+        return lib
+    if not hasattr(lib, "pl_new"):
+        raise Unsupported("--engine native: the native library predates the ptrace loop "
+                          "(ploop.c); rebuild it (python setup.py build_ext --inplace)")
+    vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+    signatures = {
+        "pl_new": ([ctypes.POINTER(LoopConfig)], vp),
+        "pl_free": ([vp], None),
+        "pl_site_set": ([vp, u64, u32, u64, u64, i32, i32, u32, u32, u32, u32, i32, u32, u32,
+                         u32, u32, u32, i32, u32, u32], ctypes.c_int),
+        "pl_site_active": ([vp, u64, u32], None),
+        "pl_callee_add": ([vp, u64], ctypes.c_int),
+        "pl_inside_add": ([vp, u64, u64], ctypes.c_int),
+        "pl_inside_drop": ([vp, u64], None),
+        "pl_set_time": ([vp, ctypes.c_int64], None),
+        "pl_last_pc": ([vp], u64),
+        "pl_counter": ([vp, u32], u64),
+        "pl_events": ([vp], vp),
+        "pl_events_count": ([vp], u32),
+        "pl_events_clear": ([vp], None),
+        "pl_event_size": ([], u32),
+        "pl_resume": ([vp, i32, i32, ctypes.POINTER(i32)], ctypes.c_int),
+        "pl_quiet_add": ([vp, u64], ctypes.c_int),
+        "pl_entry_add": ([vp, u64], ctypes.c_int),
+        "pl_jump_add": ([vp, u64, u64, u32], ctypes.c_int),
+        "pl_step": ([vp, i32, i32, ctypes.POINTER(Pending), ctypes.POINTER(i32),
+                     ctypes.POINTER(u64)], ctypes.c_int),
+    }
+    for name, (args, res) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    if lib.pl_event_size() != EVENT.size:
+        raise Unsupported("--engine native: the native library's ptrace loop does not match "
+                          "this emutrace; rebuild it")
+    _ready = True
+    return lib
+
+
+def available() -> bool:
+    try:
+        load()
+    except Unsupported:
+        return False
+    return True
+
+
+class PtraceLoop:
+    """The C loop over one tracee, with its site tables (backends/fastpath.py's SiteTable)
+    and event buffer.  `reg_id` names registers as indices of `user_regs_struct`."""
+
+    def __init__(self, isa: Isa, reg_id: Callable[[str], int], mem_fd: int) -> None:
+        lib = self._lib = load()
+        regs = isa.registers
+        self.arg_names = list(regs.args[:native.MAX_REGS])
+        self.ret_names = [regs.retval] + ([isa.c_values.retval_hi]
+                                          if isa.c_values.retval_hi else [])
+        cfg = LoopConfig()
+        cfg.pc_reg, cfg.sp_reg = reg_id(regs.pc), reg_id(regs.sp)
+        cfg.word = isa.identity.word_size
+        cfg.n_args = len(self.arg_names)
+        # stack words after the argument registers (i386: all of them; x86_64: args 7 and 8)
+        self.n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
+        cfg.stack_offset = regs.stack_args_offset
+        for i, name in enumerate(self.arg_names):
+            cfg.arg_regs[i] = reg_id(name)
+        cfg.ret_reg = reg_id(self.ret_names[0])
+        cfg.ret_hi_reg = reg_id(self.ret_names[1]) if len(self.ret_names) > 1 else -1
+        cfg.buffer_events, cfg.max_stops, cfg.mem_fd = BUFFER_EVENTS, MAX_STOPS, mem_fd
+        self._pl = lib.pl_new(ctypes.byref(cfg))
+        if not self._pl:
+            raise MemoryError("native ptrace loop: out of memory")
+        self._status = ctypes.c_int32()
+        # the records C wrote, handed over at every return from C (the int3 backend's drain)
+        self.on_records: Callable[[bytes], None] | None = None
+        self.time: Callable[[], int] = lambda: 0  # the backend's clock, stamped on records
+        self.counters = [0, 0, 0, 0]
+        # CPU seconds of this thread inside pl_resume/pl_step (C and the kernel's ptrace and
+        # wait4 work) and in the drain (Python): bench's profile of where an event's time
+        # goes (bench/bench_native_target.py)
+        self.c_seconds = self.drain_seconds = 0.0
+        # `step` (backends/step_ptrace.py): the backend's waiting transfer told to C
+        # (`pending_in` fills a Pending) and C's handed back with the hooks C took
+        # (`took(n, pending)`); pending_in None: every step is Python's
+        self.pending_in: Callable[[Pending], None] | None = None
+        self.took: Callable[[int, Pending], None] = lambda n, p: None
+        self._pending = Pending()
+        self._skipped = ctypes.c_uint64()
+
+    # ------------------------------------------------------------ SiteTable
+    def site_set(self, addr: int, op: SiteOp) -> None:
+        if self._lib.pl_site_set(self._pl, addr, *op) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def site_active(self, addr: int, on: bool) -> None:
+        self._lib.pl_site_active(self._pl, addr, int(on))
+
+    def callee_add(self, target: int) -> None:
+        if self._lib.pl_callee_add(self._pl, target) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def inside_add(self, site: int, target: int) -> None:
+        if self._lib.pl_inside_add(self._pl, site, target) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def inside_drop(self, target: int) -> None:
+        self._lib.pl_inside_drop(self._pl, target)
+
+    # ------------------------------------------------------------ the loop
+    def resume(self, pid: int, sig: int) -> tuple[int, int]:
+        """PTRACE_CONT the stopped tracee (with signal sig) and wait for a stop C does not
+        finish: (its wait status, the PC after the last trap C finished or 0)."""
+        lib, pl = self._lib, self._pl
+        last_pc = 0
+        while True:
+            lib.pl_set_time(pl, self.time())
+            start = time.thread_time()
+            rc = lib.pl_resume(pl, pid, sig, ctypes.byref(self._status))
+            drained = time.thread_time()
+            last_pc = int(lib.pl_last_pc(pl)) or last_pc
+            self._drain()
+            self.c_seconds += drained - start
+            self.drain_seconds += time.thread_time() - drained
+            if rc == PL_STOP:
+                return int(self._status.value), last_pc
+            if rc == PL_EINTR:  # emutrace got a signal: its handler runs in this wait
+                _, status = os.waitpid(pid, 0)
+                return status, last_pc
+            if rc != PL_FULL:
+                raise OSError(-rc, os.strerror(-rc))
+            sig = 0  # the buffer was full or C ran long: Python's turn, then on
+
+    # ------------------------------------------------------------ single-stepping
+    @property
+    def steps_quietly(self) -> bool:
+        return self.pending_in is not None
+
+    def quiet_add(self, addr: int) -> None:
+        """An instruction whose `step` hook only counts it (no call, return or jump)."""
+        if self._lib.pl_quiet_add(self._pl, addr) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def step(self, pid: int, sig: int) -> tuple[int, int]:
+        """PTRACE_SINGLESTEP, and on while C can take the step backend's hook at the next
+        instruction (pl_step): (the wait status of the first stop it does not take, the
+        PC of the last one it took or 0)."""
+        assert self.pending_in is not None
+        lib, pl, pending = self._lib, self._pl, self._pending
+        last_pc = 0
+        self.pending_in(pending)
+        while True:
+            start = time.thread_time()
+            rc = lib.pl_step(pl, pid, sig, ctypes.byref(pending), ctypes.byref(self._status),
+                             ctypes.byref(self._skipped))
+            self.c_seconds += time.thread_time() - start
+            last_pc = int(lib.pl_last_pc(pl)) or last_pc
+            self.took(int(self._skipped.value), pending)
+            if rc == PL_STOP:
+                return int(self._status.value), last_pc
+            if rc == PL_EINTR:
+                _, status = os.waitpid(pid, 0)
+                return status, last_pc
+            if rc != PL_FULL:
+                raise OSError(-rc, os.strerror(-rc))
+            sig = 0
+            if pending.state == PEND_JUMP:
+                pending.index = NO_INDEX  # (the backend holds it now)
+
+    def jump_add(self, addr: int, fallthrough: int, conditional: bool) -> None:
+        """A jump whose hook only remembers it as waiting (backends/step_ptrace.py)."""
+        if self._lib.pl_jump_add(self._pl, addr, fallthrough, int(conditional)) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def entry_add(self, addr: int) -> None:
+        """A function entry of the tail rule (a jump there may be a tail call)."""
+        if self._lib.pl_entry_add(self._pl, addr) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def _drain(self) -> None:
+        lib, pl = self._lib, self._pl
+        n = lib.pl_events_count(pl)
+        if not n:
+            return
+        data = ctypes.string_at(lib.pl_events(pl), n * EVENT.size)
+        lib.pl_events_clear(pl)
+        if self.on_records is not None:
+            self.on_records(data)
+
+    def close(self) -> None:
+        if self._pl:
+            self.counters = [int(self._lib.pl_counter(self._pl, i)) for i in range(4)]
+            self._lib.pl_free(self._pl)
+            self._pl = None
+
+    def counter(self, index: int) -> int:
+        if self._pl:
+            return int(self._lib.pl_counter(self._pl, index))
+        return self.counters[index]

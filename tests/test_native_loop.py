@@ -1,0 +1,210 @@
+"""The native target's run loop in C (native/ploop.c, `--target native --engine native`, the
+default) against the Python loop (target/ptrace_run.py alone, `--engine python`).
+
+* Differential: on x86_64 and i386, for int3 lazy (C finishes the traps at armed sites),
+  int3 strict and the other backends (C only resumes and waits; every trap is Python's),
+  the two loops give identical records (times, addresses, argument and return values),
+  counters, stop, exit status and open frames.  A native run is not quite reproducible:
+  the kernel's AT_RANDOM bytes (the stack canary, the pointer guard) differ per run and
+  reach some argument registers; the values that differ between two runs of the Python
+  loop are masked (`same_trace`), and must be few.
+  (Programs whose signals come from timers, signals and sigctx, are left out: where
+  SIGALRM lands depends on speed, and two runs of one loop differ.)
+* Oracle: the C loop's trace of `calls all` equals what the `-finstrument-functions` build
+  records about itself, run directly on this host (as tests/test_native_target.py checks
+  the Python loop).
+* The C loop does the work it claims: on fib, all but the first traps of each site are
+  finished in C (C's counter, checked against the trap count the Python loop takes for the
+  same run); strict cleanup gives C nothing to finish; for `step`, C takes most hooks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emutrace.native import ploop
+from emutrace.native_session import NativeProcess
+from emutrace.session import RunConfig
+from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
+
+from .conftest import ENV, bin_path, shell_status
+from .test_native_target import namer
+
+
+def test_ptrace_loop_is_built() -> None:
+    assert ploop.available(), "the native library lacks ploop.c (python setup.py build_ext)"
+
+
+def _run(isa: str, program: str, args: list[str], engine: str, backend: str = "int3",
+         cleanup: str = "lazy") -> tuple[NativeProcess, tuple]:
+    process = NativeProcess(RunConfig(str(bin_path(isa, program)), args, backend=backend,
+                                      cleanup=cleanup, engine=engine))
+    r = process.run()
+    return process, (r.records, r.backend_stats, r.stop, r.exit_code, r.open_frames,
+                     r.guest_insns)
+
+
+def _leaves(value: Any) -> list[Any]:
+    """A record as its flat list of fields (nested values, argument tuples spread)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: list[Any] = [type(value).__name__]
+        for f in dataclasses.fields(value):
+            out += _leaves(getattr(value, f.name))
+        return out
+    if isinstance(value, (tuple, list)):
+        out = [len(value)]
+        for v in value:
+            out += _leaves(v)
+        return out
+    return [value]
+
+
+def same_trace(got: tuple, want: tuple, again: tuple) -> None:
+    """got == want, field for field, except the fields in which two Python-loop runs (want,
+    again) differ themselves (host randomness); every other result equal as it is."""
+    assert got[1:] == want[1:] == again[1:]
+    assert len(got[0]) == len(want[0]) == len(again[0])
+    masked = total = 0
+    for i, (g, w, a) in enumerate(zip(got[0], want[0], again[0], strict=True)):
+        lg, lw, la = _leaves(g), _leaves(w), _leaves(a)
+        assert len(lg) == len(lw) == len(la), (i, g, w)
+        for x, y, z in zip(lg, lw, la, strict=True):
+            total += 1
+            if y != z:
+                masked += 1
+            else:
+                assert x == y, (i, g, w)
+    assert masked <= total // 100, (masked, total)
+
+
+# (isa, program, args): direct, indirect and tail calls, qsort's callbacks into the program,
+# longjmp, a crash (the guest's SIGSEGV handed back by C), typed values,
+# site hooks beside C's traps (a stripped binary: code found by descent), a static PIE,
+# calls through memory (Python's: C lowers no memory operand), a PC thunk (i386), a crash
+# by signal on i386 (isadep)
+CELLS = [
+    ("x86_64", "calls", ["tail"]), ("x86_64", "calls", ["qsort"]),
+    ("x86_64", "calls", ["longjmp"]), ("x86_64", "calls", ["crash"]),
+    ("x86_64", "calls", ["args9"]), ("x86_64", "fib", ["12"]), ("x86_64", "calls", ["fnptr"]),
+    ("x86_64", "typed", []), ("x86_64", "calls.stripped", ["tail"]),
+    ("x86_64", "calls.pie", ["tail"]), ("x86_64", "edge_callmem", []),
+    ("i386", "calls", ["tail"]), ("i386", "calls", ["recursion"]),
+    ("i386", "calls", ["args9"]), ("i386", "fib", ["12"]), ("i386", "typed", []),
+    ("i386", "edge_pcthunk", []), ("i386", "isadep", []),
+]
+
+
+@pytest.mark.parametrize(("isa", "program", "args"), CELLS)
+@pytest.mark.parametrize("cleanup", ["lazy", "strict"])
+def test_c_loop_equals_python_loop_int3(isa: str, program: str, args: list[str],
+                                        cleanup: str) -> None:
+    _p, want = _run(isa, program, args, "python", cleanup=cleanup)
+    _q, again = _run(isa, program, args, "python", cleanup=cleanup)
+    process, got = _run(isa, program, args, "native", cleanup=cleanup)
+    assert len(want[0]) > 4
+    same_trace(got, want, again)
+    assert process.target.c_loop is not None
+    stats = process.backend.native_stats  # type: ignore[union-attr]
+    if cleanup == "strict":
+        assert stats["c_traps"] == 0  # every call and return changes patches: Python's
+    elif program in ("fib", "calls"):
+        assert stats["c_traps"] > 0
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+@pytest.mark.parametrize("backend", ["none", "hwbp", "entry", "btf", "step"])
+def test_c_loop_equals_python_loop_other_backends(isa: str, backend: str) -> None:
+    """C resumes (PTRACE_CONT) and hands every stop back: hwbp's debug-register traps,
+    entry's probes; btf and step resume by PTRACE_SINGLEBLOCK/SINGLESTEP in Python."""
+    _p, want = _run(isa, "calls", ["tail"], "python", backend=backend)
+    _q, again = _run(isa, "calls", ["tail"], "python", backend=backend)
+    _r, got = _run(isa, "calls", ["tail"], "native", backend=backend)
+    same_trace(got, want, again)
+    assert got[3] == 0
+
+
+def test_c_loop_finishes_the_repeated_traps() -> None:
+    """fib 15 (x86_64): the Python loop takes T traps; with the C loop the backend counts
+    the same T, and C finished all but the ones Python must see (a first call into a
+    function: discovery; start-up code; the exit path) — at least 90% of them."""
+    _p, want = _run("x86_64", "fib", ["15"], "python")
+    process, got = _run("x86_64", "fib", ["15"], "native")
+    traps = want[1]["traps"]
+    assert got[1]["traps"] == traps and traps > 2000
+    stats = process.backend.native_stats  # type: ignore[union-attr]
+    assert stats["c_traps"] >= 0.9 * traps
+    assert stats["python_stops"] < 0.1 * traps
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+def test_c_loop_step_takes_most_steps(isa: str) -> None:
+    """step on fib 10: the same records and counters as the Python loop, and C took the
+    hook at at least 70% of the steps (all but calls, returns, jumps that may be tail calls
+    and code stepped for the first time)."""
+    _p, want = _run(isa, "fib", ["10"], "python", backend="step")
+    _q, again = _run(isa, "fib", ["10"], "python", backend="step")
+    process, got = _run(isa, "fib", ["10"], "native", backend="step")
+    same_trace(got, want, again)
+    steps = want[1]["steps"]
+    assert steps > 10000 and want[1]["calls"] > 100
+    assert process.backend.native_stats["c_steps"] >= 0.7 * steps  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+def test_c_loop_trace_equals_own_record(isa: str, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # (the fileio scenario writes a file)
+    instr = str(bin_path(isa, "calls.instr").resolve())
+    direct = subprocess.run([instr, "all"], capture_output=True, timeout=120, env=ENV,
+                            cwd=tmp_path)
+    record = direct.stderr.decode()
+    instr_name = namer(instr)
+    keep = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    want = canonical_from_instr(record, instr_name, keep)
+    process = NativeProcess(RunConfig(str(bin_path(isa, "calls")), ["all"], backend="int3",
+                                      engine="native"))
+    got = process.run()
+    assert got.exit_code == shell_status(direct.returncode)
+    text = canonical_text(got.records, namer(str(bin_path(isa, "calls"))), keep)
+    assert text.count("\n") > 50
+    assert text == want
+    assert process.backend.native_stats["c_traps"] > 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("backend", ["int3", "step"])
+def test_c_loop_interrupt_while_c_finishes_every_stop(backend: str, tmp_path: Path) -> None:
+    """SIGINT while C takes every stop itself (fib 30: millions of traps or steps, none
+    Python's): C comes back within its batch (MAX_STOPS stops), Python's handler ends the
+    run as interrupted (128 + 2, one line) and the child is killed."""
+    proc = subprocess.Popen([sys.executable, "-m", "emutrace", "run", "--target", "native",
+                             "--unconfined", "--backend", backend, "-o",
+                             str(tmp_path / "trace"), str(bin_path("x86_64", "fib")), "30"],
+                            env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while _child_ticks(proc.pid) < 20 and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the child has run 0.2 s of CPU: deep in fib, under C
+    assert proc.poll() is None
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert err.decode().startswith("emutrace: interrupted at pc "), err
+
+
+def _child_ticks(parent: int) -> int:
+    """CPU clock ticks (user + system) of parent's first child, 0 while there is none."""
+    try:
+        kids = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        fields = Path(f"/proc/{kids[0]}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime, stime (proc(5): fields 14, 15)
