@@ -1,7 +1,9 @@
 """`--target native`: a program run on this host under ptrace, traced by the same backends
 through the target protocol (target/ptrace.py, target/ptrace_run.py).  The counterpart of
 session.Process for the native target: no Linux layer (the host kernel runs the system
-calls), no sandbox (the caller must have acknowledged that: `--unconfined`).
+calls), the same file sandbox as emulation (`Sandbox`, --root, --allow-write) applied by a
+seccomp filter and the tracer (target/seccomp_filter.py, target/ptrace_confine.py), unless
+the caller asked for none (`unconfined`: `--unconfined`).
 
 What runs natively (checked here, before anything runs; a refusal is a usage error):
 a program of an ISA whose capability table says `native_target` (this x86_64 host: x86_64
@@ -26,6 +28,7 @@ from emutrace.elf import Image, load_image
 from emutrace.errors import Unsupported, UsageError
 from emutrace.isa import all_isas
 from emutrace.isa.base import Cap
+from emutrace.machine.linux.sandbox import Sandbox
 from emutrace.native import ploop
 from emutrace.native.ploop import PtraceLoop
 from emutrace.session import (
@@ -37,7 +40,9 @@ from emutrace.session import (
 )
 from emutrace.target.native_modules import ModuleWatch
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
+from emutrace.target.ptrace_confine import Confinement
 from emutrace.target.ptrace_run import NativeTrapHooks, run
+from emutrace.target.seccomp_filter import packed_program
 from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
 
@@ -148,17 +153,28 @@ class NativeProcess:
     """An x86 program started on the host, stopped at its first instruction (ld.so's, for a
     dynamic program), with its backend armed; `run()` runs it to its end."""
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, unconfined: bool = False) -> None:
         self.config = config
         image = open_image(config.program, config.arch)
         check_native(config, image)
+        sandbox = None
+        if not unconfined:
+            try:  # as session.Process: no --allow-write is the current directory, or none
+                sandbox = Sandbox(config.root, list(config.allow_write))
+            except ValueError as e:
+                raise UsageError(str(e)) from None
         env = config.env if config.env is not None else dict(os.environ)
         argv = [os.fsencode(config.argv0 if config.argv0 is not None else config.program),
                 *(os.fsencode(a) for a in config.args)]
         envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
         sys.stdout.flush()  # the child shares our stdout and stderr from here
         sys.stderr.flush()
-        self.pid = spawn(config.program, argv, envp)
+        if sandbox is None:
+            self.pid = spawn(config.program, argv, envp)
+        else:  # the child starts in the guest's current directory
+            self.pid = spawn(config.program, argv, envp, packed_program(),
+                             os.fsdecode(sandbox.resolve(sandbox.guest_cwd)))
+        self.confinement = None if sandbox is None else Confinement(sandbox, self.pid)
         try:
             bias = load_bias(self.pid, image)
             self.image = image.rebased(bias)
@@ -196,12 +212,15 @@ class NativeProcess:
 
     def run(self) -> RunResult:
         try:
-            stop = run(self.target, self.hooks, self.config.timeout)
+            stop = run(self.target, self.hooks, self.config.timeout, self.confinement)
         except OSError as e:  # a ptrace request refused in the middle of the run
             raise PtraceError(f"--target native: {e.strerror or e}") from None
         finally:
             kill(self.pid)
             self.target.close()
+            if self.confinement is not None:
+                self.confinement.children.end()
+                self.confinement.close()
             if self.target.c_loop is not None:
                 self.target.c_loop.close()
         frames = [f.func for f in self.shadow.frames]

@@ -180,9 +180,9 @@ def test_cli_native_output_and_status(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (("--target", "native", "COUNTS"), "--unconfined"),
     ((*NATIVE, "ARM"), "arm program"),
-    ((*NATIVE, "--root", "/tmp", "COUNTS"), "--root"),
+    ((*NATIVE, "--root", "/tmp", "COUNTS"), "--root"),  # nothing to confine with --unconfined
+    (("--target", "native", "--max-insns", "5", "COUNTS"), "--max-insns"),
 ])
 def test_native_usage_errors(argv: tuple[str, ...], message: str) -> None:
     """Refused before anything runs: one line, exit 64."""

@@ -1,9 +1,11 @@
 """`emutrace run --target native`: the program runs on this host under ptrace instead of
 under emulation (emutrace/native_session.py).
 
-Natively the program's system calls reach the host kernel unchecked: the file sandbox of
-emulation (--root, --allow-write) does not exist there yet.  So a native run needs the
-user's explicit `--unconfined`; without it, it is a usage error before anything runs.
+A native run is confined like an emulated one: the same file sandbox (--root,
+--allow-write, machine/linux/sandbox.py), applied by a seccomp filter whose checked calls
+stop for the tracer (target/seccomp_filter.py, target/ptrace_confine.py).  `--unconfined`
+is the explicit opt-out (the program then runs with the user's rights, seeing their files;
+--root and --allow-write have nothing to apply to and are refused with it).
 Options that only emulation implements are refused rather than ignored."""
 
 from __future__ import annotations
@@ -31,19 +33,16 @@ def add_native_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--target", choices=TARGETS, default="emulation",
                    help="where PROGRAM runs: emulation (the default: Unicorn, confined) or "
                         "native (on this host's CPU under ptrace; backends none, int3, hwbp, "
-                        "btf, entry, step; needs --unconfined)")
+                        "btf, entry, step; confined by --root/--allow-write as under "
+                        "emulation)")
     g.add_argument("--unconfined", action="store_true",
-                   help="--target native: acknowledge that the program runs with your "
-                        "rights and sees your files (no sandbox natively yet)")
+                   help="--target native: no sandbox: the program runs with your rights "
+                        "and sees and may change your files")
 
 
 def refused_options(args: argparse.Namespace) -> list[str]:
     """Options given that only emulation implements (silently ignoring them would lie)."""
     out = []
-    if args.root != "/":
-        out.append("--root")
-    if args.allow_write:
-        out.append("--allow-write")
     if args.max_insns:
         out.append("--max-insns")
     if args.max_memory != DEFAULT_MAX_MEMORY:
@@ -56,9 +55,9 @@ def refused_options(args: argparse.Namespace) -> list[str]:
 
 
 def run_native(command: RunLike, args: argparse.Namespace) -> int:
-    if not args.unconfined:
-        raise UsageError("--target native runs the program unconfined (its system calls "
-                         "reach this host unchecked); pass --unconfined to accept that")
+    if args.unconfined and (args.root != "/" or args.allow_write):
+        raise UsageError("--unconfined: --root and --allow-write confine a run; they do not "
+                         "go with --unconfined")
     refused = refused_options(args)
     if refused:
         raise UsageError(f"--target native: {', '.join(refused)} work(s) under emulation "
@@ -68,16 +67,19 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
     config = command.config(args)
     tracing = args.backend != "none"
     args.output_file = open_output(args.output) if args.output and tracing else None
-    process = NativeProcess(config)  # started, stopped at its first instruction
+    process = NativeProcess(config, unconfined=args.unconfined)  # stopped at its start
     result = process.run()
     code = command.finish(result, args)
     report_degraded(result, getattr(process.backend, "degraded_at", None))
     target = process.target
     if target.untraced_children:
+        confined = "; their sandboxed calls failed with ENOSYS" if process.confinement else ""
         print(f"emutrace: native: {len(target.untraced_children)} forked child process(es) "
-              f"ran untraced (following forks natively is not built)", file=sys.stderr)
+              f"ran untraced (following forks natively is not built){confined}",
+              file=sys.stderr)
     if target.exec_untraced:
-        print("emutrace: native: the program called execve; the new image ran untraced",
+        how = "not traced (still confined)" if process.confinement else "untraced"
+        print(f"emutrace: native: the program called execve; the new image ran {how}",
               file=sys.stderr)
     return code
 

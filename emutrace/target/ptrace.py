@@ -13,7 +13,10 @@ tracer also sets PTRACE_O_EXITKILL, so the child cannot outlive a tracer that is
 PTRACE_O_TRACESYSGOOD (system-call stops, when the loop resumes with PTRACE_SYSCALL for a
 dynamic program's module watch, are SIGTRAP | 0x80), and asks for fork, vfork and exec
 events (the run loop lets forked children go untraced and stops tracing at an exec:
-target/ptrace_run.py).
+target/ptrace_run.py).  A confined run's child also stops itself before execve so that the
+tracer can ask for seccomp events, then installs the filter (`_spawn_confined`,
+target/seccomp_filter.py); its children and exec'd images are then followed for their
+checked calls (target/ptrace_confine.py, target/ptrace_children.py).
 
 Register names: the ISA's short names (x86_64 rax…, i386 eax…; the 32-bit names are the low
 halves of the 64-bit ones: a 64-bit tracer sees an i386 tracee through the same
@@ -53,7 +56,9 @@ PTRACE_O_TRACEFORK = 0x2
 PTRACE_O_TRACEVFORK = 0x4
 PTRACE_O_TRACEEXEC = 0x10
 PTRACE_O_TRACEVFORKDONE = 0x20
+PTRACE_O_TRACESECCOMP = 0x80
 PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK, PTRACE_EVENT_EXEC, PTRACE_EVENT_VFORK_DONE = 1, 2, 4, 5
+PTRACE_EVENT_SECCOMP = 7
 PTRACE_GETEVENTMSG = 0x4201
 PTRACE_DETACH = 17
 WALL = 0x40000000  # __WALL: wait for any child, cloned or not
@@ -129,10 +134,18 @@ def ptrace_refusal() -> str | None:
     return None
 
 
-def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
+def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None = None,
+          cwd: str | None = None) -> int:
     """Fork a child that stops, traced by us, at its first instruction after execve.
     A failure in the child (PTRACE_TRACEME refused: we are traced ourselves, or a
-    seccomp/LSM policy) comes back through a pipe as one line: PtraceError."""
+    seccomp/LSM policy) comes back through a pipe as one line: PtraceError.
+
+    With a `seccomp` filter (target/seccomp_filter.py, the confinement) the child starts
+    in `cwd`, stops itself (SIGSTOP) so that the tracer can ask for PTRACE_O_TRACESECCOMP
+    first, then installs the filter and makes its execve, which the tracer lets through
+    unchecked (the program may lie outside the sandbox root, as under emulation)."""
+    if seccomp is not None:
+        return _spawn_confined(path, argv, envp, seccomp, cwd)
     reason = ptrace_refusal()
     if reason is not None:
         raise PtraceError(f"--target native: {reason}")
@@ -175,6 +188,86 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes]) -> int:
         kill(pid)
         raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
     return pid
+
+
+def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes,
+                    cwd: str | None) -> int:
+    from emutrace.target.seccomp_filter import install  # (it imports nothing of ours)
+
+    reason = ptrace_refusal()
+    if reason is not None:
+        raise PtraceError(f"--target native: {reason}")
+    parent = os.getpid()
+    path = os.path.abspath(path)  # (before the child's chdir)
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the tracer's code
+        try:
+            os.close(read_end)
+            if _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 \
+                    or os.getppid() != parent:
+                os._exit(127)
+            _libc.personality(ADDR_NO_RANDOMIZE)
+            if cwd is not None:
+                os.chdir(cwd)
+            ctypes.set_errno(0)
+            if _libc.ptrace(PTRACE_TRACEME, 0, None, None) == -1:
+                err = ctypes.get_errno()
+                os.write(write_end, traceme_refusal(err).encode())
+                os._exit(127)
+            os.kill(os.getpid(), signal.SIGSTOP)  # the tracer sets its options
+            failure = install(seccomp)
+            if failure is not None:
+                os.write(write_end, f"{failure} (the sandbox of a native run needs seccomp "
+                                    f"filters; --unconfined runs without)".encode())
+                os._exit(127)
+            os.execve(path, argv, dict(_split_env(envp)))
+        except OSError as e:
+            os.write(write_end, f"execve {path}: {e.strerror}".encode())
+        except BaseException:  # noqa: BLE001 - the child must never return
+            pass
+        os._exit(127)
+    os.close(write_end)
+    try:
+        _start_confined(pid)
+    except PtraceError:
+        with os.fdopen(read_end, "rb") as pipe:
+            failure = pipe.read().decode(errors="replace")
+        kill(pid)
+        if failure:
+            raise PtraceError(f"--target native: {failure}") from None
+        raise
+    os.close(read_end)
+    return pid
+
+
+def _start_confined(pid: int) -> None:
+    """The tracer's half of `_spawn_confined`: PTRACE_O_TRACESECCOMP at the child's
+    SIGSTOP; its own calls up to execve let through; then the SIGTRAP after execve (no
+    PTRACE_O_TRACEEXEC yet: that stop is in the kernel's return to user mode, as without
+    confinement, where a PTRACE_EVENT_EXEC stop is still in the system call's exit and a
+    single-step from it traps before the first instruction) and the run's options."""
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFSTOPPED(status):
+        raise PtraceError(f"--target native: the child ended before its execve "
+                          f"(status {status:#x})")
+    try:
+        ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESECCOMP)
+    except OSError as e:
+        raise PtraceError(f"--target native: PTRACE_SETOPTIONS: {e.strerror}") from None
+    ptrace(PTRACE_CONT, pid, 0, 0)  # (the SIGSTOP is not delivered)
+    while True:
+        _, status = os.waitpid(pid, 0)
+        if not os.WIFSTOPPED(status):
+            raise PtraceError(f"--target native: the child ended before its first "
+                              f"instruction (status {status:#x})")
+        if os.WSTOPSIG(status) == signal.SIGTRAP and not status >> 16:
+            break  # execve done: stopped before the program's first instruction
+        # our own calls before execve (execve among them): not the guest's, not checked
+        ptrace(PTRACE_CONT, pid, 0, 0)
+    ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD
+           | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE
+           | PTRACE_O_TRACEEXEC | PTRACE_O_TRACESECCOMP)
 
 
 def traceme_refusal(err: int) -> str:
@@ -439,13 +532,18 @@ class PtraceTarget:
         return [(a, bytes(b)) for a, b in runs]
 
     # ------------------------------------------------------------ forks and exec
-    def release_child(self, child: int, shares_memory: bool) -> None:
+    def release_child(self, child: int, shares_memory: bool,
+                      follow: Callable[[int], None] | None = None,
+                      stopped: bool = False) -> None:
         """A child the tracee forked (auto-attached, PTRACE_O_TRACEFORK/VFORK) is let go
         untraced: its copy of the code gets the program's own bytes back (after a vfork it
         shares the tracee's memory: every patch is lifted until PTRACE_EVENT_VFORK_DONE,
         `settle_all`), its trap flag is cleared, and it is detached.  Debug registers are
-        not inherited by a child (Linux copies no ptrace breakpoints)."""
-        os.waitpid(child, WALL)  # its first stop (SIGSTOP)
+        not inherited by a child (Linux copies no ptrace breakpoints).  With `follow`, it
+        is handed to that instead of detached (a confined run keeps checking its calls:
+        target/ptrace_children.py); `stopped`: its first stop was already waited for."""
+        if not stopped:
+            os.waitpid(child, WALL)  # its first stop (SIGSTOP)
         if shares_memory:
             self.lift_all()
         else:
@@ -455,6 +553,9 @@ class PtraceTarget:
         ptrace(PTRACE_GETREGS, child, 0, ctypes.c_void_p(ctypes.addressof(regs)))
         regs[_INDEX["eflags"]] &= ~EFLAGS_TF
         ptrace(PTRACE_SETREGS, child, 0, ctypes.c_void_p(ctypes.addressof(regs)))
+        if follow is not None:
+            follow(child)
+            return
         ptrace(PTRACE_DETACH, child, 0, 0)
         self.untraced_children.append(child)
 

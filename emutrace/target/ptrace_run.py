@@ -57,6 +57,7 @@ from emutrace.target.ptrace import (
     PTRACE_DETACH,
     PTRACE_EVENT_EXEC,
     PTRACE_EVENT_FORK,
+    PTRACE_EVENT_SECCOMP,
     PTRACE_EVENT_VFORK,
     PTRACE_EVENT_VFORK_DONE,
     PTRACE_GETEVENTMSG,
@@ -68,6 +69,7 @@ from emutrace.target.ptrace import (
     kill,
     ptrace,
 )
+from emutrace.target.ptrace_confine import Confinement, run_exec
 from emutrace.target.unicorn_run import Stop
 
 PTRACE_GETSIGINFO = 0x4202  # <linux/ptrace.h>
@@ -106,9 +108,11 @@ def _signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0) -> Stop:
+def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0,
+        confinement: Confinement | None = None) -> Stop:
     """Run the stopped tracee to its end; the tracee is killed and reaped on every path
-    out of here that is not its own exit or death."""
+    out of here that is not its own exit or death.  With a `confinement` its checked
+    system calls stop it (PTRACE_EVENT_SECCOMP) and are checked there."""
     pid = target.pid
     timed_out = threading.Event()
     timer = None
@@ -134,7 +138,7 @@ def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0) -> S
     if threading.current_thread() is threading.main_thread():
         old = {sig: signal.signal(sig, on_stop_signal) for sig in STOP_SIGNALS}
     try:
-        return _loop(target, hooks, timed_out, interrupted)
+        return _loop(target, hooks, timed_out, interrupted, confinement)
     except Exception:
         if interrupted:  # the tracee was killed under a hook's ptrace request or read
             return Stop("interrupted", signal=interrupted[0], pc=target.last_pc)
@@ -148,7 +152,7 @@ def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0) -> S
 
 
 def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Event,
-          interrupted: list[str]) -> Stop:
+          interrupted: list[str], confinement: Confinement | None) -> Stop:
     pid = target.pid
     pending_signal = 0  # the guest's own signal, delivered when it resumes
     fresh = True  # stopped before an instruction whose hooks have not run
@@ -183,6 +187,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         target.flush()
         try:
             loop = target.c_loop
+            if confinement is not None and confinement.children.live:
+                loop = None  # C waits for this pid only: a child at a check would wait too
             if loop is not None and request == PTRACE_CONT:
                 # C resumes and waits, finishing the traps it can (native/ploop.c)
                 status, c_pc = loop.resume(pid, pending_signal)
@@ -201,7 +207,9 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         except OSError as e:
             raise PtraceError(f"--target native: resuming pid {pid}: {e.strerror}") from None
         pending_signal = 0
-        if status == -1:
+        if status == -1 and confinement is not None:  # (its children's stops served too)
+            status = confinement.children.wait_for(pid)
+        elif status == -1:
             _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
             return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
@@ -216,7 +224,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         sig = os.WSTOPSIG(status)
         event = status >> 16
         if sig == signal.SIGTRAP and event:
-            stop = _event(target, event)
+            stop = _event(target, event, confinement)
             if stop is not None:
                 return stop
             continue  # resumed as it was: the system call completes
@@ -265,20 +273,38 @@ def _syscall_ended(target: PtraceTarget) -> None:
         hook()
 
 
-def _event(target: PtraceTarget, event: int) -> Stop | None:
-    """A fork, vfork or exec of the tracee (PTRACE_O_TRACE*).  A forked child runs
-    untraced (`release_child`); an exec replaces the image the backend knows: the tracee is
-    let go (no breakpoint survives an exec; DR7 cleared) and run to its end untraced."""
+def _event(target: PtraceTarget, event: int, confinement: Confinement | None) -> Stop | None:
+    """A fork, vfork or exec of the tracee (PTRACE_O_TRACE*), or a system call to check
+    (target/ptrace_confine.py).  A forked child runs untraced (`release_child`); an exec
+    replaces the image the backend knows: the tracee is let go (no breakpoint survives an
+    exec; DR7 cleared) and run to its end untraced, or, confined, traced for its checked
+    calls only."""
     pid = target.pid
-    if event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):
+    if event == PTRACE_EVENT_SECCOMP and confinement is not None:
+        target.flush()  # (no register cache across the check's own requests)
+        confinement.on_seccomp()
+    elif event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):
         msg = ctypes.c_ulong()
         ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
-        target.release_child(int(msg.value), shares_memory=event == PTRACE_EVENT_VFORK)
+        child, shares = int(msg.value), event == PTRACE_EVENT_VFORK
+        if confinement is None:
+            target.release_child(child, shares_memory=shares)
+        else:  # still confined: traced for its checked calls (target/ptrace_children.py)
+            family = confinement
+            stopped = child in family.children.early
+            family.children.early.discard(child)
+            target.release_child(child, shares, stopped=stopped,
+                                 follow=lambda c: family.children.adopt(c, family.scratch))
     elif event == PTRACE_EVENT_VFORK_DONE:
         target.settle_all()  # the vfork child exec'd or exited: the patches go back
     elif event == PTRACE_EVENT_EXEC:
         target.exec_untraced = True
         target.set_debugreg(7, 0)
+        if confinement is not None:
+            exited, value = run_exec(confinement)
+            if exited:
+                return Stop("exit", status=value, pc=target.last_pc)
+            return Stop("signal", signal=_signal_name(value), pc=target.last_pc)
         ptrace(PTRACE_DETACH, pid, 0, 0)
         _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):

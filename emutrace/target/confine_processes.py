@@ -1,0 +1,128 @@
+"""The process half of a confined native run (issue 13 item 3, and the project's rule that
+a guest touches nothing of the host outside what the user allowed): system calls that act
+on *another* process — signals, scheduling, limits, NUMA placement — reach only the
+guest's own processes (the run's first process and the children it followed,
+target/ptrace_children.py), as under emulation (machine/linux/sys_process.py `_kill`: a
+guest must not signal the host's other processes, emutrace may run as root).
+
+A signal to a process group (pid 0 or -pgid) or to everybody (-1) is sent by the tracer to
+each guest process in it (the kernel would reach the user's other processes, emutrace
+among them: the guest shares its process group) and the call returns 0, or ESRCH when
+none is there; pid -1 leaves out the caller, as kill(2) does."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from emutrace.target.confine_checks import Call, Check, Refused, int32
+
+if TYPE_CHECKING:
+    from emutrace.target.ptrace_confine import Confinement
+
+PRIO_PROCESS = 0  # <linux/resource.h>; PRIO_PGRP and PRIO_USER reach others
+IOPRIO_WHO_PROCESS = 1  # <linux/ioprio.h>
+
+
+def guests(c: Confinement) -> set[int]:
+    return {c.children.first.pid, *c.children.live}
+
+
+def _target(c: Confinement, pid: int) -> None:
+    """A call on one process: itself (0), or one of the guest's processes."""
+    if pid == 0 or pid in guests(c):
+        return
+    raise Refused("EPERM" if _exists(pid) else "ESRCH")
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill(c: Confinement, call: Call) -> None:
+    pid, sig = int32(call.args[0]), int32(call.args[1])
+    if pid > 0:
+        _target(c, pid)
+        return
+    if not 0 <= sig <= 64:
+        raise Refused("EINVAL")
+    me = c.pid
+    if pid == -1:
+        targets = guests(c) - {me}
+    else:
+        group = os.getpgid(me) if pid == 0 else -pid
+        targets = {p for p in guests(c) if _group(p) == group}
+    for p in sorted(targets):
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            targets.discard(p)
+    if not targets:
+        raise Refused("ESRCH")
+    call.result = 0
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _first_pid(c: Confinement, call: Call) -> None:
+    """tkill, tgkill (its thread too), rt_(tg)sigqueueinfo, pidfd_open, prlimit64,
+    sched_set*, migrate_pages, move_pages: the pid argument(s) must be the guest's."""
+    _target(c, int32(call.args[0]))
+    if call.name in ("tgkill", "rt_tgsigqueueinfo"):
+        _target(c, int32(call.args[1]))
+
+
+def _pidfd_send_signal(c: Confinement, call: Call) -> None:
+    """A pidfd (pidfd_open, clone's CLONE_PIDFD) or a /proc/PID directory descriptor: the
+    process it names must be the guest's."""
+    fd = int32(call.args[0])
+    pid = None
+    try:
+        with open(f"/proc/{c.pid}/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+    except (OSError, ValueError):
+        raise Refused("EBADF") from None
+    if pid is None:
+        host = c.fd_host_path(fd) or b""
+        name = os.path.basename(host)
+        if not (host.startswith(b"/proc/") and name.isdigit()):
+            return  # not a process: the kernel says EBADF
+        pid = int(name)
+    if pid <= 0 or pid not in guests(c):
+        raise Refused("EPERM")
+
+
+def _who(which_i: int, who_i: int, process: int) -> Check:
+    """setpriority, ioprio_set: one process only (a group or a user reaches others)."""
+    def check(c: Confinement, call: Call) -> None:
+        if int32(call.args[which_i]) != process:
+            raise Refused("EPERM", f"emutrace: native: {call.name} on a process group or "
+                                   f"user refused (it reaches the host's other processes): "
+                                   f"returning EPERM")
+        _target(c, int32(call.args[who_i]))
+    return check
+
+
+PROCESS_CHECKS: dict[str, Check] = {
+    "kill": _kill,
+    **{n: _first_pid for n in ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+                               "pidfd_open", "prlimit64", "sched_setaffinity",
+                               "sched_setscheduler", "sched_setparam", "sched_setattr",
+                               "migrate_pages", "move_pages")},
+    "pidfd_send_signal": _pidfd_send_signal,
+    "setpriority": _who(0, 1, PRIO_PROCESS),
+    "ioprio_set": _who(0, 1, IOPRIO_WHO_PROCESS),
+}
