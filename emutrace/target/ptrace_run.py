@@ -195,8 +195,11 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 if c_pc:
                     pc = target.last_pc = c_pc
             elif (loop is not None and request == PTRACE_SINGLESTEP and loop.steps_quietly
-                  and not (lifted or blocks_due or target.branch_hooks or target.point_hooks)
+                  and not (lifted or blocks_due or target.branch_hooks or target.point_hooks
+                           or target.syscall_hooks)
                   and len(target.range_hooks) == 1):
+                # (not while system calls are watched: a dynamic program's modules are
+                # learnt at each call's exit, which C's steps would pass over)
                 # `step` alone: C steps over the instructions its hook only counts
                 status, c_pc = loop.step(pid, pending_signal)
                 if c_pc:
