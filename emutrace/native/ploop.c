@@ -438,7 +438,7 @@ static int simulate(pl_state *s, const pl_site *site)
 }
 
 /* ------------------------------------------------------------ the loop */
-int pl_resume(pl_state *s, int32_t pid, int32_t sig, int32_t *status)
+int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *status)
 {
     uint32_t handled = 0;
     s->last_pc = 0;
@@ -446,7 +446,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t sig, int32_t *status)
         return -ENOSPC;  /* Python drains the buffer before resuming */
     for (;;) {
         s->counters[3]++;
-        if (ptrace(PTRACE_CONT, pid, 0, (void *)(intptr_t)sig) == -1)
+        if (ptrace((enum __ptrace_request)request, pid, 0, (void *)(intptr_t)sig) == -1)
             return -errno;
         sig = 0;
         int st;

@@ -78,7 +78,7 @@ def load() -> ctypes.CDLL:
         "pl_events_count": ([vp], u32),
         "pl_events_clear": ([vp], None),
         "pl_event_size": ([], u32),
-        "pl_resume": ([vp, i32, i32, ctypes.POINTER(i32)], ctypes.c_int),
+        "pl_resume": ([vp, i32, i32, i32, ctypes.POINTER(i32)], ctypes.c_int),
         "pl_quiet_add": ([vp, u64], ctypes.c_int),
         "pl_entry_add": ([vp, u64], ctypes.c_int),
         "pl_jump_add": ([vp, u64, u64, u32], ctypes.c_int),
@@ -165,15 +165,18 @@ class PtraceLoop:
         self._lib.pl_inside_drop(self._pl, target)
 
     # ------------------------------------------------------------ the loop
-    def resume(self, pid: int, sig: int) -> tuple[int, int]:
-        """PTRACE_CONT the stopped tracee (with signal sig) and wait for a stop C does not
-        finish: (its wait status, the PC after the last trap C finished or 0)."""
+    def resume(self, pid: int, sig: int, request: int) -> tuple[int, int]:
+        """Resume the stopped tracee with `request` (PTRACE_CONT; PTRACE_SYSCALL while system
+        calls are watched; PTRACE_SINGLEBLOCK for btf) and signal sig, and wait for a stop C
+        does not finish (a system-call stop, a block step's trap: every stop but an int3 at
+        an armed site is handed back): (its wait status, the PC after the last trap C
+        finished or 0)."""
         lib, pl = self._lib, self._pl
         last_pc = 0
         while True:
             lib.pl_set_time(pl, self.time())
             start = time.thread_time()
-            rc = lib.pl_resume(pl, pid, sig, ctypes.byref(self._status))
+            rc = lib.pl_resume(pl, pid, request, sig, ctypes.byref(self._status))
             drained = time.thread_time()
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
             self._drain()

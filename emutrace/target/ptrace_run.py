@@ -189,9 +189,11 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             loop = target.c_loop
             if confinement is not None and confinement.children.live:
                 loop = None  # C waits for this pid only: a child at a check would wait too
-            if loop is not None and request == PTRACE_CONT:
-                # C resumes and waits, finishing the traps it can (native/ploop.c)
-                status, c_pc = loop.resume(pid, pending_signal)
+            if loop is not None and request in (PTRACE_CONT, PTRACE_SYSCALL,
+                                                 PTRACE_SINGLEBLOCK):
+                # C resumes and waits, finishing the traps it can (native/ploop.c); a
+                # system-call stop or a block step's trap comes back to the hooks here
+                status, c_pc = loop.resume(pid, pending_signal, request)
                 if c_pc:
                     pc = target.last_pc = c_pc
             elif (loop is not None and request == PTRACE_SINGLESTEP and loop.steps_quietly
