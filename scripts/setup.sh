@@ -9,6 +9,18 @@ if ! command -v qemu-s390x-static >/dev/null 2>&1; then
   $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-user-static uftrace >/dev/null
 fi
+# Debian's cross compilers: tests compile against each ISA's glibc headers at run time
+# (test_sigframe: the signal-frame layout against ucontext_t; test_hardening_selfmod builds
+# its program) and `make testbins` rebuilds the committed programs with them.
+cross_gccs="gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
+  gcc-mipsel-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc-linux-gnu gcc-powerpc64le-linux-gnu
+  gcc-s390x-linux-gnu"
+# shellcheck disable=SC2086
+if ! dpkg-query -W $cross_gccs >/dev/null 2>&1; then
+  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_gccs >/dev/null
+fi
 # Debian's cross sysroots (/usr/<triple>): the roots of the dynamic-binary tests (issue 15);
 # the x86_64 programs use the host's own /.  Skipped when every one is present.
 cross_libcs="libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
