@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
@@ -35,12 +36,10 @@ from emutrace.session import (
     THREAD_CREATORS,
     RunConfig,
     RunResult,
-    guest_path_of,
     may_create_threads,
     open_image,
 )
-from emutrace.target.native_interp import Launch, launch_of, missing_interpreter_reason, \
-    root_for
+from emutrace.target.native_interp import Launch, launch_of, missing_interpreter_reason, root_for
 from emutrace.target.native_modules import ModuleWatch
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
 from emutrace.target.ptrace_confine import Confinement
@@ -136,6 +135,17 @@ def load_bias(pid: int, image: Image) -> int:
     return entry - image.entry if entry is not None else 0
 
 
+def program_for_ld_so(config: RunConfig, sandbox: Sandbox | None) -> str:
+    """The program's path as an explicitly run ld.so opens it in a confined run with
+    --root: its guest path (it must lie in the root, ld.so opens it as the guest)."""
+    assert sandbox is not None
+    try:
+        return sandbox.to_guest(Path(os.path.realpath(config.program)))
+    except ValueError:
+        raise UsageError(f"--target native: {config.program} lies outside --root "
+                         f"{config.root}, where the root's ld.so cannot open it") from None
+
+
 def interpreter_bias(pid: int, image: Image) -> int:
     """Where the kernel loaded ld.so: AT_BASE (ld.so is linked at 0)."""
     return auxv(pid, image.isa.identity.word_size).get(AT_BASE, 0)
@@ -175,8 +185,9 @@ class NativeProcess:
         argv = [os.fsencode(config.argv0 if config.argv0 is not None else config.program),
                 *(os.fsencode(a) for a in config.args)]
         in_guest = sandbox is not None and config.root != "/"
-        launch = launch_of(image, config.root, argv, guest_path_of(sandbox, config.program)
-                           if sandbox is not None and in_guest else config.program, in_guest)
+        explicit = image.interpreter is not None and not os.path.exists(image.interpreter)
+        launch = launch_of(image, config.root, argv, program_for_ld_so(
+            config, sandbox) if in_guest and explicit else config.program, in_guest)
         envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
         sys.stdout.flush()  # the child shares our stdout and stderr from here
         sys.stderr.flush()
