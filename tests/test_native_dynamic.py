@@ -229,3 +229,20 @@ def test_native_dynamic_by_capability(isa: str) -> None:
         pytest.fail(str(e))
     want, functions = own_record("calls.dyn", isa)
     assert canonical_text(result.records, namer(process), functions) == want
+
+
+@pytest.mark.parametrize("isa", [pytest.param("i386", marks=native_dynamic_gap("i386"))])
+def test_native_dynamic_confined_in_its_root(isa: str) -> None:
+    """Debian's own `echo` run natively from inside its root with `--root .`, confined: the
+    root's ld.so is given guest paths (the sandbox resolves them in the root); echo prints
+    its arguments (echo(1)).  A program outside a confined --root is refused (64): the
+    root's ld.so, opening it as the guest, could not reach it."""
+    root = setup_root(isa)
+    assert root is not None
+    r = run_emutrace("run", "--target", "native", "--root", ".", "--backend", "int3",
+                     "bin/echo", "hi", "there", cwd=root)
+    assert (r.returncode, r.stdout) == (0, b"hi there\n")
+    assert "__libc_start_main" in r.stderr.decode()
+    r = run_emutrace("run", "--target", "native", "--root", str(root), "--backend", "int3",
+                     TESTBINS / isa / "calls.dyn", SCENARIO)
+    assert r.returncode == 64 and b"outside --root" in r.stderr
