@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
@@ -38,6 +39,7 @@ from emutrace.session import (
     may_create_threads,
     open_image,
 )
+from emutrace.target.native_interp import Launch, launch_of, missing_interpreter_reason, root_for
 from emutrace.target.native_modules import ModuleWatch
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
 from emutrace.target.ptrace_confine import Confinement
@@ -68,9 +70,14 @@ def check_native(config: RunConfig, image: Image) -> None:
     if not isa.capability(NATIVE_CAPABILITY).works:
         raise UsageError(f"--target native: {config.program} is a {isa.name} program; this "
                          f"host runs only {', '.join(native_isas())} programs natively")
-    if image.interpreter is not None and not os.path.exists(image.interpreter):
-        raise UsageError(f"--target native: {config.program} is dynamically linked and its "
-                         f"interpreter {image.interpreter} is not on this host")
+    if image.interpreter is not None and not os.path.exists(image.interpreter) and \
+            root_for(image, config.root) is None:
+        raise UsageError(f"--target native: {config.program} is dynamically linked and "
+                         f"{missing_interpreter_reason(image)}")
+    strict = isa.capability(Cap.NATIVE_DYNAMIC_STRICT)
+    if image.interpreter is not None and config.backend == "int3" and \
+            config.cleanup == "strict" and not strict.works:
+        raise UsageError(f"--target native: --cleanup strict: {strict.reason}")
     bts = isa.capability(NATIVE_BTS_CAPABILITY)
     if config.backend == "bts" and not bts.works:
         raise UsageError(f"--target native: backend bts: {bts.reason}")
@@ -132,20 +139,35 @@ def load_bias(pid: int, image: Image) -> int:
     return entry - image.entry if entry is not None else 0
 
 
+def program_for_ld_so(config: RunConfig, sandbox: Sandbox | None) -> str:
+    """The program's path as an explicitly run ld.so opens it in a confined run with
+    --root: its guest path (it must lie in the root, ld.so opens it as the guest)."""
+    assert sandbox is not None
+    try:
+        return sandbox.to_guest(Path(os.path.realpath(config.program)))
+    except ValueError:
+        raise UsageError(f"--target native: {config.program} lies outside --root "
+                         f"{config.root}, where the root's ld.so cannot open it") from None
+
+
 def interpreter_bias(pid: int, image: Image) -> int:
     """Where the kernel loaded ld.so: AT_BASE (ld.so is linked at 0)."""
     return auxv(pid, image.isa.identity.word_size).get(AT_BASE, 0)
 
 
-def native_modules(pid: int, image: Image, bias: int) -> ModuleMap:
+def native_modules(pid: int, image: Image, bias: int, launch: Launch) -> ModuleMap:
     """A dynamic program's module map as the kernel left it (the program and ld.so);
-    the libraries are added as ld.so maps them (target/native_modules.py).  The host's
-    own libraries: the root is /, as for emulation's default --root."""
-    assert image.interpreter is not None
+    the libraries are added as ld.so maps them (target/native_modules.py).  ld.so run
+    explicitly (target/native_interp.py): the kernel loaded ld.so alone, as the main
+    program (its bias from AT_ENTRY); the program comes later, mapped by ld.so."""
+    assert launch.interpreter is not None
     modules = ModuleMap(image.isa, "/")
-    modules.add(image, bias)
-    interp = load_image(os.path.realpath(image.interpreter), dynamic=True)
-    modules.add(interp, interpreter_bias(pid, image))
+    interp = load_image(launch.interpreter, dynamic=True)
+    if launch.explicit:
+        modules.add(interp, load_bias(pid, interp))
+    else:
+        modules.add(image, bias)
+        modules.add(interp, interpreter_bias(pid, image))
     return modules
 
 
@@ -166,25 +188,31 @@ class NativeProcess:
         env = config.env if config.env is not None else dict(os.environ)
         argv = [os.fsencode(config.argv0 if config.argv0 is not None else config.program),
                 *(os.fsencode(a) for a in config.args)]
+        in_guest = sandbox is not None and config.root != "/"
+        explicit = image.interpreter is not None and not os.path.exists(image.interpreter)
+        launch = launch_of(image, config.root, argv, program_for_ld_so(
+            config, sandbox) if in_guest and explicit else config.program, in_guest)
         envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
         sys.stdout.flush()  # the child shares our stdout and stderr from here
         sys.stderr.flush()
         if sandbox is None:
-            self.pid = spawn(config.program, argv, envp)
+            self.pid = spawn(launch.path, launch.argv, envp)
         else:  # the child starts in the guest's current directory
-            self.pid = spawn(config.program, argv, envp, packed_program(),
+            self.pid = spawn(launch.path, launch.argv, envp, packed_program(),
                              os.fsdecode(sandbox.resolve(sandbox.guest_cwd)))
         self.confinement = None if sandbox is None else Confinement(sandbox, self.pid)
         try:
-            bias = load_bias(self.pid, image)
+            bias = 0 if launch.explicit else load_bias(self.pid, image)
             self.image = image.rebased(bias)
             self.target = PtraceTarget(self.image.isa, self.pid)
             self.watch: ModuleWatch | None = None
             if image.interpreter is not None and config.backend != "none":
-                modules = native_modules(self.pid, image, bias)
+                modules = native_modules(self.pid, image, bias, launch)
                 self.image = replace(self.image, modules=modules)
                 self.watch = ModuleWatch(self.target, modules)
                 self.watch.install()
+                if launch.explicit:  # the program's bias: when ld.so has mapped it
+                    self.target.syscall_hooks.append(self._program_mapped)
             self.engine = loop_engine(config.engine)
             if self.engine == "native":
                 self.target.c_loop = PtraceLoop(self.image.isa, self.target.reg_id,
@@ -193,6 +221,7 @@ class NativeProcess:
             self.shadow = ShadowStack()
             self.records: list[Record] = []
             self.backend = None
+            self.types: CallTypes | None = None
             if config.backend != "none":
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                             config.default_args)
@@ -200,12 +229,26 @@ class NativeProcess:
                     self.engine == "native" else "python"
                 options = BackendOptions(**settings_of(config), call_types=types,
                                          engine=engine)
+                self.types = types
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)
                 self.backend.start(self.target.pc)  # the program's entry, or ld.so's
         except BaseException:
             kill(self.pid)
             raise
+
+    def _program_mapped(self) -> None:
+        """ld.so run explicitly: once the watch has found the program's module, the
+        image and the DWARF prototypes speak its run-time addresses (a PIE's bias)."""
+        modules = self.image.modules
+        assert modules is not None
+        module = next((m for m in modules.modules if m.path == self.image.path), None)
+        if module is None:
+            return
+        self.target.syscall_hooks.remove(self._program_mapped)
+        self.image = replace(self.image.rebased(module.bias), modules=modules)
+        if self.types is not None:
+            self.types.bias = module.bias
 
     def _emit(self, ev: Event) -> None:
         self.records.extend(self.shadow.feed(ev))

@@ -70,6 +70,18 @@ def dependency_closure(depends_output: str, arch: str, native: str = "") -> list
     return sorted(out)
 
 
+# the roots `scripts/setup.sh` builds (`emutrace rootfs` into .cache/rootfs/<isa> of the
+# source tree): what a native run of a dynamic program whose interpreter is not on this
+# host falls back to (target/native_interp.py)
+SETUP_ROOTS = Path(__file__).resolve().parent.parent / ".cache" / "rootfs"
+
+
+def setup_root(isa: str) -> Path | None:
+    """The setup's Debian root of an ISA, when it was built."""
+    root = SETUP_ROOTS / isa
+    return root if root.is_dir() else None
+
+
 def default_cache() -> Path:
     """Where downloaded .deb files are kept (XDG base directory rule)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

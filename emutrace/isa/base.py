@@ -460,6 +460,7 @@ class Cap(enum.Enum):
     NATIVE_TARGET = "native_target"  # `run --target native` on this host
     NATIVE_BTS = "native_bts"  # native bts: a branch-trace PMU here (isa/native_pmu.py)
     NATIVE_DYNAMIC = "native_dynamic"  # dynamic programs natively (the host's ld.so, libc)
+    NATIVE_DYNAMIC_STRICT = "native_dynamic_strict"  # ... under int3 --cleanup strict
     NATIVE_SIGNAL_HANDLERS = "native_signal_handlers"  # handlers traced natively
     OPTIMISED_CODE = "optimised_code"  # -O2/-O3/-Os programs traced like -O0
     STRIPPED_TAIL_CALLS = "stripped_tail_calls"  # tail calls found without symbols

@@ -25,6 +25,7 @@ from emutrace.isa.base import (
 )
 from emutrace.isa.native_pmu import native_bts_reason
 from emutrace.isa.x86_64 import classify_x86, x86_lowering, x86_simulator
+from emutrace.rootfs import setup_root
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -91,6 +92,18 @@ NATIVE_TRACING = NativeTracing(
     "uprobe-x86_64",
     borrowed="x86_64 figure applied to i386 (the same CPUs run it)",
 )
+
+
+def native_dynamic() -> Capability:
+    """Dynamic programs natively: this x86_64 host has no i386 ld.so, so the Debian root's
+    is run explicitly (target/native_interp.py); the root must have been built."""
+    root = setup_root("i386")
+    if root is not None and (root / "lib" / "ld-linux.so.2").exists():
+        return Capability(True)
+    return Capability(False, "no i386 ld.so (/lib/ld-linux.so.2) on this x86_64 host and no "
+                      "Debian root of i386 to run one from: run `emutrace rootfs --arch i386 "
+                      "-o .cache/rootfs/i386`/make setup (or pass --root)")
+
 
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
@@ -197,10 +210,12 @@ ISA = Isa(
         # --target native --backend bts: branch records through perf_event_open
         Cap.NATIVE_BTS: Capability(False, native_bts_reason()),
         Cap.NATIVE_SIGNAL_HANDLERS: NATIVE_SIGNAL_HANDLERS,
-        Cap.NATIVE_DYNAMIC: Capability(
-            False, "no i386 ld.so (/lib/ld-linux.so.2) or libc on this x86_64 host; the Debian "
-            "root's would have to be run explicitly (ROOT/lib/ld-linux.so.2 --library-path), "
-            "which maps the program itself and runs another start-up: not built"),
+        Cap.NATIVE_DYNAMIC: native_dynamic(),  # through the Debian root's ld.so
+        Cap.NATIVE_DYNAMIC_STRICT: Capability(
+            False, "int3 --cleanup strict on a dynamic i386 program natively (the root's "
+            "ld.so run explicitly) never ends: the tracee stays at the `ret` of libc's "
+            "__pthread_mutex_unlock_usercnt during exit (lazy, hwbp, btf, entry and step "
+            "finish); not diagnosed yet, so it is refused"),
         Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
         Cap.RUN_STATIC: Capability(True),
         Cap.RUN_DYNAMIC: Capability(True),

@@ -321,6 +321,7 @@ ISA = Isa(
         Cap.NATIVE_SIGNAL_HANDLERS: NATIVE_SIGNAL_HANDLERS,
         # the host's ld.so and libc (target/native_modules.py)
         Cap.NATIVE_DYNAMIC: Capability(True),
+        Cap.NATIVE_DYNAMIC_STRICT: Capability(True),
         Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
         Cap.RUN_STATIC: Capability(True),
         Cap.RUN_DYNAMIC: Capability(True),
