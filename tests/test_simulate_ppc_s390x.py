@@ -95,7 +95,7 @@ def _ks(isa: Isa) -> keystone.Ks:
 
 
 def _insn(isa: Isa, code: bytes) -> Insn:
-    cs = capstone.Cs(getattr(capstone, isa.engines.cs_arch), _mode(isa.engines.cs_mode))
+    cs = capstone.Cs(getattr(capstone, isa.engines.cs_arch), _mode(capstone, isa.engines.cs_mode))
     for i in cs.disasm(code, CODE, 1):
         return Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes))
     return Insn(CODE, len(code), "", "", code)  # capstone 5 has no 32-bit `bctar`
