@@ -105,7 +105,7 @@ def test_bench_spec_messages_list_the_descriptor_forms() -> None:
         parse_spec("int3:eager")
     with pytest.raises(UsageError, match=r"expected hwbp:N \(N ≥ 1 slots\) or hwbp:record$"):
         parse_spec("hwbp:0")
-    with pytest.raises(UsageError, match=r"expected btf:record or no setting$"):
+    with pytest.raises(UsageError, match=r"expected btf:native or btf:record$"):
         parse_spec("btf:3")
 
 
