@@ -99,7 +99,9 @@ def test_native_bts_buffer_sizes(isa: str, program: str, args: tuple[str, ...],
     assert got == want
     stats = want[1]
     assert stats["interrupts"] == stats["records"] // buffer
-    assert stats["drained"] == stats["records"] % buffer > 0 or buffer == 1
+    # (what is left at the end: the records since the last interrupt; how many depends on
+    # the environment's size — glibc's start-up walks argv and envp — so it may be 0)
+    assert stats["drained"] == stats["records"] % buffer
     if args == ("22",):
         assert stats["records"] > 65536
 

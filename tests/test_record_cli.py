@@ -43,8 +43,10 @@ def test_record_stops_leave_readable_dirs(tmp_path: Path) -> None:
     directory, and every frame entered (fib's recursion) is closed at the end.  (The
     timeout is 2 s of wall time: with 0.5 s a loaded CI machine stopped before fib.)"""
     fib = str(bin_path("x86_64", "fib"))
-    for name, opts in (("m", ["--max-insns", "300000"]), ("t", ["--timeout", "2"])):
-        r = emutrace("record", "-d", name, *opts, fib, "30", cwd=tmp_path)
+    # (fib 40 for the timeout: the native record writer finishes fib 30 within 2 s)
+    for name, opts, n in (("m", ["--max-insns", "300000"], "30"),
+                          ("t", ["--timeout", "2"], "40")):
+        r = emutrace("record", "-d", name, *opts, fib, n, cwd=tmp_path)
         assert r.returncode in (124, 125), r.stderr  # README: timeout, max-insns
         replay = subprocess.run(["uftrace", "replay", "--no-pager", "-d", name], cwd=tmp_path,
                                 capture_output=True, text=True, check=True).stdout
