@@ -10,7 +10,9 @@ removed with its ``uc_hook_del``.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from emutrace.errors import Unsupported
 
@@ -46,6 +48,21 @@ class Config(ctypes.Structure):
 EVENT_FORMAT = f"=IIq5Q{MAX_REGS}Q"  # (time signed: a fallback may take it below 0)
 EV_CALL, EV_RETURN = 1, 2
 OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3
+
+Signatures = Mapping[str, tuple[Any, Any]]  # C function -> (argtypes, restype)
+
+
+def declare(lib: ctypes.CDLL, signatures: Signatures, part: str) -> None:
+    """Give each C function of one part of the library (step.c, branch.c, ploop.c) its
+    argument and result types; a library built before that part is Unsupported (exit 69)."""
+    try:
+        for name, (args, res) in signatures.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+    except AttributeError:
+        raise Unsupported(f"--engine native: the native library predates {part}; rebuild it "
+                          f"(`pip install -e .`)") from None
+
 
 _lib: ctypes.CDLL | None = None
 

@@ -68,13 +68,7 @@ def load() -> ctypes.CDLL:
         "bb_records_clear": ([vp], None),
         "bb_record_size": ([], u32),
     }
-    try:
-        for name, (args, res) in signatures.items():
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = args, res
-    except AttributeError:
-        raise Unsupported("--engine native: the native library predates the bts/btf hook; "
-                          "rebuild it (`pip install -e .`)") from None
+    native.declare(lib, signatures, "the bts/btf hook")
     if lib.bb_record_size() != lib.nt_event_size():
         raise Unsupported("--engine native: branch.c and hotpath.c records differ; rebuild")
     _ready = True

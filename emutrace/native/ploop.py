@@ -85,9 +85,7 @@ def load() -> ctypes.CDLL:
         "pl_step": ([vp, i32, i32, ctypes.POINTER(Pending), ctypes.POINTER(i32),
                      ctypes.POINTER(u64)], ctypes.c_int),
     }
-    for name, (args, res) in signatures.items():
-        fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, res
+    native.declare(lib, signatures, "the ptrace loop")
     if lib.pl_event_size() != EVENT.size:
         raise Unsupported("--engine native: the native library's ptrace loop does not match "
                           "this emutrace; rebuild it")

@@ -55,13 +55,7 @@ def load() -> ctypes.CDLL:
         "st_events_clear": ([vp], None),
         "st_event_size": ([], u32),
     }
-    try:
-        for name, (args, res) in signatures.items():
-            fn = getattr(lib, name)
-            fn.argtypes, fn.restype = args, res
-    except AttributeError:
-        raise Unsupported("--engine native: the native library predates the step backend; "
-                          "rebuild it (`pip install -e .`)") from None
+    native.declare(lib, signatures, "the step backend")
     if lib.st_event_size() != lib.nt_event_size():
         raise Unsupported("--engine native: step.c and hotpath.c records differ; rebuild")
     _ready = True
