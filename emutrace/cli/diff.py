@@ -140,11 +140,7 @@ class DiffCommand:
                            max_insns=args.max_insns, timeout=args.timeout)
         with guest_stdio_silenced():
             result = Process(config, warn=lambda m: None).run()
-        symbols = read_symbols(result.image)
-
-        def name(addr: int) -> str:
-            func = symbols.containing(addr)
-            return func.name if func is not None else f"{addr:#x}"
+        name = read_symbols(result.image).namer(result.image.isa.code_mask)
 
         own = frozenset(read_prototypes(result.image.path).own)
         select = Selection(own, keep, drop, args.all_functions)

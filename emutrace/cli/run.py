@@ -222,11 +222,7 @@ def parse_arg_specs(specs: list[str]) -> dict[str, int]:
 
 def write_trace(result: RunResult, args: argparse.Namespace) -> None:
     symbols = read_symbols(result.image)
-
-    def name(addr: int) -> str:
-        func = symbols.containing(addr)
-        return func.name if func is not None else f"{addr:#x}"
-
+    name = symbols.namer(result.image.isa.code_mask)
     modules = result.image.modules
 
     def shown(spec: str) -> str:

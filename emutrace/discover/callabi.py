@@ -213,14 +213,8 @@ class CallTypes:
         """The image as loaded (run-time addresses; DWARF's are link addresses)."""
         return cls(image.isa, image.path, read_symbols(image), image.bias, counts, default)
 
-    def name_at(self, addr: int) -> str | None:
-        sym = self.symbols.containing(addr)
-        if sym is None or addr not in (sym.start, sym.start + sym.local_offset):
-            return None  # (ELFv2: calls within a module enter at the local entry)
-        return sym.name
-
     def prototype(self, addr: int) -> tuple[Prototype | None, str | None]:
-        name = self.name_at(addr)
+        name = self.symbols.entry_name(addr)
         proto = self.dwarf.by_addr.get(addr - self.bias)
         if proto is None and name is not None:  # ELFv2 local entry, or no DWARF here
             proto = self.dwarf.by_name.get(name) or lookup(self.libc, name)

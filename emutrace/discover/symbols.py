@@ -11,6 +11,7 @@ it: the program then jumped through a table entry holding the breakpoint bytes).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from emutrace.discover.memo import file_key, kept
@@ -99,6 +100,29 @@ class SymbolTable:
                 return f
             i -= 1
         return None
+
+    def entry_name(self, addr: int) -> str | None:
+        """The name of the function entered at addr: its start, or its ELFv2 local entry
+        (calls within a module enter there: ELFv2 ABI §3.4.1); None elsewhere."""
+        f = self.containing(addr)
+        if f is None or addr not in (f.start, f.start + f.local_offset):
+            return None
+        return f.name
+
+    def namer(self, code_mask: int = ~0, offsets: bool = False) -> Callable[[int], str]:
+        """How every trace names an address (the one namer: `run`'s text, `diff`, the
+        agreement text).  code_mask is the ISA's (`Isa.code_mask`: ARM's Thumb bit 0);
+        an address in no function is hex; inside one, its name, or with offsets
+        `name+0x1c` where it is not an entry."""
+        def name(addr: int) -> str:
+            code = addr & code_mask
+            f = self.containing(code)
+            if f is None:
+                return f"{code:#x}"
+            if not offsets or code in (f.start, f.start + f.local_offset):
+                return f.name
+            return f"{f.name}+{code - f.start:#x}"
+        return name
 
     def next_start(self, addr: int) -> int | None:
         i = bisect.bisect_right(self._starts, addr)

@@ -15,7 +15,7 @@ children move up), and `tests/test_mechanisms.py` shows the raw difference.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from emutrace.discover.symbols import SymbolTable
 from emutrace.isa.base import Cap, Isa
@@ -33,21 +33,6 @@ def entries_only(backend: str, isa: Isa) -> bool:
     return backend in ENTRY_ONLY and cap is not None and not cap.works
 
 
-def function_namer(symbols: SymbolTable, code_mask: int) -> Callable[[int], str]:
-    """Names by the symbol table; code_mask is the ISA's (`Isa.code_mask`: ARM's bit 0)."""
-    mask = code_mask
-
-    def name(addr: int) -> str:
-        code = addr & mask
-        f = symbols.containing(code)
-        if f is None:
-            return f"{code:#x}"
-        if code in (f.start, f.start + f.local_offset):
-            return f.name
-        return f"{f.name}+{code - f.start:#x}"
-    return name
-
-
 def at_named_entry(name: str) -> bool:
     return "+" not in name and not name.startswith("0x")
 
@@ -55,4 +40,4 @@ def at_named_entry(name: str) -> bool:
 def agreement_text(records: Iterable[Record], symbols: SymbolTable, code_mask: int,
                    entries_only: bool = False) -> str:
     keep = at_named_entry if entries_only else None
-    return canonical_text(records, function_namer(symbols, code_mask), keep)
+    return canonical_text(records, symbols.namer(code_mask, offsets=True), keep)
