@@ -7,10 +7,12 @@
   delivery with `Classifiers.sp_effect`: mips, mipsel, riscv64) the cells exercise what C
   finishes itself (direct, indirect and tail calls, conditional and internal jumps, longjmp;
   a stripped binary once: site hooks beside C), and the fib cell checks that C did finish
-  at least 90 % of the traps; on the others (arm) every trap still goes through Python (a small freestanding program checks C's
-  block counting and its INTR hook passing syscalls and traps on).
-* Oracle (x86_64, aarch64): the native engine's trace of `calls all` equals what the
-  `-finstrument-functions` build records about itself under qemu-user.
+  at least 90 % of the traps; on the others (arm) every trap still goes through Python (a
+  small freestanding program checks C's block counting and its INTR hook passing syscalls
+  and traps on).
+* Oracle (x86_64, aarch64, and mips, mipsel, riscv64, whose site hooks C watches): the
+  native engine's trace of `calls all` equals what the `-finstrument-functions` build
+  records about itself under qemu-user.
 * Without the library, `--engine native` is one clear line and exit 69.
 """
 
@@ -19,9 +21,9 @@ from __future__ import annotations
 import pytest
 
 from emutrace import native
+from emutrace.backends import hooked_sites
 from emutrace.cli.main import main
 from emutrace.errors import EXIT_UNSUPPORTED
-from emutrace.backends import hooked_sites
 from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
@@ -49,9 +51,10 @@ OTHER_CELLS = (("hello_fs", ()),)
 # C's traps
 ONCE_ISA = "x86_64"
 ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("tail",)))
-# the self-record oracle on the two ISAs the issue starts with (the differential test ties the
-# others to the Python engine, which tests/test_trace_oracle.py checks on every ISA)
-ORACLE_ISAS = ("x86_64", "aarch64")
+# the self-record oracle on the two ISAs the issue starts with and the three whose site hooks
+# C watches (the differential test ties the others to the Python engine, which
+# tests/test_trace_oracle.py checks on every ISA)
+ORACLE_ISAS = ("x86_64", "aarch64", "mips", "mipsel", "riscv64")
 
 
 def _run(isa: str, program: str, args: tuple[str, ...], engine: str,
