@@ -95,10 +95,18 @@ class HookedSites:
     def hook(self, site: Site) -> int:
         """The backend's `hook_site`: C's table when C can watch the site, else the
         reference's Python hook."""
+        if not self._watch(site):
+            return self.b._python_site_hook(site)
+        handle, self._next_handle = self._next_handle, self._next_handle - 1
+        return handle
+
+    def _watch(self, site: Site) -> bool:
+        """Put site in C's table (again: a site re-armed from idle may come with another
+        `Site` at that address); False where C cannot watch it."""
         b = self.b
         sp_delta = self._sp_delta(site)
         if sp_delta is None or site.executes is not None:
-            return b._python_site_hook(site)
+            return False
         finish = not (site.maybe_return or site.alt_link or site.alt_mode
                       or (site.conditional and site.kind is SiteKind.CALL))
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
@@ -108,8 +116,7 @@ class HookedSites:
                              int(site.delay_slot))
         self.sites[site.addr] = site
         self.fast.hooked.add(site.addr)
-        handle, self._next_handle = self._next_handle, self._next_handle - 1
-        return handle
+        return True
 
     def _sp_delta(self, site: Site) -> int | None:
         b = self.b
@@ -121,8 +128,15 @@ class HookedSites:
             delta = None if more is None else delta + more
         return delta
 
+    def armed(self, site: Site) -> None:
+        """After the reference armed site: one of C's, armed again from idle, is watched
+        again, as the Site it is armed with now."""
+        if site.addr in self.sites and self.sites[site.addr] is not site:
+            self._watch(site)
+        self.active(site.addr, True)
+
     def active(self, addr: int, on: bool) -> None:
-        """After the reference armed (from idle) or disarmed a site."""
+        """After the reference disarmed a site (or armed it again)."""
         if addr in self.sites:
             self.lib.ns_site_active(self.ns, addr, int(on))
 

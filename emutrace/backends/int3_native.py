@@ -275,8 +275,9 @@ class NativeInt3Backend(Int3Backend):
     def _arm_site(self, site: Site, func: int) -> None:
         super()._arm_site(site, func)
         self._fast.armed(site)
-        if self._hooked is not None and site.addr in self.armed:
-            self._hooked.active(site.addr, True)  # (armed again from idle)
+        armed = self.armed.get(site.addr)
+        if self._hooked is not None and armed is not None and armed.hook < 0:
+            self._hooked.armed(site)  # (C's handles are negative; armed again from idle)
 
     def _disarm_site(self, addr: int) -> None:
         super()._disarm_site(addr)
