@@ -9,8 +9,8 @@ Every variant runs in a child process of its own (so its peak RSS, `ru_maxrss` o
 is its own): the `Process` is built untimed, only `run()` plus closing the recording is
 timed.  Variants: `none` (no backend), `native` (record, --engine native) at N, and the
 `python` reference at the smaller PYTHON_N (it makes ~30 µs of Python per event: N = 32 would
-take hours) with its own untraced baseline at PYTHON_N.  ISAs whose sites C does not lower
-yet (arm, mips, mipsel, riscv64: every trap goes through Python) record at SLOW_N.  Events =
+take hours) with its own untraced baseline at PYTHON_N.  ISAs where C finishes no trap yet
+(arm: every trap goes through Python) record at SLOW_N.  Events =
 records written (entries + exits).  Writes PREFIX.json and PREFIX.md.
 """
 
@@ -34,9 +34,16 @@ ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", 
         "s390x")
 
 
+def c_finishes(isa: str) -> bool:
+    """C finishes traps here: the ISA lowers its sites, or C watches its site hooks."""
+    from emutrace.backends import hooked_sites
+    from emutrace.isa import by_name
+
+    return by_name(isa).lower is not None or hooked_sites.wanted(by_name(isa), "lazy")
+
+
 def child(isa: str, n: int, variant: str) -> None:
     """One timed run; prints its numbers as JSON on the last line."""
-    from emutrace.isa import by_name
     from emutrace.session import Process, RunConfig
     from emutrace.trace.uftrace_write import sink_for_image
 
@@ -60,7 +67,7 @@ def child(isa: str, n: int, variant: str) -> None:
             "seconds": seconds, "records": sink.count if sink is not None else 0,
             "bytes": sink.size if sink is not None else 0,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "c_records": stats.get("c_records", 0), "lowered": by_name(isa).lower is not None,
+            "c_records": stats.get("c_records", 0), "lowered": c_finishes(isa),
             "exit": result.exit_code}))
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -86,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child[0], int(args.child[1]), args.child[2])
         return 0
-    from emutrace.isa import by_name
 
     isas = ISAS if args.isa == "all" else tuple(args.isa.split(","))
     command = "python bench/bench_native_record.py " + shlex.join(
@@ -103,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
              "peak RSS python |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for isa in isas:
-        n = args.n if by_name(isa).lower is not None else args.slow_n
+        n = args.n if c_finishes(isa) else args.slow_n
         samples: dict[str, list[dict[str, float]]] = {
             v: [] for v in ("none", "native", "none-py", "python")}
         for _ in range(args.repeat):  # interleaved: the variants see the same load

@@ -3,13 +3,16 @@
 * Differential: on every ISA the two engines give identical records (times, addresses,
   argument and return values, unwinding), counters, instruction counts, stop and open
   frames.  On ISAs whose description lowers calls and returns for C (`Isa.lower`: x86_64,
-  i386, aarch64, ppc, ppc64le, s390x) the cells exercise what C finishes itself (direct, indirect
-  and tail calls, conditional and internal jumps, longjmp; a stripped binary once: site
-  hooks beside C), and the fib cell checks that C did finish almost every trap; on the
-  others every trap still goes through Python (a small freestanding program checks C's
-  block counting and its INTR hook passing syscalls and traps on).
-* Oracle (x86_64, aarch64): the native engine's trace of `calls all` equals what the
-  `-finstrument-functions` build records about itself under qemu-user.
+  i386, aarch64, ppc, ppc64le, s390x) or whose site hooks C's site table watches (hook
+  delivery with `Classifiers.sp_effect`: mips, mipsel, riscv64) the cells exercise what C
+  finishes itself (direct, indirect and tail calls, conditional and internal jumps, longjmp;
+  a stripped binary once: site hooks beside C), and the fib cell checks that C did finish
+  at least 90 % of the traps; on the others (arm) every trap still goes through Python (a
+  small freestanding program checks C's block counting and its INTR hook passing syscalls
+  and traps on).
+* Oracle (x86_64, aarch64, and mips, mipsel, riscv64, whose site hooks C watches): the
+  native engine's trace of `calls all` equals what the `-finstrument-functions` build
+  records about itself under qemu-user.
 * Without the library, `--engine native` is one clear line and exit 69.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import pytest
 
 from emutrace import native
+from emutrace.backends import hooked_sites
 from emutrace.cli.main import main
 from emutrace.errors import EXIT_UNSUPPORTED
 from emutrace.isa import by_name
@@ -34,7 +38,10 @@ from .test_trace_oracle import namer
 def test_native_library_is_built() -> None:
     assert native.available(), "the native library is not built (pip install -e .)"
 
-LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None]
+# C finishes traps: the ISA lowers its sites for C (patch delivery), or C's site table
+# watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
+LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
+           or hooked_sites.wanted(by_name(isa), "lazy")]
 
 # (program, args): what C finishes on a lowered ISA; a smaller set elsewhere (slow path)
 LOWERED_CELLS = (("calls", ("tail",)), ("fib", ("15",)))
@@ -44,9 +51,10 @@ OTHER_CELLS = (("hello_fs", ()),)
 # C's traps
 ONCE_ISA = "x86_64"
 ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("tail",)))
-# the self-record oracle on the two ISAs the issue starts with (the differential test ties the
-# others to the Python engine, which tests/test_trace_oracle.py checks on every ISA)
-ORACLE_ISAS = ("x86_64", "aarch64")
+# the self-record oracle on the two ISAs the issue starts with and the three whose site hooks
+# C watches (the differential test ties the others to the Python engine, which
+# tests/test_trace_oracle.py checks on every ISA)
+ORACLE_ISAS = ("x86_64", "aarch64", "mips", "mipsel", "riscv64")
 
 
 def _run(isa: str, program: str, args: tuple[str, ...], engine: str,

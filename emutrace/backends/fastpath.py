@@ -71,6 +71,8 @@ class FastSites:
         self._callees: set[int] = set()
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
         self._args_fast_cache: dict[int, bool] = {}
+        # site hooks C watches (backends/hooked_sites.py): their jumps are learnt as well
+        self.hooked: set[int] = set()
 
     def armed(self, site: Site) -> None:
         """After the backend armed site (a site hook stays Python's)."""
@@ -163,7 +165,8 @@ class FastSites:
             if func is not None and func.start in b.armed_funcs and self._args_fast(target):
                 self._callees.add(target)
                 self.table.callee_add(target)
-        elif site.kind is SiteKind.TAIL and self._ops.get(site.addr) is not None:
+        elif site.kind is SiteKind.TAIL and (self._ops.get(site.addr) is not None
+                                             or site.addr in self.hooked):
             self._learn_jump(site, target, code)
 
     def _learn_jump(self, site: Site, target: int, code: int) -> None:

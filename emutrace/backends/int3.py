@@ -193,6 +193,9 @@ class Int3Backend:
         hide = self.delivery == "patch" and isa.capability(Cap.HIDDEN_BREAKPOINTS).works
         # (a native target cannot watch loads and stores: its guest sees the breakpoint
         # bytes, as under any debugger)
+        # how a site hook is installed (hook delivery): a bounded Python code hook here; the
+        # native engine keeps the sites it can watch in a C table instead (int3_native.py)
+        self.hook_site: Callable[[Site], int] = self._python_site_hook
         self.guard: CodeGuard | None = CodeGuard(
             cpu, self._code_range, self._code_written, hide_reads=hide) \
             if cpu.watches_memory else None
@@ -338,7 +341,7 @@ class Int3Backend:
                 self.armed[addr] = Armed(site, func, hook=handle)
                 self.stats["patches"] += 1
                 return
-            handle = cpu.hook_code(self._on_site, addr, addr)
+            handle = self.hook_site(site)
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
             self._drop_cache(addr, site.size)  # a hook added after translation never fires
@@ -357,6 +360,9 @@ class Int3Backend:
             self.guard.patched(addr, original, bp.encoding)
         # (a translating engine must restart the block that holds it; a CPU sees it at once)
         self._armed_now = cpu.translates_code
+
+    def _python_site_hook(self, site: Site) -> int:
+        return self.cpu.hook_code(self._on_site, site.addr, site.addr)
 
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)

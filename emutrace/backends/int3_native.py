@@ -35,7 +35,9 @@ from unicorn import unicorn_const as ucc
 from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
+from emutrace.backends import hooked_sites
 from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteOp
+from emutrace.backends.hooked_sites import HookedSites
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.backends.native_writer import NativeWriter
 from emutrace.discover import Site
@@ -122,6 +124,9 @@ class NativeInt3Backend(Int3Backend):
         if not self._nt:
             raise MemoryError("native hot path: out of memory")
         self._c_hooks: list[int] = []
+        # hook delivery: C's site table and block hook instead of Python site hooks
+        self._hooked = HookedSites(isa, lib, self._nt) \
+            if hooked_sites.wanted(isa, cleanup) else None
         self._final_time = 0
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
         if self.guard is not None:  # a load that hid breakpoints: settle at the next block
@@ -131,6 +136,8 @@ class NativeInt3Backend(Int3Backend):
         self._records = RecordDrain(self, cpu, emit, list(self._arg_names), self._ret_names,
                                     self._n_stack)
         self._writer: NativeWriter | None = None  # `record`: C writes the records
+        if self._hooked is not None:
+            self._hooked.bind(self, self._fast)
 
     def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
         """The session's shadow stack and sink, before the run: when the records go to a
@@ -140,7 +147,8 @@ class NativeInt3Backend(Int3Backend):
         dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
         # (an ISA whose sites C does not lower gives C no event to take)
         if (not isinstance(dir_sink, UftraceDirSink) or self.strict or not self._nt
-                or self.image.isa.lower is None or not hasattr(self._lib, "uw_new")
+                or (self.image.isa.lower is None and self._hooked is None)
+                or not hasattr(self._lib, "uw_new")
                 or self._writer is not None):
             return
         self._drain()
@@ -176,12 +184,16 @@ class NativeInt3Backend(Int3Backend):
             hooks.on_trap = self._on_trap
         uc = self.cpu.uc
         uc.hook_del(hooks.intr_hook)  # C's INTR hook passes on what it does not finish
-        for kind, fn in ((ucc.UC_HOOK_INTR, self._lib.nt_on_intr),
-                         (ucc.UC_HOOK_BLOCK, self._lib.nt_on_block)):
+        # (hook delivery: the block hook of C's site table, which counts blocks as well)
+        on_block, block_data = self._lib.nt_on_block, self._nt
+        if self._hooked is not None:
+            on_block, block_data = self._hooked.block_hook, self._hooked.ns
+        for kind, fn, data in ((ucc.UC_HOOK_INTR, self._lib.nt_on_intr, self._nt),
+                               (ucc.UC_HOOK_BLOCK, on_block, block_data)):
             handle = ctypes.c_size_t()
             err = uclib.uc_hook_add(uc._uch, ctypes.byref(handle), kind,
                                     ctypes.cast(fn, ctypes.c_void_p),
-                                    ctypes.c_void_p(self._nt), 1, 0)
+                                    ctypes.c_void_p(data), 1, 0)
             if err != ucc.UC_ERR_OK:
                 raise unicorn.UcError(err)
             self._c_hooks.append(handle.value)
@@ -230,7 +242,10 @@ class NativeInt3Backend(Int3Backend):
         self._refresh()
 
     def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
-        """(The Linux layer may call it between runs: C's stacks learn the signal frame.)"""
+        """(The Linux layer may call it between runs: C's stacks learn the signal frame.
+        A fault in a block left its site unrun: C's pending transfer is dropped.)"""
+        if self._hooked is not None:
+            self._hooked.cancel()
         super().trap_entered(vector, signal)
         self._refresh()
 
@@ -260,10 +275,15 @@ class NativeInt3Backend(Int3Backend):
     def _arm_site(self, site: Site, func: int) -> None:
         super()._arm_site(site, func)
         self._fast.armed(site)
+        armed = self.armed.get(site.addr)
+        if self._hooked is not None and armed is not None and armed.hook < 0:
+            self._hooked.armed(site)  # (C's handles are negative; armed again from idle)
 
     def _disarm_site(self, addr: int) -> None:
         super()._disarm_site(addr)
         self._fast.disarmed(addr)
+        if self._hooked is not None:
+            self._hooked.active(addr, False)
 
     def _resolve(self, p: Pending, target: int) -> None:
         self._fast.resolve(p, target, super()._resolve)
@@ -282,8 +302,10 @@ class NativeInt3Backend(Int3Backend):
         lib, nt = self._lib, self._nt
         self.stats["traps"] += int(lib.nt_counter(nt, 0))
         self.stats["simulated"] += int(lib.nt_counter(nt, 1))
+        site_hits, site_slow = self._hooked.counters() if self._hooked else (0, 0)
+        self.stats["traps"] += site_hits
         # how much still went through Python (bench's profile; not a mechanism counter)
-        self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)),
+        self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)) + site_slow,
                              "python_blocks": int(lib.nt_counter(nt, 3)),
                              "c_records": int(lib.nt_counter(nt, 4))}
         if self._writer is not None:
@@ -295,5 +317,7 @@ class NativeInt3Backend(Int3Backend):
             uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
         self._c_hooks.clear()
         lib.nt_free(nt)
+        if self._hooked is not None:
+            self._hooked.free()
         self._nt = None
         return self._final_time

@@ -298,6 +298,12 @@ class Classifiers:
     # how many following instructions an instruction makes conditional (Thumb IT), so that
     # a `bxeq lr` decoded alone is not taken for an unconditional return
     predicates: Callable[[Insn], int] | None = None
+    # what a call/return/jump instruction (and a delay-slot instruction) adds to the stack
+    # pointer: 0 when it does not write it, None when that is not known from the
+    # instruction alone.  The native engine's C site table (hook delivery, hotpath.c
+    # ns_on_block) sees a site's sp only after it and its delay slot ran: a site whose
+    # effect is None keeps its Python site hook.  None here: not described
+    sp_effect: Callable[[Insn], int | None] | None = None
 
     @property
     def delay_bytes(self) -> int:

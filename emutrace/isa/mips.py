@@ -153,7 +153,30 @@ def classify_mips(insn: Insn) -> Flow:
     return NO_FLOW
 
 
-CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True)
+# stores name the register they read first (MIPS32 vol. II: SB/SH/SW/SWL/SWR/SC, the
+# coprocessor stores); every other instruction with operands names the register it writes
+# first, or writes none but ra/hi/lo (branches, jumps, traps, MTHI/MTLO, MULT/DIV, MTCz)
+_MIPS_STORES = frozenset({"sb", "sh", "sw", "swl", "swr", "sc", "swc1", "sdc1", "swc2",
+                          "sdc2", "swxc1", "sdxc1", "suxc1"})
+_MIPS_LIKELY = frozenset({"beql", "bnel", "bgezl", "bltzl", "blezl", "bgtzl", "bc1tl", "bc1fl",
+                          "bgezall", "bltzall"})
+
+
+def sp_effect_mips(insn: Insn) -> int | None:
+    """What insn adds to $sp: the immediate of `addiu $sp, $sp, imm` (the o32 epilogue's
+    delay slot), 0 when $sp is not the register it writes; None otherwise, and for a
+    branch-likely, whose delay slot runs only when it is taken."""
+    if insn.mnemonic in _MIPS_LIKELY:
+        return None
+    ops = [o.strip() for o in insn.op_str.split(",")]
+    if ops[0] not in ("$sp", "$29") or insn.mnemonic in _MIPS_STORES:
+        return 0
+    if insn.mnemonic in ("addiu", "addi") and len(ops) == 3 and ops[1] in ("$sp", "$29"):
+        return _mips_imm(insn.op_str)
+    return None
+
+
+CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True, sp_effect=sp_effect_mips)
 
 # ---------------------------------------------------------------- quirks
 def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:

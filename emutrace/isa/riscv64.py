@@ -193,7 +193,23 @@ def _classify_rvc(addr: int, w: int) -> Flow:
     return NO_FLOW
 
 
-CLASSIFIERS = Classifiers(classify=classify_riscv, insn_align=2)
+_SP = 2  # x2
+
+
+def sp_effect_riscv(insn: Insn) -> int | None:
+    """JAL/JALR write only rd (unprivileged spec ch. 2.5), branches and the C-extension
+    jumps (C.J, C.JR, C.JALR: ra) write no sp: 0, unless rd is sp; anything else: not
+    described (None)."""
+    w = int.from_bytes(insn.raw, "little")
+    if insn.size == 2:
+        return 0 if classify_riscv(insn).kind is not FlowKind.NONE else None
+    opcode, rd = w & 0x7F, (w >> 7) & 31
+    if opcode == 0x63 or (opcode in (0x6F, 0x67) and rd != _SP):
+        return 0
+    return None
+
+
+CLASSIFIERS = Classifiers(classify=classify_riscv, insn_align=2, sp_effect=sp_effect_riscv)
 
 # ---------------------------------------------------------------- quirks
 RESET = (

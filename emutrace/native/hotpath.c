@@ -665,3 +665,298 @@ void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     nt_block_set(s, addr, size, count);
     s->time += count;
 }
+
+/* ------------------------------------------------------------------ hooked sites
+ * Hook delivery (MIPS, RISC-V: Unicorn's BREAK/EBREAK trap path is broken, isa/mips.py and
+ * isa/riscv64.py): the reference puts one bounded Python code hook on each armed site
+ * (int3.py `_on_site`: the site's transfer is pending from there, resolved at the next
+ * block the CPU enters).  Bounded code hooks are scanned linearly on every hit (DESIGN §5),
+ * so here one C block hook replaces them all: a table of armed sites, and per translated
+ * block the site it holds.  A call, return or jump ends its block (after its delay slot on
+ * MIPS), so when a block holding an armed site starts, its transfer is what the block ends
+ * with; it is resolved where the reference resolves it, at the next block, whose address is
+ * the target.  What the site hook would have read there: the time (the count after the
+ * block, as the reference's block hook adds it at the block's start) and sp, which is sp at
+ * the next block less what the site and its delay slot add to it (`sp_delta`, from the
+ * ISA's `sp_effect`; a site whose effect is unknown keeps its Python hook).
+ * C finishes what fast_trap finishes (a call to a known armed callee with integer
+ * arguments, a return whose value is in the return registers, a jump not taken or known to
+ * record nothing); everything else is handed to Python as the pending transfer the
+ * reference's site hook would have left, with the block, to the reference's block code. */
+typedef void (*py_site_fn)(uint64_t site, uint64_t time, uint64_t sp);
+typedef uint32_t (*py_visit_fn)(uint64_t addr, uint32_t size);  /* 1: block restarted */
+
+typedef struct {
+    py_site_fn py_site;    /* the reference's pending transfer for this site */
+    py_visit_fn py_visit;  /* the reference's block hook */
+    uint32_t align;        /* instruction alignment: where a site may start in a block */
+} ns_config;
+
+typedef struct {
+    uint64_t addr;      /* 0: empty */
+    uint64_t after;     /* the fall-through, past any delay slot */
+    int64_t sp_delta;   /* what the site and its delay slot add to sp */
+    uint32_t size;      /* bytes of the site instruction */
+    uint8_t op;         /* OP_CALL, OP_RETURN, OP_JUMP */
+    uint8_t conditional, finish, fast, delay, active;
+} ns_site;
+
+typedef struct {
+    uint64_t addr;  /* 0: empty */
+    uint32_t size;
+    uint32_t gen;   /* the site table's generation the site below was found in */
+    uint64_t site;  /* the armed site this block holds, 0: none */
+} ns_block;
+
+typedef struct {
+    nt_state *nt;
+    ns_config cfg;
+    ns_site *sites;
+    size_t sites_cap, sites_used;
+    ns_block *blocks;
+    size_t blocks_cap, blocks_used;
+    uint32_t gen;
+    int has_pending;
+    ns_site pending;        /* the site whose transfer the running block ends with */
+    uint64_t pending_time;
+    uint64_t hits, slow;
+} ns_state;
+
+static ns_site *ns_slot(ns_site *t, size_t cap, uint64_t addr)
+{
+    size_t i = mix(addr) & (cap - 1);
+    while (t[i].addr != 0 && t[i].addr != addr)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static ns_block *ns_block_slot(ns_block *t, size_t cap, uint64_t addr, uint32_t size)
+{
+    size_t i = mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
+    while (t[i].addr != 0 && !(t[i].addr == addr && t[i].size == size))
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+ns_state *ns_new(nt_state *nt, const ns_config *cfg)
+{
+    ns_state *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->nt = nt;
+    h->cfg = *cfg;
+    if (h->cfg.align == 0)
+        h->cfg.align = 1;
+    h->gen = 1;
+    h->sites_cap = 1024;
+    h->blocks_cap = 4096;
+    h->sites = calloc(h->sites_cap, sizeof *h->sites);
+    h->blocks = calloc(h->blocks_cap, sizeof *h->blocks);
+    if (!h->sites || !h->blocks) {
+        free(h->sites); free(h->blocks); free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void ns_free(ns_state *h)
+{
+    if (!h)
+        return;
+    free(h->sites);
+    free(h->blocks);
+    free(h);
+}
+
+int ns_site_set(ns_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t after,
+                int64_t sp_delta, uint32_t conditional, uint32_t finish, uint32_t fast,
+                uint32_t delay)
+{
+    if (addr == 0)
+        return -1;
+    if (2 * (h->sites_used + 1) > h->sites_cap) {
+        size_t cap = h->sites_cap * 2;
+        ns_site *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < h->sites_cap; i++)
+            if (h->sites[i].addr)
+                *ns_slot(t, cap, h->sites[i].addr) = h->sites[i];
+        free(h->sites);
+        h->sites = t;
+        h->sites_cap = cap;
+    }
+    ns_site *p = ns_slot(h->sites, h->sites_cap, addr);
+    if (p->addr == 0) {
+        h->sites_used++;
+        h->gen++;  /* blocks look for their site again */
+    }
+    *p = (ns_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
+                   (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1};
+    return 0;
+}
+
+void ns_site_active(ns_state *h, uint64_t addr, uint32_t active)
+{
+    ns_site *p = ns_slot(h->sites, h->sites_cap, addr);
+    if (p->addr == addr)
+        p->active = (uint8_t)active;
+}
+
+/* the transfer awaiting the next block is forgotten: the block was left before its site
+ * ran (a fault or trap in it delivers a signal; the reference's site hook never fired) */
+void ns_cancel(ns_state *h) { h->has_pending = 0; }
+
+/* 0 traps (site hits), 1 hits handed to Python */
+uint64_t ns_counter(const ns_state *h, uint32_t which)
+{
+    return which == 0 ? h->hits : which == 1 ? h->slow : 0;
+}
+
+/* the armed site the block [addr, addr + size) holds, or NULL */
+static ns_site *ns_block_site(ns_state *h, uint64_t addr, uint32_t size)
+{
+    if (2 * (h->blocks_used + 1) > h->blocks_cap) {
+        size_t cap = h->blocks_cap * 2;
+        ns_block *t = calloc(cap, sizeof *t);
+        if (t) {
+            for (size_t i = 0; i < h->blocks_cap; i++)
+                if (h->blocks[i].addr)
+                    *ns_block_slot(t, cap, h->blocks[i].addr, h->blocks[i].size) = h->blocks[i];
+            free(h->blocks);
+            h->blocks = t;
+            h->blocks_cap = cap;
+        }
+    }
+    ns_block *b = ns_block_slot(h->blocks, h->blocks_cap, addr, size);
+    if (b->addr == 0 && 2 * (h->blocks_used + 1) <= h->blocks_cap) {
+        b->addr = addr;
+        b->size = size;
+        b->gen = 0;
+        h->blocks_used++;
+    }
+    uint64_t at = 0;
+    if (b->addr == addr && b->gen == h->gen) {
+        at = b->site;
+    } else {
+        for (uint64_t a = addr; a < addr + size; a += h->cfg.align)
+            if (ns_slot(h->sites, h->sites_cap, a)->addr == a) {
+                at = a;
+                break;
+            }
+        if (b->addr == addr) {
+            b->site = at;
+            b->gen = h->gen;
+        }
+    }
+    if (!at)
+        return NULL;
+    ns_site *p = ns_slot(h->sites, h->sites_cap, at);
+    return p->active ? p : NULL;
+}
+
+/* C finishes the pending transfer to target (1), or leaves it to Python (0) */
+static int ns_finish(ns_state *h, const ns_site *p, uint64_t target, uint64_t sp_site,
+                     uint64_t sp_now)
+{
+    nt_state *s = h->nt;
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint8_t stack[8 * NT_MAX_REGS];
+    uint64_t regs[NT_MAX_REGS] = {0};
+    if (!p->finish)
+        return 0;
+    if (p->op == OP_JUMP)  /* not taken, or a jump Python found records nothing */
+        return (p->conditional && target == p->after)
+               || pairs_has(&s->inside, p->addr, target);
+    /* a call or return to the next instruction, a callee not armed yet, a value C's
+     * registers do not hold: Python's */
+    if (target == p->after || (p->op == OP_CALL && !set_has(&s->callees, target))
+        || (p->op == OP_RETURN && !p->fast))
+        return 0;
+    if (p->op == OP_CALL && s->cfg.n_stack
+        && s->cfg.mem_read(s->uc, (sp_now + s->cfg.stack_offset) & mask, stack,
+                           (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+        return 0;
+    if (p->op == OP_CALL) {  /* the arguments as the callee sees them at its entry: now */
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            regs[i] = rd(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    } else {
+        if (s->cfg.ret_reg >= 0)
+            regs[0] = rd(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            regs[s->cfg.ret_reg >= 0] = rd(s, s->cfg.ret_hi_reg);
+    }
+    if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+        uw_event ev = {p->op == OP_CALL, h->pending_time, p->addr, target, sp_site, p->after,
+                       regs};
+        if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
+            s->written++;
+            return 1;
+        }
+    }
+    nt_event *e = next_event(s);
+    if (!e)
+        return 0;
+    *e = (nt_event){0};
+    e->kind = p->op == OP_CALL ? EV_CALL : EV_RETURN;
+    e->time = h->pending_time;
+    e->site = p->addr;
+    e->target = target;
+    e->sp = sp_site;
+    e->fallthrough = p->after;
+    e->entry_sp = sp_now;
+    if (p->op == OP_CALL) {
+        e->nregs = s->cfg.n_args + s->cfg.n_stack;
+    } else {
+        e->nregs = (s->cfg.ret_reg >= 0) + (s->cfg.ret_hi_reg >= 0);
+    }
+    memcpy(e->regs, regs, sizeof regs);
+    if (s->writer && uw_enabled(s->writer))  /* as fast_trap: Python takes it now */
+        s->cfg.py_drain();
+    return 1;
+}
+
+void ns_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+{
+    ns_state *h = user_data;
+    nt_state *s = h->nt;
+    int python = s->attention;
+    (void)uc;
+    if (h->has_pending && !(h->pending.delay && addr == h->pending.addr + h->pending.size)) {
+        /* (a block that starts at the delay slot, split from its branch: the transfer
+         * comes after it) */
+        uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+        uint64_t sp_now = rd(s, s->cfg.sp_reg) & mask;
+        uint64_t sp_site = (sp_now - (uint64_t)h->pending.sp_delta) & mask;
+        h->has_pending = 0;
+        if (python || !ns_finish(h, &h->pending, addr, sp_site, sp_now)) {
+            h->slow++;
+            s->cfg.py_drain();  /* C's records come before what Python emits */
+            h->cfg.py_site(h->pending.addr, h->pending_time, sp_site);
+            python = 1;
+        }
+    }
+    if (python) {
+        s->slow_blocks++;
+        if (h->cfg.py_visit(addr, size))
+            return;  /* restarted (sites armed in it): the block is entered again */
+    } else {
+        nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
+        if (b->key == addr && b->size == size) {
+            s->time += b->count;
+        } else {
+            uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
+            nt_block_set(s, addr, size, count);
+            s->time += count;
+        }
+    }
+    ns_site *site = ns_block_site(h, addr, size);
+    if (site) {  /* the reference's site hook would fire in this block */
+        h->hits++;
+        h->pending = *site;
+        h->pending_time = s->time;
+        h->has_pending = 1;
+    }
+}

@@ -1,0 +1,172 @@
+"""Site hooks on the native hot path (hook delivery: MIPS, RISC-V, whose breakpoint traps
+Unicorn does not deliver usably; isa/mips.py, isa/riscv64.py).
+
+The reference (`Int3Backend._arm_site`) gives each armed site a bounded Python code hook;
+Unicorn scans bounded code hooks linearly on every hit (../shared/DESIGN.md §5).  Here the
+sites go into one C table read by one C block hook (hotpath.c `ns_on_block`), which replaces
+hotpath.c's block hook: a block holding an armed site leaves its transfer pending, and the
+next block resolves it — in C for the cases `fast_trap` finishes, else by handing the
+reference the `Pending` its site hook would have made, then the block (`_on_block`).
+
+A site is in C's table when the ISA says what it and its delay slot do to sp
+(`Classifiers.sp_effect`): C reads sp after both ran.  Other sites keep their Python hook.
+The reference's bookkeeping (`armed`, `idle_hooks`, the patches/hooks_added/cache_removals
+counters, the restart of a block that was translated before its site was armed) is
+unchanged: a C site's handle is a negative number instead of a Unicorn hook handle.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from emutrace import native
+from emutrace.backends.int3 import Pending
+from emutrace.discover import Site, SiteKind
+from emutrace.isa.base import Insn, Isa
+
+if TYPE_CHECKING:
+    from emutrace.backends.fastpath import FastSites
+    from emutrace.backends.int3_native import NativeInt3Backend
+
+PY_SITE = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64)
+PY_VISIT = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
+
+
+class NsConfig(ctypes.Structure):
+    """ns_config in hotpath.c."""
+
+    _fields_ = [("py_site", PY_SITE), ("py_visit", PY_VISIT), ("align", ctypes.c_uint32)]
+
+
+_vp, _u32, _u64, _i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+SIGNATURES = {
+    "ns_new": ([_vp, ctypes.POINTER(NsConfig)], _vp),
+    "ns_free": ([_vp], None),
+    "ns_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32], ctypes.c_int),
+    "ns_site_active": ([_vp, _u64, _u32], None),
+    "ns_cancel": ([_vp], None),
+    "ns_counter": ([_vp, _u32], _u64),
+    "ns_on_block": ([_vp, _u64, _u32, _vp], None),
+}
+_OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
+       SiteKind.TAIL: native.OP_JUMP}
+
+
+def wanted(isa: Isa, cleanup: str) -> bool:
+    """C watches the site hooks: hook delivery (no working breakpoint), lazy cleanup (strict
+    re-arms at every function switch: the reference's), an ISA that describes sp effects."""
+    cls = isa.classifiers
+    return (not any(b.works for b in isa.breakpoints) and cleanup == "lazy"
+            and cls is not None and cls.sp_effect is not None)
+
+
+class HookedSites:
+    """The C site table of one native int3 backend, and the callbacks C hands Python.
+    Made before the backend (its block hook is installed with the backend's hooks), then
+    `bind`-ed to it."""
+
+    b: NativeInt3Backend
+    fast: FastSites
+
+    def __init__(self, isa: Isa, lib: ctypes.CDLL, nt: int) -> None:
+        native.declare(lib, SIGNATURES, "hooked sites (ns_*)")
+        self.lib = lib
+        cls = isa.classifiers
+        assert cls is not None and cls.sp_effect is not None
+        self._sp_effect: Callable[[Insn], int | None] = cls.sp_effect
+        self._callbacks = (PY_SITE(self._py_site), PY_VISIT(self._py_visit))
+        cfg = NsConfig()
+        cfg.py_site, cfg.py_visit = self._callbacks
+        cfg.align = cls.insn_align
+        self.ns = lib.ns_new(nt, ctypes.byref(cfg))
+        if not self.ns:
+            raise MemoryError("native hot path: out of memory")
+        self.sites: dict[int, Site] = {}  # in C's table, by address
+        self._next_handle = -1
+        self.block_hook = lib.ns_on_block
+
+    def bind(self, backend: NativeInt3Backend, fast: FastSites) -> None:
+        self.b, self.fast = backend, fast
+        backend.hook_site = self.hook
+
+    # ------------------------------------------------------------ arming
+    def hook(self, site: Site) -> int:
+        """The backend's `hook_site`: C's table when C can watch the site, else the
+        reference's Python hook."""
+        if not self._watch(site):
+            return self.b._python_site_hook(site)
+        handle, self._next_handle = self._next_handle, self._next_handle - 1
+        return handle
+
+    def _watch(self, site: Site) -> bool:
+        """Put site in C's table (again: a site re-armed from idle may come with another
+        `Site` at that address); False where C cannot watch it."""
+        b = self.b
+        sp_delta = self._sp_delta(site)
+        if sp_delta is None or site.executes is not None:
+            return False
+        finish = not (site.maybe_return or site.alt_link or site.alt_mode
+                      or (site.conditional and site.kind is SiteKind.CALL))
+        fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
+        after = site.addr + site.size + (b.delay if site.delay_slot else 0)
+        self.lib.ns_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
+                             int(site.conditional), int(finish), int(fast),
+                             int(site.delay_slot))
+        self.sites[site.addr] = site
+        self.fast.hooked.add(site.addr)
+        return True
+
+    def _sp_delta(self, site: Site) -> int | None:
+        b = self.b
+        insn = b.decoder.insn_at(site.addr, site.alt_mode)
+        delta = self._sp_effect(insn) if insn is not None else None
+        if delta is not None and site.delay_slot:
+            slot = b.decoder.insn_at(site.addr + site.size, site.alt_mode)
+            more = self._sp_effect(slot) if slot is not None else None
+            delta = None if more is None else delta + more
+        return delta
+
+    def armed(self, site: Site) -> None:
+        """After the reference armed site: one of C's, armed again from idle, is watched
+        again, as the Site it is armed with now."""
+        if site.addr in self.sites and self.sites[site.addr] is not site:
+            self._watch(site)
+        self.active(site.addr, True)
+
+    def active(self, addr: int, on: bool) -> None:
+        """After the reference disarmed a site (or armed it again)."""
+        if addr in self.sites:
+            self.lib.ns_site_active(self.ns, addr, int(on))
+
+    def cancel(self) -> None:
+        """A signal is delivered: a block left before its site ran leaves nothing pending."""
+        self.lib.ns_cancel(self.ns)
+
+    # ------------------------------------------------------------ C → Python
+    def _py_site(self, addr: int, time: int, sp: int) -> None:
+        """The transfer of the site at addr is Python's: the Pending its hook would have made."""
+        b = self.b
+
+        def body() -> None:
+            site = self.sites[addr]
+            b.pending = Pending(site, time, sp,
+                                site.addr + site.size + (b.delay if site.delay_slot else 0))
+
+        b._guarded(body)
+
+    def _py_visit(self, addr: int, size: int) -> int:
+        """The reference's block hook; 1 when it restarted the block (not counted)."""
+        b = self.b
+        b._py_block(addr, size)
+        return int(b._restarted == addr)
+
+    # ------------------------------------------------------------ end
+    def counters(self) -> tuple[int, int]:
+        """(site hits, hits handed to Python)."""
+        return int(self.lib.ns_counter(self.ns, 0)), int(self.lib.ns_counter(self.ns, 1))
+
+    def free(self) -> None:
+        self.lib.ns_free(self.ns)
+        self.ns = None
