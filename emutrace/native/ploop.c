@@ -1083,8 +1083,10 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
     byte = PL_INT3;
     if (pwrite(s->cfg.mem_fd, &byte, 1, (off_t)at) != 1 && !bad)
         return -EIO;
-    if (bad)
+    if (bad) {  /* (a fault or a signal at the instruction: the stop is at the probe) */
+        s->last_pc = at;
         return ENTRY_STOPPED;
+    }
     errno = 0;
     long pc = ptrace(PTRACE_PEEKUSER, pid, (void *)(s->cfg.pc_reg * sizeof(unsigned long long)),
                      0);

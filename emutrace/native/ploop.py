@@ -165,6 +165,7 @@ class PtraceLoop:
         # called before each pl_resume and after each drain (strict: the call chain handed
         # to C; entry: its open frames both ways, the time back)
         self.before_resume: Callable[[], None] | None = None
+        self._stepovers, self._entry_on = 0, False
         self.after_resume: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ SiteTable
@@ -297,6 +298,7 @@ class PtraceLoop:
 
     # ------------------------------------------------------------ entry probes (pl_entry_*)
     def entry_enable(self, process_entry: int, push: int, code_mask: int) -> None:
+        self._entry_on = True
         self._check(self._lib.pl_entry_enable(self._pl, process_entry, push, code_mask))
 
     def entry_probe(self, addr: int, func: int, orig: int) -> None:
@@ -326,7 +328,9 @@ class PtraceLoop:
             room = n
 
     def entry_stepovers(self) -> int:
-        return int(self._lib.pl_entry_stepovers(self._pl)) if self._pl else 0
+        if self._pl:
+            self._stepovers = int(self._lib.pl_entry_stepovers(self._pl))
+        return self._stepovers
 
     @staticmethod
     def _check(rc: int) -> None:
@@ -344,6 +348,8 @@ class PtraceLoop:
             self.on_records(data)
 
     def close(self) -> None:
+        if self._pl and self._entry_on:
+            self.entry_stepovers()  # (kept for the backend's finish)
         if self._pl:
             self.counters = [int(self._lib.pl_counter(self._pl, i)) for i in range(4)]
             self._lib.pl_free(self._pl)
