@@ -139,6 +139,19 @@ class StrictSites:
         b = self.b
         here = b.armed.get(site)
         current = here.func if here is not None else None
+        chain = b.chain
+        # the common case first, with the same outcome as the general one below: a call or
+        # return that stays in the current function, which is armed (recursion): only
+        # the chain changes (`_take` of an armed function is a no-op)
+        if current in b.armed_funcs:
+            if kind == native.EV_CALL:
+                callee = b._function(target)
+                if callee is not None and callee.start == current:
+                    chain.append(callee)
+                    return
+            elif len(chain) >= 2 and chain[-2].start == current and target in chain[-2]:
+                chain.pop()
+                return
         cpu, b.cpu = b.cpu, self._written  # type: ignore[assignment]
         self.replaying = True
         try:

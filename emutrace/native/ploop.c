@@ -1072,8 +1072,9 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
     int st, bad = 0;
     if (ptrace(PTRACE_SINGLESTEP, pid, 0, 0) == -1)
         return -errno;
-    if (waitpid(pid, &st, 0) == -1)
-        return -errno;
+    while (waitpid(pid, &st, 0) == -1)  /* (one instruction: waited for to its end) */
+        if (errno != EINTR)
+            return -errno;
     *status = st;
     siginfo_t info;
     if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0
