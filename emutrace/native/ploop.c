@@ -10,7 +10,10 @@
  * function Python has armed already; a return pops its target (and RET imm16's bytes); a
  * jump goes where Python learnt it records nothing.  A call or return appends one
  * fixed-size record (the layout of hotpath.c's nt_event, drained by backends/fastpath.py)
- * with the registers Python turns into argument or return values.
+ * with the registers Python turns into argument or return values.  Under int3's strict
+ * cleanup it also writes and removes the breakpoints of the functions a call or return
+ * leaves and enters (pl_strict_*); for the entry backend it records at a function-entry
+ * probe and steps over the displaced instruction (pl_entry_*): see their sections below.
  *
  * Every other stop goes back to Python unhandled, with its wait status: an exit or death,
  * a signal, a PTRACE_EVENT stop (fork, exec, seccomp, ...), a debug-register trap, an int3
