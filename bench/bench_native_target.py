@@ -12,11 +12,14 @@ instruction, backend armed) is built untimed with the guest's stdio on /dev/null
 mechanism stopped the CPU for: int3 traps, hwbp hits + stepped fall-back instructions, btf
 stops (every instruction where BTF is degraded), step steps. µs/event = (variant - none of
 the same engine) / events.  Engine python: the Python loop (target/ptrace_run.py); native:
-the C loop, which finishes int3's lazy traps itself (C's share: the time inside pl_resume,
+the C loop, which finishes int3's lazy and strict traps and entry's probes itself (C's
+share: the time inside pl_resume,
 i.e. the kernel's stop/resume round trips plus C's simulation, per event; drain: Python
 turning C's records into events, per event) and only resumes and waits for the others
-(their traps, steps and branch stops are Python's either way).  Writes PREFIX.json and
-PREFIX.md.
+(their traps, steps and branch stops are Python's either way); resume: the C loop with
+the backend's Python engine (C only resumes and waits: int3 strict and entry before C
+finished their stops).  Variants int3-strict (int3 --cleanup strict) and entry are
+chosen with --backends.  Writes PREFIX.json and PREFIX.md.
 """
 
 from __future__ import annotations
@@ -32,14 +35,17 @@ from pathlib import Path
 
 from common import ROOT, machine_info, stdout_to_devnull
 
+from emutrace import native_session
 from emutrace.native_session import NativeProcess
 from emutrace.session import RunConfig
 
 BACKENDS = ("none", "int3", "hwbp", "btf", "step")
+# more variants: int3 with strict cleanup, entry (`--backends int3-strict,entry`)
+CLEANUP = {"int3-strict": ("int3", "strict")}
 # the stops each mechanism costs: hwbp's are its slot hits plus the instructions stepped
 # across a function with more sites than the 4 registers (its declared fall-back)
 EVENT_KEYS = {"int3": ("traps",), "hwbp": ("hits", "stepped"), "btf": ("stops",),
-              "step": ("steps",)}
+              "step": ("steps",), "int3-strict": ("traps",), "entry": ("traps",)}
 
 
 def _children_cpu() -> float:
@@ -47,24 +53,34 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def sample(isa: str, n: int, backend: str, engine: str) -> tuple[float, int, dict]:
+def sample(isa: str, n: int, variant: str, engine: str) -> tuple[float, int, dict]:
     program = str(ROOT / "testbins" / isa / "fib")
+    backend, cleanup = CLEANUP.get(variant, (variant, "lazy"))
+    loop_engine = "native" if engine == "resume" else engine
+    saved = native_session.C_LOOP_BACKENDS
+    if engine == "resume":  # the C loop resumes and waits; the backend is the Python one
+        native_session.C_LOOP_BACKENDS = ()
+    try:
+        with stdout_to_devnull():
+            process = NativeProcess(RunConfig(program, [str(n)], backend=backend,
+                                              cleanup=cleanup, engine=loop_engine))
+    finally:
+        native_session.C_LOOP_BACKENDS = saved
     with stdout_to_devnull():
-        process = NativeProcess(RunConfig(program, [str(n)], backend=backend, engine=engine))
         start, cpu, child = time.perf_counter(), time.process_time(), _children_cpu()
         result = process.run()  # (reaps the child: its CPU time joins RUSAGE_CHILDREN)
         took = time.perf_counter() - start
         cpu = time.process_time() - cpu
         child = _children_cpu() - child
     assert result.exit_code == 0, (isa, backend, result.stop)
-    assert process.engine == engine, "the C loop is not built"
+    assert process.engine == loop_engine, "the C loop is not built"
     stats = result.backend_stats
     loop = process.target.c_loop
     profile = {"tracer_cpu": cpu, "child_cpu": child}
     if loop is not None:
         profile.update({"c_seconds": loop.c_seconds, "drain_seconds": loop.drain_seconds,
                         **getattr(process.backend, "native_stats", {})})
-    return took, sum(stats.get(k, 0) for k in EVENT_KEYS.get(backend, ())), profile
+    return took, sum(stats.get(k, 0) for k in EVENT_KEYS.get(variant, ())), profile
 
 
 def main() -> int:

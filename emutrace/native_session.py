@@ -57,7 +57,7 @@ NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")
 AT_BASE, AT_ENTRY = 7, 9  # <linux/auxvec.h>
 # backends with work finished in the C loop (native/ploop.c): int3's lazy traps, step's
 # quiet instructions; the others' stops all reach Python (C only resumes and waits)
-C_LOOP_BACKENDS = ("int3", "step")
+C_LOOP_BACKENDS = ("int3", "step", "entry")
 
 
 def native_isas() -> list[str]:

@@ -211,6 +211,16 @@ class EntryBackend(Int3Backend):
 
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> EntryBackend:
+    c_loop = getattr(cpu, "c_loop", None)
+    if options.engine == "native" and c_loop is not None:  # the native target's C loop
+        from emutrace.backends.entry_ptrace import PtraceEntryBackend
+        from emutrace.native.ploop import PtraceLoop
+        from emutrace.target.ptrace import PtraceTarget
+        from emutrace.target.ptrace_run import NativeTrapHooks
+
+        assert isinstance(cpu, PtraceTarget) and isinstance(hooks, NativeTrapHooks)
+        assert isinstance(c_loop, PtraceLoop)
+        return PtraceEntryBackend(image, cpu, hooks, emit, c_loop, options.call_types)
     return EntryBackend(image, cpu, hooks, emit, options.call_types)
 
 

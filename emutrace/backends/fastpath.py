@@ -62,8 +62,11 @@ class FastSites:
     integer words C saves, a jump only where Python found it records nothing."""
 
     def __init__(self, backend: Int3Backend, table: SiteTable, reg_id: Callable[[str], int],
-                 n_saved: int) -> None:
+                 n_saved: int, strict_in_c: bool = False) -> None:
+        """strict_in_c: C does strict cleanup's arming and disarming too (ploop.c
+        pl_strict_*): strict sites are given to C, jumps only those inside a function."""
         self.b, self.table, self.reg_id = backend, table, reg_id
+        self.strict_in_c = strict_in_c
         regs = backend.image.isa.registers
         self._n_saved = n_saved  # argument registers + stack words C saves at a call
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
@@ -95,8 +98,8 @@ class FastSites:
     def _lowered(self, site: Site) -> SiteOp | None:
         b = self.b
         lower = b.image.isa.lower
-        if (lower is None or b.strict or site.executes is not None or site.delay_slot
-                or site.alt_mode or site.maybe_return or site.alt_link
+        if (lower is None or (b.strict and not self.strict_in_c) or site.executes is not None
+                or site.delay_slot or site.alt_mode or site.maybe_return or site.alt_link
                 or (site.conditional and site.kind is SiteKind.CALL)):
             return None
         insn, flow = b._insn(site)
@@ -153,6 +156,9 @@ class FastSites:
         new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
         resolve(p, target)
         if b.strict:
+            if (self.strict_in_c and site.kind is SiteKind.TAIL
+                    and self._ops.get(site.addr) is not None):
+                self._learn_jump(site, target, code)
             return
         if new_entry and code in self._pair_targets:
             # a jump there may be a tail call from now on (TailRule.is_tail)
@@ -180,6 +186,8 @@ class FastSites:
         func = b._function(target)
         if func is None or func.start == here.func:
             self.table.inside_add(site.addr, target)
+        elif b.strict:
+            return  # (strict: a jump to other code switches the armed function: Python's)
         elif func.start in b.armed_funcs and code not in b.tails.entries:
             self._pair_targets.add(code)
             self.table.inside_add(site.addr, target)
@@ -205,9 +213,12 @@ class RecordDrain:
         # `record` on the Unicorn hot path: C writes the records (backends/native_writer.py);
         # each event drained is written by the reference, then its layout taught to C
         self.writer: NativeWriter | None = None
+        # called after each record is emitted with (kind, site, target): the strict replay
+        # of backends/strict_ptrace.py
+        self.after_event: Callable[[int, int, int], None] | None = None
 
     def drain(self, data: bytes) -> None:
-        emit, tails, writer = self.emit, self.b.tails, self.writer
+        emit, tails, writer, replay = self.emit, self.b.tails, self.writer, self.after_event
         arg_plans, ret_plans = self._arg_plans, self._ret_plans
         for kind, _n, time, site, target, sp, after, entry_sp, *regs in EVENT.iter_unpack(data):
             if kind == native.EV_CALL:
@@ -228,6 +239,8 @@ class RecordDrain:
                         isinstance(t, CType) for _i, t in cast(_ArgPlan, plan)) \
                         else cast(list[tuple[int, object]], plan)
                     writer.teach_call(call, words, writer.emit(call))
+                if replay is not None:
+                    replay(kind, site, target)
             else:
                 tails.returned()
                 rplan = ret_plans.get(site)
@@ -243,6 +256,8 @@ class RecordDrain:
                     emit(ret)
                 else:
                     writer.teach_return(ret, rplan is not _SNAPSHOT, writer.emit(ret))
+                if replay is not None:
+                    replay(kind, site, target)
 
     # The common cases without the snapshot (native_args: one word per value)
     def _arg_plan(self, target: int) -> _ArgPlan | object:

@@ -548,20 +548,13 @@ class Int3Backend:
                 # or every later call would be lost (issue 10 item 22: a call into JIT code)
                 return
             assert callee is not None
-            if self.strict and current is not None and callee.start != current:
-                self._disarm(current)
-            if self.strict:
-                self.chain.append(callee)
-            self._arm(callee)
+            self._called(current, callee)
         elif kind is SiteKind.RETURN:
             elsewhere = not self.tails.returns_to(target)
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
             if self.strict:
-                caller = self._caller(target)
-                if current is not None and (caller is None or caller.start != current):
-                    self._disarm(current)
-                self._arm(caller)
+                self._returned_strict(current, target)
             elif elsewhere:
                 # lazy: a return not to its call's return address may land in code no call
                 # armed — i386's resolver returns (`ret $0xc`) into the function it bound,
@@ -586,6 +579,24 @@ class Int3Backend:
             if self.strict:
                 self._disarm(current)
             self._arm(callee)
+
+    def _called(self, current: int | None, callee: Function) -> None:
+        """After a call from the function at current into callee (traceable code): strict
+        cleanup leaves the caller for the callee; the callee armed.  (The native C loop's
+        drain replays it after each call C finished: backends/strict_ptrace.py.)"""
+        if self.strict and current is not None and callee.start != current:
+            self._disarm(current)
+        if self.strict:
+            self.chain.append(callee)
+        self._arm(callee)
+
+    def _returned_strict(self, current: int | None, target: int) -> None:
+        """After a return to target from the function at current, strict cleanup: the
+        caller (the call chain's) armed, current disarmed unless it is the caller."""
+        caller = self._caller(target)
+        if current is not None and (caller is None or caller.start != current):
+            self._disarm(current)
+        self._arm(caller)
 
     def _caller(self, target: int) -> Function | None:
         """The function a return goes back to: the chain's next one, or the one below that

@@ -10,7 +10,10 @@
  * function Python has armed already; a return pops its target (and RET imm16's bytes); a
  * jump goes where Python learnt it records nothing.  A call or return appends one
  * fixed-size record (the layout of hotpath.c's nt_event, drained by backends/fastpath.py)
- * with the registers Python turns into argument or return values.
+ * with the registers Python turns into argument or return values.  Under int3's strict
+ * cleanup it also writes and removes the breakpoints of the functions a call or return
+ * leaves and enters (pl_strict_*); for the entry backend it records at a function-entry
+ * probe and steps over the displaced instruction (pl_entry_*): see their sections below.
  *
  * Every other stop goes back to Python unhandled, with its wait status: an exit or death,
  * a signal, a PTRACE_EVENT stop (fork, exec, seccomp, ...), a debug-register trap, an int3
@@ -95,7 +98,18 @@ typedef struct {
     uint64_t time, last_pc;
     uint64_t counters[4];  /* traps, simulated, stops returned to Python, resumes */
     unsigned long long regs[PL_NREGS];
+    struct pl_strict *strict;  /* int3 --cleanup strict: C arms and disarms (pl_strict_*) */
+    struct pl_entry *entry;    /* the entry backend's probes (pl_entry_*) */
 } pl_state;
+
+static void pl_strict_free(struct pl_strict *t);
+static void pl_entry_free(struct pl_entry *e);
+typedef struct { int kind; struct pl_func *to; size_t keep; uint64_t from; } pl_strict_plan;
+static int pl_strict_plan_for(pl_state *s, const pl_site *site, pl_strict_plan *p);
+static int pl_strict_commit(pl_state *s, const pl_strict_plan *p);
+enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 };
+static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
+static void pl_entry_returned(pl_state *s, uint64_t target);
 
 static uint64_t mix(uint64_t k)
 {
@@ -254,6 +268,8 @@ void pl_free(pl_state *s)
     free(s->jumps.key);
     free(s->jumps.value);
     free(s->events);
+    pl_strict_free(s->strict);
+    pl_entry_free(s->entry);
     free(s);
 }
 
@@ -319,6 +335,7 @@ int pl_entry_add(pl_state *s, uint64_t addr)
 }
 
 void pl_set_time(pl_state *s, uint64_t time) { s->time = time; }
+int64_t pl_time(pl_state *s) { return (int64_t)s->time; }
 uint64_t pl_last_pc(pl_state *s) { return s->last_pc; }
 uint64_t pl_counter(pl_state *s, uint32_t i) { return i < 4 ? s->counters[i] : 0; }
 void *pl_events(pl_state *s) { return s->events; }
@@ -461,13 +478,33 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
         if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
             break;
         uint64_t at = (reg(s, s->cfg.pc_reg) - 1) & mask_of(s);
+        if (s->entry) {  /* an entry probe: recorded and stepped over (pl_entry_trap) */
+            int got = pl_entry_trap(s, pid, at, status);
+            if (got == ENTRY_PYTHON)
+                break;
+            if (got == ENTRY_STOPPED) {  /* the step-over ended in another stop */
+                s->counters[2]++;
+                return PL_STOP;
+            }
+            if (got < 0)
+                return got;
+            if (got == ENTRY_DONE)
+                goto finished;
+        }
         pl_site *site = site_slot(s->sites, s->sites_cap, at);
-        if (site->addr != at || !site->active || site->op == OP_NONE || !simulate(s, site))
+        pl_strict_plan plan = {0};
+        if (site->addr != at || !site->active || site->op == OP_NONE
+            || (s->strict && !pl_strict_plan_for(s, site, &plan)) || !simulate(s, site))
             break;  /* Python's: discovery, a site C does not know, the guest's own int3 */
         if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
             return -errno;
+        if (s->strict && pl_strict_commit(s, &plan) != 0)
+            return -EIO;
+        if (s->entry && site->op == OP_RETURN)
+            pl_entry_returned(s, reg(s, s->cfg.pc_reg));
         s->counters[0]++;
         s->counters[1]++;
+    finished:
         s->last_pc = reg(s, s->cfg.pc_reg);
         if (s->n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
             return PL_FULL;  /* stopped, its trap finished: resume with no signal */
@@ -557,4 +594,508 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
     }
     s->counters[2]++;
     return PL_STOP;
+}
+
+/* ------------------------------------------------------------ int3 strict cleanup (pl_strict_*) */
+/* `--cleanup strict` (backends/int3.py `_transfer`, fctrace's rule): only the current
+ * function is armed.  At a call from F (the owner of the site) to G: F's sites disarmed
+ * unless G is F, G pushed on the call chain, G's sites armed unless G is armed; at a
+ * return: the chain popped to the innermost function holding the return's target (the
+ * caller), F disarmed unless it is the caller, the caller armed.  C finishes such a trap
+ * when it knows every function involved (Python registers each function it arms, with
+ * its sites and the program's byte under each, `ok` when all of them are breakpoints C may
+ * write) and the chain has a caller; it writes the bytes itself (one pwrite to
+ * /proc/PID/mem per site: x86's INT3 is one byte) and appends the record.  The drain
+ * replays the same bookkeeping on Python's tables (backends/int3_ptrace.py), which counts
+ * the patches as the Python path does.  Python hands its chain to C before resuming when
+ * it changed it (a first call, a signal). */
+#define PL_INT3 0xCC /* Intel SDM vol. 2, INT3 */
+
+typedef struct pl_func {
+    uint64_t start, end;
+    uint32_t first, n;  /* its sites: site_addr/site_orig[first .. first + n) */
+    uint8_t ok, armed;  /* ok: C may arm and disarm it; armed: in Python's armed_funcs */
+} pl_func;
+
+typedef struct pl_strict {
+    pl_func *funcs;
+    size_t n_funcs, cap_funcs;
+    uint64_t *site_addr;
+    uint8_t *site_orig;
+    size_t n_fsites, cap_fsites;
+    pl_map func_of;  /* start -> index + 1 */
+    pl_map owner;    /* armed site -> the start of the function it is armed for (0: none) */
+    pl_map callee;   /* call target -> the start of the function it enters */
+    uint64_t *chain_start, *chain_end;
+    size_t chain_n, chain_cap;
+} pl_strict;
+
+static void pl_strict_free(pl_strict *t)
+{
+    if (!t)
+        return;
+    free(t->funcs);
+    free(t->site_addr);
+    free(t->site_orig);
+    free(t->func_of.key);
+    free(t->func_of.value);
+    free(t->owner.key);
+    free(t->owner.value);
+    free(t->callee.key);
+    free(t->callee.value);
+    free(t->chain_start);
+    free(t->chain_end);
+    free(t);
+}
+
+int pl_strict_enable(pl_state *s)
+{
+    if (!s->strict)
+        s->strict = calloc(1, sizeof *s->strict);
+    return s->strict ? 0 : -1;
+}
+
+/* a function Python armed (again: its extent or sites may have changed, a stale descent) */
+int pl_strict_func(pl_state *s, uint64_t start, uint64_t end, uint32_t ok, uint32_t n,
+                   const uint64_t *addrs, const uint8_t *origs)
+{
+    pl_strict *t = s->strict;
+    if (t->n_fsites + n > t->cap_fsites) {
+        size_t cap = (t->n_fsites + n) * 2 + 256;
+        uint64_t *a = realloc(t->site_addr, cap * sizeof *a);
+        if (!a)
+            return -1;
+        t->site_addr = a;
+        uint8_t *o = realloc(t->site_orig, cap);
+        if (!o)
+            return -1;
+        t->site_orig = o;
+        t->cap_fsites = cap;
+    }
+    uint64_t index;
+    pl_func *f;
+    if (map_get(&t->func_of, start, &index) && index) {
+        f = &t->funcs[index - 1];
+    } else {
+        if (t->n_funcs == t->cap_funcs) {
+            size_t cap = t->cap_funcs ? t->cap_funcs * 2 : 256;
+            pl_func *more = realloc(t->funcs, cap * sizeof *more);
+            if (!more)
+                return -1;
+            t->funcs = more;
+            t->cap_funcs = cap;
+        }
+        f = &t->funcs[t->n_funcs++];
+        memset(f, 0, sizeof *f);
+        if (map_put(&t->func_of, start, t->n_funcs) != 0)
+            return -1;
+    }
+    f->start = start;
+    f->end = end;
+    f->ok = (uint8_t)ok;
+    f->first = (uint32_t)t->n_fsites;
+    f->n = n;
+    memcpy(t->site_addr + t->n_fsites, addrs, n * sizeof *addrs);
+    memcpy(t->site_orig + t->n_fsites, origs, n);
+    t->n_fsites += n;
+    return 0;
+}
+
+static pl_func *strict_func(const pl_strict *t, uint64_t start)
+{
+    uint64_t index;
+    if (!map_get(&t->func_of, start, &index) || !index)
+        return NULL;
+    return &t->funcs[index - 1];
+}
+
+void pl_strict_func_armed(pl_state *s, uint64_t start, uint32_t on)
+{
+    pl_func *f = strict_func(s->strict, start);
+    if (f)
+        f->armed = (uint8_t)on;
+}
+
+int pl_strict_owner(pl_state *s, uint64_t addr, uint64_t owner)
+{
+    return map_put(&s->strict->owner, addr, owner);
+}
+
+int pl_strict_callee(pl_state *s, uint64_t target, uint64_t start)
+{
+    return map_put(&s->strict->callee, target, start);
+}
+
+int pl_strict_chain_set(pl_state *s, uint32_t n, const uint64_t *starts, const uint64_t *ends)
+{
+    pl_strict *t = s->strict;
+    if (n > t->chain_cap) {
+        size_t cap = n * 2 + 64;
+        uint64_t *a = realloc(t->chain_start, cap * 8), *b;
+        if (!a)
+            return -1;
+        t->chain_start = a;
+        b = realloc(t->chain_end, cap * 8);
+        if (!b)
+            return -1;
+        t->chain_end = b;
+        t->chain_cap = cap;
+    }
+    memcpy(t->chain_start, starts, n * 8ULL);
+    memcpy(t->chain_end, ends, n * 8ULL);
+    t->chain_n = n;
+    return 0;
+}
+
+uint32_t pl_strict_chain_count(pl_state *s) { return (uint32_t)s->strict->chain_n; }
+
+static pl_func *strict_usable(const pl_strict *t, uint64_t start)
+{
+    pl_func *f = strict_func(t, start);
+    return f && f->ok ? f : NULL;
+}
+
+/* What the strict rule does at this trap, decided before anything is changed: 0 when it
+ * is Python's (a function C does not know, a chain without the caller). */
+static int pl_strict_plan_for(pl_state *s, const pl_site *site, pl_strict_plan *p)
+{
+    const pl_strict *t = s->strict;
+    uint64_t owner = 0, target, start;
+    if (site->op == OP_JUMP) {  /* (one inside its function or not taken: no change) */
+        p->kind = OP_JUMP;
+        return 1;
+    }
+    if (!map_get(&t->owner, site->addr, &owner) || !owner || !strict_usable(t, owner))
+        return 0;
+    p->from = owner;
+    if (site->op == OP_CALL) {
+        target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
+        if (!map_get(&t->callee, target, &start) || !start)
+            return 0;
+        p->to = strict_usable(t, start);
+        p->kind = OP_CALL;
+        return p->to != NULL;
+    }
+    if (site->op != OP_RETURN || read_word(s, reg(s, s->cfg.sp_reg), &target) != 0)
+        return 0;
+    if (strict_func(t, target))
+        return 0;  /* a return into a function's entry may be a jump (TailRule.taken) */
+    size_t k = t->chain_n;
+    if (!k)
+        return 0;
+    k--;  /* the returning function's entry; then up to the one holding the target */
+    while (k && !(t->chain_start[k - 1] <= target && target < t->chain_end[k - 1]))
+        k--;
+    if (!k)
+        return 0;  /* the chain is empty: the caller needs discovery */
+    p->to = strict_usable(t, t->chain_start[k - 1]);
+    if (!p->to || p->to->end != t->chain_end[k - 1])
+        return 0;
+    p->keep = k;
+    p->kind = OP_RETURN;
+    return 1;
+}
+
+static int strict_write(const pl_state *s, uint64_t addr, uint8_t byte)
+{
+    return pwrite(s->cfg.mem_fd, &byte, 1, (off_t)addr) == 1 ? 0 : -1;
+}
+
+static int strict_disarm(pl_state *s, uint64_t start)  /* Int3Backend._disarm */
+{
+    pl_strict *t = s->strict;
+    pl_func *f = strict_func(t, start);
+    if (!f || !f->armed)
+        return 0;
+    f->armed = 0;
+    for (uint32_t i = f->first; i < f->first + f->n; i++) {
+        uint64_t addr = t->site_addr[i], owner = 0;
+        if (!map_get(&t->owner, addr, &owner) || owner != start)
+            continue;
+        if (strict_write(s, addr, t->site_orig[i]) != 0 || map_put(&t->owner, addr, 0) != 0)
+            return -1;
+        pl_site_active(s, addr, 0);
+    }
+    return 0;
+}
+
+static int strict_arm(pl_state *s, pl_func *f)  /* Int3Backend._arm */
+{
+    pl_strict *t = s->strict;
+    if (f->armed)
+        return 0;
+    f->armed = 1;
+    for (uint32_t i = f->first; i < f->first + f->n; i++) {
+        uint64_t addr = t->site_addr[i], owner = 0;
+        if (map_get(&t->owner, addr, &owner) && owner)
+            continue;  /* armed for another function */
+        if (strict_write(s, addr, PL_INT3) != 0 || map_put(&t->owner, addr, f->start) != 0)
+            return -1;
+        pl_site_active(s, addr, 1);
+    }
+    return 0;
+}
+
+static int chain_push(pl_strict *t, const pl_func *f)
+{
+    if (t->chain_n == t->chain_cap) {
+        size_t cap = t->chain_cap * 2 + 64;
+        uint64_t *a = realloc(t->chain_start, cap * 8), *b;
+        if (!a)
+            return -1;
+        t->chain_start = a;
+        b = realloc(t->chain_end, cap * 8);
+        if (!b)
+            return -1;
+        t->chain_end = b;
+        t->chain_cap = cap;
+    }
+    t->chain_start[t->chain_n] = f->start;
+    t->chain_end[t->chain_n++] = f->end;
+    return 0;
+}
+
+static int pl_strict_commit(pl_state *s, const pl_strict_plan *p)
+{
+    pl_strict *t = s->strict;
+    if (p->kind == OP_CALL) {
+        if (p->to->start != p->from && strict_disarm(s, p->from) != 0)
+            return -1;
+        if (chain_push(t, p->to) != 0)
+            return -1;
+        return strict_arm(s, p->to);
+    }
+    if (p->kind == OP_RETURN) {
+        t->chain_n = p->keep;
+        if (p->to->start != p->from && strict_disarm(s, p->from) != 0)
+            return -1;
+        return strict_arm(s, p->to);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ entry probes (pl_entry_*) */
+/* The entry backend (backends/entry.py): a probe on a function's first instruction.  At its
+ * trap C decides call or not by the frame rule of EntryBackend._entered (the return address
+ * at SP and the SP before the call against the innermost open frame) and appends the
+ * call's record; then it steps over the displaced instruction as the Python backend does
+ * (a fall-back: the program's byte back, PTRACE_SINGLESTEP, the INT3 written again; uprobes'
+ * step-over), counting a trap and a step-over and taking one off the time, as
+ * Int3Backend._on_trap does.  Python's: the process entry's first hit, a signal handler's
+ * entry, a jump into another function in the same frame (a tail call by the tail rule), a
+ * probe whose instruction Python simulates, and every probe while Python has a module to
+ * probe first (`hold`).  Returns are the lazy return sites of the table; C also pops the
+ * open frames a return leaves (EntryBackend._resolve).  Python reads the frames back when
+ * C changed them and hands them to C when it did. */
+typedef struct pl_entry {
+    pl_map probe;  /* probe address -> its function's start */
+    pl_map orig;   /* probe address -> the program's byte | active << 8 */
+    uint64_t *ra, *call_sp, *func;  /* the open frames, innermost last */
+    size_t n, cap;
+    uint64_t process_entry, handler_entry, push, code_mask;
+    uint32_t hold, dirty;
+    uint64_t stepovers;
+} pl_entry;
+
+static void pl_entry_free(pl_entry *e)
+{
+    if (!e)
+        return;
+    free(e->probe.key);
+    free(e->probe.value);
+    free(e->orig.key);
+    free(e->orig.value);
+    free(e->ra);
+    free(e->call_sp);
+    free(e->func);
+    free(e);
+}
+
+int pl_entry_enable(pl_state *s, uint64_t process_entry, uint64_t push, uint64_t code_mask)
+{
+    if (!s->entry)
+        s->entry = calloc(1, sizeof *s->entry);
+    if (!s->entry)
+        return -1;
+    s->entry->process_entry = process_entry;
+    s->entry->push = push;
+    s->entry->code_mask = code_mask;
+    return 0;
+}
+
+int pl_entry_probe(pl_state *s, uint64_t addr, uint64_t func, uint32_t orig)
+{
+    if (map_put(&s->entry->probe, addr, func) != 0)
+        return -1;
+    return map_put(&s->entry->orig, addr, (orig & 0xff) | 0x100);
+}
+
+void pl_entry_probe_active(pl_state *s, uint64_t addr, uint32_t on)
+{
+    uint64_t v;
+    if (map_get(&s->entry->orig, addr, &v))
+        map_put(&s->entry->orig, addr, (v & 0xff) | (on ? 0x100 : 0));
+}
+
+void pl_entry_hold(pl_state *s, uint32_t hold, uint64_t handler_entry)
+{
+    s->entry->hold = hold;
+    s->entry->handler_entry = handler_entry;
+}
+
+static int frames_room(pl_entry *e, size_t n)
+{
+    if (n <= e->cap)
+        return 0;
+    size_t cap = n * 2 + 64;
+    uint64_t *a = realloc(e->ra, cap * 8), *b, *c;
+    if (!a)
+        return -1;
+    e->ra = a;
+    if (!(b = realloc(e->call_sp, cap * 8)))
+        return -1;
+    e->call_sp = b;
+    if (!(c = realloc(e->func, cap * 8)))
+        return -1;
+    e->func = c;
+    e->cap = cap;
+    return 0;
+}
+
+int pl_entry_frames_set(pl_state *s, uint32_t n, const uint64_t *ra, const uint64_t *call_sp,
+                        const uint64_t *func)
+{
+    pl_entry *e = s->entry;
+    if (frames_room(e, n) != 0)
+        return -1;
+    memcpy(e->ra, ra, n * 8ULL);
+    memcpy(e->call_sp, call_sp, n * 8ULL);
+    memcpy(e->func, func, n * 8ULL);
+    e->n = n;
+    e->dirty = 0;
+    return 0;
+}
+
+/* the frames, if C changed them since Python last read or set them: their count, or -1 */
+int64_t pl_entry_frames_get(pl_state *s, uint64_t *ra, uint64_t *call_sp, uint64_t *func,
+                            uint32_t room)
+{
+    pl_entry *e = s->entry;
+    if (!e->dirty)
+        return -1;
+    if (e->n > room)
+        return (int64_t)e->n;  /* (nothing copied: call again with room) */
+    memcpy(ra, e->ra, e->n * 8);
+    memcpy(call_sp, e->call_sp, e->n * 8);
+    memcpy(func, e->func, e->n * 8);
+    e->dirty = 0;
+    return (int64_t)e->n;
+}
+
+uint64_t pl_entry_stepovers(pl_state *s) { return s->entry->stepovers; }
+
+static void pl_entry_returned(pl_state *s, uint64_t target)
+{
+    pl_entry *e = s->entry;  /* the frame it returns to, and those above it, end */
+    for (size_t i = e->n; i-- > 0;)
+        if (e->ra[i] == target) {
+            e->n = i;
+            e->dirty = 1;
+            break;
+        }
+}
+
+static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
+{
+    pl_entry *e = s->entry;
+    uint64_t func, orig, sp, ra;
+    if (!map_get(&e->probe, at, &func))
+        return ENTRY_NOT_PROBE;
+    if (!map_get(&e->orig, at, &orig) || !(orig & 0x100) || e->hold)
+        return ENTRY_PYTHON;
+    if ((func == e->process_entry && e->n == 0) || func == e->handler_entry)
+        return ENTRY_PYTHON;  /* the kernel entered it: no call (EntryBackend._entered) */
+    sp = reg(s, s->cfg.sp_reg);
+    if (read_word(s, sp, &ra) != 0)
+        return ENTRY_PYTHON;
+    ra &= e->code_mask;
+    uint64_t call_sp = (sp + e->push) & mask_of(s);
+    size_t n = e->n;
+    while (n && e->call_sp[n - 1] < call_sp)  /* frames left without a return */
+        n--;
+    int record = 1;
+    if (n && e->ra[n - 1] == ra && e->call_sp[n - 1] == call_sp) {
+        if (e->func[n - 1] != func)
+            return ENTRY_PYTHON;  /* a jump to another function: maybe a tail call */
+        record = 0;  /* a loop back to its own entry */
+    } else if (n && e->call_sp[n - 1] == call_sp) {
+        n--;  /* a frame at this very level is over */
+    }
+    uint64_t stack[PL_MAX_REGS] = {0};
+    if (record) {
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            if (read_word(s, (sp + s->cfg.stack_offset + i * s->cfg.word) & mask_of(s),
+                          &stack[i]) != 0)
+                return ENTRY_PYTHON;
+        if (frames_room(e, n + 1) != 0)
+            return -ENOMEM;
+    }
+    /* decided: the frames, the record, then the step-over */
+    e->n = n;
+    e->dirty = 1;
+    if (record) {
+        e->ra[n] = ra;
+        e->call_sp[n] = call_sp;
+        e->func[n] = func;
+        e->n = n + 1;
+        pl_event *ev = &s->events[s->n_events++];
+        memset(ev, 0, sizeof *ev);
+        ev->kind = EV_CALL;
+        ev->time = s->time;
+        ev->site = ra;
+        ev->target = at;
+        ev->sp = call_sp;
+        ev->fallthrough = ra;
+        ev->entry_sp = sp;
+        ev->nregs = s->cfg.n_args + s->cfg.n_stack;
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            ev->regs[i] = reg(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            ev->regs[s->cfg.n_args + i] = stack[i];
+    }
+    s->counters[0]++;
+    e->stepovers++;
+    s->time--;  /* the fall-back's re-run is counted by its block (Int3Backend._on_trap) */
+    uint8_t byte = (uint8_t)orig;
+    if (pwrite(s->cfg.mem_fd, &byte, 1, (off_t)at) != 1)
+        return -EIO;
+    s->regs[s->cfg.pc_reg] = at;
+    if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
+        return -errno;
+    int st, bad = 0;
+    if (ptrace(PTRACE_SINGLESTEP, pid, 0, 0) == -1)
+        return -errno;
+    while (waitpid(pid, &st, 0) == -1)  /* (one instruction: waited for to its end) */
+        if (errno != EINTR)
+            return -errno;
+    *status = st;
+    siginfo_t info;
+    if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0
+        || ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1
+        || (info.si_code != 1 && info.si_code != 2))
+        bad = 1;
+    byte = PL_INT3;
+    if (pwrite(s->cfg.mem_fd, &byte, 1, (off_t)at) != 1 && !bad)
+        return -EIO;
+    if (bad) {  /* (a fault or a signal at the instruction: the stop is at the probe) */
+        s->last_pc = at;
+        return ENTRY_STOPPED;
+    }
+    errno = 0;
+    long pc = ptrace(PTRACE_PEEKUSER, pid, (void *)(s->cfg.pc_reg * sizeof(unsigned long long)),
+                     0);
+    if (errno)
+        return -errno;
+    s->regs[s->cfg.pc_reg] = (unsigned long long)pc;
+    return ENTRY_DONE;
 }

@@ -84,6 +84,26 @@ def load() -> ctypes.CDLL:
         "pl_jump_add": ([vp, u64, u64, u32], ctypes.c_int),
         "pl_step": ([vp, i32, i32, ctypes.POINTER(Pending), ctypes.POINTER(i32),
                      ctypes.POINTER(u64)], ctypes.c_int),
+        "pl_time": ([vp], ctypes.c_int64),
+        # int3 --cleanup strict (pl_strict_*)
+        "pl_strict_enable": ([vp], ctypes.c_int),
+        "pl_strict_func": ([vp, u64, u64, u32, u32, ctypes.POINTER(u64), ctypes.c_char_p],
+                           ctypes.c_int),
+        "pl_strict_func_armed": ([vp, u64, u32], None),
+        "pl_strict_owner": ([vp, u64, u64], ctypes.c_int),
+        "pl_strict_callee": ([vp, u64, u64], ctypes.c_int),
+        "pl_strict_chain_set": ([vp, u32, ctypes.POINTER(u64), ctypes.POINTER(u64)],
+                                ctypes.c_int),
+        # the entry backend's probes (pl_entry_*)
+        "pl_entry_enable": ([vp, u64, u64, u64], ctypes.c_int),
+        "pl_entry_probe": ([vp, u64, u64, u32], ctypes.c_int),
+        "pl_entry_probe_active": ([vp, u64, u32], None),
+        "pl_entry_hold": ([vp, u32, u64], None),
+        "pl_entry_frames_set": ([vp, u32, ctypes.POINTER(u64), ctypes.POINTER(u64),
+                                 ctypes.POINTER(u64)], ctypes.c_int),
+        "pl_entry_frames_get": ([vp, ctypes.POINTER(u64), ctypes.POINTER(u64),
+                                 ctypes.POINTER(u64), u32], ctypes.c_int64),
+        "pl_entry_stepovers": ([vp], u64),
     }
     native.declare(lib, signatures, "the ptrace loop")
     if lib.pl_event_size() != EVENT.size:
@@ -142,6 +162,11 @@ class PtraceLoop:
         self.took: Callable[[int, Pending], None] = lambda n, p: None
         self._pending = Pending()
         self._skipped = ctypes.c_uint64()
+        # called before each pl_resume and after each drain (strict: the call chain handed
+        # to C; entry: its open frames both ways, the time back)
+        self.before_resume: Callable[[], None] | None = None
+        self._stepovers, self._entry_on = 0, False
+        self.after_resume: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ SiteTable
     def site_set(self, addr: int, op: SiteOp) -> None:
@@ -172,12 +197,16 @@ class PtraceLoop:
         lib, pl = self._lib, self._pl
         last_pc = 0
         while True:
+            if self.before_resume is not None:
+                self.before_resume()
             lib.pl_set_time(pl, self.time())
             start = time.thread_time()
             rc = lib.pl_resume(pl, pid, request, sig, ctypes.byref(self._status))
             drained = time.thread_time()
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
             self._drain()
+            if self.after_resume is not None:
+                self.after_resume()
             self.c_seconds += drained - start
             self.drain_seconds += time.thread_time() - drained
             if rc == PL_STOP:
@@ -235,6 +264,79 @@ class PtraceLoop:
         if self._lib.pl_entry_add(self._pl, addr) != 0:
             raise MemoryError("native ptrace loop: out of memory")
 
+    def c_time(self) -> int:
+        """The backend's clock as C left it (an entry step-over takes one off)."""
+        return int(self._lib.pl_time(self._pl))
+
+    # ------------------------------------------------------------ int3 strict (pl_strict_*)
+    def strict_enable(self) -> None:
+        self._check(self._lib.pl_strict_enable(self._pl))
+
+    def strict_func(self, start: int, end: int, ok: bool, sites: list[tuple[int, int]]) -> None:
+        """A function the backend armed: its extent, whether C may arm and disarm it, and
+        its sites with the program's byte under each."""
+        addrs = (ctypes.c_uint64 * max(1, len(sites)))(*(a for a, _b in sites))
+        origs = bytes(b for _a, b in sites)
+        self._check(self._lib.pl_strict_func(self._pl, start, end, int(ok), len(sites),
+                                             addrs, origs))
+
+    def strict_func_armed(self, start: int, on: bool) -> None:
+        self._lib.pl_strict_func_armed(self._pl, start, int(on))
+
+    def strict_owner(self, addr: int, owner: int) -> None:
+        """The site at addr is armed for the function at owner (0: disarmed)."""
+        self._check(self._lib.pl_strict_owner(self._pl, addr, owner))
+
+    def strict_callee(self, target: int, start: int) -> None:
+        self._check(self._lib.pl_strict_callee(self._pl, target, start))
+
+    def strict_chain(self, extents: list[tuple[int, int]]) -> None:
+        n = len(extents)
+        starts = (ctypes.c_uint64 * max(1, n))(*(a for a, _b in extents))
+        ends = (ctypes.c_uint64 * max(1, n))(*(b for _a, b in extents))
+        self._check(self._lib.pl_strict_chain_set(self._pl, n, starts, ends))
+
+    # ------------------------------------------------------------ entry probes (pl_entry_*)
+    def entry_enable(self, process_entry: int, push: int, code_mask: int) -> None:
+        self._entry_on = True
+        self._check(self._lib.pl_entry_enable(self._pl, process_entry, push, code_mask))
+
+    def entry_probe(self, addr: int, func: int, orig: int) -> None:
+        self._check(self._lib.pl_entry_probe(self._pl, addr, func, orig))
+
+    def entry_probe_active(self, addr: int, on: bool) -> None:
+        self._lib.pl_entry_probe_active(self._pl, addr, int(on))
+
+    def entry_hold(self, hold: bool, handler_entry: int) -> None:
+        self._lib.pl_entry_hold(self._pl, int(hold), handler_entry)
+
+    def entry_frames_set(self, frames: list[tuple[int, int, int]]) -> None:
+        n = len(frames)
+        cols = [(ctypes.c_uint64 * max(1, n))(*(f[i] for f in frames)) for i in range(3)]
+        self._check(self._lib.pl_entry_frames_set(self._pl, n, *cols))
+
+    def entry_frames_get(self) -> list[tuple[int, int, int]] | None:
+        """The open frames if C changed them since they were last read or set, else None."""
+        room = 256
+        while True:
+            cols = [(ctypes.c_uint64 * room)() for _ in range(3)]
+            n = int(self._lib.pl_entry_frames_get(self._pl, *cols, room))
+            if n < 0:
+                return None
+            if n <= room:
+                return list(zip(cols[0][:n], cols[1][:n], cols[2][:n], strict=True))
+            room = n
+
+    def entry_stepovers(self) -> int:
+        if self._pl:
+            self._stepovers = int(self._lib.pl_entry_stepovers(self._pl))
+        return self._stepovers
+
+    @staticmethod
+    def _check(rc: int) -> None:
+        if rc != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
     def _drain(self) -> None:
         lib, pl = self._lib, self._pl
         n = lib.pl_events_count(pl)
@@ -246,6 +348,8 @@ class PtraceLoop:
             self.on_records(data)
 
     def close(self) -> None:
+        if self._pl and self._entry_on:
+            self.entry_stepovers()  # (kept for the backend's finish)
         if self._pl:
             self.counters = [int(self._lib.pl_counter(self._pl, i)) for i in range(4)]
             self._lib.pl_free(self._pl)
