@@ -62,8 +62,11 @@ class FastSites:
     integer words C saves, a jump only where Python found it records nothing."""
 
     def __init__(self, backend: Int3Backend, table: SiteTable, reg_id: Callable[[str], int],
-                 n_saved: int) -> None:
+                 n_saved: int, strict_ok: bool = False) -> None:
+        """strict_ok: lower the sites of a strict backend too (hwbp: C switches the slots
+        itself, backends/hwbp_ptrace.py)."""
         self.b, self.table, self.reg_id = backend, table, reg_id
+        self._strict_ok = strict_ok
         regs = backend.image.isa.registers
         self._n_saved = n_saved  # argument registers + stack words C saves at a call
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
@@ -93,7 +96,7 @@ class FastSites:
     def _lowered(self, site: Site) -> SiteOp | None:
         b = self.b
         lower = b.image.isa.lower
-        if (lower is None or b.strict or site.executes is not None or site.delay_slot
+        if (lower is None or (b.strict and not self._strict_ok) or site.executes is not None or site.delay_slot
                 or site.alt_mode or site.maybe_return or site.alt_link
                 or (site.conditional and site.kind is SiteKind.CALL)):
             return None
@@ -129,6 +132,10 @@ class FastSites:
         t = values.ret
         return t is not None and (t.kind == "void" or t.kind not in ("float", "struct", "str",
                                                                         "buf"))
+
+    def call_fast(self, target: int) -> bool:
+        """May C record a call to target (its arguments are words C saves)?"""
+        return self._args_fast(target)
 
     def _args_fast(self, target: int) -> bool:
         """Are the arguments of the function at target all integer words in the argument

@@ -106,7 +106,10 @@ class SlotDelivery:
         self.hooked[func.start] = func
         handles = []
         for lo, hi in ranges:
-            handles.append(b.cpu.hook_hw(self._on_slot, lo, hi, func.start))
+            # an address slot holds one instruction: the register is its first byte (a
+            # wider range is a stepped span: a native target single-steps it)
+            end = lo if self.slot_kind == "address" and not fell_back else hi
+            handles.append(b.cpu.hook_hw(self._on_slot, lo, end, func.start))
             b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
             # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
             # seconds per arming at a dynamic library's addresses)
@@ -151,7 +154,18 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
     delivery: no guest byte is ever written), reporting hwbp's counters."""
     backend = Int3Backend(image, cpu, hooks, emit, "strict", options.call_types,
                           delivery="hook", name=DESCRIPTOR.name, counters=DESCRIPTOR.counters)
-    backend.sites = SlotDelivery(backend, options.hw_slots)
+    slots = SlotDelivery(backend, options.hw_slots)
+    backend.sites = slots
+    c_loop = getattr(cpu, "c_loop", None)
+    if options.engine == "native" and c_loop is not None:  # the native target's C loop
+        from emutrace.backends.hwbp_ptrace import CSlots
+        from emutrace.native.ploop import PtraceLoop
+        from emutrace.target.ptrace import PtraceTarget
+
+        assert isinstance(cpu, PtraceTarget) and isinstance(c_loop, PtraceLoop)
+        c_slots = CSlots(backend, slots, cpu, c_loop)
+        backend.sites = c_slots
+        backend.native_stats = c_slots.native_stats  # type: ignore[attr-defined]
     return backend
 
 
