@@ -100,8 +100,9 @@ class CSlots:
         self._handed = (cur, base, window)
         self.loop.hw_begin(True, cur, [f.start for f in window])
 
-    def _take_back(self) -> None:
-        """After C: its counters, its chain and its current function become Python's."""
+    def _take_back(self, stopped: bool) -> None:
+        """After C: its counters, its chain and its current function become Python's
+        (the registers too, while the tracee is there: stopped)."""
         if self._handed is None:
             return
         cur, base, window = self._handed
@@ -116,7 +117,7 @@ class CSlots:
             chain.append(window[i] if i < len(window) and window[i].start == start
                          else self.taught[start][0])
         b.chain = chain
-        if now != cur:  # Python's tables and debug registers follow C's switch
+        if now != cur and stopped:  # Python's tables and debug registers follow C's
             saved = stats["slot_writes"]
             b._disarm(cur)
             b._arm(self.taught[now][0])

@@ -155,9 +155,10 @@ class PtraceLoop:
         self._skipped = ctypes.c_uint64()
         # `hwbp` (backends/hwbp_ptrace.py): told before C resumes which function is armed
         # and its chain (`hw_in`, through `hw_begin`), and given C's changes after
-        # (`hw_out`, reading `hw_state`); None: every debug-register stop is Python's
+        # (`hw_out(stopped)`, reading `hw_state`; stopped: the tracee is still there);
+        # None: every debug-register stop is Python's
         self.hw_in: Callable[[], None] | None = None
-        self.hw_out: Callable[[], None] = lambda: None
+        self.hw_out: Callable[[bool], None] = lambda stopped: None
         # `btf` (backends/btf_native.py): whether the degradation has been seen
         # (`blocks_in`), and the stops and instructions C took (`blocks_took`)
         self.blocks_in: Callable[[], bool] | None = None
@@ -190,31 +191,37 @@ class PtraceLoop:
         does not finish (a system-call stop, a block step's trap: every stop but an int3 at
         an armed site is handed back): (its wait status, the PC after the last trap C
         finished or 0)."""
+        if self.hw_in is None:
+            return self._resume(pid, sig, request)
+        self.hw_in()
+        stopped = False  # (an exit, a death, a failed request: no registers to program)
+        try:
+            status, last_pc = self._resume(pid, sig, request)
+            stopped = os.WIFSTOPPED(status)
+            return status, last_pc
+        finally:
+            self.hw_out(stopped)  # (before Python handles the stop)
+
+    def _resume(self, pid: int, sig: int, request: int) -> tuple[int, int]:
         lib, pl = self._lib, self._pl
         last_pc = 0
-        if self.hw_in is not None:
-            self.hw_in()
-        try:
-            while True:
-                lib.pl_set_time(pl, self.time())
-                start = time.thread_time()
-                rc = lib.pl_resume(pl, pid, request, sig, ctypes.byref(self._status))
-                drained = time.thread_time()
-                last_pc = int(lib.pl_last_pc(pl)) or last_pc
-                self._drain()
-                self.c_seconds += drained - start
-                self.drain_seconds += time.thread_time() - drained
-                if rc == PL_STOP:
-                    return int(self._status.value), last_pc
-                if rc == PL_EINTR:  # emutrace got a signal: its handler runs in this wait
-                    _, status = os.waitpid(pid, 0)
-                    return status, last_pc
-                if rc != PL_FULL:
-                    raise OSError(-rc, os.strerror(-rc))
-                sig = 0  # the buffer was full or C ran long: Python's turn, then on
-        finally:
-            if self.hw_in is not None:
-                self.hw_out()  # (before Python handles the stop)
+        while True:
+            lib.pl_set_time(pl, self.time())
+            start = time.thread_time()
+            rc = lib.pl_resume(pl, pid, request, sig, ctypes.byref(self._status))
+            drained = time.thread_time()
+            last_pc = int(lib.pl_last_pc(pl)) or last_pc
+            self._drain()
+            self.c_seconds += drained - start
+            self.drain_seconds += time.thread_time() - drained
+            if rc == PL_STOP:
+                return int(self._status.value), last_pc
+            if rc == PL_EINTR:  # emutrace got a signal: its handler runs in this wait
+                _, status = os.waitpid(pid, 0)
+                return status, last_pc
+            if rc != PL_FULL:
+                raise OSError(-rc, os.strerror(-rc))
+            sig = 0  # the buffer was full or C ran long: Python's turn, then on
 
     # ------------------------------------------------------------ debug registers
     def hw_func_set(self, start: int, end: int, slots: list[int], calls: bool) -> None:
