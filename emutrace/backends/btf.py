@@ -59,9 +59,8 @@ class BtfBackend(SignalFrames):
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> BtfBackend | NativeBtfBackend:
     if cpu.kind == "ptrace":  # real branch traps: PTRACE_SINGLEBLOCK (btf_native.py)
-        from emutrace.target.ptrace import PtraceTarget
-
         from emutrace.native.ploop import PtraceLoop
+        from emutrace.target.ptrace import PtraceTarget
 
         assert isinstance(cpu, PtraceTarget)
         loop = cpu.c_loop if options.engine == "native" else None  # C takes quiet stops
