@@ -10,8 +10,9 @@ programmed, on a return the caller's are programmed again.
 Natively (`--target native`) a slot is a real debug register (DR0-DR3 through
 PTRACE_POKEUSER, `Target.hook_hw`, given the site's first byte), freed when its function is
 disarmed; a stepped span is single-stepped.  With the C loop, C finishes the hits it can
-decide and switches the registers itself (backends/hwbp_ptrace.py). Under emulation a slot is a Unicorn code hook bounded to the slot's range
-(one instruction for an address slot); every slot hook calls the one handler, which looks
+decide and switches the registers itself (backends/hwbp_ptrace.py).  Under emulation a
+slot is a Unicorn code hook bounded to the slot's range (one instruction for an address
+slot); every slot hook calls the one handler, which looks
 the address up in the table of armed sites. At most N slots are programmed at a time
 (`stats["max_slots"]` shows it): the table holds the programmed slots. A function's hooks
 are installed the first time it is armed (`hook_add`, plus dropping the translated code of

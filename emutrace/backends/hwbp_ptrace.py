@@ -45,7 +45,7 @@ class CSlots:
         loop.hw_in, loop.hw_out = self._hand_over, self._take_back
         self.taught: dict[int, tuple[Function, int]] = {}  # start → (function, its slots)
         self._handed: tuple[int, int, list[Function]] | None = None  # cur, base, window
-        self.native_stats = {"c_hits": 0}
+        self.native_stats = {"c_hits": 0, "c_slot_writes": 0}
 
     # ------------------------------------------------------------ FunctionDelivery
     def arm(self, func: Function) -> None:
@@ -112,6 +112,7 @@ class CSlots:
         stats["hits"] += hits
         stats["slot_writes"] += writes
         self.native_stats["c_hits"] += hits
+        self.native_stats["c_slot_writes"] += writes
         chain = b.chain[:base]
         for i, start in enumerate(starts):
             chain.append(window[i] if i < len(window) and window[i].start == start
