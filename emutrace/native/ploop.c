@@ -12,6 +12,10 @@
  * fixed-size record (the layout of hotpath.c's nt_event, drained by backends/fastpath.py)
  * with the registers Python turns into argument or return values.
  *
+ * Three more backends have their own sections below: `step` (pl_step: single-steps whose
+ * hook only counts), `hwbp` (hw_finish, pl_hw_*: debug-register hits, the slots moved by C)
+ * and `btf` (pl_block: block steps that cross no taken branch).
+ *
  * Every other stop goes back to Python unhandled, with its wait status: an exit or death,
  * a signal, a PTRACE_EVENT stop (fork, exec, seccomp, ...), a debug-register trap, an int3
  * at a site C does not know or cannot finish (a first call: Python discovers and arms).
