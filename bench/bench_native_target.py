@@ -12,14 +12,14 @@ instruction, backend armed) is built untimed with the guest's stdio on /dev/null
 mechanism stopped the CPU for: int3 traps, hwbp hits + stepped fall-back instructions, btf
 stops (every instruction where BTF is degraded), step steps. µs/event = (variant - none of
 the same engine) / events.  Engine python: the Python loop (target/ptrace_run.py); native:
-the C loop, which finishes int3's lazy and strict traps and entry's probes itself (C's
-share: the time inside pl_resume,
-i.e. the kernel's stop/resume round trips plus C's simulation, per event; drain: Python
-turning C's records into events, per event) and only resumes and waits for the others
-(their traps, steps and branch stops are Python's either way); resume: the C loop with
-the backend's Python engine (C only resumes and waits: int3 strict and entry before C
-finished their stops).  Variants int3-strict (int3 --cleanup strict) and entry are
-chosen with --backends.  Writes PREFIX.json and PREFIX.md.
+the C loop, which finishes int3's lazy and strict traps, entry's probes, hwbp's hits
+(switching the debug registers itself), step's quiet steps and btf's stops that cross no
+taken branch (C's share: the time inside pl_resume/pl_step/pl_block, i.e. the kernel's
+stop/resume round trips plus C's work, per event; drain: Python turning C's records into
+events, per event), and hands the rest to Python; resume: the C loop with the backend's
+Python engine (C only resumes and waits: int3 strict and entry before C finished their
+stops).  Variants int3-strict (int3 --cleanup strict) and entry are chosen with
+--backends.  Writes PREFIX.json and PREFIX.md.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ CLEANUP = {"int3-strict": ("int3", "strict")}
 # across a function with more sites than the 4 registers (its declared fall-back)
 EVENT_KEYS = {"int3": ("traps",), "hwbp": ("hits", "stepped"), "btf": ("stops",),
               "step": ("steps",), "int3-strict": ("traps",), "entry": ("traps",)}
+
+# native_stats' count of the events C finished, per backend (int3, step, hwbp, btf)
+FINISHED_IN_C = ("c_traps", "c_steps", "c_hits", "c_stops")
 
 
 def _children_cpu() -> float:
@@ -130,7 +133,8 @@ def main() -> int:
                     p["c_seconds"] for p in got) / count * 1e6
                 row["drain_us_per_event"] = statistics.median(
                     p["drain_seconds"] for p in got) / count * 1e6
-                row["c_traps"] = got[0].get("c_traps", got[0].get("c_steps"))
+                row["c_traps"] = next((got[0][k] for k in FINISHED_IN_C if k in got[0]),
+                                      None)
             rows.append(row)
             print(f"{isa:7} {backend:5} {engine:6} {t:8.3f} s  {count:8} events  "
                   f"{'' if per is None else f'{per:.1f} µs/event'}", file=sys.stderr)

@@ -56,8 +56,9 @@ NATIVE_BTS_CAPABILITY = Cap.NATIVE_BTS  # isa/native_pmu.py: read from this host
 NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")
 AT_BASE, AT_ENTRY = 7, 9  # <linux/auxvec.h>
 # backends with work finished in the C loop (native/ploop.c): int3's lazy traps, step's
-# quiet instructions; the others' stops all reach Python (C only resumes and waits)
-C_LOOP_BACKENDS = ("int3", "step", "entry")
+# quiet instructions, int3 strict's arming and disarming, entry's probes, hwbp's
+# debug-register hits, btf's stops that cross no taken branch; the rest reaches Python
+C_LOOP_BACKENDS = ("int3", "step", "entry", "hwbp", "btf")
 
 
 def native_isas() -> list[str]:

@@ -59,10 +59,13 @@ class BtfBackend(SignalFrames):
 def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
            options: BackendOptions) -> BtfBackend | NativeBtfBackend:
     if cpu.kind == "ptrace":  # real branch traps: PTRACE_SINGLEBLOCK (btf_native.py)
+        from emutrace.native.ploop import PtraceLoop
         from emutrace.target.ptrace import PtraceTarget
 
         assert isinstance(cpu, PtraceTarget)
-        return NativeBtfBackend(image, cpu, emit, options.call_types)
+        loop = cpu.c_loop if options.engine == "native" else None  # C takes quiet stops
+        assert loop is None or isinstance(loop, PtraceLoop)
+        return NativeBtfBackend(image, cpu, emit, options.call_types, loop)
     if options.engine == "native":  # C finds the taken branches (branch_native.py)
         from emutrace.backends.branch_native import NativeBtfBackend as HotPathBtf
         from emutrace.target.unicorn_cpu import UnicornCpu

@@ -16,6 +16,13 @@ then traps after *every* instruction, silently.  That shows as a single-step tra
 (`degraded_at`) and the run reports it, with `stops` (traps the mechanism really took)
 against `traps` (taken branches).  The trace is the same either way.
 
+With the C loop (engine native, `loop`), the stops whose walk crosses no taken branch —
+with BTF degraded, every instruction that is no branch — are taken in C (native/ploop.c
+`pl_block`): each instruction the walk has decoded is taught to C once (`walk_add`: its
+size, and a conditional branch's target), and C hands back the count of stops and
+instructions it took.  C takes a one-instruction stop only once the degradation has been
+seen here, so its detection stays this class's.
+
 stats: traps (taken branches), calls, returns, tail_calls, stops, degraded (0 or 1).
 """
 
@@ -27,6 +34,7 @@ from emutrace.backends.branch import BranchDecoder, BranchRecord
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind
+from emutrace.native.ploop import PtraceLoop
 from emutrace.target.ptrace import PtraceTarget
 from emutrace.trace.events import Event
 
@@ -38,7 +46,7 @@ class NativeBtfBackend:
     name = "btf"
 
     def __init__(self, image: Image, cpu: PtraceTarget, emit: Callable[[Event], None],
-                 types: CallTypes | None = None) -> None:
+                 types: CallTypes | None = None, loop: PtraceLoop | None = None) -> None:
         self.cpu, self.emit = cpu, emit
         self.decoder = BranchDecoder(image, cpu, types, live=True)
         self.time = 0
@@ -47,6 +55,18 @@ class NativeBtfBackend:
         self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0, "stops": 0,
                       "degraded": 0, "lost": 0}
         cpu.hook_branch(self._on_stop)
+        self._loop = loop
+        self.native_stats: dict[str, int] = {}
+        if loop is not None:
+            loop.blocks_in = lambda: self.degraded_at is not None
+            loop.blocks_took = self._took
+            self.native_stats["c_stops"] = 0
+
+    def _took(self, stops: int, walked: int) -> None:
+        """C took `stops` stops that crossed `walked` instructions and no taken branch."""
+        self.stats["stops"] += stops
+        self.time += walked
+        self.native_stats["c_stops"] += stops
 
     def _on_stop(self, before: int, at: int, code: int) -> None:
         """The tracee stopped at `at`; it was resumed at `before`."""
@@ -84,6 +104,8 @@ class NativeBtfBackend:
                 known = self.decoder.decoder.insn_at(pc, False) is not None
                 flow, size = self.decoder.flow(pc, False)
                 got = self._steps[pc] = (flow, size, known)
+                if known and self._loop is not None:
+                    self._teach(pc, flow, size)
             flow, size, known = got
             if not known:
                 break
@@ -95,6 +117,14 @@ class NativeBtfBackend:
             return pc, n
         self.stats["lost"] += 1
         return None, 0
+
+    def _teach(self, pc: int, flow: Flow, size: int) -> None:
+        """An instruction the walk runs on past, told to C as the walk above treats it."""
+        assert self._loop is not None
+        if flow.kind in (FlowKind.NONE, FlowKind.STOP):
+            self._loop.walk_add(pc, size, False, 0)
+        elif flow.conditional:  # runs on unless the stop is at its target
+            self._loop.walk_add(pc, size, True, flow.target or 0)
 
     def start(self, entry: int) -> None:
         """Nothing to arm: every taken branch traps."""

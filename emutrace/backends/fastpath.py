@@ -62,11 +62,14 @@ class FastSites:
     integer words C saves, a jump only where Python found it records nothing."""
 
     def __init__(self, backend: Int3Backend, table: SiteTable, reg_id: Callable[[str], int],
-                 n_saved: int, strict_in_c: bool = False) -> None:
-        """strict_in_c: C does strict cleanup's arming and disarming too (ploop.c
-        pl_strict_*): strict sites are given to C, jumps only those inside a function."""
+                 n_saved: int, strict_in_c: bool = False,
+                 strict_jumps: bool = False) -> None:
+        """strict_in_c: lower a strict backend's sites too, C switching what is armed at
+        each transfer itself (int3: ploop.c pl_strict_*; hwbp: the debug-register slots,
+        pl_hw_*, backends/hwbp_ptrace.py).  strict_jumps: C finishes a strict backend's
+        jumps inside a function too (int3 strict)."""
         self.b, self.table, self.reg_id = backend, table, reg_id
-        self.strict_in_c = strict_in_c
+        self.strict_in_c, self.strict_jumps = strict_in_c, strict_jumps
         regs = backend.image.isa.registers
         self._n_saved = n_saved  # argument registers + stack words C saves at a call
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
@@ -135,6 +138,10 @@ class FastSites:
         return t is not None and (t.kind == "void" or t.kind not in ("float", "struct", "str",
                                                                         "buf"))
 
+    def call_fast(self, target: int) -> bool:
+        """May C record a call to target (its arguments are words C saves)?"""
+        return self._args_fast(target)
+
     def _args_fast(self, target: int) -> bool:
         """Are the arguments of the function at target all integer words in the argument
         registers or the stack words C saves (no string or struct to read at the event)?"""
@@ -156,7 +163,7 @@ class FastSites:
         new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
         resolve(p, target)
         if b.strict:
-            if (self.strict_in_c and site.kind is SiteKind.TAIL
+            if (self.strict_jumps and site.kind is SiteKind.TAIL
                     and self._ops.get(site.addr) is not None):
                 self._learn_jump(site, target, code)
             return

@@ -8,9 +8,11 @@ guest byte is ever written.  Because slots are few, only the *current* function 
 programmed, on a return the caller's are programmed again.
 
 Natively (`--target native`) a slot is a real debug register (DR0-DR3 through
-PTRACE_POKEUSER, `Target.hook_hw`), freed when its function is disarmed; a stepped span is
-single-stepped. Under emulation a slot is a Unicorn code hook bounded to the slot's range
-(one instruction for an address slot); every slot hook calls the one handler, which looks
+PTRACE_POKEUSER, `Target.hook_hw`, given the site's first byte), freed when its function is
+disarmed; a stepped span is single-stepped.  With the C loop, C finishes the hits it can
+decide and switches the registers itself (backends/hwbp_ptrace.py).  Under emulation a
+slot is a Unicorn code hook bounded to the slot's range (one instruction for an address
+slot); every slot hook calls the one handler, which looks
 the address up in the table of armed sites. At most N slots are programmed at a time
 (`stats["max_slots"]` shows it): the table holds the programmed slots. A function's hooks
 are installed the first time it is armed (`hook_add`, plus dropping the translated code of
@@ -106,7 +108,10 @@ class SlotDelivery:
         self.hooked[func.start] = func
         handles = []
         for lo, hi in ranges:
-            handles.append(b.cpu.hook_hw(self._on_slot, lo, hi, func.start))
+            # an address slot holds one instruction: the register is its first byte (a
+            # wider range is a stepped span: a native target single-steps it)
+            end = lo if self.slot_kind == "address" and not fell_back else hi
+            handles.append(b.cpu.hook_hw(self._on_slot, lo, end, func.start))
             b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
             # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
             # seconds per arming at a dynamic library's addresses)
@@ -151,7 +156,18 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
     delivery: no guest byte is ever written), reporting hwbp's counters."""
     backend = Int3Backend(image, cpu, hooks, emit, "strict", options.call_types,
                           delivery="hook", name=DESCRIPTOR.name, counters=DESCRIPTOR.counters)
-    backend.sites = SlotDelivery(backend, options.hw_slots)
+    slots = SlotDelivery(backend, options.hw_slots)
+    backend.sites = slots
+    c_loop = getattr(cpu, "c_loop", None)
+    if options.engine == "native" and c_loop is not None:  # the native target's C loop
+        from emutrace.backends.hwbp_ptrace import CSlots
+        from emutrace.native.ploop import PtraceLoop
+        from emutrace.target.ptrace import PtraceTarget
+
+        assert isinstance(cpu, PtraceTarget) and isinstance(c_loop, PtraceLoop)
+        c_slots = CSlots(backend, slots, cpu, c_loop)
+        backend.sites = c_slots
+        backend.native_stats = c_slots.native_stats  # type: ignore[attr-defined]
     return backend
 
 

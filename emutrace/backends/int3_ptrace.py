@@ -39,7 +39,7 @@ class PtraceInt3Backend(Int3Backend):
         super().__init__(image, target, hooks, emit, cleanup, types)
         self._loop = loop
         self._fast = FastSites(self, loop, target.reg_id, len(loop.arg_names) + loop.n_stack,
-                               strict_in_c=True)
+                               strict_in_c=True, strict_jumps=True)
         records = RecordDrain(self, target, emit, loop.arg_names, loop.ret_names, loop.n_stack)
         loop.on_records = records.drain
         loop.time = lambda: self.time

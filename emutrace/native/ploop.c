@@ -15,6 +15,10 @@
  * leaves and enters (pl_strict_*); for the entry backend it records at a function-entry
  * probe and steps over the displaced instruction (pl_entry_*): see their sections below.
  *
+ * Three more backends have their own sections below: `step` (pl_step: single-steps whose
+ * hook only counts), `hwbp` (hw_finish, pl_hw_*: debug-register hits, the slots moved by C)
+ * and `btf` (pl_block: block steps that cross no taken branch).
+ *
  * Every other stop goes back to Python unhandled, with its wait status: an exit or death,
  * a signal, a PTRACE_EVENT stop (fork, exec, seccomp, ...), a debug-register trap, an int3
  * at a site C does not know or cannot finish (a first call: Python discovers and arms).
@@ -24,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,6 +90,29 @@ typedef struct {  /* open addressing, address -> value; key 0 empty */
     size_t cap, n;
 } pl_map;
 
+/* hwbp (pl_hw_*): the functions whose slots C may program, the current one, and the
+ * top of the backend's call chain */
+#define PL_HW_SLOTS 4    /* DR0-DR3 */
+#define PL_HW_CHAIN 1024 /* chain entries C holds (the top of Python's chain) */
+typedef struct {
+    uint64_t start, end;  /* [start, end): Function.__contains__ */
+    uint64_t addr[PL_HW_SLOTS];
+    uint32_t n, calls;    /* slots; calls: a call to start may be finished (its arguments) */
+} pl_hw_func;
+
+typedef struct {
+    pl_map index;         /* function start -> 1 + its place in funcs */
+    pl_hw_func *funcs;
+    size_t n_funcs, cap_funcs;
+    uint32_t on;          /* Python handed over: cur is armed alone, chain is its chain */
+    uint64_t cur;         /* the armed function's start */
+    uint64_t chain[PL_HW_CHAIN];
+    uint32_t depth;
+    uint64_t hits, slot_writes;
+} pl_hw;
+
+static void hw_free(pl_hw *hw);
+
 typedef struct {
     pl_config cfg;
     pl_site *sites;
@@ -93,6 +121,8 @@ typedef struct {
     pl_set quiet;  /* step: addresses whose instruction the step backend only counts */
     pl_set entries;  /* step: the tail rule's function entries (TailRule.entries) */
     pl_map jumps;    /* step: jump address -> its fall-through | conditional << 63 */
+    pl_map walk;     /* btf: address -> its walk step (pl_walk_add) */
+    pl_hw hw;        /* hwbp: the debug-register slots (pl_hw_*) */
     pl_event *events;
     uint32_t n_events;
     uint64_t time, last_pc;
@@ -267,6 +297,9 @@ void pl_free(pl_state *s)
     free(s->entries.b);
     free(s->jumps.key);
     free(s->jumps.value);
+    free(s->walk.key);
+    free(s->walk.value);
+    hw_free(&s->hw);
     free(s->events);
     pl_strict_free(s->strict);
     pl_entry_free(s->entry);
@@ -454,6 +487,190 @@ static int simulate(pl_state *s, const pl_site *site)
     return 1;
 }
 
+/* ------------------------------------------------------------ debug registers (`hwbp`) */
+/* The hwbp backend (backends/hwbp.py: int3's algorithm under strict cleanup, delivered by
+ * DR0-DR3) at a TRAP_HWBKPT stop: the CPU faulted before the site's instruction, and the
+ * kernel set EFLAGS.RF so that it runs on resume (Intel SDM vol. 3 §18.3.1.1).  C finishes
+ * the hit when it can make the backend's whole decision: a call to the start of a function
+ * Python taught (pl_hw_func), a return to the function below the top of the chain, a
+ * conditional jump not taken.  It appends the record (the arguments and return value are in
+ * the registers and stack words the callee or caller will see: the instruction has not run
+ * and changes neither), pushes or pops the chain, and where the current function changes,
+ * frees its slots and programs the new one's, as SlotDelivery.disarm + arm do (DR7's enable
+ * bits: Ln for DRn, R/W 00 and LEN 00: an execute breakpoint, §18.2.4).  The instruction
+ * itself runs when the tracee resumes, as the Python loop steps it. */
+#define PL_TRAP_HWBKPT 4 /* <asm-generic/siginfo.h> */
+#define PL_DEBUGREG_OFFSET offsetof(struct user, u_debugreg)
+
+static void hw_free(pl_hw *hw)
+{
+    free(hw->index.key);
+    free(hw->index.value);
+    free(hw->funcs);
+}
+
+static pl_hw_func *hw_func(pl_hw *hw, uint64_t start)
+{
+    uint64_t at;
+    if (!map_get(&hw->index, start, &at) || at == 0)
+        return NULL;
+    return &hw->funcs[at - 1];
+}
+
+/* func's slots as SlotDelivery.arm programs them after a disarm freed all four: DRi = its
+ * i-th site (PtraceTarget.hook_hw takes the lowest free register) */
+int pl_hw_func_set(pl_state *s, uint64_t start, uint64_t end, uint32_t n, uint64_t a0,
+                   uint64_t a1, uint64_t a2, uint64_t a3, uint32_t calls)
+{
+    pl_hw *hw = &s->hw;
+    if (n > PL_HW_SLOTS)
+        return 0;
+    pl_hw_func *f = hw_func(hw, start);
+    if (!f) {
+        if (hw->n_funcs == hw->cap_funcs) {
+            size_t cap = hw->cap_funcs ? hw->cap_funcs * 2 : 256;
+            pl_hw_func *bigger = realloc(hw->funcs, cap * sizeof *bigger);
+            if (!bigger)
+                return -1;
+            hw->funcs = bigger;
+            hw->cap_funcs = cap;
+        }
+        if (map_put(&hw->index, start, hw->n_funcs + 1) != 0)
+            return -1;
+        f = &hw->funcs[hw->n_funcs++];
+    }
+    *f = (pl_hw_func){start, end, {a0, a1, a2, a3}, n, calls};
+    return 0;
+}
+
+void pl_hw_func_drop(pl_state *s, uint64_t start)
+{
+    if (map_get(&s->hw.index, start, &(uint64_t){0}))
+        map_put(&s->hw.index, start, 0);  /* (its slot in funcs stays, unused) */
+}
+
+/* Python's turn is over: cur alone is armed, chain (innermost last) is the top of its
+ * chain.  on = 0: every debug-register stop is Python's. */
+void pl_hw_begin(pl_state *s, uint32_t on, uint64_t cur, const uint64_t *chain,
+                 uint32_t depth)
+{
+    pl_hw *hw = &s->hw;
+    hw->on = on && depth <= PL_HW_CHAIN;
+    hw->cur = cur;
+    hw->depth = hw->on ? depth : 0;
+    memcpy(hw->chain, chain, hw->depth * sizeof *chain);
+    hw->hits = hw->slot_writes = 0;
+}
+
+uint64_t pl_hw_cur(pl_state *s) { return s->hw.cur; }
+uint32_t pl_hw_depth(pl_state *s) { return s->hw.depth; }
+void *pl_hw_chain(pl_state *s) { return s->hw.chain; }
+uint64_t pl_hw_count(pl_state *s, uint32_t i) { return i == 0 ? s->hw.hits : s->hw.slot_writes; }
+
+static int poke_dr(int32_t pid, int n, uint64_t value)
+{
+    return ptrace(PTRACE_POKEUSER, pid, (void *)(PL_DEBUGREG_OFFSET + n * sizeof(long)),
+                  (void *)(uintptr_t)value) == -1 ? -1 : 0;
+}
+
+/* the slots of cur freed, func's programmed: DR7 off, the addresses, DR7 on.  (A request
+ * that fails — the tracee killed — is not retried: the resume reports it, and Python's
+ * sync reprograms the registers of the function C made current anyway.) */
+static void hw_program(pl_state *s, int32_t pid, const pl_hw_func *f)
+{
+    uint64_t enable = 0;
+    s->hw.cur = f->start;
+    s->hw.slot_writes += f->n;
+    if (poke_dr(pid, 7, 0) != 0)
+        return;
+    for (uint32_t i = 0; i < f->n; i++) {
+        if (poke_dr(pid, (int)i, f->addr[i]) != 0)
+            return;
+        enable |= 1ULL << (2 * i);  /* Li: local enable of DRi */
+    }
+    if (enable)
+        poke_dr(pid, 7, enable);
+}
+
+static void hw_record(pl_state *s, uint32_t kind, const pl_site *site, uint64_t target,
+                      uint64_t sp, uint64_t entry_sp, const uint64_t *stack)
+{
+    pl_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    e->time = s->time;
+    e->site = site->addr;
+    e->target = target;
+    e->sp = sp;
+    e->fallthrough = site->after;
+    e->entry_sp = entry_sp;
+    if (kind == EV_CALL) {
+        e->nregs = s->cfg.n_args + s->cfg.n_stack;
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            e->regs[i] = reg(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            e->regs[s->cfg.n_args + i] = stack[i];
+    } else {
+        if (s->cfg.ret_reg >= 0)
+            e->regs[e->nregs++] = reg(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            e->regs[e->nregs++] = reg(s, s->cfg.ret_hi_reg);
+    }
+}
+
+/* 1: the hit finished (nothing more to do before resuming); 0: Python's, nothing changed */
+static int hw_finish(pl_state *s, int32_t pid)
+{
+    pl_hw *hw = &s->hw;
+    if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
+        return 0;
+    uint64_t mask = mask_of(s), pc = reg(s, s->cfg.pc_reg), sp = reg(s, s->cfg.sp_reg);
+    const pl_hw_func *cur = hw_func(hw, hw->cur), *next = NULL;
+    pl_site *site = site_slot(s->sites, s->sites_cap, pc);
+    if (!cur || site->addr != pc || site->op == OP_NONE
+        || test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
+        return 0;
+    int in_cur = 0;
+    for (uint32_t i = 0; i < cur->n; i++)
+        in_cur |= cur->addr[i] == pc;
+    if (!in_cur)
+        return 0;  /* a slot Python programmed for another function */
+    uint64_t target, stack[PL_MAX_REGS] = {0};
+    if (site->op == OP_CALL) {
+        target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
+        next = hw_func(hw, target);
+        if (target == site->after || !next || !next->calls || hw->depth >= PL_HW_CHAIN)
+            return 0;  /* a PC thunk, a callee not taught (discovery), a deep chain */
+        uint64_t entry_sp = (sp - s->cfg.word) & mask;  /* after CALL pushes */
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            if (read_word(s, (entry_sp + s->cfg.stack_offset + i * s->cfg.word) & mask,
+                          &stack[i]) != 0)
+                return 0;
+        hw_record(s, EV_CALL, site, target, sp, entry_sp, stack);
+        hw->chain[hw->depth++] = next->start;
+    } else if (site->op == OP_RETURN && site->fast && site->src_reg < 0
+               && !site->conditional && site->cond == C_ALWAYS) {
+        if (read_word(s, sp, &target) != 0 || target == site->after || hw->depth < 2)
+            return 0;
+        next = hw_func(hw, hw->chain[hw->depth - 2]);
+        if (!next || !(next->start <= target && target < next->end))
+            return 0;  /* not to the function below: Python's (_caller walks the chain) */
+        hw_record(s, EV_RETURN, site, target, sp, sp, stack);
+        hw->depth--;
+    } else if (site->op == OP_JUMP && site->conditional) {
+        if (test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc) != 0)
+            return 0;  /* taken: Python's */
+        target = site->after;  /* not taken: no transfer, nothing changes */
+    } else {
+        return 0;
+    }
+    hw->hits++;
+    s->last_pc = target;
+    if (next && next->start != hw->cur)
+        hw_program(s, pid, next);
+    return 1;
+}
+
 /* ------------------------------------------------------------ the loop */
 int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *status)
 {
@@ -473,7 +690,16 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
         if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
             break;  /* an end, a signal, a PTRACE_EVENT stop */
         siginfo_t info;
-        if (ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1 || info.si_code != PL_SI_KERNEL)
+        if (ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1)
+            break;
+        if (s->hw.on) {  /* hwbp: a debug register's hit, or Python's */
+            if (info.si_code != PL_TRAP_HWBKPT || hw_finish(s, pid) != 1)
+                break;
+            if (s->n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
+                return PL_FULL;  /* stopped at the site, EFLAGS.RF set: resume runs it */
+            continue;
+        }
+        if (info.si_code != PL_SI_KERNEL)
             break;  /* a step, a debug register, a SIGTRAP sent by a process */
         if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
             break;
@@ -1098,4 +1324,92 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
         return -errno;
     s->regs[s->cfg.pc_reg] = (unsigned long long)pc;
     return ENTRY_DONE;
+}
+
+/* ------------------------------------------------------------ branch steps (`btf`) */
+/* A walk step (backends/btf_native.py `_walk`): an instruction that is no transfer runs on
+ * to the next one; a conditional branch runs on unless the stop is at its target (BTF
+ * traps only on a taken branch).  Packed as target | conditional << 55 | size << 56 (user
+ * addresses of x86_64 and i386 are below 2^47). */
+#define WALK_COND (1ULL << 55)
+#define WALK_SIZE_SHIFT 56
+#define WALK_TARGET ((1ULL << 55) - 1)
+#define WALK_LIMIT (1u << 16) /* btf_native.py WALK_LIMIT */
+
+int pl_walk_add(pl_state *s, uint64_t addr, uint32_t size, uint32_t conditional,
+                uint64_t target)
+{
+    if (size == 0 || size > 15 || (target & ~WALK_TARGET))
+        return 0;  /* nothing C could walk: the stop stays Python's */
+    return map_put(&s->walk, addr,
+                   (target & WALK_TARGET) | (conditional ? WALK_COND : 0)
+                       | (uint64_t)size << WALK_SIZE_SHIFT);
+}
+
+/* The instructions run from `from` to the stop at `at`, if every one of them runs on (no
+ * taken branch, all taught): the backend's hook would only add them to its clock. 0: a
+ * taken branch, code not taught, or a stop where it was resumed: Python's. */
+static uint32_t walk_quietly(const pl_state *s, uint64_t from, uint64_t at)
+{
+    uint64_t pc = from, step;
+    uint32_t n = 0;
+    if (from == at)
+        return 0;  /* a REP iteration or a branch to itself: Python's */
+    while (n < WALK_LIMIT) {
+        if (pc == at && n)
+            return n;
+        if (!map_get(&s->walk, pc, &step))
+            return 0;
+        n++;
+        if ((step & WALK_COND) && (step & WALK_TARGET) == at)
+            return 0;  /* taken: the trapping branch */
+        pc += step >> WALK_SIZE_SHIFT;
+    }
+    return 0;
+}
+
+/* PTRACE_SINGLEBLOCK the stopped tracee (resumed at `from`) and keep block-stepping while
+ * each stop's walk runs on to it with no taken branch (the backend would only count the
+ * instructions: `stops` and `walked` add them up).  A stop after exactly one instruction
+ * with si_code TRAP_TRACE is the degradation's proof: C takes it only once Python has seen
+ * one (`degraded_known`).  Returns as pl_step: PL_STOP with the first stop it does not take
+ * (*last_pc: where that stop's walk begins, 0 if C took none), PL_FULL after max_stops. */
+int pl_block(pl_state *s, int32_t pid, int32_t sig, uint64_t from, uint32_t degraded_known,
+             int32_t *status, uint64_t *stops, uint64_t *walked)
+{
+    uint32_t taken = 0;
+    *stops = *walked = 0;
+    s->last_pc = 0;
+    for (;;) {
+        s->counters[3]++;
+        if (ptrace(PTRACE_SINGLEBLOCK, pid, 0, (void *)(intptr_t)sig) == -1)
+            return -errno;
+        sig = 0;
+        int st;
+        if (waitpid(pid, &st, 0) == -1)
+            return errno == EINTR ? PL_EINTR : -errno;
+        *status = st;
+        if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
+            break;
+        siginfo_t info;
+        if (ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1
+            || (info.si_code != 1 && info.si_code != 2))
+            break;  /* (TRAP_BRKPT after a system call, TRAP_TRACE: ptrace_run.py STEP_CODES) */
+        errno = 0;
+        long got = ptrace(PTRACE_PEEKUSER, pid,
+                          (void *)(s->cfg.pc_reg * sizeof(unsigned long long)), 0);
+        if (errno)
+            break;
+        uint64_t at = (uint64_t)got & mask_of(s);
+        uint32_t n = walk_quietly(s, from, at);
+        if (n == 0 || (n == 1 && info.si_code == 2 && !degraded_known))
+            break;
+        (*stops)++;
+        *walked += n;
+        from = s->last_pc = at;
+        if (++taken >= s->cfg.max_stops)
+            return PL_FULL;
+    }
+    s->counters[2]++;
+    return PL_STOP;
 }

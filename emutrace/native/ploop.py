@@ -23,6 +23,7 @@ PEND_PYTHON, PEND_NONE, PEND_JUMP = 0, 1, 2  # pl_pending.state
 NO_INDEX = 2**64 - 1  # pl_pending.index of a jump whose hook Python ran
 BUFFER_EVENTS = 4096
 MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
+HW_SLOTS, HW_CHAIN = 4, 1024  # ploop.c PL_HW_SLOTS (DR0-DR3), PL_HW_CHAIN
 # pl_counter: traps C finished, of them simulated, stops handed to Python, resumes
 C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES = range(4)
 
@@ -104,6 +105,16 @@ def load() -> ctypes.CDLL:
         "pl_entry_frames_get": ([vp, ctypes.POINTER(u64), ctypes.POINTER(u64),
                                  ctypes.POINTER(u64), u32], ctypes.c_int64),
         "pl_entry_stepovers": ([vp], u64),
+        "pl_walk_add": ([vp, u64, u32, u32, u64], ctypes.c_int),
+        "pl_block": ([vp, i32, i32, u64, u32, ctypes.POINTER(i32), ctypes.POINTER(u64),
+                      ctypes.POINTER(u64)], ctypes.c_int),
+        "pl_hw_func_set": ([vp, u64, u64, u32, u64, u64, u64, u64, u32], ctypes.c_int),
+        "pl_hw_func_drop": ([vp, u64], None),
+        "pl_hw_begin": ([vp, u32, u64, ctypes.POINTER(u64), u32], None),
+        "pl_hw_cur": ([vp], u64),
+        "pl_hw_depth": ([vp], u32),
+        "pl_hw_chain": ([vp], vp),
+        "pl_hw_count": ([vp, u32], u64),
     }
     native.declare(lib, signatures, "the ptrace loop")
     if lib.pl_event_size() != EVENT.size:
@@ -167,6 +178,17 @@ class PtraceLoop:
         self.before_resume: Callable[[], None] | None = None
         self._stepovers, self._entry_on = 0, False
         self.after_resume: Callable[[], None] | None = None
+        # `hwbp` (backends/hwbp_ptrace.py): told before C resumes which function is armed
+        # and its chain (`hw_in`, through `hw_begin`), and given C's changes after
+        # (`hw_out(stopped)`, reading `hw_state`; stopped: the tracee is still there);
+        # None: every debug-register stop is Python's
+        self.hw_in: Callable[[], None] | None = None
+        self.hw_out: Callable[[bool], None] = lambda stopped: None
+        # `btf` (backends/btf_native.py): whether the degradation has been seen
+        # (`blocks_in`), and the stops and instructions C took (`blocks_took`)
+        self.blocks_in: Callable[[], bool] | None = None
+        self.blocks_took: Callable[[int, int], None] = lambda stops, walked: None
+        self._stops, self._walked = ctypes.c_uint64(), ctypes.c_uint64()
 
     # ------------------------------------------------------------ SiteTable
     def site_set(self, addr: int, op: SiteOp) -> None:
@@ -194,6 +216,18 @@ class PtraceLoop:
         does not finish (a system-call stop, a block step's trap: every stop but an int3 at
         an armed site is handed back): (its wait status, the PC after the last trap C
         finished or 0)."""
+        if self.hw_in is None:
+            return self._resume(pid, sig, request)
+        self.hw_in()
+        stopped = False  # (an exit, a death, a failed request: no registers to program)
+        try:
+            status, last_pc = self._resume(pid, sig, request)
+            stopped = os.WIFSTOPPED(status)
+            return status, last_pc
+        finally:
+            self.hw_out(stopped)  # (before Python handles the stop)
+
+    def _resume(self, pid: int, sig: int, request: int) -> tuple[int, int]:
         lib, pl = self._lib, self._pl
         last_pc = 0
         while True:
@@ -217,6 +251,67 @@ class PtraceLoop:
             if rc != PL_FULL:
                 raise OSError(-rc, os.strerror(-rc))
             sig = 0  # the buffer was full or C ran long: Python's turn, then on
+
+    # ------------------------------------------------------------ debug registers
+    def hw_func_set(self, start: int, end: int, slots: list[int], calls: bool) -> None:
+        """A function whose slots C may program: its sites in register order; calls: a
+        call to its start may be finished in C (its arguments are words C saves)."""
+        addrs = [*slots, 0, 0, 0, 0][:HW_SLOTS]
+        if self._lib.pl_hw_func_set(self._pl, start, end, len(slots), *addrs, int(calls)):
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def hw_func_drop(self, start: int) -> None:
+        self._lib.pl_hw_func_drop(self._pl, start)
+
+    def hw_begin(self, on: bool, cur: int, chain: list[int]) -> None:
+        """Before C resumes: cur is the one armed function, chain the top of the chain."""
+        window = (ctypes.c_uint64 * max(len(chain), 1))(*chain)
+        self._lib.pl_hw_begin(self._pl, int(on), cur, window, len(chain))
+
+    def hw_state(self) -> tuple[int, list[int], int, int]:
+        """After C: (the armed function, the chain's top, hits C finished, slot writes)."""
+        lib, pl = self._lib, self._pl
+        depth = int(lib.pl_hw_depth(pl))
+        chain = list((ctypes.c_uint64 * depth).from_address(lib.pl_hw_chain(pl))) \
+            if depth else []
+        return (int(lib.pl_hw_cur(pl)), chain, int(lib.pl_hw_count(pl, 0)),
+                int(lib.pl_hw_count(pl, 1)))
+
+    # ------------------------------------------------------------ branch steps
+    @property
+    def blocks_quietly(self) -> bool:
+        return self.blocks_in is not None
+
+    def walk_add(self, addr: int, size: int, conditional: bool, target: int) -> None:
+        """An instruction btf's walk runs on past (no transfer, or a conditional branch
+        taken only to target)."""
+        if self._lib.pl_walk_add(self._pl, addr, size, int(conditional), target) != 0:
+            raise MemoryError("native ptrace loop: out of memory")
+
+    def block(self, pid: int, sig: int, start: int) -> tuple[int, int]:
+        """PTRACE_SINGLEBLOCK from start, and on while each stop's walk crosses no taken
+        branch (pl_block): (the wait status of the first stop C does not take, the PC of
+        the last one it took or 0)."""
+        assert self.blocks_in is not None
+        lib, pl = self._lib, self._pl
+        last_pc = 0
+        degraded_known = self.blocks_in()
+        while True:
+            begin = time.thread_time()
+            rc = lib.pl_block(pl, pid, sig, last_pc or start, int(degraded_known),
+                              ctypes.byref(self._status), ctypes.byref(self._stops),
+                              ctypes.byref(self._walked))
+            self.c_seconds += time.thread_time() - begin
+            last_pc = int(lib.pl_last_pc(pl)) or last_pc
+            self.blocks_took(int(self._stops.value), int(self._walked.value))
+            if rc == PL_STOP:
+                return int(self._status.value), last_pc
+            if rc == PL_EINTR:
+                _, status = os.waitpid(pid, 0)
+                return status, last_pc
+            if rc != PL_FULL:
+                raise OSError(-rc, os.strerror(-rc))
+            sig = 0
 
     # ------------------------------------------------------------ single-stepping
     @property

@@ -103,6 +103,12 @@ class ResumeLoop(Protocol):
 
     def step(self, pid: int, sig: int) -> tuple[int, int]: ...
 
+    @property
+    def blocks_quietly(self) -> bool:
+        """`btf` told C which instructions its walk runs on past (`btf` goes through C)."""
+
+    def block(self, pid: int, sig: int, start: int) -> tuple[int, int]: ...
+
     def close(self) -> None: ...
 
 

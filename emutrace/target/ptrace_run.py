@@ -35,7 +35,10 @@ C finishes, without returning here, the int3 traps at sites of its table (the in
 backend's lazy fast path) and hands back the first stop it does not finish, which this
 loop then handles as its own.  For `step` alone, C single-steps on over the instructions
 whose hook would only count them (the backend's `quiet` addresses) and hands back the first
-other stop as the result of one step.  Branch steps (btf) stay here.
+other stop as the result of one step.  For `btf` alone, C block-steps on over the stops
+whose walk from the resume address crosses no taken branch (with BTF degraded, every
+instruction that is no branch) and hands back the first other one.  For `hwbp`, C finishes
+the debug-register hits whose whole decision it holds (backends/hwbp_ptrace.py).
 
 SIGINT, SIGTERM and SIGHUP to emutrace kill the tracee and end the run as "interrupted"
 (its trace is kept, as under emulation); `--timeout` kills it from a timer.
@@ -189,8 +192,16 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             loop = target.c_loop
             if confinement is not None and confinement.children.live:
                 loop = None  # C waits for this pid only: a child at a check would wait too
-            if loop is not None and request in (PTRACE_CONT, PTRACE_SYSCALL,
-                                                 PTRACE_SINGLEBLOCK):
+            if (loop is not None and request == PTRACE_SINGLEBLOCK and loop.blocks_quietly
+                    and not (target.point_hooks or target.syscall_hooks or target.block_hooks)
+                    and len(target.branch_hooks) == 1):
+                # `btf` alone: C block-steps on over the stops whose walk crosses no taken
+                # branch (its hook would only count the instructions)
+                status, c_pc = loop.block(pid, pending_signal, pc)
+                if c_pc:
+                    pc = target.last_pc = c_pc
+            elif loop is not None and request in (PTRACE_CONT, PTRACE_SYSCALL,
+                                                   PTRACE_SINGLEBLOCK):
                 # C resumes and waits, finishing the traps it can (native/ploop.c); a
                 # system-call stop or a block step's trap comes back to the hooks here
                 status, c_pc = loop.resume(pid, pending_signal, request)
