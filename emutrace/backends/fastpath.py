@@ -62,8 +62,12 @@ class FastSites:
     integer words C saves, a jump only where Python found it records nothing."""
 
     def __init__(self, backend: Int3Backend, table: SiteTable, reg_id: Callable[[str], int],
-                 n_saved: int) -> None:
+                 n_saved: int, on_callee: Callable[[int, Function], None] | None = None) -> None:
+        """on_callee: C switches strict cleanup itself (hotpath.c with strict.c): told each
+        call target C may finish and the function it enters; without it, a strict backend's
+        sites are all Python's."""
         self.b, self.table, self.reg_id = backend, table, reg_id
+        self.on_callee = on_callee
         regs = backend.image.isa.registers
         self._n_saved = n_saved  # argument registers + stack words C saves at a call
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
@@ -93,7 +97,7 @@ class FastSites:
     def _lowered(self, site: Site) -> SiteOp | None:
         b = self.b
         lower = b.image.isa.lower
-        if (lower is None or b.strict or site.executes is not None or site.delay_slot
+        if (lower is None or (b.strict and self.on_callee is None) or site.executes is not None or site.delay_slot
                 or site.alt_mode or site.maybe_return or site.alt_link
                 or (site.conditional and site.kind is SiteKind.CALL)):
             return None
@@ -151,6 +155,7 @@ class FastSites:
         new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
         resolve(p, target)
         if b.strict:
+            self._resolved_strict(site, target, code)
             return
         if new_entry and code in self._pair_targets:
             # a jump there may be a tail call from now on (TailRule.is_tail)
@@ -165,6 +170,30 @@ class FastSites:
                 self.table.callee_add(target)
         elif site.kind is SiteKind.TAIL and self._ops.get(site.addr) is not None:
             self._learn_jump(site, target, code)
+
+    def _resolved_strict(self, site: Site, target: int, code: int) -> None:
+        """Under strict cleanup with C switching: a call C may finish from now on (its
+        function armed now, its arguments integer words), told with that function; a jump
+        that stays inside its function or leaves the image (the only jumps strict cleanup
+        does nothing for)."""
+        if self.on_callee is None:
+            return
+        b = self.b
+        if site.kind is SiteKind.CALL:
+            func: Function | None = b._function(target)
+            if (func is not None and func.start in b.armed_funcs and b._traceable(func)
+                    and self._args_fast(target)):
+                self.on_callee(target, func)
+                if target not in self._callees:
+                    self._callees.add(target)
+                    self.table.callee_add(target)
+        elif site.kind is SiteKind.TAIL and self._ops.get(site.addr) is not None:
+            here = b.armed.get(site.addr)
+            if here is None or b.image.isa.thumb_bit:
+                return
+            func = b._function(target)
+            if func is None or func.start == here.func:
+                self.table.inside_add(site.addr, target)
 
     def _learn_jump(self, site: Site, target: int, code: int) -> None:
         """A jump that recorded nothing and left nothing to arm does the same next time
@@ -202,9 +231,12 @@ class RecordDrain:
         # `record` on the Unicorn hot path: C writes the records (backends/native_writer.py);
         # each event drained is written by the reference, then its layout taught to C
         self.writer: NativeWriter | None = None
+        # strict cleanup switched by C (strict.c): each call and return drained is replayed
+        # on the backend's state, (kind, site, target), after it is emitted
+        self.replay: Callable[[int, int, int], None] | None = None
 
     def drain(self, data: bytes) -> None:
-        emit, tails, writer = self.emit, self.b.tails, self.writer
+        emit, tails, writer, replay = self.emit, self.b.tails, self.writer, self.replay
         arg_plans, ret_plans = self._arg_plans, self._ret_plans
         for kind, _n, time, site, target, sp, after, entry_sp, *regs in EVENT.iter_unpack(data):
             if kind == native.EV_CALL:
@@ -225,6 +257,8 @@ class RecordDrain:
                         isinstance(t, CType) for _i, t in cast(_ArgPlan, plan)) \
                         else cast(list[tuple[int, object]], plan)
                     writer.teach_call(call, words, writer.emit(call))
+                if replay is not None:
+                    replay(kind, site, target)
             else:
                 tails.returned()
                 rplan = ret_plans.get(site)
@@ -240,6 +274,8 @@ class RecordDrain:
                     emit(ret)
                 else:
                     writer.teach_return(ret, rplan is not _SNAPSHOT, writer.emit(ret))
+                if replay is not None:
+                    replay(kind, site, target)
 
     # The common cases without the snapshot (native_args: one word per value)
     def _arg_plan(self, target: int) -> _ArgPlan | object:

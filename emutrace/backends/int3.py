@@ -344,19 +344,24 @@ class Int3Backend:
             self._drop_cache(addr, site.size)  # a hook added after translation never fires
             self._armed_now = cpu.translates_code
             return
-        bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
-        assert bp is not None
-        if self.guard is not None and self.guard.was_written(addr, addr + len(bp.encoding)):
+        encoding = self.breakpoint_bytes(site)
+        if self.guard is not None and self.guard.was_written(addr, addr + len(encoding)):
             return  # guest-written code is never patched
-        original = cpu.mem_read(addr, len(bp.encoding))
-        cpu.write_code(addr, bp.encoding)
+        original = cpu.mem_read(addr, len(encoding))
+        cpu.write_code(addr, encoding)
         self.stats["patches"] += 1
-        self._drop_cache(addr, len(bp.encoding))
+        self._drop_cache(addr, len(encoding))
         self.armed[addr] = Armed(site, func, original=original)
         if self.guard is not None:
-            self.guard.patched(addr, original, bp.encoding)
+            self.guard.patched(addr, original, encoding)
         # (a translating engine must restart the block that holds it; a CPU sees it at once)
         self._armed_now = cpu.translates_code
+
+    def breakpoint_bytes(self, site: Site) -> bytes:
+        """The breakpoint written over a patch site (in its instruction set)."""
+        bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
+        assert bp is not None
+        return bp.encoding
 
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
@@ -542,20 +547,13 @@ class Int3Backend:
                 # or every later call would be lost (issue 10 item 22: a call into JIT code)
                 return
             assert callee is not None
-            if self.strict and current is not None and callee.start != current:
-                self._disarm(current)
-            if self.strict:
-                self.chain.append(callee)
-            self._arm(callee)
+            self._called(current, callee)
         elif kind is SiteKind.RETURN:
             elsewhere = not self.tails.returns_to(target)
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
             if self.strict:
-                caller = self._caller(target)
-                if current is not None and (caller is None or caller.start != current):
-                    self._disarm(current)
-                self._arm(caller)
+                self._returned_strict(current, target)
             elif elsewhere:
                 # lazy: a return not to its call's return address may land in code no call
                 # armed — i386's resolver returns (`ret $0xc`) into the function it bound,
@@ -580,6 +578,24 @@ class Int3Backend:
             if self.strict:
                 self._disarm(current)
             self._arm(callee)
+
+    def _called(self, current: int | None, callee: Function) -> None:
+        """A call from the function at current (the site's) entered callee: armed; under
+        strict cleanup, pushed on the chain, the caller disarmed (the native engine replays
+        this for the calls C switched: strict.c)."""
+        if self.strict and current is not None and callee.start != current:
+            self._disarm(current)
+        if self.strict:
+            self.chain.append(callee)
+        self._arm(callee)
+
+    def _returned_strict(self, current: int | None, target: int) -> None:
+        """Strict cleanup: a return from the function at current to target: the caller
+        armed, the returning function disarmed unless it is the caller."""
+        caller = self._caller(target)
+        if current is not None and (caller is None or caller.start != current):
+            self._disarm(current)
+        self._arm(caller)
 
     def _caller(self, target: int) -> Function | None:
         """The function a return goes back to: the chain's next one, or the one below that

@@ -38,7 +38,8 @@ from emutrace import native
 from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteOp
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.backends.native_writer import NativeWriter
-from emutrace.discover import Site
+from emutrace.backends.strict_native import StrictInC
+from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
@@ -123,13 +124,24 @@ class NativeInt3Backend(Int3Backend):
             raise MemoryError("native hot path: out of memory")
         self._c_hooks: list[int] = []
         self._final_time = 0
+        # strict cleanup: C switches the armed function where it knows both (strict.c);
+        # made before the base class arms anything, so that it sees every arming
+        self._strict_c: StrictInC | None = None
+        if cleanup == "strict" and isa.lower is not None and not isa.thumb_bit:
+            self._strict_c = StrictInC(self, self._nt, cpu.uc, isa.code_mask)
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
         if self.guard is not None:  # a load that hid breakpoints: settle at the next block
             self.guard.on_hide = lambda: self._lib.nt_set_attention(self._nt, 1)
         self._fast = FastSites(self, _HotpathTable(lib, self._nt), cpu.reg_id,
-                               len(self._arg_names) + self._n_stack)
+                               len(self._arg_names) + self._n_stack,
+                               self._strict_c.callee if self._strict_c is not None else None)
         self._records = RecordDrain(self, cpu, emit, list(self._arg_names), self._ret_names,
                                     self._n_stack)
+        if self._strict_c is not None:
+            self._records.replay = self._strict_c.replay
+            if self.guard is not None:  # C's switches replayed before a load or store
+                self.guard.before = self._drain
+            self._strict_c.push_chain(self.chain)
         self._writer: NativeWriter | None = None  # `record`: C writes the records
 
     def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
@@ -166,6 +178,8 @@ class NativeInt3Backend(Int3Backend):
                 or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))
         self._lib.nt_set_attention(self._nt, int(busy))
+        if self._strict_c is not None:  # what Python changed of the chain, to C's
+            self._strict_c.push_chain(self.chain)
         if self._writer is not None:  # what Python changed, to C's stacks
             self._writer.push()
 
@@ -231,12 +245,14 @@ class NativeInt3Backend(Int3Backend):
 
     def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
         """(The Linux layer may call it between runs: C's stacks learn the signal frame.)"""
+        self._drain()
         super().trap_entered(vector, signal)
         self._refresh()
 
     def trap_returned(self, site: int) -> None:
         """(A signal handler's rt_sigreturn: the next block, the interrupted code, is
         Python's, which re-arms it under strict cleanup.)"""
+        self._drain()
         super().trap_returned(site)
         self._refresh()
 
@@ -258,12 +274,48 @@ class NativeInt3Backend(Int3Backend):
 
     # ------------------------------------------------------------ arming
     def _arm_site(self, site: Site, func: int) -> None:
+        strict_c = self._strict_c
+        if strict_c is not None and strict_c.replaying:  # C wrote the breakpoint
+            strict_c.patched(site, func)
+            return
         super()._arm_site(site, func)
         self._fast.armed(site)
+        if strict_c is not None:
+            strict_c.site_armed(site, func)
 
     def _disarm_site(self, addr: int) -> None:
+        strict_c = self._strict_c
+        if strict_c is not None and strict_c.replaying:  # C wrote the original bytes
+            strict_c.restored(addr)
+            return
         super()._disarm_site(addr)
         self._fast.disarmed(addr)
+        if strict_c is not None:
+            strict_c.site_disarmed(addr)
+
+    def _take(self, func: Function | None) -> bool:
+        taken = super()._take(func)
+        if taken and self._strict_c is not None and not self._strict_c.replaying:
+            assert func is not None
+            self._strict_c.taken(func)
+        return taken
+
+    def _disarm(self, func_start: int) -> None:
+        was_armed = func_start in self.armed_funcs
+        super()._disarm(func_start)
+        if was_armed and self._strict_c is not None and not self._strict_c.replaying:
+            self._strict_c.dropped(func_start)
+
+    def _rearm(self, old: Function, new: Function) -> None:
+        if self._strict_c is not None:
+            self._strict_c.forget(old.start)
+            self._strict_c.forget(new.start)
+        super()._rearm(old, new)
+
+    def _code_written(self, lo: int, hi: int) -> None:
+        if self._strict_c is not None:  # code the guest writes: every switch is Python's
+            self._strict_c.disable()
+        super()._code_written(lo, hi)
 
     def _resolve(self, p: Pending, target: int) -> None:
         self._fast.resolve(p, target, super()._resolve)
@@ -285,7 +337,9 @@ class NativeInt3Backend(Int3Backend):
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)),
                              "python_blocks": int(lib.nt_counter(nt, 3)),
-                             "c_records": int(lib.nt_counter(nt, 4))}
+                             "c_records": int(lib.nt_counter(nt, 4)),
+                             "c_switches": (self._strict_c.switches()
+                                            if self._strict_c is not None else 0)}
         if self._writer is not None:
             self._writer.close()
         self._final_time = self.time
@@ -296,4 +350,6 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks.clear()
         lib.nt_free(nt)
         self._nt = None
+        if self._strict_c is not None:
+            self._strict_c.close()
         return self._final_time

@@ -21,6 +21,7 @@
 
 #include <unicorn/unicorn.h>
 
+#include "strict.h"
 #include "ufwrite.h"
 
 /* the Unicorn entry points, from the binding's own library */
@@ -137,6 +138,7 @@ typedef struct {
     uint64_t traps, simulated, slow_traps, slow_blocks;
     uw_state *writer;    /* the record writer (ufwrite.c), or NULL: every event to Python */
     uint64_t written;    /* events the writer took */
+    ns_state *strict;    /* strict cleanup (strict.c), or NULL: lazy */
 } nt_state;
 
 static inline uint64_t mix(uint64_t x)
@@ -405,6 +407,13 @@ int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
 }
 
 void nt_set_attention(nt_state *s, uint32_t on) { s->attention = on; }
+
+/* strict cleanup: calls and returns C finishes switch the armed function (strict.c) */
+void nt_set_strict(nt_state *s, ns_state *ns)
+{
+    s->strict = ns;
+    ns_bind(ns, s, (ns_active_fn)nt_site_active);
+}
 void nt_set_writer(nt_state *s, uw_state *writer) { s->writer = writer; }
 uint64_t nt_get_time(const nt_state *s) { return s->time; }
 void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
@@ -544,6 +553,8 @@ static int fast_trap(nt_state *s, nt_site *site)
             if (s->n_events >= s->cfg.buffer_events)
                 return 0;
         }
+        if (s->strict && !ns_call_ok(s->strict, site->addr, target))
+            return 0;
         if (site->link_reg >= 0) {
             wr(s, site->link_reg, site->after);
         } else {  /* the call pushes the return address (Intel SDM vol. 2, CALL) */
@@ -578,6 +589,8 @@ static int fast_trap(nt_state *s, nt_site *site)
             if (s->n_events >= s->cfg.buffer_events)
                 return 0;
         }
+        if (s->strict && !ns_return_ok(s->strict, site->addr, target))
+            return 0;
         if (top != sp)
             wr(s, s->cfg.sp_reg, top);
     } else if (site->op == OP_JUMP) {
@@ -601,6 +614,12 @@ static int fast_trap(nt_state *s, nt_site *site)
     wr(s, s->cfg.pc_reg, target);
     s->traps++;
     s->simulated++;
+    if (s->strict) {  /* the function switch of strict cleanup */
+        if (site->op == OP_CALL)
+            ns_call_commit(s->strict, site->addr, target);
+        else
+            ns_return_commit(s->strict, site->addr, target);
+    }
     if (s->writer && uw_enabled(s->writer) && s->n_events == 0
         && offer(s, site, target, sp, stack))
         return 1;
