@@ -97,8 +97,9 @@ class FastSites:
     def _lowered(self, site: Site) -> SiteOp | None:
         b = self.b
         lower = b.image.isa.lower
-        if (lower is None or (b.strict and self.on_callee is None) or site.executes is not None or site.delay_slot
-                or site.alt_mode or site.maybe_return or site.alt_link
+        if (lower is None or (b.strict and self.on_callee is None)
+                or site.executes is not None or site.delay_slot or site.alt_mode
+                or site.maybe_return or site.alt_link
                 or (site.conditional and site.kind is SiteKind.CALL)):
             return None
         insn, flow = b._insn(site)
