@@ -11,7 +11,8 @@ What C does without entering Python:
   record to a buffer.
 
 Everything else is the Python reference code, reached through ctypes callbacks: the first
-call of a target (discovery and arming), sites the ISA does not lower, strict cleanup, site
+call of a target (discovery and arming), sites the ISA does not lower, strict cleanup's switches
+C was not told enough for (strict.c does the others: backends/strict_native.py), site
 hooks (hook delivery, code found by descent), fallbacks, syscalls and faults, and every block
 while the Python state needs one (a restart, a pending transfer, a re-arm).
 
