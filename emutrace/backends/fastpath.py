@@ -232,12 +232,9 @@ class RecordDrain:
         # `record` on the Unicorn hot path: C writes the records (backends/native_writer.py);
         # each event drained is written by the reference, then its layout taught to C
         self.writer: NativeWriter | None = None
-        # strict cleanup switched by C (strict.c): each call and return drained is replayed
-        # on the backend's state, (kind, site, target), after it is emitted
-        self.replay: Callable[[int, int, int], None] | None = None
 
     def drain(self, data: bytes) -> None:
-        emit, tails, writer, replay = self.emit, self.b.tails, self.writer, self.replay
+        emit, tails, writer = self.emit, self.b.tails, self.writer
         arg_plans, ret_plans = self._arg_plans, self._ret_plans
         for kind, _n, time, site, target, sp, after, entry_sp, *regs in EVENT.iter_unpack(data):
             if kind == native.EV_CALL:
@@ -258,8 +255,6 @@ class RecordDrain:
                         isinstance(t, CType) for _i, t in cast(_ArgPlan, plan)) \
                         else cast(list[tuple[int, object]], plan)
                     writer.teach_call(call, words, writer.emit(call))
-                if replay is not None:
-                    replay(kind, site, target)
             else:
                 tails.returned()
                 rplan = ret_plans.get(site)
@@ -275,8 +270,6 @@ class RecordDrain:
                     emit(ret)
                 else:
                     writer.teach_return(ret, rplan is not _SNAPSHOT, writer.emit(ret))
-                if replay is not None:
-                    replay(kind, site, target)
 
     # The common cases without the snapshot (native_args: one word per value)
     def _arg_plan(self, target: int) -> _ArgPlan | object:

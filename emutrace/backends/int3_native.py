@@ -139,7 +139,6 @@ class NativeInt3Backend(Int3Backend):
         self._records = RecordDrain(self, cpu, emit, list(self._arg_names), self._ret_names,
                                     self._n_stack)
         if self._strict_c is not None:
-            self._records.replay = self._strict_c.replay
             if self.guard is not None:  # C's switches replayed before a load or store
                 self.guard.before = self._drain
             self._strict_c.push_chain(self.chain)
@@ -152,7 +151,8 @@ class NativeInt3Backend(Int3Backend):
         sink = sink_now()
         dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
         # (an ISA whose sites C does not lower gives C no event to take)
-        if (not isinstance(dir_sink, UftraceDirSink) or self.strict or not self._nt
+        if (not isinstance(dir_sink, UftraceDirSink) or not self._nt
+                or (self.strict and self._strict_c is None)
                 or self.image.isa.lower is None or not hasattr(self._lib, "uw_new")
                 or self._writer is not None):
             return
@@ -266,6 +266,8 @@ class NativeInt3Backend(Int3Backend):
         lib, nt, writer = self._lib, self._nt, self._writer
         if writer is not None:  # C's records and stacks first: they come before these
             writer.pull()
+        if self._strict_c is not None:  # the switches C made, on Python's state
+            self._strict_c.replay_journal()
         n = lib.nt_events_count(nt)
         if not n:
             return

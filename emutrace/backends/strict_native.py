@@ -10,8 +10,8 @@ switched by C: disarm the function left, arm the one entered, write the breakpoi
 original bytes and drop the translated code, as `Int3Backend._called` and
 `_returned_strict` do.
 
-C records each call and return it finishes; when Python drains them (before it looks at
-anything), `replay` runs the same two methods on Python's state with guest memory left
+C notes each switch in a journal; when Python next runs (it drains C's buffers before it looks
+at anything), `replay` runs the same two methods on Python's state with guest memory left
 alone (C wrote it): `patched` and `restored` stand in for `_arm_site` and `_disarm_site`,
 counting one patch and one cache removal each, as they do.  So the Python state, the
 counters and the guard's list of patched bytes are the Python engine's at every point
@@ -101,6 +101,17 @@ class StrictInC:
         self.lib.ns_disable(self.ns)
 
     # ------------------------------------------------------------ C → Python
+    def replay_journal(self) -> None:
+        """The switches C made since Python last ran, in order (the backend's `_drain`)."""
+        lib, ns = self.lib, self.ns
+        n = lib.ns_journal_count(ns)
+        if not n:
+            return
+        data = ctypes.string_at(lib.ns_journal(ns), n * strictlib.JOURNAL_ENTRY.size)
+        lib.ns_journal_clear(ns)
+        for kind, site, target in strictlib.JOURNAL_ENTRY.iter_unpack(data):
+            self.replay(kind, site, target)
+
     def replay(self, kind: int, site: int, target: int) -> None:
         """A call or return C switched: the same switch on Python's state."""
         b = self.b

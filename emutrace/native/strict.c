@@ -7,9 +7,9 @@
  * knows, or a return to the chain's next function, is switched here: the function left is
  * disarmed (its original bytes written back, the translated code of each site dropped with
  * uc_ctl_remove_cache, as int3.py `_disarm_site` does), the chain pushed or popped, the
- * function entered armed (breakpoint bytes written, code dropped).  Each event C records is
- * replayed by Python when it drains the buffer (backends/int3_native.py): its dictionaries,
- * code guard and counters follow without touching guest memory again.
+ * function entered armed (breakpoint bytes written, code dropped).  Each switch is noted in a
+ * journal that Python replays when it next runs (backends/strict_native.py): its
+ * dictionaries, code guard and counters follow without touching guest memory again.
  *
  * Anything this table cannot decide (a function or site it was not told about, a return that
  * empties the chain, after the guest wrote over code) is declined: the trap goes to Python.
@@ -26,6 +26,12 @@ typedef uc_err (*ns_ctl_fn)(uc_engine *, uc_control_type, ...);
 
 #define NS_MAX_BP 4     /* the longest breakpoint encoding (codeguard.py MAX_BP) */
 #define NS_NONE UINT32_MAX
+#define NS_JOURNAL 4096  /* switches kept for Python's replay; full: C declines the next */
+
+typedef struct {
+    uint64_t kind;  /* 1 call, 2 return (hotpath.c EV_CALL, EV_RETURN) */
+    uint64_t site, target;
+} ns_entry;
 
 typedef struct {
     uint64_t key;  /* key + 1; 0: empty */
@@ -72,6 +78,8 @@ struct ns_state {
     void *table;
     ns_active_fn active;
     uint64_t switches;  /* calls and returns switched here */
+    ns_entry journal[NS_JOURNAL];  /* the switches Python has not replayed yet */
+    uint32_t n_journal;
 };
 
 /* ------------------------------------------------------------------ maps */
@@ -305,6 +313,11 @@ int ns_chain_set(ns_state *ns, size_t n, const uint64_t *starts, const uint64_t 
 
 /* the guest wrote over code (codeguard.py): every later switch is Python's */
 void ns_disable(ns_state *ns) { ns->disabled = 1; }
+
+/* the switches since Python last read them, in order (Python replays them on its state) */
+const ns_entry *ns_journal(const ns_state *ns) { return ns->journal; }
+uint32_t ns_journal_count(const ns_state *ns) { return ns->n_journal; }
+void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; }
 uint64_t ns_switches(const ns_state *ns) { return ns->switches; }
 
 /* ------------------------------------------------------------------ switching */
@@ -386,9 +399,18 @@ static int push(ns_state *ns, const ns_func *fn, uint32_t f)
     return 0;
 }
 
+static void note(ns_state *ns, uint64_t kind, uint64_t site, uint64_t target)
+{
+    ns_entry *e = &ns->journal[ns->n_journal++];  /* room was checked by ns_*_ok */
+    e->kind = kind;
+    e->site = site;
+    e->target = target;
+    ns->switches++;
+}
+
 int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target)
 {
-    if (ns->disabled || ns->depth + 1 > ns->chain_cap)
+    if (ns->disabled || ns->n_journal >= NS_JOURNAL || ns->depth + 1 > ns->chain_cap)
         return 0;
     const ns_func *owner = owner_of(ns, site);
     const ns_func *callee = known_func(ns, map_get(&ns->target_ix, target));
@@ -405,7 +427,7 @@ void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target)
         disarm(ns, owner);
     push(ns, &ns->funcs[f], f);  /* room was checked by ns_call_ok */
     arm(ns, &ns->funcs[f]);
-    ns->switches++;
+    note(ns, 1, site, target);
 }
 
 /* int3.py _caller: the frame a return goes back to (the innermost one whose extent holds
@@ -421,7 +443,7 @@ static size_t caller_depth(const ns_state *ns, uint64_t target)
 
 int ns_return_ok(const ns_state *ns, uint64_t site, uint64_t target)
 {
-    if (ns->disabled || ns->depth == 0)
+    if (ns->disabled || ns->n_journal >= NS_JOURNAL || ns->depth == 0)
         return 0;
     size_t n = caller_depth(ns, target);
     if (n == 0)
@@ -441,5 +463,5 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
     if (caller->start != owner)
         disarm(ns, owner);
     arm(ns, caller);
-    ns->switches++;
+    note(ns, 2, site, target);
 }

@@ -5,8 +5,11 @@ Unicorn is reached)."""
 from __future__ import annotations
 
 import ctypes
+import struct
 
 from emutrace import native
+
+JOURNAL_ENTRY = struct.Struct("=3Q")  # ns_entry: kind, site, target
 
 _ready = False
 
@@ -33,6 +36,9 @@ def load() -> ctypes.CDLL:
         "ns_chain_set": ([vp, sz, words, words], ctypes.c_int),
         "ns_disable": ([vp], None),
         "ns_switches": ([vp], u64),
+        "ns_journal": ([vp], vp),
+        "ns_journal_count": ([vp], u32),
+        "ns_journal_clear": ([vp], None),
     }, "strict.c (int3 strict cleanup)")
     _ready = True
     return lib
