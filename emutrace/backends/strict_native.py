@@ -109,22 +109,19 @@ class StrictInC:
             return
         data = ctypes.string_at(lib.ns_journal(ns), n * strictlib.JOURNAL_ENTRY.size)
         lib.ns_journal_clear(ns)
-        for kind, site, target in strictlib.JOURNAL_ENTRY.iter_unpack(data):
-            self.replay(kind, site, target)
-
-    def replay(self, kind: int, site: int, target: int) -> None:
-        """A call or return C switched: the same switch on Python's state."""
-        b = self.b
-        current = b.armed[site].func
+        b, armed, targets, chain = self.b, self.b.armed, self._targets, self._chain
         self.replaying = True
         try:
-            if kind == native.EV_CALL:
-                callee = self._targets[target]
-                b._called(current, callee)
-                self._chain.append((callee.start, callee.end))
-            else:
-                b._returned_strict(current, target)
-                del self._chain[len(b.chain):]
+            # each a call or return C switched: the same switch on Python's state
+            for kind, site, target in strictlib.JOURNAL_ENTRY.iter_unpack(data):
+                current = armed[site].func
+                if kind == native.EV_CALL:
+                    callee = targets[target]
+                    b._called(current, callee)
+                    chain.append((callee.start, callee.end))
+                else:
+                    b._returned_strict(current, target)
+                    del chain[len(b.chain):]
         finally:
             self.replaying = False
 
