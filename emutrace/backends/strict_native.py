@@ -10,10 +10,12 @@ switched by C: disarm the function left, arm the one entered, write the breakpoi
 original bytes and drop the translated code, as `Int3Backend._called` and
 `_returned_strict` do.
 
-C notes each switch in a journal; when Python next runs (it drains C's buffers before it looks
-at anything), `replay` runs the same two methods on Python's state with guest memory left
-alone (C wrote it): `patched` and `restored` stand in for `_arm_site` and `_disarm_site`,
-counting one patch and one cache removal each, as they do.  So the Python state, the
+C notes each function it arms or disarms in a journal, and marks how far down it changed the
+chain; when Python next runs (it drains C's buffers before it looks at anything),
+`replay_journal` runs `_arm` and `_disarm` for those functions on Python's state with guest
+memory left alone (C wrote it), and takes the chain's changed frames.  `patched` and
+`restored` stand in for `_arm_site` and `_disarm_site`, counting one patch and one cache
+removal each, as they do.  So the Python state, the
 counters and the guard's list of patched bytes are the Python engine's at every point
 Python can observe (tests/test_native_engine.py compares traces and counters)."""
 
@@ -25,7 +27,6 @@ from typing import TYPE_CHECKING
 from unicorn import Uc
 from unicorn.unicorn_py3.unicorn import uclib
 
-from emutrace import native
 from emutrace.backends.int3 import Armed
 from emutrace.discover import Function, Site
 from emutrace.native import strictlib
@@ -52,6 +53,7 @@ class StrictInC:
         self._originals: dict[int, bytes] = {}  # site → the bytes under its breakpoint
         self._told: set[int] = set()  # functions whose sites C knows
         self._targets: dict[int, Function] = {}  # call target → the function it enters
+        self._functions: dict[int, Function] = {}  # start → the function C was told
         self._chain: list[tuple[int, int]] = []  # the chain as C has it: (start, end)
 
     # ------------------------------------------------------------ Python → C
@@ -73,6 +75,7 @@ class StrictInC:
         """Python entered func in its armed functions."""
         if func.start not in self._told:
             self._told.add(func.start)
+            self._functions[func.start] = func
             addrs = [s.addr for s in func.sites]
             self.lib.ns_func_sites(self.ns, func.start, func.end, len(addrs), _words(addrs))
         self.lib.ns_func_armed(self.ns, func.start, 1)
@@ -87,7 +90,7 @@ class StrictInC:
 
     def callee(self, target: int, func: Function) -> None:
         if self._targets.get(target) is not func:
-            self._targets[target] = func
+            self._targets[target] = self._functions[func.start] = func
             self.lib.ns_target(self.ns, target, func.start)
 
     def push_chain(self, chain: list[Function]) -> None:
@@ -102,28 +105,41 @@ class StrictInC:
 
     # ------------------------------------------------------------ C → Python
     def replay_journal(self) -> None:
-        """The switches C made since Python last ran, in order (the backend's `_drain`)."""
+        """What C changed since Python last ran (the backend's `_drain`): the functions it
+        armed and disarmed, in order, then the chain."""
         lib, ns = self.lib, self.ns
         n = lib.ns_journal_count(ns)
-        if not n:
+        if n:
+            data = ctypes.string_at(lib.ns_journal(ns), n * strictlib.JOURNAL_ENTRY.size)
+            lib.ns_journal_clear(ns)
+            b, functions = self.b, self._functions
+            self.replaying = True
+            try:
+                # (what `_called` and `_returned_strict` did in C, on Python's state)
+                for kind, start in strictlib.JOURNAL_ENTRY.iter_unpack(data):
+                    if kind == strictlib.ARMED:
+                        b._arm(functions[start])
+                    else:
+                        b._disarm(start)
+            finally:
+                self.replaying = False
+        self._take_chain()
+
+    def _take_chain(self) -> None:
+        """The frames C pushed or popped since Python last looked, into Python's chain (the
+        frames C pushed are functions it was told as call targets)."""
+        lib, ns = self.lib, self.ns
+        depth, low = int(lib.ns_chain_depth(ns)), int(lib.ns_chain_low(ns))
+        if low == depth == len(self._chain):
             return
-        data = ctypes.string_at(lib.ns_journal(ns), n * strictlib.JOURNAL_ENTRY.size)
-        lib.ns_journal_clear(ns)
-        b, armed, targets, chain = self.b, self.b.armed, self._targets, self._chain
-        self.replaying = True
-        try:
-            # each a call or return C switched: the same switch on Python's state
-            for kind, site, target in strictlib.JOURNAL_ENTRY.iter_unpack(data):
-                current = armed[site].func
-                if kind == native.EV_CALL:
-                    callee = targets[target]
-                    b._called(current, callee)
-                    chain.append((callee.start, callee.end))
-                else:
-                    b._returned_strict(current, target)
-                    del chain[len(b.chain):]
-        finally:
-            self.replaying = False
+        data = ctypes.string_at(lib.ns_chain(ns) + low * strictlib.FRAME.size,
+                                (depth - low) * strictlib.FRAME.size)
+        frames = [(start, end) for start, end, _f in strictlib.FRAME.iter_unpack(data)]
+        del self._chain[low:]
+        self._chain.extend(frames)
+        del self.b.chain[low:]
+        self.b.chain.extend(self._functions[start] for start, _end in frames)
+        lib.ns_chain_seen(ns)
 
     def patched(self, site: Site, func: int) -> None:
         """`_arm_site` for a breakpoint C wrote: one patch, one cache removal."""

@@ -7,9 +7,10 @@
  * knows, or a return to the chain's next function, is switched here: the function left is
  * disarmed (its original bytes written back, the translated code of each site dropped with
  * uc_ctl_remove_cache, as int3.py `_disarm_site` does), the chain pushed or popped, the
- * function entered armed (breakpoint bytes written, code dropped).  Each switch is noted in a
- * journal that Python replays when it next runs (backends/strict_native.py): its
- * dictionaries, code guard and counters follow without touching guest memory again.
+ * function entered armed (breakpoint bytes written, code dropped).  Each function armed or
+ * disarmed is noted in a journal that Python replays when it next runs, and Python takes the
+ * chain's changed frames (backends/strict_native.py): its dictionaries, code guard, counters
+ * and chain follow without touching guest memory again.
  *
  * Anything this table cannot decide (a function or site it was not told about, a return that
  * empties the chain, after the guest wrote over code) is declined: the trap goes to Python.
@@ -28,9 +29,11 @@ typedef uc_err (*ns_ctl_fn)(uc_engine *, uc_control_type, ...);
 #define NS_NONE UINT32_MAX
 #define NS_JOURNAL 4096  /* switches kept for Python's replay; full: C declines the next */
 
+enum { NS_ARMED = 1, NS_DISARMED = 2 };
+
 typedef struct {
-    uint64_t kind;  /* 1 call, 2 return (hotpath.c EV_CALL, EV_RETURN) */
-    uint64_t site, target;
+    uint64_t kind;  /* NS_ARMED, NS_DISARMED */
+    uint64_t start; /* the function */
 } ns_entry;
 
 typedef struct {
@@ -74,6 +77,7 @@ struct ns_state {
     ns_map func_ix, target_ix;  /* start -> function; call target -> function */
     ns_frame *chain;
     size_t depth, chain_cap;
+    size_t low;  /* frames below this index are as Python last saw them */
     int disabled;
     void *table;
     ns_active_fn active;
@@ -307,14 +311,22 @@ int ns_chain_set(ns_state *ns, size_t n, const uint64_t *starts, const uint64_t 
         ns->chain[k].end = ends[k];
         ns->chain[k].func = map_get(&ns->func_ix, starts[k]);
     }
-    ns->depth = n;
+    ns->depth = ns->low = n;
     return 0;
 }
+
+/* the chain as C left it: frames from chain_low() up changed since Python last saw it */
+const ns_frame *ns_chain(const ns_state *ns) { return ns->chain; }
+size_t ns_chain_depth(const ns_state *ns) { return ns->depth; }
+size_t ns_chain_low(const ns_state *ns) { return ns->low; }
+void ns_chain_seen(ns_state *ns) { ns->low = ns->depth; }
+uint32_t ns_frame_size(void) { return (uint32_t)sizeof(ns_frame); }
 
 /* the guest wrote over code (codeguard.py): every later switch is Python's */
 void ns_disable(ns_state *ns) { ns->disabled = 1; }
 
-/* the switches since Python last read them, in order (Python replays them on its state) */
+/* the functions C armed and disarmed since Python last read them, in order (Python replays
+ * them on its state) */
 const ns_entry *ns_journal(const ns_state *ns) { return ns->journal; }
 uint32_t ns_journal_count(const ns_state *ns) { return ns->n_journal; }
 void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; }
@@ -348,6 +360,13 @@ static int can_arm(const ns_state *ns, const ns_func *fn)
     return 1;
 }
 
+static void note(ns_state *ns, uint64_t kind, uint64_t start)
+{
+    ns_entry *e = &ns->journal[ns->n_journal++];  /* room was checked by ns_*_ok */
+    e->kind = kind;
+    e->start = start;
+}
+
 static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t on)
 {
     ns->mem_write(ns->uc, s->addr, bytes, s->len);
@@ -366,6 +385,7 @@ static void disarm(ns_state *ns, uint64_t start)
     if (!fn->armed)
         return;
     fn->armed = 0;
+    note(ns, NS_DISARMED, start);
     for (uint32_t k = 0; k < fn->n_sites; k++) {
         ns_site *s = &ns->sites[fn->sites[k]];
         if (s->armed && s->owner == start)
@@ -379,6 +399,7 @@ static void arm(ns_state *ns, ns_func *fn)
     if (fn->armed)
         return;
     fn->armed = 1;
+    note(ns, NS_ARMED, fn->start);
     for (uint32_t k = 0; k < fn->n_sites; k++) {
         ns_site *s = &ns->sites[fn->sites[k]];
         if (!s->armed) {
@@ -399,18 +420,9 @@ static int push(ns_state *ns, const ns_func *fn, uint32_t f)
     return 0;
 }
 
-static void note(ns_state *ns, uint64_t kind, uint64_t site, uint64_t target)
-{
-    ns_entry *e = &ns->journal[ns->n_journal++];  /* room was checked by ns_*_ok */
-    e->kind = kind;
-    e->site = site;
-    e->target = target;
-    ns->switches++;
-}
-
 int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target)
 {
-    if (ns->disabled || ns->n_journal >= NS_JOURNAL || ns->depth + 1 > ns->chain_cap)
+    if (ns->disabled || ns->n_journal + 2 > NS_JOURNAL || ns->depth + 1 > ns->chain_cap)
         return 0;
     const ns_func *owner = owner_of(ns, site);
     const ns_func *callee = known_func(ns, map_get(&ns->target_ix, target));
@@ -425,9 +437,11 @@ void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target)
     uint64_t owner = ns->sites[map_get(&ns->site_ix, site)].owner;
     if (ns->funcs[f].start != owner)
         disarm(ns, owner);
+    if (ns->depth < ns->low)
+        ns->low = ns->depth;
     push(ns, &ns->funcs[f], f);  /* room was checked by ns_call_ok */
     arm(ns, &ns->funcs[f]);
-    note(ns, 1, site, target);
+    ns->switches++;
 }
 
 /* int3.py _caller: the frame a return goes back to (the innermost one whose extent holds
@@ -443,7 +457,7 @@ static size_t caller_depth(const ns_state *ns, uint64_t target)
 
 int ns_return_ok(const ns_state *ns, uint64_t site, uint64_t target)
 {
-    if (ns->disabled || ns->n_journal >= NS_JOURNAL || ns->depth == 0)
+    if (ns->disabled || ns->n_journal + 2 > NS_JOURNAL || ns->depth == 0)
         return 0;
     size_t n = caller_depth(ns, target);
     if (n == 0)
@@ -459,9 +473,11 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
     size_t n = caller_depth(ns, target);
     uint64_t owner = ns->sites[map_get(&ns->site_ix, site)].owner;
     ns->depth = n;
+    if (n < ns->low)
+        ns->low = n;
     ns_func *caller = &ns->funcs[ns->chain[n - 1].func];
     if (caller->start != owner)
         disarm(ns, owner);
     arm(ns, caller);
-    note(ns, 2, site, target);
+    ns->switches++;
 }

@@ -9,7 +9,9 @@ import struct
 
 from emutrace import native
 
-JOURNAL_ENTRY = struct.Struct("=3Q")  # ns_entry: kind, site, target
+JOURNAL_ENTRY = struct.Struct("=2Q")  # ns_entry: kind, function start
+ARMED, DISARMED = 1, 2
+FRAME = struct.Struct("=2QI4x")  # ns_frame: start, end, function index
 
 _ready = False
 
@@ -39,6 +41,11 @@ def load() -> ctypes.CDLL:
         "ns_journal": ([vp], vp),
         "ns_journal_count": ([vp], u32),
         "ns_journal_clear": ([vp], None),
+        "ns_chain": ([vp], vp),
+        "ns_chain_depth": ([vp], sz),
+        "ns_chain_low": ([vp], sz),
+        "ns_chain_seen": ([vp], None),
+        "ns_frame_size": ([], u32),
     }, "strict.c (int3 strict cleanup)")
     _ready = True
     return lib
