@@ -2,7 +2,7 @@
 fib N, ratios side by side in one run, each variant in a child process of its own.
 
     python bench/bench_native_strict.py [--isa x86_64,aarch64] [--n 24] [--python-n 18]
-                                        [--out PREFIX]
+                                        [--repeat 1] [--out PREFIX]
 
 Variants (`Process` built untimed, `run()` plus closing the recording timed): `none` (no
 backend); `lazy`/`strict` recorded to a uftrace directory (`record`: lazy lets C write the
@@ -20,6 +20,7 @@ import json
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--isa", default="x86_64,aarch64")
     ap.add_argument("--n", type=int, default=24)
     ap.add_argument("--python-n", type=int, default=18)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per variant (median)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "native-strict"))
     ap.add_argument("--child", nargs=3, metavar=("ISA", "N", "VARIANT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -96,9 +98,13 @@ def main(argv: list[str] | None = None) -> int:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     result: dict[str, object] = {"machine": info, "isas": {}}
     for isa in args.isa.split(","):
-        got = {v: run_child(isa, args.python_n if v.startswith("py-") else args.n, v)
-               for v in VARIANTS}
-        s = {v: got[v]["seconds"] for v in got}
+        runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+        for _ in range(args.repeat):  # interleaved: the variants see the same load
+            for v in VARIANTS:
+                runs[v].append(run_child(isa, args.python_n if v.startswith("py-") else args.n,
+                                         v))
+        got = {v: runs[v][-1] for v in VARIANTS}
+        s = {v: statistics.median(r["seconds"] for r in runs[v]) for v in VARIANTS}
         strict = got["strict"]
         lines.append(
             f"| {isa} | {s['none']:.2f} | {s['lazy']:.2f} | {s['strict']:.2f} | "
@@ -108,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{strict['native'].get('python_traps', 0):,} | {args.python_n} | "
             f"{s['py-strict'] / s['py-lazy']:.1f}× |")
         print(lines[-1], flush=True)
-        result["isas"][isa] = got  # type: ignore[index]
+        result["isas"][isa] = runs  # type: ignore[index]
     out = args.out if os.path.isabs(args.out) else str(ROOT / args.out)
     with open(out + ".json", "w") as f:
         f.write(json.dumps(result, indent=1, default=str) + "\n")
