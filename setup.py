@@ -28,7 +28,7 @@ setup(ext_modules=[Extension(
     "emutrace.native._hotpath",
     sources=["emutrace/native/hotpath.c", "emutrace/native/ufwrite.c",
              "emutrace/native/step.c", "emutrace/native/ploop.c",
-             "emutrace/native/branch.c"],
+             "emutrace/native/branch.c", "emutrace/native/strict.c"],
     include_dirs=unicorn_include(),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,

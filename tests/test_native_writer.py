@@ -42,11 +42,11 @@ ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("all",)),
 
 
 def record(isa: str, program: str, args: tuple[str, ...], engine: str,
-           out: Path) -> tuple[Process, int]:
+           out: Path, cleanup: str = "lazy") -> tuple[Process, int]:
     """(the process, the records written) of one recording into out."""
     out.mkdir()
     process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend="int3",
-                                engine=engine), warn=lambda m: None)
+                                engine=engine, cleanup=cleanup), warn=lambda m: None)
     sink = sink_for_image(str(out), process.image, [program, *args])
     process.sink = sink
     status = process.run().exit_code
@@ -75,6 +75,24 @@ def test_native_recording_equals_python(isa: str, tmp_path: Path) -> None:
         if program == "fib" and isa in LOWERED:  # C wrote the records, Python almost none
             stats = process.backend.native_stats  # type: ignore[union-attr]
             assert stats["c_records"] > 0.9 * records, (stats, records)
+
+
+# strict cleanup: C switches the armed function (strict.c) and the writer takes the records;
+# the directory is the reference's all the same (ISAs without a lowering: Python's work)
+@pytest.mark.parametrize("isa", LOWERED)
+def test_native_strict_recording_equals_python(isa: str, tmp_path: Path) -> None:
+    cells = CELLS[:2] + (ONCE_CELLS[:1] + ONCE_CELLS[2:] if isa == ONCE_ISA else ())
+    for k, (program, args) in enumerate(cells):
+        want_dir, got_dir = tmp_path / f"py{k}", tmp_path / f"nat{k}"
+        _, records = record(isa, program, args, "python", want_dir, "strict")
+        process, _ = record(isa, program, args, "native", got_dir, "strict")
+        want, got = files(want_dir), files(got_dir)
+        assert len(want["1.dat"]) > 100 * 16, (program, args)
+        assert got == want, (program, args)
+        if program == "fib":  # C switched and wrote almost everything
+            stats = process.backend.native_stats  # type: ignore[union-attr]
+            assert stats["c_records"] > 0.9 * records, (stats, records)
+            assert stats["c_switches"] > 0.45 * records, (stats, records)
 
 
 # the scenarios of `calls` whose calls nest less than 1024 deep (a uftrace directory keeps

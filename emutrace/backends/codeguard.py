@@ -45,6 +45,9 @@ class CodeGuard:
         # called when a load hid breakpoints: an owner whose block hook does not always
         # reach Python (the native engine) asks for the next block then, to `settle`
         self.on_hide: Callable[[], None] = lambda: None
+        # called first by either hook: an owner whose state C changes (strict cleanup on the
+        # native engine) brings it up to date before a load or store is looked at
+        self.before: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------ owner's side
     def cover(self, addr: int) -> None:
@@ -79,6 +82,7 @@ class CodeGuard:
 
     def _before_read(self, _engine: object, _access: int, addr: int, size: int, _value: int,
                      _d: object) -> None:
+        self.before()
         hits = self._under(addr, size)
         if not hits:
             return
@@ -98,6 +102,7 @@ class CodeGuard:
 
     def _before_write(self, _engine: object, _access: int, addr: int, size: int, _value: int,
                       _d: object) -> None:
+        self.before()
         self.stats["guarded_writes"] += 1
         lo, hi = addr, addr + size
         if self.written and self.written[-1][1] >= lo and self.written[-1][0] <= hi:

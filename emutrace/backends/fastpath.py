@@ -62,14 +62,17 @@ class FastSites:
     integer words C saves, a jump only where Python found it records nothing."""
 
     def __init__(self, backend: Int3Backend, table: SiteTable, reg_id: Callable[[str], int],
-                 n_saved: int, strict_in_c: bool = False,
-                 strict_jumps: bool = False) -> None:
+                 n_saved: int, strict_in_c: bool = False, strict_jumps: bool = False,
+                 on_callee: Callable[[int, Function], None] | None = None) -> None:
         """strict_in_c: lower a strict backend's sites too, C switching what is armed at
-        each transfer itself (int3: ploop.c pl_strict_*; hwbp: the debug-register slots,
-        pl_hw_*, backends/hwbp_ptrace.py).  strict_jumps: C finishes a strict backend's
-        jumps inside a function too (int3 strict)."""
+        each transfer itself (natively: int3's ploop.c pl_strict_*, hwbp's debug-register
+        slots pl_hw_*, backends/hwbp_ptrace.py).  strict_jumps: C finishes a strict
+        backend's jumps inside a function too (int3 strict natively).  on_callee: under
+        emulation C switches strict cleanup itself (hotpath.c with strict.c): told each
+        call target C may finish and the function it enters (implies strict_in_c)."""
         self.b, self.table, self.reg_id = backend, table, reg_id
-        self.strict_in_c, self.strict_jumps = strict_in_c, strict_jumps
+        self.strict_in_c = strict_in_c or on_callee is not None
+        self.strict_jumps, self.on_callee = strict_jumps, on_callee
         regs = backend.image.isa.registers
         self._n_saved = n_saved  # argument registers + stack words C saves at a call
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
@@ -163,7 +166,9 @@ class FastSites:
         new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
         resolve(p, target)
         if b.strict:
-            if (self.strict_jumps and site.kind is SiteKind.TAIL
+            if self.on_callee is not None:
+                self._resolved_strict(site, target, code)
+            elif (self.strict_jumps and site.kind is SiteKind.TAIL
                     and self._ops.get(site.addr) is not None):
                 self._learn_jump(site, target, code)
             return
@@ -181,6 +186,30 @@ class FastSites:
         elif site.kind is SiteKind.TAIL and (self._ops.get(site.addr) is not None
                                              or site.addr in self.hooked):
             self._learn_jump(site, target, code)
+
+    def _resolved_strict(self, site: Site, target: int, code: int) -> None:
+        """Under strict cleanup with C switching: a call C may finish from now on (its
+        function armed now, its arguments integer words), told with that function; a jump
+        that stays inside its function or leaves the image (the only jumps strict cleanup
+        does nothing for)."""
+        if self.on_callee is None:
+            return
+        b = self.b
+        if site.kind is SiteKind.CALL:
+            func: Function | None = b._function(target)
+            if (func is not None and func.start in b.armed_funcs and b._traceable(func)
+                    and self._args_fast(target)):
+                self.on_callee(target, func)
+                if target not in self._callees:
+                    self._callees.add(target)
+                    self.table.callee_add(target)
+        elif site.kind is SiteKind.TAIL and self._ops.get(site.addr) is not None:
+            here = b.armed.get(site.addr)
+            if here is None or b.image.isa.thumb_bit:
+                return
+            func = b._function(target)
+            if func is None or func.start == here.func:
+                self.table.inside_add(site.addr, target)
 
     def _learn_jump(self, site: Site, target: int, code: int) -> None:
         """A jump that recorded nothing and left nothing to arm does the same next time

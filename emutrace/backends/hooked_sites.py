@@ -3,7 +3,7 @@ Unicorn does not deliver usably; isa/mips.py, isa/riscv64.py).
 
 The reference (`Int3Backend._arm_site`) gives each armed site a bounded Python code hook;
 Unicorn scans bounded code hooks linearly on every hit (../shared/DESIGN.md §5).  Here the
-sites go into one C table read by one C block hook (hotpath.c `ns_on_block`), which replaces
+sites go into one C table read by one C block hook (hotpath.c `hs_on_block`), which replaces
 hotpath.c's block hook: a block holding an armed site leaves its transfer pending, and the
 next block resolves it — in C for the cases `fast_trap` finishes, else by handing the
 reference the `Pending` its site hook would have made, then the block (`_on_block`).
@@ -35,20 +35,20 @@ PY_VISIT = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
 
 
 class NsConfig(ctypes.Structure):
-    """ns_config in hotpath.c."""
+    """hs_config in hotpath.c."""
 
     _fields_ = [("py_site", PY_SITE), ("py_visit", PY_VISIT), ("align", ctypes.c_uint32)]
 
 
 _vp, _u32, _u64, _i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
 SIGNATURES = {
-    "ns_new": ([_vp, ctypes.POINTER(NsConfig)], _vp),
-    "ns_free": ([_vp], None),
-    "ns_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32], ctypes.c_int),
-    "ns_site_active": ([_vp, _u64, _u32], None),
-    "ns_cancel": ([_vp], None),
-    "ns_counter": ([_vp, _u32], _u64),
-    "ns_on_block": ([_vp, _u64, _u32, _vp], None),
+    "hs_new": ([_vp, ctypes.POINTER(NsConfig)], _vp),
+    "hs_free": ([_vp], None),
+    "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32], ctypes.c_int),
+    "hs_site_active": ([_vp, _u64, _u32], None),
+    "hs_cancel": ([_vp], None),
+    "hs_counter": ([_vp, _u32], _u64),
+    "hs_on_block": ([_vp, _u64, _u32, _vp], None),
 }
 _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
@@ -71,7 +71,7 @@ class HookedSites:
     fast: FastSites
 
     def __init__(self, isa: Isa, lib: ctypes.CDLL, nt: int) -> None:
-        native.declare(lib, SIGNATURES, "hooked sites (ns_*)")
+        native.declare(lib, SIGNATURES, "hooked sites (hs_*)")
         self.lib = lib
         cls = isa.classifiers
         assert cls is not None and cls.sp_effect is not None
@@ -80,12 +80,12 @@ class HookedSites:
         cfg = NsConfig()
         cfg.py_site, cfg.py_visit = self._callbacks
         cfg.align = cls.insn_align
-        self.ns = lib.ns_new(nt, ctypes.byref(cfg))
+        self.ns = lib.hs_new(nt, ctypes.byref(cfg))
         if not self.ns:
             raise MemoryError("native hot path: out of memory")
         self.sites: dict[int, Site] = {}  # in C's table, by address
         self._next_handle = -1
-        self.block_hook = lib.ns_on_block
+        self.block_hook = lib.hs_on_block
 
     def bind(self, backend: NativeInt3Backend, fast: FastSites) -> None:
         self.b, self.fast = backend, fast
@@ -111,7 +111,7 @@ class HookedSites:
                       or (site.conditional and site.kind is SiteKind.CALL))
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
-        self.lib.ns_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
+        self.lib.hs_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
                              int(site.conditional), int(finish), int(fast),
                              int(site.delay_slot))
         self.sites[site.addr] = site
@@ -138,11 +138,11 @@ class HookedSites:
     def active(self, addr: int, on: bool) -> None:
         """After the reference disarmed a site (or armed it again)."""
         if addr in self.sites:
-            self.lib.ns_site_active(self.ns, addr, int(on))
+            self.lib.hs_site_active(self.ns, addr, int(on))
 
     def cancel(self) -> None:
         """A signal is delivered: a block left before its site ran leaves nothing pending."""
-        self.lib.ns_cancel(self.ns)
+        self.lib.hs_cancel(self.ns)
 
     # ------------------------------------------------------------ C → Python
     def _py_site(self, addr: int, time: int, sp: int) -> None:
@@ -165,8 +165,8 @@ class HookedSites:
     # ------------------------------------------------------------ end
     def counters(self) -> tuple[int, int]:
         """(site hits, hits handed to Python)."""
-        return int(self.lib.ns_counter(self.ns, 0)), int(self.lib.ns_counter(self.ns, 1))
+        return int(self.lib.hs_counter(self.ns, 0)), int(self.lib.hs_counter(self.ns, 1))
 
     def free(self) -> None:
-        self.lib.ns_free(self.ns)
+        self.lib.hs_free(self.ns)
         self.ns = None

@@ -347,22 +347,27 @@ class Int3Backend:
             self._drop_cache(addr, site.size)  # a hook added after translation never fires
             self._armed_now = cpu.translates_code
             return
-        bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
-        assert bp is not None
-        if self.guard is not None and self.guard.was_written(addr, addr + len(bp.encoding)):
+        encoding = self.breakpoint_bytes(site)
+        if self.guard is not None and self.guard.was_written(addr, addr + len(encoding)):
             return  # guest-written code is never patched
-        original = cpu.mem_read(addr, len(bp.encoding))
-        cpu.write_code(addr, bp.encoding)
+        original = cpu.mem_read(addr, len(encoding))
+        cpu.write_code(addr, encoding)
         self.stats["patches"] += 1
-        self._drop_cache(addr, len(bp.encoding))
+        self._drop_cache(addr, len(encoding))
         self.armed[addr] = Armed(site, func, original=original)
         if self.guard is not None:
-            self.guard.patched(addr, original, bp.encoding)
+            self.guard.patched(addr, original, encoding)
         # (a translating engine must restart the block that holds it; a CPU sees it at once)
         self._armed_now = cpu.translates_code
 
     def _python_site_hook(self, site: Site) -> int:
         return self.cpu.hook_code(self._on_site, site.addr, site.addr)
+
+    def breakpoint_bytes(self, site: Site) -> bytes:
+        """The breakpoint written over a patch site (in its instruction set)."""
+        bp = self.bp_alt if site.alt_mode and self.bp_alt is not None else self.bp
+        assert bp is not None
+        return bp.encoding
 
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
@@ -581,9 +586,10 @@ class Int3Backend:
             self._arm(callee)
 
     def _called(self, current: int | None, callee: Function) -> None:
-        """After a call from the function at current into callee (traceable code): strict
-        cleanup leaves the caller for the callee; the callee armed.  (The native C loop's
-        drain replays it after each call C finished: backends/strict_ptrace.py.)"""
+        """A call from the function at current (the site's) entered callee: armed; under
+        strict cleanup, pushed on the chain, the caller disarmed (the native engines replay
+        this for the calls C switched: strict.c under emulation, the C loop's drain natively,
+        backends/strict_ptrace.py)."""
         if self.strict and current is not None and callee.start != current:
             self._disarm(current)
         if self.strict:
@@ -591,8 +597,8 @@ class Int3Backend:
         self._arm(callee)
 
     def _returned_strict(self, current: int | None, target: int) -> None:
-        """After a return to target from the function at current, strict cleanup: the
-        caller (the call chain's) armed, current disarmed unless it is the caller."""
+        """Strict cleanup: a return from the function at current to target: the caller
+        (the call chain's) armed, the returning function disarmed unless it is the caller."""
         caller = self._caller(target)
         if current is not None and (caller is None or caller.start != current):
             self._disarm(current)

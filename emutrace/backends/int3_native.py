@@ -11,7 +11,8 @@ What C does without entering Python:
   record to a buffer.
 
 Everything else is the Python reference code, reached through ctypes callbacks: the first
-call of a target (discovery and arming), sites the ISA does not lower, strict cleanup, site
+call of a target (discovery and arming), sites the ISA does not lower, strict cleanup's switches
+C was not told enough for (strict.c does the others: backends/strict_native.py), site
 hooks (hook delivery, code found by descent), fallbacks, syscalls and faults, and every block
 while the Python state needs one (a restart, a pending transfer, a re-arm).
 
@@ -40,7 +41,8 @@ from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteOp
 from emutrace.backends.hooked_sites import HookedSites
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.backends.native_writer import NativeWriter
-from emutrace.discover import Site
+from emutrace.backends.strict_native import StrictInC
+from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
@@ -128,13 +130,24 @@ class NativeInt3Backend(Int3Backend):
         self._hooked = HookedSites(isa, lib, self._nt) \
             if hooked_sites.wanted(isa, cleanup) else None
         self._final_time = 0
+        # strict cleanup: C switches the armed function where it knows both (strict.c);
+        # made before the base class arms anything, so that it sees every arming
+        self._strict_c: StrictInC | None = None
+        if cleanup == "strict" and isa.lower is not None and not isa.thumb_bit:
+            self._strict_c = StrictInC(self, self._nt, cpu.uc, isa.code_mask)
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
         if self.guard is not None:  # a load that hid breakpoints: settle at the next block
             self.guard.on_hide = lambda: self._lib.nt_set_attention(self._nt, 1)
         self._fast = FastSites(self, _HotpathTable(lib, self._nt), cpu.reg_id,
-                               len(self._arg_names) + self._n_stack)
+                               len(self._arg_names) + self._n_stack,
+                               on_callee=(self._strict_c.callee if self._strict_c is not None
+                                          else None))
         self._records = RecordDrain(self, cpu, emit, list(self._arg_names), self._ret_names,
                                     self._n_stack)
+        if self._strict_c is not None:
+            if self.guard is not None:  # C's switches replayed before a load or store
+                self.guard.before = self._drain
+            self._strict_c.push_chain(self.chain)
         self._writer: NativeWriter | None = None  # `record`: C writes the records
         if self._hooked is not None:
             self._hooked.bind(self, self._fast)
@@ -146,7 +159,8 @@ class NativeInt3Backend(Int3Backend):
         sink = sink_now()
         dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
         # (an ISA whose sites C does not lower gives C no event to take)
-        if (not isinstance(dir_sink, UftraceDirSink) or self.strict or not self._nt
+        if (not isinstance(dir_sink, UftraceDirSink) or not self._nt
+                or (self.strict and self._strict_c is None)
                 or (self.image.isa.lower is None and self._hooked is None)
                 or not hasattr(self._lib, "uw_new")
                 or self._writer is not None):
@@ -174,6 +188,8 @@ class NativeInt3Backend(Int3Backend):
                 or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))
         self._lib.nt_set_attention(self._nt, int(busy))
+        if self._strict_c is not None:  # what Python changed of the chain, to C's
+            self._strict_c.push_chain(self.chain)
         if self._writer is not None:  # what Python changed, to C's stacks
             self._writer.push()
 
@@ -244,6 +260,7 @@ class NativeInt3Backend(Int3Backend):
     def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
         """(The Linux layer may call it between runs: C's stacks learn the signal frame.
         A fault in a block left its site unrun: C's pending transfer is dropped.)"""
+        self._drain()
         if self._hooked is not None:
             self._hooked.cancel()
         super().trap_entered(vector, signal)
@@ -252,6 +269,7 @@ class NativeInt3Backend(Int3Backend):
     def trap_returned(self, site: int) -> None:
         """(A signal handler's rt_sigreturn: the next block, the interrupted code, is
         Python's, which re-arms it under strict cleanup.)"""
+        self._drain()
         super().trap_returned(site)
         self._refresh()
 
@@ -264,6 +282,8 @@ class NativeInt3Backend(Int3Backend):
         lib, nt, writer = self._lib, self._nt, self._writer
         if writer is not None:  # C's records and stacks first: they come before these
             writer.pull()
+        if self._strict_c is not None:  # the switches C made, on Python's state
+            self._strict_c.replay_journal()
         n = lib.nt_events_count(nt)
         if not n:
             return
@@ -273,17 +293,53 @@ class NativeInt3Backend(Int3Backend):
 
     # ------------------------------------------------------------ arming
     def _arm_site(self, site: Site, func: int) -> None:
+        strict_c = self._strict_c
+        if strict_c is not None and strict_c.replaying:  # C wrote the breakpoint
+            strict_c.patched(site, func)
+            return
         super()._arm_site(site, func)
         self._fast.armed(site)
         armed = self.armed.get(site.addr)
         if self._hooked is not None and armed is not None and armed.hook < 0:
             self._hooked.armed(site)  # (C's handles are negative; armed again from idle)
+        if strict_c is not None:
+            strict_c.site_armed(site, func)
 
     def _disarm_site(self, addr: int) -> None:
+        strict_c = self._strict_c
+        if strict_c is not None and strict_c.replaying:  # C wrote the original bytes
+            strict_c.restored(addr)
+            return
         super()._disarm_site(addr)
         self._fast.disarmed(addr)
         if self._hooked is not None:
             self._hooked.active(addr, False)
+        if strict_c is not None:
+            strict_c.site_disarmed(addr)
+
+    def _take(self, func: Function | None) -> bool:
+        taken = super()._take(func)
+        if taken and self._strict_c is not None and not self._strict_c.replaying:
+            assert func is not None
+            self._strict_c.taken(func)
+        return taken
+
+    def _disarm(self, func_start: int) -> None:
+        was_armed = func_start in self.armed_funcs
+        super()._disarm(func_start)
+        if was_armed and self._strict_c is not None and not self._strict_c.replaying:
+            self._strict_c.dropped(func_start)
+
+    def _rearm(self, old: Function, new: Function) -> None:
+        if self._strict_c is not None:
+            self._strict_c.forget(old.start)
+            self._strict_c.forget(new.start)
+        super()._rearm(old, new)
+
+    def _code_written(self, lo: int, hi: int) -> None:
+        if self._strict_c is not None:  # code the guest writes: every switch is Python's
+            self._strict_c.disable()
+        super()._code_written(lo, hi)
 
     def _resolve(self, p: Pending, target: int) -> None:
         self._fast.resolve(p, target, super()._resolve)
@@ -307,7 +363,9 @@ class NativeInt3Backend(Int3Backend):
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)) + site_slow,
                              "python_blocks": int(lib.nt_counter(nt, 3)),
-                             "c_records": int(lib.nt_counter(nt, 4))}
+                             "c_records": int(lib.nt_counter(nt, 4)),
+                             "c_switches": (self._strict_c.switches()
+                                            if self._strict_c is not None else 0)}
         if self._writer is not None:
             self._writer.close()
         self._final_time = self.time
@@ -320,4 +378,6 @@ class NativeInt3Backend(Int3Backend):
         if self._hooked is not None:
             self._hooked.free()
         self._nt = None
+        if self._strict_c is not None:
+            self._strict_c.close()
         return self._final_time

@@ -301,7 +301,7 @@ class Classifiers:
     # what a call/return/jump instruction (and a delay-slot instruction) adds to the stack
     # pointer: 0 when it does not write it, None when that is not known from the
     # instruction alone.  The native engine's C site table (hook delivery, hotpath.c
-    # ns_on_block) sees a site's sp only after it and its delay slot ran: a site whose
+    # hs_on_block) sees a site's sp only after it and its delay slot ran: a site whose
     # effect is None keeps its Python site hook.  None here: not described
     sp_effect: Callable[[Insn], int | None] | None = None
 

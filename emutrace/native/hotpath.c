@@ -21,6 +21,7 @@
 
 #include <unicorn/unicorn.h>
 
+#include "strict.h"
 #include "ufwrite.h"
 
 /* the Unicorn entry points, from the binding's own library */
@@ -137,6 +138,7 @@ typedef struct {
     uint64_t traps, simulated, slow_traps, slow_blocks;
     uw_state *writer;    /* the record writer (ufwrite.c), or NULL: every event to Python */
     uint64_t written;    /* events the writer took */
+    ns_state *strict;    /* strict cleanup (strict.c), or NULL: lazy */
 } nt_state;
 
 static inline uint64_t mix(uint64_t x)
@@ -405,6 +407,13 @@ int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
 }
 
 void nt_set_attention(nt_state *s, uint32_t on) { s->attention = on; }
+
+/* strict cleanup: calls and returns C finishes switch the armed function (strict.c) */
+void nt_set_strict(nt_state *s, ns_state *ns)
+{
+    s->strict = ns;
+    ns_bind(ns, s, (ns_active_fn)nt_site_active);
+}
 void nt_set_writer(nt_state *s, uw_state *writer) { s->writer = writer; }
 uint64_t nt_get_time(const nt_state *s) { return s->time; }
 void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
@@ -544,6 +553,8 @@ static int fast_trap(nt_state *s, nt_site *site)
             if (s->n_events >= s->cfg.buffer_events)
                 return 0;
         }
+        if (s->strict && !ns_call_ok(s->strict, site->addr, target))
+            return 0;
         if (site->link_reg >= 0) {
             wr(s, site->link_reg, site->after);
         } else {  /* the call pushes the return address (Intel SDM vol. 2, CALL) */
@@ -578,6 +589,8 @@ static int fast_trap(nt_state *s, nt_site *site)
             if (s->n_events >= s->cfg.buffer_events)
                 return 0;
         }
+        if (s->strict && !ns_return_ok(s->strict, site->addr, target))
+            return 0;
         if (top != sp)
             wr(s, s->cfg.sp_reg, top);
     } else if (site->op == OP_JUMP) {
@@ -601,6 +614,12 @@ static int fast_trap(nt_state *s, nt_site *site)
     wr(s, s->cfg.pc_reg, target);
     s->traps++;
     s->simulated++;
+    if (s->strict) {  /* the function switch of strict cleanup */
+        if (site->op == OP_CALL)
+            ns_call_commit(s->strict, site->addr, target);
+        else
+            ns_return_commit(s->strict, site->addr, target);
+    }
     if (s->writer && uw_enabled(s->writer) && s->n_events == 0
         && offer(s, site, target, sp, stack))
         return 1;
@@ -690,7 +709,7 @@ typedef struct {
     py_site_fn py_site;    /* the reference's pending transfer for this site */
     py_visit_fn py_visit;  /* the reference's block hook */
     uint32_t align;        /* instruction alignment: where a site may start in a block */
-} ns_config;
+} hs_config;
 
 typedef struct {
     uint64_t addr;      /* 0: empty */
@@ -699,30 +718,30 @@ typedef struct {
     uint32_t size;      /* bytes of the site instruction */
     uint8_t op;         /* OP_CALL, OP_RETURN, OP_JUMP */
     uint8_t conditional, finish, fast, delay, active;
-} ns_site;
+} hs_site;
 
 typedef struct {
     uint64_t addr;  /* 0: empty */
     uint32_t size;
     uint32_t gen;   /* the site table's generation the site below was found in */
     uint64_t site;  /* the armed site this block holds, 0: none */
-} ns_block;
+} hs_block;
 
 typedef struct {
     nt_state *nt;
-    ns_config cfg;
-    ns_site *sites;
+    hs_config cfg;
+    hs_site *sites;
     size_t sites_cap, sites_used;
-    ns_block *blocks;
+    hs_block *blocks;
     size_t blocks_cap, blocks_used;
     uint32_t gen;
     int has_pending;
-    ns_site pending;        /* the site whose transfer the running block ends with */
+    hs_site pending;        /* the site whose transfer the running block ends with */
     uint64_t pending_time;
     uint64_t hits, slow;
-} ns_state;
+} hs_state;
 
-static ns_site *ns_slot(ns_site *t, size_t cap, uint64_t addr)
+static hs_site *hs_slot(hs_site *t, size_t cap, uint64_t addr)
 {
     size_t i = mix(addr) & (cap - 1);
     while (t[i].addr != 0 && t[i].addr != addr)
@@ -730,7 +749,7 @@ static ns_site *ns_slot(ns_site *t, size_t cap, uint64_t addr)
     return &t[i];
 }
 
-static ns_block *ns_block_slot(ns_block *t, size_t cap, uint64_t addr, uint32_t size)
+static hs_block *hs_block_slot(hs_block *t, size_t cap, uint64_t addr, uint32_t size)
 {
     size_t i = mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
     while (t[i].addr != 0 && !(t[i].addr == addr && t[i].size == size))
@@ -738,9 +757,9 @@ static ns_block *ns_block_slot(ns_block *t, size_t cap, uint64_t addr, uint32_t 
     return &t[i];
 }
 
-ns_state *ns_new(nt_state *nt, const ns_config *cfg)
+hs_state *hs_new(nt_state *nt, const hs_config *cfg)
 {
-    ns_state *h = calloc(1, sizeof *h);
+    hs_state *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->nt = nt;
@@ -759,7 +778,7 @@ ns_state *ns_new(nt_state *nt, const ns_config *cfg)
     return h;
 }
 
-void ns_free(ns_state *h)
+void hs_free(hs_state *h)
 {
     if (!h)
         return;
@@ -768,7 +787,7 @@ void ns_free(ns_state *h)
     free(h);
 }
 
-int ns_site_set(ns_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t after,
+int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t after,
                 int64_t sp_delta, uint32_t conditional, uint32_t finish, uint32_t fast,
                 uint32_t delay)
 {
@@ -776,59 +795,59 @@ int ns_site_set(ns_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
         return -1;
     if (2 * (h->sites_used + 1) > h->sites_cap) {
         size_t cap = h->sites_cap * 2;
-        ns_site *t = calloc(cap, sizeof *t);
+        hs_site *t = calloc(cap, sizeof *t);
         if (!t)
             return -1;
         for (size_t i = 0; i < h->sites_cap; i++)
             if (h->sites[i].addr)
-                *ns_slot(t, cap, h->sites[i].addr) = h->sites[i];
+                *hs_slot(t, cap, h->sites[i].addr) = h->sites[i];
         free(h->sites);
         h->sites = t;
         h->sites_cap = cap;
     }
-    ns_site *p = ns_slot(h->sites, h->sites_cap, addr);
+    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
     if (p->addr == 0) {
         h->sites_used++;
         h->gen++;  /* blocks look for their site again */
     }
-    *p = (ns_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
+    *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
                    (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1};
     return 0;
 }
 
-void ns_site_active(ns_state *h, uint64_t addr, uint32_t active)
+void hs_site_active(hs_state *h, uint64_t addr, uint32_t active)
 {
-    ns_site *p = ns_slot(h->sites, h->sites_cap, addr);
+    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
     if (p->addr == addr)
         p->active = (uint8_t)active;
 }
 
 /* the transfer awaiting the next block is forgotten: the block was left before its site
  * ran (a fault or trap in it delivers a signal; the reference's site hook never fired) */
-void ns_cancel(ns_state *h) { h->has_pending = 0; }
+void hs_cancel(hs_state *h) { h->has_pending = 0; }
 
 /* 0 traps (site hits), 1 hits handed to Python */
-uint64_t ns_counter(const ns_state *h, uint32_t which)
+uint64_t hs_counter(const hs_state *h, uint32_t which)
 {
     return which == 0 ? h->hits : which == 1 ? h->slow : 0;
 }
 
 /* the armed site the block [addr, addr + size) holds, or NULL */
-static ns_site *ns_block_site(ns_state *h, uint64_t addr, uint32_t size)
+static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
 {
     if (2 * (h->blocks_used + 1) > h->blocks_cap) {
         size_t cap = h->blocks_cap * 2;
-        ns_block *t = calloc(cap, sizeof *t);
+        hs_block *t = calloc(cap, sizeof *t);
         if (t) {
             for (size_t i = 0; i < h->blocks_cap; i++)
                 if (h->blocks[i].addr)
-                    *ns_block_slot(t, cap, h->blocks[i].addr, h->blocks[i].size) = h->blocks[i];
+                    *hs_block_slot(t, cap, h->blocks[i].addr, h->blocks[i].size) = h->blocks[i];
             free(h->blocks);
             h->blocks = t;
             h->blocks_cap = cap;
         }
     }
-    ns_block *b = ns_block_slot(h->blocks, h->blocks_cap, addr, size);
+    hs_block *b = hs_block_slot(h->blocks, h->blocks_cap, addr, size);
     if (b->addr == 0 && 2 * (h->blocks_used + 1) <= h->blocks_cap) {
         b->addr = addr;
         b->size = size;
@@ -840,7 +859,7 @@ static ns_site *ns_block_site(ns_state *h, uint64_t addr, uint32_t size)
         at = b->site;
     } else {
         for (uint64_t a = addr; a < addr + size; a += h->cfg.align)
-            if (ns_slot(h->sites, h->sites_cap, a)->addr == a) {
+            if (hs_slot(h->sites, h->sites_cap, a)->addr == a) {
                 at = a;
                 break;
             }
@@ -851,12 +870,12 @@ static ns_site *ns_block_site(ns_state *h, uint64_t addr, uint32_t size)
     }
     if (!at)
         return NULL;
-    ns_site *p = ns_slot(h->sites, h->sites_cap, at);
+    hs_site *p = hs_slot(h->sites, h->sites_cap, at);
     return p->active ? p : NULL;
 }
 
 /* C finishes the pending transfer to target (1), or leaves it to Python (0) */
-static int ns_finish(ns_state *h, const ns_site *p, uint64_t target, uint64_t sp_site,
+static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp_site,
                      uint64_t sp_now)
 {
     nt_state *s = h->nt;
@@ -918,9 +937,9 @@ static int ns_finish(ns_state *h, const ns_site *p, uint64_t target, uint64_t sp
     return 1;
 }
 
-void ns_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
 {
-    ns_state *h = user_data;
+    hs_state *h = user_data;
     nt_state *s = h->nt;
     int python = s->attention;
     (void)uc;
@@ -931,7 +950,7 @@ void ns_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         uint64_t sp_now = rd(s, s->cfg.sp_reg) & mask;
         uint64_t sp_site = (sp_now - (uint64_t)h->pending.sp_delta) & mask;
         h->has_pending = 0;
-        if (python || !ns_finish(h, &h->pending, addr, sp_site, sp_now)) {
+        if (python || !hs_finish(h, &h->pending, addr, sp_site, sp_now)) {
             h->slow++;
             s->cfg.py_drain();  /* C's records come before what Python emits */
             h->cfg.py_site(h->pending.addr, h->pending_time, sp_site);
@@ -952,7 +971,7 @@ void ns_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
             s->time += count;
         }
     }
-    ns_site *site = ns_block_site(h, addr, size);
+    hs_site *site = hs_block_site(h, addr, size);
     if (site) {  /* the reference's site hook would fire in this block */
         h->hits++;
         h->pending = *site;

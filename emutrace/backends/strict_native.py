@@ -1,0 +1,167 @@
+"""Strict cleanup switched in C (`--engine native --cleanup strict`, emutrace/native/strict.c),
+composed into the native int3 backend (backends/int3_native.py).
+
+The Python backend keeps the algorithm and its state (`armed`, `armed_funcs`, `chain`, the
+code guard, the counters).  This object mirrors that state into strict.c as Python changes
+it — the bytes under each patch site (read once, when Python arms the site the first time),
+which sites are armed and for which function, which functions are armed, the call chain —
+so that a later call into a function C knows, or a return to the chain's next function, is
+switched by C: disarm the function left, arm the one entered, write the breakpoint or the
+original bytes and drop the translated code, as `Int3Backend._called` and
+`_returned_strict` do.
+
+C notes each function it arms or disarms in a journal, and marks how far down it changed the
+chain; when Python next runs (it drains C's buffers before it looks at anything),
+`replay_journal` runs `_arm` and `_disarm` for those functions on Python's state with guest
+memory left alone (C wrote it), and takes the chain's changed frames.  `patched` and
+`restored` stand in for `_arm_site` and `_disarm_site`, counting one patch and one cache
+removal each, as they do.  So the Python state, the
+counters and the guard's list of patched bytes are the Python engine's at every point
+Python can observe (tests/test_native_engine.py compares traces and counters)."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING
+
+from unicorn import Uc
+from unicorn.unicorn_py3.unicorn import uclib
+
+from emutrace.backends.int3 import Armed
+from emutrace.discover import Function, Site
+from emutrace.native import strictlib
+
+if TYPE_CHECKING:
+    from emutrace.backends.int3_native import NativeInt3Backend
+
+
+def _words(values: list[int]) -> ctypes.Array[ctypes.c_uint64]:
+    return (ctypes.c_uint64 * max(1, len(values)))(*values)
+
+
+class StrictInC:
+    def __init__(self, backend: NativeInt3Backend, nt: int, uc: Uc, code_mask: int) -> None:
+        """(Made before the backend's own __init__ has run: it sees every arming.)"""
+        self.b = backend
+        self.lib = lib = strictlib.load()
+        self.ns = lib.ns_new(uc._uch, ctypes.cast(uclib.uc_mem_write, ctypes.c_void_p),
+                             ctypes.cast(uclib.uc_ctl, ctypes.c_void_p), code_mask)
+        if not self.ns:
+            raise MemoryError("native hot path: out of memory")
+        lib.nt_set_strict(nt, self.ns)
+        self.replaying = False
+        self._originals: dict[int, bytes] = {}  # site → the bytes under its breakpoint
+        self._told: set[int] = set()  # functions whose sites C knows
+        self._targets: dict[int, Function] = {}  # call target → the function it enters
+        self._functions: dict[int, Function] = {}  # start → the function C was told
+        self._chain: list[tuple[int, int]] = []  # the chain as C has it: (start, end)
+
+    # ------------------------------------------------------------ Python → C
+    def site_armed(self, site: Site, func: int) -> None:
+        """Python armed a site: a patch site's bytes (the first time) and its owner."""
+        armed = self.b.armed.get(site.addr)
+        if armed is None or armed.hook:
+            return
+        if site.addr not in self._originals:
+            bp = self.b.breakpoint_bytes(site)
+            self._originals[site.addr] = armed.original
+            self.lib.ns_site_bytes(self.ns, site.addr, len(bp), bp, armed.original)
+        self.lib.ns_site_armed(self.ns, site.addr, 1, func)
+
+    def site_disarmed(self, addr: int) -> None:
+        self.lib.ns_site_armed(self.ns, addr, 0, 0)
+
+    def taken(self, func: Function) -> None:
+        """Python entered func in its armed functions."""
+        if func.start not in self._told:
+            self._told.add(func.start)
+            self._functions[func.start] = func
+            addrs = [s.addr for s in func.sites]
+            self.lib.ns_func_sites(self.ns, func.start, func.end, len(addrs), _words(addrs))
+        self.lib.ns_func_armed(self.ns, func.start, 1)
+
+    def dropped(self, start: int) -> None:
+        self.lib.ns_func_armed(self.ns, start, 0)
+
+    def forget(self, start: int) -> None:
+        """func's extent changed (a stale descent): Python's alone from now on."""
+        self._told.discard(start)
+        self.lib.ns_func_forget(self.ns, start)
+
+    def callee(self, target: int, func: Function) -> None:
+        if self._targets.get(target) is not func:
+            self._targets[target] = self._functions[func.start] = func
+            self.lib.ns_target(self.ns, target, func.start)
+
+    def push_chain(self, chain: list[Function]) -> None:
+        now = [(f.start, f.end) for f in chain]
+        if now != self._chain:
+            self._chain = now
+            self.lib.ns_chain_set(self.ns, len(now), _words([s for s, _e in now]),
+                                  _words([e for _s, e in now]))
+
+    def disable(self) -> None:
+        self.lib.ns_disable(self.ns)
+
+    # ------------------------------------------------------------ C → Python
+    def replay_journal(self) -> None:
+        """What C changed since Python last ran (the backend's `_drain`): the functions it
+        armed and disarmed, in order, then the chain."""
+        lib, ns = self.lib, self.ns
+        n = lib.ns_journal_count(ns)
+        if n:
+            data = ctypes.string_at(lib.ns_journal(ns), n * strictlib.JOURNAL_ENTRY.size)
+            lib.ns_journal_clear(ns)
+            b, functions = self.b, self._functions
+            self.replaying = True
+            try:
+                # (what `_called` and `_returned_strict` did in C, on Python's state)
+                for kind, start in strictlib.JOURNAL_ENTRY.iter_unpack(data):
+                    if kind == strictlib.ARMED:
+                        b._arm(functions[start])
+                    else:
+                        b._disarm(start)
+            finally:
+                self.replaying = False
+        self._take_chain()
+
+    def _take_chain(self) -> None:
+        """The frames C pushed or popped since Python last looked, into Python's chain (the
+        frames C pushed are functions it was told as call targets)."""
+        lib, ns = self.lib, self.ns
+        depth, low = int(lib.ns_chain_depth(ns)), int(lib.ns_chain_low(ns))
+        if low == depth == len(self._chain):
+            return
+        data = ctypes.string_at(lib.ns_chain(ns) + low * strictlib.FRAME.size,
+                                (depth - low) * strictlib.FRAME.size)
+        frames = [(start, end) for start, end, _f in strictlib.FRAME.iter_unpack(data)]
+        del self._chain[low:]
+        self._chain.extend(frames)
+        del self.b.chain[low:]
+        self.b.chain.extend(self._functions[start] for start, _end in frames)
+        lib.ns_chain_seen(ns)
+
+    def patched(self, site: Site, func: int) -> None:
+        """`_arm_site` for a breakpoint C wrote: one patch, one cache removal."""
+        b, original = self.b, self._originals[site.addr]
+        b.stats["patches"] += 1
+        b.stats["cache_removals"] += 1
+        b.armed[site.addr] = Armed(site, func, original=original)
+        if b.guard is not None:
+            b.guard.patched(site.addr, original, b.breakpoint_bytes(site))
+
+    def restored(self, addr: int) -> None:
+        """`_disarm_site` for original bytes C wrote back: one patch, one cache removal."""
+        b = self.b
+        b.armed.pop(addr)
+        if b.guard is not None:
+            b.guard.restored(addr)
+        b.stats["patches"] += 1
+        b.stats["cache_removals"] += 1
+
+    def switches(self) -> int:
+        return int(self.lib.ns_switches(self.ns))
+
+    def close(self) -> None:
+        self.lib.ns_free(self.ns)
+        self.ns = None

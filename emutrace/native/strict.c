@@ -1,0 +1,483 @@
+/* emutrace native hot path: strict cleanup of the int3 backend (backends/int3.py, fctrace's
+ * rule: a function carries breakpoints only while it is the current one).
+ *
+ * The Python backend stays the owner of the algorithm: it discovers a function, arms it the
+ * first time, and tells this table what it did (which sites hold breakpoint bytes, whose they
+ * are, which functions are armed, the call chain).  From then on a call into a function C
+ * knows, or a return to the chain's next function, is switched here: the function left is
+ * disarmed (its original bytes written back, the translated code of each site dropped with
+ * uc_ctl_remove_cache, as int3.py `_disarm_site` does), the chain pushed or popped, the
+ * function entered armed (breakpoint bytes written, code dropped).  Each function armed or
+ * disarmed is noted in a journal that Python replays when it next runs, and Python takes the
+ * chain's changed frames (backends/strict_native.py): its dictionaries, code guard, counters
+ * and chain follow without touching guest memory again.
+ *
+ * Anything this table cannot decide (a function or site it was not told about, a return that
+ * empties the chain, after the guest wrote over code) is declined: the trap goes to Python.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <unicorn/unicorn.h>
+
+#include "strict.h"
+
+typedef uc_err (*ns_mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
+typedef uc_err (*ns_ctl_fn)(uc_engine *, uc_control_type, ...);
+
+#define NS_MAX_BP 4     /* the longest breakpoint encoding (codeguard.py MAX_BP) */
+#define NS_NONE UINT32_MAX
+#define NS_JOURNAL 4096  /* switches kept for Python's replay; full: C declines the next */
+
+enum { NS_ARMED = 1, NS_DISARMED = 2 };
+
+typedef struct {
+    uint64_t kind;  /* NS_ARMED, NS_DISARMED */
+    uint64_t start; /* the function */
+} ns_entry;
+
+typedef struct {
+    uint64_t key;  /* key + 1; 0: empty */
+    uint32_t val;
+} ns_slot;
+
+typedef struct {
+    ns_slot *t;
+    size_t cap, used;  /* cap: a power of two */
+} ns_map;
+
+typedef struct {
+    uint64_t addr, owner;  /* owner: start of the function the armed site belongs to */
+    uint8_t len, armed, has_bytes;
+    uint8_t bp[NS_MAX_BP], orig[NS_MAX_BP];
+} ns_site;
+
+typedef struct {
+    uint64_t start, end;
+    uint32_t *sites;  /* indexes into ns_state.sites, Function.sites' order */
+    uint32_t n_sites;
+    uint8_t armed, known;
+} ns_func;
+
+typedef struct {
+    uint64_t start, end;
+    uint32_t func;  /* index, NS_NONE: a function this table was not told about */
+} ns_frame;
+
+struct ns_state {
+    uc_engine *uc;
+    ns_mem_write_fn mem_write;
+    ns_ctl_fn ctl;
+    uint64_t code_mask;
+    ns_site *sites;
+    size_t n_sites, sites_cap;
+    ns_map site_ix;
+    ns_func *funcs;
+    size_t n_funcs, funcs_cap;
+    ns_map func_ix, target_ix;  /* start -> function; call target -> function */
+    ns_frame *chain;
+    size_t depth, chain_cap;
+    size_t low;  /* frames below this index are as Python last saw them */
+    int disabled;
+    void *table;
+    ns_active_fn active;
+    uint64_t switches;  /* calls and returns switched here */
+    ns_entry journal[NS_JOURNAL];  /* the switches Python has not replayed yet */
+    uint32_t n_journal;
+};
+
+/* ------------------------------------------------------------------ maps */
+static inline uint64_t ns_mix(uint64_t x)
+{
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint32_t map_get(const ns_map *m, uint64_t key)
+{
+    key += 1;
+    size_t i = ns_mix(key) & (m->cap - 1);
+    while (m->t[i].key != 0) {
+        if (m->t[i].key == key)
+            return m->t[i].val;
+        i = (i + 1) & (m->cap - 1);
+    }
+    return NS_NONE;
+}
+
+static ns_slot *map_slot(ns_slot *t, size_t cap, uint64_t key)  /* key + 1 */
+{
+    size_t i = ns_mix(key) & (cap - 1);
+    while (t[i].key != 0 && t[i].key != key)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int map_put(ns_map *m, uint64_t key, uint32_t val)
+{
+    key += 1;
+    if (2 * (m->used + 1) > m->cap) {
+        size_t cap = m->cap * 2;
+        ns_slot *t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->t[i].key)
+                *map_slot(t, cap, m->t[i].key) = m->t[i];
+        free(m->t);
+        m->t = t;
+        m->cap = cap;
+    }
+    ns_slot *s = map_slot(m->t, m->cap, key);
+    if (s->key == 0)
+        m->used++;
+    s->key = key;
+    s->val = val;
+    return 0;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *p = realloc(*arr, cap2 * size);
+    if (!p)
+        return -1;
+    memset((char *)p + *cap * size, 0, (cap2 - *cap) * size);
+    *arr = p;
+    *cap = cap2;
+    return 0;
+}
+
+static uint32_t site_index(ns_state *ns, uint64_t addr)  /* found or made; NS_NONE: memory */
+{
+    uint32_t i = map_get(&ns->site_ix, addr);
+    if (i != NS_NONE)
+        return i;
+    if (grow((void **)&ns->sites, &ns->sites_cap, ns->n_sites + 1, sizeof *ns->sites) != 0)
+        return NS_NONE;
+    i = (uint32_t)ns->n_sites;
+    if (map_put(&ns->site_ix, addr, i) != 0)
+        return NS_NONE;
+    ns->n_sites++;
+    ns->sites[i].addr = addr;
+    return i;
+}
+
+static uint32_t func_index(ns_state *ns, uint64_t start)
+{
+    uint32_t i = map_get(&ns->func_ix, start);
+    if (i != NS_NONE)
+        return i;
+    if (grow((void **)&ns->funcs, &ns->funcs_cap, ns->n_funcs + 1, sizeof *ns->funcs) != 0)
+        return NS_NONE;
+    i = (uint32_t)ns->n_funcs;
+    if (map_put(&ns->func_ix, start, i) != 0)
+        return NS_NONE;
+    ns->n_funcs++;
+    ns->funcs[i].start = start;
+    return i;
+}
+
+/* ------------------------------------------------------------------ API for Python */
+ns_state *ns_new(uc_engine *uc, void *mem_write, void *ctl, uint64_t code_mask)
+{
+    ns_state *ns = calloc(1, sizeof *ns);
+    if (!ns)
+        return NULL;
+    ns->uc = uc;
+    ns->mem_write = (ns_mem_write_fn)mem_write;
+    ns->ctl = (ns_ctl_fn)ctl;
+    ns->code_mask = code_mask;
+    ns->site_ix.cap = ns->func_ix.cap = ns->target_ix.cap = 256;
+    ns->site_ix.t = calloc(256, sizeof(ns_slot));
+    ns->func_ix.t = calloc(256, sizeof(ns_slot));
+    ns->target_ix.t = calloc(256, sizeof(ns_slot));
+    if (!ns->site_ix.t || !ns->func_ix.t || !ns->target_ix.t) {
+        free(ns->site_ix.t); free(ns->func_ix.t); free(ns->target_ix.t); free(ns);
+        return NULL;
+    }
+    return ns;
+}
+
+void ns_free(ns_state *ns)
+{
+    if (!ns)
+        return;
+    for (size_t i = 0; i < ns->n_funcs; i++)
+        free(ns->funcs[i].sites);
+    free(ns->funcs);
+    free(ns->sites);
+    free(ns->chain);
+    free(ns->site_ix.t);
+    free(ns->func_ix.t);
+    free(ns->target_ix.t);
+    free(ns);
+}
+
+void ns_bind(ns_state *ns, void *table, ns_active_fn active)
+{
+    ns->table = table;
+    ns->active = active;
+}
+
+/* the breakpoint and the original bytes of a patch site (Python armed it once) */
+int ns_site_bytes(ns_state *ns, uint64_t addr, uint32_t len, const uint8_t *bp, const uint8_t *orig)
+{
+    uint32_t i = site_index(ns, addr);
+    if (i == NS_NONE || len == 0 || len > NS_MAX_BP)
+        return -1;
+    ns_site *s = &ns->sites[i];
+    s->len = (uint8_t)len;
+    memcpy(s->bp, bp, len);
+    memcpy(s->orig, orig, len);
+    s->has_bytes = 1;
+    return 0;
+}
+
+/* Python armed (on) or disarmed a patch site; owner: the function it was armed for */
+int ns_site_armed(ns_state *ns, uint64_t addr, uint32_t on, uint64_t owner)
+{
+    uint32_t i = site_index(ns, addr);
+    if (i == NS_NONE)
+        return -1;
+    ns->sites[i].armed = (uint8_t)on;
+    ns->sites[i].owner = owner;
+    return 0;
+}
+
+/* a function's extent and sites (int3.py Function: start, end, sites) */
+int ns_func_sites(ns_state *ns, uint64_t start, uint64_t end, uint32_t n, const uint64_t *addrs)
+{
+    uint32_t f = func_index(ns, start);
+    if (f == NS_NONE)
+        return -1;
+    uint32_t *list = calloc(n ? n : 1, sizeof *list);
+    if (!list)
+        return -1;
+    for (uint32_t k = 0; k < n; k++) {
+        list[k] = site_index(ns, addrs[k]);
+        if (list[k] == NS_NONE) {
+            free(list);
+            return -1;
+        }
+    }
+    ns_func *fn = &ns->funcs[f];  /* (site_index may have moved ns->sites, not funcs) */
+    free(fn->sites);
+    fn->sites = list;
+    fn->n_sites = n;
+    fn->end = end;
+    fn->known = 1;
+    return 0;
+}
+
+int ns_func_armed(ns_state *ns, uint64_t start, uint32_t on)
+{
+    uint32_t f = func_index(ns, start);
+    if (f == NS_NONE)
+        return -1;
+    ns->funcs[f].armed = (uint8_t)on;
+    return 0;
+}
+
+/* the function's extent changed (a stale descent): its traps are Python's from now on */
+void ns_func_forget(ns_state *ns, uint64_t start)
+{
+    uint32_t f = map_get(&ns->func_ix, start);
+    if (f != NS_NONE)
+        ns->funcs[f].known = 0;
+}
+
+/* a call to target enters the function at start */
+int ns_target(ns_state *ns, uint64_t target, uint64_t start)
+{
+    uint32_t f = func_index(ns, start);
+    return f == NS_NONE ? -1 : map_put(&ns->target_ix, target, f);
+}
+
+/* the call chain as Python keeps it, innermost last */
+int ns_chain_set(ns_state *ns, size_t n, const uint64_t *starts, const uint64_t *ends)
+{
+    if (grow((void **)&ns->chain, &ns->chain_cap, n + 1, sizeof *ns->chain) != 0) {
+        ns->disabled = 1;  /* C's chain would be wrong: decline everything */
+        return -1;
+    }
+    for (size_t k = 0; k < n; k++) {
+        ns->chain[k].start = starts[k];
+        ns->chain[k].end = ends[k];
+        ns->chain[k].func = map_get(&ns->func_ix, starts[k]);
+    }
+    ns->depth = ns->low = n;
+    return 0;
+}
+
+/* the chain as C left it: frames from chain_low() up changed since Python last saw it */
+const ns_frame *ns_chain(const ns_state *ns) { return ns->chain; }
+size_t ns_chain_depth(const ns_state *ns) { return ns->depth; }
+size_t ns_chain_low(const ns_state *ns) { return ns->low; }
+void ns_chain_seen(ns_state *ns) { ns->low = ns->depth; }
+uint32_t ns_frame_size(void) { return (uint32_t)sizeof(ns_frame); }
+
+/* the guest wrote over code (codeguard.py): every later switch is Python's */
+void ns_disable(ns_state *ns) { ns->disabled = 1; }
+
+/* the functions C armed and disarmed since Python last read them, in order (Python replays
+ * them on its state) */
+const ns_entry *ns_journal(const ns_state *ns) { return ns->journal; }
+uint32_t ns_journal_count(const ns_state *ns) { return ns->n_journal; }
+void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; }
+uint64_t ns_switches(const ns_state *ns) { return ns->switches; }
+
+/* ------------------------------------------------------------------ switching */
+static const ns_func *known_func(const ns_state *ns, uint32_t f)
+{
+    return f != NS_NONE && ns->funcs[f].known ? &ns->funcs[f] : NULL;
+}
+
+/* the site is armed here and its owner can be disarmed (or is the function entered) */
+static const ns_func *owner_of(const ns_state *ns, uint64_t site)
+{
+    uint32_t i = map_get(&ns->site_ix, site);
+    if (i == NS_NONE || !ns->sites[i].armed)
+        return NULL;
+    return known_func(ns, map_get(&ns->func_ix, ns->sites[i].owner));
+}
+
+/* every site the function would get breakpoint bytes on has them */
+static int can_arm(const ns_state *ns, const ns_func *fn)
+{
+    if (fn->armed)
+        return 1;
+    for (uint32_t k = 0; k < fn->n_sites; k++) {
+        const ns_site *s = &ns->sites[fn->sites[k]];
+        if (!s->armed && !s->has_bytes)
+            return 0;
+    }
+    return 1;
+}
+
+static void note(ns_state *ns, uint64_t kind, uint64_t start)
+{
+    ns_entry *e = &ns->journal[ns->n_journal++];  /* room was checked by ns_*_ok */
+    e->kind = kind;
+    e->start = start;
+}
+
+static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t on)
+{
+    ns->mem_write(ns->uc, s->addr, bytes, s->len);
+    /* Unicorn does not notice host writes: drop the translated code of the range */
+    ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
+    s->armed = (uint8_t)on;
+    if (ns->active)
+        ns->active(ns->table, s->addr, on);
+}
+
+/* int3.py _disarm: the sites that are the function's own get their original bytes back */
+static void disarm(ns_state *ns, uint64_t start)
+{
+    uint32_t f = map_get(&ns->func_ix, start);
+    ns_func *fn = &ns->funcs[f];
+    if (!fn->armed)
+        return;
+    fn->armed = 0;
+    note(ns, NS_DISARMED, start);
+    for (uint32_t k = 0; k < fn->n_sites; k++) {
+        ns_site *s = &ns->sites[fn->sites[k]];
+        if (s->armed && s->owner == start)
+            write_site(ns, s, s->orig, 0);
+    }
+}
+
+/* int3.py _arm: a function not armed gets breakpoints on every site not armed already */
+static void arm(ns_state *ns, ns_func *fn)
+{
+    if (fn->armed)
+        return;
+    fn->armed = 1;
+    note(ns, NS_ARMED, fn->start);
+    for (uint32_t k = 0; k < fn->n_sites; k++) {
+        ns_site *s = &ns->sites[fn->sites[k]];
+        if (!s->armed) {
+            write_site(ns, s, s->bp, 1);
+            s->owner = fn->start;
+        }
+    }
+}
+
+static int push(ns_state *ns, const ns_func *fn, uint32_t f)
+{
+    if (grow((void **)&ns->chain, &ns->chain_cap, ns->depth + 1, sizeof *ns->chain) != 0)
+        return -1;
+    ns->chain[ns->depth].start = fn->start;
+    ns->chain[ns->depth].end = fn->end;
+    ns->chain[ns->depth].func = f;
+    ns->depth++;
+    return 0;
+}
+
+int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target)
+{
+    if (ns->disabled || ns->n_journal + 2 > NS_JOURNAL || ns->depth + 1 > ns->chain_cap)
+        return 0;
+    const ns_func *owner = owner_of(ns, site);
+    const ns_func *callee = known_func(ns, map_get(&ns->target_ix, target));
+    return owner != NULL && callee != NULL && can_arm(ns, callee);
+}
+
+/* int3.py _transfer, CALL under strict: the caller disarmed unless it is the callee, the
+ * callee pushed and armed */
+void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target)
+{
+    uint32_t f = map_get(&ns->target_ix, target);
+    uint64_t owner = ns->sites[map_get(&ns->site_ix, site)].owner;
+    if (ns->funcs[f].start != owner)
+        disarm(ns, owner);
+    if (ns->depth < ns->low)
+        ns->low = ns->depth;
+    push(ns, &ns->funcs[f], f);  /* room was checked by ns_call_ok */
+    arm(ns, &ns->funcs[f]);
+    ns->switches++;
+}
+
+/* int3.py _caller: the frame a return goes back to (the innermost one whose extent holds
+ * the target after the returning one is popped); 0: the chain would be empty */
+static size_t caller_depth(const ns_state *ns, uint64_t target)
+{
+    uint64_t code = target & ns->code_mask;
+    size_t n = ns->depth ? ns->depth - 1 : 0;
+    while (n > 0 && !(ns->chain[n - 1].start <= code && code < ns->chain[n - 1].end))
+        n--;
+    return n;
+}
+
+int ns_return_ok(const ns_state *ns, uint64_t site, uint64_t target)
+{
+    if (ns->disabled || ns->n_journal + 2 > NS_JOURNAL || ns->depth == 0)
+        return 0;
+    size_t n = caller_depth(ns, target);
+    if (n == 0)
+        return 0;  /* discovery finds the caller: Python */
+    const ns_func *caller = known_func(ns, ns->chain[n - 1].func);
+    return owner_of(ns, site) != NULL && caller != NULL && can_arm(ns, caller);
+}
+
+/* int3.py _transfer, RETURN under strict: the chain popped to the caller, the returning
+ * function disarmed unless it is the caller, the caller armed */
+void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
+{
+    size_t n = caller_depth(ns, target);
+    uint64_t owner = ns->sites[map_get(&ns->site_ix, site)].owner;
+    ns->depth = n;
+    if (n < ns->low)
+        ns->low = n;
+    ns_func *caller = &ns->funcs[ns->chain[n - 1].func];
+    if (caller->start != owner)
+        disarm(ns, owner);
+    arm(ns, caller);
+    ns->switches++;
+}
