@@ -74,10 +74,6 @@ def check_native(config: RunConfig, image: Image) -> None:
             root_for(image, config.root) is None:
         raise UsageError(f"--target native: {config.program} is dynamically linked and "
                          f"{missing_interpreter_reason(image)}")
-    strict = isa.capability(Cap.NATIVE_DYNAMIC_STRICT)
-    if image.interpreter is not None and config.backend == "int3" and \
-            config.cleanup == "strict" and not strict.works:
-        raise UsageError(f"--target native: --cleanup strict: {strict.reason}")
     bts = isa.capability(NATIVE_BTS_CAPABILITY)
     if config.backend == "bts" and not bts.works:
         raise UsageError(f"--target native: backend bts: {bts.reason}")

@@ -243,7 +243,12 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         code = _si_code(pid)
         if code == SI_KERNEL:  # an int3 ran
             at = target.pc - 1
-            if at in target.points:  # a code hook's: its hooks run before the instruction
+            # the instruction under a point that was just stepped is itself an int3 (the
+            # backend's breakpoint written over an idle site hook, or the guest's own): its
+            # trap is that int3's, not the point's again (which would lift and step it
+            # forever), as Unicorn runs a code hook and then the int3 under it
+            under_point = lifted and at == pc
+            if at in target.points and not under_point:  # a code hook's: hooks run first
                 target.reg_write(target.isa.registers.pc, at)
                 fresh = True
             elif hooks.on_trap is not None and hooks.on_trap(BREAKPOINT_TRAP):
