@@ -28,7 +28,10 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
 * a fork or vfork (PTRACE_EVENT_*): the child is let go untraced with the program's own
   code bytes; an exec: the tracee is let go and waited for (the backend knows only the old
   image);
-* any other signal stop is the guest's: it is passed on when the tracee resumes.
+* any other signal stop is the guest's: it is passed on when the tracee resumes; when the
+  signal has a handler and a backend is told of handlers (`hooks.signals`), by
+  PTRACE_SINGLESTEP, whose stop at the handler's first instruction (si_code SIGTRAP)
+  reports the handler's frame (target/ptrace_signals.py).
 
 With the C engine (`target.c_loop`, native/ploop.c) each PTRACE_CONT and its wait are C's:
 C finishes, without returning here, the int3 traps at sites of its table (the int3
@@ -70,6 +73,7 @@ from emutrace.target.ptrace import (
     ptrace,
 )
 from emutrace.target.ptrace_confine import Confinement, run_exec
+from emutrace.target.ptrace_signals import SIGNAL_DELIVERED, HandlerWatch
 from emutrace.target.unicorn_run import Stop
 
 PTRACE_GETSIGINFO = 0x4202  # <linux/ptrace.h>
@@ -89,10 +93,12 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class NativeTrapHooks:
-    """TrapHooks for the native target: the backend's breakpoint handler."""
+    """TrapHooks for the native target: the backend's breakpoint handler, and who is told
+    of the guest's signal handlers (a trap-aware backend: target/ptrace_signals.py)."""
 
     def __init__(self) -> None:
         self.on_trap: Callable[[int], bool] | None = None
+        self.signals: HandlerWatch | None = None
 
 
 def _si_code(pid: int) -> int:
@@ -181,14 +187,18 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         stepping = bool(target.range_hooks) or target.blocks_wanted
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
         lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
-        request = PTRACE_SINGLESTEP if stepping or lifted else \
+        # a signal passed on to a handler: a step stops at the handler's first instruction
+        to_handler = bool(pending_signal) and hooks.signals is not None and \
+            hooks.signals.handled(pending_signal)
+        request = PTRACE_SINGLESTEP if stepping or lifted or to_handler else \
             PTRACE_SINGLEBLOCK if target.branch_hooks else \
             PTRACE_SYSCALL if target.syscall_hooks else PTRACE_CONT
         target.flush()
         try:
             loop = target.c_loop
-            if confinement is not None and confinement.children.live:
+            if confinement is not None and confinement.children.live or to_handler:
                 loop = None  # C waits for this pid only: a child at a check would wait too
+                # (and the handler's entry is a stop C does not know)
             if loop is not None and request in (PTRACE_CONT, PTRACE_SYSCALL,
                                                  PTRACE_SINGLEBLOCK):
                 # C resumes and waits, finishing the traps it can (native/ploop.c); a
@@ -241,6 +251,11 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
         code = _si_code(pid)
+        if to_handler and code == SIGNAL_DELIVERED:  # the handler's frame is set up
+            assert hooks.signals is not None
+            hooks.signals.entered()
+            fresh = True  # its first instruction comes next
+            continue
         if code == SI_KERNEL:  # an int3 ran
             at = target.pc - 1
             # the instruction under a point that was just stepped is itself an int3 (the
