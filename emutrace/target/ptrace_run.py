@@ -161,6 +161,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
           interrupted: list[str], confinement: Confinement | None) -> Stop:
     pid = target.pid
     pending_signal = 0  # the guest's own signal, delivered when it resumes
+    held_signal = 0  # one that stopped a step a hook wanted: delivered after that step
     fresh = True  # stopped before an instruction whose hooks have not run
     blocks_due = False  # the tracee was stepped because a hook wanted the block entry
     after_trap = False  # a trap handler wanted blocks: the entry it resumes at and the next
@@ -180,6 +181,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                     fn(None, pc, 0, data)
             for fn, data in list(target.point_hooks.get(pc, {}).values()):
                 fn(None, pc, 0, data)
+        if held_signal and not target.blocks_wanted:
+            pending_signal, held_signal = held_signal, 0
         if interrupted:
             return Stop("interrupted", signal=interrupted[0], pc=pc)
         if target.stop_requested:
@@ -248,6 +251,14 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 _syscall_ended(target)
             continue
         if sig != signal.SIGTRAP:
+            if blocks_due:
+                # the signal stopped the step a hook wanted before its instruction ran (a
+                # transfer whose target the hook learns from the next block): that step
+                # first, the signal at the next resume (as a system call's return or a
+                # block's start would deliver it under emulation)
+                held_signal = sig
+                target.blocks_wanted = True
+                continue
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
         code = _si_code(pid)
