@@ -21,7 +21,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from emutrace.backends import BackendOptions, create
+from emutrace.backends import BackendOptions, TrapAware, create
 from emutrace.backends.settings import settings_of
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.modules import ModuleMap
@@ -44,6 +44,7 @@ from emutrace.target.native_modules import ModuleWatch
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
 from emutrace.target.ptrace_confine import Confinement
 from emutrace.target.ptrace_run import NativeTrapHooks, run
+from emutrace.target.ptrace_signals import HandlerWatch
 from emutrace.target.seccomp_filter import packed_program
 from emutrace.trace.events import Event, Record
 from emutrace.trace.shadow import ShadowStack
@@ -75,10 +76,6 @@ def check_native(config: RunConfig, image: Image) -> None:
             root_for(image, config.root) is None:
         raise UsageError(f"--target native: {config.program} is dynamically linked and "
                          f"{missing_interpreter_reason(image)}")
-    strict = isa.capability(Cap.NATIVE_DYNAMIC_STRICT)
-    if image.interpreter is not None and config.backend == "int3" and \
-            config.cleanup == "strict" and not strict.works:
-        raise UsageError(f"--target native: --cleanup strict: {strict.reason}")
     bts = isa.capability(NATIVE_BTS_CAPABILITY)
     if config.backend == "bts" and not bts.works:
         raise UsageError(f"--target native: backend bts: {bts.reason}")
@@ -234,6 +231,9 @@ class NativeProcess:
                 self.backend = create(config.backend, self.image, self.target, self.hooks,
                                       self._emit, options)
                 self.backend.start(self.target.pc)  # the program's entry, or ld.so's
+                if isinstance(self.backend, TrapAware):  # signal handlers as trap frames
+                    self.hooks.signals = HandlerWatch(self.target, self.backend.trap_entered,
+                                                      self.backend.trap_returned)
         except BaseException:
             kill(self.pid)
             raise

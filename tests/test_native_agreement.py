@@ -16,9 +16,10 @@ counts).  Dynamic programs: tests/test_native_dynamic.py.
 
 Not here: `threads`/`threadwait` (refused natively: threads), `hard_*` (they probe
 emulation's limits: --max-insns, --max-memory), `signals` (it forks; natively the children
-run untraced), `calls.stripped` (no names to compare).  Signal handlers natively are a
-capability gap (`native_signal_handlers`): `sigctx` is a strict xfail for the backends that
-need to be told of a handler's frame."""
+run untraced), `calls.stripped` (no names to compare).  Signal handlers natively
+(`native_signal_handlers`, target/ptrace_signals.py): `sigctx` for every backend; where the
+capability says no, a strict xfail for the backends that need to be told of a handler's
+frame."""
 
 from __future__ import annotations
 

@@ -263,3 +263,24 @@ def _child_ticks(parent: int) -> int:
     except (OSError, IndexError):
         return 0
     return int(fields[11]) + int(fields[12])  # utime, stime (proc(5): fields 14, 15)
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+@pytest.mark.parametrize(("backend", "cleanup"), [("int3", "lazy"), ("int3", "strict"),
+                                                  ("step", "lazy")])
+def test_both_loops_report_signal_handlers_alike(isa: str, backend: str,
+                                                 cleanup: str) -> None:
+    """sigctx's handlers (target/ptrace_signals.py: C hands the signal-delivery-stop back,
+    Python steps into the handler): the canonical trace of the program's own functions is
+    the same with either loop, and holds every handler (the names from its C source).
+    (Not the records: where SIGALRM lands depends on speed.)"""
+    from .test_native_agreement import source_functions
+
+    texts = []
+    for engine in ("python", "native"):
+        process, _ = _run(isa, "sigctx", [], engine, backend=backend, cleanup=cleanup)
+        keep = source_functions("sigctx")
+        texts.append(canonical_text(process.records, namer(process.config.program), keep))
+    assert texts[0] == texts[1]
+    for handler in ("on_usr1", "on_usr2", "on_segv", "on_alarm"):
+        assert f"> {handler}" in texts[0]

@@ -196,8 +196,6 @@ def test_native_usage_errors(argv: tuple[str, ...], message: str) -> None:
 @pytest.mark.parametrize(("options", "message"), [
     ({"backend": "bts"}, "backend bts: "),
     ({"backend": "hwbp", "hw_slots": 5}, "4 instruction breakpoint registers"),
-    ({"backend": "int3", "cleanup": "strict", "program": str(bin_path("i386", "calls.dyn"))},
-     "--cleanup strict: int3 --cleanup strict on a dynamic i386 program"),
     ({"backend": "int3", "root": "/tmp", "program": str(bin_path("i386", "calls.dyn"))},
      "interpreter /lib/ld-linux.so.2 is not on this host, nor in a root of i386"),
 ])

@@ -23,6 +23,11 @@ size, and a conditional branch's target), and C hands back the count of stops an
 instructions it took.  C takes a one-instruction stop only once the degradation has been
 seen here, so its detection stays this class's.
 
+Signal handlers (target/ptrace_signals.py): `trap_entered` and `trap_returned` emit the
+handler's frame as branch.py's emulated mixin does; a handler is entered, and left by
+sigreturn, without a branch, so the stop after the sigreturn is no branch's either (no
+walk: the interrupted code resumes).
+
 stats: traps (taken branches), calls, returns, tail_calls, stops, degraded (0 or 1).
 """
 
@@ -36,7 +41,7 @@ from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind
 from emutrace.native.ploop import PtraceLoop
 from emutrace.target.ptrace import PtraceTarget
-from emutrace.trace.events import Event
+from emutrace.trace.events import Event, SignalDelivery, Trap, TrapReturn
 
 TRAP_TRACE = 2  # <asm-generic/siginfo.h>: the trap flag's (or BTF's) debug trap
 WALK_LIMIT = 1 << 16  # instructions between two stops before the walk gives up
@@ -52,6 +57,7 @@ class NativeBtfBackend:
         self.time = 0
         self.degraded_at: int | None = None
         self._steps: dict[int, tuple[Flow, int, bool]] = {}  # pc → (flow, size, decoded)
+        self._resumed = False  # a sigreturn ran: the next stop is the interrupted code's
         self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0, "stops": 0,
                       "degraded": 0, "lost": 0}
         cpu.hook_branch(self._on_stop)
@@ -71,6 +77,10 @@ class NativeBtfBackend:
     def _on_stop(self, before: int, at: int, code: int) -> None:
         """The tracee stopped at `at`; it was resumed at `before`."""
         self.stats["stops"] += 1
+        if self._resumed:  # the sigreturn's own step: no branch was taken
+            self._resumed = False
+            self.time += 1
+            return
         source, walked = self._walk(before, at)
         if source is None:
             if walked == 1 and code == TRAP_TRACE and self.degraded_at is None:
@@ -128,6 +138,16 @@ class NativeBtfBackend:
 
     def start(self, entry: int) -> None:
         """Nothing to arm: every taken branch traps."""
+
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        """A signal handler's frame (the run loop stops at its first instruction)."""
+        sp = self.cpu.reg_read(self.cpu.isa.registers.sp)
+        self.emit(Trap(self.time, vector, sp, signal.stack if signal is not None else None))
+
+    def trap_returned(self, site: int) -> None:
+        """The handler's sigreturn at site runs next."""
+        self.emit(TrapReturn(self.time, site))
+        self._resumed = True
 
     def finish(self) -> int:
         self.stats.update(self.decoder.stats)

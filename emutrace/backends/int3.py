@@ -251,6 +251,11 @@ class Int3Backend:
         self._after_trap = False
         code = self.image.isa.code_address(addr)
         func = self.chain[-1] if self.chain and code in self.chain[-1] else self._function(addr)
+        if self.strict and self.chain and not self._traceable(func):
+            # code that cannot be traced (natively on i386: the vDSO's __kernel_vsyscall,
+            # where a system call's signal returns): as at a call into it, the chain's top
+            # called it and stays the current function, armed for its return to come back
+            func = self.chain[-1]
         if func is None:
             return
         if self.strict:

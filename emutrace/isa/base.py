@@ -429,13 +429,9 @@ class Capability:
 # busybox ash wait for their children in a SIGCHLD handler with sigsuspend; and every backend
 # traces a handler's run as the program's own record shows it (tests/test_signal_traces.py)
 SIGNAL_HANDLERS = Capability(True)
-# `--target native` (x86 only): the host kernel delivers signals, and nothing tells the
-# backend that a handler's frame began or ended (under emulation the Linux layer calls
-# trap_entered/trap_returned); tests/test_native_agreement.py's sigctx case
-NATIVE_SIGNAL_HANDLERS = Capability(
-    False, "natively a signal handler's frame is not reported to the backend (the host "
-    "kernel delivers it, no Linux layer calls trap_entered/trap_returned): int3, hwbp, "
-    "btf and step miss or misplace handler calls; entry, which probes every entry, does not")
+# `--target native` (x86 only): the host kernel delivers signals; the run loop steps into a
+# handler and reports its frame (target/ptrace_signals.py); tests/test_native_agreement.py
+NATIVE_SIGNAL_HANDLERS = Capability(True)
 # the Linux-kernel column of every ISA but aarch64 (the only one tried)
 LINUX_NOT_TRIED = Capability(
     False, "not tried: no Debian Linux kernel of this ISA is booted by the tests (only "

@@ -28,7 +28,10 @@ and waits for the next stop (wait4(2)), then calls what the backend installed:
 * a fork or vfork (PTRACE_EVENT_*): the child is let go untraced with the program's own
   code bytes; an exec: the tracee is let go and waited for (the backend knows only the old
   image);
-* any other signal stop is the guest's: it is passed on when the tracee resumes.
+* any other signal stop is the guest's: it is passed on when the tracee resumes; when the
+  signal has a handler and a backend is told of handlers (`hooks.signals`), by
+  PTRACE_SINGLESTEP, whose stop at the handler's first instruction (si_code SIGTRAP)
+  reports the handler's frame (target/ptrace_signals.py).
 
 With the C engine (`target.c_loop`, native/ploop.c) each PTRACE_CONT and its wait are C's:
 C finishes, without returning here, the int3 traps at sites of its table (the int3
@@ -73,6 +76,7 @@ from emutrace.target.ptrace import (
     ptrace,
 )
 from emutrace.target.ptrace_confine import Confinement, run_exec
+from emutrace.target.ptrace_signals import SIGNAL_DELIVERED, HandlerWatch
 from emutrace.target.unicorn_run import Stop
 
 PTRACE_GETSIGINFO = 0x4202  # <linux/ptrace.h>
@@ -92,10 +96,12 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class NativeTrapHooks:
-    """TrapHooks for the native target: the backend's breakpoint handler."""
+    """TrapHooks for the native target: the backend's breakpoint handler, and who is told
+    of the guest's signal handlers (a trap-aware backend: target/ptrace_signals.py)."""
 
     def __init__(self) -> None:
         self.on_trap: Callable[[int], bool] | None = None
+        self.signals: HandlerWatch | None = None
 
 
 def _si_code(pid: int) -> int:
@@ -158,6 +164,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
           interrupted: list[str], confinement: Confinement | None) -> Stop:
     pid = target.pid
     pending_signal = 0  # the guest's own signal, delivered when it resumes
+    held_signal = 0  # one that stopped a step a hook wanted: delivered after that step
     fresh = True  # stopped before an instruction whose hooks have not run
     blocks_due = False  # the tracee was stepped because a hook wanted the block entry
     after_trap = False  # a trap handler wanted blocks: the entry it resumes at and the next
@@ -177,6 +184,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                     fn(None, pc, 0, data)
             for fn, data in list(target.point_hooks.get(pc, {}).values()):
                 fn(None, pc, 0, data)
+        if held_signal and not target.blocks_wanted:
+            pending_signal, held_signal = held_signal, 0
         if interrupted:
             return Stop("interrupted", signal=interrupted[0], pc=pc)
         if target.stop_requested:
@@ -184,14 +193,18 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         stepping = bool(target.range_hooks) or target.blocks_wanted
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
         lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
-        request = PTRACE_SINGLESTEP if stepping or lifted else \
+        # a signal passed on to a handler: a step stops at the handler's first instruction
+        to_handler = bool(pending_signal) and hooks.signals is not None and \
+            hooks.signals.handled(pending_signal)
+        request = PTRACE_SINGLESTEP if stepping or lifted or to_handler else \
             PTRACE_SINGLEBLOCK if target.branch_hooks else \
             PTRACE_SYSCALL if target.syscall_hooks else PTRACE_CONT
         target.flush()
         try:
             loop = target.c_loop
-            if confinement is not None and confinement.children.live:
+            if confinement is not None and confinement.children.live or to_handler:
                 loop = None  # C waits for this pid only: a child at a check would wait too
+                # (and the handler's entry is a stop C does not know)
             if (loop is not None and request == PTRACE_SINGLEBLOCK and loop.blocks_quietly
                     and not (target.point_hooks or target.syscall_hooks or target.block_hooks)
                     and len(target.branch_hooks) == 1):
@@ -249,12 +262,30 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 _syscall_ended(target)
             continue
         if sig != signal.SIGTRAP:
+            if blocks_due:
+                # the signal stopped the step a hook wanted before its instruction ran (a
+                # transfer whose target the hook learns from the next block): that step
+                # first, the signal at the next resume (as a system call's return or a
+                # block's start would deliver it under emulation)
+                held_signal = sig
+                target.blocks_wanted = True
+                continue
             pending_signal = sig  # the guest's (its handler, or its default action)
             continue
         code = _si_code(pid)
+        if to_handler and code == SIGNAL_DELIVERED:  # the handler's frame is set up
+            assert hooks.signals is not None
+            hooks.signals.entered()
+            fresh = True  # its first instruction comes next
+            continue
         if code == SI_KERNEL:  # an int3 ran
             at = target.pc - 1
-            if at in target.points:  # a code hook's: its hooks run before the instruction
+            # the instruction under a point that was just stepped is itself an int3 (the
+            # backend's breakpoint written over an idle site hook, or the guest's own): its
+            # trap is that int3's, not the point's again (which would lift and step it
+            # forever), as Unicorn runs a code hook and then the int3 under it
+            under_point = lifted and at == pc
+            if at in target.points and not under_point:  # a code hook's: hooks run first
                 target.reg_write(target.isa.registers.pc, at)
                 fresh = True
             elif hooks.on_trap is not None and hooks.on_trap(BREAKPOINT_TRAP):
