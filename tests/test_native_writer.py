@@ -35,6 +35,10 @@ from .test_trace_oracle import namer
 # watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
            or hooked_sites.wanted(by_name(isa), "lazy")]
+# where strict cleanup's switches are C's (int3_native.StrictInC: a lowering, no Thumb);
+# on the hooked-site ISAs (mips, mipsel, riscv64) strict stays Python's work
+STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None
+               and not by_name(isa).thumb_bit]
 CELLS = (("fib", ("18",)), ("calls", ("tail",)), ("typed", ()))
 ONCE_ISA = "x86_64"
 ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("all",)),
@@ -89,7 +93,7 @@ def test_native_strict_recording_equals_python(isa: str, tmp_path: Path) -> None
         want, got = files(want_dir), files(got_dir)
         assert len(want["1.dat"]) > 100 * 16, (program, args)
         assert got == want, (program, args)
-        if program == "fib":  # C switched and wrote almost everything
+        if program == "fib" and isa in STRICT_IN_C:  # C switched and wrote almost all
             stats = process.backend.native_stats  # type: ignore[union-attr]
             assert stats["c_records"] > 0.9 * records, (stats, records)
             assert stats["c_switches"] > 0.45 * records, (stats, records)
