@@ -540,18 +540,21 @@ static int cond_holds(const nt_state *s, const nt_site *site)
     return test_holds(site->cond, s->vals[site->i_cond], site->ca, site->cb, site->cc);
 }
 
-/* every register the site reads, into s->vals (site->reads' order): one Unicorn call */
-static void site_reads(nt_state *s, const nt_site *site)
+/* the site's registers from..to (site->reads' order) into s->vals: one Unicorn call */
+static void site_reads(nt_state *s, const nt_site *site, uint32_t from, uint32_t to)
 {
-    memset(s->vals, 0, site->n_reads * sizeof s->vals[0]);  /* 32-bit registers fill the low half */
-    s->cfg.reg_read_batch(s->uc, (int *)site->reads, s->val_ptrs, site->n_reads);
+    if (to <= from)
+        return;
+    memset(s->vals + from, 0, (to - from) * sizeof s->vals[0]);  /* 32-bit: the low half */
+    s->cfg.reg_read_batch(s->uc, (int *)site->reads + from, s->val_ptrs + from, (int)(to - from));
 }
 
-/* a call's snapshot (nt_event.regs): the argument registers, then n_stack stack words */
+/* a call's snapshot (nt_event.regs): the argument registers, then the stack words (the
+ * first n_args and n_stack of them: those read) */
 static void call_snapshot(const nt_state *s, const nt_site *site, const uint8_t *stack,
-                          uint32_t n_stack, uint64_t *regs)
+                          uint32_t n_args, uint32_t n_stack, uint64_t *regs)
 {
-    for (uint32_t i = 0; i < s->cfg.n_args; i++)
+    for (uint32_t i = 0; i < n_args; i++)
         regs[i] = s->vals[site->i_val + i];
     for (uint32_t i = 0; i < n_stack; i++)
         regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
@@ -559,12 +562,12 @@ static void call_snapshot(const nt_state *s, const nt_site *site, const uint8_t 
 
 /* the event just simulated, to the record writer: 1 if it took it (no record for Python) */
 static int offer(nt_state *s, const nt_site *site, uint64_t target, uint64_t sp,
-                 const uint8_t *stack, uint32_t n_stack)
+                 const uint8_t *stack, uint32_t n_args, uint32_t n_stack)
 {
     uint64_t regs[NT_MAX_REGS] = {0};
     uw_event ev = {site->op == OP_CALL, s->time, site->addr, target, sp, site->after, regs};
     if (site->op == OP_CALL)  /* as the record below: registers, then the stack words */
-        call_snapshot(s, site, stack, n_stack, regs);
+        call_snapshot(s, site, stack, n_args, n_stack, regs);
     else if (s->cfg.ret_reg >= 0)
         regs[0] = s->vals[site->i_ret];
     if (!uw_take(s->writer, &ev, s->cfg.py_drain))
@@ -589,11 +592,13 @@ static int read_stack_args(nt_state *s, uint64_t entry_sp, uint8_t *stack, uint3
 static int fast_trap(nt_state *s, nt_site *site)
 {
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
-    site_reads(s, site);
+    /* a call's argument registers wait until it is known how many its record holds */
+    site_reads(s, site, 0, site->op == OP_CALL ? site->i_val : site->n_reads);
     uint64_t sp = s->vals[0] & mask;
     uint64_t target, entry_sp = sp;
     uint8_t buf[8], stack[8 * NT_MAX_REGS];
     uint32_t n_stack = s->cfg.n_stack;  /* stack words read into stack */
+    uint32_t n_args = s->cfg.n_args;    /* argument registers read into s->vals */
     int to_writer = 0;  /* the writer said it takes this call */
     if (test_holds(site->guard, s->vals[site->i_guard], site->ga, site->gb, 0) != 1)
         return 0;
@@ -611,10 +616,13 @@ static int fast_trap(nt_state *s, nt_site *site)
             int words = uw_call_words(s->writer, target, sp, s->cfg.py_drain);
             if (words >= 0) {
                 to_writer = 1;
+                if ((uint32_t)words < n_args)
+                    n_args = (uint32_t)words;
                 if ((uint32_t)words < s->cfg.n_args + n_stack)
                     n_stack = (uint32_t)words > s->cfg.n_args ? words - s->cfg.n_args : 0;
             }
         }
+        site_reads(s, site, site->i_val, site->i_val + n_args);
         if (!read_stack_args(s, entry_sp, stack, 0, n_stack))
             return 0;
         if (s->events && s->n_events >= s->cfg.buffer_events) {
@@ -681,13 +689,16 @@ static int fast_trap(nt_state *s, nt_site *site)
     s->simulated++;
     if (to_writer || (site->op != OP_CALL && s->writer && uw_enabled(s->writer)
                       && s->n_events == 0)) {
-        if (offer(s, site, target, sp, stack, n_stack))
+        if (offer(s, site, target, sp, stack, n_args, n_stack))
             return 1;
     }
-    /* Python's event holds every stack word (the writer, which said it takes the call, only
-     * declines it when out of memory; words it cannot read then stay 0) */
-    if (site->op == OP_CALL && !read_stack_args(s, entry_sp, stack, n_stack, s->cfg.n_stack))
-        memset(stack + n_stack * s->cfg.word, 0, (s->cfg.n_stack - n_stack) * s->cfg.word);
+    /* Python's event holds every argument (the writer, which said it takes the call, only
+     * declines it when out of memory; stack words it cannot read then stay 0) */
+    if (site->op == OP_CALL) {
+        site_reads(s, site, site->i_val + n_args, site->i_val + s->cfg.n_args);
+        if (!read_stack_args(s, entry_sp, stack, n_stack, s->cfg.n_stack))
+            memset(stack + n_stack * s->cfg.word, 0, (s->cfg.n_stack - n_stack) * s->cfg.word);
+    }
     nt_event *e = next_event(s);  /* room was made above */
     e->time = s->time;
     e->site = site->addr;
@@ -698,7 +709,7 @@ static int fast_trap(nt_state *s, nt_site *site)
     if (site->op == OP_CALL) {  /* the arguments as the callee sees them at its entry */
         e->kind = EV_CALL;
         e->nregs = s->cfg.n_args + s->cfg.n_stack;
-        call_snapshot(s, site, stack, s->cfg.n_stack, e->regs);
+        call_snapshot(s, site, stack, s->cfg.n_args, s->cfg.n_stack, e->regs);
     } else {
         e->kind = EV_RETURN;
         e->nregs = 0;
