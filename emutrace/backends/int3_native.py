@@ -105,7 +105,8 @@ class NativeInt3Backend(Int3Backend):
         self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
                                            if isa.c_values.retval_hi else [])
         cfg = native.Config()
-        for field in ("reg_read", "reg_write", "mem_read", "mem_write", "emu_stop"):
+        for field in ("reg_read", "reg_write", "mem_read", "mem_write", "emu_stop",
+                      "reg_read_batch"):
             setattr(cfg, field, ctypes.cast(getattr(uclib, f"uc_{field}"), ctypes.c_void_p))
         cfg.py_intr, cfg.py_block, cfg.py_count, cfg.py_drain = self._callbacks
         cfg.pc_reg, cfg.sp_reg = cpu.reg_id(regs.pc), cpu.reg_id(regs.sp)

@@ -40,6 +40,7 @@ class Config(ctypes.Structure):
         ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * MAX_REGS),
         ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
         ("buffer_events", ctypes.c_uint32),
+        ("reg_read_batch", ctypes.c_void_p),
     ]
 
 

@@ -30,6 +30,7 @@ typedef uc_err (*reg_write_fn)(uc_engine *, int, const void *);
 typedef uc_err (*mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
 typedef uc_err (*mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
 typedef uc_err (*emu_stop_fn)(uc_engine *);
+typedef uc_err (*reg_read_batch_fn)(uc_engine *, int *, void **, int);
 
 /* callbacks into Python */
 typedef void (*py_intr_fn)(uint32_t intno);
@@ -38,6 +39,7 @@ typedef uint32_t (*py_count_fn)(uint64_t addr, uint32_t size);
 typedef void (*py_drain_fn)(void);
 
 #define NT_MAX_REGS 8
+#define NT_SITE_READS (4 + NT_MAX_REGS)  /* sp, guard, condition, source; arguments or values */
 
 typedef struct {
     reg_read_fn reg_read;
@@ -60,6 +62,7 @@ typedef struct {
     int32_t arg_regs[NT_MAX_REGS];
     int32_t ret_reg, ret_hi_reg;  /* -1: none */
     uint32_t buffer_events;       /* records held before the buffer is drained */
+    reg_read_batch_fn reg_read_batch;  /* every register a site reads, in one call */
 } nt_config;
 
 /* site ops (what the displaced instruction does) */
@@ -87,6 +90,12 @@ typedef struct {
     uint8_t op;
     uint8_t active;
     uint8_t fast;       /* a RETURN whose value C's snapshot covers */
+    /* the registers a trap here reads, in one uc_reg_read_batch (site_reads): sp first,
+     * then guard, condition and source registers (when the site has them, at i_guard,
+     * i_cond, i_src), then from i_val a call's argument registers or a return's value
+     * registers (i_ret, i_ret_hi: the return value and its high half, when the ABI has them) */
+    int32_t reads[NT_SITE_READS];
+    uint8_t n_reads, i_guard, i_cond, i_src, i_val, i_ret, i_ret_hi;
 } nt_site;
 
 /* event kinds in the buffer (the Python side turns them into trace.events) */
@@ -139,6 +148,8 @@ typedef struct {
     uw_state *writer;    /* the record writer (ufwrite.c), or NULL: every event to Python */
     uint64_t written;    /* events the writer took */
     ns_state *strict;    /* strict cleanup (strict.c), or NULL: lazy */
+    uint64_t vals[NT_SITE_READS];  /* the last trap's register values (site->reads) */
+    void *val_ptrs[NT_SITE_READS]; /* &vals[i], as uc_reg_read_batch takes them */
 } nt_state;
 
 static inline uint64_t mix(uint64_t x)
@@ -289,6 +300,8 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
         return NULL;
     s->uc = uc;
     s->cfg = *cfg;
+    for (int i = 0; i < NT_SITE_READS; i++)
+        s->val_ptrs[i] = &s->vals[i];
     if (s->cfg.n_args > NT_MAX_REGS)
         s->cfg.n_args = NT_MAX_REGS;
     if (s->cfg.n_stack > NT_MAX_REGS - s->cfg.n_args)
@@ -322,6 +335,36 @@ void nt_free(nt_state *s)
     free(s->inside.t);
     free(s->events);
     free(s);
+}
+
+static uint8_t site_read(nt_site *p, int32_t reg)
+{
+    p->reads[p->n_reads] = reg;
+    return p->n_reads++;
+}
+
+/* which registers a trap at p reads (nt_site.reads): fixed by its op and tests */
+static void site_plan_reads(const nt_config *c, nt_site *p)
+{
+    p->n_reads = 0;
+    p->i_guard = p->i_cond = p->i_src = p->i_ret = p->i_ret_hi = 0;
+    site_read(p, c->sp_reg);
+    if (p->guard != C_ALWAYS)
+        p->i_guard = site_read(p, p->guard_reg);
+    if (p->op != OP_CALL && p->cond != C_ALWAYS)
+        p->i_cond = site_read(p, p->cond_reg);
+    if (p->src_reg >= 0)
+        p->i_src = site_read(p, p->src_reg);
+    p->i_val = p->n_reads;
+    if (p->op == OP_CALL) {
+        for (uint32_t i = 0; i < c->n_args; i++)
+            site_read(p, c->arg_regs[i]);
+    } else if (p->op == OP_RETURN) {
+        if (c->ret_reg >= 0)
+            p->i_ret = site_read(p, c->ret_reg);
+        if (c->ret_hi_reg >= 0)
+            p->i_ret_hi = site_read(p, c->ret_hi_reg);
+    }
 }
 
 /* a site C finishes on its own (op OP_CALL or OP_RETURN), or OP_NONE: Python's */
@@ -358,6 +401,7 @@ int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
     p->cb = (uint8_t)cb;
     p->cc = (uint8_t)cc;
     p->active = 1;
+    site_plan_reads(&s->cfg, p);
     return 0;
 }
 
@@ -474,12 +518,11 @@ static nt_event *next_event(nt_state *s)
     return &s->events[s->n_events++];
 }
 
-static int test_holds(nt_state *s, uint8_t test, int32_t reg, uint8_t ia, uint8_t ib,
-                      uint8_t ic)
+/* does the test hold for the value v of its register (bits ia, ib, ic)?  -1: unknown test */
+static int test_holds(uint8_t test, uint64_t v, uint8_t ia, uint8_t ib, uint8_t ic)
 {
     if (test == C_ALWAYS)
         return 1;
-    uint64_t v = rd(s, reg);
     unsigned a = v >> ia & 1, b = v >> ib & 1, c = v >> ic & 1;
     uint64_t low = ia >= 64 ? ~0ULL : (1ULL << ia) - 1;
     switch (test) {
@@ -501,41 +544,75 @@ static int test_holds(nt_state *s, uint8_t test, int32_t reg, uint8_t ia, uint8_
     }
 }
 
-static int cond_holds(nt_state *s, const nt_site *site)
+static int cond_holds(const nt_state *s, const nt_site *site)
 {
-    return test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc);
+    return test_holds(site->cond, s->vals[site->i_cond], site->ca, site->cb, site->cc);
+}
+
+/* the site's registers from..to (site->reads' order) into s->vals: one Unicorn call */
+static void site_reads(nt_state *s, const nt_site *site, uint32_t from, uint32_t to)
+{
+    if (to <= from)
+        return;
+    memset(s->vals + from, 0, (to - from) * sizeof s->vals[0]);  /* 32-bit: the low half */
+    s->cfg.reg_read_batch(s->uc, (int *)site->reads + from, s->val_ptrs + from, (int)(to - from));
+}
+
+/* a call's snapshot (nt_event.regs): the argument registers, then the stack words (the
+ * first n_args and n_stack of them: those read) */
+static void call_snapshot(const nt_state *s, const nt_site *site, const uint8_t *stack,
+                          uint32_t n_args, uint32_t n_stack, uint64_t *regs)
+{
+    for (uint32_t i = 0; i < n_args; i++)
+        regs[i] = s->vals[site->i_val + i];
+    for (uint32_t i = 0; i < n_stack; i++)
+        regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
 }
 
 /* the event just simulated, to the record writer: 1 if it took it (no record for Python) */
 static int offer(nt_state *s, const nt_site *site, uint64_t target, uint64_t sp,
-                 const uint8_t *stack)
+                 const uint8_t *stack, uint32_t n_args, uint32_t n_stack)
 {
     uint64_t regs[NT_MAX_REGS] = {0};
     uw_event ev = {site->op == OP_CALL, s->time, site->addr, target, sp, site->after, regs};
-    if (site->op == OP_CALL) {  /* as the record below: registers, then the stack words */
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            regs[i] = rd(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
-    } else if (s->cfg.ret_reg >= 0) {
-        regs[0] = rd(s, s->cfg.ret_reg);
-    }
+    if (site->op == OP_CALL)  /* as the record below: registers, then the stack words */
+        call_snapshot(s, site, stack, n_args, n_stack, regs);
+    else if (s->cfg.ret_reg >= 0)
+        regs[0] = s->vals[site->i_ret];
     if (!uw_take(s->writer, &ev, s->cfg.py_drain))
         return 0;
     s->written++;
     return 1;
 }
 
+/* the stack words a call's snapshot holds, as the callee will see them (above the pushed
+ * return address), from word `from` on; 0 if they cannot be read */
+static int read_stack_args(nt_state *s, uint64_t entry_sp, uint8_t *stack, uint32_t from,
+                           uint32_t to)
+{
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    if (to <= from)
+        return 1;
+    return s->cfg.mem_read(s->uc, (entry_sp + s->cfg.stack_offset + from * s->cfg.word) & mask,
+                           stack + from * s->cfg.word,
+                           (uint64_t)(to - from) * s->cfg.word) == UC_ERR_OK;
+}
+
 static int fast_trap(nt_state *s, nt_site *site)
 {
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
-    uint64_t sp = rd(s, s->cfg.sp_reg) & mask;
+    /* a call's argument registers wait until it is known how many its record holds */
+    site_reads(s, site, 0, site->op == OP_CALL ? site->i_val : site->n_reads);
+    uint64_t sp = s->vals[0] & mask;
     uint64_t target, entry_sp = sp;
     uint8_t buf[8], stack[8 * NT_MAX_REGS];
-    if (test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
+    uint32_t n_stack = s->cfg.n_stack;  /* stack words read into stack */
+    uint32_t n_args = s->cfg.n_args;    /* argument registers read into s->vals */
+    int to_writer = 0;  /* the writer said it takes this call */
+    if (test_holds(site->guard, s->vals[site->i_guard], site->ga, site->gb, 0) != 1)
         return 0;
     if (site->op == OP_CALL) {
-        target = site->src_reg >= 0 ? rd(s, site->src_reg) & mask & site->reg_mask
+        target = site->src_reg >= 0 ? s->vals[site->i_src] & mask & site->reg_mask
                                     : site->target;
         /* a call to the next instruction (PC thunk) records nothing; a callee not armed
          * yet needs discovery: both are Python's */
@@ -543,10 +620,19 @@ static int fast_trap(nt_state *s, nt_site *site)
             return 0;
         if (site->link_reg < 0)
             entry_sp = (sp - s->cfg.word) & mask;
-        /* stack arguments as the callee will see them (above the pushed return address) */
-        if (s->cfg.n_stack
-            && s->cfg.mem_read(s->uc, (entry_sp + s->cfg.stack_offset) & mask, stack,
-                               (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+        /* the writer takes the call: read only the stack words its record holds */
+        if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+            int words = uw_call_words(s->writer, target, sp, s->cfg.py_drain);
+            if (words >= 0) {
+                to_writer = 1;
+                if ((uint32_t)words < n_args)
+                    n_args = (uint32_t)words;
+                if ((uint32_t)words < s->cfg.n_args + n_stack)
+                    n_stack = (uint32_t)words > s->cfg.n_args ? words - s->cfg.n_args : 0;
+            }
+        }
+        site_reads(s, site, site->i_val, site->i_val + n_args);
+        if (!read_stack_args(s, entry_sp, stack, 0, n_stack))
             return 0;
         if (s->events && s->n_events >= s->cfg.buffer_events) {
             s->cfg.py_drain();
@@ -575,7 +661,7 @@ static int fast_trap(nt_state *s, nt_site *site)
             return 1;
         }
         if (site->src_reg >= 0) {
-            target = rd(s, site->src_reg) & mask & site->reg_mask;
+            target = s->vals[site->i_src] & mask & site->reg_mask;
         } else {  /* the return pops it (RET, RET imm16) */
             if (s->cfg.mem_read(s->uc, sp, buf, s->cfg.word) != UC_ERR_OK)
                 return 0;
@@ -597,7 +683,7 @@ static int fast_trap(nt_state *s, nt_site *site)
         int taken = cond_holds(s, site);
         if (taken < 0)
             return 0;
-        target = taken ? (site->src_reg >= 0 ? rd(s, site->src_reg) & mask & site->reg_mask
+        target = taken ? (site->src_reg >= 0 ? s->vals[site->i_src] & mask & site->reg_mask
                                              : site->target)
                        : site->after;
         /* not taken, or a jump Python found inside the function: nothing to record */
@@ -620,9 +706,18 @@ static int fast_trap(nt_state *s, nt_site *site)
         else
             ns_return_commit(s->strict, site->addr, target);
     }
-    if (s->writer && uw_enabled(s->writer) && s->n_events == 0
-        && offer(s, site, target, sp, stack))
-        return 1;
+    if (to_writer || (site->op != OP_CALL && s->writer && uw_enabled(s->writer)
+                      && s->n_events == 0)) {
+        if (offer(s, site, target, sp, stack, n_args, n_stack))
+            return 1;
+    }
+    /* Python's event holds every argument (the writer, which said it takes the call, only
+     * declines it when out of memory; stack words it cannot read then stay 0) */
+    if (site->op == OP_CALL) {
+        site_reads(s, site, site->i_val + n_args, site->i_val + s->cfg.n_args);
+        if (!read_stack_args(s, entry_sp, stack, n_stack, s->cfg.n_stack))
+            memset(stack + n_stack * s->cfg.word, 0, (s->cfg.n_stack - n_stack) * s->cfg.word);
+    }
     nt_event *e = next_event(s);  /* room was made above */
     e->time = s->time;
     e->site = site->addr;
@@ -633,17 +728,14 @@ static int fast_trap(nt_state *s, nt_site *site)
     if (site->op == OP_CALL) {  /* the arguments as the callee sees them at its entry */
         e->kind = EV_CALL;
         e->nregs = s->cfg.n_args + s->cfg.n_stack;
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            e->regs[i] = rd(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+        call_snapshot(s, site, stack, s->cfg.n_args, s->cfg.n_stack, e->regs);
     } else {
         e->kind = EV_RETURN;
         e->nregs = 0;
         if (s->cfg.ret_reg >= 0)
-            e->regs[e->nregs++] = rd(s, s->cfg.ret_reg);
+            e->regs[e->nregs++] = s->vals[site->i_ret];
         if (s->cfg.ret_hi_reg >= 0)
-            e->regs[e->nregs++] = rd(s, s->cfg.ret_hi_reg);
+            e->regs[e->nregs++] = s->vals[site->i_ret_hi];
     }
     /* the writer is on but left this event to Python: Python takes it now, so that the
      * next events find an empty buffer (and the writer can take them) */

@@ -49,6 +49,7 @@ typedef struct {
     uint32_t n;     /* values written (0: none) */
     uint32_t payload;  /* 0: the record has no values (no name uftrace matches, or another
                           layout than the function's first) */
+    uint32_t words;    /* snapshot words the record reads: 1 + the highest reg[i] (0: none) */
     uint8_t reg[UW_MAX_ITEMS], size[UW_MAX_ITEMS];
     uint64_t mask[UW_MAX_ITEMS];
 } uw_plan;
@@ -189,6 +190,8 @@ static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t func, uint32_
         p->reg[i] = regs[i];
         p->size[i] = sizes[i];
         p->mask[i] = bits[i] >= 64 ? ~0ULL : (1ULL << bits[i]) - 1;
+        if (payload && regs[i] + 1u > p->words)
+            p->words = regs[i] + 1u;
     }
     if (map_put(m, key, (int32_t)u->nplans) != 0)
         return -1;
@@ -315,7 +318,10 @@ static void put_record(uw_state *u, unsigned type, uint64_t time, size_t depth, 
     u->last_time = time;
 }
 
-int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
+/* the callee plan a call to target at sp would be written with, or -1: the call is Python's
+ * (see the top of this file).  Draining the byte buffer first when it lacks room for one
+ * record is the only thing it may change; the stacks have room for one more entry after it. */
+static int room(uw_state *u, void (*drain)(void))
 {
     if (!u->enabled)
         return 0;
@@ -324,17 +330,38 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
         if (!u->enabled || u->buf_cap - u->len < UW_MAX_RECORD)
             return 0;
     }
-    uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
+    return 1;
+}
+
+static int call_plan(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(void))
+{
+    if (!room(u, drain))
+        return -1;
+    const uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
+    int k = map_get(&u->callees, target);
+    /* an open frame at an sp deeper than or equal to the call's is finished (unwound):
+     * Python's; so is a record deeper than uftrace keeps */
+    if (k < 0 || (top && top->sp <= sp) || u->n >= UW_MAX_STACK)
+        return -1;
+    if (reserve((void **)&u->frames, &u->cap, u->n + 1, sizeof *u->frames)
+        || reserve((void **)&u->tails, &u->tcap, u->nt + 1, sizeof *u->tails))
+        return -1;
+    return k;
+}
+
+int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(void))
+{
+    int k = call_plan(u, target, sp, drain);
+    return k < 0 ? -1 : (int)u->plans[k].words;
+}
+
+int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
+{
     if (e->call) {
-        int k = map_get(&u->callees, e->target);
-        /* an open frame at an sp deeper than or equal to the call's is finished (unwound):
-         * Python's; so is a record deeper than uftrace keeps */
-        if (k < 0 || (top && top->sp <= e->sp) || u->n >= UW_MAX_STACK)
+        int k = call_plan(u, e->target, e->sp, drain);
+        if (k < 0)
             return 0;
-        if (reserve((void **)&u->frames, &u->cap, u->n + 1, sizeof *u->frames)
-            || reserve((void **)&u->tails, &u->tcap, u->nt + 1, sizeof *u->tails))
-            return 0;
-        top = u->n ? &u->frames[u->n - 1] : NULL;
+        uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
         /* TailRule.called(target, return_addr) */
         if (u->tlow > u->nt)
             u->tlow = u->nt;
@@ -350,6 +377,9 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
         u->changed = 1;
         return 1;
     }
+    if (!room(u, drain))
+        return 0;
+    const uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
     if (!top || top->sp < e->sp || (top->flags & (F_RET_KNOWN | F_TAIL)) != F_RET_KNOWN
         || top->ret != e->target || u->n - 1 >= UW_MAX_STACK)
         return 0;  /* unwinding, an unmatched return, a tail chain, too deep: Python's */

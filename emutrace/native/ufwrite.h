@@ -23,4 +23,9 @@ typedef struct {
 int uw_take(uw_state *u, const uw_event *e, void (*drain)(void));
 int uw_enabled(const uw_state *u);
 
+/* the snapshot words (argument registers, then stack words) uw_take will read from a call
+ * to target at sp, or -1: it will leave that call to Python.  Nothing changes between this
+ * and uw_take but what drain does, so uw_take then takes the call. */
+int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(void));
+
 #endif
