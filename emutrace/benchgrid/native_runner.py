@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.runner import run_once
 from emutrace.benchgrid.spec import BackendSpec, Program, parse_spec
+from emutrace.cost.calibrate import Sample
 from emutrace.cost.check import NativeCell
 from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
 from emutrace.native_session import NATIVE_TARGET_BACKENDS, NativeProcess
@@ -76,6 +77,14 @@ class NativeRow:
                           cell.emulated_insns, cell.insns, len(cell.run_s))
 
 
+    def sample(self, cell: Timed) -> Sample | None:
+        """The cell as a calibration point (no emulated run needed); None for an error cell."""
+        base = self.baseline
+        if cell.error or base.error or not cell.run_s or not base.run_s:
+            return None
+        return Sample(base.run, cell.run + max(0.0, cell.start - base.start), dict(cell.stats))
+
+
 # after every run: a description, its seconds (None: not run), how many runs it accounts for
 Tick = Callable[[str, float | None, int], None]
 
@@ -111,8 +120,9 @@ def run_native_once(program: Program, spec: BackendSpec, timeout: float
 
 
 def run_native_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
-                   allow_write: list[str], timeout: float, no_pmu: str, tick: Tick
-                   ) -> NativeRow:
+                   allow_write: list[str], timeout: float, no_pmu: str, tick: Tick,
+                   emulate: bool = True) -> NativeRow:
+    """One program's row; `emulate=False` (a calibration row) skips the emulated runs."""
     baseline = Timed(parse_spec("none"))
     cells = [Timed(s) for s in specs]
     row = NativeRow(isa, program, baseline, cells, missing=program.missing)
@@ -120,12 +130,12 @@ def run_native_row(isa: str, program: Program, specs: list[BackendSpec], rounds:
     if row.missing:
         for t in (baseline, *cells):
             t.error = f"n/a (missing {program.path})"
-        tick(label, None, (1 + len(cells)) * (rounds + 1))
+        tick(label, None, (1 + len(cells)) * rounds + (1 + len(cells) if emulate else 0))
         return row
     for t in cells:
         if t.spec.backend == "bts":
             t.error = f"unsupported natively: {no_pmu}"
-    for t in cells:  # the counters the model predicts from: one emulated run each
+    for t in cells if emulate else ():  # the counters the model predicts from: one each
         if t.error is None:
             _emulated(isa, program, t, allow_write, timeout)
         tick(f"{label} {t.spec.label} (emulated)", None, 1)
@@ -136,7 +146,7 @@ def run_native_row(isa: str, program: Program, specs: list[BackendSpec], rounds:
             tick(f"{label} {t.spec.label}", t.run_s[-1] if t.run_s and not t.error else None,
                  1)
     for t in cells:
-        if t.error is None and t.emulated_exit != baseline.exit_code:
+        if emulate and t.error is None and t.emulated_exit != baseline.exit_code:
             t.error = f"emulated exit code {t.emulated_exit}, native untraced {baseline.exit_code}"
     return row
 
