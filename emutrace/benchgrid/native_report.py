@@ -43,6 +43,7 @@ class NativeMeta:
     load_end: tuple[float, float, float]
     probe: tuple[str, ...]  # `emutrace info --native`'s lines
     calibration: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()  # per ISA and spec
+    statistic: str = "median"  # of the rounds (native_runner.STATISTICS)
 
 
 def write_csv(path: Path, recs: Sequence[dict[str, Any]]) -> None:
@@ -54,8 +55,11 @@ def write_csv(path: Path, recs: Sequence[dict[str, Any]]) -> None:
 
 
 def write_json(path: Path, meta: NativeMeta, recs: Sequence[dict[str, Any]],
-               errors: Sequence[str]) -> None:
-    doc = {"meta": meta.__dict__, "cells": list(recs), "errors": list(errors)}
+               errors: Sequence[str], rounds: Sequence[dict[str, Any]] = ()) -> None:
+    """`rounds`: every run's own times (calibration rows included), for a reader who wants
+    another statistic than the median."""
+    doc = {"meta": meta.__dict__, "cells": list(recs), "errors": list(errors),
+           "rounds": list(rounds)}
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -163,7 +167,9 @@ def write_markdown(path: Path, meta: NativeMeta, recs: Sequence[dict[str, Any]],
            f"- emutrace revision: {meta.revision}",
            f"- started: {meta.started}; load average at start {load}, at end {load_end}",
            f"- command: `{meta.command}`",
-           f"- rounds: {meta.rounds} (the cells of a row in turn each round; medians)",
+           f"- rounds: {meta.rounds} (the cells of a row in turn each round); a cell's time "
+           + ("the median of its rounds" if meta.statistic == "median" else
+              "its least disturbed round (the minimum)"),
            f"- calibration: {', '.join(f'`{p}`' for p in programs) or 'none'}, in the same "
            "run, every mechanism (emutrace/cost/calibrate.py)",
            f"- model: untraced = the calibration's untraced run + instructions × "

@@ -33,6 +33,10 @@ from emutrace.native_session import NATIVE_TARGET_BACKENDS, NativeProcess
 from emutrace.session import RunConfig, RunResult
 
 NATIVE_SPECS = ("int3", "int3:strict", "hwbp", "btf", "entry", "step", "bts")
+# a cell's time over its rounds: the median, or the least disturbed round (the minimum: on a
+# loaded machine a round waits for a CPU at every ptrace stop, never less than it costs)
+STATISTICS: dict[str, Callable[[list[float]], float]] = {"median": statistics.median,
+                                                         "min": min}
 
 
 @dataclass
@@ -47,14 +51,15 @@ class Timed:
     emulated_insns: int | None = None
     emulated_exit: int | None = None
     error: str | None = None
+    statistic: str = "median"  # a key of STATISTICS
 
     @property
     def start(self) -> float:
-        return statistics.median(self.start_s)
+        return STATISTICS[self.statistic](self.start_s)
 
     @property
     def run(self) -> float:
-        return statistics.median(self.run_s)
+        return STATISTICS[self.statistic](self.run_s)
 
 
 @dataclass
@@ -83,6 +88,15 @@ class NativeRow:
         if cell.error or base.error or not cell.run_s or not base.run_s:
             return None
         return Sample(base.run, cell.run + max(0.0, cell.start - base.start), dict(cell.stats))
+
+
+def round_times(rows: list[NativeRow]) -> list[dict[str, object]]:
+    """Every cell's per-round start-up and run times and its native counters."""
+    return [{"isa": row.isa, "program": row.program.template,
+             "argv": list(row.program.argv[1:]), "backend": t.spec.label,
+             "start_s": list(t.start_s), "run_s": list(t.run_s), "stats": dict(t.stats),
+             "error": t.error}
+            for row in rows for t in (row.baseline, *row.cells)]
 
 
 # after every run: a description, its seconds (None: not run), how many runs it accounts for
@@ -121,10 +135,10 @@ def run_native_once(program: Program, spec: BackendSpec, timeout: float
 
 def run_native_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
                    allow_write: list[str], timeout: float, no_pmu: str, tick: Tick,
-                   emulate: bool = True) -> NativeRow:
+                   emulate: bool = True, statistic: str = "median") -> NativeRow:
     """One program's row; `emulate=False` (a calibration row) skips the emulated runs."""
-    baseline = Timed(parse_spec("none"))
-    cells = [Timed(s) for s in specs]
+    baseline = Timed(parse_spec("none"), statistic=statistic)
+    cells = [Timed(s, statistic=statistic) for s in specs]
     row = NativeRow(isa, program, baseline, cells, missing=program.missing)
     label = f"{isa} {program.template}"
     if row.missing:

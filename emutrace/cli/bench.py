@@ -104,6 +104,9 @@ class BenchCommand:
                             "(needs --unconfined)")
         n.add_argument("--unconfined", action="store_true",
                        help="--target native: the programs run with your rights (no sandbox)")
+        n.add_argument("--statistic", choices=("median", "min"), default="median",
+                       help="--target native: a cell's time over its rounds: the median "
+                            "(default) or the least disturbed round (for a loaded machine)")
         n.add_argument("--calibration", default=CALIBRATION, metavar="PROGRAM",
                        help="--target native: the program whose two sizes measure the "
                             "tracer's per-run and per-stop costs, {n} its size (default "

@@ -100,7 +100,7 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
 
     from emutrace.benchgrid import native_report as report
     from emutrace.benchgrid.machine import git_revision, machine_description
-    from emutrace.benchgrid.native_runner import native_specs, run_native_row
+    from emutrace.benchgrid.native_runner import native_specs, round_times, run_native_row
     from emutrace.benchgrid.spec import expand
     from emutrace.cli.bench import progress_stream
     from emutrace.cost.check import check
@@ -144,10 +144,12 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
             console.print(f"[{done[0]}/{total}] {escape(what)}{took}")
 
         calibration_rows = [run_native_row(isa, program, specs, args.repeat, allow_write,
-                                           args.timeout, no_pmu, tick, emulate=False)
+                                           args.timeout, no_pmu, tick, emulate=False,
+                                           statistic=args.statistic)
                             for isa, program in calibration_grid]
         rows = [run_native_row(isa, program, specs, args.repeat, allow_write, args.timeout,
-                               no_pmu, tick) for isa, program in grid]
+                               no_pmu, tick, statistic=args.statistic)
+                for isa, program in grid]
         calibrations, calibration_errors = calibrate(calibration_rows, isas, len(sizes))
         recs, errors, unsupported = [], list(calibration_errors), []
         for row in rows:
@@ -164,9 +166,11 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
         meta = report.NativeMeta(machine_description(), revision, command, started,
                                  args.repeat, args.ns_per_insn, load_start, os.getloadavg(),
                                  probe, calibration_records(calibrations, calibration_grid,
-                                                            len(sizes)))
+                                                            len(sizes)),
+                                 args.statistic)
         report.write_csv(out / "native-cost.csv", recs)
-        report.write_json(out / "native-cost.json", meta, recs, [*errors, *unsupported])
+        report.write_json(out / "native-cost.json", meta, recs, [*errors, *unsupported],
+                          round_times([*calibration_rows, *rows]))
         report.write_markdown(out / "native-cost.md", meta, recs, [*errors, *unsupported])
         report.print_table(Console(width=None if sys.stdout.isatty() else 160), recs)
         for text in unsupported:
