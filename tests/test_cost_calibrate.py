@@ -28,6 +28,7 @@ def test_two_sizes_recover_the_per_stop_and_per_run_costs() -> None:
     assert cal.per_stop_s == pytest.approx(PER_HIT)
     # what the depth does not change is held at its count, its cost inside the per-run part
     assert cal.held == {"stepped": 21_000}
+    assert cal.others == {"slot_writes": 900}  # reported beside a cell, not priced
     assert cal.per_run_s == pytest.approx(PER_RUN + 21_000 * PER_STEPPED)
     # a third size is predicted exactly
     third = hwbp_sample(1234)

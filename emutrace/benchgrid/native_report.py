@@ -151,6 +151,10 @@ def why_off(r: dict[str, Any]) -> str:
         if mine or theirs:
             parts.append(f"{k} {mine:,} here, {theirs:,} in the calibration (not priced)")
     cal = r["calibration"]
+    for k in ("functions", "patches", "slot_writes"):
+        if cal and k in cal.get("others", {}) and k in r["native_stats"]:
+            parts.append(f"{k} {r['native_stats'][k]:,} here, {cal['others'][k]:,} in the "
+                         "calibration")
     if cal and r["us_per_stop"] is not None:
         parts.append(f"µs per stop here {r['us_per_stop']:,.1f}, calibration "
                      f"{cal['per_stop_us']:,.1f} + per run {cal['per_run_s']:.3f} s")

@@ -61,6 +61,9 @@ class Calibration:
     per_stop_s: float  # per stop of the varying counters
     varying: tuple[str, ...]
     held: dict[str, int] = field(default_factory=dict)  # counter → its calibration count
+    # the small size's other counters (functions discovered, code writes): per-run work
+    # that a program with other counts does differently (reported, not priced)
+    others: dict[str, int] = field(default_factory=dict)
 
     def extra_s(self, counts: Mapping[str, int]) -> float:
         """Predicted traced − untraced time for a run with these stop counts."""
@@ -70,7 +73,7 @@ class Calibration:
     def record(self) -> dict[str, object]:
         return {"spec": self.spec, "per_run_s": self.per_run_s,
                 "per_stop_us": self.per_stop_s * 1e6, "varying": list(self.varying),
-                "held": dict(self.held)}
+                "held": dict(self.held), "others": dict(self.others)}
 
 
 def stop_counters(spec: str) -> tuple[str, ...]:
@@ -91,4 +94,6 @@ def fit(spec: str, small: Sample, large: Sample) -> Calibration:
     n_large = sum(int(large.stats.get(k, 0)) for k in varying)
     per_stop = (large.extra_s - small.extra_s) / (n_large - n_small)
     held = {k: int(small.stats.get(k, 0)) for k in counters if k not in varying}
-    return Calibration(spec, small.extra_s - per_stop * n_small, per_stop, varying, held)
+    others = {k: int(v) for k, v in small.stats.items() if k not in counters}
+    return Calibration(spec, small.extra_s - per_stop * n_small, per_stop, varying, held,
+                       others)
