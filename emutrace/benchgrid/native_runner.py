@@ -133,36 +133,57 @@ def run_native_once(program: Program, spec: BackendSpec, timeout: float
     return t1 - t0, t2 - t1, result
 
 
-def run_native_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
-                   allow_write: list[str], timeout: float, no_pmu: str, tick: Tick,
-                   emulate: bool = True, statistic: str = "median") -> NativeRow:
-    """One program's row; `emulate=False` (a calibration row) skips the emulated runs."""
-    baseline = Timed(parse_spec("none"), statistic=statistic)
-    cells = [Timed(s, statistic=statistic) for s in specs]
-    row = NativeRow(isa, program, baseline, cells, missing=program.missing)
-    label = f"{isa} {program.template}"
-    if row.missing:
-        for t in (baseline, *cells):
-            t.error = f"n/a (missing {program.path})"
-        tick(label, None, (1 + len(cells)) * rounds + (1 + len(cells) if emulate else 0))
-        return row
-    for t in cells:
-        if t.spec.backend == "bts":
-            t.error = f"unsupported natively: {no_pmu}"
-    for t in cells if emulate else ():  # the counters the model predicts from: one each
-        if t.error is None:
-            _emulated(isa, program, t, allow_write, timeout)
-        tick(f"{label} {t.spec.label} (emulated)", None, 1)
-    for _ in range(rounds):
-        for t in (baseline, *cells):
+@dataclass(frozen=True)
+class RowPlan:
+    """One row to run: a checked program (emulated once for its counters) or a calibration
+    size (`emulate=False`: native runs only)."""
+    isa: str
+    program: Program
+    emulate: bool = True
+
+
+def run_native_rows(plans: list[RowPlan], specs: list[BackendSpec], rounds: int,
+                    allow_write: list[str], timeout: float, no_pmu: str, tick: Tick,
+                    statistic: str = "median") -> list[NativeRow]:
+    """Every row's emulated runs first, then `rounds` rounds, each running every cell of
+    every row in turn: the calibration sizes and the checked programs side by side, so a
+    change of the machine's load over the bench falls on all of them alike."""
+    rows: list[NativeRow] = []
+    for plan in plans:
+        baseline = Timed(parse_spec("none"), statistic=statistic)
+        cells = [Timed(s, statistic=statistic) for s in specs]
+        row = NativeRow(plan.isa, plan.program, baseline, cells, missing=plan.program.missing)
+        rows.append(row)
+        label = f"{plan.isa} {plan.program.template}"
+        if row.missing:
+            for t in (baseline, *cells):
+                t.error = f"n/a (missing {plan.program.path})"
+            tick(label, None, (1 + len(cells)) * rounds + (1 + len(cells) if plan.emulate
+                                                          else 0))
+            continue
+        for t in cells:
+            if t.spec.backend == "bts":
+                t.error = f"unsupported natively: {no_pmu}"
+        for t in cells if plan.emulate else ():  # the counters the model predicts from
             if t.error is None:
-                _native(program, t, baseline, timeout)
-            tick(f"{label} {t.spec.label}", t.run_s[-1] if t.run_s and not t.error else None,
-                 1)
-    for t in cells:
-        if emulate and t.error is None and t.emulated_exit != baseline.exit_code:
-            t.error = f"emulated exit code {t.emulated_exit}, native untraced {baseline.exit_code}"
-    return row
+                _emulated(plan.isa, plan.program, t, allow_write, timeout)
+            tick(f"{label} {t.spec.label} (emulated)", None, 1)
+    for _ in range(rounds):
+        for row in rows:
+            if row.missing:
+                continue
+            label = f"{row.isa} {row.program.template}"
+            for t in (row.baseline, *row.cells):
+                if t.error is None:
+                    _native(row.program, t, row.baseline, timeout)
+                tick(f"{label} {t.spec.label}",
+                     t.run_s[-1] if t.run_s and not t.error else None, 1)
+    for plan, row in zip(plans, rows, strict=True):
+        for t in row.cells:
+            if plan.emulate and t.error is None and t.emulated_exit != row.baseline.exit_code:
+                t.error = (f"emulated exit code {t.emulated_exit}, native untraced "
+                           f"{row.baseline.exit_code}")
+    return rows
 
 
 def _emulated(isa: str, program: Program, t: Timed, allow_write: list[str],

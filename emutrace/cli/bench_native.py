@@ -100,7 +100,12 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
 
     from emutrace.benchgrid import native_report as report
     from emutrace.benchgrid.machine import git_revision, machine_description
-    from emutrace.benchgrid.native_runner import native_specs, round_times, run_native_row
+    from emutrace.benchgrid.native_runner import (
+        RowPlan,
+        native_specs,
+        round_times,
+        run_native_rows,
+    )
     from emutrace.benchgrid.spec import expand
     from emutrace.cli.bench import progress_stream
     from emutrace.cost.check import check
@@ -143,13 +148,11 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
             took = "" if seconds is None else f": {seconds:.3f} s"
             console.print(f"[{done[0]}/{total}] {escape(what)}{took}")
 
-        calibration_rows = [run_native_row(isa, program, specs, args.repeat, allow_write,
-                                           args.timeout, no_pmu, tick, emulate=False,
-                                           statistic=args.statistic)
-                            for isa, program in calibration_grid]
-        rows = [run_native_row(isa, program, specs, args.repeat, allow_write, args.timeout,
-                               no_pmu, tick, statistic=args.statistic)
-                for isa, program in grid]
+        plans = [RowPlan(isa, program, emulate=False) for isa, program in calibration_grid]
+        plans += [RowPlan(isa, program) for isa, program in grid]
+        all_rows = run_native_rows(plans, specs, args.repeat, allow_write, args.timeout,
+                                   no_pmu, tick, args.statistic)
+        calibration_rows, rows = all_rows[:len(calibration_grid)], all_rows[len(calibration_grid):]
         calibrations, calibration_errors = calibrate(calibration_rows, isas, len(sizes))
         recs, errors, unsupported = [], list(calibration_errors), []
         for row in rows:
