@@ -93,3 +93,27 @@ def test_btf_degraded_is_predicted_per_emulated_instruction() -> None:
     c = check(cell, 0.3, cal, 0.002)
     # KVM drops BTF: the emulated run's 50,000 instructions are the stops priced
     assert c.predicted_extra_s == pytest.approx(1.0 + 50_000 * 1e-4)
+
+
+def test_rounds_run_across_all_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each round runs every cell of every row (calibration sizes and checked programs)
+    before the next round starts: load drift falls on all of them alike."""
+    from emutrace.benchgrid import native_runner
+    from emutrace.benchgrid.spec import expand
+
+    order: list[tuple[str, str]] = []
+
+    def fake_native(program, t, baseline, timeout):  # type: ignore[no-untyped-def]
+        order.append((program.argv[-1], t.spec.label))
+        t.start_s.append(0.0)
+        t.run_s.append(1.0)
+
+    monkeypatch.setattr(native_runner, "_native", fake_native)
+    plans = [native_runner.RowPlan("x86_64", expand(f"testbins/{{isa}}/calls deep {n}",
+                                                    "x86_64"), emulate=False)
+             for n in (100, 1000)]
+    specs = native_runner.native_specs("int3,step")
+    rows = native_runner.run_native_rows(plans, specs, 2, [], 10.0, "no", lambda *a: None)
+    one_round = [(n, s) for n in ("100", "1000") for s in ("none", "int3", "step")]
+    assert order == one_round * 2
+    assert [len(t.run_s) for r in rows for t in (r.baseline, *r.cells)] == [2] * 6
