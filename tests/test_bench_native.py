@@ -34,6 +34,13 @@ FIB = f"{TESTBINS}/{{isa}}/fib 5"
      "--backend step:record"),
     (("--target", "native", "--unconfined", "--machine", "virt-arm64", FIB), "--machine"),
     (("--target", "native", "--unconfined", "--repeat", "0", FIB), "--repeat"),
+    (("--target", "native", "--unconfined", "--calibration-sizes", "1000,100", FIB),
+     "--calibration-sizes 1000,100"),
+    (("--target", "native", "--unconfined", "--calibration-sizes", "x", FIB),
+     "two sizes"),
+    (("--target", "native", "--unconfined", "--calibration", "testbins/{isa}/calls deep",
+      FIB), "needs {n}"),
+    (("--target", "native", "--unconfined", "--statistic", "mean", FIB), "--statistic"),
 ])
 def test_usage_errors_exit_64_before_anything_runs(
         argv: tuple[str, ...], message: str, tmp_path: Path,
