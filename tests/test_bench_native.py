@@ -14,6 +14,7 @@ from emutrace.benchgrid import native_report
 from emutrace.benchgrid.native_runner import NativeRow, Timed, native_specs
 from emutrace.benchgrid.spec import expand, parse_spec
 from emutrace.cli.main import main
+from emutrace.cost.calibrate import Sample, fit
 from emutrace.cost.check import NativeCell, check
 from emutrace.errors import UsageError
 
@@ -33,6 +34,13 @@ FIB = f"{TESTBINS}/{{isa}}/fib 5"
      "--backend step:record"),
     (("--target", "native", "--unconfined", "--machine", "virt-arm64", FIB), "--machine"),
     (("--target", "native", "--unconfined", "--repeat", "0", FIB), "--repeat"),
+    (("--target", "native", "--unconfined", "--calibration-sizes", "1000,100", FIB),
+     "--calibration-sizes 1000,100"),
+    (("--target", "native", "--unconfined", "--calibration-sizes", "x", FIB),
+     "two sizes"),
+    (("--target", "native", "--unconfined", "--calibration", "testbins/{isa}/calls deep",
+      FIB), "needs {n}"),
+    (("--target", "native", "--unconfined", "--statistic", "mean", FIB), "--statistic"),
 ])
 def test_usage_errors_exit_64_before_anything_runs(
         argv: tuple[str, ...], message: str, tmp_path: Path,
@@ -114,22 +122,36 @@ def test_arming_is_added_to_the_traced_run() -> None:
 
 
 def test_report_flags_and_factors(tmp_path: Path) -> None:
-    recs = [check(int3_cell(0.202)).record(),
-            check(int3_cell(0.002 * (300 + 6577.2) / 300)).record()]
-    meta = native_report.NativeMeta("m", "rev", "cmd", "now", 3, 0.3, (1.0, 2.0, 3.0),
-                                    (1.5, 2.5, 3.5), ("probe line",))
+    # int3 calibration: 100 µs per trap, 40 ms per run, untraced base 2 ms (hand-made)
+    cal = fit("int3", Sample(0.002, 0.052, {"traps": 100}), Sample(0.002, 0.142, {"traps": 1000}))
+    predicted = 142.3 / 2.3  # (2.3 ms + 40 ms + 1,000 × 100 µs) / 2.3 ms = 61.87x
+    recs = [check(int3_cell(0.202), 0.3, cal, 0.002).record(),
+            check(int3_cell(0.002 * predicted), 0.3, cal, 0.002).record()]
+    meta = native_report.NativeMeta(
+        "m", "rev", "cmd", "now", 3, 0.3, (1.0, 2.0, 3.0), (1.5, 2.5, 3.5), ("probe line",),
+        [{"isa": "x86_64", "programs": ["calls deep 100", "calls deep 2000"], "base_s": 0.002,
+          **cal.record()}])
     native_report.write_markdown(tmp_path / "n.md", meta, recs, ["x86_64 `p` bts: no PMU"])
     text = (tmp_path / "n.md").read_text()
-    assert "| 101x | 22.9x | **0.227 off** |" in text
-    assert "| 22.9x | 22.9x | 1 |" in text
-    assert "1 of 2 cells outside ±30%" in text
+    # measured 101x, calibrated 61.9x (ratio 0.613), kernel prices 22.9x (0.227)
+    assert "| 101x | 61.9x | **0.613 off** | 22.9x | **0.227 off** |" in text
+    assert "| 61.9x | 61.9x | 1 | 22.9x |" in text
+    assert "1 of 2 cells outside ±30% with the calibrated model; 2 of 2 with the kernel " \
+        "prices alone" in text
+    # the cell off: its untraced 2 ms against 2.3 predicted, tracing 200 ms against 140
+    assert "untraced measured / predicted 0.87; tracing time measured / predicted 1.43" in text
+    # the calibration table: base, per run, per stop
+    assert "| x86_64 | int3 | 0.0020 | 0.040 | 100.0 | traps | fallbacks 0 |" in text
+    # mechanism: 6,577.2 µs of kernel prices over 200 ms measured tracing = 3 %
+    assert "| 3% |" in text
     # emulated 1000 traps against 990 + 10 native stops: within, in both cells
     assert "within ±30% of the stops the native run took in 2 of 2 cells" in text
     assert "load average at start 1.0, 2.0, 3.0, at end 1.5, 2.5, 3.5" in text
-    # factors: base 300 µs / 2,000 µs = 0.15 in both cells
+    # factors of the kernel-price model: base 300 µs / 2,000 µs = 0.15 in both cells
     assert "| int3 | 2 | " in text and " | 0.15 | " in text
     assert "- x86_64 `p` bts: no PMU" in text
-    assert "| mechanism | prog x86_64 |" in text and "| int3 | 22.9x / 22.9x |" in text
+    assert "| mechanism | prog x86_64 |" in text and \
+        "| int3 | 61.9x / 61.9x |" in text  # the last cell of the key
     assert native_report.short_program(".cache/busybox/{isa}/busybox sort in.txt") == \
         "busybox sort"
     native_report.write_csv(tmp_path / "n.csv", recs)

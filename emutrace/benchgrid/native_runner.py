@@ -26,12 +26,17 @@ from dataclasses import dataclass, field
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.runner import run_once
 from emutrace.benchgrid.spec import BackendSpec, Program, parse_spec
+from emutrace.cost.calibrate import Sample
 from emutrace.cost.check import NativeCell
 from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
 from emutrace.native_session import NATIVE_TARGET_BACKENDS, NativeProcess
 from emutrace.session import RunConfig, RunResult
 
 NATIVE_SPECS = ("int3", "int3:strict", "hwbp", "btf", "entry", "step", "bts")
+# a cell's time over its rounds: the median, or the least disturbed round (the minimum: on a
+# loaded machine a round waits for a CPU at every ptrace stop, never less than it costs)
+STATISTICS: dict[str, Callable[[list[float]], float]] = {"median": statistics.median,
+                                                         "min": min}
 
 
 @dataclass
@@ -46,14 +51,15 @@ class Timed:
     emulated_insns: int | None = None
     emulated_exit: int | None = None
     error: str | None = None
+    statistic: str = "median"  # a key of STATISTICS
 
     @property
     def start(self) -> float:
-        return statistics.median(self.start_s)
+        return STATISTICS[self.statistic](self.start_s)
 
     @property
     def run(self) -> float:
-        return statistics.median(self.run_s)
+        return STATISTICS[self.statistic](self.run_s)
 
 
 @dataclass
@@ -74,6 +80,23 @@ class NativeRow:
         return NativeCell(self.isa, self.program.template, cell.spec.label, base.run,
                           cell.run + arming, dict(cell.stats), dict(cell.emulated_stats),
                           cell.emulated_insns, cell.insns, len(cell.run_s))
+
+
+    def sample(self, cell: Timed) -> Sample | None:
+        """The cell as a calibration point (no emulated run needed); None for an error cell."""
+        base = self.baseline
+        if cell.error or base.error or not cell.run_s or not base.run_s:
+            return None
+        return Sample(base.run, cell.run + max(0.0, cell.start - base.start), dict(cell.stats))
+
+
+def round_times(rows: list[NativeRow]) -> list[dict[str, object]]:
+    """Every cell's per-round start-up and run times and its native counters."""
+    return [{"isa": row.isa, "program": row.program.template,
+             "argv": list(row.program.argv[1:]), "backend": t.spec.label,
+             "start_s": list(t.start_s), "run_s": list(t.run_s), "stats": dict(t.stats),
+             "error": t.error}
+            for row in rows for t in (row.baseline, *row.cells)]
 
 
 # after every run: a description, its seconds (None: not run), how many runs it accounts for
@@ -110,35 +133,57 @@ def run_native_once(program: Program, spec: BackendSpec, timeout: float
     return t1 - t0, t2 - t1, result
 
 
-def run_native_row(isa: str, program: Program, specs: list[BackendSpec], rounds: int,
-                   allow_write: list[str], timeout: float, no_pmu: str, tick: Tick
-                   ) -> NativeRow:
-    baseline = Timed(parse_spec("none"))
-    cells = [Timed(s) for s in specs]
-    row = NativeRow(isa, program, baseline, cells, missing=program.missing)
-    label = f"{isa} {program.template}"
-    if row.missing:
-        for t in (baseline, *cells):
-            t.error = f"n/a (missing {program.path})"
-        tick(label, None, (1 + len(cells)) * (rounds + 1))
-        return row
-    for t in cells:
-        if t.spec.backend == "bts":
-            t.error = f"unsupported natively: {no_pmu}"
-    for t in cells:  # the counters the model predicts from: one emulated run each
-        if t.error is None:
-            _emulated(isa, program, t, allow_write, timeout)
-        tick(f"{label} {t.spec.label} (emulated)", None, 1)
-    for _ in range(rounds):
-        for t in (baseline, *cells):
+@dataclass(frozen=True)
+class RowPlan:
+    """One row to run: a checked program (emulated once for its counters) or a calibration
+    size (`emulate=False`: native runs only)."""
+    isa: str
+    program: Program
+    emulate: bool = True
+
+
+def run_native_rows(plans: list[RowPlan], specs: list[BackendSpec], rounds: int,
+                    allow_write: list[str], timeout: float, no_pmu: str, tick: Tick,
+                    statistic: str = "median") -> list[NativeRow]:
+    """Every row's emulated runs first, then `rounds` rounds, each running every cell of
+    every row in turn: the calibration sizes and the checked programs side by side, so a
+    change of the machine's load over the bench falls on all of them alike."""
+    rows: list[NativeRow] = []
+    for plan in plans:
+        baseline = Timed(parse_spec("none"), statistic=statistic)
+        cells = [Timed(s, statistic=statistic) for s in specs]
+        row = NativeRow(plan.isa, plan.program, baseline, cells, missing=plan.program.missing)
+        rows.append(row)
+        label = f"{plan.isa} {plan.program.template}"
+        if row.missing:
+            for t in (baseline, *cells):
+                t.error = f"n/a (missing {plan.program.path})"
+            tick(label, None, (1 + len(cells)) * rounds + (1 + len(cells) if plan.emulate
+                                                          else 0))
+            continue
+        for t in cells:
+            if t.spec.backend == "bts":
+                t.error = f"unsupported natively: {no_pmu}"
+        for t in cells if plan.emulate else ():  # the counters the model predicts from
             if t.error is None:
-                _native(program, t, baseline, timeout)
-            tick(f"{label} {t.spec.label}", t.run_s[-1] if t.run_s and not t.error else None,
-                 1)
-    for t in cells:
-        if t.error is None and t.emulated_exit != baseline.exit_code:
-            t.error = f"emulated exit code {t.emulated_exit}, native untraced {baseline.exit_code}"
-    return row
+                _emulated(plan.isa, plan.program, t, allow_write, timeout)
+            tick(f"{label} {t.spec.label} (emulated)", None, 1)
+    for _ in range(rounds):
+        for row in rows:
+            if row.missing:
+                continue
+            label = f"{row.isa} {row.program.template}"
+            for t in (row.baseline, *row.cells):
+                if t.error is None:
+                    _native(row.program, t, row.baseline, timeout)
+                tick(f"{label} {t.spec.label}",
+                     t.run_s[-1] if t.run_s and not t.error else None, 1)
+    for plan, row in zip(plans, rows, strict=True):
+        for t in row.cells:
+            if plan.emulate and t.error is None and t.emulated_exit != row.baseline.exit_code:
+                t.error = (f"emulated exit code {t.emulated_exit}, native untraced "
+                           f"{row.baseline.exit_code}")
+    return rows
 
 
 def _emulated(isa: str, program: Program, t: Timed, allow_write: list[str],

@@ -42,6 +42,7 @@ from emutrace.benchgrid.spec import (
     parse_template,
 )
 from emutrace.cli import options
+from emutrace.cli.bench_native import CALIBRATION, CALIBRATION_SIZES
 from emutrace.cost import DEFAULT_NS_PER_INSN
 from emutrace.errors import UsageError
 from emutrace.machine.board.presets import BOARDS
@@ -103,6 +104,16 @@ class BenchCommand:
                             "(needs --unconfined)")
         n.add_argument("--unconfined", action="store_true",
                        help="--target native: the programs run with your rights (no sandbox)")
+        n.add_argument("--statistic", choices=("median", "min"), default="median",
+                       help="--target native: a cell's time over its rounds: the median "
+                            "(default) or the least disturbed round (for a loaded machine)")
+        n.add_argument("--calibration", default=CALIBRATION, metavar="PROGRAM",
+                       help="--target native: the program whose two sizes measure the "
+                            "tracer's per-run and per-stop costs, {n} its size (default "
+                            f"'{CALIBRATION}')")
+        n.add_argument("--calibration-sizes", default=CALIBRATION_SIZES, metavar="N,N",
+                       help="--target native: the small and the large {n} (default "
+                            f"{CALIBRATION_SIZES})")
         p.add_argument("programs", nargs="+", metavar="PROGRAM",
                        help="command line template with {isa}, e.g. "
                             "'testbins/{isa}/fib 20' (one argument, quoted)")

@@ -11,7 +11,9 @@ predicts the native slowdown of the run.  Pure arithmetic: it imports no emulato
     22.3
 
 Modules: :mod:`.anchors` (the sourced numbers), :mod:`.prices` (the price list and its
-decisions), :mod:`.predict` (the formula), :mod:`.markdown` (the table for reports).
+decisions), :mod:`.predict` (the formula), :mod:`.markdown` (the table for reports),
+:mod:`.calibrate` (the tracer's own costs measured on a calibration program) and
+:mod:`.check` (a prediction against a native run).
 """
 
 from emutrace.cost.predict import (
