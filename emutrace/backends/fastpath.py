@@ -69,10 +69,12 @@ class FastSites:
         slots pl_hw_*, backends/hwbp_ptrace.py).  strict_jumps: C finishes a strict
         backend's jumps inside a function too (int3 strict natively).  on_callee: under
         emulation C switches strict cleanup itself (hotpath.c with strict.c): told each
-        call target C may finish and the function it enters (implies strict_in_c)."""
+        call target C may finish and the function it enters (implies strict_in_c and
+        strict_jumps)."""
         self.b, self.table, self.reg_id = backend, table, reg_id
         self.strict_in_c = strict_in_c or on_callee is not None
-        self.strict_jumps, self.on_callee = strict_jumps, on_callee
+        self.strict_jumps = strict_jumps or on_callee is not None
+        self.on_callee = on_callee
         regs = backend.image.isa.registers
         self._n_saved = n_saved  # argument registers + stack words C saves at a call
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
@@ -166,8 +168,10 @@ class FastSites:
         new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
         resolve(p, target)
         if b.strict:
-            if self.on_callee is not None:
-                self._resolved_strict(site, target, code)
+            # a jump that stays inside its function or leaves the image is the only kind
+            # strict cleanup does nothing for (_learn_jump's first case)
+            if self.on_callee is not None and site.kind is SiteKind.CALL:
+                self._strict_callee(target)
             elif (self.strict_jumps and site.kind is SiteKind.TAIL
                     and self._ops.get(site.addr) is not None):
                 self._learn_jump(site, target, code)
@@ -187,29 +191,19 @@ class FastSites:
                                              or site.addr in self.hooked):
             self._learn_jump(site, target, code)
 
-    def _resolved_strict(self, site: Site, target: int, code: int) -> None:
-        """Under strict cleanup with C switching: a call C may finish from now on (its
-        function armed now, its arguments integer words), told with that function; a jump
-        that stays inside its function or leaves the image (the only jumps strict cleanup
-        does nothing for)."""
-        if self.on_callee is None:
-            return
+    def _strict_callee(self, target: int) -> None:
+        """Under strict cleanup with C switching (emulation's strict.c): a call C may
+        finish from now on (its function armed now, its arguments integer words), told
+        with that function."""
+        assert self.on_callee is not None
         b = self.b
-        if site.kind is SiteKind.CALL:
-            func: Function | None = b._function(target)
-            if (func is not None and func.start in b.armed_funcs and b._traceable(func)
-                    and self._args_fast(target)):
-                self.on_callee(target, func)
-                if target not in self._callees:
-                    self._callees.add(target)
-                    self.table.callee_add(target)
-        elif site.kind is SiteKind.TAIL and self._ops.get(site.addr) is not None:
-            here = b.armed.get(site.addr)
-            if here is None or b.image.isa.thumb_bit:
-                return
-            func = b._function(target)
-            if func is None or func.start == here.func:
-                self.table.inside_add(site.addr, target)
+        func: Function | None = b._function(target)
+        if (func is not None and func.start in b.armed_funcs and b._traceable(func)
+                and self._args_fast(target)):
+            self.on_callee(target, func)
+            if target not in self._callees:
+                self._callees.add(target)
+                self.table.callee_add(target)
 
     def _learn_jump(self, site: Site, target: int, code: int) -> None:
         """A jump that recorded nothing and left nothing to arm does the same next time
