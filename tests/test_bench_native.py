@@ -184,3 +184,20 @@ def test_real_run_on_the_counts_program(tmp_path: Path) -> None:
     assert "--target native --unconfined" in doc["meta"]["command"]
     for name in ("native-cost.md", "native-cost.csv"):
         assert (out / name).stat().st_size > 0
+
+
+def test_the_recorded_command_repeats_the_native_options() -> None:
+    """The results file's command must re-run the same bench: the statistic and the
+    calibration sizes are part of it (they were left out once)."""
+    import argparse
+
+    from emutrace.cli import bench
+    args = argparse.Namespace(
+        target="native", arch="x86_64,i386", backend="all", repeat=3, out="out", timeout=0,
+        allow_write=[], ns_per_insn=bench.DEFAULT_NS_PER_INSN, machine=None, bios=None,
+        dtb=None, until=None, input=None, input_after=None, statistic="min",
+        calibration="testbins/{isa}/calls deep {n}", calibration_sizes="100,8000",
+        programs=["testbins/{isa}/fib 15"])
+    words = bench.command_line(args).split()
+    assert words[words.index("--statistic") + 1] == "min"
+    assert words[words.index("--calibration-sizes") + 1] == "100,8000"

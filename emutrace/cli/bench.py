@@ -220,6 +220,9 @@ def command_line(args: argparse.Namespace) -> str:
         words += ["--allow-write", d]
     if args.ns_per_insn != DEFAULT_NS_PER_INSN:
         words += ["--ns-per-insn", str(args.ns_per_insn)]
+    if args.target == "native":  # (the native bench's own options, as given)
+        words += ["--statistic", args.statistic, "--calibration", args.calibration,
+                  "--calibration-sizes", args.calibration_sizes]
     for option in ("machine", "bios", "dtb", "until", "input", "input_after"):
         if getattr(args, option):
             words += [f"--{option.replace('_', '-')}", getattr(args, option)]
