@@ -104,6 +104,9 @@ class NativeTrapHooks:
         self.signals: HandlerWatch | None = None
 
 
+# signals an instruction raises itself (si_code > 0 then: SEGV_*, BUS_*, ILL_*, FPE_*)
+FAULT_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
+
 def _si_code(pid: int) -> int:
     info = ctypes.create_string_buffer(SIGINFO_SIZE)
     ptrace(PTRACE_GETSIGINFO, pid, 0, ctypes.c_void_p(ctypes.addressof(info)))
@@ -165,6 +168,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
     pid = target.pid
     pending_signal = 0  # the guest's own signal, delivered when it resumes
     held_signal = 0  # one that stopped a step a hook wanted: delivered after that step
+    # (never a fault the stepped instruction raised itself, si_code > 0: it would fault again
+    # at every try; sigaction(2), SEGV_MAPERR and friends)
     fresh = True  # stopped before an instruction whose hooks have not run
     blocks_due = False  # the tracee was stepped because a hook wanted the block entry
     after_trap = False  # a trap handler wanted blocks: the entry it resumes at and the next
@@ -262,7 +267,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 _syscall_ended(target)
             continue
         if sig != signal.SIGTRAP:
-            if blocks_due:
+            if blocks_due and not (sig in FAULT_SIGNALS and _si_code(pid) > 0):
                 # the signal stopped the step a hook wanted before its instruction ran (a
                 # transfer whose target the hook learns from the next block): that step
                 # first, the signal at the next resume (as a system call's return or a
