@@ -3,10 +3,12 @@ emutrace and under qemu-user (the oracle) the same way."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,17 @@ def isa_params(capability: Cap) -> list:
         marks = [] if cap.works else [pytest.mark.xfail(reason=cap.reason, strict=True)]
         out.append(pytest.param(isa, marks=marks, id=isa))
     return out
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_module_memos(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Runs shared between a module's tests are memoised (`functools.cache`) and hold whole
+    emulated processes (~30-60 MB each); forget them when the module is done, so one pytest
+    worker does not carry every module's runs to the end of the suite (a CI worker grew
+    past 10 GB and was killed)."""
+    yield
+    for value in list(vars(request.module).values()):
+        if getattr(value, "__module__", "").startswith("tests.") and \
+                callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()
+    gc.collect()

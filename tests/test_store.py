@@ -53,6 +53,7 @@ def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
     """The store is really read: a planted (wrong) entry for main is used."""
     main = _decoded(["main"])
     (start, real), = main.items()
+    store.write_pending()  # what that run decoded is written now, not over the planted file
     planted = Function("main", start, start + 1, ())
     where = store.store_path(str(CALLS), 0)
     assert where is not None
@@ -133,3 +134,20 @@ def test_traces_equal_cold_warm_damaged_and_off(tmp_path: Path) -> None:
     off = _trace(tmp_path, "off", tmp_path / "unused", off=True)
     assert not (tmp_path / "unused").exists()
     assert "main" in cold and cold == warm == damaged == off
+
+
+def test_a_process_tracing_many_files_keeps_few_pending(cache: Path) -> None:
+    """What a run decoded waits for the process's exit, but only for the newest
+    PENDING_KEPT files: opening another writes the oldest now (a pytest worker kept every
+    run's functions until it ended and grew past 10 GB)."""
+    store.write_pending()
+    programs = [TESTBINS / "x86_64" / name for name in ("calls", "fib", "typed", "isadep")]
+    assert len(programs) > store.PENDING_KEPT
+    for program in programs:
+        Discovery(load_image(str(program))).function_by_name("main")
+        assert len(store._pending) <= store.PENDING_KEPT
+    written = {p for p in programs if (w := store.store_path(str(p), 0)) and w.exists()}
+    assert written == set(programs[:len(programs) - store.PENDING_KEPT])
+    store.write_pending()
+    assert not store._pending
+    assert all((w := store.store_path(str(p), 0)) and w.exists() for p in programs)

@@ -10,7 +10,8 @@ bytes, its load bias and the code that reads it (memo.py), so it is kept in
 * a digest of the reading code: emutrace's version, capstone's, and the source of
   `emutrace/discover`, `emutrace/isa` and the ELF readers (any change there is a new file),
 
-and written when the process ends (atexit) if the run decoded new functions.  Functions
+and written when the process ends (atexit), or when newer files are opened, if the run
+decoded new functions.  Functions
 found by descent depend on what the run saw and are never kept.
 
 Safety: the file is JSON of plain numbers and strings, checked field by field when read;
@@ -27,6 +28,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -195,21 +197,42 @@ def _prune(top: Path) -> None:
         old.unlink(missing_ok=True)
 
 
+# what runs decoded beyond what their file held, written at exit; at most PENDING_KEPT of
+# them wait (each holds a file's functions and instructions, tens of MB for static glibc):
+# an older one is written when a newer file is opened, so a process that traces many
+# programs (the test suite, `bench`) does not keep every one until it ends
+PENDING_KEPT = 2
+_pending: OrderedDict[Path, tuple[dict[int, Function], Insns, int]] = OrderedDict()
+
+
+def _write_back(where: Path, funcs: dict[int, Function], insns: Insns, known: int) -> None:
+    if len(funcs) > known:
+        save(where, funcs, insns)
+
+
+@atexit.register
+def write_pending() -> None:
+    while _pending:
+        where, (funcs, insns, known) = _pending.popitem(last=False)
+        _write_back(where, funcs, insns, known)
+
+
 def stored_functions(path: str, bias: int, insns: Insns) -> dict[int, Function]:
     """The functions kept for this file (possibly none), in a dict that discovery fills
     with the functions it reads; the instructions kept with them go into `insns` (the
-    Decoder's).  What discovery added is written at the process's exit."""
+    Decoder's).  What discovery added is written at the process's exit, or earlier when
+    PENDING_KEPT newer files are open."""
     where = store_path(path, bias)
     if where is None:
         return {}
+    earlier = _pending.pop(where, None)
+    if earlier is not None:
+        _write_back(where, *earlier)
     funcs, kept_insns = load(where)
     for key, insn in kept_insns.items():
         insns.setdefault(key, insn)
-    known = len(funcs)
-
-    def write_back() -> None:
-        if len(funcs) > known:
-            save(where, funcs, insns)
-
-    atexit.register(write_back)
+    _pending[where] = (funcs, insns, len(funcs))
+    while len(_pending) > PENDING_KEPT:
+        older, (f, i, known) = _pending.popitem(last=False)
+        _write_back(older, f, i, known)
     return funcs
