@@ -8,7 +8,7 @@ setup:
 
 # The whole test suite (lint first: ruff and mypy must be clean).
 test: lint
-	$(PYTHON) -m pytest -n auto -q
+	$(PYTHON) -m pytest -n auto --dist worksteal -q
 
 lint:
 	$(PYTHON) -m ruff check emutrace tests tools bench
