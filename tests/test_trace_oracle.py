@@ -6,6 +6,7 @@ the `-finstrument-functions` build of the same source records about itself under
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -43,11 +44,7 @@ BACKENDS = {"step": ("step", "lazy", None), "int3-lazy": ("int3", "lazy", None),
 @pytest.mark.parametrize("isa", ISAS)
 def test_trace_equals_self_record(isa: str, mechanism: str, scenario: str) -> None:
     backend, cleanup, hw_slots = BACKENDS[mechanism]
-    instr = str(bin_path(isa, "calls.instr"))
-    record = run_qemu(isa, instr, scenario).stderr.decode()
-    instr_name = namer(instr)
-    program_functions = {instr_name(addr) for _, addr in parse_instr_record(record)}
-    want = canonical_from_instr(record, instr_name, program_functions)
+    want, program_functions = own_record(isa, scenario)
 
     plain = str(bin_path(isa, "calls"))
     config = RunConfig(plain, [scenario], backend=backend, cleanup=cleanup, hw_slots=hw_slots)
@@ -56,6 +53,17 @@ def test_trace_equals_self_record(isa: str, mechanism: str, scenario: str) -> No
     assert got.count("\n") > 3
     assert got == want
     assert got == golden(scenario)  # the same for all ten ISAs
+
+
+@functools.cache
+def own_record(isa: str, scenario: str) -> tuple[str, frozenset[str]]:
+    """The canonical trace of what calls.instr records about itself under qemu-user, and
+    the functions it names (the same for every mechanism: made once per module)."""
+    instr = str(bin_path(isa, "calls.instr"))
+    record = run_qemu(isa, instr, scenario).stderr.decode()
+    instr_name = namer(instr)
+    program_functions = frozenset(instr_name(addr) for _, addr in parse_instr_record(record))
+    return canonical_from_instr(record, instr_name, program_functions), program_functions
 
 
 def golden(scenario: str) -> str:
@@ -68,8 +76,4 @@ def golden(scenario: str) -> str:
 def test_golden_equals_every_isas_own_record(isa: str, scenario: str) -> None:
     """tests/golden/ (tools/make_golden.py, from the x86_64 self-record) is shared by all
     ten ISAs: each ISA's own record of the same program gives the same canonical text."""
-    instr = str(bin_path(isa, "calls.instr"))
-    record = run_qemu(isa, instr, scenario).stderr.decode()
-    name = namer(instr)
-    keep = {name(addr) for _, addr in parse_instr_record(record)}
-    assert canonical_from_instr(record, name, keep) == golden(scenario)
+    assert own_record(isa, scenario)[0] == golden(scenario)
