@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peak memory of `emutrace record` and `emutrace replay` over a long recording (issue 8:
+"""Peak memory of `emutrace record`, `replay` and `run -o` over a long recording (issue 8:
 "recording a run of ~10^6 calls keeps peak RSS under a fixed bound").
 
 The test suite checks the bound on 3×10^5 records (tests/test_record_cli.py); this benchmark
@@ -45,11 +45,16 @@ def main() -> int:
              str(FIB), "30"], tmp)
         records = (Path(tmp) / "big" / "1.dat").stat().st_size // RECORD_BYTES
         rep_kib, rep_code, rep_s = measured(["replay", "-d", "big"], tmp)
+        run_kib, run_code, run_s = measured(
+            ["run", "--engine", args.engine, "-o", "trace.txt", "--max-insns", str(args.insns),
+             str(FIB), "30"], tmp)
     lines = [
         "# Peak memory of a long recording (`bench/bench_record_memory.py`)",
         "",
         f"`emutrace record --engine {args.engine} --max-insns {args.insns} "
-        f"testbins/x86_64/fib 30`, then `emutrace replay` of it; peak RSS is VmHWM.",
+        f"testbins/x86_64/fib 30`, then `emutrace replay` of it, and `emutrace run -o FILE` "
+        "of the same run (its records kept in a temporary file until printed: "
+        "trace/spill.py); peak RSS is VmHWM.",
         "",
         "| command | records | calls | peak RSS | exit | wall |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -57,6 +62,8 @@ def main() -> int:
         f"| {rec_s:.0f} s |",
         f"| replay | {records:,} | {records // 2:,} | {rep_kib / 1024:.1f} MiB | {rep_code} "
         f"| {rep_s:.0f} s |",
+        f"| run -o | {records:,} | {records // 2:,} | {run_kib / 1024:.1f} MiB | {run_code} "
+        f"| {run_s:.0f} s |",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -91,3 +91,15 @@ def test_record_memory_is_bounded(tmp_path: Path) -> None:
     peak_kib, code = peak_rss_kib(["replay", "-d", "big"], tmp_path)
     assert code == 0
     assert 0 < peak_kib < 70_000
+
+
+def test_run_memory_is_bounded(tmp_path: Path) -> None:
+    """`run` keeps its records in a temporary file until it prints them (trace/spill.py):
+    the same ~3×10^5 records as above, peak RSS near start-up size (kept in a list, as
+    before, the same run peaked at ~110 MB); the text has a line per call."""
+    peak_kib, code = peak_rss_kib(["run", "-o", "trace.txt", "--max-insns", "3000000",
+                                   str(bin_path("x86_64", "fib")), "30"], tmp_path)
+    assert code == 125
+    lines = (tmp_path / "trace.txt").read_text().count("fib(")
+    assert lines > 50_000
+    assert 0 < peak_kib < 70_000

@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
 from emutrace.backends import BACKENDS, ENGINES, all_descriptors, backend_settings
@@ -18,7 +19,9 @@ from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import Process, RunConfig, RunResult
+from emutrace.trace.events import Record
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
+from emutrace.trace.spill import SpillSink
 
 BACKEND_CHOICES = (*BACKENDS, "none")
 
@@ -108,9 +111,10 @@ class RunCommand:
         tracing = args.backend != "none"
         args.output_file = open_output(args.output) if args.output and tracing else None
         while True:  # one pass per image: the program, then what it execve()s
-            follow_forks(process, args)
+            trace = spill_trace(process) if tracing else None
+            follow_forks(process, args, trace)
             result = process.run()
-            code = self.finish(result, args)
+            code = self.finish(result, args, trace)
             if result.next_process is None:
                 break
             process = result.next_process
@@ -121,13 +125,16 @@ class RunCommand:
             end_child(result)
         return code
 
-    def finish(self, result: RunResult, args: argparse.Namespace) -> int:
-        """The trace, the report line and the statistics of one image's run."""
+    def finish(self, result: RunResult, args: argparse.Namespace,
+               trace: SpillSink | None = None) -> int:
+        """The trace (`trace`, or the result's records), the report line and the statistics
+        of one image's run."""
+        records: Sequence[Record] | SpillSink = trace if trace is not None else result.records
         write_error = None
         with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
             if args.backend != "none":
                 try:  # before the report: a crash keeps what was recorded
-                    write_trace(result, args)
+                    write_trace(result, args, records)
                 except OutputError as e:
                     write_error = e  # after the report: how the guest ended is still said
             if result.guest_parent is None:  # a child's end is for its parent to report
@@ -143,14 +150,25 @@ class RunCommand:
             if result.backend_stats:
                 mech = ", ".join(f"{k}={v}" for k, v in result.backend_stats.items())
                 print(f"emutrace: {args.backend}: {mech}", file=sys.stderr)
-                print(f"emutrace: {len(result.records) // 2} calls traced", file=sys.stderr)
+                print(f"emutrace: {len(records) // 2} calls traced", file=sys.stderr)
         return result.exit_code
 
 
-def follow_forks(process: Process, args: argparse.Namespace) -> None:
+def spill_trace(process: Process) -> SpillSink:
+    """The run's records go to a temporary file, not a list: memory stays bounded whatever
+    the trace's length (trace/spill.py)."""
+    trace = SpillSink()
+    process.sink = trace
+    return trace
+
+
+def follow_forks(process: Process, args: argparse.Namespace,
+                 trace: SpillSink | None = None) -> None:
     """A forked child writes its own trace: to FILE.<pid> with -o FILE, else to stderr
     like its parent (each process's whole trace at its end)."""
     def in_child(pid: int) -> None:
+        if trace is not None:
+            trace.for_child()
         if args.output_file is not None:
             args.output_file.close()  # the parent's file: nothing buffered yet
             args.output = f"{args.output}.{pid}"
@@ -220,7 +238,8 @@ def parse_arg_specs(specs: list[str]) -> dict[str, int]:
     return out
 
 
-def write_trace(result: RunResult, args: argparse.Namespace) -> None:
+def write_trace(result: RunResult, args: argparse.Namespace,
+                records: Iterable[Record] | None = None) -> None:
     symbols = read_symbols(result.image)
     name = symbols.namer(result.image.isa.code_mask)
     modules = result.image.modules
@@ -239,7 +258,7 @@ def write_trace(result: RunResult, args: argparse.Namespace) -> None:
                             arg_counts=args.arg_counts)  # the backend read the rest
     # line by line: a trace of depth d is O(d^2) text (uftrace's indentation), and building
     # it as one string made emutrace's memory grow with the square of the depth
-    lines = iter_replay_lines(result.records, name, options)
+    lines = iter_replay_lines(result.records if records is None else records, name, options)
     if args.output_file is not None:
         try:
             with args.output_file as out:

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.spill import SpillSink
 from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.values import Value, as_value, render
 
@@ -166,18 +167,32 @@ def iter_replay_lines(records: Iterable[Record], symbolize: Callable[[int], str]
     order, each opened by a line `# thread N` (N: the thread's number, 0 the main thread,
     n the n-th created, whose Linux tid is the pid + n) and laid out as above; `start`
     applies to the main thread, the others are shown from their first call."""
-    if isinstance(records, list) and any(r.tid for r in records):
-        by_thread: dict[int, list[Record]] = {}
-        for rec in records:
-            by_thread.setdefault(rec.tid, []).append(rec)
+    of_thread = _threads(records)
+    if of_thread is not None:
         if opts.header:
             yield HEADER
-        for tid in sorted(by_thread):
+        for tid, thread_records in of_thread:
             yield f"# thread {tid}"
-            yield from _replay(by_thread[tid], symbolize, replace(
+            yield from _replay(thread_records, symbolize, replace(
                 opts, header=False, start=opts.start if tid == 0 else None))
         return
     yield from _replay(records, symbolize, opts)
+
+
+def _threads(records: Iterable[Record]) -> Iterator[tuple[int, Iterable[Record]]] | None:
+    """Each thread's records in thread order, or None for one thread (or a one-pass
+    stream).  A list is split in one pass; a sink that knows its threads (trace/spill.py)
+    is read once per thread."""
+    if isinstance(records, list):
+        if not any(r.tid for r in records):
+            return None
+        by_thread: dict[int, list[Record]] = {}
+        for rec in records:
+            by_thread.setdefault(rec.tid, []).append(rec)
+        return iter(sorted(by_thread.items()))
+    if not isinstance(records, SpillSink) or not any(records.tids):
+        return None
+    return ((tid, records.of_thread(tid)) for tid in sorted(records.tids))
 
 
 def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
