@@ -41,9 +41,11 @@ def test_round_trip(cache: Path) -> None:
     funcs = _decoded(["main", "run_scenario", "__libc_start_main"], discovery)
     where = store.store_path(str(CALLS), 0)
     assert where is not None and where.parent == cache
-    store.save(where, funcs, discovery.decoder.instructions)
-    got, insns = store.load(where)
-    assert got == funcs
+    main = discovery.function_by_name("main")
+    blocks = {(main.start, 32, False): discovery.decoder.block_count(main.start, 32)}
+    store.save(where, funcs, discovery.decoder.instructions, blocks)
+    got, insns, got_blocks = store.load(where)
+    assert got == funcs and got_blocks == blocks
     sites = {(s.addr, s.alt_mode) for f in funcs.values() for s in f.sites}
     assert sites and set(insns) == sites
     assert all(discovery.decoder.insn_at(*key) == insn for key, insn in insns.items())
@@ -56,12 +58,28 @@ def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
     planted = Function("main", start, start + 1, ())
     where = store.store_path(str(CALLS), 0)
     assert where is not None
-    store.save(where, {start: planted}, {})
+    store.save(where, {start: planted}, {}, {})
     memo._memo.clear()
     assert Discovery(load_image(str(CALLS))).function_at(start) == planted != real
 
 
+def test_a_stored_block_count_is_what_the_decoder_returns(cache: Path) -> None:
+    """Block counts are read from the store too (a planted, wrong count is used), and a
+    store that holds every instruction needed leaves capstone unloaded."""
+    main = _decoded(["main"])
+    (start, _func), = main.items()
+    real = Discovery(load_image(str(CALLS))).decoder.block_count(start, 16)
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    store.save(where, {}, {}, {(start, 16, False): real + 5})
+    memo._memo.clear()
+    decoder = Discovery(load_image(str(CALLS))).decoder
+    assert decoder.block_count(start, 16) == real + 5
+    assert decoder._cs is None  # nothing decoded: capstone not set up
+
+
 F = f'"format": {store.FORMAT}'
+REST = '"blocks": [], "undecodable": []'  # the damaged cases' tables they do not damage
 GOOD_SITE = '[1, 2, "call", null, null, false, false, false, null, false, false]'
 
 
@@ -71,27 +89,33 @@ def test_the_well_formed_control_loads(cache: Path) -> None:
     assert where is not None
     where.parent.mkdir(parents=True)
     where.write_text("{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
-                     '"insns": [[1, 2, "call", "0x5", "e800", false]]}')
-    funcs, insns = store.load(where)
-    assert list(funcs) == [1] and list(insns) == [(1, False)]
+                     '"insns": [[1, 2, "call", "0x5", "e800", false]], '
+                     '"blocks": [[1, 9, false, 3]], "undecodable": [[7, false]]}')
+    funcs, insns, blocks = store.load(where)
+    assert list(funcs) == [1] and blocks == {(1, 9, False): 3}
+    assert list(insns) == [(7, False), (1, False)] and insns[(7, False)] is None
 
 
 @pytest.mark.parametrize("content", [
     "", "{", "[]", "{" + F + "}", '{"format": 99, "functions": [], "insns": []}',
-    "{" + F + ', "functions": [[1, 2]], "insns": []}',
-    "{" + F + ', "functions": [["f", true, 2, false, 0, []]], "insns": []}',
+    "{" + F + ', "functions": [[1, 2]], "insns": [], ' + REST + '}',
+    "{" + F + ', "functions": [["f", true, 2, false, 0, []]], "insns": [], ' + REST + '}',
     "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE.replace("call", "bogus")
-    + ']]], "insns": []}',
+    + ']]], "insns": [], ' + REST + '}',
     "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
-    '"insns": [[1, 2, "call", "0x5", "zz", false]]}'],
+    '"insns": [[1, 2, "call", "0x5", "zz", false]], ' + REST + '}',
+    "{" + F + ', "functions": [], "insns": [], "blocks": [[1, 9, 0, 3]], "undecodable": []}',
+    "{" + F + ', "functions": [], "insns": [], "undecodable": []}',
+    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [[1]]}'],
     ids=["empty", "truncated", "list", "no-functions", "other-format", "short-row",
-         "bool-for-int", "bad-kind", "bad-hex"])
+         "bool-for-int", "bad-kind", "bad-hex", "int-for-bool", "no-blocks",
+         "short-undecodable"])
 def test_a_damaged_store_is_ignored(cache: Path, content: str) -> None:
     where = store.store_path(str(CALLS), 0)
     assert where is not None
     where.parent.mkdir(parents=True)
     where.write_text(content)
-    assert store.load(where) == ({}, {})
+    assert store.load(where) == ({}, {}, {})
     want = _decoded(["main"])
     memo._memo.clear()
     (start, func), = want.items()
@@ -133,3 +157,18 @@ def test_traces_equal_cold_warm_damaged_and_off(tmp_path: Path) -> None:
     off = _trace(tmp_path, "off", tmp_path / "unused", off=True)
     assert not (tmp_path / "unused").exists()
     assert "main" in cold and cold == warm == damaged == off
+
+
+def test_a_warm_run_decodes_nothing(tmp_path: Path) -> None:
+    """What a run decodes (functions, site instructions, descent's instructions — static
+    glibc's IRELATIVE PLT stubs have no symbol — and block counts) is all in the store:
+    the next run of the same program never sets capstone up."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = {**ENV, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    script = ("import sys; from emutrace.cli.main import main; "
+              "main(['run', '--backend', 'int3', '-o', '/dev/null', sys.argv[1]]); "
+              "print('capstone' in sys.modules)")
+    runs = [subprocess.run([sys.executable, "-c", script, str(CALLS)], env=env, cwd=work,
+                           capture_output=True, text=True, timeout=600) for _ in range(2)]
+    assert [r.stdout.split()[-1] for r in runs] == ["True", "False"], runs[1].stderr

@@ -32,8 +32,7 @@ class Discovery:
         # and with later processes through the on-disk store (store.py)
         key = file_key(image.path, image.bias) if use_symbols else None
         self._from_symbols: dict[int, Function] = kept(
-            "functions", key, lambda: stored_functions(image.path, image.bias,
-                                                        self.decoder.instructions)
+            "functions", key, lambda: stored_functions(image.path, image.bias, self.decoder)
             if use_symbols and image.modules is None and image.tables is not None else {})
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
@@ -56,7 +55,7 @@ class Discovery:
             func = self._from_symbols.get(key) or from_symbol(sym, self.symbols, self.decoder)
             self._from_symbols[key] = func
         else:
-            func = descend(self.decoder, code, alt, self._is_entry)
+            func = self._descend(code, alt)
         self._by_start[key] = func
         for target in func.followed:
             self._followed_by.setdefault(target, set()).add(key)
@@ -97,5 +96,15 @@ class Discovery:
         key = (self.image.isa.code_address(addr), alt)
         func = self._descended.get(key)
         if func is None:
-            func = self._descended[key] = descend(self.decoder, key[0], alt, self._is_entry)
+            func = self._descended[key] = self._descend(key[0], alt)
         return func
+
+    def _descend(self, code: int, alt: bool) -> Function:
+        """Recursive descent from code; the instructions it reads are noted for the
+        on-disk store (decode.Decoder.descent_insns)."""
+        decoder = self.decoder
+        decoder.asked = decoder.descent_insns
+        try:
+            return descend(decoder, code, alt, self._is_entry)
+        finally:
+            decoder.asked = None

@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emutrace.discover.model import Function, Site, SiteKind
 from emutrace.isa.base import Insn
 
-FORMAT = 2
+if TYPE_CHECKING:
+    from emutrace.discover.decode import Decoder
+
+FORMAT = 3
 FILES_KEPT = 64  # the newest files kept in the directory; older ones are deleted on save
 
 _guest_dirs: list[str] = []  # directories a guest of this process may write (session)
@@ -61,19 +65,24 @@ def code_version() -> str:
     """Digest of everything a stored function depends on besides the file."""
     global _version
     if _version is None:
-        import capstone
-
         import emutrace
 
         top = Path(emutrace.__file__).resolve().parent
-        h = hashlib.sha256(f"{FORMAT} {getattr(emutrace, '__version__', '')} "
-                           f"{capstone.__version__}".encode())
+        h = hashlib.sha256(f"{FORMAT} {getattr(emutrace, '__version__', '')}".encode())
         sources = [*sorted((top / "discover").glob("*.py")), *sorted((top / "isa").glob("*.py")),
-                   top / "elf.py", top / "elf_tables.py"]
+                   top / "elf.py", top / "elf_tables.py", *_capstone_files()]
         for src in sources:
             h.update(src.name.encode() + b"\0" + src.read_bytes())
         _version = h.hexdigest()[:20]
     return _version
+
+
+def _capstone_files() -> list[Path]:
+    """Capstone's binding module (it sets the version numbers), found without importing
+    capstone (~30-50 ms: decode.Decoder imports it at the first instruction it decodes, and
+    a run whose instructions all come from the store decodes none)."""
+    spec = importlib.util.find_spec("capstone")
+    return [] if spec is None or spec.origin is None else [Path(spec.origin)]
 
 
 def _file_digest(path: str) -> str:
@@ -149,37 +158,72 @@ def _encode(func: Function) -> list[Any]:
 
 
 Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
+Blocks = dict[tuple[int, int, bool], int]  # a Decoder's block counts, by (addr, size, alt)
 
 
-def load(where: Path) -> tuple[dict[int, Function], Insns]:
-    """The functions kept in `where`, by start, and the instructions at their sites (the
-    backends decode them to arm the sites); nothing when missing or damaged."""
+def _block(raw: Any) -> tuple[tuple[int, int, bool], int]:
+    addr, size, alt, count = raw
+    for v in (addr, size, count):
+        _want(v, int)
+    _want(alt, bool)
+    return (addr, size, alt), count
+
+
+def _undecodable(raw: Any) -> tuple[int, bool]:
+    addr, alt = raw
+    _want(addr, int)
+    _want(alt, bool)
+    return addr, alt
+
+
+def load(where: Path) -> tuple[dict[int, Function], Insns, Blocks]:
+    """The functions kept in `where`, by start, the instructions at their sites (the
+    backends decode them to arm the sites) and the instruction counts of the translation
+    blocks the runs met (int3 counts each new block's instructions for the time stamps);
+    nothing when missing or damaged."""
     try:
         data = json.loads(where.read_bytes())
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return {}, {}
+            return {}, {}, {}
         funcs = [_function(raw) for raw in data["functions"]]
         insns = [_insn(raw) for raw in data["insns"]]
+        blocks = dict(_block(raw) for raw in data["blocks"])
+        undecodable = [_undecodable(raw) for raw in data["undecodable"]]
     except (OSError, ValueError, TypeError, KeyError):  # (JSONDecodeError is a ValueError)
-        return {}, {}
-    return {f.start: f for f in funcs}, {(i.addr, i.thumb): i for i in insns}
+        return {}, {}, {}
+    kept: Insns = dict.fromkeys(undecodable)
+    kept.update({(i.addr, i.thumb): i for i in insns})
+    return {f.start: f for f in funcs}, kept, blocks
 
 
-def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None) -> None:
-    """Write `funcs` and the instructions of `insns` at their sites to `where` atomically
-    (a reader sees the old file or the new one); failures are silent: the cache is an
-    optimisation."""
-    at_sites = []
-    for func in funcs.values():
-        for site in func.sites:
-            for addr in (site.addr, site.executes):
-                insn = (insns or {}).get((addr, site.alt_mode)) if addr is not None else None
-                if insn is not None:
-                    at_sites.append(_encode_insn(insn))
+def _read_at(site: Site) -> tuple[int | None, ...]:
+    """Where the backends read the instructions of a site: the site, the instruction an
+    s390x EXRL executes, a MIPS delay slot (hooked_sites.py: its effect on sp)."""
+    return (site.addr, site.executes, site.addr + site.size if site.delay_slot else None)
+
+
+def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None,
+         blocks: Blocks | None = None, also: set[tuple[int, bool]] | None = None) -> None:
+    """Write `funcs`, the instructions of `insns` at their sites (_read_at) and at those of
+    `also` (recursive descent's: decode.Decoder.descent_insns) and `blocks` to `where`
+    atomically (a reader sees the old file or the new one); failures are silent: the cache
+    is an optimisation."""
+    wanted = dict.fromkeys((addr, site.alt_mode) for func in funcs.values()
+                           for site in func.sites for addr in _read_at(site)
+                           if addr is not None)
+    wanted.update(dict.fromkeys(sorted(also or ())))
+    insns = insns or {}
+    at_sites = [_encode_insn(insn) for insn in (insns.get(key) for key in wanted)
+                if insn is not None]
+    # where nothing decodes (descent stopped there): kept too, or capstone runs again
+    undecodable = [[addr, alt] for addr, alt in wanted
+                   if (addr, alt) in insns and insns[(addr, alt)] is None]
     try:
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = json.dumps({"format": FORMAT, "functions": [_encode(f) for f in funcs.values()],
-                           "insns": at_sites}, separators=(",", ":"))
+                           "insns": at_sites, "undecodable": undecodable,
+                           "blocks": [[*key, n] for key, n in (blocks or {}).items()]},
+                          separators=(",", ":"))
         fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
             fh.write(data)
@@ -195,21 +239,26 @@ def _prune(top: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def stored_functions(path: str, bias: int, insns: Insns) -> dict[int, Function]:
+def stored_functions(path: str, bias: int, decoder: Decoder) -> dict[int, Function]:
     """The functions kept for this file (possibly none), in a dict that discovery fills
-    with the functions it reads; the instructions kept with them go into `insns` (the
-    Decoder's).  What discovery added is written at the process's exit."""
+    with the functions it reads; the instructions and block counts kept with them go into
+    the decoder's tables.  What the run added is written at the process's exit."""
     where = store_path(path, bias)
     if where is None:
         return {}
-    funcs, kept_insns = load(where)
+    funcs, kept_insns, kept_blocks = load(where)
+    insns, blocks, descent = decoder.instructions, decoder.block_counts, decoder.descent_insns
     for key, insn in kept_insns.items():
         insns.setdefault(key, insn)
-    known = len(funcs)
+    for bkey, count in kept_blocks.items():
+        blocks.setdefault(bkey, count)
+    descent.update(kept_insns)  # (what descent asks of these is no news for the store)
+    known = len(funcs), len(blocks), len(descent)
 
     def write_back() -> None:
-        if len(funcs) > known:
-            save(where, funcs, insns)
+        now = len(funcs), len(blocks), len(descent)
+        if any(n > k for n, k in zip(now, known, strict=True)):
+            save(where, funcs, insns, blocks, descent)
 
     atexit.register(write_back)
     return funcs
