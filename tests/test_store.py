@@ -43,9 +43,11 @@ def test_round_trip(cache: Path) -> None:
     assert where is not None and where.parent == cache
     main = discovery.function_by_name("main")
     blocks = {(main.start, 32, False): discovery.decoder.block_count(main.start, 32)}
-    store.save(where, funcs, discovery.decoder.instructions, blocks)
-    got, insns, got_blocks = store.load(where)
-    assert got == funcs and got_blocks == blocks
+    stub = Function(None, 0x400000, 0x400004, main.sites[:1], followed=frozenset({0x400002}))
+    descents = {(0x400000, False): [(stub, ((0x400010, True), (0x400020, False)))]}
+    store.save(where, funcs, discovery.decoder.instructions, blocks, descents)
+    got, insns, got_blocks, got_descents = store.load(where)
+    assert got == funcs and got_blocks == blocks and got_descents == descents
     sites = {(s.addr, s.alt_mode) for f in funcs.values() for s in f.sites}
     assert sites and set(insns) == sites
     assert all(discovery.decoder.insn_at(*key) == insn for key, insn in insns.items())
@@ -58,7 +60,7 @@ def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
     planted = Function("main", start, start + 1, ())
     where = store.store_path(str(CALLS), 0)
     assert where is not None
-    store.save(where, {start: planted}, {}, {})
+    store.save(where, {start: planted}, {}, {}, {})
     memo._memo.clear()
     assert Discovery(load_image(str(CALLS))).function_at(start) == planted != real
 
@@ -79,7 +81,8 @@ def test_a_stored_block_count_is_what_the_decoder_returns(cache: Path) -> None:
 
 
 F = f'"format": {store.FORMAT}'
-REST = '"blocks": [], "undecodable": []'  # the damaged cases' tables they do not damage
+# the tables a damaged case below does not damage
+REST = '"blocks": [], "undecodable": [], "descents": []'
 GOOD_SITE = '[1, 2, "call", null, null, false, false, false, null, false, false]'
 
 
@@ -90,9 +93,12 @@ def test_the_well_formed_control_loads(cache: Path) -> None:
     where.parent.mkdir(parents=True)
     where.write_text("{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
                      '"insns": [[1, 2, "call", "0x5", "e800", false]], '
-                     '"blocks": [[1, 9, false, 3]], "undecodable": [[7, false]]}')
-    funcs, insns, blocks = store.load(where)
+                     '"blocks": [[1, 9, false, 3]], "undecodable": [[7, false]], '
+                     '"descents": [[4, false, [null, 4, 6, false, 0, []], [5], [[9, true]]]]}')
+    funcs, insns, blocks, descents = store.load(where)
     assert list(funcs) == [1] and blocks == {(1, 9, False): 3}
+    assert descents == {(4, False): [(Function(None, 4, 6, (), followed=frozenset({5})),
+                                      ((9, True),))]}
     assert list(insns) == [(7, False), (1, False)] and insns[(7, False)] is None
 
 
@@ -104,18 +110,22 @@ def test_the_well_formed_control_loads(cache: Path) -> None:
     + ']]], "insns": [], ' + REST + '}',
     "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
     '"insns": [[1, 2, "call", "0x5", "zz", false]], ' + REST + '}',
-    "{" + F + ', "functions": [], "insns": [], "blocks": [[1, 9, 0, 3]], "undecodable": []}',
-    "{" + F + ', "functions": [], "insns": [], "undecodable": []}',
-    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [[1]]}'],
+    "{" + F + ', "functions": [], "insns": [], "blocks": [[1, 9, 0, 3]], '
+    '"undecodable": [], "descents": []}',
+    "{" + F + ', "functions": [], "insns": [], "undecodable": [], "descents": []}',
+    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [[1]], '
+    '"descents": []}',
+    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [], '
+    '"descents": [[4, false, [null, 4, 6, false, 0, []], [], [[9, 1]]]]}'],
     ids=["empty", "truncated", "list", "no-functions", "other-format", "short-row",
          "bool-for-int", "bad-kind", "bad-hex", "int-for-bool", "no-blocks",
-         "short-undecodable"])
+         "short-undecodable", "int-for-bool-answer"])
 def test_a_damaged_store_is_ignored(cache: Path, content: str) -> None:
     where = store.store_path(str(CALLS), 0)
     assert where is not None
     where.parent.mkdir(parents=True)
     where.write_text(content)
-    assert store.load(where) == ({}, {}, {})
+    assert store.load(where) == ({}, {}, {}, {})
     want = _decoded(["main"])
     memo._memo.clear()
     (start, func), = want.items()
@@ -172,3 +182,23 @@ def test_a_warm_run_decodes_nothing(tmp_path: Path) -> None:
     runs = [subprocess.run([sys.executable, "-c", script, str(CALLS)], env=env, cwd=work,
                            capture_output=True, text=True, timeout=600) for _ in range(2)]
     assert [r.stdout.split()[-1] for r in runs] == ["True", "False"], runs[1].stderr
+
+
+def test_a_stored_descent_is_used_only_where_its_answers_hold(cache: Path) -> None:
+    """A descent (a function without a symbol) depends on which addresses are known
+    function entries: a kept one whose entry questions get other answers now is not used."""
+    stripped = TESTBINS / "x86_64" / "calls.stripped"
+    discovery = Discovery(load_image(str(stripped)))
+    entry = discovery.image.entry
+    real = discovery.function_at(entry)
+    (found, answers), = discovery._descents[(entry, False)]
+    assert found == real
+    planted = Function(None, entry, entry + 1, ())
+    where = store.store_path(str(stripped), 0)
+    assert where is not None
+    for answer, used in ((False, True), (True, False)):
+        # one question about an address that is no known entry in a fresh run
+        store.save(where, {}, {}, {}, {(entry, False): [(planted, ((entry + 0x10, answer),))]})
+        memo._memo.clear()
+        got = Discovery(load_image(str(stripped))).function_at(entry)
+        assert (got == planted) is used and (got == real) is not used

@@ -48,11 +48,6 @@ class Decoder:
         self.instructions: dict[tuple[int, bool], Insn | None] = kept(
             "instructions", key, dict)
         self.block_counts: dict[tuple[int, int, bool], int] = kept("block_counts", key, dict)
-        # the instructions recursive descent asked for (while `asked` is a set): the store
-        # keeps them beside the sites', as descent's functions are not kept (they depend
-        # on the run) but the instructions they are read from are the file's
-        self.descent_insns: set[tuple[int, bool]] = kept("descent_insns", key, set)
-        self.asked: set[tuple[int, bool]] | None = None
 
     def _engine(self, alt: bool) -> Any:
         """Capstone for the main mode (alt: the alternative one, ARM Thumb), made when
@@ -86,8 +81,6 @@ class Decoder:
     def insn_at(self, addr: int, alt: bool = False) -> Insn | None:
         """The instruction at addr, or None where nothing valid decodes."""
         key = (addr, alt)
-        if self.asked is not None:
-            self.asked.add(key)
         if key in self.instructions:
             return self.instructions[key]
         insn = None

@@ -10,8 +10,11 @@ bytes, its load bias and the code that reads it (memo.py), so it is kept in
 * a digest of the reading code: emutrace's version, capstone's, and the source of
   `emutrace/discover`, `emutrace/isa` and the ELF readers (any change there is a new file),
 
-and written when the process ends (atexit) if the run decoded new functions.  Functions
-found by descent depend on what the run saw and are never kept.
+and written when the process ends (atexit) if the run decoded something new.  Beside the
+functions: the instructions at their sites, the instruction counts of the translation blocks
+run (int3's time stamps) and the functions found by descent (stripped code, PLT stubs),
+each with the entry questions its descent asked: one is used only where every answer is
+the same in the run at hand (Discovery._descend), as descent depends on what the run saw.
 
 Safety: the file is JSON of plain numbers and strings, checked field by field when read;
 anything unexpected (a truncated write, another format, garbage) makes it ignored, never an
@@ -28,6 +31,7 @@ import importlib.util
 import json
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +163,27 @@ def _encode(func: Function) -> list[Any]:
 
 Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
 Blocks = dict[tuple[int, int, bool], int]  # a Decoder's block counts, by (addr, size, alt)
+# Discovery's descents by (entry, alt): each result with the entry questions it asked and
+# their answers (Discovery._descend)
+Descents = dict[tuple[int, bool], list[tuple[Function, tuple[tuple[int, bool], ...]]]]
+
+
+def _descent(raw: Any) -> tuple[tuple[int, bool], Function, tuple[tuple[int, bool], ...]]:
+    entry, alt, func, followed, answers = raw
+    _want(entry, int)
+    _want(alt, bool)
+    for v in followed:
+        _want(v, int)
+    for target, known in answers:
+        _want(target, int)
+        _want(known, bool)
+    return ((entry, alt), replace(_function(func), followed=frozenset(followed)),
+            tuple((target, known) for target, known in answers))
+
+
+def _encode_descents(descents: Descents) -> list[Any]:
+    return [[entry, alt, _encode(func), sorted(func.followed), [list(a) for a in answers]]
+            for (entry, alt), found in descents.items() for func, answers in found]
 
 
 def _block(raw: Any) -> tuple[tuple[int, int, bool], int]:
@@ -176,24 +201,31 @@ def _undecodable(raw: Any) -> tuple[int, bool]:
     return addr, alt
 
 
-def load(where: Path) -> tuple[dict[int, Function], Insns, Blocks]:
+Kept = tuple[dict[int, Function], Insns, Blocks, Descents]
+
+
+def load(where: Path) -> Kept:
     """The functions kept in `where`, by start, the instructions at their sites (the
-    backends decode them to arm the sites) and the instruction counts of the translation
-    blocks the runs met (int3 counts each new block's instructions for the time stamps);
-    nothing when missing or damaged."""
+    backends decode them to arm the sites), the instruction counts of the translation
+    blocks the runs met (int3 counts each new block's instructions for the time stamps)
+    and the descents; nothing when missing or damaged."""
     try:
         data = json.loads(where.read_bytes())
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return {}, {}, {}
+            return {}, {}, {}, {}
         funcs = [_function(raw) for raw in data["functions"]]
         insns = [_insn(raw) for raw in data["insns"]]
         blocks = dict(_block(raw) for raw in data["blocks"])
         undecodable = [_undecodable(raw) for raw in data["undecodable"]]
+        descents: Descents = {}
+        for raw in data["descents"]:
+            key, func, answers = _descent(raw)
+            descents.setdefault(key, []).append((func, answers))
     except (OSError, ValueError, TypeError, KeyError):  # (JSONDecodeError is a ValueError)
-        return {}, {}, {}
+        return {}, {}, {}, {}
     kept: Insns = dict.fromkeys(undecodable)
     kept.update({(i.addr, i.thumb): i for i in insns})
-    return {f.start: f for f in funcs}, kept, blocks
+    return {f.start: f for f in funcs}, kept, blocks, descents
 
 
 def _read_at(site: Site) -> tuple[int | None, ...]:
@@ -203,25 +235,25 @@ def _read_at(site: Site) -> tuple[int | None, ...]:
 
 
 def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None,
-         blocks: Blocks | None = None, also: set[tuple[int, bool]] | None = None) -> None:
-    """Write `funcs`, the instructions of `insns` at their sites (_read_at) and at those of
-    `also` (recursive descent's: decode.Decoder.descent_insns) and `blocks` to `where`
-    atomically (a reader sees the old file or the new one); failures are silent: the cache
-    is an optimisation."""
-    wanted = dict.fromkeys((addr, site.alt_mode) for func in funcs.values()
+         blocks: Blocks | None = None, descents: Descents | None = None) -> None:
+    """Write `funcs`, `descents`, the instructions of `insns` at their sites (_read_at) and
+    `blocks` to `where` atomically (a reader sees the old file or the new one); failures
+    are silent: the cache is an optimisation."""
+    descended = [func for found in (descents or {}).values() for func, _ in found]
+    wanted = dict.fromkeys((addr, site.alt_mode) for func in [*funcs.values(), *descended]
                            for site in func.sites for addr in _read_at(site)
                            if addr is not None)
-    wanted.update(dict.fromkeys(sorted(also or ())))
     insns = insns or {}
     at_sites = [_encode_insn(insn) for insn in (insns.get(key) for key in wanted)
                 if insn is not None]
-    # where nothing decodes (descent stopped there): kept too, or capstone runs again
+    # where nothing decodes: kept too, or capstone is set up again to find that out
     undecodable = [[addr, alt] for addr, alt in wanted
                    if (addr, alt) in insns and insns[(addr, alt)] is None]
     try:
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = json.dumps({"format": FORMAT, "functions": [_encode(f) for f in funcs.values()],
                            "insns": at_sites, "undecodable": undecodable,
+                           "descents": _encode_descents(descents or {}),
                            "blocks": [[*key, n] for key, n in (blocks or {}).items()]},
                           separators=(",", ":"))
         fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
@@ -239,26 +271,32 @@ def _prune(top: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def stored_functions(path: str, bias: int, decoder: Decoder) -> dict[int, Function]:
+def stored_functions(path: str, bias: int, decoder: Decoder,
+                     descents: Descents) -> dict[int, Function]:
     """The functions kept for this file (possibly none), in a dict that discovery fills
     with the functions it reads; the instructions and block counts kept with them go into
-    the decoder's tables.  What the run added is written at the process's exit."""
+    the decoder's tables, the descents into `descents` (Discovery's).  What the run added
+    is written at the process's exit."""
     where = store_path(path, bias)
     if where is None:
         return {}
-    funcs, kept_insns, kept_blocks = load(where)
-    insns, blocks, descent = decoder.instructions, decoder.block_counts, decoder.descent_insns
+    funcs, kept_insns, kept_blocks, kept_descents = load(where)
+    insns, blocks = decoder.instructions, decoder.block_counts
     for key, insn in kept_insns.items():
         insns.setdefault(key, insn)
     for bkey, count in kept_blocks.items():
         blocks.setdefault(bkey, count)
-    descent.update(kept_insns)  # (what descent asks of these is no news for the store)
-    known = len(funcs), len(blocks), len(descent)
+    for dkey, found in kept_descents.items():
+        descents.setdefault(dkey, []).extend(found)
+
+    def sizes() -> tuple[int, int, int]:
+        return len(funcs), len(blocks), sum(len(found) for found in descents.values())
+
+    known = sizes()
 
     def write_back() -> None:
-        now = len(funcs), len(blocks), len(descent)
-        if any(n > k for n, k in zip(now, known, strict=True)):
-            save(where, funcs, insns, blocks, descent)
+        if any(n > k for n, k in zip(sizes(), known, strict=True)):
+            save(where, funcs, insns, blocks, descents)
 
     atexit.register(write_back)
     return funcs
