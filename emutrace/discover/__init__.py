@@ -28,11 +28,10 @@ class Discovery:
         self.decoder = Decoder(image)
         self.symbols = read_symbols(image) if use_symbols else SymbolTable([], [])
         # functions read from a symbol depend on the file alone: shared with the next run of
-        # the same file in this process (memo.py); descent's depend on what this run saw
-        # and with later processes through the on-disk store (store.py)
+        # the same file in this process (memo.py) and with later processes through the
+        # on-disk store (store.py); descent's depend on what the run saw as well: kept with
+        # the answers about function entries they depend on (_descend), shared the same way
         key = file_key(image.path, image.bias) if use_symbols else None
-        # descent's results with the answers about function entries they depend on (see
-        # _descend), shared like the functions read from symbols
         self._descents: Descents = kept(
             "descents", key if image.modules is None else None, dict)  # (modules: not one file)
         self._from_symbols: dict[int, Function] = kept(
