@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.enums import ENUM_ST_INFO_TYPE, ENUM_ST_SHNDX, ENUM_ST_VISIBILITY
 
 from emutrace import errors
-from emutrace.discover.symbols import read_symbols
+from emutrace.discover.symbols import data_ranges, read_symbols
 from emutrace.elf import load_image
 from emutrace.elf_tables import ElfSymbol, read_file_tables
 from tests.conftest import BUSYBOX, ISAS, REPO, TESTBINS, run_emutrace
@@ -110,3 +110,13 @@ def test_a_damaged_symbol_table_is_one_line_65(tmp_path: Path) -> None:
     err = got.stderr.decode().strip()
     assert got.returncode == errors.EXIT_BAD_ELF, err
     assert len(err.splitlines()) == 1 and "malformed ELF" in err and ".symtab" in err
+
+
+def test_data_ranges_end_at_the_next_code_mark() -> None:
+    """Hand-made mapping symbols (ARM ELF ABI §5.5.5: `$d` starts data, `$a`/`$t`/`$x`
+    code): a `$d` range ends at the next code mark above it, a last one after one byte; a
+    code mark at the same address as a `$d` sorts before it (so it is not its end)."""
+    marks = [(0x30, True), (0x10, True), (0x20, False), (0x14, True), (0x40, False),
+             (0x40, True), (0x50, True)]
+    assert data_ranges(marks) == [(0x10, 0x20), (0x14, 0x20), (0x30, 0x40), (0x40, 0x41),
+                                  (0x50, 0x51)]

@@ -41,9 +41,13 @@ def test_round_trip(cache: Path) -> None:
     funcs = _decoded(["main", "run_scenario", "__libc_start_main"], discovery)
     where = store.store_path(str(CALLS), 0)
     assert where is not None and where.parent == cache
-    store.save(where, funcs, discovery.decoder.instructions)
-    got, insns = store.load(where)
-    assert got == funcs
+    main = discovery.function_by_name("main")
+    blocks = {(main.start, 32, False): discovery.decoder.block_count(main.start, 32)}
+    stub = Function(None, 0x400000, 0x400004, main.sites[:1], followed=frozenset({0x400002}))
+    descents = {(0x400000, False): [(stub, ((0x400010, True), (0x400020, False)))]}
+    store.save(where, funcs, discovery.decoder.instructions, blocks, descents)
+    got, insns, got_blocks, got_descents = store.load(where)
+    assert got == funcs and got_blocks == blocks and got_descents == descents
     sites = {(s.addr, s.alt_mode) for f in funcs.values() for s in f.sites}
     assert sites and set(insns) == sites
     assert all(discovery.decoder.insn_at(*key) == insn for key, insn in insns.items())
@@ -57,12 +61,30 @@ def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
     planted = Function("main", start, start + 1, ())
     where = store.store_path(str(CALLS), 0)
     assert where is not None
-    store.save(where, {start: planted}, {})
+    store.save(where, {start: planted}, {}, {}, {})
     memo._memo.clear()
     assert Discovery(load_image(str(CALLS))).function_at(start) == planted != real
 
 
+def test_a_stored_block_count_is_what_the_decoder_returns(cache: Path) -> None:
+    """Block counts are read from the store too (a planted, wrong count is used), and a
+    store that holds every instruction needed leaves capstone unloaded."""
+    main = _decoded(["main"])
+    (start, _func), = main.items()
+    real = Discovery(load_image(str(CALLS))).decoder.block_count(start, 16)
+    store.write_pending()  # those runs' own tables are written now, not over the planted
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    store.save(where, {}, {}, {(start, 16, False): real + 5})
+    memo._memo.clear()
+    decoder = Discovery(load_image(str(CALLS))).decoder
+    assert decoder.block_count(start, 16) == real + 5
+    assert decoder._cs is None  # nothing decoded: capstone not set up
+
+
 F = f'"format": {store.FORMAT}'
+# the tables a damaged case below does not damage
+REST = '"blocks": [], "undecodable": [], "descents": []'
 GOOD_SITE = '[1, 2, "call", null, null, false, false, false, null, false, false]'
 
 
@@ -72,27 +94,40 @@ def test_the_well_formed_control_loads(cache: Path) -> None:
     assert where is not None
     where.parent.mkdir(parents=True)
     where.write_text("{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
-                     '"insns": [[1, 2, "call", "0x5", "e800", false]]}')
-    funcs, insns = store.load(where)
-    assert list(funcs) == [1] and list(insns) == [(1, False)]
+                     '"insns": [[1, 2, "call", "0x5", "e800", false]], '
+                     '"blocks": [[1, 9, false, 3]], "undecodable": [[7, false]], '
+                     '"descents": [[4, false, [null, 4, 6, false, 0, []], [5], [[9, true]]]]}')
+    funcs, insns, blocks, descents = store.load(where)
+    assert list(funcs) == [1] and blocks == {(1, 9, False): 3}
+    assert descents == {(4, False): [(Function(None, 4, 6, (), followed=frozenset({5})),
+                                      ((9, True),))]}
+    assert list(insns) == [(7, False), (1, False)] and insns[(7, False)] is None
 
 
 @pytest.mark.parametrize("content", [
     "", "{", "[]", "{" + F + "}", '{"format": 99, "functions": [], "insns": []}',
-    "{" + F + ', "functions": [[1, 2]], "insns": []}',
-    "{" + F + ', "functions": [["f", true, 2, false, 0, []]], "insns": []}',
+    "{" + F + ', "functions": [[1, 2]], "insns": [], ' + REST + '}',
+    "{" + F + ', "functions": [["f", true, 2, false, 0, []]], "insns": [], ' + REST + '}',
     "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE.replace("call", "bogus")
-    + ']]], "insns": []}',
+    + ']]], "insns": [], ' + REST + '}',
     "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
-    '"insns": [[1, 2, "call", "0x5", "zz", false]]}'],
+    '"insns": [[1, 2, "call", "0x5", "zz", false]], ' + REST + '}',
+    "{" + F + ', "functions": [], "insns": [], "blocks": [[1, 9, 0, 3]], '
+    '"undecodable": [], "descents": []}',
+    "{" + F + ', "functions": [], "insns": [], "undecodable": [], "descents": []}',
+    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [[1]], '
+    '"descents": []}',
+    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [], '
+    '"descents": [[4, false, [null, 4, 6, false, 0, []], [], [[9, 1]]]]}'],
     ids=["empty", "truncated", "list", "no-functions", "other-format", "short-row",
-         "bool-for-int", "bad-kind", "bad-hex"])
+         "bool-for-int", "bad-kind", "bad-hex", "int-for-bool", "no-blocks",
+         "short-undecodable", "int-for-bool-answer"])
 def test_a_damaged_store_is_ignored(cache: Path, content: str) -> None:
     where = store.store_path(str(CALLS), 0)
     assert where is not None
     where.parent.mkdir(parents=True)
     where.write_text(content)
-    assert store.load(where) == ({}, {})
+    assert store.load(where) == ({}, {}, {}, {})
     want = _decoded(["main"])
     memo._memo.clear()
     (start, func), = want.items()
@@ -151,3 +186,39 @@ def test_a_process_tracing_many_files_keeps_few_pending(cache: Path) -> None:
     store.write_pending()
     assert not store._pending
     assert all((w := store.store_path(str(p), 0)) and w.exists() for p in programs)
+
+
+def test_a_warm_run_decodes_nothing(tmp_path: Path) -> None:
+    """What a run decodes (functions, site instructions, descent's instructions — static
+    glibc's IRELATIVE PLT stubs have no symbol — and block counts) is all in the store:
+    the next run of the same program never sets capstone up."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = {**ENV, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    script = ("import sys; from emutrace.cli.main import main; "
+              "main(['run', '--backend', 'int3', '-o', '/dev/null', sys.argv[1]]); "
+              "print('capstone' in sys.modules)")
+    runs = [subprocess.run([sys.executable, "-c", script, str(CALLS)], env=env, cwd=work,
+                           capture_output=True, text=True, timeout=600) for _ in range(2)]
+    assert [r.stdout.split()[-1] for r in runs] == ["True", "False"], runs[1].stderr
+
+
+def test_a_stored_descent_is_used_only_where_its_answers_hold(cache: Path) -> None:
+    """A descent (a function without a symbol) depends on which addresses are known
+    function entries: a kept one whose entry questions get other answers now is not used."""
+    stripped = TESTBINS / "x86_64" / "calls.stripped"
+    discovery = Discovery(load_image(str(stripped)))
+    entry = discovery.image.entry
+    real = discovery.function_at(entry)
+    (found, answers), = discovery._descents[(entry, False)]
+    assert found == real
+    store.write_pending()  # that run's own descents are written now, not over the planted
+    planted = Function(None, entry, entry + 1, ())
+    where = store.store_path(str(stripped), 0)
+    assert where is not None
+    for answer, used in ((False, True), (True, False)):
+        # one question about an address that is no known entry in a fresh run
+        store.save(where, {}, {}, {}, {(entry, False): [(planted, ((entry + 0x10, answer),))]})
+        memo._memo.clear()
+        got = Discovery(load_image(str(stripped))).function_at(entry)
+        assert (got == planted) is used and (got == real) is not used

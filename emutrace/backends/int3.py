@@ -529,7 +529,7 @@ class Int3Backend:
         self.time += count
 
     def _count(self, addr: int, size: int) -> int:
-        return len(self.decoder.insn_starts(addr, size, self.cpu.in_alt_mode()))
+        return self.decoder.block_count(addr, size, self.cpu.in_alt_mode())
 
     def _resolve(self, p: Pending, target: int) -> None:
         self._transfer(p, target)

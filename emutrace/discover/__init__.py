@@ -15,7 +15,7 @@ from emutrace.discover.descent import descend
 from emutrace.discover.functions import from_symbol
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.model import Function, Site, SiteKind
-from emutrace.discover.store import stored_functions
+from emutrace.discover.store import Descents, stored_functions
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.elf import Image
 
@@ -28,12 +28,15 @@ class Discovery:
         self.decoder = Decoder(image)
         self.symbols = read_symbols(image) if use_symbols else SymbolTable([], [])
         # functions read from a symbol depend on the file alone: shared with the next run of
-        # the same file in this process (memo.py); descent's depend on what this run saw
-        # and with later processes through the on-disk store (store.py)
+        # the same file in this process (memo.py) and with later processes through the
+        # on-disk store (store.py); descent's depend on what the run saw as well: kept with
+        # the answers about function entries they depend on (_descend), shared the same way
         key = file_key(image.path, image.bias) if use_symbols else None
+        self._descents: Descents = kept(
+            "descents", key if image.modules is None else None, dict)  # (modules: not one file)
         self._from_symbols: dict[int, Function] = kept(
-            "functions", key, lambda: stored_functions(image.path, image.bias,
-                                                        self.decoder.instructions)
+            "functions", key, lambda: stored_functions(image.path, image.bias, self.decoder,
+                                                       self._descents)
             if use_symbols and image.modules is None and image.tables is not None else {})
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
@@ -56,7 +59,7 @@ class Discovery:
             func = self._from_symbols.get(key) or from_symbol(sym, self.symbols, self.decoder)
             self._from_symbols[key] = func
         else:
-            func = descend(self.decoder, code, alt, self._is_entry)
+            func = self._descend(code, alt)
         self._by_start[key] = func
         for target in func.followed:
             self._followed_by.setdefault(target, set()).add(key)
@@ -97,5 +100,24 @@ class Discovery:
         key = (self.image.isa.code_address(addr), alt)
         func = self._descended.get(key)
         if func is None:
-            func = self._descended[key] = descend(self.decoder, key[0], alt, self._is_entry)
+            func = self._descended[key] = self._descend(key[0], alt)
+        return func
+
+    def _descend(self, code: int, alt: bool) -> Function:
+        """Recursive descent from code.  Its result depends on the file and on which of the
+        addresses it asks about are known function entries now (what the run has seen so
+        far): a result kept from an earlier descent (this process, or the on-disk store) is
+        used when every one of its entry questions has the same answer now — the descent
+        would read the same instructions and take the same turns."""
+        for func, answers in self._descents.get((code, alt), ()):
+            if all(self._is_entry(target) is known for target, known in answers):
+                return func
+        asked: dict[int, bool] = {}
+
+        def is_entry(target: int) -> bool:
+            known = asked[target] = self._is_entry(target)
+            return known
+
+        func = descend(self.decoder, code, alt, is_entry)
+        self._descents.setdefault((code, alt), []).append((func, tuple(asked.items())))
         return func

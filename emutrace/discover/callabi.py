@@ -29,6 +29,7 @@ from emutrace.discover.prototypes import (
     Prototype,
     libc_prototypes,
     lookup,
+    prefix_entries,
     read_prototypes,
 )
 from emutrace.discover.symbols import SymbolTable, read_symbols
@@ -203,6 +204,7 @@ class CallTypes:
         self.default = default
         self.dwarf = _prototypes(path)
         self.libc = libc_prototypes(isa.identity.word_size, isa.c_values.char_signed)
+        self.libc_prefixes = prefix_entries(self.libc)
         self._cache: dict[int, FunctionValues] = {}
         self._sites: dict[int, tuple[int, FunctionValues]] = {}
         self._word = CType("auto", isa.identity.word_size, "")
@@ -217,7 +219,7 @@ class CallTypes:
         name = self.symbols.entry_name(addr)
         proto = self.dwarf.by_addr.get(addr - self.bias)
         if proto is None and name is not None:  # ELFv2 local entry, or no DWARF here
-            proto = self.dwarf.by_name.get(name) or lookup(self.libc, name)
+            proto = self.dwarf.by_name.get(name) or lookup(self.libc, name, self.libc_prefixes)
         return proto, name
 
     def at(self, addr: int) -> FunctionValues:

@@ -34,25 +34,35 @@ class Decoder:
     instruction set (ARM Thumb)."""
 
     def __init__(self, image: Image) -> None:
-        import capstone  # here: an untraced run never decodes (its import is ~40 ms)
-
         self.isa = image.isa
         self.cls = classifiers_of(image)
-        engines = image.isa.engines
-        arch = getattr(capstone, engines.cs_arch)
-        self._cs = capstone.Cs(arch, _mode(capstone, engines.cs_mode))
-        self._cs_alt = None
-        if self.cls.alt_mode:
-            # the alternative mode keeps the byte-order bits of the main mode
-            self._cs_alt = capstone.Cs(arch, _mode(capstone, self.cls.alt_mode))
+        self._cs: Any = None  # capstone's, made at the first miss (_engine)
+        self._cs_alt: Any = None
         # every module's executable file data for a dynamic program (shared, growing)
         self._code = image.modules.code if image.modules is not None else [
             (s.vaddr, s.data) for s in image.segments if s.flags & PF_X]
-        # the file's instructions, shared with the next run of the same file (memo.py); a
-        # dynamic program's modules are not one file: its own cache
-        self.instructions: dict[tuple[int, bool], Insn | None] = (
-            {} if image.modules is not None
-            else kept("instructions", file_key(image.path, image.bias), dict))
+        # the file's instructions and instruction counts of translation blocks, shared
+        # with the next run of the same file (memo.py) and the next process (store.py); a
+        # dynamic program's modules are not one file: its own
+        key = None if image.modules is not None else file_key(image.path, image.bias)
+        self.instructions: dict[tuple[int, bool], Insn | None] = kept(
+            "instructions", key, dict)
+        self.block_counts: dict[tuple[int, int, bool], int] = kept("block_counts", key, dict)
+
+    def _engine(self, alt: bool) -> Any:
+        """Capstone for the main mode (alt: the alternative one, ARM Thumb), made when
+        first needed: a run whose instructions all come from the store never imports it
+        (~30-50 ms)."""
+        if self._cs is None:
+            import capstone
+
+            engines = self.isa.engines
+            arch = getattr(capstone, engines.cs_arch)
+            self._cs = capstone.Cs(arch, _mode(capstone, engines.cs_mode))
+            if self.cls.alt_mode:
+                # the alternative mode keeps the byte-order bits of the main mode
+                self._cs_alt = capstone.Cs(arch, _mode(capstone, self.cls.alt_mode))
+        return self._cs_alt if alt and self._cs_alt is not None else self._cs
 
     def code_ranges(self) -> list[tuple[int, bytes]]:
         """(address, file data) of every executable range known (grows with modules)."""
@@ -74,10 +84,10 @@ class Decoder:
         if key in self.instructions:
             return self.instructions[key]
         insn = None
-        cs = self._cs_alt if alt and self._cs_alt is not None else self._cs
         for base, data in self._code:
             if base <= addr < base + len(data):
                 off = addr - base
+                cs = self._engine(alt)
                 if alt:  # Thumb: one at a time (capstone carries IT-block state along a run)
                     for i in cs.disasm(data[off:off + 16], addr, 1):
                         insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes),
@@ -109,6 +119,15 @@ class Decoder:
             insn = self.insn_at(at, alt)
             at += insn.size if insn is not None else self.align(alt)
         return starts
+
+    def block_count(self, addr: int, size: int, alt: bool = False) -> int:
+        """How many instructions the block [addr, addr+size) holds (len of insn_starts),
+        counted once per file (memo.py, store.py)."""
+        key = (addr, size, alt)
+        count = self.block_counts.get(key)
+        if count is None:
+            count = self.block_counts[key] = len(self.insn_starts(addr, size, alt))
+        return count
 
     def flow_at(self, addr: int, alt: bool = False) -> tuple[Flow, Insn] | None:
         """What the instruction at addr does to control flow, as the backends that watch

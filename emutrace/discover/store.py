@@ -11,8 +11,11 @@ bytes, its load bias and the code that reads it (memo.py), so it is kept in
   `emutrace/discover`, `emutrace/isa` and the ELF readers (any change there is a new file),
 
 and written when the process ends (atexit), or when newer files are opened, if the run
-decoded new functions.  Functions
-found by descent depend on what the run saw and are never kept.
+decoded something new.  Beside the
+functions: the instructions at their sites, the instruction counts of the translation blocks
+run (int3's time stamps) and the functions found by descent (stripped code, PLT stubs),
+each with the entry questions its descent asked: one is used only where every answer is
+the same in the run at hand (Discovery._descend), as descent depends on what the run saw.
 
 Safety: the file is JSON of plain numbers and strings, checked field by field when read;
 anything unexpected (a truncated write, another format, garbage) makes it ignored, never an
@@ -25,17 +28,23 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emutrace.discover.model import Function, Site, SiteKind
 from emutrace.isa.base import Insn
 
-FORMAT = 2
+if TYPE_CHECKING:
+    from emutrace.discover.decode import Decoder
+
+FORMAT = 3
 FILES_KEPT = 64  # the newest files kept in the directory; older ones are deleted on save
 
 _guest_dirs: list[str] = []  # directories a guest of this process may write (session)
@@ -63,19 +72,24 @@ def code_version() -> str:
     """Digest of everything a stored function depends on besides the file."""
     global _version
     if _version is None:
-        import capstone
-
         import emutrace
 
         top = Path(emutrace.__file__).resolve().parent
-        h = hashlib.sha256(f"{FORMAT} {getattr(emutrace, '__version__', '')} "
-                           f"{capstone.__version__}".encode())
+        h = hashlib.sha256(f"{FORMAT} {getattr(emutrace, '__version__', '')}".encode())
         sources = [*sorted((top / "discover").glob("*.py")), *sorted((top / "isa").glob("*.py")),
-                   top / "elf.py", top / "elf_tables.py"]
+                   top / "elf.py", top / "elf_tables.py", *_capstone_files()]
         for src in sources:
             h.update(src.name.encode() + b"\0" + src.read_bytes())
         _version = h.hexdigest()[:20]
     return _version
+
+
+def _capstone_files() -> list[Path]:
+    """Capstone's binding module (it sets the version numbers), found without importing
+    capstone (~30-50 ms: decode.Decoder imports it at the first instruction it decodes, and
+    a run whose instructions all come from the store decodes none)."""
+    spec = importlib.util.find_spec("capstone")
+    return [] if spec is None or spec.origin is None else [Path(spec.origin)]
 
 
 def _file_digest(path: str) -> str:
@@ -151,37 +165,100 @@ def _encode(func: Function) -> list[Any]:
 
 
 Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
+Blocks = dict[tuple[int, int, bool], int]  # a Decoder's block counts, by (addr, size, alt)
+# Discovery's descents by (entry, alt): each result with the entry questions it asked and
+# their answers (Discovery._descend)
+Descents = dict[tuple[int, bool], list[tuple[Function, tuple[tuple[int, bool], ...]]]]
 
 
-def load(where: Path) -> tuple[dict[int, Function], Insns]:
-    """The functions kept in `where`, by start, and the instructions at their sites (the
-    backends decode them to arm the sites); nothing when missing or damaged."""
+def _descent(raw: Any) -> tuple[tuple[int, bool], Function, tuple[tuple[int, bool], ...]]:
+    entry, alt, func, followed, answers = raw
+    _want(entry, int)
+    _want(alt, bool)
+    for v in followed:
+        _want(v, int)
+    for target, known in answers:
+        _want(target, int)
+        _want(known, bool)
+    return ((entry, alt), replace(_function(func), followed=frozenset(followed)),
+            tuple((target, known) for target, known in answers))
+
+
+def _encode_descents(descents: Descents) -> list[Any]:
+    return [[entry, alt, _encode(func), sorted(func.followed), [list(a) for a in answers]]
+            for (entry, alt), found in descents.items() for func, answers in found]
+
+
+def _block(raw: Any) -> tuple[tuple[int, int, bool], int]:
+    addr, size, alt, count = raw
+    for v in (addr, size, count):
+        _want(v, int)
+    _want(alt, bool)
+    return (addr, size, alt), count
+
+
+def _undecodable(raw: Any) -> tuple[int, bool]:
+    addr, alt = raw
+    _want(addr, int)
+    _want(alt, bool)
+    return addr, alt
+
+
+Kept = tuple[dict[int, Function], Insns, Blocks, Descents]
+
+
+def load(where: Path) -> Kept:
+    """The functions kept in `where`, by start, the instructions at their sites (the
+    backends decode them to arm the sites), the instruction counts of the translation
+    blocks the runs met (int3 counts each new block's instructions for the time stamps)
+    and the descents; nothing when missing or damaged."""
     try:
         data = json.loads(where.read_bytes())
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return {}, {}
+            return {}, {}, {}, {}
         funcs = [_function(raw) for raw in data["functions"]]
         insns = [_insn(raw) for raw in data["insns"]]
+        blocks = dict(_block(raw) for raw in data["blocks"])
+        undecodable = [_undecodable(raw) for raw in data["undecodable"]]
+        descents: Descents = {}
+        for raw in data["descents"]:
+            key, func, answers = _descent(raw)
+            descents.setdefault(key, []).append((func, answers))
     except (OSError, ValueError, TypeError, KeyError):  # (JSONDecodeError is a ValueError)
-        return {}, {}
-    return {f.start: f for f in funcs}, {(i.addr, i.thumb): i for i in insns}
+        return {}, {}, {}, {}
+    kept: Insns = dict.fromkeys(undecodable)
+    kept.update({(i.addr, i.thumb): i for i in insns})
+    return {f.start: f for f in funcs}, kept, blocks, descents
 
 
-def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None) -> None:
-    """Write `funcs` and the instructions of `insns` at their sites to `where` atomically
-    (a reader sees the old file or the new one); failures are silent: the cache is an
-    optimisation."""
-    at_sites = []
-    for func in funcs.values():
-        for site in func.sites:
-            for addr in (site.addr, site.executes):
-                insn = (insns or {}).get((addr, site.alt_mode)) if addr is not None else None
-                if insn is not None:
-                    at_sites.append(_encode_insn(insn))
+def _read_at(site: Site) -> tuple[int | None, ...]:
+    """Where the backends read the instructions of a site: the site, the instruction an
+    s390x EXRL executes, a MIPS delay slot (hooked_sites.py: its effect on sp)."""
+    return (site.addr, site.executes, site.addr + site.size if site.delay_slot else None)
+
+
+def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None,
+         blocks: Blocks | None = None, descents: Descents | None = None) -> None:
+    """Write `funcs`, `descents`, the instructions of `insns` at their sites (_read_at) and
+    `blocks` to `where` atomically (a reader sees the old file or the new one); failures
+    are silent: the cache is an optimisation."""
+    descended = [func for found in (descents or {}).values() for func, _ in found]
+    wanted = dict.fromkeys((addr, site.alt_mode) for func in [*funcs.values(), *descended]
+                           for site in func.sites for addr in _read_at(site)
+                           if addr is not None)
+    insns = insns or {}
+    at_sites = [_encode_insn(insn) for insn in (insns.get(key) for key in wanted)
+                if insn is not None]
+    # where nothing decodes: kept too, or capstone is set up again to find that out
+    undecodable = [[addr, alt] for addr, alt in wanted
+                   if (addr, alt) in insns and insns[(addr, alt)] is None]
     try:
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = json.dumps({"format": FORMAT, "functions": [_encode(f) for f in funcs.values()],
-                           "insns": at_sites}, separators=(",", ":"))
+                           "insns": at_sites, "undecodable": undecodable,
+                           "descents": _encode_descents(descents or {}),
+                           "blocks": [[*key, n] for key, n in (blocks or {}).items()]},
+                          separators=(",", ":"))
         fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
             fh.write(data)
@@ -202,37 +279,46 @@ def _prune(top: Path) -> None:
 # an older one is written when a newer file is opened, so a process that traces many
 # programs (the test suite, `bench`) does not keep every one until it ends
 PENDING_KEPT = 2
-_pending: OrderedDict[Path, tuple[dict[int, Function], Insns, int]] = OrderedDict()
-
-
-def _write_back(where: Path, funcs: dict[int, Function], insns: Insns, known: int) -> None:
-    if len(funcs) > known:
-        save(where, funcs, insns)
+_pending: OrderedDict[Path, Callable[[], None]] = OrderedDict()
 
 
 @atexit.register
 def write_pending() -> None:
     while _pending:
-        where, (funcs, insns, known) = _pending.popitem(last=False)
-        _write_back(where, funcs, insns, known)
+        _pending.popitem(last=False)[1]()
 
 
-def stored_functions(path: str, bias: int, insns: Insns) -> dict[int, Function]:
+def stored_functions(path: str, bias: int, decoder: Decoder,
+                     descents: Descents) -> dict[int, Function]:
     """The functions kept for this file (possibly none), in a dict that discovery fills
-    with the functions it reads; the instructions kept with them go into `insns` (the
-    Decoder's).  What discovery added is written at the process's exit, or earlier when
-    PENDING_KEPT newer files are open."""
+    with the functions it reads; the instructions and block counts kept with them go into
+    the decoder's tables, the descents into `descents` (Discovery's).  What the run added
+    is written at the process's exit, or earlier when PENDING_KEPT newer files are open."""
     where = store_path(path, bias)
     if where is None:
         return {}
     earlier = _pending.pop(where, None)
     if earlier is not None:
-        _write_back(where, *earlier)
-    funcs, kept_insns = load(where)
+        earlier()
+    funcs, kept_insns, kept_blocks, kept_descents = load(where)
+    insns, blocks = decoder.instructions, decoder.block_counts
     for key, insn in kept_insns.items():
         insns.setdefault(key, insn)
-    _pending[where] = (funcs, insns, len(funcs))
+    for bkey, count in kept_blocks.items():
+        blocks.setdefault(bkey, count)
+    for dkey, found in kept_descents.items():
+        descents.setdefault(dkey, []).extend(found)
+
+    def sizes() -> tuple[int, int, int]:
+        return len(funcs), len(blocks), sum(len(found) for found in descents.values())
+
+    known = sizes()
+
+    def write_back() -> None:
+        if any(n > k for n, k in zip(sizes(), known, strict=True)):
+            save(where, funcs, insns, blocks, descents)
+
+    _pending[where] = write_back
     while len(_pending) > PENDING_KEPT:
-        older, (f, i, known) = _pending.popitem(last=False)
-        _write_back(older, f, i, known)
+        _pending.popitem(last=False)[1]()
     return funcs

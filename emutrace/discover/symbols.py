@@ -198,10 +198,20 @@ def table_symbols(table: list[ElfSymbol], isa: Isa, bias: int) -> tuple[
         start, alt = isa.entry_of(value)
         off = _local_offset(sym.other >> 5) if local else 0
         funcs.append(FuncSymbol(name, start, sym.size, alt, off, _partition_of(name)))
-    marks.sort()
-    ranges = []
-    for i, (addr, is_data) in enumerate(marks):
+    return funcs, data_ranges(marks)
+
+
+def data_ranges(marks: list[tuple[int, bool]]) -> list[tuple[int, int]]:
+    """[start, end) of each `$d` mark: up to the next code mark, else one byte.  Sorted,
+    a code mark comes before a `$d` at the same address, so the next code mark is always
+    above.  One backward pass (AArch64 glibc has thousands of marks: a forward search per
+    `$d` was quadratic)."""
+    ranges: list[tuple[int, int]] = []
+    next_code: int | None = None
+    for addr, is_data in sorted(marks, reverse=True):
         if is_data:
-            end = next((a for a, d in marks[i + 1:] if not d and a > addr), None)
-            ranges.append((addr, end if end is not None else addr + 1))
-    return funcs, ranges
+            ranges.append((addr, next_code if next_code is not None else addr + 1))
+        else:
+            next_code = addr
+    ranges.reverse()
+    return ranges
