@@ -46,10 +46,10 @@ ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("all",)),
 
 
 def record(isa: str, program: str, args: tuple[str, ...], engine: str,
-           out: Path, cleanup: str = "lazy") -> tuple[Process, int]:
+           out: Path, cleanup: str = "lazy", backend: str = "int3") -> tuple[Process, int]:
     """(the process, the records written) of one recording into out."""
     out.mkdir()
-    process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend="int3",
+    process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend=backend,
                                 engine=engine, cleanup=cleanup), warn=lambda m: None)
     sink = sink_for_image(str(out), process.image, [program, *args])
     process.sink = sink
@@ -79,6 +79,28 @@ def test_native_recording_equals_python(isa: str, tmp_path: Path) -> None:
         if program == "fib" and isa in LOWERED:  # C wrote the records, Python almost none
             stats = process.backend.native_stats  # type: ignore[union-attr]
             assert stats["c_records"] > 0.9 * records, (stats, records)
+
+
+# `step` (step.c): C offers the writer every call and return it finished, on every ISA
+# (the reference is step.py; fib: C wrote almost every record, the rest being the first
+# calls and libc's start-up)
+STEP_CELLS = (("fib", ("15",)), ("calls", ("tail",)), ("typed", ()))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_native_step_recording_equals_python(isa: str, tmp_path: Path) -> None:
+    for k, (program, args) in enumerate(STEP_CELLS):
+        want_dir, got_dir = tmp_path / f"py{k}", tmp_path / f"nat{k}"
+        reference, records = record(isa, program, args, "python", want_dir, backend="step")
+        process, _ = record(isa, program, args, "native", got_dir, backend="step")
+        want, got = files(want_dir), files(got_dir)
+        assert len(want["1.dat"]) > 100 * 16, (program, args)
+        assert got == want, (program, args)
+        # the counters count the events C wrote too (calls, returns, steps)
+        assert process.backend.stats == reference.backend.stats  # type: ignore[union-attr]
+        if program == "fib":
+            stats = process.backend.native_stats  # type: ignore[union-attr]
+            assert stats["c_records"] > 0.8 * records, (stats, records)
 
 
 # strict cleanup: C switches the armed function (strict.c) and the writer takes the records;

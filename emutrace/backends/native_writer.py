@@ -109,11 +109,16 @@ class _Watched(list[T]):
 
 
 class NativeWriter:
-    """C's writer for one run: `lib` the native library, `nt` the hot path's state."""
+    """C's writer for one run: `lib` the native library, `nt` the hot path's state (int3's
+    hotpath.c); `attach` instead, for another hot path (step.c): hands C's writer state (or
+    None, at the end) to it."""
 
-    def __init__(self, lib: ctypes.CDLL, nt: int, shadow: ShadowStack, tails: TailRule,
-                 sink_now: Callable[[], RecordSink], dir_sink: UftraceDirSink) -> None:
-        self._lib, self._nt = lib, nt
+    def __init__(self, lib: ctypes.CDLL, nt: int | None, shadow: ShadowStack, tails: TailRule,
+                 sink_now: Callable[[], RecordSink], dir_sink: UftraceDirSink,
+                 attach: Callable[[int | None], None] | None = None) -> None:
+        self._lib = lib
+        self._attach = attach if attach is not None else \
+            (lambda u: lib.nt_set_writer(nt, u))
         self.shadow, self.tails = shadow, tails
         self._sink_now, self._wrapper, self.dir_sink = sink_now, sink_now(), dir_sink
         self._u = lib.uw_new(BUFFER_BYTES, tails.mask & _MASK64)
@@ -130,7 +135,7 @@ class NativeWriter:
         self.written = 0  # records C wrote (stats)
         self._c_lens = (-1, -1)  # C's stack depths as of the last exchange
         self._on = False  # C may take events
-        lib.nt_set_writer(nt, self._u)
+        self._attach(self._u)
         self.push()
 
     # ------------------------------------------------------------ the exchange
@@ -259,7 +264,7 @@ class NativeWriter:
     def close(self) -> None:
         """(After the last pull.)  C's writer goes; the stacks stay Python's."""
         if self._u:
-            self._lib.nt_set_writer(self._nt, None)
+            self._attach(None)
             self._lib.uw_free(self._u)
             self._u = None
 
