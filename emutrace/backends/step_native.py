@@ -277,7 +277,11 @@ class NativeStepBackend(StepBackend):
                         writer.teach_return(ret, plan is not SNAPSHOT, writer.emit(ret))
                 elif is_tail(target):
                     tail_calls += 1
-                    emit(TailCall(time, site, target, sp, args(target, entry_sp, regs)))
+                    tail = TailCall(time, site, target, sp, args(target, entry_sp, regs))
+                    if writer is None:
+                        emit(tail)
+                    else:
+                        writer.teach_call(tail, self._words(target), writer.emit(tail))
         finally:  # (counted as the reference counts: where the event is made)
             stats = self.stats
             stats["calls"] += calls
@@ -344,9 +348,10 @@ class NativeStepBackend(StepBackend):
         self._final_time = self.time
         self.stats["steps"] = self._final_time
         # the calls and returns the writer took: made (written) in C, never seen by Python
-        written = int(lib.st_counter(st, 2)), int(lib.st_counter(st, 3))
+        written = [int(lib.st_counter(st, which)) for which in (2, 3, 4)]
         self.stats["calls"] += written[0]
         self.stats["returns"] += written[1]
+        self.stats["tail_calls"] += written[2]
         # how much went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"c_transfers": int(lib.st_counter(st, 0)),
                              "python_transfers": int(lib.st_counter(st, 1)),

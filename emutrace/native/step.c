@@ -112,7 +112,7 @@ typedef struct {
     st_pending pending;
     uint64_t recorded, slow;  /* transfers finished in C / resolved by Python */
     uw_state *writer;  /* the record writer (ufwrite.c), or NULL: every record to Python */
-    uint64_t written[2];  /* calls, returns the writer took */
+    uint64_t written[3];  /* calls, returns, tail calls the writer took */
 } st_state;
 
 static st_flow *flow_slot(st_flow *t, size_t cap, uint64_t addr)
@@ -207,8 +207,8 @@ int st_take_pending(st_state *s, uint64_t *out)
 /* `emutrace record`: calls and returns C finishes go to this writer first (NULL: none) */
 void st_set_writer(st_state *s, uw_state *writer) { s->writer = writer; }
 
-/* counters: 0 transfers finished in C, 1 transfers Python resolved; 2 calls and 3 returns
- * the record writer took (among 0: events Python never saw) */
+/* counters: 0 transfers finished in C, 1 transfers Python resolved; 2 calls, 3 returns and
+ * 4 tail calls the record writer took (among 0: events Python never saw) */
 uint64_t st_counter(const st_state *s, uint32_t which)
 {
     switch (which) {
@@ -216,6 +216,7 @@ uint64_t st_counter(const st_state *s, uint32_t which)
     case 1: return s->slow;
     case 2: return s->written[0];
     case 3: return s->written[1];
+    case 4: return s->written[2];
     default: return 0;
     }
 }
@@ -286,15 +287,18 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
         for (uint32_t i = 0; i < s->cfg.n_stack; i++)
             regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
     }
-    /* `record`: a call or return goes to the writer first, when no buffered record has to
-     * precede it (a jump may be a tail call: TailRule's, Python's; a call through an
-     * alternate link register unwinds differently, Call.before_frame: Python's) */
-    if (s->writer && uw_enabled(s->writer) && s->n_events == 0 && kind != K_JUMP
-        && !(p->flow & F_ALT_LINK)) {
+    /* `record`: a call, return or tail call goes to the writer first, when no buffered
+     * record has to precede it (a call through an alternate link register unwinds
+     * differently, Call.before_frame: Python's) */
+    if (s->writer && uw_enabled(s->writer) && s->n_events == 0
+        && !(kind == K_CALL && (p->flow & F_ALT_LINK))) {
         uw_event ev = {kind == K_CALL, p->time, p->site, pc, p->sp, p->fallthrough, regs};
-        if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
+        int taken = kind == K_CALL || kind == K_RETURN
+                        ? uw_take(s->writer, &ev, s->cfg.py_drain)
+                        : uw_take_tail(s->writer, &ev, s->cfg.py_drain);
+        if (taken) {
             s->recorded++;
-            s->written[kind == K_CALL ? 0 : 1]++;
+            s->written[kind == K_CALL ? 0 : kind == K_RETURN ? 1 : 2]++;
             return 1;
         }
     }
