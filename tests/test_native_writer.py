@@ -81,7 +81,8 @@ def test_native_recording_equals_python(isa: str, tmp_path: Path) -> None:
             assert stats["c_records"] > 0.9 * records, (stats, records)
 
 
-# `step` (step.c): C offers the writer every call and return it finished, on every ISA
+# `step` (step.c): C offers the writer every call, return and tail call it finished, on every
+# ISA
 # (the reference is step.py; fib: C wrote almost every record, the rest being the first
 # calls and libc's start-up)
 STEP_CELLS = (("fib", ("15",)), ("calls", ("tail",)), ("typed", ()))
@@ -98,9 +99,11 @@ def test_native_step_recording_equals_python(isa: str, tmp_path: Path) -> None:
         assert got == want, (program, args)
         # the counters count the events C wrote too (calls, returns, steps)
         assert process.backend.stats == reference.backend.stats  # type: ignore[union-attr]
+        stats = process.backend.native_stats  # type: ignore[union-attr]
         if program == "fib":
-            stats = process.backend.native_stats  # type: ignore[union-attr]
             assert stats["c_records"] > 0.8 * records, (stats, records)
+        if args == ("tail",):  # C wrote tail calls (and the returns closing their chains)
+            assert stats["c_tail_calls"] > 0, stats
 
 
 # strict cleanup: C switches the armed function (strict.c) and the writer takes the records;

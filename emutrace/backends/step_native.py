@@ -355,7 +355,7 @@ class NativeStepBackend(StepBackend):
         # how much went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"c_transfers": int(lib.st_counter(st, 0)),
                              "python_transfers": int(lib.st_counter(st, 1)),
-                             "c_records": sum(written)}
+                             "c_records": sum(written), "c_tail_calls": written[2]}
         if self._writer is not None:
             self._writer.close()
         uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(self._c_hook))
