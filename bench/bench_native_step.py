@@ -16,9 +16,9 @@ timed (for `step record`: the run and closing the directory); per repetition the
 run interleaved; medians are kept; ratios are variant / none from this one run.  The two
 engines' records must be equal, and the directory `step record` wrote, read back, must hold
 the native run's records (kind, time, depth, function) (else the row says FAIL and the script
-exits 1).  Peak RSS: VmHWM of `python -m emutrace run --backend none` and of `python -m
-emutrace record --backend step --engine native`, each its own process (as
-bench_record_memory.py).
+exits 1; with one traced variant there is nothing to compare: —).  Peak RSS: VmHWM of
+`python -m emutrace run --backend none` and of `python -m emutrace record --backend step
+--engine native`, each its own process (as bench_record_memory.py).
 
 "C+Unicorn" is the native run's time inside `emu_start` minus the Python it called back
 (cProfile's own time of `emu_start`, from one extra profiled run): what the mechanism costs
@@ -194,14 +194,15 @@ def main(argv: list[str] | None = None) -> int:
                         written = process.backend.native_stats["c_records"]  # type: ignore[union-attr]
                     elif variant != "none":
                         records[variant] = shape(process.records)
-                    if variant == "step native" and process.backend is not None:
+                    if variant in ("step native", "step record") \
+                            and process.backend is not None:
                         stats = process.backend.native_stats  # type: ignore[attr-defined]
                         insns = process.backend.stats["steps"]
                     del process
             med = {v: statistics.median(s) for v, s in samples.items()}
             kept = list(records.values())
-            agree = all(r == kept[0] for r in kept)
-            failed |= not agree
+            agree = all(r == kept[0] for r in kept) if len(kept) > 1 else None
+            failed |= agree is False
             events = len(kept[0]) if kept else 0
             profiled = "step record" if "step record" in variants else "step native"
             in_emu, top = profile(cmd, profiled, directory)
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                 + " | ".join(f"{med[v] / med['none']:.1f}×" for v in variants[1:])
                 + f" | {in_emu / med['none']:.1f}× | {100 * in_c:.1f} % | "
                 f"{100 * written / max(events, 1):.1f} % | {rss_none:.0f} MiB | "
-                f"{rss_record:.0f} MiB | {'yes' if agree else 'FAIL'} |")
+                f"{rss_record:.0f} MiB | "
+                f"{'—' if agree is None else 'yes' if agree else 'FAIL'} |")
             result["rows"][f"{isa} {program}"] = {  # type: ignore[index]
                 "command": cmd, "samples": samples, "events": events, "insns": insns,
                 "native": stats, "records_by_c": written, "emu_start_own_s": in_emu,
