@@ -1,16 +1,18 @@
 """`emutrace record` on the native engine: C keeps the shadow stack's common case and writes
 the uftrace records itself (native/ufwrite.c, backends/native_writer.py).
 
-* Differential: the data directory the native engine writes equals the Python reference's
-  byte for byte, every file, on all ten ISAs (fib: the hot path; calls tail: tail calls,
-  which C leaves to Python, beside C's records; typed: argument and return types, integer
-  ones in C, strings, floats, structs in Python), plus the ISA-independent unusual cases
-  once (longjmp unwinding, a stripped program's site hooks, `calls all`).  On a
-  lowered ISA the fib cell checks that C wrote almost every record.
+* Differential: the data directory the native engine writes (int3; step) equals the Python
+  reference's byte for byte, every file, on all ten ISAs (fib: the hot path; calls tail:
+  tail calls, which int3's C leaves to Python and step's C writes, beside C's records;
+  typed: argument and return types, integer ones in C, strings, floats, structs in Python),
+  plus the ISA-independent unusual cases once (longjmp unwinding, a stripped program's site
+  hooks, `calls all`).  On a lowered ISA the fib cell checks that C wrote almost every
+  record.
 * Oracles: the canonical trace read back from a natively written directory equals what the
   `-finstrument-functions` build records about itself under qemu-user (x86_64, aarch64;
-  the `calls` scenarios that nest less than 1024 deep); Debian's uftrace replays a natively
-  written directory and shows the program's functions entered as that record does.
+  the `calls` scenarios that nest less than 1024 deep; `step`: tail and recursion);
+  Debian's uftrace replays a natively written directory and shows the program's functions
+  entered as that record does.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("all",)),
 
 
 def record(isa: str, program: str, args: tuple[str, ...], engine: str,
-           out: Path, cleanup: str = "lazy") -> tuple[Process, int]:
+           out: Path, cleanup: str = "lazy", backend: str = "int3") -> tuple[Process, int]:
     """(the process, the records written) of one recording into out."""
     out.mkdir()
-    process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend="int3",
+    process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend=backend,
                                 engine=engine, cleanup=cleanup), warn=lambda m: None)
     sink = sink_for_image(str(out), process.image, [program, *args])
     process.sink = sink
@@ -81,6 +83,31 @@ def test_native_recording_equals_python(isa: str, tmp_path: Path) -> None:
             assert stats["c_records"] > 0.9 * records, (stats, records)
 
 
+# `step` (step.c): C offers the writer every call, return and tail call it finished, on every
+# ISA
+# (the reference is step.py; fib: C wrote almost every record, the rest being the first
+# calls and libc's start-up)
+STEP_CELLS = (("fib", ("15",)), ("calls", ("tail",)), ("typed", ()))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_native_step_recording_equals_python(isa: str, tmp_path: Path) -> None:
+    for k, (program, args) in enumerate(STEP_CELLS):
+        want_dir, got_dir = tmp_path / f"py{k}", tmp_path / f"nat{k}"
+        reference, records = record(isa, program, args, "python", want_dir, backend="step")
+        process, _ = record(isa, program, args, "native", got_dir, backend="step")
+        want, got = files(want_dir), files(got_dir)
+        assert len(want["1.dat"]) > 100 * 16, (program, args)
+        assert got == want, (program, args)
+        # the counters count the events C wrote too (calls, returns, steps)
+        assert process.backend.stats == reference.backend.stats  # type: ignore[union-attr]
+        stats = process.backend.native_stats  # type: ignore[union-attr]
+        if program == "fib":
+            assert stats["c_records"] > 0.8 * records, (stats, records)
+        if args == ("tail",):  # C wrote tail calls (and the returns closing their chains)
+            assert stats["c_tail_calls"] > 0, stats
+
+
 # strict cleanup: C switches the armed function (strict.c) and the writer takes the records;
 # the directory is the reference's all the same (ISAs without a lowering: Python's work)
 @pytest.mark.parametrize("isa", LOWERED)
@@ -104,17 +131,24 @@ def test_native_strict_recording_equals_python(isa: str, tmp_path: Path) -> None
 ORACLE_SCENARIOS = ("recursion", "fnptr", "qsort", "tail", "longjmp", "args9")
 
 
+# `step`'s writer (tail calls and the returns closing their chains in C) on the scenarios
+# whose calls it finishes in different ways: tail chains, recursion
+STEP_ORACLE = [("step", "tail"), ("step", "recursion")]
+
+
 @pytest.mark.oracle
 @pytest.mark.parametrize("isa", ["x86_64", "aarch64"])
-@pytest.mark.parametrize("scenario", ORACLE_SCENARIOS)
-def test_native_recording_equals_self_record(isa: str, scenario: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("backend", "scenario"),
+                         [("int3", s) for s in ORACLE_SCENARIOS] + STEP_ORACLE)
+def test_native_recording_equals_self_record(isa: str, backend: str, scenario: str,
+                                             tmp_path: Path) -> None:
     instr = str(bin_path(isa, "calls.instr"))
     text = run_qemu(isa, instr, scenario).stderr.decode()
     instr_name = namer(instr)
     program_functions = {instr_name(addr) for _, addr in parse_instr_record(text)}
     want = canonical_from_instr(text, instr_name, program_functions)
     plain = str(bin_path(isa, "calls"))
-    process, _ = record(isa, "calls", (scenario,), "native", tmp_path / "d")
+    process, _ = record(isa, "calls", (scenario,), "native", tmp_path / "d", backend=backend)
     assert process.backend.native_stats["c_records"] > 0  # type: ignore[union-attr]
     records, _symbolize, _isa = load_recording(str(tmp_path / "d"))
     got = canonical_text(list(records), namer(plain), program_functions)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, SupportsIndex, TypeVar, overload
 
 from emutrace.backends.tails import TailRule
-from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return
+from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return, TailCall
 from emutrace.trace.shadow import Frame, ShadowStack
 from emutrace.trace.uftrace_args import spec_of
 from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
@@ -109,11 +109,16 @@ class _Watched(list[T]):
 
 
 class NativeWriter:
-    """C's writer for one run: `lib` the native library, `nt` the hot path's state."""
+    """C's writer for one run: `lib` the native library, `nt` the hot path's state (int3's
+    hotpath.c); `attach` instead, for another hot path (step.c): hands C's writer state (or
+    None, at the end) to it."""
 
-    def __init__(self, lib: ctypes.CDLL, nt: int, shadow: ShadowStack, tails: TailRule,
-                 sink_now: Callable[[], RecordSink], dir_sink: UftraceDirSink) -> None:
-        self._lib, self._nt = lib, nt
+    def __init__(self, lib: ctypes.CDLL, nt: int | None, shadow: ShadowStack, tails: TailRule,
+                 sink_now: Callable[[], RecordSink], dir_sink: UftraceDirSink,
+                 attach: Callable[[int | None], None] | None = None) -> None:
+        self._lib = lib
+        self._attach = attach if attach is not None else \
+            (lambda u: lib.nt_set_writer(nt, u))
         self.shadow, self.tails = shadow, tails
         self._sink_now, self._wrapper, self.dir_sink = sink_now, sink_now(), dir_sink
         self._u = lib.uw_new(BUFFER_BYTES, tails.mask & _MASK64)
@@ -126,11 +131,11 @@ class NativeWriter:
                                                            self._rets)
         self._frames.low = self._codes.low = self._rets.low = 0  # all of it, the first time
         self._taught_calls: set[int] = set()
-        self._taught_returns: set[int] = set()
+        self._taught_returns: set[tuple[int, int]] = set()  # (site, function)
         self.written = 0  # records C wrote (stats)
         self._c_lens = (-1, -1)  # C's stack depths as of the last exchange
         self._on = False  # C may take events
-        lib.nt_set_writer(nt, self._u)
+        self._attach(self._u)
         self.push()
 
     # ------------------------------------------------------------ the exchange
@@ -205,10 +210,11 @@ class NativeWriter:
         self._sink_now().write(out)
         return out
 
-    def teach_call(self, ev: Call, words: list[tuple[int, object]] | None,
+    def teach_call(self, ev: Call | TailCall, words: list[tuple[int, object]] | None,
                    out: list[Record]) -> None:
-        """After Python wrote ev (a call C finished): the callee's entry layout for C.
-        words: per argument its index in C's snapshot and type (None: not integer words)."""
+        """After Python wrote ev (a call or tail call C finished): the callee's entry layout
+        for C.  words: per argument its index in C's snapshot and type (None: not integer
+        words)."""
         if ev.target in self._taught_calls or words is None or not out \
                 or not isinstance(out[-1], Entry) or out[-1].func != ev.target:
             return
@@ -234,32 +240,40 @@ class NativeWriter:
             raise MemoryError("native record writer: out of memory")
 
     def teach_return(self, ev: Return, integer: bool, out: list[Record]) -> None:
-        """After Python wrote ev (a return C finished): the site's exit layout for C when
-        it closes the same function's frame.  integer: the value (if any) is one integer
-        word in C's snapshot."""
-        if ev.site_addr in self._taught_returns or not integer or len(out) != 1 \
-                or not isinstance(out[0], Exit) or out[0].unwound:
+        """After Python wrote ev (a return C finished): the site's exit layout for C when it
+        closes the same functions' frames (the top one; with a tail chain, those below it
+        too: one exit each, the same value).  integer: the value (if any) is one integer word
+        in C's snapshot."""
+        if not integer or not out or not all(isinstance(r, Exit) and not r.unwound
+                                             for r in out):
             return
-        func, v = out[0].func, ev.retval
-        n, size, bits, payload = 0, 0, 0, False
+        v = ev.retval
+        n, size, bits, spec = 0, 0, 0, ""
         if v is not None:
             if not isinstance(v, Value) or v.kind not in _INTEGER_KINDS or v.bits > 64:
                 return
             spec = spec_of(v)
-            name = self.dir_sink.values_name(func)
-            if name is not None and name not in self.dir_sink.rets:
-                return  # not written yet (too deep): the first written exit fixes the layout
             n, size, bits = 1, _size(spec), v.bits
-            payload = name is not None and self.dir_sink.rets.get(name) == ((v.kind,), (spec,))
-        self._taught_returns.add(ev.site_addr)
-        if self._lib.uw_return_plan(self._u, ev.site_addr, func, int(payload), n, size,
-                                    bits) != 0:
-            raise MemoryError("native record writer: out of memory")
+        for rec in out:
+            key = (ev.site_addr, rec.func)
+            if key in self._taught_returns:
+                continue
+            payload = False
+            if v is not None:
+                name = self.dir_sink.values_name(rec.func)
+                if name is not None and name not in self.dir_sink.rets:
+                    continue  # not written yet (too deep): the first written exit fixes it
+                payload = name is not None and \
+                    self.dir_sink.rets.get(name) == ((v.kind,), (spec,))
+            self._taught_returns.add(key)
+            if self._lib.uw_return_plan(self._u, ev.site_addr, rec.func, int(payload), n,
+                                        size, bits) != 0:
+                raise MemoryError("native record writer: out of memory")
 
     def close(self) -> None:
         """(After the last pull.)  C's writer goes; the stacks stay Python's."""
         if self._u:
-            self._lib.nt_set_writer(self._nt, None)
+            self._attach(None)
             self._lib.uw_free(self._u)
             self._u = None
 

@@ -11,6 +11,10 @@ address up in its flow table; Python is entered only
 * to drain the buffer of records C wrote for the transfers it finished (`_drain`: the same
   `_resolve` rules, in order, over a register snapshot read by an `ArgReader`).
 
+For `emutrace record` the session attaches the record writer (`attach_writer`,
+backends/native_writer.py, as int3_native's): a call or return C finished then normally never
+reaches Python — C keeps the shadow stack's common case and writes the uftrace record itself.
+
 A jump to an address that is no function entry records nothing and never leaves C.  The
 buffer is drained before Python emits anything or looks at the tail-call state, and at the
 end, so the event stream is the reference's, byte for byte (tests/test_native_engine.py).
@@ -38,6 +42,7 @@ from emutrace.backends.native_args import (
     ret_plan,
     return_fast,
 )
+from emutrace.backends.native_writer import NativeWriter
 from emutrace.backends.step import Pending, StepBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.prototypes import CType
@@ -48,6 +53,8 @@ from emutrace.native import steplib
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall
+from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
 from emutrace.trace.values import Value
 
 # FlowKind <-> the kind bits of C's flow word (step.c K_*)
@@ -114,6 +121,21 @@ class NativeStepBackend(StepBackend):
         self._value = self._snap_args.value
         self._arg_plans: dict[int, object] = {}
         self._ret_plans: dict[int, object] = {}
+        self._writer: NativeWriter | None = None  # `record`: C writes the records
+
+    def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
+        """The session's shadow stack and sink, before the run: when the records go to a
+        uftrace directory, C keeps the shadow stack's common case and writes them itself
+        (backends/native_writer.py); otherwise every record is drained to Python."""
+        sink = sink_now()
+        dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
+        if not isinstance(dir_sink, UftraceDirSink) or not self._st \
+                or self._writer is not None:
+            return
+        self._drain()
+        lib, st = self._lib, self._st
+        self._writer = NativeWriter(lib, None, shadow, self.tails, sink_now, dir_sink,
+                                    attach=lambda u: lib.st_set_writer(st, u))
 
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
@@ -157,6 +179,15 @@ class NativeStepBackend(StepBackend):
             self.cpu.uc.emu_stop()
             return 0
 
+    def _guarded(self, body: Callable[[], None]) -> None:
+        """A Python section C called: what Python changed of the stacks goes back to C's
+        writer at its end."""
+        try:
+            self._hooks.guard(body)
+        finally:
+            if self._writer is not None:
+                self._writer.push()
+
     def _py_resolve(self, flow: int, site: int, fallthrough: int, time: int, sp: int,
                     pc: int) -> None:
         def body() -> None:
@@ -170,10 +201,10 @@ class NativeStepBackend(StepBackend):
                 if self._args_fast(pc):
                     self._lib.st_fast_add(self._st, pc)
 
-        self._hooks.guard(body)
+        self._guarded(body)
 
     def _py_drain(self) -> None:
-        self._hooks.guard(self._drain)
+        self._guarded(self._drain)
 
     def _sync_entries(self) -> None:
         """C's superset of the tail rule's entries: every symbol entry (again when the
@@ -203,7 +234,9 @@ class NativeStepBackend(StepBackend):
         self._emit_now(event)
 
     def _drain(self) -> None:
-        lib, st = self._lib, self._st
+        lib, st, writer = self._lib, self._st, self._writer
+        if writer is not None:  # C's records and stacks first: they come before these
+            writer.pull()
         n = lib.st_events_count(st)
         if not n:
             return
@@ -219,8 +252,13 @@ class NativeStepBackend(StepBackend):
                 if kind == _SE_CALL:
                     calls += 1
                     called(target, after)
-                    emit(Call(time, site, target, sp, after, args(target, entry_sp, regs),
-                              bool(flags & _ALT_LINK)))
+                    call = Call(time, site, target, sp, after, args(target, entry_sp, regs),
+                                bool(flags & _ALT_LINK))
+                    if writer is None:
+                        emit(call)
+                    else:  # written by the reference, then its layout taught to C
+                        writer.teach_call(call, None if flags & _ALT_LINK
+                                          else self._words(target), writer.emit(call))
                 elif kind == _SE_RETURN:
                     returns += 1
                     returned()
@@ -232,15 +270,32 @@ class NativeStepBackend(StepBackend):
                         result = self._snap_args.read_return(site)
                     else:
                         result = None if plan is VOID_PLAN else value(regs[0], cast(CType, plan))
-                    emit(Return(time, site, sp, result, target))
+                    ret = Return(time, site, sp, result, target)
+                    if writer is None:
+                        emit(ret)
+                    else:
+                        writer.teach_return(ret, plan is not SNAPSHOT, writer.emit(ret))
                 elif is_tail(target):
                     tail_calls += 1
-                    emit(TailCall(time, site, target, sp, args(target, entry_sp, regs)))
+                    tail = TailCall(time, site, target, sp, args(target, entry_sp, regs))
+                    if writer is None:
+                        emit(tail)
+                    else:
+                        writer.teach_call(tail, self._words(target), writer.emit(tail))
         finally:  # (counted as the reference counts: where the event is made)
             stats = self.stats
             stats["calls"] += calls
             stats["returns"] += returns
             stats["tail_calls"] += tail_calls
+
+    def _words(self, target: int) -> list[tuple[int, object]] | None:
+        """A call's values as C's writer can copy them (per value its snapshot word and
+        type), or None (values read otherwise: the call stays Python's)."""
+        plan = self._arg_plans.get(target)
+        if plan is SNAPSHOT or plan is None \
+                or not all(isinstance(t, CType) for _i, t in cast(ArgPlan, plan)):
+            return None
+        return cast(list[tuple[int, object]], plan)
 
     # The common cases without the snapshot: what ArgReader.read / read_return compute from
     # the same words (one word per value: `ArgReader.value`; `Unknown`: a constant)
@@ -271,6 +326,13 @@ class NativeStepBackend(StepBackend):
                                    (), out[5], bool(flow & _CONDITIONAL),
                                    bool(flow & _MAYBE_RETURN), bool(flow & _ALT_LINK))
         super().trap_entered(vector, signal)
+        if self._writer is not None:  # (C's stacks learn the signal frame: C is disabled)
+            self._writer.push()
+
+    def trap_returned(self, site: int) -> None:
+        super().trap_returned(site)  # (its event is emitted drained)
+        if self._writer is not None:
+            self._writer.push()
 
     def flush_events(self) -> None:
         """Hand the buffered events to the shadow stack (the session asks at the end of the
@@ -285,9 +347,17 @@ class NativeStepBackend(StepBackend):
         lib, st = self._lib, self._st
         self._final_time = self.time
         self.stats["steps"] = self._final_time
+        # the calls and returns the writer took: made (written) in C, never seen by Python
+        written = [int(lib.st_counter(st, which)) for which in (2, 3, 4)]
+        self.stats["calls"] += written[0]
+        self.stats["returns"] += written[1]
+        self.stats["tail_calls"] += written[2]
         # how much went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"c_transfers": int(lib.st_counter(st, 0)),
-                             "python_transfers": int(lib.st_counter(st, 1))}
+                             "python_transfers": int(lib.st_counter(st, 1)),
+                             "c_records": sum(written), "c_tail_calls": written[2]}
+        if self._writer is not None:
+            self._writer.close()
         uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(self._c_hook))
         lib.st_free(st)
         self._st = None

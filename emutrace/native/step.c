@@ -21,6 +21,10 @@
  * - anything else (a first call of a target, a `maybe_return` jump, a return into a
  *   function's entry, values in memory or float registers): Python resolves it now, on the
  *   live CPU, after draining the buffer.
+ *
+ * For `emutrace record` (st_set_writer) a call or return C finished is offered to the record
+ * writer (ufwrite.c) first, as hotpath.c offers its traps: the writer keeps the shadow stack's
+ * common case and writes the uftrace record itself, or leaves the record to Python.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +33,7 @@
 #include <unicorn/unicorn.h>
 
 #include "addrset.h"
+#include "ufwrite.h"
 
 typedef uc_err (*st_reg_read_fn)(uc_engine *, int, void *);
 typedef uc_err (*st_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
@@ -105,7 +110,9 @@ typedef struct {
     uint64_t time;
     int has_pending;
     st_pending pending;
-    uint64_t recorded, slow;  /* transfers buffered / resolved by Python */
+    uint64_t recorded, slow;  /* transfers finished in C / resolved by Python */
+    uw_state *writer;  /* the record writer (ufwrite.c), or NULL: every record to Python */
+    uint64_t written[3];  /* calls, returns, tail calls the writer took */
 } st_state;
 
 static st_flow *flow_slot(st_flow *t, size_t cap, uint64_t addr)
@@ -197,10 +204,21 @@ int st_take_pending(st_state *s, uint64_t *out)
     return 1;
 }
 
-/* counters: 0 transfers buffered, 1 transfers Python resolved */
+/* `emutrace record`: calls and returns C finishes go to this writer first (NULL: none) */
+void st_set_writer(st_state *s, uw_state *writer) { s->writer = writer; }
+
+/* counters: 0 transfers finished in C, 1 transfers Python resolved; 2 calls, 3 returns and
+ * 4 tail calls the record writer took (among 0: events Python never saw) */
 uint64_t st_counter(const st_state *s, uint32_t which)
 {
-    return which == 0 ? s->recorded : which == 1 ? s->slow : 0;
+    switch (which) {
+    case 0: return s->recorded;
+    case 1: return s->slow;
+    case 2: return s->written[0];
+    case 3: return s->written[1];
+    case 4: return s->written[2];
+    default: return 0;
+    }
 }
 
 const st_event *st_events(const st_state *s) { return s->events; }
@@ -256,6 +274,34 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
                                (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
             return 0;
     }
+    uint64_t regs[ST_MAX_REGS] = {0};
+    if (kind == K_RETURN) {
+        uint32_t n = 0;
+        if (s->cfg.ret_reg >= 0)
+            regs[n++] = rd(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            regs[n++] = rd(s, s->cfg.ret_hi_reg);
+    } else {  /* the arguments as the callee sees them at its entry */
+        for (uint32_t i = 0; i < s->cfg.n_args; i++)
+            regs[i] = rd(s, s->cfg.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+            regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    }
+    /* `record`: a call, return or tail call goes to the writer first, when no buffered
+     * record has to precede it (a call through an alternate link register unwinds
+     * differently, Call.before_frame: Python's) */
+    if (s->writer && uw_enabled(s->writer) && s->n_events == 0
+        && !(kind == K_CALL && (p->flow & F_ALT_LINK))) {
+        uw_event ev = {kind == K_CALL, p->time, p->site, pc, p->sp, p->fallthrough, regs};
+        int taken = kind == K_CALL || kind == K_RETURN
+                        ? uw_take(s->writer, &ev, s->cfg.py_drain)
+                        : uw_take_tail(s->writer, &ev, s->cfg.py_drain);
+        if (taken) {
+            s->recorded++;
+            s->written[kind == K_CALL ? 0 : kind == K_RETURN ? 1 : 2]++;
+            return 1;
+        }
+    }
     if (s->n_events >= s->cfg.buffer_events) {
         s->cfg.py_drain();  /* takes the GIL; the buffer is empty afterwards */
         if (s->n_events >= s->cfg.buffer_events)
@@ -270,19 +316,12 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
     e->sp = p->sp;
     e->fallthrough = p->fallthrough;
     e->entry_sp = sp;
-    if (kind == K_RETURN) {
-        uint32_t n = 0;
-        if (s->cfg.ret_reg >= 0)
-            e->regs[n++] = rd(s, s->cfg.ret_reg);
-        if (s->cfg.ret_hi_reg >= 0)
-            e->regs[n++] = rd(s, s->cfg.ret_hi_reg);
-    } else {  /* the arguments as the callee sees them at its entry */
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            e->regs[i] = rd(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
-    }
+    memcpy(e->regs, regs, sizeof regs);
     s->recorded++;
+    /* the writer is on but left this record to Python: Python takes it now, so that the
+     * next transfers find an empty buffer (and the writer can take them) */
+    if (s->writer && uw_enabled(s->writer))
+        s->cfg.py_drain();
     return 1;
 }
 

@@ -54,6 +54,7 @@ def load() -> ctypes.CDLL:
         "st_events_count": ([vp], u32),
         "st_events_clear": ([vp], None),
         "st_event_size": ([], u32),
+        "st_set_writer": ([vp, vp], None),
     }
     native.declare(lib, signatures, "the step backend")
     if lib.st_event_size() != lib.nt_event_size():

@@ -9,9 +9,14 @@
  *                   shadow.py policy 3), depth < MAX_STACK, and the callee has a plan
  *                   (its argument layout in the record, taught by Python after it wrote
  *                   one such call itself);
- *   return at sp S: the top frame's sp is not deeper than S, it was entered by a call (not
- *                   a tail call) whose return address is where this return goes, and the
- *                   return site has a plan for the top frame's function.
+ *   tail call (a jump to a function entry, the step hot path's) at sp S: no open frame's
+ *                   sp is deeper than S, depth < MAX_STACK, the callee has a plan, and
+ *                   the running function is not already the target;
+ *   return at sp S: the top frame's sp is not deeper than S, its return address (its
+ *                   call's, or for a tail chain the call's that began it) is where this
+ *                   return goes, and the return site has a plan for the function of every
+ *                   frame it closes (the top one, and those below it while the one closed
+ *                   was entered by a tail call).
  * Everything else returns 0 before anything changed, and the hot path hands the event to
  * Python.  Python disables the writer while a signal or exception frame is open (policies
  * 6 and 7) and whenever the recording is not a uftrace directory.
@@ -46,6 +51,7 @@ typedef struct {  /* tails.py TailRule: frames[i], return_addrs[i] */
 
 typedef struct {
     uint64_t func;  /* a return plan: the function whose frame it closes */
+    uint64_t site;  /* a return plan: its return instruction */
     uint32_t n;     /* values written (0: none) */
     uint32_t payload;  /* 0: the record has no values (no name uftrace matches, or another
                           layout than the function's first) */
@@ -167,8 +173,9 @@ void uw_free(uw_state *u)
 void uw_set_enabled(uw_state *u, uint32_t on) { u->enabled = (int)on; }
 int uw_enabled(const uw_state *u) { return u && u->enabled; }
 
-static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t func, uint32_t payload,
-                    uint32_t n, const uint8_t *regs, const uint8_t *sizes, const uint32_t *bits)
+static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t site, uint64_t func,
+                    uint32_t payload, uint32_t n, const uint8_t *regs, const uint8_t *sizes,
+                    const uint32_t *bits)
 {
     if (n > UW_MAX_ITEMS)
         return -1;
@@ -182,6 +189,7 @@ static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t func, uint32_
     uw_plan *p = &u->plans[u->nplans];
     memset(p, 0, sizeof *p);
     p->func = func;
+    p->site = site;
     p->n = n;
     p->payload = payload;
     for (uint32_t i = 0; i < n; i++) {
@@ -204,15 +212,32 @@ static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t func, uint32_
 int uw_callee_plan(uw_state *u, uint64_t func, uint32_t payload, uint32_t n,
                    const uint8_t *regs, const uint8_t *sizes, const uint32_t *bits)
 {
-    return add_plan(u, &u->callees, func, func, payload, n, regs, sizes, bits);
+    return add_plan(u, &u->callees, func, 0, func, payload, n, regs, sizes, bits);
 }
 
-/* a return site's exit record when it closes func's frame: n (0 or 1) return values */
+/* the key of a return plan: its site and the function whose frame it closes (a return that
+ * closes a tail chain writes one exit per frame of the chain, each by its function's plan);
+ * lookups check both, so two pairs with one key only make one of them Python's */
+static uint64_t return_key(uint64_t site, uint64_t func)
+{
+    uint64_t key = uw_mix(site) ^ func;
+    return key ? key : 1;
+}
+
+static int return_plan(const uw_state *u, uint64_t site, uint64_t func)
+{
+    int k = map_get(&u->returns, return_key(site, func));
+    return k >= 0 && u->plans[k].site == site && u->plans[k].func == func ? k : -1;
+}
+
+/* a return site's exit record when it closes func's frame (the top one, or one below it in
+ * a tail chain the return closes): n (0 or 1) return values */
 int uw_return_plan(uw_state *u, uint64_t site, uint64_t func, uint32_t payload, uint32_t n,
                    uint32_t size, uint32_t bits)
 {
     uint8_t reg = 0, sz = (uint8_t)size;
-    return add_plan(u, &u->returns, site, func, payload, n, &reg, &sz, &bits);
+    return add_plan(u, &u->returns, return_key(site, func), site, func, payload, n, &reg, &sz,
+                    &bits);
 }
 
 /* the stacks, for the exchange with Python: count, the lowest index changed since the last
@@ -333,15 +358,17 @@ static int room(uw_state *u, void (*drain)(void))
     return 1;
 }
 
-static int call_plan(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(void))
+static int call_plan(uw_state *u, uint64_t target, uint64_t sp, int inclusive,
+                     void (*drain)(void))
 {
     if (!room(u, drain))
         return -1;
     const uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
     int k = map_get(&u->callees, target);
-    /* an open frame at an sp deeper than or equal to the call's is finished (unwound):
-     * Python's; so is a record deeper than uftrace keeps */
-    if (k < 0 || (top && top->sp <= sp) || u->n >= UW_MAX_STACK)
+    /* an open frame at an sp deeper than (or, for a call, equal to) the call's is finished
+     * (unwound): Python's; so is a record deeper than uftrace keeps */
+    if (k < 0 || (top && (top->sp < sp || (inclusive && top->sp == sp)))
+        || u->n >= UW_MAX_STACK)
         return -1;
     if (reserve((void **)&u->frames, &u->cap, u->n + 1, sizeof *u->frames)
         || reserve((void **)&u->tails, &u->tcap, u->nt + 1, sizeof *u->tails))
@@ -351,14 +378,14 @@ static int call_plan(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(vo
 
 int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(void))
 {
-    int k = call_plan(u, target, sp, drain);
+    int k = call_plan(u, target, sp, 1, drain);
     return k < 0 ? -1 : (int)u->plans[k].words;
 }
 
 int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
 {
     if (e->call) {
-        int k = call_plan(u, e->target, e->sp, drain);
+        int k = call_plan(u, e->target, e->sp, 1, drain);
         if (k < 0)
             return 0;
         uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
@@ -380,23 +407,68 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
     if (!room(u, drain))
         return 0;
     const uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
-    if (!top || top->sp < e->sp || (top->flags & (F_RET_KNOWN | F_TAIL)) != F_RET_KNOWN
-        || top->ret != e->target || u->n - 1 >= UW_MAX_STACK)
-        return 0;  /* unwinding, an unmatched return, a tail chain, too deep: Python's */
-    int k = map_get(&u->returns, e->site);
-    if (k < 0 || u->plans[k].func != top->func)
-        return 0;
+    if (!top || top->sp < e->sp || !(top->flags & F_RET_KNOWN) || top->ret != e->target
+        || u->n - 1 >= UW_MAX_STACK)
+        return 0;  /* unwinding, an unmatched return, too deep: Python's */
+    /* ShadowStack._return pops the top frame, then every frame below it while the one
+     * popped was entered by a tail call: each exit by its function's plan at this site */
+    size_t chain = 1;
+    while (u->frames[u->n - chain].flags & F_TAIL && chain < u->n)
+        chain++;
+    if (chain * UW_MAX_RECORD > u->buf_cap - u->len)
+        return 0;  /* (room was made for one record) */
+    for (size_t i = 0; i < chain; i++)
+        if (return_plan(u, e->site, u->frames[u->n - 1 - i].func) < 0)
+            return 0;
     /* TailRule.returned() */
     if (u->nt) {
         u->nt--;
         if (u->tlow > u->nt)
             u->tlow = u->nt;
     }
-    /* ShadowStack._pop: the exit carries the depth its entry had */
-    u->n--;
+    for (size_t i = 0; i < chain; i++) {  /* ShadowStack._pop: an exit has its entry's depth */
+        uint64_t func = u->frames[u->n - 1].func;
+        u->n--;
+        put_record(u, 1, e->time, u->n, func, &u->plans[return_plan(u, e->site, func)],
+                   e->regs);
+    }
     if (u->low > u->n)
         u->low = u->n;
-    put_record(u, 1, e->time, u->n, top->func, &u->plans[k], e->regs);
+    u->changed = 1;
+    return 1;
+}
+
+/* a jump to a function entry at sp, as TailRule.is_tail and ShadowStack's TailCall take it:
+ * the running function (TailRule's top) becomes target, and target's frame is pushed above
+ * the top one, with its return address and sp (a tail chain) or, on an empty stack, its
+ * own.  1 if taken; 0: Python's, nothing changed (also when TailRule's top already is
+ * target: no tail call, Python's all the same). */
+int uw_take_tail(uw_state *u, const uw_event *e, void (*drain)(void))
+{
+    int k = call_plan(u, e->target, e->sp, 0, drain);  /* (unwinds strictly deeper frames) */
+    if (k < 0)
+        return 0;
+    uint64_t code = e->target & u->code_mask;
+    if (u->nt && u->tails[u->nt - 1].code == code)
+        return 0;
+    uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
+    if (u->nt) {  /* TailRule.is_tail: the running function is now target */
+        u->tails[u->nt - 1].code = code;
+        if (u->tlow > u->nt - 1)
+            u->tlow = u->nt - 1;
+    }
+    uw_frame frame = {e->target, 0, e->sp, e->time, 0};
+    if (top) {
+        frame = (uw_frame){e->target, top->ret, top->sp, e->time,
+                           (top->flags & F_RET_KNOWN) | F_TAIL};
+        if (!(top->flags & F_CALLED)) {
+            top->flags |= F_CALLED;
+            if (u->low > u->n - 1)
+                u->low = u->n - 1;
+        }
+    }
+    u->frames[u->n++] = frame;
+    put_record(u, 0, e->time, u->n - 1, e->target, &u->plans[k], e->regs);
     u->changed = 1;
     return 1;
 }

@@ -23,6 +23,10 @@ typedef struct {
 int uw_take(uw_state *u, const uw_event *e, void (*drain)(void));
 int uw_enabled(const uw_state *u);
 
+/* the same for a jump to a function entry (TailRule.is_tail; ShadowStack's TailCall): the
+ * event's fields as a call's, `after` unused */
+int uw_take_tail(uw_state *u, const uw_event *e, void (*drain)(void));
+
 /* the snapshot words (argument registers, then stack words) uw_take will read from a call
  * to target at sp, or -1: it will leave that call to Python.  Nothing changes between this
  * and uw_take but what drain does, so uw_take then takes the call. */
