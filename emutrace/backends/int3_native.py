@@ -37,7 +37,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends import hooked_sites
-from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteOp
+from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteExtra, SiteOp
 from emutrace.backends.hooked_sites import HookedSites
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.backends.native_writer import NativeWriter
@@ -76,6 +76,11 @@ class _HotpathTable:
 
     def inside_drop(self, target: int) -> None:
         self.lib.nt_inside_drop(self.nt, target)
+
+    def site_extra(self, addr: int, extra: SiteExtra) -> None:
+        after_bits, test, a, b, guard_mask, pops = extra
+        self.lib.nt_site_extra(self.nt, addr, after_bits, test, a, b, guard_mask, len(pops),
+                               (ctypes.c_int32 * max(1, len(pops)))(*pops))
 
 
 class NativeInt3Backend(Int3Backend):
@@ -122,6 +127,7 @@ class NativeInt3Backend(Int3Backend):
         cfg.ret_reg = cpu.reg_id(self._ret_names[0])
         cfg.ret_hi_reg = cpu.reg_id(self._ret_names[1]) if len(self._ret_names) > 1 else -1
         cfg.buffer_events = 4096
+        cfg.code_mask = isa.code_mask & ((1 << 64) - 1)  # ARM: a target's bit 0 is its mode
         self._cfg = cfg
         self._nt = lib.nt_new(cpu.uc._uch, ctypes.byref(cfg))
         if not self._nt:
