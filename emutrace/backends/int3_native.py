@@ -7,8 +7,8 @@ What C does without entering Python:
 * a trap at an armed patch site whose displaced instruction the ISA lowers to a
   `NativeOp` (isa/base.py: every ISA with patch delivery, arm's two instruction sets too):
   a call to a target whose function is already armed and whose arguments are integer
-  registers, or a return whose value is in the return registers.  C simulates it, snapshots the registers, and appends one fixed
-  record to a buffer.
+  registers, or a return whose value is in the return registers.  C simulates it,
+  snapshots the registers, and appends one fixed record to a buffer.
 
 Everything else is the Python reference code, reached through ctypes callbacks: the first
 call of a target (discovery and arming), sites the ISA does not lower, strict cleanup's switches
