@@ -9,8 +9,8 @@ Every variant runs in a child process of its own (so its peak RSS, `ru_maxrss` o
 is its own): the `Process` is built untimed, only `run()` plus closing the recording is
 timed.  Variants: `none` (no backend), `native` (record, --engine native) at N, and the
 `python` reference at the smaller PYTHON_N (it makes ~30 µs of Python per event: N = 32 would
-take hours) with its own untraced baseline at PYTHON_N.  ISAs where C finishes no trap yet
-(arm: every trap goes through Python) record at SLOW_N.  Events =
+take hours) with its own untraced baseline at PYTHON_N.  ISAs where C would finish no trap
+(none today; arm was one until its lowering) record at SLOW_N.  Events =
 records written (entries + exits).  Writes PREFIX.json and PREFIX.md.
 """
 

@@ -3,13 +3,14 @@
 * Differential: on every ISA the two engines give identical records (times, addresses,
   argument and return values, unwinding), counters, instruction counts, stop and open
   frames.  On ISAs whose description lowers calls and returns for C (`Isa.lower`: x86_64,
-  i386, aarch64, ppc, ppc64le, s390x) or whose site hooks C's site table watches (hook
+  i386, aarch64, arm, ppc, ppc64le, s390x) or whose site hooks C's site table watches (hook
   delivery with `Classifiers.sp_effect`: mips, mipsel, riscv64) the cells exercise what C
   finishes itself (direct, indirect and tail calls, conditional and internal jumps, longjmp;
   a stripped binary once: site hooks beside C), and the fib cell checks that C did finish
-  at least 90 % of the traps; on the others (arm) every trap still goes through Python (a
-  small freestanding program checks C's block counting and its INTR hook passing syscalls
-  and traps on).
+  at least 90 % of the traps (every ISA lowers or hooks today; OTHER_CELLS, a small
+  freestanding program, is for one that does not).  arm's fib is Thumb code; its A32 and
+  interworking calls and returns are checked on edge_interwork, per instruction set, against
+  the traps the Python engine takes there.
 * Oracle (x86_64, aarch64, and mips, mipsel, riscv64, whose site hooks C watches): the
   native engine's trace of `calls all` equals what the `-finstrument-functions` build
   records about itself under qemu-user.
@@ -18,10 +19,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from emutrace import native
 from emutrace.backends import hooked_sites
+from emutrace.backends.int3 import Int3Backend
 from emutrace.cli.main import main
 from emutrace.errors import EXIT_UNSUPPORTED
 from emutrace.isa import by_name
@@ -154,3 +158,40 @@ def test_engine_native_other_backend_is_a_usage_error(capsys: pytest.CaptureFixt
     assert main(["run", "--engine", "native", "--backend", "hwbp",
                  str(bin_path("x86_64", "hello_fs"))]) == 64
     assert "no native path" in capsys.readouterr().err
+
+
+def _python_traps_by_mode(monkeypatch: pytest.MonkeyPatch,
+                          engine: str) -> tuple[Counter[str], tuple]:
+    """edge_interwork's run, and per (instruction set, site kind) the traps the Python code
+    finished (Int3Backend._on_trap: every trap on the Python engine; on the native one,
+    those C passed on)."""
+    seen: Counter[str] = Counter()
+    on_trap = Int3Backend._on_trap
+
+    def counting(self: Int3Backend, intno: int) -> bool:
+        armed = self.armed.get(self.cpu.pc)
+        if armed is not None:
+            seen[f"{'thumb' if armed.site.alt_mode else 'a32'} {armed.site.kind.name}"] += 1
+        return on_trap(self, intno)
+
+    monkeypatch.setattr(Int3Backend, "_on_trap", counting)
+    _, result = _run("arm", "edge_interwork", (), engine)
+    monkeypatch.undo()
+    return seen, result
+
+
+def test_arm_traps_finished_in_c_in_both_instruction_sets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """edge_interwork: A32 and Thumb functions calling each other (BL, BLX imm and BLX Rm
+    across states, returns by BX LR and POP {..., pc} to the other state).  The engines agree
+    (records, counters, counts); the Python engine's traps per instruction set and site kind
+    are the oracle of what there was to finish: C finished every return in both sets and the
+    calls to callees Python had already entered once."""
+    want, want_run = _python_traps_by_mode(monkeypatch, "python")
+    got, got_run = _python_traps_by_mode(monkeypatch, "native")
+    assert got_run == want_run
+    for kind in ("a32 CALL", "a32 RETURN", "thumb CALL", "thumb RETURN"):
+        assert want[kind] > 0, want
+    assert got["a32 RETURN"] == got["thumb RETURN"] == 0, (got, want)
+    assert got["a32 CALL"] < want["a32 CALL"] and got["thumb CALL"] < want["thumb CALL"], \
+        (got, want)

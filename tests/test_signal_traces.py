@@ -89,6 +89,14 @@ def test_handlers_traced_as_the_program_records_them(isa: str, tmp_path: Path) -
 
 
 @pytest.mark.oracle
+def test_arm_handlers_traced_by_the_native_engine(tmp_path: Path) -> None:
+    """arm's calls and returns are finished in C (isa/arm.py lower_arm): around handler
+    frames, sigreturn and siglongjmp, the native engine's trace is still the record's."""
+    assert native.available(), "the native library is not built (pip install -e .)"
+    _compare("arm", tmp_path, [("int3", "lazy", "native")])
+
+
+@pytest.mark.oracle
 @pytest.mark.parametrize("isa", ["x86_64", "riscv64"])
 def test_every_mechanism_agrees_on_handlers(isa: str, tmp_path: Path) -> None:
     """N-version: hwbp, bts, btf and entry give the record's trace too (x86_64 and a RISC

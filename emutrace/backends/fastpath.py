@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 # clear_low, guard test, guard register, its bits a, b
 SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
                int, int]
+# what hotpath.c's nt_site_extra adds where a code address's bit 0 selects the instruction
+# set (ARM): the next instruction's mode bits, the target test and its bits a, b, the guard's
+# mask ("mask_zero"), the registers popped below a return's target (ids)
+SiteExtra = tuple[int, int, int, int, int, tuple[int, ...]]
+_PLAIN = (0, 0, 0, 0, 0, ())  # no extra: every ISA without a thumb bit
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
 EVENT = struct.Struct(native.EVENT_FORMAT)
@@ -54,6 +59,13 @@ class SiteTable(Protocol):
     def inside_add(self, site: int, target: int) -> None: ...
 
     def inside_drop(self, target: int) -> None: ...
+
+
+class ExtraSiteTable(SiteTable, Protocol):
+    """A C table that also takes `SiteExtra` (hotpath.c; ploop.c does not: the native
+    target's ISAs need none)."""
+
+    def site_extra(self, addr: int, extra: SiteExtra) -> None: ...
 
 
 class FastSites:
@@ -78,7 +90,7 @@ class FastSites:
         regs = backend.image.isa.registers
         self._n_saved = n_saved  # argument registers + stack words C saves at a call
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
-        self._ops: dict[int, SiteOp | None] = {}
+        self._ops: dict[int, tuple[SiteOp, SiteExtra] | None] = {}
         self._callees: set[int] = set()
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
         self._args_fast_cache: dict[int, bool] = {}
@@ -90,24 +102,28 @@ class FastSites:
         armed = self.b.armed.get(site.addr)
         if armed is None or armed.hook:
             return
-        op = self._op(site)
-        if op is not None:
+        got = self._op(site)
+        if got is not None:
+            op, extra = got
             self.table.site_set(site.addr, op)
+            if extra != _PLAIN:
+                cast(ExtraSiteTable, self.table).site_extra(site.addr, extra)
 
     def disarmed(self, addr: int) -> None:
         self.table.site_active(addr, False)
 
-    def _op(self, site: Site) -> SiteOp | None:
+    def _op(self, site: Site) -> tuple[SiteOp, SiteExtra] | None:
         if site.addr in self._ops:
             return self._ops[site.addr]
         got = self._ops[site.addr] = self._lowered(site)
         return got
 
-    def _lowered(self, site: Site) -> SiteOp | None:
+    def _lowered(self, site: Site) -> tuple[SiteOp, SiteExtra] | None:
         b = self.b
-        lower = b.image.isa.lower
+        isa = b.image.isa
+        lower = isa.lower
         if (lower is None or (b.strict and not self.strict_in_c) or site.executes is not None
-                or site.delay_slot or site.alt_mode or site.maybe_return or site.alt_link
+                or site.delay_slot or site.maybe_return or site.alt_link
                 or (site.conditional and site.kind is SiteKind.CALL)):
             return None
         insn, flow = b._insn(site)
@@ -121,11 +137,17 @@ class FastSites:
             link = self.reg_id(op.link) if op.link is not None else -1
             cond_reg = self.reg_id(cond.reg) if cond.reg is not None else -1
             guard_reg = self.reg_id(op.guard.reg) if op.guard.reg is not None else -1
+            pops = tuple(self.reg_id(name) for name in op.pops)
         except KeyError:
             return None
         if -1 in (src if op.reg else 0, link if op.link else 0,
-                  cond_reg if cond.reg else 0, guard_reg if op.guard.reg else 0):
+                  cond_reg if cond.reg else 0, guard_reg if op.guard.reg else 0, *pops):
             return None  # a register this target cannot name for C
+        extra = (isa.mode_address(after, site.alt_mode) - after,
+                 CONDITION_TESTS.index(op.target_test.test), op.target_test.a,
+                 op.target_test.b, op.guard.mask, pops)
+        if extra != _PLAIN and not hasattr(self.table, "site_extra"):
+            return None  # (a C table without them: Python's)
         fast = 1
         if op.kind is FlowKind.RETURN:
             fast = int(self._return_fast(site))
@@ -134,7 +156,7 @@ class FastSites:
         return (code, op.target or 0, after, src, link, op.release, fast,
                 int(site.conditional), CONDITION_TESTS.index(cond.test), cond_reg, cond.a,
                 cond.b, cond.c, op.clear_low, CONDITION_TESTS.index(op.guard.test), guard_reg,
-                op.guard.a, op.guard.b)
+                op.guard.a, op.guard.b), extra
 
     def _return_fast(self, site: Site) -> bool:
         """Is the value of the function returning at site in the snapshotted registers?"""
@@ -211,8 +233,8 @@ class FastSites:
         one to code that is no function entry, until a call makes it one."""
         b = self.b
         here = b.armed.get(site.addr)
-        if here is None or b.image.isa.thumb_bit:
-            return
+        if here is None or (b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode):
+            return  # (a switch of instruction set: _transfer decodes the code reached anew)
         func = b._function(target)
         if func is None or func.start == here.func:
             self.table.inside_add(site.addr, target)

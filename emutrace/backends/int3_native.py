@@ -5,10 +5,10 @@ What C does without entering Python:
 * the block hook adds each block's instruction count (the count is computed once per block,
   by `Int3Backend._count`, through a callback, and kept in a C table);
 * a trap at an armed patch site whose displaced instruction the ISA lowers to a
-  `NativeOp` (isa/base.py; today x86_64 and aarch64): a call to a target whose function is
-  already armed and whose arguments are integer registers, or a return whose value is in
-  the return registers.  C simulates it, snapshots the registers, and appends one fixed
-  record to a buffer.
+  `NativeOp` (isa/base.py: every ISA with patch delivery, arm's two instruction sets too):
+  a call to a target whose function is already armed and whose arguments are integer
+  registers, or a return whose value is in the return registers.  C simulates it,
+  snapshots the registers, and appends one fixed record to a buffer.
 
 Everything else is the Python reference code, reached through ctypes callbacks: the first
 call of a target (discovery and arming), sites the ISA does not lower, strict cleanup's switches
@@ -37,7 +37,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends import hooked_sites
-from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteOp
+from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteExtra, SiteOp
 from emutrace.backends.hooked_sites import HookedSites
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.backends.native_writer import NativeWriter
@@ -76,6 +76,11 @@ class _HotpathTable:
 
     def inside_drop(self, target: int) -> None:
         self.lib.nt_inside_drop(self.nt, target)
+
+    def site_extra(self, addr: int, extra: SiteExtra) -> None:
+        after_bits, test, a, b, guard_mask, pops = extra
+        self.lib.nt_site_extra(self.nt, addr, after_bits, test, a, b, guard_mask, len(pops),
+                               (ctypes.c_int32 * max(1, len(pops)))(*pops))
 
 
 class NativeInt3Backend(Int3Backend):
@@ -122,6 +127,7 @@ class NativeInt3Backend(Int3Backend):
         cfg.ret_reg = cpu.reg_id(self._ret_names[0])
         cfg.ret_hi_reg = cpu.reg_id(self._ret_names[1]) if len(self._ret_names) > 1 else -1
         cfg.buffer_events = 4096
+        cfg.code_mask = isa.code_mask & ((1 << 64) - 1)  # ARM: a target's bit 0 is its mode
         self._cfg = cfg
         self._nt = lib.nt_new(cpu.uc._uch, ctypes.byref(cfg))
         if not self._nt:

@@ -11,6 +11,7 @@ from emutrace.isa.base import (
     Cap,
     Capability,
     Classifiers,
+    Condition,
     CpuPort,
     CValues,
     DebugHardware,
@@ -20,6 +21,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    NativeOp,
     NativeTracing,
     Plt,
     RegFixup,
@@ -311,6 +313,77 @@ def simulate_arm(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
     return None
 
 
+# ARM_CONDITIONS as data for the native hot path (CPSR: N 31, Z 30, C 29, V 28)
+_NATIVE_CONDITIONS: dict[str, tuple[str, tuple[int, ...]]] = {
+    "eq": ("set", (30,)), "ne": ("clear", (30,)), "cs": ("set", (29,)), "hs": ("set", (29,)),
+    "cc": ("clear", (29,)), "lo": ("clear", (29,)), "mi": ("set", (31,)), "pl": ("clear", (31,)),
+    "vs": ("set", (28,)), "vc": ("clear", (28,)), "hi": ("set_and_clear", (29, 30)),
+    "ls": ("clear_or_set", (29, 30)), "ge": ("eq", (31, 28)), "lt": ("ne", (31, 28)),
+    "gt": ("clear_and_eq", (30, 31, 28)), "le": ("set_or_ne", (30, 31, 28)),
+}
+# ITSTATE, CPSR[26:25] and [15:10] (Arm ARM B1.3.3): a Thumb site runs in C only outside an
+# IT block, as simulate_arm checks first
+_NOT_IN_IT_BLOCK = Condition("mask_zero", "cpsr", mask=(3 << 25) | (0x3F << 10))
+# BXWritePC (A2.3.2): a target with bits 1:0 = 10 is UNPREDICTABLE (_interwork: Python's)
+_INTERWORKS = Condition("clear_or_set", a=1, b=0)
+
+
+def lower_arm(insn: Insn, flow: Flow) -> NativeOp | None:
+    """simulate_arm's BL / BLX imm / BLX Rm / BX Rm / MOV PC, Rm / POP, LDM SP! {..., pc} /
+    LDR PC, [SP], #4 / B / B<cond> / CBZ / CBNZ as data for the native hot path: the link
+    (LR) and a fall-through get bit 0 in Thumb; a register or popped target interworks."""
+    m, cond = _arm_split(insn.mnemonic)
+    thumb = insn.thumb
+    op = insn.op_str.replace(" ", "")
+    guard = _NOT_IN_IT_BLOCK if thumb else Condition("always")
+    test = Condition("always")
+    if cond:
+        if thumb and not (m == "b" and _thumb_native_bcond(insn)):
+            return None  # inside an IT block
+        bits = _NATIVE_CONDITIONS[insn.mnemonic.split(".")[0][-2:]]
+        test = Condition(bits[0], "cpsr", *bits[1])
+    kind = flow.kind
+    if m in ("bl", "blx") and flow.target is not None and not cond:
+        target = flow.target & ~3 if thumb and m == "blx" else flow.target
+        return NativeOp(FlowKind.CALL, target=target, link="lr", guard=guard)
+    if m == "b" and flow.target is not None:
+        return NativeOp(FlowKind.JUMP, target=flow.target, cond=test, guard=guard)
+    if m in ("cbz", "cbnz") and flow.target is not None:
+        reg = op.split(",")[0]
+        if reg not in _ARM_REGNUM:
+            return None
+        return NativeOp(FlowKind.JUMP, target=flow.target, guard=guard,
+                        cond=Condition("zero" if m == "cbz" else "nonzero", reg, 32))
+    if m in ("bx", "blx") and op in _ARM_REGNUM and op != "pc":
+        if m == "blx":
+            if cond:
+                return None
+            return NativeOp(FlowKind.CALL, reg=op, link="lr", guard=guard,
+                            target_test=_INTERWORKS)
+        return NativeOp(_returns_or_jumps(kind), reg=op, cond=test, guard=guard,
+                        target_test=_INTERWORKS)
+    if m == "mov" and not thumb and op.startswith("pc,") and op[3:] in _ARM_REGNUM \
+            and op[3:] != "pc":
+        return NativeOp(_returns_or_jumps(kind), reg=op[3:], cond=test,
+                        target_test=_INTERWORKS)
+    if m in ("pop", "ldm", "ldmia", "ldmfd") and op.endswith("pc}") and kind is FlowKind.RETURN:
+        names = (op if m == "pop" else op[4:]).strip("{}").split(",")
+        if any(name not in _ARM_REGNUM or name == "sp" for name in names):
+            return None
+        nums = sorted(_ARM_REGNUM[name] for name in names)
+        if len(set(nums)) != len(nums):
+            return None
+        return NativeOp(FlowKind.RETURN, pops=tuple(f"r{n}" for n in nums[:-1]), cond=test,
+                        guard=guard, target_test=_INTERWORKS)
+    if m == "ldr" and op == "pc,[sp],#4":
+        return NativeOp(FlowKind.RETURN, cond=test, guard=guard, target_test=_INTERWORKS)
+    return None
+
+
+def _returns_or_jumps(kind: FlowKind) -> FlowKind:
+    return FlowKind.RETURN if kind is FlowKind.RETURN else FlowKind.JUMP
+
+
 # ---------------------------------------------------------------- quirks
 def set_tls(cpu: CpuPort, args: tuple[int, ...]) -> int:
     """__ARM_NR_set_tls (0xF0005): the kernel writes TPIDRURO."""
@@ -389,8 +462,6 @@ ISA = Isa(
     thumb_bit=True,
     alt_mode_flag=("cpsr", 0x20),  # ARM ARM B1.3.3: CPSR.T (bit 5) set = Thumb state
     classifiers=CLASSIFIERS,
-    # simulate_arm is not enabled yet: it returns Thumb targets with bit 0 set (Unicorn's
-    # PC write takes the state from it), and the int3 backend's _resolve still compares
-    # that target with even addresses (returns go unmatched)
     simulate=simulate_arm,
+    lower=lower_arm,
 )

@@ -327,6 +327,7 @@ CONDITION_TESTS = (
     "zero", "nonzero",  # the low a bits of reg are all 0 / not all 0
     "both",  # bits a and b are 1
     "cc_mask",  # bit (8 >> cc) of mask b, cc = the 2 bits of reg at a (s390x BRC/BCR)
+    "mask_zero",  # the bits of reg in `mask` are all 0 (guards only: ARM ITSTATE)
 )
 
 
@@ -340,6 +341,7 @@ class Condition:
     a: int = 0
     b: int = 0
     c: int = 0
+    mask: int = 0  # "mask_zero": the bits tested
 
 
 @dataclass(frozen=True)
@@ -350,7 +352,9 @@ class NativeOp:
     or pushed as one stack word when `link` is None.  RETURN: jump to the value of register
     `reg`, or pop the target from the stack when `reg` is None, releasing `release` more
     bytes.  JUMP: to `target` or the value of `reg` when `cond` holds, else to the next
-    instruction."""
+    instruction.  Where bit 0 of a code address selects the instruction set (`Isa.thumb_bit`),
+    `target` carries it, a target read from a register or the stack keeps it (interworking),
+    and the next instruction's address gets it from the site's own mode."""
 
     kind: FlowKind  # CALL, RETURN or JUMP
     target: int | None = None
@@ -361,6 +365,12 @@ class NativeOp:
     clear_low: int = 0  # a register target's low bits the branch ignores (Power: 3)
     # what must hold for this form to apply at all (else the simulator's other case: Python)
     guard: Condition = Condition("always")
+    # what a target read from a register or the stack must satisfy (its `reg` unused: the
+    # test reads the target), else Python (ARM BXWritePC: bits 1:0 = 10 is UNPREDICTABLE)
+    target_test: Condition = Condition("always")
+    # RETURN popping its target: registers loaded first from the words below it, lowest
+    # address first (ARM POP {..., pc}); sp moves past all of them
+    pops: tuple[str, ...] = ()
 
 
 # the native form of a call/return instruction; None: the hot path leaves it to Python

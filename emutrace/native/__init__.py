@@ -41,6 +41,7 @@ class Config(ctypes.Structure):
         ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
         ("buffer_events", ctypes.c_uint32),
         ("reg_read_batch", ctypes.c_void_p),
+        ("code_mask", ctypes.c_uint64),
     ]
 
 
@@ -91,6 +92,8 @@ def load() -> ctypes.CDLL:
         "nt_free": ([vp], None),
         "nt_site_set": ([vp, u64, u32, u64, u64, i32, i32, u32, u32, u32, u32, i32, u32, u32,
                          u32, u32, u32, i32, u32, u32], ctypes.c_int),
+        "nt_site_extra": ([vp, u64, u32, u32, u32, u32, u64, u32,
+                           ctypes.POINTER(i32)], ctypes.c_int),
         "nt_inside_add": ([vp, u64, u64], ctypes.c_int),
         "nt_inside_drop": ([vp, u64], ctypes.c_int),
         "nt_site_active": ([vp, u64, u32], None),

@@ -63,6 +63,7 @@ typedef struct {
     int32_t ret_reg, ret_hi_reg;  /* -1: none */
     uint32_t buffer_events;       /* records held before the buffer is drained */
     reg_read_batch_fn reg_read_batch;  /* every register a site reads, in one call */
+    uint64_t code_mask;  /* the bits of a target that address code (ARM: ~1; 0 taken as ~0) */
 } nt_config;
 
 /* site ops (what the displaced instruction does) */
@@ -71,8 +72,11 @@ enum { OP_NONE = 0, OP_CALL = 1, OP_RETURN = 2, OP_JUMP = 3 };
 /* condition tests (isa/base.py CONDITION_TESTS, same order) */
 enum {
     C_ALWAYS, C_SET, C_CLEAR, C_ANY, C_NONE, C_EQ, C_NE, C_SET_OR_NE, C_CLEAR_AND_EQ,
-    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO, C_BOTH, C_CC_MASK
+    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO, C_BOTH, C_CC_MASK,
+    C_MASK_ZERO  /* guards only (nt_site.gmask): test_holds does not know it */
 };
+
+#define NT_MAX_POPS 14  /* registers a RETURN loads below its target (ARM: r0-r12, lr) */
 
 typedef struct {
     uint64_t addr;      /* 0: empty slot */
@@ -96,6 +100,14 @@ typedef struct {
      * registers (i_ret, i_ret_hi: the return value and its high half, when the ABI has them) */
     int32_t reads[NT_SITE_READS];
     uint8_t n_reads, i_guard, i_cond, i_src, i_val, i_ret, i_ret_hi;
+    /* nt_site_extra (where a code address's bit 0 selects the instruction set, ARM):
+     * bits the next instruction's address gets as PC or link (the site's own mode), the
+     * test a target read from a register or the stack must pass (ttest, bits ta, tb), the
+     * mask of a C_MASK_ZERO guard, and the registers a RETURN pops below its target */
+    uint8_t after_bits, ttest, ta, tb;
+    uint64_t gmask;
+    uint8_t n_pops;
+    int32_t pops[NT_MAX_POPS];
 } nt_site;
 
 /* event kinds in the buffer (the Python side turns them into trace.events) */
@@ -308,6 +320,8 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
         s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
     if (s->cfg.buffer_events == 0)
         s->cfg.buffer_events = 4096;
+    if (s->cfg.code_mask == 0)
+        s->cfg.code_mask = ~0ULL;
     s->sites_cap = 1024;
     s->blocks_cap = 4096;
     s->callees.cap = 1024;
@@ -401,7 +415,30 @@ int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
     p->cb = (uint8_t)cb;
     p->cc = (uint8_t)cc;
     p->active = 1;
+    p->after_bits = 0;
+    p->ttest = C_ALWAYS;
+    p->ta = p->tb = 0;
+    p->gmask = 0;
+    p->n_pops = 0;
     site_plan_reads(&s->cfg, p);
+    return 0;
+}
+
+/* what nt_site_set leaves at its defaults (nt_site: after_bits ... pops), after it */
+int nt_site_extra(nt_state *s, uint64_t addr, uint32_t after_bits, uint32_t ttest, uint32_t ta,
+                  uint32_t tb, uint64_t gmask, uint32_t n_pops, const int32_t *pops)
+{
+    nt_site *p = site_slot(s->sites, s->sites_cap, addr);
+    if (p->addr != addr || n_pops > NT_MAX_POPS)
+        return -1;
+    p->after_bits = (uint8_t)after_bits;
+    p->ttest = (uint8_t)ttest;
+    p->ta = (uint8_t)ta;
+    p->tb = (uint8_t)tb;
+    p->gmask = gmask;
+    p->n_pops = (uint8_t)n_pops;
+    for (uint32_t i = 0; i < n_pops; i++)
+        p->pops[i] = pops[i];
     return 0;
 }
 
@@ -544,6 +581,21 @@ static int test_holds(uint8_t test, uint64_t v, uint8_t ia, uint8_t ib, uint8_t 
     }
 }
 
+/* may C finish the site at all (the op's guard)? */
+static int guard_holds(const nt_state *s, const nt_site *site)
+{
+    uint64_t v = s->vals[site->i_guard];
+    if (site->guard == C_MASK_ZERO)
+        return (v & site->gmask) == 0;
+    return test_holds(site->guard, v, site->ga, site->gb, 0) == 1;
+}
+
+/* does a target read from a register or the stack pass the site's test (interworking)? */
+static int target_ok(const nt_site *site, uint64_t raw)
+{
+    return test_holds(site->ttest, raw, site->ta, site->tb, 0) == 1;
+}
+
 static int cond_holds(const nt_state *s, const nt_site *site)
 {
     return test_holds(site->cond, s->vals[site->i_cond], site->ca, site->cb, site->cc);
@@ -598,22 +650,43 @@ static int read_stack_args(nt_state *s, uint64_t entry_sp, uint8_t *stack, uint3
                            (uint64_t)(to - from) * s->cfg.word) == UC_ERR_OK;
 }
 
+/* the pops a RETURN made: registers from the words below its target; a popped return
+ * register is the value the return reports (the reference reads it after the simulation) */
+static void write_pops(nt_state *s, nt_site *site, const uint8_t *words)
+{
+    for (uint32_t i = 0; i < site->n_pops; i++) {
+        uint64_t v = word_from(s, words + i * s->cfg.word);
+        wr(s, site->pops[i], v);
+        if (site->pops[i] == s->cfg.ret_reg)
+            s->vals[site->i_ret] = v;
+        else if (site->pops[i] == s->cfg.ret_hi_reg)
+            s->vals[site->i_ret_hi] = v;
+    }
+}
+
 static int fast_trap(nt_state *s, nt_site *site)
 {
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint64_t code = s->cfg.code_mask & mask;  /* a target's address bits (ARM: no bit 0) */
+    uint64_t resume = site->after | site->after_bits;  /* the next instruction, as PC */
     /* a call's argument registers wait until it is known how many its record holds */
     site_reads(s, site, 0, site->op == OP_CALL ? site->i_val : site->n_reads);
     uint64_t sp = s->vals[0] & mask;
-    uint64_t target, entry_sp = sp;
-    uint8_t buf[8], stack[8 * NT_MAX_REGS];
+    uint64_t target, raw, entry_sp = sp;  /* raw: the PC written, target its code address */
+    uint8_t buf[8 * (NT_MAX_POPS + 1)], stack[8 * NT_MAX_REGS];
     uint32_t n_stack = s->cfg.n_stack;  /* stack words read into stack */
     uint32_t n_args = s->cfg.n_args;    /* argument registers read into s->vals */
     int to_writer = 0;  /* the writer said it takes this call */
-    if (test_holds(site->guard, s->vals[site->i_guard], site->ga, site->gb, 0) != 1)
+    if (!guard_holds(s, site))
         return 0;
     if (site->op == OP_CALL) {
-        target = site->src_reg >= 0 ? s->vals[site->i_src] & mask & site->reg_mask
-                                    : site->target;
+        raw = site->target;
+        if (site->src_reg >= 0) {
+            raw = s->vals[site->i_src] & mask & site->reg_mask;
+            if (!target_ok(site, raw))
+                return 0;
+        }
+        target = raw & code;
         /* a call to the next instruction (PC thunk) records nothing; a callee not armed
          * yet needs discovery: both are Python's */
         if (target == site->after || !set_has(&s->callees, target))
@@ -642,7 +715,7 @@ static int fast_trap(nt_state *s, nt_site *site)
         if (s->strict && !ns_call_ok(s->strict, site->addr, target))
             return 0;
         if (site->link_reg >= 0) {
-            wr(s, site->link_reg, site->after);
+            wr(s, site->link_reg, resume);
         } else {  /* the call pushes the return address (Intel SDM vol. 2, CALL) */
             word_to(s, site->after, buf);
             if (s->cfg.mem_write(s->uc, entry_sp, buf, s->cfg.word) != UC_ERR_OK)
@@ -655,19 +728,23 @@ static int fast_trap(nt_state *s, nt_site *site)
         if (taken < 0 || (!taken && !site->conditional))
             return 0;
         if (!taken) {  /* a conditional return falling through records nothing */
-            wr(s, s->cfg.pc_reg, site->after);
+            wr(s, s->cfg.pc_reg, resume);
             s->traps++;
             s->simulated++;
             return 1;
         }
         if (site->src_reg >= 0) {
-            target = s->vals[site->i_src] & mask & site->reg_mask;
-        } else {  /* the return pops it (RET, RET imm16) */
-            if (s->cfg.mem_read(s->uc, sp, buf, s->cfg.word) != UC_ERR_OK)
+            raw = s->vals[site->i_src] & mask & site->reg_mask;
+        } else {  /* the return pops it (RET, RET imm16; ARM POP {..., pc}: after n_pops) */
+            uint32_t words = site->n_pops + 1u;
+            if (s->cfg.mem_read(s->uc, sp, buf, (uint64_t)words * s->cfg.word) != UC_ERR_OK)
                 return 0;
-            target = word_from(s, buf);
-            top = (sp + s->cfg.word + site->release) & mask;
+            raw = word_from(s, buf + site->n_pops * s->cfg.word);
+            top = (sp + words * s->cfg.word + site->release) & mask;
         }
+        if (!target_ok(site, raw))
+            return 0;
+        target = raw & code;
         if (target == site->after)  /* a return to the next instruction records nothing */
             return 0;
         if (s->n_events >= s->cfg.buffer_events) {
@@ -677,27 +754,37 @@ static int fast_trap(nt_state *s, nt_site *site)
         }
         if (s->strict && !ns_return_ok(s->strict, site->addr, target))
             return 0;
+        if (site->n_pops)
+            write_pops(s, site, buf);
         if (top != sp)
             wr(s, s->cfg.sp_reg, top);
     } else if (site->op == OP_JUMP) {
         int taken = cond_holds(s, site);
         if (taken < 0)
             return 0;
-        target = taken ? (site->src_reg >= 0 ? s->vals[site->i_src] & mask & site->reg_mask
-                                             : site->target)
-                       : site->after;
-        /* not taken, or a jump Python found inside the function: nothing to record */
-        if (!((site->conditional && target == site->after)
-              || pairs_has(&s->inside, site->addr, target)))
+        raw = resume;
+        if (taken && site->src_reg >= 0) {
+            raw = s->vals[site->i_src] & mask & site->reg_mask;
+            if (!target_ok(site, raw))
+                return 0;
+        } else if (taken) {
+            raw = site->target;
+        }
+        target = raw & code;
+        /* not taken, or a jump Python found inside the function (in the site's own
+         * instruction set: a switch is Python's): nothing to record */
+        if ((raw & ~code & mask) != site->after_bits
+            || !((site->conditional && target == site->after)
+                 || pairs_has(&s->inside, site->addr, target)))
             return 0;
-        wr(s, s->cfg.pc_reg, target);
+        wr(s, s->cfg.pc_reg, raw);
         s->traps++;
         s->simulated++;
         return 1;
     } else {
         return 0;
     }
-    wr(s, s->cfg.pc_reg, target);
+    wr(s, s->cfg.pc_reg, raw);
     s->traps++;
     s->simulated++;
     if (s->strict) {  /* the function switch of strict cleanup */
