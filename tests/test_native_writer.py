@@ -34,7 +34,7 @@ from .test_trace_oracle import namer
 # C finishes traps: the ISA lowers its sites for C (patch delivery), or C's site table
 # watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
-           or hooked_sites.wanted(by_name(isa), "lazy")]
+           or hooked_sites.wanted(by_name(isa))]
 # where strict cleanup's switches are C's (int3_native.StrictInC: a lowering, no Thumb);
 # on the hooked-site ISAs (mips, mipsel, riscv64) strict stays Python's work
 STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None

@@ -17,7 +17,14 @@ memory left alone (C wrote it), and takes the chain's changed frames.  `patched`
 `restored` stand in for `_arm_site` and `_disarm_site`, counting one patch and one cache
 removal each, as they do.  So the Python state, the
 counters and the guard's list of patched bytes are the Python engine's at every point
-Python can observe (tests/test_native_engine.py compares traces and counters)."""
+Python can observe (tests/test_native_engine.py compares traces and counters).
+
+Site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py) switch the same
+way with nothing written: the reference keeps a disarmed site's hook installed and idle
+(`Int3Backend.idle_hooks`) and arms it again with a table write, so C flips the site in
+hotpath.c's hooked-site table, and the replay moves the handle between `idle_hooks` and
+`armed` counting one patch, as `_arm_site`/`_disarm_site` count it (no cache removal: the
+reference drops translated code only when it adds a hook, which stays Python's)."""
 
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from emutrace.discover import Function, Site
 from emutrace.native import strictlib
 
 if TYPE_CHECKING:
+    from emutrace.backends.hooked_sites import HookedSites
     from emutrace.backends.int3_native import NativeInt3Backend
 
 
@@ -55,14 +63,25 @@ class StrictInC:
         self._targets: dict[int, Function] = {}  # call target → the function it enters
         self._functions: dict[int, Function] = {}  # start → the function C was told
         self._chain: list[tuple[int, int]] = []  # the chain as C has it: (start, end)
+        self._hooked: HookedSites | None = None  # site hooks C switches too (bind_hooked)
+
+    def bind_hooked(self, hooked: HookedSites) -> None:
+        """Hook delivery: a site C arms or disarms is flipped in the hooked-site table
+        (hotpath.c hs_site_active) instead of hotpath.c's patch-site table."""
+        self._hooked = hooked
+        self.lib.ns_bind(self.ns, hooked.ns, ctypes.cast(hooked.lib.hs_site_active,
+                                                         ctypes.c_void_p))
 
     # ------------------------------------------------------------ Python → C
     def site_armed(self, site: Site, func: int) -> None:
-        """Python armed a site: a patch site's bytes (the first time) and its owner."""
+        """Python armed a site: a patch site's bytes (the first time) or that it is a site
+        hook (which stays installed when disarmed), and its owner."""
         armed = self.b.armed.get(site.addr)
-        if armed is None or armed.hook:
+        if armed is None or (armed.hook and self._hooked is None):
             return
-        if site.addr not in self._originals:
+        if armed.hook:
+            self.lib.ns_site_hooked(self.ns, site.addr)
+        elif site.addr not in self._originals:
             bp = self.b.breakpoint_bytes(site)
             self._originals[site.addr] = armed.original
             self.lib.ns_site_bytes(self.ns, site.addr, len(bp), bp, armed.original)
@@ -142,8 +161,17 @@ class StrictInC:
         lib.ns_chain_seen(ns)
 
     def patched(self, site: Site, func: int) -> None:
-        """`_arm_site` for a breakpoint C wrote: one patch, one cache removal."""
-        b, original = self.b, self._originals[site.addr]
+        """`_arm_site` for a breakpoint C wrote: one patch, one cache removal (an idle site
+        hook C armed again: one patch)."""
+        b = self.b
+        handle = b.idle_hooks.pop(site.addr, 0)
+        if handle:
+            b.armed[site.addr] = Armed(site, func, hook=handle)
+            b.stats["patches"] += 1
+            assert self._hooked is not None
+            self._hooked.armed(site)  # (another Site at that address is watched as this one)
+            return
+        original = self._originals[site.addr]
         b.stats["patches"] += 1
         b.stats["cache_removals"] += 1
         b.armed[site.addr] = Armed(site, func, original=original)
@@ -151,9 +179,14 @@ class StrictInC:
             b.guard.patched(site.addr, original, b.breakpoint_bytes(site))
 
     def restored(self, addr: int) -> None:
-        """`_disarm_site` for original bytes C wrote back: one patch, one cache removal."""
+        """`_disarm_site` for original bytes C wrote back: one patch, one cache removal (a
+        site hook C made idle: one patch)."""
         b = self.b
-        b.armed.pop(addr)
+        armed = b.armed.pop(addr)
+        if armed.hook:
+            b.idle_hooks[addr] = armed.hook
+            b.stats["patches"] += 1
+            return
         if b.guard is not None:
             b.guard.restored(addr)
         b.stats["patches"] += 1

@@ -12,6 +12,12 @@
  * chain's changed frames (backends/strict_native.py): its dictionaries, code guard, counters
  * and chain follow without touching guest memory again.
  *
+ * Site hooks (hook delivery: mips, mipsel, riscv64, whose breakpoint traps Unicorn does not
+ * deliver usably) switch the same way with nothing written: the site's hook stays installed
+ * and arming it is a table write, as int3.py keeps an idle hook (`idle_hooks`), so C flips
+ * the site's `active` bit in hotpath.c's hooked-site table (hs_site_active, through ns_bind)
+ * and drops no translated code (the block hook reads the table at run time).
+ *
  * Anything this table cannot decide (a function or site it was not told about, a return that
  * empties the chain, after the guest wrote over code) is declined: the trap goes to Python.
  */
@@ -49,6 +55,7 @@ typedef struct {
 typedef struct {
     uint64_t addr, owner;  /* owner: start of the function the armed site belongs to */
     uint8_t len, armed, has_bytes;
+    uint8_t hooked;  /* a site hook stays installed: (dis)arming writes no guest memory */
     uint8_t bp[NS_MAX_BP], orig[NS_MAX_BP];
 } ns_site;
 
@@ -239,7 +246,18 @@ int ns_site_bytes(ns_state *ns, uint64_t addr, uint32_t len, const uint8_t *bp, 
     return 0;
 }
 
-/* Python armed (on) or disarmed a patch site; owner: the function it was armed for */
+/* a site delivered by a hook Python installed and keeps (int3.py idle_hooks): C may arm it
+ * again with a table write */
+int ns_site_hooked(ns_state *ns, uint64_t addr)
+{
+    uint32_t i = site_index(ns, addr);
+    if (i == NS_NONE)
+        return -1;
+    ns->sites[i].hooked = 1;
+    return 0;
+}
+
+/* Python armed (on) or disarmed a site; owner: the function it was armed for */
 int ns_site_armed(ns_state *ns, uint64_t addr, uint32_t on, uint64_t owner)
 {
     uint32_t i = site_index(ns, addr);
@@ -354,7 +372,7 @@ static int can_arm(const ns_state *ns, const ns_func *fn)
         return 1;
     for (uint32_t k = 0; k < fn->n_sites; k++) {
         const ns_site *s = &ns->sites[fn->sites[k]];
-        if (!s->armed && !s->has_bytes)
+        if (!s->armed && !s->has_bytes && !s->hooked)
             return 0;
     }
     return 1;
@@ -369,15 +387,18 @@ static void note(ns_state *ns, uint64_t kind, uint64_t start)
 
 static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t on)
 {
-    ns->mem_write(ns->uc, s->addr, bytes, s->len);
-    /* Unicorn does not notice host writes: drop the translated code of the range */
-    ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
+    if (!s->hooked) {
+        ns->mem_write(ns->uc, s->addr, bytes, s->len);
+        /* Unicorn does not notice host writes: drop the translated code of the range */
+        ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
+    }  /* (a site hook: its hook reads the table, nothing was translated with it) */
     s->armed = (uint8_t)on;
     if (ns->active)
         ns->active(ns->table, s->addr, on);
 }
 
-/* int3.py _disarm: the sites that are the function's own get their original bytes back */
+/* int3.py _disarm: the sites that are the function's own get their original bytes back
+ * (a site hook goes idle) */
 static void disarm(ns_state *ns, uint64_t start)
 {
     uint32_t f = map_get(&ns->func_ix, start);
@@ -393,7 +414,8 @@ static void disarm(ns_state *ns, uint64_t start)
     }
 }
 
-/* int3.py _arm: a function not armed gets breakpoints on every site not armed already */
+/* int3.py _arm: a function not armed gets breakpoints on every site not armed already
+ * (an idle site hook is armed again) */
 static void arm(ns_state *ns, ns_func *fn)
 {
     if (fn->armed)
@@ -480,4 +502,17 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
         disarm(ns, owner);
     arm(ns, caller);
     ns->switches++;
+}
+
+/* a transfer that already ran (a site hook's, resolved at the next block: hotpath.c
+ * hs_finish): switched here (1) or declined (0, nothing changed: Python's) */
+int ns_switch(ns_state *ns, uint32_t call, uint64_t site, uint64_t target)
+{
+    if (call ? !ns_call_ok(ns, site, target) : !ns_return_ok(ns, site, target))
+        return 0;
+    if (call)
+        ns_call_commit(ns, site, target);
+    else
+        ns_return_commit(ns, site, target);
+    return 1;
 }
