@@ -135,6 +135,12 @@ class HookedSites:
             self._watch(site)
         self.active(site.addr, True)
 
+    def rearmed_by_c(self, site: Site) -> None:
+        """strict.c armed site again (it set it active itself): only another Site at that
+        address must be watched as this one."""
+        if site.addr in self.sites and self.sites[site.addr] is not site:
+            self._watch(site)
+
     def active(self, addr: int, on: bool) -> None:
         """After the reference disarmed a site (or armed it again)."""
         if addr in self.sites:

@@ -169,7 +169,7 @@ class StrictInC:
             b.armed[site.addr] = Armed(site, func, hook=handle)
             b.stats["patches"] += 1
             assert self._hooked is not None
-            self._hooked.armed(site)  # (another Site at that address is watched as this one)
+            self._hooked.rearmed_by_c(site)
             return
         original = self._originals[site.addr]
         b.stats["patches"] += 1
