@@ -299,9 +299,6 @@ class NativeInt3Backend(Int3Backend):
     # ------------------------------------------------------------ arming
     def _arm_site(self, site: Site, func: int) -> None:
         strict_c = self._strict_c
-        if strict_c is not None and strict_c.replaying:  # C wrote the breakpoint
-            strict_c.patched(site, func)
-            return
         super()._arm_site(site, func)
         self._fast.armed(site)
         armed = self.armed.get(site.addr)
@@ -312,9 +309,6 @@ class NativeInt3Backend(Int3Backend):
 
     def _disarm_site(self, addr: int) -> None:
         strict_c = self._strict_c
-        if strict_c is not None and strict_c.replaying:  # C wrote the original bytes
-            strict_c.restored(addr)
-            return
         super()._disarm_site(addr)
         self._fast.disarmed(addr)
         if self._hooked is not None:

@@ -124,25 +124,78 @@ class StrictInC:
 
     # ------------------------------------------------------------ C → Python
     def replay_journal(self) -> None:
-        """What C changed since Python last ran (the backend's `_drain`): the functions it
-        armed and disarmed, in order, then the chain."""
+        """What C changed since Python last ran (the backend's `_drain`), then the chain.
+
+        Not switch by switch: C's tables are the Python state's mirror, so the state that
+        replaying each switch (`_arm`, `_disarm`) would leave is C's state now — the
+        functions the journal names armed or not as their last entry says, the sites of
+        those functions armed for the owner C has — and the counters are what C counted
+        (one patch per site written, one cache removal per patch site)."""
         lib, ns = self.lib, self.ns
         n = lib.ns_journal_count(ns)
         if n:
             data = ctypes.string_at(lib.ns_journal(ns), n * strictlib.JOURNAL_ENTRY.size)
+            b = self.b
+            b.stats["patches"] += int(lib.ns_journal_patches(ns))
+            b.stats["cache_removals"] += int(lib.ns_journal_removals(ns))
             lib.ns_journal_clear(ns)
-            b, functions = self.b, self._functions
+            last = {start: kind for kind, start in strictlib.JOURNAL_ENTRY.iter_unpack(data)}
             self.replaying = True
             try:
-                # (what `_called` and `_returned_strict` did in C, on Python's state)
-                for kind, start in strictlib.JOURNAL_ENTRY.iter_unpack(data):
+                for start, kind in last.items():
                     if kind == strictlib.ARMED:
-                        b._arm(functions[start])
+                        b._take(self._functions[start])  # (no-op when it is armed)
                     else:
-                        b._disarm(start)
+                        b.armed_funcs.pop(start, None)
             finally:
                 self.replaying = False
+            self._take_sites(list(last))
         self._take_chain()
+
+    def _take_sites(self, starts: list[int]) -> None:
+        """The sites of the functions at starts, armed or not and for whom, as C has them
+        (what `_arm_site`/`_disarm_site` leave, without counting: C counted)."""
+        b, functions = self.b, self._functions
+        pairs = [(start, site) for start in starts for site in functions[start].sites]
+        n = len(pairs)
+        owners, armed = (ctypes.c_uint64 * max(1, n))(), (ctypes.c_uint8 * max(1, n))()
+        self.lib.ns_sites_state(self.ns, n, _words([site.addr for _s, site in pairs]),
+                                owners, armed)
+        for k, (start, site) in enumerate(pairs):
+            addr, now = site.addr, b.armed.get(site.addr)
+            if armed[k] and owners[k] == start:
+                if now is not None and now.func == start:
+                    continue
+                if now is not None:  # armed for another function before: C's owner now
+                    b.armed[addr] = Armed(site, start, original=now.original, hook=now.hook)
+                else:
+                    self._arm_as_c(site, start)
+            elif not armed[k] and now is not None:
+                self._disarm_as_c(addr)
+
+    def _arm_as_c(self, site: Site, func: int) -> None:
+        """`_arm_site`'s state for a site C armed: an idle site hook taken back, or a
+        breakpoint over the original bytes."""
+        b = self.b
+        handle = b.idle_hooks.pop(site.addr, 0)
+        if handle:
+            b.armed[site.addr] = Armed(site, func, hook=handle)
+            assert self._hooked is not None
+            self._hooked.rearmed_by_c(site)
+            return
+        original = self._originals[site.addr]
+        b.armed[site.addr] = Armed(site, func, original=original)
+        if b.guard is not None:
+            b.guard.patched(site.addr, original, b.breakpoint_bytes(site))
+
+    def _disarm_as_c(self, addr: int) -> None:
+        """`_disarm_site`'s state for a site C disarmed: its hook idle, or its bytes back."""
+        b = self.b
+        armed = b.armed.pop(addr)
+        if armed.hook:
+            b.idle_hooks[addr] = armed.hook
+        elif b.guard is not None:
+            b.guard.restored(addr)
 
     def _take_chain(self) -> None:
         """The frames C pushed or popped since Python last looked, into Python's chain (the
@@ -159,38 +212,6 @@ class StrictInC:
         del self.b.chain[low:]
         self.b.chain.extend(self._functions[start] for start, _end in frames)
         lib.ns_chain_seen(ns)
-
-    def patched(self, site: Site, func: int) -> None:
-        """`_arm_site` for a breakpoint C wrote: one patch, one cache removal (an idle site
-        hook C armed again: one patch)."""
-        b = self.b
-        handle = b.idle_hooks.pop(site.addr, 0)
-        if handle:
-            b.armed[site.addr] = Armed(site, func, hook=handle)
-            b.stats["patches"] += 1
-            assert self._hooked is not None
-            self._hooked.rearmed_by_c(site)
-            return
-        original = self._originals[site.addr]
-        b.stats["patches"] += 1
-        b.stats["cache_removals"] += 1
-        b.armed[site.addr] = Armed(site, func, original=original)
-        if b.guard is not None:
-            b.guard.patched(site.addr, original, b.breakpoint_bytes(site))
-
-    def restored(self, addr: int) -> None:
-        """`_disarm_site` for original bytes C wrote back: one patch, one cache removal (a
-        site hook C made idle: one patch)."""
-        b = self.b
-        armed = b.armed.pop(addr)
-        if armed.hook:
-            b.idle_hooks[addr] = armed.hook
-            b.stats["patches"] += 1
-            return
-        if b.guard is not None:
-            b.guard.restored(addr)
-        b.stats["patches"] += 1
-        b.stats["cache_removals"] += 1
 
     def switches(self) -> int:
         return int(self.lib.ns_switches(self.ns))

@@ -91,6 +91,7 @@ struct ns_state {
     uint64_t switches;  /* calls and returns switched here */
     ns_entry journal[NS_JOURNAL];  /* the switches Python has not replayed yet */
     uint32_t n_journal;
+    uint64_t j_patches, j_removals;  /* what those switches count (int3.py stats) */
 };
 
 /* ------------------------------------------------------------------ maps */
@@ -347,7 +348,24 @@ void ns_disable(ns_state *ns) { ns->disabled = 1; }
  * them on its state) */
 const ns_entry *ns_journal(const ns_state *ns) { return ns->journal; }
 uint32_t ns_journal_count(const ns_state *ns) { return ns->n_journal; }
-void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; }
+void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; ns->j_patches = ns->j_removals = 0; }
+/* since the journal was last cleared: sites written (int3.py "patches": a breakpoint or the
+ * original bytes, or a site hook armed or idled) and translated code dropped
+ * ("cache_removals": patch sites only) */
+uint64_t ns_journal_patches(const ns_state *ns) { return ns->j_patches; }
+uint64_t ns_journal_removals(const ns_state *ns) { return ns->j_removals; }
+
+/* the sites at addrs as C has them now: owner[k] the function a site is armed for, armed[k]
+ * 0 when it is not armed (or C was never told about it) */
+void ns_sites_state(const ns_state *ns, uint32_t n, const uint64_t *addrs, uint64_t *owner,
+                    uint8_t *armed)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = map_get(&ns->site_ix, addrs[k]);
+        armed[k] = i != NS_NONE && ns->sites[i].armed;
+        owner[k] = armed[k] ? ns->sites[i].owner : 0;
+    }
+}
 uint64_t ns_switches(const ns_state *ns) { return ns->switches; }
 
 /* ------------------------------------------------------------------ switching */
@@ -387,7 +405,9 @@ static void note(ns_state *ns, uint64_t kind, uint64_t start)
 
 static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t on)
 {
+    ns->j_patches++;
     if (!s->hooked) {
+        ns->j_removals++;
         ns->mem_write(ns->uc, s->addr, bytes, s->len);
         /* Unicorn does not notice host writes: drop the translated code of the range */
         ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
