@@ -10,21 +10,25 @@ switched by C: disarm the function left, arm the one entered, write the breakpoi
 original bytes and drop the translated code, as `Int3Backend._called` and
 `_returned_strict` do.
 
-C notes each function it arms or disarms in a journal, and marks how far down it changed the
-chain; when Python next runs (it drains C's buffers before it looks at anything),
-`replay_journal` runs `_arm` and `_disarm` for those functions on Python's state with guest
-memory left alone (C wrote it), and takes the chain's changed frames.  `patched` and
-`restored` stand in for `_arm_site` and `_disarm_site`, counting one patch and one cache
-removal each, as they do.  So the Python state, the
-counters and the guard's list of patched bytes are the Python engine's at every point
-Python can observe (tests/test_native_engine.py compares traces and counters).
+C notes each function it arms or disarms in a journal, counts the sites it writes, and marks
+how far down it changed the chain; when Python next runs (it drains C's buffers before it
+looks at anything), `replay_journal` brings Python's state to C's: the functions the journal
+names armed or not as their last entry says (`_take`, or dropped from `armed_funcs`), their
+sites armed for C's owner or not (`armed`, `idle_hooks`, the guard's list of patched bytes;
+guest memory left alone: C wrote it), the counters advanced by C's counts (one patch per site
+written, one cache removal per patch site, as `_arm_site` and `_disarm_site` count), and the
+chain's changed frames.  C's tables mirror Python's, so that state is what replaying each
+switch in order would leave, and the Python state and counters are the Python engine's at
+every point Python can observe (tests/test_native_engine.py compares traces and counters);
+the cost is one pass over the functions switched since Python last ran, not one per switch.
 
 Site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py) switch the same
 way with nothing written: the reference keeps a disarmed site's hook installed and idle
 (`Int3Backend.idle_hooks`) and arms it again with a table write, so C flips the site in
-hotpath.c's hooked-site table, and the replay moves the handle between `idle_hooks` and
-`armed` counting one patch, as `_arm_site`/`_disarm_site` count it (no cache removal: the
-reference drops translated code only when it adds a hook, which stays Python's)."""
+hotpath.c's hooked-site table; the replay moves the handle between `idle_hooks` and
+`armed`, and C counts one patch per flip, as `_arm_site`/`_disarm_site` count it (no cache
+removal: the reference drops translated code only when it adds a hook, which stays
+Python's)."""
 
 from __future__ import annotations
 
