@@ -39,7 +39,7 @@ def c_finishes(isa: str) -> bool:
     from emutrace.backends import hooked_sites
     from emutrace.isa import by_name
 
-    return by_name(isa).lower is not None or hooked_sites.wanted(by_name(isa), "lazy")
+    return by_name(isa).lower is not None or hooked_sites.wanted(by_name(isa))
 
 
 def child(isa: str, n: int, variant: str) -> None:

@@ -5,8 +5,9 @@ fib N, ratios side by side in one run, each variant in a child process of its ow
                                         [--repeat 1] [--out PREFIX]
 
 Variants (`Process` built untimed, `run()` plus closing the recording timed): `none` (no
-backend); `lazy`/`strict` recorded to a uftrace directory (`record`: lazy lets C write the
-records itself, strict drains every event to Python, which replays C's switch on its state);
+backend); `lazy`/`strict` recorded to a uftrace directory (`record`: C writes the records
+itself; under strict it also switches the armed function, at traps on the lowered ISAs and
+at site hooks on mips, mipsel, riscv64, and Python replays the switches on its state);
 `lazy-mem`/`strict-mem` with the events kept in memory (both drain every event to Python:
 the cleanup's own cost); the Python engine's strict and lazy at the smaller PYTHON_N for
 reference.  Also: how many switches C made, how many traps went to Python.  Writes

@@ -45,11 +45,11 @@ def test_native_library_is_built() -> None:
 # C finishes traps: the ISA lowers its sites for C (patch delivery), or C's site table
 # watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
-           or hooked_sites.wanted(by_name(isa), "lazy")]
-# where strict cleanup's switches are C's (int3_native.StrictInC: a lowering, no Thumb);
-# on the hooked-site ISAs (mips, mipsel, riscv64) strict stays Python's work
-STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None
-               and not by_name(isa).thumb_bit]
+           or hooked_sites.wanted(by_name(isa))]
+# where strict cleanup's switches are C's (int3_native.StrictInC: no Thumb, and a lowering
+# or the site hooks C's table watches: mips, mipsel, riscv64)
+STRICT_IN_C = [isa for isa in ISAS if not by_name(isa).thumb_bit
+               and (by_name(isa).lower is not None or hooked_sites.wanted(by_name(isa)))]
 
 # (program, args): what C finishes on a lowered ISA; a smaller set elsewhere (slow path)
 LOWERED_CELLS = (("calls", ("tail",)), ("fib", ("15",)))
@@ -90,11 +90,11 @@ def test_native_equals_python(isa: str) -> None:
             assert 10 * slow < got[1]["traps"], (slow, got[1]["traps"])
 
 
-# strict cleanup (disarm on leaving): on a lowered ISA C switches the armed function itself
-# (strict.c) at calls and returns into functions it knows, and Python replays each switch on
-# its own state; elsewhere (riscv64: every trap goes through Python; arm: two instruction
-# sets) strict cleanup is Python's work beside C's block counting
-@pytest.mark.parametrize("isa", sorted({*LOWERED, "riscv64", "arm"}))
+# strict cleanup (disarm on leaving): on a lowered ISA, and at the site hooks C's table
+# watches (mips, mipsel, riscv64), C switches the armed function itself (strict.c) at calls
+# and returns into functions it knows, and Python replays each switch on its own state; on
+# arm (two instruction sets) strict cleanup is Python's work beside C's block counting
+@pytest.mark.parametrize("isa", sorted({*LOWERED, "arm"}))
 def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
     cells = LOWERED_CELLS if isa in LOWERED else LOWERED_CELLS[:1]
     if isa == ONCE_ISA:  # longjmp (chain cut by a non-local return), site hooks beside C

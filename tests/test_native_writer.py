@@ -36,11 +36,11 @@ from .test_trace_oracle import namer
 # C finishes traps: the ISA lowers its sites for C (patch delivery), or C's site table
 # watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
-           or hooked_sites.wanted(by_name(isa), "lazy")]
-# where strict cleanup's switches are C's (int3_native.StrictInC: a lowering, no Thumb);
-# on the hooked-site ISAs (mips, mipsel, riscv64) strict stays Python's work
-STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None
-               and not by_name(isa).thumb_bit]
+           or hooked_sites.wanted(by_name(isa))]
+# where strict cleanup's switches are C's (int3_native.StrictInC: no Thumb, and a lowering
+# or the site hooks C's table watches: mips, mipsel, riscv64)
+STRICT_IN_C = [isa for isa in ISAS if not by_name(isa).thumb_bit
+               and (by_name(isa).lower is not None or hooked_sites.wanted(by_name(isa)))]
 CELLS = (("fib", ("18",)), ("calls", ("tail",)), ("typed", ()))
 ONCE_ISA = "x86_64"
 ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("all",)),

@@ -101,7 +101,8 @@ def test_arm_handlers_traced_by_the_native_engine(tmp_path: Path) -> None:
 def test_every_mechanism_agrees_on_handlers(isa: str, tmp_path: Path) -> None:
     """N-version: hwbp, bts, btf and entry give the record's trace too (x86_64 and a RISC
     ISA whose breakpoints are site hooks); and int3 with strict cleanup, on x86_64 by the
-    native engine (lazy too; and step's native engine), on riscv64 by the Python one.
+    native engine (lazy too; and step's native engine), on riscv64 by both engines (the
+    native one switching its site hooks in C: strict.c).
     bts and btf by the native engine on both (C's records around the signal frames)."""
     runs = [(b, "lazy", "python") for b in ("hwbp", "bts", "btf", "entry")]
     runs += [("bts", "lazy", "native"), ("btf", "lazy", "native")]
@@ -110,7 +111,7 @@ def test_every_mechanism_agrees_on_handlers(isa: str, tmp_path: Path) -> None:
         runs += [("int3", "lazy", "native"), ("int3", "strict", "native"),
                  ("step", "lazy", "native")]
     else:
-        runs.append(("int3", "strict", "python"))
+        runs += [("int3", "strict", "python"), ("int3", "strict", "native")]
     _compare(isa, tmp_path, runs)
 
 

@@ -195,7 +195,7 @@ class FastSites:
             if self.on_callee is not None and site.kind is SiteKind.CALL:
                 self._strict_callee(target)
             elif (self.strict_jumps and site.kind is SiteKind.TAIL
-                    and self._ops.get(site.addr) is not None):
+                    and (self._ops.get(site.addr) is not None or site.addr in self.hooked)):
                 self._learn_jump(site, target, code)
             return
         if new_entry and code in self._pair_targets:

@@ -54,11 +54,11 @@ _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
 
-def wanted(isa: Isa, cleanup: str) -> bool:
-    """C watches the site hooks: hook delivery (no working breakpoint), lazy cleanup (strict
-    re-arms at every function switch: the reference's), an ISA that describes sp effects."""
+def wanted(isa: Isa) -> bool:
+    """C watches the site hooks: hook delivery (no working breakpoint), an ISA that describes
+    sp effects (lazy or strict cleanup: strict.c switches these sites too)."""
     cls = isa.classifiers
-    return (not any(b.works for b in isa.breakpoints) and cleanup == "lazy"
+    return (not any(b.works for b in isa.breakpoints)
             and cls is not None and cls.sp_effect is not None)
 
 
@@ -134,6 +134,12 @@ class HookedSites:
         if site.addr in self.sites and self.sites[site.addr] is not site:
             self._watch(site)
         self.active(site.addr, True)
+
+    def rearmed_by_c(self, site: Site) -> None:
+        """strict.c armed site again (it set it active itself): only another Site at that
+        address must be watched as this one."""
+        if site.addr in self.sites and self.sites[site.addr] is not site:
+            self._watch(site)
 
     def active(self, addr: int, on: bool) -> None:
         """After the reference disarmed a site (or armed it again)."""

@@ -135,13 +135,17 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks: list[int] = []
         # hook delivery: C's site table and block hook instead of Python site hooks
         self._hooked = HookedSites(isa, lib, self._nt) \
-            if hooked_sites.wanted(isa, cleanup) else None
+            if hooked_sites.wanted(isa) else None
         self._final_time = 0
-        # strict cleanup: C switches the armed function where it knows both (strict.c);
-        # made before the base class arms anything, so that it sees every arming
+        # strict cleanup: C switches the armed function where it knows both (strict.c), at
+        # the traps of lowered sites or the site hooks of C's table; made before the base
+        # class arms anything, so that it sees every arming
         self._strict_c: StrictInC | None = None
-        if cleanup == "strict" and isa.lower is not None and not isa.thumb_bit:
+        if (cleanup == "strict" and not isa.thumb_bit
+                and (isa.lower is not None or self._hooked is not None)):
             self._strict_c = StrictInC(self, self._nt, cpu.uc, isa.code_mask)
+            if self._hooked is not None:
+                self._strict_c.bind_hooked(self._hooked)
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
         if self.guard is not None:  # a load that hid breakpoints: settle at the next block
             self.guard.on_hide = lambda: self._lib.nt_set_attention(self._nt, 1)
@@ -301,9 +305,6 @@ class NativeInt3Backend(Int3Backend):
     # ------------------------------------------------------------ arming
     def _arm_site(self, site: Site, func: int) -> None:
         strict_c = self._strict_c
-        if strict_c is not None and strict_c.replaying:  # C wrote the breakpoint
-            strict_c.patched(site, func)
-            return
         super()._arm_site(site, func)
         self._fast.armed(site)
         armed = self.armed.get(site.addr)
@@ -314,9 +315,6 @@ class NativeInt3Backend(Int3Backend):
 
     def _disarm_site(self, addr: int) -> None:
         strict_c = self._strict_c
-        if strict_c is not None and strict_c.replaying:  # C wrote the original bytes
-            strict_c.restored(addr)
-            return
         super()._disarm_site(addr)
         self._fast.disarmed(addr)
         if self._hooked is not None:

@@ -10,14 +10,25 @@ switched by C: disarm the function left, arm the one entered, write the breakpoi
 original bytes and drop the translated code, as `Int3Backend._called` and
 `_returned_strict` do.
 
-C notes each function it arms or disarms in a journal, and marks how far down it changed the
-chain; when Python next runs (it drains C's buffers before it looks at anything),
-`replay_journal` runs `_arm` and `_disarm` for those functions on Python's state with guest
-memory left alone (C wrote it), and takes the chain's changed frames.  `patched` and
-`restored` stand in for `_arm_site` and `_disarm_site`, counting one patch and one cache
-removal each, as they do.  So the Python state, the
-counters and the guard's list of patched bytes are the Python engine's at every point
-Python can observe (tests/test_native_engine.py compares traces and counters)."""
+C notes each function it arms or disarms in a journal, counts the sites it writes, and marks
+how far down it changed the chain; when Python next runs (it drains C's buffers before it
+looks at anything), `replay_journal` brings Python's state to C's: the functions the journal
+names armed or not as their last entry says (`_take`, or dropped from `armed_funcs`), their
+sites armed for C's owner or not (`armed`, `idle_hooks`, the guard's list of patched bytes;
+guest memory left alone: C wrote it), the counters advanced by C's counts (one patch per site
+written, one cache removal per patch site, as `_arm_site` and `_disarm_site` count), and the
+chain's changed frames.  C's tables mirror Python's, so that state is what replaying each
+switch in order would leave, and the Python state and counters are the Python engine's at
+every point Python can observe (tests/test_native_engine.py compares traces and counters);
+the cost is one pass over the functions switched since Python last ran, not one per switch.
+
+Site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py) switch the same
+way with nothing written: the reference keeps a disarmed site's hook installed and idle
+(`Int3Backend.idle_hooks`) and arms it again with a table write, so C flips the site in
+hotpath.c's hooked-site table; the replay moves the handle between `idle_hooks` and
+`armed`, and C counts one patch per flip, as `_arm_site`/`_disarm_site` count it (no cache
+removal: the reference drops translated code only when it adds a hook, which stays
+Python's)."""
 
 from __future__ import annotations
 
@@ -32,6 +43,7 @@ from emutrace.discover import Function, Site
 from emutrace.native import strictlib
 
 if TYPE_CHECKING:
+    from emutrace.backends.hooked_sites import HookedSites
     from emutrace.backends.int3_native import NativeInt3Backend
 
 
@@ -55,14 +67,25 @@ class StrictInC:
         self._targets: dict[int, Function] = {}  # call target → the function it enters
         self._functions: dict[int, Function] = {}  # start → the function C was told
         self._chain: list[tuple[int, int]] = []  # the chain as C has it: (start, end)
+        self._hooked: HookedSites | None = None  # site hooks C switches too (bind_hooked)
+
+    def bind_hooked(self, hooked: HookedSites) -> None:
+        """Hook delivery: a site C arms or disarms is flipped in the hooked-site table
+        (hotpath.c hs_site_active) instead of hotpath.c's patch-site table."""
+        self._hooked = hooked
+        self.lib.ns_bind(self.ns, hooked.ns, ctypes.cast(hooked.lib.hs_site_active,
+                                                         ctypes.c_void_p))
 
     # ------------------------------------------------------------ Python → C
     def site_armed(self, site: Site, func: int) -> None:
-        """Python armed a site: a patch site's bytes (the first time) and its owner."""
+        """Python armed a site: a patch site's bytes (the first time) or that it is a site
+        hook (which stays installed when disarmed), and its owner."""
         armed = self.b.armed.get(site.addr)
-        if armed is None or armed.hook:
+        if armed is None or (armed.hook and self._hooked is None):
             return
-        if site.addr not in self._originals:
+        if armed.hook:
+            self.lib.ns_site_hooked(self.ns, site.addr)
+        elif site.addr not in self._originals:
             bp = self.b.breakpoint_bytes(site)
             self._originals[site.addr] = armed.original
             self.lib.ns_site_bytes(self.ns, site.addr, len(bp), bp, armed.original)
@@ -105,25 +128,78 @@ class StrictInC:
 
     # ------------------------------------------------------------ C → Python
     def replay_journal(self) -> None:
-        """What C changed since Python last ran (the backend's `_drain`): the functions it
-        armed and disarmed, in order, then the chain."""
+        """What C changed since Python last ran (the backend's `_drain`), then the chain.
+
+        Not switch by switch: C's tables are the Python state's mirror, so the state that
+        replaying each switch (`_arm`, `_disarm`) would leave is C's state now — the
+        functions the journal names armed or not as their last entry says, the sites of
+        those functions armed for the owner C has — and the counters are what C counted
+        (one patch per site written, one cache removal per patch site)."""
         lib, ns = self.lib, self.ns
         n = lib.ns_journal_count(ns)
         if n:
             data = ctypes.string_at(lib.ns_journal(ns), n * strictlib.JOURNAL_ENTRY.size)
+            b = self.b
+            b.stats["patches"] += int(lib.ns_journal_patches(ns))
+            b.stats["cache_removals"] += int(lib.ns_journal_removals(ns))
             lib.ns_journal_clear(ns)
-            b, functions = self.b, self._functions
+            last = {start: kind for kind, start in strictlib.JOURNAL_ENTRY.iter_unpack(data)}
             self.replaying = True
             try:
-                # (what `_called` and `_returned_strict` did in C, on Python's state)
-                for kind, start in strictlib.JOURNAL_ENTRY.iter_unpack(data):
+                for start, kind in last.items():
                     if kind == strictlib.ARMED:
-                        b._arm(functions[start])
+                        b._take(self._functions[start])  # (no-op when it is armed)
                     else:
-                        b._disarm(start)
+                        b.armed_funcs.pop(start, None)
             finally:
                 self.replaying = False
+            self._take_sites(list(last))
         self._take_chain()
+
+    def _take_sites(self, starts: list[int]) -> None:
+        """The sites of the functions at starts, armed or not and for whom, as C has them
+        (what `_arm_site`/`_disarm_site` leave, without counting: C counted)."""
+        b, functions = self.b, self._functions
+        pairs = [(start, site) for start in starts for site in functions[start].sites]
+        n = len(pairs)
+        owners, armed = (ctypes.c_uint64 * max(1, n))(), (ctypes.c_uint8 * max(1, n))()
+        self.lib.ns_sites_state(self.ns, n, _words([site.addr for _s, site in pairs]),
+                                owners, armed)
+        for k, (start, site) in enumerate(pairs):
+            addr, now = site.addr, b.armed.get(site.addr)
+            if armed[k] and owners[k] == start:
+                if now is not None and now.func == start:
+                    continue
+                if now is not None:  # armed for another function before: C's owner now
+                    b.armed[addr] = Armed(site, start, original=now.original, hook=now.hook)
+                else:
+                    self._arm_as_c(site, start)
+            elif not armed[k] and now is not None:
+                self._disarm_as_c(addr)
+
+    def _arm_as_c(self, site: Site, func: int) -> None:
+        """`_arm_site`'s state for a site C armed: an idle site hook taken back, or a
+        breakpoint over the original bytes."""
+        b = self.b
+        handle = b.idle_hooks.pop(site.addr, 0)
+        if handle:
+            b.armed[site.addr] = Armed(site, func, hook=handle)
+            assert self._hooked is not None
+            self._hooked.rearmed_by_c(site)
+            return
+        original = self._originals[site.addr]
+        b.armed[site.addr] = Armed(site, func, original=original)
+        if b.guard is not None:
+            b.guard.patched(site.addr, original, b.breakpoint_bytes(site))
+
+    def _disarm_as_c(self, addr: int) -> None:
+        """`_disarm_site`'s state for a site C disarmed: its hook idle, or its bytes back."""
+        b = self.b
+        armed = b.armed.pop(addr)
+        if armed.hook:
+            b.idle_hooks[addr] = armed.hook
+        elif b.guard is not None:
+            b.guard.restored(addr)
 
     def _take_chain(self) -> None:
         """The frames C pushed or popped since Python last looked, into Python's chain (the
@@ -140,24 +216,6 @@ class StrictInC:
         del self.b.chain[low:]
         self.b.chain.extend(self._functions[start] for start, _end in frames)
         lib.ns_chain_seen(ns)
-
-    def patched(self, site: Site, func: int) -> None:
-        """`_arm_site` for a breakpoint C wrote: one patch, one cache removal."""
-        b, original = self.b, self._originals[site.addr]
-        b.stats["patches"] += 1
-        b.stats["cache_removals"] += 1
-        b.armed[site.addr] = Armed(site, func, original=original)
-        if b.guard is not None:
-            b.guard.patched(site.addr, original, b.breakpoint_bytes(site))
-
-    def restored(self, addr: int) -> None:
-        """`_disarm_site` for original bytes C wrote back: one patch, one cache removal."""
-        b = self.b
-        b.armed.pop(addr)
-        if b.guard is not None:
-            b.guard.restored(addr)
-        b.stats["patches"] += 1
-        b.stats["cache_removals"] += 1
 
     def switches(self) -> int:
         return int(self.lib.ns_switches(self.ns))

@@ -1086,6 +1086,13 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
         if (s->cfg.ret_hi_reg >= 0)
             regs[s->cfg.ret_reg >= 0] = rd(s, s->cfg.ret_hi_reg);
     }
+    if (s->strict) {  /* strict cleanup: C switches the armed function (strict.c) or declines */
+        if (s->n_events >= s->cfg.buffer_events)
+            s->cfg.py_drain();  /* (room first: a switch made is never handed to Python) */
+        if (s->n_events >= s->cfg.buffer_events
+            || !ns_switch(s->strict, p->op == OP_CALL, p->addr, target))
+            return 0;
+    }
     if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
         uw_event ev = {p->op == OP_CALL, h->pending_time, p->addr, target, sp_site, p->after,
                        regs};

@@ -12,6 +12,12 @@
  * chain's changed frames (backends/strict_native.py): its dictionaries, code guard, counters
  * and chain follow without touching guest memory again.
  *
+ * Site hooks (hook delivery: mips, mipsel, riscv64, whose breakpoint traps Unicorn does not
+ * deliver usably) switch the same way with nothing written: the site's hook stays installed
+ * and arming it is a table write, as int3.py keeps an idle hook (`idle_hooks`), so C flips
+ * the site's `active` bit in hotpath.c's hooked-site table (hs_site_active, through ns_bind)
+ * and drops no translated code (the block hook reads the table at run time).
+ *
  * Anything this table cannot decide (a function or site it was not told about, a return that
  * empties the chain, after the guest wrote over code) is declined: the trap goes to Python.
  */
@@ -49,6 +55,7 @@ typedef struct {
 typedef struct {
     uint64_t addr, owner;  /* owner: start of the function the armed site belongs to */
     uint8_t len, armed, has_bytes;
+    uint8_t hooked;  /* a site hook stays installed: (dis)arming writes no guest memory */
     uint8_t bp[NS_MAX_BP], orig[NS_MAX_BP];
 } ns_site;
 
@@ -84,6 +91,7 @@ struct ns_state {
     uint64_t switches;  /* calls and returns switched here */
     ns_entry journal[NS_JOURNAL];  /* the switches Python has not replayed yet */
     uint32_t n_journal;
+    uint64_t j_patches, j_removals;  /* what those switches count (int3.py stats) */
 };
 
 /* ------------------------------------------------------------------ maps */
@@ -239,7 +247,18 @@ int ns_site_bytes(ns_state *ns, uint64_t addr, uint32_t len, const uint8_t *bp, 
     return 0;
 }
 
-/* Python armed (on) or disarmed a patch site; owner: the function it was armed for */
+/* a site delivered by a hook Python installed and keeps (int3.py idle_hooks): C may arm it
+ * again with a table write */
+int ns_site_hooked(ns_state *ns, uint64_t addr)
+{
+    uint32_t i = site_index(ns, addr);
+    if (i == NS_NONE)
+        return -1;
+    ns->sites[i].hooked = 1;
+    return 0;
+}
+
+/* Python armed (on) or disarmed a site; owner: the function it was armed for */
 int ns_site_armed(ns_state *ns, uint64_t addr, uint32_t on, uint64_t owner)
 {
     uint32_t i = site_index(ns, addr);
@@ -329,7 +348,24 @@ void ns_disable(ns_state *ns) { ns->disabled = 1; }
  * them on its state) */
 const ns_entry *ns_journal(const ns_state *ns) { return ns->journal; }
 uint32_t ns_journal_count(const ns_state *ns) { return ns->n_journal; }
-void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; }
+void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; ns->j_patches = ns->j_removals = 0; }
+/* since the journal was last cleared: sites written (int3.py "patches": a breakpoint or the
+ * original bytes, or a site hook armed or idled) and translated code dropped
+ * ("cache_removals": patch sites only) */
+uint64_t ns_journal_patches(const ns_state *ns) { return ns->j_patches; }
+uint64_t ns_journal_removals(const ns_state *ns) { return ns->j_removals; }
+
+/* the sites at addrs as C has them now: owner[k] the function a site is armed for, armed[k]
+ * 0 when it is not armed (or C was never told about it) */
+void ns_sites_state(const ns_state *ns, uint32_t n, const uint64_t *addrs, uint64_t *owner,
+                    uint8_t *armed)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = map_get(&ns->site_ix, addrs[k]);
+        armed[k] = i != NS_NONE && ns->sites[i].armed;
+        owner[k] = armed[k] ? ns->sites[i].owner : 0;
+    }
+}
 uint64_t ns_switches(const ns_state *ns) { return ns->switches; }
 
 /* ------------------------------------------------------------------ switching */
@@ -354,7 +390,7 @@ static int can_arm(const ns_state *ns, const ns_func *fn)
         return 1;
     for (uint32_t k = 0; k < fn->n_sites; k++) {
         const ns_site *s = &ns->sites[fn->sites[k]];
-        if (!s->armed && !s->has_bytes)
+        if (!s->armed && !s->has_bytes && !s->hooked)
             return 0;
     }
     return 1;
@@ -369,15 +405,20 @@ static void note(ns_state *ns, uint64_t kind, uint64_t start)
 
 static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t on)
 {
-    ns->mem_write(ns->uc, s->addr, bytes, s->len);
-    /* Unicorn does not notice host writes: drop the translated code of the range */
-    ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
+    ns->j_patches++;
+    if (!s->hooked) {
+        ns->j_removals++;
+        ns->mem_write(ns->uc, s->addr, bytes, s->len);
+        /* Unicorn does not notice host writes: drop the translated code of the range */
+        ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
+    }  /* (a site hook: its hook reads the table, nothing was translated with it) */
     s->armed = (uint8_t)on;
     if (ns->active)
         ns->active(ns->table, s->addr, on);
 }
 
-/* int3.py _disarm: the sites that are the function's own get their original bytes back */
+/* int3.py _disarm: the sites that are the function's own get their original bytes back
+ * (a site hook goes idle) */
 static void disarm(ns_state *ns, uint64_t start)
 {
     uint32_t f = map_get(&ns->func_ix, start);
@@ -393,7 +434,8 @@ static void disarm(ns_state *ns, uint64_t start)
     }
 }
 
-/* int3.py _arm: a function not armed gets breakpoints on every site not armed already */
+/* int3.py _arm: a function not armed gets breakpoints on every site not armed already
+ * (an idle site hook is armed again) */
 static void arm(ns_state *ns, ns_func *fn)
 {
     if (fn->armed)
@@ -480,4 +522,17 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
         disarm(ns, owner);
     arm(ns, caller);
     ns->switches++;
+}
+
+/* a transfer that already ran (a site hook's, resolved at the next block: hotpath.c
+ * hs_finish): switched here (1) or declined (0, nothing changed: Python's) */
+int ns_switch(ns_state *ns, uint32_t call, uint64_t site, uint64_t target)
+{
+    if (call ? !ns_call_ok(ns, site, target) : !ns_return_ok(ns, site, target))
+        return 0;
+    if (call)
+        ns_call_commit(ns, site, target);
+    else
+        ns_return_commit(ns, site, target);
+    return 1;
 }
