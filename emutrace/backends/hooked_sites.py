@@ -1,5 +1,7 @@
-"""Site hooks on the native hot path (hook delivery: MIPS, RISC-V, whose breakpoint traps
-Unicorn does not deliver usably; isa/mips.py, isa/riscv64.py).
+"""Site hooks on the native hot path: every site under hook delivery (MIPS, RISC-V, whose
+breakpoint traps Unicorn does not deliver usably; isa/mips.py, isa/riscv64.py), and the
+sites of code found by descent on the other ISAs (int3.py `_by_hook`: a wrong guess about
+what is code must never write a breakpoint into data), beside the patched sites.
 
 The reference (`Int3Backend._arm_site`) gives each armed site a bounded Python code hook;
 Unicorn scans bounded code hooks linearly on every hit (../shared/DESIGN.md §5).  Here the
@@ -44,7 +46,8 @@ _vp, _u32, _u64, _i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctype
 SIGNATURES = {
     "hs_new": ([_vp, ctypes.POINTER(NsConfig)], _vp),
     "hs_free": ([_vp], None),
-    "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32], ctypes.c_int),
+    "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32, _u32],
+                    ctypes.c_int),
     "hs_site_active": ([_vp, _u64, _u32], None),
     "hs_cancel": ([_vp], None),
     "hs_counter": ([_vp, _u32], _u64),
@@ -55,11 +58,17 @@ _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
 
 
 def wanted(isa: Isa, cleanup: str) -> bool:
-    """C watches the site hooks: hook delivery (no working breakpoint), lazy cleanup (strict
-    re-arms at every function switch: the reference's), an ISA that describes sp effects."""
+    """C watches the site hooks: lazy cleanup (strict re-arms at every function switch: the
+    reference's), an ISA that describes sp effects.  Every site is hooked where the ISA has
+    no working breakpoint (`every_site_hooked`); elsewhere the sites of code found by
+    descent are (int3.py `_by_hook`), beside the patched ones C's INTR hook finishes."""
     cls = isa.classifiers
-    return (not any(b.works for b in isa.breakpoints) and cleanup == "lazy"
-            and cls is not None and cls.sp_effect is not None)
+    return cleanup == "lazy" and cls is not None and cls.sp_effect is not None
+
+
+def every_site_hooked(isa: Isa) -> bool:
+    """Hook delivery for every site: Unicorn delivers no usable breakpoint trap here."""
+    return not any(b.works for b in isa.breakpoints)
 
 
 class HookedSites:
@@ -76,10 +85,12 @@ class HookedSites:
         cls = isa.classifiers
         assert cls is not None and cls.sp_effect is not None
         self._sp_effect: Callable[[Insn], int | None] = cls.sp_effect
+        self._when_taken = cls.hooked_when_taken
         self._callbacks = (PY_SITE(self._py_site), PY_VISIT(self._py_visit))
         cfg = NsConfig()
         cfg.py_site, cfg.py_visit = self._callbacks
-        cfg.align = cls.insn_align
+        # (where a site may start in a block: ARM's Thumb code is 2-aligned)
+        cfg.align = min(cls.insn_align, cls.alt_insn_align) if cls.alt_mode else cls.insn_align
         self.ns = lib.hs_new(nt, ctypes.byref(cfg))
         if not self.ns:
             raise MemoryError("native hot path: out of memory")
@@ -111,9 +122,12 @@ class HookedSites:
                       or (site.conditional and site.kind is SiteKind.CALL))
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
+        insn = b.decoder.insn_at(site.addr, site.alt_mode)
+        taken_only = (site.conditional and self._when_taken is not None and insn is not None
+                      and self._when_taken(insn))
         self.lib.hs_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
                              int(site.conditional), int(finish), int(fast),
-                             int(site.delay_slot))
+                             int(site.delay_slot), int(taken_only))
         self.sites[site.addr] = site
         self.fast.hooked.add(site.addr)
         return True
@@ -122,6 +136,8 @@ class HookedSites:
         b = self.b
         insn = b.decoder.insn_at(site.addr, site.alt_mode)
         delta = self._sp_effect(insn) if insn is not None else None
+        if delta and site.conditional:
+            return None  # (ARM `popeq`: whether it released anything is not known)
         if delta is not None and site.delay_slot:
             slot = b.decoder.insn_at(site.addr + site.size, site.alt_mode)
             more = self._sp_effect(slot) if slot is not None else None

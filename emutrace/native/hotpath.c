@@ -778,8 +778,11 @@ void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
 }
 
 /* ------------------------------------------------------------------ hooked sites
- * Hook delivery (MIPS, RISC-V: Unicorn's BREAK/EBREAK trap path is broken, isa/mips.py and
- * isa/riscv64.py): the reference puts one bounded Python code hook on each armed site
+ * Hook delivery (every site on MIPS, RISC-V: Unicorn's BREAK/EBREAK trap path is broken,
+ * isa/mips.py and isa/riscv64.py; the sites of code found by descent elsewhere, int3.py
+ * `_by_hook`, while nt_on_intr finishes the patched ones — this block hook replaces
+ * nt_on_block and does its counting, so the two kinds of delivery coexist with one block
+ * hook and one INTR hook): the reference puts one bounded Python code hook on each armed site
  * (int3.py `_on_site`: the site's transfer is pending from there, resolved at the next
  * block the CPU enters).  Bounded code hooks are scanned linearly on every hit (DESIGN §5),
  * so here one C block hook replaces them all: a table of armed sites, and per translated
@@ -810,6 +813,7 @@ typedef struct {
     uint32_t size;      /* bytes of the site instruction */
     uint8_t op;         /* OP_CALL, OP_RETURN, OP_JUMP */
     uint8_t conditional, finish, fast, delay, active;
+    uint8_t taken_only; /* the reference's hook runs only when the transfer is taken */
 } hs_site;
 
 typedef struct {
@@ -881,7 +885,7 @@ void hs_free(hs_state *h)
 
 int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t after,
                 int64_t sp_delta, uint32_t conditional, uint32_t finish, uint32_t fast,
-                uint32_t delay)
+                uint32_t delay, uint32_t taken_only)
 {
     if (addr == 0)
         return -1;
@@ -903,7 +907,7 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
         h->gen++;  /* blocks look for their site again */
     }
     *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
-                   (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1};
+                   (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only};
     return 0;
 }
 
@@ -950,11 +954,18 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
     if (b->addr == addr && b->gen == h->gen) {
         at = b->site;
     } else {
-        for (uint64_t a = addr; a < addr + size; a += h->cfg.align)
-            if (hs_slot(h->sites, h->sites_cap, a)->addr == a) {
+        /* the site is the block's last instruction (or its delay slot is): an armed
+         * address inside the block that ends elsewhere is no instruction of this block
+         * (descent decoded those bytes in the other instruction set, or from another
+         * offset: the reference's code hook there never fires in this block) */
+        uint64_t end = addr + size;
+        for (uint64_t a = addr; a < end; a += h->cfg.align) {
+            const hs_site *p = hs_slot(h->sites, h->sites_cap, a);
+            if (p->addr == a && (a + p->size == end || (p->delay && p->after == end))) {
                 at = a;
                 break;
             }
+        }
         if (b->addr == addr) {
             b->site = at;
             b->gen = h->gen;
@@ -1042,7 +1053,9 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         uint64_t sp_now = rd(s, s->cfg.sp_reg) & mask;
         uint64_t sp_site = (sp_now - (uint64_t)h->pending.sp_delta) & mask;
         h->has_pending = 0;
-        if (python || !hs_finish(h, &h->pending, addr, sp_site, sp_now)) {
+        if (h->pending.taken_only && addr == h->pending.after) {
+            h->hits--;  /* not taken: the reference's hook did not run (no hit) */
+        } else if (python || !hs_finish(h, &h->pending, addr, sp_site, sp_now)) {
             h->slow++;
             s->cfg.py_drain();  /* C's records come before what Python emits */
             h->cfg.py_site(h->pending.addr, h->pending_time, sp_site);
@@ -1063,7 +1076,9 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
             s->time += count;
         }
     }
-    hs_site *site = hs_block_site(h, addr, size);
+    /* (no site hooked yet — a program whose code all has symbols, on an ISA with working
+     * breakpoints: this hook is nt_on_block's block count and one test) */
+    hs_site *site = h->sites_used ? hs_block_site(h, addr, size) : NULL;
     if (site) {  /* the reference's site hook would fire in this block */
         h->hits++;
         h->pending = *site;
