@@ -50,9 +50,14 @@ SIGNATURES = {
                     ctypes.c_int),
     "hs_site_active": ([_vp, _u64, _u32], None),
     "hs_cancel": ([_vp], None),
+    "hs_returns_set": ([_vp, ctypes.POINTER(_u64), _u64, _u64], None),
     "hs_counter": ([_vp, _u32], _u64),
     "hs_on_block": ([_vp, _u64, _u32, _vp], None),
 }
+# how many of the innermost return addresses C is told at each Python section: returns
+# below them (deeper unwinding in C alone) are handed to Python
+RETURNS_SENT = 64
+_NO_RETURN = (1 << 64) - 1  # a frame without a return address (TailRule: None)
 _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
@@ -118,7 +123,8 @@ class HookedSites:
         sp_delta = self._sp_delta(site)
         if sp_delta is None or site.executes is not None:
             return False
-        finish = not (site.maybe_return or site.alt_link or site.alt_mode
+        # (C compares the next block's address, Thumb or not: no mode bit to simulate)
+        finish = not (site.maybe_return or site.alt_link
                       or (site.conditional and site.kind is SiteKind.CALL))
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
@@ -155,6 +161,15 @@ class HookedSites:
         """After the reference disarmed a site (or armed it again)."""
         if addr in self.sites:
             self.lib.hs_site_active(self.ns, addr, int(on))
+
+    def returns(self, return_addrs: list[int | None]) -> None:
+        """The end of a Python section: the top of the tail rule's return addresses, which a
+        return C finishes must go back to (as `TailRule.returns_to`: int3.py `_transfer`
+        arms the code a return reaches elsewhere, and `taken` makes a return into an
+        entry a jump — both Python's)."""
+        top = return_addrs[-RETURNS_SENT:]
+        words = (_u64 * len(top))(*(_NO_RETURN if r is None else r for r in top))
+        self.lib.hs_returns_set(self.ns, words, len(return_addrs), len(top))
 
     def cancel(self) -> None:
         """A signal is delivered: a block left before its site ran leaves nothing pending."""

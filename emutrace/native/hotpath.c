@@ -835,6 +835,13 @@ typedef struct {
     hs_site pending;        /* the site whose transfer the running block ends with */
     uint64_t pending_time;
     uint64_t hits, slow;
+    /* the tail rule's return addresses (tails.py TailRule.return_addrs), innermost last:
+     * the top of Python's at its last section (`hs_returns_set`), then C's own calls and
+     * returns.  Entries below `rets_from` were not sent; none is known once nt's fast_trap
+     * finished a transfer since (its records reach Python's stack only at the drain) */
+    uint64_t *rets;
+    size_t n_rets, rets_cap, rets_from;
+    uint64_t rets_mark;  /* nt's `simulated` when Python sent them */
 } hs_state;
 
 static hs_site *hs_slot(hs_site *t, size_t cap, uint64_t addr)
@@ -878,6 +885,7 @@ void hs_free(hs_state *h)
 {
     if (!h)
         return;
+    free(h->rets);
     free(h->sites);
     free(h->blocks);
     free(h);
@@ -916,6 +924,57 @@ void hs_site_active(hs_state *h, uint64_t addr, uint32_t active)
     hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
     if (p->addr == addr)
         p->active = (uint8_t)active;
+}
+
+static int hs_rets_reserve(hs_state *h, size_t n)
+{
+    if (n <= h->rets_cap)
+        return 1;
+    size_t cap = h->rets_cap ? h->rets_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    uint64_t *t = realloc(h->rets, cap * sizeof *t);
+    if (!t)
+        return 0;
+    h->rets = t;
+    h->rets_cap = cap;
+    return 1;
+}
+
+/* Python's return addresses: n_total of them, the last n_given in top (innermost last;
+ * ~0 for a frame without one) */
+void hs_returns_set(hs_state *h, const uint64_t *top, uint64_t n_total, uint64_t n_given)
+{
+    if (n_given > n_total || !hs_rets_reserve(h, (size_t)n_total)) {
+        h->n_rets = h->rets_from = 0;
+        h->rets_mark = h->nt->simulated;
+        return;
+    }
+    h->n_rets = (size_t)n_total;
+    h->rets_from = (size_t)(n_total - n_given);
+    memcpy(h->rets + h->rets_from, top, (size_t)n_given * sizeof *top);
+    h->rets_mark = h->nt->simulated;
+}
+
+/* does a return to target go back to the running call's return address — the only return
+ * the tail rule neither turns into a jump (`enters`) nor follows by arming the code it
+ * reaches (int3.py `_transfer`: lazy, `elsewhere`)? */
+static int hs_returns_to(const hs_state *h, uint64_t target)
+{
+    return h->rets_mark == h->nt->simulated && h->n_rets > h->rets_from
+           && h->rets[h->n_rets - 1] == target;
+}
+
+/* C finished p's call or return: the tail rule's stack as Python's drain will leave it */
+static void hs_rets_apply(hs_state *h, const hs_site *p)
+{
+    if (p->op == OP_RETURN) {
+        h->n_rets--;
+    } else if (hs_rets_reserve(h, h->n_rets + 1)) {
+        h->rets[h->n_rets++] = p->after;
+    } else {
+        h->n_rets = h->rets_from = 0;  /* out of memory: returns are Python's */
+    }
 }
 
 /* the transfer awaiting the next block is forgotten: the block was left before its site
@@ -993,7 +1052,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
     /* a call or return to the next instruction, a callee not armed yet, a value C's
      * registers do not hold: Python's */
     if (target == p->after || (p->op == OP_CALL && !set_has(&s->callees, target))
-        || (p->op == OP_RETURN && !p->fast))
+        || (p->op == OP_RETURN && (!p->fast || !hs_returns_to(h, target))))
         return 0;
     if (p->op == OP_CALL && s->cfg.n_stack
         && s->cfg.mem_read(s->uc, (sp_now + s->cfg.stack_offset) & mask, stack,
@@ -1015,6 +1074,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
                        regs};
         if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
             s->written++;
+            hs_rets_apply(h, p);
             return 1;
         }
     }
@@ -1035,6 +1095,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
         e->nregs = (s->cfg.ret_reg >= 0) + (s->cfg.ret_hi_reg >= 0);
     }
     memcpy(e->regs, regs, sizeof regs);
+    hs_rets_apply(h, p);  /* (before the drain below, whose refresh sends Python's again) */
     if (s->writer && uw_enabled(s->writer))  /* as fast_trap: Python takes it now */
         s->cfg.py_drain();
     return 1;
