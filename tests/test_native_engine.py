@@ -21,6 +21,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from emutrace import native
@@ -56,7 +60,7 @@ LOWERED_CELLS = (("calls", ("tail",)), ("fib", ("15",)))
 OTHER_CELLS = (("hello_fs", ()),)
 # every ISA: code found by descent (a stripped binary), whose sites are hooked, in C's site
 # table under lazy cleanup (strict: checked once, with the Python site hooks)
-STRIPPED_CELL = ("calls.stripped", ("tail",))
+STRIPPED_CELL = ("calls.stripped", ("recursion",))
 # ISA-independent bookkeeping, checked once: the shadow stack's unwinding after a longjmp
 # fed from C's buffer
 ONCE_ISA = "x86_64"
@@ -65,6 +69,22 @@ ONCE_CELLS = (("calls", ("longjmp",)),)
 # C watches (the differential test ties the others to the Python engine, which
 # tests/test_trace_oracle.py checks on every ISA)
 ORACLE_ISAS = ("x86_64", "aarch64", "mips", "mipsel", "riscv64")
+
+
+@contextlib.contextmanager
+def _stdout_to_devnull() -> Iterator[None]:
+    """The guest's stdout on /dev/null, whose times never change: a stripped function's
+    "auto" arguments are whatever its argument registers hold — on arm, a leftover of the
+    statx glibc's start-up makes of stdout (st_mtime's nanoseconds of pytest's capture file
+    change with every write)."""
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
 
 
 def _run(isa: str, program: str, args: tuple[str, ...], engine: str,
@@ -83,8 +103,9 @@ def test_native_equals_python(isa: str) -> None:
     if isa == ONCE_ISA:  # ISA-independent bookkeeping: checked once
         cells = (*cells, *ONCE_CELLS)
     for program, args in cells:
-        _, want = _run(isa, program, args, "python")
-        process, got = _run(isa, program, args, "native")
+        with _stdout_to_devnull():
+            _, want = _run(isa, program, args, "python")
+            process, got = _run(isa, program, args, "native")
         assert len(want[0]) > 100, (program, args)
         assert got == want, (program, args)
         assert process.backend is not None
@@ -157,7 +178,9 @@ def test_native_stripped_trace_equals_self_record(isa: str) -> None:
     instr = str(bin_path(isa, "calls.instr"))
     record = run_qemu(isa, instr, scenario).stderr.decode()
     instr_name = namer(instr)
-    program_functions = {instr_name(addr) for _, addr in parse_instr_record(record)}
+    # (main is left out: on aarch64 and s390x descent does not see libc's start code call
+    # it, through a register — the Python reference neither; the differential ties them)
+    program_functions = {instr_name(addr) for _, addr in parse_instr_record(record)} - {"main"}
     want = canonical_from_instr(record, instr_name, program_functions)
     process = Process(RunConfig(str(bin_path(isa, "calls.stripped")), [scenario],
                                 backend="int3", engine="native"), warn=lambda m: None)
