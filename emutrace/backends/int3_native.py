@@ -159,10 +159,14 @@ class NativeInt3Backend(Int3Backend):
         (backends/native_writer.py); otherwise every event is drained to Python."""
         sink = sink_now()
         dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
-        # (an ISA whose sites C does not lower gives C no event to take)
+        # (an ISA whose sites C does not lower gives C no event to take, unless its site
+        # hooks are C's: hook delivery, or a program whose code descent finds — arm)
+        isa = self.image.isa
+        hooked = self._hooked is not None and (hooked_sites.every_site_hooked(isa)
+                                               or not self.discovery.symbols.funcs)
         if (not isinstance(dir_sink, UftraceDirSink) or not self._nt
                 or (self.strict and self._strict_c is None)
-                or (self.image.isa.lower is None and self._hooked is None)
+                or (isa.lower is None and not hooked)
                 or not hasattr(self._lib, "uw_new")
                 or self._writer is not None):
             return
