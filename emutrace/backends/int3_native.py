@@ -12,9 +12,11 @@ What C does without entering Python:
 
 Everything else is the Python reference code, reached through ctypes callbacks: the first
 call of a target (discovery and arming), sites the ISA does not lower, strict cleanup's switches
-C was not told enough for (strict.c does the others: backends/strict_native.py), site
-hooks (hook delivery, code found by descent), fallbacks, syscalls and faults, and every block
-while the Python state needs one (a restart, a pending transfer, a re-arm).
+C was not told enough for (strict.c does the others: backends/strict_native.py), the
+site hooks C's site table does not finish (backends/hooked_sites.py: under lazy cleanup it
+watches those of hook delivery and of code found by descent, on every ISA), fallbacks,
+syscalls and faults, and every block while the Python state needs one (a restart, a
+pending transfer, a re-arm).
 
 For `emutrace record` the session attaches the record writer (`attach_writer`,
 backends/native_writer.py): a call or return C finished then normally never reaches Python
