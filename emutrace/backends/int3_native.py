@@ -199,7 +199,7 @@ class NativeInt3Backend(Int3Backend):
             self._strict_c.push_chain(self.chain)
         if self._writer is not None:  # what Python changed, to C's stacks
             self._writer.push()
-        if self._hooked is not None:  # which return C may finish
+        if self._hooked is not None and self._hooked.sites:  # which return C may finish
             self._hooked.returns(self.tails.return_addrs)
 
     # ------------------------------------------------------------ hooks
