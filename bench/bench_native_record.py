@@ -39,7 +39,9 @@ def c_finishes(isa: str) -> bool:
     from emutrace.backends import hooked_sites
     from emutrace.isa import by_name
 
-    return by_name(isa).lower is not None or hooked_sites.wanted(by_name(isa))
+    isa_ = by_name(isa)
+    return isa_.lower is not None or (hooked_sites.wanted(isa_, "lazy")
+                                      and hooked_sites.every_site_hooked(isa_))
 
 
 def child(isa: str, n: int, variant: str) -> None:

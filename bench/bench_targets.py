@@ -77,7 +77,9 @@ def run_child(isa: str, variant: str, argv: list[str], timeout: float) -> dict[s
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def verdict(ratio: float | None, limit: float) -> str:
+def verdict(ratio: float | None, limit: float, ran: bool = True) -> str:
+    if not ran:
+        return "not run"
     if ratio is None:
         return "missed (timeout)"
     return f"{'met' if ratio <= limit else 'missed'} (≤ {limit:g}×)"
@@ -145,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {isa} | {fmt(sec('none'))} | {fmt(sec('lazy'))} | {fmt(sec('strict'))} | "
                 f"{fmt(sec('step'))} | {fmt(lazy, '×')} | {fmt(strict, '×')} | "
                 f"{fmt(step, '×')} | {cells.get('lazy', {}).get('records', '—'):,} | "
-                f"{engines} | {rss:.0f} MB | {verdict(lazy, 2)} | {verdict(strict, 3)} | "
-                f"{verdict(step, 5)} |")
+                f"{engines} | {rss:.0f} MB | {verdict(lazy, 2, 'lazy' in cells)} | "
+                f"{verdict(strict, 3, 'strict' in cells)} | "
+                f"{verdict(step, 5, 'step' in cells)} |")
             Path(args.out + ".md").write_text("\n".join(lines) + "\n")
             Path(args.out + ".json").write_text(json.dumps(
                 {"machine": info, "gzip_kb": args.gzip_kb, "rows": rows}, indent=1) + "\n")

@@ -4,10 +4,11 @@ the uftrace records itself (native/ufwrite.c, backends/native_writer.py).
 * Differential: the data directory the native engine writes (int3; step) equals the Python
   reference's byte for byte, every file, on all ten ISAs (fib: the hot path; calls tail:
   tail calls, which int3's C leaves to Python and step's C writes, beside C's records;
-  typed: argument and return types, integer ones in C, strings, floats, structs in Python),
-  plus the ISA-independent unusual cases once (longjmp unwinding, a stripped program's site
-  hooks, `calls all`).  On a lowered ISA the fib cell checks that C wrote almost every
-  record.
+  typed: argument and return types, integer ones in C, strings, floats, structs in Python;
+  a stripped program: code found by descent, its sites hooked, C writing most records),
+  plus the ISA-independent unusual cases once (longjmp unwinding, a stripped program's
+  `calls all`, `calls all`).  On a lowered ISA the fib cell checks that C wrote almost
+  every record.
 * Oracles: the canonical trace read back from a natively written directory equals what the
   `-finstrument-functions` build records about itself under qemu-user (x86_64, aarch64;
   the `calls` scenarios that nest less than 1024 deep; `step`: tail and recursion);
@@ -31,17 +32,21 @@ from emutrace.trace.uftrace_read import load_recording
 from emutrace.trace.uftrace_write import sink_for_image
 
 from .conftest import ISAS, bin_path, run_qemu
+from .test_native_engine import _stdout_to_devnull
 from .test_trace_oracle import namer
 
 # C finishes traps: the ISA lowers its sites for C (patch delivery), or C's site table
 # watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
-           or hooked_sites.wanted(by_name(isa))]
+           or hooked_sites.every_site_hooked(by_name(isa))]
 # where strict cleanup's switches are C's (int3_native.StrictInC: no Thumb, and a lowering
 # or the site hooks C's table watches: mips, mipsel, riscv64)
 STRICT_IN_C = [isa for isa in ISAS if not by_name(isa).thumb_bit
-               and (by_name(isa).lower is not None or hooked_sites.wanted(by_name(isa)))]
+               and (by_name(isa).lower is not None
+                    or hooked_sites.wanted(by_name(isa), "strict"))]
 CELLS = (("fib", ("18",)), ("calls", ("tail",)), ("typed", ()))
+# every ISA, lazy cleanup: code found by descent (its sites hooked, in C's site table)
+STRIPPED_CELL = ("calls.stripped", ("recursion",))
 ONCE_ISA = "x86_64"
 ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("all",)),
               ("calls", ("all",)))
@@ -66,21 +71,24 @@ def files(directory: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_native_recording_equals_python(isa: str, tmp_path: Path) -> None:
-    cells = CELLS + (ONCE_CELLS if isa == ONCE_ISA else ())
+    cells = (*CELLS, STRIPPED_CELL) + (ONCE_CELLS if isa == ONCE_ISA else ())
     for k, (program, args) in enumerate(cells):
         if not bin_path(isa, program).exists():
             continue
         want_dir, got_dir = tmp_path / f"py{k}", tmp_path / f"nat{k}"
-        _, records = record(isa, program, args, "python", want_dir)
-        process, _ = record(isa, program, args, "native", got_dir)
+        with _stdout_to_devnull():  # (the same stdout times for both: see there)
+            _, records = record(isa, program, args, "python", want_dir)
+            process, _ = record(isa, program, args, "native", got_dir)
         want, got = files(want_dir), files(got_dir)
         assert len(want["1.dat"]) > 100 * 16, (program, args)
         assert got.keys() == want.keys(), (program, args)
         for name in want:
             assert got[name] == want[name], (program, args, name)
+        stats = process.backend.native_stats  # type: ignore[union-attr]
         if program == "fib" and isa in LOWERED:  # C wrote the records, Python almost none
-            stats = process.backend.native_stats  # type: ignore[union-attr]
             assert stats["c_records"] > 0.9 * records, (stats, records)
+        if (program, args) == STRIPPED_CELL:  # most of them C's too
+            assert stats["c_records"] > 0.5 * records, (stats, records)
 
 
 # `step` (step.c): C offers the writer every call, return and tail call it finished, on every

@@ -1,5 +1,7 @@
-"""Site hooks on the native hot path (hook delivery: MIPS, RISC-V, whose breakpoint traps
-Unicorn does not deliver usably; isa/mips.py, isa/riscv64.py).
+"""Site hooks on the native hot path: every site under hook delivery (MIPS, RISC-V, whose
+breakpoint traps Unicorn does not deliver usably; isa/mips.py, isa/riscv64.py), and the
+sites of code found by descent on the other ISAs (int3.py `_by_hook`: a wrong guess about
+what is code must never write a breakpoint into data), beside the patched sites.
 
 The reference (`Int3Backend._arm_site`) gives each armed site a bounded Python code hook;
 Unicorn scans bounded code hooks linearly on every hit (../shared/DESIGN.md §5).  Here the
@@ -44,22 +46,37 @@ _vp, _u32, _u64, _i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctype
 SIGNATURES = {
     "hs_new": ([_vp, ctypes.POINTER(NsConfig)], _vp),
     "hs_free": ([_vp], None),
-    "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32], ctypes.c_int),
+    "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32, _u32],
+                    ctypes.c_int),
     "hs_site_active": ([_vp, _u64, _u32], None),
     "hs_cancel": ([_vp], None),
+    "hs_returns_set": ([_vp, ctypes.POINTER(_u64), _u64, _u64], None),
     "hs_counter": ([_vp, _u32], _u64),
     "hs_on_block": ([_vp, _u64, _u32, _vp], None),
 }
+# how many of the innermost return addresses C is told at each Python section: returns
+# below them (deeper unwinding in C alone) are handed to Python
+RETURNS_SENT = 64
+_NO_RETURN = (1 << 64) - 1  # a frame without a return address (TailRule: None)
 _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
 
-def wanted(isa: Isa) -> bool:
-    """C watches the site hooks: hook delivery (no working breakpoint), an ISA that describes
-    sp effects (lazy or strict cleanup: strict.c switches these sites too)."""
+def wanted(isa: Isa, cleanup: str) -> bool:
+    """C watches the site hooks: an ISA that describes sp effects, under lazy cleanup, or
+    under strict where every site is hooked (strict.c switches those sites; the descent
+    sites of a patch-delivery ISA stay the reference's under strict).  Every site is hooked
+    where the ISA has no working breakpoint (`every_site_hooked`); elsewhere the sites of
+    code found by descent are (int3.py `_by_hook`), beside the patched ones C's INTR hook
+    finishes."""
     cls = isa.classifiers
-    return (not any(b.works for b in isa.breakpoints)
-            and cls is not None and cls.sp_effect is not None)
+    return (cls is not None and cls.sp_effect is not None
+            and (cleanup == "lazy" or every_site_hooked(isa)))
+
+
+def every_site_hooked(isa: Isa) -> bool:
+    """Hook delivery for every site: Unicorn delivers no usable breakpoint trap here."""
+    return not any(b.works for b in isa.breakpoints)
 
 
 class HookedSites:
@@ -76,10 +93,12 @@ class HookedSites:
         cls = isa.classifiers
         assert cls is not None and cls.sp_effect is not None
         self._sp_effect: Callable[[Insn], int | None] = cls.sp_effect
+        self._when_taken = cls.hooked_when_taken
         self._callbacks = (PY_SITE(self._py_site), PY_VISIT(self._py_visit))
         cfg = NsConfig()
         cfg.py_site, cfg.py_visit = self._callbacks
-        cfg.align = cls.insn_align
+        # (where a site may start in a block: ARM's Thumb code is 2-aligned)
+        cfg.align = min(cls.insn_align, cls.alt_insn_align) if cls.alt_mode else cls.insn_align
         self.ns = lib.hs_new(nt, ctypes.byref(cfg))
         if not self.ns:
             raise MemoryError("native hot path: out of memory")
@@ -107,13 +126,17 @@ class HookedSites:
         sp_delta = self._sp_delta(site)
         if sp_delta is None or site.executes is not None:
             return False
-        finish = not (site.maybe_return or site.alt_link or site.alt_mode
+        # (C compares the next block's address, Thumb or not: no mode bit to simulate)
+        finish = not (site.maybe_return or site.alt_link
                       or (site.conditional and site.kind is SiteKind.CALL))
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
+        insn = b.decoder.insn_at(site.addr, site.alt_mode)
+        taken_only = (site.conditional and self._when_taken is not None and insn is not None
+                      and self._when_taken(insn))
         self.lib.hs_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
                              int(site.conditional), int(finish), int(fast),
-                             int(site.delay_slot))
+                             int(site.delay_slot), int(taken_only))
         self.sites[site.addr] = site
         self.fast.hooked.add(site.addr)
         return True
@@ -122,6 +145,8 @@ class HookedSites:
         b = self.b
         insn = b.decoder.insn_at(site.addr, site.alt_mode)
         delta = self._sp_effect(insn) if insn is not None else None
+        if delta and site.conditional:
+            return None  # (ARM `popeq`: whether it released anything is not known)
         if delta is not None and site.delay_slot:
             slot = b.decoder.insn_at(site.addr + site.size, site.alt_mode)
             more = self._sp_effect(slot) if slot is not None else None
@@ -145,6 +170,15 @@ class HookedSites:
         """After the reference disarmed a site (or armed it again)."""
         if addr in self.sites:
             self.lib.hs_site_active(self.ns, addr, int(on))
+
+    def returns(self, return_addrs: list[int | None]) -> None:
+        """The end of a Python section: the top of the tail rule's return addresses, which a
+        return C finishes must go back to (as `TailRule.returns_to`: int3.py `_transfer`
+        arms the code a return reaches elsewhere, and `taken` makes a return into an
+        entry a jump — both Python's)."""
+        top = return_addrs[-RETURNS_SENT:]
+        words = (_u64 * len(top))(*(_NO_RETURN if r is None else r for r in top))
+        self.lib.hs_returns_set(self.ns, words, len(return_addrs), len(top))
 
     def cancel(self) -> None:
         """A signal is delivered: a block left before its site ran leaves nothing pending."""

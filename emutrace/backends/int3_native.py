@@ -12,9 +12,11 @@ What C does without entering Python:
 
 Everything else is the Python reference code, reached through ctypes callbacks: the first
 call of a target (discovery and arming), sites the ISA does not lower, strict cleanup's switches
-C was not told enough for (strict.c does the others: backends/strict_native.py), site
-hooks (hook delivery, code found by descent), fallbacks, syscalls and faults, and every block
-while the Python state needs one (a restart, a pending transfer, a re-arm).
+C was not told enough for (strict.c does the others: backends/strict_native.py), the
+site hooks C's site table does not finish (backends/hooked_sites.py: under lazy cleanup it
+watches those of hook delivery and of code found by descent, on every ISA), fallbacks,
+syscalls and faults, and every block while the Python state needs one (a restart, a
+pending transfer, a re-arm).
 
 For `emutrace record` the session attaches the record writer (`attach_writer`,
 backends/native_writer.py): a call or return C finished then normally never reaches Python
@@ -135,7 +137,7 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks: list[int] = []
         # hook delivery: C's site table and block hook instead of Python site hooks
         self._hooked = HookedSites(isa, lib, self._nt) \
-            if hooked_sites.wanted(isa) else None
+            if hooked_sites.wanted(isa, cleanup) else None
         self._final_time = 0
         # strict cleanup: C switches the armed function where it knows both (strict.c), at
         # the traps of lowered sites or the site hooks of C's table; made before the base
@@ -169,10 +171,14 @@ class NativeInt3Backend(Int3Backend):
         (backends/native_writer.py); otherwise every event is drained to Python."""
         sink = sink_now()
         dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
-        # (an ISA whose sites C does not lower gives C no event to take)
+        # (an ISA whose sites C does not lower gives C no event to take, unless its site
+        # hooks are C's: hook delivery, or a program whose code descent finds — arm)
+        isa = self.image.isa
+        hooked = self._hooked is not None and (hooked_sites.every_site_hooked(isa)
+                                               or not self.discovery.symbols.funcs)
         if (not isinstance(dir_sink, UftraceDirSink) or not self._nt
                 or (self.strict and self._strict_c is None)
-                or (self.image.isa.lower is None and self._hooked is None)
+                or (isa.lower is None and not hooked)
                 or not hasattr(self._lib, "uw_new")
                 or self._writer is not None):
             return
@@ -203,6 +209,8 @@ class NativeInt3Backend(Int3Backend):
             self._strict_c.push_chain(self.chain)
         if self._writer is not None:  # what Python changed, to C's stacks
             self._writer.push()
+        if self._hooked is not None and self._hooked.sites:  # which return C may finish
+            self._hooked.returns(self.tails.return_addrs)
 
     # ------------------------------------------------------------ hooks
     def _install(self, hooks: TrapHooks) -> None:

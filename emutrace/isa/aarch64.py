@@ -28,6 +28,7 @@ from emutrace.isa.base import (
     SyscallConvention,
     branch_records,
     no_block_step,
+    transfer_sp_effect,
 )
 
 # ---------------------------------------------------------------- identity
@@ -135,7 +136,8 @@ def classify_aarch64(insn: Insn) -> Flow:
     return NO_FLOW
 
 
-CLASSIFIERS = Classifiers(classify=classify_aarch64)
+CLASSIFIERS = Classifiers(classify=classify_aarch64,
+                          sp_effect=transfer_sp_effect(classify_aarch64))
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM C6.2): BL/BLR set X30 to the next

@@ -203,8 +203,53 @@ def it_block_arm(insn: Insn) -> int:
         and set(m[2:]) <= {"t", "e"} else 0
 
 
+def sp_effect_arm(insn: Insn) -> int | None:
+    """What a transfer adds to sp (Arm ARM DDI 0406C A8.8): POP / LDM SP!, {..., pc}
+    releases 4 bytes per listed register, LDR PC, [SP], #imm releases imm; B, BL, BLX, BX,
+    CBZ, TBB, MOV/ADD PC and LDM/LDR from another base write no sp: 0.  A list naming sp
+    or a range, another write-back to sp, anything else: None.  (Conditional: whether it
+    ran is not known from the instruction; backends/hooked_sites.py refuses a non-zero
+    effect there.)"""
+    m, _cond = _arm_split(insn.mnemonic)
+    regs = insn.op_str.replace(" ", "")
+    if classify_arm(insn).kind not in (FlowKind.CALL, FlowKind.RETURN, FlowKind.JUMP,
+                                       FlowKind.BRANCH):
+        return None
+    if m == "pop" or (m in ("ldm", "ldmia", "ldmfd") and regs.startswith("sp!,")):
+        if "{" not in regs or "}" not in regs:
+            return None
+        listed = regs[regs.index("{") + 1:regs.index("}")].split(",")
+        if "sp" in listed or any("-" in r for r in listed):
+            return None
+        return 4 * len(listed)
+    if m == "ldr" and regs.startswith("pc,[sp],#"):
+        return int(regs.split("#", 1)[1], 0)
+    first = regs.split(",", 1)[0]
+    if first in ("sp", "sp!") or "sp!" in regs or "[sp]," in regs:
+        return None
+    return 0
+
+
+def in_it_block_arm(insn: Insn) -> bool:
+    """A conditional Thumb site (discovery found it conditional: `predicates`) is inside an
+    IT block (A8.8.54), unless it is a branch that carries its own condition: B<c> T1
+    (1101 cond imm8) and T3 (11110 S cond imm6, 10 J1 0 J2 imm11), CBZ/CBNZ."""
+    m, _cond = _arm_split(insn.mnemonic)
+    if not insn.thumb or m in ("cbz", "cbnz"):
+        return False
+    if m == "b":
+        hw1 = int.from_bytes(insn.raw[:2], "little")
+        if insn.size == 2 and hw1 & 0xF000 == 0xD000:
+            return False
+        hw2 = int.from_bytes(insn.raw[2:4], "little")
+        if insn.size == 4 and hw1 & 0xF800 == 0xF000 and hw2 & 0xD000 == 0x8000:
+            return False
+    return True
+
+
 CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),
-                          literal=literal_arm, predicates=it_block_arm)
+                          literal=literal_arm, predicates=it_block_arm, sp_effect=sp_effect_arm,
+                          hooked_when_taken=in_it_block_arm)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM DDI 0406C A8.8, A2.3.2): BL sets LR to

@@ -304,12 +304,28 @@ class Classifiers:
     # hs_on_block) sees a site's sp only after it and its delay slot ran: a site whose
     # effect is None keeps its Python site hook.  None here: not described
     sp_effect: Callable[[Insn], int | None] | None = None
+    # Unicorn runs a code hook on this conditional site (decoded alone: the condition may
+    # come from an IT block) only when its condition holds (ARM: a Thumb instruction inside
+    # an IT block; seen in tests/test_native_engine.py's stripped arm cell): a site hook
+    # there is no hit when the transfer falls through.  None: never
+    hooked_when_taken: Callable[[Insn], bool] | None = None
 
     @property
     def delay_bytes(self) -> int:
         """How far past a transfer its delay slot reaches: one instruction (MIPS: 4 bytes,
         the ISA's fixed instruction size) where there is one, else 0."""
         return self.insn_align if self.delay_slot else 0
+
+
+def transfer_sp_effect(classify: Callable[[Insn], Flow]) -> Callable[[Insn], int | None]:
+    """`Classifiers.sp_effect` of an ISA whose calls, returns and jumps write no stack
+    pointer (the return address goes to a link register: AArch64 BL/BLR/RET, Power
+    b/bc/bclr/bcctr): 0 for every transfer, None for anything else."""
+    def effect(insn: Insn) -> int | None:
+        kind = classify(insn).kind
+        return 0 if kind in (FlowKind.CALL, FlowKind.RETURN, FlowKind.JUMP,
+                             FlowKind.BRANCH) else None
+    return effect
 
 
 Simulator = Callable[["CpuPort", Insn, Flow], "int | None"]

@@ -32,6 +32,7 @@ from emutrace.isa.base import (
     SyscallConvention,
     SyscallErrors,
     branch_records,
+    transfer_sp_effect,
 )
 
 # ---------------------------------------------------------------- identity
@@ -166,7 +167,7 @@ def classify_ppc(insn: Insn) -> Flow:
     return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "big"))
 
 
-CLASSIFIERS = Classifiers(classify=classify_ppc)
+CLASSIFIERS = Classifiers(classify=classify_ppc, sp_effect=transfer_sp_effect(classify_ppc))
 
 
 # ---------------------------------------------------------------- simulation

@@ -21,6 +21,7 @@ from emutrace.isa.base import (
     Plt,
     RegFixup,
     Registers,
+    transfer_sp_effect,
 )
 from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_lowering, ppc_simulator
 
@@ -103,7 +104,8 @@ def classify_ppc64le(insn: Insn) -> Flow:
     return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "little"))
 
 
-CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True)
+CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True,
+                          sp_effect=transfer_sp_effect(classify_ppc64le))
 
 # ---------------------------------------------------------------- simulation
 # ppc.py's simulator on little-endian words, 64-bit mode (MSR.SF): LR/CTR/targets are 64-bit.

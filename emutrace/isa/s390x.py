@@ -186,7 +186,17 @@ def classify_s390x(insn: Insn) -> Flow:
     return NO_FLOW
 
 
-CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2)
+def sp_effect_s390x(insn: Insn) -> int | None:
+    """Branches write no register but the link (z/Architecture PoO ch. 7: BRAS/BRASL/BASR
+    write R1) or a count (BRCT/BCT decrement R1): 0 for every transfer unless its first
+    operand is %r15, the stack pointer (ELF s390x ABI), then None; anything else: None."""
+    if classify_s390x(insn).kind in (FlowKind.NONE, FlowKind.STOP, FlowKind.EXECUTE):
+        return None
+    ops = _s390_ops(insn.op_str)
+    return None if ops and ops[0] == "%r15" else 0
+
+
+CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2, sp_effect=sp_effect_s390x)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced branch (z/Architecture PoO ch. 7), decoded from the bits: BRASL

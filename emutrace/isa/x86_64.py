@@ -1,5 +1,6 @@
 """x86_64 (AMD64), System V psABI."""
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from emutrace.isa.base import (
@@ -140,7 +141,24 @@ def classify_x86(insn: Insn) -> Flow:
     return NO_FLOW
 
 
-CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1)
+def x86_sp_effect(word: int) -> Callable[[Insn], int | None]:
+    """What a transfer adds to rsp/esp (Intel SDM vol. 2): CALL pushes the return address
+    (-word), RET pops it and RET imm16 also releases imm16 bytes, JMP/Jcc/LOOPcc write no
+    rsp: 0.  An operand-size prefix (0x66: a 16-bit push) and anything else: None."""
+    def effect(insn: Insn) -> int | None:
+        m = insn.mnemonic.split()[-1] if insn.mnemonic else ""
+        if insn.raw[:1] == b"\x66":
+            return None
+        if m == "call":
+            return -word
+        if m == "ret":
+            ops = insn.op_str.strip()
+            return word + (int(ops, 0) if ops else 0)
+        return 0 if classify_x86(insn).kind in (FlowKind.JUMP, FlowKind.BRANCH) else None
+    return effect
+
+
+CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(8))
 
 
 # ---------------------------------------------------------------- simulation

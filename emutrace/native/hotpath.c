@@ -865,8 +865,11 @@ void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
 }
 
 /* ------------------------------------------------------------------ hooked sites
- * Hook delivery (MIPS, RISC-V: Unicorn's BREAK/EBREAK trap path is broken, isa/mips.py and
- * isa/riscv64.py): the reference puts one bounded Python code hook on each armed site
+ * Hook delivery (every site on MIPS, RISC-V: Unicorn's BREAK/EBREAK trap path is broken,
+ * isa/mips.py and isa/riscv64.py; the sites of code found by descent elsewhere, int3.py
+ * `_by_hook`, while nt_on_intr finishes the patched ones — this block hook replaces
+ * nt_on_block and does its counting, so the two kinds of delivery coexist with one block
+ * hook and one INTR hook): the reference puts one bounded Python code hook on each armed site
  * (int3.py `_on_site`: the site's transfer is pending from there, resolved at the next
  * block the CPU enters).  Bounded code hooks are scanned linearly on every hit (DESIGN §5),
  * so here one C block hook replaces them all: a table of armed sites, and per translated
@@ -897,6 +900,7 @@ typedef struct {
     uint32_t size;      /* bytes of the site instruction */
     uint8_t op;         /* OP_CALL, OP_RETURN, OP_JUMP */
     uint8_t conditional, finish, fast, delay, active;
+    uint8_t taken_only; /* the reference's hook runs only when the transfer is taken */
 } hs_site;
 
 typedef struct {
@@ -918,6 +922,13 @@ typedef struct {
     hs_site pending;        /* the site whose transfer the running block ends with */
     uint64_t pending_time;
     uint64_t hits, slow;
+    /* the tail rule's return addresses (tails.py TailRule.return_addrs), innermost last:
+     * the top of Python's at its last section (`hs_returns_set`), then C's own calls and
+     * returns.  Entries below `rets_from` were not sent; none is known once nt's fast_trap
+     * finished a transfer since (its records reach Python's stack only at the drain) */
+    uint64_t *rets;
+    size_t n_rets, rets_cap, rets_from;
+    uint64_t rets_mark;  /* nt's `simulated` when Python sent them */
 } hs_state;
 
 static hs_site *hs_slot(hs_site *t, size_t cap, uint64_t addr)
@@ -961,6 +972,7 @@ void hs_free(hs_state *h)
 {
     if (!h)
         return;
+    free(h->rets);
     free(h->sites);
     free(h->blocks);
     free(h);
@@ -968,7 +980,7 @@ void hs_free(hs_state *h)
 
 int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t after,
                 int64_t sp_delta, uint32_t conditional, uint32_t finish, uint32_t fast,
-                uint32_t delay)
+                uint32_t delay, uint32_t taken_only)
 {
     if (addr == 0)
         return -1;
@@ -990,7 +1002,7 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
         h->gen++;  /* blocks look for their site again */
     }
     *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
-                   (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1};
+                   (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only};
     return 0;
 }
 
@@ -999,6 +1011,57 @@ void hs_site_active(hs_state *h, uint64_t addr, uint32_t active)
     hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
     if (p->addr == addr)
         p->active = (uint8_t)active;
+}
+
+static int hs_rets_reserve(hs_state *h, size_t n)
+{
+    if (n <= h->rets_cap)
+        return 1;
+    size_t cap = h->rets_cap ? h->rets_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    uint64_t *t = realloc(h->rets, cap * sizeof *t);
+    if (!t)
+        return 0;
+    h->rets = t;
+    h->rets_cap = cap;
+    return 1;
+}
+
+/* Python's return addresses: n_total of them, the last n_given in top (innermost last;
+ * ~0 for a frame without one) */
+void hs_returns_set(hs_state *h, const uint64_t *top, uint64_t n_total, uint64_t n_given)
+{
+    if (n_given > n_total || !hs_rets_reserve(h, (size_t)n_total)) {
+        h->n_rets = h->rets_from = 0;
+        h->rets_mark = h->nt->simulated;
+        return;
+    }
+    h->n_rets = (size_t)n_total;
+    h->rets_from = (size_t)(n_total - n_given);
+    memcpy(h->rets + h->rets_from, top, (size_t)n_given * sizeof *top);
+    h->rets_mark = h->nt->simulated;
+}
+
+/* does a return to target go back to the running call's return address — the only return
+ * the tail rule neither turns into a jump (`enters`) nor follows by arming the code it
+ * reaches (int3.py `_transfer`: lazy, `elsewhere`)? */
+static int hs_returns_to(const hs_state *h, uint64_t target)
+{
+    return h->rets_mark == h->nt->simulated && h->n_rets > h->rets_from
+           && h->rets[h->n_rets - 1] == target;
+}
+
+/* C finished p's call or return: the tail rule's stack as Python's drain will leave it */
+static void hs_rets_apply(hs_state *h, const hs_site *p)
+{
+    if (p->op == OP_RETURN) {
+        h->n_rets--;
+    } else if (hs_rets_reserve(h, h->n_rets + 1)) {
+        h->rets[h->n_rets++] = p->after;
+    } else {
+        h->n_rets = h->rets_from = 0;  /* out of memory: returns are Python's */
+    }
 }
 
 /* the transfer awaiting the next block is forgotten: the block was left before its site
@@ -1037,11 +1100,18 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
     if (b->addr == addr && b->gen == h->gen) {
         at = b->site;
     } else {
-        for (uint64_t a = addr; a < addr + size; a += h->cfg.align)
-            if (hs_slot(h->sites, h->sites_cap, a)->addr == a) {
+        /* the site is the block's last instruction (or its delay slot is): an armed
+         * address inside the block that ends elsewhere is no instruction of this block
+         * (descent decoded those bytes in the other instruction set, or from another
+         * offset: the reference's code hook there never fires in this block) */
+        uint64_t end = addr + size;
+        for (uint64_t a = addr; a < end; a += h->cfg.align) {
+            const hs_site *p = hs_slot(h->sites, h->sites_cap, a);
+            if (p->addr == a && (a + p->size == end || (p->delay && p->after == end))) {
                 at = a;
                 break;
             }
+        }
         if (b->addr == addr) {
             b->site = at;
             b->gen = h->gen;
@@ -1069,7 +1139,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
     /* a call or return to the next instruction, a callee not armed yet, a value C's
      * registers do not hold: Python's */
     if (target == p->after || (p->op == OP_CALL && !set_has(&s->callees, target))
-        || (p->op == OP_RETURN && !p->fast))
+        || (p->op == OP_RETURN && (!p->fast || !hs_returns_to(h, target))))
         return 0;
     if (p->op == OP_CALL && s->cfg.n_stack
         && s->cfg.mem_read(s->uc, (sp_now + s->cfg.stack_offset) & mask, stack,
@@ -1098,6 +1168,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
                        regs};
         if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
             s->written++;
+            hs_rets_apply(h, p);
             return 1;
         }
     }
@@ -1118,6 +1189,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
         e->nregs = (s->cfg.ret_reg >= 0) + (s->cfg.ret_hi_reg >= 0);
     }
     memcpy(e->regs, regs, sizeof regs);
+    hs_rets_apply(h, p);  /* (before the drain below, whose refresh sends Python's again) */
     if (s->writer && uw_enabled(s->writer))  /* as fast_trap: Python takes it now */
         s->cfg.py_drain();
     return 1;
@@ -1136,7 +1208,9 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         uint64_t sp_now = rd(s, s->cfg.sp_reg) & mask;
         uint64_t sp_site = (sp_now - (uint64_t)h->pending.sp_delta) & mask;
         h->has_pending = 0;
-        if (python || !hs_finish(h, &h->pending, addr, sp_site, sp_now)) {
+        if (h->pending.taken_only && addr == h->pending.after) {
+            h->hits--;  /* not taken: the reference's hook did not run (no hit) */
+        } else if (python || !hs_finish(h, &h->pending, addr, sp_site, sp_now)) {
             h->slow++;
             s->cfg.py_drain();  /* C's records come before what Python emits */
             h->cfg.py_site(h->pending.addr, h->pending_time, sp_site);
@@ -1157,7 +1231,9 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
             s->time += count;
         }
     }
-    hs_site *site = hs_block_site(h, addr, size);
+    /* (no site hooked yet — a program whose code all has symbols, on an ISA with working
+     * breakpoints: this hook is nt_on_block's block count and one test) */
+    hs_site *site = h->sites_used ? hs_block_site(h, addr, size) : NULL;
     if (site) {  /* the reference's site hook would fire in this block */
         h->hits++;
         h->pending = *site;
