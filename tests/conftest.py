@@ -128,3 +128,4 @@ def _release_module_memos(request: pytest.FixtureRequest) -> Iterator[None]:
                 callable(getattr(value, "cache_clear", None)):
             value.cache_clear()
     gc.collect()
+

@@ -33,6 +33,7 @@ non-local jump and never writes its `<` line; the parser closes it as unwound th
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Collection, Iterable
 
@@ -135,3 +136,16 @@ def canonical_from_instr(text: str, symbolize: Callable[[int], str],
                          keep: Keep | Collection[str] | None = None) -> str:
     """The canonical text of a calls.instr record."""
     return canonical_text(instr_records(parse_instr_record(text)), symbolize, keep)
+
+
+BIG_TRACE = 1 << 20  # characters of canonical text kept as they are; longer: a digest
+
+
+def trace_key(text: str) -> str:
+    """A canonical trace as tests and golden files compare it: the text itself, or, for a
+    long one, its SHA-256 and line count (the two-space indentation makes 10 000-deep
+    recursion 200 MB of text)."""
+    if len(text) <= BIG_TRACE:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return f"sha256:{digest} lines:{text.count(chr(10))}\n"
