@@ -70,6 +70,7 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
         self._ep = None  # (before super(): nothing is probed before start)
         self._c_probes: set[int] = set()
+        self._patches_seen = 0  # C's breakpoint writes counted in stats["patches"]
         self._sent: list[tuple[int, int, int]] = []  # the open frames as C has them
         super().__init__(image, cpu, hooks, emit, types)
         lib = self._lib
@@ -85,6 +86,8 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         if not self._ep:
             raise MemoryError("native hot path: out of memory")
         lib.nt_set_entry(self._nt, self._ep)
+        # a module mapped by a system call C's INTR hook did not see: probed at the next block
+        hooks.after_insn_syscall = self._refresh
 
     def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
         """Every event goes to the Python writer (C's writer knows int3's calls only)."""
@@ -116,6 +119,15 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         super()._disarm_site(addr)
         if addr in self._c_probes:
             self._lib.ep_probe_active(self._ep, addr, 0)
+
+    def _probe_known(self) -> None:
+        """(Its `patches` snapshot counts the breakpoint writes of C's step-overs, as the
+        reference's fall-backs count theirs.)"""
+        if self._ep is not None:
+            written = int(self._lib.ep_counter(self._ep, 2))
+            self.stats["patches"] += written - self._patches_seen
+            self._patches_seen = written
+        super()._probe_known()
 
     # ------------------------------------------------------------ state across C
     def _needs_blocks(self) -> bool:

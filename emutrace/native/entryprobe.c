@@ -66,7 +66,7 @@ struct ep_state {
      * `rearm` is written back at the next block, which is restarted (restarted: its
      * address) or handed to Python (handover) */
     uint64_t resume_at, rearm, restarted, handover;
-    uint64_t traps, stepovers;
+    uint64_t traps, stepovers, patches;
 };
 
 static inline uint64_t ep_mix(uint64_t x)
@@ -205,10 +205,11 @@ uint64_t ep_depth(const ep_state *e) { return e->depth; }
 const ep_frame *ep_frames(const ep_state *e) { return e->frames; }
 void ep_clean(ep_state *e) { e->dirty = 0; }
 
-/* counters: 0 probe traps C finished, 1 of them stepped over (all of them) */
+/* counters: 0 probe traps C finished, 1 of them stepped over (all of them), 2 bytes
+ * written back and forth (patches, as int3.py counts a fall-back's) */
 uint64_t ep_counter(const ep_state *e, uint32_t which)
 {
-    return which == 0 ? e->traps : which == 1 ? e->stepovers : 0;
+    return which == 0 ? e->traps : which == 1 ? e->stepovers : which == 2 ? e->patches : 0;
 }
 
 /* the probe whose re-arm Python does at this block (0: none); taken once */
@@ -277,6 +278,7 @@ int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
     e->depth = k;
     /* the step-over (int3.py _on_trap's fall-back): the program's bytes back, run from here */
     e->mem_write(e->uc, addr, p->orig, p->len);
+    e->patches++;
     drop_code(e, addr, p->len);
     e->reg_write(e->uc, e->pc_reg, &addr);
     e->resume_at = addr;
@@ -312,6 +314,7 @@ int ep_block(ep_state *e, uint64_t addr, uint32_t attention)
         return EP_GO;
     }
     e->mem_write(e->uc, at, p->bp, p->len);
+    e->patches++;
     drop_code(e, at, p->len);
     /* this block was translated before the probe was back: run it again (int3.py
      * _on_block's restart) */
