@@ -105,9 +105,13 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
             _insn, flow = self._insn(site)
             # (a probe on a jump is simulated by the reference, not stepped over; arguments
             # that are strings or buffers are read from memory at the trap: Python's)
-            if (self._probes_in_c and owner is not None and owner.start == site.addr
-                    and flow.kind is FlowKind.NONE and not site.alt_mode
-                    and self._fast._args_fast(owner.start)):
+            # (ELFv2's local entry: C's record reads the arguments as typed at the entry
+            # it is taken at, the reference as at the function's start: the same plan)
+            types = self.args.types
+            if (self._probes_in_c and owner is not None and flow.kind is FlowKind.NONE
+                    and not site.alt_mode and self._fast._args_fast(owner.start)
+                    and (owner.start == site.addr
+                         or types.at(site.addr) == types.at(owner.start))):
                 bp = self.breakpoint_bytes(site)
                 if self._lib.ep_probe_add(self._ep, site.addr, owner.start, armed.original,
                                           bp, len(bp)) == 0:
