@@ -103,9 +103,10 @@ def test_every_mechanism_agrees_on_handlers(isa: str, tmp_path: Path) -> None:
     ISA whose breakpoints are site hooks); and int3 with strict cleanup, on x86_64 by the
     native engine (lazy too; and step's native engine), on riscv64 by both engines (the
     native one switching its site hooks in C: strict.c).
-    bts and btf by the native engine on both (C's records around the signal frames)."""
+    bts, btf and entry by the native engine on both (C's records around the signal
+    frames; entry's probes C's on x86_64, Python's site hooks on riscv64)."""
     runs = [(b, "lazy", "python") for b in ("hwbp", "bts", "btf", "entry")]
-    runs += [("bts", "lazy", "native"), ("btf", "lazy", "native")]
+    runs += [("bts", "lazy", "native"), ("btf", "lazy", "native"), ("entry", "lazy", "native")]
     if isa == "x86_64":
         assert native.available(), "the native library is not built (pip install -e .)"
         runs += [("int3", "lazy", "native"), ("int3", "strict", "native"),

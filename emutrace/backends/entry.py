@@ -221,6 +221,13 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
         assert isinstance(cpu, PtraceTarget) and isinstance(hooks, NativeTrapHooks)
         assert isinstance(c_loop, PtraceLoop)
         return PtraceEntryBackend(image, cpu, hooks, emit, c_loop, options.call_types)
+    if options.engine == "native":  # the Unicorn hot path
+        from emutrace.backends.entry_native import NativeEntryBackend
+        from emutrace.target.unicorn_cpu import UnicornCpu
+        from emutrace.target.unicorn_run import HookSet
+
+        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
+        return NativeEntryBackend(image, cpu, hooks, emit, options.call_types)
     return EntryBackend(image, cpu, hooks, emit, options.call_types)
 
 

@@ -88,6 +88,8 @@ class _HotpathTable:
 class NativeInt3Backend(Int3Backend):
     name = "int3"
     cpu: UnicornCpu  # the C hooks run inside this Unicorn instance
+    # hook delivery: C's site table watches the site hooks (entry's keeps Python's hooks)
+    site_table_in_c = True
 
     def switch_thread(self, tid: int) -> None:
         """The C side keeps one thread's transfer state: threads are traced by the
@@ -137,7 +139,7 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks: list[int] = []
         # hook delivery: C's site table and block hook instead of Python site hooks
         self._hooked = HookedSites(isa, lib, self._nt) \
-            if hooked_sites.wanted(isa, cleanup) else None
+            if self.site_table_in_c and hooked_sites.wanted(isa, cleanup) else None
         self._final_time = 0
         # strict cleanup: C switches the armed function where it knows both (strict.c), at
         # the traps of lowered sites or the site hooks of C's table; made before the base
@@ -198,13 +200,16 @@ class NativeInt3Backend(Int3Backend):
     def time(self, value: int) -> None:
         self._lib.nt_set_time(self._nt, value)
 
-    def _refresh(self) -> None:
-        """Tell C whether the next block needs Python's block hook."""
-        busy = (self.pending is not None or bool(self.rearm)
+    def _needs_blocks(self) -> bool:
+        """Does the next block need Python's block hook?"""
+        return (self.pending is not None or bool(self.rearm)
                 or self._armed_now or self._restarted is not None
                 or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))
-        self._lib.nt_set_attention(self._nt, int(busy))
+
+    def _refresh(self) -> None:
+        """Tell C whether the next block needs Python's block hook."""
+        self._lib.nt_set_attention(self._nt, int(self._needs_blocks()))
         if self._strict_c is not None:  # what Python changed of the chain, to C's
             self._strict_c.push_chain(self.chain)
         if self._writer is not None:  # what Python changed, to C's stacks

@@ -9,7 +9,13 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
-from emutrace.backends import BACKENDS, ENGINES, all_descriptors, backend_settings
+from emutrace.backends import (
+    BACKENDS,
+    ENGINES,
+    NATIVE_BACKENDS,
+    all_descriptors,
+    backend_settings,
+)
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.run_machine import add_machine_options, run_machine
@@ -45,10 +51,11 @@ class RunCommand:
         for setting, owners in backend_settings():  # --cleanup, --hw-slots, --bts-buffer
             setting.add_to(p, owners)
         p.add_argument("--engine", choices=ENGINES, default="auto",
-                       help="where the per-event work runs: native (the C hot path; int3 "
-                            "and step, see README; with --target native: the ptrace loop in "
-                            "C), python (the reference), or auto (the default: native where "
-                            "it exists and is built, else python)")
+                       help="where the per-event work runs: native (the C hot path; "
+                            f"{', '.join(NATIVE_BACKENDS)}, see README; with --target "
+                            "native: the ptrace loop in C), python (the reference), or auto "
+                            "(the default: native where it exists and is built, else "
+                            "python)")
         g = p.add_argument_group("trace output (with a tracing backend; uftrace's names)")
         g.add_argument("-o", "--output", metavar="FILE",
                        help="write the call trace to FILE (default: stderr)")

@@ -136,7 +136,8 @@ def load() -> ctypes.CDLL:
 
 # per backend with a native path: the library function its engine starts with (a library
 # built before that backend's C file lacks it)
-ENTRY_POINTS = {"int3": "nt_new", "step": "st_new", "bts": "bb_new", "btf": "bb_new"}
+ENTRY_POINTS = {"int3": "nt_new", "step": "st_new", "bts": "bb_new", "btf": "bb_new",
+                "entry": "ep_new"}
 
 
 def available(backend: str = "int3") -> bool:

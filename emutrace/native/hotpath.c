@@ -21,6 +21,7 @@
 
 #include <unicorn/unicorn.h>
 
+#include "entryprobe.h"
 #include "strict.h"
 #include "ufwrite.h"
 
@@ -160,6 +161,7 @@ typedef struct {
     uw_state *writer;    /* the record writer (ufwrite.c), or NULL: every event to Python */
     uint64_t written;    /* events the writer took */
     ns_state *strict;    /* strict cleanup (strict.c), or NULL: lazy */
+    ep_state *entry;     /* the entry backend's probes (entryprobe.c), or NULL */
     uint64_t vals[NT_SITE_READS];  /* the last trap's register values (site->reads) */
     void *val_ptrs[NT_SITE_READS]; /* &vals[i], as uc_reg_read_batch takes them */
 } nt_state;
@@ -496,6 +498,7 @@ void nt_set_strict(nt_state *s, ns_state *ns)
     ns_bind(ns, s, (ns_active_fn)nt_site_active);
 }
 void nt_set_writer(nt_state *s, uw_state *writer) { s->writer = writer; }
+void nt_set_entry(nt_state *s, ep_state *entry) { s->entry = entry; }
 uint64_t nt_get_time(const nt_state *s) { return s->time; }
 void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
 
@@ -787,6 +790,8 @@ static int fast_trap(nt_state *s, nt_site *site)
     wr(s, s->cfg.pc_reg, raw);
     s->traps++;
     s->simulated++;
+    if (s->entry && site->op == OP_RETURN)  /* the open frames it leaves (entry.py) */
+        ep_returned(s->entry, target);
     if (s->strict) {  /* the function switch of strict cleanup */
         if (site->op == OP_CALL)
             ns_call_commit(s->strict, site->addr, target);
@@ -831,6 +836,49 @@ static int fast_trap(nt_state *s, nt_site *site)
     return 1;
 }
 
+/* an entry probe's call (entryprobe.c decided it): the record, with the arguments the
+ * callee sees now, at its entry (stack words it cannot read stay 0, as fast_trap's) */
+static void entry_call(nt_state *s, const ep_call *c)
+{
+    uint8_t stack[8 * NT_MAX_REGS] = {0};
+    nt_event *e = next_event(s);  /* room was made before ep_trap */
+    if (!e)
+        return;
+    *e = (nt_event){0};
+    e->kind = EV_CALL;
+    e->time = s->time;
+    e->site = c->ra;
+    e->target = c->target;
+    e->sp = c->call_sp;
+    e->fallthrough = c->ra;
+    e->entry_sp = c->entry_sp;
+    e->nregs = s->cfg.n_args + s->cfg.n_stack;
+    for (uint32_t i = 0; i < s->cfg.n_args; i++)
+        e->regs[i] = rd(s, s->cfg.arg_regs[i]);
+    read_stack_args(s, c->entry_sp, stack, 0, s->cfg.n_stack);
+    for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+        e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+}
+
+/* an entry probe C finishes (1): recorded if a call, stepped over; one instruction taken
+ * off the time, as int3.py's fall-back does (the re-run block counts it again) */
+static int entry_trap(nt_state *s, uint64_t addr)
+{
+    ep_call call;
+    if (s->n_events >= s->cfg.buffer_events) {
+        s->cfg.py_drain();
+        if (s->n_events >= s->cfg.buffer_events)
+            return 0;
+    }
+    int kind = ep_trap(s->entry, addr, &call);
+    if (kind == EP_PYTHON)
+        return 0;
+    if (kind == EP_CALL)
+        entry_call(s, &call);
+    s->time -= 1;
+    return 1;
+}
+
 void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
 {
     nt_state *s = user_data;
@@ -840,20 +888,15 @@ void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
         nt_site *site = site_slot(s->sites, s->sites_cap, addr);
         if (site->addr == addr && site->active && site->op != OP_NONE && fast_trap(s, site))
             return;
+        if (s->entry && !s->attention && entry_trap(s, addr))
+            return;
         s->slow_traps++;
     }
     s->cfg.py_intr(intno);  /* syscalls, faults, and traps Python finishes */
 }
 
-void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+static void count_block(nt_state *s, uint64_t addr, uint32_t size)
 {
-    nt_state *s = user_data;
-    (void)uc;
-    if (s->attention) {
-        s->slow_blocks++;
-        s->cfg.py_block(addr, size);
-        return;
-    }
     nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
     if (b->key == addr && b->size == size) {
         s->time += b->count;
@@ -862,6 +905,27 @@ void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
     nt_block_set(s, addr, size, count);
     s->time += count;
+}
+
+void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+{
+    nt_state *s = user_data;
+    (void)uc;
+    if (s->entry) {  /* an entry probe's step-over in progress (entryprobe.c) */
+        int step = ep_block(s->entry, addr, s->attention);
+        if (step == EP_RESTARTED)
+            return;
+        if (step == EP_COUNT) {
+            count_block(s, addr, size);
+            return;
+        }
+    }
+    if (s->attention) {
+        s->slow_blocks++;
+        s->cfg.py_block(addr, size);
+        return;
+    }
+    count_block(s, addr, size);
 }
 
 /* ------------------------------------------------------------------ hooked sites

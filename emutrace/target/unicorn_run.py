@@ -71,12 +71,18 @@ class HookSet:
         self.pending: BaseException | None = None
         # a backend's breakpoint handler: gets the intno, returns True when it was its trap
         self.on_trap: Callable[[int], bool] | None = None
+        # run after a system call the syscall instruction's own hook delivered (x86_64's
+        # SYSCALL: UC_HOOK_INSN, which the native engine's INTR hook does not see)
+        self.after_insn_syscall: Callable[[], None] | None = None
         conv = cpu.isa.syscalls
         uc = cpu.uc
         if conv.hook == "insn":
             const = getattr(unicorn.x86_const, conv.insn or "")
-            uc.hook_add(ucc.UC_HOOK_INSN, lambda _uc, _d: self.guard(on_syscall), None, 1, 0,
-                        const)
+            def on_insn(_uc: unicorn.Uc, _d: object) -> None:
+                self.guard(on_syscall)
+                if self.after_insn_syscall is not None:
+                    self.after_insn_syscall()
+            uc.hook_add(ucc.UC_HOOK_INSN, on_insn, None, 1, 0, const)
             compat = cpu.isa.compat_syscalls
 
             def on_insn_intr(_uc: unicorn.Uc, intno: int, _d: object) -> None:

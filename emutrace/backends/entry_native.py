@@ -1,0 +1,199 @@
+"""`entry` on the Unicorn hot path (`--engine native`): the probes of backends/entry.py with
+their common traps finished in C (native/entryprobe.c, through hotpath.c).
+
+* An entry probe (patch delivery, the function's first instruction an ordinary one, its
+  arguments integer words C saves): C applies the frame rule of `EntryBackend._entered`
+  (a new frame: a call record; the frame's own entry again: nothing) and steps over the
+  displaced instruction as int3.py's fall-back does (the program's bytes back, the block
+  run from the probe, the breakpoint written back at the next block, which is restarted),
+  counted as a trap and a step-over with one instruction taken off the time.  Python's:
+  the process entry, a signal handler's entry, a jump to another function in the same
+  frame (the tail rule's), a probe whose instruction the reference simulates (a jump or a
+  call), ELFv2's local entry, and every probe while a mapped module waits to be probed.
+* A return probe: int3's lazy return site (hotpath.c `fast_trap`), and the open frames it
+  leaves popped in C (`EntryBackend._resolve`).
+* Hook delivery (mips, mipsel, riscv64) and ARM (two instruction sets): the probes stay the
+  reference's Python hooks and traps; C counts the blocks.
+
+The open frames live in C while C runs: handed to C when Python changed them (`_refresh`),
+read back when C did (`_drain`).  `record` keeps every event on the Python writer (C's
+record writer takes int3's calls, not a probe's)."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections.abc import Callable
+
+from unicorn.unicorn_py3.unicorn import uclib
+
+from emutrace import native
+from emutrace.backends.entry import EntryBackend
+from emutrace.backends.int3_native import NativeInt3Backend
+from emutrace.discover import Site, SiteKind
+from emutrace.discover.callabi import CallTypes
+from emutrace.elf import Image
+from emutrace.isa.base import FlowKind
+from emutrace.target.unicorn_cpu import UnicornCpu
+from emutrace.target.unicorn_run import HookSet
+from emutrace.trace.events import Event, SignalDelivery
+from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import RecordSink
+
+_vp, _u32, _u64, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+SIGNATURES = {
+    "ep_new": ([_vp, _vp, _vp, _vp, _vp, _vp, _i32, _i32, _i32, _u32, _u32, _u64, _u64], _vp),
+    "ep_free": ([_vp], None),
+    "ep_probe_add": ([_vp, _u64, _u64, ctypes.c_char_p, ctypes.c_char_p, _u32], ctypes.c_int),
+    "ep_probe_active": ([_vp, _u64, _u32], None),
+    "ep_set": ([_vp, _u32, _u64, _u64], None),
+    "ep_frames_set": ([_vp, _u64, ctypes.c_char_p], ctypes.c_int),
+    "ep_dirty": ([_vp], _u32),
+    "ep_depth": ([_vp], _u64),
+    "ep_frames": ([_vp], _vp),
+    "ep_clean": ([_vp], None),
+    "ep_counter": ([_vp, _u32], _u64),
+    "ep_handover": ([_vp], _u64),
+    "nt_set_entry": ([_vp, _vp], None),
+}
+FRAME = struct.Struct("=3Q")  # ep_frame: return address, call sp, function
+
+
+class NativeEntryBackend(EntryBackend, NativeInt3Backend):
+    """EntryBackend's algorithm over NativeInt3Backend's C hooks (method order: entry's
+    rules first, then the native engine's bookkeeping, then int3's)."""
+
+    name = "entry"
+    site_table_in_c = False  # an entry probe is no site C's hooked-site table knows
+
+    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
+                 emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
+        self._ep = None  # (before super(): nothing is probed before start)
+        self._c_probes: set[int] = set()
+        self._patches_seen = 0  # C's breakpoint writes counted in stats["patches"]
+        self._sent: list[tuple[int, int, int]] = []  # the open frames as C has them
+        super().__init__(image, cpu, hooks, emit, types)
+        lib = self._lib
+        native.declare(lib, SIGNATURES, "entry probes (ep_*)")
+        isa = image.isa
+        self._probes_in_c = self.delivery == "patch" and not isa.thumb_bit
+        self._ep = lib.ep_new(
+            cpu.uc._uch, *(ctypes.cast(getattr(uclib, f"uc_{f}"), ctypes.c_void_p)
+                           for f in ("reg_read", "reg_write", "mem_read", "mem_write", "ctl")),
+            cpu.reg_id(isa.registers.pc), cpu.reg_id(isa.registers.sp),
+            cpu.reg_id(self.link) if self.link else -1, cpu.word,
+            int(cpu.byteorder == "big"), self.push, self.code_mask)
+        if not self._ep:
+            raise MemoryError("native hot path: out of memory")
+        lib.nt_set_entry(self._nt, self._ep)
+        # a module mapped by a system call C's INTR hook did not see: probed at the next block
+        hooks.after_insn_syscall = self._refresh
+
+    def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
+        """Every event goes to the Python writer (C's writer knows int3's calls only)."""
+
+    # ------------------------------------------------------------ probes told to C
+    def _arm_site(self, site: Site, func: int) -> None:
+        super()._arm_site(site, func)
+        armed = self.armed.get(site.addr)
+        if armed is None or armed.hook or self._ep is None:
+            return
+        if site.addr in self._c_probes:
+            self._lib.ep_probe_active(self._ep, site.addr, 1)
+        elif site.kind is SiteKind.ENTRY:
+            owner = self.entries.get(site.addr)
+            _insn, flow = self._insn(site)
+            # (a probe on a jump is simulated by the reference, not stepped over; arguments
+            # that are strings or buffers are read from memory at the trap: Python's)
+            # (ELFv2's local entry: C's record reads the arguments as typed at the entry
+            # it is taken at, the reference as at the function's start: the same plan)
+            types = self.args.types
+            if (self._probes_in_c and owner is not None and flow.kind is FlowKind.NONE
+                    and not site.alt_mode and self._fast._args_fast(owner.start)
+                    and (owner.start == site.addr
+                         or types.at(site.addr) == types.at(owner.start))):
+                bp = self.breakpoint_bytes(site)
+                if self._lib.ep_probe_add(self._ep, site.addr, owner.start, armed.original,
+                                          bp, len(bp)) == 0:
+                    self._c_probes.add(site.addr)
+        elif site.addr in self.entries:
+            self._fast.disarmed(site.addr)  # a return at an entry: `_pending` is Python's
+
+    def _disarm_site(self, addr: int) -> None:
+        super()._disarm_site(addr)
+        if addr in self._c_probes:
+            self._lib.ep_probe_active(self._ep, addr, 0)
+
+    def _probe_known(self) -> None:
+        """(Its `patches` snapshot counts the breakpoint writes of C's step-overs, as the
+        reference's fall-backs count theirs.)"""
+        if self._ep is not None:
+            written = int(self._lib.ep_counter(self._ep, 2))
+            self.stats["patches"] += written - self._patches_seen
+            self._patches_seen = written
+        super()._probe_known()
+
+    # ------------------------------------------------------------ state across C
+    def _needs_blocks(self) -> bool:
+        """(A module mapped: its functions are probed at the next block, `_on_block`.)"""
+        return (super()._needs_blocks()
+                or self.discovery.symbols.generation != self.generation)
+
+    def _refresh(self) -> None:
+        super()._refresh()
+        if self._ep is None:
+            return
+        lib, ep = self._lib, self._ep
+        lib.ep_set(ep, int(self.discovery.symbols.generation != self.generation),
+                   self.process_entry or 0, self.handler_entry or 0)
+        if self.open != self._sent:
+            data = b"".join(FRAME.pack(*f) for f in self.open)
+            if lib.ep_frames_set(ep, len(self.open), data) != 0:
+                raise MemoryError("native hot path: out of memory")
+            self._sent = list(self.open)
+
+    def _drain(self) -> None:
+        super()._drain()
+        ep = self._ep
+        if ep is not None and self._lib.ep_dirty(ep):
+            n = int(self._lib.ep_depth(ep))
+            data = ctypes.string_at(self._lib.ep_frames(ep), n * FRAME.size) if n else b""
+            self.open = [tuple(f) for f in FRAME.iter_unpack(data)]  # type: ignore[misc]
+            self._sent = list(self.open)
+            self._lib.ep_clean(ep)
+
+    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
+        """(A step-over C began and Python's block ends: the probe is re-armed here, as the
+        reference's fall-back re-arms it: `rearm`, then the block restarted.)"""
+        at = self._lib.ep_handover(self._ep) if self._ep is not None else 0
+        if at:
+            armed = self.armed.pop(at)
+            if self.guard is not None:
+                self.guard.restored(at)
+            self.rearm[at] = (armed.site, armed.func)
+            self._lib.ep_probe_active(self._ep, at, 0)
+        super()._on_block(uc, addr, size, _d)
+
+    def start(self, entry: int) -> None:
+        super().start(entry)  # (EntryBackend's: the lazy algorithm's start never runs)
+        self._refresh()
+
+    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        self._drain()
+        super().trap_entered(vector, signal)  # (EntryBackend's: everything is probed)
+        self._refresh()
+
+    # ------------------------------------------------------------ end
+    def finish(self) -> int:
+        ep = self._ep
+        if ep is None:
+            return super().finish()
+        self._drain()
+        c_traps = int(self._lib.ep_counter(ep, 0))
+        self.stats["traps"] += c_traps
+        self.stats["fallbacks"] += int(self._lib.ep_counter(ep, 1))
+        time = super().finish()
+        self.native_stats["c_entries"] = c_traps
+        self._lib.ep_free(ep)
+        self._ep = None
+        return time

@@ -1,0 +1,335 @@
+/* emutrace native hot path: the entry backend's probes under emulation (backends/entry.py,
+ * the Python reference; backends/entry_native.py binds this).
+ *
+ * A probe is a breakpoint on a function's first instruction.  At its trap C applies the
+ * frame rule of `EntryBackend._entered`: the return address (link register, or the word at
+ * sp: Intel SDM vol. 2, CALL) and the sp before the call (entry sp plus what the call
+ * pushed) against the innermost open frame: the same frame and the same function records
+ * nothing (a loop back to its own entry), any other frame is a call (hotpath.c writes its
+ * record).  Then the displaced instruction is stepped over as int3.py's fall-back does it
+ * (uprobes' step-over): the program's bytes back (uc_mem_write, uc_ctl_remove_cache), the
+ * block run again from the probe (EP_COUNT: counted as the reference counts it), and at the
+ * next block the breakpoint written back and that block restarted so that it holds the
+ * probe (EP_RESTARTED: counted when it runs again).  If Python wants that block (hotpath.c's
+ * attention), the re-arm is handed to Python instead (`ep_handover`), which re-arms it as the
+ * reference's `_on_block` does.
+ *
+ * Python's (EP_PYTHON): a probe it was not told about (a jump or call at an entry, which the
+ * reference simulates; a probe whose arguments are strings or structs; ELFv2's local entry),
+ * the process entry while no frame is open, a signal handler's entry, a jump to another
+ * function in the same frame (the tail rule), and every probe while a mapped module waits to
+ * be probed (`hold`).  The open frames live here while C runs: Python reads them back when
+ * C changed them (`ep_dirty`) and hands them over when it changed them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <unicorn/unicorn.h>
+
+#include "entryprobe.h"
+
+typedef uc_err (*ep_reg_fn)(uc_engine *, int, void *);
+typedef uc_err (*ep_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
+typedef uc_err (*ep_mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
+typedef uc_err (*ep_ctl_fn)(uc_engine *, uc_control_type, ...);
+
+#define EP_MAX_BP 4  /* the longest breakpoint encoding (codeguard.py MAX_BP) */
+
+typedef struct {
+    uint64_t addr;  /* 0: empty */
+    uint64_t func;
+    uint8_t len, active;
+    uint8_t orig[EP_MAX_BP], bp[EP_MAX_BP];
+} ep_probe;
+
+typedef struct {
+    uint64_t ra, call_sp, func;
+} ep_frame;
+
+struct ep_state {
+    uc_engine *uc;
+    ep_reg_fn reg_read, reg_write;
+    ep_mem_read_fn mem_read;
+    ep_mem_write_fn mem_write;
+    ep_ctl_fn ctl;
+    int32_t pc_reg, sp_reg, link_reg;  /* link_reg -1: the call pushes the return address */
+    uint32_t word, big_endian;
+    uint64_t push, code_mask;
+    ep_probe *probes;
+    size_t cap, used;  /* cap: a power of two */
+    ep_frame *frames;
+    size_t depth, frames_cap;
+    uint8_t dirty;      /* C changed the frames since Python last read them */
+    uint8_t hold;       /* a mapped module waits to be probed: every probe is Python's */
+    uint64_t process_entry, handler_entry;
+    /* the step-over in progress: the probe's block runs from resume_at (0: none), then
+     * `rearm` is written back at the next block, which is restarted (restarted: its
+     * address) or handed to Python (handover) */
+    uint64_t resume_at, rearm, restarted, handover;
+    uint64_t traps, stepovers, patches;
+};
+
+static inline uint64_t ep_mix(uint64_t x)
+{
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static ep_probe *probe_slot(ep_probe *t, size_t cap, uint64_t addr)
+{
+    size_t i = ep_mix(addr) & (cap - 1);
+    while (t[i].addr && t[i].addr != addr)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static int probes_grow(ep_state *e)
+{
+    size_t cap = e->cap * 2;
+    ep_probe *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < e->cap; i++)
+        if (e->probes[i].addr)
+            *probe_slot(t, cap, e->probes[i].addr) = e->probes[i];
+    free(e->probes);
+    e->probes = t;
+    e->cap = cap;
+    return 0;
+}
+
+ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
+                 void *mem_write, void *ctl, int32_t pc_reg, int32_t sp_reg, int32_t link_reg,
+                 uint32_t word, uint32_t big_endian, uint64_t push, uint64_t code_mask)
+{
+    ep_state *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->uc = uc;
+    e->reg_read = (ep_reg_fn)reg_read;
+    e->reg_write = (ep_reg_fn)reg_write;
+    e->mem_read = (ep_mem_read_fn)mem_read;
+    e->mem_write = (ep_mem_write_fn)mem_write;
+    e->ctl = (ep_ctl_fn)ctl;
+    e->pc_reg = pc_reg;
+    e->sp_reg = sp_reg;
+    e->link_reg = link_reg;
+    e->word = word;
+    e->big_endian = big_endian;
+    e->push = push;
+    e->code_mask = code_mask;
+    e->cap = 1024;
+    e->probes = calloc(e->cap, sizeof *e->probes);
+    if (!e->probes) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void ep_free(ep_state *e)
+{
+    if (!e)
+        return;
+    free(e->probes);
+    free(e->frames);
+    free(e);
+}
+
+/* a probe C steps over: at addr, of the function starting at func; orig: the program's
+ * bytes under the breakpoint bp (len of each) */
+int ep_probe_add(ep_state *e, uint64_t addr, uint64_t func, const uint8_t *orig,
+                 const uint8_t *bp, uint32_t len)
+{
+    if (addr == 0 || len == 0 || len > EP_MAX_BP)
+        return -1;
+    if (2 * (e->used + 1) > e->cap && probes_grow(e) != 0)
+        return -1;
+    ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    if (!p->addr)
+        e->used++;
+    p->addr = addr;
+    p->func = func;
+    p->len = (uint8_t)len;
+    memcpy(p->orig, orig, len);
+    memcpy(p->bp, bp, len);
+    p->active = 1;
+    return 0;
+}
+
+/* Python armed (1) or disarmed (0) the probe's breakpoint itself */
+void ep_probe_active(ep_state *e, uint64_t addr, uint32_t on)
+{
+    ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    if (p->addr == addr)
+        p->active = (uint8_t)on;
+}
+
+void ep_set(ep_state *e, uint32_t hold, uint64_t process_entry, uint64_t handler_entry)
+{
+    e->hold = (uint8_t)hold;
+    e->process_entry = process_entry;
+    e->handler_entry = handler_entry;
+}
+
+static int frames_room(ep_state *e, size_t n)
+{
+    if (n <= e->frames_cap)
+        return 0;
+    size_t cap = e->frames_cap ? e->frames_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    ep_frame *f = realloc(e->frames, cap * sizeof *f);
+    if (!f)
+        return -1;
+    e->frames = f;
+    e->frames_cap = cap;
+    return 0;
+}
+
+/* Python's open frames (ra, call sp, function: each n words), C's from now on */
+int ep_frames_set(ep_state *e, uint64_t n, const uint64_t *words)
+{
+    if (frames_room(e, n) != 0)
+        return -1;
+    for (uint64_t i = 0; i < n; i++)
+        e->frames[i] = (ep_frame){words[3 * i], words[3 * i + 1], words[3 * i + 2]};
+    e->depth = n;
+    e->dirty = 0;
+    return 0;
+}
+
+uint32_t ep_dirty(const ep_state *e) { return e->dirty; }
+uint64_t ep_depth(const ep_state *e) { return e->depth; }
+const ep_frame *ep_frames(const ep_state *e) { return e->frames; }
+void ep_clean(ep_state *e) { e->dirty = 0; }
+
+/* counters: 0 probe traps C finished, 1 of them stepped over (all of them), 2 bytes
+ * written back and forth (patches, as int3.py counts a fall-back's) */
+uint64_t ep_counter(const ep_state *e, uint32_t which)
+{
+    return which == 0 ? e->traps : which == 1 ? e->stepovers : which == 2 ? e->patches : 0;
+}
+
+/* the probe whose re-arm Python does at this block (0: none); taken once */
+uint64_t ep_handover(ep_state *e)
+{
+    uint64_t at = e->handover;
+    e->handover = 0;
+    return at;
+}
+
+static int read_word(const ep_state *e, uint64_t addr, uint64_t *v)
+{
+    uint8_t b[8];
+    if (e->mem_read(e->uc, addr, b, e->word) != UC_ERR_OK)
+        return 0;
+    *v = 0;
+    for (uint32_t i = 0; i < e->word; i++)
+        *v |= (uint64_t)b[e->big_endian ? e->word - 1 - i : i] << (8 * i);
+    return 1;
+}
+
+static void drop_code(ep_state *e, uint64_t addr, uint32_t len)
+{
+    e->ctl(e->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), addr, addr + len);
+}
+
+int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
+{
+    uint64_t mask = e->word == 8 ? ~0ULL : 0xffffffffULL;
+    ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    if (p->addr != addr || !p->active || e->hold || e->resume_at || e->rearm || e->restarted
+        || e->handover)
+        return EP_PYTHON;
+    if ((p->func == e->process_entry && e->depth == 0) || p->func == e->handler_entry)
+        return EP_PYTHON;  /* nothing called it: no call (entry.py _entered) */
+    uint64_t sp = 0, ra = 0;
+    e->reg_read(e->uc, e->sp_reg, &sp);
+    sp &= mask;
+    if (e->link_reg >= 0) {
+        e->reg_read(e->uc, e->link_reg, &ra);
+        ra &= mask;
+    } else if (!read_word(e, sp, &ra)) {
+        return EP_PYTHON;
+    }
+    ra &= e->code_mask;
+    uint64_t call_sp = sp + e->push;
+    size_t k = e->depth;
+    while (k && e->frames[k - 1].call_sp < call_sp)  /* frames left without a return */
+        k--;
+    int kind;
+    if (k && e->frames[k - 1].ra == ra && e->frames[k - 1].call_sp == call_sp) {
+        if (e->frames[k - 1].func != p->func)
+            return EP_PYTHON;  /* a jump to another function: the tail rule's */
+        kind = EP_STEP;  /* a loop back to its own entry: nothing recorded */
+    } else {
+        if (k && e->frames[k - 1].call_sp == call_sp)
+            k--;  /* a frame at this very level is over */
+        if (frames_room(e, k + 1) != 0)
+            return EP_PYTHON;
+        e->frames[k++] = (ep_frame){ra, call_sp, p->func};
+        kind = EP_CALL;
+        *out = (ep_call){ra, call_sp, sp, addr};
+    }
+    if (k != e->depth || kind == EP_CALL)
+        e->dirty = 1;
+    e->depth = k;
+    /* the step-over (int3.py _on_trap's fall-back): the program's bytes back, run from here */
+    e->mem_write(e->uc, addr, p->orig, p->len);
+    e->patches++;
+    drop_code(e, addr, p->len);
+    e->reg_write(e->uc, e->pc_reg, &addr);
+    e->resume_at = addr;
+    e->traps++;
+    e->stepovers++;
+    return kind;
+}
+
+int ep_block(ep_state *e, uint64_t addr, uint32_t attention)
+{
+    if (e->restarted) {  /* (nothing runs between the restart and this block) */
+        int again = e->restarted == addr;
+        e->restarted = 0;
+        if (again)
+            return EP_COUNT;
+    }
+    if (e->resume_at) {
+        uint64_t at = e->resume_at;
+        e->resume_at = 0;
+        e->rearm = at;
+        if (at == addr)
+            return EP_COUNT;  /* the probe's block, with the program's bytes */
+    }
+    if (!e->rearm)
+        return EP_GO;
+    ep_probe *p = probe_slot(e->probes, e->cap, e->rearm);
+    uint64_t at = e->rearm;
+    e->rearm = 0;
+    if (p->addr != at || !p->active)
+        return EP_GO;  /* Python disarmed it meanwhile: nothing to write back */
+    if (attention) {  /* Python's block: the reference's re-arm is Python's too */
+        e->handover = at;
+        return EP_GO;
+    }
+    e->mem_write(e->uc, at, p->bp, p->len);
+    e->patches++;
+    drop_code(e, at, p->len);
+    /* this block was translated before the probe was back: run it again (int3.py
+     * _on_block's restart) */
+    e->reg_write(e->uc, e->pc_reg, &addr);
+    e->restarted = addr;
+    return EP_RESTARTED;
+}
+
+void ep_returned(ep_state *e, uint64_t target)
+{
+    for (size_t i = e->depth; i-- > 0;) {
+        if (e->frames[i].ra == target) {  /* the frame it returns to, and those above */
+            e->depth = i;
+            e->dirty = 1;
+            return;
+        }
+    }
+}

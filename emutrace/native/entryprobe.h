@@ -1,0 +1,27 @@
+/* emutrace native hot path: the entry backend's probes under emulation (entryprobe.c).
+ *
+ * hotpath.c asks ep_trap at a breakpoint its site table did not finish and ep_block at every
+ * block before anything else; it writes the call record ep_trap asks for itself (the
+ * argument snapshot is hotpath.c's), and tells ep_returned each return it finished.
+ */
+#ifndef EMUTRACE_ENTRYPROBE_H
+#define EMUTRACE_ENTRYPROBE_H
+
+#include <stdint.h>
+
+typedef struct ep_state ep_state;
+
+/* ep_trap's answers */
+enum { EP_PYTHON = 0, EP_STEP = 1, EP_CALL = 2 };
+/* ep_block's answers */
+enum { EP_GO = 0, EP_COUNT = 1, EP_RESTARTED = 2 };
+
+typedef struct {
+    uint64_t ra, call_sp, entry_sp, target;  /* the call record: Call(ra, target, call_sp) */
+} ep_call;
+
+int ep_trap(ep_state *e, uint64_t addr, ep_call *out);
+int ep_block(ep_state *e, uint64_t addr, uint32_t attention);
+void ep_returned(ep_state *e, uint64_t target);
+
+#endif

@@ -1,0 +1,92 @@
+"""`entry` on the Unicorn hot path (`--engine native`, backends/entry_native.py and
+native/entryprobe.c) against the Python reference (backends/entry.py).
+
+* Differential, all ten ISAs: identical records (times, addresses, argument and return
+  values), counters (probes, patches, traps, stepovers, simulated, functions), instruction
+  counts, stop, open frames and exit status for `run`; identical uftrace directories for
+  `record`.  Where C takes the entry probes (patch delivery, one instruction set: x86_64,
+  i386, aarch64, ppc, ppc64le, s390x) the fib cell checks that C did finish most probe
+  traps (`c_entries`); on arm (two instruction sets) and the hook-delivery ISAs (mips,
+  mipsel, riscv64) the probes stay Python's beside C's block counting.
+* The oracle (the program's own `-finstrument-functions` record under qemu-user) runs
+  through the default engine, now the native one: tests/test_trace_oracle.py -k entry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from emutrace.isa import by_name
+from emutrace.session import Process, RunConfig
+from emutrace.trace.uftrace_write import sink_for_image
+
+from .conftest import ISAS, bin_path
+
+# where C steps over the entry probes itself (entry_native.NativeEntryBackend._probes_in_c)
+C_PROBES = [isa for isa in ISAS if any(b.works for b in by_name(isa).breakpoints)
+            and not by_name(isa).thumb_bit]
+CELLS = (("calls", ("tail",)), ("fib", ("12",)))  # (fib: only where C takes the probes)
+ONCE_ISA = "x86_64"  # ISA-independent bookkeeping: a longjmp leaves frames without returns
+ONCE_CELLS = (("calls", ("longjmp",)),)
+
+
+def _process(isa: str, program: str, args: tuple[str, ...], engine: str) -> Process:
+    return Process(RunConfig(str(bin_path(isa, program)), list(args), backend="entry",
+                             engine=engine), warn=lambda m: None)
+
+
+def _run(isa: str, program: str, args: tuple[str, ...], engine: str) -> tuple[Process, tuple]:
+    process = _process(isa, program, args, engine)
+    r = process.run()
+    return process, (r.records, r.backend_stats, r.guest_insns, r.stop, r.open_frames,
+                     r.exit_code)
+
+
+def test_c_probes_cover_the_patch_isas() -> None:
+    assert set(C_PROBES) == {"x86_64", "i386", "aarch64", "ppc", "ppc64le", "s390x"}
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_native_entry_equals_python(isa: str) -> None:
+    cells = (CELLS if isa in C_PROBES else CELLS[:1]) + (ONCE_CELLS if isa == ONCE_ISA else ())
+    for program, args in cells:
+        _, want = _run(isa, program, args, "python")
+        process, got = _run(isa, program, args, "native")
+        assert len(want[0]) > 100, (program, args)
+        assert want[1]["traps"] > 100
+        assert got == want, (program, args)
+        stats = process.backend.native_stats  # type: ignore[union-attr]
+        if isa in C_PROBES and program == "fib":
+            # fib's calls are entry probes C finished: Python saw start-up, first calls of
+            # libc code with string arguments, and syscalls
+            assert stats["c_entries"] > 0.8 * want[1]["stepovers"], stats
+        elif isa not in C_PROBES:
+            assert stats["c_entries"] == 0
+
+
+def _record(isa: str, program: str, args: tuple[str, ...], engine: str, out: Path) -> int:
+    out.mkdir()
+    process = _process(isa, program, args, engine)
+    sink = sink_for_image(str(out), process.image, [program, *args])
+    process.sink = sink
+    status = process.run().exit_code
+    sink.close(status)
+    return sink.count
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "s390x", "riscv64"])
+def test_native_entry_recording_equals_python(isa: str, tmp_path: Path) -> None:
+    want_n = _record(isa, "calls", ("tail",), "python", tmp_path / "python")
+    got_n = _record(isa, "calls", ("tail",), "native", tmp_path / "native")
+    assert want_n > 100 and got_n == want_n
+    want = {p.name: p.read_bytes() for p in sorted((tmp_path / "python").iterdir())}
+    got = {p.name: p.read_bytes() for p in sorted((tmp_path / "native").iterdir())}
+    assert got == want
+
+
+def test_auto_engine_is_native_for_entry() -> None:
+    hello = str(bin_path("x86_64", "hello_fs"))
+    assert Process(RunConfig(hello, [], backend="entry"), warn=lambda m: None).engine \
+        == "native"
