@@ -32,13 +32,11 @@ import argparse
 import cProfile
 import io
 import json
-import os
 import pstats
 import random
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -89,22 +87,12 @@ def shape(records: Iterable[object]) -> list[tuple[str, int, int, int]]:
 
 
 def peak_rss_mib(argv: list[str], cwd: Path) -> float:
-    """VmHWM of `python -m emutrace ARGV` in its own process, polled until it exits."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "emutrace", *argv], cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak_kib = 0
-    while proc.poll() is None:
-        try:
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-        except OSError:
-            break
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                peak_kib = max(peak_kib, int(line.split()[1]))
-        time.sleep(0.05)
-    proc.wait()
-    return peak_kib / 1024
+    """VmHWM of `python -m emutrace ARGV` in its own process, as the test suite measures
+    it (tests/test_record_cli.py)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.test_record_cli import peak_rss_kib
+
+    return peak_rss_kib(argv, cwd)[0] / 1024
 
 
 def profile(argv: list[str], variant: str, directory: Path,
