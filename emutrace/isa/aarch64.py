@@ -30,6 +30,7 @@ from emutrace.isa.base import (
     no_block_step,
     transfer_sp_effect,
 )
+from emutrace.isa.nzcv import NZCV_CONDITIONS
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -193,15 +194,8 @@ def simulate_aarch64(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
     return None
 
 
-# _A64_TESTS as data for the native hot path (NZCV: N 31, Z 30, C 29, V 28)
-_NATIVE_CONDITIONS: dict[str, tuple[str, tuple[int, ...]]] = {
-    "eq": ("set", (30,)), "ne": ("clear", (30,)), "cs": ("set", (29,)), "hs": ("set", (29,)),
-    "cc": ("clear", (29,)), "lo": ("clear", (29,)), "mi": ("set", (31,)), "pl": ("clear", (31,)),
-    "vs": ("set", (28,)), "vc": ("clear", (28,)), "hi": ("set_and_clear", (29, 30)),
-    "ls": ("clear_or_set", (29, 30)), "ge": ("eq", (31, 28)), "lt": ("ne", (31, 28)),
-    "gt": ("clear_and_eq", (30, 31, 28)), "le": ("set_or_ne", (30, 31, 28)),
-    "al": ("always", ()), "nv": ("always", ()),
-}
+# _A64_TESTS as data for the native hot path (isa/nzcv.py)
+_NATIVE_CONDITIONS = {**NZCV_CONDITIONS, "al": ("always", ()), "nv": ("always", ())}
 _XREG = re.compile(r"x([0-9]|[12][0-9]|30)")
 
 

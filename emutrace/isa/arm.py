@@ -31,6 +31,7 @@ from emutrace.isa.base import (
     no_block_step,
     no_single_step,
 )
+from emutrace.isa.nzcv import NZCV_CONDITIONS
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -358,14 +359,8 @@ def simulate_arm(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
     return None
 
 
-# ARM_CONDITIONS as data for the native hot path (CPSR: N 31, Z 30, C 29, V 28)
-_NATIVE_CONDITIONS: dict[str, tuple[str, tuple[int, ...]]] = {
-    "eq": ("set", (30,)), "ne": ("clear", (30,)), "cs": ("set", (29,)), "hs": ("set", (29,)),
-    "cc": ("clear", (29,)), "lo": ("clear", (29,)), "mi": ("set", (31,)), "pl": ("clear", (31,)),
-    "vs": ("set", (28,)), "vc": ("clear", (28,)), "hi": ("set_and_clear", (29, 30)),
-    "ls": ("clear_or_set", (29, 30)), "ge": ("eq", (31, 28)), "lt": ("ne", (31, 28)),
-    "gt": ("clear_and_eq", (30, 31, 28)), "le": ("set_or_ne", (30, 31, 28)),
-}
+# ARM_CONDITIONS as data for the native hot path (isa/nzcv.py)
+_NATIVE_CONDITIONS = NZCV_CONDITIONS
 # ITSTATE, CPSR[26:25] and [15:10] (Arm ARM B1.3.3): a Thumb site runs in C only outside an
 # IT block, as simulate_arm checks first
 _NOT_IN_IT_BLOCK = Condition("mask_zero", "cpsr", mask=(3 << 25) | (0x3F << 10))
