@@ -138,7 +138,8 @@ def classify_aarch64(insn: Insn) -> Flow:
 
 
 CLASSIFIERS = Classifiers(classify=classify_aarch64,
-                          sp_effect=transfer_sp_effect(classify_aarch64))
+                          sp_effect=transfer_sp_effect(classify_aarch64),
+                          virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM C6.2): BL/BLR set X30 to the next

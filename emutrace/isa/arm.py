@@ -251,6 +251,9 @@ def in_it_block_arm(insn: Insn) -> bool:
 CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),
                           literal=literal_arm, predicates=it_block_arm, sp_effect=sp_effect_arm,
                           hooked_when_taken=in_it_block_arm)
+# (no virtual_breakpoints: whether the trap is simulated depends on ITSTATE at run time —
+# `simulate_arm` falls back inside an IT block — so the patch's counters are not known
+# when the site is armed)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM DDI 0406C A8.8, A2.3.2): BL sets LR to

@@ -167,7 +167,8 @@ def classify_ppc(insn: Insn) -> Flow:
     return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "big"))
 
 
-CLASSIFIERS = Classifiers(classify=classify_ppc, sp_effect=transfer_sp_effect(classify_ppc))
+CLASSIFIERS = Classifiers(classify=classify_ppc, sp_effect=transfer_sp_effect(classify_ppc),
+                          virtual_breakpoints=True)
 
 
 # ---------------------------------------------------------------- simulation

@@ -105,7 +105,8 @@ def classify_ppc64le(insn: Insn) -> Flow:
 
 
 CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True,
-                          sp_effect=transfer_sp_effect(classify_ppc64le))
+                          sp_effect=transfer_sp_effect(classify_ppc64le),
+                          virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation
 # ppc.py's simulator on little-endian words, 64-bit mode (MSR.SF): LR/CTR/targets are 64-bit.
