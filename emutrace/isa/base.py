@@ -504,6 +504,7 @@ class Cap(enum.Enum):
     ENTRY_OUT_OF_LINE_SAVES = "entry_out_of_line_saves"  # -Os register save helpers
     EXRL_RELATIVE_LONG = "exrl_relative_long"  # s390x EXRL of a relative-long instruction
     COREUTILS_DIGESTS = "coreutils_digests"  # Debian's md5sum/sha*sum run
+    STEP_CLOCK = "step_clock"  # step's per-instruction clock == the block counts
 
 
 # The capabilities every ISA declares, in the order `emutrace info` prints them.

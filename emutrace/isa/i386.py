@@ -223,6 +223,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,

@@ -322,6 +322,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: ENTRY_OUT_OF_LINE_SAVES,
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },

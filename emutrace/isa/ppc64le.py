@@ -200,6 +200,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: ppc.ENTRY_OUT_OF_LINE_SAVES,
         Cap.STRIPPED_TAIL_CALLS: Capability(
             False,

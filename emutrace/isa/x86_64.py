@@ -350,6 +350,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },
     private_syscalls={"arch_prctl": arch_prctl},
