@@ -74,13 +74,13 @@ def wanted(isa: Isa, cleanup: str) -> bool:
             and (cleanup == "lazy" or every_site_hooked(isa)))
 
 
-def virtual_breakpoints(isa: Isa, strict: bool) -> bool:
-    """Patch sites in C's table instead of breakpoint bytes (`HookedSites.virtual`): under
-    lazy cleanup, where the ISA has working breakpoints (else every site is hooked anyway)
-    and says so (`Classifiers.virtual_breakpoints`: a Unicorn trap exit costs ~2,350
-    instructions, the table's block-hook test a few dozen)."""
+def virtual_breakpoints(isa: Isa) -> bool:
+    """Patch sites in C's table instead of breakpoint bytes (`HookedSites.virtual`, under
+    lazy cleanup: strict.c switches written bytes), where the ISA has working breakpoints
+    (else every site is hooked anyway) and says so (`Classifiers.virtual_breakpoints`): a
+    Unicorn trap exit costs ~2,350 instructions, the table's block-hook test a few dozen."""
     cls = isa.classifiers
-    return (not strict and not every_site_hooked(isa) and cls is not None
+    return (not every_site_hooked(isa) and cls is not None
             and cls.virtual_breakpoints)
 
 
@@ -113,19 +113,21 @@ class HookedSites:
         if not self.ns:
             raise MemoryError("native hot path: out of memory")
         self.sites: dict[int, Site] = {}  # in C's table, by address
+        self._virtual: set[int] = set()  # those standing for breakpoints (`virtual`)
         self._next_handle = -1
         self.block_hook = lib.hs_on_block
 
     def bind(self, backend: NativeInt3Backend, fast: FastSites) -> None:
         self.b, self.fast = backend, fast
         backend.hook_site = self.hook
-        if virtual_breakpoints(backend.image.isa, backend.strict):
+        if virtual_breakpoints(backend.image.isa) and not backend.strict:
             backend.virtual_patch = self.virtual
 
     # ------------------------------------------------------------ arming
     def hook(self, site: Site) -> int:
         """The backend's `hook_site`: C's table when C can watch the site, else the
         reference's Python hook."""
+        self._virtual.discard(site.addr)
         if not self._watch(site):
             return self.b._python_site_hook(site)
         handle, self._next_handle = self._next_handle, self._next_handle - 1
@@ -143,7 +145,9 @@ class HookedSites:
         if flow.kind is FlowKind.NONE or lower(insn, flow) is None:
             return 0  # (the reference may fall back to running it in place: a real trap)
         if not self._watch(site, virtual=True):
+            self._virtual.discard(site.addr)
             return 0
+        self._virtual.add(site.addr)
         handle, self._next_handle = self._next_handle, self._next_handle - 1
         return handle
 
@@ -186,14 +190,14 @@ class HookedSites:
         """After the reference armed site: one of C's, armed again from idle, is watched
         again, as the Site it is armed with now."""
         if site.addr in self.sites and self.sites[site.addr] is not site:
-            self._watch(site)
+            self._watch(site, virtual=site.addr in self._virtual)
         self.active(site.addr, True)
 
     def rearmed_by_c(self, site: Site) -> None:
         """strict.c armed site again (it set it active itself): only another Site at that
         address must be watched as this one."""
         if site.addr in self.sites and self.sites[site.addr] is not site:
-            self._watch(site)
+            self._watch(site, virtual=site.addr in self._virtual)
 
     def active(self, addr: int, on: bool) -> None:
         """After the reference disarmed a site (or armed it again)."""

@@ -1193,12 +1193,31 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
     return p->active ? p : NULL;
 }
 
+/* a call's arguments as the callee sees them at its entry (now): argument registers
+ * [a0, a1) and stack words [w0, w1) into regs; 0 when a stack word cannot be read */
+static int hs_call_words(hs_state *h, uint64_t sp_now, uint64_t *regs, uint8_t *stack,
+                         uint32_t a0, uint32_t a1, uint32_t w0, uint32_t w1)
+{
+    nt_state *s = h->nt;
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint32_t n = s->cfg.word;
+    for (uint32_t i = a0; i < a1; i++)
+        regs[i] = rd(s, s->cfg.arg_regs[i]);
+    if (w1 > w0) {
+        if (s->cfg.mem_read(s->uc, (sp_now + s->cfg.stack_offset + (uint64_t)w0 * n) & mask,
+                            stack + w0 * n, (uint64_t)(w1 - w0) * n) != UC_ERR_OK)
+            return 0;
+        for (uint32_t i = w0; i < w1; i++)
+            regs[s->cfg.n_args + i] = word_from(s, stack + i * n);
+    }
+    return 1;
+}
+
 /* C finishes the pending transfer to target (1), or leaves it to Python (0) */
 static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp_site,
                      uint64_t sp_now)
 {
     nt_state *s = h->nt;
-    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
     uint8_t stack[8 * NT_MAX_REGS];
     uint64_t regs[NT_MAX_REGS] = {0};
     if (!p->finish)
@@ -1214,16 +1233,23 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
     if ((p->op == OP_CALL && !set_has(&s->callees, target))
         || (p->op == OP_RETURN && (!p->fast || !hs_returns_to(h, target))))
         return 0;
-    if (p->op == OP_CALL && s->cfg.n_stack
-        && s->cfg.mem_read(s->uc, (sp_now + s->cfg.stack_offset) & mask, stack,
-                           (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+    /* a call: the words its record holds — all of them unless the writer says it takes
+     * the call and how many its record keeps (`uw_call_words`, as fast_trap asks) */
+    uint32_t n_args = s->cfg.n_args, n_stack = s->cfg.n_stack;
+    int to_writer = 0;
+    if (p->op == OP_CALL && s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+        int words = uw_call_words(s->writer, target, sp_site, s->cfg.py_drain);
+        if (words >= 0) {
+            to_writer = 1;
+            if ((uint32_t)words < n_args)
+                n_args = (uint32_t)words;
+            if ((uint32_t)words < s->cfg.n_args + n_stack)
+                n_stack = (uint32_t)words > s->cfg.n_args ? words - s->cfg.n_args : 0;
+        }
+    }
+    if (p->op == OP_CALL && !hs_call_words(h, sp_now, regs, stack, 0, n_args, 0, n_stack))
         return 0;
-    if (p->op == OP_CALL) {  /* the arguments as the callee sees them at its entry: now */
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            regs[i] = rd(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
-    } else {
+    if (p->op == OP_RETURN) {
         if (s->cfg.ret_reg >= 0)
             regs[0] = rd(s, s->cfg.ret_reg);
         if (s->cfg.ret_hi_reg >= 0)
@@ -1236,7 +1262,8 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
             || !ns_switch(s->strict, p->op == OP_CALL, p->addr, target))
             return 0;
     }
-    if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+    if ((to_writer || p->op != OP_CALL) && s->writer && uw_enabled(s->writer)
+        && s->n_events == 0) {
         uw_event ev = {p->op == OP_CALL, h->pending_time, p->addr, target, sp_site, p->after,
                        regs};
         if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
@@ -1245,6 +1272,12 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
             return 1;
         }
     }
+    /* Python's event holds every argument (the writer, which said it takes the call, only
+     * declines it when out of memory; stack words it cannot read then stay 0) */
+    if (p->op == OP_CALL
+        && !hs_call_words(h, sp_now, regs, stack, n_args, s->cfg.n_args, n_stack,
+                          s->cfg.n_stack))
+        memset(regs + s->cfg.n_args + n_stack, 0, (s->cfg.n_stack - n_stack) * sizeof *regs);
     nt_event *e = next_event(s);
     if (!e)
         return 0;
