@@ -56,7 +56,9 @@ class CodeGuard:
         a site)."""
         if not any(lo <= addr < hi for lo, hi in self.guarded):
             lo, hi = self.ranges(addr)
-            self.cpu.hook_mem_write(self._before_write, lo, hi - 1)
+            # (installed once the guest can write there: a read-only text segment needs no
+            # hook, whose cost Unicorn puts on every store, target/unicorn_cpu.py)
+            self.cpu.hook_code_stores(self._before_write, lo, hi - 1)
             self.guarded.append((lo, hi))
 
     def patched(self, addr: int, original: bytes, breakpoint: bytes) -> None:
