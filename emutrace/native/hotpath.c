@@ -1040,6 +1040,8 @@ typedef struct {
     uint32_t size;
     uint32_t gen;   /* the site table's generation the site below was found in */
     uint64_t site;  /* the armed site this block holds, 0: none */
+    uint32_t count; /* its instruction count (nt's block table's), once `counted` */
+    uint32_t counted;
 } hs_block;
 
 typedef struct {
@@ -1206,8 +1208,9 @@ uint64_t hs_counter(const hs_state *h, uint32_t which)
     return which == 0 ? h->hits : which == 1 ? h->slow : 0;
 }
 
-/* the armed site the block [addr, addr + size) holds, or NULL */
-static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
+/* the block [addr, addr + size)'s entry in the block table (made if new), or NULL when the
+ * table is full and cannot grow */
+static hs_block *hs_block_get(hs_state *h, uint64_t addr, uint32_t size)
 {
     if (2 * (h->blocks_used + 1) > h->blocks_cap) {
         size_t cap = h->blocks_cap * 2;
@@ -1223,13 +1226,17 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
     }
     hs_block *b = hs_block_slot(h->blocks, h->blocks_cap, addr, size);
     if (b->addr == 0 && 2 * (h->blocks_used + 1) <= h->blocks_cap) {
-        b->addr = addr;
-        b->size = size;
-        b->gen = 0;
+        *b = (hs_block){addr, size, 0, 0, 0, 0};
         h->blocks_used++;
     }
+    return b->addr == addr ? b : NULL;
+}
+
+/* the armed site the block [addr, addr + size) (its entry b, or NULL) holds, or NULL */
+static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t size)
+{
     uint64_t at = 0;
-    if (b->addr == addr && b->gen == h->gen) {
+    if (b && b->gen == h->gen) {
         at = b->site;
     } else {
         /* the site is the block's last instruction (or its delay slot is): an armed
@@ -1244,7 +1251,7 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
                 break;
             }
         }
-        if (b->addr == addr) {
+        if (b) {
             b->site = at;
             b->gen = h->gen;
         }
@@ -1351,23 +1358,27 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
             python = 1;
         }
     }
+    /* one table lookup for the block's count and site (nt's block table is not used) */
+    hs_block *b = hs_block_get(h, addr, size);
     if (python) {
         s->slow_blocks++;
         if (h->cfg.py_visit(addr, size))
             return;  /* restarted (sites armed in it): the block is entered again */
+        b = hs_block_get(h, addr, size);  /* (Python may have grown the table since) */
+    } else if (b && b->counted) {
+        s->time += b->count;
     } else {
-        nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
-        if (b->key == addr && b->size == size) {
-            s->time += b->count;
-        } else {
-            uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
-            nt_block_set(s, addr, size, count);
-            s->time += count;
+        uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
+        b = hs_block_get(h, addr, size);
+        if (b) {
+            b->count = count;
+            b->counted = 1;
         }
+        s->time += count;
     }
     /* (no site hooked yet — a program whose code all has symbols, on an ISA with working
-     * breakpoints: this hook is nt_on_block's block count and one test) */
-    hs_site *site = h->sites_used ? hs_block_site(h, addr, size) : NULL;
+     * breakpoints: this hook is the block count and one test) */
+    hs_site *site = h->sites_used ? hs_block_site(h, b, addr, size) : NULL;
     if (site) {  /* the reference's site hook would fire in this block */
         h->hits++;
         h->pending = *site;
