@@ -5,13 +5,18 @@ untraced run.
 
     python bench/bench_targets.py [--isa all|a,b] [--gzip-kb 200] [--timeout 600]
                                   [--variants none,lazy,strict,step] [--out PREFIX]
+                                  [--warm-up]
 
 Targets (issue 9): lazy <= 2x untraced; strict <= 3x lazy; step <= 5x untraced.  Every
 variant runs in a child process of its own (its peak RSS is its own); the `Process` and the
 recording are built untimed, `run()` plus closing the recording is timed.  `--engine auto`
 (the native engine where the backend has one, else Python); the engine a run used is shown.
-A child that passes --timeout is reported as such (the target missed).  Writes PREFIX.json
-and PREFIX.md.  fib 32 (the other targets) is bench_native_record.py's.
+A child that passes --timeout is reported as such (the target missed).  --warm-up: each
+traced variant runs once untimed first, so that discovery's on-disk store
+(discover/store.py: the functions found by descent) is warm, as for any second run of the
+program; without it the first run of a busybox build after a change to discovery's code
+pays its descents inside run().  Writes PREFIX.json and PREFIX.md.  fib 32 (the other
+targets) is bench_native_record.py's.
 """
 
 from __future__ import annotations
@@ -92,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--variants", default="none,lazy,strict,step")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "targets"))
+    ap.add_argument("--warm-up", action="store_true")
     ap.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -124,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             if not busybox.exists() or not by_name(isa).capability(Cap.BUSYBOX).works:
                 continue
             cmd = [str(busybox), "gzip", "-c", str(gzip_input)]
+            if args.warm_up:
+                for v in variants:
+                    if v != "none":
+                        run_child(isa, v, cmd, args.timeout)
             cells = {v: run_child(isa, v, cmd, args.timeout) for v in variants}
             rows.append({"isa": isa, "cells": cells})
 

@@ -63,8 +63,10 @@ STRICT_IN_C = [isa for isa in ISAS if not by_name(isa).thumb_bit
 LOWERED_CELLS = (("calls", ("tail",)), ("fib", ("15",)))
 OTHER_CELLS = (("hello_fs", ()),)
 # every ISA: code found by descent (a stripped binary), whose sites are hooked, in C's site
-# table under lazy cleanup (strict: checked once, with the Python site hooks)
+# table under lazy cleanup (strict: checked once, with the Python site hooks); its tail
+# jumps to armed entries, C's at the hooked sites too
 STRIPPED_CELL = ("calls.stripped", ("recursion",))
+STRIPPED_TAIL_CELL = ("calls.stripped", ("tail",))
 # ISA-independent bookkeeping, checked once: the shadow stack's unwinding after a longjmp
 # fed from C's buffer
 ONCE_ISA = "x86_64"
@@ -103,7 +105,7 @@ def _run(isa: str, program: str, args: tuple[str, ...], engine: str,
 @pytest.mark.parametrize("isa", ISAS)
 def test_native_equals_python(isa: str) -> None:
     cells = LOWERED_CELLS if isa in LOWERED else OTHER_CELLS
-    cells = (*cells, STRIPPED_CELL)
+    cells = (*cells, STRIPPED_CELL, STRIPPED_TAIL_CELL)
     if isa == ONCE_ISA:  # ISA-independent bookkeeping: checked once
         cells = (*cells, *ONCE_CELLS)
     for program, args in cells:
@@ -116,6 +118,10 @@ def test_native_equals_python(isa: str) -> None:
         slow = process.backend.native_stats["python_traps"]  # type: ignore[attr-defined]
         if program == "fib":  # the hot path is C: Python saw first calls and syscalls only
             assert 10 * slow < got[1]["traps"], (slow, got[1]["traps"])
+        if args == ("tail",) and (isa in LOWERED or program == STRIPPED_TAIL_CELL[0]):
+            # jumps to armed entries recorded by C (TailCall when TailRule.is_tail holds)
+            tails = process.backend.native_stats["c_tail_jumps"]  # type: ignore[attr-defined]
+            assert tails > 0, (program, args)
         if program == STRIPPED_CELL[0]:  # no patch: every trap a site hit, most of them C's
             assert got[1]["patches"] == 0 and got[1]["hooks_added"] > 0, got[1]
             assert 2 * slow < got[1]["traps"], (slow, got[1]["traps"])

@@ -38,7 +38,8 @@ class CodeGuard:
         self.cpu, self.ranges, self.on_write = cpu, ranges, on_write
         self.hide_reads = hide_reads
         self.sites: dict[int, tuple[bytes, bytes]] = {}  # addr -> (original, breakpoint)
-        self.guarded: list[tuple[int, int]] = []
+        self.guarded: list[tuple[int, int]] = []  # the write hooks' ranges
+        self.read_guarded: list[tuple[int, int]] = []  # the read hooks' (patched ranges)
         self.hidden: list[int] = []  # sites un-patched for the load running now
         self.written: list[tuple[int, int]] = []  # guest-written code, merged ranges
         self.stats = {"guarded_reads": 0, "guarded_writes": 0}
@@ -51,13 +52,26 @@ class CodeGuard:
 
     # ------------------------------------------------------------ owner's side
     def cover(self, addr: int) -> None:
-        """Guard the code range holding addr (a function about to be armed, a site)."""
+        """Guard the code range holding addr against stores (a function about to be armed,
+        a site)."""
         if not any(lo <= addr < hi for lo, hi in self.guarded):
-            self._guard(*self.ranges(addr))
+            lo, hi = self.ranges(addr)
+            # (installed once the guest can write there: a read-only text segment needs no
+            # hook, whose cost Unicorn puts on every store, target/unicorn_cpu.py)
+            self.cpu.hook_code_stores(self._before_write, lo, hi - 1)
+            self.guarded.append((lo, hi))
 
     def patched(self, addr: int, original: bytes, breakpoint: bytes) -> None:
+        """A breakpoint was written at addr: its range is guarded against loads too, from
+        the first breakpoint written there on (a range of site hooks only — code found by
+        descent — has no breakpoint bytes to hide, and a read hook would send every load
+        of the segment's read-only data, a static program's tables, to Python)."""
         self.sites[addr] = (original, breakpoint)
         self.cover(addr)
+        if self.hide_reads and not any(lo <= addr < hi for lo, hi in self.read_guarded):
+            lo, hi = self.ranges(addr)
+            self.cpu.hook_mem_read(self._before_read, lo, hi - 1)
+            self.read_guarded.append((lo, hi))
 
     def restored(self, addr: int) -> None:
         self.sites.pop(addr, None)
@@ -67,12 +81,6 @@ class CodeGuard:
         return any(a < hi and lo < b for a, b in self.written)
 
     # ------------------------------------------------------------ hooks
-    def _guard(self, lo: int, hi: int) -> None:
-        if self.hide_reads:
-            self.cpu.hook_mem_read(self._before_read, lo, hi - 1)
-        self.cpu.hook_mem_write(self._before_write, lo, hi - 1)
-        self.guarded.append((lo, hi))
-
     def _under(self, addr: int, size: int) -> list[int]:
         """Patched sites whose breakpoint bytes overlap [addr, addr + size) (only those: an
         ARM literal pool right after a Thumb site is read without un-patching the site,

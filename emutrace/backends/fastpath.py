@@ -25,7 +25,7 @@ from emutrace.discover.callabi import SRET, Slots, Unknown
 from emutrace.discover.prototypes import CType
 from emutrace.isa.base import CONDITION_TESTS, FlowKind, Isa
 from emutrace.target.protocol import Target
-from emutrace.trace.events import Call, Event, Return
+from emutrace.trace.events import Call, Event, Return, TailCall
 from emutrace.trace.values import Value
 
 if TYPE_CHECKING:
@@ -59,6 +59,13 @@ class SiteTable(Protocol):
     def inside_add(self, site: int, target: int) -> None: ...
 
     def inside_drop(self, target: int) -> None: ...
+
+
+class TailSiteTable(SiteTable, Protocol):
+    """A C table that also records jumps to another armed function's entry (hotpath.c
+    nt_tail_add; ploop.c leaves them to Python)."""
+
+    def tail_add(self, site: int, target: int) -> None: ...
 
 
 class ExtraSiteTable(SiteTable, Protocol):
@@ -230,7 +237,11 @@ class FastSites:
     def _learn_jump(self, site: Site, target: int, code: int) -> None:
         """A jump that recorded nothing and left nothing to arm does the same next time
         (int3._resolve): one that stays inside its function or leaves the image, always;
-        one to code that is no function entry, until a call makes it one."""
+        one to code that is no function entry, until a call makes it one.  Under lazy
+        cleanup, a jump to the entry of another armed function whose arguments C saves is
+        one C records next time (where its table can: `TailSiteTable`), for TailRule.is_tail
+        to decide in order whether it is a tail call (entries are never forgotten; arming
+        the function again is a no-op)."""
         b = self.b
         here = b.armed.get(site.addr)
         if here is None or (b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode):
@@ -243,6 +254,9 @@ class FastSites:
         elif func.start in b.armed_funcs and code not in b.tails.entries:
             self._pair_targets.add(code)
             self.table.inside_add(site.addr, target)
+        elif (func.start in b.armed_funcs and hasattr(self.table, "tail_add")
+                and self._args_fast(target)):
+            cast(TailSiteTable, self.table).tail_add(site.addr, target)
 
 
 class RecordDrain:
@@ -293,6 +307,9 @@ class RecordDrain:
                     writer.teach_call(call, words, writer.emit(call))
                 if replay is not None:
                     replay(kind, site, target)
+            elif kind == native.EV_TAIL:  # (int3.py _transfer's jump, lazy cleanup)
+                if tails.is_tail(target):
+                    self._tail_call(time, site, target, sp, entry_sp, regs)
             else:
                 tails.returned()
                 rplan = ret_plans.get(site)
@@ -310,6 +327,27 @@ class RecordDrain:
                     writer.teach_return(ret, rplan is not _SNAPSHOT, writer.emit(ret))
                 if replay is not None:
                     replay(kind, site, target)
+
+    def _tail_call(self, time: int, site: int, target: int, sp: int, entry_sp: int,
+                   regs: list[int]) -> None:
+        """A TailCall, its arguments read as a call's; written by the reference, its layout
+        then taught to C's writer."""
+        plan = self._arg_plans.get(target)
+        if plan is None:
+            plan = self._arg_plans[target] = self._arg_plan(target)
+        if plan is _SNAPSHOT:
+            args = self._args_from_snapshot(target, entry_sp, regs)
+        else:
+            args = tuple(self._value(regs[i], t) if isinstance(t, CType) else cast(Value, t)
+                         for i, t in cast(_ArgPlan, plan))
+        tail = TailCall(time, site, target, sp, args)
+        if self.writer is None:
+            self.emit(tail)
+        else:
+            words = None if plan is _SNAPSHOT or not all(
+                isinstance(t, CType) for _i, t in cast(_ArgPlan, plan)) \
+                else cast(list[tuple[int, object]], plan)
+            self.writer.teach_call(tail, words, self.writer.emit(tail))
 
     # The common cases without the snapshot (native_args: one word per value)
     def _arg_plan(self, target: int) -> _ArgPlan | object:

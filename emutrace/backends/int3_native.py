@@ -79,6 +79,9 @@ class _HotpathTable:
     def inside_drop(self, target: int) -> None:
         self.lib.nt_inside_drop(self.nt, target)
 
+    def tail_add(self, site: int, target: int) -> None:
+        self.lib.nt_tail_add(self.nt, site, target)
+
     def site_extra(self, addr: int, extra: SiteExtra) -> None:
         after_bits, test, a, b, guard_mask, pops = extra
         self.lib.nt_site_extra(self.nt, addr, after_bits, test, a, b, guard_mask, len(pops),
@@ -385,6 +388,7 @@ class NativeInt3Backend(Int3Backend):
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)) + site_slow,
                              "python_blocks": int(lib.nt_counter(nt, 3)),
                              "c_records": int(lib.nt_counter(nt, 4)),
+                             "c_tail_jumps": int(lib.nt_counter(nt, 5)),
                              "c_switches": (self._strict_c.switches()
                                             if self._strict_c is not None else 0)}
         if self._writer is not None:

@@ -48,7 +48,7 @@ class Config(ctypes.Structure):
 # one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, entry_sp,
 # regs[8]
 EVENT_FORMAT = f"=IIq5Q{MAX_REGS}Q"  # (time signed: a fallback may take it below 0)
-EV_CALL, EV_RETURN = 1, 2
+EV_CALL, EV_RETURN, EV_TAIL = 1, 2, 3  # EV_TAIL: a jump to a function entry (hotpath.c)
 OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3
 
 Signatures = Mapping[str, tuple[Any, Any]]  # C function -> (argtypes, restype)
@@ -96,6 +96,7 @@ def load() -> ctypes.CDLL:
                            ctypes.POINTER(i32)], ctypes.c_int),
         "nt_inside_add": ([vp, u64, u64], ctypes.c_int),
         "nt_inside_drop": ([vp, u64], ctypes.c_int),
+        "nt_tail_add": ([vp, u64, u64], ctypes.c_int),
         "nt_site_active": ([vp, u64, u32], None),
         "nt_callee_add": ([vp, u64], ctypes.c_int),
         "nt_set_attention": ([vp, u32], None),

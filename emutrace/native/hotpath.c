@@ -112,8 +112,9 @@ typedef struct {
     int32_t pops[NT_MAX_POPS];
 } nt_site;
 
-/* event kinds in the buffer (the Python side turns them into trace.events) */
-enum { EV_CALL = 1, EV_RETURN = 2 };
+/* event kinds in the buffer (the Python side turns them into trace.events); EV_TAIL: a
+ * jump to a function entry, a tail call if TailRule.is_tail says so when it is drained */
+enum { EV_CALL = 1, EV_RETURN = 2, EV_TAIL = 3 };
 
 typedef struct {
     uint32_t kind;
@@ -152,6 +153,8 @@ typedef struct {
     size_t sites_cap, sites_used;
     nt_set callees;  /* call targets whose function is armed and whose arguments C reads */
     nt_pairs inside; /* (jump site, target) pairs that record nothing (a jump inside its function, or to code that is no function entry) */
+    nt_pairs tails;  /* (jump site, target) pairs to another armed function's entry whose
+                        arguments C saves: a tail call unless it is the running function */
     nt_block *blocks;
     size_t blocks_cap, blocks_used;
     nt_event *events;
@@ -161,6 +164,7 @@ typedef struct {
     uint64_t traps, simulated, slow_traps, slow_blocks;
     uw_state *writer;    /* the record writer (ufwrite.c), or NULL: every event to Python */
     uint64_t written;    /* events the writer took */
+    uint64_t tail_jumps; /* jumps to a function entry C finished (EV_TAIL or the writer) */
     ns_state *strict;    /* strict cleanup (strict.c), or NULL: lazy */
     ep_state *entry;     /* the entry backend's probes (entryprobe.c), or NULL */
     uint64_t vals[NT_SITE_READS];  /* the last trap's register values (site->reads) */
@@ -333,10 +337,13 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
     s->callees.keys = calloc(s->callees.cap, sizeof *s->callees.keys);
     s->inside.cap = 1024;
     s->inside.t = calloc(s->inside.cap, sizeof *s->inside.t);
+    s->tails.cap = 256;
+    s->tails.t = calloc(s->tails.cap, sizeof *s->tails.t);
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
-    if (!s->sites || !s->blocks || !s->callees.keys || !s->inside.t || !s->events) {
+    if (!s->sites || !s->blocks || !s->callees.keys || !s->inside.t || !s->tails.t
+        || !s->events) {
         free(s->sites); free(s->blocks); free(s->callees.keys); free(s->inside.t);
-        free(s->events); free(s);
+        free(s->tails.t); free(s->events); free(s);
         return NULL;
     }
     return s;
@@ -350,6 +357,7 @@ void nt_free(nt_state *s)
     free(s->blocks);
     free(s->callees.keys);
     free(s->inside.t);
+    free(s->tails.t);
     free(s->events);
     free(s);
 }
@@ -460,6 +468,14 @@ int nt_inside_add(nt_state *s, uint64_t site, uint64_t target)
     return pairs_add(&s->inside, site, target);
 }
 
+/* a jump from site to target goes to the entry of another armed function whose arguments C
+ * saves (fastpath.py FastSites._learn_jump): C records it as int3.py _transfer's jump case
+ * does under lazy cleanup (a TailCall when TailRule.is_tail holds; arming is a no-op) */
+int nt_tail_add(nt_state *s, uint64_t site, uint64_t target)
+{
+    return pairs_add(&s->tails, site, target);
+}
+
 /* forget every pair that goes to target (it became a function entry: a jump there may now
  * be a tail call); the table is rebuilt without them */
 int nt_inside_drop(nt_state *s, uint64_t target)
@@ -504,7 +520,7 @@ uint64_t nt_get_time(const nt_state *s) { return s->time; }
 void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
 
 /* counters: 0 traps, 1 simulated, 2 traps passed to Python, 3 blocks passed to Python,
- * 4 events the record writer took */
+ * 4 events the record writer took, 5 jumps to a function entry C finished */
 uint64_t nt_counter(const nt_state *s, uint32_t which)
 {
     switch (which) {
@@ -513,6 +529,7 @@ uint64_t nt_counter(const nt_state *s, uint32_t which)
     case 2: return s->slow_traps;
     case 3: return s->slow_blocks;
     case 4: return s->written;
+    case 5: return s->tail_jumps;
     default: return 0;
     }
 }
@@ -668,6 +685,54 @@ static void write_pops(nt_state *s, nt_site *site, const uint8_t *words)
     }
 }
 
+/* a jump from site to target, learnt to go to another armed function's entry (`tails`),
+ * under lazy cleanup: recorded for TailRule.is_tail to decide — by the writer
+ * (uw_take_tail, which leaves it to Python when the running function is target already),
+ * else as an EV_TAIL record drained in order.  The arguments as the callee sees them, at
+ * entry_sp (a jump moves no sp); sp: at the site.  1 if recorded, 0: Python's */
+static int tail_event(nt_state *s, uint64_t site, uint64_t target, uint64_t sp,
+                      uint64_t entry_sp, uint64_t time)
+{
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint8_t stack[8 * NT_MAX_REGS];
+    uint64_t regs[NT_MAX_REGS] = {0};
+    if (s->strict || !pairs_has(&s->tails, site, target))
+        return 0;
+    if (s->cfg.n_stack
+        && s->cfg.mem_read(s->uc, (entry_sp + s->cfg.stack_offset) & mask, stack,
+                           (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+        return 0;
+    for (uint32_t i = 0; i < s->cfg.n_args; i++)
+        regs[i] = rd(s, s->cfg.arg_regs[i]);
+    for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+        regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+        uw_event ev = {0, time, site, target, sp, 0, regs};
+        if (uw_take_tail(s->writer, &ev, s->cfg.py_drain)) {
+            s->written++;
+            s->tail_jumps++;
+            return 1;
+        }
+    }
+    nt_event *e = next_event(s);
+    if (!e)
+        return 0;
+    *e = (nt_event){0};
+    e->kind = EV_TAIL;
+    e->time = time;
+    e->site = site;
+    e->target = target;
+    e->sp = sp;
+    e->entry_sp = entry_sp;
+    e->nregs = s->cfg.n_args + s->cfg.n_stack;
+    memcpy(e->regs, regs, sizeof regs);
+    s->tail_jumps++;
+    /* the writer is on but left it to Python: Python takes it now (as fast_trap's) */
+    if (s->writer && uw_enabled(s->writer))
+        s->cfg.py_drain();
+    return 1;
+}
+
 static int fast_trap(nt_state *s, nt_site *site)
 {
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
@@ -699,7 +764,7 @@ static int fast_trap(nt_state *s, nt_site *site)
             entry_sp = (sp - s->cfg.word) & mask;
         /* the writer takes the call: read only the stack words its record holds */
         if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
-            int words = uw_call_words(s->writer, target, sp, s->cfg.py_drain);
+            int words = uw_call_words(s->writer, target, sp, site->after, s->cfg.py_drain);
             if (words >= 0) {
                 to_writer = 1;
                 if ((uint32_t)words < n_args)
@@ -776,10 +841,13 @@ static int fast_trap(nt_state *s, nt_site *site)
         }
         target = raw & code;
         /* not taken, or a jump Python found inside the function (in the site's own
-         * instruction set: a switch is Python's): nothing to record */
-        if ((raw & ~code & mask) != site->after_bits
-            || !((site->conditional && target == site->after)
-                 || pairs_has(&s->inside, site->addr, target)))
+         * instruction set: a switch is Python's): nothing to record; a jump to another
+         * armed function's entry: recorded first */
+        if ((raw & ~code & mask) != site->after_bits)
+            return 0;
+        if (!((site->conditional && target == site->after)
+              || pairs_has(&s->inside, site->addr, target))
+            && !(taken && tail_event(s, site->addr, target, sp, sp, s->time)))
             return 0;
         wr(s, s->cfg.pc_reg, raw);
         s->traps++;
@@ -977,6 +1045,8 @@ typedef struct {
     uint32_t size;
     uint32_t gen;   /* the site table's generation the site below was found in */
     uint64_t site;  /* the armed site this block holds, 0: none */
+    uint32_t count; /* its instruction count (nt's block table's), once `counted` */
+    uint32_t counted;
 } hs_block;
 
 typedef struct {
@@ -1144,8 +1214,9 @@ uint64_t hs_counter(const hs_state *h, uint32_t which)
     return which == 0 ? h->hits : which == 1 ? h->slow : which == 2 ? h->virtual_hits : 0;
 }
 
-/* the armed site the block [addr, addr + size) holds, or NULL */
-static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
+/* the block [addr, addr + size)'s entry in the block table (made if new), or NULL when the
+ * table is full and cannot grow */
+static hs_block *hs_block_get(hs_state *h, uint64_t addr, uint32_t size)
 {
     if (2 * (h->blocks_used + 1) > h->blocks_cap) {
         size_t cap = h->blocks_cap * 2;
@@ -1161,13 +1232,17 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
     }
     hs_block *b = hs_block_slot(h->blocks, h->blocks_cap, addr, size);
     if (b->addr == 0 && 2 * (h->blocks_used + 1) <= h->blocks_cap) {
-        b->addr = addr;
-        b->size = size;
-        b->gen = 0;
+        *b = (hs_block){addr, size, 0, 0, 0, 0};
         h->blocks_used++;
     }
+    return b->addr == addr ? b : NULL;
+}
+
+/* the armed site the block [addr, addr + size) (its entry b, or NULL) holds, or NULL */
+static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t size)
+{
     uint64_t at = 0;
-    if (b->addr == addr && b->gen == h->gen) {
+    if (b && b->gen == h->gen) {
         at = b->site;
     } else {
         /* the site is the block's last instruction (or its delay slot is): an armed
@@ -1182,7 +1257,7 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
                 break;
             }
         }
-        if (b->addr == addr) {
+        if (b) {
             b->site = at;
             b->gen = h->gen;
         }
@@ -1222,9 +1297,11 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
     uint64_t regs[NT_MAX_REGS] = {0};
     if (!p->finish)
         return 0;
-    if (p->op == OP_JUMP)  /* not taken, or a jump Python found records nothing */
+    if (p->op == OP_JUMP)  /* not taken, or a jump Python found records nothing, or one to
+                              another armed function's entry (recorded) */
         return (p->conditional && target == p->after)
-               || pairs_has(&s->inside, p->addr, target);
+               || pairs_has(&s->inside, p->addr, target)
+               || tail_event(s, p->addr, target, sp_site, sp_now, h->pending_time);
     /* a call or return to the next instruction (not taken, or one that only reads the
      * PC) is no transfer (tails.py `TailRule.taken`); a callee not armed yet, a value C's
      * registers do not hold: Python's */
@@ -1238,7 +1315,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
     uint32_t n_args = s->cfg.n_args, n_stack = s->cfg.n_stack;
     int to_writer = 0;
     if (p->op == OP_CALL && s->writer && uw_enabled(s->writer) && s->n_events == 0) {
-        int words = uw_call_words(s->writer, target, sp_site, s->cfg.py_drain);
+        int words = uw_call_words(s->writer, target, sp_site, p->after, s->cfg.py_drain);
         if (words >= 0) {
             to_writer = 1;
             if ((uint32_t)words < n_args)
@@ -1323,23 +1400,27 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
             python = 1;
         }
     }
+    /* one table lookup for the block's count and site (nt's block table is not used) */
+    hs_block *b = hs_block_get(h, addr, size);
     if (python) {
         s->slow_blocks++;
         if (h->cfg.py_visit(addr, size))
             return;  /* restarted (sites armed in it): the block is entered again */
+        b = hs_block_get(h, addr, size);  /* (Python may have grown the table since) */
+    } else if (b && b->counted) {
+        s->time += b->count;
     } else {
-        nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
-        if (b->key == addr && b->size == size) {
-            s->time += b->count;
-        } else {
-            uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
-            nt_block_set(s, addr, size, count);
-            s->time += count;
+        uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
+        b = hs_block_get(h, addr, size);
+        if (b) {
+            b->count = count;
+            b->counted = 1;
         }
+        s->time += count;
     }
     /* (no site hooked yet — a program whose code all has symbols, on an ISA with working
-     * breakpoints: this hook is nt_on_block's block count and one test) */
-    hs_site *site = h->sites_used ? hs_block_site(h, addr, size) : NULL;
+     * breakpoints: this hook is the block count and one test) */
+    hs_site *site = h->sites_used ? hs_block_site(h, b, addr, size) : NULL;
     if (site) {  /* the reference's site hook (or breakpoint) would fire in this block */
         h->hits++;
         h->virtual_hits += site->virtual_bp;

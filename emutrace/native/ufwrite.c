@@ -6,7 +6,9 @@
  * Python stays the reference and the owner of everything unusual.  The writer takes an
  * event only when the Python code would do exactly this:
  *   call at sp S:   no open frame has an sp deeper than or equal to S (nothing to unwind,
- *                   shadow.py policy 3), depth < MAX_STACK, and the callee has a plan
+ *                   shadow.py policy 3; but for the top frame at S itself when policy 3's
+ *                   exception keeps it: no callee yet, another return address), depth <
+ *                   MAX_STACK, and the callee has a plan
  *                   (its argument layout in the record, taught by Python after it wrote
  *                   one such call itself);
  *   tail call (a jump to a function entry, the step hot path's) at sp S: no open frame's
@@ -358,7 +360,16 @@ static int room(uw_state *u, void (*drain)(void))
     return 1;
 }
 
-static int call_plan(uw_state *u, uint64_t target, uint64_t sp, int inclusive,
+/* shadow.py `_unwind_by_sp`'s exception for a call (ret: its return address) at the top
+ * frame's own sp: the function calling before it allocates its frame (ppc `mflr r0;
+ * bl _savegpr0_N; stdu r1,...`) finishes nothing while that frame has made no call yet and
+ * the call does not return where the frame's own call returns */
+static int calls_before_frame(const uw_frame *top, uint64_t ret)
+{
+    return !(top->flags & F_CALLED) && !((top->flags & F_RET_KNOWN) && top->ret == ret);
+}
+
+static int call_plan(uw_state *u, uint64_t target, uint64_t sp, uint64_t ret, int inclusive,
                      void (*drain)(void))
 {
     if (!room(u, drain))
@@ -367,7 +378,8 @@ static int call_plan(uw_state *u, uint64_t target, uint64_t sp, int inclusive,
     int k = map_get(&u->callees, target);
     /* an open frame at an sp deeper than (or, for a call, equal to) the call's is finished
      * (unwound): Python's; so is a record deeper than uftrace keeps */
-    if (k < 0 || (top && (top->sp < sp || (inclusive && top->sp == sp)))
+    if (k < 0 || (top && (top->sp < sp || (inclusive && top->sp == sp
+                                            && !calls_before_frame(top, ret))))
         || u->n >= UW_MAX_STACK)
         return -1;
     if (reserve((void **)&u->frames, &u->cap, u->n + 1, sizeof *u->frames)
@@ -376,16 +388,17 @@ static int call_plan(uw_state *u, uint64_t target, uint64_t sp, int inclusive,
     return k;
 }
 
-int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(void))
+int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, uint64_t after,
+                  void (*drain)(void))
 {
-    int k = call_plan(u, target, sp, 1, drain);
+    int k = call_plan(u, target, sp, after, 1, drain);
     return k < 0 ? -1 : (int)u->plans[k].words;
 }
 
 int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
 {
     if (e->call) {
-        int k = call_plan(u, e->target, e->sp, 1, drain);
+        int k = call_plan(u, e->target, e->sp, e->after, 1, drain);
         if (k < 0)
             return 0;
         uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
@@ -445,7 +458,7 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
  * target: no tail call, Python's all the same). */
 int uw_take_tail(uw_state *u, const uw_event *e, void (*drain)(void))
 {
-    int k = call_plan(u, e->target, e->sp, 0, drain);  /* (unwinds strictly deeper frames) */
+    int k = call_plan(u, e->target, e->sp, 0, 0, drain);  /* (unwinds strictly deeper frames) */
     if (k < 0)
         return 0;
     uint64_t code = e->target & u->code_mask;

@@ -28,8 +28,9 @@ int uw_enabled(const uw_state *u);
 int uw_take_tail(uw_state *u, const uw_event *e, void (*drain)(void));
 
 /* the snapshot words (argument registers, then stack words) uw_take will read from a call
- * to target at sp, or -1: it will leave that call to Python.  Nothing changes between this
- * and uw_take but what drain does, so uw_take then takes the call. */
-int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, void (*drain)(void));
+ * to target at sp returning to after, or -1: it will leave that call to Python.  Nothing
+ * changes between this and uw_take but what drain does, so uw_take then takes the call. */
+int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, uint64_t after,
+                  void (*drain)(void));
 
 #endif

@@ -117,6 +117,11 @@ class Target(Protocol):
         """fn before every store into [begin, end] (only where `watches_memory`)."""
         ...
 
+    def hook_code_stores(self, fn: MemHook, begin: int, end: int) -> None:
+        """fn before every store into [begin, end], a range of code, from the first time
+        some page of it is writable on (only where `watches_memory`; never removed)."""
+        ...
+
     def hook_del(self, handle: int) -> None: ...
 
     def want_blocks(self) -> None:

@@ -670,6 +670,9 @@ class PtraceTarget:
     def hook_mem_write(self, fn: MemHook, begin: int, end: int) -> int:
         raise Unsupported("native target: stores cannot be watched")
 
+    def hook_code_stores(self, fn: MemHook, begin: int, end: int) -> None:
+        raise Unsupported("native target: stores cannot be watched")
+
     def hook_del(self, handle: int) -> None:
         slot = next((n for n, got in self.hw_slots.items() if got[0] == handle), None)
         if slot is not None:
