@@ -201,29 +201,42 @@ def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
     started = opts.start is None
     stack: list[_Frame] = []
     out = _Writer()
+    lines = out.lines
     if opts.header:
-        out.lines.append(HEADER)
-    for rec, long_enough in time_tagged(records, opts.time_filter):
-        if out.lines:
-            yield from out.lines
-            out.lines.clear()
+        lines.append(HEADER)
+    names: dict[int, str] = {}  # symbolize's answers (a trace names few functions often)
+    bits, show_args, show_retval = opts.word_bits, opts.show_args, opts.show_retval
+    arg_counts, default_args, max_depth = opts.arg_counts, opts.default_args, opts.depth
+    tagged: Iterable[tuple[Record, bool]] = time_tagged(records, opts.time_filter) \
+        if opts.time_filter is not None and opts.time_filter > 0 \
+        else ((rec, True) for rec in records)
+    for rec, long_enough in tagged:
+        if lines:
+            yield from lines
+            lines.clear()
+        name = names.get(rec.func)
+        if name is None:
+            name = names[rec.func] = symbolize(rec.func)
         if isinstance(rec, Entry):
-            name = symbolize(rec.func)
             if not started and name == opts.start:
                 started = True
-            parent_in_filter = stack[-1].in_filter if stack else False
-            parent_hidden = stack[-1].hidden if stack else False
-            depth = stack[-1].child_depth if stack else 0
+            if stack:
+                parent = stack[-1]
+                parent_in_filter, parent_hidden = parent.in_filter, parent.hidden
+                depth = parent.child_depth
+            else:
+                parent_in_filter = parent_hidden = False
+                depth = 0
             in_filter = parent_in_filter or name in filters
             hidden = parent_hidden or name in notrace or not long_enough
             shown = (started and (in_filter or not filters) and not hidden
-                     and (opts.depth is None or depth < opts.depth))
+                     and (max_depth is None or depth < max_depth))
             call_text = ""
             if shown:
-                count = opts.arg_counts.get(name, opts.default_args)
+                count = arg_counts.get(name, default_args)
                 shown_args = rec.args if count is None else rec.args[:count]
-                args = ", ".join(format_value(a, opts.word_bits) for a in shown_args) \
-                    if opts.show_args else ""
+                args = ", ".join([format_value(a, bits) for a in shown_args]) \
+                    if show_args else ""
                 call_text = f"{name}({args})"
                 out.entry(depth, call_text, _ENTERED_MARKS.get(rec.entered))
             stack.append(_Frame(shown, in_filter, hidden, depth + 1 if shown else depth,
@@ -235,12 +248,11 @@ def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
             if not frame.shown:
                 continue
             note = ("at exit" if rec.at_exit else "unwound") if rec.unwound else None
-            ret = format_value(rec.retval, opts.word_bits) \
-                if opts.show_retval and rec.retval is not None else None
-            out.exit(frame.line_depth, frame.call_text, symbolize(rec.func), rec.duration, ret,
-                     note)
+            ret = format_value(rec.retval, bits) \
+                if show_retval and rec.retval is not None else None
+            out.exit(frame.line_depth, frame.call_text, name, rec.duration, ret, note)
     out.flush()
-    yield from out.lines
+    yield from lines
 
 
 def replay_text(records: Iterable[Record], symbolize: Callable[[int], str],
