@@ -6,7 +6,8 @@ uftrace-format bytes back into records when the text is printed).
   cli/run.py's `spill_trace` makes it) equal the Python reference's, record for record —
   times, depths, functions, argument and return values (integers written by C; strings,
   floats, structs by Python), unwinding — on test_native_writer's cells (fib: C wrote almost
-  every record; calls tail; typed; a stripped program).  The text is a pure function of the
+  every record; calls tail; typed; a stripped program), and with `--backend step` (fib,
+  calls tail: step.c writes tail calls too; x86_64, aarch64, mips).  The text is a pure function of the
   records and the options (trace/format.py), so equal records give equal text under every
   filter, depth, start and argument option.
 * Differential, the command: `emutrace run -o FILE --engine native` prints byte for byte
@@ -30,12 +31,12 @@ from emutrace.trace.spill import SpillSink
 
 from .conftest import ENV, ISAS, bin_path
 from .test_native_engine import _stdout_to_devnull
-from .test_native_writer import CELLS, LOWERED, STRIPPED_CELL
+from .test_native_writer import CELLS, LOWERED, STEP_CELLS, STRIPPED_CELL
 
 
-def run_records(isa: str, program: str, args: tuple[str, ...],
-                engine: str) -> tuple[Process, SpillSink]:
-    process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend="int3",
+def run_records(isa: str, program: str, args: tuple[str, ...], engine: str,
+                backend: str = "int3") -> tuple[Process, SpillSink]:
+    process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend=backend,
                                 engine=engine), warn=lambda m: None)
     sink = SpillSink()
     process.sink = sink  # as cli/run.py spill_trace
@@ -57,6 +58,21 @@ def test_native_run_records_equal_python(isa: str) -> None:
         stats = process.backend.native_stats  # type: ignore[union-attr]
         if program == "fib" and isa in LOWERED:  # C wrote them: packed, not Python's
             assert stats["c_records"] > 0.9 * len(want), (stats, len(want))
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "aarch64", "mips"])
+def test_native_step_run_records_equal_python(isa: str) -> None:
+    """`run --backend step`: step.c hands the same writer its calls, returns and tail calls
+    (test_native_writer's step cells; its directories are compared on all ten ISAs, the
+    sink is what differs here)."""
+    for program, args in STEP_CELLS[:2]:
+        _, want = run_records(isa, program, args, "python", "step")
+        process, got = run_records(isa, program, args, "native", "step")
+        assert len(want) > 100, (program, args)
+        assert list(got) == list(want), (program, args)
+        stats = process.backend.native_stats  # type: ignore[union-attr]
+        if program == "fib":
+            assert stats["c_records"] > 0.8 * len(want), (stats, len(want))
 
 
 def emutrace_run(tmp: Path, engine: str, *argv: str) -> tuple[dict[str, str], str, str, int]:
