@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.events import Record, Row, row_of
 from emutrace.trace.spill import SpillSink
 from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.values import Value, as_value, render
@@ -82,9 +82,12 @@ class ReplayOptions:
     time_filter: int | None = None
 
 
-def format_value(value: int | Value, bits: int = 64) -> str:
+def format_value(value: int | Value | str, bits: int = 64) -> str:
     """An argument or return value as the replay shows it: a plain word in uftrace's "auto"
-    format, a captured `Value` by its kind (`trace.values.render`)."""
+    format, a captured `Value` by its kind (`trace.values.render`); a `str` is a value the
+    spill file's rows rendered already (trace/spill.py)."""
+    if isinstance(value, str):
+        return value
     return render(as_value(value, bits))
 
 
@@ -207,17 +210,21 @@ def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
     names: dict[int, str] = {}  # symbolize's answers (a trace names few functions often)
     bits, show_args, show_retval = opts.word_bits, opts.show_args, opts.show_retval
     arg_counts, default_args, max_depth = opts.arg_counts, opts.default_args, opts.depth
-    tagged: Iterable[tuple[Record, bool]] = time_tagged(records, opts.time_filter) \
-        if opts.time_filter is not None and opts.time_filter > 0 \
-        else ((rec, True) for rec in records)
-    for rec, long_enough in tagged:
+    tagged: Iterable[tuple[Row, bool]]
+    if opts.time_filter is not None and opts.time_filter > 0:
+        tagged = ((row_of(rec), keep) for rec, keep in time_tagged(records, opts.time_filter))
+    else:  # (the spill file reads C's records straight into rows)
+        rows = records.rows() if isinstance(records, SpillSink) else map(row_of, records)
+        tagged = ((row, True) for row in rows)
+    for row, long_enough in tagged:
         if lines:
             yield from lines
             lines.clear()
-        name = names.get(rec.func)
+        func = row[1]
+        name = names.get(func)
         if name is None:
-            name = names[rec.func] = symbolize(rec.func)
-        if isinstance(rec, Entry):
+            name = names[func] = symbolize(func)
+        if not row[0]:  # an entry: (False, func, args, entered)
             if not started and name == opts.start:
                 started = True
             if stack:
@@ -234,23 +241,24 @@ def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
             call_text = ""
             if shown:
                 count = arg_counts.get(name, default_args)
-                shown_args = rec.args if count is None else rec.args[:count]
-                args = ", ".join([format_value(a, bits) for a in shown_args]) \
+                values = row[2] if count is None else row[2][:count]
+                args = ", ".join([format_value(a, bits) for a in values]) \
                     if show_args else ""
                 call_text = f"{name}({args})"
-                out.entry(depth, call_text, _ENTERED_MARKS.get(rec.entered))
+                out.entry(depth, call_text, _ENTERED_MARKS.get(row[3]))
             stack.append(_Frame(shown, in_filter, hidden, depth + 1 if shown else depth,
                                 depth, call_text))
-        elif isinstance(rec, Exit):
+        else:  # an exit: (True, func, retval, duration, unwound, at_exit)
             if not stack:
-                raise ValueError(f"exit without entry: {rec!r}")
+                raise ValueError(f"exit without entry: {name} {row!r}")
             frame = stack.pop()
             if not frame.shown:
                 continue
-            note = ("at exit" if rec.at_exit else "unwound") if rec.unwound else None
-            ret = format_value(rec.retval, bits) \
-                if show_retval and rec.retval is not None else None
-            out.exit(frame.line_depth, frame.call_text, name, rec.duration, ret, note)
+            note = ("at exit" if row[5] else "unwound") if row[4] else None
+            retval = row[2]
+            ret = format_value(retval, bits) \
+                if show_retval and retval is not None else None
+            out.exit(frame.line_depth, frame.call_text, name, row[3], ret, note)
     out.flush()
     yield from lines
 

@@ -31,18 +31,21 @@ import os
 import pickle
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
-from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.events import Entry, Exit, Record, Row, row_of
 from emutrace.trace.uftrace_args import spec_of, spec_size
-from emutrace.trace.values import Value
+from emutrace.trace.values import Value, render
 
 CHUNK = 4096  # records pickled together (a chunk in memory: ~1 MB)
 HELD = 4 * CHUNK  # records held in memory before they are written (~3 MB)
 HELD_BYTES = 1 << 20  # bytes of C's records held in memory before they are written
 _RECORD = struct.Struct("<QQ")  # uftrace.h struct uftrace_record: time; type:2 more:1 ...
+_RENDERED = 1 << 16  # value texts remembered while reading rows (then forgotten)
 _ADDRESS_BITS = 48  # the record's addr field: a function above it is not C's to write
 
+T = TypeVar("T")
 # a function's values as C writes them: per value its kind, width in bits, bytes in the record
 Layout = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
 
@@ -119,10 +122,32 @@ class SpillSink:
 
     def __iter__(self) -> Iterator[Record]:
         """Every record written, in order (the sink may be read more than once)."""
+        return self._read(Entry, Exit, lambda rec: rec, Value)
+
+    def rows(self) -> Iterator[Row]:
+        """The same as rows (`events.row_of`), C's read from their bytes without making an
+        `Entry`, `Exit` or `Value` (what `run`'s text formatter reads): their values come
+        as the text `values.render` gives them (a `str`)."""
+        rendered: dict[tuple[str, int, int], str] = {}
+
+        def text(kind: str, bits: int, raw: int) -> str:
+            key = (kind, bits, raw)
+            shown = rendered.get(key)
+            if shown is None:
+                if len(rendered) >= _RENDERED:
+                    rendered.clear()
+                shown = rendered[key] = render(Value(kind, bits, raw))
+            return shown
+
+        return self._read(_entry_row, _exit_row, row_of, text)
+
+    def _read(self, entry: Callable[..., T], exit_: Callable[..., T],
+              own: Callable[[Record], T], value: Callable[[str, int, int], object]
+              ) -> Iterator[T]:
         if not self._packed:
             for part in self._parts():
                 assert isinstance(part, list)
-                yield from part
+                yield from map(own, part)
             return
         times: list[int] = []  # the main thread's entry time per depth (C's exits need it)
         for part in self._parts():
@@ -130,9 +155,9 @@ class SpillSink:
                 for rec in part:
                     if rec.tid == 0 and isinstance(rec, Entry):
                         _keep_time(times, rec.depth, rec.time)
-                    yield rec
+                    yield own(rec)
             else:
-                yield from _unpack(part, self._args, self._rets, times)
+                yield from _unpack(part, self._args, self._rets, times, entry, exit_, value)
 
     def _parts(self) -> Iterator[list[Record] | bytes | bytearray]:
         fd = self._file.fileno()
@@ -192,34 +217,44 @@ def _keep_time(times: list[int], depth: int, time: int) -> None:
     times[depth] = time
 
 
+def _entry_row(time: int, depth: int, func: int, args: tuple[object, ...]) -> Row:
+    return (False, func, args, "call")
+
+
+def _exit_row(time: int, depth: int, func: int, retval: object, duration: int) -> Row:
+    return (True, func, retval, duration, False, False)
+
+
 def _unpack(data: bytes | bytearray, args: dict[int, Layout], rets: dict[int, Layout],
-            times: list[int]) -> Iterator[Record]:
+            times: list[int], entry: Callable[..., T], exit_: Callable[..., T],
+            value: Callable[[str, int, int], object]) -> Iterator[T]:
     """C's records back into Python's (`uftrace_write.pack_record`; the values after a
-    record whose `more` bit is set, per `pack_values`: each padded to 4, all to 8)."""
+    record whose `more` bit is set, per `pack_values`: each padded to 4, all to 8), made by
+    `entry(time, depth, func, args)` and `exit_(time, depth, func, retval, duration)`, each
+    value by `value(kind, bits, raw)`."""
     pos, end, unpack = 0, len(data), _RECORD.unpack_from
     while pos < end:
         time, word = unpack(data, pos)
         pos += 16
         depth, func = (word >> 6) & 0x3FF, word >> 16
         is_exit = word & 1
-        values: tuple[Value, ...] = ()
+        values: tuple[object, ...] = ()
         if word & 4:  # more: the values follow
             kinds, bits, sizes = (rets if is_exit else args)[func]
             start = pos
             out = []
             for kind, width, size in zip(kinds, bits, sizes, strict=True):
-                out.append(Value(kind, width,
-                                 int.from_bytes(data[pos:pos + size], "little")))
+                out.append(value(kind, width, int.from_bytes(data[pos:pos + size], "little")))
                 pos += size + (-size % 4)
             pos += -(pos - start) % 8
             values = tuple(out)
         if is_exit:
-            yield Exit(time, depth, func, values[0] if values else None, time - times[depth])
+            yield exit_(time, depth, func, values[0] if values else None, time - times[depth])
         else:
             if depth >= len(times):
                 times.extend([0] * (depth + 1 - len(times)))
             times[depth] = time
-            yield Entry(time, depth, func, values)
+            yield entry(time, depth, func, values)
 
 
 def _write(fd: int, data: bytes, offset: int) -> None:
