@@ -42,7 +42,7 @@ CHUNK = 4096  # records pickled together (a chunk in memory: ~1 MB)
 HELD = 4 * CHUNK  # records held in memory before they are written (~3 MB)
 HELD_BYTES = 1 << 20  # bytes of C's records held in memory before they are written
 _RECORD = struct.Struct("<QQ")  # uftrace.h struct uftrace_record: time; type:2 more:1 ...
-_RENDERED = 1 << 16  # value texts remembered while reading rows (then forgotten)
+_RENDERED = 1 << 12  # value texts remembered while reading rows (then forgotten: ~1 MB)
 _ADDRESS_BITS = 48  # the record's addr field: a function above it is not C's to write
 
 T = TypeVar("T")
