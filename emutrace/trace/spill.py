@@ -125,7 +125,7 @@ class SpillSink:
         return self._read(Entry, Exit, lambda rec: rec, Value)
 
     def rows(self) -> Iterator[Row]:
-        """The same as rows (`events.row_of`), C's read from their bytes without making an
+        """The same records as rows (`events.row_of`), C's read from their bytes without making an
         `Entry`, `Exit` or `Value` (what `run`'s text formatter reads): their values come
         as the text `values.render` gives them (a `str`)."""
         rendered: dict[tuple[str, int, int], str] = {}
