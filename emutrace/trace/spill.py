@@ -240,14 +240,12 @@ def _unpack(data: bytes | bytearray, args: dict[int, Layout], rets: dict[int, La
         is_exit = word & 1
         values: tuple[object, ...] = ()
         if word & 4:  # more: the values follow
-            kinds, bits, sizes = (rets if is_exit else args)[func]
-            start = pos
-            out = []
-            for kind, width, size in zip(kinds, bits, sizes, strict=True):
-                out.append(value(kind, width, int.from_bytes(data[pos:pos + size], "little")))
-                pos += size + (-size % 4)
-            pos += -(pos - start) % 8
-            values = tuple(out)
+            layout = (rets if is_exit else args)[func]
+            form = _FORMS.get(layout)
+            if form is None:
+                form = _FORMS[layout] = _form(layout)
+            values = tuple(map(value, layout[0], layout[1], form.unpack_from(data, pos)))
+            pos += form.size
         if is_exit:
             yield exit_(time, depth, func, values[0] if values else None, time - times[depth])
         else:
@@ -255,6 +253,18 @@ def _unpack(data: bytes | bytearray, args: dict[int, Layout], rets: dict[int, La
                 times.extend([0] * (depth + 1 - len(times)))
             times[depth] = time
             yield entry(time, depth, func, values)
+
+
+_FORMS: dict[Layout, struct.Struct] = {}  # a layout's values as one struct (`_form`)
+_CODES = {1: "B3x", 2: "H2x", 4: "I", 8: "Q"}  # a value of n bytes, padded to 4
+
+
+def _form(layout: Layout) -> struct.Struct:
+    """The values of a layout as `pack_values` lays them out: each little-endian in its
+    size, padded to 4, the whole padded to 8."""
+    sizes = layout[2]
+    used = sum(size + (-size % 4) for size in sizes)
+    return struct.Struct("<" + "".join(_CODES[size] for size in sizes) + "x" * (-used % 8))
 
 
 def _write(fd: int, data: bytes, offset: int) -> None:
