@@ -10,7 +10,9 @@ uftrace-format bytes back into records when the text is printed).
   recursion past uftrace's 1024 levels C leaves to Python, and longjmp), and with
   `--backend step` (fib, calls tail: step.c writes tail calls too; x86_64, aarch64, mips).
   The text is a pure function of the records and the options (trace/format.py), so equal
-  records give equal text under every filter, depth, start and argument option.
+  records give equal text under every filter, depth, start and argument option; the text
+  the formatter makes from the spill file's rows (C's values read as their text) equals
+  the text of the reference's records.
 * Differential, the command: `emutrace run -o FILE --engine native` prints byte for byte
   what `--engine python` prints (the trace files, the forked children's FILE.<pid>, the
   guest's stdout, emutrace's stderr, the exit status) on a program that forks, takes
@@ -27,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
+from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.spill import SpillSink
 
 from .conftest import ENV, ISAS, bin_path
@@ -56,6 +60,10 @@ def test_native_run_records_equal_python(isa: str) -> None:
         assert len(want) > 100, (program, args)
         assert len(got) == len(want), (program, args)
         assert list(got) == list(want), (program, args)
+        # the formatter reads C's records as rows, their values as text (SpillSink.rows)
+        opts = ReplayOptions(start=None, word_bits=8 * by_name(isa).identity.word_size)
+        assert list(iter_replay_lines(got, hex, opts)) == \
+            list(iter_replay_lines(list(want), hex, opts)), (program, args)
         stats = process.backend.native_stats  # type: ignore[union-attr]
         if program == "fib" and isa in LOWERED:  # C wrote them: packed, not Python's
             assert stats["c_records"] > 0.9 * len(want), (stats, len(want))
