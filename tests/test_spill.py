@@ -1,7 +1,9 @@
 """trace/spill.py: `run`'s records kept in a temporary file.  What comes back is what went
 in, in order, over several chunks and more than one read; a threaded trace prints as the
 list of the same records prints; a forked child keeps the records from before the fork and
-its parent's later ones stay out of it (and the other way round)."""
+its parent's later ones stay out of it (and the other way round).  C's records (packed as
+uftrace records by the writer, whose Python reference packs them here) come back as the
+records they were made of, between Python's."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emutrace.trace import spill
-from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.events import Entry, Exit, Record, row_of
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.spill import SpillSink
+from emutrace.trace.uftrace_args import pack_values, spec_of
+from emutrace.trace.uftrace_write import pack_record
+from emutrace.trace.values import Value, render
 
 
 def calls(n: int, tid: int = 0, base: int = 0) -> list[Record]:
@@ -97,3 +102,74 @@ def test_records_stay_in_memory_when_the_file_cannot_grow(
     sink.write(calls(40))
     assert len(calls_made) == 2
     assert list(sink) == calls(40)
+
+
+def packed(records: list[Record], sink: SpillSink) -> bytes:
+    """The bytes C's writer makes of these records (its Python reference: uftrace_write's
+    pack_record and pack_values), each function's values laid out as the sink accepted."""
+    out = b""
+    for rec in records:
+        values = rec.args if isinstance(rec, Entry) else \
+            (() if rec.retval is None else (rec.retval,))
+        vals = [v for v in values if isinstance(v, Value)]
+        assert sink.plan_values(rec.func, vals, retval=isinstance(rec, Exit)) is not None
+        data = pack_values(vals, [spec_of(v) for v in vals]) if vals else b""
+        out += pack_record(rec, bool(data)) + data
+    return out
+
+
+def nested(base: int, depth: int) -> list[Record]:
+    """Calls nested `depth` deep at base, each with an int argument and an auto return."""
+    entries = [Entry(base + k, k, 0x2000 + 16 * k, (Value("int", 32, k + 2 ** 31),))
+               for k in range(depth)]
+    exits = [Exit(base + 100 - k, k, 0x2000 + 16 * k, Value("auto", 64, 7 * k),
+                  100 - 2 * k) for k in reversed(range(depth))]
+    return [*entries, *exits]
+
+
+def test_packed_records_come_back_between_pythons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """C's packed records (trace/spill.py write_packed) read back as the records they were
+    made of, in order with Python's (an exit's duration from its entry, which Python may
+    have written), through the file too; `rows` is the same as the formatter reads it."""
+    monkeypatch.setattr(spill, "HELD_BYTES", 100)
+    sink = SpillSink()
+    want: list[Record] = []
+    for i in range(6):
+        outer = Entry(1000 * i, 0, 0x1000, (i,))  # Python's entry, C's calls inside it
+        inner = nested(1000 * i + 1, 3)
+        shifted = [Entry(r.time, r.depth + 1, r.func, r.args) if isinstance(r, Entry) else
+                   Exit(r.time, r.depth + 1, r.func, r.retval, r.duration) for r in inner]
+        last = Exit(1000 * i + 500, 0, 0x1000, None, 500, unwound=True)
+        sink.write([outer])
+        sink.write_packed(packed(shifted, sink), len(shifted), shifted[-1].time)
+        sink.write([last])
+        want += [outer, *shifted, last]
+    assert len(sink) == len(want)
+    assert list(sink) == want
+    assert list(sink) == want  # read again
+    assert list(sink.rows()) == [row_of(r) if isinstance(r, Entry) and not r.args
+                                 or isinstance(r, Exit) and r.retval is None
+                                 or r.func == 0x1000 else _rendered(row_of(r))
+                                 for r in want]
+    opts = ReplayOptions(start=None)
+    assert list(iter_replay_lines(sink, hex, opts)) == list(iter_replay_lines(want, hex, opts))
+
+
+def _rendered(row: tuple) -> tuple:
+    if row[0]:
+        return (*row[:2], render(row[2]), *row[3:])
+    return (*row[:2], tuple(render(v) for v in row[2]), *row[3:])
+
+
+def test_a_second_layout_stays_pythons() -> None:
+    """The spill file keeps every value: C may write a function's values in one layout only
+    (the first it is asked for); beyond 48 address bits nothing is C's."""
+    sink = SpillSink()
+    first = [Value("int", 32, 1)]
+    assert sink.plan_values(0x1000, first, retval=False) is True
+    assert sink.plan_values(0x1000, [Value("int", 32, 9)], retval=False) is True
+    assert sink.plan_values(0x1000, [Value("uint", 32, 1)], retval=False) is None
+    assert sink.plan_values(0x1000, [Value("int", 16, 1)], retval=False) is None
+    assert sink.plan_values(0x1000, [Value("auto", 64, 1)], retval=True) is True
+    assert sink.plan_values(0x1000, [], retval=False) is False
+    assert sink.plan_values(1 << 48, first, retval=False) is None

@@ -18,7 +18,7 @@ watches those of hook delivery and of code found by descent, on every ISA), fall
 syscalls and faults, and every block while the Python state needs one (a restart, a
 pending transfer, a re-arm).
 
-For `emutrace record` the session attaches the record writer (`attach_writer`,
+For `emutrace record` and `emutrace run` the session attaches the record writer (`attach_writer`,
 backends/native_writer.py): a call or return C finished then normally never reaches Python
 at all — C keeps the shadow stack's common case and writes the uftrace record itself.
 
@@ -42,7 +42,7 @@ from emutrace.backends import hooked_sites
 from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteExtra, SiteOp
 from emutrace.backends.hooked_sites import HookedSites
 from emutrace.backends.int3 import Int3Backend, Pending
-from emutrace.backends.native_writer import NativeWriter
+from emutrace.backends.native_writer import NativeWriter, packed_sink_of
 from emutrace.backends.strict_native import StrictInC
 from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
@@ -53,7 +53,7 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Event, SignalDelivery
 from emutrace.trace.shadow import ShadowStack
-from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
+from emutrace.trace.uftrace_write import RecordSink
 
 _NO_INTNO = 0xFFFFFFFF  # no breakpoint interrupt (hook delivery)
 
@@ -167,22 +167,23 @@ class NativeInt3Backend(Int3Backend):
             if self.guard is not None:  # C's switches replayed before a load or store
                 self.guard.before = self._drain
             self._strict_c.push_chain(self.chain)
-        self._writer: NativeWriter | None = None  # `record`: C writes the records
+        self._writer: NativeWriter | None = None  # `record`, `run`: C writes the records
         if self._hooked is not None:
             self._hooked.bind(self, self._fast)
 
     def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
         """The session's shadow stack and sink, before the run: when the records go to a
-        uftrace directory, C keeps the shadow stack's common case and writes them itself
-        (backends/native_writer.py); otherwise every event is drained to Python."""
+        uftrace directory or `run`'s spill file, C keeps the shadow stack's common case and
+        writes them itself (backends/native_writer.py); otherwise every event is drained to
+        Python."""
         sink = sink_now()
-        dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
+        packed = packed_sink_of(sink)
         # (an ISA whose sites C does not lower gives C no event to take, unless its site
         # hooks are C's: hook delivery, or a program whose code descent finds — arm)
         isa = self.image.isa
         hooked = self._hooked is not None and (hooked_sites.every_site_hooked(isa)
                                                or not self.discovery.symbols.funcs)
-        if (not isinstance(dir_sink, UftraceDirSink) or not self._nt
+        if (packed is None or not self._nt
                 or (self.strict and self._strict_c is None)
                 or (isa.lower is None and not hooked)
                 or not hasattr(self._lib, "uw_new")
@@ -190,7 +191,7 @@ class NativeInt3Backend(Int3Backend):
             return
         self._drain()
         self._writer = NativeWriter(self._lib, self._nt, shadow, self.tails, sink_now,
-                                    dir_sink)
+                                    packed)
         self._records.writer = self._writer
 
     # ------------------------------------------------------------ shared state

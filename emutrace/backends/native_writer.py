@@ -1,6 +1,9 @@
-"""The native record writer (`emutrace record` on the native engine): C keeps the shadow
-stack's common case and writes the uftrace records itself (emutrace/native/ufwrite.c), so a
-call or return the hot path finished never becomes a Python object.
+"""The native record writer (`emutrace record` and `emutrace run` on the native engine): C
+keeps the shadow stack's common case and writes the uftrace records itself
+(emutrace/native/ufwrite.c), so a call or return the hot path finished never becomes a Python
+object.  The records go to a `PackedSink`: `record`'s uftrace directory
+(trace/uftrace_write.py UftraceDirSink) or `run`'s spill file (trace/spill.py SpillSink),
+which reads them back into records when `run` prints its text trace.
 
 Who owns what.  The Python reference (`trace/shadow.py` ShadowStack, `backends/tails.py`
 TailRule, `trace/uftrace_write.py` UftraceDirSink) stays the owner of every event C does not
@@ -21,8 +24,10 @@ So the exchange is:
 Plans (what a record's values are) are taught by Python: after it has written a call to a
 function, or a return at a site, through the reference sink, it states the same layout for
 C — the value words, their masks and sizes — when the values are integers, and whether the
-record carries them at all (`UftraceDirSink._values`' rules: a name uftrace can match, the
-layout of the function's first record).  The file bytes are therefore the reference's by
+record carries them at all (the sink's `plan_values`: for a uftrace directory
+`UftraceDirSink._values`' rules, a name uftrace can match, the layout of the function's first
+record; the spill file keeps every value, so it lets C write a function's values only in
+the one layout it can read back).  The file bytes are therefore the reference's by
 construction; tests/test_native_writer.py compares whole directories.
 """
 
@@ -31,13 +36,13 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Callable, Iterable
-from typing import Any, SupportsIndex, TypeVar, overload
+from typing import Any, Protocol, SupportsIndex, TypeVar, cast, overload
 
 from emutrace.backends.tails import TailRule
 from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return, TailCall
 from emutrace.trace.shadow import Frame, ShadowStack
-from emutrace.trace.uftrace_args import spec_of
-from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
+from emutrace.trace.uftrace_args import spec_of, spec_size
+from emutrace.trace.uftrace_write import RecordSink
 from emutrace.trace.values import Value
 
 _FRAME = struct.Struct("<5Q")  # ufwrite.c uw_frame: func, ret, sp, time, flags
@@ -108,19 +113,41 @@ class _Watched(list[T]):
         self.low = len(self)
 
 
+class PackedSink(Protocol):
+    """A sink that takes C's record bytes (uftrace's record format, `pack_record`) as well
+    as Python's records, and says per function how C may lay out its values."""
+
+    def write_packed(self, data: bytes, records: int, last_time: int) -> None: ...
+
+    def plan_values(self, func: int, values: list[Value], retval: bool) -> bool | None:
+        """C's records of `func` (its entries; with `retval` its exits) whose values are
+        `values`, integers of these kinds and widths: True, written with the values; False,
+        written without them; None, not C's (Python writes them)."""
+
+
+def packed_sink_of(sink: object) -> PackedSink | None:
+    """The sink C's writer can write to: `sink` itself, or the one a wrapper forwards to
+    (cli/progress.py); None when the records go elsewhere (every event is Python's)."""
+    for candidate in (sink, getattr(sink, "sink", None)):
+        if callable(getattr(candidate, "write_packed", None)) \
+                and callable(getattr(candidate, "plan_values", None)):
+            return cast(PackedSink, candidate)
+    return None
+
+
 class NativeWriter:
     """C's writer for one run: `lib` the native library, `nt` the hot path's state (int3's
     hotpath.c); `attach` instead, for another hot path (step.c): hands C's writer state (or
     None, at the end) to it."""
 
     def __init__(self, lib: ctypes.CDLL, nt: int | None, shadow: ShadowStack, tails: TailRule,
-                 sink_now: Callable[[], RecordSink], dir_sink: UftraceDirSink,
+                 sink_now: Callable[[], RecordSink], packed: PackedSink,
                  attach: Callable[[int | None], None] | None = None) -> None:
         self._lib = lib
         self._attach = attach if attach is not None else \
             (lambda u: lib.nt_set_writer(nt, u))
         self.shadow, self.tails = shadow, tails
-        self._sink_now, self._wrapper, self.dir_sink = sink_now, sink_now(), dir_sink
+        self._sink_now, self._wrapper, self.packed = sink_now, sink_now(), packed
         self._u = lib.uw_new(BUFFER_BYTES, tails.mask & _MASK64)
         if not self._u:
             raise MemoryError("native record writer: out of memory")
@@ -149,7 +176,7 @@ class NativeWriter:
             lib.uw_bytes_clear(u)
             if self._sink_now() is self._wrapper:
                 self.written += n
-                self.dir_sink.write_packed(data, int(n), last)
+                self.packed.write_packed(data, int(n), last)
         if not lib.uw_changed(u):
             return  # (Python may have changed them since: `push` hands that to C)
         assert self._frames.low >= len(self._frames) and self._codes.low >= len(self._codes) \
@@ -224,15 +251,13 @@ class NativeWriter:
                 for v in values):
             return
         vals = [v for v in values if isinstance(v, Value)]
+        payload = self.packed.plan_values(ev.target, vals, retval=False)
+        if payload is None:
+            return  # the sink keeps no plan for it (yet): Python writes every such call
         specs = tuple(spec_of(v) for v in vals)
-        sig = (tuple(v.kind for v in vals), specs)
-        name = self.dir_sink.values_name(ev.target)
-        if vals and name is not None and name not in self.dir_sink.args:
-            return  # not written yet (too deep): the first written call fixes the layout
-        payload = bool(vals) and name is not None and self.dir_sink.args.get(name) == sig
         n = len(vals)
         regs = (ctypes.c_uint8 * max(n, 1))(*[i for i, _t in words])
-        sizes = (ctypes.c_uint8 * max(n, 1))(*[_size(s) for s in specs])
+        sizes = (ctypes.c_uint8 * max(n, 1))(*[spec_size(s) for s in specs])
         bits = (ctypes.c_uint32 * max(n, 1))(*[v.bits for v in vals])
         self._taught_calls.add(ev.target)
         if self._lib.uw_callee_plan(self._u, ev.target, int(payload), n, regs, sizes,
@@ -248,23 +273,19 @@ class NativeWriter:
                                              for r in out):
             return
         v = ev.retval
-        n, size, bits, spec = 0, 0, 0, ""
+        n, size, bits = 0, 0, 0
         if v is not None:
             if not isinstance(v, Value) or v.kind not in _INTEGER_KINDS or v.bits > 64:
                 return
-            spec = spec_of(v)
-            n, size, bits = 1, _size(spec), v.bits
+            n, size, bits = 1, spec_size(spec_of(v)), v.bits
         for rec in out:
             key = (ev.site_addr, rec.func)
             if key in self._taught_returns:
                 continue
-            payload = False
-            if v is not None:
-                name = self.dir_sink.values_name(rec.func)
-                if name is not None and name not in self.dir_sink.rets:
-                    continue  # not written yet (too deep): the first written exit fixes it
-                payload = name is not None and \
-                    self.dir_sink.rets.get(name) == ((v.kind,), (spec,))
+            payload = self.packed.plan_values(rec.func, [v] if v is not None else [],
+                                                retval=True)
+            if payload is None:
+                continue  # no plan for this function's exit (yet): Python writes it
             self._taught_returns.add(key)
             if self._lib.uw_return_plan(self._u, ev.site_addr, rec.func, int(payload), n,
                                         size, bits) != 0:
@@ -277,7 +298,3 @@ class NativeWriter:
             self._lib.uw_free(self._u)
             self._u = None
 
-
-def _size(spec: str) -> int:
-    """Bytes of a number spec (uftrace_args.pack_one)."""
-    return 1 if spec[0] == "c" else int(spec[1:]) // 8

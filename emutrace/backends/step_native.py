@@ -11,7 +11,7 @@ address up in its flow table; Python is entered only
 * to drain the buffer of records C wrote for the transfers it finished (`_drain`: the same
   `_resolve` rules, in order, over a register snapshot read by an `ArgReader`).
 
-For `emutrace record` the session attaches the record writer (`attach_writer`,
+For `emutrace record` and `emutrace run` the session attaches the record writer (`attach_writer`,
 backends/native_writer.py, as int3_native's): a call or return C finished then normally never
 reaches Python — C keeps the shadow stack's common case and writes the uftrace record itself.
 
@@ -42,7 +42,7 @@ from emutrace.backends.native_args import (
     ret_plan,
     return_fast,
 )
-from emutrace.backends.native_writer import NativeWriter
+from emutrace.backends.native_writer import NativeWriter, packed_sink_of
 from emutrace.backends.step import Pending, StepBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.prototypes import CType
@@ -54,7 +54,7 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall
 from emutrace.trace.shadow import ShadowStack
-from emutrace.trace.uftrace_write import RecordSink, UftraceDirSink
+from emutrace.trace.uftrace_write import RecordSink
 from emutrace.trace.values import Value
 
 # FlowKind <-> the kind bits of C's flow word (step.c K_*)
@@ -121,20 +121,21 @@ class NativeStepBackend(StepBackend):
         self._value = self._snap_args.value
         self._arg_plans: dict[int, object] = {}
         self._ret_plans: dict[int, object] = {}
-        self._writer: NativeWriter | None = None  # `record`: C writes the records
+        self._writer: NativeWriter | None = None  # `record`, `run`: C writes the records
 
     def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
         """The session's shadow stack and sink, before the run: when the records go to a
-        uftrace directory, C keeps the shadow stack's common case and writes them itself
-        (backends/native_writer.py); otherwise every record is drained to Python."""
+        uftrace directory or `run`'s spill file, C keeps the shadow stack's common case and
+        writes them itself (backends/native_writer.py); otherwise every record is drained to
+        Python."""
         sink = sink_now()
-        dir_sink = sink if isinstance(sink, UftraceDirSink) else getattr(sink, "sink", None)
-        if not isinstance(dir_sink, UftraceDirSink) or not self._st \
+        packed = packed_sink_of(sink)
+        if packed is None or not self._st \
                 or self._writer is not None:
             return
         self._drain()
         lib, st = self._lib, self._st
-        self._writer = NativeWriter(lib, None, shadow, self.tails, sink_now, dir_sink,
+        self._writer = NativeWriter(lib, None, shadow, self.tails, sink_now, packed,
                                     attach=lambda u: lib.st_set_writer(st, u))
 
     # ------------------------------------------------------------ shared state

@@ -136,3 +136,16 @@ class Exit:
 
 
 Record = Entry | Exit
+
+
+# A record as the text formatter reads it (trace/format.py), a plain tuple: an entry
+# (False, func, args, entered), an exit (True, func, retval, duration, unwound, at_exit).
+# The spill file (trace/spill.py) reads C's records straight into rows, their values as the
+# text they render to: building an `Entry`, `Exit` or `Value` costs more than formatting.
+Row = tuple
+
+
+def row_of(rec: Record) -> Row:
+    if isinstance(rec, Entry):
+        return (False, rec.func, rec.args, rec.entered)
+    return (True, rec.func, rec.retval, rec.duration, rec.unwound, rec.at_exit)

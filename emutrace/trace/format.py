@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.events import Record, Row, row_of
 from emutrace.trace.spill import SpillSink
 from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.values import Value, as_value, render
@@ -82,9 +82,12 @@ class ReplayOptions:
     time_filter: int | None = None
 
 
-def format_value(value: int | Value, bits: int = 64) -> str:
+def format_value(value: int | Value | str, bits: int = 64) -> str:
     """An argument or return value as the replay shows it: a plain word in uftrace's "auto"
-    format, a captured `Value` by its kind (`trace.values.render`)."""
+    format, a captured `Value` by its kind (`trace.values.render`); a `str` is a value the
+    spill file's rows rendered already (trace/spill.py)."""
+    if isinstance(value, str):
+        return value
     return render(as_value(value, bits))
 
 
@@ -201,46 +204,63 @@ def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
     started = opts.start is None
     stack: list[_Frame] = []
     out = _Writer()
+    lines = out.lines
     if opts.header:
-        out.lines.append(HEADER)
-    for rec, long_enough in time_tagged(records, opts.time_filter):
-        if out.lines:
-            yield from out.lines
-            out.lines.clear()
-        if isinstance(rec, Entry):
-            name = symbolize(rec.func)
+        lines.append(HEADER)
+    names: dict[int, str] = {}  # symbolize's answers (a trace names few functions often)
+    bits, show_args, show_retval = opts.word_bits, opts.show_args, opts.show_retval
+    arg_counts, default_args, max_depth = opts.arg_counts, opts.default_args, opts.depth
+    tagged: Iterable[tuple[Row, bool]]
+    if opts.time_filter is not None and opts.time_filter > 0:
+        tagged = ((row_of(rec), keep) for rec, keep in time_tagged(records, opts.time_filter))
+    else:  # (the spill file reads C's records straight into rows)
+        rows = records.rows() if isinstance(records, SpillSink) else map(row_of, records)
+        tagged = ((row, True) for row in rows)
+    for row, long_enough in tagged:
+        if lines:
+            yield from lines
+            lines.clear()
+        func = row[1]
+        name = names.get(func)
+        if name is None:
+            name = names[func] = symbolize(func)
+        if not row[0]:  # an entry: (False, func, args, entered)
             if not started and name == opts.start:
                 started = True
-            parent_in_filter = stack[-1].in_filter if stack else False
-            parent_hidden = stack[-1].hidden if stack else False
-            depth = stack[-1].child_depth if stack else 0
+            if stack:
+                parent = stack[-1]
+                parent_in_filter, parent_hidden = parent.in_filter, parent.hidden
+                depth = parent.child_depth
+            else:
+                parent_in_filter = parent_hidden = False
+                depth = 0
             in_filter = parent_in_filter or name in filters
             hidden = parent_hidden or name in notrace or not long_enough
             shown = (started and (in_filter or not filters) and not hidden
-                     and (opts.depth is None or depth < opts.depth))
+                     and (max_depth is None or depth < max_depth))
             call_text = ""
             if shown:
-                count = opts.arg_counts.get(name, opts.default_args)
-                shown_args = rec.args if count is None else rec.args[:count]
-                args = ", ".join(format_value(a, opts.word_bits) for a in shown_args) \
-                    if opts.show_args else ""
+                count = arg_counts.get(name, default_args)
+                values = row[2] if count is None else row[2][:count]
+                args = ", ".join([format_value(a, bits) for a in values]) \
+                    if show_args else ""
                 call_text = f"{name}({args})"
-                out.entry(depth, call_text, _ENTERED_MARKS.get(rec.entered))
+                out.entry(depth, call_text, _ENTERED_MARKS.get(row[3]))
             stack.append(_Frame(shown, in_filter, hidden, depth + 1 if shown else depth,
                                 depth, call_text))
-        elif isinstance(rec, Exit):
+        else:  # an exit: (True, func, retval, duration, unwound, at_exit)
             if not stack:
-                raise ValueError(f"exit without entry: {rec!r}")
+                raise ValueError(f"exit without entry: {name} {row!r}")
             frame = stack.pop()
             if not frame.shown:
                 continue
-            note = ("at exit" if rec.at_exit else "unwound") if rec.unwound else None
-            ret = format_value(rec.retval, opts.word_bits) \
-                if opts.show_retval and rec.retval is not None else None
-            out.exit(frame.line_depth, frame.call_text, symbolize(rec.func), rec.duration, ret,
-                     note)
+            note = ("at exit" if row[5] else "unwound") if row[4] else None
+            retval = row[2]
+            ret = format_value(retval, bits) \
+                if show_retval and retval is not None else None
+            out.exit(frame.line_depth, frame.call_text, name, row[3], ret, note)
     out.flush()
-    yield from out.lines
+    yield from lines
 
 
 def replay_text(records: Iterable[Record], symbolize: Callable[[int], str],

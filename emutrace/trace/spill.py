@@ -9,6 +9,17 @@ or a kill); reading it back yields the records in order, one chunk in memory at 
 file holds only what this process pickled itself.  Where the file cannot be written (a full
 disk, RLIMIT_FSIZE) the records stay in memory, as before.
 
+The native engine's record writer (backends/native_writer.py, native/ufwrite.c) writes the
+records C finished itself, as 16-byte uftrace records (`uftrace_write.pack_record`, the
+values after them: `pack_values`) that reach the sink in blocks (`write_packed`), between
+Python's records: the file holds both kinds of segment, in order, and reading turns C's
+bytes back into the `Entry`/`Exit` records Python would have made.  What a packed record
+does not hold is known: it is the main thread's (the native engine traces no threads), was
+entered by a call, is no unwound exit, and an exit's duration is its time less its entry's
+(kept per depth while reading); C writes the values of a function's records only in the one
+layout of kinds and widths `plan_values` has accepted for it (else Python writes them), so
+they read back as the `Value`s Python had.
+
 A forked child (`run` follows a guest fork with a host fork) shares the file's descriptor
 and offset with its parent: `for_child` gives the child a file of its own with the records
 written before the fork.
@@ -18,33 +29,90 @@ from __future__ import annotations
 
 import os
 import pickle
+import struct
 import tempfile
-from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
-from emutrace.trace.events import Record
+from emutrace.trace.events import Entry, Exit, Record, Row, row_of
+from emutrace.trace.uftrace_args import spec_of, spec_size
+from emutrace.trace.values import Value, render
 
 CHUNK = 4096  # records pickled together (a chunk in memory: ~1 MB)
 HELD = 4 * CHUNK  # records held in memory before they are written (~3 MB)
+HELD_BYTES = 1 << 20  # bytes of C's records held in memory before they are written
+_RECORD = struct.Struct("<QQ")  # uftrace.h struct uftrace_record: time; type:2 more:1 ...
+_RENDERED = 1 << 12  # value texts remembered while reading rows (then forgotten: ~1 MB)
+_ADDRESS_BITS = 48  # the record's addr field: a function above it is not C's to write
+
+T = TypeVar("T")
+# a function's values as C writes them: per value its kind, width in bits, bytes in the record
+Layout = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
 
 
 class SpillSink:
     def __init__(self, directory: str | None = None) -> None:
-        self._file: BinaryIO = tempfile.TemporaryFile(dir=directory, buffering=0)  # noqa: SIM115
-        self._chunks: list[tuple[int, int]] = []  # (offset, length) of each pickled chunk
+        self._file = tempfile.TemporaryFile(dir=directory, buffering=0)  # noqa: SIM115
+        # (packed, offset, length) of each segment on file: a pickled chunk of records, or
+        # C's record bytes
+        self._segments: list[tuple[bool, int, int]] = []
         self._size = 0  # bytes written to the file
-        self._held: list[Record] = []
+        # what is not on file yet, in order: lists of Python's records, C's record bytes
+        self._held: list[list[Record] | bytearray] = []
+        self._held_records = 0
+        self._held_bytes = 0
         self.count = 0  # records written, held ones included
         self.tids: set[int] = set()  # the threads the records belong to
         self._writable = True  # False once a write failed: the records stay in memory
+        self._packed = False  # C wrote records (reading tracks entry times then)
+        self._args: dict[int, Layout] = {}  # function -> its entries' values as C writes them
+        self._rets: dict[int, Layout] = {}  # function -> its exits' value
 
     def write(self, records: Iterable[Record]) -> None:
+        held = self._held
+        if not held or not isinstance(held[-1], list):
+            held.append([])
+        part = held[-1]
+        assert isinstance(part, list)
         for rec in records:
-            self._held.append(rec)
+            part.append(rec)
             self.tids.add(rec.tid)
             self.count += 1
-            if len(self._held) >= HELD and self._writable:
+            self._held_records += 1
+            if self._held_records >= HELD and self._writable:
                 self._spill()
+                if not held or not isinstance(held[-1], list):
+                    held.append([])
+                part = held[-1]
+                assert isinstance(part, list)
+
+    def write_packed(self, data: bytes, records: int, last_time: int) -> None:
+        """C's records (backends/native_writer.py PackedSink), after everything written so
+        far: the main thread's, values laid out as `plan_values` accepted."""
+        held = self._held
+        if held and isinstance(held[-1], bytearray):
+            held[-1] += data
+        else:
+            held.append(bytearray(data))
+        self._packed = True
+        self.tids.add(0)
+        self.count += records
+        self._held_bytes += len(data)
+        if self._held_bytes >= HELD_BYTES and self._writable:
+            self._spill()
+
+    def plan_values(self, func: int, values: list[Value], retval: bool) -> bool | None:
+        """C may write `func`'s records (entries, or with `retval` exits) with these values
+        when they are the first layout it was taught for the function (then it always
+        writes them: a text trace shows every value); another layout stays Python's."""
+        if func >> _ADDRESS_BITS:
+            return None  # the record's address field would cut it
+        if not values:
+            return False
+        layout = (tuple(v.kind for v in values), tuple(v.bits for v in values),
+                  tuple(spec_size(spec_of(v)) for v in values))
+        table = self._rets if retval else self._args
+        return True if table.setdefault(func, layout) == layout else None
 
     def close(self, exit_status: int = 0) -> None:
         pass  # the records are read after the run; the file goes with the object
@@ -54,11 +122,54 @@ class SpillSink:
 
     def __iter__(self) -> Iterator[Record]:
         """Every record written, in order (the sink may be read more than once)."""
+        return self._read(Entry, Exit, lambda rec: rec, Value)
+
+    def rows(self) -> Iterator[Row]:
+        """The same records as rows (`events.row_of`), C's read from their bytes without making an
+        `Entry`, `Exit` or `Value` (what `run`'s text formatter reads): their values come
+        as the text `values.render` gives them (a `str`)."""
+        rendered: dict[tuple[str, int, int], str] = {}
+
+        def text(kind: str, bits: int, raw: int) -> str:
+            key = (kind, bits, raw)
+            shown = rendered.get(key)
+            if shown is None:
+                if len(rendered) >= _RENDERED:
+                    rendered.clear()
+                shown = rendered[key] = render(Value(kind, bits, raw))
+            return shown
+
+        return self._read(_entry_row, _exit_row, row_of, text)
+
+    def _read(self, entry: Callable[..., T], exit_: Callable[..., T],
+              own: Callable[[Record], T], value: Callable[[str, int, int], object]
+              ) -> Iterator[T]:
+        if not self._packed:
+            for part in self._parts():
+                assert isinstance(part, list)
+                yield from map(own, part)
+            return
+        times: list[int] = []  # the main thread's entry time per depth (C's exits need it)
+        for part in self._parts():
+            if isinstance(part, list):
+                for rec in part:
+                    if rec.tid == 0 and isinstance(rec, Entry):
+                        _keep_time(times, rec.depth, rec.time)
+                    yield own(rec)
+            else:
+                yield from _unpack(part, self._args, self._rets, times, entry, exit_, value)
+
+    def _parts(self) -> Iterator[list[Record] | bytes | bytearray]:
         fd = self._file.fileno()
-        for offset, length in list(self._chunks):
-            chunk: list[Record] = pickle.loads(_read(fd, offset, length))  # noqa: S301
-            yield from chunk
-        yield from list(self._held)
+        for packed, offset, length in list(self._segments):
+            data = _read(fd, offset, length)
+            if packed:
+                yield data
+            else:
+                chunk: list[Record] = pickle.loads(data)  # noqa: S301
+                yield chunk
+        for part in list(self._held):
+            yield list(part) if isinstance(part, list) else bytes(part)
 
     def of_thread(self, tid: int) -> Iterator[Record]:
         return (rec for rec in self if rec.tid == tid)
@@ -67,24 +178,93 @@ class SpillSink:
         """In a forked child: a file of its own holding what was spilled before the fork
         (read and written at explicit offsets: the offset it shares with the parent is
         left alone)."""
-        fresh: BinaryIO = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115
-        for offset, length in self._chunks:
+        fresh = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115
+        for _packed, offset, length in self._segments:
             _write(fresh.fileno(), _read(self._file.fileno(), offset, length), offset)
         old, self._file = self._file, fresh
         old.close()
 
     def _spill(self) -> None:
+        """Append what is held to the file, in order; a failed write leaves the rest held."""
         fd = self._file.fileno()
-        while self._held:
-            data = pickle.dumps(self._held[:CHUNK], protocol=pickle.HIGHEST_PROTOCOL)
+        held = self._held
+        while held:
+            part = held[0]
+            if isinstance(part, list):
+                data = pickle.dumps(part[:CHUNK], protocol=pickle.HIGHEST_PROTOCOL)
+            else:
+                data = bytes(part)
             try:
                 _write(fd, data, self._size)
-            except OSError:  # what was written stays; a cut chunk lies beyond _size
+            except OSError:  # what was written stays; a cut segment lies beyond _size
                 self._writable = False
                 return
-            self._chunks.append((self._size, len(data)))
+            self._segments.append((not isinstance(part, list), self._size, len(data)))
             self._size += len(data)
-            del self._held[:CHUNK]
+            if isinstance(part, list):
+                self._held_records -= len(part[:CHUNK])
+                del part[:CHUNK]
+                if part:
+                    continue
+            else:
+                self._held_bytes -= len(part)
+            del held[0]
+
+
+def _keep_time(times: list[int], depth: int, time: int) -> None:
+    if depth >= len(times):
+        times.extend([0] * (depth + 1 - len(times)))
+    times[depth] = time
+
+
+def _entry_row(time: int, depth: int, func: int, args: tuple[object, ...]) -> Row:
+    return (False, func, args, "call")
+
+
+def _exit_row(time: int, depth: int, func: int, retval: object, duration: int) -> Row:
+    return (True, func, retval, duration, False, False)
+
+
+def _unpack(data: bytes | bytearray, args: dict[int, Layout], rets: dict[int, Layout],
+            times: list[int], entry: Callable[..., T], exit_: Callable[..., T],
+            value: Callable[[str, int, int], object]) -> Iterator[T]:
+    """C's records back into Python's (`uftrace_write.pack_record`; the values after a
+    record whose `more` bit is set, per `pack_values`: each padded to 4, all to 8), made by
+    `entry(time, depth, func, args)` and `exit_(time, depth, func, retval, duration)`, each
+    value by `value(kind, bits, raw)`."""
+    pos, end, unpack = 0, len(data), _RECORD.unpack_from
+    while pos < end:
+        time, word = unpack(data, pos)
+        pos += 16
+        depth, func = (word >> 6) & 0x3FF, word >> 16
+        is_exit = word & 1
+        values: tuple[object, ...] = ()
+        if word & 4:  # more: the values follow
+            layout = (rets if is_exit else args)[func]
+            form = _FORMS.get(layout)
+            if form is None:
+                form = _FORMS[layout] = _form(layout)
+            values = tuple(map(value, layout[0], layout[1], form.unpack_from(data, pos)))
+            pos += form.size
+        if is_exit:
+            yield exit_(time, depth, func, values[0] if values else None, time - times[depth])
+        else:
+            if depth >= len(times):
+                times.extend([0] * (depth + 1 - len(times)))
+            times[depth] = time
+            yield entry(time, depth, func, values)
+
+
+_FORMS: dict[Layout, struct.Struct] = {}  # a layout's values as one struct (`_form`)
+_CODES = {1: "B3x", 2: "H2x", 4: "I", 8: "Q"}  # a value of n bytes, padded to 4
+
+
+def _form(layout: Layout) -> struct.Struct:
+    """The values of a layout as `pack_values` lays them out: each little-endian in its
+    size, padded to 4, the whole padded to 8."""
+    sizes = layout[2]
+    used = sum(size + (-size % 4) for size in sizes)
+    return struct.Struct("<" + "".join(_CODES[size] for size in sizes) + "x" * (-used % 8))
 
 
 def _write(fd: int, data: bytes, offset: int) -> None:

@@ -79,6 +79,11 @@ def spec_of(v: Value) -> str:
     return f"{letter}{_size_bits(v.bits)}"
 
 
+def spec_size(spec: str) -> int:
+    """Bytes of a number spec's value (`pack_one`): `c` 1, `i32` 4, `u8` 1 …"""
+    return 1 if spec[0] == "c" else int(spec[1:]) // 8
+
+
 def _pad(data: bytes, to: int) -> bytes:
     return data + b"\0" * (-len(data) % to)
 
@@ -98,7 +103,7 @@ def pack_one(v: Value, spec: str) -> bytes:
     if letter == "s":
         data = _text(v)[:0xFFFF]
         return _pad(struct.pack("<H", len(data)) + data, 4)
-    size = 1 if letter == "c" else int(spec[1:]) // 8
+    size = spec_size(spec)
     raw = v.raw & ((1 << (8 * size)) - 1)
     return _pad(raw.to_bytes(size, "little"), 4)
 

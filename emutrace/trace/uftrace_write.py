@@ -51,7 +51,7 @@ from emutrace.trace.uftrace_modules import (
     sym_text,
 )
 from emutrace.trace.uftrace_names import SYM_END, uftrace_symbolizer
-from emutrace.trace.values import as_value
+from emutrace.trace.values import Value, as_value
 
 if TYPE_CHECKING:
     from emutrace.discover.modules import ModuleMap
@@ -209,10 +209,19 @@ class UftraceDirSink:
             self._names[func] = name
         return name
 
-    def values_name(self, func: int) -> str | None:
-        """The name a function's values are keyed by in `args`/`rets` (None: its records
-        carry no values)."""
-        return self._name(func)
+    def plan_values(self, func: int, values: list[Value], retval: bool) -> bool | None:
+        """May C write `func`'s records (entries, or with `retval` exits) whose values are
+        `values` (integers), and with them (backends/native_writer.py PackedSink)?  As
+        `_values` writes them: with them when uftrace can name the function and this is
+        the layout of its first record written, without them otherwise; not yet (None)
+        while no record of a function uftrace can name was written (the first one fixes
+        its layout)."""
+        table = self.rets if retval else self.args
+        name = self._name(func)
+        if values and name is not None and name not in table:
+            return None
+        sig = (tuple(v.kind for v in values), tuple(spec_of(v) for v in values))
+        return bool(values) and name is not None and table.get(name) == sig
 
     def write_packed(self, data: bytes, records: int, last_time: int) -> None:
         """Records of the main thread packed elsewhere, exactly as `write` packs them (the
