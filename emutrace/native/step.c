@@ -112,6 +112,7 @@ typedef struct {
     int has_pending;
     st_pending pending;
     uint64_t recorded, slow;  /* transfers finished in C / resolved by Python */
+    uint64_t decoded;  /* addresses Python decoded during the run (py_flow) */
     uw_state *writer;  /* the record writer (ufwrite.c), or NULL: every record to Python */
     uint64_t written[3];  /* calls, returns, tail calls the writer took */
 } st_state;
@@ -192,6 +193,16 @@ void st_free(st_state *s)
     free(s);
 }
 
+/* flow words Python knew before the run (the same file decoded by an earlier run of this
+ * process, step_native.py `_preload`): n addresses and their words; 0, or -1 out of memory */
+int st_flows_load(st_state *s, const uint64_t *addrs, const uint32_t *flows, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (flows_put(s, addrs[i], flows[i]) != 0)
+            return -1;
+    return 0;
+}
+
 int st_fast_add(st_state *s, uint64_t target) { return addrset_add(&s->fast, target); }
 int st_entry_add(st_state *s, uint64_t code) { return addrset_add(&s->entries, code); }
 uint64_t st_get_time(const st_state *s) { return s->time; }
@@ -218,7 +229,8 @@ int st_take_pending(st_state *s, uint64_t *out)
 void st_set_writer(st_state *s, uw_state *writer) { s->writer = writer; }
 
 /* counters: 0 transfers finished in C, 1 transfers Python resolved; 2 calls, 3 returns and
- * 4 tail calls the record writer took (among 0: events Python never saw) */
+ * 4 tail calls the record writer took (among 0: events Python never saw); 5 addresses
+ * Python decoded during the run */
 uint64_t st_counter(const st_state *s, uint32_t which)
 {
     switch (which) {
@@ -227,6 +239,7 @@ uint64_t st_counter(const st_state *s, uint32_t which)
     case 2: return s->written[0];
     case 3: return s->written[1];
     case 4: return s->written[2];
+    case 5: return s->decoded;
     default: return 0;
     }
 }
@@ -339,6 +352,7 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
 static __attribute__((noinline)) uint32_t decode(st_state *s, uint64_t addr, uint32_t size)
 {
     uint32_t flow = s->cfg.py_flow(addr, size) | F_DECODED;
+    s->decoded++;
     flows_put(s, addr, flow);
     return flow;
 }
