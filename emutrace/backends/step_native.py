@@ -109,9 +109,9 @@ class NativeStepBackend(StepBackend):
         if not self._st:
             raise MemoryError("native hot path: out of memory")
         # flow words of this file's instructions as earlier runs in this process decoded
-        # them (memo.py; keyed by (address, alternate mode), without the run's _RET_FAST)
-        self._flow_words: dict[tuple[int, bool], int] = kept("step_flows",
-                                                             self.decoder.file_key, dict)
+        # them (memo.py; keyed by address << 1 | alternate mode, without the run's
+        # _RET_FAST)
+        self._flow_words: dict[int, int] = kept("step_flows", self.decoder.file_key, dict)
         self._preload()
         cpu.hook_del(self.code_hook)  # the reference's Python hook: C's instead
         handle = ctypes.c_size_t()
@@ -165,15 +165,18 @@ class NativeStepBackend(StepBackend):
 
     # ------------------------------------------------------------ callbacks from C
     def _py_flow(self, addr: int, size: int) -> int:
-        """The flow word of the instruction at addr (step.c F_*)."""
+        """The flow word of the instruction at addr (step.c F_*): the reference's `_flow`
+        (Decoder.flow_at in the instruction set the CPU runs), packed."""
         try:
             self._sync_entries()
-            alt = self.cpu.in_alt_mode()
-            word = self._flow_words.get((addr, alt))
+            key = addr << 1 | self.cpu.in_alt_mode()
+            word = self._flow_words.get(key)
             if word is None:
-                word = self._pack(*self._flow(addr, size))
-                if self.decoder.in_code(addr):  # the file's bytes: the same next run
-                    self._flow_words[addr, alt] = word
+                got = self.decoder.flow_at(addr, bool(key & 1))
+                if got is None:  # nothing decodes here (not the file's code): not kept
+                    word = size
+                else:
+                    word = self._flow_words[key] = self._pack(got[0], got[1].size)
             return self._run_flags(addr, word)
         except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
             if self._hooks.pending is None:
@@ -208,8 +211,8 @@ class NativeStepBackend(StepBackend):
         if self.cls.alt_mode or not self._flow_words:
             return
         self._sync_entries()  # (as _py_flow does before any new code runs)
-        known = [(addr, self._run_flags(addr, word))
-                 for (addr, alt), word in self._flow_words.items() if not alt]
+        known = [(key >> 1, self._run_flags(key >> 1, word))
+                 for key, word in self._flow_words.items() if not key & 1]
         addrs = (ctypes.c_uint64 * len(known))(*(a for a, _w in known))
         words = (ctypes.c_uint32 * len(known))(*(w for _a, w in known))
         if self._lib.st_flows_load(self._st, addrs, words, len(known)) != 0:
