@@ -20,7 +20,10 @@ exits 1; with one traced variant there is nothing to compare: —).  Peak RSS: V
 `python -m emutrace run --backend none` and of `python -m emutrace record --backend step
 --engine native`, each its own process (as bench_record_memory.py).
 
-"C+Unicorn" is the native run's time inside `emu_start` minus the Python it called back
+"first run" is the first traced variant's first sample over none's first: the first run of a file
+in the process, which decodes every instruction it reaches (later runs reuse what it
+decoded: memo.py; the medians are mostly such runs).  "C+Unicorn" is the native run's time
+inside `emu_start` minus the Python it called back
 (cProfile's own time of `emu_start`, from one extra profiled run): what the mechanism costs
 without the Python that turns records into the trace.  The profile's top functions say where
 the rest goes.  Writes PREFIX.json (machine information, command, every sample) and PREFIX.md.
@@ -153,9 +156,10 @@ def main(argv: list[str] | None = None) -> int:
              "| ISA | program | insns | events | "
              + " | ".join(f"{v} s" for v in variants) + " | "
              + " | ".join(f"{v}/none" for v in variants[1:])
-             + " | C+Unicorn/none | transfers in C | records by C | peak RSS none | "
+             + " | first run/none | C+Unicorn/none | transfers in C | records by C | "
+             "peak RSS none | "
              "peak RSS record | agree |",
-             "|---" * (len(variants) * 2 + 8) + "|"]
+             "|---" * (len(variants) * 2 + 9) + "|"]
     failed = False
     profiles = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-step-"))
@@ -188,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                         insns = process.backend.stats["steps"]
                     del process
             med = {v: statistics.median(s) for v, s in samples.items()}
+            first_traced = variants[min(1, len(variants) - 1)]
             kept = list(records.values())
             agree = all(r == kept[0] for r in kept) if len(kept) > 1 else None
             failed |= agree is False
@@ -204,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {isa} | {program} | {insns:,} | {events:,} | "
                 + " | ".join(f"{med[v]:.2f}" for v in variants) + " | "
                 + " | ".join(f"{med[v] / med['none']:.1f}×" for v in variants[1:])
+                + f" | {samples[first_traced][0] / samples['none'][0]:.1f}×"
                 + f" | {in_emu / med['none']:.1f}× | {100 * in_c:.1f} % | "
                 f"{100 * written / max(events, 1):.1f} % | {rss_none:.0f} MiB | "
                 f"{rss_record:.0f} MiB | "

@@ -6,6 +6,8 @@ the Python reference (backends/step.py).
   typed-values program once (strings, structs and floats: values C leaves to Python):
   identical records (times, addresses, values, unwinding), counters, instruction counts,
   stop and open frames.  On fib, C finished almost every transfer.
+* A second run of the same file in the process starts with C's flow table filled by the
+  first (`_preload`): no address goes to Python, and the run is still the reference's.
 * `auto` picks the native step engine for a program without threads, the reference for one
   that can create threads; `--engine native` on a threaded program is one line, exit 69.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from emutrace.cli.main import main
+from emutrace.discover.memo import file_key, forget
 from emutrace.errors import EXIT_UNSUPPORTED
 from emutrace.session import Process, RunConfig
 
@@ -51,6 +54,23 @@ def test_native_step_equals_python(isa: str) -> None:
         if program == "fib":  # the hot path is C: Python saw first calls only
             stats = process.backend.native_stats  # type: ignore[union-attr]
             assert 10 * stats["python_transfers"] < stats["c_transfers"], stats
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "mips"])
+def test_preloaded_flows_equal_python(isa: str) -> None:
+    """The flow words a first native run decoded, handed to C before a second run of the
+    same file: nothing is decoded during it, and its records and counters are the
+    reference's (mips: delay slots; ARM, whose mode is chosen at run time, never preloads)."""
+    image = Process(RunConfig(str(bin_path(isa, "calls")), ["tail"], backend="step",
+                              engine="native"), warn=lambda m: None).image
+    forget("step_flows", file_key(image.path, image.bias))  # (an earlier test's run)
+    _, want = _run(isa, "calls", ("tail",), "python")
+    first, got_first = _run(isa, "calls", ("tail",), "native")
+    second, got_second = _run(isa, "calls", ("tail",), "native")
+    assert first.backend.native_stats["python_decodes"] > 100  # type: ignore[union-attr]
+    assert second.backend.native_stats["python_decodes"] == 0  # type: ignore[union-attr]
+    assert got_first == want
+    assert got_second == want
 
 
 def test_auto_engine_for_step() -> None:

@@ -45,10 +45,11 @@ from emutrace.backends.native_args import (
 from emutrace.backends.native_writer import NativeWriter, packed_sink_of
 from emutrace.backends.step import Pending, StepBackend
 from emutrace.discover.callabi import CallTypes
+from emutrace.discover.memo import kept
 from emutrace.discover.prototypes import CType
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
-from emutrace.isa.base import FlowKind
+from emutrace.isa.base import Flow, FlowKind
 from emutrace.native import steplib
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
@@ -107,6 +108,11 @@ class NativeStepBackend(StepBackend):
         self._st = lib.st_new(cpu.uc._uch, ctypes.byref(cfg))
         if not self._st:
             raise MemoryError("native hot path: out of memory")
+        # flow words of this file's instructions as earlier runs in this process decoded
+        # them (memo.py; keyed by address << 1 | alternate mode, without the run's
+        # _RET_FAST)
+        self._flow_words: dict[int, int] = kept("step_flows", self.decoder.file_key, dict)
+        self._preload()
         cpu.hook_del(self.code_hook)  # the reference's Python hook: C's instead
         handle = ctypes.c_size_t()
         err = uclib.uc_hook_add(cpu.uc._uch, ctypes.byref(handle), ucc.UC_HOOK_CODE,
@@ -160,25 +166,58 @@ class NativeStepBackend(StepBackend):
 
     # ------------------------------------------------------------ callbacks from C
     def _py_flow(self, addr: int, size: int) -> int:
-        """The flow word of the instruction at addr (step.c F_*)."""
+        """The flow word of the instruction at addr (step.c F_*): the reference's `_flow`
+        (Decoder.flow_at in the instruction set the CPU runs), packed."""
         try:
             self._sync_entries()
-            flow, length = self._flow(addr, size)
-            word = length | _KIND_CODE[flow.kind] << 16
-            if flow.conditional:
-                word |= _CONDITIONAL
-            if flow.maybe_return:
-                word |= _MAYBE_RETURN
-            if flow.alt_link:
-                word |= _ALT_LINK
-            if flow.kind is FlowKind.RETURN and self._return_fast(addr):
-                word |= _RET_FAST
-            return word
+            key = addr << 1 | self.cpu.in_alt_mode()
+            word = self._flow_words.get(key)
+            if word is None:
+                got = self.decoder.flow_at(addr, bool(key & 1))
+                if got is None:  # nothing decodes here (not the file's code): not kept
+                    word = size
+                else:
+                    word = self._flow_words[key] = self._pack(got[0], got[1].size)
+            return self._run_flags(addr, word)
         except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
             if self._hooks.pending is None:
                 self._hooks.pending = e
             self.cpu.uc.emu_stop()
             return 0
+
+    @staticmethod
+    def _pack(flow: Flow, length: int) -> int:
+        """The reference's classification as C's flow word, what the file alone decides."""
+        word = length | _KIND_CODE[flow.kind] << 16
+        if flow.conditional:
+            word |= _CONDITIONAL
+        if flow.maybe_return:
+            word |= _MAYBE_RETURN
+        if flow.alt_link:
+            word |= _ALT_LINK
+        return word
+
+    def _run_flags(self, addr: int, word: int) -> int:
+        """word with what this run's call types add: a return whose value C may read."""
+        if word >> 16 & 7 == _KIND_CODE[FlowKind.RETURN] and self._return_fast(addr):
+            word |= _RET_FAST
+        return word
+
+    def _preload(self) -> None:
+        """C's flow table filled before the run with the words an earlier run of the same
+        file decoded: then C asks Python only for instructions no run has reached yet.  Not
+        where an instruction set is chosen at run time (ARM/Thumb: C's table is keyed by
+        address alone, the first mode seen wins, as the reference's `flows`), nor for a
+        dynamic program (no memo: its modules are not one file)."""
+        if self.cls.alt_mode or not self._flow_words:
+            return
+        self._sync_entries()  # (as _py_flow does before any new code runs)
+        known = [(key >> 1, self._run_flags(key >> 1, word))
+                 for key, word in self._flow_words.items() if not key & 1]
+        addrs = (ctypes.c_uint64 * len(known))(*(a for a, _w in known))
+        words = (ctypes.c_uint32 * len(known))(*(w for _a, w in known))
+        if self._lib.st_flows_load(self._st, addrs, words, len(known)) != 0:
+            raise MemoryError("native hot path: out of memory")
 
     def _guarded(self, body: Callable[[], None]) -> None:
         """A Python section C called: what Python changed of the stacks goes back to C's
@@ -356,7 +395,8 @@ class NativeStepBackend(StepBackend):
         # how much went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"c_transfers": int(lib.st_counter(st, 0)),
                              "python_transfers": int(lib.st_counter(st, 1)),
-                             "c_records": sum(written), "c_tail_calls": written[2]}
+                             "c_records": sum(written), "c_tail_calls": written[2],
+                             "python_decodes": int(lib.st_counter(st, 5))}
         if self._writer is not None:
             self._writer.close()
         uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(self._c_hook))

@@ -45,6 +45,7 @@ class Decoder:
         # with the next run of the same file (memo.py) and the next process (store.py); a
         # dynamic program's modules are not one file: its own
         key = None if image.modules is not None else file_key(image.path, image.bias)
+        self.file_key = key  # (memo.py) for what users derive from these instructions
         self.instructions: dict[tuple[int, bool], Insn | None] = kept(
             "instructions", key, dict)
         self.block_counts: dict[tuple[int, int, bool], int] = kept("block_counts", key, dict)

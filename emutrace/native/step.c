@@ -103,6 +103,7 @@ typedef struct {
     st_config cfg;
     st_flow *flows;
     size_t flows_cap, flows_used;
+    uint32_t flows_shift;  /* 64 - log2(flows_cap) */
     addrset fast;     /* call targets whose arguments the snapshot covers */
     addrset entries;  /* a superset of TailRule.entries */
     st_event *events;
@@ -111,15 +112,22 @@ typedef struct {
     int has_pending;
     st_pending pending;
     uint64_t recorded, slow;  /* transfers finished in C / resolved by Python */
+    uint64_t decoded;  /* addresses Python decoded during the run (py_flow) */
     uw_state *writer;  /* the record writer (ufwrite.c), or NULL: every record to Python */
     uint64_t written[3];  /* calls, returns, tail calls the writer took */
 } st_state;
 
-static st_flow *flow_slot(st_flow *t, size_t cap, uint64_t addr)
+/* the flow table's slot of addr: Fibonacci hashing (Knuth, TAOCP vol. 3 §6.4: multiply by
+ * 2^64/phi, keep the top bits), which spreads the dense run of a block's instruction
+ * addresses over the table with one multiply; linear probing.  Looked up on every
+ * instruction, so it is inline and cheap (splitmix's two multiplies cost more than the
+ * probes they save here). */
+static inline st_flow *flow_slot(st_flow *t, uint32_t shift, uint64_t addr)
 {
-    size_t i = addr_mix(addr) & (cap - 1);
+    size_t mask = ((size_t)1 << (64 - shift)) - 1;
+    size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ULL) >> shift);
     while (t[i].flow != 0 && t[i].addr != addr)
-        i = (i + 1) & (cap - 1);
+        i = (i + 1) & mask;
     return &t[i];
 }
 
@@ -127,17 +135,19 @@ static int flows_put(st_state *s, uint64_t addr, uint32_t flow)
 {
     if (2 * (s->flows_used + 1) > s->flows_cap) {
         size_t cap = s->flows_cap * 2;
+        uint32_t shift = s->flows_shift - 1;
         st_flow *t = calloc(cap, sizeof *t);
         if (!t)
             return -1;
         for (size_t i = 0; i < s->flows_cap; i++)
             if (s->flows[i].flow)
-                *flow_slot(t, cap, s->flows[i].addr) = s->flows[i];
+                *flow_slot(t, shift, s->flows[i].addr) = s->flows[i];
         free(s->flows);
         s->flows = t;
         s->flows_cap = cap;
+        s->flows_shift = shift;
     }
-    st_flow *p = flow_slot(s->flows, s->flows_cap, addr);
+    st_flow *p = flow_slot(s->flows, s->flows_shift, addr);
     if (p->flow == 0)
         s->flows_used++;
     p->addr = addr;
@@ -160,6 +170,7 @@ st_state *st_new(uc_engine *uc, const st_config *cfg)
     if (s->cfg.buffer_events == 0)
         s->cfg.buffer_events = 4096;
     s->flows_cap = 1 << 14;
+    s->flows_shift = 64 - 14;
     s->flows = calloc(s->flows_cap, sizeof *s->flows);
     int sets = addrset_init(&s->fast, 1024) | addrset_init(&s->entries, 1024);
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
@@ -180,6 +191,16 @@ void st_free(st_state *s)
     addrset_free(&s->entries);
     free(s->events);
     free(s);
+}
+
+/* flow words Python knew before the run (the same file decoded by an earlier run of this
+ * process, step_native.py `_preload`): n addresses and their words; 0, or -1 out of memory */
+int st_flows_load(st_state *s, const uint64_t *addrs, const uint32_t *flows, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (flows_put(s, addrs[i], flows[i]) != 0)
+            return -1;
+    return 0;
 }
 
 int st_fast_add(st_state *s, uint64_t target) { return addrset_add(&s->fast, target); }
@@ -208,7 +229,8 @@ int st_take_pending(st_state *s, uint64_t *out)
 void st_set_writer(st_state *s, uw_state *writer) { s->writer = writer; }
 
 /* counters: 0 transfers finished in C, 1 transfers Python resolved; 2 calls, 3 returns and
- * 4 tail calls the record writer took (among 0: events Python never saw) */
+ * 4 tail calls the record writer took (among 0: events Python never saw); 5 addresses
+ * Python decoded during the run */
 uint64_t st_counter(const st_state *s, uint32_t which)
 {
     switch (which) {
@@ -217,6 +239,7 @@ uint64_t st_counter(const st_state *s, uint32_t which)
     case 2: return s->written[0];
     case 3: return s->written[1];
     case 4: return s->written[2];
+    case 5: return s->decoded;
     default: return 0;
     }
 }
@@ -325,44 +348,43 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
     return 1;
 }
 
-void st_on_insn(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+/* an address seen for the first time: Python decodes it (once) */
+static __attribute__((noinline)) uint32_t decode(st_state *s, uint64_t addr, uint32_t size)
 {
-    st_state *s = user_data;
-    (void)uc;
-    uint64_t time = s->time++;
-    /* decode first (step.py decodes after resolving; decoding has no effect on the
-     * resolution, and Python refreshes `entries` when it decodes new code) */
-    st_flow *f = flow_slot(s->flows, s->flows_cap, addr);
-    uint32_t flow = f->flow;
-    if (flow == 0) {
-        flow = s->cfg.py_flow(addr, size) | F_DECODED;
-        flows_put(s, addr, flow);
+    uint32_t flow = s->cfg.py_flow(addr, size) | F_DECODED;
+    s->decoded++;
+    flows_put(s, addr, flow);
+    return flow;
+}
+
+/* the pending transfer at the next instruction, addr (after its delay slot) */
+static __attribute__((noinline)) void resolve(st_state *s, uint64_t addr)
+{
+    st_pending *p = &s->pending;
+    if (p->countdown) {
+        p->countdown--;
+        return;
     }
-    if (s->has_pending) {
-        st_pending *p = &s->pending;
-        if (p->countdown) {
-            p->countdown--;
-        } else {
-            uint32_t kind = F_KIND(p->flow);
-            s->has_pending = 0;
-            /* taken if it did not fall through; an unconditional jump or return to the
-             * next address is taken all the same, a call to the next instruction only
-             * reads the PC */
-            if (addr != p->fallthrough
-                || !((p->flow & F_CONDITIONAL) || kind == K_CALL || kind == K_RETURN)) {
-                if (!record(s, p, addr)) {
-                    s->slow++;
-                    if (s->n_events)
-                        s->cfg.py_drain();
-                    s->cfg.py_resolve(p->flow, p->site, p->fallthrough, p->time, p->sp,
-                                      addr);
-                }
-            }
+    uint32_t kind = F_KIND(p->flow);
+    s->has_pending = 0;
+    /* taken if it did not fall through; an unconditional jump or return to the next
+     * address is taken all the same, a call to the next instruction only reads the PC */
+    if (addr != p->fallthrough
+        || !((p->flow & F_CONDITIONAL) || kind == K_CALL || kind == K_RETURN)) {
+        if (!record(s, p, addr)) {
+            s->slow++;
+            if (s->n_events)
+                s->cfg.py_drain();
+            s->cfg.py_resolve(p->flow, p->site, p->fallthrough, p->time, p->sp, addr);
         }
     }
-    uint32_t kind = F_KIND(flow);
-    if (kind == K_NONE || kind == K_STOP)
-        return;
+}
+
+/* a classified instruction: the transfer waits for the next instruction (after the delay
+ * slot); its sp is the one before it runs */
+static __attribute__((noinline)) void make_pending(st_state *s, uint64_t addr, uint32_t flow,
+                                                   uint64_t time)
+{
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
     s->pending.flow = flow;
     s->pending.site = addr;
@@ -371,4 +393,24 @@ void st_on_insn(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     s->pending.sp = rd(s, s->cfg.sp_reg) & mask;
     s->pending.countdown = s->cfg.delay ? 1 : 0;
     s->has_pending = 1;
+}
+
+/* The hook, on every instruction: kept small (a count, one table look-up, two tests),
+ * since it runs millions of times; the rest is out of line. */
+void st_on_insn(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+{
+    st_state *s = user_data;
+    (void)uc;
+    uint64_t time = s->time++;
+    /* decode first (step.py decodes after resolving; decoding has no effect on the
+     * resolution, and Python refreshes `entries` when it decodes new code) */
+    uint32_t flow = flow_slot(s->flows, s->flows_shift, addr)->flow;
+    if (__builtin_expect(flow == 0, 0))
+        flow = decode(s, addr, size);
+    if (s->has_pending)
+        resolve(s, addr);
+    uint32_t kind = F_KIND(flow);
+    if (__builtin_expect(kind == K_NONE || kind == K_STOP, 1))
+        return;
+    make_pending(s, addr, flow, time);
 }

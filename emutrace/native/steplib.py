@@ -45,6 +45,7 @@ def load() -> ctypes.CDLL:
         "st_free": ([vp], None),
         "st_fast_add": ([vp, u64], ctypes.c_int),
         "st_entry_add": ([vp, u64], ctypes.c_int),
+        "st_flows_load": ([vp, ctypes.POINTER(u64), ctypes.POINTER(u32), u32], ctypes.c_int),
         "st_get_time": ([vp], u64),
         "st_set_time": ([vp, u64], None),
         "st_clear_pending": ([vp], None),
