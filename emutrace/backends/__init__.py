@@ -48,7 +48,7 @@ def backend_settings() -> list[tuple[Setting[Any], str]]:
 
 
 # backends with a native hot path (`--engine native`, emutrace/native)
-NATIVE_BACKENDS = ("int3", "step", "bts", "btf", "entry")
+NATIVE_BACKENDS = ("int3", "hwbp", "step", "bts", "btf", "entry")
 # auto (the default): native where the backend has a native path and the library is built
 ENGINES = ("auto", "python", "native")
 
