@@ -143,10 +143,16 @@ class TableSlots:
             self.b._armed_now = self.b.cpu.translates_code  # (the block may hold it)
 
     def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
-        """A Python slot hook: C's switches replayed first (is its owner armed?), then the
-        reference's handler."""
+        """A Python slot hook: an idle one returns at once (most calls: a stepped span's
+        hook is called for every instruction in its range); else C's switches are replayed
+        first, then the reference's handler runs."""
         b, stats = self.b, self.b.stats
-        b.drain_c()
+        if self._lib is not None and self.strict is not None:
+            if not self._lib.ns_func_is_armed(self.strict.ns, owner):
+                return  # idle (C's tables are the truth; Python's follow at the drain)
+            b.drain_c()
+        elif owner not in b.armed_funcs:
+            return  # idle (no switch is C's here)
         hits, stepped = stats["hits"], stats["stepped"]
         self.slots._on_slot(uc, addr, size, owner)
         self.counts["python_stepped"] += stats["stepped"] - stepped

@@ -404,6 +404,13 @@ int ns_func_slots(ns_state *ns, uint64_t start, uint32_t n)
     return 0;
 }
 
+/* is the function at start armed now (Python's arming, or C's since)? */
+uint32_t ns_func_is_armed(const ns_state *ns, uint64_t start)
+{
+    uint32_t f = map_get(&ns->func_ix, start);
+    return f != NS_NONE && ns->funcs[f].armed;
+}
+
 /* hwbp: the slots the function at start programs now (0: not armed, or not known) */
 uint32_t ns_func_in_use(const ns_state *ns, uint64_t start)
 {
