@@ -42,6 +42,7 @@ from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Event
 
 _IN_TABLE = -1  # Armed.hook of a slot site: nonzero, as a site hook's (strict_native.py)
+_STEPPED, _HIT = 1, 2  # strict.c ns_slot_state (0: the hook is idle)
 
 
 class TableSlots:
@@ -143,16 +144,19 @@ class TableSlots:
             self.b._armed_now = self.b.cpu.translates_code  # (the block may hold it)
 
     def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
-        """A Python slot hook: an idle one returns at once (most calls: a stepped span's
-        hook is called for every instruction in its range); else C's switches are replayed
-        first, then the reference's handler runs."""
+        """A Python slot hook (a stepped span's is called for every instruction in its
+        range).  Where strict.c switches, its tables are the truth (Python's follow at the
+        drain): an idle hook and a stepped instruction are decided there without a drain; a
+        hit replays C's switches first, then the reference's handler runs."""
         b, stats = self.b, self.b.stats
         if self._lib is not None and self.strict is not None:
-            if not self._lib.ns_func_is_armed(self.strict.ns, owner):
-                return  # idle (C's tables are the truth; Python's follow at the drain)
+            state = self._lib.ns_slot_state(self.strict.ns, owner, addr)
+            if state != _HIT:
+                if state == _STEPPED:  # (hwbp.py `_on_slot`'s stepped case)
+                    stats["stepped"] += 1
+                    self.counts["python_stepped"] += 1
+                return
             b.drain_c()
-        elif owner not in b.armed_funcs:
-            return  # idle (no switch is C's here)
         hits, stepped = stats["hits"], stats["stepped"]
         self.slots._on_slot(uc, addr, size, owner)
         self.counts["python_stepped"] += stats["stepped"] - stepped

@@ -404,11 +404,16 @@ int ns_func_slots(ns_state *ns, uint64_t start, uint32_t n)
     return 0;
 }
 
-/* is the function at start armed now (Python's arming, or C's since)? */
-uint32_t ns_func_is_armed(const ns_state *ns, uint64_t start)
+/* hwbp: what the reference's slot hook of owner does at addr now (hwbp.py `_on_slot`, on
+ * C's tables, which Python's follow at the drain): 0 nothing (its function is not armed:
+ * an idle hook), 1 a stepped instruction (no site armed there), 2 a hit */
+uint32_t ns_slot_state(const ns_state *ns, uint64_t owner, uint64_t addr)
 {
-    uint32_t f = map_get(&ns->func_ix, start);
-    return f != NS_NONE && ns->funcs[f].armed;
+    uint32_t f = map_get(&ns->func_ix, owner);
+    if (f == NS_NONE || !ns->funcs[f].armed)
+        return 0;
+    uint32_t i = map_get(&ns->site_ix, addr);
+    return i != NS_NONE && ns->sites[i].armed ? 2 : 1;
 }
 
 /* hwbp: the slots the function at start programs now (0: not armed, or not known) */
