@@ -33,8 +33,8 @@ import pytest
 from emutrace import native
 from emutrace.backends import BACKENDS, hooked_sites
 from emutrace.backends.int3 import Int3Backend
-from emutrace.cli.main import main
 from emutrace.backends.settings import Descriptor
+from emutrace.cli.main import main
 from emutrace.errors import EXIT_UNSUPPORTED, UsageError
 from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
@@ -252,8 +252,9 @@ def test_engine_native_without_library(monkeypatch: pytest.MonkeyPatch,
 def test_engine_native_other_backend_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every backend has a native path now: one registered without (a test's) is refused
     with a usage error before the program runs."""
-    monkeypatch.setitem(BACKENDS, "fake", Descriptor(name="fake", help="a test's", settings=(), counters=(),
-                                                     main_event="traps"))
+    fake = Descriptor(name="fake", help="a test's", settings=(), counters=(),
+                      main_event="traps")
+    monkeypatch.setitem(BACKENDS, "fake", fake)
     hello = str(bin_path("x86_64", "hello_fs"))
     with pytest.raises(UsageError, match="no native path"):
         Process(RunConfig(hello, [], backend="fake", engine="native"), warn=lambda m: None)

@@ -70,8 +70,8 @@ class StrictInC:
         self._chain: list[tuple[int, int]] = []  # the chain as C has it: (start, end)
         self._hooked: HookedSites | None = None  # site hooks C switches too (bind_hooked)
         # called at each replay with the functions C switched (start → ARMED or DISARMED,
-        # the last), before C's journal and its counts are cleared (hwbp's slots: backends/hwbp_native.py)
-        self.journal_readers: list[Callable[[dict[int, int]], None]] = []
+        # the last), before C's journal and its counts are cleared
+        self.journal_readers: list[Callable[[dict[int, int]], None]] = []  # (hwbp_native)
 
     def bind_hooked(self, hooked: HookedSites) -> None:
         """Hook delivery: a site C arms or disarms is flipped in the hooked-site table
