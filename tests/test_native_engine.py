@@ -181,11 +181,12 @@ def test_hwbp_native_equals_python(isa: str) -> None:
 
 
 def test_auto_engine_is_native_where_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default engine: native for int3 and hwbp when the library is built, and python
-    (no error) when the library is missing."""
+    """The default engine: native for int3 when the library is built, python for hwbp (its
+    native path is slower on most ISAs: bench/results/native-hwbp.md), and python (no error)
+    when the library is missing."""
     hello = str(bin_path("x86_64", "hello_fs"))
     assert Process(RunConfig(hello, [], backend="int3"), warn=lambda m: None).engine == "native"
-    assert Process(RunConfig(hello, [], backend="hwbp"), warn=lambda m: None).engine == "native"
+    assert Process(RunConfig(hello, [], backend="hwbp"), warn=lambda m: None).engine == "python"
     monkeypatch.setattr(native, "_lib", None)
     monkeypatch.setattr(native, "library_path", lambda: None)
     process = Process(RunConfig(hello, [], backend="int3"), warn=lambda m: None)

@@ -29,6 +29,7 @@ What stays Python's (the reference's code hooks, through `_on_slot`, counted the
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 
 from emutrace.backends import BackendOptions, descriptors
@@ -42,7 +43,6 @@ from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Event
 
 _IN_TABLE = -1  # Armed.hook of a slot site: nonzero, as a site hook's (strict_native.py)
-_STEPPED, _HIT = 1, 2  # strict.c ns_slot_state (0: the hook is idle)
 
 
 class TableSlots:
@@ -61,6 +61,11 @@ class TableSlots:
         self._next_handle = -2
         self._site_owner: dict[int, int] = {}  # site address → first function installed
         self._shared: set[int] = set()  # site addresses of two functions
+        # strict.c's count of switches, read in place, and its value at Python's last look
+        self._switches = ctypes.c_uint64.from_address(
+            self._lib.ns_switches_at(self.strict.ns)) \
+            if self._lib is not None and self.strict is not None else None
+        self._seen = -1
         self.counts = backend.more_native_stats
         self.counts.update(python_slot_hits=0, python_stepped=0, slot_entries=0,
                            python_slot_hooks=0)
@@ -145,18 +150,12 @@ class TableSlots:
 
     def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
         """A Python slot hook (a stepped span's is called for every instruction in its
-        range).  Where strict.c switches, its tables are the truth (Python's follow at the
-        drain): an idle hook and a stepped instruction are decided there without a drain; a
-        hit replays C's switches first, then the reference's handler runs."""
+        range): C's switches replayed first when strict.c made any since Python last looked
+        (its count read in place, no call), then the reference's handler."""
         b, stats = self.b, self.b.stats
-        if self._lib is not None and self.strict is not None:
-            state = self._lib.ns_slot_state(self.strict.ns, owner, addr)
-            if state != _HIT:
-                if state == _STEPPED:  # (hwbp.py `_on_slot`'s stepped case)
-                    stats["stepped"] += 1
-                    self.counts["python_stepped"] += 1
-                return
-            b.drain_c()
+        if self._switches is not None and self._switches.value != self._seen:
+            b.drain_c()  # (Python's `armed_funcs` and `armed` are C's again)
+            self._seen = self._switches.value
         hits, stepped = stats["hits"], stats["stepped"]
         self.slots._on_slot(uc, addr, size, owner)
         self.counts["python_stepped"] += stats["stepped"] - stepped

@@ -404,17 +404,10 @@ int ns_func_slots(ns_state *ns, uint64_t start, uint32_t n)
     return 0;
 }
 
-/* hwbp: what the reference's slot hook of owner does at addr now (hwbp.py `_on_slot`, on
- * C's tables, which Python's follow at the drain): 0 nothing (its function is not armed:
- * an idle hook), 1 a stepped instruction (no site armed there), 2 a hit */
-uint32_t ns_slot_state(const ns_state *ns, uint64_t owner, uint64_t addr)
-{
-    uint32_t f = map_get(&ns->func_ix, owner);
-    if (f == NS_NONE || !ns->funcs[f].armed)
-        return 0;
-    uint32_t i = map_get(&ns->site_ix, addr);
-    return i != NS_NONE && ns->sites[i].armed ? 2 : 1;
-}
+/* where the count of switches made here lives: Python reads it without a call (hwbp's slot
+ * hooks: while it has not moved since Python last replayed the journal, Python's tables are
+ * C's) */
+const uint64_t *ns_switches_at(const ns_state *ns) { return &ns->switches; }
 
 /* hwbp: the slots the function at start programs now (0: not armed, or not known) */
 uint32_t ns_func_in_use(const ns_state *ns, uint64_t start)
