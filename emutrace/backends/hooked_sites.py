@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from emutrace import native
 from emutrace.backends.int3 import Pending
 from emutrace.discover import Site, SiteKind
-from emutrace.isa.base import Insn, Isa
+from emutrace.isa.base import FlowKind, Insn, Isa
 
 if TYPE_CHECKING:
     from emutrace.backends.fastpath import FastSites
@@ -46,7 +46,7 @@ _vp, _u32, _u64, _i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctype
 SIGNATURES = {
     "hs_new": ([_vp, ctypes.POINTER(NsConfig)], _vp),
     "hs_free": ([_vp], None),
-    "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32, _u32],
+    "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32, _u32, _u32],
                     ctypes.c_int),
     "hs_site_active": ([_vp, _u64, _u32], None),
     "hs_site_drop": ([_vp, _u64], None),
@@ -75,6 +75,16 @@ def wanted(isa: Isa, cleanup: str, every_site: bool = False) -> bool:
     every = every_site_hooked(isa) or (every_site and not isa.thumb_bit)
     return (cls is not None and cls.sp_effect is not None
             and (cleanup == "lazy" or every))
+
+
+def virtual_breakpoints(isa: Isa) -> bool:
+    """Patch sites in C's table instead of breakpoint bytes (`HookedSites.virtual`, under
+    lazy cleanup: strict.c switches written bytes), where the ISA has working breakpoints
+    (else every site is hooked anyway) and says so (`Classifiers.virtual_breakpoints`): a
+    Unicorn trap exit costs ~2,350 instructions, the table's block-hook test a few dozen."""
+    cls = isa.classifiers
+    return (not every_site_hooked(isa) and cls is not None
+            and cls.virtual_breakpoints)
 
 
 def every_site_hooked(isa: Isa) -> bool:
@@ -106,6 +116,7 @@ class HookedSites:
         if not self.ns:
             raise MemoryError("native hot path: out of memory")
         self.sites: dict[int, Site] = {}  # in C's table, by address
+        self._virtual: set[int] = set()  # those standing for breakpoints (`virtual`)
         self.dropped: set[int] = set()  # in it, but no longer watched (`drop`)
         self._next_handle = -1
         self.block_hook = lib.hs_on_block
@@ -113,11 +124,14 @@ class HookedSites:
     def bind(self, backend: NativeInt3Backend, fast: FastSites) -> None:
         self.b, self.fast = backend, fast
         backend.hook_site = self.hook
+        if virtual_breakpoints(backend.image.isa) and not backend.strict:
+            backend.virtual_patch = self.virtual
 
     # ------------------------------------------------------------ arming
     def hook(self, site: Site) -> int:
         """The backend's `hook_site`: C's table when C can watch the site, else the
         reference's Python hook."""
+        self._virtual.discard(site.addr)
         if not self._watch(site):
             return self.b._python_site_hook(site)
         handle, self._next_handle = self._next_handle, self._next_handle - 1
@@ -134,9 +148,28 @@ class HookedSites:
             self.lib.hs_site_drop(self.ns, addr)
             self.dropped.add(addr)
 
-    def _watch(self, site: Site) -> bool:
+    def virtual(self, site: Site) -> int:
+        """The backend's `virtual_patch`: a patch site whose breakpoint the reference's
+        trap would simulate (its lowering, `Isa.lower`, is that simulation as data), put in
+        C's table instead of written; 0 where the breakpoint must be written."""
+        b = self.b
+        lower = b.image.isa.lower
+        if lower is None or site.executes is not None:
+            return 0
+        insn, flow = b._insn(site)
+        if flow.kind is FlowKind.NONE or lower(insn, flow) is None:
+            return 0  # (the reference may fall back to running it in place: a real trap)
+        if not self._watch(site, virtual=True):
+            self._virtual.discard(site.addr)
+            return 0
+        self._virtual.add(site.addr)
+        handle, self._next_handle = self._next_handle, self._next_handle - 1
+        return handle
+
+    def _watch(self, site: Site, virtual: bool = False) -> bool:
         """Put site in C's table (again: a site re-armed from idle may come with another
-        `Site` at that address); False where C cannot watch it."""
+        `Site` at that address); False where C cannot watch it.  `virtual`: a breakpoint's
+        site (it traps whether its transfer is taken or not)."""
         b = self.b
         sp_delta = self._sp_delta(site)
         if sp_delta is None or site.executes is not None:
@@ -147,11 +180,11 @@ class HookedSites:
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
         insn = b.decoder.insn_at(site.addr, site.alt_mode)
-        taken_only = (site.conditional and self._when_taken is not None and insn is not None
-                      and self._when_taken(insn))
+        taken_only = (not virtual and site.conditional and self._when_taken is not None
+                      and insn is not None and self._when_taken(insn))
         self.lib.hs_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
                              int(site.conditional), int(finish), int(fast),
-                             int(site.delay_slot), int(taken_only))
+                             int(site.delay_slot), int(taken_only), int(virtual))
         self.sites[site.addr] = site
         self.fast.hooked.add(site.addr)
         return True
@@ -173,7 +206,7 @@ class HookedSites:
         again, as the Site it is armed with now."""
         if (site.addr in self.sites and self.sites[site.addr] is not site
                 and site.addr not in self.dropped):
-            self._watch(site)
+            self._watch(site, virtual=site.addr in self._virtual)
         self.active(site.addr, True)
 
     def rearmed_by_c(self, site: Site) -> None:
@@ -181,7 +214,7 @@ class HookedSites:
         address must be watched as this one."""
         if (site.addr in self.sites and self.sites[site.addr] is not site
                 and site.addr not in self.dropped):
-            self._watch(site)
+            self._watch(site, virtual=site.addr in self._virtual)
 
     def active(self, addr: int, on: bool) -> None:
         """After the reference disarmed a site (or armed it again)."""
@@ -220,9 +253,10 @@ class HookedSites:
         return int(b._restarted == addr)
 
     # ------------------------------------------------------------ end
-    def counters(self) -> tuple[int, int]:
-        """(site hits, hits handed to Python)."""
-        return int(self.lib.hs_counter(self.ns, 0)), int(self.lib.hs_counter(self.ns, 1))
+    def counters(self) -> tuple[int, int, int]:
+        """(site hits, hits handed to Python, hits of virtual breakpoints among them)."""
+        return (int(self.lib.hs_counter(self.ns, 0)), int(self.lib.hs_counter(self.ns, 1)),
+                int(self.lib.hs_counter(self.ns, 2)))
 
     def free(self) -> None:
         self.lib.hs_free(self.ns)

@@ -59,6 +59,7 @@ class Armed:
     func: int  # start of the function the site belongs to
     original: bytes = b""  # bytes under the breakpoint (patch delivery)
     hook: int = 0  # hook handle (hook delivery)
+    virtual: bool = False  # a patch site delivered without its bytes (`virtual_patch`)
 
 
 @dataclass
@@ -196,6 +197,11 @@ class Int3Backend:
         # how a site hook is installed (hook delivery): a bounded Python code hook here; the
         # native engine keeps the sites it can watch in a C table instead (int3_native.py)
         self.hook_site: Callable[[Site], int] = self._python_site_hook
+        # how a patch site may be delivered without writing its breakpoint: the native
+        # engine's C site table takes the sites whose trap the reference simulates
+        # (hooked_sites.py `virtual`: a handle, or 0 where the bytes must be written); the
+        # counters are the patch's, as if the bytes had been written
+        self.virtual_patch: Callable[[Site], int] | None = None
         self.guard: CodeGuard | None = CodeGuard(
             cpu, self._code_range, self._code_written, hide_reads=hide) \
             if cpu.watches_memory else None
@@ -356,6 +362,15 @@ class Int3Backend:
         if self.guard is not None and self.guard.was_written(addr, addr + len(encoding)):
             return  # guest-written code is never patched
         original = cpu.mem_read(addr, len(encoding))
+        handle = self.virtual_patch(site) if self.virtual_patch is not None else 0
+        if handle:  # counted as the patch and the dropped translation it stands for
+            self.stats["patches"] += 1
+            self.stats["cache_removals"] += 1
+            self.armed[addr] = Armed(site, func, original=original, hook=handle, virtual=True)
+            if self.guard is not None:  # (guest stores still drop it; no bytes to hide)
+                self.guard.cover(addr)
+            self._armed_now = cpu.translates_code
+            return
         cpu.write_code(addr, encoding)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(encoding))
@@ -376,6 +391,10 @@ class Int3Backend:
 
     def _disarm_site(self, addr: int) -> None:
         armed = self.armed.pop(addr)
+        if armed.virtual:  # nothing written: the owner's table forgets it (counted as the
+            self.stats["patches"] += 1  # bytes put back and their translation dropped)
+            self.stats["cache_removals"] += 1
+            return
         if armed.hook:
             # the hook stays installed, idle (its hits are ignored): a hook_del + hook_add
             # pair costs ~65 µs in Python, a hundred times a patch, and strict cleanup on
@@ -451,6 +470,9 @@ class Int3Backend:
                     None)
         if addr is None:
             return False
+        if not next(b for b in (self.bp, self.bp_alt) if b is not None and b.intno == intno
+                    and pc - b.pc_after == addr).counted:
+            self.time += 1  # the site instruction, which the block's count left out
         armed = self.armed[addr]
         self.stats["traps"] += 1
         self._count_foreign(armed.func)

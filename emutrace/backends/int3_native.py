@@ -125,6 +125,7 @@ class NativeInt3Backend(Int3Backend):
         cfg.pc_reg, cfg.sp_reg = cpu.reg_id(regs.pc), cpu.reg_id(regs.sp)
         cfg.bp_intno = bp.intno if bp is not None else _NO_INTNO
         cfg.pc_after = bp.pc_after if bp is not None else 0
+        cfg.bp_uncounted = int(bp is not None and not bp.counted)
         cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
         cfg.n_args = len(self._arg_names)
         # stack words after the argument registers (i386: all of them; x86_64: args 7 and 8)
@@ -406,8 +407,10 @@ class NativeInt3Backend(Int3Backend):
         lib, nt = self._lib, self._nt
         self.stats["traps"] += int(lib.nt_counter(nt, 0))
         self.stats["simulated"] += int(lib.nt_counter(nt, 1))
-        site_hits, site_slow = self._hooked.counters() if self._hooked else (0, 0)
+        site_hits, site_slow, virtual_hits = self._hooked.counters() if self._hooked \
+            else (0, 0, 0)
         self.stats[self._hits_counter] += site_hits
+        self.stats["simulated"] += virtual_hits  # (the traps the reference simulates)
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)) + site_slow,
                              "python_blocks": int(lib.nt_counter(nt, 3)),

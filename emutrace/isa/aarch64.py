@@ -138,7 +138,8 @@ def classify_aarch64(insn: Insn) -> Flow:
 
 
 CLASSIFIERS = Classifiers(classify=classify_aarch64,
-                          sp_effect=transfer_sp_effect(classify_aarch64))
+                          sp_effect=transfer_sp_effect(classify_aarch64),
+                          virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM C6.2): BL/BLR set X30 to the next
@@ -280,6 +281,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,

@@ -193,6 +193,9 @@ class Breakpoint:
     works: bool  # False: Unicorn's trap path is broken, deliver another way
     reason: str = ""
     alt_mode: bool = False  # encoded for the alternate instruction set (ARM Thumb)
+    # the block hook's count of the block that traps includes the breakpoint; False where
+    # Unicorn leaves it out (the backend counts the site instruction at the trap)
+    counted: bool = True
 
 
 @dataclass(frozen=True)
@@ -309,6 +312,10 @@ class Classifiers:
     # an IT block; seen in tests/test_native_engine.py's stripped arm cell): a site hook
     # there is no hit when the transfer falls through.  None: never
     hooked_when_taken: Callable[[Insn], bool] | None = None
+    # the native engine delivers a patch site through its C site table instead of writing
+    # the breakpoint (backends/hooked_sites.py `virtual_breakpoints`): measured cheaper
+    # than Unicorn's trap exit here (bench/results/native-virtual.md)
+    virtual_breakpoints: bool = False
 
     @property
     def delay_bytes(self) -> int:
@@ -497,6 +504,7 @@ class Cap(enum.Enum):
     ENTRY_OUT_OF_LINE_SAVES = "entry_out_of_line_saves"  # -Os register save helpers
     EXRL_RELATIVE_LONG = "exrl_relative_long"  # s390x EXRL of a relative-long instruction
     COREUTILS_DIGESTS = "coreutils_digests"  # Debian's md5sum/sha*sum run
+    STEP_CLOCK = "step_clock"  # step's per-instruction clock == the block counts
 
 
 # The capabilities every ISA declares, in the order `emutrace info` prints them.

@@ -107,7 +107,8 @@ def native_dynamic() -> Capability:
 
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
-CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(4))
+CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(4),
+                          virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation
 SIMULATE = x86_simulator(4, "esp", "eflags")  # as x86_64, with 4-byte stack slots
@@ -222,6 +223,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,

@@ -241,6 +241,7 @@ ISA = Isa(
             "switch only at blocking calls, a thread that spins never yields"),
         Cap.BUSYBOX: Capability(False, "Debian 12 has no big-endian mips port"),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },
     private_syscalls={"set_thread_area": set_thread_area},

@@ -40,6 +40,7 @@ ISA = replace(
         **mips.ISA.capabilities,
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         # tests/test_debian_programs.py: Debian's md5sum/sha*sum/b2sum (cksum works)
         Cap.COREUTILS_DIGESTS: Capability(

@@ -167,7 +167,8 @@ def classify_ppc(insn: Insn) -> Flow:
     return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "big"))
 
 
-CLASSIFIERS = Classifiers(classify=classify_ppc, sp_effect=transfer_sp_effect(classify_ppc))
+CLASSIFIERS = Classifiers(classify=classify_ppc, sp_effect=transfer_sp_effect(classify_ppc),
+                          virtual_breakpoints=True)
 
 
 # ---------------------------------------------------------------- simulation
@@ -321,6 +322,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: ENTRY_OUT_OF_LINE_SAVES,
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },

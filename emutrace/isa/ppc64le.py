@@ -105,7 +105,8 @@ def classify_ppc64le(insn: Insn) -> Flow:
 
 
 CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True,
-                          sp_effect=transfer_sp_effect(classify_ppc64le))
+                          sp_effect=transfer_sp_effect(classify_ppc64le),
+                          virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation
 # ppc.py's simulator on little-endian words, 64-bit mode (MSR.SF): LR/CTR/targets are 64-bit.
@@ -199,6 +200,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: ppc.ENTRY_OUT_OF_LINE_SAVES,
         Cap.STRIPPED_TAIL_CALLS: Capability(
             False,

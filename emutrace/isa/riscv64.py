@@ -261,6 +261,7 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: Capability(
             False,
             "eager entry probes take the caller from the link register; GCC's "

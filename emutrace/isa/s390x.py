@@ -91,7 +91,11 @@ SYSCALLS = SyscallConvention(
 # 0x0001 is the gdb breakpoint (asm/ptrace.h S390_BREAKPOINT): an invalid opcode that Unicorn
 # reports as INTR 3 (program interrupt) with PC at the breakpoint.
 BREAKPOINTS = (
-    Breakpoint("0x0001", bytes.fromhex("0001"), hook="intr", intno=3, pc_after=0, works=True),
+    # (Unicorn's translator raises the trap of 0x0001 before the block's count includes it:
+    # measured, fib 5 int3 counted 25,670 instructions against step's 26,033 before the
+    # site was counted at the trap — 363 simulated traps)
+    Breakpoint("0x0001", bytes.fromhex("0001"), hook="intr", intno=3, pc_after=0, works=True,
+               counted=False),
 )
 
 # Hardware instruction breakpoints (what `hwbp` models):
@@ -196,7 +200,8 @@ def sp_effect_s390x(insn: Insn) -> int | None:
     return None if ops and ops[0] == "%r15" else 0
 
 
-CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2, sp_effect=sp_effect_s390x)
+CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2, sp_effect=sp_effect_s390x,
+                          virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced branch (z/Architecture PoO ch. 7), decoded from the bits: BRASL
@@ -350,6 +355,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,

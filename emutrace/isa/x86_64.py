@@ -158,7 +158,8 @@ def x86_sp_effect(word: int) -> Callable[[Insn], int | None]:
     return effect
 
 
-CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(8))
+CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(8),
+                          virtual_breakpoints=True)
 
 
 # ---------------------------------------------------------------- simulation
@@ -349,6 +350,7 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
+        Cap.STEP_CLOCK: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },
     private_syscalls={"arch_prctl": arch_prctl},

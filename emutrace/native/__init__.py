@@ -41,7 +41,7 @@ class Config(ctypes.Structure):
         ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
         ("buffer_events", ctypes.c_uint32),
         ("reg_read_batch", ctypes.c_void_p),
-        ("code_mask", ctypes.c_uint64),
+        ("code_mask", ctypes.c_uint64), ("bp_uncounted", ctypes.c_uint32),
     ]
 
 

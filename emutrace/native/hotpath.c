@@ -65,6 +65,7 @@ typedef struct {
     uint32_t buffer_events;       /* records held before the buffer is drained */
     reg_read_batch_fn reg_read_batch;  /* every register a site reads, in one call */
     uint64_t code_mask;  /* the bits of a target that address code (ARM: ~1; 0 taken as ~0) */
+    uint32_t bp_uncounted;  /* 1: the breakpoint's block count leaves it out (s390x) */
 } nt_config;
 
 /* site ops (what the displaced instruction does) */
@@ -886,10 +887,12 @@ void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
     if (intno == s->cfg.bp_intno) {
         uint64_t addr = rd(s, s->cfg.pc_reg) - s->cfg.pc_after;
         nt_site *site = site_slot(s->sites, s->sites_cap, addr);
+        s->time += s->cfg.bp_uncounted;  /* (as int3.py `_on_trap` counts the site) */
         if (site->addr == addr && site->active && site->op != OP_NONE && fast_trap(s, site))
             return;
         if (s->entry && !s->attention && entry_trap(s, addr))
-            return;
+            return;  /* (a step-over: the re-run counts the instruction, as in entry.py) */
+        s->time -= s->cfg.bp_uncounted;  /* Python counts it itself */
         s->slow_traps++;
     }
     s->cfg.py_intr(intno);  /* syscalls, faults, and traps Python finishes */
@@ -965,6 +968,8 @@ typedef struct {
     uint8_t op;         /* OP_CALL, OP_RETURN, OP_JUMP */
     uint8_t conditional, finish, fast, delay, active;
     uint8_t taken_only; /* the reference's hook runs only when the transfer is taken */
+    uint8_t virtual_bp; /* a breakpoint the reference would write (int3.py `virtual_patch`):
+                         * its hits are traps the reference simulates */
     uint8_t dropped;    /* no longer watched here (hs_site_drop), until set again */
 } hs_site;
 
@@ -986,7 +991,7 @@ typedef struct {
     int has_pending;
     hs_site pending;        /* the site whose transfer the running block ends with */
     uint64_t pending_time;
-    uint64_t hits, slow;
+    uint64_t hits, slow, virtual_hits;
     /* the tail rule's return addresses (tails.py TailRule.return_addrs), innermost last:
      * the top of Python's at its last section (`hs_returns_set`), then C's own calls and
      * returns.  Entries below `rets_from` were not sent; none is known once nt's fast_trap
@@ -1045,7 +1050,7 @@ void hs_free(hs_state *h)
 
 int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t after,
                 int64_t sp_delta, uint32_t conditional, uint32_t finish, uint32_t fast,
-                uint32_t delay, uint32_t taken_only)
+                uint32_t delay, uint32_t taken_only, uint32_t virtual_bp)
 {
     if (addr == 0)
         return -1;
@@ -1067,7 +1072,8 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
         h->gen++;  /* blocks look for their site again */
     }
     *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
-                   (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only, 0};
+                   (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only,
+                   (uint8_t)virtual_bp, 0};
     return 0;
 }
 
@@ -1142,10 +1148,10 @@ static void hs_rets_apply(hs_state *h, const hs_site *p)
  * ran (a fault or trap in it delivers a signal; the reference's site hook never fired) */
 void hs_cancel(hs_state *h) { h->has_pending = 0; }
 
-/* 0 traps (site hits), 1 hits handed to Python */
+/* 0 traps (site hits), 1 hits handed to Python, 2 hits of virtual breakpoints (of 0) */
 uint64_t hs_counter(const hs_state *h, uint32_t which)
 {
-    return which == 0 ? h->hits : which == 1 ? h->slow : 0;
+    return which == 0 ? h->hits : which == 1 ? h->slow : which == 2 ? h->virtual_hits : 0;
 }
 
 /* the armed site the block [addr, addr + size) holds, or NULL */
@@ -1197,12 +1203,31 @@ static hs_site *hs_block_site(hs_state *h, uint64_t addr, uint32_t size)
     return p->active && !p->dropped ? p : NULL;
 }
 
+/* a call's arguments as the callee sees them at its entry (now): argument registers
+ * [a0, a1) and stack words [w0, w1) into regs; 0 when a stack word cannot be read */
+static int hs_call_words(hs_state *h, uint64_t sp_now, uint64_t *regs, uint8_t *stack,
+                         uint32_t a0, uint32_t a1, uint32_t w0, uint32_t w1)
+{
+    nt_state *s = h->nt;
+    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint32_t n = s->cfg.word;
+    for (uint32_t i = a0; i < a1; i++)
+        regs[i] = rd(s, s->cfg.arg_regs[i]);
+    if (w1 > w0) {
+        if (s->cfg.mem_read(s->uc, (sp_now + s->cfg.stack_offset + (uint64_t)w0 * n) & mask,
+                            stack + w0 * n, (uint64_t)(w1 - w0) * n) != UC_ERR_OK)
+            return 0;
+        for (uint32_t i = w0; i < w1; i++)
+            regs[s->cfg.n_args + i] = word_from(s, stack + i * n);
+    }
+    return 1;
+}
+
 /* C finishes the pending transfer to target (1), or leaves it to Python (0) */
 static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp_site,
                      uint64_t sp_now)
 {
     nt_state *s = h->nt;
-    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
     uint8_t stack[8 * NT_MAX_REGS];
     uint64_t regs[NT_MAX_REGS] = {0};
     if (!p->finish)
@@ -1210,21 +1235,31 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
     if (p->op == OP_JUMP)  /* not taken, or a jump Python found records nothing */
         return (p->conditional && target == p->after)
                || pairs_has(&s->inside, p->addr, target);
-    /* a call or return to the next instruction, a callee not armed yet, a value C's
+    /* a call or return to the next instruction (not taken, or one that only reads the
+     * PC) is no transfer (tails.py `TailRule.taken`); a callee not armed yet, a value C's
      * registers do not hold: Python's */
-    if (target == p->after || (p->op == OP_CALL && !set_has(&s->callees, target))
+    if (target == p->after)
+        return 1;
+    if ((p->op == OP_CALL && !set_has(&s->callees, target))
         || (p->op == OP_RETURN && (!p->fast || !hs_returns_to(h, target))))
         return 0;
-    if (p->op == OP_CALL && s->cfg.n_stack
-        && s->cfg.mem_read(s->uc, (sp_now + s->cfg.stack_offset) & mask, stack,
-                           (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+    /* a call: the words its record holds — all of them unless the writer says it takes
+     * the call and how many its record keeps (`uw_call_words`, as fast_trap asks) */
+    uint32_t n_args = s->cfg.n_args, n_stack = s->cfg.n_stack;
+    int to_writer = 0;
+    if (p->op == OP_CALL && s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+        int words = uw_call_words(s->writer, target, sp_site, s->cfg.py_drain);
+        if (words >= 0) {
+            to_writer = 1;
+            if ((uint32_t)words < n_args)
+                n_args = (uint32_t)words;
+            if ((uint32_t)words < s->cfg.n_args + n_stack)
+                n_stack = (uint32_t)words > s->cfg.n_args ? words - s->cfg.n_args : 0;
+        }
+    }
+    if (p->op == OP_CALL && !hs_call_words(h, sp_now, regs, stack, 0, n_args, 0, n_stack))
         return 0;
-    if (p->op == OP_CALL) {  /* the arguments as the callee sees them at its entry: now */
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            regs[i] = rd(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
-    } else {
+    if (p->op == OP_RETURN) {
         if (s->cfg.ret_reg >= 0)
             regs[0] = rd(s, s->cfg.ret_reg);
         if (s->cfg.ret_hi_reg >= 0)
@@ -1237,7 +1272,8 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
             || !ns_switch(s->strict, p->op == OP_CALL, p->addr, target))
             return 0;
     }
-    if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+    if ((to_writer || p->op != OP_CALL) && s->writer && uw_enabled(s->writer)
+        && s->n_events == 0) {
         uw_event ev = {p->op == OP_CALL, h->pending_time, p->addr, target, sp_site, p->after,
                        regs};
         if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
@@ -1246,6 +1282,12 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
             return 1;
         }
     }
+    /* Python's event holds every argument (the writer, which said it takes the call, only
+     * declines it when out of memory; stack words it cannot read then stay 0) */
+    if (p->op == OP_CALL
+        && !hs_call_words(h, sp_now, regs, stack, n_args, s->cfg.n_args, n_stack,
+                          s->cfg.n_stack))
+        memset(regs + s->cfg.n_args + n_stack, 0, (s->cfg.n_stack - n_stack) * sizeof *regs);
     nt_event *e = next_event(s);
     if (!e)
         return 0;
@@ -1308,8 +1350,9 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     /* (no site hooked yet — a program whose code all has symbols, on an ISA with working
      * breakpoints: this hook is nt_on_block's block count and one test) */
     hs_site *site = h->sites_used ? hs_block_site(h, addr, size) : NULL;
-    if (site) {  /* the reference's site hook would fire in this block */
+    if (site) {  /* the reference's site hook (or breakpoint) would fire in this block */
         h->hits++;
+        h->virtual_hits += site->virtual_bp;
         h->pending = *site;
         h->pending_time = s->time;
         h->has_pending = 1;
