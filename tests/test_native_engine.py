@@ -18,6 +18,9 @@
   records about itself under qemu-user; on every ISA the native trace of the stripped
   program (`calls.stripped recursion`, named by its unstripped twin: same addresses) equals
   that record too.
+* hwbp (backends/hwbp_native.py): native == python on every ISA (records, counters, counts),
+  C's share of the hits and switches on mips fib, and the self-record oracle on x86_64 and
+  mips; `auto` keeps the Python engine for it.
 * Without the library, `--engine native` is one clear line and exit 69.
 """
 
