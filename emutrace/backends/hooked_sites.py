@@ -49,6 +49,7 @@ SIGNATURES = {
     "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32, _u32, _u32],
                     ctypes.c_int),
     "hs_site_active": ([_vp, _u64, _u32], None),
+    "hs_site_drop": ([_vp, _u64], None),
     "hs_cancel": ([_vp], None),
     "hs_returns_set": ([_vp, ctypes.POINTER(_u64), _u64, _u64], None),
     "hs_counter": ([_vp, _u32], _u64),
@@ -62,16 +63,18 @@ _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
 
-def wanted(isa: Isa, cleanup: str) -> bool:
+def wanted(isa: Isa, cleanup: str, every_site: bool = False) -> bool:
     """C watches the site hooks: an ISA that describes sp effects, under lazy cleanup, or
-    under strict where every site is hooked (strict.c switches those sites; the descent
-    sites of a patch-delivery ISA stay the reference's under strict).  Every site is hooked
-    where the ISA has no working breakpoint (`every_site_hooked`); elsewhere the sites of
-    code found by descent are (int3.py `_by_hook`), beside the patched ones C's INTR hook
-    finishes."""
+    under strict where every site is hooked (strict.c switches those sites, which it cannot
+    on a Thumb ISA; the descent sites of a patch-delivery ISA stay the reference's under
+    strict).  Every site is hooked where the ISA has no working breakpoint
+    (`every_site_hooked`) or the backend delivers by hooks only (every_site: hwbp);
+    elsewhere the sites of code found by descent are (int3.py `_by_hook`), beside the
+    patched ones C's INTR hook finishes."""
     cls = isa.classifiers
+    every = every_site_hooked(isa) or (every_site and not isa.thumb_bit)
     return (cls is not None and cls.sp_effect is not None
-            and (cleanup == "lazy" or every_site_hooked(isa)))
+            and (cleanup == "lazy" or every))
 
 
 def virtual_breakpoints(isa: Isa) -> bool:
@@ -114,6 +117,7 @@ class HookedSites:
             raise MemoryError("native hot path: out of memory")
         self.sites: dict[int, Site] = {}  # in C's table, by address
         self._virtual: set[int] = set()  # those standing for breakpoints (`virtual`)
+        self.dropped: set[int] = set()  # in it, but no longer watched (`drop`)
         self._next_handle = -1
         self.block_hook = lib.hs_on_block
 
@@ -132,6 +136,17 @@ class HookedSites:
             return self.b._python_site_hook(site)
         handle, self._next_handle = self._next_handle, self._next_handle - 1
         return handle
+
+    def watch(self, site: Site) -> bool:
+        """Put site in C's table (again, after `drop`); False where C cannot watch it."""
+        self.dropped.discard(site.addr)
+        return self._watch(site)
+
+    def drop(self, addr: int) -> None:
+        """C no longer watches the site at addr (hwbp: a Python hook delivers it now)."""
+        if addr in self.sites:
+            self.lib.hs_site_drop(self.ns, addr)
+            self.dropped.add(addr)
 
     def virtual(self, site: Site) -> int:
         """The backend's `virtual_patch`: a patch site whose breakpoint the reference's
@@ -189,14 +204,16 @@ class HookedSites:
     def armed(self, site: Site) -> None:
         """After the reference armed site: one of C's, armed again from idle, is watched
         again, as the Site it is armed with now."""
-        if site.addr in self.sites and self.sites[site.addr] is not site:
+        if (site.addr in self.sites and self.sites[site.addr] is not site
+                and site.addr not in self.dropped):
             self._watch(site, virtual=site.addr in self._virtual)
         self.active(site.addr, True)
 
     def rearmed_by_c(self, site: Site) -> None:
         """strict.c armed site again (it set it active itself): only another Site at that
         address must be watched as this one."""
-        if site.addr in self.sites and self.sites[site.addr] is not site:
+        if (site.addr in self.sites and self.sites[site.addr] is not site
+                and site.addr not in self.dropped):
             self._watch(site, virtual=site.addr in self._virtual)
 
     def active(self, addr: int, on: bool) -> None:

@@ -40,12 +40,13 @@ CPU enters next gives where the transfer went.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.int3 import Armed, Int3Backend
-from emutrace.discover import Function
+from emutrace.discover import Function, Site
 from emutrace.elf import Image
-from emutrace.target.protocol import Target, TrapHooks
+from emutrace.target.protocol import CodeHook, Target, TrapHooks
 from emutrace.trace.events import Event
 
 
@@ -72,25 +73,77 @@ def slot_ranges(sites: list[tuple[int, int]], slots: int, kind: str) -> tuple[
     return ranges, False
 
 
+class SlotPort(Protocol):
+    """How SlotDelivery's slots reach the CPU: `install` a function's slots (its ranges, once;
+    the handles it gives back are `remove`d when a stale descent replaces the function); and
+    what was armed, disarmed and programmed, for a port that mirrors the tables (the native
+    engine's, backends/hwbp_native.py)."""
+
+    def install(self, func: Function, ranges: list[tuple[int, int]], single: bool) -> list[int]:
+        ...
+
+    def remove(self, handle: int) -> None: ...
+
+    def armed(self, site: Site, func: int) -> None: ...
+
+    def disarmed(self, addr: int) -> None: ...
+
+    def programmed(self, func: int, slots: int) -> None: ...
+
+
+class HookSlots:
+    """The reference's port: a slot is a bounded code hook (a debug register natively),
+    calling `on_slot`."""
+
+    def __init__(self, backend: Int3Backend, on_slot: CodeHook) -> None:
+        self.b, self.on_slot = backend, on_slot
+
+    def install(self, func: Function, ranges: list[tuple[int, int]], single: bool) -> list[int]:
+        """single: an address slot holds one instruction, the register is its first byte (a
+        wider range is a stepped span: a native target single-steps it)."""
+        b, handles = self.b, []
+        for lo, hi in ranges:
+            handles.append(b.cpu.hook_hw(self.on_slot, lo, lo if single else hi, func.start))
+            b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
+            # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
+            # seconds per arming at a dynamic library's addresses)
+        return handles
+
+    def remove(self, handle: int) -> None:
+        self.b.cpu.hook_del(handle)
+
+    def armed(self, site: Site, func: int) -> None:
+        pass
+
+    def disarmed(self, addr: int) -> None:
+        pass
+
+    def programmed(self, func: int, slots: int) -> None:
+        pass
+
+
 class SlotDelivery:
     """The delivery of N hardware slots (FunctionDelivery): a function's sites are covered by
     at most N slots (`slot_ranges`); a slot is a hook bounded to its range, installed the
     first time the function is armed and then left idle while it is not (see the module
     docstring).  Every slot hook calls `_on_slot`, which looks the address up in the
-    backend's table of armed sites."""
+    backend's table of armed sites.  `port`: how the slots are installed (default: code
+    hooks, `HookSlots`)."""
 
-    def __init__(self, backend: Int3Backend, slots: int | None) -> None:
+    def __init__(self, backend: Int3Backend, slots: int | None,
+                 port: SlotPort | None = None) -> None:
         hardware = backend.image.isa.debug_hardware
         self.backend = backend
         self.slots = slots if slots is not None else hardware.slots
         self.slot_kind = hardware.kind
+        self.port: SlotPort = port if port is not None else HookSlots(backend, self._on_slot)
         self.slot_hooks: dict[int, list[int]] = {}  # function → its hooks (installed)
         self.hooked: dict[int, Function] = {}  # function → what its hooks were made for
         self.in_use: dict[int, int] = {}  # armed function → slots it programs
         backend.stats.update(hits=0, slot_writes=0, stepped=0, max_slots=0)
 
     def arm(self, func: Function) -> None:
-        b, stats = self.backend, self.backend.stats
+        b, stats, port = self.backend, self.backend.stats, self.port
         free = [s for s in func.sites if s.addr not in b.armed]
         ranges, fell_back = slot_ranges([(s.addr, s.size) for s in free], self.slots,
                                         self.slot_kind)
@@ -98,24 +151,18 @@ class SlotDelivery:
         stats["slot_writes"] += len(ranges)
         for site in free:
             b.armed[site.addr] = Armed(site, func.start)
+            port.armed(site, func.start)
         self.in_use[func.start] = len(ranges)
+        port.programmed(func.start, len(ranges))
         stats["max_slots"] = max(stats["max_slots"], sum(self.in_use.values()))
         if func.start in self.slot_hooks:
             if self.hooked.get(func.start) is func:
                 return  # installed before, idle since: arming it again is the table write
             for handle in self.slot_hooks.pop(func.start):  # a stale descent's extent
-                b.cpu.hook_del(handle)
+                port.remove(handle)
         self.hooked[func.start] = func
-        handles = []
-        for lo, hi in ranges:
-            # an address slot holds one instruction: the register is its first byte (a
-            # wider range is a stepped span: a native target single-steps it)
-            end = lo if self.slot_kind == "address" and not fell_back else hi
-            handles.append(b.cpu.hook_hw(self._on_slot, lo, end, func.start))
-            b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
-            # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
-            # seconds per arming at a dynamic library's addresses)
-        self.slot_hooks[func.start] = handles
+        self.slot_hooks[func.start] = port.install(
+            func, ranges, self.slot_kind == "address" and not fell_back)
         # (a translating engine restarts the block so that the new hooks are in it; a CPU
         # checks its debug registers at every fetch)
         b._armed_now = bool(ranges) and b.cpu.translates_code
@@ -126,10 +173,12 @@ class SlotDelivery:
             armed = b.armed.get(site.addr)
             if armed is not None and armed.func == func.start:
                 del b.armed[site.addr]
-        self.in_use.pop(func.start, None)  # its hooks stay installed, idle
+                self.port.disarmed(site.addr)
+        if self.in_use.pop(func.start, None) is not None:  # its hooks stay installed, idle
+            self.port.programmed(func.start, 0)
         if not b.cpu.translates_code:  # real registers: free them (nothing to retranslate)
             for handle in self.slot_hooks.pop(func.start, []):
-                b.cpu.hook_del(handle)
+                self.port.remove(handle)
             self.hooked.pop(func.start, None)
 
     def rearm(self, old: Function, new: Function) -> None:
@@ -154,11 +203,18 @@ def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], 
            options: BackendOptions) -> Int3Backend:
     """int3's algorithm under the strict policy, delivered by hardware slots (hook
     delivery: no guest byte is ever written), reporting hwbp's counters."""
+    c_loop = getattr(cpu, "c_loop", None)
+    if options.engine == "native" and c_loop is None:  # emulation's hot path
+        from emutrace.backends import hwbp_native
+        from emutrace.target.unicorn_cpu import UnicornCpu
+        from emutrace.target.unicorn_run import HookSet
+
+        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
+        return hwbp_native.create(image, cpu, hooks, emit, options)
     backend = Int3Backend(image, cpu, hooks, emit, "strict", options.call_types,
                           delivery="hook", name=DESCRIPTOR.name, counters=DESCRIPTOR.counters)
     slots = SlotDelivery(backend, options.hw_slots)
     backend.sites = slots
-    c_loop = getattr(cpu, "c_loop", None)
     if options.engine == "native" and c_loop is not None:  # the native target's C loop
         from emutrace.backends.hwbp_ptrace import CSlots
         from emutrace.native.ploop import PtraceLoop

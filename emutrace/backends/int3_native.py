@@ -103,7 +103,11 @@ class NativeInt3Backend(Int3Backend):
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
-                 types: CallTypes | None = None) -> None:
+                 types: CallTypes | None = None, delivery: str | None = None,
+                 name: str | None = None, counters: tuple[str, ...] | None = None,
+                 hits_counter: str = "traps") -> None:
+        """delivery, name, counters: as Int3Backend's (hwbp: "hook", its own; its slots are
+        backends/hwbp_native.py's); hits_counter: the counter C's site hits add to."""
         lib = native.load()
         isa = image.isa
         regs = isa.registers
@@ -143,7 +147,12 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks: list[int] = []
         # hook delivery: C's site table and block hook instead of Python site hooks
         self._hooked = HookedSites(isa, lib, self._nt) \
-            if self.site_table_in_c and hooked_sites.wanted(isa, cleanup) else None
+            if self.site_table_in_c and hooked_sites.wanted(isa, cleanup,
+                                                            every_site=delivery == "hook") \
+            else None
+        self._hits_counter = hits_counter
+        # what a composed delivery adds to `native_stats` (hwbp_native.py)
+        self.more_native_stats: dict[str, int] = {}
         self._final_time = 0
         # strict cleanup: C switches the armed function where it knows both (strict.c), at
         # the traps of lowered sites or the site hooks of C's table; made before the base
@@ -154,7 +163,8 @@ class NativeInt3Backend(Int3Backend):
             self._strict_c = StrictInC(self, self._nt, cpu.uc, isa.code_mask)
             if self._hooked is not None:
                 self._strict_c.bind_hooked(self._hooked)
-        super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types)
+        super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types,
+                         delivery=delivery, name=name, counters=counters)
         if self.guard is not None:  # a load that hid breakpoints: settle at the next block
             self.guard.on_hide = lambda: self._lib.nt_set_attention(self._nt, 1)
         self._fast = FastSites(self, _HotpathTable(lib, self._nt), cpu.reg_id,
@@ -193,6 +203,26 @@ class NativeInt3Backend(Int3Backend):
         self._writer = NativeWriter(self._lib, self._nt, shadow, self.tails, sink_now,
                                     packed)
         self._records.writer = self._writer
+
+    # ------------------------------------------------------------ composed parts
+    @property
+    def hooked_table(self) -> HookedSites | None:
+        """C's site table (hook delivery), if this backend has one."""
+        return self._hooked
+
+    @property
+    def strict_in_c(self) -> StrictInC | None:
+        """strict.c's mirror, if C switches strict cleanup here."""
+        return self._strict_c
+
+    def drain_c(self) -> None:
+        """What C did since Python last ran, onto Python's state (a Python hook's first
+        step)."""
+        self._drain()
+
+    def refresh_c(self) -> None:
+        """What Python changed, to C (after a Python hook changed it)."""
+        self._refresh()
 
     # ------------------------------------------------------------ shared state
     @property  # type: ignore[override]
@@ -383,7 +413,7 @@ class NativeInt3Backend(Int3Backend):
         self.stats["simulated"] += int(lib.nt_counter(nt, 1))
         site_hits, site_slow, virtual_hits = self._hooked.counters() if self._hooked \
             else (0, 0, 0)
-        self.stats["traps"] += site_hits
+        self.stats[self._hits_counter] += site_hits
         self.stats["simulated"] += virtual_hits  # (the traps the reference simulates)
         # how much still went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)) + site_slow,
@@ -391,7 +421,8 @@ class NativeInt3Backend(Int3Backend):
                              "c_records": int(lib.nt_counter(nt, 4)),
                              "c_tail_jumps": int(lib.nt_counter(nt, 5)),
                              "c_switches": (self._strict_c.switches()
-                                            if self._strict_c is not None else 0)}
+                                            if self._strict_c is not None else 0),
+                             **self.more_native_stats}
         if self._writer is not None:
             self._writer.close()
         self._final_time = self.time
@@ -406,4 +437,5 @@ class NativeInt3Backend(Int3Backend):
         self._nt = None
         if self._strict_c is not None:
             self._strict_c.close()
+        super().finish()  # (another mechanism's counters only: hwbp)
         return self._final_time

@@ -33,6 +33,7 @@ Python's)."""
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from unicorn import Uc
@@ -68,6 +69,9 @@ class StrictInC:
         self._functions: dict[int, Function] = {}  # start → the function C was told
         self._chain: list[tuple[int, int]] = []  # the chain as C has it: (start, end)
         self._hooked: HookedSites | None = None  # site hooks C switches too (bind_hooked)
+        # called at each replay with the functions C switched (start → ARMED or DISARMED,
+        # the last), before C's journal and its counts are cleared
+        self.journal_readers: list[Callable[[dict[int, int]], None]] = []  # (hwbp_native)
 
     def bind_hooked(self, hooked: HookedSites) -> None:
         """Hook delivery: a site C arms or disarms is flipped in the hooked-site table
@@ -142,8 +146,10 @@ class StrictInC:
             b = self.b
             b.stats["patches"] += int(lib.ns_journal_patches(ns))
             b.stats["cache_removals"] += int(lib.ns_journal_removals(ns))
-            lib.ns_journal_clear(ns)
             last = {start: kind for kind, start in strictlib.JOURNAL_ENTRY.iter_unpack(data)}
+            for read in self.journal_readers:  # (what else C counted, before it is cleared)
+                read(last)
+            lib.ns_journal_clear(ns)
             self.replaying = True
             try:
                 for start, kind in last.items():

@@ -1038,6 +1038,7 @@ typedef struct {
     uint8_t taken_only; /* the reference's hook runs only when the transfer is taken */
     uint8_t virtual_bp; /* a breakpoint the reference would write (int3.py `virtual_patch`):
                          * its hits are traps the reference simulates */
+    uint8_t dropped;    /* no longer watched here (hs_site_drop), until set again */
 } hs_site;
 
 typedef struct {
@@ -1142,7 +1143,7 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
     }
     *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
                    (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only,
-                   (uint8_t)virtual_bp};
+                   (uint8_t)virtual_bp, 0};
     return 0;
 }
 
@@ -1151,6 +1152,15 @@ void hs_site_active(hs_state *h, uint64_t addr, uint32_t active)
     hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
     if (p->addr == addr)
         p->active = (uint8_t)active;
+}
+
+/* the site is no longer C's to watch (hwbp: a Python hook delivers it from now on); its
+ * `active` bit may still be flipped, to no effect (hs_site_set watches it again) */
+void hs_site_drop(hs_state *h, uint64_t addr)
+{
+    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
+    if (p->addr == addr)
+        p->dropped = 1;
 }
 
 static int hs_rets_reserve(hs_state *h, size_t n)
@@ -1265,7 +1275,7 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
     if (!at)
         return NULL;
     hs_site *p = hs_slot(h->sites, h->sites_cap, at);
-    return p->active ? p : NULL;
+    return p->active && !p->dropped ? p : NULL;
 }
 
 /* a call's arguments as the callee sees them at its entry (now): argument registers

@@ -18,6 +18,13 @@
  * the site's `active` bit in hotpath.c's hooked-site table (hs_site_active, through ns_bind)
  * and drops no translated code (the block hook reads the table at run time).
  *
+ * hwbp (backends/hwbp_native.py) is the same algorithm delivered by N hardware slots per
+ * function: with slot accounting on (ns_set_slots) every function armed here counts what
+ * hwbp.py `SlotDelivery.arm` counts — the slots its free sites take (`slot_ranges`: one per
+ * site, or one stepped span when an address-slot function has more sites than slots, or at
+ * most N ranges), a fall-back, and the most slots programmed at once — and a function
+ * disarmed frees its slots.  Its hooks stay Python's or hotpath.c's site table's, idle.
+ *
  * Anything this table cannot decide (a function or site it was not told about, a return that
  * empties the chain, after the guest wrote over code) is declined: the trap goes to Python.
  */
@@ -64,6 +71,7 @@ typedef struct {
     uint32_t *sites;  /* indexes into ns_state.sites, Function.sites' order */
     uint32_t n_sites;
     uint8_t armed, known;
+    uint32_t in_use;  /* hwbp: the slots the armed function programs */
 } ns_func;
 
 typedef struct {
@@ -92,6 +100,11 @@ struct ns_state {
     ns_entry journal[NS_JOURNAL];  /* the switches Python has not replayed yet */
     uint32_t n_journal;
     uint64_t j_patches, j_removals;  /* what those switches count (int3.py stats) */
+    /* hwbp's slot accounting (ns_set_slots; slots 0: off) */
+    uint32_t slots;
+    uint8_t slot_ranges;  /* 1: range slots (s390x PER), 0: address slots */
+    uint64_t in_use;  /* slots programmed now: the armed functions' in_use, summed */
+    uint64_t j_slot_writes, j_fallbacks, j_max_slots;  /* since the journal was cleared */
 };
 
 /* ------------------------------------------------------------------ maps */
@@ -348,7 +361,12 @@ void ns_disable(ns_state *ns) { ns->disabled = 1; }
  * them on its state) */
 const ns_entry *ns_journal(const ns_state *ns) { return ns->journal; }
 uint32_t ns_journal_count(const ns_state *ns) { return ns->n_journal; }
-void ns_journal_clear(ns_state *ns) { ns->n_journal = 0; ns->j_patches = ns->j_removals = 0; }
+void ns_journal_clear(ns_state *ns)
+{
+    ns->n_journal = 0;
+    ns->j_patches = ns->j_removals = 0;
+    ns->j_slot_writes = ns->j_fallbacks = ns->j_max_slots = 0;
+}
 /* since the journal was last cleared: sites written (int3.py "patches": a breakpoint or the
  * original bytes, or a site hook armed or idled) and translated code dropped
  * ("cache_removals": patch sites only) */
@@ -367,6 +385,42 @@ void ns_sites_state(const ns_state *ns, uint32_t n, const uint64_t *addrs, uint6
     }
 }
 uint64_t ns_switches(const ns_state *ns) { return ns->switches; }
+
+/* hwbp: count slots as hwbp.py SlotDelivery does, `slots` of them, ranges (1) or addresses */
+void ns_set_slots(ns_state *ns, uint32_t slots, uint32_t ranges)
+{
+    ns->slots = slots;
+    ns->slot_ranges = (uint8_t)(ranges != 0);
+}
+
+/* hwbp: Python armed (n slots) or disarmed (0) the function at start */
+int ns_func_slots(ns_state *ns, uint64_t start, uint32_t n)
+{
+    uint32_t f = func_index(ns, start);
+    if (f == NS_NONE)
+        return -1;
+    ns->in_use = ns->in_use - ns->funcs[f].in_use + n;
+    ns->funcs[f].in_use = n;
+    return 0;
+}
+
+/* where the count of switches made here lives: Python reads it without a call (hwbp's slot
+ * hooks: while it has not moved since Python last replayed the journal, Python's tables are
+ * C's) */
+const uint64_t *ns_switches_at(const ns_state *ns) { return &ns->switches; }
+
+/* hwbp: the slots the function at start programs now (0: not armed, or not known) */
+uint32_t ns_func_in_use(const ns_state *ns, uint64_t start)
+{
+    uint32_t f = map_get(&ns->func_ix, start);
+    return f == NS_NONE ? 0 : ns->funcs[f].in_use;
+}
+
+/* hwbp, since the journal was last cleared: slots written, fall-backs to a stepped span, the
+ * most slots programmed at once after an arming here (0: none) */
+uint64_t ns_journal_slot_writes(const ns_state *ns) { return ns->j_slot_writes; }
+uint64_t ns_journal_fallbacks(const ns_state *ns) { return ns->j_fallbacks; }
+uint64_t ns_journal_max_slots(const ns_state *ns) { return ns->j_max_slots; }
 
 /* ------------------------------------------------------------------ switching */
 static const ns_func *known_func(const ns_state *ns, uint32_t f)
@@ -426,12 +480,31 @@ static void disarm(ns_state *ns, uint64_t start)
     if (!fn->armed)
         return;
     fn->armed = 0;
+    ns->in_use -= fn->in_use;  /* (hwbp: its slots are free; 0 otherwise) */
+    fn->in_use = 0;
     note(ns, NS_DISARMED, start);
     for (uint32_t k = 0; k < fn->n_sites; k++) {
         ns_site *s = &ns->sites[fn->sites[k]];
         if (s->armed && s->owner == start)
             write_site(ns, s, s->orig, 0);
     }
+}
+
+/* hwbp.py SlotDelivery.arm: the slots the function's n_free free sites take (`slot_ranges`:
+ * one per site; more sites than address slots, one stepped span, a fall-back; range slots,
+ * at most `slots` ranges cut at the widest gaps) */
+static void count_slots(ns_state *ns, ns_func *fn, uint32_t n_free)
+{
+    uint32_t ranges = n_free;
+    if (n_free > ns->slots) {
+        ranges = ns->slot_ranges ? ns->slots : 1;
+        ns->j_fallbacks += !ns->slot_ranges;
+    }
+    ns->j_slot_writes += ranges;
+    ns->in_use = ns->in_use - fn->in_use + ranges;
+    fn->in_use = ranges;
+    if (ns->in_use > ns->j_max_slots)
+        ns->j_max_slots = ns->in_use;
 }
 
 /* int3.py _arm: a function not armed gets breakpoints on every site not armed already
@@ -442,13 +515,17 @@ static void arm(ns_state *ns, ns_func *fn)
         return;
     fn->armed = 1;
     note(ns, NS_ARMED, fn->start);
+    uint32_t n_free = 0;
     for (uint32_t k = 0; k < fn->n_sites; k++) {
         ns_site *s = &ns->sites[fn->sites[k]];
         if (!s->armed) {
             write_site(ns, s, s->bp, 1);
             s->owner = fn->start;
+            n_free++;
         }
     }
+    if (ns->slots)
+        count_slots(ns, fn, n_free);
 }
 
 static int push(ns_state *ns, const ns_func *fn, uint32_t f)

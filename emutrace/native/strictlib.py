@@ -51,6 +51,13 @@ def load() -> ctypes.CDLL:
         "ns_chain_low": ([vp], sz),
         "ns_chain_seen": ([vp], None),
         "ns_frame_size": ([], u32),
+        "ns_set_slots": ([vp, u32, u32], None),
+        "ns_func_slots": ([vp, u64, u32], ctypes.c_int),
+        "ns_func_in_use": ([vp, u64], u32),
+        "ns_switches_at": ([vp], vp),
+        "ns_journal_slot_writes": ([vp], u64),
+        "ns_journal_fallbacks": ([vp], u64),
+        "ns_journal_max_slots": ([vp], u64),
     }, "strict.c (int3 strict cleanup)")
     _ready = True
     return lib
