@@ -11,6 +11,17 @@ from functools import cache
 import pytest
 
 from emutrace.discover import Discovery, Function, SiteKind
+from emutrace.discover.decode import Decoder
+from emutrace.discover.functions import (
+    MAX_TAIL_INSNS,
+    _falls_through,
+    code_limit,
+    extent,
+    from_symbol,
+)
+from emutrace.discover.model import Site
+from emutrace.discover.sites import site_for
+from emutrace.discover.symbols import FuncSymbol, SymbolTable, read_symbols
 from emutrace.elf import load_image
 from tests.conftest import ISAS, TESTBINS, bin_path, qemu_binary
 
@@ -215,3 +226,56 @@ def test_ppc64le_local_entry() -> None:
     assert acc.local_entry in targets and acc.start not in targets
     assert d.function_at(acc.local_entry) is acc
     assert [s.indirect for s in d.function_by_name("le_call_ptr").calls] == ["ctr"]
+
+
+# ------------------------------------------------ the sweep in stretches = one at a time
+
+def _sweep_one_by_one(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> Function:
+    """The linear sweep as discovery did it before stretches (the reference): one
+    `insn_at` per instruction, `$d` data skipped by the instruction alignment, continued
+    one instruction at a time past the symbol's end while the code falls through."""
+    end = extent(sym, table, decoder)
+    limit = code_limit(sym, table, decoder)
+    sites: list[Site] = []
+    last: int | None = None
+    addr, tail = sym.start, 0
+
+    def inside(a: int) -> bool:
+        return sym.start <= a < end
+
+    while addr < end:
+        insn = None if table.in_data(addr) else decoder.insn_at(addr, sym.alt)
+        if insn is None:
+            last = None
+            addr += decoder.align(sym.alt)
+        else:
+            site = site_for(decoder, insn, inside)
+            if site is not None:
+                sites.append(site)
+            last = addr
+            addr += insn.size
+        if addr >= end and last is not None and tail < MAX_TAIL_INSNS and addr < limit \
+                and not decoder.cls.delay_slot and _falls_through(decoder, last, sym.alt):
+            end = addr + 1
+            tail += 1
+    end = max(end, addr) if tail else end
+    return Function(sym.name, sym.start, end, tuple(sites), sym.alt, sym.local_offset)
+
+
+# x86_64: variable length; arm: `$d` literal pools and Thumb; s390x: EXRL, 2-6 byte insns
+@pytest.mark.parametrize("isa", ["x86_64", "arm", "s390x"])
+def test_stretch_sweep_equals_one_by_one(isa: str) -> None:
+    """Every sixth function symbol of static `fib` (glibc: ~180 functions, ~20,000
+    instructions; all of them: 7-14 s) read by from_symbol (stretches of code decoded in
+    one capstone call, each instruction classified once) is the function the
+    one-at-a-time sweep reads, each with a decoder of its own."""
+    image = load_image(str(bin_path(isa, "fib")))
+    table = read_symbols(image)
+    fast, slow = Decoder(image), Decoder(image)
+    fast.instructions, slow.instructions = {}, {}  # (not the process memo's)
+    for sym in table.funcs[::6]:
+        assert from_symbol(sym, table, fast) == _sweep_one_by_one(sym, table, slow), sym.name
+    # and the instructions both decoded (what the backends read at sites) are the same
+    both = fast.instructions.keys() & slow.instructions.keys()
+    assert len(both) > 10_000
+    assert all(fast.instructions[k] == slow.instructions[k] for k in both)

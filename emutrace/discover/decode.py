@@ -107,6 +107,52 @@ class Decoder:
         self.instructions[key] = insn
         return insn
 
+    def linear(self, addr: int, stop: int, alt: bool = False) -> list[Insn]:
+        """The instructions back to back from addr while they start before stop (the last
+        may reach past it), ending early where nothing decodes: what insn_at answers one
+        by one, with the missing ones decoded in one capstone call per stretch (a sweep of a
+        function's extent).  Thumb: one at a time (insn_at: capstone carries IT state)."""
+        out: list[Insn] = []
+        at = addr
+        cache = self.instructions
+        while at < stop:
+            key = (at, alt)
+            if key in cache:
+                insn = cache[key]
+            elif alt:
+                insn = self.insn_at(at, alt)
+            else:
+                insn = self._decode_stretch(at, stop)
+            if insn is None:
+                break
+            out.append(insn)
+            at += insn.size
+        return out
+
+    def _decode_stretch(self, addr: int, stop: int) -> Insn | None:
+        """Decode from addr to stop (and the bytes an instruction starting before stop may
+        reach past it) in one capstone call, keeping every instruction as insn_at does;
+        the one at addr, or None where nothing decodes there."""
+        for base, data in self._code:
+            if base <= addr < base + len(data):
+                off = addr - base
+                # past stop: room for the longest instruction (x86: 15 bytes) and, as
+                # insn_at, at least _AHEAD bytes
+                upto = off + max(stop - addr + 16, _AHEAD)
+                cache = self.instructions
+                for at, size, mnemonic, op_str in self._engine(False).disasm_lite(
+                        data[off:upto], addr):
+                    start = at - base
+                    cache.setdefault((at, False), Insn(
+                        at, size, mnemonic, op_str, bytes(data[start:start + size])))
+                    if at + size >= stop:
+                        break
+                if (addr, False) in cache:
+                    return cache[(addr, False)]
+                break
+        self.instructions[(addr, False)] = None
+        return None
+
     def align(self, alt: bool) -> int:
         return self.cls.alt_insn_align if alt else self.cls.insn_align
 

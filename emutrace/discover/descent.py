@@ -32,6 +32,7 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     data: list[tuple[int, int]] = []  # PC-relative literals loaded by covered code
     literal = decoder.cls.literal
     predicates = decoder.cls.predicates
+    classify = decoder.cls.classify
     todo = [entry]
     followed: set[int] = set()
 
@@ -53,8 +54,10 @@ def descend(decoder: Decoder, entry: int, alt: bool,
                 pool = literal(insn)
                 if pool is not None:
                     data.append(pool)
-            flow, _ = resolve(decoder, insn)
-            site = site_for(decoder, insn, inside)
+            classified = classify(insn)
+            flow, _ = resolve(decoder, insn, classified)
+            site = None if classified.kind is FlowKind.NONE else site_for(
+                decoder, insn, inside, classified)
             if predicated:
                 predicated -= 1
                 flow = replace(flow, conditional=True)

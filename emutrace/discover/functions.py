@@ -64,6 +64,7 @@ def from_symbol(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> Functi
     sites: list[Site] = []
     limit = code_limit(sym, table, decoder)
     last: int | None = None  # the last instruction swept (None after data or bad bytes)
+    classify = decoder.cls.classify
 
     def inside(a: int) -> bool:
         return sym.start <= a < end
@@ -75,16 +76,21 @@ def from_symbol(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> Functi
             last = None
             addr += decoder.align(sym.alt)
         else:
-            insn = decoder.insn_at(addr, sym.alt)
-            if insn is None:
+            # the stretch of code up to the next `$d` data or the end, decoded at once
+            stop = min(end, table.data_after(addr))
+            run = decoder.linear(addr, stop, sym.alt)
+            for insn in run:
+                flow = classify(insn)
+                if flow.kind is not FlowKind.NONE:  # (no site falls through: site_for)
+                    site = site_for(decoder, insn, inside, flow)
+                    if site is not None:
+                        sites.append(site)
+            if run:
+                last = run[-1].addr
+                addr = last + run[-1].size
+            if addr < stop:  # the stretch ended early: nothing decodes here
                 last = None
                 addr += decoder.align(sym.alt)
-            else:
-                site = site_for(decoder, insn, inside)
-                if site is not None:
-                    sites.append(site)
-                last = addr
-                addr += insn.size
         if addr >= end and last is not None and tail < MAX_TAIL_INSNS and addr < limit \
                 and not decoder.cls.delay_slot and _falls_through(decoder, last, sym.alt):
             end = addr + 1  # one more instruction: the code runs on into the next symbol

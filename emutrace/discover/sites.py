@@ -14,10 +14,12 @@ def code_addr(decoder: Decoder, addr: int) -> int:
     return decoder.isa.code_address(addr)
 
 
-def resolve(decoder: Decoder, insn: Insn) -> tuple[Flow, int | None]:
-    """The insn's flow; EX/EXRL are replaced by the flow of the instruction they execute
-    (returned as the second value)."""
-    flow = decoder.cls.classify(insn)
+def resolve(decoder: Decoder, insn: Insn, flow: Flow | None = None) -> tuple[Flow, int | None]:
+    """The insn's flow (flow: the classifier's answer, when the caller has it already);
+    EX/EXRL are replaced by the flow of the instruction they execute (returned as the
+    second value)."""
+    if flow is None:
+        flow = decoder.cls.classify(insn)
     if flow.kind is FlowKind.EXECUTE and flow.target is not None:
         executed = decoder.insn_at(flow.target, insn.thumb)
         if executed is None:
@@ -34,9 +36,11 @@ def fall_through(decoder: Decoder, insn: Insn) -> int:
     return insn.addr + insn.size * (2 if decoder.cls.delay_slot else 1)
 
 
-def site_for(decoder: Decoder, insn: Insn, inside: Callable[[int], bool]) -> Site | None:
-    """The site insn makes in a function whose code range is tested by `inside`."""
-    flow, executes = resolve(decoder, insn)
+def site_for(decoder: Decoder, insn: Insn, inside: Callable[[int], bool],
+             classified: Flow | None = None) -> Site | None:
+    """The site insn makes in a function whose code range is tested by `inside`
+    (classified: the classifier's answer for insn, when the caller has it already)."""
+    flow, executes = resolve(decoder, insn, classified)
     kind = flow.kind
     delay = decoder.cls.delay_slot and executes is None and kind is not FlowKind.NONE
     if kind is FlowKind.CALL:

@@ -142,6 +142,11 @@ class SymbolTable:
         i = bisect.bisect_right(self._data_starts, addr) - 1
         return i >= 0 and addr < self.data_ranges[i][1]
 
+    def data_after(self, addr: int) -> int:
+        """Start of the first `$d` data range above addr (a very large number if none)."""
+        i = bisect.bisect_right(self._data_starts, addr)
+        return self._data_starts[i] if i < len(self._data_starts) else 1 << 64
+
     def by_name(self, name: str) -> FuncSymbol | None:
         for f in self.funcs:
             if f.name == name:

@@ -150,7 +150,10 @@ def _s390_ops(op: str) -> list[str]:
 
 
 def classify_s390x(insn: Insn) -> Flow:
-    m, ops = insn.mnemonic, _s390_ops(insn.op_str)
+    m = insn.mnemonic
+    if not m.startswith(("b", "j", "exrl")):  # (every transfer below is one of these)
+        return Flow(FlowKind.STOP) if insn.raw[:2] == b"\x00\x00" else NO_FLOW
+    ops = _s390_ops(insn.op_str)
     if m in _S390_CALLS:
         dest = ops[-1] if len(ops) >= 2 else ""
         if m in ("brasl", "bras"):

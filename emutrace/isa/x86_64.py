@@ -1,7 +1,6 @@
 """x86_64 (AMD64), System V psABI."""
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from emutrace.isa.base import (
     LINUX_NOT_TRIED,
@@ -118,11 +117,13 @@ _X86_COND_JUMPS = frozenset({"jrcxz", "jecxz", "jcxz", "loop", "loope", "loopne"
 _X86_STOPS = frozenset({"hlt", "ud2", "int3", "ud1", "ud0"})
 
 
-def _x86_target(op: str) -> Flow:
+def _x86_flow(kind: FlowKind, op: str, conditional: bool = False) -> Flow:
+    """A transfer to the operand: a direct target, or a register ("rax") or memory
+    ("qword ptr [...]") operand the target is read from."""
     try:
-        return Flow(FlowKind.NONE, target=int(op, 0))
+        return Flow(kind, target=int(op, 0), conditional=conditional)
     except ValueError:
-        return Flow(FlowKind.NONE, indirect=op)  # register ("rax") or memory ("qword ptr [...]")
+        return Flow(kind, indirect=op, conditional=conditional)
 
 
 def classify_x86(insn: Insn) -> Flow:
@@ -131,11 +132,11 @@ def classify_x86(insn: Insn) -> Flow:
     if m in ("ret", "retf"):
         return Flow(FlowKind.RETURN)
     if m == "call":
-        return replace(_x86_target(insn.op_str), kind=FlowKind.CALL)
+        return _x86_flow(FlowKind.CALL, insn.op_str)
     if m == "jmp":
-        return replace(_x86_target(insn.op_str), kind=FlowKind.JUMP)
+        return _x86_flow(FlowKind.JUMP, insn.op_str)
     if m.startswith("j") or m in _X86_COND_JUMPS:
-        return replace(_x86_target(insn.op_str), kind=FlowKind.BRANCH, conditional=True)
+        return _x86_flow(FlowKind.BRANCH, insn.op_str, conditional=True)
     if m in _X86_STOPS:
         return Flow(FlowKind.STOP)
     return NO_FLOW
