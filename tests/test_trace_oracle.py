@@ -43,10 +43,21 @@ BACKENDS = {"step": ("step", "lazy", None), "int3-lazy": ("int3", "lazy", None),
             "btf": ("btf", "lazy", None), "entry": ("entry", "lazy", None)}
 
 
+# `deep` (a recursion past the shadow stack's 1,024 frames: 2 M events, 59 % of this
+# grid's time, entry's alone 40 %) for every mechanism on one patch ISA and one hooked ISA,
+# and for step and int3-lazy on all ten; how deep a trace is concerns the shadow stack and
+# the trace's length, which every mechanism shares, not how a mechanism sees a transfer,
+# which the other ten scenarios check on every cell.  (CI time, issue 9: `.ci/run`.)
+DEEP_EVERY_MECHANISM = ("x86_64", "mips")
+DEEP_EVERY_ISA = ("step", "int3-lazy")
+CELLS = [(isa, mechanism, scenario) for isa in ISAS for mechanism in BACKENDS
+         for scenario in SCENARIOS
+         if scenario != "deep" or isa in DEEP_EVERY_MECHANISM or mechanism in DEEP_EVERY_ISA]
+
+
 @pytest.mark.oracle
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("mechanism", BACKENDS)
-@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize(("isa", "mechanism", "scenario"), CELLS,
+                         ids=["-".join(cell) for cell in CELLS])
 def test_trace_equals_self_record(isa: str, mechanism: str, scenario: str) -> None:
     backend, cleanup, hw_slots = BACKENDS[mechanism]
     want, program_functions = own_record(isa, scenario)
