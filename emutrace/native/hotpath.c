@@ -733,6 +733,24 @@ static int tail_event(nt_state *s, uint64_t site, uint64_t target, uint64_t sp,
     return 1;
 }
 
+/* will the record writer take a call to target at sp (returning to after)?  Then only the
+ * argument registers and stack words its record holds are read: *n_args and *n_stack
+ * (all of them on entry) are cut to those */
+static int writer_words(nt_state *s, uint64_t target, uint64_t sp, uint64_t after,
+                        uint32_t *n_args, uint32_t *n_stack)
+{
+    if (!s->writer || !uw_enabled(s->writer) || s->n_events != 0)
+        return 0;
+    int words = uw_call_words(s->writer, target, sp, after, s->cfg.py_drain);
+    if (words < 0)
+        return 0;
+    if ((uint32_t)words < *n_args)
+        *n_args = (uint32_t)words;
+    if ((uint32_t)words < s->cfg.n_args + *n_stack)
+        *n_stack = (uint32_t)words > s->cfg.n_args ? words - s->cfg.n_args : 0;
+    return 1;
+}
+
 static int fast_trap(nt_state *s, nt_site *site)
 {
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
@@ -763,16 +781,7 @@ static int fast_trap(nt_state *s, nt_site *site)
         if (site->link_reg < 0)
             entry_sp = (sp - s->cfg.word) & mask;
         /* the writer takes the call: read only the stack words its record holds */
-        if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
-            int words = uw_call_words(s->writer, target, sp, site->after, s->cfg.py_drain);
-            if (words >= 0) {
-                to_writer = 1;
-                if ((uint32_t)words < n_args)
-                    n_args = (uint32_t)words;
-                if ((uint32_t)words < s->cfg.n_args + n_stack)
-                    n_stack = (uint32_t)words > s->cfg.n_args ? words - s->cfg.n_args : 0;
-            }
-        }
+        to_writer = writer_words(s, target, sp, site->after, &n_args, &n_stack);
         site_reads(s, site, site->i_val, site->i_val + n_args);
         if (!read_stack_args(s, entry_sp, stack, 0, n_stack))
             return 0;
@@ -1323,17 +1332,8 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
     /* a call: the words its record holds — all of them unless the writer says it takes
      * the call and how many its record keeps (`uw_call_words`, as fast_trap asks) */
     uint32_t n_args = s->cfg.n_args, n_stack = s->cfg.n_stack;
-    int to_writer = 0;
-    if (p->op == OP_CALL && s->writer && uw_enabled(s->writer) && s->n_events == 0) {
-        int words = uw_call_words(s->writer, target, sp_site, p->after, s->cfg.py_drain);
-        if (words >= 0) {
-            to_writer = 1;
-            if ((uint32_t)words < n_args)
-                n_args = (uint32_t)words;
-            if ((uint32_t)words < s->cfg.n_args + n_stack)
-                n_stack = (uint32_t)words > s->cfg.n_args ? words - s->cfg.n_args : 0;
-        }
-    }
+    int to_writer = p->op == OP_CALL
+                    && writer_words(s, target, sp_site, p->after, &n_args, &n_stack);
     if (p->op == OP_CALL && !hs_call_words(h, sp_now, regs, stack, 0, n_args, 0, n_stack))
         return 0;
     if (p->op == OP_RETURN) {
