@@ -103,7 +103,8 @@ def test_bench_spec_messages_list_the_descriptor_forms() -> None:
     with pytest.raises(UsageError, match=r"expected int3:lazy, int3:strict, int3:native or "
                                          r"int3:record$"):
         parse_spec("int3:eager")
-    with pytest.raises(UsageError, match=r"expected hwbp:N \(N ≥ 1 slots\) or hwbp:record$"):
+    with pytest.raises(UsageError, match=r"expected hwbp:N \(N ≥ 1 slots\), hwbp:native or "
+                                         r"hwbp:record$"):
         parse_spec("hwbp:0")
     with pytest.raises(UsageError, match=r"expected btf:native or btf:record$"):
         parse_spec("btf:3")

@@ -53,6 +53,14 @@ CELLS = (("fib", ("18",)), ("calls", ("tail",)), ("typed", ()),
 # every ISA, lazy cleanup: code found by descent (its sites hooked, in C's site table)
 STRIPPED_CELL = ("calls.stripped", ("recursion",))
 ONCE_ISA = "x86_64"
+@pytest.fixture(autouse=True)
+def _own_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`calls all` writes calls-out.txt where it runs: a test running it beside another one
+    in the same directory (pytest-xdist) would read back the other's bytes and count other
+    instructions (seen: one timestamp 3 instructions off)."""
+    monkeypatch.chdir(tmp_path)
+
+
 ONCE_CELLS = (("calls", ("longjmp",)), ("calls.stripped", ("all",)),
               ("calls", ("all",)))
 
