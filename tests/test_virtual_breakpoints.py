@@ -8,10 +8,6 @@ trapping 0x0001 out; `Breakpoint.counted`)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 
 from emutrace.backends.hooked_sites import virtual_breakpoints
@@ -20,26 +16,15 @@ from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 
 from .conftest import ISAS, bin_path
+from .test_native_engine import _stdout_to_devnull
 
 VIRTUAL = [isa for isa in ISAS if virtual_breakpoints(by_name(isa))]
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
 
 
 def _run(isa: str, backend: str, engine: str) -> Process:
     process = Process(RunConfig(str(bin_path(isa, "fib")), ["6"], backend=backend,
                                 engine=engine), warn=lambda m: None)
-    with _quiet():
+    with _stdout_to_devnull():
         process.result = process.run()  # type: ignore[attr-defined]
     return process
 

@@ -465,13 +465,13 @@ class Int3Backend:
             return False
         cpu = self.cpu
         pc = cpu.pc
-        addr = next((pc - b.pc_after for b in (self.bp, self.bp_alt)
-                     if b is not None and b.intno == intno and pc - b.pc_after in self.armed),
-                    None)
-        if addr is None:
+        bp = next((b for b in (self.bp, self.bp_alt)
+                   if b is not None and b.intno == intno and pc - b.pc_after in self.armed),
+                  None)
+        if bp is None:
             return False
-        if not next(b for b in (self.bp, self.bp_alt) if b is not None and b.intno == intno
-                    and pc - b.pc_after == addr).counted:
+        addr = pc - bp.pc_after
+        if not bp.counted:
             self.time += 1  # the site instruction, which the block's count left out
         armed = self.armed[addr]
         self.stats["traps"] += 1
