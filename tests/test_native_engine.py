@@ -67,7 +67,7 @@ STRICT_IN_C = [isa for isa in ISAS if not by_name(isa).thumb_bit
 LOWERED_CELLS = (("calls", ("tail",)), ("fib", ("15",)))
 OTHER_CELLS = (("hello_fs", ()),)
 # every ISA: code found by descent (a stripped binary), whose sites are hooked, in C's site
-# table under lazy cleanup (strict: checked once, with the Python site hooks); its tail
+# table (under strict too, where strict.c switches them); its tail
 # jumps to armed entries, C's at the hooked sites too
 STRIPPED_CELL = ("calls.stripped", ("recursion",))
 STRIPPED_TAIL_CELL = ("calls.stripped", ("tail",))
@@ -132,24 +132,30 @@ def test_native_equals_python(isa: str) -> None:
 
 
 # strict cleanup (disarm on leaving): on a lowered ISA, and at the site hooks C's table
-# watches (mips, mipsel, riscv64), C switches the armed function itself (strict.c) at calls
+# watches (hook delivery; code found by descent), C switches the armed function itself (strict.c) at calls
 # and returns into functions it knows, and Python replays each switch on its own state; on
 # arm (two instruction sets) strict cleanup is Python's work beside C's block counting
 @pytest.mark.parametrize("isa", sorted({*LOWERED, "arm"}))
 def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
     cells = LOWERED_CELLS if isa in LOWERED else LOWERED_CELLS[:1]
-    if isa == ONCE_ISA:  # longjmp (chain cut by a non-local return), site hooks beside C
-        cells = (*cells, *ONCE_CELLS, STRIPPED_CELL)
+    if isa in STRICT_IN_C:  # code found by descent: its site hooks switched by C too
+        cells = (*cells, STRIPPED_CELL)
+    if isa == ONCE_ISA:  # longjmp (chain cut by a non-local return)
+        cells = (*cells, *ONCE_CELLS)
     for program, args in cells:
-        _, want = _run(isa, program, args, "python", "strict")
-        process, got = _run(isa, program, args, "native", "strict")
+        with _stdout_to_devnull():
+            _, want = _run(isa, program, args, "python", "strict")
+            process, got = _run(isa, program, args, "native", "strict")
         assert len(want[0]) > 100, (program, args)
         assert want[1]["patches"] > want[1]["functions"]  # strict re-armed functions
         assert got == want, (program, args)
-        if program == "fib" and isa in STRICT_IN_C:
+        if program != "calls" and isa in STRICT_IN_C:
             # the switches were C's: Python saw first calls, syscalls and start-up only
+            # (fib: a tenth of the traps; the stripped program: its hooked sites' first
+            # hits, descents and stale extents are Python's)
             stats = process.backend.native_stats  # type: ignore[union-attr]
-            assert 10 * stats["python_traps"] < got[1]["traps"], (stats, got[1]["traps"])
+            share = 10 if program == "fib" else 2
+            assert share * stats["python_traps"] < got[1]["traps"], (stats, got[1]["traps"])
             assert 2 * stats["c_switches"] > got[1]["traps"], (stats, got[1]["traps"])
 
 

@@ -195,13 +195,19 @@ class FastSites:
         b, site = self.b, p.site
         code = target & b.tails.mask
         new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
+        # (a jump not taken, or one the tail rule takes for a return, asks discovery
+        # nothing in the reference: learning from it would make its target a function
+        # entry the reference never knows — C tests "not taken" itself)
+        jumped = site.kind is SiteKind.TAIL and b.tails.taken(
+            FlowKind.JUMP, site.conditional, site.maybe_return, target,
+            p.fallthrough) is FlowKind.JUMP
         resolve(p, target)
         if b.strict:
             # a jump that stays inside its function or leaves the image is the only kind
             # strict cleanup does nothing for (_learn_jump's first case)
             if self.on_callee is not None and site.kind is SiteKind.CALL:
                 self._strict_callee(target)
-            elif (self.strict_jumps and site.kind is SiteKind.TAIL
+            elif (self.strict_jumps and jumped
                     and (self._ops.get(site.addr) is not None or site.addr in self.hooked)):
                 self._learn_jump(site, target, code)
             return
@@ -216,8 +222,7 @@ class FastSites:
             if func is not None and func.start in b.armed_funcs and self._args_fast(target):
                 self._callees.add(target)
                 self.table.callee_add(target)
-        elif site.kind is SiteKind.TAIL and (self._ops.get(site.addr) is not None
-                                             or site.addr in self.hooked):
+        elif jumped and (self._ops.get(site.addr) is not None or site.addr in self.hooked):
             self._learn_jump(site, target, code)
 
     def _strict_callee(self, target: int) -> None:

@@ -63,18 +63,16 @@ _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
 
-def wanted(isa: Isa, cleanup: str, every_site: bool = False) -> bool:
-    """C watches the site hooks: an ISA that describes sp effects, under lazy cleanup, or
-    under strict where every site is hooked (strict.c switches those sites, which it cannot
-    on a Thumb ISA; the descent sites of a patch-delivery ISA stay the reference's under
-    strict).  Every site is hooked where the ISA has no working breakpoint
-    (`every_site_hooked`) or the backend delivers by hooks only (every_site: hwbp);
-    elsewhere the sites of code found by descent are (int3.py `_by_hook`), beside the
-    patched ones C's INTR hook finishes."""
+def wanted(isa: Isa, cleanup: str) -> bool:
+    """C watches the site hooks — of every site where the ISA has no working breakpoint
+    (`every_site_hooked`) or the backend delivers by hooks only (hwbp), elsewhere of the
+    code found by descent (int3.py `_by_hook`), beside the patched sites C's INTR hook
+    finishes — on an ISA that describes sp effects, under lazy cleanup, or under strict
+    where strict.c switches them: not on a Thumb ISA, whose strict cleanup stays Python's
+    unless every site is hooked."""
     cls = isa.classifiers
-    every = every_site_hooked(isa) or (every_site and not isa.thumb_bit)
     return (cls is not None and cls.sp_effect is not None
-            and (cleanup == "lazy" or every))
+            and (cleanup == "lazy" or every_site_hooked(isa) or not isa.thumb_bit))
 
 
 def virtual_breakpoints(isa: Isa) -> bool:

@@ -147,8 +147,7 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks: list[int] = []
         # hook delivery: C's site table and block hook instead of Python site hooks
         self._hooked = HookedSites(isa, lib, self._nt) \
-            if self.site_table_in_c and hooked_sites.wanted(isa, cleanup,
-                                                            every_site=delivery == "hook") \
+            if self.site_table_in_c and hooked_sites.wanted(isa, cleanup) \
             else None
         self._hits_counter = hits_counter
         # what a composed delivery adds to `native_stats` (hwbp_native.py)
@@ -382,6 +381,15 @@ class NativeInt3Backend(Int3Backend):
         super()._disarm(func_start)
         if was_armed and self._strict_c is not None and not self._strict_c.replaying:
             self._strict_c.dropped(func_start)
+
+    def _refresh_stale(self) -> None:
+        # every function descent made stale is Python's until Python tells C its new sites
+        # (`StrictInC.taken`): C would arm one it knows with its old sites when a return
+        # reaches it on the chain or a call enters it, where Python descends it again
+        if self._strict_c is not None:
+            for start in self.discovery.stale:
+                self._strict_c.forget(start)
+        super()._refresh_stale()
 
     def _rearm(self, old: Function, new: Function) -> None:
         if self._strict_c is not None:

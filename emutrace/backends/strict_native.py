@@ -74,10 +74,11 @@ class StrictInC:
         self.journal_readers: list[Callable[[dict[int, int]], None]] = []  # (hwbp_native)
 
     def bind_hooked(self, hooked: HookedSites) -> None:
-        """Hook delivery: a site C arms or disarms is flipped in the hooked-site table
-        (hotpath.c hs_site_active) instead of hotpath.c's patch-site table."""
+        """Site hooks (hook delivery, code found by descent): a site hook C arms or disarms
+        is flipped in the hooked-site table (hotpath.c hs_site_active); a patch site's in
+        hotpath.c's patch-site table, as before."""
         self._hooked = hooked
-        self.lib.ns_bind(self.ns, hooked.ns, ctypes.cast(hooked.lib.hs_site_active,
+        self.lib.ns_bind_hooked(self.ns, hooked.ns, ctypes.cast(hooked.lib.hs_site_active,
                                                          ctypes.c_void_p))
 
     # ------------------------------------------------------------ Python → C

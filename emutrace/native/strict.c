@@ -15,7 +15,8 @@
  * Site hooks (hook delivery: mips, mipsel, riscv64, whose breakpoint traps Unicorn does not
  * deliver usably) switch the same way with nothing written: the site's hook stays installed
  * and arming it is a table write, as int3.py keeps an idle hook (`idle_hooks`), so C flips
- * the site's `active` bit in hotpath.c's hooked-site table (hs_site_active, through ns_bind)
+ * the site's `active` bit in hotpath.c's hooked-site table (hs_site_active, through
+ * ns_bind_hooked)
  * and drops no translated code (the block hook reads the table at run time).
  *
  * hwbp (backends/hwbp_native.py) is the same algorithm delivered by N hardware slots per
@@ -94,8 +95,10 @@ struct ns_state {
     size_t depth, chain_cap;
     size_t low;  /* frames below this index are as Python last saw them */
     int disabled;
-    void *table;
+    void *table;            /* hotpath.c's patch-site table: a written site's `active` */
     ns_active_fn active;
+    void *hooked_table;     /* its hooked-site table: a site hook's (ns_bind_hooked) */
+    ns_active_fn hooked_active;
     uint64_t switches;  /* calls and returns switched here */
     ns_entry journal[NS_JOURNAL];  /* the switches Python has not replayed yet */
     uint32_t n_journal;
@@ -244,6 +247,15 @@ void ns_bind(ns_state *ns, void *table, ns_active_fn active)
 {
     ns->table = table;
     ns->active = active;
+}
+
+/* where a site hook's `active` bit lives (hotpath.c's hooked-site table); patch sites keep
+ * theirs in the table ns_bind names — one program may have both (code found by descent is
+ * hooked on a patch-delivery ISA) */
+void ns_bind_hooked(ns_state *ns, void *table, ns_active_fn active)
+{
+    ns->hooked_table = table;
+    ns->hooked_active = active;
 }
 
 /* the breakpoint and the original bytes of a patch site (Python armed it once) */
@@ -467,7 +479,9 @@ static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t 
         ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
     }  /* (a site hook: its hook reads the table, nothing was translated with it) */
     s->armed = (uint8_t)on;
-    if (ns->active)
+    if (s->hooked && ns->hooked_active)
+        ns->hooked_active(ns->hooked_table, s->addr, on);
+    else if (ns->active)
         ns->active(ns->table, s->addr, on);
 }
 

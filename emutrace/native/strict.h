@@ -15,6 +15,7 @@ typedef struct ns_state ns_state;
 typedef void (*ns_active_fn)(void *table, uint64_t addr, uint32_t active);
 
 void ns_bind(ns_state *ns, void *table, ns_active_fn active);
+void ns_bind_hooked(ns_state *ns, void *table, ns_active_fn active);
 int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target);
 void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target);
 int ns_return_ok(const ns_state *ns, uint64_t site, uint64_t target);

@@ -32,7 +32,7 @@ def load() -> ctypes.CDLL:
         "ns_site_bytes": ([vp, u64, u32, ctypes.c_char_p, ctypes.c_char_p], ctypes.c_int),
         "ns_site_armed": ([vp, u64, u32, u64], ctypes.c_int),
         "ns_site_hooked": ([vp, u64], ctypes.c_int),
-        "ns_bind": ([vp, vp, vp], None),
+        "ns_bind_hooked": ([vp, vp, vp], None),
         "ns_func_sites": ([vp, u64, u64, u32, words], ctypes.c_int),
         "ns_func_armed": ([vp, u64, u32], ctypes.c_int),
         "ns_func_forget": ([vp, u64], None),
