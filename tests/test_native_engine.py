@@ -132,9 +132,10 @@ def test_native_equals_python(isa: str) -> None:
 
 
 # strict cleanup (disarm on leaving): on a lowered ISA, and at the site hooks C's table
-# watches (hook delivery; code found by descent), C switches the armed function itself (strict.c) at calls
-# and returns into functions it knows, and Python replays each switch on its own state; on
-# arm (two instruction sets) strict cleanup is Python's work beside C's block counting
+# watches (hook delivery; code found by descent), C switches the armed function itself
+# (strict.c) at calls and returns into functions it knows, and Python replays each switch on
+# its own state; on arm (two instruction sets) strict cleanup is Python's work beside C's
+# block counting
 @pytest.mark.parametrize("isa", sorted({*LOWERED, "arm"}))
 def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
     cells = LOWERED_CELLS if isa in LOWERED else LOWERED_CELLS[:1]
