@@ -30,6 +30,7 @@ import contextlib
 import os
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,7 @@ from emutrace.isa import by_name
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 
-from .conftest import ISAS, bin_path, run_qemu
+from .conftest import BUSYBOX, ISAS, bin_path, run_qemu
 from .test_trace_oracle import namer
 
 # no skip when the library is missing: `make setup` installs the compiler and builds it, so a
@@ -158,6 +159,45 @@ def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
             share = 10 if program == "fib" else 2
             assert share * stats["python_traps"] < got[1]["traps"], (stats, got[1]["traps"])
             assert 2 * stats["c_switches"] > got[1]["traps"], (stats, got[1]["traps"])
+
+
+# busybox (stripped: every site found by descent and hooked) under strict cleanup: C switches
+# at the hooked sites of the patch-delivery ISAs too, and at jumps into other functions
+# (tail calls recorded, then switched: strict.c ns_jump); arm's strict cleanup is Python's
+STRICT_BUSYBOX_ISAS = [isa for isa in ("x86_64", "i386", "aarch64", "mipsel", "ppc64le", "s390x")
+                       if isa in STRICT_IN_C]
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize("isa", STRICT_BUSYBOX_ISAS)
+def test_busybox_gzip_strict_native_equals_python(isa: str, tmp_path: Path) -> None:
+    bb = BUSYBOX / isa / "busybox"
+    if not bb.exists():
+        pytest.fail(f"{bb} missing: run `make setup` (fetches busybox-static with apt)")
+    words = [f"w{(i * 7919) % 613:x}" for i in range(900)]
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(words[j:j + 9]) for j in range(0, 900, 9))[:3000])
+    # gzip stats its input, and a stripped function's "auto" arguments show whatever is in
+    # its registers and stack: an access time after the change time is one the first read
+    # leaves alone (relatime), so both runs see the same times
+    os.utime(text, (2_000_000_000, 1_000_000_000))
+    runs = {}
+    with _stdout_to_devnull():
+        for engine in ("python", "native"):
+            process = Process(RunConfig(str(bb), ["gzip", "-c", str(text)], backend="int3",
+                                        engine=engine, cleanup="strict"), warn=lambda m: None)
+            r = process.run()
+            runs[engine] = (r.records, r.backend_stats, r.guest_insns, r.exit_code)
+    want, got = runs["python"], runs["native"]
+    assert want[3] == 0 and len(want[0]) > 10_000, (want[3], len(want[0]))
+    assert want[1]["patches"] > 10 * want[1]["functions"]  # strict re-armed functions
+    assert got == want
+    stats = process.backend.native_stats  # type: ignore[union-attr]
+    # the switches were C's: Python saw first calls, descents and syscalls (before C took
+    # the hooked sites of descent-found code under strict, every busybox trap on a
+    # patch-delivery ISA was Python's; before ns_jump, a tail call's on aarch64, mipsel, s390x)
+    assert 20 * stats["python_traps"] < got[1]["traps"], (stats, got[1]["traps"])
+    assert 2 * stats["c_switches"] > got[1]["traps"], (stats, got[1]["traps"])
 
 
 # hwbp (strict by design, hook delivery: nothing written): its address slots are entries of

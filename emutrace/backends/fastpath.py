@@ -68,6 +68,13 @@ class TailSiteTable(SiteTable, Protocol):
     def tail_add(self, site: int, target: int) -> None: ...
 
 
+class SwitchJumpTable(SiteTable, Protocol):
+    """A C table whose strict cleanup switches the armed function at a jump into another
+    function that records nothing (hotpath.c nt_switch_jump_add, strict.c ns_jump)."""
+
+    def switch_jump_add(self, site: int, target: int) -> None: ...
+
+
 class ExtraSiteTable(SiteTable, Protocol):
     """A C table that also takes `SiteExtra` (hotpath.c; ploop.c does not: the native
     target's ISAs need none)."""
@@ -201,7 +208,13 @@ class FastSites:
         jumped = site.kind is SiteKind.TAIL and b.tails.taken(
             FlowKind.JUMP, site.conditional, site.maybe_return, target,
             p.fallthrough) is FlowKind.JUMP
+        here = b.armed.get(site.addr)  # (the function the jump leaves: strict disarms it)
+        owner = here.func if here is not None else None
         resolve(p, target)
+        if new_entry and code in self._pair_targets:
+            # a jump there may be a tail call from now on (TailRule.is_tail)
+            self._pair_targets.discard(code)
+            self.table.inside_drop(target)
         if b.strict:
             # a jump that stays inside its function or leaves the image is the only kind
             # strict cleanup does nothing for (_learn_jump's first case)
@@ -209,12 +222,8 @@ class FastSites:
                 self._strict_callee(target)
             elif (self.strict_jumps and jumped
                     and (self._ops.get(site.addr) is not None or site.addr in self.hooked)):
-                self._learn_jump(site, target, code)
+                self._learn_jump(site, target, code, owner)
             return
-        if new_entry and code in self._pair_targets:
-            # a jump there may be a tail call from now on (TailRule.is_tail)
-            self._pair_targets.discard(code)
-            self.table.inside_drop(target)
         if site.kind is SiteKind.CALL and target not in self._callees:
             # a call C may finish from now on: its function is armed (arming again is a
             # no-op in lazy mode) and its arguments are integer registers
@@ -223,7 +232,7 @@ class FastSites:
                 self._callees.add(target)
                 self.table.callee_add(target)
         elif jumped and (self._ops.get(site.addr) is not None or site.addr in self.hooked):
-            self._learn_jump(site, target, code)
+            self._learn_jump(site, target, code, owner)
 
     def _strict_callee(self, target: int) -> None:
         """Under strict cleanup with C switching (emulation's strict.c): a call C may
@@ -239,28 +248,43 @@ class FastSites:
                 self._callees.add(target)
                 self.table.callee_add(target)
 
-    def _learn_jump(self, site: Site, target: int, code: int) -> None:
+    def _learn_jump(self, site: Site, target: int, code: int, owner: int | None) -> None:
         """A jump that recorded nothing and left nothing to arm does the same next time
         (int3._resolve): one that stays inside its function or leaves the image, always;
         one to code that is no function entry, until a call makes it one.  Under lazy
         cleanup, a jump to the entry of another armed function whose arguments C saves is
         one C records next time (where its table can: `TailSiteTable`), for TailRule.is_tail
         to decide in order whether it is a tail call (entries are never forgotten; arming
-        the function again is a no-op)."""
+        the function again is a no-op).  Under strict cleanup with C switching, a jump into
+        another armed function is C's too: it switches the armed function there (strict.c
+        ns_jump) after recording the jump as lazy does when the target is an entry.  owner:
+        the function whose site it is (was, when strict cleanup has just disarmed it)."""
         b = self.b
-        here = b.armed.get(site.addr)
-        if here is None or (b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode):
+        if owner is None or (b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode):
             return  # (a switch of instruction set: _transfer decodes the code reached anew)
         func = b._function(target)
-        if func is None or func.start == here.func:
+        if func is None or func.start == owner:
             self.table.inside_add(site.addr, target)
-        elif b.strict:
+            return
+        if func.start not in b.armed_funcs:
+            return
+        strict_in_c = self.on_callee is not None and hasattr(self.table, "switch_jump_add")
+        if b.strict and not strict_in_c:
             return  # (strict: a jump to other code switches the armed function: Python's)
-        elif func.start in b.armed_funcs and code not in b.tails.entries:
+        if code not in b.tails.entries:
+            # nothing recorded there until the target becomes an entry (the pair is
+            # dropped then); under strict, C switches the armed function (strict.c ns_jump)
             self._pair_targets.add(code)
-            self.table.inside_add(site.addr, target)
-        elif (func.start in b.armed_funcs and hasattr(self.table, "tail_add")
-                and self._args_fast(target)):
+            if b.strict:
+                assert self.on_callee is not None
+                self.on_callee(target, func)
+                cast(SwitchJumpTable, self.table).switch_jump_add(site.addr, target)
+            else:
+                self.table.inside_add(site.addr, target)
+        elif hasattr(self.table, "tail_add") and self._args_fast(target):
+            if b.strict:  # (recorded, then switched as above)
+                assert self.on_callee is not None
+                self.on_callee(target, func)
             cast(TailSiteTable, self.table).tail_add(site.addr, target)
 
 

@@ -82,6 +82,9 @@ class _HotpathTable:
     def tail_add(self, site: int, target: int) -> None:
         self.lib.nt_tail_add(self.nt, site, target)
 
+    def switch_jump_add(self, site: int, target: int) -> None:
+        self.lib.nt_switch_jump_add(self.nt, site, target)
+
     def site_extra(self, addr: int, extra: SiteExtra) -> None:
         after_bits, test, a, b, guard_mask, pops = extra
         self.lib.nt_site_extra(self.nt, addr, after_bits, test, a, b, guard_mask, len(pops),

@@ -96,6 +96,7 @@ def load() -> ctypes.CDLL:
                            ctypes.POINTER(i32)], ctypes.c_int),
         "nt_inside_add": ([vp, u64, u64], ctypes.c_int),
         "nt_inside_drop": ([vp, u64], ctypes.c_int),
+        "nt_switch_jump_add": ([vp, u64, u64], ctypes.c_int),
         "nt_tail_add": ([vp, u64, u64], ctypes.c_int),
         "nt_site_active": ([vp, u64, u32], None),
         "nt_callee_add": ([vp, u64], ctypes.c_int),

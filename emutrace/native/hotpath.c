@@ -153,6 +153,8 @@ typedef struct {
     size_t sites_cap, sites_used;
     nt_set callees;  /* call targets whose function is armed and whose arguments C reads */
     nt_pairs inside; /* (jump site, target) pairs that record nothing (a jump inside its function, or to code that is no function entry) */
+    nt_pairs switch_jumps;  /* strict cleanup: (jump site, target) pairs into another
+                             * function that record nothing and switch the armed function */
     nt_pairs tails;  /* (jump site, target) pairs to another armed function's entry whose
                         arguments C saves: a tail call unless it is the running function */
     nt_block *blocks;
@@ -339,11 +341,13 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
     s->inside.t = calloc(s->inside.cap, sizeof *s->inside.t);
     s->tails.cap = 256;
     s->tails.t = calloc(s->tails.cap, sizeof *s->tails.t);
+    s->switch_jumps.cap = 256;
+    s->switch_jumps.t = calloc(s->switch_jumps.cap, sizeof *s->switch_jumps.t);
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
     if (!s->sites || !s->blocks || !s->callees.keys || !s->inside.t || !s->tails.t
-        || !s->events) {
+        || !s->switch_jumps.t || !s->events) {
         free(s->sites); free(s->blocks); free(s->callees.keys); free(s->inside.t);
-        free(s->tails.t); free(s->events); free(s);
+        free(s->tails.t); free(s->switch_jumps.t); free(s->events); free(s);
         return NULL;
     }
     return s;
@@ -358,6 +362,7 @@ void nt_free(nt_state *s)
     free(s->callees.keys);
     free(s->inside.t);
     free(s->tails.t);
+    free(s->switch_jumps.t);
     free(s->events);
     free(s);
 }
@@ -476,21 +481,35 @@ int nt_tail_add(nt_state *s, uint64_t site, uint64_t target)
     return pairs_add(&s->tails, site, target);
 }
 
-/* forget every pair that goes to target (it became a function entry: a jump there may now
- * be a tail call); the table is rebuilt without them */
-int nt_inside_drop(nt_state *s, uint64_t target)
+/* strict cleanup: a jump from site to target enters another function that C knows and
+ * records nothing (target is no function entry: fastpath.py FastSites._learn_jump), so C
+ * switches the armed function as int3.py _transfer's jump case does (strict.c ns_jump) */
+int nt_switch_jump_add(nt_state *s, uint64_t site, uint64_t target)
 {
-    nt_pairs fresh = {calloc(s->inside.cap, sizeof(nt_pair)), s->inside.cap, 0};
+    return pairs_add(&s->switch_jumps, site, target);
+}
+
+/* the table rebuilt without the pairs that go to target */
+static int pairs_drop(nt_pairs *t, uint64_t target)
+{
+    nt_pairs fresh = {calloc(t->cap, sizeof(nt_pair)), t->cap, 0};
     if (!fresh.t)
         return -1;
-    for (size_t i = 0; i < s->inside.cap; i++) {
-        nt_pair *p = &s->inside.t[i];
+    for (size_t i = 0; i < t->cap; i++) {
+        nt_pair *p = &t->t[i];
         if (p->site && p->target != target)
             pairs_add(&fresh, p->site, p->target);
     }
-    free(s->inside.t);
-    s->inside = fresh;
+    free(t->t);
+    *t = fresh;
     return 0;
+}
+
+/* forget every pair that goes to target (it became a function entry: a jump there may now
+ * be a tail call) */
+int nt_inside_drop(nt_state *s, uint64_t target)
+{
+    return pairs_drop(&s->inside, target) | pairs_drop(&s->switch_jumps, target);
 }
 
 int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
@@ -690,18 +709,34 @@ static void write_pops(nt_state *s, nt_site *site, const uint8_t *words)
  * (uw_take_tail, which leaves it to Python when the running function is target already),
  * else as an EV_TAIL record drained in order.  The arguments as the callee sees them, at
  * entry_sp (a jump moves no sp); sp: at the site.  1 if recorded, 0: Python's */
+/* strict cleanup: a jump taken into another function that records nothing, switched here
+ * (1) or left to Python (0).  [lo, hi): the block running now, when a site hook's transfer
+ * is resolved at its start (strict.c declines to write into it) */
+static int switch_jump(nt_state *s, uint64_t site, uint64_t target, uint64_t lo, uint64_t hi)
+{
+    return s->strict && pairs_has(&s->switch_jumps, site, target)
+           && ns_jump(s->strict, site, target, lo, hi);
+}
+
 static int tail_event(nt_state *s, uint64_t site, uint64_t target, uint64_t sp,
-                      uint64_t entry_sp, uint64_t time)
+                      uint64_t entry_sp, uint64_t time, uint64_t lo, uint64_t hi)
 {
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
     uint8_t stack[8 * NT_MAX_REGS];
     uint64_t regs[NT_MAX_REGS] = {0};
-    if (s->strict || !pairs_has(&s->tails, site, target))
+    if (!pairs_has(&s->tails, site, target))
         return 0;
     if (s->cfg.n_stack
         && s->cfg.mem_read(s->uc, (entry_sp + s->cfg.stack_offset) & mask, stack,
                            (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
         return 0;
+    if (s->strict) {  /* strict cleanup: the jump switches the armed function (room first: a
+                         switch made is never handed to Python) */
+        if (s->n_events >= s->cfg.buffer_events)
+            s->cfg.py_drain();
+        if (s->n_events >= s->cfg.buffer_events || !ns_jump(s->strict, site, target, lo, hi))
+            return 0;
+    }
     for (uint32_t i = 0; i < s->cfg.n_args; i++)
         regs[i] = rd(s, s->cfg.arg_regs[i]);
     for (uint32_t i = 0; i < s->cfg.n_stack; i++)
@@ -856,7 +891,8 @@ static int fast_trap(nt_state *s, nt_site *site)
             return 0;
         if (!((site->conditional && target == site->after)
               || pairs_has(&s->inside, site->addr, target))
-            && !(taken && tail_event(s, site->addr, target, sp, sp, s->time)))
+            && !(taken && switch_jump(s, site->addr, target, 0, 0))
+            && !(taken && tail_event(s, site->addr, target, sp, sp, s->time, 0, 0)))
             return 0;
         wr(s, s->cfg.pc_reg, raw);
         s->traps++;
@@ -1308,7 +1344,8 @@ static int hs_call_words(hs_state *h, uint64_t sp_now, uint64_t *regs, uint8_t *
 }
 
 /* C finishes the pending transfer to target (1), or leaves it to Python (0) */
-static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp_site,
+static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t size,
+                     uint64_t sp_site,
                      uint64_t sp_now)
 {
     nt_state *s = h->nt;
@@ -1320,7 +1357,9 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
                               another armed function's entry (recorded) */
         return (p->conditional && target == p->after)
                || pairs_has(&s->inside, p->addr, target)
-               || tail_event(s, p->addr, target, sp_site, sp_now, h->pending_time);
+               || switch_jump(s, p->addr, target, target, target + size)
+               || tail_event(s, p->addr, target, sp_site, sp_now, h->pending_time, target,
+                             target + size);
     /* a call or return to the next instruction (not taken, or one that only reads the
      * PC) is no transfer (tails.py `TailRule.taken`); a callee not armed yet, a value C's
      * registers do not hold: Python's */
@@ -1346,7 +1385,8 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint64_t sp
         if (s->n_events >= s->cfg.buffer_events)
             s->cfg.py_drain();  /* (room first: a switch made is never handed to Python) */
         if (s->n_events >= s->cfg.buffer_events
-            || !ns_switch(s->strict, p->op == OP_CALL, p->addr, target))
+            || !ns_switch(s->strict, p->op == OP_CALL, p->addr, target, target,
+                          target + size))
             return 0;
     }
     if ((to_writer || p->op != OP_CALL) && s->writer && uw_enabled(s->writer)
@@ -1403,7 +1443,7 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         h->has_pending = 0;
         if (h->pending.taken_only && addr == h->pending.after) {
             h->hits--;  /* not taken: the reference's hook did not run (no hit) */
-        } else if (python || !hs_finish(h, &h->pending, addr, sp_site, sp_now)) {
+        } else if (python || !hs_finish(h, &h->pending, addr, size, sp_site, sp_now)) {
             h->slow++;
             s->cfg.py_drain();  /* C's records come before what Python emits */
             h->cfg.py_site(h->pending.addr, h->pending_time, sp_site);

@@ -615,11 +615,57 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
     ns->switches++;
 }
 
-/* a transfer that already ran (a site hook's, resolved at the next block: hotpath.c
- * hs_finish): switched here (1) or declined (0, nothing changed: Python's) */
-int ns_switch(ns_state *ns, uint32_t call, uint64_t site, uint64_t target)
+/* a site of fn whose bytes a switch writes lies in [lo, hi): the block running now, which is
+ * translated already, so they would take effect only at its next translation (the
+ * reference restarts the block: int3.py `_armed_now`) */
+static int writes_in(const ns_state *ns, const ns_func *fn, uint64_t lo, uint64_t hi)
+{
+    for (uint32_t k = 0; fn && k < fn->n_sites; k++) {
+        const ns_site *s = &ns->sites[fn->sites[k]];
+        if (!s->hooked && lo <= s->addr && s->addr < hi)
+            return 1;
+    }
+    return 0;
+}
+
+/* int3.py _transfer, a jump into another function that records nothing, under strict: the
+ * chain's innermost frame becomes the function entered, the function left is disarmed and
+ * the one entered armed.  1: switched; 0: declined, nothing changed (Python's) */
+int ns_jump(ns_state *ns, uint64_t site, uint64_t target, uint64_t lo, uint64_t hi)
+{
+    if (ns->disabled || ns->n_journal + 2 > NS_JOURNAL || ns->depth == 0)
+        return 0;
+    const ns_func *owner = owner_of(ns, site);
+    uint32_t f = map_get(&ns->target_ix, target);
+    const ns_func *callee = known_func(ns, f);
+    if (owner == NULL || callee == NULL || callee == owner || !can_arm(ns, callee)
+        || writes_in(ns, owner, lo, hi) || writes_in(ns, callee, lo, hi))
+        return 0;
+    uint64_t left = owner->start;
+    if (ns->depth - 1 < ns->low)
+        ns->low = ns->depth - 1;
+    ns->chain[ns->depth - 1].start = callee->start;
+    ns->chain[ns->depth - 1].end = callee->end;
+    ns->chain[ns->depth - 1].func = f;
+    disarm(ns, left);
+    arm(ns, &ns->funcs[f]);
+    ns->switches++;
+    return 1;
+}
+
+/* a transfer that already ran (a site hook's, resolved at the start of the next block,
+ * [lo, hi): hotpath.c hs_finish): switched here (1) or declined (0, nothing changed:
+ * Python's), also when the switch would write breakpoint or original bytes into that block
+ * (`writes_in`: a patch site there, on a patch-delivery ISA) */
+int ns_switch(ns_state *ns, uint32_t call, uint64_t site, uint64_t target, uint64_t lo,
+              uint64_t hi)
 {
     if (call ? !ns_call_ok(ns, site, target) : !ns_return_ok(ns, site, target))
+        return 0;
+    const ns_func *owner = owner_of(ns, site);
+    const ns_func *entered = call ? known_func(ns, map_get(&ns->target_ix, target))
+                                  : known_func(ns, ns->chain[caller_depth(ns, target) - 1].func);
+    if (writes_in(ns, owner, lo, hi) || writes_in(ns, entered, lo, hi))
         return 0;
     if (call)
         ns_call_commit(ns, site, target);

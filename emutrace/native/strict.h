@@ -18,9 +18,11 @@ void ns_bind(ns_state *ns, void *table, ns_active_fn active);
 void ns_bind_hooked(ns_state *ns, void *table, ns_active_fn active);
 int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target);
 void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target);
+int ns_jump(ns_state *ns, uint64_t site, uint64_t target, uint64_t lo, uint64_t hi);
 int ns_return_ok(const ns_state *ns, uint64_t site, uint64_t target);
 void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target);
 /* both at once, for a site hook's transfer (it ran already: nothing to simulate) */
-int ns_switch(ns_state *ns, uint32_t call, uint64_t site, uint64_t target);
+int ns_switch(ns_state *ns, uint32_t call, uint64_t site, uint64_t target, uint64_t lo,
+              uint64_t hi);
 
 #endif
