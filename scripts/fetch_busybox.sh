@@ -20,10 +20,17 @@ if [ "$need_update" = 1 ] || ! apt-cache show busybox-static:s390x >/dev/null 2>
   # a half-synced mirror index of one suite must not stop us: busybox comes from main
   $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
 fi
+# one `apt-get download` for every missing one: each apt call loads the package lists of
+# all eight architectures (~5 s of CPU), so one call per package cost minutes
+missing=()
+for a in "${!isa[@]}"; do
+  [ -x "$dest/${isa[$a]}/busybox" ] || missing+=("busybox-static:$a")
+done
+[ "${#missing[@]}" = 0 ] && exit 0
+(cd "$dest/debs" && apt-get download -qq "${missing[@]}")
 for a in "${!isa[@]}"; do
   out="$dest/${isa[$a]}/busybox"
   [ -x "$out" ] && continue
-  (cd "$dest/debs" && apt-get download -qq "busybox-static:$a")
   deb=$(ls "$dest"/debs/busybox-static_*_"$a".deb | head -n1)
   tmp=$(mktemp -d)
   dpkg-deb -x "$deb" "$tmp"

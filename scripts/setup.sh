@@ -5,74 +5,76 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-if ! command -v qemu-s390x-static >/dev/null 2>&1; then
-  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-user-static uftrace >/dev/null
-fi
-# Debian's cross compilers: tests compile against each ISA's glibc headers at run time
-# (test_sigframe: the signal-frame layout against ucontext_t; test_hardening_selfmod builds
-# its program) and `make testbins` rebuilds the committed programs with them.
-cross_gccs="gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+# Debian's packages, in one `apt-get update` and two installs (each apt call reloads every
+# package list; one call per group cost minutes on a fresh machine):
+# * qemu-user-static (the oracle of Linux programs) and Debian's uftrace (reads our traces);
+# * the cross compilers: tests compile against each ISA's glibc headers at run time
+#   (test_sigframe: the signal-frame layout against ucontext_t; test_hardening_selfmod builds
+#   its program) and `make testbins` rebuilds the committed programs with them;
+# * the cross sysroots (/usr/<triple>): the roots of the dynamic-binary tests (issue 15; the
+#   x86_64 programs use the host's own /);
+# * the cross binutils (issue 15): objdump's @plt names are the oracle of PLT naming,
+#   objcopy/readelf split debug files in tests/test_debuginfo.py;
+# * a C compiler and Python headers when missing: `pip install -e .` compiles
+#   emutrace/native/*.c (issue 9);
+# * without recommends, qemu-system-<arch>: the oracle of the mini-kernels in testbins/kernel
+#   (issue 14: arm/aarch64 in qemu-system-arm, riscv64 in -misc, i386 in -x86, ppc/ppc64le in
+#   -ppc (bamboo, pseries), mips/mipsel in -mips (malta)).
+# The foreign architectures come first: Debian's programs of the other ISAs (busybox, the
+# shells, the roots of tests/test_debian_programs.py, the arm64 kernel) are fetched below.
+foreign="arm64 armhf i386 mipsel ppc64el s390x"
+update=0
+for a in $foreign; do
+  if ! dpkg --print-foreign-architectures | grep -qx "$a"; then
+    $sudo dpkg --add-architecture "$a"; update=1
+  fi
+done
+with_recommends="qemu-user-static uftrace
+  gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
   gcc-mipsel-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc-linux-gnu gcc-powerpc64le-linux-gnu
-  gcc-s390x-linux-gnu"
-# shellcheck disable=SC2086
-if ! dpkg-query -W $cross_gccs >/dev/null 2>&1; then
-  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_gccs >/dev/null
+  gcc-s390x-linux-gnu
+  libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
+  libc6-riscv64-cross libc6-powerpc-cross libc6-ppc64el-cross libc6-s390x-cross
+  binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
+  binutils-mips-linux-gnu binutils-mipsel-linux-gnu binutils-riscv64-linux-gnu
+  binutils-powerpc-linux-gnu binutils-powerpc64le-linux-gnu binutils-s390x-linux-gnu"
+if ! command -v gcc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  with_recommends="$with_recommends gcc python3-dev"
 fi
-# Debian's cross sysroots (/usr/<triple>): the roots of the dynamic-binary tests (issue 15);
-# the x86_64 programs use the host's own /.  Skipped when every one is present.
-cross_libcs="libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
-  libc6-riscv64-cross libc6-powerpc-cross libc6-ppc64el-cross libc6-s390x-cross"
-# shellcheck disable=SC2086
-if ! dpkg-query -W $cross_libcs >/dev/null 2>&1; then
+without_recommends="qemu-system-arm qemu-system-misc qemu-system-x86 qemu-system-ppc
+  qemu-system-mips"
+missing=(); missing_bare=()
+for p in $with_recommends; do installed "$p" || missing+=("$p"); done
+for p in $without_recommends; do installed "$p" || missing_bare+=("$p"); done
+if [ "$update" = 1 ] || [ "${#missing[@]}" != 0 ] || [ "${#missing_bare[@]}" != 0 ] ||
+   ! apt-cache show busybox-static:s390x >/dev/null 2>&1; then
+  # a half-synced mirror index of one suite must not stop us
   $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_libcs >/dev/null
 fi
-# Kernel images (issue 14, tests/test_kernel.py): qemu-system-<arch> is the oracle of the
-# mini-kernels in testbins/kernel (arm/aarch64 in qemu-system-arm, riscv64 in -misc, i386
-# in -x86).
-if ! command -v qemu-system-aarch64 >/dev/null 2>&1 || ! command -v qemu-system-riscv64 >/dev/null 2>&1 ||
-   ! command -v qemu-system-i386 >/dev/null 2>&1; then
-  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+if [ "${#missing[@]}" != 0 ]; then
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ "${#missing_bare[@]}" != 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    qemu-system-arm qemu-system-misc qemu-system-x86 >/dev/null
-fi
-# Kernel images on ppc/ppc64le (issue 14, tests/test_kernel.py): qemu-system-ppc
-# (qemu-system-ppc -M bamboo, qemu-system-ppc64 -M pseries) is the oracle of
-# testbins/kernel/ppc and ppc64le.
-if ! command -v qemu-system-ppc >/dev/null 2>&1 || ! command -v qemu-system-ppc64 >/dev/null 2>&1; then
-  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    qemu-system-ppc >/dev/null
-fi
-# ... and the mips/mipsel mini-kernels' oracle (issue 14, boards malta/maltael):
-# qemu-system-mips(el) -M malta, Debian's qemu-system-mips package
-if ! command -v qemu-system-mipsel >/dev/null 2>&1; then
-  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    qemu-system-mips >/dev/null
+    "${missing_bare[@]}" >/dev/null
 fi
 # ... and Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
 # .cache/firmware once (never committed): tests/test_kernel.py boots them to the prompt.
+firmware=()
 for pkg in u-boot-qemu opensbi; do
-  if [ ! -d ".cache/firmware/$pkg/usr/lib" ]; then
-    mkdir -p .cache/firmware
-    ( cd .cache/firmware && rm -f "${pkg}"_*.deb &&
-      { apt-get download "$pkg" 2>/dev/null ||
-        { $sudo apt-get update -qq && apt-get download "$pkg"; }; } &&
-      dpkg-deb -x "${pkg}"_*.deb "$pkg" )
-  fi
+  [ -d ".cache/firmware/$pkg/usr/lib" ] || firmware+=("$pkg")
 done
+if [ "${#firmware[@]}" != 0 ]; then
+  mkdir -p .cache/firmware
+  ( cd .cache/firmware && for pkg in "${firmware[@]}"; do rm -f "${pkg}"_*.deb; done &&
+    apt-get download -qq "${firmware[@]}" &&
+    for pkg in "${firmware[@]}"; do dpkg-deb -x "${pkg}"_*.deb "$pkg"; done )
+fi
 # ... and a Linux kernel from Debian (linux-image-*-cloud-arm64): only its vmlinuz, as
 # .cache/firmware/linux-arm64/vmlinuz (tests/test_kernel.py boots it to the VFS panic).
 if [ ! -f .cache/firmware/linux-arm64/vmlinuz ]; then
-  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
-    $sudo dpkg --add-architecture arm64
-    $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  fi
   pkg=$(apt-cache depends linux-image-cloud-arm64:arm64 | awk '/Depends: linux-image-/ {print $2; exit}')
   tmp=$(mktemp -d)
   ( cd "$tmp" && apt-get download "$pkg" 2>/dev/null ) &&
@@ -80,13 +82,7 @@ if [ ! -f .cache/firmware/linux-arm64/vmlinuz ]; then
     mkdir -p .cache/firmware/linux-arm64 && cp "$tmp"/boot/vmlinuz-* .cache/firmware/linux-arm64/vmlinuz
   rm -rf "$tmp"
 fi
-# native hot path (issue 9): `pip install -e .` compiles emutrace/native/hotpath.c, which needs a
-# C compiler and the Python headers; installed only when one of them is missing
-if ! command -v gcc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
-sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
-  $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq gcc python3-dev >/dev/null
-fi
+# the package, with its test extras; `pip install -e .` compiles emutrace/native/*.c
 python3 -m pip install -q -e '.[test]'
 python3 -c 'from emutrace import native; native.load()' ||
   echo "warning: the native hot path was not built; --engine native is unavailable"
@@ -94,23 +90,14 @@ bash scripts/fetch_busybox.sh
 # issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
 # into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
 bash scripts/fetch_shells.sh
-# Tracing dynamic programs (issue 15): the cross binutils (objdump's @plt names are the oracle
-# of PLT naming, objcopy/readelf split debug files in tests/test_debuginfo.py), and a Debian
-# arm64 root with coreutils for tests/test_rootfs.py, made by `emutrace rootfs` once into
-# .cache/rootfs/aarch64 (arm64 was added as a foreign architecture by fetch_busybox.sh).
-cross_binutils="binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
-  binutils-mips-linux-gnu binutils-mipsel-linux-gnu binutils-riscv64-linux-gnu
-  binutils-powerpc-linux-gnu binutils-powerpc64le-linux-gnu binutils-s390x-linux-gnu"
-# shellcheck disable=SC2086
-if ! dpkg-query -W $cross_binutils >/dev/null 2>&1; then
-  # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $cross_binutils >/dev/null
-fi
 # Debian's own dynamic programs (issue 15, tests/test_debian_programs.py): a root per Debian
 # ISA made by `emutrace rootfs` into .cache/rootfs/<isa> (coreutils, grep, sed, findutils,
 # diffutils, gawk and their libraries; the .debs, ~90 MB for all seven, are kept in
-# .cache/rootfs-debs).  Idempotent: a root whose marker lists every package is left alone.
+# .cache/rootfs-debs/<isa>).  Idempotent: a root whose marker lists every package is left
+# alone.  The seven are made side by side (each mostly waits for apt and dpkg-deb), each
+# with its own .deb directory (two `apt-get download`s of one file must not meet).
 debian_programs="coreutils grep sed findutils diffutils gawk"
+pids=()
 for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do
   root=".cache/rootfs/$isa"
   complete=1
@@ -119,8 +106,11 @@ for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do
   done
   if [ "$complete" = 0 ]; then
     # shellcheck disable=SC2086
-    python3 -m emutrace rootfs --arch "$isa" -o "$root" --cache .cache/rootfs-debs $debian_programs
+    python3 -m emutrace rootfs --arch "$isa" -o "$root" --cache ".cache/rootfs-debs/$isa" \
+      $debian_programs &
+    pids+=("$!")
   fi
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion
