@@ -40,7 +40,7 @@ def c_finishes(isa: str) -> bool:
     from emutrace.isa import by_name
 
     isa_ = by_name(isa)
-    return isa_.lower is not None or (hooked_sites.wanted(isa_, "lazy")
+    return isa_.lower is not None or (hooked_sites.wanted(isa_)
                                       and hooked_sites.every_site_hooked(isa_))
 
 

@@ -58,11 +58,10 @@ def test_native_library_is_built() -> None:
 # watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
            or hooked_sites.every_site_hooked(by_name(isa))]
-# where strict cleanup's switches are C's (int3_native.StrictInC: no Thumb, and a lowering
-# or the site hooks C's table watches: mips, mipsel, riscv64)
-STRICT_IN_C = [isa for isa in ISAS if not by_name(isa).thumb_bit
-               and (by_name(isa).lower is not None
-                    or hooked_sites.wanted(by_name(isa), "strict"))]
+# where strict cleanup's switches are C's (int3_native.StrictInC: a lowering or the site
+# hooks C's table watches: every ISA since session 11, arm's two instruction sets too)
+STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None
+               or hooked_sites.wanted(by_name(isa))]
 
 # (program, args): what C finishes on a lowered ISA; a smaller set elsewhere (slow path)
 LOWERED_CELLS = (("calls", ("tail",)), ("fib", ("15",)))
@@ -135,8 +134,7 @@ def test_native_equals_python(isa: str) -> None:
 # strict cleanup (disarm on leaving): on a lowered ISA, and at the site hooks C's table
 # watches (hook delivery; code found by descent), C switches the armed function itself
 # (strict.c) at calls and returns into functions it knows, and Python replays each switch on
-# its own state; on arm (two instruction sets) strict cleanup is Python's work beside C's
-# block counting
+# its own state (arm too, in both instruction sets, since session 11)
 @pytest.mark.parametrize("isa", sorted({*LOWERED, "arm"}))
 def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
     cells = LOWERED_CELLS if isa in LOWERED else LOWERED_CELLS[:1]
@@ -163,9 +161,9 @@ def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
 
 # busybox (stripped: every site found by descent and hooked) under strict cleanup: C switches
 # at the hooked sites of the patch-delivery ISAs too, and at jumps into other functions
-# (tail calls recorded, then switched: strict.c ns_jump); arm's strict cleanup is Python's
-STRICT_BUSYBOX_ISAS = [isa for isa in ("x86_64", "i386", "aarch64", "mipsel", "ppc64le", "s390x")
-                       if isa in STRICT_IN_C]
+# (tail calls recorded, then switched: strict.c ns_jump); arm's too (A32 and Thumb)
+STRICT_BUSYBOX_ISAS = [isa for isa in ("x86_64", "i386", "aarch64", "arm", "mipsel", "ppc64le",
+                                       "s390x") if isa in STRICT_IN_C]
 
 
 @pytest.mark.busybox

@@ -41,11 +41,10 @@ from .test_trace_oracle import namer
 # watches its site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py)
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
            or hooked_sites.every_site_hooked(by_name(isa))]
-# where strict cleanup's switches are C's (int3_native.StrictInC: no Thumb, and a lowering
-# or the site hooks C's table watches: mips, mipsel, riscv64)
-STRICT_IN_C = [isa for isa in ISAS if not by_name(isa).thumb_bit
-               and (by_name(isa).lower is not None
-                    or hooked_sites.wanted(by_name(isa), "strict"))]
+# where strict cleanup's switches are C's (int3_native.StrictInC: a lowering or the site
+# hooks C's table watches: every ISA since session 11, arm's two instruction sets too)
+STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None
+               or hooked_sites.wanted(by_name(isa))]
 CELLS = (("fib", ("18",)), ("calls", ("tail",)), ("typed", ()),
          # ppc, ppc64le, riscv64: calls before the frame (`bl _savegpr0_N`), tail jumps to
          # the restore routines

@@ -63,16 +63,14 @@ _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
 
-def wanted(isa: Isa, cleanup: str) -> bool:
+def wanted(isa: Isa) -> bool:
     """C watches the site hooks — of every site where the ISA has no working breakpoint
     (`every_site_hooked`) or the backend delivers by hooks only (hwbp), elsewhere of the
     code found by descent (int3.py `_by_hook`), beside the patched sites C's INTR hook
-    finishes — on an ISA that describes sp effects, under lazy cleanup, or under strict
-    where strict.c switches them: not on a Thumb ISA, whose strict cleanup stays Python's
-    unless every site is hooked."""
+    finishes — on an ISA that describes sp effects, under either cleanup (strict.c switches
+    them under strict)."""
     cls = isa.classifiers
-    return (cls is not None and cls.sp_effect is not None
-            and (cleanup == "lazy" or every_site_hooked(isa) or not isa.thumb_bit))
+    return cls is not None and cls.sp_effect is not None
 
 
 def virtual_breakpoints(isa: Isa) -> bool:

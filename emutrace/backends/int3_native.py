@@ -149,18 +149,20 @@ class NativeInt3Backend(Int3Backend):
             raise MemoryError("native hot path: out of memory")
         self._c_hooks: list[int] = []
         # hook delivery: C's site table and block hook instead of Python site hooks
+        # (hwbp's slots on a Thumb ISA stay Python hooks, switched by Python: hwbp_native.py)
+        thumb_slots = isa.thumb_bit and delivery == "hook"
         self._hooked = HookedSites(isa, lib, self._nt) \
-            if self.site_table_in_c and hooked_sites.wanted(isa, cleanup) \
+            if self.site_table_in_c and hooked_sites.wanted(isa) and not thumb_slots \
             else None
         self._hits_counter = hits_counter
         # what a composed delivery adds to `native_stats` (hwbp_native.py)
         self.more_native_stats: dict[str, int] = {}
         self._final_time = 0
         # strict cleanup: C switches the armed function where it knows both (strict.c), at
-        # the traps of lowered sites or the site hooks of C's table; made before the base
-        # class arms anything, so that it sees every arming
+        # the traps of lowered sites or the site hooks of C's table (arm's A32 and Thumb code
+        # too); made before the base class arms anything, so that it sees every arming
         self._strict_c: StrictInC | None = None
-        if (cleanup == "strict" and not isa.thumb_bit
+        if (cleanup == "strict" and not thumb_slots
                 and (isa.lower is not None or self._hooked is not None)):
             self._strict_c = StrictInC(self, self._nt, cpu.uc, isa.code_mask)
             if self._hooked is not None:
