@@ -166,15 +166,21 @@ STRICT_BUSYBOX_ISAS = [isa for isa in ("x86_64", "i386", "aarch64", "arm", "mips
                                        "s390x") if isa in STRICT_IN_C]
 
 
-@pytest.mark.busybox
-@pytest.mark.parametrize("isa", STRICT_BUSYBOX_ISAS)
-def test_busybox_gzip_strict_native_equals_python(isa: str, tmp_path: Path) -> None:
+def busybox_and_text(isa: str, tmp_path: Path, size: int) -> tuple[Path, Path]:
+    """The ISA's Debian busybox and `size` bytes of text for its gzip, in tmp_path."""
     bb = BUSYBOX / isa / "busybox"
     if not bb.exists():
         pytest.fail(f"{bb} missing: run `make setup` (fetches busybox-static with apt)")
     words = [f"w{(i * 7919) % 613:x}" for i in range(900)]
     text = tmp_path / "in.txt"
-    text.write_text("\n".join(" ".join(words[j:j + 9]) for j in range(0, 900, 9))[:3000])
+    text.write_text("\n".join(" ".join(words[j:j + 9]) for j in range(0, 900, 9))[:size])
+    return bb, text
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize("isa", STRICT_BUSYBOX_ISAS)
+def test_busybox_gzip_strict_native_equals_python(isa: str, tmp_path: Path) -> None:
+    bb, text = busybox_and_text(isa, tmp_path, 3000)
     # gzip stats its input, and a stripped function's "auto" arguments show whatever is in
     # its registers and stack: an access time after the change time is one the first read
     # leaves alone (relatime), so both runs see the same times

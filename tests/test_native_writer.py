@@ -33,8 +33,8 @@ from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse
 from emutrace.trace.uftrace_read import load_recording
 from emutrace.trace.uftrace_write import sink_for_image
 
-from .conftest import BUSYBOX, ISAS, bin_path, run_qemu
-from .test_native_engine import _stdout_to_devnull
+from .conftest import ISAS, bin_path, run_qemu
+from .test_native_engine import _stdout_to_devnull, busybox_and_text
 from .test_trace_oracle import namer
 
 # C finishes traps: the ISA lowers its sites for C (patch delivery), or C's site table
@@ -193,12 +193,7 @@ def test_busybox_gzip_recorded_in_c(isa: str, tmp_path: Path) -> None:
     start-up).  Before tail jumps at hooked sites were C's, C wrote 95.8 % on aarch64 (4 KB
     of bench_targets' text); before the writer kept policy 3's call-before-frame exception,
     78.7 % on ppc64le (its `bl _savegpr0_N` at the caller's own sp)."""
-    bb = BUSYBOX / isa / "busybox"
-    if not bb.exists():
-        pytest.fail(f"{bb} missing: run `make setup` (fetches busybox-static with apt)")
-    words = [f"w{(i * 7919) % 613:x}" for i in range(900)]
-    text = tmp_path / "in.txt"
-    text.write_text("\n".join(" ".join(words[j:j + 9]) for j in range(0, 900, 9))[:4096])
+    bb, text = busybox_and_text(isa, tmp_path, 4096)
     want = run_qemu(isa, bb, "gzip", "-c", str(text)).stdout
     out = tmp_path / "out.gz"
     saved, fd = os.dup(1), os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
