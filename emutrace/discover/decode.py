@@ -84,25 +84,17 @@ class Decoder:
         key = (addr, alt)
         if key in self.instructions:
             return self.instructions[key]
+        if not alt:
+            # the instructions that follow, decoded in one call and kept: a sweep asks for
+            # them next (disasm_lite's tuples cost a fifth of one CsInsn each)
+            return self._decode_stretch(addr, addr + _AHEAD - 16)
         insn = None
         for base, data in self._code:
             if base <= addr < base + len(data):
                 off = addr - base
-                cs = self._engine(alt)
-                if alt:  # Thumb: one at a time (capstone carries IT-block state along a run)
-                    for i in cs.disasm(data[off:off + 16], addr, 1):
-                        insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes),
-                                    alt)
-                    break
-                # the instructions that follow, decoded in one call and kept: a sweep asks for
-                # them next (disasm_lite's tuples cost a fifth of one CsInsn each)
-                for at, size, mnemonic, op_str in cs.disasm_lite(data[off:off + _AHEAD], addr):
-                    start = at - base
-                    found = Insn(at, size, mnemonic, op_str, bytes(data[start:start + size]),
-                                 alt)
-                    self.instructions.setdefault((at, alt), found)
-                    if at == addr:
-                        insn = found
+                # Thumb: one at a time (capstone carries IT-block state along a run)
+                for i in self._engine(alt).disasm(data[off:off + 16], addr, 1):
+                    insn = Insn(i.address, i.size, i.mnemonic, i.op_str, bytes(i.bytes), alt)
                 break
         self.instructions[key] = insn
         return insn
@@ -131,8 +123,8 @@ class Decoder:
 
     def _decode_stretch(self, addr: int, stop: int) -> Insn | None:
         """Decode from addr to stop (and the bytes an instruction starting before stop may
-        reach past it) in one capstone call, keeping every instruction as insn_at does;
-        the one at addr, or None where nothing decodes there."""
+        reach past it) in one capstone call, keeping every instruction (not Thumb); the one
+        at addr, or None (kept too) where nothing decodes there."""
         for base, data in self._code:
             if base <= addr < base + len(data):
                 off = addr - base

@@ -620,6 +620,8 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
  * reference restarts the block: int3.py `_armed_now`) */
 static int writes_in(const ns_state *ns, const ns_func *fn, uint64_t lo, uint64_t hi)
 {
+    if (lo >= hi)
+        return 0;  /* (no block running: a trap's switch) */
     for (uint32_t k = 0; fn && k < fn->n_sites; k++) {
         const ns_site *s = &ns->sites[fn->sites[k]];
         if (!s->hooked && lo <= s->addr && s->addr < hi)
