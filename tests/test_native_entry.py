@@ -90,3 +90,20 @@ def test_auto_engine_is_native_for_entry() -> None:
     hello = str(bin_path("x86_64", "hello_fs"))
     assert Process(RunConfig(hello, [], backend="entry"), warn=lambda m: None).engine \
         == "native"
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "mips"])
+def test_deep_recursion_hands_c_only_the_changed_frames(isa: str) -> None:
+    """`calls deep` recurses 10,000 frames deep: the open frames cross between Python and C
+    by the part that changed (WatchedList, ep_frames_splice/ep_low), a few frames per event
+    (copying them all at every Python section, as before, made mips's run take 25 s: every
+    probe there is Python's, 10^8 frames copied).  The same records, counters and open
+    frames as the reference, which holds its frames in Python only.  x86_64: C takes the
+    probes, Python the returns; mips: Python takes the probes."""
+    _, want = _run(isa, "calls", ("deep",), "python")
+    process, got = _run(isa, "calls", ("deep",), "native")
+    assert got == want
+    records = len(got[0])
+    assert records > 20_000
+    stats = process.backend.native_stats  # type: ignore[union-attr]
+    assert 0 < stats["frames_copied"] <= 2 * records, (stats, records)

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
+from emutrace.backends.watched import WatchedList
 from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
@@ -60,7 +61,9 @@ class EntryBackend(Int3Backend):
         self.push = call_push_size(cpu)
         self.code_mask = image.isa.code_mask
         self.entries: dict[int, Function] = {}  # probed entry address → its function
-        self.open: list[tuple[int, int, int]] = []  # (return address, call sp, function)
+        # (return address, call sp, function), innermost last; what changed since the
+        # native engine last took them is marked (WatchedList)
+        self.open: WatchedList[tuple[int, int, int]] = WatchedList()
         self.process_entry: int | None = None
         self.handler_entry: int | None = None  # a signal handler's, until its probe fires
         self.generation = -1  # of the symbol table when its functions were last probed

@@ -15,9 +15,11 @@ their common traps finished in C (native/entryprobe.c, through hotpath.c).
 * Hook delivery (mips, mipsel, riscv64) and ARM (two instruction sets): the probes stay the
   reference's Python hooks and traps; C counts the blocks.
 
-The open frames live in C while C runs: handed to C when Python changed them (`_refresh`),
-read back when C did (`_drain`).  `record` keeps every event on the Python writer (C's
-record writer takes int3's calls, not a probe's)."""
+The open frames live in C while C runs: the part Python changed is handed to C (`_refresh`,
+`WatchedList.low` up), the part C changed read back (`_drain`, `ep_low` up) — never the
+whole list, which a 10,000-deep recursion made quadratic (25 s on mips, now 1 s).
+`record` keeps every event on the Python writer (C's record writer takes int3's calls,
+not a probe's)."""
 
 from __future__ import annotations
 
@@ -47,8 +49,9 @@ SIGNATURES = {
     "ep_probe_add": ([_vp, _u64, _u64, ctypes.c_char_p, ctypes.c_char_p, _u32], ctypes.c_int),
     "ep_probe_active": ([_vp, _u64, _u32], None),
     "ep_set": ([_vp, _u32, _u64, _u64], None),
-    "ep_frames_set": ([_vp, _u64, ctypes.c_char_p], ctypes.c_int),
+    "ep_frames_splice": ([_vp, _u64, _u64, ctypes.c_char_p], ctypes.c_int),
     "ep_dirty": ([_vp], _u32),
+    "ep_low": ([_vp], _u64),
     "ep_depth": ([_vp], _u64),
     "ep_frames": ([_vp], _vp),
     "ep_clean": ([_vp], None),
@@ -71,7 +74,8 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         self._ep = None  # (before super(): nothing is probed before start)
         self._c_probes: set[int] = set()
         self._patches_seen = 0  # C's breakpoint writes counted in stats["patches"]
-        self._sent: list[tuple[int, int, int]] = []  # the open frames as C has them
+        self._sent = 0  # how many open frames C had when Python last took or gave them
+        self._copied = 0  # open frames copied between Python and C (both ways)
         super().__init__(image, cpu, hooks, emit, types)
         lib = self._lib
         native.declare(lib, SIGNATURES, "entry probes (ep_*)")
@@ -146,21 +150,28 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         lib, ep = self._lib, self._ep
         lib.ep_set(ep, int(self.discovery.symbols.generation != self.generation),
                    self.process_entry or 0, self.handler_entry or 0)
-        if self.open != self._sent:
-            data = b"".join(FRAME.pack(*f) for f in self.open)
-            if lib.ep_frames_set(ep, len(self.open), data) != 0:
+        frames = self.open  # C gets the part Python changed: from frames.low up
+        if frames.low < self._sent or len(frames) != self._sent:
+            keep = min(frames.low, len(frames))
+            data = b"".join(FRAME.pack(*f) for f in frames[keep:])
+            if lib.ep_frames_splice(ep, keep, len(frames) - keep, data) != 0:
                 raise MemoryError("native hot path: out of memory")
-            self._sent = list(self.open)
+            frames.clean()
+            self._sent = len(frames)
+            self._copied += len(frames) - keep
 
     def _drain(self) -> None:
         super()._drain()
         ep = self._ep
-        if ep is not None and self._lib.ep_dirty(ep):
-            n = int(self._lib.ep_depth(ep))
-            data = ctypes.string_at(self._lib.ep_frames(ep), n * FRAME.size) if n else b""
-            self.open = [tuple(f) for f in FRAME.iter_unpack(data)]  # type: ignore[misc]
-            self._sent = list(self.open)
-            self._lib.ep_clean(ep)
+        if ep is not None and self._lib.ep_dirty(ep):  # the part C changed: from low up
+            lib = self._lib
+            low, n = int(lib.ep_low(ep)), int(lib.ep_depth(ep))
+            data = (ctypes.string_at(lib.ep_frames(ep) + low * FRAME.size,
+                                     (n - low) * FRAME.size) if n > low else b"")
+            self.open.replace_from(low, FRAME.iter_unpack(data))  # type: ignore[arg-type]
+            self._sent = n
+            self._copied += n - low
+            lib.ep_clean(ep)
 
     def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
         """(A step-over C began and Python's block ends: the probe is re-armed here, as the
@@ -194,6 +205,7 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         self.stats["fallbacks"] += int(self._lib.ep_counter(ep, 1))
         time = super().finish()
         self.native_stats["c_entries"] = c_traps
+        self.native_stats["frames_copied"] = self._copied
         self._lib.ep_free(ep)
         self._ep = None
         return time

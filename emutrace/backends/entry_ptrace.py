@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from emutrace.backends.entry import EntryBackend
 from emutrace.backends.fastpath import FastSites, RecordDrain
+from emutrace.backends.watched import WatchedList
 from emutrace.discover import Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
@@ -94,7 +95,7 @@ class PtraceEntryBackend(EntryBackend):
     def _after_resume(self) -> None:
         frames = self._loop.entry_frames_get()
         if frames is not None:
-            self.open = frames
+            self.open = WatchedList(frames)
             self._sent = list(frames)
         self.time = self._loop.c_time()
 

@@ -16,7 +16,7 @@ So the exchange is:
   writes a record): C's record bytes are appended to the sink's main stream (in order: they
   precede every record Python writes next), and the frames C changed since the last exchange
   (its `low` marks) replace Python's from there on;
-* `push` (at the end of every Python section): the frames Python changed (`_Watched`
+* `push` (at the end of every Python section): the frames Python changed (`WatchedList`
   lists record the lowest index touched) replace C's from there on, and C is enabled only
   while nothing unusual is open (no signal or exception frame, the recording still the
   directory the writer was made for: a forked child drops its records).
@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol, SupportsIndex, TypeVar, cast, overload
+from collections.abc import Callable
+from typing import Protocol, cast
 
 from emutrace.backends.tails import TailRule
+from emutrace.backends.watched import WatchedList
 from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return, TailCall
 from emutrace.trace.shadow import Frame, ShadowStack
 from emutrace.trace.uftrace_args import spec_of, spec_size
@@ -52,66 +53,6 @@ _INTEGER_KINDS = frozenset(("auto", "int", "uint", "hex", "oct", "char", "uchar"
                             "ptr"))
 _MASK64 = (1 << 64) - 1
 BUFFER_BYTES = 1 << 16  # C's record buffer (the sink flushes at the same size)
-
-T = TypeVar("T")
-
-
-class _Watched(list[T]):
-    """A list that remembers the lowest index changed since `clean` (push, pop, item
-    assignment; the element below a push too: ShadowStack._push marks it `called`)."""
-
-    def __init__(self, items: Iterable[T] = ()) -> None:
-        super().__init__(items)
-        self.low = len(self)
-
-    def clean(self) -> None:
-        self.low = len(self)
-
-    def append(self, item: T) -> None:
-        self.low = min(self.low, max(len(self) - 1, 0))
-        super().append(item)
-
-    def pop(self, index: SupportsIndex = -1) -> T:
-        item = super().pop(index)
-        self.low = min(self.low, len(self)) if index.__index__() == -1 else 0
-        return item
-
-    @overload
-    def __setitem__(self, index: SupportsIndex, value: T) -> None: ...
-
-    @overload
-    def __setitem__(self, index: slice, value: Iterable[T]) -> None: ...
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        super().__setitem__(index, value)
-        if isinstance(index, slice):
-            self.low = 0
-        else:
-            i = index.__index__()
-            self.low = min(self.low, i if i >= 0 else max(len(self) + i, 0))
-
-    def __delitem__(self, index: Any) -> None:
-        super().__delitem__(index)
-        self.low = 0
-
-    def extend(self, items: Iterable[T]) -> None:
-        self.low = min(self.low, len(self))
-        super().extend(items)
-
-    def insert(self, index: SupportsIndex, item: T) -> None:
-        super().insert(index, item)
-        self.low = 0
-
-    def clear(self) -> None:
-        super().clear()
-        self.low = 0
-
-    def replace_from(self, low: int, items: Iterable[T]) -> None:
-        """Python's copy of what C changed: everything from low on (not a change to push)."""
-        list.__delitem__(self, slice(low, None))
-        list.extend(self, items)
-        self.low = len(self)
-
 
 class PackedSink(Protocol):
     """A sink that takes C's record bytes (uftrace's record format, `pack_record`) as well
@@ -151,9 +92,9 @@ class NativeWriter:
         self._u = lib.uw_new(BUFFER_BYTES, tails.mask & _MASK64)
         if not self._u:
             raise MemoryError("native record writer: out of memory")
-        self._frames: _Watched[Frame] = _Watched(shadow.frames)
-        self._codes: _Watched[int] = _Watched(tails.frames)
-        self._rets: _Watched[int | None] = _Watched(tails.return_addrs)
+        self._frames: WatchedList[Frame] = WatchedList(shadow.frames)
+        self._codes: WatchedList[int] = WatchedList(tails.frames)
+        self._rets: WatchedList[int | None] = WatchedList(tails.return_addrs)
         shadow.frames, tails.frames, tails.return_addrs = (self._frames, self._codes,
                                                            self._rets)
         self._frames.low = self._codes.low = self._rets.low = 0  # all of it, the first time

@@ -18,8 +18,10 @@
  * reference simulates; a probe whose arguments are strings or structs; ELFv2's local entry),
  * the process entry while no frame is open, a signal handler's entry, a jump to another
  * function in the same frame (the tail rule), and every probe while a mapped module waits to
- * be probed (`hold`).  The open frames live here while C runs: Python reads them back when
- * C changed them (`ep_dirty`) and hands them over when it changed them.
+ * be probed (`hold`).  The open frames live here while C runs: Python reads back the part C
+ * changed (from `ep_low` up, when `ep_dirty`) and hands over the part it changed
+ * (`ep_frames_splice`): a deep recursion holds thousands of frames, and copying them all at
+ * every Python section made it quadratic.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +61,8 @@ struct ep_state {
     size_t cap, used;  /* cap: a power of two */
     ep_frame *frames;
     size_t depth, frames_cap;
-    uint8_t dirty;      /* C changed the frames since Python last read them */
+    uint8_t dirty;      /* C changed the frames since Python last read them ... */
+    size_t low;         /* ... none below this index */
     uint8_t hold;       /* a mapped module waits to be probed: every probe is Python's */
     uint64_t process_entry, handler_entry;
     /* the step-over in progress: the probe's block runs from resume_at (0: none), then
@@ -188,22 +191,37 @@ static int frames_room(ep_state *e, size_t n)
     return 0;
 }
 
-/* Python's open frames (ra, call sp, function: each n words), C's from now on */
-int ep_frames_set(ep_state *e, uint64_t n, const uint64_t *words)
+/* Python's open frames: the first keep as C has them, then n more (ra, call sp, function:
+ * each 3 words); C's from now on */
+int ep_frames_splice(ep_state *e, uint64_t keep, uint64_t n, const uint64_t *words)
 {
-    if (frames_room(e, n) != 0)
+    if (keep > e->depth || frames_room(e, keep + n) != 0)
         return -1;
     for (uint64_t i = 0; i < n; i++)
-        e->frames[i] = (ep_frame){words[3 * i], words[3 * i + 1], words[3 * i + 2]};
-    e->depth = n;
+        e->frames[keep + i] = (ep_frame){words[3 * i], words[3 * i + 1], words[3 * i + 2]};
+    e->depth = keep + n;
     e->dirty = 0;
+    e->low = e->depth;
     return 0;
 }
 
 uint32_t ep_dirty(const ep_state *e) { return e->dirty; }
+uint64_t ep_low(const ep_state *e) { return e->low; }
 uint64_t ep_depth(const ep_state *e) { return e->depth; }
 const ep_frame *ep_frames(const ep_state *e) { return e->frames; }
-void ep_clean(ep_state *e) { e->dirty = 0; }
+void ep_clean(ep_state *e)
+{
+    e->dirty = 0;
+    e->low = e->depth;
+}
+
+/* the frames from index k up changed */
+static void changed_from(ep_state *e, size_t k)
+{
+    e->dirty = 1;
+    if (k < e->low)
+        e->low = k;
+}
 
 /* counters: 0 probe traps C finished, 1 of them stepped over (all of them), 2 bytes
  * written back and forth (patches, as int3.py counts a fall-back's) */
@@ -273,8 +291,10 @@ int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
         kind = EP_CALL;
         *out = (ep_call){ra, call_sp, sp, addr};
     }
-    if (k != e->depth || kind == EP_CALL)
-        e->dirty = 1;
+    if (kind == EP_CALL)
+        changed_from(e, k - 1);
+    else if (k != e->depth)
+        changed_from(e, k);
     e->depth = k;
     /* the step-over (int3.py _on_trap's fall-back): the program's bytes back, run from here */
     e->mem_write(e->uc, addr, p->orig, p->len);
@@ -328,7 +348,7 @@ void ep_returned(ep_state *e, uint64_t target)
     for (size_t i = e->depth; i-- > 0;) {
         if (e->frames[i].ra == target) {  /* the frame it returns to, and those above */
             e->depth = i;
-            e->dirty = 1;
+            changed_from(e, i);
             return;
         }
     }
