@@ -356,3 +356,45 @@ def test_arm_traps_finished_in_c_in_both_instruction_sets(
     assert got["a32 RETURN"] == got["thumb RETURN"] == 0, (got, want)
     assert got["a32 CALL"] < want["a32 CALL"] and got["thumb CALL"] < want["thumb CALL"], \
         (got, want)
+
+
+def _run_writing(isa: str, program: str, args: tuple[str, ...], engine: str, cleanup: str,
+                 backend: str, out: Path) -> tuple[Process, tuple]:
+    """_run, for an `.instr` program: its own record goes to out (CALLTRACE_OUT), the same
+    path for both engines (it is an argument of the calls traced)."""
+    process = Process(RunConfig(str(bin_path(isa, program)), list(args), backend=backend,
+                                engine=engine, cleanup=cleanup,
+                                env={"CALLTRACE_OUT": str(out)},
+                                allow_write=[str(out.parent)]), warn=lambda m: None)
+    r = process.run()
+    return process, (r.records, r.backend_stats, r.guest_insns, r.stop, r.open_frames,
+                     r.exit_code)
+
+
+# `char *` values: calls's printf wrappers (varargs: format strings as arguments), and the
+# self-recording runtime of the -O0 `.instr` build (`put_hex(char *out, ...)` returns its
+# `char *` and is called twice per record)
+STRING_CELLS = (("calls", ("varargs",)), ("calls.O0.instr", ("tail",)))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_strings_copied_by_c_equal_python(isa: str, tmp_path: Path) -> None:
+    """A call or return whose values include a `char *` is C's where C finishes its site
+    (hotpath.c copies the string at the event, as ArgReader.string reads it: chunks that
+    stay within a page, up to the NUL or 65 bytes, NULL or unreadable: none): int3 lazy and
+    strict, and entry's probes where C takes them, give the Python reference's records,
+    counters and counts, with C copying hundreds of strings."""
+    out = tmp_path / "self.rec"
+    for program, args in STRING_CELLS:
+        for backend, cleanup in (("int3", "lazy"), ("int3", "strict"), ("entry", "lazy")):
+            with _stdout_to_devnull():
+                _, want = _run_writing(isa, program, args, "python", cleanup, backend, out)
+                process, got = _run_writing(isa, program, args, "native", cleanup, backend,
+                                            out)
+            texts = [v for r in want[0] for v in getattr(r, "args", ()) or ()
+                     if getattr(v, "kind", "") in ("str", "buf")]
+            assert len(texts) > 40, (program, backend)
+            assert got == want, (program, backend, cleanup)
+            stats = process.backend.native_stats  # type: ignore[union-attr]
+            if backend == "int3":
+                assert stats["c_strings"] > 40, (program, cleanup, stats)

@@ -158,10 +158,16 @@ class ArgReader:
             name = next((n for v, n in t.enumerators if v == signed), None)
             return Value("enum", bits, raw, name)
         if kind in ("str", "buf"):
-            return Value(kind, bits, raw, self.string(raw))
+            return self.string_value(raw, t, self.string(raw))
         if kind in ("int", "uint", "char", "uchar", "bool", "ptr", "float", "hex", "oct"):
             return Value(kind, bits, raw)
         return Value("hex", bits, raw)
+
+    def string_value(self, raw: int, t: CType, text: str | None) -> Value:
+        """A `char *` of type t (kind str or buf) and the text read at it (`string`, or the
+        native hot path's copy made at the event)."""
+        bits = 8 * (t.size or self.word)
+        return Value(t.kind, bits, raw & ((1 << bits) - 1), text)
 
     def string(self, addr: int) -> str | None:
         """The C string at addr, at most STRING_LIMIT + 1 characters (the renderer shows the

@@ -107,8 +107,8 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         elif site.kind is SiteKind.ENTRY:
             owner = self.entries.get(site.addr)
             _insn, flow = self._insn(site)
-            # (a probe on a jump is simulated by the reference, not stepped over; arguments
-            # that are strings or buffers are read from memory at the trap: Python's)
+            # (a probe on a jump is simulated by the reference, not stepped over; strings
+            # are copied by C at the trap: `tell_string_args`)
             # (ELFv2's local entry: C's record reads the arguments as typed at the entry
             # it is taken at, the reference as at the function's start: the same plan)
             types = self.args.types
@@ -117,6 +117,7 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
                     and (owner.start == site.addr
                          or types.at(site.addr) == types.at(owner.start))):
                 bp = self.breakpoint_bytes(site)
+                self._fast.tell_string_args(site.addr, owner.start)
                 if self._lib.ep_probe_add(self._ep, site.addr, owner.start, armed.original,
                                           bp, len(bp)) == 0:
                     self._c_probes.add(site.addr)

@@ -19,9 +19,9 @@ from emutrace.backends.native_args import SNAPSHOT as _SNAPSHOT  # (shared with 
 from emutrace.backends.native_args import VOID_PLAN as _VOID
 from emutrace.backends.native_args import ArgPlan as _ArgPlan
 from emutrace.backends.native_args import Snapshot as _Snapshot
-from emutrace.backends.native_args import arg_plan, ret_plan
+from emutrace.backends.native_args import arg_plan, args_fast, ret_plan
 from emutrace.discover import Function, Site, SiteKind
-from emutrace.discover.callabi import SRET, Slots, Unknown
+from emutrace.discover.callabi import Slots
 from emutrace.discover.prototypes import CType
 from emutrace.isa.base import CONDITION_TESTS, FlowKind, Isa
 from emutrace.target.protocol import Target
@@ -45,6 +45,22 @@ _PLAIN = (0, 0, 0, 0, 0, ())  # no extra: every ISA without a thumb bit
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
 EVENT = struct.Struct(native.EVENT_FORMAT)
+_COPY = struct.Struct("=BH")  # a string copy's word index and length (hotpath.c string_put)
+
+
+def _copies(strings: bytes, at: int, count: int) -> tuple[dict[int, str | None], int]:
+    """count string copies from strings[at:]: word index -> text (None: NULL or unreadable,
+    as ArgReader.string says), and where the next event's begin."""
+    texts: dict[int, str | None] = {}
+    for _ in range(count):
+        index, length = _COPY.unpack_from(strings, at)
+        at += _COPY.size
+        if length == native.STRING_NONE:
+            texts[index] = None
+        else:
+            texts[index] = strings[at:at + length].decode("latin-1")
+            at += length
+    return texts, at
 
 
 class SiteTable(Protocol):
@@ -73,6 +89,18 @@ class SwitchJumpTable(SiteTable, Protocol):
     function that records nothing (hotpath.c nt_switch_jump_add, strict.c ns_jump)."""
 
     def switch_jump_add(self, site: int, target: int) -> None: ...
+
+
+class StringTable(SiteTable, Protocol):
+    """A C table that copies `char *` values at the event (hotpath.c nt_string_args,
+    nt_string_return: the strings come with the events, in `nt_strings`); ploop.c does
+    not, so there such values stay Python's."""
+
+    strings: bool
+
+    def string_args(self, target: int, mask: int) -> None: ...
+
+    def string_return(self, site: int) -> None: ...
 
 
 class ExtraSiteTable(SiteTable, Protocol):
@@ -108,6 +136,8 @@ class FastSites:
         self._callees: set[int] = set()
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
         self._args_fast_cache: dict[int, bool] = {}
+        self._strings = bool(getattr(table, "strings", False))  # (StringTable)
+        self._string_masks: dict[int, int] = {}  # key told to C -> its mask
         # site hooks C watches (backends/hooked_sites.py): their jumps are learnt as well
         self.hooked: set[int] = set()
 
@@ -165,6 +195,8 @@ class FastSites:
         fast = 1
         if op.kind is FlowKind.RETURN:
             fast = int(self._return_fast(site))
+            if fast:
+                self.tell_string_return(site)
         code = {FlowKind.CALL: native.OP_CALL, FlowKind.RETURN: native.OP_RETURN,
                 FlowKind.JUMP: native.OP_JUMP}[op.kind]
         return (code, op.target or 0, after, src, link, op.release, fast,
@@ -173,11 +205,36 @@ class FastSites:
                 op.guard.a, op.guard.b), extra
 
     def _return_fast(self, site: Site) -> bool:
-        """Is the value of the function returning at site in the snapshotted registers?"""
+        """Is the value of the function returning at site in the snapshotted registers (a
+        `char *` too where C copies its string: `tell_string_return`)?"""
         _func, values = self.b.args.types.function_of(site.addr)
         t = values.ret
-        return t is not None and (t.kind == "void" or t.kind not in ("float", "struct", "str",
-                                                                        "buf"))
+        if t is not None and t.kind in ("str", "buf"):
+            return self._strings and t.size in (0, self.b.cpu.word)
+        return t is not None and (t.kind == "void" or t.kind not in ("float", "struct"))
+
+    def tell_string_return(self, site: Site) -> None:
+        """(A return site C finishes.)  If its value is a `char *`, C copies the string."""
+        if not self._strings:
+            return
+        _func, values = self.b.args.types.function_of(site.addr)
+        t = values.ret
+        if t is not None and t.kind in ("str", "buf") and site.addr not in self._string_masks:
+            self._string_masks[site.addr] = 1
+            cast(StringTable, self.table).string_return(site.addr)
+
+    def tell_string_args(self, key: int, target: int) -> None:
+        """(A call to target, or an entry probe at key, C records.)  The snapshot words of
+        its `char *` arguments, whose strings C copies at the event."""
+        if not self._strings or key in self._string_masks:
+            return
+        mask = 0
+        for loc in self.b.args.types.at(target).args:
+            if isinstance(loc, Slots) and loc.ctype.kind in ("str", "buf"):
+                mask |= 1 << loc.ids[0]
+        self._string_masks[key] = mask
+        if mask:
+            cast(StringTable, self.table).string_args(key, mask)
 
     def call_fast(self, target: int) -> bool:
         """May C record a call to target (its arguments are words C saves)?"""
@@ -190,10 +247,8 @@ class FastSites:
         if got is None and not self._all_args_saved:
             got = False
         if got is None:
-            got = all(isinstance(loc, Unknown) or (
-                isinstance(loc, Slots) and loc.ctype is not SRET
-                and max(loc.ids) < self._n_saved and loc.ctype.kind not in ("str", "buf"))
-                for loc in self.b.args.types.at(target).args)
+            got = args_fast(self.b.args.types, target, self._n_saved, self._strings,
+                            self.b.cpu.word)
             self._args_fast_cache[target] = got
         return got
 
@@ -230,6 +285,7 @@ class FastSites:
             func: Function | None = b._function(target)
             if func is not None and func.start in b.armed_funcs and self._args_fast(target):
                 self._callees.add(target)
+                self.tell_string_args(target, target)
                 self.table.callee_add(target)
         elif jumped and (self._ops.get(site.addr) is not None or site.addr in self.hooked):
             self._learn_jump(site, target, code, owner)
@@ -246,6 +302,7 @@ class FastSites:
             self.on_callee(target, func)
             if target not in self._callees:
                 self._callees.add(target)
+                self.tell_string_args(target, target)
                 self.table.callee_add(target)
 
     def _learn_jump(self, site: Site, target: int, code: int, owner: int | None) -> None:
@@ -285,6 +342,7 @@ class FastSites:
             if b.strict:  # (recorded, then switched as above)
                 assert self.on_callee is not None
                 self.on_callee(target, func)
+            self.tell_string_args(target, target)
             cast(TailSiteTable, self.table).tail_add(site.addr, target)
 
 
@@ -312,10 +370,18 @@ class RecordDrain:
         # of backends/strict_ptrace.py
         self.after_event: Callable[[int, int, int], None] | None = None
 
-    def drain(self, data: bytes) -> None:
+    def drain(self, data: bytes, strings: bytes = b"") -> None:
+        """The events in data (EVENT records); strings: the `char *` values C copied for
+        them (hotpath.c nt_strings), in the same order."""
         emit, tails, writer, replay = self.emit, self.b.tails, self.writer, self.after_event
         arg_plans, ret_plans = self._arg_plans, self._ret_plans
-        for kind, _n, time, site, target, sp, after, entry_sp, *regs in EVENT.iter_unpack(data):
+        at = 0  # the next event's first copy in strings
+        texts: dict[int, str | None] | None = None
+        for kind, n, time, site, target, sp, after, entry_sp, *regs in EVENT.iter_unpack(data):
+            if n >> native.STRINGS_SHIFT:
+                texts, at = _copies(strings, at, n >> native.STRINGS_SHIFT)
+            else:
+                texts = None
             if kind == native.EV_CALL:
                 tails.called(target, after)
                 plan = arg_plans.get(target)
@@ -323,6 +389,8 @@ class RecordDrain:
                     plan = arg_plans[target] = self._arg_plan(target)
                 if plan is _SNAPSHOT:
                     args = self._args_from_snapshot(target, entry_sp, regs)
+                elif texts is not None:
+                    args = self._args_with_strings(cast(_ArgPlan, plan), regs, texts)
                 else:
                     args = tuple(self._value(regs[i], t) if isinstance(t, CType) else
                                  cast(Value, t) for i, t in cast(_ArgPlan, plan))
@@ -338,7 +406,7 @@ class RecordDrain:
                     replay(kind, site, target)
             elif kind == native.EV_TAIL:  # (int3.py _transfer's jump, lazy cleanup)
                 if tails.is_tail(target):
-                    self._tail_call(time, site, target, sp, entry_sp, regs)
+                    self._tail_call(time, site, target, sp, entry_sp, regs, texts)
             else:
                 tails.returned()
                 rplan = ret_plans.get(site)
@@ -347,8 +415,12 @@ class RecordDrain:
                 if rplan is _SNAPSHOT:
                     self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
                     value = self._snap_args.read_return(site)
+                elif rplan is _VOID:
+                    value = None
+                elif texts is not None and cast(CType, rplan).kind in ("str", "buf"):
+                    value = self._snap_args.string_value(regs[0], cast(CType, rplan), texts[0])
                 else:
-                    value = None if rplan is _VOID else self._value(regs[0], cast(CType, rplan))
+                    value = self._value(regs[0], cast(CType, rplan))
                 ret = Return(time, site, sp, value, target)
                 if writer is None:
                     emit(ret)
@@ -358,7 +430,7 @@ class RecordDrain:
                     replay(kind, site, target)
 
     def _tail_call(self, time: int, site: int, target: int, sp: int, entry_sp: int,
-                   regs: list[int]) -> None:
+                   regs: list[int], texts: dict[int, str | None] | None = None) -> None:
         """A TailCall, its arguments read as a call's; written by the reference, its layout
         then taught to C's writer."""
         plan = self._arg_plans.get(target)
@@ -366,6 +438,8 @@ class RecordDrain:
             plan = self._arg_plans[target] = self._arg_plan(target)
         if plan is _SNAPSHOT:
             args = self._args_from_snapshot(target, entry_sp, regs)
+        elif texts is not None:
+            args = self._args_with_strings(cast(_ArgPlan, plan), regs, texts)
         else:
             args = tuple(self._value(regs[i], t) if isinstance(t, CType) else cast(Value, t)
                          for i, t in cast(_ArgPlan, plan))
@@ -377,6 +451,19 @@ class RecordDrain:
                 isinstance(t, CType) for _i, t in cast(_ArgPlan, plan)) \
                 else cast(list[tuple[int, object]], plan)
             self.writer.teach_call(tail, words, self.writer.emit(tail))
+
+    def _args_with_strings(self, plan: _ArgPlan, regs: list[int],
+                           texts: dict[int, str | None]) -> tuple[Value, ...]:
+        """A call's values when C copied its strings: a `char *` takes its copy (word i's)."""
+        out = []
+        for i, t in plan:
+            if not isinstance(t, CType):
+                out.append(t)
+            elif t.kind in ("str", "buf"):
+                out.append(self._snap_args.string_value(regs[i], t, texts[i]))
+            else:
+                out.append(self._value(regs[i], t))
+        return tuple(out)
 
     # The common cases without the snapshot (native_args: one word per value)
     def _arg_plan(self, target: int) -> _ArgPlan | object:

@@ -174,6 +174,8 @@ class HookedSites:
         finish = not (site.maybe_return or site.alt_link
                       or (site.conditional and site.kind is SiteKind.CALL))
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
+        if fast:
+            self.fast.tell_string_return(site)
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
         insn = b.decoder.insn_at(site.addr, site.alt_mode)
         taken_only = (not virtual and site.conditional and self._when_taken is not None

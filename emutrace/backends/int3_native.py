@@ -61,8 +61,18 @@ _NO_INTNO = 0xFFFFFFFF  # no breakpoint interrupt (hook delivery)
 class _HotpathTable:
     """hotpath.c's site tables (FastSites' SiteTable)."""
 
+    strings = True  # C copies `char *` values at the event (StringTable)
+
     def __init__(self, lib: ctypes.CDLL, nt: int) -> None:
         self.lib, self.nt = lib, nt
+
+    def string_args(self, target: int, mask: int) -> None:
+        if self.lib.nt_string_args(self.nt, target, mask) != 0:
+            raise MemoryError("native hot path: out of memory")
+
+    def string_return(self, site: int) -> None:
+        if self.lib.nt_string_return(self.nt, site) != 0:
+            raise MemoryError("native hot path: out of memory")
 
     def site_set(self, addr: int, op: SiteOp) -> None:
         self.lib.nt_site_set(self.nt, addr, *op)
@@ -351,8 +361,10 @@ class NativeInt3Backend(Int3Backend):
         if not n:
             return
         data = ctypes.string_at(lib.nt_events(nt), n * EVENT.size)
+        n_strings = lib.nt_strings_len(nt)
+        strings = ctypes.string_at(lib.nt_strings(nt), n_strings) if n_strings else b""
         lib.nt_events_clear(nt)
-        self._records.drain(data)
+        self._records.drain(data, strings)
 
     # ------------------------------------------------------------ arming
     def _arm_site(self, site: Site, func: int) -> None:
@@ -433,6 +445,7 @@ class NativeInt3Backend(Int3Backend):
                              "python_blocks": int(lib.nt_counter(nt, 3)),
                              "c_records": int(lib.nt_counter(nt, 4)),
                              "c_tail_jumps": int(lib.nt_counter(nt, 5)),
+                             "c_strings": int(lib.nt_counter(nt, 6)),
                              "c_switches": (self._strict_c.switches()
                                             if self._strict_c is not None else 0),
                              **self.more_native_stats}

@@ -40,13 +40,25 @@ class Snapshot:
             raise MemoryFault(f"{addr:#x}: not saved with the event") from None
 
 
-def args_fast(types: CallTypes, target: int, saved_words: int) -> bool:
+def args_fast(types: CallTypes, target: int, saved_words: int, strings: bool = False,
+              word: int = 0) -> bool:
     """Are the arguments of the function at target integer words among the first
-    `saved_words` argument slots (no string, buffer or SRET pointer to follow)?"""
-    return all(isinstance(loc, Unknown) or (
-        isinstance(loc, Slots) and loc.ctype is not SRET and max(loc.ids) < saved_words
-        and loc.ctype.kind not in ("str", "buf"))
-        for loc in types.at(target).args)
+    `saved_words` argument slots (no buffer or SRET pointer to follow)?  strings: `char *`
+    values count too, each one word (C copies their strings at the event, hotpath.c), when
+    the plan reads every value from its own word (not SNAPSHOT: that reads strings from
+    memory)."""
+    locs = types.at(target).args
+    has_strings = False
+    for loc in locs:
+        if isinstance(loc, Unknown):
+            continue
+        if not isinstance(loc, Slots) or loc.ctype is SRET or max(loc.ids) >= saved_words:
+            return False
+        if loc.ctype.kind in ("str", "buf"):
+            if not strings or len(loc.ids) != 1 or loc.ctype.size not in (0, word):
+                return False
+            has_strings = True
+    return not has_strings or arg_plan(types, target) is not SNAPSHOT
 
 
 def return_fast(types: CallTypes, site: int) -> bool:

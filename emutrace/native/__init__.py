@@ -49,6 +49,9 @@ class Config(ctypes.Structure):
 # regs[8]
 EVENT_FORMAT = f"=IIq5Q{MAX_REGS}Q"  # (time signed: a fallback may take it below 0)
 EV_CALL, EV_RETURN, EV_TAIL = 1, 2, 3  # EV_TAIL: a jump to a function entry (hotpath.c)
+# nregs >> STRINGS_SHIFT: the event's string copies in the string area (hotpath.c
+# nt_strings: per copy a u8 word index, a u16 length or STRING_NONE, the bytes)
+STRINGS_SHIFT, STRING_NONE = 8, 0xFFFF
 OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3
 
 Signatures = Mapping[str, tuple[Any, Any]]  # C function -> (argtypes, restype)
@@ -100,6 +103,10 @@ def load() -> ctypes.CDLL:
         "nt_tail_add": ([vp, u64, u64], ctypes.c_int),
         "nt_site_active": ([vp, u64, u32], None),
         "nt_callee_add": ([vp, u64], ctypes.c_int),
+        "nt_string_args": ([vp, u64, u32], ctypes.c_int),
+        "nt_string_return": ([vp, u64], ctypes.c_int),
+        "nt_strings": ([vp], vp),
+        "nt_strings_len": ([vp], u64),
         "nt_set_attention": ([vp, u32], None),
         "nt_get_time": ([vp], u64),
         "nt_set_time": ([vp, u64], None),

@@ -116,6 +116,13 @@ typedef struct {
  * jump to a function entry, a tail call if TailRule.is_tail says so when it is drained */
 enum { EV_CALL = 1, EV_RETURN = 2, EV_TAIL = 3 };
 
+/* nregs: the words in regs, plus (<< NT_STRINGS_SHIFT) how many string copies the event
+ * has in the buffer's string area (nt_strings: u8 word index, u16 length or
+ * NT_STRING_NONE, the bytes) */
+#define NT_STRINGS_SHIFT 8
+#define NT_STRING_NONE 0xffff
+#define NT_STRING_LIMIT 64  /* trace/values.py STRING_LIMIT */
+
 typedef struct {
     uint32_t kind;
     uint32_t nregs;
@@ -135,6 +142,13 @@ typedef struct {
     size_t cap;      /* power of two */
     size_t used;
 } nt_set;
+
+typedef struct {
+    uint64_t *keys;  /* 0: empty */
+    uint32_t *vals;
+    size_t cap;      /* power of two */
+    size_t used;
+} nt_masks;
 
 typedef struct {
     uint64_t site, target;  /* site 0: empty */
@@ -157,6 +171,12 @@ typedef struct {
                              * function that record nothing and switch the armed function */
     nt_pairs tails;  /* (jump site, target) pairs to another armed function's entry whose
                         arguments C saves: a tail call unless it is the running function */
+    nt_masks string_args;  /* call targets (and entry probes) -> snapshot words that are
+                              `char *` values, copied at the event (copy_string) */
+    nt_set string_returns; /* return sites whose value is a `char *`, copied as well */
+    uint8_t *strings;      /* the copies of the buffered events, in order (string_put) */
+    size_t strings_len, strings_cap;
+    uint64_t strings_copied;
     nt_block *blocks;
     size_t blocks_cap, blocks_used;
     nt_event *events;
@@ -250,6 +270,54 @@ static int set_add(nt_set *set, uint64_t key)
     return 0;
 }
 
+/* ------------------------------------------------------------------ masks (key -> u32) */
+static uint32_t masks_get(const nt_masks *m, uint64_t key)
+{
+    if (!m->used)
+        return 0;
+    size_t i = mix(key) & (m->cap - 1);
+    while (m->keys[i] != 0) {
+        if (m->keys[i] == key)
+            return m->vals[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+static void masks_put_slot(uint64_t *keys, uint32_t *vals, size_t cap, uint64_t key,
+                           uint32_t val, size_t *used)
+{
+    size_t i = mix(key) & (cap - 1);
+    while (keys[i] && keys[i] != key)
+        i = (i + 1) & (cap - 1);
+    if (!keys[i])
+        (*used)++;
+    keys[i] = key;
+    vals[i] = val;
+}
+
+static int masks_put(nt_masks *m, uint64_t key, uint32_t val)
+{
+    if (key == 0)
+        return 0;
+    if (2 * (m->used + 1) > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256, used = 0;
+        uint64_t *keys = calloc(cap, sizeof *keys);
+        uint32_t *vals = calloc(cap, sizeof *vals);
+        if (!keys || !vals) {
+            free(keys); free(vals);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i])
+                masks_put_slot(keys, vals, cap, m->keys[i], m->vals[i], &used);
+        free(m->keys); free(m->vals);
+        m->keys = keys; m->vals = vals; m->cap = cap; m->used = used;
+    }
+    masks_put_slot(m->keys, m->vals, m->cap, key, val, &m->used);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ pairs */
 static nt_pair *pair_slot(nt_pair *t, size_t cap, uint64_t site, uint64_t target)
 {
@@ -334,6 +402,8 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
     s->sites_cap = 1024;
     s->blocks_cap = 4096;
     s->callees.cap = 1024;
+    s->string_returns.cap = 256;
+    s->string_returns.keys = calloc(s->string_returns.cap, sizeof *s->string_returns.keys);
     s->sites = calloc(s->sites_cap, sizeof *s->sites);
     s->blocks = calloc(s->blocks_cap, sizeof *s->blocks);
     s->callees.keys = calloc(s->callees.cap, sizeof *s->callees.keys);
@@ -345,7 +415,8 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
     s->switch_jumps.t = calloc(s->switch_jumps.cap, sizeof *s->switch_jumps.t);
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
     if (!s->sites || !s->blocks || !s->callees.keys || !s->inside.t || !s->tails.t
-        || !s->switch_jumps.t || !s->events) {
+        || !s->switch_jumps.t || !s->events || !s->string_returns.keys) {
+        free(s->string_returns.keys);
         free(s->sites); free(s->blocks); free(s->callees.keys); free(s->inside.t);
         free(s->tails.t); free(s->switch_jumps.t); free(s->events); free(s);
         return NULL;
@@ -364,6 +435,10 @@ void nt_free(nt_state *s)
     free(s->tails.t);
     free(s->switch_jumps.t);
     free(s->events);
+    free(s->string_args.keys);
+    free(s->string_args.vals);
+    free(s->string_returns.keys);
+    free(s->strings);
     free(s);
 }
 
@@ -467,6 +542,34 @@ void nt_site_active(nt_state *s, uint64_t addr, uint32_t active)
 
 int nt_callee_add(nt_state *s, uint64_t target) { return set_add(&s->callees, target); }
 
+/* the string area, made when the first string value is told: room for every word of
+ * every event the buffer holds (index, length, STRING_LIMIT + 1 bytes each) */
+static int strings_room(nt_state *s)
+{
+    if (s->strings)
+        return 0;
+    s->strings_cap = (size_t)s->cfg.buffer_events * NT_MAX_REGS * (3 + NT_STRING_LIMIT + 1);
+    s->strings = malloc(s->strings_cap);
+    return s->strings ? 0 : -1;
+}
+
+/* the snapshot words (bit i: regs[i]) of a call to target (or of an entry probe at target)
+ * that are `char *` values: their strings are copied at the event */
+int nt_string_args(nt_state *s, uint64_t target, uint32_t mask)
+{
+    if (strings_room(s) != 0)
+        return -1;
+    return masks_put(&s->string_args, target, mask & ((1u << NT_MAX_REGS) - 1));
+}
+
+/* a return site whose value is a `char *`: its string is copied at the event */
+int nt_string_return(nt_state *s, uint64_t site)
+{
+    if (strings_room(s) != 0)
+        return -1;
+    return set_add(&s->string_returns, site);
+}
+
 /* a jump from site to target records nothing and arms nothing (int3.py _resolve) */
 int nt_inside_add(nt_state *s, uint64_t site, uint64_t target)
 {
@@ -539,7 +642,8 @@ uint64_t nt_get_time(const nt_state *s) { return s->time; }
 void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
 
 /* counters: 0 traps, 1 simulated, 2 traps passed to Python, 3 blocks passed to Python,
- * 4 events the record writer took, 5 jumps to a function entry C finished */
+ * 4 events the record writer took, 5 jumps to a function entry C finished, 6 strings C
+ * copied */
 uint64_t nt_counter(const nt_state *s, uint32_t which)
 {
     switch (which) {
@@ -549,6 +653,7 @@ uint64_t nt_counter(const nt_state *s, uint32_t which)
     case 3: return s->slow_blocks;
     case 4: return s->written;
     case 5: return s->tail_jumps;
+    case 6: return s->strings_copied;
     default: return 0;
     }
 }
@@ -556,7 +661,13 @@ uint64_t nt_counter(const nt_state *s, uint32_t which)
 /* the event buffer: Python reads n records from events, then calls nt_events_clear */
 const nt_event *nt_events(const nt_state *s) { return s->events; }
 uint32_t nt_events_count(const nt_state *s) { return s->n_events; }
-void nt_events_clear(nt_state *s) { s->n_events = 0; }
+void nt_events_clear(nt_state *s)
+{
+    s->n_events = 0;
+    s->strings_len = 0;
+}
+const uint8_t *nt_strings(const nt_state *s) { return s->strings; }
+uint64_t nt_strings_len(const nt_state *s) { return s->strings_len; }
 uint32_t nt_event_size(void) { return (uint32_t)sizeof(nt_event); }
 
 /* ------------------------------------------------------------------ the hooks */
@@ -593,6 +704,63 @@ static nt_event *next_event(nt_state *s)
             return NULL;
     }
     return &s->events[s->n_events++];
+}
+
+/* ------------------------------------------------------------------ string values */
+/* The C string at addr as ArgReader.string reads it (backends/args.py): chunks of at most
+ * STRING_LIMIT + 1 bytes that never cross a page, up to the NUL or STRING_LIMIT + 1 bytes;
+ * NULL, or any chunk unreadable: none.  Appended to the string area as word index, length
+ * (NT_STRING_NONE: none), bytes (the area has room for every word of every event the
+ * buffer holds: strings_room). */
+static void string_put(nt_state *s, uint32_t index, uint64_t addr)
+{
+    uint8_t out[2 * (NT_STRING_LIMIT + 1)];
+    size_t n = 0;
+    int none = addr == 0;
+    while (!none && n <= NT_STRING_LIMIT) {
+        uint64_t at = addr + n;
+        uint64_t chunk = 0x1000 - (at & 0xfff);
+        if (chunk > NT_STRING_LIMIT + 1)
+            chunk = NT_STRING_LIMIT + 1;
+        if (s->cfg.mem_read(s->uc, at, out + n, chunk) != UC_ERR_OK) {
+            none = 1;
+            break;
+        }
+        uint8_t *nul = memchr(out + n, 0, chunk);
+        if (nul) {
+            n = (size_t)(nul - out);
+            break;
+        }
+        n += chunk;
+    }
+    if (n > NT_STRING_LIMIT + 1)
+        n = NT_STRING_LIMIT + 1;
+    uint8_t *p = s->strings + s->strings_len;
+    uint32_t len = none ? NT_STRING_NONE : (uint32_t)n;
+    p[0] = (uint8_t)index;
+    p[1] = (uint8_t)len;
+    p[2] = (uint8_t)(len >> 8);
+    if (!none)
+        memcpy(p + 3, out, n);
+    s->strings_len += 3 + (none ? 0 : n);
+    s->strings_copied++;
+}
+
+/* the strings of the event's words in mask (bit i: regs[i], masked to a word), counted in
+ * its nregs */
+static void event_strings(nt_state *s, nt_event *e, uint32_t mask)
+{
+    uint64_t word_mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint32_t count = 0;
+    if (!mask || !s->strings)
+        return;
+    for (uint32_t i = 0; i < NT_MAX_REGS; i++) {
+        if (mask >> i & 1) {
+            string_put(s, i, e->regs[i] & word_mask);
+            count++;
+        }
+    }
+    e->nregs |= count << NT_STRINGS_SHIFT;
 }
 
 /* does the test hold for the value v of its register (bits ia, ib, ic)?  -1: unknown test */
@@ -761,6 +929,7 @@ static int tail_event(nt_state *s, uint64_t site, uint64_t target, uint64_t sp,
     e->entry_sp = entry_sp;
     e->nregs = s->cfg.n_args + s->cfg.n_stack;
     memcpy(e->regs, regs, sizeof regs);
+    event_strings(s, e, masks_get(&s->string_args, target));
     s->tail_jumps++;
     /* the writer is on but left it to Python: Python takes it now (as fast_trap's) */
     if (s->writer && uw_enabled(s->writer))
@@ -935,6 +1104,7 @@ static int fast_trap(nt_state *s, nt_site *site)
         e->kind = EV_CALL;
         e->nregs = s->cfg.n_args + s->cfg.n_stack;
         call_snapshot(s, site, stack, s->cfg.n_args, s->cfg.n_stack, e->regs);
+        event_strings(s, e, masks_get(&s->string_args, target));
     } else {
         e->kind = EV_RETURN;
         e->nregs = 0;
@@ -942,6 +1112,8 @@ static int fast_trap(nt_state *s, nt_site *site)
             e->regs[e->nregs++] = s->vals[site->i_ret];
         if (s->cfg.ret_hi_reg >= 0)
             e->regs[e->nregs++] = s->vals[site->i_ret_hi];
+        if (set_has(&s->string_returns, site->addr))
+            event_strings(s, e, 1);
     }
     /* the writer is on but left this event to Python: Python takes it now, so that the
      * next events find an empty buffer (and the writer can take them) */
@@ -972,6 +1144,7 @@ static void entry_call(nt_state *s, const ep_call *c)
     read_stack_args(s, c->entry_sp, stack, 0, s->cfg.n_stack);
     for (uint32_t i = 0; i < s->cfg.n_stack; i++)
         e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    event_strings(s, e, masks_get(&s->string_args, c->target));
 }
 
 /* an entry probe C finishes (1): recorded if a call, stepped over; one instruction taken
@@ -1422,6 +1595,8 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
         e->nregs = (s->cfg.ret_reg >= 0) + (s->cfg.ret_hi_reg >= 0);
     }
     memcpy(e->regs, regs, sizeof regs);
+    event_strings(s, e, p->op == OP_CALL ? masks_get(&s->string_args, target)
+                        : set_has(&s->string_returns, p->addr) ? 1u : 0u);
     hs_rets_apply(h, p);  /* (before the drain below, whose refresh sends Python's again) */
     if (s->writer && uw_enabled(s->writer))  /* as fast_trap: Python takes it now */
         s->cfg.py_drain();
