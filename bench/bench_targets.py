@@ -5,7 +5,7 @@ untraced run.
 
     python bench/bench_targets.py [--isa all|a,b] [--gzip-kb 200] [--timeout 600]
                                   [--variants none,lazy,strict,step] [--out PREFIX]
-                                  [--warm-up]
+                                  [--warm-up] [--repeat N]
 
 Targets (issue 9): lazy <= 2x untraced; strict <= 3x lazy; step <= 5x untraced.  Every
 variant runs in a child process of its own (its peak RSS is its own); the `Process` and the
@@ -15,7 +15,10 @@ A child that passes --timeout is reported as such (the target missed).  --warm-u
 traced variant runs once untimed first, so that discovery's on-disk store
 (discover/store.py: the functions found by descent) is warm, as for any second run of the
 program; without it the first run of a busybox build after a change to discovery's code
-pays its descents inside run().  Writes PREFIX.json and PREFIX.md.  fib 32 (the other
+pays its descents inside run().  --repeat N: each variant N times, the rounds interleaved
+(none, lazy, strict, step, none, lazy, ...), each cell its median (runs of 0.3-1 s on a
+shared machine spread by ±50 % singly; every time is kept in the JSON).  Writes PREFIX.json
+and PREFIX.md.  fib 32 (the other
 targets) is bench_native_record.py's.
 """
 
@@ -82,6 +85,16 @@ def run_child(isa: str, variant: str, argv: list[str], timeout: float) -> dict[s
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def median_cell(runs: list[dict[str, object]]) -> dict[str, object]:
+    """The run with the median time of a variant's rounds (a timeout if any round timed
+    out: the target is missed), with every round's seconds."""
+    if any("seconds" not in r for r in runs):
+        return next(r for r in runs if "seconds" not in r)
+    ordered = sorted(runs, key=lambda r: float(r["seconds"]))  # type: ignore[arg-type]
+    return dict(ordered[(len(ordered) - 1) // 2],
+                all_seconds=[round(float(r["seconds"]), 3) for r in runs])  # type: ignore[arg-type]
+
+
 def verdict(ratio: float | None, limit: float, ran: bool = True) -> str:
     if not ran:
         return "not run"
@@ -98,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="none,lazy,strict,step")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "targets"))
     ap.add_argument("--warm-up", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -116,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     gzip_input = text_file(tmp, args.gzip_kb)
     rows: list[dict[str, object]] = []
     lines = [f"# Issue 9 targets: busybox `gzip -c` of {args.gzip_kb} KB, recorded", "",
+             f"Each cell: the median of {max(args.repeat, 1)} interleaved round(s).", "",
              f"Command: `{command}`  ",
              f"Date: {info['date']}; load average at start: "
              f"{', '.join(f'{x:.1f}' for x in info['loadavg_at_start'])}; "  # type: ignore[union-attr]
@@ -134,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
                 for v in variants:
                     if v != "none":
                         run_child(isa, v, cmd, args.timeout)
-            cells = {v: run_child(isa, v, cmd, args.timeout) for v in variants}
-            rows.append({"isa": isa, "cells": cells})
+            rounds = [{v: run_child(isa, v, cmd, args.timeout) for v in variants}
+                      for _ in range(max(args.repeat, 1))]
+            cells = {v: median_cell([r[v] for r in rounds]) for v in variants}
+            rows.append({"isa": isa, "cells": cells, "rounds": rounds})
 
             def sec(v: str, cells: dict[str, dict[str, object]] = cells) -> float | None:
                 c = cells.get(v, {})
