@@ -21,6 +21,7 @@
 
 #include <unicorn/unicorn.h>
 
+#include "addrmap.h"
 #include "entryprobe.h"
 #include "strict.h"
 #include "ufwrite.h"
@@ -144,13 +145,6 @@ typedef struct {
 } nt_set;
 
 typedef struct {
-    uint64_t *keys;  /* 0: empty */
-    uint32_t *vals;
-    size_t cap;      /* power of two */
-    size_t used;
-} nt_masks;
-
-typedef struct {
     uint64_t site, target;  /* site 0: empty */
 } nt_pair;
 
@@ -171,7 +165,7 @@ typedef struct {
                              * function that record nothing and switch the armed function */
     nt_pairs tails;  /* (jump site, target) pairs to another armed function's entry whose
                         arguments C saves: a tail call unless it is the running function */
-    nt_masks string_args;  /* call targets (and entry probes) -> snapshot words that are
+    addrmap string_args;  /* call targets (and entry probes) -> snapshot words that are
                               `char *` values, copied at the event (copy_string) */
     nt_set string_returns; /* return sites whose value is a `char *`, copied as well */
     uint8_t *strings;      /* the copies of the buffered events, in order (string_put) */
@@ -267,54 +261,6 @@ static int set_add(nt_set *set, uint64_t key)
     }
     set->keys[i] = key;
     set->used++;
-    return 0;
-}
-
-/* ------------------------------------------------------------------ masks (key -> u32) */
-static uint32_t masks_get(const nt_masks *m, uint64_t key)
-{
-    if (!m->used)
-        return 0;
-    size_t i = mix(key) & (m->cap - 1);
-    while (m->keys[i] != 0) {
-        if (m->keys[i] == key)
-            return m->vals[i];
-        i = (i + 1) & (m->cap - 1);
-    }
-    return 0;
-}
-
-static void masks_put_slot(uint64_t *keys, uint32_t *vals, size_t cap, uint64_t key,
-                           uint32_t val, size_t *used)
-{
-    size_t i = mix(key) & (cap - 1);
-    while (keys[i] && keys[i] != key)
-        i = (i + 1) & (cap - 1);
-    if (!keys[i])
-        (*used)++;
-    keys[i] = key;
-    vals[i] = val;
-}
-
-static int masks_put(nt_masks *m, uint64_t key, uint32_t val)
-{
-    if (key == 0)
-        return 0;
-    if (2 * (m->used + 1) > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 256, used = 0;
-        uint64_t *keys = calloc(cap, sizeof *keys);
-        uint32_t *vals = calloc(cap, sizeof *vals);
-        if (!keys || !vals) {
-            free(keys); free(vals);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i])
-                masks_put_slot(keys, vals, cap, m->keys[i], m->vals[i], &used);
-        free(m->keys); free(m->vals);
-        m->keys = keys; m->vals = vals; m->cap = cap; m->used = used;
-    }
-    masks_put_slot(m->keys, m->vals, m->cap, key, val, &m->used);
     return 0;
 }
 
@@ -435,8 +381,7 @@ void nt_free(nt_state *s)
     free(s->tails.t);
     free(s->switch_jumps.t);
     free(s->events);
-    free(s->string_args.keys);
-    free(s->string_args.vals);
+    addrmap_free(&s->string_args);
     free(s->string_returns.keys);
     free(s->strings);
     free(s);
@@ -559,7 +504,7 @@ int nt_string_args(nt_state *s, uint64_t target, uint32_t mask)
 {
     if (strings_room(s) != 0)
         return -1;
-    return masks_put(&s->string_args, target, mask & ((1u << NT_MAX_REGS) - 1));
+    return addrmap_put(&s->string_args, target, (int32_t)(mask & ((1u << NT_MAX_REGS) - 1)));
 }
 
 /* a return site whose value is a `char *`: its string is copied at the event */
@@ -746,6 +691,13 @@ static void string_put(nt_state *s, uint32_t index, uint64_t addr)
     s->strings_copied++;
 }
 
+/* the string words of a call to target (or an entry probe at it): nt_string_args's mask */
+static uint32_t string_mask(const nt_state *s, uint64_t target)
+{
+    int32_t mask = addrmap_get(&s->string_args, target);
+    return mask > 0 ? (uint32_t)mask : 0;
+}
+
 /* the strings of the event's words in mask (bit i: regs[i], masked to a word), counted in
  * its nregs */
 static void event_strings(nt_state *s, nt_event *e, uint32_t mask)
@@ -929,7 +881,7 @@ static int tail_event(nt_state *s, uint64_t site, uint64_t target, uint64_t sp,
     e->entry_sp = entry_sp;
     e->nregs = s->cfg.n_args + s->cfg.n_stack;
     memcpy(e->regs, regs, sizeof regs);
-    event_strings(s, e, masks_get(&s->string_args, target));
+    event_strings(s, e, string_mask(s, target));
     s->tail_jumps++;
     /* the writer is on but left it to Python: Python takes it now (as fast_trap's) */
     if (s->writer && uw_enabled(s->writer))
@@ -1104,7 +1056,7 @@ static int fast_trap(nt_state *s, nt_site *site)
         e->kind = EV_CALL;
         e->nregs = s->cfg.n_args + s->cfg.n_stack;
         call_snapshot(s, site, stack, s->cfg.n_args, s->cfg.n_stack, e->regs);
-        event_strings(s, e, masks_get(&s->string_args, target));
+        event_strings(s, e, string_mask(s, target));
     } else {
         e->kind = EV_RETURN;
         e->nregs = 0;
@@ -1144,7 +1096,7 @@ static void entry_call(nt_state *s, const ep_call *c)
     read_stack_args(s, c->entry_sp, stack, 0, s->cfg.n_stack);
     for (uint32_t i = 0; i < s->cfg.n_stack; i++)
         e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
-    event_strings(s, e, masks_get(&s->string_args, c->target));
+    event_strings(s, e, string_mask(s, c->target));
 }
 
 /* an entry probe C finishes (1): recorded if a call, stepped over; one instruction taken
@@ -1595,7 +1547,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
         e->nregs = (s->cfg.ret_reg >= 0) + (s->cfg.ret_hi_reg >= 0);
     }
     memcpy(e->regs, regs, sizeof regs);
-    event_strings(s, e, p->op == OP_CALL ? masks_get(&s->string_args, target)
+    event_strings(s, e, p->op == OP_CALL ? string_mask(s, target)
                         : set_has(&s->string_returns, p->addr) ? 1u : 0u);
     hs_rets_apply(h, p);  /* (before the drain below, whose refresh sends Python's again) */
     if (s->writer && uw_enabled(s->writer))  /* as fast_trap: Python takes it now */

@@ -30,6 +30,8 @@
  */
 #include "ufwrite.h"
 
+#include "addrmap.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,12 +64,6 @@ typedef struct {
     uint64_t mask[UW_MAX_ITEMS];
 } uw_plan;
 
-typedef struct {
-    uint64_t *keys;  /* 0: empty */
-    int32_t *vals;
-    size_t cap, used;
-} uw_map;
-
 struct uw_state {
     int enabled;
     uint64_t code_mask;  /* TailRule.mask */
@@ -75,7 +71,7 @@ struct uw_state {
     size_t n, cap, low;
     uw_tail *tails;
     size_t nt, tcap, tlow;
-    uw_map callees, returns;
+    addrmap callees, returns;
     uw_plan *plans;
     size_t nplans, plans_cap;
     uint8_t *buf;
@@ -83,58 +79,6 @@ struct uw_state {
     uint64_t records, last_time;
     int changed;  /* a stack changed since Python last looked (uw_clean) */
 };
-
-static inline uint64_t uw_mix(uint64_t x)
-{
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static int map_get(const uw_map *m, uint64_t key)
-{
-    size_t i = uw_mix(key) & (m->cap - 1);
-    while (m->keys[i]) {
-        if (m->keys[i] == key)
-            return m->vals[i];
-        i = (i + 1) & (m->cap - 1);
-    }
-    return -1;
-}
-
-static void map_put_slot(uint64_t *keys, int32_t *vals, size_t cap, uint64_t key, int32_t val,
-                         size_t *used)
-{
-    size_t i = uw_mix(key) & (cap - 1);
-    while (keys[i] && keys[i] != key)
-        i = (i + 1) & (cap - 1);
-    if (!keys[i])
-        (*used)++;
-    keys[i] = key;
-    vals[i] = val;
-}
-
-static int map_put(uw_map *m, uint64_t key, int32_t val)
-{
-    if (key == 0)
-        return -1;
-    if (2 * (m->used + 1) > m->cap) {
-        size_t cap = m->cap * 2, used = 0;
-        uint64_t *keys = calloc(cap, sizeof *keys);
-        int32_t *vals = calloc(cap, sizeof *vals);
-        if (!keys || !vals) {
-            free(keys); free(vals);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i])
-                map_put_slot(keys, vals, cap, m->keys[i], m->vals[i], &used);
-        free(m->keys); free(m->vals);
-        m->keys = keys; m->vals = vals; m->cap = cap; m->used = used;
-    }
-    map_put_slot(m->keys, m->vals, m->cap, key, val, &m->used);
-    return 0;
-}
 
 /* ------------------------------------------------------------------ API for Python */
 uw_state *uw_new(uint32_t buf_bytes, uint64_t code_mask)
@@ -175,7 +119,7 @@ void uw_free(uw_state *u)
 void uw_set_enabled(uw_state *u, uint32_t on) { u->enabled = (int)on; }
 int uw_enabled(const uw_state *u) { return u && u->enabled; }
 
-static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t site, uint64_t func,
+static int add_plan(uw_state *u, addrmap *m, uint64_t key, uint64_t site, uint64_t func,
                     uint32_t payload, uint32_t n, const uint8_t *regs, const uint8_t *sizes,
                     const uint32_t *bits)
 {
@@ -203,7 +147,7 @@ static int add_plan(uw_state *u, uw_map *m, uint64_t key, uint64_t site, uint64_
         if (payload && regs[i] + 1u > p->words)
             p->words = regs[i] + 1u;
     }
-    if (map_put(m, key, (int32_t)u->nplans) != 0)
+    if (addrmap_put(m, key, (int32_t)u->nplans) != 0)
         return -1;
     u->nplans++;
     return 0;
@@ -222,13 +166,13 @@ int uw_callee_plan(uw_state *u, uint64_t func, uint32_t payload, uint32_t n,
  * lookups check both, so two pairs with one key only make one of them Python's */
 static uint64_t return_key(uint64_t site, uint64_t func)
 {
-    uint64_t key = uw_mix(site) ^ func;
+    uint64_t key = addrmap_mix(site) ^ func;
     return key ? key : 1;
 }
 
 static int return_plan(const uw_state *u, uint64_t site, uint64_t func)
 {
-    int k = map_get(&u->returns, return_key(site, func));
+    int k = addrmap_get(&u->returns, return_key(site, func));
     return k >= 0 && u->plans[k].site == site && u->plans[k].func == func ? k : -1;
 }
 
@@ -375,7 +319,7 @@ static int call_plan(uw_state *u, uint64_t target, uint64_t sp, uint64_t ret, in
     if (!room(u, drain))
         return -1;
     const uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
-    int k = map_get(&u->callees, target);
+    int k = addrmap_get(&u->callees, target);
     /* an open frame at an sp deeper than (or, for a call, equal to) the call's is finished
      * (unwound): Python's; so is a record deeper than uftrace keeps */
     if (k < 0 || (top && (top->sp < sp || (inclusive && top->sp == sp
