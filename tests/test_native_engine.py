@@ -13,6 +13,9 @@
   every ISA a stripped program (code found by descent: site hooks, which C's site table
   watches under lazy cleanup, backends/hooked_sites.py) is traced identically, C finishing
   most site hits.
+* `char *` values (session 12): C copies the string at the event; calls with string
+  arguments and returns of strings are C's, equal to the reference on every ISA under int3
+  lazy and strict and entry (`test_strings_copied_by_c_equal_python`).
 * Oracle (x86_64, aarch64, and mips, mipsel, riscv64, whose site hooks C watches): the
   native engine's trace of `calls all` equals what the `-finstrument-functions` build
   records about itself under qemu-user; on every ISA the native trace of the stripped
