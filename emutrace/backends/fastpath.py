@@ -19,7 +19,7 @@ from emutrace.backends.native_args import SNAPSHOT as _SNAPSHOT  # (shared with 
 from emutrace.backends.native_args import VOID_PLAN as _VOID
 from emutrace.backends.native_args import ArgPlan as _ArgPlan
 from emutrace.backends.native_args import Snapshot as _Snapshot
-from emutrace.backends.native_args import arg_plan, args_fast, ret_plan
+from emutrace.backends.native_args import arg_plan, args_fast, ret_plan, return_fast
 from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import Slots
 from emutrace.discover.prototypes import CType
@@ -137,7 +137,8 @@ class FastSites:
         self._pair_targets: set[int] = set()  # targets of jump pairs that are no entry yet
         self._args_fast_cache: dict[int, bool] = {}
         self._strings = bool(getattr(table, "strings", False))  # (StringTable)
-        self._string_masks: dict[int, int] = {}  # key told to C -> its mask
+        self._string_args_told: set[int] = set()  # call targets / entry probes told to C
+        self._string_returns_told: set[int] = set()  # return sites told to C
         # site hooks C watches (backends/hooked_sites.py): their jumps are learnt as well
         self.hooked: set[int] = set()
 
@@ -207,11 +208,7 @@ class FastSites:
     def _return_fast(self, site: Site) -> bool:
         """Is the value of the function returning at site in the snapshotted registers (a
         `char *` too where C copies its string: `tell_string_return`)?"""
-        _func, values = self.b.args.types.function_of(site.addr)
-        t = values.ret
-        if t is not None and t.kind in ("str", "buf"):
-            return self._strings and t.size in (0, self.b.cpu.word)
-        return t is not None and (t.kind == "void" or t.kind not in ("float", "struct"))
+        return return_fast(self.b.args.types, site.addr, self._strings, self.b.cpu.word)
 
     def tell_string_return(self, site: Site) -> None:
         """(A return site C finishes.)  If its value is a `char *`, C copies the string."""
@@ -219,20 +216,21 @@ class FastSites:
             return
         _func, values = self.b.args.types.function_of(site.addr)
         t = values.ret
-        if t is not None and t.kind in ("str", "buf") and site.addr not in self._string_masks:
-            self._string_masks[site.addr] = 1
+        if (t is not None and t.kind in ("str", "buf")
+                and site.addr not in self._string_returns_told):
+            self._string_returns_told.add(site.addr)
             cast(StringTable, self.table).string_return(site.addr)
 
     def tell_string_args(self, key: int, target: int) -> None:
         """(A call to target, or an entry probe at key, C records.)  The snapshot words of
         its `char *` arguments, whose strings C copies at the event."""
-        if not self._strings or key in self._string_masks:
+        if not self._strings or key in self._string_args_told:
             return
         mask = 0
         for loc in self.b.args.types.at(target).args:
             if isinstance(loc, Slots) and loc.ctype.kind in ("str", "buf"):
                 mask |= 1 << loc.ids[0]
-        self._string_masks[key] = mask
+        self._string_args_told.add(key)
         if mask:
             cast(StringTable, self.table).string_args(key, mask)
 

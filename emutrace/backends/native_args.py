@@ -61,11 +61,14 @@ def args_fast(types: CallTypes, target: int, saved_words: int, strings: bool = F
     return not has_strings or arg_plan(types, target) is not SNAPSHOT
 
 
-def return_fast(types: CallTypes, site: int) -> bool:
-    """Is the value returned at site an integer in the return registers?"""
+def return_fast(types: CallTypes, site: int, strings: bool = False, word: int = 0) -> bool:
+    """Is the value returned at site an integer in the return registers?  strings: a
+    one-word `char *` counts too (C copies its string at the event, hotpath.c)."""
     _func, values = types.function_of(site)
     t = values.ret
-    return t is not None and (t is VOID or t.kind not in ("float", "struct", "str", "buf"))
+    if t is not None and t.kind in ("str", "buf"):
+        return strings and t.size in (0, word)
+    return t is not None and (t is VOID or t.kind not in ("float", "struct"))
 
 
 def arg_plan(types: CallTypes, target: int) -> ArgPlan | object:

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "addrset.h"  /* addr_mix */
+
 typedef struct {
     uint64_t *keys;  /* 0: empty */
     int32_t *vals;
@@ -19,20 +21,12 @@ typedef struct {
     size_t used;
 } addrmap;
 
-static inline uint64_t addrmap_mix(uint64_t x)
-{
-    /* splitmix64's finaliser: code addresses differ in few low bits */
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* the value of key, or -1 */
 static inline int32_t addrmap_get(const addrmap *m, uint64_t key)
 {
     if (!m->used)
         return -1;
-    size_t i = addrmap_mix(key) & (m->cap - 1);
+    size_t i = addr_mix(key) & (m->cap - 1);
     while (m->keys[i]) {
         if (m->keys[i] == key)
             return m->vals[i];
@@ -44,7 +38,7 @@ static inline int32_t addrmap_get(const addrmap *m, uint64_t key)
 static inline void addrmap_slot_put(uint64_t *keys, int32_t *vals, size_t cap, uint64_t key,
                                     int32_t val, size_t *used)
 {
-    size_t i = addrmap_mix(key) & (cap - 1);
+    size_t i = addr_mix(key) & (cap - 1);
     while (keys[i] && keys[i] != key)
         i = (i + 1) & (cap - 1);
     if (!keys[i])

@@ -187,18 +187,10 @@ typedef struct {
     void *val_ptrs[NT_SITE_READS]; /* &vals[i], as uc_reg_read_batch takes them */
 } nt_state;
 
-static inline uint64_t mix(uint64_t x)
-{
-    /* splitmix64 finaliser: addresses differ in few low bits */
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* ------------------------------------------------------------------ sites */
 static nt_site *site_slot(nt_site *t, size_t cap, uint64_t addr)
 {
-    size_t i = mix(addr) & (cap - 1);
+    size_t i = addr_mix(addr) & (cap - 1);
     while (t[i].addr != 0 && t[i].addr != addr)
         i = (i + 1) & (cap - 1);
     return &t[i];
@@ -222,7 +214,7 @@ static int sites_grow(nt_state *s)
 /* ------------------------------------------------------------------ sets */
 static int set_has(const nt_set *set, uint64_t key)
 {
-    size_t i = mix(key) & (set->cap - 1);
+    size_t i = addr_mix(key) & (set->cap - 1);
     while (set->keys[i] != 0) {
         if (set->keys[i] == key)
             return 1;
@@ -243,7 +235,7 @@ static int set_add(nt_set *set, uint64_t key)
         for (size_t i = 0; i < set->cap; i++) {
             uint64_t k = set->keys[i];
             if (k) {
-                size_t j = mix(k) & (cap - 1);
+                size_t j = addr_mix(k) & (cap - 1);
                 while (keys[j])
                     j = (j + 1) & (cap - 1);
                 keys[j] = k;
@@ -253,7 +245,7 @@ static int set_add(nt_set *set, uint64_t key)
         set->keys = keys;
         set->cap = cap;
     }
-    size_t i = mix(key) & (set->cap - 1);
+    size_t i = addr_mix(key) & (set->cap - 1);
     while (set->keys[i] != 0) {
         if (set->keys[i] == key)
             return 0;
@@ -267,7 +259,7 @@ static int set_add(nt_set *set, uint64_t key)
 /* ------------------------------------------------------------------ pairs */
 static nt_pair *pair_slot(nt_pair *t, size_t cap, uint64_t site, uint64_t target)
 {
-    size_t i = mix(site ^ mix(target)) & (cap - 1);
+    size_t i = addr_mix(site ^ addr_mix(target)) & (cap - 1);
     while (t[i].site != 0 && !(t[i].site == site && t[i].target == target))
         i = (i + 1) & (cap - 1);
     return &t[i];
@@ -306,7 +298,7 @@ static int pairs_has(const nt_pairs *p, uint64_t site, uint64_t target)
 /* ------------------------------------------------------------------ blocks */
 static nt_block *block_slot(nt_block *t, size_t cap, uint64_t addr, uint32_t size)
 {
-    size_t i = mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
+    size_t i = addr_mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
     while (t[i].key != 0 && !(t[i].key == addr && t[i].size == size))
         i = (i + 1) & (cap - 1);
     return &t[i];
@@ -1243,7 +1235,7 @@ typedef struct {
 
 static hs_site *hs_slot(hs_site *t, size_t cap, uint64_t addr)
 {
-    size_t i = mix(addr) & (cap - 1);
+    size_t i = addr_mix(addr) & (cap - 1);
     while (t[i].addr != 0 && t[i].addr != addr)
         i = (i + 1) & (cap - 1);
     return &t[i];
@@ -1251,7 +1243,7 @@ static hs_site *hs_slot(hs_site *t, size_t cap, uint64_t addr)
 
 static hs_block *hs_block_slot(hs_block *t, size_t cap, uint64_t addr, uint32_t size)
 {
-    size_t i = mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
+    size_t i = addr_mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
     while (t[i].addr != 0 && !(t[i].addr == addr && t[i].size == size))
         i = (i + 1) & (cap - 1);
     return &t[i];

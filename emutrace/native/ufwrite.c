@@ -166,7 +166,7 @@ int uw_callee_plan(uw_state *u, uint64_t func, uint32_t payload, uint32_t n,
  * lookups check both, so two pairs with one key only make one of them Python's */
 static uint64_t return_key(uint64_t site, uint64_t func)
 {
-    uint64_t key = addrmap_mix(site) ^ func;
+    uint64_t key = addr_mix(site) ^ func;
     return key ? key : 1;
 }
 
