@@ -7,7 +7,8 @@ uftrace-format bytes back into records when the text is printed).
   times, depths, functions, argument and return values (integers written by C; strings,
   floats, structs by Python), unwinding — on test_native_writer's cells (fib: C wrote almost
   every record; calls tail; typed; on x86_64 also `calls deep`, whose recursion past
-  uftrace's 1024 levels C leaves to Python, and `calls longjmp`), and with
+  uftrace's 1024 levels C writes with each record's depth, and `calls longjmp`), strings
+  (`calls.O0.instr tail`: C writes the `char *` values), and with
   `--backend step` (fib, calls tail: step.c writes tail calls too; x86_64, aarch64, mips).
   The text is a pure function of the records and the options (trace/format.py), so equal
   records give equal text under every filter, depth, start and argument option; the text
@@ -36,10 +37,10 @@ from emutrace.trace.spill import SpillSink
 
 from .conftest import ENV, ISAS, bin_path
 from .test_native_engine import _stdout_to_devnull
-from .test_native_writer import CELLS, LOWERED, ONCE_ISA, STEP_CELLS
+from .test_native_writer import CELLS, LOWERED, ONCE_ISA, STEP_CELLS, STRING_CELL
 
-# once (x86_64): recursion 10^4 deep, past uftrace's 1024 levels (C leaves those records to
-# Python, whose entries C's exits then need the times of), and longjmp unwinding
+# once (x86_64): recursion 10^4 deep, past uftrace's 1024 levels (the spill file keeps those
+# records: C writes each with its depth after it), and longjmp unwinding
 ONCE = (("calls", ("deep",)), ("calls", ("longjmp",)))
 
 
@@ -69,8 +70,26 @@ def test_native_run_records_equal_python(isa: str) -> None:
         assert list(iter_replay_lines(got, hex, opts)) == \
             list(iter_replay_lines(list(want), hex, opts)), (program, args)
         stats = process.backend.native_stats  # type: ignore[union-attr]
-        if program == "fib" and isa in LOWERED:  # C wrote them: packed, not Python's
+        if program == "fib" and isa in LOWERED or args == ("deep",):  # C wrote them
             assert stats["c_records"] > 0.9 * len(want), (stats, len(want))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_native_run_keeps_strings(isa: str) -> None:
+    """The spill file holds a `char *` value as its word and the bytes the hot path copied
+    (trace/spill.py pack_copy, ufwrite.c UW_COPY): the records read back equal the
+    reference's (the Value's word and text), and so does the text printed from its rows."""
+    program, args = STRING_CELL
+    with _stdout_to_devnull():
+        _, want = run_records(isa, program, args, "python")
+        process, got = run_records(isa, program, args, "native")
+    assert list(got) == list(want)
+    opts = ReplayOptions(start=None, word_bits=8 * by_name(isa).identity.word_size)
+    lines = list(iter_replay_lines(got, hex, opts))
+    assert lines == list(iter_replay_lines(list(want), hex, opts))
+    assert sum('"' in line for line in lines) > 100  # strings shown
+    stats = process.backend.native_stats  # type: ignore[union-attr]
+    assert stats["c_strings_written"] > 100, stats
 
 
 @pytest.mark.parametrize("isa", ["x86_64", "aarch64", "mips"])

@@ -4,11 +4,13 @@ the uftrace records itself (native/ufwrite.c, backends/native_writer.py).
 * Differential: the data directory the native engine writes (int3; step) equals the Python
   reference's byte for byte, every file, on all ten ISAs (fib: the hot path; calls tail:
   tail calls, which int3's C leaves to Python and step's C writes, beside C's records;
-  typed: argument and return types, integer ones in C, strings, floats, structs in Python;
-  a stripped program: code found by descent, its sites hooked, C writing most records),
-  plus the ISA-independent unusual cases once (longjmp unwinding, a stripped program's
-  `calls all`, `calls all`).  On a lowered ISA the fib cell checks that C wrote almost
-  every record.
+  typed: argument and return types, integer ones and strings in C, floats, structs in
+  Python; a stripped program: code found by descent, its sites hooked, C writing most
+  records), plus the ISA-independent unusual cases once (longjmp unwinding, a stripped
+  program's `calls all`, `calls all`: C takes the calls nested past uftrace's 1024 levels
+  and counts them as the reference does).  On a lowered ISA the fib cell checks that C
+  wrote almost every record; `calls.O0.instr tail` (every ISA) that C wrote the `char *`
+  values its recorder passes.
 * Oracles: the canonical trace read back from a natively written directory equals what the
   `-finstrument-functions` build records about itself under qemu-user (x86_64, aarch64;
   the `calls` scenarios that nest less than 1024 deep; `step`: tail and recursion);
@@ -103,6 +105,33 @@ def test_native_recording_equals_python(isa: str, tmp_path: Path) -> None:
             assert stats["c_tail_jumps"] > 0, stats
         if (program, args) == STRIPPED_CELL:  # most of them C's too
             assert stats["c_records"] > 0.5 * records, (stats, records)
+        if (program, args) == ("calls", ("all",)):  # `deep` nests 10^4 calls: uftrace keeps
+            # none past 1024 levels; C took those calls and returns, counting the entries
+            deep = int(re.search(rb"not_recorded_deep:(\d+)", got["emutrace.txt"])[1])
+            assert deep > 8000 and stats["c_records"] > 0.9 * (records + 2 * deep), stats
+
+
+# a program whose functions take and return `char *` values over and over: calls.O0.instr's
+# own recorder formats each record with put_hex(char *out, ...) (testbins/src/instr_sites.c)
+STRING_CELL = ("calls.O0.instr", ("tail",))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_native_recording_writes_strings(isa: str, tmp_path: Path) -> None:
+    """C copies a `char *` argument's or return value's string at the event
+    (hotpath.c writer_strings) and writes it into the record as uftrace's `/s` text
+    (ufwrite.c put_string: the bytes as UTF-8, `NULL`, `<0x...>`); the directory equals the
+    reference's byte for byte and C wrote most of the strings copied."""
+    program, args = STRING_CELL
+    with _stdout_to_devnull():
+        _, records = record(isa, program, args, "python", tmp_path / "py")
+        process, _ = record(isa, program, args, "native", tmp_path / "nat")
+    want, got = files(tmp_path / "py"), files(tmp_path / "nat")
+    assert len(want["1.dat"]) > 100 * 16
+    assert b"/s" in want["info"]  # string specs: the values are in the records
+    assert got == want
+    stats = process.backend.native_stats  # type: ignore[union-attr]
+    assert stats["c_strings_written"] > 100 and stats["c_records"] > 0.5 * records, stats
 
 
 # `step` (step.c): C offers the writer every call, return and tail call it finished, on every

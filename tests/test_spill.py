@@ -173,3 +173,34 @@ def test_a_second_layout_stays_pythons() -> None:
     assert sink.plan_values(0x1000, [Value("auto", 64, 1)], retval=True) is True
     assert sink.plan_values(0x1000, [], retval=False) is False
     assert sink.plan_values(1 << 48, first, retval=False) is None
+
+
+def test_packed_strings_and_deep_records_come_back() -> None:
+    """The spill file's own forms, as ufwrite.c writes them for this sink: a `char *` value
+    as its word and the bytes copied (`pack_layout`/`pack_copy`: a text with bytes above
+    0x7f; NULL and an unreadable pointer, no text: shown as their word), and a record deeper
+    than uftrace's 10-bit depth field with magic 6 and its depth in the u64 after it.  They
+    read back as the records made of them, and print as those records print."""
+    sink = SpillSink()
+    strs = [Value("str", 64, 0x5000, "caf\xe9 \"x\""), Value("str", 64, 0, None),
+            Value("str", 64, 0xDEAD, None)]
+    want: list[Record] = []
+    data = b""
+    for k, text in enumerate(strs):
+        args = (Value("int", 32, k), text)
+        assert sink.plan_values(0x2000, list(args), retval=False) is True
+        depth = 1023 + k  # 1023 fits the field; 1024 and 1025 do not
+        entry = Entry(10 * k, depth, 0x2000, args)
+        header = pack_record(entry, True)
+        if depth >= 1024:  # magic 5 -> 6, then the depth
+            word = int.from_bytes(header[8:], "little") & ~(7 << 3) | (6 << 3)
+            header = header[:8] + word.to_bytes(8, "little") + depth.to_bytes(8, "little")
+        data += header + spill.pack_layout(list(args), sink._args[0x2000])
+        want.append(entry)
+    sink.write_packed(data, len(want), want[-1].time)
+    assert list(sink) == want
+    opts = ReplayOptions(start=None)
+    lines = list(iter_replay_lines(sink, hex, opts))
+    assert lines == list(iter_replay_lines(want, hex, opts))
+    text = "\n".join(lines)
+    assert '(0, "caf\\xe9 \\"x\\"")' in text and "(1, 0)" in text and "(2, 0xdead)" in text

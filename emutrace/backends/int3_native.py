@@ -446,6 +446,7 @@ class NativeInt3Backend(Int3Backend):
                              "c_records": int(lib.nt_counter(nt, 4)),
                              "c_tail_jumps": int(lib.nt_counter(nt, 5)),
                              "c_strings": int(lib.nt_counter(nt, 6)),
+                             "c_strings_written": int(lib.nt_counter(nt, 7)),
                              "c_switches": (self._strict_c.switches()
                                             if self._strict_c is not None else 0),
                              **self.more_native_stats}

@@ -51,14 +51,29 @@ _TAIL = struct.Struct("<3Q")  # uw_tail: code, ret, flags
 _RET_KNOWN, _TAIL_FRAME, _CALLED = 1, 2, 4
 _INTEGER_KINDS = frozenset(("auto", "int", "uint", "hex", "oct", "char", "uchar", "bool",
                             "ptr"))
+_STRING_KINDS = frozenset(("str", "buf"))  # a `char *`: the hot path copies its string
+# ufwrite.h's forms of a value: a number; a string as the sink's `string_form` says
+_NUMBER = 0
+_STRING_FORMS = {"text": 1, "copy": 2}
+# ufwrite.h UW_DEEP_*: what the sink does with records deeper than uftrace's depth field
+_DEEP_MODES = {"count": 1, "depth": 2}
 _MASK64 = (1 << 64) - 1
 BUFFER_BYTES = 1 << 16  # C's record buffer (the sink flushes at the same size)
 
 class PackedSink(Protocol):
     """A sink that takes C's record bytes (uftrace's record format, `pack_record`) as well
-    as Python's records, and says per function how C may lay out its values."""
+    as Python's records, and says per function how C may lay out its values.
+    `string_form`: how its records hold a `char *` value — "text" (uftrace's `/s`, what
+    `uftrace_args.pack_one` writes) or "copy" (the spill file's: the word and the copy).
+    `deep_records`: what becomes of a record deeper than uftrace's depth field holds
+    (MAX_STACK) — "count" (not written; an entry counted: `write_packed`'s not_recorded) or
+    "depth" (written with its depth after it)."""
 
-    def write_packed(self, data: bytes, records: int, last_time: int) -> None: ...
+    string_form: str
+    deep_records: str
+
+    def write_packed(self, data: bytes, records: int, last_time: int,
+                     not_recorded: int = 0) -> None: ...
 
     def plan_values(self, func: int, values: list[Value], retval: bool) -> bool | None:
         """C's records of `func` (its entries; with `retval` its exits) whose values are
@@ -103,6 +118,7 @@ class NativeWriter:
         self.written = 0  # records C wrote (stats)
         self._c_lens = (-1, -1)  # C's stack depths as of the last exchange
         self._on = False  # C may take events
+        lib.uw_set_deep(self._u, _DEEP_MODES[packed.deep_records])
         self._attach(self._u)
         self.push()
 
@@ -110,14 +126,14 @@ class NativeWriter:
     def pull(self) -> None:
         """C → Python: record bytes to the sink, changed frames to both stacks."""
         lib, u = self._lib, self._u
-        n = lib.uw_records(u)
-        if n:
+        n, deep = lib.uw_records(u), lib.uw_not_recorded(u)
+        if n or deep:
             data = ctypes.string_at(lib.uw_bytes(u), lib.uw_bytes_len(u))
             last = int(lib.uw_last_time(u))
             lib.uw_bytes_clear(u)
             if self._sink_now() is self._wrapper:
                 self.written += n
-                self.packed.write_packed(data, int(n), last)
+                self.packed.write_packed(data, int(n), last, int(deep))
         if not lib.uw_changed(u):
             return  # (Python may have changed them since: `push` hands that to C)
         assert self._frames.low >= len(self._frames) and self._codes.low >= len(self._codes) \
@@ -187,23 +203,29 @@ class NativeWriter:
                 or not isinstance(out[-1], Entry) or out[-1].func != ev.target:
             return
         values = ev.args
-        if len(values) != len(words) or not all(
-                isinstance(v, Value) and v.kind in _INTEGER_KINDS and v.bits <= 64
-                for v in values):
+        if len(values) != len(words) or not all(_c_writes(v) for v in values):
             return
         vals = [v for v in values if isinstance(v, Value)]
         payload = self.packed.plan_values(ev.target, vals, retval=False)
         if payload is None:
             return  # the sink keeps no plan for it (yet): Python writes every such call
-        specs = tuple(spec_of(v) for v in vals)
         n = len(vals)
         regs = (ctypes.c_uint8 * max(n, 1))(*[i for i, _t in words])
-        sizes = (ctypes.c_uint8 * max(n, 1))(*[spec_size(s) for s in specs])
+        sizes = (ctypes.c_uint8 * max(n, 1))(*[self._size(v) for v in vals])
         bits = (ctypes.c_uint32 * max(n, 1))(*[v.bits for v in vals])
+        forms = (ctypes.c_uint8 * max(n, 1))(*[self._form(v) for v in vals])
         self._taught_calls.add(ev.target)
         if self._lib.uw_callee_plan(self._u, ev.target, int(payload), n, regs, sizes,
-                                    bits) != 0:
+                                    bits, forms) != 0:
             raise MemoryError("native record writer: out of memory")
+
+    def _form(self, v: Value) -> int:
+        return _STRING_FORMS[self.packed.string_form] if v.kind in _STRING_KINDS else _NUMBER
+
+    @staticmethod
+    def _size(v: Value) -> int:
+        """A number's bytes in the record (a string's are its own: 0)."""
+        return 0 if v.kind in _STRING_KINDS else spec_size(spec_of(v))
 
     def teach_return(self, ev: Return, integer: bool, out: list[Record]) -> None:
         """After Python wrote ev (a return C finished): the site's exit layout for C when it
@@ -214,11 +236,12 @@ class NativeWriter:
                                              for r in out):
             return
         v = ev.retval
-        n, size, bits = 0, 0, 0
+        n, size, bits, form = 0, 0, 0, _NUMBER
         if v is not None:
-            if not isinstance(v, Value) or v.kind not in _INTEGER_KINDS or v.bits > 64:
+            if not _c_writes(v):
                 return
-            n, size, bits = 1, spec_size(spec_of(v)), v.bits
+            assert isinstance(v, Value)
+            n, size, bits, form = 1, self._size(v), v.bits, self._form(v)
         for rec in out:
             key = (ev.site_addr, rec.func)
             if key in self._taught_returns:
@@ -229,7 +252,7 @@ class NativeWriter:
                 continue  # no plan for this function's exit (yet): Python writes it
             self._taught_returns.add(key)
             if self._lib.uw_return_plan(self._u, ev.site_addr, rec.func, int(payload), n,
-                                        size, bits) != 0:
+                                        size, bits, form) != 0:
                 raise MemoryError("native record writer: out of memory")
 
     def close(self) -> None:
@@ -239,3 +262,9 @@ class NativeWriter:
             self._lib.uw_free(self._u)
             self._u = None
 
+
+def _c_writes(v: object) -> bool:
+    """Can C's writer write this value from its word (and, for a `char *`, the copy the hot
+    path makes at the event: hotpath.c writer_strings)?"""
+    return isinstance(v, Value) and v.bits <= 64 and (v.kind in _INTEGER_KINDS
+                                                      or v.kind in _STRING_KINDS)

@@ -171,6 +171,7 @@ typedef struct {
     uint8_t *strings;      /* the copies of the buffered events, in order (string_put) */
     size_t strings_len, strings_cap;
     uint64_t strings_copied;
+    uint64_t strings_written;  /* of those, the ones the record writer wrote */
     nt_block *blocks;
     size_t blocks_cap, blocks_used;
     nt_event *events;
@@ -580,7 +581,7 @@ void nt_set_time(nt_state *s, uint64_t t) { s->time = t; }
 
 /* counters: 0 traps, 1 simulated, 2 traps passed to Python, 3 blocks passed to Python,
  * 4 events the record writer took, 5 jumps to a function entry C finished, 6 strings C
- * copied */
+ * copied, 7 of those the record writer wrote */
 uint64_t nt_counter(const nt_state *s, uint32_t which)
 {
     switch (which) {
@@ -591,6 +592,7 @@ uint64_t nt_counter(const nt_state *s, uint32_t which)
     case 4: return s->written;
     case 5: return s->tail_jumps;
     case 6: return s->strings_copied;
+    case 7: return s->strings_written;
     default: return 0;
     }
 }
@@ -646,12 +648,10 @@ static nt_event *next_event(nt_state *s)
 /* ------------------------------------------------------------------ string values */
 /* The C string at addr as ArgReader.string reads it (backends/args.py): chunks of at most
  * STRING_LIMIT + 1 bytes that never cross a page, up to the NUL or STRING_LIMIT + 1 bytes;
- * NULL, or any chunk unreadable: none.  Appended to the string area as word index, length
- * (NT_STRING_NONE: none), bytes (the area has room for every word of every event the
- * buffer holds: strings_room). */
-static void string_put(nt_state *s, uint32_t index, uint64_t addr)
+ * NULL, or any chunk unreadable: none.  Its bytes go to out (room for 2 * (STRING_LIMIT +
+ * 1)); the length, or NT_STRING_NONE. */
+static uint32_t string_read(nt_state *s, uint64_t addr, uint8_t *out)
 {
-    uint8_t out[2 * (NT_STRING_LIMIT + 1)];
     size_t n = 0;
     int none = addr == 0;
     while (!none && n <= NT_STRING_LIMIT) {
@@ -672,15 +672,57 @@ static void string_put(nt_state *s, uint32_t index, uint64_t addr)
     }
     if (n > NT_STRING_LIMIT + 1)
         n = NT_STRING_LIMIT + 1;
+    return none ? NT_STRING_NONE : (uint32_t)n;
+}
+
+/* word index's string at addr appended to the string area: index, length (NT_STRING_NONE:
+ * none), bytes (the area has room for every word of every event the buffer holds:
+ * strings_room) */
+static void string_put(nt_state *s, uint32_t index, uint64_t addr)
+{
+    uint8_t out[2 * (NT_STRING_LIMIT + 1)];
+    uint32_t len = string_read(s, addr, out);
     uint8_t *p = s->strings + s->strings_len;
-    uint32_t len = none ? NT_STRING_NONE : (uint32_t)n;
     p[0] = (uint8_t)index;
     p[1] = (uint8_t)len;
     p[2] = (uint8_t)(len >> 8);
-    if (!none)
-        memcpy(p + 3, out, n);
-    s->strings_len += 3 + (none ? 0 : n);
+    if (len != NT_STRING_NONE)
+        memcpy(p + 3, out, len);
+    s->strings_len += 3 + (len != NT_STRING_NONE ? len : 0);
     s->strings_copied++;
+}
+
+/* the record writer took an event: the strings it wrote are copies made */
+static void writer_copied(nt_state *s, const uw_event *e)
+{
+    if (e->strings) {
+        uint64_t n = (uint64_t)__builtin_popcount(e->strings->mask);
+        s->strings_copied += n;
+        s->strings_written += n;
+    }
+}
+
+/* the copies of an event's string words in mask for the record writer (uw_event.strings),
+ * made in copies; NULL when mask is empty */
+typedef struct {
+    uw_strings list;
+    uint8_t bytes[NT_MAX_REGS][2 * (NT_STRING_LIMIT + 1)];
+} nt_copies;
+
+static const uw_strings *writer_strings(nt_state *s, nt_copies *c, uint32_t mask,
+                                        const uint64_t *regs)
+{
+    uint64_t word_mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    if (!mask)
+        return NULL;
+    c->list.mask = mask;
+    for (uint32_t i = 0; i < NT_MAX_REGS; i++) {
+        if (mask >> i & 1) {
+            c->list.len[i] = (uint16_t)string_read(s, regs[i] & word_mask, c->bytes[i]);
+            c->list.bytes[i] = c->bytes[i];
+        }
+    }
+    return &c->list;
 }
 
 /* the string words of a call to target (or an entry probe at it): nt_string_args's mask */
@@ -778,13 +820,20 @@ static int offer(nt_state *s, const nt_site *site, uint64_t target, uint64_t sp,
                  const uint8_t *stack, uint32_t n_args, uint32_t n_stack)
 {
     uint64_t regs[NT_MAX_REGS] = {0};
-    uw_event ev = {site->op == OP_CALL, s->time, site->addr, target, sp, site->after, regs};
-    if (site->op == OP_CALL)  /* as the record below: registers, then the stack words */
+    nt_copies copies;
+    uw_event ev = {site->op == OP_CALL, s->time, site->addr, target, sp, site->after, regs,
+                   NULL};
+    if (site->op == OP_CALL) {  /* as the record below: registers, then the stack words */
         call_snapshot(s, site, stack, n_args, n_stack, regs);
-    else if (s->cfg.ret_reg >= 0)
+        ev.strings = writer_strings(s, &copies, string_mask(s, target), regs);
+    } else if (s->cfg.ret_reg >= 0) {
         regs[0] = s->vals[site->i_ret];
+        ev.strings = writer_strings(s, &copies, set_has(&s->string_returns, site->addr),
+                                    regs);
+    }
     if (!uw_take(s->writer, &ev, s->cfg.py_drain))
         return 0;
+    writer_copied(s, &ev);
     s->written++;
     return 1;
 }
@@ -854,8 +903,11 @@ static int tail_event(nt_state *s, uint64_t site, uint64_t target, uint64_t sp,
     for (uint32_t i = 0; i < s->cfg.n_stack; i++)
         regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
     if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
-        uw_event ev = {0, time, site, target, sp, 0, regs};
+        nt_copies copies;
+        uw_event ev = {0, time, site, target, sp, 0, regs,
+                       writer_strings(s, &copies, string_mask(s, target), regs)};
         if (uw_take_tail(s->writer, &ev, s->cfg.py_drain)) {
+            writer_copied(s, &ev);
             s->written++;
             s->tail_jumps++;
             return 1;
@@ -1508,9 +1560,14 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
     }
     if ((to_writer || p->op != OP_CALL) && s->writer && uw_enabled(s->writer)
         && s->n_events == 0) {
+        nt_copies copies;
         uw_event ev = {p->op == OP_CALL, h->pending_time, p->addr, target, sp_site, p->after,
-                       regs};
+                       regs, writer_strings(s, &copies, p->op == OP_CALL
+                                            ? string_mask(s, target)
+                                            : set_has(&s->string_returns, p->addr) ? 1u : 0u,
+                                            regs)};
         if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
+            writer_copied(s, &ev);
             s->written++;
             hs_rets_apply(h, p);
             return 1;

@@ -315,7 +315,9 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
      * differently, Call.before_frame: Python's) */
     if (s->writer && uw_enabled(s->writer) && s->n_events == 0
         && !(kind == K_CALL && (p->flow & F_ALT_LINK))) {
-        uw_event ev = {kind == K_CALL, p->time, p->site, pc, p->sp, p->fallthrough, regs};
+        /* (no string copies: a plan that writes a `char *` leaves the event to Python) */
+        uw_event ev = {kind == K_CALL, p->time, p->site, pc, p->sp, p->fallthrough, regs,
+                       NULL};
         int taken = kind == K_CALL || kind == K_RETURN
                         ? uw_take(s->writer, &ev, s->cfg.py_drain)
                         : uw_take_tail(s->writer, &ev, s->cfg.py_drain);

@@ -8,20 +8,23 @@
  *   call at sp S:   no open frame has an sp deeper than or equal to S (nothing to unwind,
  *                   shadow.py policy 3; but for the top frame at S itself when policy 3's
  *                   exception keeps it: no callee yet, another return address), depth <
- *                   MAX_STACK, and the callee has a plan
+ *                   MAX_STACK unless the sink says how it keeps deeper records (uw_set_deep:
+ *                   a uftrace directory counts them, the spill file writes their depth),
+ *                   the callee has a plan whose strings (`char *` values) the event
+ *                   carries copies of
  *                   (its argument layout in the record, taught by Python after it wrote
  *                   one such call itself);
  *   tail call (a jump to a function entry, the step hot path's) at sp S: no open frame's
- *                   sp is deeper than S, depth < MAX_STACK, the callee has a plan, and
+ *                   sp is deeper than S, the depth and plan as a call's, and
  *                   the running function is not already the target;
  *   return at sp S: the top frame's sp is not deeper than S, its return address (its
  *                   call's, or for a tail chain the call's that began it) is where this
  *                   return goes, and the return site has a plan for the function of every
  *                   frame it closes (the top one, and those below it while the one closed
- *                   was entered by a tail call).
+ *                   was entered by a tail call), the depth and strings as a call's.
  * Everything else returns 0 before anything changed, and the hot path hands the event to
  * Python.  Python disables the writer while a signal or exception frame is open (policies
- * 6 and 7) and whenever the recording is not a uftrace directory.
+ * 6 and 7) and whenever the records go to another sink than the one it was made for.
  *
  * Both stacks live in arrays that grow with depth only; the record bytes go into a fixed
  * buffer Python takes (appending them to the sink's stream in order) when it is full and
@@ -35,10 +38,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define UW_MAX_ITEMS 8
-#define UW_MAX_STACK 1024  /* uftrace_write.py MAX_STACK: deeper records are Python's */
+#define UW_MAX_ITEMS UW_STRING_WORDS
+#define UW_MAX_STACK 1024  /* uftrace_write.py MAX_STACK: uftrace's depth field holds less */
 #define UW_MAGIC 5         /* uftrace.h RECORD_MAGIC */
-#define UW_MAX_RECORD (16 + UW_MAX_ITEMS * 8 + 8)
+#define UW_MAGIC_DEEP 6    /* the spill file's record deeper than that: its depth follows */
+#define UW_STRING_BYTES 65 /* the longest copy (trace/values.py STRING_LIMIT + 1) */
+#define UW_MAX_TEXT (2 * UW_STRING_BYTES)  /* its UTF-8: two bytes per Latin-1 byte */
+/* the bytes of one value at most: a number 8; UW_TEXT 2 + the text, padded; UW_COPY the
+ * word, 2 + the copy, padded */
+#define UW_MAX_VALUE (2 + UW_MAX_TEXT)
+#define UW_MAX_RECORD (16 + 8 + UW_MAX_ITEMS * UW_MAX_VALUE + 8)
 
 /* frame flags (the Python Frame's fields) */
 #define F_RET_KNOWN 1u
@@ -60,7 +69,9 @@ typedef struct {
     uint32_t payload;  /* 0: the record has no values (no name uftrace matches, or another
                           layout than the function's first) */
     uint32_t words;    /* snapshot words the record reads: 1 + the highest reg[i] (0: none) */
-    uint8_t reg[UW_MAX_ITEMS], size[UW_MAX_ITEMS];
+    uint32_t strings;  /* bit reg[i]: item i is a string (its copy must come with the event) */
+    uint32_t max_bytes;  /* the record's bytes at most */
+    uint8_t reg[UW_MAX_ITEMS], size[UW_MAX_ITEMS], form[UW_MAX_ITEMS];
     uint64_t mask[UW_MAX_ITEMS];
 } uw_plan;
 
@@ -77,6 +88,9 @@ struct uw_state {
     uint8_t *buf;
     size_t len, buf_cap;
     uint64_t records, last_time;
+    uint32_t deep;          /* records at depth >= UW_MAX_STACK: ufwrite.h UW_DEEP_* */
+    uint64_t not_recorded;  /* UW_DEEP_COUNT: entries not written since uw_bytes_clear */
+    uw_plan no_values;      /* (all zero) the plan of a record not written (`unrecorded`) */
     int changed;  /* a stack changed since Python last looked (uw_clean) */
 };
 
@@ -117,11 +131,13 @@ void uw_free(uw_state *u)
 }
 
 void uw_set_enabled(uw_state *u, uint32_t on) { u->enabled = (int)on; }
+void uw_set_deep(uw_state *u, uint32_t mode) { u->deep = mode <= UW_DEEP_DEPTH ? mode : 0; }
+uint64_t uw_not_recorded(const uw_state *u) { return u->not_recorded; }
 int uw_enabled(const uw_state *u) { return u && u->enabled; }
 
 static int add_plan(uw_state *u, addrmap *m, uint64_t key, uint64_t site, uint64_t func,
                     uint32_t payload, uint32_t n, const uint8_t *regs, const uint8_t *sizes,
-                    const uint32_t *bits)
+                    const uint32_t *bits, const uint8_t *forms)
 {
     if (n > UW_MAX_ITEMS)
         return -1;
@@ -138,15 +154,21 @@ static int add_plan(uw_state *u, addrmap *m, uint64_t key, uint64_t site, uint64
     p->site = site;
     p->n = n;
     p->payload = payload;
+    p->max_bytes = 16;
     for (uint32_t i = 0; i < n; i++) {
-        if (sizes[i] > 8 || bits[i] > 64 || regs[i] >= UW_MAX_ITEMS)
+        if (sizes[i] > 8 || bits[i] > 64 || regs[i] >= UW_MAX_ITEMS || forms[i] > UW_COPY)
             return -1;
         p->reg[i] = regs[i];
         p->size[i] = sizes[i];
+        p->form[i] = forms[i];
         p->mask[i] = bits[i] >= 64 ? ~0ULL : (1ULL << bits[i]) - 1;
         if (payload && regs[i] + 1u > p->words)
             p->words = regs[i] + 1u;
+        if (payload && forms[i] != UW_NUMBER)
+            p->strings |= 1u << regs[i];
+        p->max_bytes += forms[i] == UW_NUMBER ? 8 : UW_MAX_VALUE;
     }
+    p->max_bytes += 8;
     if (addrmap_put(m, key, (int32_t)u->nplans) != 0)
         return -1;
     u->nplans++;
@@ -154,11 +176,12 @@ static int add_plan(uw_state *u, addrmap *m, uint64_t key, uint64_t site, uint64
 }
 
 /* a callee's entry record: n argument words regs[i] (the hot path's snapshot index), each
- * masked to bits[i] and written in sizes[i] bytes */
+ * masked to bits[i] and written in sizes[i] bytes (UW_NUMBER) or as a string (forms[i]) */
 int uw_callee_plan(uw_state *u, uint64_t func, uint32_t payload, uint32_t n,
-                   const uint8_t *regs, const uint8_t *sizes, const uint32_t *bits)
+                   const uint8_t *regs, const uint8_t *sizes, const uint32_t *bits,
+                   const uint8_t *forms)
 {
-    return add_plan(u, &u->callees, func, 0, func, payload, n, regs, sizes, bits);
+    return add_plan(u, &u->callees, func, 0, func, payload, n, regs, sizes, bits, forms);
 }
 
 /* the key of a return plan: its site and the function whose frame it closes (a return that
@@ -179,11 +202,11 @@ static int return_plan(const uw_state *u, uint64_t site, uint64_t func)
 /* a return site's exit record when it closes func's frame (the top one, or one below it in
  * a tail chain the return closes): n (0 or 1) return values */
 int uw_return_plan(uw_state *u, uint64_t site, uint64_t func, uint32_t payload, uint32_t n,
-                   uint32_t size, uint32_t bits)
+                   uint32_t size, uint32_t bits, uint32_t form)
 {
-    uint8_t reg = 0, sz = (uint8_t)size;
+    uint8_t reg = 0, sz = (uint8_t)size, fm = (uint8_t)form;
     return add_plan(u, &u->returns, return_key(site, func), site, func, payload, n, &reg, &sz,
-                    &bits);
+                    &bits, &fm);
 }
 
 /* the stacks, for the exchange with Python: count, the lowest index changed since the last
@@ -250,6 +273,7 @@ void uw_bytes_clear(uw_state *u)
 {
     u->len = 0;
     u->records = 0;
+    u->not_recorded = 0;
 }
 
 /* ------------------------------------------------------------------ records */
@@ -259,24 +283,100 @@ static inline void put_le(uint8_t *p, uint64_t v, unsigned n)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* uftrace.h struct uftrace_record: u64 time; u64 type:2 more:1 magic:3 depth:10 addr:48;
- * then, when `more`, the values: each little-endian in its size, padded to 4, the whole to
- * 8 (uftrace_args.py pack_values) */
-static void put_record(uw_state *u, unsigned type, uint64_t time, size_t depth, uint64_t func,
-                       const uw_plan *plan, const uint64_t *regs)
+/* does the event carry the copy of every string the plan writes? */
+static int has_strings(const uw_plan *plan, const uw_event *e)
 {
+    return !plan->strings || (e->strings && (e->strings->mask & plan->strings) == plan->strings);
+}
+
+/* a string value at p (form UW_TEXT or UW_COPY, see ufwrite.h), its word `raw` (masked)
+ * and copy (len bytes at bytes, or UW_STRING_NONE); the bytes written, padded to 4 */
+static size_t put_string(uint8_t *p, unsigned form, uint64_t raw, uint16_t len,
+                         const uint8_t *bytes)
+{
+    size_t n = 0;
+    if (form == UW_COPY) {
+        put_le(p, raw, 8);
+        n = 8;
+        put_le(p + n, len, 2);
+        n += 2;
+        if (len != UW_STRING_NONE) {
+            memcpy(p + n, bytes, len);
+            n += len;
+        }
+    } else {  /* uftrace_args.py _text: the text as UTF-8, NULL, or libmcount's <0x...> */
+        uint8_t *text = p + 2;
+        size_t t = 0;
+        if (len != UW_STRING_NONE) {
+            for (uint16_t i = 0; i < len; i++) {
+                uint8_t c = bytes[i];
+                if (c < 0x80) {
+                    text[t++] = c;
+                } else {
+                    text[t++] = (uint8_t)(0xc0 | c >> 6);
+                    text[t++] = (uint8_t)(0x80 | (c & 0x3f));
+                }
+            }
+        } else if (raw == 0) {
+            memcpy(text, "NULL", 4);
+            t = 4;
+        } else {
+            static const char hex[] = "0123456789abcdef";
+            int top = 60;
+            while (top > 0 && !(raw >> top & 0xf))
+                top -= 4;
+            text[t++] = '<';
+            text[t++] = '0';
+            text[t++] = 'x';
+            for (int sh = top; sh >= 0; sh -= 4)
+                text[t++] = (uint8_t)hex[raw >> sh & 0xf];
+            text[t++] = '>';
+        }
+        put_le(p, t, 2);
+        n = 2 + t;
+    }
+    while (n % 4)
+        p[n++] = 0;
+    return n;
+}
+
+/* uftrace.h struct uftrace_record: u64 time; u64 type:2 more:1 magic:3 depth:10 addr:48;
+ * (the spill file's record at depth >= UW_MAX_STACK: magic UW_MAGIC_DEEP, then the depth
+ * in a u64); then, when `more`, the values: each little-endian in its size (or a string,
+ * ufwrite.h's forms), padded to 4, the whole to 8 (uftrace_args.py pack_values).  A
+ * uftrace directory's record that deep is not written, an entry counted
+ * (uftrace_write.py UftraceDirSink.write: not_recorded) */
+static void put_record(uw_state *u, unsigned type, uint64_t time, size_t depth, uint64_t func,
+                       const uw_plan *plan, const uw_event *e)
+{
+    const uint64_t *regs = e->regs;
     uint8_t *p = u->buf + u->len;
     int more = plan->payload && plan->n;
-    uint64_t word = type | (uint64_t)more << 2 | (uint64_t)UW_MAGIC << 3
+    int deep = depth >= UW_MAX_STACK;
+    if (deep && u->deep == UW_DEEP_COUNT) {
+        u->not_recorded += type == 0;
+        return;
+    }
+    uint64_t word = type | (uint64_t)more << 2 | (uint64_t)(deep ? UW_MAGIC_DEEP : UW_MAGIC) << 3
                     | (uint64_t)(depth & 0x3ff) << 6 | (func & ((1ULL << 48) - 1)) << 16;
     put_le(p, time, 8);
     put_le(p + 8, word, 8);
     size_t n = 16;
+    if (deep) {
+        put_le(p + n, depth, 8);
+        n += 8;
+    }
     if (more) {
         size_t start = n;
         for (uint32_t i = 0; i < plan->n; i++) {
+            unsigned r = plan->reg[i];
+            if (plan->form[i] != UW_NUMBER) {  /* (has_strings checked the copy is there) */
+                n += put_string(p + n, plan->form[i], regs[r] & plan->mask[i],
+                                e->strings->len[r], e->strings->bytes[r]);
+                continue;
+            }
             unsigned size = plan->size[i];
-            put_le(p + n, regs[plan->reg[i]] & plan->mask[i], size);
+            put_le(p + n, regs[r] & plan->mask[i], size);
             n += size;
             while ((n - start) % 4)
                 p[n++] = 0;
@@ -313,37 +413,48 @@ static int calls_before_frame(const uw_frame *top, uint64_t ret)
     return !(top->flags & F_CALLED) && !((top->flags & F_RET_KNOWN) && top->ret == ret);
 }
 
-static int call_plan(uw_state *u, uint64_t target, uint64_t sp, uint64_t ret, int inclusive,
-                     void (*drain)(void))
+/* a record at this depth a uftrace directory does not keep (UftraceDirSink.write): its
+ * function needs no plan, only the stacks change */
+static int unrecorded(const uw_state *u, size_t depth)
+{
+    return depth >= UW_MAX_STACK && u->deep == UW_DEEP_COUNT;
+}
+
+/* the plan the callee's entry record is written by (u->no_values: none is written), or
+ * NULL: Python's */
+static const uw_plan *call_plan(uw_state *u, uint64_t target, uint64_t sp, uint64_t ret,
+                                int inclusive, void (*drain)(void))
 {
     if (!room(u, drain))
-        return -1;
+        return NULL;
     const uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
     int k = addrmap_get(&u->callees, target);
     /* an open frame at an sp deeper than (or, for a call, equal to) the call's is finished
-     * (unwound): Python's; so is a record deeper than uftrace keeps */
-    if (k < 0 || (top && (top->sp < sp || (inclusive && top->sp == sp
-                                            && !calls_before_frame(top, ret))))
-        || u->n >= UW_MAX_STACK)
-        return -1;
-    if (reserve((void **)&u->frames, &u->cap, u->n + 1, sizeof *u->frames)
+     * (unwound): Python's; so is a record deeper than uftrace keeps unless the sink says
+     * what becomes of it */
+    if ((top && (top->sp < sp || (inclusive && top->sp == sp
+                                  && !calls_before_frame(top, ret))))
+        || (u->n >= UW_MAX_STACK && u->deep == UW_DEEP_PYTHON))
+        return NULL;
+    const uw_plan *plan = unrecorded(u, u->n) ? &u->no_values : k >= 0 ? &u->plans[k] : NULL;
+    if (!plan || reserve((void **)&u->frames, &u->cap, u->n + 1, sizeof *u->frames)
         || reserve((void **)&u->tails, &u->tcap, u->nt + 1, sizeof *u->tails))
-        return -1;
-    return k;
+        return NULL;
+    return plan;
 }
 
 int uw_call_words(uw_state *u, uint64_t target, uint64_t sp, uint64_t after,
                   void (*drain)(void))
 {
-    int k = call_plan(u, target, sp, after, 1, drain);
-    return k < 0 ? -1 : (int)u->plans[k].words;
+    const uw_plan *plan = call_plan(u, target, sp, after, 1, drain);
+    return plan ? (int)plan->words : -1;
 }
 
 int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
 {
     if (e->call) {
-        int k = call_plan(u, e->target, e->sp, e->after, 1, drain);
-        if (k < 0)
+        const uw_plan *plan = call_plan(u, e->target, e->sp, e->after, 1, drain);
+        if (!plan || !has_strings(plan, e))
             return 0;
         uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
         /* TailRule.called(target, return_addr) */
@@ -357,7 +468,7 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
                 u->low = u->n - 1;
         }
         u->frames[u->n++] = (uw_frame){e->target, e->after, e->sp, e->time, F_RET_KNOWN};
-        put_record(u, 0, e->time, u->n - 1, e->target, &u->plans[k], e->regs);
+        put_record(u, 0, e->time, u->n - 1, e->target, plan, e);
         u->changed = 1;
         return 1;
     }
@@ -365,18 +476,24 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
         return 0;
     const uw_frame *top = u->n ? &u->frames[u->n - 1] : NULL;
     if (!top || top->sp < e->sp || !(top->flags & F_RET_KNOWN) || top->ret != e->target
-        || u->n - 1 >= UW_MAX_STACK)
+        || (u->n - 1 >= UW_MAX_STACK && u->deep == UW_DEEP_PYTHON))
         return 0;  /* unwinding, an unmatched return, too deep: Python's */
     /* ShadowStack._return pops the top frame, then every frame below it while the one
      * popped was entered by a tail call: each exit by its function's plan at this site */
     size_t chain = 1;
     while (u->frames[u->n - chain].flags & F_TAIL && chain < u->n)
         chain++;
-    if (chain * UW_MAX_RECORD > u->buf_cap - u->len)
-        return 0;  /* (room was made for one record) */
-    for (size_t i = 0; i < chain; i++)
-        if (return_plan(u, e->site, u->frames[u->n - 1 - i].func) < 0)
+    size_t need = 0;
+    for (size_t i = 0; i < chain; i++) {
+        if (unrecorded(u, u->n - 1 - i))
+            continue;
+        int k = return_plan(u, e->site, u->frames[u->n - 1 - i].func);
+        if (k < 0 || !has_strings(&u->plans[k], e))
             return 0;
+        need += u->plans[k].max_bytes + 8;
+    }
+    if (need > u->buf_cap - u->len)
+        return 0;  /* (room was made for one record) */
     /* TailRule.returned() */
     if (u->nt) {
         u->nt--;
@@ -386,8 +503,8 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
     for (size_t i = 0; i < chain; i++) {  /* ShadowStack._pop: an exit has its entry's depth */
         uint64_t func = u->frames[u->n - 1].func;
         u->n--;
-        put_record(u, 1, e->time, u->n, func, &u->plans[return_plan(u, e->site, func)],
-                   e->regs);
+        put_record(u, 1, e->time, u->n, func, unrecorded(u, u->n) ? &u->no_values
+                   : &u->plans[return_plan(u, e->site, func)], e);
     }
     if (u->low > u->n)
         u->low = u->n;
@@ -402,8 +519,9 @@ int uw_take(uw_state *u, const uw_event *e, void (*drain)(void))
  * target: no tail call, Python's all the same). */
 int uw_take_tail(uw_state *u, const uw_event *e, void (*drain)(void))
 {
-    int k = call_plan(u, e->target, e->sp, 0, 0, drain);  /* (unwinds strictly deeper frames) */
-    if (k < 0)
+    /* (unwinds strictly deeper frames) */
+    const uw_plan *plan = call_plan(u, e->target, e->sp, 0, 0, drain);
+    if (!plan || !has_strings(plan, e))
         return 0;
     uint64_t code = e->target & u->code_mask;
     if (u->nt && u->tails[u->nt - 1].code == code)
@@ -425,7 +543,7 @@ int uw_take_tail(uw_state *u, const uw_event *e, void (*drain)(void))
         }
     }
     u->frames[u->n++] = frame;
-    put_record(u, 0, e->time, u->n - 1, e->target, &u->plans[k], e->regs);
+    put_record(u, 0, e->time, u->n - 1, e->target, plan, e);
     u->changed = 1;
     return 1;
 }

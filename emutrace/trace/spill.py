@@ -18,7 +18,10 @@ does not hold is known: it is the main thread's (the native engine traces no thr
 entered by a call, is no unwound exit, and an exit's duration is its time less its entry's
 (kept per depth while reading); C writes the values of a function's records only in the one
 layout of kinds and widths `plan_values` has accepted for it (else Python writes them), so
-they read back as the `Value`s Python had.
+they read back as the `Value`s Python had.  A `char *` value (kind str or buf) is written as
+the file's own "copy" form, not uftrace's text (`pack_copy`: its word, then the bytes the
+hot path copied, or none for NULL and unreadable memory): it reads back as the very `Value`
+— word and text — Python made.
 
 A forked child (`run` follows a guest fork with a host fork) shares the file's descriptor
 and offset with its parent: `for_child` gives the child a file of its own with the records
@@ -42,8 +45,11 @@ CHUNK = 4096  # records pickled together (a chunk in memory: ~1 MB)
 HELD = 4 * CHUNK  # records held in memory before they are written (~3 MB)
 HELD_BYTES = 1 << 20  # bytes of C's records held in memory before they are written
 _RECORD = struct.Struct("<QQ")  # uftrace.h struct uftrace_record: time; type:2 more:1 ...
+_MAGIC_DEEP = 6  # (in the record's magic bits) a u64 depth follows: ufwrite.c UW_MAGIC_DEEP
 _RENDERED = 1 << 12  # value texts remembered while reading rows (then forgotten: ~1 MB)
 _ADDRESS_BITS = 48  # the record's addr field: a function above it is not C's to write
+_STRING_KINDS = ("str", "buf")  # values written as copies (`pack_copy`): size 0 in a Layout
+_NO_COPY = 0xFFFF  # a copy's length field: NULL or unreadable (the Value's text is None)
 
 T = TypeVar("T")
 # a function's values as C writes them: per value its kind, width in bits, bytes in the record
@@ -51,6 +57,11 @@ Layout = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
 
 
 class SpillSink:
+    # (backends/native_writer.py PackedSink) C writes a `char *` as `pack_copy`, and a record
+    # deeper than uftrace's 10-bit depth field with its depth in the word after it
+    string_form = "copy"
+    deep_records = "depth"
+
     def __init__(self, directory: str | None = None) -> None:
         self._file = tempfile.TemporaryFile(dir=directory, buffering=0)  # noqa: SIM115
         # (packed, offset, length) of each segment on file: a pickled chunk of records, or
@@ -86,9 +97,11 @@ class SpillSink:
                 part = held[-1]
                 assert isinstance(part, list)
 
-    def write_packed(self, data: bytes, records: int, last_time: int) -> None:
+    def write_packed(self, data: bytes, records: int, last_time: int,
+                     not_recorded: int = 0) -> None:
         """C's records (backends/native_writer.py PackedSink), after everything written so
-        far: the main thread's, values laid out as `plan_values` accepted."""
+        far: the main thread's, values laid out as `plan_values` accepted (not_recorded: 0,
+        this sink keeps every record)."""
         held = self._held
         if held and isinstance(held[-1], bytearray):
             held[-1] += data
@@ -110,7 +123,8 @@ class SpillSink:
         if not values:
             return False
         layout = (tuple(v.kind for v in values), tuple(v.bits for v in values),
-                  tuple(spec_size(spec_of(v)) for v in values))
+                  tuple(0 if v.kind in _STRING_KINDS else spec_size(spec_of(v))
+                        for v in values))
         table = self._rets if retval else self._args
         return True if table.setdefault(func, layout) == layout else None
 
@@ -130,7 +144,9 @@ class SpillSink:
         as the text `values.render` gives them (a `str`)."""
         rendered: dict[tuple[str, int, int], str] = {}
 
-        def text(kind: str, bits: int, raw: int) -> str:
+        def text(kind: str, bits: int, raw: int, copy: str | None = None) -> str:
+            if kind in _STRING_KINDS:
+                return render(Value(kind, bits, raw, copy))
             key = (kind, bits, raw)
             shown = rendered.get(key)
             if shown is None:
@@ -142,8 +158,7 @@ class SpillSink:
         return self._read(_entry_row, _exit_row, row_of, text)
 
     def _read(self, entry: Callable[..., T], exit_: Callable[..., T],
-              own: Callable[[Record], T], value: Callable[[str, int, int], object]
-              ) -> Iterator[T]:
+              own: Callable[[Record], T], value: Callable[..., object]) -> Iterator[T]:
         if not self._packed:
             for part in self._parts():
                 assert isinstance(part, list)
@@ -227,25 +242,32 @@ def _exit_row(time: int, depth: int, func: int, retval: object, duration: int) -
 
 def _unpack(data: bytes | bytearray, args: dict[int, Layout], rets: dict[int, Layout],
             times: list[int], entry: Callable[..., T], exit_: Callable[..., T],
-            value: Callable[[str, int, int], object]) -> Iterator[T]:
+            value: Callable[..., object]) -> Iterator[T]:
     """C's records back into Python's (`uftrace_write.pack_record`; the values after a
-    record whose `more` bit is set, per `pack_values`: each padded to 4, all to 8), made by
-    `entry(time, depth, func, args)` and `exit_(time, depth, func, retval, duration)`, each
-    value by `value(kind, bits, raw)`."""
+    record whose `more` bit is set, per `pack_values`: each padded to 4, all to 8; strings
+    per `pack_copy`), made by `entry(time, depth, func, args)` and `exit_(time, depth, func,
+    retval, duration)`, each value by `value(kind, bits, raw)` (a string's:
+    `value(kind, bits, raw, text)`)."""
     pos, end, unpack = 0, len(data), _RECORD.unpack_from
     while pos < end:
         time, word = unpack(data, pos)
         pos += 16
         depth, func = (word >> 6) & 0x3FF, word >> 16
+        if (word >> 3) & 7 == _MAGIC_DEEP:  # deeper than the field holds: the depth follows
+            depth = int.from_bytes(data[pos:pos + 8], "little")
+            pos += 8
         is_exit = word & 1
         values: tuple[object, ...] = ()
         if word & 4:  # more: the values follow
             layout = (rets if is_exit else args)[func]
-            form = _FORMS.get(layout)
-            if form is None:
-                form = _FORMS[layout] = _form(layout)
-            values = tuple(map(value, layout[0], layout[1], form.unpack_from(data, pos)))
-            pos += form.size
+            if 0 in layout[2]:
+                values, pos = _unpack_copies(data, pos, layout, value)
+            else:
+                form = _FORMS.get(layout)
+                if form is None:
+                    form = _FORMS[layout] = _form(layout)
+                values = tuple(map(value, layout[0], layout[1], form.unpack_from(data, pos)))
+                pos += form.size
         if is_exit:
             yield exit_(time, depth, func, values[0] if values else None, time - times[depth])
         else:
@@ -265,6 +287,52 @@ def _form(layout: Layout) -> struct.Struct:
     sizes = layout[2]
     used = sum(size + (-size % 4) for size in sizes)
     return struct.Struct("<" + "".join(_CODES[size] for size in sizes) + "x" * (-used % 8))
+
+
+def pack_copy(v: Value) -> bytes:
+    """A `char *` value as the spill file holds it (native/ufwrite.c UW_COPY): the word in
+    8 bytes, a u16 length (_NO_COPY: no text), the text's Latin-1 bytes (the bytes the hot
+    path copied), padded to 4."""
+    text = b"" if v.text is None else v.text.encode("latin-1")
+    data = struct.pack("<QH", v.raw, _NO_COPY if v.text is None else len(text)) + text
+    return data + b"\0" * (-len(data) % 4)
+
+
+def pack_layout(values: list[Value], layout: Layout) -> bytes:
+    """The values of a record as C's writer lays them out for the spill file: numbers as
+    `uftrace_args.pack_one`, strings as `pack_copy`, the whole padded to 8 (the Python
+    reference of ufwrite.c's put_record for this sink)."""
+    out = b""
+    for v, size in zip(values, layout[2], strict=True):
+        if size == 0:
+            out += pack_copy(v)
+        else:
+            out += (v.raw & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+            out += b"\0" * (-size % 4)
+    return out + b"\0" * (-len(out) % 8)
+
+
+def _unpack_copies(data: bytes | bytearray, pos: int, layout: Layout,
+                   value: Callable[..., object]) -> tuple[tuple[object, ...], int]:
+    """A record's values when its layout holds a string (`pack_layout`), and the position
+    after them."""
+    start, out = pos, []
+    for kind, bits, size in zip(*layout, strict=True):
+        if size == 0:
+            raw, n = struct.unpack_from("<QH", data, pos)
+            pos += 10
+            text = None
+            if n != _NO_COPY:
+                text = bytes(data[pos:pos + n]).decode("latin-1")
+                pos += n
+            pos += -(pos - start) % 4
+            out.append(value(kind, bits, raw, text))
+        else:
+            raw = int.from_bytes(data[pos:pos + size], "little")
+            pos += size + (-size % 4)
+            out.append(value(kind, bits, raw))
+    pos += -(pos - start) % 8
+    return tuple(out), pos
 
 
 def _write(fd: int, data: bytes, offset: int) -> None:

@@ -142,6 +142,10 @@ class UftraceDirSink:
     `mappings`: its loaded segments (the map needs them and a `[stack]` line)."""
 
     SID = "0123456789abcdef"
+    # (backends/native_writer.py PackedSink) C writes a `char *` as uftrace's `/s`, and
+    # counts the entries deeper than MAX_STACK as `write` does
+    string_form = "text"
+    deep_records = "count"
 
     def __init__(self, path: str, exe: str, cmdline: list[str],
                  functions: list[tuple[int, int, str]], mappings: list[Mapping],
@@ -223,10 +227,15 @@ class UftraceDirSink:
         sig = (tuple(v.kind for v in values), tuple(spec_of(v) for v in values))
         return bool(values) and name is not None and table.get(name) == sig
 
-    def write_packed(self, data: bytes, records: int, last_time: int) -> None:
+    def write_packed(self, data: bytes, records: int, last_time: int,
+                     not_recorded: int = 0) -> None:
         """Records of the main thread packed elsewhere, exactly as `write` packs them (the
         native writer, backends/native_writer.py: depth below MAX_STACK, no unwound exit,
-        values as `args`/`rets` describe), following everything written so far."""
+        values as `args`/`rets` describe), following everything written so far;
+        not_recorded: the entries deeper than MAX_STACK it left out, as `write` does."""
+        self.not_recorded += not_recorded
+        if not records:
+            return
         stream = self._tasks[TID]
         stream.buf += data
         stream.index += records
