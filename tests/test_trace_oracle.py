@@ -27,6 +27,7 @@ SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longj
              "exit42", "float", "deep")
 
 
+@functools.cache  # (the committed binaries do not change during a run: read each once)
 def namer(path: str):  # type: ignore[no-untyped-def]
     syms = read_symbols(load_image(path))
 
