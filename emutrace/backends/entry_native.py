@@ -12,8 +12,17 @@ their common traps finished in C (native/entryprobe.c, through hotpath.c).
   call), ELFv2's local entry, and every probe while a mapped module waits to be probed.
 * A return probe: int3's lazy return site (hotpath.c `fast_trap`), and the open frames it
   leaves popped in C (`EntryBackend._resolve`).
-* Hook delivery (mips, mipsel, riscv64) and ARM (two instruction sets): the probes stay the
-  reference's Python hooks and traps; C counts the blocks.
+* Hook delivery (mips, mipsel, riscv64: no breakpoint is written): an entry probe is a row
+  of entryprobe.c's table that hotpath.c's block hook (`hs_on_block`) looks at when a block
+  starts there — the probed instruction not run yet, as the reference's code hook sees it —
+  and applies the same frame rule (`ep_enter`; nothing to step over); a return probe is a
+  row of C's hooked-site table (backends/hooked_sites.py), finished as int3's.  Python's: a
+  probe C hands back (as under patch delivery), a return at a function's entry (its hook
+  is an entry probe too), a jump that may return, and a probe that lies inside a block (a
+  function entered by falling into it): that one becomes the reference's Python code hook
+  when the block holding it is first seen (`_py_probe`), the block translated again.
+* ARM (two instruction sets): the probes stay the reference's Python traps; C counts the
+  blocks.
 
 The open frames live in C while C runs: the part Python changed is handed to C (`_refresh`,
 `WatchedList.low` up), the part C changed read back (`_drain`, `ep_low` up) — never the
@@ -29,10 +38,13 @@ from collections.abc import Callable
 
 from unicorn.unicorn_py3.unicorn import uclib
 
+from dataclasses import replace
+
 from emutrace import native
+from emutrace.backends import hooked_sites
 from emutrace.backends.entry import EntryBackend
 from emutrace.backends.int3_native import NativeInt3Backend
-from emutrace.discover import Site, SiteKind
+from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import FlowKind
@@ -47,6 +59,7 @@ SIGNATURES = {
     "ep_new": ([_vp, _vp, _vp, _vp, _vp, _vp, _i32, _i32, _i32, _u32, _u32, _u64, _u64], _vp),
     "ep_free": ([_vp], None),
     "ep_probe_add": ([_vp, _u64, _u64, ctypes.c_char_p, ctypes.c_char_p, _u32], ctypes.c_int),
+    "ep_probe_add_hooked": ([_vp, _u64, _u64], ctypes.c_int),
     "ep_probe_active": ([_vp, _u64, _u32], None),
     "ep_set": ([_vp, _u32, _u64, _u64], None),
     "ep_frames_splice": ([_vp, _u64, _u64, ctypes.c_char_p], ctypes.c_int),
@@ -67,7 +80,9 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
     rules first, then the native engine's bookkeeping, then int3's)."""
 
     name = "entry"
-    site_table_in_c = False  # an entry probe is no site C's hooked-site table knows
+    # C's hooked-site table (its block hook) only where every site is hooked: there it sees
+    # the entry probes too; elsewhere an entry probe is a breakpoint C steps over
+    site_table_in_c = False
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
@@ -76,6 +91,8 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         self._patches_seen = 0  # C's breakpoint writes counted in stats["patches"]
         self._sent = 0  # how many open frames C had when Python last took or gave them
         self._copied = 0  # open frames copied between Python and C (both ways)
+        self._inside = 0  # hooked probes found inside a block: Python's code hooks since
+        self.site_table_in_c = hooked_sites.every_site_hooked(image.isa)
         super().__init__(image, cpu, hooks, emit, types)
         lib = self._lib
         native.declare(lib, SIGNATURES, "entry probes (ep_*)")
@@ -90,6 +107,9 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         if not self._ep:
             raise MemoryError("native hot path: out of memory")
         lib.nt_set_entry(self._nt, self._ep)
+        if self._hooked is not None:  # hook delivery: the block hook sees the probes
+            self._hooked.probes_to(self._py_probe)
+            self.hook_site = self._hook_site
         # a module mapped by a system call C's INTR hook did not see: probed at the next block
         hooks.after_insn_syscall = self._refresh
 
@@ -97,9 +117,63 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         """Every event goes to the Python writer (C's writer knows int3's calls only)."""
 
     # ------------------------------------------------------------ probes told to C
+    def _probe_in_c(self, site: Site, owner: Function | None) -> bool:
+        """May C record this entry probe's calls?  Its function's arguments are integer
+        words C saves (strings copied by C at the trap: `tell_string_args`); ELFv2's local
+        entry: C's record reads the arguments as typed at the entry it is taken at, the
+        reference as at the function's start — the same plan."""
+        types = self.args.types
+        return (owner is not None and not site.alt_mode and self._fast._args_fast(owner.start)
+                and (owner.start == site.addr
+                     or types.at(site.addr) == types.at(owner.start)))
+
+    def _hook_site(self, site: Site) -> int:
+        """Hook delivery (`hook_site`): an entry probe in entryprobe.c's table, a return in
+        C's hooked-site table, where C can take them; else the reference's Python hook."""
+        hooked = self._hooked
+        assert hooked is not None and self._ep is not None
+        if site.kind is SiteKind.ENTRY:
+            owner = self.entries.get(site.addr)
+            if self._probe_in_c(site, owner):
+                assert owner is not None
+                self._fast.tell_string_args(site.addr, owner.start)
+                if self._lib.ep_probe_add_hooked(self._ep, site.addr, owner.start) == 0:
+                    self._c_probes.add(site.addr)
+                    hooked.probes_changed()
+                    return hooked.new_handle()
+        elif (site.kind is SiteKind.RETURN and not site.maybe_return
+              and site.addr not in self.entries):
+            return hooked.hook(site)
+        return self._python_site_hook(site)
+
+    def _to_python_hook(self, addr: int) -> None:
+        """The site at addr is delivered by the reference's Python code hook from now on
+        (the translation holding it dropped: hotpath.c enters the block again)."""
+        armed = self.armed[addr]
+        self.armed[addr] = replace(armed, hook=self._python_site_hook(armed.site))
+        self._drop_cache(addr, armed.site.size)
+
+    def _py_probe(self, addr: int, inside: int) -> None:
+        """hotpath.c hands a hooked probe to Python: the reference's code hook runs now (the
+        block starts at it), or (inside: it lies inside a block) it becomes one."""
+        def body() -> None:
+            self._drain()
+            if inside:
+                self._inside += 1
+                self._lib.ep_probe_active(self._ep, addr, 0)
+                self._c_probes.discard(addr)
+                self._to_python_hook(addr)
+            else:
+                self._on_site(self.cpu.uc, addr, 0, None)
+
+        self._guarded(body)
+
     def _arm_site(self, site: Site, func: int) -> None:
         super()._arm_site(site, func)
         armed = self.armed.get(site.addr)
+        if armed is not None and armed.hook < 0 and site.addr in self._c_probes \
+                and self._ep is not None:  # (a hooked probe armed again from idle)
+            self._lib.ep_probe_active(self._ep, site.addr, 1)
         if armed is None or armed.hook or self._ep is None:
             return
         if site.addr in self._c_probes:
@@ -107,15 +181,10 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         elif site.kind is SiteKind.ENTRY:
             owner = self.entries.get(site.addr)
             _insn, flow = self._insn(site)
-            # (a probe on a jump is simulated by the reference, not stepped over; strings
-            # are copied by C at the trap: `tell_string_args`)
-            # (ELFv2's local entry: C's record reads the arguments as typed at the entry
-            # it is taken at, the reference as at the function's start: the same plan)
-            types = self.args.types
-            if (self._probes_in_c and owner is not None and flow.kind is FlowKind.NONE
-                    and not site.alt_mode and self._fast._args_fast(owner.start)
-                    and (owner.start == site.addr
-                         or types.at(site.addr) == types.at(owner.start))):
+            # (a probe on a jump is simulated by the reference, not stepped over)
+            if (self._probes_in_c and flow.kind is FlowKind.NONE
+                    and self._probe_in_c(site, owner)):
+                assert owner is not None
                 bp = self.breakpoint_bytes(site)
                 self._fast.tell_string_args(site.addr, owner.start)
                 if self._lib.ep_probe_add(self._ep, site.addr, owner.start, armed.original,
@@ -131,12 +200,21 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
 
     def _probe_known(self) -> None:
         """(Its `patches` snapshot counts the breakpoint writes of C's step-overs, as the
-        reference's fall-backs count theirs.)"""
+        reference's fall-backs count theirs.  Under hook delivery: a return probe C watches
+        that turned out to be a function's entry as well — another function starting at
+        it, probed later — is Python's: the reference's hook there runs the entry's frame
+        rule first.)"""
         if self._ep is not None:
             written = int(self._lib.ep_counter(self._ep, 2))
             self.stats["patches"] += written - self._patches_seen
             self._patches_seen = written
         super()._probe_known()
+        hooked = self._hooked
+        if hooked is None:
+            return
+        for addr in [a for a in hooked.sites if a in self.entries and a not in hooked.dropped]:
+            hooked.drop(addr)
+            self._to_python_hook(addr)
 
     # ------------------------------------------------------------ state across C
     def _needs_blocks(self) -> bool:
@@ -207,6 +285,7 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         time = super().finish()
         self.native_stats["c_entries"] = c_traps
         self.native_stats["frames_copied"] = self._copied
+        self.native_stats["probes_inside_blocks"] = self._inside
         self._lib.ep_free(ep)
         self._ep = None
         return time

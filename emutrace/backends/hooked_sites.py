@@ -34,12 +34,14 @@ if TYPE_CHECKING:
 
 PY_SITE = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64)
 PY_VISIT = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
+PY_PROBE = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint32)
 
 
 class NsConfig(ctypes.Structure):
-    """hs_config in hotpath.c."""
+    """hs_config in hotpath.c (py_probe: entry's, set by `probes_to`; else NULL)."""
 
-    _fields_ = [("py_site", PY_SITE), ("py_visit", PY_VISIT), ("align", ctypes.c_uint32)]
+    _fields_ = [("py_site", PY_SITE), ("py_visit", PY_VISIT), ("align", ctypes.c_uint32),
+                ("py_probe", PY_PROBE)]
 
 
 _vp, _u32, _u64, _i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
@@ -51,6 +53,8 @@ SIGNATURES = {
     "hs_site_active": ([_vp, _u64, _u32], None),
     "hs_site_drop": ([_vp, _u64], None),
     "hs_cancel": ([_vp], None),
+    "hs_touch": ([_vp], None),
+    "hs_set_probe": ([_vp, _vp], None),
     "hs_returns_set": ([_vp, ctypes.POINTER(_u64), _u64, _u64], None),
     "hs_counter": ([_vp, _u32], _u64),
     "hs_on_block": ([_vp, _u64, _u32, _vp], None),
@@ -106,6 +110,7 @@ class HookedSites:
         self._callbacks = (PY_SITE(self._py_site), PY_VISIT(self._py_visit))
         cfg = NsConfig()
         cfg.py_site, cfg.py_visit = self._callbacks
+        self._probe_callback: object = None
         # (where a site may start in a block: ARM's Thumb code is 2-aligned)
         cfg.align = min(cls.insn_align, cls.alt_insn_align) if cls.alt_mode else cls.insn_align
         self.ns = lib.hs_new(nt, ctypes.byref(cfg))
@@ -132,6 +137,22 @@ class HookedSites:
             return self.b._python_site_hook(site)
         handle, self._next_handle = self._next_handle, self._next_handle - 1
         return handle
+
+    def new_handle(self) -> int:
+        """A handle for a site C watches (negative: no Unicorn hook's)."""
+        handle, self._next_handle = self._next_handle, self._next_handle - 1
+        return handle
+
+    def probes_to(self, on_probe: Callable[[int, int], None]) -> None:
+        """entry under hook delivery: its hooked probes (entryprobe.c) are seen by the block
+        hook too, and the ones C hands back go to on_probe(addr, inside) (hotpath.c
+        py_probe_fn)."""
+        self._probe_callback = callback = PY_PROBE(on_probe)
+        self.lib.hs_set_probe(self.ns, ctypes.cast(callback, ctypes.c_void_p))
+
+    def probes_changed(self) -> None:
+        """Probes were added or handed to Python: blocks look for them again."""
+        self.lib.hs_touch(self.ns)
 
     def watch(self, site: Site) -> bool:
         """Put site in C's table (again, after `drop`); False where C cannot watch it."""

@@ -41,6 +41,7 @@ typedef struct {
     uint64_t addr;  /* 0: empty */
     uint64_t func;
     uint8_t len, active;
+    uint8_t hooked;  /* hook delivery: no breakpoint, the block hook sees it (len 0) */
     uint8_t orig[EP_MAX_BP], bp[EP_MAX_BP];
 } ep_probe;
 
@@ -70,6 +71,7 @@ struct ep_state {
      * address) or handed to Python (handover) */
     uint64_t resume_at, rearm, restarted, handover;
     uint64_t traps, stepovers, patches;
+    uint64_t hooked_used;  /* hooked probes in the table */
 };
 
 static inline uint64_t ep_mix(uint64_t x)
@@ -161,7 +163,34 @@ int ep_probe_add(ep_state *e, uint64_t addr, uint64_t func, const uint8_t *orig,
     return 0;
 }
 
-/* Python armed (1) or disarmed (0) the probe's breakpoint itself */
+/* a probe under hook delivery (MIPS, RISC-V: no breakpoint is written): at addr, of the
+ * function starting at func; the block hook that sees a block start there asks ep_enter */
+int ep_probe_add_hooked(ep_state *e, uint64_t addr, uint64_t func)
+{
+    if (addr == 0)
+        return -1;
+    if (2 * (e->used + 1) > e->cap && probes_grow(e) != 0)
+        return -1;
+    ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    if (!p->addr)
+        e->used++;
+    if (!p->hooked)
+        e->hooked_used++;
+    *p = (ep_probe){addr, func, 0, 1, 1, {0}, {0}};
+    return 0;
+}
+
+uint64_t ep_hooked_count(const ep_state *e) { return e->hooked_used; }
+
+/* is there an active hooked probe at addr? */
+int ep_hooked_at(const ep_state *e, uint64_t addr)
+{
+    const ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    return p->addr == addr && p->hooked && p->active;
+}
+
+/* Python armed (1) or disarmed (0) the probe's breakpoint itself (a hooked probe: 0 when
+ * its site became Python's code hook) */
 void ep_probe_active(ep_state *e, uint64_t addr, uint32_t on)
 {
     ep_probe *p = probe_slot(e->probes, e->cap, addr);
@@ -254,13 +283,12 @@ static void drop_code(ep_state *e, uint64_t addr, uint32_t len)
     e->ctl(e->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), addr, addr + len);
 }
 
-int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
+/* entry.py `_entered`'s frame rule at probe p (at addr), with the registers of the probed
+ * instruction: EP_CALL (a new frame, *out its record), EP_STEP (the same frame: nothing
+ * recorded) or EP_PYTHON (nothing changed) */
+static int frame_rule(ep_state *e, const ep_probe *p, uint64_t addr, ep_call *out)
 {
     uint64_t mask = e->word == 8 ? ~0ULL : 0xffffffffULL;
-    ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    if (p->addr != addr || !p->active || e->hold || e->resume_at || e->rearm || e->restarted
-        || e->handover)
-        return EP_PYTHON;
     if ((p->func == e->process_entry && e->depth == 0) || p->func == e->handler_entry)
         return EP_PYTHON;  /* nothing called it: no call (entry.py _entered) */
     uint64_t sp = 0, ra = 0;
@@ -296,6 +324,18 @@ int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
     else if (k != e->depth)
         changed_from(e, k);
     e->depth = k;
+    return kind;
+}
+
+int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
+{
+    ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    if (p->addr != addr || !p->active || p->hooked || e->hold || e->resume_at || e->rearm
+        || e->restarted || e->handover)
+        return EP_PYTHON;
+    int kind = frame_rule(e, p, addr, out);
+    if (kind == EP_PYTHON)
+        return kind;
     /* the step-over (int3.py _on_trap's fall-back): the program's bytes back, run from here */
     e->mem_write(e->uc, addr, p->orig, p->len);
     e->patches++;
@@ -341,6 +381,19 @@ int ep_block(ep_state *e, uint64_t addr, uint32_t attention)
     e->reg_write(e->uc, e->pc_reg, &addr);
     e->restarted = addr;
     return EP_RESTARTED;
+}
+
+int ep_enter(ep_state *e, uint64_t addr, ep_call *out)
+{
+    ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    if (p->addr != addr || !p->hooked || !p->active)
+        return EP_NONE;
+    if (e->hold)
+        return EP_PYTHON;
+    int kind = frame_rule(e, p, addr, out);
+    if (kind != EP_PYTHON)
+        e->traps++;
+    return kind;
 }
 
 void ep_returned(ep_state *e, uint64_t target)

@@ -1235,11 +1235,16 @@ void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
  * reference's site hook would have left, with the block, to the reference's block code. */
 typedef void (*py_site_fn)(uint64_t site, uint64_t time, uint64_t sp);
 typedef uint32_t (*py_visit_fn)(uint64_t addr, uint32_t size);  /* 1: block restarted */
+/* entry's hooked probe at addr is Python's: the reference's code hook there runs now
+ * (inside 0: the block starts with it), or (inside 1: the probe lies inside the block) it
+ * becomes a Python code hook from now on and the block is translated again */
+typedef void (*py_probe_fn)(uint64_t addr, uint32_t inside);
 
 typedef struct {
     py_site_fn py_site;    /* the reference's pending transfer for this site */
     py_visit_fn py_visit;  /* the reference's block hook */
     uint32_t align;        /* instruction alignment: where a site may start in a block */
+    py_probe_fn py_probe;  /* (entry under hook delivery; else NULL) */
 } hs_config;
 
 typedef struct {
@@ -1260,6 +1265,7 @@ typedef struct {
     uint32_t size;
     uint32_t gen;   /* the site table's generation the site below was found in */
     uint64_t site;  /* the armed site this block holds, 0: none */
+    uint64_t inner_probe;  /* an entry probe inside the block (not at its start), 0: none */
     uint32_t count; /* its instruction count (nt's block table's), once `counted` */
     uint32_t counted;
 } hs_block;
@@ -1361,6 +1367,16 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
     return 0;
 }
 
+/* something blocks look for changed (entry's hooked probes): every block looks again */
+void hs_touch(hs_state *h) { h->gen++; }
+
+/* entry under hook delivery: where its hooked probes C does not finish go (py_probe_fn) */
+void hs_set_probe(hs_state *h, void *py_probe)
+{
+    h->cfg.py_probe = (py_probe_fn)py_probe;
+    h->gen++;
+}
+
 void hs_site_active(hs_state *h, uint64_t addr, uint32_t active)
 {
     hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
@@ -1456,13 +1472,14 @@ static hs_block *hs_block_get(hs_state *h, uint64_t addr, uint32_t size)
     }
     hs_block *b = hs_block_slot(h->blocks, h->blocks_cap, addr, size);
     if (b->addr == 0 && 2 * (h->blocks_used + 1) <= h->blocks_cap) {
-        *b = (hs_block){addr, size, 0, 0, 0, 0};
+        *b = (hs_block){addr, size, 0, 0, 0, 0, 0};
         h->blocks_used++;
     }
     return b->addr == addr ? b : NULL;
 }
 
-/* the armed site the block [addr, addr + size) (its entry b, or NULL) holds, or NULL */
+/* the armed site the block [addr, addr + size) (its entry b, or NULL) holds, or NULL (and,
+ * under entry's hook delivery, the hooked probe inside it in b->inner_probe) */
 static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t size)
 {
     uint64_t at = 0;
@@ -1473,7 +1490,7 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
          * address inside the block that ends elsewhere is no instruction of this block
          * (descent decoded those bytes in the other instruction set, or from another
          * offset: the reference's code hook there never fires in this block) */
-        uint64_t end = addr + size;
+        uint64_t end = addr + size, inner = 0;
         for (uint64_t a = addr; a < end; a += h->cfg.align) {
             const hs_site *p = hs_slot(h->sites, h->sites_cap, a);
             if (p->addr == a && (a + p->size == end || (p->delay && p->after == end))) {
@@ -1481,8 +1498,16 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
                 break;
             }
         }
+        /* (entry: a hooked probe past the block's first instruction, where only a code hook
+         * sees the probed instruction about to run) */
+        ep_state *ep = h->nt->entry;
+        if (ep && ep_hooked_count(ep))
+            for (uint64_t a = addr + h->cfg.align; a < end && !inner; a += h->cfg.align)
+                if (ep_hooked_at(ep, a))
+                    inner = a;
         if (b) {
             b->site = at;
+            b->inner_probe = inner;
             b->gen = h->gen;
         }
     }
@@ -1558,6 +1583,8 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
                           target + size))
             return 0;
     }
+    if (s->entry && p->op == OP_RETURN)  /* the open frames it leaves (entry.py) */
+        ep_returned(s->entry, target);
     if ((to_writer || p->op != OP_CALL) && s->writer && uw_enabled(s->writer)
         && s->n_events == 0) {
         nt_copies copies;
@@ -1604,6 +1631,34 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
     return 1;
 }
 
+/* entry under hook delivery: the block starts at addr, its first instruction not run: the
+ * reference's code hook on a hooked probe there (entry.py `_entered`), in C (the frame rule,
+ * the call record) or handed to Python (its `_on_site`) */
+static void hs_entry_probe(nt_state *s, hs_state *h, uint64_t addr, int python)
+{
+    ep_call call;
+    int kind = EP_PYTHON;
+    if (python) {
+        if (!ep_hooked_at(s->entry, addr))
+            return;
+    } else {
+        if (s->n_events >= s->cfg.buffer_events)
+            s->cfg.py_drain();  /* (room first: ep_enter's frame is never without its record) */
+        if (s->n_events < s->cfg.buffer_events)
+            kind = ep_enter(s->entry, addr, &call);
+        else if (!ep_hooked_at(s->entry, addr))
+            return;
+        if (kind == EP_NONE || kind == EP_STEP)
+            return;
+        if (kind == EP_CALL) {
+            entry_call(s, &call);
+            return;
+        }
+    }
+    s->cfg.py_drain();  /* C's records come before what Python emits */
+    h->cfg.py_probe(addr, 0);
+}
+
 void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
 {
     hs_state *h = user_data;
@@ -1628,11 +1683,25 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     }
     /* one table lookup for the block's count and site (nt's block table is not used) */
     hs_block *b = hs_block_get(h, addr, size);
+    hs_site *site = h->sites_used || (s->entry && ep_hooked_count(s->entry))
+                    ? hs_block_site(h, b, addr, size) : NULL;
+    if (b && b->inner_probe && h->cfg.py_probe) {  /* Python's code hooks from now on */
+        s->cfg.py_drain();
+        for (uint64_t at = b->inner_probe; at < addr + size; at += h->cfg.align)
+            if (ep_hooked_at(s->entry, at))  /* (its ep_probe_active 0: in no block now) */
+                h->cfg.py_probe(at, 1);
+        h->gen++;
+        /* the block was translated without those hooks (Python dropped it): it is entered
+         * again, and only then counted and seen by Python's block hook */
+        wr(s, s->cfg.pc_reg, addr);
+        return;
+    }
     if (python) {
         s->slow_blocks++;
         if (h->cfg.py_visit(addr, size))
             return;  /* restarted (sites armed in it): the block is entered again */
         b = hs_block_get(h, addr, size);  /* (Python may have grown the table since) */
+        site = h->sites_used ? hs_block_site(h, b, addr, size) : NULL;
     } else if (b && b->counted) {
         s->time += b->count;
     } else {
@@ -1644,9 +1713,10 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         }
         s->time += count;
     }
+    if (s->entry && h->cfg.py_probe && ep_hooked_count(s->entry))
+        hs_entry_probe(s, h, addr, python);
     /* (no site hooked yet — a program whose code all has symbols, on an ISA with working
-     * breakpoints: this hook is the block count and one test) */
-    hs_site *site = h->sites_used ? hs_block_site(h, b, addr, size) : NULL;
+     * breakpoints: the site lookup is one test) */
     if (site) {  /* the reference's site hook (or breakpoint) would fire in this block */
         h->hits++;
         h->virtual_hits += site->virtual_bp;
