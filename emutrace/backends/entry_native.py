@@ -35,10 +35,9 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Callable
+from dataclasses import replace
 
 from unicorn.unicorn_py3.unicorn import uclib
-
-from dataclasses import replace
 
 from emutrace import native
 from emutrace.backends import hooked_sites
