@@ -55,9 +55,11 @@ from emutrace.trace.uftrace_write import RecordSink
 
 _vp, _u32, _u64, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
 SIGNATURES = {
-    "ep_new": ([_vp, _vp, _vp, _vp, _vp, _vp, _i32, _i32, _i32, _u32, _u32, _u64, _u64], _vp),
+    "ep_new": ([_vp, _vp, _vp, _vp, _vp, _vp, _i32, _i32, _i32, _u32, _u32, _u64, _u64, _i32,
+                _u64], _vp),
     "ep_free": ([_vp], None),
-    "ep_probe_add": ([_vp, _u64, _u64, ctypes.c_char_p, ctypes.c_char_p, _u32], ctypes.c_int),
+    "ep_probe_add": ([_vp, _u64, _u64, ctypes.c_char_p, ctypes.c_char_p, _u32, _u32],
+                     ctypes.c_int),
     "ep_probe_add_hooked": ([_vp, _u64, _u64], ctypes.c_int),
     "ep_probe_active": ([_vp, _u64, _u32], None),
     "ep_set": ([_vp, _u32, _u64, _u64], None),
@@ -96,13 +98,15 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         lib = self._lib
         native.declare(lib, SIGNATURES, "entry probes (ep_*)")
         isa = image.isa
-        self._probes_in_c = self.delivery == "patch" and not isa.thumb_bit
+        self._probes_in_c = self.delivery == "patch"
+        mode = isa.alt_mode_flag  # (ARM: CPSR.T, which C reads to restart a Thumb block)
         self._ep = lib.ep_new(
             cpu.uc._uch, *(ctypes.cast(getattr(uclib, f"uc_{f}"), ctypes.c_void_p)
                            for f in ("reg_read", "reg_write", "mem_read", "mem_write", "ctl")),
             cpu.reg_id(isa.registers.pc), cpu.reg_id(isa.registers.sp),
             cpu.reg_id(self.link) if self.link else -1, cpu.word,
-            int(cpu.byteorder == "big"), self.push, self.code_mask)
+            int(cpu.byteorder == "big"), self.push, self.code_mask,
+            cpu.reg_id(mode[0]) if mode is not None else -1, mode[1] if mode else 0)
         if not self._ep:
             raise MemoryError("native hot path: out of memory")
         lib.nt_set_entry(self._nt, self._ep)
@@ -122,7 +126,7 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
         entry: C's record reads the arguments as typed at the entry it is taken at, the
         reference as at the function's start — the same plan."""
         types = self.args.types
-        return (owner is not None and not site.alt_mode and self._fast._args_fast(owner.start)
+        return (owner is not None and self._fast._args_fast(owner.start)
                 and (owner.start == site.addr
                      or types.at(site.addr) == types.at(owner.start)))
 
@@ -186,8 +190,9 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
                 assert owner is not None
                 bp = self.breakpoint_bytes(site)
                 self._fast.tell_string_args(site.addr, owner.start)
+                pc_bits = self.image.isa.mode_address(site.addr, site.alt_mode) - site.addr
                 if self._lib.ep_probe_add(self._ep, site.addr, owner.start, armed.original,
-                                          bp, len(bp)) == 0:
+                                          bp, len(bp), pc_bits) == 0:
                     self._c_probes.add(site.addr)
         elif site.addr in self.entries:
             self._fast.disarmed(site.addr)  # a return at an entry: `_pending` is Python's

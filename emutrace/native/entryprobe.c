@@ -42,6 +42,7 @@ typedef struct {
     uint64_t func;
     uint8_t len, active;
     uint8_t hooked;  /* hook delivery: no breakpoint, the block hook sees it (len 0) */
+    uint8_t pc_bits; /* ARM: 1 for a Thumb probe (an odd PC selects Thumb state) */
     uint8_t orig[EP_MAX_BP], bp[EP_MAX_BP];
 } ep_probe;
 
@@ -56,6 +57,8 @@ struct ep_state {
     ep_mem_write_fn mem_write;
     ep_ctl_fn ctl;
     int32_t pc_reg, sp_reg, link_reg;  /* link_reg -1: the call pushes the return address */
+    int32_t mode_reg;   /* ARM: CPSR, whose mode_bit (T) says Thumb; -1: one instruction set */
+    uint64_t mode_bit;
     uint32_t word, big_endian;
     uint64_t push, code_mask;
     ep_probe *probes;
@@ -106,7 +109,8 @@ static int probes_grow(ep_state *e)
 
 ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
                  void *mem_write, void *ctl, int32_t pc_reg, int32_t sp_reg, int32_t link_reg,
-                 uint32_t word, uint32_t big_endian, uint64_t push, uint64_t code_mask)
+                 uint32_t word, uint32_t big_endian, uint64_t push, uint64_t code_mask,
+                 int32_t mode_reg, uint64_t mode_bit)
 {
     ep_state *e = calloc(1, sizeof *e);
     if (!e)
@@ -120,6 +124,8 @@ ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
     e->pc_reg = pc_reg;
     e->sp_reg = sp_reg;
     e->link_reg = link_reg;
+    e->mode_reg = mode_reg;
+    e->mode_bit = mode_bit;
     e->word = word;
     e->big_endian = big_endian;
     e->push = push;
@@ -143,9 +149,10 @@ void ep_free(ep_state *e)
 }
 
 /* a probe C steps over: at addr, of the function starting at func; orig: the program's
- * bytes under the breakpoint bp (len of each) */
+ * bytes under the breakpoint bp (len of each); pc_bits: what the PC that runs it again
+ * adds to addr (ARM's Thumb code: 1) */
 int ep_probe_add(ep_state *e, uint64_t addr, uint64_t func, const uint8_t *orig,
-                 const uint8_t *bp, uint32_t len)
+                 const uint8_t *bp, uint32_t len, uint32_t pc_bits)
 {
     if (addr == 0 || len == 0 || len > EP_MAX_BP)
         return -1;
@@ -157,6 +164,7 @@ int ep_probe_add(ep_state *e, uint64_t addr, uint64_t func, const uint8_t *orig,
     p->addr = addr;
     p->func = func;
     p->len = (uint8_t)len;
+    p->pc_bits = (uint8_t)pc_bits;
     memcpy(p->orig, orig, len);
     memcpy(p->bp, bp, len);
     p->active = 1;
@@ -176,7 +184,7 @@ int ep_probe_add_hooked(ep_state *e, uint64_t addr, uint64_t func)
         e->used++;
     if (!p->hooked)
         e->hooked_used++;
-    *p = (ep_probe){addr, func, 0, 1, 1, {0}, {0}};
+    *p = (ep_probe){.addr = addr, .func = func, .active = 1, .hooked = 1};
     return 0;
 }
 
@@ -340,7 +348,8 @@ int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
     e->mem_write(e->uc, addr, p->orig, p->len);
     e->patches++;
     drop_code(e, addr, p->len);
-    e->reg_write(e->uc, e->pc_reg, &addr);
+    uint64_t pc = addr | p->pc_bits;
+    e->reg_write(e->uc, e->pc_reg, &pc);
     e->resume_at = addr;
     e->traps++;
     e->stepovers++;
@@ -377,8 +386,14 @@ int ep_block(ep_state *e, uint64_t addr, uint32_t attention)
     e->patches++;
     drop_code(e, at, p->len);
     /* this block was translated before the probe was back: run it again (int3.py
-     * _on_block's restart) */
-    e->reg_write(e->uc, e->pc_reg, &addr);
+     * _on_block's restart), in the instruction set it runs in */
+    uint64_t pc = addr;
+    if (e->mode_reg >= 0) {
+        uint64_t mode = 0;
+        e->reg_read(e->uc, e->mode_reg, &mode);
+        pc |= (mode & e->mode_bit) != 0;
+    }
+    e->reg_write(e->uc, e->pc_reg, &pc);
     e->restarted = addr;
     return EP_RESTARTED;
 }
