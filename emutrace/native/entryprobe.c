@@ -148,26 +148,33 @@ void ep_free(ep_state *e)
     free(e);
 }
 
+/* the table's row for a probe at addr (new or replaced), or NULL: out of memory */
+static ep_probe *probe_row(ep_state *e, uint64_t addr)
+{
+    if (addr == 0 || (2 * (e->used + 1) > e->cap && probes_grow(e) != 0))
+        return NULL;
+    ep_probe *p = probe_slot(e->probes, e->cap, addr);
+    if (!p->addr)
+        e->used++;
+    e->hooked_used -= p->hooked;
+    return p;
+}
+
 /* a probe C steps over: at addr, of the function starting at func; orig: the program's
  * bytes under the breakpoint bp (len of each); pc_bits: what the PC that runs it again
  * adds to addr (ARM's Thumb code: 1) */
 int ep_probe_add(ep_state *e, uint64_t addr, uint64_t func, const uint8_t *orig,
                  const uint8_t *bp, uint32_t len, uint32_t pc_bits)
 {
-    if (addr == 0 || len == 0 || len > EP_MAX_BP)
+    if (len == 0 || len > EP_MAX_BP)
         return -1;
-    if (2 * (e->used + 1) > e->cap && probes_grow(e) != 0)
+    ep_probe *p = probe_row(e, addr);
+    if (!p)
         return -1;
-    ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    if (!p->addr)
-        e->used++;
-    p->addr = addr;
-    p->func = func;
-    p->len = (uint8_t)len;
-    p->pc_bits = (uint8_t)pc_bits;
+    *p = (ep_probe){.addr = addr, .func = func, .len = (uint8_t)len, .active = 1,
+                    .pc_bits = (uint8_t)pc_bits};
     memcpy(p->orig, orig, len);
     memcpy(p->bp, bp, len);
-    p->active = 1;
     return 0;
 }
 
@@ -175,16 +182,11 @@ int ep_probe_add(ep_state *e, uint64_t addr, uint64_t func, const uint8_t *orig,
  * function starting at func; the block hook that sees a block start there asks ep_enter */
 int ep_probe_add_hooked(ep_state *e, uint64_t addr, uint64_t func)
 {
-    if (addr == 0)
+    ep_probe *p = probe_row(e, addr);
+    if (!p)
         return -1;
-    if (2 * (e->used + 1) > e->cap && probes_grow(e) != 0)
-        return -1;
-    ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    if (!p->addr)
-        e->used++;
-    if (!p->hooked)
-        e->hooked_used++;
     *p = (ep_probe){.addr = addr, .func = func, .active = 1, .hooked = 1};
+    e->hooked_used++;
     return 0;
 }
 
