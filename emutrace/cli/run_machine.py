@@ -1,15 +1,22 @@
 """`emutrace run --machine BOARD IMAGE`: a kernel image or firmware on a board (the options
-and the run; `run.py` hands over when --machine is given)."""
+and the run; `run.py` hands over when --machine is given).
+
+Every `emutrace run` imports this module for its options, and few of them have --machine:
+the board (machine/board/, a fifth of a run's import time) is imported only by the
+functions that load one."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.errors import UsageError
-from emutrace.machine.board.machine import BoardConfig, BoardMachine
+
+if TYPE_CHECKING:
+    from emutrace.machine.board.machine import BoardMachine
 
 
 def add_machine_options(p: argparse.ArgumentParser) -> None:
@@ -53,6 +60,7 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     """The board and image of the command line, loaded (every bad value a usage error
     before anything runs); `run` and `record` share it."""
     from emutrace.cli.run import parse_arg_specs, settings_from
+    from emutrace.machine.board.machine import BoardConfig, BoardMachine
 
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "

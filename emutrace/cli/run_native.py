@@ -6,7 +6,10 @@ A native run is confined like an emulated one: the same file sandbox (--root,
 stop for the tracer (target/seccomp_filter.py, target/ptrace_confine.py).  `--unconfined`
 is the explicit opt-out (the program then runs with the user's rights, seeing their files;
 --root and --allow-write have nothing to apply to and are refused with it).
-Options that only emulation implements are refused rather than ignored."""
+Options that only emulation implements are refused rather than ignored.
+
+Every `emutrace run` imports this module for its options: the ptrace side
+(native_session.py) is imported only when a native run starts."""
 
 from __future__ import annotations
 
@@ -16,7 +19,6 @@ from typing import Protocol
 
 from emutrace.errors import UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
-from emutrace.native_session import NativeProcess
 from emutrace.session import RunConfig, RunResult
 
 TARGETS = ("emulation", "native")
@@ -63,6 +65,7 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
         raise UsageError(f"--target native: {', '.join(refused)} work(s) under emulation "
                          f"only")
     from emutrace.cli.run import open_output  # (run.py imports this module)
+    from emutrace.native_session import NativeProcess
 
     config = command.config(args)
     tracing = args.backend != "none"

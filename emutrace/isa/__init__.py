@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 
 from emutrace.isa.base import Isa
 
@@ -16,13 +17,21 @@ class UnknownIsa(LookupError):
 
 
 def all_isas() -> tuple[Isa, ...]:
-    return tuple(importlib.import_module(f"emutrace.isa.{m}").ISA for m in MODULES)
+    return tuple(isas_in_order())
+
+
+def isas_in_order() -> Iterator[Isa]:
+    """Every ISA in MODULES order, each module imported only when the loop reaches it: a
+    lookup that stops at its match leaves the ISAs after it unimported (a run of an x86_64
+    program needs none of the other nine modules)."""
+    for m in MODULES:
+        yield importlib.import_module(f"emutrace.isa.{m}").ISA
 
 
 def by_name(name: str) -> Isa:
     """Exact lookup by canonical name or declared alias (case-insensitive)."""
     key = name.strip().lower()
-    for isa in all_isas():
+    for isa in isas_in_order():
         if key == isa.name or key in isa.identity.aliases:
             return isa
     raise UnknownIsa(f"unknown ISA {name!r}; known: {', '.join(MODULES)}")
@@ -30,7 +39,7 @@ def by_name(name: str) -> Isa:
 
 def from_elf(machine: str, elf_class: int, endian: str, flags: int = 0) -> Isa:
     """The ISA whose ELF identity matches exactly (machine, class, data, e_flags mask)."""
-    for isa in all_isas():
+    for isa in isas_in_order():
         ident = isa.identity
         mask, value = ident.elf_flags
         if (ident.elf_machine, ident.elf_class, ident.endian) == (machine, elf_class, endian) \
