@@ -279,3 +279,29 @@ def test_stretch_sweep_equals_one_by_one(isa: str) -> None:
     both = fast.instructions.keys() & slow.instructions.keys()
     assert len(both) > 10_000
     assert all(fast.instructions[k] == slow.instructions[k] for k in both)
+
+
+def test_thumb_stretches_decode_as_each_instruction_alone() -> None:
+    """Thumb code decoded in stretches (decode.py: each ends at an IT instruction) reads as
+    capstone reads each instruction alone, in a call of its own: an IT block's instructions
+    without the condition the IT gives them (`mov`, never `moveq`).  Every Thumb function of
+    arm `fib` (static glibc: hundreds of IT blocks)."""
+    import capstone
+
+    image = load_image(str(bin_path("arm", "fib")))
+    table = read_symbols(image)
+    decoder = Decoder(image)
+    decoder.instructions = {}  # (not the process memo's)
+    alone = capstone.Cs(capstone.CS_ARCH_ARM, capstone.CS_MODE_THUMB)
+    blocks = checked = 0
+    for sym in [s for s in table.funcs if s.alt]:
+        for insn in decoder.linear(sym.start, extent(sym, table, decoder), True):
+            base, data = next((b, d) for b, d in decoder.code_ranges()
+                              if b <= insn.addr < b + len(d))
+            off = insn.addr - base
+            first = next(alone.disasm_lite(data[off:off + 16], insn.addr, 1))
+            assert first == (insn.addr, insn.size, insn.mnemonic, insn.op_str), first
+            assert insn.raw == data[off:off + insn.size]
+            blocks += insn.mnemonic.startswith("it")
+            checked += 1
+    assert blocks > 100 and checked > 10_000
