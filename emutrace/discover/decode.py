@@ -14,6 +14,7 @@ _AHEAD = 256  # bytes decoded past a missed address in one capstone call
 # (_decode_stretch): decoding the rest of the function each time made ARM fib's cold
 # discovery 71 ms instead of 55 (16: the fastest of 8 to 64 on static glibc's start-up)
 _ALT_BATCH = 16
+_UNSEEN: Any = object()  # an address not looked at yet (None: nothing decodes there)
 
 
 class NoClassifiers(LookupError):
@@ -91,7 +92,8 @@ class Decoder:
             return self.instructions[key]
         # the instructions that follow, decoded in one call and kept: a sweep asks for
         # them next (disasm_lite's tuples cost a fifth of one CsInsn each)
-        return self._decode_stretch(addr, addr + _AHEAD - 16, alt)
+        run = self._decode_stretch(addr, addr + _AHEAD - 16, alt)
+        return run[0] if run else None
 
     def linear(self, addr: int, stop: int, alt: bool = False) -> list[Insn]:
         """The instructions back to back from addr while they start before stop (the last
@@ -102,49 +104,57 @@ class Decoder:
         at = addr
         cache = self.instructions
         while at < stop:
-            key = (at, alt)
-            if key in cache:
-                insn = cache[key]
-            else:
-                insn = self._decode_stretch(at, stop, alt)
+            insn = cache.get((at, alt), _UNSEEN)
+            if insn is _UNSEEN:
+                run = self._decode_stretch(at, stop, alt)
+                if not run:
+                    break
+                out += run
+                at = run[-1].addr + run[-1].size
+                continue
             if insn is None:
                 break
             out.append(insn)
             at += insn.size
         return out
 
-    def _decode_stretch(self, addr: int, stop: int, alt: bool = False) -> Insn | None:
+    def _decode_stretch(self, addr: int, stop: int, alt: bool = False) -> list[Insn]:
         """Decode from addr to stop (and the bytes an instruction starting before stop may
-        reach past it) in one capstone call (Thumb: at most _ALT_BATCH instructions),
-        keeping every instruction; the one at addr, or None (kept too) where nothing
-        decodes there.
+        reach past it) in one capstone call (Thumb: at most _ALT_BATCH instructions) and
+        keep every instruction; the instructions from addr on, back to back (where one was
+        kept already: that one), up to one known to be undecodable; none (None kept at
+        addr) where nothing decodes at addr.
 
         Every instruction decodes as it does alone: capstone carries one state from one
         instruction to the next within a call, never across calls: Thumb's IT block (the
         up to four instructions after an IT are decoded as conditional: `moveq`).  A
         Thumb stretch therefore ends with an IT instruction, and the instructions after it
         are decoded by a new call, as they are when asked for one by one."""
+        run: list[Insn] = []
+        cache = self.instructions
         for base, data in self._code:
             if base <= addr < base + len(data):
                 off = addr - base
-                # past stop: room for the longest instruction (x86: 15 bytes) and, as
-                # insn_at, at least _AHEAD bytes
-                code = bytes(data[off:off + max(stop - addr + 16, _AHEAD)])
-                cache = self.instructions
+                # past stop: room for the longest instruction (x86: 15 bytes), no more
+                # (capstone decodes all it is given: a sweep's function ends at stop)
+                code = bytes(data[off:off + stop - addr + 16])
                 for at, size, mnemonic, op_str in self._engine(alt).disasm_lite(
                         code, addr, _ALT_BATCH if alt else 0):
                     key = (at, alt)
-                    if key not in cache:
+                    insn = cache.get(key, _UNSEEN)
+                    if insn is None:
+                        break
+                    if insn is _UNSEEN:
                         start = at - addr
-                        cache[key] = Insn(at, size, mnemonic, op_str,
-                                          code[start:start + size], alt)
+                        insn = cache[key] = Insn(at, size, mnemonic, op_str,
+                                                 code[start:start + size], alt)
+                    run.append(insn)
                     if at + size >= stop or alt and mnemonic.startswith("it"):
                         break
-                if (addr, alt) in cache:
-                    return cache[(addr, alt)]
                 break
-        self.instructions[(addr, alt)] = None
-        return None
+        if not run:
+            cache[(addr, alt)] = None
+        return run
 
     def align(self, alt: bool) -> int:
         return self.cls.alt_insn_align if alt else self.cls.insn_align
