@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -33,6 +32,8 @@ Runner = Callable[[list[str], Path | None], str]
 
 def run_host(argv: list[str], cwd: Path | None = None) -> str:
     """Run a host tool; its failure is one line naming the tool and its last message."""
+    import subprocess  # (here: every run imports this module, through isa/i386.py)
+
     try:
         done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as e:
