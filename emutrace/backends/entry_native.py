@@ -27,8 +27,8 @@ their common traps finished in C (native/entryprobe.c, through hotpath.c).
 The open frames live in C while C runs: the part Python changed is handed to C (`_refresh`,
 `WatchedList.low` up), the part C changed read back (`_drain`, `ep_low` up) — never the
 whole list, which a 10,000-deep recursion made quadratic (25 s on mips, now 1 s).
-`record` keeps every event on the Python writer (C's record writer takes int3's calls,
-not a probe's)."""
+`record` and `run`: C's record writer takes the calls C's probes record (`entry_call`) and
+the returns C finishes, as int3's (session 13)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,6 @@ from emutrace.isa.base import FlowKind
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
 from emutrace.trace.events import Event, SignalDelivery
-from emutrace.trace.shadow import ShadowStack
-from emutrace.trace.uftrace_write import RecordSink
 
 _vp, _u32, _u64, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
 SIGNATURES = {
@@ -115,9 +113,6 @@ class NativeEntryBackend(EntryBackend, NativeInt3Backend):
             self.hook_site = self._hook_site
         # a module mapped by a system call C's INTR hook did not see: probed at the next block
         hooks.after_insn_syscall = self._refresh
-
-    def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
-        """Every event goes to the Python writer (C's writer knows int3's calls only)."""
 
     # ------------------------------------------------------------ probes told to C
     def _probe_in_c(self, site: Site, owner: Function | None) -> bool:

@@ -1123,6 +1123,24 @@ static int fast_trap(nt_state *s, nt_site *site)
 static void entry_call(nt_state *s, const ep_call *c)
 {
     uint8_t stack[8 * NT_MAX_REGS] = {0};
+    uint64_t regs[NT_MAX_REGS] = {0};
+    for (uint32_t i = 0; i < s->cfg.n_args; i++)
+        regs[i] = rd(s, s->cfg.arg_regs[i]);
+    read_stack_args(s, c->entry_sp, stack, 0, s->cfg.n_stack);
+    for (uint32_t i = 0; i < s->cfg.n_stack; i++)
+        regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    /* `record`, `run`: the record writer takes it when nothing buffered precedes it (as
+     * fast_trap's `offer`: a call at the caller's sp, returning to ra) */
+    if (s->writer && uw_enabled(s->writer) && s->n_events == 0) {
+        nt_copies copies;
+        uw_event ev = {1, s->time, c->ra, c->target, c->call_sp, c->ra, regs,
+                       writer_strings(s, &copies, string_mask(s, c->target), regs)};
+        if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
+            writer_copied(s, &ev);
+            s->written++;
+            return;
+        }
+    }
     nt_event *e = next_event(s);  /* room was made before ep_trap */
     if (!e)
         return;
@@ -1135,12 +1153,10 @@ static void entry_call(nt_state *s, const ep_call *c)
     e->fallthrough = c->ra;
     e->entry_sp = c->entry_sp;
     e->nregs = s->cfg.n_args + s->cfg.n_stack;
-    for (uint32_t i = 0; i < s->cfg.n_args; i++)
-        e->regs[i] = rd(s, s->cfg.arg_regs[i]);
-    read_stack_args(s, c->entry_sp, stack, 0, s->cfg.n_stack);
-    for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-        e->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+    memcpy(e->regs, regs, sizeof regs);
     event_strings(s, e, string_mask(s, c->target));
+    if (s->writer && uw_enabled(s->writer))  /* as fast_trap: Python takes it now */
+        s->cfg.py_drain();
 }
 
 /* an entry probe C finishes (1): recorded if a call, stepped over; one instruction taken
