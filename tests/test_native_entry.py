@@ -4,13 +4,14 @@ native/entryprobe.c) against the Python reference (backends/entry.py).
 * Differential, all ten ISAs: identical records (times, addresses, argument and return
   values), counters (probes, patches, traps, stepovers, simulated, functions), instruction
   counts, stop, open frames and exit status for `run`; identical uftrace directories for
-  `record` and records of `run`'s spill file, which C's record writer writes (session 13).  C takes the entry probes on every ISA — patch delivery (x86_64, i386,
-  aarch64, arm in both instruction sets, ppc, ppc64le, s390x: C steps over the displaced
-  instruction) and hook delivery (mips, mipsel, riscv64: the block hook sees a block start
-  at a probe); the fib cell checks that C did finish most probe traps (`c_entries`).
-  Hook delivery's probes inside a
-  block (riscv64's `__riscv_restore_N`, entered by falling through from the one before)
-  become Python's code hooks when the block is first seen: `savres.Os.instr` on riscv64.
+  `record` and records of `run`'s spill file, which C's record writer writes (session 13).
+  C takes the entry probes on every ISA — patch delivery (x86_64, i386, aarch64, arm in
+  both instruction sets, ppc, ppc64le, s390x: C steps over the displaced instruction) and
+  hook delivery (mips, mipsel, riscv64: the block hook sees a block start at a probe); the
+  fib cell checks that C did finish most probe traps (`c_entries`).  Hook delivery's probes
+  inside a block (riscv64's `__riscv_restore_N`, entered by falling through from the one
+  before) become Python's code hooks when the block is first seen: `savres.Os.instr` on
+  riscv64.
 * The oracle (the program's own `-finstrument-functions` record under qemu-user) runs
   through the default engine, now the native one: tests/test_trace_oracle.py -k entry.
 """
