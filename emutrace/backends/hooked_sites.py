@@ -135,8 +135,7 @@ class HookedSites:
         self._virtual.discard(site.addr)
         if not self._watch(site):
             return self.b._python_site_hook(site)
-        handle, self._next_handle = self._next_handle, self._next_handle - 1
-        return handle
+        return self.new_handle()
 
     def new_handle(self) -> int:
         """A handle for a site C watches (negative: no Unicorn hook's)."""
@@ -180,8 +179,7 @@ class HookedSites:
             self._virtual.discard(site.addr)
             return 0
         self._virtual.add(site.addr)
-        handle, self._next_handle = self._next_handle, self._next_handle - 1
-        return handle
+        return self.new_handle()
 
     def _watch(self, site: Site, virtual: bool = False) -> bool:
         """Put site in C's table (again: a site re-armed from idle may come with another

@@ -28,6 +28,7 @@
 
 #include <unicorn/unicorn.h>
 
+#include "addrset.h"
 #include "entryprobe.h"
 
 typedef uc_err (*ep_reg_fn)(uc_engine *, int, void *);
@@ -77,16 +78,9 @@ struct ep_state {
     uint64_t hooked_used;  /* hooked probes in the table */
 };
 
-static inline uint64_t ep_mix(uint64_t x)
-{
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static ep_probe *probe_slot(ep_probe *t, size_t cap, uint64_t addr)
 {
-    size_t i = ep_mix(addr) & (cap - 1);
+    size_t i = addr_mix(addr) & (cap - 1);
     while (t[i].addr && t[i].addr != addr)
         i = (i + 1) & (cap - 1);
     return &t[i];
