@@ -58,6 +58,8 @@ SIGNATURES = {
     "hs_returns_set": ([_vp, ctypes.POINTER(_u64), _u64, _u64], None),
     "hs_counter": ([_vp, _u32], _u64),
     "hs_on_block": ([_vp, _u64, _u32, _vp], None),
+    "hs_span_new": ([_vp, _u64], _vp),
+    "hs_on_span": ([_vp, _u64, _u32, _vp], None),
 }
 # how many of the innermost return addresses C is told at each Python section: returns
 # below them (deeper unwinding in C alone) are handed to Python
@@ -181,6 +183,10 @@ class HookedSites:
         self._virtual.add(site.addr)
         return self.new_handle()
 
+    def can_watch(self, site: Site) -> bool:
+        """Would `watch` take site (nothing changed)?"""
+        return self._sp_delta(site) is not None and site.executes is None
+
     def _watch(self, site: Site, virtual: bool = False) -> bool:
         """Put site in C's table (again: a site re-armed from idle may come with another
         `Site` at that address); False where C cannot watch it.  `virtual`: a breakpoint's
@@ -274,6 +280,22 @@ class HookedSites:
         """(site hits, hits handed to Python, hits of virtual breakpoints among them)."""
         return (int(self.lib.hs_counter(self.ns, 0)), int(self.lib.hs_counter(self.ns, 1)),
                 int(self.lib.hs_counter(self.ns, 2)))
+
+    # ------------------------------------------------------------ hwbp's spans
+    def span(self, owner: int) -> int:
+        """The user data of a code hook of hwbp's over a stepped span or range slot of the
+        function at owner (`span_hook`), freed with the table; 0 where C cannot (no
+        strict.c: it says which functions are armed)."""
+        return int(self.lib.hs_span_new(self.ns, owner) or 0)
+
+    @property
+    def span_hook(self) -> int:
+        """hotpath.c `hs_on_span`: a span's code hook."""
+        return int(ctypes.cast(self.lib.hs_on_span, ctypes.c_void_p).value or 0)
+
+    def stepped(self) -> int:
+        """Instructions run in armed spans that were no site of the table."""
+        return int(self.lib.hs_counter(self.ns, 3))
 
     def free(self) -> None:
         self.lib.hs_free(self.ns)

@@ -14,9 +14,14 @@ What C does:
   fallbacks, max_slots) and frees a disarmed function's slots; Python replays the journal
   (`StrictInC.replay_journal`) and takes the counts and each function's slots (`_replayed`).
 
-What stays Python's (the reference's code hooks, through `_on_slot`, counted the same):
 * a stepped span (an address-slot function with more sites than slots: its fall-back) and
-  every range slot (s390x PER): every instruction in the range is a hook call;
+  a range slot (s390x PER) are a C code hook over the range (hotpath.c `hs_on_span`, user
+  data an `hs_span`), as the reference's Python hook: idle while the function is not armed
+  (strict.c's table says), else an instruction that is no armed site counts as `stepped`;
+  the span's sites are entries of the table, hit by the block hook as an address slot's.
+
+What stays Python's (the reference's code hooks, through `_on_slot`, counted the same):
+* a span with a site C's table cannot watch or a site two functions share: the whole span;
 * a site C's table cannot watch (its sp effect unknown, an EXRL target), and a site address
   two functions share (each function's hook there is its own in the reference: an idle
   owner's hook must stay idle while the other's is armed) — `_claim` moves the first
@@ -24,13 +29,16 @@ What stays Python's (the reference's code hooks, through `_on_slot`, counted the
 * on a Thumb ISA (arm) every slot: strict.c does not switch there, and C's table would
   finish returns without switching.
 
-`native_stats` says how much of a run that was: `python_slot_hits`, `python_stepped`.
+`native_stats` says how much of a run that was: `python_slot_hits`, `python_stepped` (and
+C's: `c_spans`, `c_stepped`).
 """
 
 from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+
+from unicorn.unicorn_const import UC_HOOK_CODE
 
 from emutrace.backends import BackendOptions, descriptors
 from emutrace.backends.hwbp import SlotDelivery
@@ -58,7 +66,8 @@ class TableSlots:
         self._lib = strictlib.load() if self.strict is not None else None
         self._c_handles: dict[int, int] = {}  # a table entry's handle → its address
         self._c_entry: dict[int, tuple[int, int]] = {}  # address → (owner, handle)
-        self._next_handle = -2
+        self._c_spans: set[int] = set()  # the Unicorn handles of C's span hooks
+        backend.finishers.append(self._finish)
         self._site_owner: dict[int, int] = {}  # site address → first function installed
         self._shared: set[int] = set()  # site addresses of two functions
         # strict.c's count of switches, read in place, and its value at Python's last look
@@ -68,7 +77,7 @@ class TableSlots:
         self._seen = -1
         self.counts = backend.more_native_stats
         self.counts.update(python_slot_hits=0, python_stepped=0, slot_entries=0,
-                           python_slot_hooks=0)
+                           python_slot_hooks=0, c_spans=0, c_stepped=0)
 
     def bind(self, slots: SlotDelivery) -> None:
         self.slots = slots
@@ -85,16 +94,18 @@ class TableSlots:
             site = sites.get(lo)
             if (site is not None and self.table is not None and lo not in self._shared
                     and self.table.watch(site)):
-                handle, self._next_handle = self._next_handle, self._next_handle - 1
-                self._c_handles[handle] = lo
-                self._c_entry[lo] = (func.start, handle)
-                self.counts["slot_entries"] += 1
-                handles.append(handle)
+                handles.append(self._entry(func.start, site))
+            elif not single and (inside := self._span_sites(func, lo, hi)) is not None:
+                handles.extend(self._span(func.start, lo, hi, inside))
             else:
                 handles.append(self._hook(lo, lo if single else hi, func.start))
         return handles
 
     def remove(self, handle: int) -> None:
+        if handle in self._c_spans:
+            self._c_spans.discard(handle)
+            self.b.del_c_hook(handle)  # (its hs_span stays until the table is freed)
+            return
         addr = self._c_handles.pop(handle, None)
         if addr is None:
             self.b.cpu.hook_del(handle)
@@ -123,6 +134,52 @@ class TableSlots:
     def programmed(self, func: int, slots: int) -> None:
         if self.strict is not None and self._lib is not None:
             self._lib.ns_func_slots(self.strict.ns, func, slots)
+
+    # ------------------------------------------------------------ C's slots
+    def _entry(self, owner: int, site: Site) -> int:
+        """site, which C's table watches now, as a slot of owner's: its handle."""
+        assert self.table is not None
+        handle = self.table.new_handle()
+        self._c_handles[handle] = site.addr
+        self._c_entry[site.addr] = (owner, handle)
+        self.counts["slot_entries"] += 1
+        return handle
+
+    def _span_sites(self, func: Function, lo: int, hi: int) -> list[Site] | None:
+        """The sites of func in [lo, hi] when C can take the span (strict.c says whether
+        func is armed; C's table watches each site, none of them shared), else None."""
+        table = self.table
+        if table is None or self.strict is None:
+            return None
+        inside = [s for s in func.sites if lo <= s.addr <= hi]
+        if any(s.addr in self._shared or not table.can_watch(s) for s in inside):
+            return None
+        return inside
+
+    def _span(self, owner: int, lo: int, hi: int, inside: list[Site]) -> list[int]:
+        """A stepped span or range slot in C: a code hook over [lo, hi] calling hotpath.c's
+        `hs_on_span` (which counts `stepped`), its sites entries of the table (the block
+        hook's hits, as an address slot's); the handles."""
+        table = self.table
+        assert table is not None
+        data = table.span(owner)
+        if not data:
+            return [self._hook(lo, hi, owner)]
+        for site in inside:
+            table.watch(site)
+        handles = [self._entry(owner, site) for site in inside]
+        handle = self.b.add_c_hook(UC_HOOK_CODE, table.span_hook, data, lo, hi)
+        self.b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
+        self._c_spans.add(handle)
+        self.counts["c_spans"] += 1
+        return [*handles, handle]
+
+    def _finish(self) -> None:
+        """C's count of stepped instructions, into the reference's counter."""
+        if self.table is not None:
+            stepped = self.table.stepped()
+            self.b.stats["stepped"] += stepped
+            self.counts["c_stepped"] = stepped
 
     # ------------------------------------------------------------ Python's slots
     def _hook(self, lo: int, end: int, owner: int) -> int:

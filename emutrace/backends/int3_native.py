@@ -167,6 +167,8 @@ class NativeInt3Backend(Int3Backend):
         self._hits_counter = hits_counter
         # what a composed delivery adds to `native_stats` (hwbp_native.py)
         self.more_native_stats: dict[str, int] = {}
+        # a composed delivery's last look at C's tables, before `finish` frees them
+        self.finishers: list[Callable[[], None]] = []
         self._final_time = 0
         # strict cleanup: C switches the armed function where it knows both (strict.c), at
         # the traps of lowered sites or the site hooks of C's table (arm's A32 and Thumb code
@@ -279,13 +281,23 @@ class NativeInt3Backend(Int3Backend):
             on_block, block_data = self._hooked.block_hook, self._hooked.ns
         for kind, fn, data in ((ucc.UC_HOOK_INTR, self._lib.nt_on_intr, self._nt),
                                (ucc.UC_HOOK_BLOCK, on_block, block_data)):
-            handle = ctypes.c_size_t()
-            err = uclib.uc_hook_add(uc._uch, ctypes.byref(handle), kind,
-                                    ctypes.cast(fn, ctypes.c_void_p),
-                                    ctypes.c_void_p(data), 1, 0)
-            if err != ucc.UC_ERR_OK:
-                raise unicorn.UcError(err)
-            self._c_hooks.append(handle.value)
+            self.add_c_hook(kind, ctypes.cast(fn, ctypes.c_void_p).value or 0, data)
+
+    def add_c_hook(self, kind: int, fn: int, data: int, begin: int = 1, end: int = 0) -> int:
+        """A Unicorn hook whose callback is C's (fn, with user data data), deleted at the
+        end of the run before C's tables are freed; its handle."""
+        handle = ctypes.c_size_t()
+        err = uclib.uc_hook_add(self.cpu.uc._uch, ctypes.byref(handle), kind,
+                                ctypes.c_void_p(fn), ctypes.c_void_p(data),
+                                ctypes.c_uint64(begin), ctypes.c_uint64(end))
+        if err != ucc.UC_ERR_OK:
+            raise unicorn.UcError(err)
+        self._c_hooks.append(handle.value)
+        return handle.value
+
+    def del_c_hook(self, handle: int) -> None:
+        self._c_hooks.remove(handle)
+        uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
 
     def _guarded(self, body: Callable[[], None]) -> None:
         try:
@@ -433,6 +445,8 @@ class NativeInt3Backend(Int3Backend):
         if not self._nt:  # finished already
             return self._final_time
         self._drain()
+        for finisher in self.finishers:
+            finisher()
         lib, nt = self._lib, self._nt
         self.stats["traps"] += int(lib.nt_counter(nt, 0))
         self.stats["simulated"] += int(lib.nt_counter(nt, 1))

@@ -1305,7 +1305,19 @@ typedef struct {
     uint64_t *rets;
     size_t n_rets, rets_cap, rets_from;
     uint64_t rets_mark;  /* nt's `simulated` when Python sent them */
+    struct hs_span *spans;  /* hwbp's stepped spans (hs_span_new), freed with the table */
+    uint64_t stepped;       /* instructions run in them that were no site of the table */
 } hs_state;
+
+/* hwbp (hwbp.py SlotDelivery): a stepped span (a function with more sites than address
+ * slots) or a range slot (s390x PER) is a bounded code hook over the range, as the
+ * reference's, calling hs_on_span; its sites are entries of the site table, hit by the block
+ * hook like an address slot's */
+typedef struct hs_span {
+    hs_state *h;
+    uint32_t func;  /* strict.c's index of the function the span is for (ns_func_ref) */
+    struct hs_span *next;
+} hs_span;
 
 static hs_site *hs_slot(hs_site *t, size_t cap, uint64_t addr)
 {
@@ -1348,6 +1360,11 @@ void hs_free(hs_state *h)
 {
     if (!h)
         return;
+    while (h->spans) {
+        hs_span *next = h->spans->next;
+        free(h->spans);
+        h->spans = next;
+    }
     free(h->rets);
     free(h->sites);
     free(h->blocks);
@@ -1464,10 +1481,12 @@ static void hs_rets_apply(hs_state *h, const hs_site *p)
  * ran (a fault or trap in it delivers a signal; the reference's site hook never fired) */
 void hs_cancel(hs_state *h) { h->has_pending = 0; }
 
-/* 0 traps (site hits), 1 hits handed to Python, 2 hits of virtual breakpoints (of 0) */
+/* 0 traps (site hits), 1 hits handed to Python, 2 hits of virtual breakpoints (of 0),
+ * 3 instructions of hwbp's armed spans that were no site (`stepped`) */
 uint64_t hs_counter(const hs_state *h, uint32_t which)
 {
-    return which == 0 ? h->hits : which == 1 ? h->slow : which == 2 ? h->virtual_hits : 0;
+    return which == 0 ? h->hits : which == 1 ? h->slow : which == 2 ? h->virtual_hits
+           : which == 3 ? h->stepped : 0;
 }
 
 /* the block [addr, addr + size)'s entry in the block table (made if new), or NULL when the
@@ -1740,4 +1759,37 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         h->pending_time = s->time;
         h->has_pending = 1;
     }
+}
+
+/* hwbp: a span for the function at owner (the user data of its code hook, hs_on_span); NULL
+ * without strict.c (whose table says which functions are armed) or memory */
+hs_span *hs_span_new(hs_state *h, uint64_t owner)
+{
+    ns_state *ns = h->nt->strict;
+    uint32_t f = ns ? ns_func_ref(ns, owner) : UINT32_MAX;
+    hs_span *span = f == UINT32_MAX ? NULL : malloc(sizeof *span);
+    if (!span)
+        return NULL;
+    *span = (hs_span){h, f, h->spans};
+    h->spans = span;
+    return span;
+}
+
+/* an instruction of a span is about to run: as hwbp.py `_on_slot`, nothing while the span's
+ * function is not armed (its hook idle), else a site or one more stepped instruction.  An
+ * armed site in the table is the block hook's hit (the block ends with it); a dropped one
+ * is a Python hook's now (a site two functions share: hwbp_native.py `_claim`), which
+ * counts it */
+void hs_on_span(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
+{
+    hs_span *span = user_data;
+    hs_state *h = span->h;
+    (void)uc;
+    (void)size;
+    if (!ns_func_is_armed(h->nt->strict, span->func))
+        return;
+    const hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
+    if (p->addr == addr && (p->dropped || p->active))
+        return;
+    h->stepped++;
 }

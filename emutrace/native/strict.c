@@ -428,6 +428,9 @@ uint32_t ns_func_in_use(const ns_state *ns, uint64_t start)
     return f == NS_NONE ? 0 : ns->funcs[f].in_use;
 }
 
+uint32_t ns_func_ref(ns_state *ns, uint64_t start) { return func_index(ns, start); }
+int ns_func_is_armed(const ns_state *ns, uint32_t f) { return ns->funcs[f].armed; }
+
 /* hwbp, since the journal was last cleared: slots written, fall-backs to a stepped span, the
  * most slots programmed at once after an arming here (0: none) */
 uint64_t ns_journal_slot_writes(const ns_state *ns) { return ns->j_slot_writes; }

@@ -24,5 +24,9 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target);
 /* both at once, for a site hook's transfer (it ran already: nothing to simulate) */
 int ns_switch(ns_state *ns, uint32_t call, uint64_t site, uint64_t target, uint64_t lo,
               uint64_t hi);
+/* hwbp's stepped spans (hotpath.c hs_on_span): a function's index, made if new (UINT32_MAX:
+ * out of memory), and whether it is armed now (a test, no lookup: once per instruction) */
+uint32_t ns_func_ref(ns_state *ns, uint64_t start);
+int ns_func_is_armed(const ns_state *ns, uint32_t f);
 
 #endif
