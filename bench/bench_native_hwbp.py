@@ -6,9 +6,10 @@ side by side in one run, each variant in a child process of its own, interleaved
 Variants (`Process` built untimed, `run()` timed, events kept in memory): `none` (no
 backend), `python` (hwbp, --engine python), `native` (hwbp, --engine native:
 backends/hwbp_native.py).  Besides the seconds, how much of the native run stayed Python's:
-the hits its Python slot hooks took (stepped spans, range slots, shared or unwatchable
-sites, arm) against all hits, the stepped instructions (every one a Python hook call), and
-the function switches strict.c made.  Writes PREFIX.json and PREFIX.md.
+the hits its Python slot hooks took (unwatchable sites, every slot on arm) against all hits,
+the stepped instructions of stepped spans and range slots (Python's: each a Python hook call;
+C's: hotpath.c `hs_on_span`), and the function switches strict.c made.  Writes PREFIX.json
+and PREFIX.md.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
              "(median)", "",
              "| ISA | slots | none s | python s | native s | **python/native** | "
              "python/none | native/none | hits | hits by Python hooks | stepped (Python) | "
-             "C switches | equal counters |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "stepped (C) | C switches | equal counters |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     result: dict[str, object] = {"machine": info, "isas": {}}
     for isa in args.isa.split(","):
         runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['native']:.2f} | **{s['python'] / s['native']:.2f}×** | "
             f"{s['python'] / s['none']:.0f}× | {s['native'] / s['none']:.0f}× | {hits:,} | "
             f"{by_py:,} ({100 * by_py / hits:.0f} %)"
-            f" | {ns.get('python_stepped', 0):,} | {ns.get('c_switches', 0):,} | "
+            f" | {ns.get('python_stepped', 0):,} | {ns.get('c_stepped', 0):,} | "
+            f"{ns.get('c_switches', 0):,} | "
             f"{'yes' if py['stats'] == nat['stats'] and py['events'] == nat['events'] else 'NO'} |")
         print(lines[-1], flush=True)
         result["isas"][isa] = runs  # type: ignore[index]

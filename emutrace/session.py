@@ -128,7 +128,7 @@ def may_create_threads(image: Image) -> bool:
 
 def chosen_engine(engine: str, backend: str, image: Image) -> str:
     """The engine a run uses: `auto` is the native hot path where the backend has one that
-    pays (AUTO_NATIVE_BACKENDS: not hwbp), the library is built and the program cannot
+    pays (AUTO_NATIVE_BACKENDS), the library is built and the program cannot
     create threads (traces are byte-identical
     either way: tests/test_native_engine.py), else the Python reference."""
     if engine != "auto":

@@ -49,10 +49,9 @@ def backend_settings() -> list[tuple[Setting[Any], str]]:
 
 # backends with a native hot path (`--engine native`, emutrace/native)
 NATIVE_BACKENDS = ("int3", "hwbp", "step", "bts", "btf", "entry")
-# those `auto` runs natively: hwbp is slower natively than the Python engine on most ISAs,
-# where the hot function's slots are stepped spans or shared sites, Python hooks either way
-# (bench/results/native-hwbp.md; backends/hwbp_native.py)
-AUTO_NATIVE_BACKENDS = ("int3", "step", "bts", "btf", "entry")
+# those `auto` runs natively: all of them (hwbp since its stepped spans, range slots and
+# shared sites are C's: bench/results/native-hwbp-s14.md, faster natively on every ISA)
+AUTO_NATIVE_BACKENDS = NATIVE_BACKENDS
 # auto (the default): native where the backend has a native path and the library is built
 ENGINES = ("auto", "python", "native")
 

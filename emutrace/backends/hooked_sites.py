@@ -52,6 +52,7 @@ SIGNATURES = {
                     ctypes.c_int),
     "hs_site_active": ([_vp, _u64, _u32], None),
     "hs_site_drop": ([_vp, _u64], None),
+    "hs_site_shared": ([_vp, _u64], None),
     "hs_cancel": ([_vp], None),
     "hs_touch": ([_vp], None),
     "hs_set_probe": ([_vp, _vp], None),
@@ -165,6 +166,10 @@ class HookedSites:
         if addr in self.sites:
             self.lib.hs_site_drop(self.ns, addr)
             self.dropped.add(addr)
+
+    def shared(self, addr: int) -> None:
+        """hwbp: the site at addr is two functions' (each one's code hook counts its hits)."""
+        self.lib.hs_site_shared(self.ns, addr)
 
     def virtual(self, site: Site) -> int:
         """The backend's `virtual_patch`: a patch site whose breakpoint the reference's

@@ -64,12 +64,15 @@ class TableSlots:
         self.table = backend.hooked_table
         self.strict = backend.strict_in_c
         self._lib = strictlib.load() if self.strict is not None else None
-        self._c_handles: dict[int, int] = {}  # a table entry's handle → its address
-        self._c_entry: dict[int, tuple[int, int]] = {}  # address → (owner, handle)
-        self._c_spans: set[int] = set()  # the Unicorn handles of C's span hooks
+        # who covers each site address, and how (a function's slots over a site: a table
+        # entry, and a C code hook where C counts for it; or a Python hook)
+        self._owners: dict[int, set[int]] = {}  # site address → functions covering it
+        self._python: set[int] = set()  # site addresses Python's hooks cover, for all
+        self._entries: dict[int, dict[int, int]] = {}  # address → owner → entry handle
+        self._entry_of: dict[int, tuple[int, int]] = {}  # entry handle → (address, owner)
+        self._c_hook_of: dict[int, tuple[int, int, int]] = {}  # C hook → (owner, lo, hi)
+        self._py_hook_of: dict[int, tuple[int, list[int]]] = {}  # → (owner, its sites)
         backend.finishers.append(self._finish)
-        self._site_owner: dict[int, int] = {}  # site address → first function installed
-        self._shared: set[int] = set()  # site addresses of two functions
         # strict.c's count of switches, read in place, and its value at Python's last look
         self._switches = ctypes.c_uint64.from_address(
             self._lib.ns_switches_at(self.strict.ns)) \
@@ -77,7 +80,8 @@ class TableSlots:
         self._seen = -1
         self.counts = backend.more_native_stats
         self.counts.update(python_slot_hits=0, python_stepped=0, slot_entries=0,
-                           python_slot_hooks=0, c_spans=0, c_stepped=0)
+                           python_slot_hooks=0, c_slot_hooks=0, c_stepped=0,
+                           c_shared_sites=0)
 
     def bind(self, slots: SlotDelivery) -> None:
         self.slots = slots
@@ -87,32 +91,33 @@ class TableSlots:
 
     # ------------------------------------------------------------ SlotPort
     def install(self, func: Function, ranges: list[tuple[int, int]], single: bool) -> list[int]:
-        self._claim(func)
-        sites = {s.addr: s for s in func.sites} if single else {}
         handles = []
         for lo, hi in ranges:
-            site = sites.get(lo)
-            if (site is not None and self.table is not None and lo not in self._shared
-                    and self.table.watch(site)):
-                handles.append(self._entry(func.start, site))
-            elif not single and (inside := self._span_sites(func, lo, hi)) is not None:
-                handles.extend(self._span(func.start, lo, hi, inside))
+            inside = [s for s in func.sites if lo <= s.addr <= hi]
+            if self._c_can(inside):
+                handles += self._c_cover(func.start, lo, hi, inside, span=not single)
             else:
-                handles.append(self._hook(lo, lo if single else hi, func.start))
+                handles += self._py_cover(func.start, lo, lo if single else hi, inside)
         return handles
 
     def remove(self, handle: int) -> None:
-        if handle in self._c_spans:
-            self._c_spans.discard(handle)
+        if handle in self._c_hook_of:
+            self._c_hook_of.pop(handle)
             self.b.del_c_hook(handle)  # (its hs_span stays until the table is freed)
-            return
-        addr = self._c_handles.pop(handle, None)
-        if addr is None:
+        elif handle in self._entry_of:
+            addr, owner = self._entry_of.pop(handle)
+            entries = self._entries[addr]
+            del entries[owner]
+            self._owners[addr].discard(owner)
+            if not entries:  # no function's slot watches it in C's table any more
+                del self._entries[addr]
+                assert self.table is not None
+                self.table.drop(addr)
+        else:
+            owner, addrs = self._py_hook_of.pop(handle, (0, []))
+            for addr in addrs:
+                self._owners[addr].discard(owner)
             self.b.cpu.hook_del(handle)
-            return
-        del self._c_entry[addr]
-        assert self.table is not None
-        self.table.drop(addr)
 
     def armed(self, site: Site, func: int) -> None:
         b = self.b
@@ -136,43 +141,66 @@ class TableSlots:
             self._lib.ns_func_slots(self.strict.ns, func, slots)
 
     # ------------------------------------------------------------ C's slots
-    def _entry(self, owner: int, site: Site) -> int:
-        """site, which C's table watches now, as a slot of owner's: its handle."""
-        assert self.table is not None
-        handle = self.table.new_handle()
-        self._c_handles[handle] = site.addr
-        self._c_entry[site.addr] = (owner, handle)
-        self.counts["slot_entries"] += 1
-        return handle
-
-    def _span_sites(self, func: Function, lo: int, hi: int) -> list[Site] | None:
-        """The sites of func in [lo, hi] when C can take the span (strict.c says whether
-        func is armed; C's table watches each site, none of them shared), else None."""
+    def _c_can(self, inside: list[Site]) -> bool:
+        """Can C cover these sites of one slot: its table watches each of them (strict.c,
+        which says whether a function is armed, beside it), none covered by a Python hook?"""
         table = self.table
-        if table is None or self.strict is None:
-            return None
-        inside = [s for s in func.sites if lo <= s.addr <= hi]
-        if any(s.addr in self._shared or not table.can_watch(s) for s in inside):
-            return None
-        return inside
+        return (table is not None and self.strict is not None
+                and all(s.addr not in self._python and table.can_watch(s) for s in inside))
 
-    def _span(self, owner: int, lo: int, hi: int, inside: list[Site]) -> list[int]:
-        """A stepped span or range slot in C: a code hook over [lo, hi] calling hotpath.c's
-        `hs_on_span` (which counts `stepped`), its sites entries of the table (the block
-        hook's hits, as an address slot's); the handles."""
+    def _c_cover(self, owner: int, lo: int, hi: int, inside: list[Site], span: bool) -> list[int]:
+        """owner's slot over [lo, hi] in C: its sites entries of the table (hit by the block
+        hook, as the reference's hook on them); a span (a stepped span, a range slot) also a C
+        code hook over it, hotpath.c `hs_on_span`, which counts `stepped`.  The handles."""
         table = self.table
         assert table is not None
-        data = table.span(owner)
-        if not data:
-            return [self._hook(lo, hi, owner)]
+        handles = [self._c_hook(owner, lo, hi)] if span else []
         for site in inside:
             table.watch(site)
-        handles = [self._entry(owner, site) for site in inside]
-        handle = self.b.add_c_hook(UC_HOOK_CODE, table.span_hook, data, lo, hi)
+            handle = table.new_handle()
+            self._entries.setdefault(site.addr, {})[owner] = handle
+            self._entry_of[handle] = (site.addr, owner)
+            self.counts["slot_entries"] += 1
+            handles.append(handle)
+            handles += self._own(site.addr, owner)
+        return handles
+
+    def _own(self, addr: int, owner: int) -> list[int]:
+        """owner's slot covers the site at addr.  A site of two functions is each one's in
+        the reference (the hook of each fires while its function is armed): C's table then
+        leaves its hits to the code hooks (`hs_site_shared`), and every owner whose slot
+        there is a table entry alone gets one over the site.  The handles owner got."""
+        owners = self._owners.setdefault(addr, set())
+        owners.add(owner)
+        if len(owners) < 2:
+            return []
+        assert self.table is not None
+        if len(owners) == 2:
+            self.table.shared(addr)
+            self.counts["c_shared_sites"] += 1
+        mine = []
+        for other in owners:
+            if any(lo <= addr <= hi for o, lo, hi in self._c_hook_of.values() if o == other):
+                continue
+            handle = self._c_hook(other, addr, addr)
+            if other == owner:
+                mine.append(handle)
+            else:
+                self.slots.slot_hooks[other].append(handle)
+                self.b._armed_now = self.b.cpu.translates_code  # (the block may hold it)
+        return mine
+
+    def _c_hook(self, owner: int, lo: int, hi: int) -> int:
+        """A C code hook of owner's over [lo, hi] (hotpath.c `hs_on_span`)."""
+        assert self.table is not None
+        data = self.table.span(owner)
+        if not data:
+            raise MemoryError("native hot path: out of memory")
+        handle = self.b.add_c_hook(UC_HOOK_CODE, self.table.span_hook, data, lo, hi)
         self.b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
-        self._c_spans.add(handle)
-        self.counts["c_spans"] += 1
-        return [*handles, handle]
+        self._c_hook_of[handle] = (owner, lo, hi)
+        self.counts["c_slot_hooks"] += 1
+        return handle
 
     def _finish(self) -> None:
         """C's count of stepped instructions, into the reference's counter."""
@@ -188,22 +216,31 @@ class TableSlots:
         self.b._drop_cache(lo, end + 1 - lo)  # a hook added after translation never fires
         return handle
 
-    def _claim(self, func: Function) -> None:
-        """func's sites are its own unless another function installed there first: such an
-        address is then Python's for both (a table entry of the first is moved to a hook)."""
-        for site in func.sites:
+    def _py_cover(self, owner: int, lo: int, end: int, inside: list[Site]) -> list[int]:
+        """owner's slot over [lo, end] as the reference's Python hook.  Its sites become
+        Python's for every function: another's table entry there is dropped (a C span of
+        its sees the entry dropped and leaves the address alone) and a Python hook over the
+        site takes its place.  The handles owner got."""
+        handle = self._hook(lo, end, owner)
+        self._py_hook_of[handle] = (owner, [s.addr for s in inside])
+        for site in inside:
             addr = site.addr
-            if self._site_owner.setdefault(addr, func.start) == func.start:
+            self._owners.setdefault(addr, set()).add(owner)
+            if addr in self._python:
                 continue
-            self._shared.add(addr)
-            entry = self._c_entry.get(addr)
-            if entry is None or entry[0] == func.start:
-                continue
-            owner, handle = entry
-            self.remove(handle)
-            hooks = self.slots.slot_hooks[owner]
-            hooks[hooks.index(handle)] = self._hook(addr, addr, owner)
-            self.b._armed_now = self.b.cpu.translates_code  # (the block may hold it)
+            self._python.add(addr)
+            for other, entry in list(self._entries.get(addr, {}).items()):
+                hooks = self.slots.slot_hooks[other]
+                for old in [entry, *(h for h, (o, a, z) in self._c_hook_of.items()
+                                     if o == other and a == z == addr)]:
+                    self.remove(old)
+                    hooks.remove(old)
+                point = self._hook(addr, addr, other)
+                self._py_hook_of[point] = (other, [addr])
+                self._owners[addr].add(other)
+                hooks.append(point)
+                self.b._armed_now = self.b.cpu.translates_code  # (the block may hold it)
+        return [handle]
 
     def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
         """A Python slot hook (a stepped span's is called for every instruction in its

@@ -1274,6 +1274,8 @@ typedef struct {
     uint8_t virtual_bp; /* a breakpoint the reference would write (int3.py `virtual_patch`):
                          * its hits are traps the reference simulates */
     uint8_t dropped;    /* no longer watched here (hs_site_drop), until set again */
+    uint8_t shared;     /* hwbp: a site of two functions, its hits counted by the code hooks
+                         * of each (hs_on_span) and not by the block hook */
 } hs_site;
 
 typedef struct {
@@ -1390,14 +1392,23 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
         h->sites_cap = cap;
     }
     hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
+    uint8_t shared = p->addr == addr && p->shared;  /* (it stays shared) */
     if (p->addr == 0) {
         h->sites_used++;
         h->gen++;  /* blocks look for their site again */
     }
     *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
                    (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only,
-                   (uint8_t)virtual_bp, 0};
+                   (uint8_t)virtual_bp, 0, shared};
     return 0;
+}
+
+/* hwbp: the site at addr is two functions' (hs_site.shared) */
+void hs_site_shared(hs_state *h, uint64_t addr)
+{
+    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
+    if (p->addr == addr)
+        p->shared = 1;
 }
 
 /* something blocks look for changed (entry's hooked probes): every block looks again */
@@ -1708,7 +1719,7 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         uint64_t sp_site = (sp_now - (uint64_t)h->pending.sp_delta) & mask;
         h->has_pending = 0;
         if (h->pending.taken_only && addr == h->pending.after) {
-            h->hits--;  /* not taken: the reference's hook did not run (no hit) */
+            h->hits -= !h->pending.shared;  /* not taken: the reference's hook did not run */
         } else if (python || !hs_finish(h, &h->pending, addr, size, sp_site, sp_now)) {
             h->slow++;
             s->cfg.py_drain();  /* C's records come before what Python emits */
@@ -1753,7 +1764,7 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     /* (no site hooked yet — a program whose code all has symbols, on an ISA with working
      * breakpoints: the site lookup is one test) */
     if (site) {  /* the reference's site hook (or breakpoint) would fire in this block */
-        h->hits++;
+        h->hits += !site->shared;
         h->virtual_hits += site->virtual_bp;
         h->pending = *site;
         h->pending_time = s->time;
@@ -1776,10 +1787,10 @@ hs_span *hs_span_new(hs_state *h, uint64_t owner)
 }
 
 /* an instruction of a span is about to run: as hwbp.py `_on_slot`, nothing while the span's
- * function is not armed (its hook idle), else a site or one more stepped instruction.  An
- * armed site in the table is the block hook's hit (the block ends with it); a dropped one
- * is a Python hook's now (a site two functions share: hwbp_native.py `_claim`), which
- * counts it */
+ * function is not armed (its hook idle), else a hit on an armed site or one more stepped
+ * instruction.  An armed site's hit is the block hook's (the block ends with it) unless two
+ * functions share the site (each function's hook counts its own); a dropped site is a
+ * Python hook's (hwbp_native.py `_py_cover`), which counts it */
 void hs_on_span(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
 {
     hs_span *span = user_data;
@@ -1789,7 +1800,11 @@ void hs_on_span(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     if (!ns_func_is_armed(h->nt->strict, span->func))
         return;
     const hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
-    if (p->addr == addr && (p->dropped || p->active))
+    if (p->addr == addr && p->dropped)
         return;
+    if (p->addr == addr && p->active) {
+        h->hits += p->shared;
+        return;
+    }
     h->stepped++;
 }
