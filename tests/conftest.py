@@ -105,6 +105,27 @@ def wait_until_blocked(proc: subprocess.Popen, limit: float = 120) -> None:
         time.sleep(0.05)
 
 
+# The cyclic garbage collector, in the pytest processes: a full collection traverses every
+# live object, and a worker holds many (the test modules, discovery's memo of a static glibc,
+# the module memos below, the records of the run at hand): with Python's thresholds
+# (700, 10, 10) full collections took ~15 % of a worker's time (measured: 68-81 s of 605 s
+# per worker on test_trace_oracle, test_native_engine and test_native_writer).  A full
+# collection after 100 younger ones instead of 10 (and the objects alive once collection
+# has imported every module moved out of its sight, gc.freeze, as cli/main.py does for the
+# `emutrace` process) leaves 21-25 s; garbage cycles (a finished Process) still go at the
+# next collection, at the latest when a module's memos are released.
+GC_THRESHOLDS = (700, 10, 100)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
+
+
 def isa_params(capability: Cap) -> list:
     """Every ISA as a pytest parameter; where the ISA's capability table says `capability`
     does not work, a strict xfail carrying its reason."""

@@ -7,8 +7,10 @@ default) against the Python loop (target/ptrace_run.py alone, `--engine python`)
   the two loops give identical records (times, addresses, argument and return values),
   counters, stop, exit status and open frames.  A native run is not quite reproducible:
   the kernel's AT_RANDOM bytes (the stack canary, the pointer guard) differ per run and
-  reach some argument registers; the values that differ between two runs of the Python
-  loop are masked (`same_trace`), and must be few.
+  reach some argument registers; every run here starts with the same fixed bytes instead
+  (`_fix_at_random`), so the two loops' runs compare as they are.  Should they still
+  differ, the values that differ between two runs of the Python loop are masked
+  (`same_trace`), and must be few.
   (Programs whose signals come from timers, signals and sigctx, are left out: where
   SIGALRM lands depends on speed, and two runs of one loop differ.)
 * Oracle: the C loop's trace of `calls all` equals what the `-finstrument-functions` build
@@ -25,18 +27,22 @@ default) against the Python loop (target/ptrace_run.py alone, `--engine python`)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from emutrace import native_session
+from emutrace.isa import by_name
 from emutrace.native import ploop
 from emutrace.native_session import NativeProcess
 from emutrace.session import RunConfig
@@ -50,10 +56,48 @@ def test_ptrace_loop_is_built() -> None:
     assert ploop.available(), "the native library lacks ploop.c (python setup.py build_ext)"
 
 
+AT_RANDOM = 25  # <linux/auxvec.h>: the address of 16 random bytes on the initial stack
+FIXED_RANDOM = bytes(range(0x41, 0x51))
+
+
+def _fix_at_random(pid: int, word: int) -> None:
+    """The 16 AT_RANDOM bytes the kernel put on the stopped child's stack (glibc's stack
+    canary and pointer guard come from them, and reach argument registers) overwritten
+    with FIXED_RANDOM: two runs of one program then see the same values (the layout is
+    already fixed: ADDR_NO_RANDOMIZE), and same_trace can compare them as they are."""
+    auxv = Path(f"/proc/{pid}/auxv").read_bytes()
+    pairs = struct.iter_unpack("<QQ" if word == 8 else "<II", auxv)
+    where = next(value for key, value in pairs if key == AT_RANDOM)
+    with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+        mem.seek(where)
+        mem.write(FIXED_RANDOM)
+
+
+@contextlib.contextmanager
+def _fixed_random(isa: str) -> Iterator[None]:
+    """NativeProcess's children, while inside, start with FIXED_RANDOM as AT_RANDOM."""
+    spawn = native_session.spawn
+    word = by_name(isa).identity.word_size
+
+    def spawn_fixed(*args: Any) -> int:
+        pid = spawn(*args)
+        _fix_at_random(pid, word)
+        return pid
+    native_session.spawn = spawn_fixed  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        native_session.spawn = spawn  # type: ignore[assignment]
+
+
 def _run(isa: str, program: str, args: list[str], engine: str, backend: str = "int3",
          cleanup: str = "lazy") -> tuple[NativeProcess, tuple]:
-    process = NativeProcess(RunConfig(str(bin_path(isa, program)), args, backend=backend,
-                                      cleanup=cleanup, engine=engine))
+    """One run of program; its AT_RANDOM bytes fixed (_fix_at_random), so that the Python
+    and the C loop's runs differ only if the loops do (same_trace's rerun is then needed
+    only for other host randomness)."""
+    with _fixed_random(isa):
+        process = NativeProcess(RunConfig(str(bin_path(isa, program)), args,
+                                          backend=backend, cleanup=cleanup, engine=engine))
     r = process.run()
     return process, (r.records, r.backend_stats, r.stop, r.exit_code, r.open_frames,
                      r.guest_insns)
