@@ -13,24 +13,26 @@ What C does:
   `SlotDelivery.arm` counts for each function it arms (strict.c `count_slots`: slot_writes,
   fallbacks, max_slots) and frees a disarmed function's slots; Python replays the journal
   (`StrictInC.replay_journal`) and takes the counts and each function's slots (`_replayed`).
-
 * a stepped span (an address-slot function with more sites than slots: its fall-back) and
   a range slot (s390x PER) are a C code hook over the range (hotpath.c `hs_on_span`, user
   data an `hs_span`), as the reference's Python hook: idle while the function is not armed
   (strict.c's table says), else an instruction that is no armed site counts as `stepped`;
-  the span's sites are entries of the table, hit by the block hook as an address slot's.
+  the span's sites are entries of the table, hit by the block hook as an address slot's;
+* a site address two functions share is each one's in the reference (each function's hook
+  there fires while that function is armed): C marks it shared (`hs_site_shared`), the block
+  hook leaves its hits alone, and each owner's C code hook over it (its span, or one over
+  the site alone: `_own`) counts that owner's hits.
 
 What stays Python's (the reference's code hooks, through `_on_slot`, counted the same):
-* a span with a site C's table cannot watch or a site two functions share: the whole span;
-* a site C's table cannot watch (its sp effect unknown, an EXRL target), and a site address
-  two functions share (each function's hook there is its own in the reference: an idle
-  owner's hook must stay idle while the other's is armed) — `_claim` moves the first
-  function's table entry back to a Python hook when a second one claims the address;
+* a site C's table cannot watch (its sp effect unknown, an EXRL target): Python's for every
+  function that has it (`_py_cover`: another's table entry there is dropped and a Python
+  hook over the site takes its place; a C span over it leaves the dropped address alone),
+  and so is the whole slot (span or range) holding it;
 * on a Thumb ISA (arm) every slot: strict.c does not switch there, and C's table would
   finish returns without switching.
 
-`native_stats` says how much of a run that was: `python_slot_hits`, `python_stepped` (and
-C's: `c_spans`, `c_stepped`).
+`native_stats` says how much of a run that was: `python_slot_hits`, `python_stepped`, and
+C's `c_slot_hooks`, `c_stepped`, `c_shared_sites`.
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ _IN_TABLE = -1  # Armed.hook of a slot site: nonzero, as a site hook's (strict_n
 
 
 class TableSlots:
-    """SlotDelivery's port (hwbp.SlotPort) on the native int3 backend: address slots in C's
-    site table, the rest Python code hooks; what is armed mirrored to strict.c."""
+    """SlotDelivery's port (hwbp.SlotPort) on the native int3 backend: slots over sites C's
+    table watches are C's (table entries, and C code hooks over spans and shared sites), the
+    rest Python code hooks; what is armed mirrored to strict.c."""
 
     slots: SlotDelivery
 
