@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 
 from emutrace import native
 from emutrace.backends import (
-    AUTO_NATIVE_BACKENDS,
     BACKENDS,
     NATIVE_BACKENDS,
     Backend,
@@ -128,12 +127,12 @@ def may_create_threads(image: Image) -> bool:
 
 def chosen_engine(engine: str, backend: str, image: Image) -> str:
     """The engine a run uses: `auto` is the native hot path where the backend has one that
-    pays (AUTO_NATIVE_BACKENDS), the library is built and the program cannot
+    pays (NATIVE_BACKENDS: every one), the library is built and the program cannot
     create threads (traces are byte-identical
     either way: tests/test_native_engine.py), else the Python reference."""
     if engine != "auto":
         return engine
-    native_ok = backend in AUTO_NATIVE_BACKENDS and not may_create_threads(image)
+    native_ok = backend in NATIVE_BACKENDS and not may_create_threads(image)
     return "native" if native_ok and native.available(backend) else "python"
 
 

@@ -47,11 +47,10 @@ def backend_settings() -> list[tuple[Setting[Any], str]]:
     return [(s, ", ".join(names)) for s, names in owners.values()]
 
 
-# backends with a native hot path (`--engine native`, emutrace/native)
+# backends with a native hot path (`--engine native`, emutrace/native); `auto` runs each of
+# them natively (hwbp too since its stepped spans, range slots and shared sites are C's:
+# bench/results/native-hwbp-s14.md, faster natively on every ISA)
 NATIVE_BACKENDS = ("int3", "hwbp", "step", "bts", "btf", "entry")
-# those `auto` runs natively: all of them (hwbp since its stepped spans, range slots and
-# shared sites are C's: bench/results/native-hwbp-s14.md, faster natively on every ISA)
-AUTO_NATIVE_BACKENDS = NATIVE_BACKENDS
 # auto (the default): native where the backend has a native path and the library is built
 ENGINES = ("auto", "python", "native")
 

@@ -34,6 +34,7 @@
 
 #include <unicorn/unicorn.h>
 
+#include "addrset.h"  /* addr_mix */
 #include "strict.h"
 
 typedef uc_err (*ns_mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
@@ -111,17 +112,10 @@ struct ns_state {
 };
 
 /* ------------------------------------------------------------------ maps */
-static inline uint64_t ns_mix(uint64_t x)
-{
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27; x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static uint32_t map_get(const ns_map *m, uint64_t key)
 {
     key += 1;
-    size_t i = ns_mix(key) & (m->cap - 1);
+    size_t i = addr_mix(key) & (m->cap - 1);
     while (m->t[i].key != 0) {
         if (m->t[i].key == key)
             return m->t[i].val;
@@ -132,7 +126,7 @@ static uint32_t map_get(const ns_map *m, uint64_t key)
 
 static ns_slot *map_slot(ns_slot *t, size_t cap, uint64_t key)  /* key + 1 */
 {
-    size_t i = ns_mix(key) & (cap - 1);
+    size_t i = addr_mix(key) & (cap - 1);
     while (t[i].key != 0 && t[i].key != key)
         i = (i + 1) & (cap - 1);
     return &t[i];
