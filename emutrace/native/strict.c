@@ -34,7 +34,7 @@
 
 #include <unicorn/unicorn.h>
 
-#include "addrset.h"  /* addr_mix */
+#include "addrmap.h"
 #include "strict.h"
 
 typedef uc_err (*ns_mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
@@ -50,16 +50,6 @@ typedef struct {
     uint64_t kind;  /* NS_ARMED, NS_DISARMED */
     uint64_t start; /* the function */
 } ns_entry;
-
-typedef struct {
-    uint64_t key;  /* key + 1; 0: empty */
-    uint32_t val;
-} ns_slot;
-
-typedef struct {
-    ns_slot *t;
-    size_t cap, used;  /* cap: a power of two */
-} ns_map;
 
 typedef struct {
     uint64_t addr, owner;  /* owner: start of the function the armed site belongs to */
@@ -88,10 +78,10 @@ struct ns_state {
     uint64_t code_mask;
     ns_site *sites;
     size_t n_sites, sites_cap;
-    ns_map site_ix;
+    addrmap site_ix;
     ns_func *funcs;
     size_t n_funcs, funcs_cap;
-    ns_map func_ix, target_ix;  /* start -> function; call target -> function */
+    addrmap func_ix, target_ix;  /* start -> function; call target -> function */
     ns_frame *chain;
     size_t depth, chain_cap;
     size_t low;  /* frames below this index are as Python last saw them */
@@ -112,47 +102,15 @@ struct ns_state {
 };
 
 /* ------------------------------------------------------------------ maps */
-static uint32_t map_get(const ns_map *m, uint64_t key)
+/* address -> index, in addrmap.h's maps keyed by the address + 1 (its empty key is 0) */
+static uint32_t map_get(const addrmap *m, uint64_t key)
 {
-    key += 1;
-    size_t i = addr_mix(key) & (m->cap - 1);
-    while (m->t[i].key != 0) {
-        if (m->t[i].key == key)
-            return m->t[i].val;
-        i = (i + 1) & (m->cap - 1);
-    }
-    return NS_NONE;
+    return (uint32_t)addrmap_get(m, key + 1);  /* -1: NS_NONE */
 }
 
-static ns_slot *map_slot(ns_slot *t, size_t cap, uint64_t key)  /* key + 1 */
+static int map_put(addrmap *m, uint64_t key, uint32_t val)
 {
-    size_t i = addr_mix(key) & (cap - 1);
-    while (t[i].key != 0 && t[i].key != key)
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static int map_put(ns_map *m, uint64_t key, uint32_t val)
-{
-    key += 1;
-    if (2 * (m->used + 1) > m->cap) {
-        size_t cap = m->cap * 2;
-        ns_slot *t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->t[i].key)
-                *map_slot(t, cap, m->t[i].key) = m->t[i];
-        free(m->t);
-        m->t = t;
-        m->cap = cap;
-    }
-    ns_slot *s = map_slot(m->t, m->cap, key);
-    if (s->key == 0)
-        m->used++;
-    s->key = key;
-    s->val = val;
-    return 0;
+    return addrmap_put(m, key + 1, (int32_t)val);
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t size)
@@ -211,14 +169,6 @@ ns_state *ns_new(uc_engine *uc, void *mem_write, void *ctl, uint64_t code_mask)
     ns->mem_write = (ns_mem_write_fn)mem_write;
     ns->ctl = (ns_ctl_fn)ctl;
     ns->code_mask = code_mask;
-    ns->site_ix.cap = ns->func_ix.cap = ns->target_ix.cap = 256;
-    ns->site_ix.t = calloc(256, sizeof(ns_slot));
-    ns->func_ix.t = calloc(256, sizeof(ns_slot));
-    ns->target_ix.t = calloc(256, sizeof(ns_slot));
-    if (!ns->site_ix.t || !ns->func_ix.t || !ns->target_ix.t) {
-        free(ns->site_ix.t); free(ns->func_ix.t); free(ns->target_ix.t); free(ns);
-        return NULL;
-    }
     return ns;
 }
 
@@ -231,9 +181,9 @@ void ns_free(ns_state *ns)
     free(ns->funcs);
     free(ns->sites);
     free(ns->chain);
-    free(ns->site_ix.t);
-    free(ns->func_ix.t);
-    free(ns->target_ix.t);
+    addrmap_free(&ns->site_ix);
+    addrmap_free(&ns->func_ix);
+    addrmap_free(&ns->target_ix);
     free(ns);
 }
 
