@@ -4,12 +4,14 @@ against a compiled program (argument and return registers of the C ABI)."""
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import capstone
 import pytest
 import unicorn
 from unicorn import unicorn_const as ucc
+from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace.isa import all_isas, by_name
 from emutrace.isa.base import Isa
@@ -63,6 +65,26 @@ def test_reset_fixups_stick(isa: str) -> None:
     for fix in desc.reset:
         value = cpu.reg_read(fix.reg)
         assert value & fix.value == fix.value, (fix.reg, hex(value))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_code_memory_calls_go_straight_to_unicorn(isa: str) -> None:
+    """UnicornCpu's mem_read and drop_code_cache call libunicorn themselves (not through the
+    binding's wrappers): bytes written read back, an unmapped read is Unicorn's UcError, and
+    the remove-cache request is one Unicorn accepts (a malformed request word is refused
+    with UC_ERR_ARG: the same call with the read op in it)."""
+    cpu = fresh_cpu(by_name(isa))
+    base = 0x7000_0000  # (fresh_cpu maps low memory)
+    cpu.mem_map(base, 0x1000)
+    cpu.write_code(base + 0x10, b"\x01\x02\x03\x04")
+    assert cpu.mem_read(base + 0xe, 8) == b"\x00\x00\x01\x02\x03\x04\x00\x00"
+    with pytest.raises(unicorn.UcError) as raised:
+        cpu.mem_read(base + 0x1000, 4)
+    assert raised.value.errno == ucc.UC_ERR_READ_UNMAPPED
+    assert cpu.drop_code_cache(base, base + 0x20) is True
+    wrong = (ucc.UC_CTL_IO_READ << 30) | (2 << 26) | ucc.UC_CTL_TB_REMOVE_CACHE
+    assert uclib.uc_ctl(cpu.uc._uch, wrong, ctypes.c_uint64(base),
+                        ctypes.c_uint64(base + 0x20)) == ucc.UC_ERR_ARG
 
 
 @pytest.mark.parametrize("isa", ISAS)

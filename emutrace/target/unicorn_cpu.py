@@ -6,6 +6,7 @@ gives register access by our short names (constants resolved once and cached).
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import threading
 from functools import reduce
@@ -13,11 +14,17 @@ from typing import Any
 
 import unicorn
 from unicorn import unicorn_const as ucc
+from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace.isa.base import Endian, Isa, RegValue
 from emutrace.target.protocol import BlockHook, CodeHook, MemHook
 
 PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
+# uc_ctl's request word for uc_ctl_remove_cache (unicorn.h UC_CTL_WRITE: the op in bits 30-31,
+# the argument count in bits 26-29), made once: the binding's `ctl_remove_cache` encodes it
+# and wraps its two bounds again at every call (~3 µs), and arming a function drops the
+# translation under each of its sites
+_REMOVE_CACHE = (ucc.UC_CTL_IO_WRITE << 30) | (2 << 26) | ucc.UC_CTL_TB_REMOVE_CACHE
 
 
 def _const(module: object, name: str) -> int:
@@ -92,7 +99,13 @@ class UnicornCpu:
 
     # ------------------------------------------------------------ memory
     def mem_read(self, addr: int, size: int) -> bytes:
-        return bytes(self.uc.mem_read(addr, size))
+        """(uc_mem_read straight into a buffer made here: the binding's mem_read copies
+        it into a bytearray first, which is copied again into bytes)"""
+        data = ctypes.create_string_buffer(size)
+        status = uclib.uc_mem_read(self.uc._uch, addr, data, size)
+        if status != ucc.UC_ERR_OK:
+            raise unicorn.UcError(status)
+        return data.raw
 
     def mem_write(self, addr: int, data: bytes) -> None:
         self.uc.mem_write(addr, data)
@@ -132,7 +145,10 @@ class UnicornCpu:
     def drop_code_cache(self, begin: int, end: int) -> bool:
         """Unicorn does not notice host writes nor hooks added after translation: drop the
         translated blocks of the range (uc_ctl_remove_cache)."""
-        self.uc.ctl_remove_cache(begin, end)
+        status = uclib.uc_ctl(self.uc._uch, _REMOVE_CACHE, ctypes.c_uint64(begin),
+                              ctypes.c_uint64(end))
+        if status != ucc.UC_ERR_OK:
+            raise unicorn.UcError(status)
         return True
 
     def want_blocks(self) -> None:
