@@ -68,12 +68,23 @@ def test_reset_fixups_stick(isa: str) -> None:
 
 
 @pytest.mark.parametrize("isa", ISAS)
-def test_code_memory_calls_go_straight_to_unicorn(isa: str) -> None:
-    """UnicornCpu's mem_read and drop_code_cache call libunicorn themselves (not through the
-    binding's wrappers): bytes written read back, an unmapped read is Unicorn's UcError, and
-    the remove-cache request is one Unicorn accepts (a malformed request word is refused
-    with UC_ERR_ARG: the same call with the read op in it)."""
-    cpu = fresh_cpu(by_name(isa))
+def test_direct_calls_equal_the_binding(isa: str) -> None:
+    """UnicornCpu's reg_read (a plain word register, from its second read on), mem_read
+    and drop_code_cache call libunicorn themselves, not through the binding's wrappers:
+    every named register reads as the binding reads it, bytes written read back, an
+    unmapped read is Unicorn's UcError, and the remove-cache request is one Unicorn
+    accepts (a malformed request word is refused with UC_ERR_ARG: the same call with the
+    read op in it)."""
+    desc = by_name(isa)
+    cpu = fresh_cpu(desc)
+    regs = desc.registers
+    names = sorted({regs.pc, regs.sp, regs.retval, *regs.args, *regs.general,
+                    desc.syscalls.number, *desc.syscalls.args, desc.syscalls.ret})
+    for i, name in enumerate(names):
+        cpu.reg_write(name, 0x7000_0000 - 0x40 * i - 4)
+    for name in names * 2:
+        assert cpu.reg_read(name) == cpu.uc.reg_read(cpu.reg_id(name)), name
+    assert cpu._words  # (read directly: the default class, a 64-bit word)
     base = 0x7000_0000  # (fresh_cpu maps low memory)
     cpu.mem_map(base, 0x1000)
     cpu.write_code(base + 0x10, b"\x01\x02\x03\x04")

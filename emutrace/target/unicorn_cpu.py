@@ -58,6 +58,10 @@ class UnicornCpu:
             self.uc.ctl_set_tlb_mode(ucc.UC_TLB_VIRTUAL)  # type: ignore[attr-defined]
         self._regmod = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
         self._reg_ids: dict[str, int] = {}
+        # registers the binding reads as a plain 64-bit word (its default class), by name:
+        # read here with one uc_reg_read (the binding looks the class up at every read)
+        self._words: dict[str, int] = {}
+        self._uch = self.uc._uch
         self.byteorder: Endian = isa.identity.endian
         self.word = isa.identity.word_size
         flag = isa.alt_mode_flag
@@ -74,8 +78,19 @@ class UnicornCpu:
         return rid
 
     def reg_read(self, name: str) -> int:
-        value = self.uc.reg_read(self.reg_id(name))
+        rid = self._words.get(name)
+        if rid is not None:
+            word = ctypes.c_uint64()
+            status = uclib.uc_reg_read(self._uch, rid, ctypes.byref(word))
+            if status != ucc.UC_ERR_OK:
+                raise unicorn.UcError(status)
+            return word.value
+        rid = self.reg_id(name)
+        value = self.uc.reg_read(rid)
         assert isinstance(value, int)
+        select = getattr(type(self.uc), "_select_reg_class", None)  # (unicorn 2.1's)
+        if select is not None and select(rid) is ctypes.c_uint64:
+            self._words[name] = rid
         return value
 
     def reg_write(self, name: str, value: RegValue) -> None:
