@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +40,44 @@ def run_emutrace(*args: str | os.PathLike[str], cwd: Path | None = None,
         argv[1:1] = ["--backend", "none"]
     return subprocess.run([sys.executable, "-m", "emutrace", *argv], cwd=cwd,
                           input=stdin, capture_output=True, timeout=timeout, env=ENV)
+
+
+@pytest.fixture
+def emutrace_here(monkeypatch: pytest.MonkeyPatch, capfdbinary: pytest.CaptureFixture[bytes]
+                  ) -> Callable[..., subprocess.CompletedProcess]:
+    """`run_emutrace` in this process: the command line's `main` with the same small
+    environment, in `cwd`, stdin /dev/null, the guest's and emutrace's output read from file
+    descriptors 1 and 2 (capfd), the exit status main returns.  It spares the cells of a
+    large grid the interpreter's start and emutrace's imports (~0.2 s each) and lets
+    discovery's per-file memo serve the next cell; the subprocess form stays for what only
+    a process shows (its signals, a crash, stdin)."""
+    from emutrace.cli.main import main
+
+    def run(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess:
+        argv = [str(a) for a in args]
+        if argv[:1] == ["run"] and "--backend" not in argv:
+            argv[1:1] = ["--backend", "none"]
+        with monkeypatch.context() as m:
+            for name in list(os.environ):
+                m.delenv(name)
+            for name, value in ENV.items():
+                m.setenv(name, value)
+            m.chdir(cwd)
+            stdin = os.dup(0)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            capfdbinary.readouterr()
+            try:
+                code = main(argv)
+            finally:
+                os.dup2(stdin, 0)
+                os.close(stdin)
+                sys.stdout.flush()
+                sys.stderr.flush()
+            out, err = capfdbinary.readouterr()
+        return subprocess.CompletedProcess(argv, code, out, err)
+    return run
 
 
 def qemu_binary(isa: str) -> str:

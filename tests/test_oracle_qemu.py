@@ -4,7 +4,9 @@ qemu-<isa>-static — same stdout, same stderr, same exit status — on all ten 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -26,7 +28,7 @@ SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longj
 
 
 def cases() -> list:
-    out = []
+    out: list[tuple[str, str, tuple[str, ...]]] = []
     for isa in ISAS:
         out += [(isa, "calls", (s,)) for s in SCENARIOS]
         out += [(isa, "calls.stripped", ("all",)), (isa, "calls.instr", ("all",)),
@@ -51,16 +53,18 @@ def gap_mark(isa: str, program: str, args: tuple[str, ...]) -> list[pytest.MarkD
 @pytest.mark.parametrize(("isa", "program", "args"), cases(),
                          ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
 def test_same_as_qemu(isa: str, program: str, args: tuple[str, ...], backend: str,
-                      tmp_path: Path) -> None:
+                      tmp_path: Path, emutrace_here: Callable[..., CompletedProcess]) -> None:
     """With tracing on (int3, the trace written out) the guest behaves exactly the same.
     The trace goes to /dev/null: `deep` and `all` write 0.2-0.8 GB of text per cell, which
-    filled the disk across runs (pytest keeps three base directories)."""
+    filled the disk across runs (pytest keeps three base directories).  `emutrace run` runs
+    in this process (conftest's `emutrace_here`: ~800 cells); the tests below run it as a
+    command."""
     path = TESTBINS / isa / program
     (tmp_path / "q").mkdir()
     (tmp_path / "e").mkdir()
     want = run_qemu(isa, path, *args, cwd=tmp_path / "q")
-    got = run_emutrace("run", "--backend", backend, "-o", os.devnull, path, *args,
-                       cwd=tmp_path / "e")
+    got = emutrace_here("run", "--backend", backend, "-o", os.devnull, path, *args,
+                        cwd=tmp_path / "e")
     assert got.stdout == want.stdout
     assert got.stderr == want.stderr
     assert got.returncode == shell_status(want.returncode)
