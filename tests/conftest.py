@@ -46,33 +46,42 @@ def run_emutrace(*args: str | os.PathLike[str], cwd: Path | None = None,
 def emutrace_here(monkeypatch: pytest.MonkeyPatch, capfdbinary: pytest.CaptureFixture[bytes]
                   ) -> Callable[..., subprocess.CompletedProcess]:
     """`run_emutrace` in this process: the command line's `main` with the same small
-    environment, in `cwd`, stdin /dev/null, the guest's and emutrace's output read from file
-    descriptors 1 and 2 (capfd), the exit status main returns.  It spares the cells of a
-    large grid the interpreter's start and emutrace's imports (~0.2 s each) and lets
-    discovery's per-file memo serve the next cell; the subprocess form stays for what only
-    a process shows (its signals, a crash, stdin)."""
+    environment, in `cwd`, stdin the bytes given (or /dev/null), the guest's and emutrace's
+    output read from file descriptors 1 and 2 (capfd), the exit status main returns.  It
+    spares the cells of a large grid the interpreter's start and emutrace's imports (~0.2 s
+    each) and lets discovery's per-file memo serve the next cell; the subprocess form stays
+    for what only a process shows (its signals, a crash, a fork).  (A guest's fork forks
+    this process under `run`: the child never returns into pytest.)"""
+    import tempfile
+
     from emutrace.cli.main import main
 
-    def run(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess:
+    def run(*args: str | os.PathLike[str], cwd: Path,
+            stdin: bytes | None = None) -> subprocess.CompletedProcess:
         argv = [str(a) for a in args]
         if argv[:1] == ["run"] and "--backend" not in argv:
             argv[1:1] = ["--backend", "none"]
-        with monkeypatch.context() as m:
+        pid = os.getpid()
+        with monkeypatch.context() as m, tempfile.TemporaryFile() as given:
             for name in list(os.environ):
                 m.delenv(name)
             for name, value in ENV.items():
                 m.setenv(name, value)
             m.chdir(cwd)
-            stdin = os.dup(0)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.close(null)
+            given.write(stdin or b"")
+            given.flush()
+            given.seek(0)
+            saved = os.dup(0)
+            os.dup2(given.fileno(), 0)
             capfdbinary.readouterr()
+            code = 70  # (EX_SOFTWARE, should main raise in a forked child)
             try:
                 code = main(argv)
             finally:
-                os.dup2(stdin, 0)
-                os.close(stdin)
+                if os.getpid() != pid:  # a forked child back from its run: its status to
+                    os._exit(code)  # its parent, never into pytest
+                os.dup2(saved, 0)
+                os.close(saved)
                 sys.stdout.flush()
                 sys.stderr.flush()
             out, err = capfdbinary.readouterr()

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -78,11 +80,14 @@ def workdir(tmp_path: Path) -> Path:
 @pytest.mark.busybox
 @pytest.mark.parametrize("isa", busybox_params())
 @pytest.mark.parametrize("applet", APPLETS, ids=lambda a: " ".join(a)[:40])
-def test_applet_same_as_qemu(isa: str, applet: tuple[str, ...], workdir: Path) -> None:
+def test_applet_same_as_qemu(isa: str, applet: tuple[str, ...], workdir: Path,
+                             emutrace_here: Callable[..., CompletedProcess]) -> None:
+    """(emutrace in this process: conftest's `emutrace_here`; the tests below run it as a
+    command.)"""
     bb = busybox(isa)
     stdin = b"from stdin\nmixed Case\n"
     want = run_qemu(isa, bb, *applet, cwd=workdir, stdin=stdin)
-    got = run_emutrace("run", bb, *applet, cwd=workdir, stdin=stdin)
+    got = emutrace_here("run", bb, *applet, cwd=workdir, stdin=stdin)
     assert want.returncode == 0, want.stderr
     assert (got.stdout, got.stderr, got.returncode) == (want.stdout, want.stderr, 0)
 
