@@ -85,3 +85,33 @@ def test_a_breakpoint_written_over_a_code_hook_traps_as_itself(isa: str) -> None
     finally:
         target.close()
         kill(pid)
+
+
+@pytest.mark.parametrize("sent", [False, True], ids=["int3", "kill"])
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+def test_a_sigtrap_passed_on_says_so_when_it_kills_the_guest(isa: str, sent: bool) -> None:
+    """A SIGTRAP that no hook and no backend owns is the guest's own: the run loop passes it
+    on, its default action kills the guest, and the stop says which trap was passed on and
+    where, so that one the loop misread shows up as such.  An int3 written at the ELF entry
+    point (e_entry, pyelftools) is the guest's own int3 there; a SIGTRAP sent with kill(2)
+    before the guest runs arrives with si_code SI_USER, 0 (siginfo(3type)), at the entry."""
+    path = str(TESTBINS / isa / "counts") if isa == "x86_64" else str(TESTBINS / isa / "fib")
+    with open(path, "rb") as f:
+        entry = ELFFile(f).header.e_entry
+    pid = spawn(path, [path.encode()], [])
+    target = PtraceTarget(by_name(isa), pid)
+    try:
+        if sent:
+            os.kill(pid, signal.SIGTRAP)  # (pending: delivered, and reported, at the resume)
+        else:
+            target.write_code(entry, b"\xcc")  # the guest's own (no point, no backend)
+        stop = run(target, NativeTrapHooks(), timeout=20)
+        assert (stop.kind, stop.signal) == ("signal", "SIGTRAP")
+        if sent:
+            assert stop.detail.startswith(f"a SIGTRAP with si_code 0 at {entry:#x}, taken "
+                                          "as its own")
+        else:
+            assert stop.detail == f"its own int3 at {entry:#x}"
+    finally:
+        target.close()
+        kill(pid)

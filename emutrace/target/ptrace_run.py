@@ -173,6 +173,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
     fresh = True  # stopped before an instruction whose hooks have not run
     blocks_due = False  # the tracee was stepped because a hook wanted the block entry
     after_trap = False  # a trap handler wanted blocks: the entry it resumes at and the next
+    passed_trap = ""  # the last SIGTRAP passed on as the guest's: said if it kills the guest
     pc = target.pc
     while True:
         if fresh:
@@ -252,7 +253,9 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         if os.WIFSIGNALED(status):
             if timed_out.is_set():
                 return Stop("timeout", pc=pc)
-            return Stop("signal", signal=_signal_name(os.WTERMSIG(status)), pc=pc)
+            killed_by = os.WTERMSIG(status)
+            return Stop("signal", signal=_signal_name(killed_by), pc=pc,
+                        detail=passed_trap if killed_by == signal.SIGTRAP else "")
         if lifted:
             target.settle_point(pc)
         sig = os.WSTOPSIG(status)
@@ -298,6 +301,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 after_trap = target.blocks_wanted  # (a fallback: both block entries)
             else:
                 pending_signal = signal.SIGTRAP  # the guest's own int3
+                passed_trap = f"its own int3 at {at:#x}"
             continue
         if code == TRAP_HWBKPT:  # a debug register matched: before the instruction
             for fn, data in target.hw_hooks_at(target.pc):
@@ -311,6 +315,8 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 branch_hook(pc, target.pc, code)
         else:
             pending_signal = signal.SIGTRAP  # sent to itself (raise, kill)
+            passed_trap = f"a SIGTRAP with si_code {code} at {target.pc:#x}, taken as its " \
+                f"own (resumed by ptrace request {request})"
 
 
 def _syscall_op(pid: int) -> int:
