@@ -39,6 +39,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "addrset.h"  /* addr_mix */
+
 #define PL_MAX_REGS 8
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
@@ -141,18 +143,11 @@ enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
 static void pl_entry_returned(pl_state *s, uint64_t target);
 
-static uint64_t mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return k;
-}
 
 /* ------------------------------------------------------------ tables */
 static pl_site *site_slot(pl_site *t, size_t cap, uint64_t addr)
 {
-    size_t i = mix(addr) & (cap - 1);
+    size_t i = addr_mix(addr) & (cap - 1);
     while (t[i].addr && t[i].addr != addr)
         i = (i + 1) & (cap - 1);
     return &t[i];
@@ -175,7 +170,7 @@ static int sites_grow(pl_state *s)
 
 static size_t set_find(const pl_set *set, uint64_t a, uint64_t b)
 {
-    size_t i = mix(a ^ mix(b)) & (set->cap - 1);
+    size_t i = addr_mix(a ^ addr_mix(b)) & (set->cap - 1);
     while (set->a[i] && !(set->a[i] == a && set->b[i] == b))
         i = (i + 1) & (set->cap - 1);
     return i;
@@ -218,7 +213,7 @@ static int set_has(const pl_set *set, uint64_t a, uint64_t b)
 
 static size_t map_find(const pl_map *m, uint64_t key)
 {
-    size_t i = mix(key) & (m->cap - 1);
+    size_t i = addr_mix(key) & (m->cap - 1);
     while (m->key[i] && m->key[i] != key)
         i = (i + 1) & (m->cap - 1);
     return i;
