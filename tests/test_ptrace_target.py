@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from elftools.elf.elffile import ELFFile
@@ -19,14 +21,25 @@ from emutrace.target.ptrace_run import NativeTrapHooks, run
 from .conftest import TESTBINS
 
 
-@pytest.mark.parametrize("isa", ["x86_64", "i386"])
-def test_child_stops_at_entry_and_traps_on_int3(isa: str) -> None:
+@contextmanager
+def stopped_at_entry(isa: str) -> Iterator[tuple[str, int, int, PtraceTarget]]:
+    """(path, e_entry, pid, target) of a test program spawned stopped at its entry point
+    (e_entry read by pyelftools), closed and killed on the way out."""
     path = str(TESTBINS / isa / "counts") if isa == "x86_64" else str(TESTBINS / isa / "fib")
     with open(path, "rb") as f:
         entry = ELFFile(f).header.e_entry
     pid = spawn(path, [path.encode()], [])
     target = PtraceTarget(by_name(isa), pid)
     try:
+        yield path, entry, pid, target
+    finally:
+        target.close()
+        kill(pid)
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+def test_child_stops_at_entry_and_traps_on_int3(isa: str) -> None:
+    with stopped_at_entry(isa) as (path, entry, pid, target):
         assert target.pc == entry
         with open(path, "rb") as f:
             elf = ELFFile(f)
@@ -41,9 +54,6 @@ def test_child_stops_at_entry_and_traps_on_int3(isa: str) -> None:
         _, status = os.waitpid(pid, 0)
         assert os.WIFSTOPPED(status) and os.WSTOPSIG(status) == signal.SIGTRAP
         assert target.pc == entry + 1
-    finally:
-        target.close()
-        kill(pid)
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
 
@@ -58,12 +68,7 @@ def test_a_breakpoint_written_over_a_code_hook_traps_as_itself(isa: str) -> None
     it hooks).  Before the fix the loop took the stepped 0xCC for the hook's own trap and
     lifted and stepped it forever (i386 calls.dyn under int3 --cleanup strict natively).
     Oracles: the ELF entry point (pyelftools) and the program's exit status 0."""
-    path = str(TESTBINS / isa / "counts") if isa == "x86_64" else str(TESTBINS / isa / "fib")
-    with open(path, "rb") as f:
-        entry = ELFFile(f).header.e_entry
-    pid = spawn(path, [path.encode()], [])
-    target = PtraceTarget(by_name(isa), pid)
-    try:
+    with stopped_at_entry(isa) as (path, entry, pid, target):
         hooked: list[int] = []
         target.hook_code(lambda _uc, addr, _size, _data: hooked.append(addr), entry, entry)
         original = target.mem_read(entry, 1)  # (the hook's own int3 is hidden)
@@ -82,9 +87,6 @@ def test_a_breakpoint_written_over_a_code_hook_traps_as_itself(isa: str) -> None
         assert (stop.kind, stop.status) == ("exit", 0)
         assert trapped == [entry + 1]  # the 0xCC's trap reached the backend, once
         assert hooked == [entry, entry]  # before the breakpoint, and before the original
-    finally:
-        target.close()
-        kill(pid)
 
 
 @pytest.mark.parametrize("sent", [False, True], ids=["int3", "kill"])
@@ -95,12 +97,7 @@ def test_a_sigtrap_passed_on_says_so_when_it_kills_the_guest(isa: str, sent: boo
     where, so that one the loop misread shows up as such.  An int3 written at the ELF entry
     point (e_entry, pyelftools) is the guest's own int3 there; a SIGTRAP sent with kill(2)
     before the guest runs arrives with si_code SI_USER, 0 (siginfo(3type)), at the entry."""
-    path = str(TESTBINS / isa / "counts") if isa == "x86_64" else str(TESTBINS / isa / "fib")
-    with open(path, "rb") as f:
-        entry = ELFFile(f).header.e_entry
-    pid = spawn(path, [path.encode()], [])
-    target = PtraceTarget(by_name(isa), pid)
-    try:
+    with stopped_at_entry(isa) as (path, entry, pid, target):
         if sent:
             os.kill(pid, signal.SIGTRAP)  # (pending: delivered, and reported, at the resume)
         else:
@@ -112,6 +109,3 @@ def test_a_sigtrap_passed_on_says_so_when_it_kills_the_guest(isa: str, sent: boo
                                           "as its own")
         else:
             assert stop.detail == f"its own int3 at {entry:#x}"
-    finally:
-        target.close()
-        kill(pid)
