@@ -30,15 +30,21 @@ def bin_path(isa: str, name: str) -> Path:
     return TESTBINS / isa / name
 
 
+def cli_argv(args: tuple[str | os.PathLike[str], ...]) -> list[str]:
+    """An emutrace command line as the tests give it: a `run` without `--backend` gets
+    `--backend none`."""
+    argv = [str(a) for a in args]
+    if argv[:1] == ["run"] and "--backend" not in argv:
+        argv[1:1] = ["--backend", "none"]
+    return argv
+
+
 def run_emutrace(*args: str | os.PathLike[str], cwd: Path | None = None,
                  stdin: bytes | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m emutrace ARGS` in a subprocess, with a small fixed environment.  A `run`
     without `--backend` gets `--backend none`: tests about running (not tracing) compare
     stderr with qemu's, and the default backend would add the trace there."""
-    argv = [str(a) for a in args]
-    if argv[:1] == ["run"] and "--backend" not in argv:
-        argv[1:1] = ["--backend", "none"]
-    return subprocess.run([sys.executable, "-m", "emutrace", *argv], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "emutrace", *cli_argv(args)], cwd=cwd,
                           input=stdin, capture_output=True, timeout=timeout, env=ENV)
 
 
@@ -58,9 +64,7 @@ def emutrace_here(monkeypatch: pytest.MonkeyPatch, capfdbinary: pytest.CaptureFi
 
     def run(*args: str | os.PathLike[str], cwd: Path,
             stdin: bytes | None = None) -> subprocess.CompletedProcess:
-        argv = [str(a) for a in args]
-        if argv[:1] == ["run"] and "--backend" not in argv:
-            argv[1:1] = ["--backend", "none"]
+        argv = cli_argv(args)
         pid = os.getpid()
         with monkeypatch.context() as m, tempfile.TemporaryFile() as given:
             for name in list(os.environ):

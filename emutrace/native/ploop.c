@@ -143,7 +143,6 @@ enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
 static void pl_entry_returned(pl_state *s, uint64_t target);
 
-
 /* ------------------------------------------------------------ tables */
 static pl_site *site_slot(pl_site *t, size_t cap, uint64_t addr)
 {

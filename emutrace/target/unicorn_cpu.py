@@ -27,6 +27,12 @@ PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
 _REMOVE_CACHE = (ucc.UC_CTL_IO_WRITE << 30) | (2 << 26) | ucc.UC_CTL_TB_REMOVE_CACHE
 
 
+def _checked(status: int) -> None:
+    """A libunicorn call's status, as the binding raises it."""
+    if status != ucc.UC_ERR_OK:
+        raise unicorn.UcError(status)
+
+
 def _const(module: object, name: str) -> int:
     try:
         return int(getattr(module, name))
@@ -81,9 +87,7 @@ class UnicornCpu:
         rid = self._words.get(name)
         if rid is not None:
             word = ctypes.c_uint64()
-            status = uclib.uc_reg_read(self._uch, rid, ctypes.byref(word))
-            if status != ucc.UC_ERR_OK:
-                raise unicorn.UcError(status)
+            _checked(uclib.uc_reg_read(self._uch, rid, ctypes.byref(word)))
             return word.value
         rid = self.reg_id(name)
         value = self.uc.reg_read(rid)
@@ -117,9 +121,7 @@ class UnicornCpu:
         """(uc_mem_read straight into a buffer made here: the binding's mem_read copies
         it into a bytearray first, which is copied again into bytes)"""
         data = ctypes.create_string_buffer(size)
-        status = uclib.uc_mem_read(self.uc._uch, addr, data, size)
-        if status != ucc.UC_ERR_OK:
-            raise unicorn.UcError(status)
+        _checked(uclib.uc_mem_read(self._uch, addr, data, size))
         return data.raw
 
     def mem_write(self, addr: int, data: bytes) -> None:
@@ -160,10 +162,8 @@ class UnicornCpu:
     def drop_code_cache(self, begin: int, end: int) -> bool:
         """Unicorn does not notice host writes nor hooks added after translation: drop the
         translated blocks of the range (uc_ctl_remove_cache)."""
-        status = uclib.uc_ctl(self.uc._uch, _REMOVE_CACHE, ctypes.c_uint64(begin),
-                              ctypes.c_uint64(end))
-        if status != ucc.UC_ERR_OK:
-            raise unicorn.UcError(status)
+        _checked(uclib.uc_ctl(self._uch, _REMOVE_CACHE, ctypes.c_uint64(begin),
+                              ctypes.c_uint64(end)))
         return True
 
     def want_blocks(self) -> None:
