@@ -35,6 +35,22 @@ def _mode(capstone: Any, names: tuple[str, ...]) -> int:
     return mode
 
 
+def binding_engine(arch: str, modes: tuple[str, ...]) -> Any:
+    """Capstone's Python binding for an ISA's capstone names: the reference decoder (its
+    import costs ~30 ms)."""
+    import capstone
+
+    return capstone.Cs(getattr(capstone, arch), _mode(capstone, modes))
+
+
+def engine(arch: str, modes: tuple[str, ...]) -> Any:
+    """What decodes for the Decoder (disasm_lite): capstone's C library called from the native
+    library (emutrace/native/disasm.c) where it is built, else the binding."""
+    from emutrace.native.disasmlib import disassembler
+
+    return disassembler(arch, modes) or binding_engine(arch, modes)
+
+
 class Decoder:
     """Decodes instructions of the executable segments once; `alt` selects the alternative
     instruction set (ARM Thumb)."""
@@ -57,18 +73,14 @@ class Decoder:
         self.block_counts: dict[tuple[int, int, bool], int] = kept("block_counts", key, dict)
 
     def _engine(self, alt: bool) -> Any:
-        """Capstone for the main mode (alt: the alternative one, ARM Thumb), made when
-        first needed: a run whose instructions all come from the store never imports it
-        (~30-50 ms)."""
+        """The decoder for the main mode (alt: the alternative one, ARM Thumb), made when
+        first needed: a run whose instructions all come from the store decodes nothing."""
         if self._cs is None:
-            import capstone
-
             engines = self.isa.engines
-            arch = getattr(capstone, engines.cs_arch)
-            self._cs = capstone.Cs(arch, _mode(capstone, engines.cs_mode))
+            self._cs = engine(engines.cs_arch, engines.cs_mode)
             if self.cls.alt_mode:
                 # the alternative mode keeps the byte-order bits of the main mode
-                self._cs_alt = capstone.Cs(arch, _mode(capstone, self.cls.alt_mode))
+                self._cs_alt = engine(engines.cs_arch, self.cls.alt_mode)
         return self._cs_alt if alt and self._cs_alt is not None else self._cs
 
     def code_ranges(self) -> list[tuple[int, bytes]]:

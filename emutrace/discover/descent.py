@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from emutrace.discover.decode import Decoder
 from emutrace.discover.model import Function, Site, SiteKind
@@ -23,6 +24,8 @@ from emutrace.discover.sites import code_addr, fall_through, resolve, site_for
 from emutrace.isa.base import FlowKind
 
 MAX_INSNS = 200_000
+NONE = FlowKind.NONE
+_UNSEEN: Any = object()  # not in the decoder's cache yet
 
 
 def descend(decoder: Decoder, entry: int, alt: bool,
@@ -33,6 +36,7 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     literal = decoder.cls.literal
     predicates = decoder.cls.predicates
     classify = decoder.cls.classify
+    known = decoder.instructions  # insn_at's cache, read here first
     todo = [entry]
     followed: set[int] = set()
 
@@ -46,7 +50,9 @@ def descend(decoder: Decoder, entry: int, alt: bool,
         addr = todo.pop()
         predicated = 0  # instructions still under an IT block
         while addr not in seen:
-            insn = decoder.insn_at(addr, alt)
+            insn = known.get((addr, alt), _UNSEEN)
+            if insn is _UNSEEN:
+                insn = decoder.insn_at(addr, alt)
             if insn is None:
                 break
             seen[addr] = insn.size
@@ -55,9 +61,15 @@ def descend(decoder: Decoder, entry: int, alt: bool,
                 if pool is not None:
                     data.append(pool)
             classified = classify(insn)
+            if classified.kind is NONE:  # most instructions: what the general path does
+                if predicated:           # for them, without its calls (cold discovery)
+                    predicated -= 1
+                elif predicates is not None:
+                    predicated = predicates(insn)
+                addr += insn.size
+                continue
             flow, _ = resolve(decoder, insn, classified)
-            site = None if classified.kind is FlowKind.NONE else site_for(
-                decoder, insn, inside, classified)
+            site = site_for(decoder, insn, inside, classified)
             if predicated:
                 predicated -= 1
                 flow = replace(flow, conditional=True)

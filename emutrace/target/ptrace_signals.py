@@ -127,15 +127,12 @@ class HandlerWatch:
     def _syscall_after(self, addr: int) -> int:
         """The first system-call instruction among the few at addr (0: none)."""
         if self._cs is None:
-            import capstone
+            from emutrace.discover.decode import engine
 
             engines = self.target.isa.engines
-            mode = 0
-            for name in engines.cs_mode:
-                mode |= getattr(capstone, name)
-            self._cs = capstone.Cs(getattr(capstone, engines.cs_arch), mode)
+            self._cs = engine(engines.cs_arch, engines.cs_mode)
         try:
-            code = self.target.mem_read(addr, RESTORER_BYTES)
+            code = bytes(self.target.mem_read(addr, RESTORER_BYTES))
         except Exception:  # noqa: BLE001 - an unreadable return address: not watched
             return 0
         for n, (at, size, _m, _o) in enumerate(self._cs.disasm_lite(code, addr)):

@@ -1,0 +1,114 @@
+"""ctypes bindings of discovery's decoding in C (``disasm.c``): capstone's own C library, the
+one its wheel ships, without capstone's Python binding, whose import alone costs ~30 ms of a
+~160 ms small run.  The binding stays the reference (emutrace/discover/decode.py);
+tests/test_disasm.py decodes every testbin both ways."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+from collections.abc import Iterable
+from pathlib import Path
+
+from emutrace import native
+from emutrace.errors import Unsupported
+
+MAX_INSNS = 1024  # instructions decoded per call at most (a caller asks again for more)
+# per instruction at most: capstone's mnemonic (32) and op_str (160) fields, NUL-ended
+TEXT_BYTES = MAX_INSNS * (32 + 160)
+
+Lite = tuple[int, int, str, str]  # (address, size, mnemonic, op_str), as disasm_lite's
+
+_bound: ctypes.CDLL | None = None
+_unavailable = False
+
+
+def _capstone_library() -> Path | None:
+    """libcapstone.so of the capstone wheel, found without importing the binding."""
+    spec = importlib.util.find_spec("capstone")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "lib" / "libcapstone.so"
+    return path if path.is_file() else None
+
+
+def _load() -> ctypes.CDLL | None:
+    """The library with capstone's functions handed in; None where it cannot decode (not
+    built, built without capstone's header, no libcapstone.so in the wheel)."""
+    global _bound, _unavailable
+    if _bound is not None or _unavailable:
+        return _bound
+    _unavailable = True
+    try:
+        lib = native.load()
+    except Unsupported:
+        return None
+    cs_path = _capstone_library()
+    if cs_path is None or not hasattr(lib, "dis_run"):
+        return None
+    vp, i64, u64, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_size_t
+    native.declare(lib, {
+        "dis_value": ([ctypes.c_char_p, ctypes.POINTER(i64)], ctypes.c_int),
+        "dis_bind": ([vp, vp, vp, vp], None),
+        "dis_open": ([i64, i64, ctypes.POINTER(u64)], ctypes.c_int),
+        "dis_close": ([u64], None),
+        "dis_run": ([u64, ctypes.c_char_p, sz, u64, sz, vp, vp, sz, vp, sz,
+                     ctypes.POINTER(sz)], i64),
+    }, "disasm.c")
+    probe = i64()
+    if lib.dis_value(b"CS_ARCH_X86", ctypes.byref(probe)) != 0:
+        return None  # built without capstone's header
+    cs = ctypes.CDLL(str(cs_path))
+    lib.dis_bind(*(ctypes.cast(getattr(cs, f), vp) for f in
+                   ("cs_open", "cs_disasm", "cs_free", "cs_close")))
+    _bound, _unavailable = lib, False
+    return lib
+
+
+class NativeDisassembler:
+    """One capstone handle: `disasm_lite` as the binding's (same tuples, same stops), a
+    stretch of up to MAX_INSNS instructions per call."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
+        self._lib = lib
+        self._handle = handle
+        self._addrs = (ctypes.c_uint64 * MAX_INSNS)()
+        self._sizes = (ctypes.c_uint8 * MAX_INSNS)()
+        self._text = ctypes.create_string_buffer(TEXT_BYTES)
+        self._used = ctypes.c_size_t()
+
+    def disasm_lite(self, code: bytes, offset: int, count: int = 0) -> Iterable[Lite]:
+        n = self._lib.dis_run(self._handle, code, len(code), offset, count, self._addrs,
+                              self._sizes, MAX_INSNS, self._text, TEXT_BYTES,
+                              ctypes.byref(self._used))
+        if n <= 0:
+            return ()
+        # mnemonic, op_str, ..., "" (after the last NUL)
+        texts = ctypes.string_at(self._text, self._used.value).decode("ascii").split("\0")
+        return zip(self._addrs[:n], self._sizes[:n], texts[0:-1:2], texts[1::2], strict=True)
+
+    def __del__(self) -> None:
+        if self._handle:
+            self._lib.dis_close(self._handle)
+            self._handle = 0
+
+
+def disassembler(arch: str, modes: tuple[str, ...]) -> NativeDisassembler | None:
+    """A decoder for capstone's arch and mode names (an ISA's Engines), None where the C
+    path cannot give one (the caller uses the binding)."""
+    lib = _load()
+    if lib is None:
+        return None
+    value = ctypes.c_int64()
+    numbers = []
+    for name in (arch, *modes):
+        if lib.dis_value(name.encode(), ctypes.byref(value)) != 0:
+            return None
+        numbers.append(value.value)
+    mode = 0
+    for m in numbers[1:]:
+        mode |= m
+    handle = ctypes.c_uint64()
+    if lib.dis_open(numbers[0], mode, ctypes.byref(handle)) != 0:
+        return None
+    return NativeDisassembler(lib, handle.value)

@@ -1,0 +1,85 @@
+"""Discovery's decoding in C (emutrace/native/disasm.c: capstone's C library called from the
+native library) against its reference, capstone's Python binding: the same instructions
+(address, size, mnemonic, operands) over the code of a static glibc program on every ISA,
+and in Thumb on ARM; the same answer where nothing decodes.
+
+The sweep below drives both decoders the same way (a window of code per call, the next call
+where the last decoded instruction ends, the ISA's alignment past bytes that do not decode),
+so any difference is the decoders'."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from emutrace.discover.decode import binding_engine, engine
+from emutrace.elf import PF_X, load_image
+from emutrace.isa import by_name
+from emutrace.native.disasmlib import NativeDisassembler, disassembler
+from tests.conftest import ISAS, bin_path
+
+WINDOW = 1024  # bytes per call: never more than disasmlib.MAX_INSNS instructions
+SPAN = 96 * 1024  # bytes of the executable segment swept (C start-up, main, much of libc)
+THUMB_BATCH = 16  # as decode.py: capstone keeps an IT block's state within one call
+
+
+def sweep(decoder: Any, data: bytes, base: int, count: int, align: int) -> list[object]:
+    out: list[object] = []
+    off = 0
+    while off < len(data):
+        got = list(decoder.disasm_lite(data[off:off + WINDOW], base + off, count))
+        if not got:
+            out.append(("undecodable", base + off))
+            off += align
+            continue
+        out += got
+        last_addr, last_size = got[-1][0], got[-1][1]
+        off = last_addr + last_size - base
+    return out
+
+
+def code_of(isa: str) -> tuple[int, bytes]:
+    image = load_image(str(bin_path(isa, "fib")))
+    seg = next(s for s in image.segments if s.flags & PF_X)
+    return seg.vaddr, bytes(seg.data[:SPAN])
+
+
+def modes(isa: str) -> list[tuple[str, tuple[str, ...], int, int]]:
+    """(label, capstone modes, instructions per call, alignment) of the ISA's decoders."""
+    spec = by_name(isa)
+    cls = spec.classifiers
+    assert cls is not None
+    out = [("main", spec.engines.cs_mode, 0, cls.insn_align)]
+    if cls.alt_mode:
+        out.append(("alt", cls.alt_mode, THUMB_BATCH, cls.alt_insn_align))
+    return out
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_native_decoding_equals_the_binding(isa: str) -> None:
+    base, data = code_of(isa)
+    arch = by_name(isa).engines.cs_arch
+    for label, cs_modes, count, align in modes(isa):
+        native = disassembler(arch, cs_modes)
+        assert native is not None, "the native library decodes (built with capstone's header)"
+        want = sweep(binding_engine(arch, cs_modes), data, base, count, align)
+        got = sweep(native, data, base, count, align)
+        assert len(want) > 5000, label
+        assert got == want, label
+
+
+def test_the_decoder_uses_the_native_path() -> None:
+    assert isinstance(engine("CS_ARCH_X86", ("CS_MODE_64",)), NativeDisassembler)
+
+
+def test_a_stretch_stops_where_decoding_stops() -> None:
+    """Bytes that do not decode end a stretch, as in the binding: `nop; nop; ud2`-free junk
+    (0xff 0xff is no x86 instruction)."""
+    native = disassembler("CS_ARCH_X86", ("CS_MODE_64",))
+    assert native is not None
+    code = b"\x90\x90\xff\xff\x90"
+    want = list(binding_engine("CS_ARCH_X86", ("CS_MODE_64",)).disasm_lite(code, 0x1000))
+    assert list(native.disasm_lite(code, 0x1000)) == want == [
+        (0x1000, 1, "nop", ""), (0x1001, 1, "nop", "")]
+    assert list(native.disasm_lite(b"\xff\xff", 0x1000)) == []
