@@ -191,13 +191,14 @@ def test_a_process_tracing_many_files_keeps_few_pending(cache: Path) -> None:
 def test_a_warm_run_decodes_nothing(tmp_path: Path) -> None:
     """What a run decodes (functions, site instructions, descent's instructions — static
     glibc's IRELATIVE PLT stubs have no symbol — and block counts) is all in the store:
-    the next run of the same program never sets capstone up."""
+    the next run of the same program never sets a decoder up (decode.engine: capstone's C
+    library through emutrace.native.disasmlib, or capstone's binding)."""
     work = tmp_path / "cwd"
     work.mkdir()
     env = {**ENV, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     script = ("import sys; from emutrace.cli.main import main; "
               "main(['run', '--backend', 'int3', '-o', '/dev/null', sys.argv[1]]); "
-              "print('capstone' in sys.modules)")
+              "print(any(m in sys.modules for m in ('capstone', 'emutrace.native.disasmlib')))")
     runs = [subprocess.run([sys.executable, "-c", script, str(CALLS)], env=env, cwd=work,
                            capture_output=True, text=True, timeout=600) for _ in range(2)]
     assert [r.stdout.split()[-1] for r in runs] == ["True", "False"], runs[1].stderr

@@ -15,6 +15,9 @@ _AHEAD = 256  # bytes decoded past a missed address in one capstone call
 # discovery 71 ms instead of 55 (16: the fastest of 8 to 64 on static glibc's start-up)
 _ALT_BATCH = 16
 _UNSEEN: Any = object()  # an address not looked at yet (None: nothing decodes there)
+# Insn from its six fields without the named tuple's keyword-handling constructor (a cold
+# run builds one per instruction it decodes)
+_new = tuple.__new__
 
 
 class NoClassifiers(LookupError):
@@ -158,8 +161,8 @@ class Decoder:
                         break
                     if insn is _UNSEEN:
                         start = at - addr
-                        insn = cache[key] = Insn(at, size, mnemonic, op_str,
-                                                 code[start:start + size], alt)
+                        insn = cache[key] = _new(Insn, (at, size, mnemonic, op_str,
+                                                        code[start:start + size], alt))
                     run.append(insn)
                     if at + size >= stop or alt and mnemonic.startswith("it"):
                         break

@@ -34,7 +34,6 @@ import os
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,45 +111,54 @@ def store_path(path: str, bias: int) -> Path | None:
     return top / f"functions-{digest}-{bias:x}-{code_version()}.json"
 
 
+# Each record is checked by the types of its fields at once (a field that may be null has
+# two): a store holds thousands of records, and a check per field was most of its reading.
+
+
+def _signatures(*fields: type | tuple[type, ...]) -> frozenset[tuple[type, ...]]:
+    """Every tuple of field types a record may have."""
+    out: list[tuple[type, ...]] = [()]
+    for f in fields:
+        choices = f if isinstance(f, tuple) else (f,)
+        out = [(*sig, c) for sig in out for c in choices]
+    return frozenset(out)
+
+
+_NONE = type(None)
+# addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link
+_SITE = _signatures(int, int, str, (int, _NONE), (str, _NONE), bool, bool, bool, (int, _NONE),
+                    bool, bool)
+_FUNCTION = _signatures((str, _NONE), int, int, bool, int, list)  # name, start, end, alt, ...
+_INSN = _signatures(int, int, str, str, str, bool)  # addr, size, mnemonic, op_str, code, thumb
+_BLOCK = _signatures(int, int, bool, int)  # addr, size, alt, count
+_DESCENT = _signatures(int, bool, list, list, list)  # entry, alt, function, followed, answers
+_ANSWER = _signatures(int, bool)  # an entry question's target and answer
+_UNDECODABLE = _signatures(int, bool)  # addr, alt
+
+
+def _checked(raw: Any, signatures: frozenset[tuple[type, ...]], what: str) -> Any:
+    """raw, a record (list) whose field types are one of signatures (bool is an int subclass:
+    a number field must not be true/false and vice versa); ValueError otherwise."""
+    if type(raw) is not list or tuple(map(type, raw)) not in signatures:
+        raise ValueError(f"not a {what}: {raw!r}")
+    return raw
+
+
 def _site(raw: Any) -> Site:
-    addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link = raw
-    for v in (addr, size):
-        _want(v, int)
-    for v in (target, executes):
-        _want(v, int, none=True)
-    _want(indirect, str, none=True)
-    for v in (delay, cond, alt, maybe_ret, alt_link):
-        _want(v, bool)
+    addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link = \
+        _checked(raw, _SITE, "site")
     return Site(addr, size, SiteKind(kind), target, indirect, delay, cond, alt, executes,
                 maybe_ret, alt_link)
 
 
-def _want(value: Any, kind: type, none: bool = False) -> None:
-    if value is None and none:
-        return
-    # bool is an int subclass: a number field must not be true/false and vice versa
-    if type(value) is not kind:
-        raise ValueError(f"{value!r} is not {kind.__name__}")
-
-
-def _function(raw: Any) -> Function:
-    name, start, end, alt, local_offset, sites = raw
-    _want(name, str, none=True)
-    for v in (start, end, local_offset):
-        _want(v, int)
-    _want(alt, bool)
-    if not isinstance(sites, list):
-        raise ValueError("sites")
-    return Function(name, start, end, tuple(_site(s) for s in sites), alt, local_offset)
+def _function(raw: Any, followed: frozenset[int] = frozenset()) -> Function:
+    name, start, end, alt, local_offset, sites = _checked(raw, _FUNCTION, "function")
+    return Function(name, start, end, tuple(_site(s) for s in sites), alt, local_offset,
+                    followed)
 
 
 def _insn(raw: Any) -> Insn:
-    addr, size, mnemonic, op_str, code, thumb = raw
-    for v in (addr, size):
-        _want(v, int)
-    for v in (mnemonic, op_str, code):
-        _want(v, str)
-    _want(thumb, bool)
+    addr, size, mnemonic, op_str, code, thumb = _checked(raw, _INSN, "instruction")
     return Insn(addr, size, mnemonic, op_str, bytes.fromhex(code), thumb)
 
 
@@ -172,16 +180,12 @@ Descents = dict[tuple[int, bool], list[tuple[Function, tuple[tuple[int, bool], .
 
 
 def _descent(raw: Any) -> tuple[tuple[int, bool], Function, tuple[tuple[int, bool], ...]]:
-    entry, alt, func, followed, answers = raw
-    _want(entry, int)
-    _want(alt, bool)
-    for v in followed:
-        _want(v, int)
-    for target, known in answers:
-        _want(target, int)
-        _want(known, bool)
-    return ((entry, alt), replace(_function(func), followed=frozenset(followed)),
-            tuple((target, known) for target, known in answers))
+    entry, alt, func, followed, answers = _checked(raw, _DESCENT, "descent")
+    if {type(v) for v in followed} - {int}:
+        raise ValueError(f"not addresses: {followed!r}")
+    pairs = tuple((target, known) for target, known in
+                  (_checked(a, _ANSWER, "answer") for a in answers))
+    return (entry, alt), _function(func, frozenset(followed)), pairs
 
 
 def _encode_descents(descents: Descents) -> list[Any]:
@@ -190,17 +194,12 @@ def _encode_descents(descents: Descents) -> list[Any]:
 
 
 def _block(raw: Any) -> tuple[tuple[int, int, bool], int]:
-    addr, size, alt, count = raw
-    for v in (addr, size, count):
-        _want(v, int)
-    _want(alt, bool)
+    addr, size, alt, count = _checked(raw, _BLOCK, "block")
     return (addr, size, alt), count
 
 
 def _undecodable(raw: Any) -> tuple[int, bool]:
-    addr, alt = raw
-    _want(addr, int)
-    _want(alt, bool)
+    addr, alt = _checked(raw, _UNDECODABLE, "address")
     return addr, alt
 
 

@@ -128,7 +128,9 @@ def _x86_flow(kind: FlowKind, op: str, conditional: bool = False) -> Flow:
 
 def classify_x86(insn: Insn) -> Flow:
     """x86 and x86_64 (capstone Intel syntax; prefixes like `notrack`/`bnd` are skipped)."""
-    m = insn.mnemonic.split()[-1] if insn.mnemonic else ""
+    m = insn.mnemonic
+    if " " in m:  # a prefix
+        m = m.rsplit(None, 1)[-1]
     if m in ("ret", "retf"):
         return Flow(FlowKind.RETURN)
     if m == "call":
