@@ -67,7 +67,8 @@ def _load() -> ctypes.CDLL | None:
 
 class NativeDisassembler:
     """One capstone handle: `disasm_lite` as the binding's (same tuples, same stops), a
-    stretch of up to MAX_INSNS instructions per call."""
+    stretch of up to MAX_INSNS instructions per call.  Its buffers are its own: one thread
+    decodes with it at a time (guest threads share the one emulating thread)."""
 
     def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
         self._lib = lib
