@@ -8,13 +8,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from emutrace.discover import Discovery, memo, store
 from emutrace.discover.model import Function
+from emutrace.discover.prototypes import (
+    ProgramTypes,
+    decode_types,
+    encode_types,
+    read_prototypes,
+)
 from emutrace.elf import load_image
 from tests.conftest import ENV, TESTBINS
 
@@ -223,3 +229,62 @@ def test_a_stored_descent_is_used_only_where_its_answers_hold(cache: Path) -> No
         memo._memo.clear()
         got = Discovery(load_image(str(stripped))).function_at(entry)
         assert (got == planted) is used and (got == real) is not used
+
+
+# ---------------------------------------------------------------- DWARF prototypes
+TYPED = TESTBINS / "x86_64" / "typed"  # an enum, a struct by value, char *, _Bool
+
+
+def _never(warn: object) -> ProgramTypes:
+    raise AssertionError("read from the program, not from the store")
+
+
+def test_prototypes_round_trip() -> None:
+    """What the store writes of a program's DWARF reads back equal, enums and struct
+    members included."""
+    types = read_prototypes(str(TYPED))
+    kinds = {t.kind for p in types.by_name.values() for t in (*p.params, p.ret)}
+    assert {"enum", "struct", "str", "bool"} <= kinds
+    again = decode_types(json.loads(json.dumps(encode_types(types))))
+    assert again == types
+    # one Prototype per function, shared by its address and its name, as read
+    assert {id(p) for p in again.by_addr.values()} == {id(p) for p in again.by_name.values()}
+
+
+def test_stored_prototypes_are_read_back(cache: Path) -> None:
+    first = store.stored_types(str(TYPED), lambda warn: read_prototypes(str(TYPED), warn),
+                               print)
+    assert [p.name for p in cache.glob("types-*.json")] != []
+    assert store.stored_types(str(TYPED), _never, print) == first == read_prototypes(str(TYPED))
+
+
+@pytest.mark.parametrize("content", ["", "{", "[]", '{"prototypes": [[1]]}',
+                                     '{"prototypes": [], "by_addr": [[1, 0]], "by_name": [], '
+                                     '"own": []}',
+                                     '{"prototypes": [[[], ["int", true, "", [], [], false], '
+                                     'false, []]], "by_addr": [], "by_name": [], "own": []}'])
+def test_damaged_prototypes_are_read_again(cache: Path, content: str) -> None:
+    store.stored_types(str(TYPED), lambda warn: read_prototypes(str(TYPED), warn), print)
+    where, = cache.glob("types-*.json")
+    where.write_text(content)
+    calls = []
+
+    def read(warn: object) -> ProgramTypes:
+        calls.append(1)
+        return read_prototypes(str(TYPED))
+
+    assert store.stored_types(str(TYPED), read, print) == read_prototypes(str(TYPED))
+    assert calls == [1]
+
+
+def test_prototypes_that_warned_are_not_kept(cache: Path) -> None:
+    """Garbage DWARF is said on every run: its (empty) prototypes are not kept."""
+    said: list[str] = []
+
+    def garbage(warn: Callable[[str], None]) -> ProgramTypes:
+        warn("emutrace: warning: unreadable DWARF")
+        return ProgramTypes()
+
+    assert store.stored_types(str(TYPED), garbage, said.append) == ProgramTypes()
+    assert said == ["emutrace: warning: unreadable DWARF"]
+    assert list(cache.glob("types-*.json")) == []

@@ -31,7 +31,9 @@ from emutrace.discover.prototypes import (
     lookup,
     prefix_entries,
     read_prototypes,
+    warn_stderr,
 )
+from emutrace.discover.store import stored_types
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import CValues, Isa
@@ -187,9 +189,11 @@ class FunctionValues:
 
 
 def _prototypes(path: str) -> ProgramTypes:
-    """read_prototypes, kept for the next run of the same file (memo.py; its warning about
-    garbage DWARF is said once per process either way)."""
-    return kept("prototypes", file_key(path), lambda: read_prototypes(path))
+    """read_prototypes, kept for the next run of the same file in this process (memo.py)
+    and on disk (store.py; its warning about garbage DWARF is said once per process either
+    way, and a read that warned is not kept on disk)."""
+    return kept("prototypes", file_key(path), lambda: stored_types(
+        path, lambda warn: read_prototypes(path, warn), warn_stderr))
 
 
 class CallTypes:

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any, TypeVar, cast
 
 from elftools.dwarf.die import DIE
 from elftools.elf.elffile import ELFFile
@@ -164,13 +165,13 @@ class _TypeReader:
 _warned: set[str] = set()
 
 
-def _warn_stderr(message: str) -> None:
+def warn_stderr(message: str) -> None:
     if message not in _warned:  # both the run and the trace writer ask: say it once
         _warned.add(message)
         print(message, file=sys.stderr)
 
 
-def read_prototypes(path: str, warn: Callable[[str], None] = _warn_stderr) -> ProgramTypes:
+def read_prototypes(path: str, warn: Callable[[str], None] = warn_stderr) -> ProgramTypes:
     """Every function DWARF defines in the file at `path`; empty without DWARF.  Garbage
     DWARF (DWARFError, MemoryError from a huge section, OverflowError, a bad string table...)
     is one warning line: the run goes on with the default argument counts."""
@@ -231,6 +232,82 @@ def read_prototypes(path: str, warn: Callable[[str], None] = _warn_stderr) -> Pr
         warn(f"emutrace: warning: {path}: unreadable DWARF ({type(e).__name__}: {first!r}); "
              "functions show the default number of arguments")
         return ProgramTypes()
+    return out
+
+
+# ---------------------------------------------------------------- kept on disk
+# ProgramTypes as plain JSON values for discover/store.py: each prototype once (by_addr and
+# by_name share them), referred to by its index; a CType as [kind, size, name, enumerators,
+# members, is_union], members nesting CTypes.  `decode_types` checks every field and raises
+# ValueError on anything else.
+MAX_NESTING = 64  # struct members inside members, at most (a planted file may nest more)
+T = TypeVar("T")
+
+
+def encode_types(types: ProgramTypes) -> dict[str, object]:
+    protos: dict[int, int] = {}  # id(prototype) -> index
+    table: list[object] = []
+
+    def ctype(t: CType) -> list[object]:
+        return [t.kind, t.size, t.name, [list(e) for e in t.enumerators],
+                [[name, off, ctype(m)] for name, off, m in t.members], t.is_union]
+
+    def index(p: Prototype) -> int:
+        if id(p) not in protos:
+            protos[id(p)] = len(table)
+            table.append([[ctype(t) for t in p.params], ctype(p.ret), p.variadic,
+                          list(p.names)])
+        return protos[id(p)]
+
+    return {"by_addr": [[addr, index(p)] for addr, p in types.by_addr.items()],
+            "by_name": [[name, index(p)] for name, p in types.by_name.items()],
+            "own": sorted(types.own), "prototypes": table}
+
+
+def _of(value: Any, kind: type[T]) -> T:
+    # (bool is an int subclass: a number must not be true/false, and vice versa)
+    if type(value) is not kind:
+        raise ValueError(f"{value!r} is not {kind.__name__}")
+    return cast(T, value)
+
+
+def _pairs(raw: Any) -> list[tuple[Any, Any]]:
+    if type(raw) is not list or any(type(p) is not list or len(p) != 2 for p in raw):
+        raise ValueError("not a list of pairs")
+    return [(a, b) for a, b in raw]
+
+
+def _ctype(raw: Any, depth: int = 0) -> CType:
+    if depth > MAX_NESTING or type(raw) is not list or len(raw) != 6:
+        raise ValueError("not a type")
+    kind, size, name, enumerators, members, is_union = raw
+    fields = []
+    for member in _of(members, list):
+        if type(member) is not list or len(member) != 3:
+            raise ValueError("not a member")
+        fields.append((_of(member[0], str), _of(member[1], int), _ctype(member[2], depth + 1)))
+    return CType(_of(kind, str), _of(size, int), _of(name, str),
+                 tuple((_of(v, int), _of(n, str)) for v, n in _pairs(enumerators)),
+                 tuple(fields), _of(is_union, bool))
+
+
+def decode_types(raw: Any) -> ProgramTypes:
+    if type(raw) is not dict:
+        raise ValueError("not prototypes")
+    protos = []
+    for p in _of(raw["prototypes"], list):
+        if type(p) is not list or len(p) != 4:
+            raise ValueError("not a prototype")
+        params, ret, variadic, names = p
+        protos.append(Prototype(tuple(_ctype(t) for t in _of(params, list)), _ctype(ret),
+                                _of(variadic, bool),
+                                tuple(_of(n, str) for n in _of(names, list))))
+    out = ProgramTypes()
+    for addr, i in _pairs(raw["by_addr"]):
+        out.by_addr[_of(addr, int)] = protos[_of(i, int)]
+    for name, i in _pairs(raw["by_name"]):
+        out.by_name[_of(name, str)] = protos[_of(i, int)]
+    out.own = {_of(n, str) for n in _of(raw["own"], list)}
     return out
 
 

@@ -37,7 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emutrace.discover.memo import file_key, kept
 from emutrace.discover.model import Function, Site, SiteKind
+from emutrace.discover.prototypes import ProgramTypes, decode_types, encode_types
 from emutrace.isa.base import Insn
 
 if TYPE_CHECKING:
@@ -92,11 +94,15 @@ def _capstone_files() -> list[Path]:
 
 
 def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()[:32]
+    """SHA-256 of the file's bytes (the functions and the prototypes both ask: computed
+    once per process while the file stays the same, memo.py)."""
+    def digest() -> str:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()[:32]
+    return kept("digest", file_key(path), digest)
 
 
 def store_path(path: str, bias: int) -> Path | None:
@@ -258,19 +264,58 @@ def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None,
                            "descents": _encode_descents(descents or {}),
                            "blocks": [[*key, n] for key, n in (blocks or {}).items()]},
                           separators=(",", ":"))
-        fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(data)
-        os.replace(tmp, where)
-        _prune(where.parent)
+        _write(where, data)
     except OSError:
         return
 
 
-def _prune(top: Path) -> None:
-    files = sorted(top.glob("functions-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+def _write(where: Path, data: str) -> None:
+    """data into where atomically (a reader sees the old file or the new one), then the
+    oldest files of its kind beyond FILES_KEPT deleted; OSError on failure."""
+    fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(data)
+    os.replace(tmp, where)
+    kind = where.name.split("-", 1)[0]
+    files = sorted(where.parent.glob(f"{kind}-*.json"), key=lambda p: p.stat().st_mtime,
+                   reverse=True)
     for old in files[FILES_KEPT:]:
         old.unlink(missing_ok=True)
+
+
+def stored_types(path: str, read: Callable[[Callable[[str], None]], ProgramTypes],
+                 warn: Callable[[str], None]) -> ProgramTypes:
+    """read(warn)'s DWARF prototypes of the file at `path`, kept in the store directory
+    beside its functions (`types-<digest>-<code>.json`, written once read): setting
+    pyelftools' DWARF reader up costs 5-8 ms of a small run.  A damaged file is read again
+    from the program; a read that warned (garbage DWARF) is not kept, so the next run says
+    it again."""
+    top = cache_dir()
+    where = None
+    if top is not None:
+        try:
+            where = top / f"types-{_file_digest(path)}-{code_version()}.json"
+        except OSError:
+            where = None
+    if where is not None:
+        try:
+            return decode_types(json.loads(where.read_bytes()))
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            pass
+    warned: list[str] = []
+
+    def told(message: str) -> None:
+        warned.append(message)
+        warn(message)
+
+    types = read(told)
+    if where is not None and not warned:
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write(where, json.dumps(encode_types(types), separators=(",", ":")))
+        except OSError:
+            pass
+    return types
 
 
 # what runs decoded beyond what their file held, written at exit; at most PENDING_KEPT of
