@@ -235,7 +235,7 @@ def test_a_stored_descent_is_used_only_where_its_answers_hold(cache: Path) -> No
 TYPED = TESTBINS / "x86_64" / "typed"  # an enum, a struct by value, char *, _Bool
 
 
-def _never(warn: object) -> ProgramTypes:
+def _never(path: str, warn: object) -> ProgramTypes:
     raise AssertionError("read from the program, not from the store")
 
 
@@ -252,8 +252,7 @@ def test_prototypes_round_trip() -> None:
 
 
 def test_stored_prototypes_are_read_back(cache: Path) -> None:
-    first = store.stored_types(str(TYPED), lambda warn: read_prototypes(str(TYPED), warn),
-                               print)
+    first = store.stored_types(str(TYPED), warn=print)
     assert [p.name for p in cache.glob("types-*.json")] != []
     assert store.stored_types(str(TYPED), _never, print) == first == read_prototypes(str(TYPED))
 
@@ -264,14 +263,14 @@ def test_stored_prototypes_are_read_back(cache: Path) -> None:
                                      '{"prototypes": [[[], ["int", true, "", [], [], false], '
                                      'false, []]], "by_addr": [], "by_name": [], "own": []}'])
 def test_damaged_prototypes_are_read_again(cache: Path, content: str) -> None:
-    store.stored_types(str(TYPED), lambda warn: read_prototypes(str(TYPED), warn), print)
+    store.stored_types(str(TYPED), warn=print)
     where, = cache.glob("types-*.json")
     where.write_text(content)
     calls = []
 
-    def read(warn: object) -> ProgramTypes:
+    def read(path: str, warn: object) -> ProgramTypes:
         calls.append(1)
-        return read_prototypes(str(TYPED))
+        return read_prototypes(path)
 
     assert store.stored_types(str(TYPED), read, print) == read_prototypes(str(TYPED))
     assert calls == [1]
@@ -281,7 +280,7 @@ def test_prototypes_that_warned_are_not_kept(cache: Path) -> None:
     """Garbage DWARF is said on every run: its (empty) prototypes are not kept."""
     said: list[str] = []
 
-    def garbage(warn: Callable[[str], None]) -> ProgramTypes:
+    def garbage(path: str, warn: Callable[[str], None]) -> ProgramTypes:
         warn("emutrace: warning: unreadable DWARF")
         return ProgramTypes()
 

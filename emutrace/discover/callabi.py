@@ -30,8 +30,6 @@ from emutrace.discover.prototypes import (
     libc_prototypes,
     lookup,
     prefix_entries,
-    read_prototypes,
-    warn_stderr,
 )
 from emutrace.discover.store import stored_types
 from emutrace.discover.symbols import SymbolTable, read_symbols
@@ -192,8 +190,7 @@ def _prototypes(path: str) -> ProgramTypes:
     """read_prototypes, kept for the next run of the same file in this process (memo.py)
     and on disk (store.py; its warning about garbage DWARF is said once per process either
     way, and a read that warned is not kept on disk)."""
-    return kept("prototypes", file_key(path), lambda: stored_types(
-        path, lambda warn: read_prototypes(path, warn), warn_stderr))
+    return kept("prototypes", file_key(path), lambda: stored_types(path))
 
 
 class CallTypes:

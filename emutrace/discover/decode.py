@@ -14,7 +14,7 @@ _AHEAD = 256  # bytes decoded past a missed address in one capstone call
 # (_decode_stretch): decoding the rest of the function each time made ARM fib's cold
 # discovery 71 ms instead of 55 (16: the fastest of 8 to 64 on static glibc's start-up)
 _ALT_BATCH = 16
-_UNSEEN: Any = object()  # an address not looked at yet (None: nothing decodes there)
+UNSEEN: Any = object()  # an address not looked at yet (None: nothing decodes there)
 # Insn from its six fields without the named tuple's keyword-handling constructor (a cold
 # run builds one per instruction it decodes)
 _new = tuple.__new__
@@ -119,8 +119,8 @@ class Decoder:
         at = addr
         cache = self.instructions
         while at < stop:
-            insn = cache.get((at, alt), _UNSEEN)
-            if insn is _UNSEEN:
+            insn = cache.get((at, alt), UNSEEN)
+            if insn is UNSEEN:
                 run = self._decode_stretch(at, stop, alt)
                 if not run:
                     break
@@ -156,10 +156,10 @@ class Decoder:
                 for at, size, mnemonic, op_str in self._engine(alt).disasm_lite(
                         code, addr, _ALT_BATCH if alt else 0):
                     key = (at, alt)
-                    insn = cache.get(key, _UNSEEN)
+                    insn = cache.get(key, UNSEEN)
                     if insn is None:
                         break
-                    if insn is _UNSEEN:
+                    if insn is UNSEEN:
                         start = at - addr
                         insn = cache[key] = _new(Insn, (at, size, mnemonic, op_str,
                                                         code[start:start + size], alt))

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
-from emutrace.discover.decode import Decoder
+from emutrace.discover.decode import UNSEEN, Decoder
 from emutrace.discover.model import Function, Site, SiteKind
 from emutrace.discover.sites import code_addr, fall_through, resolve, site_for
 from emutrace.isa.base import FlowKind
 
 MAX_INSNS = 200_000
 NONE = FlowKind.NONE
-_UNSEEN: Any = object()  # not in the decoder's cache yet
 
 
 def descend(decoder: Decoder, entry: int, alt: bool,
@@ -50,8 +48,8 @@ def descend(decoder: Decoder, entry: int, alt: bool,
         addr = todo.pop()
         predicated = 0  # instructions still under an IT block
         while addr not in seen:
-            insn = known.get((addr, alt), _UNSEEN)
-            if insn is _UNSEEN:
+            insn = known.get((addr, alt), UNSEEN)
+            if insn is UNSEEN:
                 insn = decoder.insn_at(addr, alt)
             if insn is None:
                 break

@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.model import Function, Site, SiteKind
-from emutrace.discover.prototypes import ProgramTypes, decode_types, encode_types
+from emutrace.discover.prototypes import (
+    ProgramTypes,
+    decode_types,
+    encode_types,
+    read_prototypes,
+    warn_stderr,
+)
 from emutrace.isa.base import Insn
 
 if TYPE_CHECKING:
@@ -283,9 +289,9 @@ def _write(where: Path, data: str) -> None:
         old.unlink(missing_ok=True)
 
 
-def stored_types(path: str, read: Callable[[Callable[[str], None]], ProgramTypes],
-                 warn: Callable[[str], None]) -> ProgramTypes:
-    """read(warn)'s DWARF prototypes of the file at `path`, kept in the store directory
+def stored_types(path: str, read: Callable[[str, Callable[[str], None]], ProgramTypes]
+                 = read_prototypes, warn: Callable[[str], None] = warn_stderr) -> ProgramTypes:
+    """read(path, warn)'s DWARF prototypes of the file at `path`, kept in the store directory
     beside its functions (`types-<digest>-<code>.json`, written once read): setting
     pyelftools' DWARF reader up costs 5-8 ms of a small run.  A damaged file is read again
     from the program; a read that warned (garbage DWARF) is not kept, so the next run says
@@ -308,7 +314,7 @@ def stored_types(path: str, read: Callable[[Callable[[str], None]], ProgramTypes
         warned.append(message)
         warn(message)
 
-    types = read(told)
+    types = read(path, told)
     if where is not None and not warned:
         try:
             where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

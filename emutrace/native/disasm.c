@@ -8,8 +8,8 @@
  * are handed in (dis_bind), taken from the libcapstone.so the capstone wheel ships, and the
  * header of that wheel gives the values of the architecture and mode names (dis_value).
  * Built without that header, dis_value knows no name and Python keeps the binding's path,
- * which stays the reference (emutrace/discover/decode.py; tests/test_disasm.py decodes every
- * testbin both ways).
+ * which stays the reference (emutrace/discover/decode.py; tests/test_disasm.py decodes each
+ * ISA's fib both ways).
  */
 #include <stddef.h>
 #include <stdint.h>

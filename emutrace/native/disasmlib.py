@@ -1,11 +1,12 @@
 """ctypes bindings of discovery's decoding in C (``disasm.c``): capstone's own C library, the
 one its wheel ships, without capstone's Python binding, whose import alone costs ~30 ms of a
 ~160 ms small run.  The binding stays the reference (emutrace/discover/decode.py);
-tests/test_disasm.py decodes every testbin both ways."""
+tests/test_disasm.py decodes each ISA's fib (and ARM's Thumb) both ways."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,9 +20,6 @@ TEXT_BYTES = MAX_INSNS * (32 + 160)
 
 Lite = tuple[int, int, str, str]  # (address, size, mnemonic, op_str), as disasm_lite's
 
-_bound: ctypes.CDLL | None = None
-_unavailable = False
-
 
 def _capstone_library() -> Path | None:
     """libcapstone.so of the capstone wheel, found without importing the binding."""
@@ -32,13 +30,10 @@ def _capstone_library() -> Path | None:
     return path if path.is_file() else None
 
 
+@functools.cache
 def _load() -> ctypes.CDLL | None:
-    """The library with capstone's functions handed in; None where it cannot decode (not
-    built, built without capstone's header, no libcapstone.so in the wheel)."""
-    global _bound, _unavailable
-    if _bound is not None or _unavailable:
-        return _bound
-    _unavailable = True
+    """The library with capstone's functions handed in (once); None where it cannot decode
+    (not built, built without capstone's header, no libcapstone.so in the wheel)."""
     try:
         lib = native.load()
     except Unsupported:
@@ -61,7 +56,6 @@ def _load() -> ctypes.CDLL | None:
     cs = ctypes.CDLL(str(cs_path))
     lib.dis_bind(*(ctypes.cast(getattr(cs, f), vp) for f in
                    ("cs_open", "cs_disasm", "cs_free", "cs_close")))
-    _bound, _unavailable = lib, False
     return lib
 
 
