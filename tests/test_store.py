@@ -42,6 +42,15 @@ def _decoded(names: list[str], discovery: Discovery | None = None) -> dict[int, 
     return {f.start: f for f in (discovery.function_by_name(n) for n in names)}
 
 
+def _kept(funcs: dict[int, Function], insns: store.Insns | None = None
+          ) -> store.StoredFunctions:
+    """funcs as a store holds them, with the instructions of insns."""
+    held = store.StoredFunctions({} if insns is None else insns)
+    for start, func in funcs.items():
+        held[start] = func
+    return held
+
+
 def test_round_trip(cache: Path) -> None:
     discovery = Discovery(load_image(str(CALLS)))
     funcs = _decoded(["main", "run_scenario", "__libc_start_main"], discovery)
@@ -51,12 +60,33 @@ def test_round_trip(cache: Path) -> None:
     blocks = {(main.start, 32, False): discovery.decoder.block_count(main.start, 32)}
     stub = Function(None, 0x400000, 0x400004, main.sites[:1], followed=frozenset({0x400002}))
     descents = {(0x400000, False): [(stub, ((0x400010, True), (0x400020, False)))]}
-    store.save(where, funcs, discovery.decoder.instructions, blocks, descents)
-    got, insns, got_blocks, got_descents = store.load(where)
-    assert got == funcs and got_blocks == blocks and got_descents == descents
+    store.save(where, _kept(funcs, discovery.decoder.instructions), blocks, descents)
+    insns: store.Insns = {}
+    got, got_blocks, got_descents = store.load(where, insns)
+    assert len(got) == len(funcs) and got_blocks == blocks and got_descents == descents
+    stub_sites = {(s.addr, s.alt_mode) for s in stub.sites}
+    assert set(insns) == stub_sites  # a descent's instructions come with it
+    assert {start: got.get(start) for start in funcs} == funcs
     sites = {(s.addr, s.alt_mode) for f in funcs.values() for s in f.sites}
-    assert sites and set(insns) == sites
+    assert sites and set(insns) == sites  # each function's with it, when it is asked for
     assert all(discovery.decoder.insn_at(*key) == insn for key, insn in insns.items())
+    store.save(where, got, got_blocks, got_descents)  # records never parsed: kept as read
+    again, _, _ = store.load(where, {})
+    assert {start: again.get(start) for start in funcs} == funcs
+
+
+def test_reading_parses_only_the_functions_asked_for(cache: Path) -> None:
+    """A store holds every function any run reached; a run parses the records of those it
+    uses, and writes the others back untouched."""
+    discovery = Discovery(load_image(str(CALLS)))
+    funcs = _decoded(["main", "run_scenario", "__libc_start_main"], discovery)
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    store.save(where, _kept(funcs, discovery.decoder.instructions))
+    main = discovery.function_by_name("main")
+    got, _, _ = store.load(where, {})
+    assert got.get(main.start) == main
+    assert set(got._read) == {main.start} and len(got._unread) == len(funcs) - 1
 
 
 def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
@@ -67,7 +97,7 @@ def test_a_stored_function_is_what_discovery_returns(cache: Path) -> None:
     planted = Function("main", start, start + 1, ())
     where = store.store_path(str(CALLS), 0)
     assert where is not None
-    store.save(where, {start: planted}, {}, {}, {})
+    store.save(where, _kept({start: planted}))
     memo._memo.clear()
     assert Discovery(load_image(str(CALLS))).function_at(start) == planted != real
 
@@ -81,7 +111,7 @@ def test_a_stored_block_count_is_what_the_decoder_returns(cache: Path) -> None:
     store.write_pending()  # those runs' own tables are written now, not over the planted
     where = store.store_path(str(CALLS), 0)
     assert where is not None
-    store.save(where, {}, {}, {(start, 16, False): real + 5})
+    store.save(where, _kept({}), {(start, 16, False): real + 5})
     memo._memo.clear()
     decoder = Discovery(load_image(str(CALLS))).decoder
     assert decoder.block_count(start, 16) == real + 5
@@ -90,8 +120,22 @@ def test_a_stored_block_count_is_what_the_decoder_returns(cache: Path) -> None:
 
 F = f'"format": {store.FORMAT}'
 # the tables a damaged case below does not damage
-REST = '"blocks": [], "undecodable": [], "descents": []'
+REST = '"blocks": [], "descents": []'
 GOOD_SITE = '[1, 2, "call", null, null, false, false, false, null, false, false]'
+GOOD_INSN = '[1, 2, "call", "0x5", "e800", false]'
+GOOD = '["f", 1, 2, false, 0, [' + GOOD_SITE + '], [' + GOOD_INSN + '], [[7, false]]]'
+
+
+def _file(head: str, *records: str) -> str:
+    """A store file: the first line, then the records; `@N` in head is the offset of
+    record N in the body."""
+    offsets, at = [], 0
+    for record in records:
+        offsets.append(at)
+        at += len(record) + 1
+    for n, off in enumerate(offsets):
+        head = head.replace(f"@{n}", f"{off}, {len(records[n])}")
+    return "{" + head + "}\n" + "".join(r + "\n" for r in records)
 
 
 def test_the_well_formed_control_loads(cache: Path) -> None:
@@ -99,45 +143,65 @@ def test_the_well_formed_control_loads(cache: Path) -> None:
     where = store.store_path(str(CALLS), 0)
     assert where is not None
     where.parent.mkdir(parents=True)
-    where.write_text("{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
-                     '"insns": [[1, 2, "call", "0x5", "e800", false]], '
-                     '"blocks": [[1, 9, false, 3]], "undecodable": [[7, false]], '
-                     '"descents": [[4, false, [null, 4, 6, false, 0, []], [5], [[9, true]]]]}')
-    funcs, insns, blocks, descents = store.load(where)
-    assert list(funcs) == [1] and blocks == {(1, 9, False): 3}
+    where.write_text(_file(F + ', "functions": [[1, @0]], "blocks": [[1, 9, false, 3]], '
+                           '"descents": [[4, false, [null, 4, 6, false, 0, [], [], []], [5], '
+                           '[[9, true]]]]', GOOD))
+    insns: store.Insns = {}
+    funcs, blocks, descents = store.load(where, insns)
+    assert len(funcs) == 1 and blocks == {(1, 9, False): 3}
     assert descents == {(4, False): [(Function(None, 4, 6, (), followed=frozenset({5})),
                                       ((9, True),))]}
+    func = funcs.get(1)
+    assert func is not None and func.end == 2 and len(func.sites) == 1
     assert list(insns) == [(7, False), (1, False)] and insns[(7, False)] is None
 
 
 @pytest.mark.parametrize("content", [
-    "", "{", "[]", "{" + F + "}", '{"format": 99, "functions": [], "insns": []}',
-    "{" + F + ', "functions": [[1, 2]], "insns": [], ' + REST + '}',
-    "{" + F + ', "functions": [["f", true, 2, false, 0, []]], "insns": [], ' + REST + '}',
-    "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE.replace("call", "bogus")
-    + ']]], "insns": [], ' + REST + '}',
-    "{" + F + ', "functions": [["f", 1, 2, false, 0, [' + GOOD_SITE + ']]], '
-    '"insns": [[1, 2, "call", "0x5", "zz", false]], ' + REST + '}',
-    "{" + F + ', "functions": [], "insns": [], "blocks": [[1, 9, 0, 3]], '
-    '"undecodable": [], "descents": []}',
-    "{" + F + ', "functions": [], "insns": [], "undecodable": [], "descents": []}',
-    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [[1]], '
-    '"descents": []}',
-    "{" + F + ', "functions": [], "insns": [], "blocks": [], "undecodable": [], '
-    '"descents": [[4, false, [null, 4, 6, false, 0, []], [], [[9, 1]]]]}'],
-    ids=["empty", "truncated", "list", "no-functions", "other-format", "short-row",
-         "bool-for-int", "bad-kind", "bad-hex", "int-for-bool", "no-blocks",
-         "short-undecodable", "int-for-bool-answer"])
+    "", "{", "[]", "{" + F + "}\n", '{"format": 99, "functions": [], ' + REST + '}\n',
+    _file(F + ', "functions": [[1, 2]], ' + REST),
+    _file(F + ', "functions": [[true, @0]], ' + REST, GOOD),
+    _file(F + ', "functions": [[1, @0]], "blocks": [[1, 9, 0, 3]], "descents": []', GOOD),
+    _file(F + ', "functions": [], "descents": []'),
+    _file(F + ', "functions": [], "blocks": [], '
+          '"descents": [[4, false, [null, 4, 6, false, 0, [], [], []], [], [[9, 1]]]]'),
+    _file(F + ', "functions": [], "blocks": [], '
+          '"descents": [[4, false, [null, 4, 6, false, 0, []], [], []]]')],
+    ids=["empty", "truncated", "list", "no-functions", "other-format", "short-index",
+         "bool-for-int-index", "int-for-bool", "no-blocks", "int-for-bool-answer",
+         "old-function-record"])
 def test_a_damaged_store_is_ignored(cache: Path, content: str) -> None:
     where = store.store_path(str(CALLS), 0)
     assert where is not None
     where.parent.mkdir(parents=True)
     where.write_text(content)
-    assert store.load(where) == ({}, {}, {}, {})
+    funcs, blocks, descents = store.load(where, {})
+    assert (len(funcs), blocks, descents) == (0, {}, {})
     want = _decoded(["main"])
     memo._memo.clear()
     (start, func), = want.items()
     assert Discovery(load_image(str(CALLS))).function_at(start) == func
+
+
+@pytest.mark.parametrize("record", [
+    "[1, 2]", '["f", true, 2, false, 0, [], [], []]',
+    GOOD.replace('"call"', '"bogus"', 1), GOOD.replace("e800", "zz"),
+    GOOD.replace("[[7, false]]", "[[7]]"), GOOD.replace('["f", 1,', '["f", 3,'), "[1, 2",
+    "{}", "[" * 100000],
+    ids=["short-row", "bool-for-int", "bad-kind", "bad-hex", "short-undecodable",
+         "other-start", "truncated", "object", "deep"])
+def test_a_damaged_record_is_not_used(cache: Path, record: str) -> None:
+    """A record that is not a well-formed function for its start: that function is read
+    from the program again; the rest of the store is used."""
+    insns: store.Insns = {}
+    where = store.store_path(str(CALLS), 0)
+    assert where is not None
+    where.parent.mkdir(parents=True)
+    where.write_text(_file(F + ', "functions": [[1, @0], [5, @1]], ' + REST, record,
+                           GOOD.replace('["f", 1, 2,', '["g", 5, 6,')))
+    funcs, _, _ = store.load(where, insns)
+    assert funcs.get(1) is None and insns == {}
+    good = funcs.get(5)
+    assert good is not None and good.name == "g"
 
 
 def test_not_used_inside_a_guest_writable_directory(cache: Path) -> None:
@@ -166,12 +230,13 @@ def _trace(tmp_path: Path, name: str, xdg: Path, off: bool = False) -> str:
 def test_traces_equal_cold_warm_damaged_and_off(tmp_path: Path) -> None:
     xdg = tmp_path / "xdg"
     cold = _trace(tmp_path, "cold", xdg)
-    kept = list((xdg / "emutrace").glob("functions-*.json"))
+    kept = list((xdg / "emutrace").glob("functions-*.jsonl"))
     assert len(kept) == 1  # written at exit by the cold run
     warm = _trace(tmp_path, "warm", xdg)
-    kept[0].write_text(json.dumps({"format": store.FORMAT, "functions": "garbage"}))
+    kept[0].write_text(json.dumps({"format": store.FORMAT, "functions": "garbage"}) + "\n")
     damaged = _trace(tmp_path, "damaged", xdg)
-    assert json.loads(kept[0].read_text())["functions"] != "garbage"  # rewritten
+    head = kept[0].read_text().split("\n", 1)[0]
+    assert json.loads(head)["functions"] != "garbage"  # rewritten
     off = _trace(tmp_path, "off", tmp_path / "unused", off=True)
     assert not (tmp_path / "unused").exists()
     assert "main" in cold and cold == warm == damaged == off
@@ -225,7 +290,7 @@ def test_a_stored_descent_is_used_only_where_its_answers_hold(cache: Path) -> No
     assert where is not None
     for answer, used in ((False, True), (True, False)):
         # one question about an address that is no known entry in a fresh run
-        store.save(where, {}, {}, {}, {(entry, False): [(planted, ((entry + 0x10, answer),))]})
+        store.save(where, _kept({}), {}, {(entry, False): [(planted, ((entry + 0x10, answer),))]})
         memo._memo.clear()
         got = Discovery(load_image(str(stripped))).function_at(entry)
         assert (got == planted) is used and (got == real) is not used

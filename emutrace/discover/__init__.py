@@ -15,7 +15,7 @@ from emutrace.discover.descent import descend
 from emutrace.discover.functions import from_symbol
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.model import Function, Site, SiteKind
-from emutrace.discover.store import Descents, stored_functions
+from emutrace.discover.store import Descents, StoredFunctions, stored_functions
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.elf import Image
 
@@ -34,10 +34,11 @@ class Discovery:
         key = file_key(image.path, image.bias) if use_symbols else None
         self._descents: Descents = kept(
             "descents", key if image.modules is None else None, dict)  # (modules: not one file)
-        self._from_symbols: dict[int, Function] = kept(
+        self._from_symbols: StoredFunctions = kept(
             "functions", key, lambda: stored_functions(image.path, image.bias, self.decoder,
                                                        self._descents)
-            if use_symbols and image.modules is None and image.tables is not None else {})
+            if use_symbols and image.modules is None and image.tables is not None
+            else StoredFunctions(self.decoder.instructions))
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
         self._descended: dict[tuple[int, bool], Function] = {}
@@ -56,8 +57,9 @@ class Discovery:
         if cached is not None:
             return cached
         if sym is not None:
-            func = self._from_symbols.get(key) or from_symbol(sym, self.symbols, self.decoder)
-            self._from_symbols[key] = func
+            func = self._from_symbols.get(key)
+            if func is None:
+                func = self._from_symbols[key] = from_symbol(sym, self.symbols, self.decoder)
         else:
             func = self._descend(code, alt)
         self._by_start[key] = func

@@ -17,11 +17,17 @@ run (int3's time stamps) and the functions found by descent (stripped code, PLT 
 each with the entry questions its descent asked: one is used only where every answer is
 the same in the run at hand (Discovery._descend), as descent depends on what the run saw.
 
+Reading is proportional to what a run uses: the store holds every function any run of the
+file reached (~1 MB for static glibc after a test suite), so the file is one line of JSON
+with each function's place, then the functions' records, and a record is parsed only when
+its function is first asked for (StoredFunctions).
+
 Safety: the file is JSON of plain numbers and strings, checked field by field when read;
-anything unexpected (a truncated write, another format, garbage) makes it ignored, never an
-error.  It is not used when the directory is one a guest of this run may write into (inside
-`--allow-write` or a `--root` other than /: set by the session), and EMUTRACE_CACHE=off turns
-it off.
+anything unexpected in the first line (a truncated write, another format, garbage) makes
+the whole file ignored, in a function's record that function (read from the program
+again), never an error.  It is not used when the directory is one a guest of this run may
+write into (inside `--allow-write` or a `--root` other than /: set by the session), and
+EMUTRACE_CACHE=off turns it off.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from emutrace.isa.base import Insn
 if TYPE_CHECKING:
     from emutrace.discover.decode import Decoder
 
-FORMAT = 3
+FORMAT = 4
 FILES_KEPT = 64  # the newest files kept in the directory; older ones are deleted on save
 
 _guest_dirs: list[str] = []  # directories a guest of this process may write (session)
@@ -120,7 +126,7 @@ def store_path(path: str, bias: int) -> Path | None:
         digest = _file_digest(path)
     except OSError:
         return None
-    return top / f"functions-{digest}-{bias:x}-{code_version()}.json"
+    return top / f"functions-{digest}-{bias:x}-{code_version()}.jsonl"
 
 
 # Each record is checked by the types of its fields at once (a field that may be null has
@@ -140,12 +146,15 @@ _NONE = type(None)
 # addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link
 _SITE = _signatures(int, int, str, (int, _NONE), (str, _NONE), bool, bool, bool, (int, _NONE),
                     bool, bool)
-_FUNCTION = _signatures((str, _NONE), int, int, bool, int, list)  # name, start, end, alt, ...
+# name, start, end, alt, local offset, sites, the instructions at the sites, the addresses
+# at the sites where nothing decodes
+_FUNCTION = _signatures((str, _NONE), int, int, bool, int, list, list, list)
 _INSN = _signatures(int, int, str, str, str, bool)  # addr, size, mnemonic, op_str, code, thumb
 _BLOCK = _signatures(int, int, bool, int)  # addr, size, alt, count
 _DESCENT = _signatures(int, bool, list, list, list)  # entry, alt, function, followed, answers
 _ANSWER = _signatures(int, bool)  # an entry question's target and answer
 _UNDECODABLE = _signatures(int, bool)  # addr, alt
+_INDEX = _signatures(int, int, int)  # a function's start, offset and length in the body
 
 
 def _checked(raw: Any, signatures: frozenset[tuple[type, ...]], what: str) -> Any:
@@ -163,10 +172,28 @@ def _site(raw: Any) -> Site:
                 maybe_ret, alt_link)
 
 
-def _function(raw: Any, followed: frozenset[int] = frozenset()) -> Function:
-    name, start, end, alt, local_offset, sites = _checked(raw, _FUNCTION, "function")
-    return Function(name, start, end, tuple(_site(s) for s in sites), alt, local_offset,
+Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
+Blocks = dict[tuple[int, int, bool], int]  # a Decoder's block counts, by (addr, size, alt)
+# Discovery's descents by (entry, alt): each result with the entry questions it asked and
+# their answers (Discovery._descend)
+Descents = dict[tuple[int, bool], list[tuple[Function, tuple[tuple[int, bool], ...]]]]
+
+
+def _function(raw: Any, followed: frozenset[int] = frozenset()) -> tuple[Function, Insns]:
+    """The function of a record, and the instructions at its sites."""
+    name, start, end, alt, local_offset, sites, at_sites, undecodable = \
+        _checked(raw, _FUNCTION, "function")
+    func = Function(name, start, end, tuple(_site(s) for s in sites), alt, local_offset,
                     followed)
+    found: Insns = dict.fromkeys(_undecodable(a) for a in undecodable)
+    found.update(((i.addr, i.thumb), i) for i in map(_insn, at_sites))
+    return func, found
+
+
+def _learn(insns: Insns, found: Insns) -> None:
+    """found's instructions into insns (those kept there stay)."""
+    for key, insn in found.items():
+        insns.setdefault(key, insn)
 
 
 def _insn(raw: Any) -> Insn:
@@ -178,30 +205,88 @@ def _encode_insn(insn: Insn) -> list[Any]:
     return [insn.addr, insn.size, insn.mnemonic, insn.op_str, insn.raw.hex(), insn.thumb]
 
 
-def _encode(func: Function) -> list[Any]:
+def _read_at(site: Site) -> tuple[int | None, ...]:
+    """Where the backends read the instructions of a site: the site, the instruction an
+    s390x EXRL executes, a MIPS delay slot (hooked_sites.py: its effect on sp)."""
+    return (site.addr, site.executes, site.addr + site.size if site.delay_slot else None)
+
+
+def _encode(func: Function, insns: Insns) -> list[Any]:
+    """The record of func, with the instructions at its sites (_read_at) as insns holds
+    them: the backends decode them to arm the sites; where nothing decodes is kept too, or
+    capstone is set up again to find that out."""
+    wanted = dict.fromkeys((addr, site.alt_mode) for site in func.sites
+                           for addr in _read_at(site) if addr is not None and
+                           (addr, site.alt_mode) in insns)
+    found = [insns[key] for key in wanted]
     return [func.name, func.start, func.end, func.alt_mode, func.local_offset,
             [[s.addr, s.size, s.kind.value, s.target, s.indirect, s.delay_slot, s.conditional,
-              s.alt_mode, s.executes, s.maybe_return, s.alt_link] for s in func.sites]]
+              s.alt_mode, s.executes, s.maybe_return, s.alt_link] for s in func.sites],
+            [_encode_insn(insn) for insn in found if insn is not None],
+            [list(key) for key, insn in zip(wanted, found, strict=True) if insn is None]]
 
 
-Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
-Blocks = dict[tuple[int, int, bool], int]  # a Decoder's block counts, by (addr, size, alt)
-# Discovery's descents by (entry, alt): each result with the entry questions it asked and
-# their answers (Discovery._descend)
-Descents = dict[tuple[int, bool], list[tuple[Function, tuple[tuple[int, bool], ...]]]]
+class StoredFunctions:
+    """A file's functions read from its symbols, by start: those kept in the store, each
+    parsed and checked when first asked for (the store holds every function any run of
+    the file reached: hundreds for static glibc, ~1 MB; reading them all cost more than a
+    small run decodes), and those read in this process.  A damaged record is not used: the
+    function is read from the program again."""
+
+    def __init__(self, insns: Insns, body: bytes = b"",
+                 index: dict[int, tuple[int, int]] | None = None) -> None:
+        self.instructions = insns  # the decoder's: a function's site instructions go there
+        self._body = body
+        self._unread = index or {}  # start → (offset, length) of its record in body
+        self._read: dict[int, Function] = {}
+        self.added = 0  # functions read from the program, not from the store
+
+    def get(self, start: int) -> Function | None:
+        func = self._read.get(start)
+        if func is None and start in self._unread:
+            off, length = self._unread.pop(start)
+            try:
+                func, found = _function(json.loads(self._body[off:off + length]))
+            except (ValueError, TypeError, RecursionError):
+                return None  # (not kept: the function read again replaces it)
+            if func.start != start:
+                return None
+            _learn(self.instructions, found)
+            self._read[start] = func
+        return func
+
+    def __setitem__(self, start: int, func: Function) -> None:
+        """A function read from the program (kept on the next save)."""
+        self._unread.pop(start, None)
+        self._read[start] = func
+        self.added += 1
+
+    def __len__(self) -> int:
+        return len(self._read) + len(self._unread)
+
+    def records(self) -> list[tuple[int, bytes]]:
+        """Every function's start and record: those never parsed as they were read."""
+        body = self._body
+        return [*((start, _json(_encode(f, self.instructions))) for start, f in self._read.items()),
+                *((start, body[off:off + length])
+                  for start, (off, length) in self._unread.items())]
 
 
-def _descent(raw: Any) -> tuple[tuple[int, bool], Function, tuple[tuple[int, bool], ...]]:
+def _descent(raw: Any, insns: Insns
+             ) -> tuple[tuple[int, bool], Function, tuple[tuple[int, bool], ...]]:
+    """A descent's (entry, alt), function and answers; its instructions go into insns."""
     entry, alt, func, followed, answers = _checked(raw, _DESCENT, "descent")
     if {type(v) for v in followed} - {int}:
         raise ValueError(f"not addresses: {followed!r}")
     pairs = tuple((target, known) for target, known in
                   (_checked(a, _ANSWER, "answer") for a in answers))
-    return (entry, alt), _function(func, frozenset(followed)), pairs
+    function, found = _function(func, frozenset(followed))
+    _learn(insns, found)
+    return (entry, alt), function, pairs
 
 
-def _encode_descents(descents: Descents) -> list[Any]:
-    return [[entry, alt, _encode(func), sorted(func.followed), [list(a) for a in answers]]
+def _encode_descents(descents: Descents, insns: Insns) -> list[Any]:
+    return [[entry, alt, _encode(func, insns), sorted(func.followed), [list(a) for a in answers]]
             for (entry, alt), found in descents.items() for func, answers in found]
 
 
@@ -215,76 +300,72 @@ def _undecodable(raw: Any) -> tuple[int, bool]:
     return addr, alt
 
 
-Kept = tuple[dict[int, Function], Insns, Blocks, Descents]
+Kept = tuple[StoredFunctions, Blocks, Descents]
 
 
-def load(where: Path) -> Kept:
-    """The functions kept in `where`, by start, the instructions at their sites (the
-    backends decode them to arm the sites), the instruction counts of the translation
-    blocks the runs met (int3 counts each new block's instructions for the time stamps)
-    and the descents; nothing when missing or damaged."""
+def load(where: Path, insns: Insns) -> Kept:
+    """What is kept in `where`: the functions (parsed when asked for), the instruction
+    counts of the translation blocks the runs met (int3 counts each new block's
+    instructions for the time stamps) and the descents; the instructions at the sites of
+    the descents go into insns now, those of a function when it is parsed.  Nothing when
+    missing or damaged.
+
+    The file: one line of JSON (the format, each function's place in the body, the block
+    counts and the descents), then the body: the functions' records back to back."""
     try:
-        data = json.loads(where.read_bytes())
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return {}, {}, {}, {}
-        funcs = [_function(raw) for raw in data["functions"]]
-        insns = [_insn(raw) for raw in data["insns"]]
-        blocks = dict(_block(raw) for raw in data["blocks"])
-        undecodable = [_undecodable(raw) for raw in data["undecodable"]]
+        data = where.read_bytes()
+        head_end = data.index(b"\n") + 1
+        head = json.loads(data[:head_end])
+        if not isinstance(head, dict) or head.get("format") != FORMAT:
+            return StoredFunctions(insns), {}, {}
+        index = {start: (head_end + off, length) for start, off, length in
+                 (_checked(raw, _INDEX, "index entry") for raw in head["functions"])}
+        blocks = dict(_block(raw) for raw in head["blocks"])
+        found: Insns = {}
         descents: Descents = {}
-        for raw in data["descents"]:
-            key, func, answers = _descent(raw)
+        for raw in head["descents"]:
+            key, func, answers = _descent(raw, found)
             descents.setdefault(key, []).append((func, answers))
     except (OSError, ValueError, TypeError, KeyError):  # (JSONDecodeError is a ValueError)
-        return {}, {}, {}, {}
-    kept: Insns = dict.fromkeys(undecodable)
-    kept.update({(i.addr, i.thumb): i for i in insns})
-    return {f.start: f for f in funcs}, kept, blocks, descents
+        return StoredFunctions(insns), {}, {}
+    _learn(insns, found)
+    return StoredFunctions(insns, data, index), blocks, descents
 
 
-def _read_at(site: Site) -> tuple[int | None, ...]:
-    """Where the backends read the instructions of a site: the site, the instruction an
-    s390x EXRL executes, a MIPS delay slot (hooked_sites.py: its effect on sp)."""
-    return (site.addr, site.executes, site.addr + site.size if site.delay_slot else None)
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
-def save(where: Path, funcs: dict[int, Function], insns: Insns | None = None,
-         blocks: Blocks | None = None, descents: Descents | None = None) -> None:
-    """Write `funcs`, `descents`, the instructions of `insns` at their sites (_read_at) and
-    `blocks` to `where` atomically (a reader sees the old file or the new one); failures
-    are silent: the cache is an optimisation."""
-    descended = [func for found in (descents or {}).values() for func, _ in found]
-    wanted = dict.fromkeys((addr, site.alt_mode) for func in [*funcs.values(), *descended]
-                           for site in func.sites for addr in _read_at(site)
-                           if addr is not None)
-    insns = insns or {}
-    at_sites = [_encode_insn(insn) for insn in (insns.get(key) for key in wanted)
-                if insn is not None]
-    # where nothing decodes: kept too, or capstone is set up again to find that out
-    undecodable = [[addr, alt] for addr, alt in wanted
-                   if (addr, alt) in insns and insns[(addr, alt)] is None]
+def save(where: Path, funcs: StoredFunctions, blocks: Blocks | None = None,
+         descents: Descents | None = None) -> None:
+    """Write `funcs`, `descents` (each with the instructions at its sites) and `blocks` to
+    `where` atomically (a reader sees the old file or the new one); failures are silent:
+    the cache is an optimisation."""
+    index: list[list[int]] = []
+    body = bytearray()
+    for start, record in funcs.records():
+        index.append([start, len(body), len(record)])
+        body += record + b"\n"
+    head = _json({"format": FORMAT, "functions": index,
+                  "blocks": [[*key, n] for key, n in (blocks or {}).items()],
+                  "descents": _encode_descents(descents or {}, funcs.instructions)})
     try:
         where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = json.dumps({"format": FORMAT, "functions": [_encode(f) for f in funcs.values()],
-                           "insns": at_sites, "undecodable": undecodable,
-                           "descents": _encode_descents(descents or {}),
-                           "blocks": [[*key, n] for key, n in (blocks or {}).items()]},
-                          separators=(",", ":"))
-        _write(where, data)
+        _write(where, head + b"\n" + body)
     except OSError:
         return
 
 
-def _write(where: Path, data: str) -> None:
+def _write(where: Path, data: bytes) -> None:
     """data into where atomically (a reader sees the old file or the new one), then the
     oldest files of its kind beyond FILES_KEPT deleted; OSError on failure."""
     fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     os.replace(tmp, where)
     kind = where.name.split("-", 1)[0]
-    files = sorted(where.parent.glob(f"{kind}-*.json"), key=lambda p: p.stat().st_mtime,
-                   reverse=True)
+    files = sorted(where.parent.glob(f"{kind}-*{where.suffix}"),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
     for old in files[FILES_KEPT:]:
         old.unlink(missing_ok=True)
 
@@ -318,7 +399,7 @@ def stored_types(path: str, read: Callable[[str, Callable[[str], None]], Program
     if where is not None and not warned:
         try:
             where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _write(where, json.dumps(encode_types(types), separators=(",", ":")))
+            _write(where, _json(encode_types(types)))
         except OSError:
             pass
     return types
@@ -339,34 +420,32 @@ def write_pending() -> None:
 
 
 def stored_functions(path: str, bias: int, decoder: Decoder,
-                     descents: Descents) -> dict[int, Function]:
-    """The functions kept for this file (possibly none), in a dict that discovery fills
-    with the functions it reads; the instructions and block counts kept with them go into
-    the decoder's tables, the descents into `descents` (Discovery's).  What the run added
-    is written at the process's exit, or earlier when PENDING_KEPT newer files are open."""
+                     descents: Descents) -> StoredFunctions:
+    """The functions kept for this file (possibly none), which discovery adds the functions
+    it reads to; the instructions and block counts kept with them go into the decoder's
+    tables, the descents into `descents` (Discovery's).  What the run added is written at
+    the process's exit, or earlier when PENDING_KEPT newer files are open."""
+    insns, blocks = decoder.instructions, decoder.block_counts
     where = store_path(path, bias)
     if where is None:
-        return {}
+        return StoredFunctions(insns)
     earlier = _pending.pop(where, None)
     if earlier is not None:
         earlier()
-    funcs, kept_insns, kept_blocks, kept_descents = load(where)
-    insns, blocks = decoder.instructions, decoder.block_counts
-    for key, insn in kept_insns.items():
-        insns.setdefault(key, insn)
+    funcs, kept_blocks, kept_descents = load(where, insns)
     for bkey, count in kept_blocks.items():
         blocks.setdefault(bkey, count)
     for dkey, found in kept_descents.items():
         descents.setdefault(dkey, []).extend(found)
 
-    def sizes() -> tuple[int, int, int]:
-        return len(funcs), len(blocks), sum(len(found) for found in descents.values())
+    def sizes() -> tuple[int, int]:
+        return len(blocks), sum(len(found) for found in descents.values())
 
     known = sizes()
 
     def write_back() -> None:
-        if any(n > k for n, k in zip(sizes(), known, strict=True)):
-            save(where, funcs, insns, blocks, descents)
+        if funcs.added or any(n > k for n, k in zip(sizes(), known, strict=True)):
+            save(where, funcs, blocks, descents)
 
     _pending[where] = write_back
     while len(_pending) > PENDING_KEPT:
