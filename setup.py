@@ -1,6 +1,7 @@
 """Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`; branch.c for
 `bts` and `btf`; ploop.c, the native target's ptrace loop; disasm.c, discovery's decoding), a
-plain C library that emutrace loads with ctypes; everything else is in pyproject.toml.
+plain C library that emutrace loads with ctypes, and of sweep.c, discovery's sweep loop, a
+CPython extension; everything else is in pyproject.toml.
 
 It is compiled against the headers the unicorn and capstone wheels ship (unicorn/include,
 capstone/include) and links neither library: the functions it calls are handed in from the
@@ -33,5 +34,12 @@ setup(ext_modules=[Extension(
              "emutrace/native/entryprobe.c", "emutrace/native/disasm.c"],
     include_dirs=wheel_include("unicorn") + wheel_include("capstone"),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
+    optional=True,
+), Extension(
+    # a CPython extension, not a ctypes library: it makes discovery's Insn tuples
+    "emutrace.native._sweep",
+    sources=["emutrace/native/sweep.c"],
+    include_dirs=wheel_include("capstone"),
+    extra_compile_args=["-O2", "-Wall", "-Wextra"],
     optional=True,
 )])

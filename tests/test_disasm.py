@@ -83,3 +83,49 @@ def test_a_stretch_stops_where_decoding_stops() -> None:
     assert list(native.disasm_lite(code, 0x1000)) == want == [
         (0x1000, 1, "nop", ""), (0x1001, 1, "nop", "")]
     assert list(native.disasm_lite(b"\xff\xff", 0x1000)) == []
+
+
+# ---------------------------------------------------------------- the sweep loop in C
+def swept_tables(isa: str, in_c: bool) -> tuple[dict[object, object], list[object]]:
+    """Every function of the ISA's fib swept by a Decoder (the sweep loop in sweep.c, or its
+    Python reference), Thumb ones in Thumb; its instruction table and each sweep's result."""
+    from emutrace.discover import Discovery, memo
+
+    memo._memo.clear()  # (the in-process memo would share one decoder's table)
+    try:
+        discovery = Discovery(load_image(str(bin_path(isa, "fib"))))
+        decoder = discovery.decoder
+        decoder.sweep_in_c = in_c
+        decoder.instructions = {}
+        runs: list[object] = []
+        for sym in discovery.symbols.funcs:
+            if sym.size:
+                runs.append(decoder.linear(sym.start, sym.start + sym.size, sym.alt))
+        # undecodable bytes: a stretch that ends there, and one that starts there
+        lo, data = decoder.code_ranges()[0]
+        runs.append([decoder.insn_at(lo + len(data) - 1, False)])
+        return decoder.instructions, runs
+    finally:
+        memo._memo.clear()
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_the_sweep_in_c_equals_its_python_reference(isa: str) -> None:
+    """Same Insn tuples (type and fields), the same table of instructions and undecodable
+    places, the same stretches, from sweep.c as from Decoder._decode_stretch's loop."""
+    want_table, want_runs = swept_tables(isa, False)
+    got_table, got_runs = swept_tables(isa, True)
+    assert len(want_table) > 5000
+    assert got_runs == want_runs
+    assert got_table == want_table
+    assert list(got_table) == list(want_table)  # kept in the same order
+    assert {type(i) for i in got_table.values()} == {type(i) for i in want_table.values()}
+    if by_name(isa).classifiers.alt_mode:  # type: ignore[union-attr]
+        assert any(key[1] for key in got_table)  # Thumb code was swept too
+
+
+def test_the_decoder_sweeps_in_c() -> None:
+    """Where sweep.c is built, a Decoder uses it (not a silent fallback to the loop)."""
+    from emutrace.native import disasmlib
+
+    assert disasmlib._sweep() is not None

@@ -58,6 +58,10 @@ class Decoder:
     """Decodes instructions of the executable segments once; `alt` selects the alternative
     instruction set (ARM Thumb)."""
 
+    # the sweep loop of _decode_stretch in C where the engine has it (native/sweep.c); the
+    # loop below is its reference (tests/test_disasm.py)
+    sweep_in_c = True
+
     def __init__(self, image: Image) -> None:
         self.isa = image.isa
         self.cls = classifiers_of(image)
@@ -153,7 +157,13 @@ class Decoder:
                 # past stop: room for the longest instruction (x86: 15 bytes), no more
                 # (capstone decodes all it is given: a sweep's function ends at stop)
                 code = bytes(data[off:off + stop - addr + 16])
-                for at, size, mnemonic, op_str in self._engine(alt).disasm_lite(
+                engine = self._engine(alt)
+                if self.sweep_in_c and hasattr(engine, "stretch"):
+                    swept = engine.stretch(code, addr, stop, _ALT_BATCH if alt else 0, alt,
+                                           cache, Insn)
+                    if swept is not None:  # (sweep.c: this loop, in C)
+                        return swept  # type: ignore[no-any-return]
+                for at, size, mnemonic, op_str in engine.disasm_lite(
                         code, addr, _ALT_BATCH if alt else 0):
                     key = (at, alt)
                     insn = cache.get(key, UNSEEN)

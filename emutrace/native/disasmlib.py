@@ -8,8 +8,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from emutrace import native
 from emutrace.errors import Unsupported
@@ -56,7 +57,25 @@ def _load() -> ctypes.CDLL | None:
     cs = ctypes.CDLL(str(cs_path))
     lib.dis_bind(*(ctypes.cast(getattr(cs, f), vp) for f in
                    ("cs_open", "cs_disasm", "cs_free", "cs_close")))
+    lib.capstone = cs  # (kept loaded: _sweep calls two of its functions)
     return lib
+
+
+@functools.cache
+def _sweep() -> tuple[Callable[..., list[Any]], int, int] | None:
+    """sweep.c's `stretch` with the addresses of capstone's cs_disasm and cs_free, or None
+    where the extension is not built (Decoder._decode_stretch keeps its Python loop)."""
+    lib = _load()
+    try:
+        from emutrace.native import _sweep  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    stretch = getattr(_sweep, "stretch", None)  # (built without capstone's header: none)
+    if lib is None or stretch is None:
+        return None
+    addr = [ctypes.cast(getattr(lib.capstone, f), ctypes.c_void_p).value
+            for f in ("cs_disasm", "cs_free")]
+    return (stretch, addr[0], addr[1]) if None not in addr else None
 
 
 class NativeDisassembler:
@@ -81,6 +100,18 @@ class NativeDisassembler:
         # mnemonic, op_str, ..., "" (after the last NUL)
         texts = ctypes.string_at(self._text, self._used.value).decode("ascii").split("\0")
         return zip(self._addrs[:n], self._sizes[:n], texts[0:-1:2], texts[1::2], strict=True)
+
+    def stretch(self, code: bytes, addr: int, stop: int, count: int, alt: bool,
+                cache: dict[tuple[int, bool], Any], insn: type) -> list[Any] | None:
+        """What Decoder._decode_stretch's loop gives for code at addr, by sweep.c (None where
+        it is not built): the instructions from addr on as `insn` tuples, each kept in cache
+        under (addr, alt), ending before one cache holds None for, after the one reaching
+        stop, after a Thumb IT (alt); None kept at addr where nothing decodes."""
+        sweep = _sweep()
+        if sweep is None:
+            return None
+        stretch, disasm, free = sweep
+        return stretch(disasm, free, self._handle, code, addr, stop, count, alt, cache, insn)
 
     def __del__(self) -> None:
         if self._handle:
