@@ -129,3 +129,63 @@ def test_the_decoder_sweeps_in_c() -> None:
     from emutrace.native import disasmlib
 
     assert disasmlib._sweep() is not None
+
+
+def scans(isa: str, in_c: bool) -> list[object]:
+    """Decoder.scan over every function of the ISA's fib (Thumb ones in Thumb), from the
+    start of its symbol to its end and from its middle, with that extent as the function."""
+    from emutrace.discover import Discovery, memo
+
+    memo._memo.clear()
+    try:
+        discovery = Discovery(load_image(str(bin_path(isa, "fib"))))
+        decoder = discovery.decoder
+        decoder.sweep_in_c = in_c
+        decoder.instructions = {}
+        out: list[object] = []
+        for sym in discovery.symbols.funcs:
+            end = sym.start + max(sym.size, 64)
+            for start in (sym.start, sym.start + sym.size // 2 // 4 * 4):
+                out.append(decoder.scan(start, end, sym.alt, sym.start, end))
+        lo, data = decoder.code_ranges()[0]
+        out.append(decoder.scan(lo + len(data) - 2, lo + len(data) + 8, False, lo, lo + 1))
+        return out
+    finally:
+        memo._memo.clear()
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_the_scan_in_c_equals_its_python_reference(isa: str) -> None:
+    """sweep.c's scan keeps the same instructions as Decoder.scan's Python loop (the ISA's
+    SweepFilter applied to `linear`), stops at the same place with the same last one."""
+    want = scans(isa, False)
+    got = scans(isa, True)
+    kept = sum(len(k) for k, _, _ in want)  # type: ignore[misc]
+    swept = sum(1 for _ in want)
+    assert swept > 500 and kept > 1000
+    assert got == want
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_block_counts_in_c_equal_their_python_reference(isa: str) -> None:
+    """Decoder.block_count by sweep.c equals len(insn_starts) (the reference) on blocks of
+    every ISA's fib: at each function's start and middle, of several sizes, one reaching
+    past the code, in each mode (undecodable spots count one and skip the alignment)."""
+    from emutrace.discover import Discovery, memo
+
+    memo._memo.clear()
+    try:
+        discovery = Discovery(load_image(str(bin_path(isa, "fib"))))
+        decoder = discovery.decoder
+        lo, data = decoder.code_ranges()[0]
+        blocks = [(sym.start + skip, size, sym.alt) for sym in discovery.symbols.funcs
+                  for skip in (0, sym.size // 2) for size in (1, 7, 40, 333)]
+        blocks.append((lo + len(data) - 6, 64, False))
+        decoder.instructions = {}
+        got = [decoder._count(*block) for block in blocks]
+        decoder.instructions = {}
+        want = [len(decoder.insn_starts(*block)) for block in blocks]
+        assert len(blocks) > 1000 and sum(want) > 50000
+        assert got == want
+    finally:
+        memo._memo.clear()

@@ -276,8 +276,9 @@ def test_stretch_sweep_equals_one_by_one(isa: str) -> None:
     for sym in table.funcs[::6]:
         assert from_symbol(sym, table, fast) == _sweep_one_by_one(sym, table, slow), sym.name
     # and the instructions both decoded (what the backends read at sites) are the same
+    # (from_symbol's sweep keeps only those its SweepFilter keeps: decode.Decoder.scan)
     both = fast.instructions.keys() & slow.instructions.keys()
-    assert len(both) > 10_000
+    assert len(both) > 1_000
     assert all(fast.instructions[k] == slow.instructions[k] for k in both)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from emutrace.discover.memo import file_key, kept
+from emutrace.discover.sweep import SweepRule
 from emutrace.elf import PF_X, Image
 from emutrace.isa.base import NO_FLOW, Classifiers, Flow, FlowKind, Insn
 
@@ -58,8 +59,8 @@ class Decoder:
     """Decodes instructions of the executable segments once; `alt` selects the alternative
     instruction set (ARM Thumb)."""
 
-    # the sweep loop of _decode_stretch in C where the engine has it (native/sweep.c); the
-    # loop below is its reference (tests/test_disasm.py)
+    # the sweep loops of scan and _decode_stretch in C where the engine has them
+    # (native/sweep.c); the Python loops are their reference (tests/test_disasm.py)
     sweep_in_c = True
 
     def __init__(self, image: Image) -> None:
@@ -78,6 +79,9 @@ class Decoder:
         self.instructions: dict[tuple[int, bool], Insn | None] = kept(
             "instructions", key, dict)
         self.block_counts: dict[tuple[int, int, bool], int] = kept("block_counts", key, dict)
+        sweep = self.cls.sweep
+        self.sweep_rule = None if sweep is None else SweepRule(
+            sweep, image.isa.identity.endian, image.isa.code_mask)
 
     def _engine(self, alt: bool) -> Any:
         """The decoder for the main mode (alt: the alternative one, ARM Thumb), made when
@@ -136,6 +140,35 @@ class Decoder:
             out.append(insn)
             at += insn.size
         return out
+
+    def scan(self, addr: int, stop: int, alt: bool, lo: int, hi: int
+             ) -> tuple[list[Insn], int, Insn | None]:
+        """A linear sweep from addr while instructions start before stop, as `linear`: the
+        instructions the ISA's SweepFilter keeps in a function whose code is [lo, hi) (all
+        of them where it declares none), where the sweep stopped (the end of the last
+        instruction, or where nothing decodes), and the last instruction (None: none
+        decoded).  In C where sweep.c is built (the instructions left out never become
+        Insns), else this loop, its reference (tests/test_disasm.py)."""
+        rule = self.sweep_rule
+        if self.sweep_in_c and rule is not None and addr < stop:
+            for base, data in self._code:
+                if base <= addr < base + len(data):
+                    engine = self._engine(alt)
+                    if not hasattr(engine, "scan"):
+                        break
+                    off = addr - base
+                    found = engine.scan(bytes(data[off:off + stop - addr + 16]), addr, stop,
+                                        _ALT_BATCH if alt else 0, alt, self.instructions, Insn,
+                                        rule, lo, hi)
+                    if found is not None:
+                        return found  # type: ignore[no-any-return]
+                    break
+        run = self.linear(addr, stop, alt)
+        if not run:
+            return [], addr, None
+        last = run[-1]
+        kept = run if rule is None else [i for i in run if rule.keeps(i, lo, hi)]
+        return kept, last.addr + last.size, last
 
     def _decode_stretch(self, addr: int, stop: int, alt: bool = False) -> list[Insn]:
         """Decode from addr to stop (and the bytes an instruction starting before stop may
@@ -201,8 +234,24 @@ class Decoder:
         key = (addr, size, alt)
         count = self.block_counts.get(key)
         if count is None:
-            count = self.block_counts[key] = len(self.insn_starts(addr, size, alt))
+            count = self.block_counts[key] = self._count(addr, size, alt)
         return count
+
+    def _count(self, addr: int, size: int, alt: bool) -> int:
+        """len(insn_starts(...)), in C where sweep.c is built (no Insn made: a sweep keeps
+        only the instructions sites may come from, so a block's are mostly not decoded)."""
+        if self.sweep_in_c:
+            for base, data in self._code:
+                if base <= addr < base + len(data):
+                    engine = self._engine(alt)
+                    off = addr - base
+                    counted = engine.count(bytes(data[off:off + size + 16]), addr, size,
+                                           self.align(alt), alt) \
+                        if hasattr(engine, "count") else None
+                    if counted is not None:
+                        return counted  # type: ignore[no-any-return]
+                    break
+        return len(self.insn_starts(addr, size, alt))
 
     def flow_at(self, addr: int, alt: bool = False) -> tuple[Flow, Insn] | None:
         """What the instruction at addr does to control flow, as the backends that watch

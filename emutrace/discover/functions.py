@@ -76,18 +76,18 @@ def from_symbol(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> Functi
             last = None
             addr += decoder.align(sym.alt)
         else:
-            # the stretch of code up to the next `$d` data or the end, decoded at once
+            # the stretch of code up to the next `$d` data or the end, decoded at once; the
+            # instructions no site can come from left out (the ISA's SweepFilter)
             stop = min(end, table.data_after(addr))
-            run = decoder.linear(addr, stop, sym.alt)
-            for insn in run:
+            kept, addr, final = decoder.scan(addr, stop, sym.alt, sym.start, end)
+            for insn in kept:
                 flow = classify(insn)
                 if flow.kind is not FlowKind.NONE:  # (no site falls through: site_for)
                     site = site_for(decoder, insn, inside, flow)
                     if site is not None:
                         sites.append(site)
-            if run:
-                last = run[-1].addr
-                addr = last + run[-1].size
+            if final is not None:
+                last = final.addr
             if addr < stop:  # the stretch ended early: nothing decodes here
                 last = None
                 addr += decoder.align(sym.alt)

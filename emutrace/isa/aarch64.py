@@ -25,6 +25,8 @@ from emutrace.isa.base import (
     NativeTracing,
     Plt,
     Registers,
+    SweepFilter,
+    SweepKind,
     SyscallConvention,
     branch_records,
     no_block_step,
@@ -137,9 +139,20 @@ def classify_aarch64(insn: Insn) -> Flow:
     return NO_FLOW
 
 
+def sweep_kind_aarch64(mnemonic: str) -> SweepKind:
+    """What classify_aarch64 may make of a mnemonic: B, B.cond, CBZ/CBNZ/TBZ/TBNZ to their
+    last operand; BL, BLR*, BR*, RET* read; the rest (BRK/UDF/HLT: STOP) NONE."""
+    if mnemonic == "b" or mnemonic.startswith("b.") or mnemonic in _A64_COND:
+        return SweepKind.TARGET
+    if mnemonic.startswith(("bl", "br", "ret")):
+        return SweepKind.CLASSIFY
+    return SweepKind.PLAIN
+
+
 CLASSIFIERS = Classifiers(classify=classify_aarch64,
                           sp_effect=transfer_sp_effect(classify_aarch64),
-                          virtual_breakpoints=True)
+                          virtual_breakpoints=True,
+                          sweep=SweepFilter(mnemonic_kind=sweep_kind_aarch64))
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM C6.2): BL/BLR set X30 to the next

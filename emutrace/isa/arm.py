@@ -26,6 +26,8 @@ from emutrace.isa.base import (
     Plt,
     RegFixup,
     Registers,
+    SweepFilter,
+    SweepKind,
     SyscallConvention,
     branch_records,
     no_block_step,
@@ -248,9 +250,25 @@ def in_it_block_arm(insn: Insn) -> bool:
     return True
 
 
+def sweep_kind_arm(mnemonic: str) -> SweepKind:
+    """What classify_arm may make of a mnemonic: B<c> and CBZ/CBNZ to their last operand
+    (BX/BL/BLX and TBB/TBH read); an instruction that writes the PC through its operands
+    (MOV/LDR/POP/LDM/ALU with pc) read when they name pc; the rest (UDF/BKPT: STOP) NONE."""
+    base, _cond = _arm_split(mnemonic)
+    if base in ("b", "cbz", "cbnz"):
+        return SweepKind.TARGET
+    if base in ("bl", "blx", "bx", "tbb", "tbh"):
+        return SweepKind.CLASSIFY
+    if base in ("pop", "ldm", "ldmia", "ldmfd", "ldr", "mov") or base in _ALU_WRITES_PC:
+        return SweepKind.OPERANDS
+    return SweepKind.PLAIN
+
+
 CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),
                           literal=literal_arm, predicates=it_block_arm, sp_effect=sp_effect_arm,
-                          hooked_when_taken=in_it_block_arm)
+                          hooked_when_taken=in_it_block_arm,
+                          sweep=SweepFilter(mnemonic_kind=sweep_kind_arm,
+                                            operand_marks=("pc",)))
 # (no virtual_breakpoints: whether the trap is simulated depends on ITSTATE at run time —
 # `simulate_arm` falls back inside an IT block — so the patch's counters are not known
 # when the site is armed)

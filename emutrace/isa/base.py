@@ -284,6 +284,36 @@ class Flow:
 NO_FLOW = Flow(FlowKind.NONE)
 
 
+class SweepKind(enum.IntEnum):
+    """What a sweep filter says of an instruction (SweepFilter.mnemonic_kind)."""
+
+    PLAIN = 0  # the classifier says NONE or STOP: never a site
+    TARGET = 1  # JUMP or BRANCH to its last operand, a number (`#` allowed), when it is one
+    CLASSIFY = 2  # the classifier must read it
+    OPERANDS = 3  # CLASSIFY when the operands contain one of operand_marks, else PLAIN
+
+
+@dataclass(frozen=True)
+class SweepFilter:
+    """Which instructions function discovery's linear sweep must classify, as data the sweep
+    reads in C (emutrace/native/sweep.c `scan`; discover/decode.py `Decoder.scan` is its
+    Python reference).  An instruction the filter passes over makes no site: it is one the
+    classifier maps to NONE or STOP, or a JUMP/BRANCH whose direct target lies inside the
+    function (discover/sites.py `site_for`: no site).  A filter must only ever say more than
+    needed: tests/test_sweep_filter.py holds it to the classifier on every instruction of
+    the ISA's test programs.
+
+    Either by mnemonic (`mnemonic_kind`, asked once per distinct mnemonic, with
+    `operand_marks`), or by encoding (`encodings`: (size, mask, value) of every
+    instruction word the classifier may read as a transfer; the word in the ISA's byte
+    order; anything else is PLAIN).  TARGET's last operand: the text after the last comma,
+    a decimal or 0x number with an optional `#`; where it is none, CLASSIFY."""
+
+    mnemonic_kind: Callable[[str], SweepKind] | None = None
+    operand_marks: tuple[str, ...] = ()
+    encodings: tuple[tuple[int, int, int], ...] = ()
+
+
 @dataclass(frozen=True)
 class Classifiers:
     """How function discovery reads control flow on this ISA."""
@@ -317,6 +347,8 @@ class Classifiers:
     # the breakpoint (backends/hooked_sites.py `virtual_breakpoints`): measured cheaper
     # than Unicorn's trap exit here (bench/results/native-virtual.md)
     virtual_breakpoints: bool = False
+    # which instructions a sweep must classify (None: every one)
+    sweep: SweepFilter | None = None
 
     @property
     def delay_bytes(self) -> int:

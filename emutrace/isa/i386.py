@@ -24,7 +24,13 @@ from emutrace.isa.base import (
     SyscallConvention,
 )
 from emutrace.isa.native_pmu import native_bts_reason
-from emutrace.isa.x86_64 import classify_x86, x86_lowering, x86_simulator, x86_sp_effect
+from emutrace.isa.x86_64 import (
+    SWEEP_X86,
+    classify_x86,
+    x86_lowering,
+    x86_simulator,
+    x86_sp_effect,
+)
 from emutrace.rootfs import setup_root
 
 # ---------------------------------------------------------------- identity
@@ -108,7 +114,7 @@ def native_dynamic() -> Capability:
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
 CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(4),
-                          virtual_breakpoints=True)
+                          virtual_breakpoints=True, sweep=SWEEP_X86)
 
 # ---------------------------------------------------------------- simulation
 SIMULATE = x86_simulator(4, "esp", "eflags")  # as x86_64, with 4-byte stack slots

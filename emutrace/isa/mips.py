@@ -22,6 +22,8 @@ from emutrace.isa.base import (
     NativeTracing,
     Plt,
     Registers,
+    SweepFilter,
+    SweepKind,
     SyscallConvention,
     SyscallErrors,
     branch_records,
@@ -176,7 +178,18 @@ def sp_effect_mips(insn: Insn) -> int | None:
     return None
 
 
-CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True, sp_effect=sp_effect_mips)
+def sweep_kind_mips(mnemonic: str) -> SweepKind:
+    """What classify_mips may make of a mnemonic: J, B and the conditional branches to their
+    last operand; JAL/BAL/BGEZAL/BLTZAL/JALR/JR read; the rest (BREAK: STOP) NONE."""
+    if mnemonic in ("j", "b") or mnemonic in _MIPS_COND:
+        return SweepKind.TARGET
+    if mnemonic in ("jal", "bal", "bgezal", "bltzal", "jalr", "jr"):
+        return SweepKind.CLASSIFY
+    return SweepKind.PLAIN
+
+
+CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True, sp_effect=sp_effect_mips,
+                          sweep=SweepFilter(mnemonic_kind=sweep_kind_mips))
 
 # ---------------------------------------------------------------- quirks
 def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:

@@ -29,6 +29,7 @@ from emutrace.isa.base import (
     RegFixup,
     Registers,
     Simulator,
+    SweepFilter,
     SyscallConvention,
     SyscallErrors,
     branch_records,
@@ -163,11 +164,17 @@ def classify_ppc_word(addr: int, w: int) -> Flow:
     return NO_FLOW
 
 
+# the words classify_ppc_word may read as a transfer: primary opcodes 16 (bc), 18 (b) and
+# 19 (bclr, bcctr, bctar); `trap` is a STOP, never a site
+SWEEP_PPC = SweepFilter(encodings=tuple((4, 0xFC000000, op << 26) for op in (16, 18, 19)))
+
+
 def classify_ppc(insn: Insn) -> Flow:
     return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "big"))
 
 
 CLASSIFIERS = Classifiers(classify=classify_ppc, sp_effect=transfer_sp_effect(classify_ppc),
+                          sweep=SWEEP_PPC,
                           virtual_breakpoints=True)
 
 

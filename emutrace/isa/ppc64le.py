@@ -23,7 +23,13 @@ from emutrace.isa.base import (
     Registers,
     transfer_sp_effect,
 )
-from emutrace.isa.ppc import GPR_NAMES, classify_ppc_word, ppc_lowering, ppc_simulator
+from emutrace.isa.ppc import (
+    GPR_NAMES,
+    SWEEP_PPC,
+    classify_ppc_word,
+    ppc_lowering,
+    ppc_simulator,
+)
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -104,7 +110,7 @@ def classify_ppc64le(insn: Insn) -> Flow:
     return classify_ppc_word(insn.addr, int.from_bytes(insn.raw, "little"))
 
 
-CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True,
+CLASSIFIERS = Classifiers(classify=classify_ppc64le, local_entry=True, sweep=SWEEP_PPC,
                           sp_effect=transfer_sp_effect(classify_ppc64le),
                           virtual_breakpoints=True)
 

@@ -22,6 +22,7 @@ from emutrace.isa.base import (
     Plt,
     RegFixup,
     Registers,
+    SweepFilter,
     SyscallConvention,
     branch_records,
     no_block_step,
@@ -209,7 +210,14 @@ def sp_effect_riscv(insn: Insn) -> int | None:
     return None
 
 
-CLASSIFIERS = Classifiers(classify=classify_riscv, insn_align=2, sp_effect=sp_effect_riscv)
+# the parcels classify_riscv may read as a transfer: JAL, JALR, BRANCH (32-bit opcodes 0x6f,
+# 0x67, 0x63); C.J, C.BEQZ, C.BNEZ (quadrant 1, funct3 5-7); C.JR/C.JALR (quadrant 2, funct3
+# 4, rs2 0).  EBREAK, UNIMP, C.EBREAK and the zero parcel are STOPs, never sites.
+SWEEP_RISCV = SweepFilter(encodings=(
+    (4, 0x7F, 0x6F), (4, 0x7F, 0x67), (4, 0x7F, 0x63),
+    (2, 0xE003, 0xA001), (2, 0xE003, 0xC001), (2, 0xE003, 0xE001), (2, 0xE07F, 0x8002)))
+CLASSIFIERS = Classifiers(classify=classify_riscv, insn_align=2, sp_effect=sp_effect_riscv,
+                          sweep=SWEEP_RISCV)
 
 # ---------------------------------------------------------------- quirks
 RESET = (

@@ -25,6 +25,8 @@ from emutrace.isa.base import (
     Plt,
     RegFixup,
     Registers,
+    SweepFilter,
+    SweepKind,
     SyscallConvention,
     branch_records,
     x86_figure_borrowed,
@@ -203,7 +205,20 @@ def sp_effect_s390x(insn: Insn) -> int | None:
     return None if ops and ops[0] == "%r15" else 0
 
 
+def sweep_kind_s390x(mnemonic: str) -> SweepKind:
+    """What classify_s390x may make of a mnemonic: J/JG and Jcc, BRC/BRCL and the
+    count/index branches to their last operand; the other B… forms (calls, BR, BCR, B<c>R)
+    and EXRL read; the rest (opcode 0x00: STOP) NONE."""
+    if mnemonic.startswith("j") or mnemonic in ("brc", "brcl") \
+            or mnemonic.startswith(_S390_COND_PREFIX):
+        return SweepKind.TARGET
+    if mnemonic.startswith(("b", "exrl")):
+        return SweepKind.CLASSIFY
+    return SweepKind.PLAIN
+
+
 CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2, sp_effect=sp_effect_s390x,
+                          sweep=SweepFilter(mnemonic_kind=sweep_kind_s390x),
                           virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation

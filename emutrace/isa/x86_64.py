@@ -29,6 +29,8 @@ from emutrace.isa.base import (
     Plt,
     Registers,
     Simulator,
+    SweepFilter,
+    SweepKind,
     SyscallConvention,
 )
 from emutrace.isa.native_pmu import native_bts_reason
@@ -161,8 +163,20 @@ def x86_sp_effect(word: int) -> Callable[[Insn], int | None]:
     return effect
 
 
+def sweep_kind_x86(mnemonic: str) -> SweepKind:
+    """What classify_x86 may make of a mnemonic: JMP/Jcc/JrCXZ/LOOPcc to their operand
+    (a number, else CLASSIFY: `jmp rax`), CALL and RET read, a prefixed one (`notrack
+    jmp`, `bnd ret`) read too; the rest NONE or STOP."""
+    if " " in mnemonic or mnemonic in ("call", "ret", "retf"):
+        return SweepKind.CLASSIFY
+    if mnemonic.startswith("j") or mnemonic in _X86_COND_JUMPS:
+        return SweepKind.TARGET
+    return SweepKind.PLAIN
+
+
+SWEEP_X86 = SweepFilter(mnemonic_kind=sweep_kind_x86)
 CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(8),
-                          virtual_breakpoints=True)
+                          virtual_breakpoints=True, sweep=SWEEP_X86)
 
 
 # ---------------------------------------------------------------- simulation

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,8 @@ def _load() -> ctypes.CDLL | None:
         lib = native.load()
     except Unsupported:
         return None
-    cs_path = _capstone_library()
-    if cs_path is None or not hasattr(lib, "dis_run"):
+    cs = _capstone()
+    if cs is None or not hasattr(lib, "dis_run"):
         return None
     vp, i64, u64, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_size_t
     native.declare(lib, {
@@ -54,28 +54,33 @@ def _load() -> ctypes.CDLL | None:
     probe = i64()
     if lib.dis_value(b"CS_ARCH_X86", ctypes.byref(probe)) != 0:
         return None  # built without capstone's header
-    cs = ctypes.CDLL(str(cs_path))
     lib.dis_bind(*(ctypes.cast(getattr(cs, f), vp) for f in
                    ("cs_open", "cs_disasm", "cs_free", "cs_close")))
-    lib.capstone = cs  # (kept loaded: _sweep calls two of its functions)
     return lib
 
 
 @functools.cache
-def _sweep() -> tuple[Callable[..., list[Any]], int, int] | None:
-    """sweep.c's `stretch` with the addresses of capstone's cs_disasm and cs_free, or None
-    where the extension is not built (Decoder._decode_stretch keeps its Python loop)."""
-    lib = _load()
+def _capstone() -> ctypes.CDLL | None:
+    """The capstone wheel's C library, loaded once (kept: disasm.c and sweep.c call it)."""
+    path = _capstone_library()
+    return None if path is None else ctypes.CDLL(str(path))
+
+
+@functools.cache
+def _sweep() -> tuple[Any, int, int] | None:
+    """sweep.c (its `stretch` and `scan`) with the addresses of capstone's cs_disasm and
+    cs_free, or None where the extension is not built (Decoder keeps its Python loops)."""
+    cs = _capstone()
     try:
         from emutrace.native import _sweep  # type: ignore[attr-defined]
     except ImportError:
         return None
-    stretch = getattr(_sweep, "stretch", None)  # (built without capstone's header: none)
-    if lib is None or stretch is None:
+    # (built without capstone's header: no functions)
+    if _load() is None or cs is None or not hasattr(_sweep, "scan"):
         return None
-    addr = [ctypes.cast(getattr(lib.capstone, f), ctypes.c_void_p).value
-            for f in ("cs_disasm", "cs_free")]
-    return (stretch, addr[0], addr[1]) if None not in addr else None
+    disasm, free = (ctypes.cast(getattr(cs, f), ctypes.c_void_p).value
+                    for f in ("cs_disasm", "cs_free"))
+    return None if disasm is None or free is None else (_sweep, disasm, free)
 
 
 class NativeDisassembler:
@@ -110,8 +115,30 @@ class NativeDisassembler:
         sweep = _sweep()
         if sweep is None:
             return None
-        stretch, disasm, free = sweep
-        return stretch(disasm, free, self._handle, code, addr, stop, count, alt, cache, insn)
+        module, disasm, free = sweep
+        return module.stretch(disasm, free, self._handle, code, addr, stop, count, alt, cache,
+                              insn)
+
+    def count(self, code: bytes, addr: int, size: int, align: int, alt: bool) -> int | None:
+        """How many instructions start in the block [addr, addr + size) (Decoder.insn_starts),
+        by sweep.c (None where it is not built)."""
+        sweep = _sweep()
+        if sweep is None:
+            return None
+        module, disasm, free = sweep
+        return module.count(disasm, free, self._handle, code, addr, size, align, alt)
+
+    def scan(self, code: bytes, addr: int, stop: int, count: int, alt: bool,
+             cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int, hi: int
+             ) -> tuple[list[Any], int, Any] | None:
+        """Decoder.scan's sweep by sweep.c (None where it is not built): (the instructions
+        rule keeps in a function [lo, hi), where the sweep stopped, the last instruction)."""
+        sweep = _sweep()
+        if sweep is None:
+            return None
+        module, disasm, free = sweep
+        return module.scan(disasm, free, self._handle, code, addr, stop, count, alt, cache,
+                           insn, rule, lo, hi)
 
     def __del__(self) -> None:
         if self._handle:

@@ -143,12 +143,346 @@ static PyObject *sweep_stretch(PyObject *self, PyObject *args) {
     return run;
 }
 
+
+/* The last operand of op_str (after its last comma, blanks and '#' dropped) as a number:
+ * -?(0x hex | decimal without a leading 0 | 0) filling it (discover/sweep.py
+ * last_operand_number).  0 and *value where it is one; -1 where it is none, negative, or
+ * past 64 bits (the rule then keeps the instruction: its target is not known inside). */
+static int sweep_number(const char *op_str, uint64_t *value) {
+    const char *p = strrchr(op_str, ',');
+    p = p == NULL ? op_str : p + 1;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    while (*p == '#')
+        p++;
+    const char *end = p + strlen(p);
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (p == end || *p == '-')
+        return -1;
+    uint64_t v = 0;
+    if (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+        if (end - p - 2 > 16)
+            return -1;
+        for (const char *q = p + 2; q < end; q++) {
+            int d = *q >= '0' && *q <= '9' ? *q - '0'
+                    : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10
+                    : *q >= 'A' && *q <= 'F' ? *q - 'A' + 10 : -1;
+            if (d < 0)
+                return -1;
+            v = v << 4 | (uint64_t)d;
+        }
+    } else {
+        if (p[0] == '0' && end - p > 1)
+            return -1;
+        for (const char *q = p; q < end; q++) {
+            if (*q < '0' || *q > '9' || v > (UINT64_MAX - 9) / 10)
+                return -1;
+            v = v * 10 + (uint64_t)(*q - '0');
+        }
+    }
+    *value = v;
+    return 0;
+}
+
+/* The rule of one scan (discover/sweep.py SweepRule), read from its attributes once. */
+typedef struct {
+    PyObject *kinds;    /* dict: mnemonic -> kind (filled through kind()) */
+    PyObject *rule;     /* for rule.kind(mnemonic) on a mnemonic not in kinds */
+    PyObject *marks;    /* tuple of str */
+    PyObject *encodings; /* tuple of (size, mask, value) */
+    int big;
+    uint64_t code_mask;
+} sweep_rule;
+
+enum { KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3 };
+
+/* 1: the classifier must read the instruction (SweepRule.keeps); 0: not; -1: a Python error */
+static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi) {
+    Py_ssize_t n_enc = PyTuple_GET_SIZE(r->encodings);
+    if (n_enc > 0) {
+        uint64_t word = 0;
+        for (int i = 0; i < ci->size && i < 8; i++) {
+            int at = r->big ? i : ci->size - 1 - i;
+            word = word << 8 | ci->bytes[at];
+        }
+        for (Py_ssize_t e = 0; e < n_enc; e++) {
+            PyObject *enc = PyTuple_GET_ITEM(r->encodings, e);
+            unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 0));
+            unsigned long long mask = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 1));
+            unsigned long long value = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 2));
+            if (PyErr_Occurred())
+                return -1;
+            if (size == ci->size && (word & mask) == value)
+                return 1;
+        }
+        return 0;
+    }
+    PyObject *mnemonic = PyUnicode_FromString(ci->mnemonic);
+    if (mnemonic == NULL)
+        return -1;
+    PyObject *found = PyDict_GetItemWithError(r->kinds, mnemonic); /* borrowed */
+    long kind;
+    if (found != NULL) {
+        kind = PyLong_AsLong(found);
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(mnemonic);
+        return -1;
+    } else {
+        PyObject *asked = PyObject_CallMethod(r->rule, "kind", "O", mnemonic);
+        kind = asked == NULL ? -1 : PyLong_AsLong(asked);
+        Py_XDECREF(asked);
+    }
+    Py_DECREF(mnemonic);
+    if (kind == -1 && PyErr_Occurred())
+        return -1;
+    if (kind == KIND_PLAIN)
+        return 0;
+    if (kind == KIND_OPERANDS) {
+        for (Py_ssize_t m = 0; m < PyTuple_GET_SIZE(r->marks); m++) {
+            const char *mark = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r->marks, m));
+            if (mark == NULL)
+                return -1;
+            if (strstr(ci->op_str, mark) != NULL)
+                return 1;
+        }
+        return 0;
+    }
+    if (kind == KIND_TARGET) {
+        uint64_t target;
+        if (sweep_number(ci->op_str, &target) != 0)
+            return 1;
+        target &= r->code_mask;
+        return !(lo <= target && target < hi);
+    }
+    return 1;
+}
+
+/* An insn_type tuple of a capstone instruction (code: the bytes decoded from base). */
+static PyObject *sweep_insn(PyTypeObject *type, const cs_insn *ci, const uint8_t *code,
+                            uint64_t base, PyObject *flag) {
+    PyObject *fields[5] = {
+        PyLong_FromUnsignedLongLong(ci->address), PyLong_FromLong(ci->size),
+        PyUnicode_FromString(ci->mnemonic), PyUnicode_FromString(ci->op_str),
+        PyBytes_FromStringAndSize((const char *)code + (ci->address - base), ci->size)};
+    PyObject *insn = type->tp_alloc(type, 6);
+    int bad = insn == NULL;
+    for (int f = 0; f < 5; f++)
+        bad |= fields[f] == NULL;
+    if (bad) {
+        for (int f = 0; f < 5; f++)
+            Py_XDECREF(fields[f]);
+        Py_XDECREF(insn);
+        return NULL;
+    }
+    for (int f = 0; f < 5; f++)
+        PyTuple_SET_ITEM(insn, f, fields[f]);
+    Py_INCREF(flag);
+    PyTuple_SET_ITEM(insn, 5, flag);
+    return insn;
+}
+
+/* cache.setdefault((insn.addr, alt), insn), as a new reference */
+static PyObject *sweep_keep(PyObject *cache, PyObject *insn, PyObject *flag) {
+    PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(insn, 0), flag);
+    if (key == NULL)
+        return NULL;
+    PyObject *kept = PyDict_SetDefault(cache, key, insn); /* borrowed */
+    Py_DECREF(key);
+    Py_XINCREF(kept);
+    return kept;
+}
+
+/* scan(disasm, free, handle, code, addr, stop, count, alt, cache, insn_type, rule, lo, hi)
+ *     -> (kept, next, last)
+ *
+ * Decoder.scan's sweep in C: the instructions back to back from addr while they start
+ * before stop, each capstone call decoding at most count (0: all; Thumb: a call also ends
+ * after an IT instruction, whose state capstone would carry), ending early where nothing
+ * decodes (None kept in cache there).  kept: those rule.keeps in a function [lo, hi), as
+ * insn_type tuples, each kept in cache (one there already is that one); next: where the
+ * sweep stopped; last: the last instruction decoded (kept in cache too), or None. */
+static PyObject *sweep_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long disasm_addr, free_addr, handle, addr, stop, lo, hi;
+    Py_buffer code;
+    Py_ssize_t count;
+    int alt;
+    PyObject *cache, *insn_type, *rule_obj;
+    if (!PyArg_ParseTuple(args, "KKKy*KKnpO!O!OKK", &disasm_addr, &free_addr, &handle, &code,
+                          &addr, &stop, &count, &alt, &PyDict_Type, &cache, &PyType_Type,
+                          &insn_type, &rule_obj, &lo, &hi))
+        return NULL;
+    PyTypeObject *type = (PyTypeObject *)insn_type;
+    sweep_rule r = {0};
+    PyObject *mask_obj = NULL, *big_obj = NULL, *kept = NULL, *result = NULL;
+    r.rule = rule_obj;
+    r.kinds = PyObject_GetAttrString(rule_obj, "kinds");
+    r.marks = PyObject_GetAttrString(rule_obj, "marks");
+    r.encodings = PyObject_GetAttrString(rule_obj, "encodings");
+    big_obj = PyObject_GetAttrString(rule_obj, "big");
+    mask_obj = PyObject_GetAttrString(rule_obj, "code_mask");
+    if (r.kinds == NULL || r.marks == NULL || r.encodings == NULL || big_obj == NULL ||
+        mask_obj == NULL)
+        goto done;
+    if (!PyDict_Check(r.kinds) || !PyTuple_Check(r.marks) || !PyTuple_Check(r.encodings) ||
+        !PyType_IsSubtype(type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "scan: a SweepRule and a tuple type expected");
+        goto done;
+    }
+    r.big = PyObject_IsTrue(big_obj);
+    /* code_mask may be -1 (all bits) or ~1 (ARM): its low 64 bits */
+    r.code_mask = PyLong_AsUnsignedLongLongMask(mask_obj);
+    if (PyErr_Occurred())
+        goto done;
+    for (Py_ssize_t e = 0; e < PyTuple_GET_SIZE(r.encodings); e++) {
+        PyObject *enc = PyTuple_GET_ITEM(r.encodings, e);
+        if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 3) {
+            PyErr_SetString(PyExc_TypeError, "scan: encodings are (size, mask, value)");
+            goto done;
+        }
+    }
+
+    cs_disasm_fn disasm = (cs_disasm_fn)(uintptr_t)disasm_addr;
+    cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
+    PyObject *flag = alt ? Py_True : Py_False;
+    const uint8_t *bytes = (const uint8_t *)code.buf;
+    kept = PyList_New(0);
+    if (kept == NULL)
+        goto done;
+    cs_insn last;
+    int have_last = 0, failed = 0;
+    uint64_t at = addr;
+    while (at < stop && !failed) {
+        uint64_t off = at - addr;
+        cs_insn *insns = NULL;
+        size_t got = off < (uint64_t)code.len
+            ? disasm((csh)handle, bytes + off, (size_t)code.len - off, at,
+                     (size_t)(count < 0 ? 0 : count), &insns) : 0;
+        if (got == 0) { /* nothing decodes at `at`: kept as such (Decoder._decode_stretch) */
+            PyObject *key = Py_BuildValue("(KO)", at, flag);
+            if (key == NULL || PyDict_SetItem(cache, key, Py_None) < 0)
+                failed = 1;
+            Py_XDECREF(key);
+            if (insns != NULL)
+                free_insns(insns, got);
+            break;
+        }
+        int ended = 0;
+        for (size_t i = 0; i < got; i++) {
+            const cs_insn *ci = &insns[i];
+            int keep = sweep_keeps(&r, ci, lo, hi);
+            if (keep < 0) {
+                failed = 1;
+                break;
+            }
+            if (keep) {
+                PyObject *insn = sweep_insn(type, ci, bytes, addr, flag);
+                PyObject *one = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
+                Py_XDECREF(insn);
+                if (one == NULL || PyList_Append(kept, one) < 0) {
+                    Py_XDECREF(one);
+                    failed = 1;
+                    break;
+                }
+                Py_DECREF(one);
+            }
+            last = *ci;
+            have_last = 1;
+            at = ci->address + ci->size;
+            if (at >= stop) {
+                ended = 1;
+                break;
+            }
+            if (alt && ci->mnemonic[0] == 'i' && ci->mnemonic[1] == 't')
+                break; /* a new capstone call after an IT: its state is not carried */
+        }
+        free_insns(insns, got);
+        if (ended)
+            break;
+    }
+    if (failed)
+        goto done;
+    PyObject *last_obj = Py_None;
+    Py_INCREF(last_obj);
+    if (have_last) {
+        PyObject *insn = sweep_insn(type, &last, bytes, addr, flag);
+        Py_DECREF(last_obj);
+        last_obj = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
+        Py_XDECREF(insn);
+        if (last_obj == NULL)
+            goto done;
+    }
+    result = Py_BuildValue("(OKN)", kept, at, last_obj);
+
+done:
+    Py_XDECREF(kept);
+    Py_XDECREF(r.kinds);
+    Py_XDECREF(r.marks);
+    Py_XDECREF(r.encodings);
+    Py_XDECREF(big_obj);
+    Py_XDECREF(mask_obj);
+    PyBuffer_Release(&code);
+    return result;
+}
+
+
+/* count(disasm, free, handle, code, addr, size, align, alt) -> int
+ *
+ * How many instructions start in [addr, addr + size) of code (the bytes at addr, with room
+ * past the end for the last one): back to back from addr, an undecodable spot counting as
+ * one and skipped by align (Decoder.insn_starts, the reference).  Each capstone call
+ * decodes all it can; in Thumb (alt) a call ends after an IT instruction, as insn_at's do. */
+static PyObject *sweep_count(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long disasm_addr, free_addr, handle, addr, size, align;
+    Py_buffer code;
+    int alt;
+    if (!PyArg_ParseTuple(args, "KKKy*KKKp", &disasm_addr, &free_addr, &handle, &code, &addr,
+                          &size, &align, &alt))
+        return NULL;
+    if (align == 0) {
+        PyBuffer_Release(&code);
+        PyErr_SetString(PyExc_ValueError, "count: align must be positive");
+        return NULL;
+    }
+    cs_disasm_fn disasm = (cs_disasm_fn)(uintptr_t)disasm_addr;
+    cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
+    const uint8_t *bytes = (const uint8_t *)code.buf;
+    uint64_t at = addr, end = addr + size;
+    long long n = 0;
+    while (at < end) {
+        uint64_t off = at - addr;
+        cs_insn *insns = NULL;
+        size_t got = off < (uint64_t)code.len
+            ? disasm((csh)handle, bytes + off, (size_t)code.len - off, at, 0, &insns) : 0;
+        if (got == 0) {
+            n++;
+            at += align;
+            continue;
+        }
+        for (size_t i = 0; i < got && at < end; i++) {
+            n++;
+            at = insns[i].address + insns[i].size;
+            if (alt && insns[i].mnemonic[0] == 'i' && insns[i].mnemonic[1] == 't')
+                break;
+        }
+        free_insns(insns, got);
+    }
+    PyBuffer_Release(&code);
+    return PyLong_FromLongLong(n);
+}
+
 #endif
 
 static PyMethodDef sweep_methods[] = {
 #ifdef SWEEP_CAPSTONE
     {"stretch", sweep_stretch, METH_VARARGS,
      "Decode a stretch of code into the decoder's instruction table (decode.py)."},
+    {"count", sweep_count, METH_VARARGS,
+     "Count the instructions of a block (decode.py Decoder.block_count)."},
+    {"scan", sweep_scan, METH_VARARGS,
+     "Sweep code, keeping the instructions a SweepRule keeps (decode.py Decoder.scan)."},
 #endif
     {NULL, NULL, 0, NULL},
 };

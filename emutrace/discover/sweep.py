@@ -1,0 +1,57 @@
+"""Which instructions a linear sweep hands the classifier: an ISA's SweepFilter as a rule
+(pure).  `SweepRule.keeps` is the reference of emutrace/native/sweep.c `scan`, which applies
+the same rule while it decodes, so that the instructions no site can come from never become
+Python objects (tests/test_disasm.py compares the two, tests/test_sweep_filter.py holds each
+ISA's filter to its classifier)."""
+
+from __future__ import annotations
+
+import re
+
+from emutrace.isa.base import Endian, Insn, SweepFilter, SweepKind
+
+# a direct target as TARGET reads it (and sweep.c's `number`): decimal or 0x, no sign but -
+_NUMBER = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|[1-9][0-9]*|0)")
+
+
+def last_operand_number(op_str: str) -> int | None:
+    """The last operand (after the last comma, blanks and `#` dropped) as a number, or None
+    where it is none (a register, a memory operand)."""
+    text = op_str.rsplit(",", 1)[-1].strip(" \t").lstrip("#")
+    return int(text, 0) if _NUMBER.fullmatch(text) else None
+
+
+class SweepRule:
+    """An ISA's SweepFilter, with its answers by mnemonic kept (`kinds`: sweep.c reads and
+    fills the same dict through `kind`)."""
+
+    def __init__(self, sweep: SweepFilter, endian: Endian, code_mask: int) -> None:
+        self.sweep = sweep
+        self.kinds: dict[str, int] = {}
+        self.marks = sweep.operand_marks
+        self.encodings = sweep.encodings
+        self.big = endian == "big"
+        self.code_mask = code_mask
+
+    def kind(self, mnemonic: str) -> int:
+        found = self.kinds.get(mnemonic)
+        if found is None:
+            assert self.sweep.mnemonic_kind is not None
+            found = self.kinds[mnemonic] = int(self.sweep.mnemonic_kind(mnemonic))
+        return found
+
+    def keeps(self, insn: Insn, lo: int, hi: int) -> bool:
+        """Must the classifier read insn, in a function whose code is [lo, hi)?"""
+        if self.encodings:
+            word = int.from_bytes(insn.raw, "big" if self.big else "little")
+            return any(insn.size == size and word & mask == value
+                       for size, mask, value in self.encodings)
+        kind = self.kind(insn.mnemonic)
+        if kind == SweepKind.PLAIN:
+            return False
+        if kind == SweepKind.OPERANDS:
+            return any(mark in insn.op_str for mark in self.marks)
+        if kind == SweepKind.TARGET:
+            target = last_operand_number(insn.op_str)
+            return target is None or not lo <= target & self.code_mask < hi
+        return True

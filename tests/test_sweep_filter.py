@@ -1,0 +1,71 @@
+"""Each ISA's SweepFilter against its classifier, the reference: an instruction the filter
+leaves out of a function's sweep must be one no site comes from (the classifier says NONE or
+STOP, or a JUMP/BRANCH whose direct target is inside the function), on every instruction of
+the ISA's test programs (C start-up, static glibc, -O0 to -O3 code, signals); and a sweep
+with the filter finds exactly the functions a sweep without one finds.  The filter must
+also leave out most instructions, or it would save nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from emutrace.discover import Discovery, memo
+from emutrace.discover.functions import extent, from_symbol
+from emutrace.discover.sites import resolve
+from emutrace.elf import load_image
+from emutrace.isa import by_name
+from emutrace.isa.base import FlowKind
+from tests.conftest import ISAS, bin_path
+
+PROGRAMS = ("fib", "calls.O3.instr", "signals")
+NO_SITE = (FlowKind.NONE, FlowKind.STOP)
+
+
+def _discovery(isa: str, program: str) -> Discovery:
+    memo._memo.clear()  # a fresh decoder: nothing from another test's sweeps
+    return Discovery(load_image(str(bin_path(isa, program))))
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+@pytest.mark.parametrize("isa", ISAS)
+def test_what_the_filter_leaves_out_makes_no_site(isa: str, program: str) -> None:
+    discovery = _discovery(isa, program)
+    decoder, table = discovery.decoder, discovery.symbols
+    rule = decoder.sweep_rule
+    assert rule is not None, f"{isa}: no SweepFilter declared"
+    code_address = discovery.image.isa.code_address
+    swept = left_out = 0
+    for sym in table.funcs:
+        lo, hi = sym.start, extent(sym, table, decoder)
+        for insn in decoder.linear(lo, hi, sym.alt):
+            swept += 1
+            if rule.keeps(insn, lo, hi):
+                continue
+            left_out += 1
+            flow, executes = resolve(decoder, insn)
+            if flow.kind in NO_SITE:
+                continue
+            assert flow.kind in (FlowKind.JUMP, FlowKind.BRANCH) and executes is None, insn
+            assert flow.target is not None and lo <= code_address(flow.target) < hi, insn
+    assert swept > 20000
+    assert left_out > swept // 2, f"{isa} {program}: only {left_out} of {swept} left out"
+    memo._memo.clear()
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_a_filtered_sweep_finds_the_same_functions(isa: str) -> None:
+    """from_symbol with the filter (in C where sweep.c is built) and without one."""
+    for program in PROGRAMS[:2]:
+        filtered = _discovery(isa, program)
+        whole = _discovery(isa, program)
+        whole.decoder.sweep_rule = None
+        syms = filtered.symbols.funcs
+        assert len(syms) > 300
+        for sym in syms:
+            want = from_symbol(sym, whole.symbols, whole.decoder)
+            assert from_symbol(sym, filtered.symbols, filtered.decoder) == want, sym.name
+    memo._memo.clear()
+
+
+def test_every_isa_declares_a_filter() -> None:
+    assert all(by_name(isa).classifiers.sweep is not None for isa in ISAS)  # type: ignore[union-attr]
