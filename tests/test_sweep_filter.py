@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from emutrace.discover import Discovery, memo
+from emutrace.discover.descent import descend
 from emutrace.discover.functions import extent, from_symbol
 from emutrace.discover.sites import resolve
 from emutrace.elf import load_image
@@ -43,6 +44,8 @@ def test_what_the_filter_leaves_out_makes_no_site(isa: str, program: str) -> Non
                 continue
             left_out += 1
             flow, executes = resolve(decoder, insn)
+            if not rule.keeps(insn, 0, 0, stops=True):  # (descent's walk: what falls through)
+                assert flow.kind is FlowKind.NONE, insn
             if flow.kind in NO_SITE:
                 continue
             assert flow.kind in (FlowKind.JUMP, FlowKind.BRANCH) and executes is None, insn
@@ -69,3 +72,36 @@ def test_a_filtered_sweep_finds_the_same_functions(isa: str) -> None:
 
 def test_every_isa_declares_a_filter() -> None:
     assert all(by_name(isa).classifiers.sweep is not None for isa in ISAS)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_descent_walking_in_c_finds_the_same_functions(isa: str) -> None:
+    """Recursive descent with its straight runs walked by sweep.c (Decoder.walk, where the
+    ISA reads no literal pools or IT blocks) and one instruction at a time (the reference),
+    from the entry of a stripped program and the callees found, and from every function
+    symbol's start of static fib (up to 400 each)."""
+    descended = 0
+    for program in ("calls.stripped", "fib"):
+        walked = _discovery(isa, program)
+        stepped = _discovery(isa, program)
+        stepped.decoder.sweep_in_c = False
+        entries = sorted({s.start for s in walked.symbols.funcs} | {walked.image.entry}) \
+            if walked.symbols.funcs else []
+        if not entries:  # stripped: the entry and the calls the descent finds from it
+            entries = [walked.image.entry]
+        assert len(entries) > 0
+        seen: set[int] = set()
+        while entries:
+            entry = entries.pop()
+            if entry in seen or len(seen) > 400:
+                continue
+            seen.add(entry)
+            code, alt = walked.image.isa.entry_of(entry)
+            want = descend(stepped.decoder, code, alt, lambda a: False)
+            assert descend(walked.decoder, code, alt, lambda a: False) == want, hex(entry)
+            entries += [walked.image.isa.entry_of(site.target)[0] for site in want.calls
+                        if site.target is not None and walked.decoder.in_code(
+                            walked.image.isa.code_address(site.target))]
+        descended += len(seen)
+    assert descended > 100  # (stripped mips and arm call through registers: few found there)
+    memo._memo.clear()

@@ -44,13 +44,28 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     def inside(target: int) -> bool:
         return not leaves(target)
 
+    # straight-line code walked in C up to the next instruction the ISA's SweepFilter keeps
+    # (decode.Decoder.walk: the others fall through or stop, and need only their sizes);
+    # not where the ISA reads literals or IT blocks from every instruction (ARM)
+    walks = literal is None and predicates is None
     while todo and len(seen) < MAX_INSNS:
         addr = todo.pop()
         predicated = 0  # instructions still under an IT block
         while addr not in seen:
-            insn = known.get((addr, alt), UNSEEN)
-            if insn is UNSEEN:
-                insn = decoder.insn_at(addr, alt)
+            walked = decoder.walk(addr, alt) if walks else None
+            if walked is not None:
+                sizes, insn, at = walked
+                for size in sizes:
+                    if addr in seen:
+                        break
+                    seen[addr] = size
+                    addr += size
+                if addr != at:  # (into code seen already)
+                    break
+            else:
+                insn = known.get((addr, alt), UNSEEN)
+                if insn is UNSEEN:
+                    insn = decoder.insn_at(addr, alt)
             if insn is None:
                 break
             seen[addr] = insn.size

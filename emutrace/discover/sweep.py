@@ -21,6 +21,10 @@ def last_operand_number(op_str: str) -> int | None:
     return int(text, 0) if _NUMBER.fullmatch(text) else None
 
 
+def _matches(encodings: tuple[tuple[int, int, int], ...], size: int, word: int) -> bool:
+    return any(size == n and word & mask == value for n, mask, value in encodings)
+
+
 class SweepRule:
     """An ISA's SweepFilter, with its answers by mnemonic kept (`kinds`: sweep.c reads and
     fills the same dict through `kind`)."""
@@ -30,6 +34,7 @@ class SweepRule:
         self.kinds: dict[str, int] = {}
         self.marks = sweep.operand_marks
         self.encodings = sweep.encodings
+        self.stop_encodings = sweep.stop_encodings
         self.big = endian == "big"
         self.code_mask = code_mask
 
@@ -40,15 +45,19 @@ class SweepRule:
             found = self.kinds[mnemonic] = int(self.sweep.mnemonic_kind(mnemonic))
         return found
 
-    def keeps(self, insn: Insn, lo: int, hi: int) -> bool:
-        """Must the classifier read insn, in a function whose code is [lo, hi)?"""
+    def keeps(self, insn: Insn, lo: int, hi: int, stops: bool = False) -> bool:
+        """Must the classifier read insn, in a function whose code is [lo, hi) (stops:
+        every STOP too, for recursive descent)?"""
+        word = int.from_bytes(insn.raw, "big" if self.big else "little")
+        if stops and _matches(self.stop_encodings, insn.size, word):
+            return True
         if self.encodings:
-            word = int.from_bytes(insn.raw, "big" if self.big else "little")
-            return any(insn.size == size and word & mask == value
-                       for size, mask, value in self.encodings)
+            return _matches(self.encodings, insn.size, word)
         kind = self.kind(insn.mnemonic)
         if kind == SweepKind.PLAIN:
             return False
+        if kind == SweepKind.STOP:
+            return stops
         if kind == SweepKind.OPERANDS:
             return any(mark in insn.op_str for mark in self.marks)
         if kind == SweepKind.TARGET:

@@ -141,12 +141,12 @@ def classify_aarch64(insn: Insn) -> Flow:
 
 def sweep_kind_aarch64(mnemonic: str) -> SweepKind:
     """What classify_aarch64 may make of a mnemonic: B, B.cond, CBZ/CBNZ/TBZ/TBNZ to their
-    last operand; BL, BLR*, BR*, RET* read; the rest (BRK/UDF/HLT: STOP) NONE."""
+    last operand; BL, BLR*, BR*, RET* read; BRK/UDF/HLT STOP; the rest NONE."""
     if mnemonic == "b" or mnemonic.startswith("b.") or mnemonic in _A64_COND:
         return SweepKind.TARGET
     if mnemonic.startswith(("bl", "br", "ret")):
         return SweepKind.CLASSIFY
-    return SweepKind.PLAIN
+    return SweepKind.STOP if mnemonic in ("brk", "udf", "hlt") else SweepKind.PLAIN
 
 
 CLASSIFIERS = Classifiers(classify=classify_aarch64,

@@ -253,7 +253,7 @@ def in_it_block_arm(insn: Insn) -> bool:
 def sweep_kind_arm(mnemonic: str) -> SweepKind:
     """What classify_arm may make of a mnemonic: B<c> and CBZ/CBNZ to their last operand
     (BX/BL/BLX and TBB/TBH read); an instruction that writes the PC through its operands
-    (MOV/LDR/POP/LDM/ALU with pc) read when they name pc; the rest (UDF/BKPT: STOP) NONE."""
+    (MOV/LDR/POP/LDM/ALU with pc) read when they name pc; UDF/BKPT STOP; the rest NONE."""
     base, _cond = _arm_split(mnemonic)
     if base in ("b", "cbz", "cbnz"):
         return SweepKind.TARGET
@@ -261,7 +261,7 @@ def sweep_kind_arm(mnemonic: str) -> SweepKind:
         return SweepKind.CLASSIFY
     if base in ("pop", "ldm", "ldmia", "ldmfd", "ldr", "mov") or base in _ALU_WRITES_PC:
         return SweepKind.OPERANDS
-    return SweepKind.PLAIN
+    return SweepKind.STOP if base in ("udf", "bkpt") else SweepKind.PLAIN
 
 
 CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),

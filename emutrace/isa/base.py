@@ -291,6 +291,7 @@ class SweepKind(enum.IntEnum):
     TARGET = 1  # JUMP or BRANCH to its last operand, a number (`#` allowed), when it is one
     CLASSIFY = 2  # the classifier must read it
     OPERANDS = 3  # CLASSIFY when the operands contain one of operand_marks, else PLAIN
+    STOP = 4  # the classifier may say STOP: no site, but recursive descent ends a block there
 
 
 @dataclass(frozen=True)
@@ -307,11 +308,17 @@ class SweepFilter:
     `operand_marks`), or by encoding (`encodings`: (size, mask, value) of every
     instruction word the classifier may read as a transfer; the word in the ISA's byte
     order; anything else is PLAIN).  TARGET's last operand: the text after the last comma,
-    a decimal or 0x number with an optional `#`; where it is none, CLASSIFY."""
+    a decimal or 0x number with an optional `#`; where it is none, CLASSIFY.
+
+    Recursive descent walks straight-line code with the same filter (sweep.c `walk`), and
+    must also see every STOP: the mnemonics `mnemonic_kind` calls STOP, and the words of
+    `stop_encodings` (as `encodings`; for the STOPs an encoding says, or a mnemonic filter's
+    ISA whose classifier reads the bytes)."""
 
     mnemonic_kind: Callable[[str], SweepKind] | None = None
     operand_marks: tuple[str, ...] = ()
     encodings: tuple[tuple[int, int, int], ...] = ()
+    stop_encodings: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -180,12 +180,12 @@ def sp_effect_mips(insn: Insn) -> int | None:
 
 def sweep_kind_mips(mnemonic: str) -> SweepKind:
     """What classify_mips may make of a mnemonic: J, B and the conditional branches to their
-    last operand; JAL/BAL/BGEZAL/BLTZAL/JALR/JR read; the rest (BREAK: STOP) NONE."""
+    last operand; JAL/BAL/BGEZAL/BLTZAL/JALR/JR read; BREAK STOP; the rest NONE."""
     if mnemonic in ("j", "b") or mnemonic in _MIPS_COND:
         return SweepKind.TARGET
     if mnemonic in ("jal", "bal", "bgezal", "bltzal", "jalr", "jr"):
         return SweepKind.CLASSIFY
-    return SweepKind.PLAIN
+    return SweepKind.STOP if mnemonic == "break" else SweepKind.PLAIN
 
 
 CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True, sp_effect=sp_effect_mips,

@@ -208,7 +208,8 @@ def sp_effect_s390x(insn: Insn) -> int | None:
 def sweep_kind_s390x(mnemonic: str) -> SweepKind:
     """What classify_s390x may make of a mnemonic: J/JG and Jcc, BRC/BRCL and the
     count/index branches to their last operand; the other B… forms (calls, BR, BCR, B<c>R)
-    and EXRL read; the rest (opcode 0x00: STOP) NONE."""
+    and EXRL read; the rest NONE but opcode 0x00, a STOP (its first two bytes zero, by
+    encoding: `stop_encodings`)."""
     if mnemonic.startswith("j") or mnemonic in ("brc", "brcl") \
             or mnemonic.startswith(_S390_COND_PREFIX):
         return SweepKind.TARGET
@@ -218,7 +219,8 @@ def sweep_kind_s390x(mnemonic: str) -> SweepKind:
 
 
 CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2, sp_effect=sp_effect_s390x,
-                          sweep=SweepFilter(mnemonic_kind=sweep_kind_s390x),
+                          sweep=SweepFilter(mnemonic_kind=sweep_kind_s390x, stop_encodings=(
+                              (2, 0xFFFF, 0), (4, 0xFFFF0000, 0), (6, 0xFFFF00000000, 0))),
                           virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation

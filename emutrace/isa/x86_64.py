@@ -166,12 +166,12 @@ def x86_sp_effect(word: int) -> Callable[[Insn], int | None]:
 def sweep_kind_x86(mnemonic: str) -> SweepKind:
     """What classify_x86 may make of a mnemonic: JMP/Jcc/JrCXZ/LOOPcc to their operand
     (a number, else CLASSIFY: `jmp rax`), CALL and RET read, a prefixed one (`notrack
-    jmp`, `bnd ret`) read too; the rest NONE or STOP."""
+    jmp`, `bnd ret`) read too; HLT/UD2/INT3/UD1/UD0 STOP; the rest NONE."""
     if " " in mnemonic or mnemonic in ("call", "ret", "retf"):
         return SweepKind.CLASSIFY
     if mnemonic.startswith("j") or mnemonic in _X86_COND_JUMPS:
         return SweepKind.TARGET
-    return SweepKind.PLAIN
+    return SweepKind.STOP if mnemonic in _X86_STOPS else SweepKind.PLAIN
 
 
 SWEEP_X86 = SweepFilter(mnemonic_kind=sweep_kind_x86)

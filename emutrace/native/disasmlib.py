@@ -67,9 +67,10 @@ def _capstone() -> ctypes.CDLL | None:
 
 
 @functools.cache
-def _sweep() -> tuple[Any, int, int] | None:
-    """sweep.c (its `stretch` and `scan`) with the addresses of capstone's cs_disasm and
-    cs_free, or None where the extension is not built (Decoder keeps its Python loops)."""
+def _sweep() -> tuple[Any, dict[str, int]] | None:
+    """sweep.c (`stretch`, `scan`, `count`, `walk`) with the addresses of the capstone
+    functions it calls, or None where the extension is not built (Decoder and descent keep
+    their Python loops)."""
     cs = _capstone()
     try:
         from emutrace.native import _sweep  # type: ignore[attr-defined]
@@ -78,9 +79,10 @@ def _sweep() -> tuple[Any, int, int] | None:
     # (built without capstone's header: no functions)
     if _load() is None or cs is None or not hasattr(_sweep, "scan"):
         return None
-    disasm, free = (ctypes.cast(getattr(cs, f), ctypes.c_void_p).value
-                    for f in ("cs_disasm", "cs_free"))
-    return None if disasm is None or free is None else (_sweep, disasm, free)
+    found = {f: ctypes.cast(getattr(cs, f), ctypes.c_void_p).value
+             for f in ("cs_disasm", "cs_free", "cs_disasm_iter", "cs_malloc")}
+    addrs = {f: a for f, a in found.items() if a is not None}
+    return (_sweep, addrs) if len(addrs) == len(found) else None
 
 
 class NativeDisassembler:
@@ -115,9 +117,9 @@ class NativeDisassembler:
         sweep = _sweep()
         if sweep is None:
             return None
-        module, disasm, free = sweep
-        return module.stretch(disasm, free, self._handle, code, addr, stop, count, alt, cache,
-                              insn)
+        module, f = sweep
+        return module.stretch(f["cs_disasm"], f["cs_free"], self._handle, code, addr, stop,
+                              count, alt, cache, insn)
 
     def count(self, code: bytes, addr: int, size: int, align: int, alt: bool) -> int | None:
         """How many instructions start in the block [addr, addr + size) (Decoder.insn_starts),
@@ -125,8 +127,9 @@ class NativeDisassembler:
         sweep = _sweep()
         if sweep is None:
             return None
-        module, disasm, free = sweep
-        return module.count(disasm, free, self._handle, code, addr, size, align, alt)
+        module, f = sweep
+        return module.count(f["cs_disasm"], f["cs_free"], self._handle, code, addr, size, align,
+                            alt)
 
     def scan(self, code: bytes, addr: int, stop: int, count: int, alt: bool,
              cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int, hi: int
@@ -136,9 +139,22 @@ class NativeDisassembler:
         sweep = _sweep()
         if sweep is None:
             return None
-        module, disasm, free = sweep
-        return module.scan(disasm, free, self._handle, code, addr, stop, count, alt, cache,
-                           insn, rule, lo, hi)
+        module, f = sweep
+        return module.scan(f["cs_disasm"], f["cs_free"], self._handle, code, addr, stop, count,
+                           alt, cache, insn, rule, lo, hi)
+
+    def walk(self, data: bytes, base: int, addr: int, alt: bool,
+             cache: dict[tuple[int, bool], Any], insn: type, rule: Any
+             ) -> tuple[bytes, Any, int] | None:
+        """Descent's straight run by sweep.c (None where it is not built): from addr in data
+        (the code at base), the sizes of the instructions rule leaves out, then the first
+        it keeps (None: nothing decodes) and its address."""
+        sweep = _sweep()
+        if sweep is None:
+            return None
+        module, f = sweep
+        return module.walk(f["cs_disasm_iter"], f["cs_malloc"], f["cs_free"], self._handle,
+                           data, base, addr, alt, cache, insn, rule)
 
     def __del__(self) -> None:
         if self._handle:

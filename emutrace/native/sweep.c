@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* capstone's cs_insn up to the fields read here (capstone 5: include/capstone/capstone.h),
@@ -191,33 +192,90 @@ typedef struct {
     PyObject *rule;     /* for rule.kind(mnemonic) on a mnemonic not in kinds */
     PyObject *marks;    /* tuple of str */
     PyObject *encodings; /* tuple of (size, mask, value) */
+    PyObject *stop_encodings; /* the same, of STOPs (kept by walk) */
     int big;
     uint64_t code_mask;
 } sweep_rule;
 
-enum { KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3 };
-
-/* 1: the classifier must read the instruction (SweepRule.keeps); 0: not; -1: a Python error */
-static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi) {
-    Py_ssize_t n_enc = PyTuple_GET_SIZE(r->encodings);
-    if (n_enc > 0) {
-        uint64_t word = 0;
-        for (int i = 0; i < ci->size && i < 8; i++) {
-            int at = r->big ? i : ci->size - 1 - i;
-            word = word << 8 | ci->bytes[at];
-        }
-        for (Py_ssize_t e = 0; e < n_enc; e++) {
-            PyObject *enc = PyTuple_GET_ITEM(r->encodings, e);
-            unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 0));
-            unsigned long long mask = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 1));
-            unsigned long long value = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 2));
-            if (PyErr_Occurred())
-                return -1;
-            if (size == ci->size && (word & mask) == value)
-                return 1;
-        }
-        return 0;
+/* Read a SweepRule's attributes into r (0), or set a Python error (-1); release with
+ * sweep_rule_release either way. */
+static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r, PyTypeObject *type) {
+    r->rule = rule_obj;
+    r->kinds = PyObject_GetAttrString(rule_obj, "kinds");
+    r->marks = PyObject_GetAttrString(rule_obj, "marks");
+    r->encodings = PyObject_GetAttrString(rule_obj, "encodings");
+    r->stop_encodings = PyObject_GetAttrString(rule_obj, "stop_encodings");
+    PyObject *big = PyObject_GetAttrString(rule_obj, "big");
+    PyObject *mask = PyObject_GetAttrString(rule_obj, "code_mask");
+    int ok = r->kinds != NULL && r->marks != NULL && r->encodings != NULL &&
+             r->stop_encodings != NULL && big != NULL && mask != NULL;
+    if (ok && (!PyDict_Check(r->kinds) || !PyTuple_Check(r->marks) ||
+               !PyTuple_Check(r->encodings) || !PyTuple_Check(r->stop_encodings) ||
+               !PyType_IsSubtype(type, &PyTuple_Type))) {
+        PyErr_SetString(PyExc_TypeError, "a SweepRule and a tuple type expected");
+        ok = 0;
     }
+    PyObject *lists[2] = {r->encodings, r->stop_encodings};
+    for (int l = 0; ok && l < 2; l++) {
+        for (Py_ssize_t e = 0; ok && e < PyTuple_GET_SIZE(lists[l]); e++) {
+            PyObject *enc = PyTuple_GET_ITEM(lists[l], e);
+            if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 3) {
+                PyErr_SetString(PyExc_TypeError, "encodings are (size, mask, value)");
+                ok = 0;
+            }
+        }
+    }
+    if (ok) {
+        r->big = PyObject_IsTrue(big);
+        /* code_mask may be -1 (all bits) or ~1 (ARM): its low 64 bits */
+        r->code_mask = PyLong_AsUnsignedLongLongMask(mask);
+        ok = !PyErr_Occurred();
+    }
+    Py_XDECREF(big);
+    Py_XDECREF(mask);
+    return ok ? 0 : -1;
+}
+
+static void sweep_rule_release(sweep_rule *r) {
+    Py_XDECREF(r->kinds);
+    Py_XDECREF(r->marks);
+    Py_XDECREF(r->encodings);
+    Py_XDECREF(r->stop_encodings);
+}
+
+enum { KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3, KIND_STOP = 4 };
+
+/* 1: the instruction word matches one of encodings ((size, mask, value) tuples); -1: error */
+static int sweep_matches(PyObject *encodings, const cs_insn *ci, uint64_t word) {
+    for (Py_ssize_t e = 0; e < PyTuple_GET_SIZE(encodings); e++) {
+        PyObject *enc = PyTuple_GET_ITEM(encodings, e);
+        unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 0));
+        unsigned long long mask = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 1));
+        unsigned long long value = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 2));
+        if (PyErr_Occurred())
+            return -1;
+        if (size == ci->size && (word & mask) == value)
+            return 1;
+    }
+    return 0;
+}
+
+/* 1: the classifier must read the instruction (SweepRule.keeps; stops: every STOP too);
+ * 0: not; -1: a Python error */
+static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi,
+                       int stops) {
+    uint64_t word = 0; /* the instruction's bytes as a number in the ISA's byte order */
+    for (int i = 0; i < ci->size && i < 8; i++) {
+        int at = r->big ? i : ci->size - 1 - i;
+        word = word << 8 | ci->bytes[at];
+    }
+    if (stops) {
+        int stop = sweep_matches(r->stop_encodings, ci, word);
+        if (stop != 0)
+            return stop;
+    }
+    if (PyTuple_GET_SIZE(r->encodings) > 0)
+        return sweep_matches(r->encodings, ci, word);
     PyObject *mnemonic = PyUnicode_FromString(ci->mnemonic);
     if (mnemonic == NULL)
         return -1;
@@ -238,6 +296,8 @@ static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint
         return -1;
     if (kind == KIND_PLAIN)
         return 0;
+    if (kind == KIND_STOP)
+        return stops;
     if (kind == KIND_OPERANDS) {
         for (Py_ssize_t m = 0; m < PyTuple_GET_SIZE(r->marks); m++) {
             const char *mark = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r->marks, m));
@@ -315,34 +375,9 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         return NULL;
     PyTypeObject *type = (PyTypeObject *)insn_type;
     sweep_rule r = {0};
-    PyObject *mask_obj = NULL, *big_obj = NULL, *kept = NULL, *result = NULL;
-    r.rule = rule_obj;
-    r.kinds = PyObject_GetAttrString(rule_obj, "kinds");
-    r.marks = PyObject_GetAttrString(rule_obj, "marks");
-    r.encodings = PyObject_GetAttrString(rule_obj, "encodings");
-    big_obj = PyObject_GetAttrString(rule_obj, "big");
-    mask_obj = PyObject_GetAttrString(rule_obj, "code_mask");
-    if (r.kinds == NULL || r.marks == NULL || r.encodings == NULL || big_obj == NULL ||
-        mask_obj == NULL)
+    PyObject *kept = NULL, *result = NULL;
+    if (sweep_rule_read(rule_obj, &r, type) < 0)
         goto done;
-    if (!PyDict_Check(r.kinds) || !PyTuple_Check(r.marks) || !PyTuple_Check(r.encodings) ||
-        !PyType_IsSubtype(type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "scan: a SweepRule and a tuple type expected");
-        goto done;
-    }
-    r.big = PyObject_IsTrue(big_obj);
-    /* code_mask may be -1 (all bits) or ~1 (ARM): its low 64 bits */
-    r.code_mask = PyLong_AsUnsignedLongLongMask(mask_obj);
-    if (PyErr_Occurred())
-        goto done;
-    for (Py_ssize_t e = 0; e < PyTuple_GET_SIZE(r.encodings); e++) {
-        PyObject *enc = PyTuple_GET_ITEM(r.encodings, e);
-        if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 3) {
-            PyErr_SetString(PyExc_TypeError, "scan: encodings are (size, mask, value)");
-            goto done;
-        }
-    }
-
     cs_disasm_fn disasm = (cs_disasm_fn)(uintptr_t)disasm_addr;
     cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
     PyObject *flag = alt ? Py_True : Py_False;
@@ -371,7 +406,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         int ended = 0;
         for (size_t i = 0; i < got; i++) {
             const cs_insn *ci = &insns[i];
-            int keep = sweep_keeps(&r, ci, lo, hi);
+            int keep = sweep_keeps(&r, ci, lo, hi, 0);
             if (keep < 0) {
                 failed = 1;
                 break;
@@ -417,11 +452,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
 
 done:
     Py_XDECREF(kept);
-    Py_XDECREF(r.kinds);
-    Py_XDECREF(r.marks);
-    Py_XDECREF(r.encodings);
-    Py_XDECREF(big_obj);
-    Py_XDECREF(mask_obj);
+    sweep_rule_release(&r);
     PyBuffer_Release(&code);
     return result;
 }
@@ -473,6 +504,101 @@ static PyObject *sweep_count(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(n);
 }
 
+
+typedef bool (*cs_disasm_iter_fn)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
+typedef cs_insn *(*cs_malloc_fn)(csh);
+
+/* walk(iter, malloc, free, handle, data, base, addr, alt, cache, insn_type, rule)
+ *     -> (sizes, insn, at)
+ *
+ * Recursive descent's straight run in C (discover/descent.py; the Python loop there is the
+ * reference): from addr in data (the code at base), one instruction at a time
+ * (cs_disasm_iter: no more is decoded than is walked), the instructions the rule leaves out
+ * whatever the function's extent (a TARGET is kept: lo = hi = 0), until the first it keeps.
+ * sizes: the sizes of those left out, in order, as bytes; insn: the one kept, as an
+ * insn_type tuple kept in cache (one there already is that one), or None where nothing
+ * decodes (None kept in cache there, as insn_at does) or the code ends; at: its address. */
+static PyObject *sweep_walk(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long iter_addr, malloc_addr, free_addr, handle, base, addr;
+    Py_buffer data;
+    int alt;
+    PyObject *cache, *insn_type, *rule_obj;
+    if (!PyArg_ParseTuple(args, "KKKKy*KKpO!O!O", &iter_addr, &malloc_addr, &free_addr,
+                          &handle, &data, &base, &addr, &alt, &PyDict_Type, &cache,
+                          &PyType_Type, &insn_type, &rule_obj))
+        return NULL;
+    PyTypeObject *type = (PyTypeObject *)insn_type;
+    cs_disasm_iter_fn disasm_iter = (cs_disasm_iter_fn)(uintptr_t)iter_addr;
+    cs_malloc_fn insn_malloc = (cs_malloc_fn)(uintptr_t)malloc_addr;
+    cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
+    sweep_rule r = {0};
+    PyObject *result = NULL, *kept = Py_None;
+    unsigned char *sizes = NULL;
+    size_t n = 0, cap = 0;
+    cs_insn *ci = NULL;
+    Py_INCREF(kept);
+    if (sweep_rule_read(rule_obj, &r, type) < 0)
+        goto done;
+    ci = insn_malloc((csh)handle);
+    if (ci == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *flag = alt ? Py_True : Py_False;
+    uint64_t at = addr;
+    for (;;) {
+        if (at < base || at - base >= (uint64_t)data.len)
+            break; /* outside the code: nothing decodes */
+        const uint8_t *code = (const uint8_t *)data.buf + (at - base);
+        size_t left = (size_t)data.len - (size_t)(at - base);
+        uint64_t next = at;
+        if (!disasm_iter((csh)handle, &code, &left, &next, ci)) {
+            PyObject *key = Py_BuildValue("(KO)", at, flag);
+            int bad = key == NULL || PyDict_SetItem(cache, key, Py_None) < 0;
+            Py_XDECREF(key);
+            if (bad)
+                goto done;
+            break;
+        }
+        int keep = sweep_keeps(&r, ci, 0, 0, 1);
+        if (keep < 0)
+            goto done;
+        if (keep) {
+            PyObject *insn = sweep_insn(type, ci, ci->bytes, ci->address, flag);
+            Py_DECREF(kept);
+            kept = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
+            Py_XDECREF(insn);
+            if (kept == NULL)
+                goto done;
+            break;
+        }
+        if (n == cap) {
+            size_t more = cap ? cap * 2 : 256;
+            unsigned char *grown = PyMem_Realloc(sizes, more);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            sizes = grown;
+            cap = more;
+        }
+        sizes[n++] = (unsigned char)ci->size;
+        at = next;
+    }
+    result = Py_BuildValue("(y#OK)", (const char *)(sizes ? sizes : (unsigned char *)""),
+                           (Py_ssize_t)n, kept, at);
+
+done:
+    if (ci != NULL)
+        free_insns(ci, 1);
+    PyMem_Free(sizes);
+    Py_XDECREF(kept);
+    sweep_rule_release(&r);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 #endif
 
 static PyMethodDef sweep_methods[] = {
@@ -481,6 +607,8 @@ static PyMethodDef sweep_methods[] = {
      "Decode a stretch of code into the decoder's instruction table (decode.py)."},
     {"count", sweep_count, METH_VARARGS,
      "Count the instructions of a block (decode.py Decoder.block_count)."},
+    {"walk", sweep_walk, METH_VARARGS,
+     "Walk straight-line code to the first instruction a SweepRule keeps (descent.py)."},
     {"scan", sweep_scan, METH_VARARGS,
      "Sweep code, keeping the instructions a SweepRule keeps (decode.py Decoder.scan)."},
 #endif
