@@ -8,11 +8,14 @@ also leave out most instructions, or it would save nothing."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emutrace.discover import Discovery, memo
 from emutrace.discover.descent import descend
 from emutrace.discover.functions import extent, from_symbol
 from emutrace.discover.sites import resolve
+from emutrace.discover.sweep import last_operand_number
 from emutrace.elf import load_image
 from emutrace.isa import by_name
 from emutrace.isa.base import FlowKind
@@ -105,3 +108,25 @@ def test_descent_walking_in_c_finds_the_same_functions(isa: str) -> None:
         descended += len(seen)
     assert descended > 100  # (stripped mips and arm call through registers: few found there)
     memo._memo.clear()
+
+
+OPERANDS = st.lists(st.sampled_from(["r1", "#", "-", "0x", "0X", "0", "1", "9", "a", "F", "g",
+                                     " ", "\t", ",", "[sp]", "#0x10", "-0x", "00", "_"]),
+                    max_size=8).map("".join)
+BIG = st.integers(-(1 << 70), 1 << 70).flatmap(
+    lambda n: st.sampled_from([str(n), hex(n), f"#{hex(n)}", f"x, {n}"]))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(OPERANDS, BIG))
+def test_the_c_number_parser_equals_its_reference(text: str) -> None:
+    """sweep.c's reading of a TARGET's last operand is last_operand_number's, where that
+    is below 2^63 in magnitude (beyond, both leave the target unknown)."""
+    from emutrace.native import disasmlib
+
+    sweep = disasmlib._sweep()
+    assert sweep is not None
+    want = last_operand_number(text)
+    if want is not None and abs(want) >= 1 << 63:
+        want = None
+    assert sweep[0].number(text) == want

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from emutrace.discover.memo import file_key, kept
@@ -170,23 +171,20 @@ class Decoder:
         kept = run if rule is None else [i for i in run if rule.keeps(i, lo, hi)]
         return kept, last.addr + last.size, last
 
-    def walk(self, addr: int, alt: bool) -> tuple[bytes, Insn | None, int] | None:
-        """Straight-line code from addr for recursive descent, by sweep.c: the sizes of the
-        instructions the ISA's SweepFilter leaves out whatever the extent, then the first
-        one it keeps (None: nothing decodes there) and its address.  None where this is not
-        done in C (no filter, sweep.c not built, addr outside the code): descend decodes
-        one instruction at a time, the reference."""
+    def walker(self, alt: bool) -> Callable[[int], tuple[bytes, Insn | None, int] | None] | None:
+        """Straight-line code for recursive descent, by sweep.c: a function of an address
+        giving the sizes of the instructions from there that the ISA's SweepFilter leaves out
+        whatever the extent, then the first one it keeps (None: nothing decodes there) and
+        its address (None: not in the code).  None where this is not done in C (no filter,
+        sweep.c not built): descend decodes one instruction at a time, the reference."""
         rule = self.sweep_rule
         if not self.sweep_in_c or rule is None:
             return None
-        for base, data in self._code:
-            if base <= addr < base + len(data):
-                engine = self._engine(alt)
-                if not hasattr(engine, "walk"):
-                    return None
-                return engine.walk(data, base, addr, alt,  # type: ignore[no-any-return]
-                                   self.instructions, Insn, rule)
-        return None
+        engine = self._engine(alt)
+        if not hasattr(engine, "walker"):
+            return None
+        return engine.walker(self._code, alt, self.instructions,  # type: ignore[no-any-return]
+                             Insn, rule)
 
     def _decode_stretch(self, addr: int, stop: int, alt: bool = False) -> list[Insn]:
         """Decode from addr to stop (and the bytes an instruction starting before stop may

@@ -47,12 +47,12 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     # straight-line code walked in C up to the next instruction the ISA's SweepFilter keeps
     # (decode.Decoder.walk: the others fall through or stop, and need only their sizes);
     # not where the ISA reads literals or IT blocks from every instruction (ARM)
-    walks = literal is None and predicates is None
+    walk = decoder.walker(alt) if literal is None and predicates is None else None
     while todo and len(seen) < MAX_INSNS:
         addr = todo.pop()
         predicated = 0  # instructions still under an IT block
         while addr not in seen:
-            walked = decoder.walk(addr, alt) if walks else None
+            walked = walk(addr) if walk is not None else None
             if walked is not None:
                 sizes, insn, at = walked
                 for size in sizes:

@@ -35,6 +35,8 @@ class SweepRule:
         self.marks = sweep.operand_marks
         self.encodings = sweep.encodings
         self.stop_encodings = sweep.stop_encodings
+        self.target_encodings = sweep.target_encodings
+        self.relative = sweep.relative
         self.big = endian == "big"
         self.code_mask = code_mask
 
@@ -52,7 +54,10 @@ class SweepRule:
         if stops and _matches(self.stop_encodings, insn.size, word):
             return True
         if self.encodings:
-            return _matches(self.encodings, insn.size, word)
+            if not _matches(self.encodings, insn.size, word):
+                return False
+            return not _matches(self.target_encodings, insn.size, word) \
+                or self._leaves(insn, lo, hi)
         kind = self.kind(insn.mnemonic)
         if kind == SweepKind.PLAIN:
             return False
@@ -61,6 +66,13 @@ class SweepRule:
         if kind == SweepKind.OPERANDS:
             return any(mark in insn.op_str for mark in self.marks)
         if kind == SweepKind.TARGET:
-            target = last_operand_number(insn.op_str)
-            return target is None or not lo <= target & self.code_mask < hi
+            return self._leaves(insn, lo, hi)
         return True
+
+    def _leaves(self, insn: Insn, lo: int, hi: int) -> bool:
+        """Is the direct target in insn's operands outside [lo, hi), or not known?"""
+        number = last_operand_number(insn.op_str)
+        if number is None or abs(number) >= 1 << 63:
+            return True
+        target = insn.addr + number if self.relative else number
+        return target < 0 or not lo <= target & self.code_mask < hi

@@ -319,6 +319,10 @@ class SweepFilter:
     operand_marks: tuple[str, ...] = ()
     encodings: tuple[tuple[int, int, int], ...] = ()
     stop_encodings: tuple[tuple[int, int, int], ...] = ()
+    # among `encodings`: the words of direct JUMP/BRANCHes (never calls), TARGETs
+    target_encodings: tuple[tuple[int, int, int], ...] = ()
+    # a TARGET's number is its offset from the instruction (capstone's RISC-V text)
+    relative: bool = False
 
 
 @dataclass(frozen=True)

@@ -165,8 +165,10 @@ def classify_ppc_word(addr: int, w: int) -> Flow:
 
 
 # the words classify_ppc_word may read as a transfer: primary opcodes 16 (bc), 18 (b) and
-# 19 (bclr, bcctr, bctar); `trap` (tw 31,0,0) is a STOP
+# 19 (bclr, bcctr, bctar); among them `b`/`bc` without LK jump or branch to the target
+# capstone prints last; `trap` (tw 31,0,0) is a STOP
 SWEEP_PPC = SweepFilter(encodings=tuple((4, 0xFC000000, op << 26) for op in (16, 18, 19)),
+                        target_encodings=((4, 0xFC000001, 18 << 26), (4, 0xFC000001, 16 << 26)),
                         stop_encodings=((4, 0xFFFFFFFF, 0x7FE00008),))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -143,18 +143,26 @@ class NativeDisassembler:
         return module.scan(f["cs_disasm"], f["cs_free"], self._handle, code, addr, stop, count,
                            alt, cache, insn, rule, lo, hi)
 
-    def walk(self, data: bytes, base: int, addr: int, alt: bool,
-             cache: dict[tuple[int, bool], Any], insn: type, rule: Any
-             ) -> tuple[bytes, Any, int] | None:
-        """Descent's straight run by sweep.c (None where it is not built): from addr in data
-        (the code at base), the sizes of the instructions rule leaves out, then the first
-        it keeps (None: nothing decodes) and its address."""
+    def walker(self, code: list[tuple[int, bytes]], alt: bool,
+               cache: dict[tuple[int, bool], Any], insn: type, rule: Any
+               ) -> Callable[[int], tuple[bytes, Any, int] | None] | None:
+        """Descent's straight runs by sweep.c `walk` (None where it is not built): a function
+        of an address giving the sizes of the instructions rule leaves out from there, then
+        the first it keeps (None: nothing decodes) and its address; None outside code (the
+        (address, data) ranges, which may grow)."""
         sweep = _sweep()
         if sweep is None:
             return None
         module, f = sweep
-        return module.walk(f["cs_disasm_iter"], f["cs_malloc"], f["cs_free"], self._handle,
-                           data, base, addr, alt, cache, insn, rule)
+        walk = functools.partial(module.walk, f["cs_disasm_iter"], f["cs_malloc"],
+                                 f["cs_free"], self._handle)
+
+        def walker(addr: int) -> tuple[bytes, Any, int] | None:
+            for base, data in code:
+                if base <= addr < base + len(data):
+                    return walk(data, base, addr, alt, cache, insn, rule)  # type: ignore[no-any-return]
+            return None
+        return walker
 
     def __del__(self) -> None:
         if self._handle:

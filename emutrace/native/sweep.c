@@ -147,9 +147,10 @@ static PyObject *sweep_stretch(PyObject *self, PyObject *args) {
 
 /* The last operand of op_str (after its last comma, blanks and '#' dropped) as a number:
  * -?(0x hex | decimal without a leading 0 | 0) filling it (discover/sweep.py
- * last_operand_number).  0 and *value where it is one; -1 where it is none, negative, or
- * past 64 bits (the rule then keeps the instruction: its target is not known inside). */
-static int sweep_number(const char *op_str, uint64_t *value) {
+ * last_operand_number).  0 and *value where it is one; -1 where it is none or its
+ * magnitude reaches 2^63 (the rule then keeps the instruction: its target is not known).
+ * (The hex digits are checked as they come: `0x` alone is none, as in Python.) */
+static int sweep_number(const char *op_str, int64_t *value) {
     const char *p = strrchr(op_str, ',');
     p = p == NULL ? op_str : p + 1;
     while (*p == ' ' || *p == '\t')
@@ -159,17 +160,17 @@ static int sweep_number(const char *op_str, uint64_t *value) {
     const char *end = p + strlen(p);
     while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
-    if (p == end || *p == '-')
+    int negative = p < end && *p == '-';
+    p += negative;
+    if (p == end)
         return -1;
     uint64_t v = 0;
     if (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
-        if (end - p - 2 > 16)
-            return -1;
         for (const char *q = p + 2; q < end; q++) {
             int d = *q >= '0' && *q <= '9' ? *q - '0'
                     : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10
                     : *q >= 'A' && *q <= 'F' ? *q - 'A' + 10 : -1;
-            if (d < 0)
+            if (d < 0 || v > ((uint64_t)INT64_MAX - (uint64_t)d) >> 4)
                 return -1;
             v = v << 4 | (uint64_t)d;
         }
@@ -177,12 +178,12 @@ static int sweep_number(const char *op_str, uint64_t *value) {
         if (p[0] == '0' && end - p > 1)
             return -1;
         for (const char *q = p; q < end; q++) {
-            if (*q < '0' || *q > '9' || v > (UINT64_MAX - 9) / 10)
+            if (*q < '0' || *q > '9' || v > ((uint64_t)INT64_MAX - (uint64_t)(*q - '0')) / 10)
                 return -1;
             v = v * 10 + (uint64_t)(*q - '0');
         }
     }
-    *value = v;
+    *value = negative ? -(int64_t)v : (int64_t)v;
     return 0;
 }
 
@@ -193,30 +194,35 @@ typedef struct {
     PyObject *marks;    /* tuple of str */
     PyObject *encodings; /* tuple of (size, mask, value) */
     PyObject *stop_encodings; /* the same, of STOPs (kept by walk) */
+    PyObject *target_encodings; /* the same, of direct JUMP/BRANCHes: TARGET */
+    int relative; /* a TARGET's number is an offset from the instruction */
     int big;
     uint64_t code_mask;
 } sweep_rule;
 
 /* Read a SweepRule's attributes into r (0), or set a Python error (-1); release with
  * sweep_rule_release either way. */
-static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r, PyTypeObject *type) {
+static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
     r->rule = rule_obj;
     r->kinds = PyObject_GetAttrString(rule_obj, "kinds");
     r->marks = PyObject_GetAttrString(rule_obj, "marks");
     r->encodings = PyObject_GetAttrString(rule_obj, "encodings");
     r->stop_encodings = PyObject_GetAttrString(rule_obj, "stop_encodings");
+    r->target_encodings = PyObject_GetAttrString(rule_obj, "target_encodings");
+    PyObject *relative = PyObject_GetAttrString(rule_obj, "relative");
     PyObject *big = PyObject_GetAttrString(rule_obj, "big");
     PyObject *mask = PyObject_GetAttrString(rule_obj, "code_mask");
     int ok = r->kinds != NULL && r->marks != NULL && r->encodings != NULL &&
-             r->stop_encodings != NULL && big != NULL && mask != NULL;
+             r->stop_encodings != NULL && r->target_encodings != NULL && relative != NULL &&
+             big != NULL && mask != NULL;
     if (ok && (!PyDict_Check(r->kinds) || !PyTuple_Check(r->marks) ||
                !PyTuple_Check(r->encodings) || !PyTuple_Check(r->stop_encodings) ||
-               !PyType_IsSubtype(type, &PyTuple_Type))) {
-        PyErr_SetString(PyExc_TypeError, "a SweepRule and a tuple type expected");
+               !PyTuple_Check(r->target_encodings))) {
+        PyErr_SetString(PyExc_TypeError, "a SweepRule expected");
         ok = 0;
     }
-    PyObject *lists[2] = {r->encodings, r->stop_encodings};
-    for (int l = 0; ok && l < 2; l++) {
+    PyObject *lists[3] = {r->encodings, r->stop_encodings, r->target_encodings};
+    for (int l = 0; ok && l < 3; l++) {
         for (Py_ssize_t e = 0; ok && e < PyTuple_GET_SIZE(lists[l]); e++) {
             PyObject *enc = PyTuple_GET_ITEM(lists[l], e);
             if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 3) {
@@ -226,21 +232,51 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r, PyTypeObject *type
         }
     }
     if (ok) {
+        r->relative = PyObject_IsTrue(relative);
         r->big = PyObject_IsTrue(big);
         /* code_mask may be -1 (all bits) or ~1 (ARM): its low 64 bits */
         r->code_mask = PyLong_AsUnsignedLongLongMask(mask);
         ok = !PyErr_Occurred();
     }
+    Py_XDECREF(relative);
     Py_XDECREF(big);
     Py_XDECREF(mask);
     return ok ? 0 : -1;
 }
 
 static void sweep_rule_release(sweep_rule *r) {
-    Py_XDECREF(r->kinds);
-    Py_XDECREF(r->marks);
-    Py_XDECREF(r->encodings);
-    Py_XDECREF(r->stop_encodings);
+    Py_CLEAR(r->kinds);
+    Py_CLEAR(r->marks);
+    Py_CLEAR(r->encodings);
+    Py_CLEAR(r->stop_encodings);
+    Py_CLEAR(r->target_encodings);
+}
+
+/* The rule last read, kept with a reference to its object: a sweep asks with the same
+ * SweepRule thousands of times (descent: once per straight run), and its attributes are
+ * never reassigned (its `kinds` dict grows in place). */
+static PyObject *sweep_last_obj;
+static sweep_rule sweep_last;
+
+/* rule_obj's rule (the cached one), or NULL with a Python error; insn_type checked too */
+static const sweep_rule *sweep_rule_of(PyObject *rule_obj, PyObject *insn_type) {
+    if (!PyType_IsSubtype((PyTypeObject *)insn_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "insn_type must be a tuple type");
+        return NULL;
+    }
+    if (rule_obj == sweep_last_obj)
+        return &sweep_last;
+    sweep_rule fresh = {0};
+    if (sweep_rule_read(rule_obj, &fresh) < 0) {
+        sweep_rule_release(&fresh);
+        return NULL;
+    }
+    sweep_rule_release(&sweep_last);
+    Py_XDECREF(sweep_last_obj);
+    Py_INCREF(rule_obj);
+    sweep_last_obj = rule_obj;
+    sweep_last = fresh;
+    return &sweep_last;
 }
 
 enum { KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3, KIND_STOP = 4 };
@@ -260,6 +296,20 @@ static int sweep_matches(PyObject *encodings, const cs_insn *ci, uint64_t word) 
     return 0;
 }
 
+/* 1: the direct target in op_str is outside [lo, hi) or not known; 0: inside */
+static int sweep_target_leaves(const sweep_rule *r, const cs_insn *ci, uint64_t lo,
+                               uint64_t hi) {
+    int64_t number;
+    if (sweep_number(ci->op_str, &number) != 0)
+        return 1;
+    if (r->relative)
+        number += (int64_t)ci->address; /* (addresses are below 2^63) */
+    if (number < 0)
+        return 1;
+    uint64_t target = (uint64_t)number & r->code_mask;
+    return !(lo <= target && target < hi);
+}
+
 /* 1: the classifier must read the instruction (SweepRule.keeps; stops: every STOP too);
  * 0: not; -1: a Python error */
 static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi,
@@ -274,8 +324,13 @@ static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint
         if (stop != 0)
             return stop;
     }
-    if (PyTuple_GET_SIZE(r->encodings) > 0)
-        return sweep_matches(r->encodings, ci, word);
+    if (PyTuple_GET_SIZE(r->encodings) > 0) {
+        int match = sweep_matches(r->encodings, ci, word);
+        if (match <= 0)
+            return match;
+        int target = sweep_matches(r->target_encodings, ci, word);
+        return target <= 0 ? !target ? 1 : -1 : sweep_target_leaves(r, ci, lo, hi);
+    }
     PyObject *mnemonic = PyUnicode_FromString(ci->mnemonic);
     if (mnemonic == NULL)
         return -1;
@@ -308,13 +363,8 @@ static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint
         }
         return 0;
     }
-    if (kind == KIND_TARGET) {
-        uint64_t target;
-        if (sweep_number(ci->op_str, &target) != 0)
-            return 1;
-        target &= r->code_mask;
-        return !(lo <= target && target < hi);
-    }
+    if (kind == KIND_TARGET)
+        return sweep_target_leaves(r, ci, lo, hi);
     return 1;
 }
 
@@ -374,9 +424,9 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
                           &insn_type, &rule_obj, &lo, &hi))
         return NULL;
     PyTypeObject *type = (PyTypeObject *)insn_type;
-    sweep_rule r = {0};
     PyObject *kept = NULL, *result = NULL;
-    if (sweep_rule_read(rule_obj, &r, type) < 0)
+    const sweep_rule *r = sweep_rule_of(rule_obj, insn_type);
+    if (r == NULL)
         goto done;
     cs_disasm_fn disasm = (cs_disasm_fn)(uintptr_t)disasm_addr;
     cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
@@ -406,7 +456,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         int ended = 0;
         for (size_t i = 0; i < got; i++) {
             const cs_insn *ci = &insns[i];
-            int keep = sweep_keeps(&r, ci, lo, hi, 0);
+            int keep = sweep_keeps(r, ci, lo, hi, 0);
             if (keep < 0) {
                 failed = 1;
                 break;
@@ -452,7 +502,6 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
 
 done:
     Py_XDECREF(kept);
-    sweep_rule_release(&r);
     PyBuffer_Release(&code);
     return result;
 }
@@ -532,13 +581,13 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     cs_disasm_iter_fn disasm_iter = (cs_disasm_iter_fn)(uintptr_t)iter_addr;
     cs_malloc_fn insn_malloc = (cs_malloc_fn)(uintptr_t)malloc_addr;
     cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
-    sweep_rule r = {0};
     PyObject *result = NULL, *kept = Py_None;
     unsigned char *sizes = NULL;
     size_t n = 0, cap = 0;
     cs_insn *ci = NULL;
     Py_INCREF(kept);
-    if (sweep_rule_read(rule_obj, &r, type) < 0)
+    const sweep_rule *r = sweep_rule_of(rule_obj, insn_type);
+    if (r == NULL)
         goto done;
     ci = insn_malloc((csh)handle);
     if (ci == NULL) {
@@ -561,7 +610,7 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
                 goto done;
             break;
         }
-        int keep = sweep_keeps(&r, ci, 0, 0, 1);
+        int keep = sweep_keeps(r, ci, 0, 0, 1);
         if (keep < 0)
             goto done;
         if (keep) {
@@ -594,9 +643,22 @@ done:
         free_insns(ci, 1);
     PyMem_Free(sizes);
     Py_XDECREF(kept);
-    sweep_rule_release(&r);
     PyBuffer_Release(&data);
     return result;
+}
+
+
+/* number(op_str) -> int | None: sweep_number, for tests/test_sweep_filter.py to hold it to
+ * discover/sweep.py last_operand_number (None there for a magnitude of 2^63 or more too) */
+static PyObject *sweep_number_py(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *op_str;
+    if (!PyArg_ParseTuple(args, "s", &op_str))
+        return NULL;
+    int64_t value;
+    if (sweep_number(op_str, &value) != 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong(value);
 }
 
 #endif
@@ -609,6 +671,8 @@ static PyMethodDef sweep_methods[] = {
      "Count the instructions of a block (decode.py Decoder.block_count)."},
     {"walk", sweep_walk, METH_VARARGS,
      "Walk straight-line code to the first instruction a SweepRule keeps (descent.py)."},
+    {"number", sweep_number_py, METH_VARARGS,
+     "The last operand of an operand text as a number (tests)."},
     {"scan", sweep_scan, METH_VARARGS,
      "Sweep code, keeping the instructions a SweepRule keeps (decode.py Decoder.scan)."},
 #endif
