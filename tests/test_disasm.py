@@ -170,7 +170,9 @@ def test_the_scan_in_c_equals_its_python_reference(isa: str) -> None:
 def test_block_counts_in_c_equal_their_python_reference(isa: str) -> None:
     """Decoder.block_count by sweep.c equals len(insn_starts) (the reference) on blocks of
     every ISA's fib: at each function's start and middle, of several sizes, one reaching
-    past the code, in each mode (undecodable spots count one and skip the alignment)."""
+    past the code, in each mode (undecodable spots count one and skip the alignment);
+    with the sizes decoded by the count itself, read back from the size map, and noted by
+    a sweep of every function."""
     from emutrace.discover import Discovery, memo
 
     memo._memo.clear()
@@ -182,10 +184,19 @@ def test_block_counts_in_c_equal_their_python_reference(isa: str) -> None:
                   for skip in (0, sym.size // 2) for size in (1, 7, 40, 333)]
         blocks.append((lo + len(data) - 6, 64, False))
         decoder.instructions = {}
-        got = [decoder._count(*block) for block in blocks]
+        decoder._size_maps.clear()
+        decoded = [decoder._count(*block) for block in blocks]  # sizes decoded and noted
+        noted = [decoder._count(*block) for block in blocks]  # sizes read from the map
         decoder.instructions = {}
         want = [len(decoder.insn_starts(*block)) for block in blocks]
         assert len(blocks) > 1000 and sum(want) > 50000
-        assert got == want
+        assert decoded == want and noted == want
+        # and the sizes a sweep notes (scan, walk) are what a count decodes
+        decoder._size_maps.clear()
+        for sym in discovery.symbols.funcs:
+            decoder.scan(sym.start, sym.start + sym.size, sym.alt, sym.start,
+                         sym.start + sym.size)
+        assert any(any(m) for m in decoder._size_maps.values())
+        assert [decoder._count(*block) for block in blocks] == want
     finally:
         memo._memo.clear()

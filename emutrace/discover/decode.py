@@ -80,6 +80,9 @@ class Decoder:
         self.instructions: dict[tuple[int, bool], Insn | None] = kept(
             "instructions", key, dict)
         self.block_counts: dict[tuple[int, int, bool], int] = kept("block_counts", key, dict)
+        # the sizes of the instructions decoded in C, by (range start, alt): a block count
+        # reads them rather than decoding again (sweep.c size_map)
+        self._size_maps: dict[tuple[int, bool], bytearray] = kept("size_maps", key, dict)
         sweep = self.cls.sweep
         self.sweep_rule = None if sweep is None else SweepRule(
             sweep, image.isa.identity.endian, image.isa.code_mask)
@@ -160,7 +163,8 @@ class Decoder:
                     off = addr - base
                     found = engine.scan(bytes(data[off:off + stop - addr + 16]), addr, stop,
                                         _ALT_BATCH if alt else 0, alt, self.instructions, Insn,
-                                        rule, lo, hi)
+                                        rule, lo, hi, self._size_map(base, len(data), alt),
+                                        base)
                     if found is not None:
                         return found  # type: ignore[no-any-return]
                     break
@@ -184,7 +188,7 @@ class Decoder:
         if not hasattr(engine, "walker"):
             return None
         return engine.walker(self._code, alt, self.instructions,  # type: ignore[no-any-return]
-                             Insn, rule)
+                             Insn, rule, self._size_map)
 
     def _decode_stretch(self, addr: int, stop: int, alt: bool = False) -> list[Insn]:
         """Decode from addr to stop (and the bytes an instruction starting before stop may
@@ -253,6 +257,13 @@ class Decoder:
             count = self.block_counts[key] = self._count(addr, size, alt)
         return count
 
+    def _size_map(self, base: int, length: int, alt: bool) -> bytearray:
+        """The size map of the code range at base (length bytes) in mode alt."""
+        found = self._size_maps.get((base, alt))
+        if found is None or len(found) != length:
+            found = self._size_maps[(base, alt)] = bytearray(length)
+        return found
+
     def _count(self, addr: int, size: int, alt: bool) -> int:
         """len(insn_starts(...)), in C where sweep.c is built (no Insn made: a sweep keeps
         only the instructions sites may come from, so a block's are mostly not decoded)."""
@@ -260,9 +271,8 @@ class Decoder:
             for base, data in self._code:
                 if base <= addr < base + len(data):
                     engine = self._engine(alt)
-                    off = addr - base
-                    counted = engine.count(bytes(data[off:off + size + 16]), addr, size,
-                                           self.align(alt), alt) \
+                    counted = engine.count(data, base, self._size_map(base, len(data), alt),
+                                           addr, size, self.align(alt)) \
                         if hasattr(engine, "count") else None
                     if counted is not None:
                         return counted  # type: ignore[no-any-return]

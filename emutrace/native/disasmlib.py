@@ -121,19 +121,21 @@ class NativeDisassembler:
         return module.stretch(f["cs_disasm"], f["cs_free"], self._handle, code, addr, stop,
                               count, alt, cache, insn)
 
-    def count(self, code: bytes, addr: int, size: int, align: int, alt: bool) -> int | None:
-        """How many instructions start in the block [addr, addr + size) (Decoder.insn_starts),
-        by sweep.c (None where it is not built)."""
+    def count(self, data: bytes, base: int, sizes: bytearray, addr: int, size: int,
+              align: int) -> int | None:
+        """How many instructions start in the block [addr, addr + size) of data (the code at
+        base; Decoder.insn_starts), by sweep.c, reading and filling the size map `sizes`
+        (None where it is not built)."""
         sweep = _sweep()
         if sweep is None:
             return None
         module, f = sweep
-        return module.count(f["cs_disasm"], f["cs_free"], self._handle, code, addr, size, align,
-                            alt)
+        return module.count(f["cs_disasm_iter"], f["cs_malloc"], f["cs_free"], self._handle,  # type: ignore[no-any-return]
+                            data, base, sizes, addr, size, align)
 
     def scan(self, code: bytes, addr: int, stop: int, count: int, alt: bool,
-             cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int, hi: int
-             ) -> tuple[list[Any], int, Any] | None:
+             cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int, hi: int,
+             sizes: bytearray, base: int) -> tuple[list[Any], int, Any] | None:
         """Decoder.scan's sweep by sweep.c (None where it is not built): (the instructions
         rule keeps in a function [lo, hi), where the sweep stopped, the last instruction)."""
         sweep = _sweep()
@@ -141,15 +143,17 @@ class NativeDisassembler:
             return None
         module, f = sweep
         return module.scan(f["cs_disasm"], f["cs_free"], self._handle, code, addr, stop, count,
-                           alt, cache, insn, rule, lo, hi)
+                           alt, cache, insn, rule, lo, hi, sizes, base)
 
     def walker(self, code: list[tuple[int, bytes]], alt: bool,
-               cache: dict[tuple[int, bool], Any], insn: type, rule: Any
+               cache: dict[tuple[int, bool], Any], insn: type, rule: Any,
+               sizes: Callable[[int, int, bool], bytearray]
                ) -> Callable[[int], tuple[bytes, Any, int] | None] | None:
         """Descent's straight runs by sweep.c `walk` (None where it is not built): a function
         of an address giving the sizes of the instructions rule leaves out from there, then
         the first it keeps (None: nothing decodes) and its address; None outside code (the
-        (address, data) ranges, which may grow)."""
+        (address, data) ranges, which may grow).  sizes(base, length, alt): the size map of
+        a range, which the walk fills."""
         sweep = _sweep()
         if sweep is None:
             return None
@@ -160,7 +164,8 @@ class NativeDisassembler:
         def walker(addr: int) -> tuple[bytes, Any, int] | None:
             for base, data in code:
                 if base <= addr < base + len(data):
-                    return walk(data, base, addr, alt, cache, insn, rule)  # type: ignore[no-any-return]
+                    return walk(data, base, addr, alt, cache, insn, rule,  # type: ignore[no-any-return]
+                                sizes(base, len(data), alt))
             return None
         return walker
 

@@ -30,6 +30,27 @@
 typedef size_t (*cs_disasm_fn)(csh, const uint8_t *, size_t, uint64_t, size_t, cs_insn **);
 typedef void (*cs_free_fn)(cs_insn *, size_t);
 
+/* The sizes of the instructions decoded so far in one range of code (Decoder._size_map):
+ * one byte per code byte, at an instruction's first: its size; SIZE_UNDECODABLE where
+ * nothing decodes; 0 where nothing was decoded yet.  Block counts read it
+ * (sweep_count), so a block of code a sweep went through is not decoded again. */
+#define SIZE_UNDECODABLE 0xFF
+
+typedef struct {
+    uint8_t *sizes;
+    uint64_t base, len;
+} size_map;
+
+static void size_note(const size_map *m, uint64_t at, unsigned size) {
+    if (m->sizes != NULL && at >= m->base && at - m->base < m->len)
+        m->sizes[at - m->base] = (uint8_t)size;
+}
+
+static unsigned size_at(const size_map *m, uint64_t at) {
+    return m->sizes != NULL && at >= m->base && at - m->base < m->len ? m->sizes[at - m->base]
+                                                                        : 0;
+}
+
 /* stretch(disasm, free, handle, code, addr, stop, count, alt, cache, insn_type) -> list
  *
  * Decode code (the bytes at addr) with capstone, at most count instructions (0: all), and
@@ -414,15 +435,16 @@ static PyObject *sweep_keep(PyObject *cache, PyObject *insn, PyObject *flag) {
  * sweep stopped; last: the last instruction decoded (kept in cache too), or None. */
 static PyObject *sweep_scan(PyObject *self, PyObject *args) {
     (void)self;
-    unsigned long long disasm_addr, free_addr, handle, addr, stop, lo, hi;
-    Py_buffer code;
+    unsigned long long disasm_addr, free_addr, handle, addr, stop, lo, hi, map_base;
+    Py_buffer code, sizes;
     Py_ssize_t count;
     int alt;
     PyObject *cache, *insn_type, *rule_obj;
-    if (!PyArg_ParseTuple(args, "KKKy*KKnpO!O!OKK", &disasm_addr, &free_addr, &handle, &code,
-                          &addr, &stop, &count, &alt, &PyDict_Type, &cache, &PyType_Type,
-                          &insn_type, &rule_obj, &lo, &hi))
+    if (!PyArg_ParseTuple(args, "KKKy*KKnpO!O!OKKw*K", &disasm_addr, &free_addr, &handle,
+                          &code, &addr, &stop, &count, &alt, &PyDict_Type, &cache,
+                          &PyType_Type, &insn_type, &rule_obj, &lo, &hi, &sizes, &map_base))
         return NULL;
+    size_map map = {(uint8_t *)sizes.buf, map_base, (uint64_t)sizes.len};
     PyTypeObject *type = (PyTypeObject *)insn_type;
     PyObject *kept = NULL, *result = NULL;
     const sweep_rule *r = sweep_rule_of(rule_obj, insn_type);
@@ -449,6 +471,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             if (key == NULL || PyDict_SetItem(cache, key, Py_None) < 0)
                 failed = 1;
             Py_XDECREF(key);
+            size_note(&map, at, SIZE_UNDECODABLE);
             if (insns != NULL)
                 free_insns(insns, got);
             break;
@@ -456,6 +479,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         int ended = 0;
         for (size_t i = 0; i < got; i++) {
             const cs_insn *ci = &insns[i];
+            size_note(&map, ci->address, ci->size);
             int keep = sweep_keeps(r, ci, lo, hi, 0);
             if (keep < 0) {
                 failed = 1;
@@ -503,54 +527,8 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
 done:
     Py_XDECREF(kept);
     PyBuffer_Release(&code);
+    PyBuffer_Release(&sizes);
     return result;
-}
-
-
-/* count(disasm, free, handle, code, addr, size, align, alt) -> int
- *
- * How many instructions start in [addr, addr + size) of code (the bytes at addr, with room
- * past the end for the last one): back to back from addr, an undecodable spot counting as
- * one and skipped by align (Decoder.insn_starts, the reference).  Each capstone call
- * decodes all it can; in Thumb (alt) a call ends after an IT instruction, as insn_at's do. */
-static PyObject *sweep_count(PyObject *self, PyObject *args) {
-    (void)self;
-    unsigned long long disasm_addr, free_addr, handle, addr, size, align;
-    Py_buffer code;
-    int alt;
-    if (!PyArg_ParseTuple(args, "KKKy*KKKp", &disasm_addr, &free_addr, &handle, &code, &addr,
-                          &size, &align, &alt))
-        return NULL;
-    if (align == 0) {
-        PyBuffer_Release(&code);
-        PyErr_SetString(PyExc_ValueError, "count: align must be positive");
-        return NULL;
-    }
-    cs_disasm_fn disasm = (cs_disasm_fn)(uintptr_t)disasm_addr;
-    cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
-    const uint8_t *bytes = (const uint8_t *)code.buf;
-    uint64_t at = addr, end = addr + size;
-    long long n = 0;
-    while (at < end) {
-        uint64_t off = at - addr;
-        cs_insn *insns = NULL;
-        size_t got = off < (uint64_t)code.len
-            ? disasm((csh)handle, bytes + off, (size_t)code.len - off, at, 0, &insns) : 0;
-        if (got == 0) {
-            n++;
-            at += align;
-            continue;
-        }
-        for (size_t i = 0; i < got && at < end; i++) {
-            n++;
-            at = insns[i].address + insns[i].size;
-            if (alt && insns[i].mnemonic[0] == 'i' && insns[i].mnemonic[1] == 't')
-                break;
-        }
-        free_insns(insns, got);
-    }
-    PyBuffer_Release(&code);
-    return PyLong_FromLongLong(n);
 }
 
 
@@ -570,13 +548,15 @@ typedef cs_insn *(*cs_malloc_fn)(csh);
 static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     (void)self;
     unsigned long long iter_addr, malloc_addr, free_addr, handle, base, addr;
-    Py_buffer data;
+    Py_buffer data, sizes_map;
     int alt;
     PyObject *cache, *insn_type, *rule_obj;
-    if (!PyArg_ParseTuple(args, "KKKKy*KKpO!O!O", &iter_addr, &malloc_addr, &free_addr,
+    if (!PyArg_ParseTuple(args, "KKKKy*KKpO!O!Ow*", &iter_addr, &malloc_addr, &free_addr,
                           &handle, &data, &base, &addr, &alt, &PyDict_Type, &cache,
-                          &PyType_Type, &insn_type, &rule_obj))
+                          &PyType_Type, &insn_type, &rule_obj, &sizes_map))
         return NULL;
+    size_map map = {(uint8_t *)sizes_map.buf, base,
+                    sizes_map.len == data.len ? (uint64_t)sizes_map.len : 0};
     PyTypeObject *type = (PyTypeObject *)insn_type;
     cs_disasm_iter_fn disasm_iter = (cs_disasm_iter_fn)(uintptr_t)iter_addr;
     cs_malloc_fn insn_malloc = (cs_malloc_fn)(uintptr_t)malloc_addr;
@@ -603,6 +583,7 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         size_t left = (size_t)data.len - (size_t)(at - base);
         uint64_t next = at;
         if (!disasm_iter((csh)handle, &code, &left, &next, ci)) {
+            size_note(&map, at, SIZE_UNDECODABLE);
             PyObject *key = Py_BuildValue("(KO)", at, flag);
             int bad = key == NULL || PyDict_SetItem(cache, key, Py_None) < 0;
             Py_XDECREF(key);
@@ -610,6 +591,7 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
                 goto done;
             break;
         }
+        size_note(&map, at, ci->size);
         int keep = sweep_keeps(r, ci, 0, 0, 1);
         if (keep < 0)
             goto done;
@@ -644,9 +626,62 @@ done:
     PyMem_Free(sizes);
     Py_XDECREF(kept);
     PyBuffer_Release(&data);
+    PyBuffer_Release(&sizes_map);
     return result;
 }
 
+
+/* count(iter, malloc, free, handle, data, base, sizes, addr, size, align) -> int
+ *
+ * How many instructions start in [addr, addr + size) of data (the code at base), back to
+ * back from addr, an undecodable spot counting as one and skipped by align
+ * (Decoder.insn_starts, the reference): each instruction's size read from the size map
+ * (sizes, one byte per byte of data) where a sweep noted it, else decoded alone and noted
+ * (Thumb: an instruction's size never depends on an IT block before it). */
+static PyObject *sweep_count(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long iter_addr, malloc_addr, free_addr, handle, base, addr, size, align;
+    Py_buffer data, sizes;
+    if (!PyArg_ParseTuple(args, "KKKKy*Kw*KKK", &iter_addr, &malloc_addr, &free_addr,
+                          &handle, &data, &base, &sizes, &addr, &size, &align))
+        return NULL;
+    PyObject *result = NULL;
+    cs_insn *ci = NULL;
+    if (align == 0 || sizes.len != data.len) {
+        PyErr_SetString(PyExc_ValueError, "count: align 0, or a size map not the code's size");
+        goto done;
+    }
+    cs_disasm_iter_fn disasm_iter = (cs_disasm_iter_fn)(uintptr_t)iter_addr;
+    cs_malloc_fn insn_malloc = (cs_malloc_fn)(uintptr_t)malloc_addr;
+    size_map map = {(uint8_t *)sizes.buf, base, (uint64_t)sizes.len};
+    uint64_t at = addr, end = addr + size;
+    long long n = 0;
+    while (at < end) {
+        unsigned known = size_at(&map, at);
+        if (known == 0 && at >= base && at - base < (uint64_t)data.len) {
+            if (ci == NULL && (ci = insn_malloc((csh)handle)) == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            const uint8_t *code = (const uint8_t *)data.buf + (at - base);
+            size_t left = (size_t)data.len - (size_t)(at - base);
+            uint64_t next = at;
+            known = disasm_iter((csh)handle, &code, &left, &next, ci) ? ci->size
+                                                                        : SIZE_UNDECODABLE;
+            size_note(&map, at, known);
+        }
+        n++;
+        at += known == 0 || known == SIZE_UNDECODABLE ? align : known;
+    }
+    result = PyLong_FromLongLong(n);
+
+done:
+    if (ci != NULL)
+        ((cs_free_fn)(uintptr_t)free_addr)(ci, 1);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&sizes);
+    return result;
+}
 
 /* number(op_str) -> int | None: sweep_number, for tests/test_sweep_filter.py to hold it to
  * discover/sweep.py last_operand_number (None there for a magnitude of 2^63 or more too) */
