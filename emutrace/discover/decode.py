@@ -147,12 +147,13 @@ class Decoder:
 
     def scan(self, addr: int, stop: int, alt: bool, lo: int, hi: int
              ) -> tuple[list[Insn], int, Insn | None]:
-        """A linear sweep from addr while instructions start before stop, as `linear`: the
-        instructions the ISA's SweepFilter keeps in a function whose code is [lo, hi) (all
-        of them where it declares none), where the sweep stopped (the end of the last
-        instruction, or where nothing decodes), and the last instruction (None: none
-        decoded).  In C where sweep.c is built (the instructions left out never become
-        Insns), else this loop, its reference (tests/test_disasm.py)."""
+        """A linear sweep from addr while instructions start before stop, as `linear`, going
+        on past bytes where nothing decodes by the ISA's alignment: the instructions the
+        ISA's SweepFilter keeps in a function whose code is [lo, hi) (all of them where it
+        declares none), where the sweep stopped (stop, or past it), and the last instruction
+        when the sweep ended on one (None: on undecodable bytes).  In C where sweep.c is
+        built (the instructions left out never become Insns), else this loop, its reference
+        (tests/test_disasm.py)."""
         rule = self.sweep_rule
         if self.sweep_in_c and rule is not None and addr < stop:
             for base, data in self._code:
@@ -160,20 +161,25 @@ class Decoder:
                     engine = self._engine(alt)
                     if not hasattr(engine, "scan"):
                         break
-                    off = addr - base
-                    found = engine.scan(bytes(data[off:off + stop - addr + 16]), addr, stop,
-                                        _ALT_BATCH if alt else 0, alt, self.instructions, Insn,
-                                        rule, lo, hi, self._size_map(base, len(data), alt),
-                                        base)
+                    found = engine.scan(data, base, addr, stop, _ALT_BATCH if alt else 0,
+                                        self.align(alt), alt, self.instructions, Insn, rule,
+                                        lo, hi, self._size_map(base, len(data), alt))
                     if found is not None:
                         return found  # type: ignore[no-any-return]
                     break
-        run = self.linear(addr, stop, alt)
-        if not run:
-            return [], addr, None
-        last = run[-1]
-        kept = run if rule is None else [i for i in run if rule.keeps(i, lo, hi)]
-        return kept, last.addr + last.size, last
+        kept: list[Insn] = []
+        last = None
+        at = addr
+        while at < stop:
+            run = self.linear(at, stop, alt)
+            if run:
+                kept += run if rule is None else [i for i in run if rule.keeps(i, lo, hi)]
+                last = run[-1]
+                at = last.addr + last.size
+            if at < stop:  # nothing decodes here
+                last = None
+                at += self.align(alt)
+        return kept, at, last
 
     def walker(self, alt: bool) -> Callable[[int], tuple[bytes, Insn | None, int] | None] | None:
         """Straight-line code for recursive descent, by sweep.c: a function of an address

@@ -79,6 +79,7 @@ def from_symbol(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> Functi
             # the stretch of code up to the next `$d` data or the end, decoded at once; the
             # instructions no site can come from left out (the ISA's SweepFilter)
             stop = min(end, table.data_after(addr))
+            # (past bytes where nothing decodes; `final` None when it ended on such)
             kept, addr, final = decoder.scan(addr, stop, sym.alt, sym.start, end)
             for insn in kept:
                 flow = classify(insn)
@@ -86,11 +87,7 @@ def from_symbol(sym: FuncSymbol, table: SymbolTable, decoder: Decoder) -> Functi
                     site = site_for(decoder, insn, inside, flow)
                     if site is not None:
                         sites.append(site)
-            if final is not None:
-                last = final.addr
-            if addr < stop:  # the stretch ended early: nothing decodes here
-                last = None
-                addr += decoder.align(sym.alt)
+            last = None if final is None else final.addr
         if addr >= end and last is not None and tail < MAX_TAIL_INSNS and addr < limit \
                 and not decoder.cls.delay_slot and _falls_through(decoder, last, sym.alt):
             end = addr + 1  # one more instruction: the code runs on into the next symbol

@@ -133,17 +133,17 @@ class NativeDisassembler:
         return module.count(f["cs_disasm_iter"], f["cs_malloc"], f["cs_free"], self._handle,  # type: ignore[no-any-return]
                             data, base, sizes, addr, size, align)
 
-    def scan(self, code: bytes, addr: int, stop: int, count: int, alt: bool,
-             cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int, hi: int,
-             sizes: bytearray, base: int) -> tuple[list[Any], int, Any] | None:
+    def scan(self, data: bytes, base: int, addr: int, stop: int, count: int, align: int,
+             alt: bool, cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int,
+             hi: int, sizes: bytearray) -> tuple[list[Any], int, Any] | None:
         """Decoder.scan's sweep by sweep.c (None where it is not built): (the instructions
         rule keeps in a function [lo, hi), where the sweep stopped, the last instruction)."""
         sweep = _sweep()
         if sweep is None:
             return None
         module, f = sweep
-        return module.scan(f["cs_disasm"], f["cs_free"], self._handle, code, addr, stop, count,
-                           alt, cache, insn, rule, lo, hi, sizes, base)
+        return module.scan(f["cs_disasm"], f["cs_free"], self._handle, data, base, addr,  # type: ignore[no-any-return]
+                           stop, count, align, alt, cache, insn, rule, lo, hi, sizes)
 
     def walker(self, code: list[tuple[int, bytes]], alt: bool,
                cache: dict[tuple[int, bool], Any], insn: type, rule: Any,

@@ -424,36 +424,43 @@ static PyObject *sweep_keep(PyObject *cache, PyObject *insn, PyObject *flag) {
     return kept;
 }
 
-/* scan(disasm, free, handle, code, addr, stop, count, alt, cache, insn_type, rule, lo, hi)
- *     -> (kept, next, last)
+/* scan(disasm, free, handle, data, base, addr, stop, count, align, alt, cache, insn_type,
+ *      rule, lo, hi, sizes) -> (kept, next, last)
  *
  * Decoder.scan's sweep in C: the instructions back to back from addr while they start
- * before stop, each capstone call decoding at most count (0: all; Thumb: a call also ends
- * after an IT instruction, whose state capstone would carry), ending early where nothing
- * decodes (None kept in cache there).  kept: those rule.keeps in a function [lo, hi), as
- * insn_type tuples, each kept in cache (one there already is that one); next: where the
- * sweep stopped; last: the last instruction decoded (kept in cache too), or None. */
+ * before stop, in data (the code at base), each capstone call given the bytes up to stop
+ * (+16: room for the last) and decoding at most count (0: all; Thumb: a call also ends after
+ * an IT instruction, whose state capstone would carry); where nothing decodes, None kept in
+ * cache there and the sweep goes on `align` bytes further.  kept: the instructions the rule
+ * keeps in a function [lo, hi), as insn_type tuples, each kept in cache (one there already
+ * is that one); next: where the sweep stopped (stop or past it); last: the last instruction
+ * (kept in cache too) when the sweep ended on one, None when it ended on undecodable bytes.
+ * Every size decoded, or an undecodable spot, is noted in the size map `sizes`. */
 static PyObject *sweep_scan(PyObject *self, PyObject *args) {
     (void)self;
-    unsigned long long disasm_addr, free_addr, handle, addr, stop, lo, hi, map_base;
-    Py_buffer code, sizes;
+    unsigned long long disasm_addr, free_addr, handle, base, addr, stop, align, lo, hi;
+    Py_buffer data, sizes;
     Py_ssize_t count;
     int alt;
     PyObject *cache, *insn_type, *rule_obj;
-    if (!PyArg_ParseTuple(args, "KKKy*KKnpO!O!OKKw*K", &disasm_addr, &free_addr, &handle,
-                          &code, &addr, &stop, &count, &alt, &PyDict_Type, &cache,
-                          &PyType_Type, &insn_type, &rule_obj, &lo, &hi, &sizes, &map_base))
+    if (!PyArg_ParseTuple(args, "KKKy*KKKnKpO!O!OKKw*", &disasm_addr, &free_addr, &handle,
+                          &data, &base, &addr, &stop, &count, &align, &alt, &PyDict_Type,
+                          &cache, &PyType_Type, &insn_type, &rule_obj, &lo, &hi, &sizes))
         return NULL;
-    size_map map = {(uint8_t *)sizes.buf, map_base, (uint64_t)sizes.len};
+    size_map map = {(uint8_t *)sizes.buf, base, sizes.len == data.len ? (uint64_t)sizes.len : 0};
     PyTypeObject *type = (PyTypeObject *)insn_type;
     PyObject *kept = NULL, *result = NULL;
     const sweep_rule *r = sweep_rule_of(rule_obj, insn_type);
     if (r == NULL)
         goto done;
+    if (align == 0 || addr < base) {
+        PyErr_SetString(PyExc_ValueError, "scan: align 0, or addr before the code");
+        goto done;
+    }
     cs_disasm_fn disasm = (cs_disasm_fn)(uintptr_t)disasm_addr;
     cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
     PyObject *flag = alt ? Py_True : Py_False;
-    const uint8_t *bytes = (const uint8_t *)code.buf;
+    const uint8_t *bytes = (const uint8_t *)data.buf;
     kept = PyList_New(0);
     if (kept == NULL)
         goto done;
@@ -461,11 +468,11 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
     int have_last = 0, failed = 0;
     uint64_t at = addr;
     while (at < stop && !failed) {
-        uint64_t off = at - addr;
+        uint64_t off = at - base;
+        uint64_t want = stop - at + 16, left = off < (uint64_t)data.len ? data.len - off : 0;
         cs_insn *insns = NULL;
-        size_t got = off < (uint64_t)code.len
-            ? disasm((csh)handle, bytes + off, (size_t)code.len - off, at,
-                     (size_t)(count < 0 ? 0 : count), &insns) : 0;
+        size_t got = left > 0 ? disasm((csh)handle, bytes + off, want < left ? want : left, at,
+                                       (size_t)(count < 0 ? 0 : count), &insns) : 0;
         if (got == 0) { /* nothing decodes at `at`: kept as such (Decoder._decode_stretch) */
             PyObject *key = Py_BuildValue("(KO)", at, flag);
             if (key == NULL || PyDict_SetItem(cache, key, Py_None) < 0)
@@ -474,7 +481,9 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             size_note(&map, at, SIZE_UNDECODABLE);
             if (insns != NULL)
                 free_insns(insns, got);
-            break;
+            have_last = 0;
+            at += align;
+            continue;
         }
         int ended = 0;
         for (size_t i = 0; i < got; i++) {
@@ -486,7 +495,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
                 break;
             }
             if (keep) {
-                PyObject *insn = sweep_insn(type, ci, bytes, addr, flag);
+                PyObject *insn = sweep_insn(type, ci, ci->bytes, ci->address, flag);
                 PyObject *one = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
                 Py_XDECREF(insn);
                 if (one == NULL || PyList_Append(kept, one) < 0) {
@@ -515,7 +524,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
     PyObject *last_obj = Py_None;
     Py_INCREF(last_obj);
     if (have_last) {
-        PyObject *insn = sweep_insn(type, &last, bytes, addr, flag);
+        PyObject *insn = sweep_insn(type, &last, last.bytes, last.address, flag);
         Py_DECREF(last_obj);
         last_obj = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
         Py_XDECREF(insn);
@@ -526,7 +535,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
 
 done:
     Py_XDECREF(kept);
-    PyBuffer_Release(&code);
+    PyBuffer_Release(&data);
     PyBuffer_Release(&sizes);
     return result;
 }
