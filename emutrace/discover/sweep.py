@@ -37,6 +37,7 @@ class SweepRule:
         self.stop_encodings = sweep.stop_encodings
         self.target_encodings = sweep.target_encodings
         self.relative = sweep.relative
+        self.fixed_size = sweep.fixed_size if sweep.encodings else 0
         self.big = endian == "big"
         self.code_mask = code_mask
 

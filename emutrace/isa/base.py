@@ -323,6 +323,9 @@ class SweepFilter:
     target_encodings: tuple[tuple[int, int, int], ...] = ()
     # a TARGET's number is its offset from the instruction (capstone's RISC-V text)
     relative: bool = False
+    # every instruction is this many bytes (and the alignment past undecodable ones), so an
+    # encoding filter's sweep decodes only the words it keeps (and a function's last one)
+    fixed_size: int = 0
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def classify_ppc_word(addr: int, w: int) -> Flow:
 # capstone prints last; `trap` (tw 31,0,0) is a STOP
 SWEEP_PPC = SweepFilter(encodings=tuple((4, 0xFC000000, op << 26) for op in (16, 18, 19)),
                         target_encodings=((4, 0xFC000001, 18 << 26), (4, 0xFC000001, 16 << 26)),
-                        stop_encodings=((4, 0xFFFFFFFF, 0x7FE00008),))
+                        stop_encodings=((4, 0xFFFFFFFF, 0x7FE00008),), fixed_size=4)
 
 
 def classify_ppc(insn: Insn) -> Flow:

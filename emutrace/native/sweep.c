@@ -217,6 +217,7 @@ typedef struct {
     PyObject *stop_encodings; /* the same, of STOPs (kept by walk) */
     PyObject *target_encodings; /* the same, of direct JUMP/BRANCHes: TARGET */
     int relative; /* a TARGET's number is an offset from the instruction */
+    unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
     int big;
     uint64_t code_mask;
 } sweep_rule;
@@ -231,11 +232,12 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
     r->stop_encodings = PyObject_GetAttrString(rule_obj, "stop_encodings");
     r->target_encodings = PyObject_GetAttrString(rule_obj, "target_encodings");
     PyObject *relative = PyObject_GetAttrString(rule_obj, "relative");
+    PyObject *fixed = PyObject_GetAttrString(rule_obj, "fixed_size");
     PyObject *big = PyObject_GetAttrString(rule_obj, "big");
     PyObject *mask = PyObject_GetAttrString(rule_obj, "code_mask");
     int ok = r->kinds != NULL && r->marks != NULL && r->encodings != NULL &&
              r->stop_encodings != NULL && r->target_encodings != NULL && relative != NULL &&
-             big != NULL && mask != NULL;
+             fixed != NULL && big != NULL && mask != NULL;
     if (ok && (!PyDict_Check(r->kinds) || !PyTuple_Check(r->marks) ||
                !PyTuple_Check(r->encodings) || !PyTuple_Check(r->stop_encodings) ||
                !PyTuple_Check(r->target_encodings))) {
@@ -254,12 +256,15 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
     }
     if (ok) {
         r->relative = PyObject_IsTrue(relative);
+        long size = PyLong_AsLong(fixed);
+        r->fixed_size = size == 2 || size == 4 || size == 8 ? (unsigned)size : 0;
         r->big = PyObject_IsTrue(big);
         /* code_mask may be -1 (all bits) or ~1 (ARM): its low 64 bits */
         r->code_mask = PyLong_AsUnsignedLongLongMask(mask);
         ok = !PyErr_Occurred();
     }
     Py_XDECREF(relative);
+    Py_XDECREF(fixed);
     Py_XDECREF(big);
     Py_XDECREF(mask);
     return ok ? 0 : -1;
@@ -467,6 +472,60 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
     cs_insn last;
     int have_last = 0, failed = 0;
     uint64_t at = addr;
+    if (r->fixed_size != 0 && r->fixed_size == align) {
+        /* fixed-size words and an encoding filter: a word the filter leaves out is never
+         * decoded (the sweep goes on one word further whether it decodes or not, and its
+         * size is the word's either way), only the kept ones and the last (which says
+         * whether the sweep ended on an instruction) */
+        for (; at < stop && !failed; at += align) {
+            uint64_t off = at - base;
+            if (off + align > (uint64_t)data.len) { /* past the code: nothing decodes */
+                have_last = 0;
+                continue;
+            }
+            cs_insn word; /* (no text: a TARGET check below reads none, keeps it) */
+            word.mnemonic[0] = word.op_str[0] = '\0';
+            word.address = at;
+            word.size = (uint16_t)align;
+            memcpy(word.bytes, bytes + off, align);
+            int keep = sweep_keeps(r, &word, 0, 0, 0); /* (by encoding: no text read) */
+            if (keep < 0) {
+                failed = 1;
+                break;
+            }
+            if (!keep && at + align < stop) {
+                size_note(&map, at, align);
+                continue;
+            }
+            cs_insn *one = NULL;
+            size_t got = disasm((csh)handle, bytes + off, align, at, 1, &one);
+            if (got == 0) {
+                size_note(&map, at, SIZE_UNDECODABLE);
+                PyObject *key = Py_BuildValue("(KO)", at, flag);
+                if (key == NULL || PyDict_SetItem(cache, key, Py_None) < 0)
+                    failed = 1;
+                Py_XDECREF(key);
+                have_last = 0;
+                if (one != NULL)
+                    free_insns(one, got);
+                continue;
+            }
+            size_note(&map, at, one->size);
+            keep = keep ? sweep_keeps(r, one, lo, hi, 0) : 0; /* (a TARGET's text) */
+            if (keep > 0) {
+                PyObject *insn = sweep_insn(type, one, one->bytes, one->address, flag);
+                PyObject *held = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
+                Py_XDECREF(insn);
+                if (held == NULL || PyList_Append(kept, held) < 0)
+                    failed = 1;
+                Py_XDECREF(held);
+            }
+            failed |= keep < 0;
+            last = *one;
+            have_last = 1;
+            free_insns(one, got);
+        }
+    }
     while (at < stop && !failed) {
         uint64_t off = at - base;
         uint64_t want = stop - at + 16, left = off < (uint64_t)data.len ? data.len - off : 0;
