@@ -26,7 +26,6 @@ from emutrace.isa.base import (
     Plt,
     Registers,
     SweepFilter,
-    SweepKind,
     SyscallConvention,
     branch_records,
     no_block_step,
@@ -139,20 +138,26 @@ def classify_aarch64(insn: Insn) -> Flow:
     return NO_FLOW
 
 
-def sweep_kind_aarch64(mnemonic: str) -> SweepKind:
-    """What classify_aarch64 may make of a mnemonic: B, B.cond, CBZ/CBNZ/TBZ/TBNZ to their
-    last operand; BL, BLR*, BR*, RET* read; BRK/UDF/HLT STOP; the rest NONE."""
-    if mnemonic == "b" or mnemonic.startswith("b.") or mnemonic in _A64_COND:
-        return SweepKind.TARGET
-    if mnemonic.startswith(("bl", "br", "ret")):
-        return SweepKind.CLASSIFY
-    return SweepKind.STOP if mnemonic in ("brk", "udf", "hlt") else SweepKind.PLAIN
+# The words classify_aarch64 may read as a transfer (Arm ARM C4.1 "Branches, exception
+# generating and system instructions"): B/BL (x00101), B.cond/BC.cond (0101010x),
+# CBZ/CBNZ (x011010x), TBZ/TBNZ (x011011x), the branches through a register (1101011x: BR,
+# BLR, RET and their authenticated forms).  Among them the ones that jump or branch to the
+# target capstone prints last, never calls: B, B.cond, CBZ/CBNZ, TBZ/TBNZ.  BRK, HLT and
+# UDF are STOPs.
+SWEEP_AARCH64 = SweepFilter(
+    encodings=((4, 0x7C000000, 0x14000000), (4, 0xFF000000, 0x54000000),
+               (4, 0x7C000000, 0x34000000), (4, 0xFE000000, 0xD6000000)),
+    target_encodings=((4, 0xFC000000, 0x14000000), (4, 0xFF000010, 0x54000000),
+                      (4, 0x7C000000, 0x34000000)),
+    stop_encodings=((4, 0xFFE0001F, 0xD4200000), (4, 0xFFE0001F, 0xD4400000),
+                    (4, 0xFFFF0000, 0x00000000)),
+    fixed_size=4)
 
 
 CLASSIFIERS = Classifiers(classify=classify_aarch64,
                           sp_effect=transfer_sp_effect(classify_aarch64),
                           virtual_breakpoints=True,
-                          sweep=SweepFilter(mnemonic_kind=sweep_kind_aarch64))
+                          sweep=SWEEP_AARCH64)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM C6.2): BL/BLR set X30 to the next

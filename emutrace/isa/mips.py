@@ -23,7 +23,6 @@ from emutrace.isa.base import (
     Plt,
     Registers,
     SweepFilter,
-    SweepKind,
     SyscallConvention,
     SyscallErrors,
     branch_records,
@@ -178,18 +177,21 @@ def sp_effect_mips(insn: Insn) -> int | None:
     return None
 
 
-def sweep_kind_mips(mnemonic: str) -> SweepKind:
-    """What classify_mips may make of a mnemonic: J, B and the conditional branches to their
-    last operand; JAL/BAL/BGEZAL/BLTZAL/JALR/JR read; BREAK STOP; the rest NONE."""
-    if mnemonic in ("j", "b") or mnemonic in _MIPS_COND:
-        return SweepKind.TARGET
-    if mnemonic in ("jal", "bal", "bgezal", "bltzal", "jalr", "jr"):
-        return SweepKind.CLASSIFY
-    return SweepKind.STOP if mnemonic == "break" else SweepKind.PLAIN
-
-
+# The words classify_mips may read as a transfer (MIPS32 vol. II opcode table): SPECIAL
+# JR/JALR (funct 8, 9), REGIMM (opcode 1: BLTZ…BGEZALL, and its traps), J/JAL (2, 3),
+# BEQ/BNE/BLEZ/BGTZ (4-7) and their -likely forms (20-23), COP1 BC1F/BC1T (17, rs 8).  Among
+# them the ones that jump or branch to the target capstone prints last, never calls: J, the
+# opcodes 4-7 and 20-23, REGIMM BLTZ/BGEZ(L) (rt 0-3), BC1.  BREAK (funct 13) is a STOP.
+SWEEP_MIPS = SweepFilter(
+    encodings=((4, 0xFC00003F, 0x08), (4, 0xFC00003F, 0x09), (4, 0xFC000000, 0x04000000),
+               (4, 0xF8000000, 0x08000000), (4, 0xF0000000, 0x10000000),
+               (4, 0xF0000000, 0x50000000), (4, 0xFFE00000, 0x45000000)),
+    target_encodings=((4, 0xFC000000, 0x08000000), (4, 0xF0000000, 0x10000000),
+                      (4, 0xF0000000, 0x50000000), (4, 0xFC1C0000, 0x04000000),
+                      (4, 0xFFE00000, 0x45000000)),
+    stop_encodings=((4, 0xFC00003F, 0x0D),), fixed_size=4)
 CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True, sp_effect=sp_effect_mips,
-                          sweep=SweepFilter(mnemonic_kind=sweep_kind_mips))
+                          sweep=SWEEP_MIPS)
 
 # ---------------------------------------------------------------- quirks
 def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
