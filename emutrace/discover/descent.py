@@ -81,8 +81,14 @@ def descend(decoder: Decoder, entry: int, alt: bool,
                     predicated = predicates(insn)
                 addr += insn.size
                 continue
-            flow, _ = resolve(decoder, insn, classified)
-            site = site_for(decoder, insn, inside, classified)
+            flow = resolve(decoder, insn, classified)[0] \
+                if classified.kind is FlowKind.EXECUTE else classified
+            # a direct jump into the function is followed and makes no site (site_for's rule,
+            # asked once here)
+            target = None if flow.kind not in (FlowKind.JUMP, FlowKind.BRANCH) \
+                or flow.target is None else code_addr(decoder, flow.target)
+            local = target is not None and inside(target)
+            site = None if local else site_for(decoder, insn, inside, classified)
             if predicated:
                 predicated -= 1
                 flow = replace(flow, conditional=True)
@@ -99,12 +105,10 @@ def descend(decoder: Decoder, entry: int, alt: bool,
                 if slot is not None:
                     seen[nxt] = slot.size
                 nxt = fall_through(decoder, insn)
-            if kind in (FlowKind.JUMP, FlowKind.BRANCH) and flow.target is not None:
-                target = code_addr(decoder, flow.target)
-                if inside(target) and decoder.in_code(target):
-                    todo.append(target)
-                    if target != entry:
-                        followed.add(target)
+            if local and target is not None and decoder.in_code(target):
+                todo.append(target)
+                if target != entry:
+                    followed.add(target)
             if kind is FlowKind.STOP:
                 break
             if kind in (FlowKind.RETURN, FlowKind.JUMP) and not flow.conditional:
