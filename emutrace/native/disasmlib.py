@@ -161,11 +161,16 @@ class NativeDisassembler:
         walk = functools.partial(module.walk, f["cs_disasm_iter"], f["cs_malloc"],
                                  f["cs_free"], self._handle)
 
+        maps: dict[int, bytearray] = {}  # each range's size map, asked for once
+
         def walker(addr: int) -> tuple[bytes, Any, int] | None:
             for base, data in code:
                 if base <= addr < base + len(data):
+                    found = maps.get(base)
+                    if found is None:
+                        found = maps[base] = sizes(base, len(data), alt)
                     return walk(data, base, addr, alt, cache, insn, rule,  # type: ignore[no-any-return]
-                                sizes(base, len(data), alt))
+                                found)
             return None
         return walker
 
