@@ -9,10 +9,13 @@ so any difference is the decoders'."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from emutrace.discover import Discovery, memo
 from emutrace.discover.decode import binding_engine, engine
 from emutrace.elf import PF_X, load_image
 from emutrace.isa import by_name
@@ -86,17 +89,25 @@ def test_a_stretch_stops_where_decoding_stops() -> None:
 
 
 # ---------------------------------------------------------------- the sweep loop in C
+@contextlib.contextmanager
+def fib_discovery(isa: str, in_c: bool = True) -> Iterator[Discovery]:
+    """Discovery of the ISA's fib with a decoder of its own (an empty instruction table, not
+    the in-process memo's), sweeping in C (sweep.c) or with the Python loops."""
+    memo._memo.clear()
+    try:
+        discovery = Discovery(load_image(str(bin_path(isa, "fib"))))
+        discovery.decoder.sweep_in_c = in_c
+        discovery.decoder.instructions = {}
+        yield discovery
+    finally:
+        memo._memo.clear()
+
+
 def swept_tables(isa: str, in_c: bool) -> tuple[dict[object, object], list[object]]:
     """Every function of the ISA's fib swept by a Decoder (the sweep loop in sweep.c, or its
     Python reference), Thumb ones in Thumb; its instruction table and each sweep's result."""
-    from emutrace.discover import Discovery, memo
-
-    memo._memo.clear()  # (the in-process memo would share one decoder's table)
-    try:
-        discovery = Discovery(load_image(str(bin_path(isa, "fib"))))
+    with fib_discovery(isa, in_c) as discovery:
         decoder = discovery.decoder
-        decoder.sweep_in_c = in_c
-        decoder.instructions = {}
         runs: list[object] = []
         for sym in discovery.symbols.funcs:
             if sym.size:
@@ -105,8 +116,6 @@ def swept_tables(isa: str, in_c: bool) -> tuple[dict[object, object], list[objec
         lo, data = decoder.code_ranges()[0]
         runs.append([decoder.insn_at(lo + len(data) - 1, False)])
         return decoder.instructions, runs
-    finally:
-        memo._memo.clear()
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -134,14 +143,8 @@ def test_the_decoder_sweeps_in_c() -> None:
 def scans(isa: str, in_c: bool) -> list[object]:
     """Decoder.scan over every function of the ISA's fib (Thumb ones in Thumb), from the
     start of its symbol to its end and from its middle, with that extent as the function."""
-    from emutrace.discover import Discovery, memo
-
-    memo._memo.clear()
-    try:
-        discovery = Discovery(load_image(str(bin_path(isa, "fib"))))
+    with fib_discovery(isa, in_c) as discovery:
         decoder = discovery.decoder
-        decoder.sweep_in_c = in_c
-        decoder.instructions = {}
         out: list[object] = []
         for sym in discovery.symbols.funcs:
             end = sym.start + max(sym.size, 64)
@@ -150,8 +153,6 @@ def scans(isa: str, in_c: bool) -> list[object]:
         lo, data = decoder.code_ranges()[0]
         out.append(decoder.scan(lo + len(data) - 2, lo + len(data) + 8, False, lo, lo + 1))
         return out
-    finally:
-        memo._memo.clear()
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -173,11 +174,7 @@ def test_block_counts_in_c_equal_their_python_reference(isa: str) -> None:
     past the code, in each mode (undecodable spots count one and skip the alignment);
     with the sizes decoded by the count itself, read back from the size map, and noted by
     a sweep of every function."""
-    from emutrace.discover import Discovery, memo
-
-    memo._memo.clear()
-    try:
-        discovery = Discovery(load_image(str(bin_path(isa, "fib"))))
+    with fib_discovery(isa) as discovery:
         decoder = discovery.decoder
         lo, data = decoder.code_ranges()[0]
         blocks = [(sym.start + skip, size, sym.alt) for sym in discovery.symbols.funcs
@@ -198,5 +195,3 @@ def test_block_counts_in_c_equal_their_python_reference(isa: str) -> None:
                          sym.start + sym.size)
         assert any(any(m) for m in decoder._size_maps.values())
         assert [decoder._count(*block) for block in blocks] == want
-    finally:
-        memo._memo.clear()

@@ -51,6 +51,41 @@ static unsigned size_at(const size_map *m, uint64_t at) {
                                                                         : 0;
 }
 
+/* An insn_type tuple of a capstone instruction (code: the bytes decoded from base). */
+static PyObject *sweep_insn(PyTypeObject *type, const cs_insn *ci, const uint8_t *code,
+                            uint64_t base, PyObject *flag) {
+    PyObject *fields[5] = {
+        PyLong_FromUnsignedLongLong(ci->address), PyLong_FromLong(ci->size),
+        PyUnicode_FromString(ci->mnemonic), PyUnicode_FromString(ci->op_str),
+        PyBytes_FromStringAndSize((const char *)code + (ci->address - base), ci->size)};
+    PyObject *insn = type->tp_alloc(type, 6);
+    int bad = insn == NULL;
+    for (int f = 0; f < 5; f++)
+        bad |= fields[f] == NULL;
+    if (bad) {
+        for (int f = 0; f < 5; f++)
+            Py_XDECREF(fields[f]);
+        Py_XDECREF(insn);
+        return NULL;
+    }
+    for (int f = 0; f < 5; f++)
+        PyTuple_SET_ITEM(insn, f, fields[f]);
+    Py_INCREF(flag);
+    PyTuple_SET_ITEM(insn, 5, flag);
+    return insn;
+}
+
+/* cache.setdefault((insn.addr, alt), insn), as a new reference */
+static PyObject *sweep_keep(PyObject *cache, PyObject *insn, PyObject *flag) {
+    PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(insn, 0), flag);
+    if (key == NULL)
+        return NULL;
+    PyObject *kept = PyDict_SetDefault(cache, key, insn); /* borrowed */
+    Py_DECREF(key);
+    Py_XINCREF(kept);
+    return kept;
+}
+
 /* stretch(disasm, free, handle, code, addr, stop, count, alt, cache, insn_type) -> list
  *
  * Decode code (the bytes at addr) with capstone, at most count instructions (0: all), and
@@ -105,38 +140,13 @@ static PyObject *sweep_stretch(PyObject *self, PyObject *args) {
             Py_CLEAR(run);
             break;
         }
+        Py_DECREF(at);
         if (insn != NULL) {
             Py_INCREF(insn);
-            Py_DECREF(at);
         } else {
-            /* a tuple subtype without fields of its own, made as tuple.__new__ makes one */
-            PyObject *fields[5] = {
-                PyLong_FromLong(ci->size),
-                PyUnicode_FromString(ci->mnemonic),
-                PyUnicode_FromString(ci->op_str),
-                PyBytes_FromStringAndSize((const char *)code.buf + (ci->address - addr),
-                                          ci->size),
-                NULL};
-            insn = type->tp_alloc(type, 6);
-            int bad = insn == NULL;
-            for (int f = 0; f < 4; f++)
-                bad |= fields[f] == NULL;
-            if (bad) {
-                for (int f = 0; f < 4; f++)
-                    Py_XDECREF(fields[f]);
+            insn = sweep_insn(type, ci, (const uint8_t *)code.buf, addr, flag);
+            if (insn == NULL || PyDict_SetItem(cache, key, insn) < 0) {
                 Py_XDECREF(insn);
-                Py_DECREF(at);
-                Py_DECREF(key);
-                Py_CLEAR(run);
-                break;
-            }
-            PyTuple_SET_ITEM(insn, 0, at); /* (steals at) */
-            for (int f = 0; f < 4; f++)
-                PyTuple_SET_ITEM(insn, f + 1, fields[f]);
-            Py_INCREF(flag);
-            PyTuple_SET_ITEM(insn, 5, flag);
-            if (PyDict_SetItem(cache, key, insn) < 0) {
-                Py_DECREF(insn);
                 Py_DECREF(key);
                 Py_CLEAR(run);
                 break;
@@ -394,40 +404,6 @@ static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint
     return 1;
 }
 
-/* An insn_type tuple of a capstone instruction (code: the bytes decoded from base). */
-static PyObject *sweep_insn(PyTypeObject *type, const cs_insn *ci, const uint8_t *code,
-                            uint64_t base, PyObject *flag) {
-    PyObject *fields[5] = {
-        PyLong_FromUnsignedLongLong(ci->address), PyLong_FromLong(ci->size),
-        PyUnicode_FromString(ci->mnemonic), PyUnicode_FromString(ci->op_str),
-        PyBytes_FromStringAndSize((const char *)code + (ci->address - base), ci->size)};
-    PyObject *insn = type->tp_alloc(type, 6);
-    int bad = insn == NULL;
-    for (int f = 0; f < 5; f++)
-        bad |= fields[f] == NULL;
-    if (bad) {
-        for (int f = 0; f < 5; f++)
-            Py_XDECREF(fields[f]);
-        Py_XDECREF(insn);
-        return NULL;
-    }
-    for (int f = 0; f < 5; f++)
-        PyTuple_SET_ITEM(insn, f, fields[f]);
-    Py_INCREF(flag);
-    PyTuple_SET_ITEM(insn, 5, flag);
-    return insn;
-}
-
-/* cache.setdefault((insn.addr, alt), insn), as a new reference */
-static PyObject *sweep_keep(PyObject *cache, PyObject *insn, PyObject *flag) {
-    PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(insn, 0), flag);
-    if (key == NULL)
-        return NULL;
-    PyObject *kept = PyDict_SetDefault(cache, key, insn); /* borrowed */
-    Py_DECREF(key);
-    Py_XINCREF(kept);
-    return kept;
-}
 
 /* scan(disasm, free, handle, data, base, addr, stop, count, align, alt, cache, insn_type,
  *      rule, lo, hi, sizes) -> (kept, next, last)
