@@ -39,10 +39,18 @@ def test_what_the_filter_leaves_out_makes_no_site(isa: str, program: str) -> Non
     assert rule is not None, f"{isa}: no SweepFilter declared"
     code_address = discovery.image.isa.code_address
     swept = left_out = 0
+    branches = 0
     for sym in table.funcs:
         lo, hi = sym.start, extent(sym, table, decoder)
         for insn in decoder.linear(lo, hi, sym.alt):
             swept += 1
+            target = rule.branch_target(insn)
+            if target is not None:  # (descent's walk goes on past it: a conditional branch)
+                branches += 1
+                flow, executes = resolve(decoder, insn)
+                assert flow.kind is FlowKind.BRANCH and flow.conditional, insn
+                assert flow.target is not None and executes is None, insn
+                assert code_address(flow.target) == code_address(target), insn
             if rule.keeps(insn, lo, hi):
                 continue
             left_out += 1
@@ -55,6 +63,10 @@ def test_what_the_filter_leaves_out_makes_no_site(isa: str, program: str) -> Non
             assert flow.target is not None and lo <= code_address(flow.target) < hi, insn
     assert swept > 20000
     assert left_out > swept // 2, f"{isa} {program}: only {left_out} of {swept} left out"
+    # conditional branches are declared where descent walks (not ARM) and no delay slot is
+    delay_slot = discovery.decoder.cls.delay_slot
+    walks = discovery.decoder.cls.literal is None and not delay_slot
+    assert (branches > 1000) is walks and (branches == 0 or not delay_slot), branches
     memo._memo.clear()
 
 

@@ -181,11 +181,14 @@ class Decoder:
                 at += self.align(alt)
         return kept, at, last
 
-    def walker(self, alt: bool) -> Callable[[int], tuple[bytes, Insn | None, int] | None] | None:
+    def walker(self, alt: bool
+               ) -> Callable[[int], tuple[bytes, Insn | None, int, list[tuple[int, int]]] | None] \
+            | None:
         """Straight-line code for recursive descent, by sweep.c: a function of an address
         giving the sizes of the instructions from there that the ISA's SweepFilter leaves out
-        whatever the extent, then the first one it keeps (None: nothing decodes there) and
-        its address (None: not in the code).  None where this is not done in C (no filter,
+        whatever the extent, then the first one it keeps (None: nothing decodes there), its
+        address and the (address, target) of the conditional direct branches walked past
+        (None: not in the code).  None where this is not done in C (no filter,
         sweep.c not built): descend decodes one instruction at a time, the reference."""
         rule = self.sweep_rule
         if not self.sweep_in_c or rule is None:

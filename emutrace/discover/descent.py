@@ -44,9 +44,24 @@ def descend(decoder: Decoder, entry: int, alt: bool,
     def inside(target: int) -> bool:
         return not leaves(target)
 
+    def branch(addr: int, target: int) -> None:
+        """A conditional direct branch to target at addr: followed when the target is inside
+        the function, else a site (what the loop below does for it)."""
+        target = code_addr(decoder, target)
+        if not inside(target):
+            insn = decoder.insn_at(addr, alt)
+            site = None if insn is None else site_for(decoder, insn, inside, classify(insn))
+            if site is not None:
+                sites[addr] = site
+        elif decoder.in_code(target):
+            todo.append(target)
+            if target != entry:
+                followed.add(target)
+
     # straight-line code walked in C up to the next instruction the ISA's SweepFilter keeps
-    # (decode.Decoder.walk: the others fall through or stop, and need only their sizes);
-    # not where the ISA reads literals or IT blocks from every instruction (ARM)
+    # (decode.Decoder.walker: the others fall through or stop, and need only their sizes;
+    # conditional direct branches come back with their targets); not where the ISA reads
+    # literals or IT blocks from every instruction (ARM)
     walk = decoder.walker(alt) if literal is None and predicates is None else None
     while todo and len(seen) < MAX_INSNS:
         addr = todo.pop()
@@ -54,11 +69,18 @@ def descend(decoder: Decoder, entry: int, alt: bool,
         while addr not in seen:
             walked = walk(addr) if walk is not None else None
             if walked is not None:
-                sizes, insn, at = walked
+                sizes, insn, at, branches = walked
+                assert not (branches and decoder.cls.delay_slot)  # (tests/test_sweep_filter)
+                nxt_branch = branches[0][0] if branches else None
+                taken = 0
                 for size in sizes:
                     if addr in seen:
                         break
                     seen[addr] = size
+                    if addr == nxt_branch:
+                        branch(*branches[taken])
+                        taken += 1
+                        nxt_branch = branches[taken][0] if taken < len(branches) else None
                     addr += size
                 if addr != at:  # (into code seen already)
                     break

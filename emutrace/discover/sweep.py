@@ -36,6 +36,7 @@ class SweepRule:
         self.encodings = sweep.encodings
         self.stop_encodings = sweep.stop_encodings
         self.target_encodings = sweep.target_encodings
+        self.branch_encodings = sweep.branch_encodings
         self.relative = sweep.relative
         self.fixed_size = sweep.fixed_size if sweep.encodings else 0
         self.big = endian == "big"
@@ -66,14 +67,32 @@ class SweepRule:
             return stops
         if kind == SweepKind.OPERANDS:
             return any(mark in insn.op_str for mark in self.marks)
-        if kind == SweepKind.TARGET:
+        if kind in (SweepKind.TARGET, SweepKind.BRANCH):
             return self._leaves(insn, lo, hi)
         return True
 
-    def _leaves(self, insn: Insn, lo: int, hi: int) -> bool:
-        """Is the direct target in insn's operands outside [lo, hi), or not known?"""
+    def branch_target(self, insn: Insn) -> int | None:
+        """The target of insn where the filter says it is a conditional direct branch and
+        its target is known (recursive descent's walk goes on past it), else None."""
+        if self.encodings:
+            word = int.from_bytes(insn.raw, "big" if self.big else "little")
+            if not (_matches(self.encodings, insn.size, word)
+                    and _matches(self.target_encodings, insn.size, word)
+                    and _matches(self.branch_encodings, insn.size, word)):
+                return None
+        elif self.kind(insn.mnemonic) != SweepKind.BRANCH:
+            return None
+        return self._target(insn)
+
+    def _target(self, insn: Insn) -> int | None:
+        """The direct target in insn's operands, or None where it is not known."""
         number = last_operand_number(insn.op_str)
         if number is None or abs(number) >= 1 << 63:
-            return True
+            return None
         target = insn.addr + number if self.relative else number
-        return target < 0 or not lo <= target & self.code_mask < hi
+        return None if target < 0 else target
+
+    def _leaves(self, insn: Insn, lo: int, hi: int) -> bool:
+        """Is the direct target in insn's operands outside [lo, hi), or not known?"""
+        target = self._target(insn)
+        return target is None or not lo <= target & self.code_mask < hi

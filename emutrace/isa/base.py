@@ -292,6 +292,9 @@ class SweepKind(enum.IntEnum):
     CLASSIFY = 2  # the classifier must read it
     OPERANDS = 3  # CLASSIFY when the operands contain one of operand_marks, else PLAIN
     STOP = 4  # the classifier may say STOP: no site, but recursive descent ends a block there
+    # a TARGET the classifier reads as a conditional BRANCH to it: recursive descent's walk
+    # goes on past it and hands the target back (not on delay-slot ISAs)
+    BRANCH = 5
 
 
 @dataclass(frozen=True)
@@ -321,6 +324,8 @@ class SweepFilter:
     stop_encodings: tuple[tuple[int, int, int], ...] = ()
     # among `encodings`: the words of direct JUMP/BRANCHes (never calls), TARGETs
     target_encodings: tuple[tuple[int, int, int], ...] = ()
+    # among those: the conditional BRANCHes (as SweepKind.BRANCH)
+    branch_encodings: tuple[tuple[int, int, int], ...] = ()
     # a TARGET's number is its offset from the instruction (capstone's RISC-V text)
     relative: bool = False
     # every instruction is this many bytes (and the alignment past undecodable ones), so an

@@ -169,6 +169,9 @@ def classify_ppc_word(addr: int, w: int) -> Flow:
 # capstone prints last; `trap` (tw 31,0,0) is a STOP
 SWEEP_PPC = SweepFilter(encodings=tuple((4, 0xFC000000, op << 26) for op in (16, 18, 19)),
                         target_encodings=((4, 0xFC000001, 18 << 26), (4, 0xFC000001, 16 << 26)),
+                        # bc whose BO does not branch always (0b1x1xx): bit 25 or 23 clear
+                        branch_encodings=((4, 0xFC000001 | 1 << 25, 16 << 26),
+                                          (4, 0xFC000001 | 1 << 23, 16 << 26)),
                         stop_encodings=((4, 0xFFFFFFFF, 0x7FE00008),), fixed_size=4)
 
 

@@ -213,13 +213,14 @@ def sp_effect_riscv(insn: Insn) -> int | None:
 # the parcels classify_riscv may read as a transfer: JAL, JALR, BRANCH (32-bit opcodes 0x6f,
 # 0x67, 0x63); C.J, C.BEQZ, C.BNEZ (quadrant 1, funct3 5-7); C.JR/C.JALR (quadrant 2, funct3
 # 4, rs2 0, which C.EBREAK is too).  Among them JAL x0, BRANCH, C.J, C.BEQZ/C.BNEZ jump or
-# branch by the offset capstone prints last (`relative`).  EBREAK, UNIMP and the zero parcel
-# are STOPs.
+# branch (the last three conditionally) by the offset capstone prints last (`relative`).
+# EBREAK, UNIMP and the zero parcel are STOPs.
 SWEEP_RISCV = SweepFilter(encodings=(
     (4, 0x7F, 0x6F), (4, 0x7F, 0x67), (4, 0x7F, 0x63),
     (2, 0xE003, 0xA001), (2, 0xE003, 0xC001), (2, 0xE003, 0xE001), (2, 0xE07F, 0x8002)),
     target_encodings=((4, 0xFFF, 0x06F), (4, 0x7F, 0x63),
                       (2, 0xE003, 0xA001), (2, 0xE003, 0xC001), (2, 0xE003, 0xE001)),
+    branch_encodings=((4, 0x7F, 0x63), (2, 0xE003, 0xC001), (2, 0xE003, 0xE001)),
     relative=True,
     stop_encodings=((4, 0xFFFFFFFF, 0x00100073), (4, 0xFFFFFFFF, 0xC0001073),
                     (2, 0xFFFF, 0)))

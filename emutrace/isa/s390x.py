@@ -206,13 +206,14 @@ def sp_effect_s390x(insn: Insn) -> int | None:
 
 
 def sweep_kind_s390x(mnemonic: str) -> SweepKind:
-    """What classify_s390x may make of a mnemonic: J/JG and Jcc, BRC/BRCL and the
-    count/index branches to their last operand; the other B… forms (calls, BR, BCR, B<c>R)
+    """What classify_s390x may make of a mnemonic: J/JG and BRC/BRCL to their last operand,
+    Jcc and the count/index branches branch to it; the other B… forms (calls, BR, BCR, B<c>R)
     and EXRL read; the rest NONE but opcode 0x00, a STOP (its first two bytes zero, by
     encoding: `stop_encodings`)."""
-    if mnemonic.startswith("j") or mnemonic in ("brc", "brcl") \
-            or mnemonic.startswith(_S390_COND_PREFIX):
+    if mnemonic in ("j", "jg", "brc", "brcl"):  # (BRC's mask says whether it is a branch)
         return SweepKind.TARGET
+    if mnemonic.startswith("j") or mnemonic.startswith(_S390_COND_PREFIX):
+        return SweepKind.BRANCH
     if mnemonic.startswith(("b", "exrl")):
         return SweepKind.CLASSIFY
     return SweepKind.PLAIN

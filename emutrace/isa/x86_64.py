@@ -164,13 +164,15 @@ def x86_sp_effect(word: int) -> Callable[[Insn], int | None]:
 
 
 def sweep_kind_x86(mnemonic: str) -> SweepKind:
-    """What classify_x86 may make of a mnemonic: JMP/Jcc/JrCXZ/LOOPcc to their operand
-    (a number, else CLASSIFY: `jmp rax`), CALL and RET read, a prefixed one (`notrack
-    jmp`, `bnd ret`) read too; HLT/UD2/INT3/UD1/UD0 STOP; the rest NONE."""
+    """What classify_x86 may make of a mnemonic: JMP to its operand, Jcc/JrCXZ/LOOPcc
+    branch to it (a number, else CLASSIFY: `jmp rax`), CALL and RET read, a prefixed one
+    (`notrack jmp`, `bnd ret`) read too; HLT/UD2/INT3/UD1/UD0 STOP; the rest NONE."""
     if " " in mnemonic or mnemonic in ("call", "ret", "retf"):
         return SweepKind.CLASSIFY
-    if mnemonic.startswith("j") or mnemonic in _X86_COND_JUMPS:
+    if mnemonic == "jmp":
         return SweepKind.TARGET
+    if mnemonic.startswith("j") or mnemonic in _X86_COND_JUMPS:
+        return SweepKind.BRANCH
     return SweepKind.STOP if mnemonic in _X86_STOPS else SweepKind.PLAIN
 
 

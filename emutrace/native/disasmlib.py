@@ -148,11 +148,12 @@ class NativeDisassembler:
     def walker(self, code: list[tuple[int, bytes]], alt: bool,
                cache: dict[tuple[int, bool], Any], insn: type, rule: Any,
                sizes: Callable[[int, int, bool], bytearray]
-               ) -> Callable[[int], tuple[bytes, Any, int] | None] | None:
+               ) -> Callable[[int], tuple[bytes, Any, int, list[tuple[int, int]]] | None] | None:
         """Descent's straight runs by sweep.c `walk` (None where it is not built): a function
         of an address giving the sizes of the instructions rule leaves out from there, then
-        the first it keeps (None: nothing decodes) and its address; None outside code (the
-        (address, data) ranges, which may grow).  sizes(base, length, alt): the size map of
+        the first it keeps (None: nothing decodes), its address and the (address, target) of
+        the conditional branches walked past; None outside code (the (address, data)
+        ranges, which may grow).  sizes(base, length, alt): the size map of
         a range, which the walk fills."""
         sweep = _sweep()
         if sweep is None:
@@ -163,7 +164,7 @@ class NativeDisassembler:
 
         maps: dict[int, bytearray] = {}  # each range's size map, asked for once
 
-        def walker(addr: int) -> tuple[bytes, Any, int] | None:
+        def walker(addr: int) -> tuple[bytes, Any, int, list[tuple[int, int]]] | None:
             for base, data in code:
                 if base <= addr < base + len(data):
                     found = maps.get(base)

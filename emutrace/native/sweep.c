@@ -226,6 +226,7 @@ typedef struct {
     PyObject *encodings; /* tuple of (size, mask, value) */
     PyObject *stop_encodings; /* the same, of STOPs (kept by walk) */
     PyObject *target_encodings; /* the same, of direct JUMP/BRANCHes: TARGET */
+    PyObject *branch_encodings; /* among those, the conditional branches: BRANCH */
     int relative; /* a TARGET's number is an offset from the instruction */
     unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
     int big;
@@ -241,21 +242,24 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
     r->encodings = PyObject_GetAttrString(rule_obj, "encodings");
     r->stop_encodings = PyObject_GetAttrString(rule_obj, "stop_encodings");
     r->target_encodings = PyObject_GetAttrString(rule_obj, "target_encodings");
+    r->branch_encodings = PyObject_GetAttrString(rule_obj, "branch_encodings");
     PyObject *relative = PyObject_GetAttrString(rule_obj, "relative");
     PyObject *fixed = PyObject_GetAttrString(rule_obj, "fixed_size");
     PyObject *big = PyObject_GetAttrString(rule_obj, "big");
     PyObject *mask = PyObject_GetAttrString(rule_obj, "code_mask");
     int ok = r->kinds != NULL && r->marks != NULL && r->encodings != NULL &&
-             r->stop_encodings != NULL && r->target_encodings != NULL && relative != NULL &&
+             r->stop_encodings != NULL && r->target_encodings != NULL &&
+             r->branch_encodings != NULL && relative != NULL &&
              fixed != NULL && big != NULL && mask != NULL;
     if (ok && (!PyDict_Check(r->kinds) || !PyTuple_Check(r->marks) ||
                !PyTuple_Check(r->encodings) || !PyTuple_Check(r->stop_encodings) ||
-               !PyTuple_Check(r->target_encodings))) {
+               !PyTuple_Check(r->target_encodings) || !PyTuple_Check(r->branch_encodings))) {
         PyErr_SetString(PyExc_TypeError, "a SweepRule expected");
         ok = 0;
     }
-    PyObject *lists[3] = {r->encodings, r->stop_encodings, r->target_encodings};
-    for (int l = 0; ok && l < 3; l++) {
+    PyObject *lists[4] = {r->encodings, r->stop_encodings, r->target_encodings,
+                          r->branch_encodings};
+    for (int l = 0; ok && l < 4; l++) {
         for (Py_ssize_t e = 0; ok && e < PyTuple_GET_SIZE(lists[l]); e++) {
             PyObject *enc = PyTuple_GET_ITEM(lists[l], e);
             if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 3) {
@@ -286,6 +290,7 @@ static void sweep_rule_release(sweep_rule *r) {
     Py_CLEAR(r->encodings);
     Py_CLEAR(r->stop_encodings);
     Py_CLEAR(r->target_encodings);
+    Py_CLEAR(r->branch_encodings);
 }
 
 /* The rule last read, kept with a reference to its object: a sweep asks with the same
@@ -315,7 +320,10 @@ static const sweep_rule *sweep_rule_of(PyObject *rule_obj, PyObject *insn_type) 
     return &sweep_last;
 }
 
-enum { KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3, KIND_STOP = 4 };
+enum {
+    KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3, KIND_STOP = 4,
+    KIND_BRANCH = 5
+};
 
 /* 1: the instruction word matches one of encodings ((size, mask, value) tuples); -1: error */
 static int sweep_matches(PyObject *encodings, const cs_insn *ci, uint64_t word) {
@@ -332,24 +340,36 @@ static int sweep_matches(PyObject *encodings, const cs_insn *ci, uint64_t word) 
     return 0;
 }
 
+/* The direct target in op_str (discover/sweep.py SweepRule._target): 0 and *target, or -1
+ * where it is not known (no number, negative) */
+static int sweep_target(const sweep_rule *r, const cs_insn *ci, int64_t *target) {
+    int64_t number;
+    if (sweep_number(ci->op_str, &number) != 0)
+        return -1;
+    if (r->relative)
+        number += (int64_t)ci->address; /* (addresses are below 2^63) */
+    if (number < 0)
+        return -1;
+    *target = number;
+    return 0;
+}
+
 /* 1: the direct target in op_str is outside [lo, hi) or not known; 0: inside */
 static int sweep_target_leaves(const sweep_rule *r, const cs_insn *ci, uint64_t lo,
                                uint64_t hi) {
     int64_t number;
-    if (sweep_number(ci->op_str, &number) != 0)
-        return 1;
-    if (r->relative)
-        number += (int64_t)ci->address; /* (addresses are below 2^63) */
-    if (number < 0)
+    if (sweep_target(r, ci, &number) != 0)
         return 1;
     uint64_t target = (uint64_t)number & r->code_mask;
     return !(lo <= target && target < hi);
 }
 
 /* 1: the classifier must read the instruction (SweepRule.keeps; stops: every STOP too);
- * 0: not; -1: a Python error */
+ * 0: not; -1: a Python error.  branch (recursive descent's walk, with stops): 2 and the
+ * target in *branch for a conditional direct branch whose target is known
+ * (SweepRule.branch_target). */
 static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi,
-                       int stops) {
+                       int stops, int64_t *branch) {
     uint64_t word = 0; /* the instruction's bytes as a number in the ISA's byte order */
     for (int i = 0; i < ci->size && i < 8; i++) {
         int at = r->big ? i : ci->size - 1 - i;
@@ -365,7 +385,16 @@ static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint
         if (match <= 0)
             return match;
         int target = sweep_matches(r->target_encodings, ci, word);
-        return target <= 0 ? !target ? 1 : -1 : sweep_target_leaves(r, ci, lo, hi);
+        if (target <= 0)
+            return !target ? 1 : -1;
+        if (branch != NULL) {
+            int cond = sweep_matches(r->branch_encodings, ci, word);
+            if (cond < 0)
+                return -1;
+            if (cond && sweep_target(r, ci, branch) == 0)
+                return 2;
+        }
+        return sweep_target_leaves(r, ci, lo, hi);
     }
     PyObject *mnemonic = PyUnicode_FromString(ci->mnemonic);
     if (mnemonic == NULL)
@@ -399,7 +428,9 @@ static int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint
         }
         return 0;
     }
-    if (kind == KIND_TARGET)
+    if (kind == KIND_BRANCH && branch != NULL && sweep_target(r, ci, branch) == 0)
+        return 2;
+    if (kind == KIND_TARGET || kind == KIND_BRANCH)
         return sweep_target_leaves(r, ci, lo, hi);
     return 1;
 }
@@ -464,7 +495,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             word.address = at;
             word.size = (uint16_t)align;
             memcpy(word.bytes, bytes + off, align);
-            int keep = sweep_keeps(r, &word, 0, 0, 0); /* (by encoding: no text read) */
+            int keep = sweep_keeps(r, &word, 0, 0, 0, NULL); /* (by encoding: no text read) */
             if (keep < 0) {
                 failed = 1;
                 break;
@@ -487,7 +518,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
                 continue;
             }
             size_note(&map, at, one->size);
-            keep = keep ? sweep_keeps(r, one, lo, hi, 0) : 0; /* (a TARGET's text) */
+            keep = keep ? sweep_keeps(r, one, lo, hi, 0, NULL) : 0; /* (a TARGET's text) */
             if (keep > 0) {
                 PyObject *insn = sweep_insn(type, one, one->bytes, one->address, flag);
                 PyObject *held = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
@@ -524,7 +555,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         for (size_t i = 0; i < got; i++) {
             const cs_insn *ci = &insns[i];
             size_note(&map, ci->address, ci->size);
-            int keep = sweep_keeps(r, ci, lo, hi, 0);
+            int keep = sweep_keeps(r, ci, lo, hi, 0, NULL);
             if (keep < 0) {
                 failed = 1;
                 break;
@@ -579,8 +610,8 @@ done:
 typedef bool (*cs_disasm_iter_fn)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
 typedef cs_insn *(*cs_malloc_fn)(csh);
 
-/* walk(iter, malloc, free, handle, data, base, addr, alt, cache, insn_type, rule)
- *     -> (sizes, insn, at)
+/* walk(iter, malloc, free, handle, data, base, addr, alt, cache, insn_type, rule, sizes_map)
+ *     -> (sizes, insn, at, branches)
  *
  * Recursive descent's straight run in C (discover/descent.py; the Python loop there is the
  * reference): from addr in data (the code at base), one instruction at a time
@@ -588,7 +619,10 @@ typedef cs_insn *(*cs_malloc_fn)(csh);
  * whatever the function's extent (a TARGET is kept: lo = hi = 0), until the first it keeps.
  * sizes: the sizes of those left out, in order, as bytes; insn: the one kept, as an
  * insn_type tuple kept in cache (one there already is that one), or None where nothing
- * decodes (None kept in cache there, as insn_at does) or the code ends; at: its address. */
+ * decodes (None kept in cache there, as insn_at does) or the code ends; at: its address;
+ * branches: (address, target) of the conditional direct branches among those left out
+ * (SweepKind.BRANCH, branch_encodings), in order: the descent follows or makes sites of
+ * them itself. */
 static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     (void)self;
     unsigned long long iter_addr, malloc_addr, free_addr, handle, base, addr;
@@ -605,12 +639,12 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     cs_disasm_iter_fn disasm_iter = (cs_disasm_iter_fn)(uintptr_t)iter_addr;
     cs_malloc_fn insn_malloc = (cs_malloc_fn)(uintptr_t)malloc_addr;
     cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
-    PyObject *result = NULL, *kept = Py_None;
+    PyObject *result = NULL, *kept = Py_None, *branches = PyList_New(0);
     unsigned char *sizes = NULL;
     size_t n = 0, cap = 0;
     cs_insn *ci = NULL;
     Py_INCREF(kept);
-    const sweep_rule *r = sweep_rule_of(rule_obj, insn_type);
+    const sweep_rule *r = branches == NULL ? NULL : sweep_rule_of(rule_obj, insn_type);
     if (r == NULL)
         goto done;
     ci = insn_malloc((csh)handle);
@@ -636,9 +670,18 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
             break;
         }
         size_note(&map, at, ci->size);
-        int keep = sweep_keeps(r, ci, 0, 0, 1);
+        int64_t target = 0;
+        int keep = sweep_keeps(r, ci, 0, 0, 1, branches != NULL ? &target : NULL);
         if (keep < 0)
             goto done;
+        if (keep == 2) { /* a conditional branch: walked past, its target handed back */
+            PyObject *pair = Py_BuildValue("(KL)", (unsigned long long)at, (long long)target);
+            int bad = pair == NULL || PyList_Append(branches, pair) < 0;
+            Py_XDECREF(pair);
+            if (bad)
+                goto done;
+            keep = 0;
+        }
         if (keep) {
             PyObject *insn = sweep_insn(type, ci, ci->bytes, ci->address, flag);
             Py_DECREF(kept);
@@ -661,14 +704,15 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         sizes[n++] = (unsigned char)ci->size;
         at = next;
     }
-    result = Py_BuildValue("(y#OK)", (const char *)(sizes ? sizes : (unsigned char *)""),
-                           (Py_ssize_t)n, kept, at);
+    result = Py_BuildValue("(y#OKO)", (const char *)(sizes ? sizes : (unsigned char *)""),
+                           (Py_ssize_t)n, kept, at, branches);
 
 done:
     if (ci != NULL)
         free_insns(ci, 1);
     PyMem_Free(sizes);
     Py_XDECREF(kept);
+    Py_XDECREF(branches);
     PyBuffer_Release(&data);
     PyBuffer_Release(&sizes_map);
     return result;
