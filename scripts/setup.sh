@@ -86,6 +86,8 @@ fi
 python3 -m pip install -q -e '.[test]'
 python3 -c 'from emutrace import native; native.load()' ||
   echo "warning: the native hot path was not built; --engine native is unavailable"
+python3 -c 'from emutrace.native import disasmlib; assert disasmlib._sweep()' 2>/dev/null ||
+  echo "warning: discovery's sweep in C (emutrace/native/sweep.c) was not built; it runs in Python"
 bash scripts/fetch_busybox.sh
 # issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
 # into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
