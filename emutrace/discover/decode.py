@@ -181,15 +181,15 @@ class Decoder:
                 at += self.align(alt)
         return kept, at, last
 
-    def walker(self, alt: bool
-               ) -> Callable[[int], tuple[bytes, Insn | None, int, list[tuple[int, int]]] | None] \
-            | None:
-        """Straight-line code for recursive descent, by sweep.c: a function of an address
-        giving the sizes of the instructions from there that the ISA's SweepFilter leaves out
-        whatever the extent, then the first one it keeps (None: nothing decodes there), its
-        address and the (address, target) of the conditional direct branches walked past
-        (None: not in the code).  None where this is not done in C (no filter,
-        sweep.c not built): descend decodes one instruction at a time, the reference."""
+    def walker(self, alt: bool) -> Callable[[int, dict[int, int]], tuple[
+            Insn | None, int, list[tuple[int, int]]] | None] | None:
+        """Straight-line code for recursive descent, by sweep.c: a function of an address and
+        the descent's `seen` (address -> size) that puts there the instructions from that
+        address the ISA's SweepFilter leaves out whatever the extent, up to one seen already
+        or the first it keeps, and gives that one (None: seen, or nothing decodes), where it
+        stopped and the (address, target) of the conditional direct branches walked past
+        (None: not in the code).  None where this is not done in C (no filter, sweep.c not
+        built): descend decodes one instruction at a time, the reference."""
         rule = self.sweep_rule
         if not self.sweep_in_c or rule is None:
             return None

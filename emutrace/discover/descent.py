@@ -67,22 +67,13 @@ def descend(decoder: Decoder, entry: int, alt: bool,
         addr = todo.pop()
         predicated = 0  # instructions still under an IT block
         while addr not in seen:
-            walked = walk(addr) if walk is not None else None
+            walked = walk(addr, seen) if walk is not None else None
             if walked is not None:
-                sizes, insn, at, branches = walked
+                insn, addr, branches = walked
                 assert not (branches and decoder.cls.delay_slot)  # (tests/test_sweep_filter)
-                nxt_branch = branches[0][0] if branches else None
-                taken = 0
-                for size in sizes:
-                    if addr in seen:
-                        break
-                    seen[addr] = size
-                    if addr == nxt_branch:
-                        branch(*branches[taken])
-                        taken += 1
-                        nxt_branch = branches[taken][0] if taken < len(branches) else None
-                    addr += size
-                if addr != at:  # (into code seen already)
+                for at, goes_to in branches:
+                    branch(at, goes_to)
+                if addr in seen:  # (into code seen already)
                     break
             else:
                 insn = known.get((addr, alt), UNSEEN)

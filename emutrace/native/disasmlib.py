@@ -148,30 +148,32 @@ class NativeDisassembler:
     def walker(self, code: list[tuple[int, bytes]], alt: bool,
                cache: dict[tuple[int, bool], Any], insn: type, rule: Any,
                sizes: Callable[[int, int, bool], bytearray]
-               ) -> Callable[[int], tuple[bytes, Any, int, list[tuple[int, int]]] | None] | None:
+               ) -> Callable[[int, dict[int, int]], tuple[Any, int, list[tuple[int, int]]] | None] \
+            | None:
         """Descent's straight runs by sweep.c `walk` (None where it is not built): a function
-        of an address giving the sizes of the instructions rule leaves out from there, then
-        the first it keeps (None: nothing decodes), its address and the (address, target) of
-        the conditional branches walked past; None outside code (the (address, data)
-        ranges, which may grow).  sizes(base, length, alt): the size map of
-        a range, which the walk fills."""
+        of an address and the descent's `seen` (address -> size) that puts there the
+        instructions rule leaves out from that address on, up to one seen already or the
+        first it keeps, and gives that one (None: seen, or nothing decodes), where it stopped
+        and the (address, target) of the conditional branches walked past; None outside
+        code (the (address, data) ranges, which may grow).  sizes(base, length, alt): the
+        size map of a range, which the walk fills."""
         sweep = _sweep()
         if sweep is None:
             return None
         module, f = sweep
         walk = functools.partial(module.walk, f["cs_disasm_iter"], f["cs_malloc"],
                                  f["cs_free"], self._handle)
-
         maps: dict[int, bytearray] = {}  # each range's size map, asked for once
 
-        def walker(addr: int) -> tuple[bytes, Any, int, list[tuple[int, int]]] | None:
+        def walker(addr: int, seen: dict[int, int]
+                   ) -> tuple[Any, int, list[tuple[int, int]]] | None:
             for base, data in code:
                 if base <= addr < base + len(data):
                     found = maps.get(base)
                     if found is None:
                         found = maps[base] = sizes(base, len(data), alt)
                     return walk(data, base, addr, alt, cache, insn, rule,  # type: ignore[no-any-return]
-                                found)
+                                found, seen)
             return None
         return walker
 

@@ -610,28 +610,30 @@ done:
 typedef bool (*cs_disasm_iter_fn)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
 typedef cs_insn *(*cs_malloc_fn)(csh);
 
-/* walk(iter, malloc, free, handle, data, base, addr, alt, cache, insn_type, rule, sizes_map)
- *     -> (sizes, insn, at, branches)
+/* walk(iter, malloc, free, handle, data, base, addr, alt, cache, insn_type, rule, sizes,
+ *      seen) -> (insn, at, branches)
  *
  * Recursive descent's straight run in C (discover/descent.py; the Python loop there is the
  * reference): from addr in data (the code at base), one instruction at a time
  * (cs_disasm_iter: no more is decoded than is walked), the instructions the rule leaves out
- * whatever the function's extent (a TARGET is kept: lo = hi = 0), until the first it keeps.
- * sizes: the sizes of those left out, in order, as bytes; insn: the one kept, as an
- * insn_type tuple kept in cache (one there already is that one), or None where nothing
- * decodes (None kept in cache there, as insn_at does) or the code ends; at: its address;
- * branches: (address, target) of the conditional direct branches among those left out
- * (SweepKind.BRANCH, branch_encodings), in order: the descent follows or makes sites of
- * them itself. */
+ * whatever the function's extent (a TARGET is kept: lo = hi = 0), each put in seen
+ * (address -> size), until an address seen already, or the first instruction the rule
+ * keeps.  insn: that one, as an insn_type tuple kept in cache (one there already is that
+ * one), or None where the walk stopped at a seen address, where nothing decodes (None kept
+ * in cache there, as insn_at does) or where the code ends; at: where it stopped; branches:
+ * (address, target) of the conditional direct branches walked past (SweepKind.BRANCH,
+ * branch_encodings), in order: the descent follows or makes sites of them itself.  Each
+ * size decoded is noted in the size map `sizes`. */
 static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     (void)self;
     unsigned long long iter_addr, malloc_addr, free_addr, handle, base, addr;
     Py_buffer data, sizes_map;
     int alt;
-    PyObject *cache, *insn_type, *rule_obj;
-    if (!PyArg_ParseTuple(args, "KKKKy*KKpO!O!Ow*", &iter_addr, &malloc_addr, &free_addr,
+    PyObject *cache, *insn_type, *rule_obj, *seen;
+    if (!PyArg_ParseTuple(args, "KKKKy*KKpO!O!Ow*O!", &iter_addr, &malloc_addr, &free_addr,
                           &handle, &data, &base, &addr, &alt, &PyDict_Type, &cache,
-                          &PyType_Type, &insn_type, &rule_obj, &sizes_map))
+                          &PyType_Type, &insn_type, &rule_obj, &sizes_map, &PyDict_Type,
+                          &seen))
         return NULL;
     size_map map = {(uint8_t *)sizes_map.buf, base,
                     sizes_map.len == data.len ? (uint64_t)sizes_map.len : 0};
@@ -640,8 +642,6 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     cs_malloc_fn insn_malloc = (cs_malloc_fn)(uintptr_t)malloc_addr;
     cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
     PyObject *result = NULL, *kept = Py_None, *branches = PyList_New(0);
-    unsigned char *sizes = NULL;
-    size_t n = 0, cap = 0;
     cs_insn *ci = NULL;
     Py_INCREF(kept);
     const sweep_rule *r = branches == NULL ? NULL : sweep_rule_of(rule_obj, insn_type);
@@ -657,32 +657,36 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     for (;;) {
         if (at < base || at - base >= (uint64_t)data.len)
             break; /* outside the code: nothing decodes */
+        PyObject *key = PyLong_FromUnsignedLongLong(at);
+        int known = key == NULL ? -1 : PyDict_Contains(seen, key);
+        if (known != 0) { /* seen already (or an error) */
+            Py_XDECREF(key);
+            if (known < 0)
+                goto done;
+            break;
+        }
         const uint8_t *code = (const uint8_t *)data.buf + (at - base);
         size_t left = (size_t)data.len - (size_t)(at - base);
         uint64_t next = at;
         if (!disasm_iter((csh)handle, &code, &left, &next, ci)) {
+            Py_DECREF(key);
             size_note(&map, at, SIZE_UNDECODABLE);
-            PyObject *key = Py_BuildValue("(KO)", at, flag);
-            int bad = key == NULL || PyDict_SetItem(cache, key, Py_None) < 0;
-            Py_XDECREF(key);
+            PyObject *where = Py_BuildValue("(KO)", at, flag);
+            int bad = where == NULL || PyDict_SetItem(cache, where, Py_None) < 0;
+            Py_XDECREF(where);
             if (bad)
                 goto done;
             break;
         }
         size_note(&map, at, ci->size);
         int64_t target = 0;
-        int keep = sweep_keeps(r, ci, 0, 0, 1, branches != NULL ? &target : NULL);
-        if (keep < 0)
+        int keep = sweep_keeps(r, ci, 0, 0, 1, &target);
+        if (keep < 0) {
+            Py_DECREF(key);
             goto done;
-        if (keep == 2) { /* a conditional branch: walked past, its target handed back */
-            PyObject *pair = Py_BuildValue("(KL)", (unsigned long long)at, (long long)target);
-            int bad = pair == NULL || PyList_Append(branches, pair) < 0;
-            Py_XDECREF(pair);
-            if (bad)
-                goto done;
-            keep = 0;
         }
-        if (keep) {
+        if (keep == 1) {
+            Py_DECREF(key);
             PyObject *insn = sweep_insn(type, ci, ci->bytes, ci->address, flag);
             Py_DECREF(kept);
             kept = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
@@ -691,26 +695,26 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
                 goto done;
             break;
         }
-        if (n == cap) {
-            size_t more = cap ? cap * 2 : 256;
-            unsigned char *grown = PyMem_Realloc(sizes, more);
-            if (grown == NULL) {
-                PyErr_NoMemory();
+        PyObject *size = PyLong_FromLong(ci->size);
+        int bad = size == NULL || PyDict_SetItem(seen, key, size) < 0;
+        Py_XDECREF(size);
+        Py_DECREF(key);
+        if (bad)
+            goto done;
+        if (keep == 2) { /* a conditional branch: walked past, its target handed back */
+            PyObject *pair = Py_BuildValue("(KL)", (unsigned long long)at, (long long)target);
+            bad = pair == NULL || PyList_Append(branches, pair) < 0;
+            Py_XDECREF(pair);
+            if (bad)
                 goto done;
-            }
-            sizes = grown;
-            cap = more;
         }
-        sizes[n++] = (unsigned char)ci->size;
         at = next;
     }
-    result = Py_BuildValue("(y#OKO)", (const char *)(sizes ? sizes : (unsigned char *)""),
-                           (Py_ssize_t)n, kept, at, branches);
+    result = Py_BuildValue("(OKO)", kept, at, branches);
 
 done:
     if (ci != NULL)
         free_insns(ci, 1);
-    PyMem_Free(sizes);
     Py_XDECREF(kept);
     Py_XDECREF(branches);
     PyBuffer_Release(&data);
