@@ -103,7 +103,10 @@ class Decoder:
         return list(self._code)
 
     def in_code(self, addr: int) -> bool:
-        return any(base <= addr < base + len(data) for base, data in self._code)
+        for base, data in self._code:  # (a loop: descent asks for every jump it follows)
+            if base <= addr < base + len(data):
+                return True
+        return False
 
     def code_end(self, addr: int) -> int:
         """End of the executable file data containing addr (addr itself if none)."""

@@ -14,6 +14,7 @@ descended again on request (then the jump is a TAIL site, as `backends.tails` ru
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -133,7 +134,7 @@ def descend(decoder: Decoder, entry: int, alt: bool,
         for addr in [a for a, s in sites.items() if a < lo + size and lo < a + s.size]:
             del sites[addr]
     start = min(seen) if seen else entry
-    end = max(a + s for a, s in seen.items()) if seen else entry
+    end = max(map(operator.add, seen, seen.values())) if seen else entry
     ordered = tuple(sorted(sites.values(), key=lambda s: s.addr))
     # a site's conditional TAIL to a target that was followed as part of the function
     ordered = tuple(s for s in ordered if not (s.kind is SiteKind.TAIL and s.target is not None
