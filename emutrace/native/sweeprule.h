@@ -1,0 +1,44 @@
+/* The sweep filter's rule in C (discover/sweep.py SweepRule is its reference): which
+ * instructions function discovery's sweep hands Python (sweep.c's scan, walk).  Built into
+ * the _sweep extension with sweep.c. */
+#ifndef EMUTRACE_SWEEPRULE_H
+#define EMUTRACE_SWEEPRULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <capstone/capstone.h>
+#include <stdint.h>
+
+/* The rule of one scan (discover/sweep.py SweepRule), read from its attributes once. */
+typedef struct {
+    PyObject *kinds;    /* dict: mnemonic -> kind (filled through kind()) */
+    PyObject *rule;     /* for rule.kind(mnemonic) on a mnemonic not in kinds */
+    PyObject *marks;    /* tuple of str */
+    PyObject *encodings; /* tuple of (size, mask, value) */
+    PyObject *stop_encodings; /* the same, of STOPs (kept by walk) */
+    PyObject *target_encodings; /* the same, of direct JUMP/BRANCHes: TARGET */
+    PyObject *branch_encodings; /* among those, the conditional branches: BRANCH */
+    int relative; /* a TARGET's number is an offset from the instruction */
+    unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
+    int big;
+    uint64_t code_mask;
+} sweep_rule;
+
+/* SweepKind's values (isa/base.py) */
+enum {
+    KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3, KIND_STOP = 4,
+    KIND_BRANCH = 5
+};
+
+/* The last operand of op_str as a number (last_operand_number): 0 and *value, or -1 */
+int sweep_number(const char *op_str, int64_t *value);
+
+/* rule_obj's rule (read once and kept), or NULL with a Python error; insn_type checked too */
+const sweep_rule *sweep_rule_of(PyObject *rule_obj, PyObject *insn_type);
+
+/* 1: the classifier must read the instruction; 0: not; 2 (branch given): a conditional
+ * direct branch whose target is in *branch; -1: a Python error */
+int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi, int stops,
+                int64_t *branch);
+
+#endif
