@@ -88,6 +88,24 @@ static PyObject *sweep_keep(PyObject *cache, PyObject *insn, PyObject *flag) {
     return kept;
 }
 
+/* The insn_type tuple of ci as cache holds it under (address, alt) (setdefault), as a new
+ * reference */
+static PyObject *sweep_held(PyTypeObject *type, const cs_insn *ci, PyObject *cache,
+                            PyObject *flag) {
+    PyObject *insn = sweep_insn(type, ci, ci->bytes, ci->address, flag);
+    PyObject *held = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
+    Py_XDECREF(insn);
+    return held;
+}
+
+/* None kept in cache under (at, alt): nothing decodes there.  0, or -1 (a Python error) */
+static int sweep_undecodable(PyObject *cache, uint64_t at, PyObject *flag) {
+    PyObject *key = Py_BuildValue("(KO)", (unsigned long long)at, flag);
+    int bad = key == NULL || PyDict_SetItem(cache, key, Py_None) < 0;
+    Py_XDECREF(key);
+    return bad ? -1 : 0;
+}
+
 /* stretch(disasm, free, handle, code, addr, stop, count, alt, cache, insn_type) -> list
  *
  * Decode code (the bytes at addr) with capstone, at most count instructions (0: all), and
@@ -167,12 +185,8 @@ static PyObject *sweep_stretch(PyObject *self, PyObject *args) {
     }
     if (insns != NULL)
         free_insns(insns, got);
-    if (run != NULL && PyList_GET_SIZE(run) == 0) {
-        PyObject *key = Py_BuildValue("(KO)", addr, flag);
-        if (key == NULL || PyDict_SetItem(cache, key, Py_None) < 0)
-            Py_CLEAR(run);
-        Py_XDECREF(key);
-    }
+    if (run != NULL && PyList_GET_SIZE(run) == 0 && sweep_undecodable(cache, addr, flag) < 0)
+        Py_CLEAR(run);
     PyBuffer_Release(&code);
     return run;
 }
@@ -250,10 +264,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             size_t got = disasm((csh)handle, bytes + off, align, at, 1, &one);
             if (got == 0) {
                 size_note(&map, at, SIZE_UNDECODABLE);
-                PyObject *key = Py_BuildValue("(KO)", at, flag);
-                if (key == NULL || PyDict_SetItem(cache, key, Py_None) < 0)
-                    failed = 1;
-                Py_XDECREF(key);
+                failed = sweep_undecodable(cache, at, flag) < 0;
                 have_last = 0;
                 if (one != NULL)
                     free_insns(one, got);
@@ -262,9 +273,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             size_note(&map, at, one->size);
             keep = keep ? sweep_keeps(r, one, lo, hi, 0, NULL) : 0; /* (a TARGET's text) */
             if (keep > 0) {
-                PyObject *insn = sweep_insn(type, one, one->bytes, one->address, flag);
-                PyObject *held = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
-                Py_XDECREF(insn);
+                PyObject *held = sweep_held(type, one, cache, flag);
                 if (held == NULL || PyList_Append(kept, held) < 0)
                     failed = 1;
                 Py_XDECREF(held);
@@ -282,10 +291,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         size_t got = left > 0 ? disasm((csh)handle, bytes + off, want < left ? want : left, at,
                                        (size_t)(count < 0 ? 0 : count), &insns) : 0;
         if (got == 0) { /* nothing decodes at `at`: kept as such (Decoder._decode_stretch) */
-            PyObject *key = Py_BuildValue("(KO)", at, flag);
-            if (key == NULL || PyDict_SetItem(cache, key, Py_None) < 0)
-                failed = 1;
-            Py_XDECREF(key);
+            failed = sweep_undecodable(cache, at, flag) < 0;
             size_note(&map, at, SIZE_UNDECODABLE);
             if (insns != NULL)
                 free_insns(insns, got);
@@ -303,15 +309,11 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
                 break;
             }
             if (keep) {
-                PyObject *insn = sweep_insn(type, ci, ci->bytes, ci->address, flag);
-                PyObject *one = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
-                Py_XDECREF(insn);
-                if (one == NULL || PyList_Append(kept, one) < 0) {
-                    Py_XDECREF(one);
-                    failed = 1;
+                PyObject *held = sweep_held(type, ci, cache, flag);
+                failed = held == NULL || PyList_Append(kept, held) < 0;
+                Py_XDECREF(held);
+                if (failed)
                     break;
-                }
-                Py_DECREF(one);
             }
             last = *ci;
             have_last = 1;
@@ -332,10 +334,8 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
     PyObject *last_obj = Py_None;
     Py_INCREF(last_obj);
     if (have_last) {
-        PyObject *insn = sweep_insn(type, &last, last.bytes, last.address, flag);
         Py_DECREF(last_obj);
-        last_obj = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
-        Py_XDECREF(insn);
+        last_obj = sweep_held(type, &last, cache, flag);
         if (last_obj == NULL)
             goto done;
     }
@@ -413,10 +413,7 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         if (!disasm_iter((csh)handle, &code, &left, &next, ci)) {
             Py_DECREF(key);
             size_note(&map, at, SIZE_UNDECODABLE);
-            PyObject *where = Py_BuildValue("(KO)", at, flag);
-            int bad = where == NULL || PyDict_SetItem(cache, where, Py_None) < 0;
-            Py_XDECREF(where);
-            if (bad)
+            if (sweep_undecodable(cache, at, flag) < 0)
                 goto done;
             break;
         }
@@ -429,10 +426,8 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         }
         if (keep == 1) {
             Py_DECREF(key);
-            PyObject *insn = sweep_insn(type, ci, ci->bytes, ci->address, flag);
             Py_DECREF(kept);
-            kept = insn == NULL ? NULL : sweep_keep(cache, insn, flag);
-            Py_XDECREF(insn);
+            kept = sweep_held(type, ci, cache, flag);
             if (kept == NULL)
                 goto done;
             break;

@@ -56,39 +56,67 @@ int sweep_number(const char *op_str, int64_t *value) {
 }
 
 
+/* The (size, mask, value) tuples of SweepRule attribute `name` into *out (0), or a Python
+ * error (-1) */
+static int sweep_words_read(PyObject *rule_obj, const char *name, sweep_words *out) {
+    PyObject *list = PyObject_GetAttrString(rule_obj, name);
+    int ok = list != NULL && PyTuple_Check(list);
+    if (list != NULL && !ok)
+        PyErr_Format(PyExc_TypeError, "%s: a tuple of (size, mask, value) expected", name);
+    Py_ssize_t n = ok ? PyTuple_GET_SIZE(list) : 0;
+    out->w = ok && n > 0 ? PyMem_Calloc((size_t)n, sizeof *out->w) : NULL;
+    if (n > 0 && out->w == NULL) {
+        PyErr_NoMemory();
+        ok = 0;
+    }
+    for (Py_ssize_t e = 0; ok && e < n; e++) {
+        PyObject *enc = PyTuple_GET_ITEM(list, e);
+        if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 3) {
+            PyErr_Format(PyExc_TypeError, "%s: a tuple of (size, mask, value) expected", name);
+            ok = 0;
+            break;
+        }
+        out->w[e].size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 0));
+        out->w[e].mask = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 1));
+        out->w[e].value = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 2));
+        ok = !PyErr_Occurred();
+    }
+    out->n = ok ? (size_t)n : 0;
+    Py_XDECREF(list);
+    return ok ? 0 : -1;
+}
+
 /* Read a SweepRule's attributes into r (0), or set a Python error (-1); release with
  * sweep_rule_release either way. */
 static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
     r->rule = rule_obj;
     r->kinds = PyObject_GetAttrString(rule_obj, "kinds");
     r->marks = PyObject_GetAttrString(rule_obj, "marks");
-    r->encodings = PyObject_GetAttrString(rule_obj, "encodings");
-    r->stop_encodings = PyObject_GetAttrString(rule_obj, "stop_encodings");
-    r->target_encodings = PyObject_GetAttrString(rule_obj, "target_encodings");
-    r->branch_encodings = PyObject_GetAttrString(rule_obj, "branch_encodings");
     PyObject *relative = PyObject_GetAttrString(rule_obj, "relative");
     PyObject *fixed = PyObject_GetAttrString(rule_obj, "fixed_size");
     PyObject *big = PyObject_GetAttrString(rule_obj, "big");
     PyObject *mask = PyObject_GetAttrString(rule_obj, "code_mask");
-    int ok = r->kinds != NULL && r->marks != NULL && r->encodings != NULL &&
-             r->stop_encodings != NULL && r->target_encodings != NULL &&
-             r->branch_encodings != NULL && relative != NULL &&
-             fixed != NULL && big != NULL && mask != NULL;
-    if (ok && (!PyDict_Check(r->kinds) || !PyTuple_Check(r->marks) ||
-               !PyTuple_Check(r->encodings) || !PyTuple_Check(r->stop_encodings) ||
-               !PyTuple_Check(r->target_encodings) || !PyTuple_Check(r->branch_encodings))) {
+    int ok = r->kinds != NULL && r->marks != NULL && relative != NULL && fixed != NULL &&
+             big != NULL && mask != NULL;
+    if (ok && (!PyDict_Check(r->kinds) || !PyTuple_Check(r->marks))) {
         PyErr_SetString(PyExc_TypeError, "a SweepRule expected");
         ok = 0;
     }
-    PyObject *lists[4] = {r->encodings, r->stop_encodings, r->target_encodings,
-                          r->branch_encodings};
-    for (int l = 0; ok && l < 4; l++) {
-        for (Py_ssize_t e = 0; ok && e < PyTuple_GET_SIZE(lists[l]); e++) {
-            PyObject *enc = PyTuple_GET_ITEM(lists[l], e);
-            if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 3) {
-                PyErr_SetString(PyExc_TypeError, "encodings are (size, mask, value)");
-                ok = 0;
-            }
+    ok = ok && sweep_words_read(rule_obj, "encodings", &r->encodings) == 0 &&
+         sweep_words_read(rule_obj, "stop_encodings", &r->stops) == 0 &&
+         sweep_words_read(rule_obj, "target_encodings", &r->targets) == 0 &&
+         sweep_words_read(rule_obj, "branch_encodings", &r->branches) == 0;
+    if (ok) {
+        r->n_marks = (size_t)PyTuple_GET_SIZE(r->marks);
+        r->marks_utf8 = r->n_marks ? PyMem_Calloc(r->n_marks, sizeof *r->marks_utf8) : NULL;
+        if (r->n_marks && r->marks_utf8 == NULL) {
+            PyErr_NoMemory();
+            ok = 0;
+        }
+        for (size_t m = 0; ok && m < r->n_marks; m++) {
+            /* (the str's own UTF-8, alive while the tuple is held) */
+            r->marks_utf8[m] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r->marks, (Py_ssize_t)m));
+            ok = r->marks_utf8[m] != NULL;
         }
     }
     if (ok) {
@@ -110,10 +138,11 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
 static void sweep_rule_release(sweep_rule *r) {
     Py_CLEAR(r->kinds);
     Py_CLEAR(r->marks);
-    Py_CLEAR(r->encodings);
-    Py_CLEAR(r->stop_encodings);
-    Py_CLEAR(r->target_encodings);
-    Py_CLEAR(r->branch_encodings);
+    PyMem_Free(r->marks_utf8);
+    sweep_words *lists[4] = {&r->encodings, &r->stops, &r->targets, &r->branches};
+    for (int l = 0; l < 4; l++)
+        PyMem_Free(lists[l]->w);
+    *r = (sweep_rule){0};
 }
 
 /* The rule last read, kept with a reference to its object: a sweep asks with the same
@@ -144,18 +173,11 @@ const sweep_rule *sweep_rule_of(PyObject *rule_obj, PyObject *insn_type) {
 }
 
 
-/* 1: the instruction word matches one of encodings ((size, mask, value) tuples); -1: error */
-static int sweep_matches(PyObject *encodings, const cs_insn *ci, uint64_t word) {
-    for (Py_ssize_t e = 0; e < PyTuple_GET_SIZE(encodings); e++) {
-        PyObject *enc = PyTuple_GET_ITEM(encodings, e);
-        unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 0));
-        unsigned long long mask = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 1));
-        unsigned long long value = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(enc, 2));
-        if (PyErr_Occurred())
-            return -1;
-        if (size == ci->size && (word & mask) == value)
+/* Does the instruction word (of ci's size) match one of words? */
+static int sweep_matches(const sweep_words *words, const cs_insn *ci, uint64_t word) {
+    for (size_t e = 0; e < words->n; e++)
+        if (words->w[e].size == ci->size && (word & words->w[e].mask) == words->w[e].value)
             return 1;
-    }
     return 0;
 }
 
@@ -184,35 +206,27 @@ static int sweep_target_leaves(const sweep_rule *r, const cs_insn *ci, uint64_t 
 }
 
 /* 1: the classifier must read the instruction (SweepRule.keeps; stops: every STOP too);
- * 0: not; -1: a Python error.  branch (recursive descent's walk, with stops): 2 and the
+ * 0: not; -1: a Python error (asking rule.kind).  branch (recursive descent's walk, with
+ * stops): 2 and the
  * target in *branch for a conditional direct branch whose target is known
  * (SweepRule.branch_target). */
 int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi,
-                       int stops, int64_t *branch) {
+                int stops, int64_t *branch) {
     uint64_t word = 0; /* the instruction's bytes as a number in the ISA's byte order */
     for (int i = 0; i < ci->size && i < 8; i++) {
         int at = r->big ? i : ci->size - 1 - i;
         word = word << 8 | ci->bytes[at];
     }
-    if (stops) {
-        int stop = sweep_matches(r->stop_encodings, ci, word);
-        if (stop != 0)
-            return stop;
-    }
-    if (PyTuple_GET_SIZE(r->encodings) > 0) {
-        int match = sweep_matches(r->encodings, ci, word);
-        if (match <= 0)
-            return match;
-        int target = sweep_matches(r->target_encodings, ci, word);
-        if (target <= 0)
-            return !target ? 1 : -1;
-        if (branch != NULL) {
-            int cond = sweep_matches(r->branch_encodings, ci, word);
-            if (cond < 0)
-                return -1;
-            if (cond && sweep_target(r, ci, branch) == 0)
-                return 2;
-        }
+    if (stops && sweep_matches(&r->stops, ci, word))
+        return 1;
+    if (r->encodings.n > 0) {
+        if (!sweep_matches(&r->encodings, ci, word))
+            return 0;
+        if (!sweep_matches(&r->targets, ci, word))
+            return 1;
+        if (branch != NULL && sweep_matches(&r->branches, ci, word) &&
+            sweep_target(r, ci, branch) == 0)
+            return 2;
         return sweep_target_leaves(r, ci, lo, hi);
     }
     PyObject *mnemonic = PyUnicode_FromString(ci->mnemonic);
@@ -238,13 +252,9 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
     if (kind == KIND_STOP)
         return stops;
     if (kind == KIND_OPERANDS) {
-        for (Py_ssize_t m = 0; m < PyTuple_GET_SIZE(r->marks); m++) {
-            const char *mark = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r->marks, m));
-            if (mark == NULL)
-                return -1;
-            if (strstr(ci->op_str, mark) != NULL)
+        for (size_t m = 0; m < r->n_marks; m++)
+            if (strstr(ci->op_str, r->marks_utf8[m]) != NULL)
                 return 1;
-        }
         return 0;
     }
     if (kind == KIND_BRANCH && branch != NULL && sweep_target(r, ci, branch) == 0)

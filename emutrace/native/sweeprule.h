@@ -9,15 +9,23 @@
 #include <capstone/capstone.h>
 #include <stdint.h>
 
+/* (size, mask, value) words of one of a SweepFilter's encodings lists, as C numbers */
+typedef struct {
+    size_t n;
+    struct sweep_word { uint64_t size, mask, value; } *w;
+} sweep_words;
+
 /* The rule of one scan (discover/sweep.py SweepRule), read from its attributes once. */
 typedef struct {
     PyObject *kinds;    /* dict: mnemonic -> kind (filled through kind()) */
     PyObject *rule;     /* for rule.kind(mnemonic) on a mnemonic not in kinds */
-    PyObject *marks;    /* tuple of str */
-    PyObject *encodings; /* tuple of (size, mask, value) */
-    PyObject *stop_encodings; /* the same, of STOPs (kept by walk) */
-    PyObject *target_encodings; /* the same, of direct JUMP/BRANCHes: TARGET */
-    PyObject *branch_encodings; /* among those, the conditional branches: BRANCH */
+    PyObject *marks;    /* tuple of str (held: marks_utf8 points into them) */
+    const char **marks_utf8;
+    size_t n_marks;
+    sweep_words encodings; /* every word the classifier may read as a transfer */
+    sweep_words stops;     /* STOPs (kept by walk) */
+    sweep_words targets;   /* direct JUMP/BRANCHes: TARGET */
+    sweep_words branches;  /* among those, the conditional branches: BRANCH */
     int relative; /* a TARGET's number is an offset from the instruction */
     unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
     int big;
@@ -37,7 +45,7 @@ int sweep_number(const char *op_str, int64_t *value);
 const sweep_rule *sweep_rule_of(PyObject *rule_obj, PyObject *insn_type);
 
 /* 1: the classifier must read the instruction; 0: not; 2 (branch given): a conditional
- * direct branch whose target is in *branch; -1: a Python error */
+ * direct branch whose target is in *branch; -1: a Python error (asking rule.kind) */
 int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi, int stops,
                 int64_t *branch);
 
