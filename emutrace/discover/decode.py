@@ -102,18 +102,25 @@ class Decoder:
         """(address, file data) of every executable range known (grows with modules)."""
         return list(self._code)
 
-    def in_code(self, addr: int) -> bool:
-        for base, data in self._code:  # (a loop: descent asks for every jump it follows)
+    def _range(self, addr: int) -> tuple[int, bytes] | None:
+        """(address, file data) of the executable range holding addr, if one does."""
+        for base, data in self._code:
             if base <= addr < base + len(data):
-                return True
-        return False
+                return base, data
+        return None
+
+    def _sweeper(self, alt: bool) -> Any:
+        """sweep.c's loops for mode alt (disasmlib.Sweeper), None where the Python loops run:
+        the extension not built, the binding decoding, or `sweep_in_c` off."""
+        return getattr(self._engine(alt), "sweeper", None) if self.sweep_in_c else None
+
+    def in_code(self, addr: int) -> bool:
+        return self._range(addr) is not None
 
     def code_end(self, addr: int) -> int:
         """End of the executable file data containing addr (addr itself if none)."""
-        for base, data in self._code:
-            if base <= addr < base + len(data):
-                return base + len(data)
-        return addr
+        found = self._range(addr)
+        return addr if found is None else found[0] + len(found[1])
 
     def insn_at(self, addr: int, alt: bool = False) -> Insn | None:
         """The instruction at addr, or None where nothing valid decodes."""
@@ -158,18 +165,13 @@ class Decoder:
         built (the instructions left out never become Insns), else this loop, its reference
         (tests/test_disasm.py)."""
         rule = self.sweep_rule
-        if self.sweep_in_c and rule is not None and addr < stop:
-            for base, data in self._code:
-                if base <= addr < base + len(data):
-                    engine = self._engine(alt)
-                    if not hasattr(engine, "scan"):
-                        break
-                    found = engine.scan(data, base, addr, stop, _ALT_BATCH if alt else 0,
-                                        self.align(alt), alt, self.instructions, Insn, rule,
-                                        lo, hi, self._size_map(base, len(data), alt))
-                    if found is not None:
-                        return found  # type: ignore[no-any-return]
-                    break
+        found = self._range(addr) if rule is not None and addr < stop else None
+        sweeper = self._sweeper(alt) if found is not None else None
+        if found is not None and sweeper is not None:
+            base, data = found
+            return sweeper.scan(  # type: ignore[no-any-return]
+                data, base, addr, stop, _ALT_BATCH if alt else 0, self.align(alt), alt,
+                self.instructions, Insn, rule, lo, hi, self._size_map(base, len(data), alt))
         kept: list[Insn] = []
         last = None
         at = addr
@@ -194,13 +196,11 @@ class Decoder:
         (None: not in the code).  None where this is not done in C (no filter, sweep.c not
         built): descend decodes one instruction at a time, the reference."""
         rule = self.sweep_rule
-        if not self.sweep_in_c or rule is None:
+        sweeper = self._sweeper(alt) if rule is not None else None
+        if sweeper is None:
             return None
-        engine = self._engine(alt)
-        if not hasattr(engine, "walker"):
-            return None
-        return engine.walker(self._code, alt, self.instructions,  # type: ignore[no-any-return]
-                             Insn, rule, self._size_map)
+        return sweeper.walker(self._range, alt, self.instructions,  # type: ignore[no-any-return]
+                              Insn, rule, self._size_map)
 
     def _decode_stretch(self, addr: int, stop: int, alt: bool = False) -> list[Insn]:
         """Decode from addr to stop (and the bytes an instruction starting before stop may
@@ -216,32 +216,30 @@ class Decoder:
         are decoded by a new call, as they are when asked for one by one."""
         run: list[Insn] = []
         cache = self.instructions
-        for base, data in self._code:
-            if base <= addr < base + len(data):
-                off = addr - base
-                # past stop: room for the longest instruction (x86: 15 bytes), no more
-                # (capstone decodes all it is given: a sweep's function ends at stop)
-                code = bytes(data[off:off + stop - addr + 16])
-                engine = self._engine(alt)
-                if self.sweep_in_c and hasattr(engine, "stretch"):
-                    swept = engine.stretch(code, addr, stop, _ALT_BATCH if alt else 0, alt,
-                                           cache, Insn)
-                    if swept is not None:  # (sweep.c: this loop, in C)
-                        return swept  # type: ignore[no-any-return]
-                for at, size, mnemonic, op_str in engine.disasm_lite(
-                        code, addr, _ALT_BATCH if alt else 0):
-                    key = (at, alt)
-                    insn = cache.get(key, UNSEEN)
-                    if insn is None:
-                        break
-                    if insn is UNSEEN:
-                        start = at - addr
-                        insn = cache[key] = _new(Insn, (at, size, mnemonic, op_str,
-                                                        code[start:start + size], alt))
-                    run.append(insn)
-                    if at + size >= stop or alt and mnemonic.startswith("it"):
-                        break
-                break
+        found = self._range(addr)
+        if found is not None:
+            base, data = found
+            off = addr - base
+            # past stop: room for the longest instruction (x86: 15 bytes), no more
+            # (capstone decodes all it is given: a sweep's function ends at stop)
+            code = bytes(data[off:off + stop - addr + 16])
+            sweeper = self._sweeper(alt)
+            if sweeper is not None:  # (sweep.c: the loop below, in C)
+                return sweeper.stretch(  # type: ignore[no-any-return]
+                    code, addr, stop, _ALT_BATCH if alt else 0, alt, cache, Insn)
+            for at, size, mnemonic, op_str in self._engine(alt).disasm_lite(
+                    code, addr, _ALT_BATCH if alt else 0):
+                key = (at, alt)
+                insn = cache.get(key, UNSEEN)
+                if insn is None:
+                    break
+                if insn is UNSEEN:
+                    start = at - addr
+                    insn = cache[key] = _new(Insn, (at, size, mnemonic, op_str,
+                                                    code[start:start + size], alt))
+                run.append(insn)
+                if at + size >= stop or alt and mnemonic.startswith("it"):
+                    break
         if not run:
             cache[(addr, alt)] = None
         return run
@@ -279,16 +277,12 @@ class Decoder:
     def _count(self, addr: int, size: int, alt: bool) -> int:
         """len(insn_starts(...)), in C where sweep.c is built (no Insn made: a sweep keeps
         only the instructions sites may come from, so a block's are mostly not decoded)."""
-        if self.sweep_in_c:
-            for base, data in self._code:
-                if base <= addr < base + len(data):
-                    engine = self._engine(alt)
-                    counted = engine.count(data, base, self._size_map(base, len(data), alt),
-                                           addr, size, self.align(alt)) \
-                        if hasattr(engine, "count") else None
-                    if counted is not None:
-                        return counted  # type: ignore[no-any-return]
-                    break
+        found = self._range(addr)
+        sweeper = self._sweeper(alt) if found is not None else None
+        if found is not None and sweeper is not None:
+            base, data = found
+            return sweeper.count(  # type: ignore[no-any-return]
+                data, base, self._size_map(base, len(data), alt), addr, size, self.align(alt))
         return len(self.insn_starts(addr, size, alt))
 
     def flow_at(self, addr: int, alt: bool = False) -> tuple[Flow, Insn] | None:

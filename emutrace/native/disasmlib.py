@@ -85,14 +85,77 @@ def _sweep() -> tuple[Any, dict[str, int]] | None:
     return (_sweep, addrs) if len(addrs) == len(found) else None
 
 
+class Sweeper:
+    """sweep.c's loops on one capstone handle (a NativeDisassembler's), each the C form of a
+    Python loop in discover/ that stays its reference (tests/test_disasm.py,
+    tests/test_sweep_filter.py)."""
+
+    def __init__(self, module: Any, f: dict[str, int], handle: int) -> None:
+        self._module = module
+        self._batch = (f["cs_disasm"], f["cs_free"], handle)  # a call decodes a stretch
+        self._one = (f["cs_disasm_iter"], f["cs_malloc"], f["cs_free"], handle)  # one by one
+
+    def stretch(self, code: bytes, addr: int, stop: int, count: int, alt: bool,
+                cache: dict[tuple[int, bool], Any], insn: type) -> list[Any]:
+        """Decoder._decode_stretch's loop for code at addr: the instructions from addr on as
+        `insn` tuples, each kept in cache under (addr, alt), ending before one cache holds
+        None for, after the one reaching stop, after a Thumb IT (alt); None kept at addr
+        where nothing decodes."""
+        return self._module.stretch(*self._batch, code, addr, stop, count, alt, cache, insn)  # type: ignore[no-any-return]
+
+    def scan(self, data: bytes, base: int, addr: int, stop: int, count: int, align: int,
+             alt: bool, cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int,
+             hi: int, sizes: bytearray) -> tuple[list[Any], int, Any]:
+        """Decoder.scan's sweep: (the instructions rule keeps in a function [lo, hi), where
+        the sweep stopped, the last instruction)."""
+        return self._module.scan(*self._batch, data, base, addr, stop, count, align, alt,  # type: ignore[no-any-return]
+                                 cache, insn, rule, lo, hi, sizes)
+
+    def count(self, data: bytes, base: int, sizes: bytearray, addr: int, size: int,
+              align: int) -> int:
+        """How many instructions start in the block [addr, addr + size) of data (the code at
+        base; Decoder.insn_starts), reading and filling the size map `sizes`."""
+        return self._module.count(*self._one, data, base, sizes, addr, size, align)  # type: ignore[no-any-return]
+
+    def walker(self, range_of: Callable[[int], tuple[int, bytes] | None], alt: bool,
+               cache: dict[tuple[int, bool], Any], insn: type, rule: Any,
+               sizes: Callable[[int, int, bool], bytearray]
+               ) -> Callable[[int, dict[int, int]], tuple[Any, int, list[tuple[int, int]]] | None]:
+        """Descent's straight runs by sweep.c `walk`: a function of an address and the
+        descent's `seen` (address -> size) that puts there the instructions rule leaves out
+        from that address on, up to one seen already or the first it keeps, and gives that
+        one (None: seen, or nothing decodes), where it stopped and the (address, target) of
+        the conditional branches walked past; None outside code (range_of: the code range
+        holding an address).  sizes(base, length, alt): the size map of a range, which the
+        walk fills."""
+        walk = functools.partial(self._module.walk, *self._one)
+        maps: dict[int, bytearray] = {}  # each range's size map, asked for once
+
+        def walker(addr: int, seen: dict[int, int]
+                   ) -> tuple[Any, int, list[tuple[int, int]]] | None:
+            found = range_of(addr)
+            if found is None:
+                return None
+            base, data = found
+            sized = maps.get(base)
+            if sized is None:
+                sized = maps[base] = sizes(base, len(data), alt)
+            return walk(data, base, addr, alt, cache, insn, rule, sized, seen)  # type: ignore[no-any-return]
+        return walker
+
+
 class NativeDisassembler:
     """One capstone handle: `disasm_lite` as the binding's (same tuples, same stops), a
-    stretch of up to MAX_INSNS instructions per call.  Its buffers are its own: one thread
+    stretch of up to MAX_INSNS instructions per call; `sweeper`, discovery's loops on it in
+    C (None where sweep.c is not built).  Its buffers are its own: one thread
     decodes with it at a time (guest threads share the one emulating thread)."""
 
     def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
         self._lib = lib
         self._handle = handle
+        sweep = _sweep()
+        # discovery's loops over this handle in C (sweep.c), where the extension is built
+        self.sweeper = None if sweep is None else Sweeper(*sweep, handle)
         self._addrs = (ctypes.c_uint64 * MAX_INSNS)()
         self._sizes = (ctypes.c_uint8 * MAX_INSNS)()
         self._text = ctypes.create_string_buffer(TEXT_BYTES)
@@ -107,75 +170,6 @@ class NativeDisassembler:
         # mnemonic, op_str, ..., "" (after the last NUL)
         texts = ctypes.string_at(self._text, self._used.value).decode("ascii").split("\0")
         return zip(self._addrs[:n], self._sizes[:n], texts[0:-1:2], texts[1::2], strict=True)
-
-    def stretch(self, code: bytes, addr: int, stop: int, count: int, alt: bool,
-                cache: dict[tuple[int, bool], Any], insn: type) -> list[Any] | None:
-        """What Decoder._decode_stretch's loop gives for code at addr, by sweep.c (None where
-        it is not built): the instructions from addr on as `insn` tuples, each kept in cache
-        under (addr, alt), ending before one cache holds None for, after the one reaching
-        stop, after a Thumb IT (alt); None kept at addr where nothing decodes."""
-        sweep = _sweep()
-        if sweep is None:
-            return None
-        module, f = sweep
-        return module.stretch(f["cs_disasm"], f["cs_free"], self._handle, code, addr, stop,
-                              count, alt, cache, insn)
-
-    def count(self, data: bytes, base: int, sizes: bytearray, addr: int, size: int,
-              align: int) -> int | None:
-        """How many instructions start in the block [addr, addr + size) of data (the code at
-        base; Decoder.insn_starts), by sweep.c, reading and filling the size map `sizes`
-        (None where it is not built)."""
-        sweep = _sweep()
-        if sweep is None:
-            return None
-        module, f = sweep
-        return module.count(f["cs_disasm_iter"], f["cs_malloc"], f["cs_free"], self._handle,  # type: ignore[no-any-return]
-                            data, base, sizes, addr, size, align)
-
-    def scan(self, data: bytes, base: int, addr: int, stop: int, count: int, align: int,
-             alt: bool, cache: dict[tuple[int, bool], Any], insn: type, rule: Any, lo: int,
-             hi: int, sizes: bytearray) -> tuple[list[Any], int, Any] | None:
-        """Decoder.scan's sweep by sweep.c (None where it is not built): (the instructions
-        rule keeps in a function [lo, hi), where the sweep stopped, the last instruction)."""
-        sweep = _sweep()
-        if sweep is None:
-            return None
-        module, f = sweep
-        return module.scan(f["cs_disasm"], f["cs_free"], self._handle, data, base, addr,  # type: ignore[no-any-return]
-                           stop, count, align, alt, cache, insn, rule, lo, hi, sizes)
-
-    def walker(self, code: list[tuple[int, bytes]], alt: bool,
-               cache: dict[tuple[int, bool], Any], insn: type, rule: Any,
-               sizes: Callable[[int, int, bool], bytearray]
-               ) -> Callable[[int, dict[int, int]], tuple[Any, int, list[tuple[int, int]]] | None] \
-            | None:
-        """Descent's straight runs by sweep.c `walk` (None where it is not built): a function
-        of an address and the descent's `seen` (address -> size) that puts there the
-        instructions rule leaves out from that address on, up to one seen already or the
-        first it keeps, and gives that one (None: seen, or nothing decodes), where it stopped
-        and the (address, target) of the conditional branches walked past; None outside
-        code (the (address, data) ranges, which may grow).  sizes(base, length, alt): the
-        size map of a range, which the walk fills."""
-        sweep = _sweep()
-        if sweep is None:
-            return None
-        module, f = sweep
-        walk = functools.partial(module.walk, f["cs_disasm_iter"], f["cs_malloc"],
-                                 f["cs_free"], self._handle)
-        maps: dict[int, bytearray] = {}  # each range's size map, asked for once
-
-        def walker(addr: int, seen: dict[int, int]
-                   ) -> tuple[Any, int, list[tuple[int, int]]] | None:
-            for base, data in code:
-                if base <= addr < base + len(data):
-                    found = maps.get(base)
-                    if found is None:
-                        found = maps[base] = sizes(base, len(data), alt)
-                    return walk(data, base, addr, alt, cache, insn, rule,  # type: ignore[no-any-return]
-                                found, seen)
-            return None
-        return walker
 
     def __del__(self) -> None:
         if self._handle:
