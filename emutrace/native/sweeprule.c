@@ -13,6 +13,8 @@
 
 #include <string.h>
 
+#define SWEEP_KIND_SLOTS 1024 /* mnemonics kept per rule (x86 has ~1,500; a sweep meets few) */
+
 /* The last operand of op_str (after its last comma, blanks and '#' dropped) as a number:
  * -?(0x hex | decimal without a leading 0 | 0) filling it (discover/sweep.py
  * last_operand_number).  0 and *value where it is one; -1 where it is none or its
@@ -102,6 +104,11 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
         PyErr_SetString(PyExc_TypeError, "a SweepRule expected");
         ok = 0;
     }
+    r->slots = ok ? PyMem_Calloc(SWEEP_KIND_SLOTS, sizeof *r->slots) : NULL;
+    if (ok && r->slots == NULL) {
+        PyErr_NoMemory();
+        ok = 0;
+    }
     ok = ok && sweep_words_read(rule_obj, "encodings", &r->encodings) == 0 &&
          sweep_words_read(rule_obj, "stop_encodings", &r->stops) == 0 &&
          sweep_words_read(rule_obj, "target_encodings", &r->targets) == 0 &&
@@ -136,6 +143,7 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
 }
 
 static void sweep_rule_release(sweep_rule *r) {
+    PyMem_Free(r->slots);
     Py_CLEAR(r->kinds);
     Py_CLEAR(r->marks);
     PyMem_Free(r->marks_utf8);
@@ -205,6 +213,52 @@ static int sweep_target_leaves(const sweep_rule *r, const cs_insn *ci, uint64_t 
     return !(lo <= target && target < hi);
 }
 
+/* The kind of a mnemonic from Python (SweepRule.kinds, else rule.kind(mnemonic)); -1 with a
+ * Python error */
+static long sweep_kind_asked(const sweep_rule *r, const char *text) {
+    PyObject *mnemonic = PyUnicode_FromString(text);
+    if (mnemonic == NULL)
+        return -1;
+    PyObject *found = PyDict_GetItemWithError(r->kinds, mnemonic); /* borrowed */
+    long kind = -1;
+    if (found != NULL) {
+        kind = PyLong_AsLong(found);
+    } else if (!PyErr_Occurred()) {
+        PyObject *asked = PyObject_CallMethod(r->rule, "kind", "O", mnemonic);
+        kind = asked == NULL ? -1 : PyLong_AsLong(asked);
+        Py_XDECREF(asked);
+    }
+    Py_DECREF(mnemonic);
+    /* (-1 from Python itself, not an error: no kind says that; the classifier reads it) */
+    return kind == -1 && !PyErr_Occurred() ? KIND_CLASSIFY : kind;
+}
+
+/* The kind of a mnemonic: asked from Python once per distinct mnemonic (a sweep meets a few
+ * hundred, in tens of thousands of instructions), then kept in r->slots; -1 with a Python
+ * error */
+static long sweep_kind(const sweep_rule *r, const char *mnemonic) {
+    size_t len = strnlen(mnemonic, sizeof r->slots[0].mnemonic);
+    if (r->slots == NULL || len == sizeof r->slots[0].mnemonic)
+        return sweep_kind_asked(r, mnemonic);
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)mnemonic[i]) * 16777619u;
+    for (uint32_t probe = 0; probe < SWEEP_KIND_SLOTS; probe++) {
+        struct sweep_kind_slot *slot = &r->slots[(h + probe) % SWEEP_KIND_SLOTS];
+        if (slot->mnemonic[0] == '\0') {
+            long kind = sweep_kind_asked(r, mnemonic);
+            if (kind >= 0) {
+                memcpy(slot->mnemonic, mnemonic, len + 1);
+                slot->kind = (int)kind;
+            }
+            return kind;
+        }
+        if (strcmp(slot->mnemonic, mnemonic) == 0)
+            return slot->kind;
+    }
+    return sweep_kind_asked(r, mnemonic); /* (the table is full) */
+}
+
 /* 1: the classifier must read the instruction (SweepRule.keeps; stops: every STOP too);
  * 0: not; -1: a Python error (asking rule.kind).  branch (recursive descent's walk, with
  * stops): 2 and the
@@ -229,23 +283,8 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
             return 2;
         return sweep_target_leaves(r, ci, lo, hi);
     }
-    PyObject *mnemonic = PyUnicode_FromString(ci->mnemonic);
-    if (mnemonic == NULL)
-        return -1;
-    PyObject *found = PyDict_GetItemWithError(r->kinds, mnemonic); /* borrowed */
-    long kind;
-    if (found != NULL) {
-        kind = PyLong_AsLong(found);
-    } else if (PyErr_Occurred()) {
-        Py_DECREF(mnemonic);
-        return -1;
-    } else {
-        PyObject *asked = PyObject_CallMethod(r->rule, "kind", "O", mnemonic);
-        kind = asked == NULL ? -1 : PyLong_AsLong(asked);
-        Py_XDECREF(asked);
-    }
-    Py_DECREF(mnemonic);
-    if (kind == -1 && PyErr_Occurred())
+    long kind = sweep_kind(r, ci->mnemonic);
+    if (kind == -1)
         return -1;
     if (kind == KIND_PLAIN)
         return 0;

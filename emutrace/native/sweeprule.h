@@ -15,10 +15,17 @@ typedef struct {
     struct sweep_word { uint64_t size, mask, value; } *w;
 } sweep_words;
 
+/* A mnemonic's kind, kept in C (capstone's mnemonic field is 32 bytes with its NUL) */
+struct sweep_kind_slot {
+    char mnemonic[32];
+    int kind;
+};
+
 /* The rule of one scan (discover/sweep.py SweepRule), read from its attributes once. */
 typedef struct {
     PyObject *kinds;    /* dict: mnemonic -> kind (filled through kind()) */
     PyObject *rule;     /* for rule.kind(mnemonic) on a mnemonic not in kinds */
+    struct sweep_kind_slot *slots; /* the kinds asked so far, by mnemonic (open addressing) */
     PyObject *marks;    /* tuple of str (held: marks_utf8 points into them) */
     const char **marks_utf8;
     size_t n_marks;
