@@ -18,7 +18,7 @@ from emutrace.discover.sites import resolve
 from emutrace.discover.sweep import last_operand_number
 from emutrace.elf import load_image
 from emutrace.isa import by_name
-from emutrace.isa.base import FlowKind
+from emutrace.isa.base import Cap, FlowKind
 from tests.conftest import ISAS, bin_path
 
 PROGRAMS = ("fib", "calls.O3.instr", "signals")
@@ -142,3 +142,53 @@ def test_the_c_number_parser_equals_its_reference(text: str) -> None:
     if want is not None and abs(want) >= 1 << 63:
         want = None
     assert sweep[0].number(text) == want
+
+
+# ---------------------------------------------------------------- the capability table
+def _cap(cap: Cap) -> list[object]:
+    out: list[object] = []
+    for isa in ISAS:
+        found = by_name(isa).capability(cap)
+        out.append(pytest.param(isa, marks=() if found.works else pytest.mark.xfail(
+            strict=True, reason=found.reason)))
+    return out
+
+
+def _sweep_stats() -> tuple[int, int]:
+    from emutrace.native import disasmlib
+
+    sweep = disasmlib._sweep()
+    assert sweep is not None
+    return sweep[0].stats()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("isa", _cap(Cap.SWEEP_DECODES_KEPT_ONLY))
+def test_a_first_run_decodes_only_what_the_filter_keeps(isa: str) -> None:
+    """Sweeping every function of fib, capstone decodes (in sweep.c) fewer than half the
+    instructions the sweep goes through (those it keeps, and each function's last), where
+    the capability table says so; elsewhere it decodes them all."""
+    reference = _discovery(isa, "fib")
+    reference.decoder.sweep_in_c = False
+    table = reference.symbols
+    swept = sum(len(reference.decoder.linear(s.start, extent(s, table, reference.decoder),
+                                             s.alt)) for s in table.funcs)
+    discovery = _discovery(isa, "fib")
+    before, _ = _sweep_stats()
+    for sym in discovery.symbols.funcs:
+        from_symbol(sym, discovery.symbols, discovery.decoder)
+    decoded = _sweep_stats()[0] - before
+    assert swept > 20000 and decoded > 0
+    assert decoded < swept // 2, f"{isa}: {decoded} of {swept} instructions decoded"
+    memo._memo.clear()
+
+
+@pytest.mark.parametrize("isa", _cap(Cap.DESCENT_WALK_NATIVE))
+def test_descent_walks_straight_code_in_c(isa: str) -> None:
+    """Recursive descent from every function of fib walks its straight runs in sweep.c,
+    where the capability table says so; elsewhere it steps in Python."""
+    discovery = _discovery(isa, "fib")
+    _, before = _sweep_stats()
+    for sym in discovery.symbols.funcs[:200]:
+        descend(discovery.decoder, sym.start, sym.alt, lambda a: False)
+    assert _sweep_stats()[1] - before > 200
+    memo._memo.clear()

@@ -301,6 +301,8 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
+        Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,

@@ -518,6 +518,15 @@ ISA = Isa(
             False, "Unicorn runs no code hook for a Thumb IT-block instruction whose condition "
                    "fails: step counts fewer instructions than the block counts (fib 6: "
                    "29,912 against 30,094)"),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(
+            False, "Thumb-2 instructions are 2 or 4 bytes and ARM's filter reads "
+            "mnemonics and operands (a load or data-processing instruction may "
+            "write the PC): capstone decodes every instruction swept (~2.4 µs "
+            "each)"),
+        Cap.DESCENT_WALK_NATIVE: Capability(
+            False, "descent reads literal pools (LDR literal, Arm ARM A8.8.64) and "
+            "IT-block state (A8.8.54) from every instruction: stripped ARM code "
+            "is descended one instruction at a time in Python"),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.COLD_PARTITIONS: Capability(False, "GCC 12 refuses -freorder-blocks-and-partition "
                                       "on ARM (arm_option_override), so no ARM binary of "

@@ -557,6 +557,10 @@ class Cap(enum.Enum):
     EXRL_RELATIVE_LONG = "exrl_relative_long"  # s390x EXRL of a relative-long instruction
     COREUTILS_DIGESTS = "coreutils_digests"  # Debian's md5sum/sha*sum run
     STEP_CLOCK = "step_clock"  # step's per-instruction clock == the block counts
+    # a first run's sweep decodes only the instructions its SweepFilter keeps (fixed-size
+    # words filtered by encoding); elsewhere capstone decodes every instruction swept
+    SWEEP_DECODES_KEPT_ONLY = "sweep_decodes_kept_only"
+    DESCENT_WALK_NATIVE = "descent_walk_native"  # descent's straight runs walked in C
 
 
 # The capabilities every ISA declares, in the order `emutrace info` prints them.

@@ -257,6 +257,8 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(False, "Debian 12 has no big-endian mips port"),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
+        Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },
     private_syscalls={"set_thread_area": set_thread_area},

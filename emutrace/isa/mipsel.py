@@ -41,6 +41,8 @@ ISA = replace(
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
+        Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         # tests/test_debian_programs.py: Debian's md5sum/sha*sum/b2sum (cksum works)
         Cap.COREUTILS_DIGESTS: Capability(

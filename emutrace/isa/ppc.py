@@ -336,6 +336,8 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
+        Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: ENTRY_OUT_OF_LINE_SAVES,
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },

@@ -207,6 +207,8 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
+        Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: ppc.ENTRY_OUT_OF_LINE_SAVES,
         Cap.STRIPPED_TAIL_CALLS: Capability(
             False,

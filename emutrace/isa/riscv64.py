@@ -278,6 +278,11 @@ ISA = Isa(
                                      "release architecture)"),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(
+            False, "the C extension makes instructions 2 or 4 bytes: capstone decodes "
+            "every instruction swept to find the next; the encoding filter then "
+            "keeps the transfers"),
+        Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.ENTRY_OUT_OF_LINE_SAVES: Capability(
             False,
             "eager entry probes take the caller from the link register; GCC's "

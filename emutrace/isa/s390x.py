@@ -377,6 +377,10 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(
+            False, "instructions are 2, 4 or 6 bytes and the filter reads mnemonics: "
+            "capstone decodes every instruction swept"),
+        Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(
             False,

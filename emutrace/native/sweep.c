@@ -38,6 +38,10 @@ typedef void (*cs_free_fn)(cs_insn *, size_t);
  * (sweep_count), so a block of code a sweep went through is not decoded again. */
 #define SIZE_UNDECODABLE 0xFF
 
+/* What this extension did, for the tests that read the capability table (`stats`):
+ * instructions capstone decoded for a scan, and straight runs walked for a descent */
+static unsigned long long sweep_scan_decoded, sweep_walks;
+
 typedef struct {
     uint8_t *sizes;
     uint64_t base, len;
@@ -262,6 +266,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             }
             cs_insn *one = NULL;
             size_t got = disasm((csh)handle, bytes + off, align, at, 1, &one);
+            sweep_scan_decoded += got;
             if (got == 0) {
                 size_note(&map, at, SIZE_UNDECODABLE);
                 failed = sweep_undecodable(cache, at, flag) < 0;
@@ -290,6 +295,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         cs_insn *insns = NULL;
         size_t got = left > 0 ? disasm((csh)handle, bytes + off, want < left ? want : left, at,
                                        (size_t)(count < 0 ? 0 : count), &insns) : 0;
+        sweep_scan_decoded += got;
         if (got == 0) { /* nothing decodes at `at`: kept as such (Decoder._decode_stretch) */
             failed = sweep_undecodable(cache, at, flag) < 0;
             size_note(&map, at, SIZE_UNDECODABLE);
@@ -396,6 +402,7 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     }
     PyObject *flag = alt ? Py_True : Py_False;
     uint64_t at = addr;
+    sweep_walks++;
     for (;;) {
         if (at < base || at - base >= (uint64_t)data.len)
             break; /* outside the code: nothing decodes */
@@ -527,6 +534,13 @@ static PyObject *sweep_number_py(PyObject *self, PyObject *args) {
 
 #endif
 
+/* stats() -> (instructions decoded by scans, walks): counts since the module was loaded */
+static PyObject *sweep_stats(PyObject *self, PyObject *args) {
+    (void)self;
+    (void)args;
+    return Py_BuildValue("(KK)", sweep_scan_decoded, sweep_walks);
+}
+
 static PyMethodDef sweep_methods[] = {
 #ifdef SWEEP_CAPSTONE
     {"stretch", sweep_stretch, METH_VARARGS,
@@ -535,6 +549,8 @@ static PyMethodDef sweep_methods[] = {
      "Count the instructions of a block (decode.py Decoder.block_count)."},
     {"walk", sweep_walk, METH_VARARGS,
      "Walk straight-line code to the first instruction a SweepRule keeps (descent.py)."},
+    {"stats", sweep_stats, METH_NOARGS,
+     "(instructions decoded by scans, straight runs walked) so far (tests)."},
     {"number", sweep_number_py, METH_VARARGS,
      "The last operand of an operand text as a number (tests)."},
     {"scan", sweep_scan, METH_VARARGS,
