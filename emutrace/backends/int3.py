@@ -356,7 +356,7 @@ class Int3Backend:
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
             self._drop_cache(addr, site.size)  # a hook added after translation never fires
-            self._armed_now = cpu.translates_code
+            self._armed_now |= self._restart_for(handle)
             return
         encoding = self.breakpoint_bytes(site)
         if self.guard is not None and self.guard.was_written(addr, addr + len(encoding)):
@@ -369,7 +369,7 @@ class Int3Backend:
             self.armed[addr] = Armed(site, func, original=original, hook=handle, virtual=True)
             if self.guard is not None:  # (guest stores still drop it; no bytes to hide)
                 self.guard.cover(addr)
-            self._armed_now = cpu.translates_code
+            self._armed_now |= self._restart_for(handle)
             return
         cpu.write_code(addr, encoding)
         self.stats["patches"] += 1
@@ -379,6 +379,13 @@ class Int3Backend:
             self.guard.patched(addr, original, encoding)
         # (a translating engine must restart the block that holds it; a CPU sees it at once)
         self._armed_now = cpu.translates_code
+
+    def _restart_for(self, handle: int) -> bool:
+        """Must the current block be entered again for the site hook (or virtual breakpoint)
+        handle, armed now, to see it?  On a translating engine, for a Unicorn hook: one
+        added after the block was translated never fires in it (the native engine's C
+        table, looked up by its block hook, answers otherwise: int3_native.py)."""
+        return self.cpu.translates_code
 
     def _python_site_hook(self, site: Site) -> int:
         return self.cpu.hook_code(self._on_site, site.addr, site.addr)

@@ -379,6 +379,12 @@ class NativeInt3Backend(Int3Backend):
         self._records.drain(data, strings)
 
     # ------------------------------------------------------------ arming
+    def _restart_for(self, handle: int) -> bool:
+        """A site in C's table (a negative handle) needs no restart of the current block:
+        hotpath.c's block hook looks the block's site up after Python's visit, which armed
+        it (`hs_on_block`); a Python hook does."""
+        return handle >= 0 and super()._restart_for(handle)
+
     def _arm_site(self, site: Site, func: int) -> None:
         strict_c = self._strict_c
         super()._arm_site(site, func)
