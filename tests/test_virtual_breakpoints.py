@@ -29,9 +29,62 @@ def _run(isa: str, backend: str, engine: str) -> Process:
     return process
 
 
-def test_the_virtual_isas_are_the_patch_isas_but_arm() -> None:
-    """arm keeps its breakpoints: whether its trap is simulated depends on ITSTATE then."""
-    assert set(VIRTUAL) == {"x86_64", "i386", "aarch64", "ppc", "ppc64le", "s390x"}
+def test_the_virtual_isas_are_the_patch_isas() -> None:
+    """(MIPS and RISC-V hook every site anyway: no usable breakpoint trap.)"""
+    assert set(VIRTUAL) == {"x86_64", "i386", "aarch64", "arm", "ppc", "ppc64le", "s390x"}
+
+
+def _thumb(*halfwords: int) -> bytes:
+    return b"".join(h.to_bytes(2, "little") for h in halfwords)
+
+
+@pytest.mark.parametrize(("before", "outside"), [
+    (b"", True),                                     # the start of the code
+    (_thumb(0xB500, 0x4668, 0x2000), True),          # push {lr}; mov r0, sp; movs r0, #0
+    (_thumb(0xBF08), False),                         # it eq: the site is its instruction
+    (_thumb(0xBF0C, 0x2001), False),                 # ite eq; movs r0, #1: the site is the else
+    (_thumb(0xBF00, 0xBF30), True),                  # nop; wfi: hints (mask 0000), no IT
+    # an IT 14 bytes back (then three 32-bit instructions) may still cover the site
+    (_thumb(0xBF01, 0xF8D0, 0x0000, 0xF8D0, 0x0000, 0xF8D0, 0x0000), False),
+    # one 16 bytes back cannot (four instructions at least lie between)
+    (_thumb(0xBF01, 0xF8D0, 0x0000, 0xF8D0, 0x0000, 0xF8D0, 0x0000, 0x2000), True),
+    (b"\x08" + _thumb(0x2000), True),              # an odd start: whole halfwords only
+])
+def test_arm_virtual_site_outside_it_blocks(before: bytes, outside: bool) -> None:
+    """ITSTATE can be non-zero at a Thumb site only when an IT (1011 1111 cond mask, mask
+    not 0: Arm ARM A8.8.54) is among the four instructions before it; A32 has no IT."""
+    from emutrace.isa.arm import outside_it_blocks_arm
+    from emutrace.isa.base import Insn
+
+    bx_lr = Insn(0x1000, 2, "bx", "lr", _thumb(0x4770), True)
+    assert outside_it_blocks_arm(bx_lr, before) is outside
+    a32 = Insn(0x1000, 4, "bx", "lr", bytes.fromhex("1eff2fe1"), False)
+    assert outside_it_blocks_arm(a32, _thumb(0xBF08, 0xBF08)) is True
+
+
+def test_arm_sites_in_it_blocks_keep_their_breakpoints() -> None:
+    """On arm the Thumb sites an IT may cover are written (their trap may fall back),
+    the others are the table's; the counters stay the reference's
+    (tests/test_native_engine.py)."""
+    from emutrace.isa.arm import outside_it_blocks_arm
+    from emutrace.isa.base import VIRTUAL_LOOKBEHIND
+
+    process = _run("arm", "int3", "native")
+    backend = process.backend
+    assert backend is not None
+    kinds = {True: 0, False: 0}
+    for armed in backend.armed.values():
+        if armed.hook and not armed.virtual:
+            continue  # (a site hook: code found by descent)
+        insn = backend.decoder.insn_at(armed.site.addr, armed.site.alt_mode)
+        assert insn is not None
+        outside = outside_it_blocks_arm(
+            insn, backend.decoder.bytes_before(insn.addr, VIRTUAL_LOOKBEHIND))
+        if not outside:
+            assert not armed.virtual
+            assert process.cpu.mem_read(insn.addr, 2) == backend.breakpoint_bytes(armed.site)
+        kinds[outside] += 1
+    assert kinds[True] > 100 and kinds[False] > 0, kinds
 
 
 @pytest.mark.parametrize("isa", VIRTUAL)

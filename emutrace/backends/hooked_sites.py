@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from emutrace import native
 from emutrace.backends.int3 import Pending
 from emutrace.discover import Site, SiteKind
-from emutrace.isa.base import FlowKind, Insn, Isa
+from emutrace.isa.base import VIRTUAL_LOOKBEHIND, FlowKind, Insn, Isa
 
 if TYPE_CHECKING:
     from emutrace.backends.fastpath import FastSites
@@ -182,6 +182,10 @@ class HookedSites:
         insn, flow = b._insn(site)
         if flow.kind is FlowKind.NONE or lower(insn, flow) is None:
             return 0  # (the reference may fall back to running it in place: a real trap)
+        check = b.decoder.cls.virtual_site
+        if check is not None and not check(insn, b.decoder.bytes_before(site.addr,
+                                                                         VIRTUAL_LOOKBEHIND)):
+            return 0  # (whether it falls back depends on state the site cannot show)
         if not self._watch(site, virtual=True):
             self._virtual.discard(site.addr)
             return 0

@@ -114,6 +114,16 @@ class Decoder:
         the extension not built, the binding decoding, or `sweep_in_c` off."""
         return getattr(self._engine(alt), "sweeper", None) if self.sweep_in_c else None
 
+    def bytes_before(self, addr: int, n: int) -> bytes:
+        """The up to n bytes of the executable file data just before addr (fewer at the
+        start of its range; none outside every range)."""
+        found = self._range(addr)
+        if found is None:
+            return b""
+        base, data = found
+        off = addr - base
+        return bytes(data[max(0, off - n):off])
+
     def in_code(self, addr: int) -> bool:
         return self._range(addr) is not None
 

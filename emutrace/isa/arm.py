@@ -264,14 +264,35 @@ def sweep_kind_arm(mnemonic: str) -> SweepKind:
     return SweepKind.STOP if base in ("udf", "bkpt") else SweepKind.PLAIN
 
 
+def outside_it_blocks_arm(insn: Insn, before: bytes) -> bool:
+    """Is ITSTATE zero whenever the site runs, so that `simulate_arm` never falls back for
+    it (the condition of a virtual breakpoint: backends/hooked_sites.py `virtual`)?  A32:
+    always.  Thumb: when no IT instruction (T1: 1011 1111 firstcond mask, mask not 0000,
+    A8.8.54) can be one of the four instructions before it: none of the seven halfwords in
+    the 14 bytes before it is one.  An over-approximation: the second halfword of a 32-bit
+    instruction may look like an IT; such a site keeps its breakpoint.  (ITSTATE is set only
+    by an IT and an exception return, Arm ARM B1.3.3; a signal frame the guest forged with
+    ITSTATE bits is the one case where the counters would then say `simulated` for what the
+    reference counts a fallback: the trace is the same.)"""
+    if not insn.thumb:
+        return True
+    tail = before[-14:]
+    tail = tail[len(tail) % 2:]  # (halfwords end at the site, which is 2-aligned)
+    for at in range(0, len(tail), 2):
+        if tail[at + 1] == 0xBF and tail[at] & 0x0F:
+            return False
+    return True
+
+
 CLASSIFIERS = Classifiers(classify=classify_arm, alt_mode=("CS_MODE_THUMB",),
                           literal=literal_arm, predicates=it_block_arm, sp_effect=sp_effect_arm,
                           hooked_when_taken=in_it_block_arm,
                           sweep=SweepFilter(mnemonic_kind=sweep_kind_arm,
-                                            operand_marks=("pc",)))
-# (no virtual_breakpoints: whether the trap is simulated depends on ITSTATE at run time —
-# `simulate_arm` falls back inside an IT block — so the patch's counters are not known
-# when the site is armed)
+                                            operand_marks=("pc",)),
+                          virtual_breakpoints=True, virtual_site=outside_it_blocks_arm)
+# (virtual breakpoints only where no IT block can hold the site: inside one `simulate_arm`
+# falls back — ITSTATE at run time — so the patch's counters would not be known when the
+# site is armed)
 
 # ---------------------------------------------------------------- simulation
 # The effect of a displaced call/return/jump (Arm ARM DDI 0406C A8.8, A2.3.2): BL sets LR to

@@ -333,6 +333,9 @@ class SweepFilter:
     fixed_size: int = 0
 
 
+VIRTUAL_LOOKBEHIND = 16  # bytes before a site `Classifiers.virtual_site` is shown
+
+
 @dataclass(frozen=True)
 class Classifiers:
     """How function discovery reads control flow on this ISA."""
@@ -366,6 +369,11 @@ class Classifiers:
     # the breakpoint (backends/hooked_sites.py `virtual_breakpoints`): measured cheaper
     # than Unicorn's trap exit here (bench/results/native-virtual.md)
     virtual_breakpoints: bool = False
+    # where the breakpoint's simulation depends on state the site cannot show (ARM's
+    # ITSTATE): whether a lowered site's trap is simulated whatever that state, from the
+    # instruction and the code bytes before it (up to VIRTUAL_LOOKBEHIND, fewer at the start
+    # of the code); None: every lowered site's is
+    virtual_site: Callable[[Insn, bytes], bool] | None = None
     # which instructions a sweep must classify (None: every one)
     sweep: SweepFilter | None = None
 
