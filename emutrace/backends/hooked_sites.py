@@ -123,6 +123,7 @@ class HookedSites:
         self._virtual: set[int] = set()  # those standing for breakpoints (`virtual`)
         self.dropped: set[int] = set()  # in it, but no longer watched (`drop`)
         self._next_handle = -1
+        self.sets = 0  # sites `_watch` put in the table (set active there)
         self.block_hook = lib.hs_on_block
 
     def bind(self, backend: NativeInt3Backend, fast: FastSites) -> None:
@@ -186,7 +187,7 @@ class HookedSites:
         if check is not None and not check(insn, b.decoder.bytes_before(site.addr,
                                                                          VIRTUAL_LOOKBEHIND)):
             return 0  # (whether it falls back depends on state the site cannot show)
-        if not self._watch(site, virtual=True):
+        if not self._watch(site, virtual=True, insn=insn):
             self._virtual.discard(site.addr)
             return 0
         self._virtual.add(site.addr)
@@ -194,14 +195,18 @@ class HookedSites:
 
     def can_watch(self, site: Site) -> bool:
         """Would `watch` take site (nothing changed)?"""
-        return self._sp_delta(site) is not None and site.executes is None
+        insn = self.b.decoder.insn_at(site.addr, site.alt_mode)
+        return self._sp_delta(site, insn) is not None and site.executes is None
 
-    def _watch(self, site: Site, virtual: bool = False) -> bool:
+    def _watch(self, site: Site, virtual: bool = False, insn: Insn | None = None) -> bool:
         """Put site in C's table (again: a site re-armed from idle may come with another
-        `Site` at that address); False where C cannot watch it.  `virtual`: a breakpoint's
-        site (it traps whether its transfer is taken or not)."""
+        `Site` at that address), active; False where C cannot watch it.  `virtual`: a
+        breakpoint's site (it traps whether its transfer is taken or not); insn: the site's
+        instruction, where the caller has it."""
         b = self.b
-        sp_delta = self._sp_delta(site)
+        if insn is None:
+            insn = b.decoder.insn_at(site.addr, site.alt_mode)
+        sp_delta = self._sp_delta(site, insn)
         if sp_delta is None or site.executes is not None:
             return False
         # (C compares the next block's address, Thumb or not: no mode bit to simulate)
@@ -211,7 +216,6 @@ class HookedSites:
         if fast:
             self.fast.tell_string_return(site)
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
-        insn = b.decoder.insn_at(site.addr, site.alt_mode)
         taken_only = (not virtual and site.conditional and self._when_taken is not None
                       and insn is not None and self._when_taken(insn))
         self.lib.hs_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
@@ -219,11 +223,11 @@ class HookedSites:
                              int(site.delay_slot), int(taken_only), int(virtual))
         self.sites[site.addr] = site
         self.fast.hooked.add(site.addr)
+        self.sets += 1
         return True
 
-    def _sp_delta(self, site: Site) -> int | None:
+    def _sp_delta(self, site: Site, insn: Insn | None) -> int | None:
         b = self.b
-        insn = b.decoder.insn_at(site.addr, site.alt_mode)
         delta = self._sp_effect(insn) if insn is not None else None
         if delta and site.conditional:
             return None  # (ARM `popeq`: whether it released anything is not known)
@@ -233,9 +237,12 @@ class HookedSites:
             delta = None if more is None else delta + more
         return delta
 
-    def armed(self, site: Site) -> None:
+    def armed(self, site: Site, fresh: bool = False) -> None:
         """After the reference armed site: one of C's, armed again from idle, is watched
-        again, as the Site it is armed with now."""
+        again, as the Site it is armed with now.  fresh: the arming put it in the table
+        (active already)."""
+        if fresh:
+            return
         if (site.addr in self.sites and self.sites[site.addr] is not site
                 and site.addr not in self.dropped):
             self._watch(site, virtual=site.addr in self._virtual)

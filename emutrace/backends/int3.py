@@ -57,7 +57,7 @@ from emutrace.trace.events import (
 class Armed:
     site: Site
     func: int  # start of the function the site belongs to
-    original: bytes = b""  # bytes under the breakpoint (patch delivery)
+    original: bytes = b""  # bytes under the written breakpoint (patch delivery, not virtual)
     hook: int = 0  # hook handle (hook delivery)
     virtual: bool = False  # a patch site delivered without its bytes (`virtual_patch`)
 
@@ -361,16 +361,16 @@ class Int3Backend:
         encoding = self.breakpoint_bytes(site)
         if self.guard is not None and self.guard.was_written(addr, addr + len(encoding)):
             return  # guest-written code is never patched
-        original = cpu.mem_read(addr, len(encoding))
         handle = self.virtual_patch(site) if self.virtual_patch is not None else 0
         if handle:  # counted as the patch and the dropped translation it stands for
             self.stats["patches"] += 1
             self.stats["cache_removals"] += 1
-            self.armed[addr] = Armed(site, func, original=original, hook=handle, virtual=True)
+            self.armed[addr] = Armed(site, func, hook=handle, virtual=True)  # (no bytes)
             if self.guard is not None:  # (guest stores still drop it; no bytes to hide)
                 self.guard.cover(addr)
             self._armed_now |= self._restart_for(handle)
             return
+        original = cpu.mem_read(addr, len(encoding))
         cpu.write_code(addr, encoding)
         self.stats["patches"] += 1
         self._drop_cache(addr, len(encoding))
@@ -435,10 +435,13 @@ class Int3Backend:
             return at < hi and lo < at + size
 
         hit = {f.start for f in self.armed_funcs.values() if touched(f.start, f.end - f.start)}
-        hit.update(a.func for at, a in self.armed.items() if touched(at, len(a.original) or 1))
+        # (a site's bytes: those under its breakpoint, the instruction's where none are)
+        hit.update(a.func for at, a in self.armed.items()
+                   if touched(at, len(a.original) or a.site.size))
         for start in hit:
             self._disarm(start)
-        for at in [at for at, a in self.armed.items() if touched(at, len(a.original) or 1)]:
+        for at in [at for at, a in self.armed.items()
+                   if touched(at, len(a.original) or a.site.size)]:
             self._disarm_site(at)  # a site whose function is not armed as a whole
         for at in [at for at, (site, _f) in self.rearm.items() if touched(at, site.size)]:
             del self.rearm[at]

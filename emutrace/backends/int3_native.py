@@ -386,12 +386,14 @@ class NativeInt3Backend(Int3Backend):
         return handle >= 0 and super()._restart_for(handle)
 
     def _arm_site(self, site: Site, func: int) -> None:
-        strict_c = self._strict_c
+        strict_c, hooked = self._strict_c, self._hooked
+        sets = hooked.sets if hooked is not None else 0
         super()._arm_site(site, func)
         self._fast.armed(site)
         armed = self.armed.get(site.addr)
-        if self._hooked is not None and armed is not None and armed.hook < 0:
-            self._hooked.armed(site)  # (C's handles are negative; armed again from idle)
+        if hooked is not None and armed is not None and armed.hook < 0:
+            # (C's handles are negative; armed again from idle, or put in the table now)
+            hooked.armed(site, fresh=hooked.sets != sets)
         if strict_c is not None:
             strict_c.site_armed(site, func)
 
