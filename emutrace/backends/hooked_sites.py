@@ -20,6 +20,7 @@ unchanged: a C site's handle is a negative number instead of a Unicorn hook hand
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -56,7 +57,7 @@ SIGNATURES = {
     "hs_cancel": ([_vp], None),
     "hs_touch": ([_vp], None),
     "hs_set_probe": ([_vp, _vp], None),
-    "hs_returns_set": ([_vp, ctypes.POINTER(_u64), _u64, _u64], None),
+    "hs_returns_set": ([_vp, ctypes.c_char_p, _u64, _u64], None),  # (host-order u64s)
     "hs_counter": ([_vp, _u32], _u64),
     "hs_on_block": ([_vp, _u64, _u32, _vp], None),
     "hs_span_new": ([_vp, _u64], _vp),
@@ -266,8 +267,10 @@ class HookedSites:
         arms the code a return reaches elsewhere, and `taken` makes a return into an
         entry a jump — both Python's)."""
         top = return_addrs[-RETURNS_SENT:]
-        words = (_u64 * len(top))(*(_NO_RETURN if r is None else r for r in top))
-        self.lib.hs_returns_set(self.ns, words, len(return_addrs), len(top))
+        if None in top:
+            top = [_NO_RETURN if r is None else r for r in top]
+        self.lib.hs_returns_set(self.ns, struct.pack(f"={len(top)}Q", *top),
+                                len(return_addrs), len(top))
 
     def cancel(self) -> None:
         """A signal is delivered: a block left before its site ran leaves nothing pending."""
@@ -275,7 +278,9 @@ class HookedSites:
 
     # ------------------------------------------------------------ C → Python
     def _py_site(self, addr: int, time: int, sp: int) -> None:
-        """The transfer of the site at addr is Python's: the Pending its hook would have made."""
+        """The transfer of the site at addr is Python's: the Pending its hook would have made.
+        (No Python section of its own: Python's block hook runs next, `_py_visit`, which
+        drains C's records first and hands Python's state back to C at its end.)"""
         b = self.b
 
         def body() -> None:
@@ -283,7 +288,7 @@ class HookedSites:
             b.pending = Pending(site, time, sp,
                                 site.addr + site.size + (b.delay if site.delay_slot else 0))
 
-        b._guarded(body)
+        b.under_guard(body)
 
     def _py_visit(self, addr: int, size: int) -> int:
         """The reference's block hook; 1 when it restarted the block (not counted)."""

@@ -155,6 +155,7 @@ class NativeInt3Backend(Int3Backend):
         cfg.code_mask = isa.code_mask & ((1 << 64) - 1)  # ARM: a target's bit 0 is its mode
         self._cfg = cfg
         self._nt = lib.nt_new(cpu.uc._uch, ctypes.byref(cfg))
+        self._attention = False  # (nt_new's)
         if not self._nt:
             raise MemoryError("native hot path: out of memory")
         self._c_hooks: list[int] = []
@@ -182,7 +183,7 @@ class NativeInt3Backend(Int3Backend):
         super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types,
                          delivery=delivery, name=name, counters=counters)
         if self.guard is not None:  # a load that hid breakpoints: settle at the next block
-            self.guard.on_hide = lambda: self._lib.nt_set_attention(self._nt, 1)
+            self.guard.on_hide = lambda: self._attend(True)
         self._fast = FastSites(self, _HotpathTable(lib, self._nt), cpu.reg_id,
                                len(self._arg_names) + self._n_stack,
                                on_callee=(self._strict_c.callee if self._strict_c is not None
@@ -258,9 +259,16 @@ class NativeInt3Backend(Int3Backend):
                 or self._resume_at is not None or self._after_trap
                 or (self.guard is not None and bool(self.guard.hidden)))
 
+    def _attend(self, on: bool) -> None:
+        """Whether C hands every block to Python's block hook (told only when it changes:
+        C never changes it itself)."""
+        if on != self._attention:
+            self._attention = on
+            self._lib.nt_set_attention(self._nt, int(on))
+
     def _refresh(self) -> None:
         """Tell C whether the next block needs Python's block hook."""
-        self._lib.nt_set_attention(self._nt, int(self._needs_blocks()))
+        self._attend(self._needs_blocks())
         if self._strict_c is not None:  # what Python changed of the chain, to C's
             self._strict_c.push_chain(self.chain)
         if self._writer is not None:  # what Python changed, to C's stacks
@@ -299,6 +307,11 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks.remove(handle)
         uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
 
+    def under_guard(self, body: Callable[[], None]) -> None:
+        """body under the run's exception guard (an exception stops the run, re-raised by
+        it), without a Python section's drain and refresh."""
+        self._hooks.guard(body)
+
     def _guarded(self, body: Callable[[], None]) -> None:
         try:
             self._hooks.guard(body)
@@ -306,9 +319,11 @@ class NativeInt3Backend(Int3Backend):
             self._refresh()
 
     def _py_intr(self, intno: int) -> None:
-        self._guarded(self._drain)
-        self._hooks.on_intr(self.cpu.uc, intno, None)  # guarded itself
-        self._refresh()
+        try:
+            self._hooks.guard(self._drain)
+            self._hooks.on_intr(self.cpu.uc, intno, None)  # guarded itself
+        finally:
+            self._refresh()
 
     def _py_block(self, addr: int, size: int) -> None:
         def body() -> None:

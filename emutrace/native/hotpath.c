@@ -1722,7 +1722,8 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
             h->hits -= !h->pending.shared;  /* not taken: the reference's hook did not run */
         } else if (python || !hs_finish(h, &h->pending, addr, size, sp_site, sp_now)) {
             h->slow++;
-            s->cfg.py_drain();  /* C's records come before what Python emits */
+            /* (no drain first: Python only notes the pending transfer; its block hook,
+             * next, drains C's records before it emits anything) */
             h->cfg.py_site(h->pending.addr, h->pending_time, sp_site);
             python = 1;
         }
