@@ -7,6 +7,8 @@ also leave out most instructions, or it would save nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -89,17 +91,28 @@ def test_every_isa_declares_a_filter() -> None:
     assert all(by_name(isa).classifiers.sweep is not None for isa in ISAS)  # type: ignore[union-attr]
 
 
+def _known(asked: dict[int, bool], starts: set[int]) -> Callable[[int], bool]:
+    """Function entries are the symbols' starts; each question noted (the first answer)."""
+    def is_entry(addr: int) -> bool:
+        return asked.setdefault(addr, addr in starts)
+    return is_entry
+
+
 @pytest.mark.parametrize("isa", ISAS)
 def test_descent_walking_in_c_finds_the_same_functions(isa: str) -> None:
     """Recursive descent with its straight runs walked by sweep.c (Decoder.walk, where the
-    ISA reads no literal pools or IT blocks) and one instruction at a time (the reference),
-    from the entry of a stripped program and the callees found, and from every function
-    symbol's start of static fib (up to 400 each)."""
+    ISA reads no literal pools or IT blocks; conditional branches into the function followed
+    there) and one instruction at a time (the reference), from the entry of a stripped
+    program and the callees found, and from every function symbol's start of static fib (up
+    to 400 each): with no known function entry, and with every symbol's start known (a
+    branch to one leaves the function: a site), asking the same questions in the same
+    order."""
     descended = 0
     for program in ("calls.stripped", "fib"):
         walked = _discovery(isa, program)
         stepped = _discovery(isa, program)
         stepped.decoder.sweep_in_c = False
+        starts = {walked.image.isa.code_address(s.start) for s in walked.symbols.funcs}
         entries = sorted({s.start for s in walked.symbols.funcs} | {walked.image.entry}) \
             if walked.symbols.funcs else []
         if not entries:  # stripped: the entry and the calls the descent finds from it
@@ -114,6 +127,12 @@ def test_descent_walking_in_c_finds_the_same_functions(isa: str) -> None:
             code, alt = walked.image.isa.entry_of(entry)
             want = descend(stepped.decoder, code, alt, lambda a: False)
             assert descend(walked.decoder, code, alt, lambda a: False) == want, hex(entry)
+            asked: dict[str, dict[int, bool]] = {"walked": {}, "stepped": {}}
+            assert descend(walked.decoder, code, alt, _known(asked["walked"], starts)) == \
+                descend(stepped.decoder, code, alt, _known(asked["stepped"], starts)), \
+                hex(entry)
+            # (as Discovery._descend keeps them with the result: the first answers, in order)
+            assert list(asked["walked"].items()) == list(asked["stepped"].items()), hex(entry)
             entries += [walked.image.isa.entry_of(site.target)[0] for site in want.calls
                         if site.target is not None and walked.decoder.in_code(
                             walked.image.isa.code_address(site.target))]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.sweep import SweepRule
 from emutrace.elf import PF_X, Image
 from emutrace.isa.base import NO_FLOW, Classifiers, Flow, FlowKind, Insn
+
+if TYPE_CHECKING:
+    from emutrace.native.disasmlib import Walker
 
 _AHEAD = 256  # bytes decoded past a missed address in one capstone call
 # Thumb instructions decoded per capstone call at most: a call decodes all it is asked for
@@ -196,15 +198,16 @@ class Decoder:
                 at += self.align(alt)
         return kept, at, last
 
-    def walker(self, alt: bool) -> Callable[[int, dict[int, int]], tuple[
-            Insn | None, int, list[tuple[int, int]]] | None] | None:
-        """Straight-line code for recursive descent, by sweep.c: a function of an address and
-        the descent's `seen` (address -> size) that puts there the instructions from that
-        address the ISA's SweepFilter leaves out whatever the extent, up to one seen already
-        or the first it keeps, and gives that one (None: seen, or nothing decodes), where it
-        stopped and the (address, target) of the conditional direct branches walked past
-        (None: not in the code).  None where this is not done in C (no filter, sweep.c not
-        built): descend decodes one instruction at a time, the reference."""
+    def walker(self, alt: bool) -> Walker | None:
+        """Straight-line code for recursive descent, by sweep.c: a function of an address,
+        the descent's `seen` (address -> size), entry, is_entry, todo and followed that puts
+        in seen the instructions from that address the ISA's SweepFilter leaves out whatever
+        the extent, up to one seen already or the first it keeps, follows the conditional
+        direct branches walked past into the function (descent.py `branch`'s rule), and
+        gives the instruction it stopped at (None: seen, or nothing decodes), where it
+        stopped and the (address, target) of the branches left to the descent (None: not in
+        the code).  None where this is not done in C (no filter, sweep.c not built):
+        descend decodes one instruction at a time, the reference."""
         rule = self.sweep_rule
         sweeper = self._sweeper(alt) if rule is not None else None
         if sweeper is None:

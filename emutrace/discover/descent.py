@@ -61,14 +61,16 @@ def descend(decoder: Decoder, entry: int, alt: bool,
 
     # straight-line code walked in C up to the next instruction the ISA's SweepFilter keeps
     # (decode.Decoder.walker: the others fall through or stop, and need only their sizes;
-    # conditional direct branches come back with their targets); not where the ISA reads
-    # literals or IT blocks from every instruction (ARM)
+    # conditional direct branches into the function are followed there, by `branch`'s rule,
+    # the others come back with their targets); not where the ISA reads literals or IT
+    # blocks from every instruction (ARM)
     walk = decoder.walker(alt) if literal is None and predicates is None else None
     while todo and len(seen) < MAX_INSNS:
         addr = todo.pop()
         predicated = 0  # instructions still under an IT block
         while addr not in seen:
-            walked = walk(addr, seen) if walk is not None else None
+            walked = walk(addr, seen, entry, is_function_entry, todo, followed) \
+                if walk is not None else None
             if walked is not None:
                 insn, addr, branches = walked
                 assert not (branches and decoder.cls.delay_slot)  # (tests/test_sweep_filter)

@@ -20,6 +20,10 @@ MAX_INSNS = 1024  # instructions decoded per call at most (a caller asks again f
 TEXT_BYTES = MAX_INSNS * (32 + 160)
 
 Lite = tuple[int, int, str, str]  # (address, size, mnemonic, op_str), as disasm_lite's
+# a descent's straight-run walker (Sweeper.walker): (addr, seen, entry, is_entry, todo,
+# followed) -> (instruction stopped at, where, branches left to the descent) or None
+Walker = Callable[[int, dict[int, int], int, Callable[[int], bool], list[int], set[int]],
+                  tuple[Any, int, list[tuple[int, int]]] | None]
 
 
 def _capstone_library() -> Path | None:
@@ -119,19 +123,21 @@ class Sweeper:
 
     def walker(self, range_of: Callable[[int], tuple[int, bytes] | None], alt: bool,
                cache: dict[tuple[int, bool], Any], insn: type, rule: Any,
-               sizes: Callable[[int, int, bool], bytearray]
-               ) -> Callable[[int, dict[int, int]], tuple[Any, int, list[tuple[int, int]]] | None]:
-        """Descent's straight runs by sweep.c `walk`: a function of an address and the
-        descent's `seen` (address -> size) that puts there the instructions rule leaves out
-        from that address on, up to one seen already or the first it keeps, and gives that
-        one (None: seen, or nothing decodes), where it stopped and the (address, target) of
-        the conditional branches walked past; None outside code (range_of: the code range
-        holding an address).  sizes(base, length, alt): the size map of a range, which the
-        walk fills."""
+               sizes: Callable[[int, int, bool], bytearray]) -> Walker:
+        """Descent's straight runs by sweep.c `walk`: a function of an address, the
+        descent's `seen` (address -> size), its entry, is_entry, todo list and followed set
+        that puts in seen the instructions rule leaves out from that address on, up to one
+        seen already or the first it keeps, follows the conditional branches walked past
+        into the function (as descent.py `branch`), and gives the instruction it stopped at
+        (None: seen, or nothing decodes), where it stopped and the (address, target) of the
+        conditional branches it left to the descent; None outside code (range_of: the code
+        range holding an address).  sizes(base, length, alt): the size map of a range, which
+        the walk fills."""
         walk = functools.partial(self._module.walk, *self._one)
         maps: dict[int, bytearray] = {}  # each range's size map, asked for once
 
-        def walker(addr: int, seen: dict[int, int]
+        def walker(addr: int, seen: dict[int, int], entry: int,
+                   is_entry: Callable[[int], bool], todo: list[int], followed: set[int]
                    ) -> tuple[Any, int, list[tuple[int, int]]] | None:
             found = range_of(addr)
             if found is None:
@@ -140,7 +146,8 @@ class Sweeper:
             sized = maps.get(base)
             if sized is None:
                 sized = maps[base] = sizes(base, len(data), alt)
-            return walk(data, base, addr, alt, cache, insn, rule, sized, seen)  # type: ignore[no-any-return]
+            return walk(data, base, addr, alt, cache, insn, rule, sized, seen,  # type: ignore[no-any-return]
+                        entry, is_entry, todo, followed)
         return walker
 
 

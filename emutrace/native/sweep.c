@@ -356,10 +356,37 @@ done:
 
 
 typedef bool (*cs_disasm_iter_fn)(csh, const uint8_t **, size_t *, uint64_t *, cs_insn *);
+
+/* A conditional branch to target that a descent from entry follows (descent.py `branch`),
+ * when its target lies in the code range [base, base + len): 1 (pushed on todo, put in
+ * followed unless it is the entry), 0 (the descent's to handle), -1 (a Python error) */
+static int walk_follow(const sweep_rule *r, uint64_t entry, uint64_t base, uint64_t len,
+                       int64_t target, PyObject *is_entry, PyObject *todo,
+                       PyObject *followed)
+{
+    uint64_t to = (uint64_t)target & r->code_mask;
+    if (target < 0 || to < entry || to < base || to - base >= len)
+        return 0;
+    PyObject *key = PyLong_FromUnsignedLongLong(to);
+    if (key == NULL)
+        return -1;
+    if (to != entry) {
+        PyObject *known = PyObject_CallOneArg(is_entry, key);
+        int leaves = known == NULL ? -1 : PyObject_IsTrue(known);
+        Py_XDECREF(known);
+        if (leaves != 0) {
+            Py_DECREF(key);
+            return leaves < 0 ? -1 : 0;
+        }
+    }
+    int bad = PyList_Append(todo, key) < 0 || (to != entry && PySet_Add(followed, key) < 0);
+    Py_DECREF(key);
+    return bad ? -1 : 1;
+}
 typedef cs_insn *(*cs_malloc_fn)(csh);
 
 /* walk(iter, malloc, free, handle, data, base, addr, alt, cache, insn_type, rule, sizes,
- *      seen) -> (insn, at, branches)
+ *      seen, entry, is_entry, todo, followed) -> (insn, at, branches)
  *
  * Recursive descent's straight run in C (discover/descent.py; the Python loop there is the
  * reference): from addr in data (the code at base), one instruction at a time
@@ -370,18 +397,25 @@ typedef cs_insn *(*cs_malloc_fn)(csh);
  * one), or None where the walk stopped at a seen address, where nothing decodes (None kept
  * in cache there, as insn_at does) or where the code ends; at: where it stopped; branches:
  * (address, target) of the conditional direct branches walked past (SweepKind.BRANCH,
- * branch_encodings), in order: the descent follows or makes sites of them itself.  Each
- * size decoded is noted in the size map `sizes`. */
+ * branch_encodings) that the walk leaves to the descent, in order.  A branch into the
+ * descent's function (entered at entry) whose target lies in data is followed here, as
+ * descent.py `branch` does: its target (code_mask applied) pushed on todo, and put in
+ * followed unless it is the entry; into the function means not below the entry and, past
+ * it, not a known function entry (is_entry(target) false); the others are the descent's
+ * (a site, or code in another range).  Each size decoded is noted in the size map
+ * `sizes`. */
 static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     (void)self;
     unsigned long long iter_addr, malloc_addr, free_addr, handle, base, addr;
     Py_buffer data, sizes_map;
+    unsigned long long entry;
     int alt;
-    PyObject *cache, *insn_type, *rule_obj, *seen;
-    if (!PyArg_ParseTuple(args, "KKKKy*KKpO!O!Ow*O!", &iter_addr, &malloc_addr, &free_addr,
-                          &handle, &data, &base, &addr, &alt, &PyDict_Type, &cache,
-                          &PyType_Type, &insn_type, &rule_obj, &sizes_map, &PyDict_Type,
-                          &seen))
+    PyObject *cache, *insn_type, *rule_obj, *seen, *is_entry, *todo, *followed;
+    if (!PyArg_ParseTuple(args, "KKKKy*KKpO!O!Ow*O!KOO!O!", &iter_addr, &malloc_addr,
+                          &free_addr, &handle, &data, &base, &addr, &alt, &PyDict_Type,
+                          &cache, &PyType_Type, &insn_type, &rule_obj, &sizes_map,
+                          &PyDict_Type, &seen, &entry, &is_entry, &PyList_Type, &todo,
+                          &PySet_Type, &followed))
         return NULL;
     size_map map = {(uint8_t *)sizes_map.buf, base,
                     sizes_map.len == data.len ? (uint64_t)sizes_map.len : 0};
@@ -445,12 +479,19 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         Py_DECREF(key);
         if (bad)
             goto done;
-        if (keep == 2) { /* a conditional branch: walked past, its target handed back */
-            PyObject *pair = Py_BuildValue("(KL)", (unsigned long long)at, (long long)target);
-            bad = pair == NULL || PyList_Append(branches, pair) < 0;
-            Py_XDECREF(pair);
-            if (bad)
+        if (keep == 2) { /* a conditional branch: walked past, followed or handed back */
+            int followed_here = walk_follow(r, entry, base, (uint64_t)data.len, target,
+                                            is_entry, todo, followed);
+            if (followed_here < 0)
                 goto done;
+            if (!followed_here) {
+                PyObject *pair = Py_BuildValue("(KL)", (unsigned long long)at,
+                                               (long long)target);
+                bad = pair == NULL || PyList_Append(branches, pair) < 0;
+                Py_XDECREF(pair);
+                if (bad)
+                    goto done;
+            }
         }
         at = next;
     }
