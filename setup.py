@@ -38,7 +38,8 @@ setup(ext_modules=[Extension(
 ), Extension(
     # a CPython extension, not a ctypes library: it makes discovery's Insn tuples
     "emutrace.native._sweep",
-    sources=["emutrace/native/sweep.c", "emutrace/native/sweeprule.c"],
+    sources=["emutrace/native/sweep.c", "emutrace/native/sweeprule.c",
+             "emutrace/native/x86len.c"],
     include_dirs=wheel_include("capstone"),
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
     optional=True,

@@ -20,7 +20,7 @@ from emutrace.discover.decode import binding_engine, engine
 from emutrace.elf import PF_X, load_image
 from emutrace.isa import by_name
 from emutrace.native.disasmlib import NativeDisassembler, disassembler
-from tests.conftest import ISAS, bin_path
+from tests.conftest import BUSYBOX, ISAS, bin_path
 
 WINDOW = 1024  # bytes per call: never more than disasmlib.MAX_INSNS instructions
 SPAN = 96 * 1024  # bytes of the executable segment swept (C start-up, main, much of libc)
@@ -195,3 +195,45 @@ def test_block_counts_in_c_equal_their_python_reference(isa: str) -> None:
                          sym.start + sym.size)
         assert any(any(m) for m in decoder._size_maps.values())
         assert [decoder._count(*block) for block in blocks] == want
+
+
+def _x86_programs() -> list[Any]:
+    out = [pytest.param(isa, str(bin_path(isa, name)), id=f"{isa}-{name}")
+           for isa in ("x86_64", "i386") for name in ("fib", "calls.O3.instr", "threads")]
+    busybox = BUSYBOX / "x86_64" / "busybox"  # (fetched by set-up)
+    if busybox.exists():
+        out.append(pytest.param("x86_64", str(busybox), id="x86_64-busybox"))
+    return out
+
+
+@pytest.mark.parametrize(("isa", "path"), _x86_programs())
+def test_x86_lengths_are_capstones(isa: str, path: str) -> None:
+    """native/x86len.c's length, where it gives one, is capstone's (the binding's) for the
+    instruction decoded alone at that byte offset — at every offset of the executable
+    segments, instruction starts or not, so that invalid and odd encodings are held to it
+    too; and it gives one for most offsets (what spares the sweep capstone)."""
+    from emutrace.native.disasmlib import _sweep
+
+    found = _sweep()
+    assert found is not None
+    cs = binding_engine(*_cs_names(isa))
+    image = load_image(path)
+    known = total = 0
+    for seg in image.segments:
+        if not seg.flags & PF_X:
+            continue
+        data = bytes(seg.data)
+        lengths = found[0].x86_lengths(data, isa == "x86_64")
+        for off, length in enumerate(lengths):
+            if length:
+                got = next(cs.disasm_lite(data[off:off + 15], seg.vaddr + off, 1), None)
+                assert got is not None and got[1] == length, \
+                    (hex(seg.vaddr + off), data[off:off + 15].hex(), length, got)
+                known += 1
+        total += len(data)
+    assert known > total // 2, (known, total)
+
+
+def _cs_names(isa: str) -> tuple[str, tuple[str, ...]]:
+    engines = by_name(isa).engines
+    return engines.cs_arch, engines.cs_mode

@@ -39,6 +39,7 @@ class SweepRule:
         self.branch_encodings = sweep.branch_encodings
         self.relative = sweep.relative
         self.fixed_size = sweep.fixed_size if sweep.encodings else 0
+        self.lengths = sweep.lengths  # (sweep.c only: the same instructions, fewer decodes)
         self.big = endian == "big"
         self.code_mask = code_mask
 

@@ -331,6 +331,10 @@ class SweepFilter:
     # every instruction is this many bytes (and the alignment past undecodable ones), so an
     # encoding filter's sweep decodes only the words it keeps (and a function's last one)
     fixed_size: int = 0
+    # a length decoder in C for a mnemonic filter's ISA ("x86_64", "i386": sweep.c via
+    # native/x86len.c): the common instructions it knows never to be transfers are passed
+    # over without capstone; capstone decodes the others (and tells their mnemonics)
+    lengths: str = ""
 
 
 VIRTUAL_LOOKBEHIND = 16  # bytes before a site `Classifiers.virtual_site` is shown

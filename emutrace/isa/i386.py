@@ -1,6 +1,7 @@
 """i386 (IA-32), System V i386 psABI."""
 
 import struct
+from dataclasses import replace
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
@@ -114,7 +115,8 @@ def native_dynamic() -> Capability:
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (Intel SDM vol. 2), decoded in 32-bit mode.
 CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(4),
-                          virtual_breakpoints=True, sweep=SWEEP_X86)
+                          virtual_breakpoints=True,
+                          sweep=replace(SWEEP_X86, lengths="i386"))
 
 # ---------------------------------------------------------------- simulation
 SIMULATE = x86_simulator(4, "esp", "eflags")  # as x86_64, with 4-byte stack slots
@@ -230,10 +232,9 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
-        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(
-            False, "x86 instructions are 1 to 15 bytes: capstone decodes every "
-            "instruction of a swept function to find the next (~0.6 µs each); "
-            "the filter then hands Python only those it keeps"),
+        # (x86 instructions are 1 to 15 bytes: native/x86len.c gives the length of the
+        # common ones that are never transfers; capstone decodes the rest)
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
         Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(

@@ -164,10 +164,13 @@ def x86_sp_effect(word: int) -> Callable[[Insn], int | None]:
 
 
 def sweep_kind_x86(mnemonic: str) -> SweepKind:
-    """What classify_x86 may make of a mnemonic: JMP to its operand, Jcc/JrCXZ/LOOPcc
-    branch to it (a number, else CLASSIFY: `jmp rax`), CALL and RET read, a prefixed one
-    (`notrack jmp`, `bnd ret`) read too; HLT/UD2/INT3/UD1/UD0 STOP; the rest NONE."""
-    if " " in mnemonic or mnemonic in ("call", "ret", "retf"):
+    """What classify_x86 may make of a mnemonic, by its last word as it reads it (a prefix:
+    `notrack jmp`, `bnd ret`, `rep stosd`, `lock cmpxchg`): JMP to its operand, Jcc/JrCXZ/
+    LOOPcc branch to it (a number, else CLASSIFY: `jmp rax`), CALL and RET read;
+    HLT/UD2/INT3/UD1/UD0 STOP; the rest NONE."""
+    if " " in mnemonic:
+        mnemonic = mnemonic.rsplit(None, 1)[-1]
+    if mnemonic in ("call", "ret", "retf"):
         return SweepKind.CLASSIFY
     if mnemonic == "jmp":
         return SweepKind.TARGET
@@ -176,7 +179,7 @@ def sweep_kind_x86(mnemonic: str) -> SweepKind:
     return SweepKind.STOP if mnemonic in _X86_STOPS else SweepKind.PLAIN
 
 
-SWEEP_X86 = SweepFilter(mnemonic_kind=sweep_kind_x86)
+SWEEP_X86 = SweepFilter(mnemonic_kind=sweep_kind_x86, lengths="x86_64")
 CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(8),
                           virtual_breakpoints=True, sweep=SWEEP_X86)
 
@@ -370,10 +373,9 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
-        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(
-            False, "x86 instructions are 1 to 15 bytes: capstone decodes every "
-            "instruction of a swept function to find the next (~0.6 µs each); "
-            "the filter then hands Python only those it keeps"),
+        # (x86 instructions are 1 to 15 bytes: native/x86len.c gives the length of the
+        # common ones that are never transfers; capstone decodes the rest)
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
         Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
     },

@@ -28,6 +28,7 @@
 #ifdef SWEEP_CAPSTONE
 
 #include "sweeprule.h"
+#include "x86len.h"
 
 typedef size_t (*cs_disasm_fn)(csh, const uint8_t *, size_t, uint64_t, size_t, cs_insn **);
 typedef void (*cs_free_fn)(cs_insn *, size_t);
@@ -289,6 +290,50 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             free_insns(one, got);
         }
     }
+    if (r->x86_mode != 0) {
+        /* a length decoder (x86len.c): an instruction it knows never to be a transfer is
+         * passed over by its length, undecoded, unless it is the last (which says whether
+         * the sweep ended on an instruction); capstone decodes the others, one at a time */
+        for (; at < stop && !failed;) {
+            uint64_t off = at - base;
+            uint64_t want = stop - at + 16;
+            uint64_t left = off < (uint64_t)data.len ? data.len - off : 0;
+            int transfer = 1;
+            unsigned len = left > 0 ? x86_length(bytes + off, (size_t)(left < 15 ? left : 15),
+                                                 r->x86_mode == 64, &transfer) : 0;
+            if (len > 0 && !transfer && at + len < stop) {
+                size_note(&map, at, len);
+                at += len;
+                continue;
+            }
+            cs_insn *one = NULL;
+            size_t got = left > 0 ? disasm((csh)handle, bytes + off, want < left ? want : left,
+                                           at, 1, &one) : 0;
+            sweep_scan_decoded += got;
+            if (got == 0) {
+                size_note(&map, at, SIZE_UNDECODABLE);
+                failed = sweep_undecodable(cache, at, flag) < 0;
+                have_last = 0;
+                if (one != NULL)
+                    free_insns(one, got);
+                at += align;
+                continue;
+            }
+            size_note(&map, at, one->size);
+            int keep = sweep_keeps(r, one, lo, hi, 0, NULL);
+            if (keep > 0) {
+                PyObject *held = sweep_held(type, one, cache, flag);
+                if (held == NULL || PyList_Append(kept, held) < 0)
+                    failed = 1;
+                Py_XDECREF(held);
+            }
+            failed |= keep < 0;
+            last = *one;
+            have_last = 1;
+            at += one->size;
+            free_insns(one, got);
+        }
+    }
     while (at < stop && !failed) {
         uint64_t off = at - base;
         uint64_t want = stop - at + 16, left = off < (uint64_t)data.len ? data.len - off : 0;
@@ -450,6 +495,20 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         }
         const uint8_t *code = (const uint8_t *)data.buf + (at - base);
         size_t left = (size_t)data.len - (size_t)(at - base);
+        int transfer = 1;
+        unsigned len = r->x86_mode == 0 ? 0
+                       : x86_length(code, left < 15 ? left : 15, r->x86_mode == 64, &transfer);
+        if (len > 0 && !transfer) { /* never a transfer (x86len.c): passed over, undecoded */
+            size_note(&map, at, len);
+            PyObject *size = PyLong_FromLong((long)len);
+            int bad = size == NULL || PyDict_SetItem(seen, key, size) < 0;
+            Py_XDECREF(size);
+            Py_DECREF(key);
+            if (bad)
+                goto done;
+            at += len;
+            continue;
+        }
         uint64_t next = at;
         if (!disasm_iter((csh)handle, &code, &left, &next, ci)) {
             Py_DECREF(key);
@@ -582,6 +641,29 @@ static PyObject *sweep_stats(PyObject *self, PyObject *args) {
     return Py_BuildValue("(KK)", sweep_scan_decoded, sweep_walks);
 }
 
+/* x86_lengths(data, mode64) -> bytes: x86len.c's length at every offset of data (0: not
+ * known there, or a transfer's opcode), for tests against capstone */
+static PyObject *sweep_x86_lengths(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    int mode64;
+    if (!PyArg_ParseTuple(args, "y*p", &data, &mode64))
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, data.len);
+    if (out != NULL) {
+        uint8_t *lengths = (uint8_t *)PyBytes_AS_STRING(out);
+        const uint8_t *bytes = (const uint8_t *)data.buf;
+        for (Py_ssize_t i = 0; i < data.len; i++) {
+            size_t left = (size_t)(data.len - i);
+            int transfer = 1;
+            unsigned len = x86_length(bytes + i, left < 15 ? left : 15, mode64, &transfer);
+            lengths[i] = transfer ? 0 : (uint8_t)len;
+        }
+    }
+    PyBuffer_Release(&data);
+    return out;
+}
+
 static PyMethodDef sweep_methods[] = {
 #ifdef SWEEP_CAPSTONE
     {"stretch", sweep_stretch, METH_VARARGS,
@@ -594,6 +676,8 @@ static PyMethodDef sweep_methods[] = {
      "(instructions decoded by scans, straight runs walked) so far (tests)."},
     {"number", sweep_number_py, METH_VARARGS,
      "The last operand of an operand text as a number (tests)."},
+    {"x86_lengths", sweep_x86_lengths, METH_VARARGS,
+     "x86len.c's instruction length at every offset of the code (tests)."},
     {"scan", sweep_scan, METH_VARARGS,
      "Sweep code, keeping the instructions a SweepRule keeps (decode.py Decoder.scan)."},
 #endif

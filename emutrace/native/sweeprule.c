@@ -98,8 +98,9 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
     PyObject *fixed = PyObject_GetAttrString(rule_obj, "fixed_size");
     PyObject *big = PyObject_GetAttrString(rule_obj, "big");
     PyObject *mask = PyObject_GetAttrString(rule_obj, "code_mask");
+    PyObject *lengths = PyObject_GetAttrString(rule_obj, "lengths");
     int ok = r->kinds != NULL && r->marks != NULL && relative != NULL && fixed != NULL &&
-             big != NULL && mask != NULL;
+             big != NULL && mask != NULL && lengths != NULL;
     if (ok && (!PyDict_Check(r->kinds) || !PyTuple_Check(r->marks))) {
         PyErr_SetString(PyExc_TypeError, "a SweepRule expected");
         ok = 0;
@@ -133,8 +134,12 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
         r->big = PyObject_IsTrue(big);
         /* code_mask may be -1 (all bits) or ~1 (ARM): its low 64 bits */
         r->code_mask = PyLong_AsUnsignedLongLongMask(mask);
+        const char *name = PyUnicode_AsUTF8(lengths);
+        r->x86_mode = name == NULL ? 0 : strcmp(name, "x86_64") == 0 ? 64
+                      : strcmp(name, "i386") == 0 ? 32 : 0;
         ok = !PyErr_Occurred();
     }
+    Py_XDECREF(lengths);
     Py_XDECREF(relative);
     Py_XDECREF(fixed);
     Py_XDECREF(big);

@@ -37,6 +37,7 @@ typedef struct {
     unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
     int big;
     uint64_t code_mask;
+    int x86_mode; /* SweepFilter.lengths: 64 ("x86_64"), 32 ("i386"), 0 (none) */
 } sweep_rule;
 
 /* SweepKind's values (isa/base.py) */
