@@ -48,6 +48,7 @@ from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
+from emutrace.isa.base import Isa
 from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
@@ -56,6 +57,15 @@ from emutrace.trace.shadow import ShadowStack
 from emutrace.trace.uftrace_write import RecordSink
 
 _NO_INTNO = 0xFFFFFFFF  # no breakpoint interrupt (hook delivery)
+
+
+def fixed_insn_size(isa: Isa) -> int:
+    """The size of every instruction where it is also the alignment past an undecodable
+    one (a sweep filter's `fixed_size`, one instruction set): C counts a block's
+    instructions from its size, as Decoder.insn_starts would; 0 elsewhere."""
+    cls = isa.classifiers
+    size = cls.sweep.fixed_size if cls is not None and cls.sweep is not None else 0
+    return size if cls is not None and size == cls.insn_align and not cls.alt_mode else 0
 
 
 class _HotpathTable:
@@ -153,6 +163,7 @@ class NativeInt3Backend(Int3Backend):
         cfg.ret_hi_reg = cpu.reg_id(self._ret_names[1]) if len(self._ret_names) > 1 else -1
         cfg.buffer_events = 4096
         cfg.code_mask = isa.code_mask & ((1 << 64) - 1)  # ARM: a target's bit 0 is its mode
+        cfg.fixed_insn = fixed_insn_size(isa)
         self._cfg = cfg
         self._nt = lib.nt_new(cpu.uc._uch, ctypes.byref(cfg))
         self._attention = False  # (nt_new's)

@@ -42,6 +42,7 @@ class Config(ctypes.Structure):
         ("buffer_events", ctypes.c_uint32),
         ("reg_read_batch", ctypes.c_void_p),
         ("code_mask", ctypes.c_uint64), ("bp_uncounted", ctypes.c_uint32),
+        ("fixed_insn", ctypes.c_uint32),
     ]
 
 

@@ -67,6 +67,10 @@ typedef struct {
     reg_read_batch_fn reg_read_batch;  /* every register a site reads, in one call */
     uint64_t code_mask;  /* the bits of a target that address code (ARM: ~1; 0 taken as ~0) */
     uint32_t bp_uncounted;  /* 1: the breakpoint's block count leaves it out (s390x) */
+    uint32_t fixed_insn;  /* every instruction this many bytes, and the alignment past an
+                             undecodable one (aarch64, MIPS, POWER): a block of n bytes
+                             holds n / fixed_insn of them (Decoder.insn_starts); 0: ask
+                             Python (py_count) */
 } nt_config;
 
 /* site ops (what the displaced instruction does) */
@@ -1196,6 +1200,14 @@ void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
     s->cfg.py_intr(intno);  /* syscalls, faults, and traps Python finishes */
 }
 
+/* the instruction count of a block seen for the first time: Python's (decoded once, by
+ * Decoder.block_count), or its size in fixed-size instructions */
+static uint32_t block_count_of(nt_state *s, uint64_t addr, uint32_t size)
+{
+    uint32_t n = s->cfg.fixed_insn;
+    return n ? (size + n - 1) / n : s->cfg.py_count(addr, size);
+}
+
 static void count_block(nt_state *s, uint64_t addr, uint32_t size)
 {
     nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
@@ -1203,7 +1215,7 @@ static void count_block(nt_state *s, uint64_t addr, uint32_t size)
         s->time += b->count;
         return;
     }
-    uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
+    uint32_t count = block_count_of(s, addr, size);
     nt_block_set(s, addr, size, count);
     s->time += count;
 }
@@ -1752,7 +1764,7 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     } else if (b && b->counted) {
         s->time += b->count;
     } else {
-        uint32_t count = s->cfg.py_count(addr, size);  /* decoded once, by Python */
+        uint32_t count = block_count_of(s, addr, size);
         b = hs_block_get(h, addr, size);
         if (b) {
             b->count = count;
