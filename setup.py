@@ -39,7 +39,7 @@ setup(ext_modules=[Extension(
     # a CPython extension, not a ctypes library: it makes discovery's Insn tuples
     "emutrace.native._sweep",
     sources=["emutrace/native/sweep.c", "emutrace/native/sweeprule.c",
-             "emutrace/native/x86len.c"],
+             "emutrace/native/x86len.c", "emutrace/native/s390len.c"],
     include_dirs=wheel_include("capstone"),
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
     optional=True,

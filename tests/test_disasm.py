@@ -197,43 +197,70 @@ def test_block_counts_in_c_equal_their_python_reference(isa: str) -> None:
         assert [decoder._count(*block) for block in blocks] == want
 
 
-def _x86_programs() -> list[Any]:
+def _length_programs() -> list[Any]:
     out = [pytest.param(isa, str(bin_path(isa, name)), id=f"{isa}-{name}")
-           for isa in ("x86_64", "i386") for name in ("fib", "calls.O3.instr", "threads")]
-    busybox = BUSYBOX / "x86_64" / "busybox"  # (fetched by set-up)
-    if busybox.exists():
-        out.append(pytest.param("x86_64", str(busybox), id="x86_64-busybox"))
+           for isa in ("x86_64", "i386", "s390x") for name in ("fib", "calls.O3.instr", "threads")]
+    for isa in ("x86_64", "s390x"):
+        busybox = BUSYBOX / isa / "busybox"  # (fetched by set-up)
+        if busybox.exists():
+            out.append(pytest.param(isa, str(busybox), id=f"{isa}-busybox"))
     return out
 
 
-@pytest.mark.parametrize(("isa", "path"), _x86_programs())
-def test_x86_lengths_are_capstones(isa: str, path: str) -> None:
-    """native/x86len.c's length, where it gives one, is capstone's (the binding's) for the
-    instruction decoded alone at that byte offset — at every offset of the executable
-    segments, instruction starts or not, so that invalid and odd encodings are held to it
-    too; and it gives one for most offsets (what spares the sweep capstone)."""
+@pytest.mark.parametrize(("isa", "path"), _length_programs())
+def test_length_decoders_agree_with_capstone(isa: str, path: str) -> None:
+    """A sweep filter's length decoder in C (`SweepFilter.lengths`: native/x86len.c,
+    native/s390len.c), where it gives a length, gives capstone's (the binding's) for the
+    instruction decoded alone there, and that instruction is one the filter leaves out
+    (SweepRule.keeps false even for recursive descent, which keeps every STOP and TARGET) —
+    at every offset of the executable segments the ISA's alignment allows, instruction
+    starts or not, so that invalid and odd encodings are held to it too; and it gives one for
+    most of the instructions a linear sweep decodes that the filter leaves out (what spares
+    the sweep capstone)."""
+    from emutrace.discover.sweep import SweepRule
+    from emutrace.isa.base import Insn
     from emutrace.native.disasmlib import _sweep
 
     found = _sweep()
     assert found is not None
-    cs = binding_engine(*_cs_names(isa))
+    isa_obj = by_name(isa)
+    cls = isa_obj.classifiers
+    assert cls is not None and cls.sweep is not None and cls.sweep.lengths
+    rule = SweepRule(cls.sweep, isa_obj.identity.endian, isa_obj.code_mask)
+    cs = binding_engine(isa_obj.engines.cs_arch, isa_obj.engines.cs_mode)
     image = load_image(path)
-    known = total = 0
+    plain = covered = 0
     for seg in image.segments:
         if not seg.flags & PF_X:
             continue
         data = bytes(seg.data)
-        lengths = found[0].x86_lengths(data, isa == "x86_64")
-        for off, length in enumerate(lengths):
-            if length:
-                got = next(cs.disasm_lite(data[off:off + 15], seg.vaddr + off, 1), None)
-                assert got is not None and got[1] == length, \
-                    (hex(seg.vaddr + off), data[off:off + 15].hex(), length, got)
-                known += 1
-        total += len(data)
-    assert known > total // 2, (known, total)
+        lengths = found[0].lengths(data, rule, Insn)
+        for off in range(0, len(data), cls.insn_align):
+            length = lengths[off]
+            if not length:
+                continue
+            at = seg.vaddr + off
+            got = next(cs.disasm_lite(data[off:off + 15], at, 1), None)
+            assert got is not None and got[1] == length, (hex(at), data[off:off + 15].hex(),
+                                                          length, got)
+            insn = Insn(at, got[1], got[2], got[3], data[off:off + got[1]], False)
+            assert not rule.keeps(insn, 0, 0, True), (hex(at), got)
+        for at, size, mnemonic, op_str in _linear(cs, data, seg.vaddr, cls.insn_align):
+            off = at - seg.vaddr
+            if not rule.keeps(Insn(at, size, mnemonic, op_str, data[off:off + size], False),
+                              0, 0, True):
+                plain += 1
+                covered += lengths[off] == size
+    assert covered > plain * 3 // 4, (covered, plain)
 
 
-def _cs_names(isa: str) -> tuple[str, tuple[str, ...]]:
-    engines = by_name(isa).engines
-    return engines.cs_arch, engines.cs_mode
+def _linear(cs: Any, data: bytes, base: int, align: int) -> Iterator[tuple[int, int, str, str]]:
+    """A linear sweep by the binding, past undecodable bytes by the alignment."""
+    off = 0
+    while off < len(data):
+        got = list(cs.disasm_lite(data[off:off + 4096], base + off))
+        if not got:
+            off += align
+            continue
+        yield from got
+        off = got[-1][0] + got[-1][1] - base

@@ -221,7 +221,8 @@ def sweep_kind_s390x(mnemonic: str) -> SweepKind:
 
 CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2, sp_effect=sp_effect_s390x,
                           sweep=SweepFilter(mnemonic_kind=sweep_kind_s390x, stop_encodings=(
-                              (2, 0xFFFF, 0), (4, 0xFFFF0000, 0), (6, 0xFFFF00000000, 0))),
+                              (2, 0xFFFF, 0), (4, 0xFFFF0000, 0), (6, 0xFFFF00000000, 0)),
+                              lengths="s390x"),
                           virtual_breakpoints=True)
 
 # ---------------------------------------------------------------- simulation
@@ -377,9 +378,9 @@ ISA = Isa(
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
-        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(
-            False, "instructions are 2, 4 or 6 bytes and the filter reads mnemonics: "
-            "capstone decodes every instruction swept"),
+        # (instructions are 2, 4 or 6 bytes, the length in the opcode's first two bits:
+        # native/s390len.c passes over the common ones that are never branches)
+        Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),
         Cap.DESCENT_WALK_NATIVE: Capability(True),
         Cap.STRIPPED_TAIL_CALLS: Capability(True),
         Cap.ENTRY_SEES_EVERY_CALL: Capability(

@@ -28,7 +28,6 @@
 #ifdef SWEEP_CAPSTONE
 
 #include "sweeprule.h"
-#include "x86len.h"
 
 typedef size_t (*cs_disasm_fn)(csh, const uint8_t *, size_t, uint64_t, size_t, cs_insn **);
 typedef void (*cs_free_fn)(cs_insn *, size_t);
@@ -290,18 +289,17 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             free_insns(one, got);
         }
     }
-    if (r->x86_mode != 0) {
-        /* a length decoder (x86len.c): an instruction it knows never to be a transfer is
-         * passed over by its length, undecoded, unless it is the last (which says whether
-         * the sweep ended on an instruction); capstone decodes the others, one at a time */
+    if (r->lengths != LENGTHS_NONE) {
+        /* a length decoder (x86len.c, s390len.c): an instruction it knows the rule leaves
+         * out is passed over by its length, undecoded, unless it is the last (which says
+         * whether the sweep ended on an instruction); capstone decodes the others, one at a
+         * time */
         for (; at < stop && !failed;) {
             uint64_t off = at - base;
             uint64_t want = stop - at + 16;
             uint64_t left = off < (uint64_t)data.len ? data.len - off : 0;
-            int transfer = 1;
-            unsigned len = left > 0 ? x86_length(bytes + off, (size_t)(left < 15 ? left : 15),
-                                                 r->x86_mode == 64, &transfer) : 0;
-            if (len > 0 && !transfer && at + len < stop) {
+            unsigned len = left > 0 ? sweep_length(r, bytes + off, (size_t)left) : 0;
+            if (len > 0 && at + len < stop) {
                 size_note(&map, at, len);
                 at += len;
                 continue;
@@ -495,10 +493,8 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         }
         const uint8_t *code = (const uint8_t *)data.buf + (at - base);
         size_t left = (size_t)data.len - (size_t)(at - base);
-        int transfer = 1;
-        unsigned len = r->x86_mode == 0 ? 0
-                       : x86_length(code, left < 15 ? left : 15, r->x86_mode == 64, &transfer);
-        if (len > 0 && !transfer) { /* never a transfer (x86len.c): passed over, undecoded */
+        unsigned len = sweep_length(r, code, left);
+        if (len > 0) { /* one the rule leaves out (x86len.c, s390len.c): passed over */
             size_note(&map, at, len);
             PyObject *size = PyLong_FromLong((long)len);
             int bad = size == NULL || PyDict_SetItem(seen, key, size) < 0;
@@ -641,24 +637,21 @@ static PyObject *sweep_stats(PyObject *self, PyObject *args) {
     return Py_BuildValue("(KK)", sweep_scan_decoded, sweep_walks);
 }
 
-/* x86_lengths(data, mode64) -> bytes: x86len.c's length at every offset of data (0: not
- * known there, or a transfer's opcode), for tests against capstone */
-static PyObject *sweep_x86_lengths(PyObject *self, PyObject *args) {
+/* lengths(data, rule) -> bytes: the rule's length decoder (sweep_length) at every offset
+ * of data (0: not known there), for tests against capstone */
+static PyObject *sweep_lengths(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer data;
-    int mode64;
-    if (!PyArg_ParseTuple(args, "y*p", &data, &mode64))
+    PyObject *rule_obj, *insn_type;
+    if (!PyArg_ParseTuple(args, "y*OO", &data, &rule_obj, &insn_type))
         return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, data.len);
+    const sweep_rule *r = sweep_rule_of(rule_obj, insn_type);
+    PyObject *out = r == NULL ? NULL : PyBytes_FromStringAndSize(NULL, data.len);
     if (out != NULL) {
         uint8_t *lengths = (uint8_t *)PyBytes_AS_STRING(out);
         const uint8_t *bytes = (const uint8_t *)data.buf;
-        for (Py_ssize_t i = 0; i < data.len; i++) {
-            size_t left = (size_t)(data.len - i);
-            int transfer = 1;
-            unsigned len = x86_length(bytes + i, left < 15 ? left : 15, mode64, &transfer);
-            lengths[i] = transfer ? 0 : (uint8_t)len;
-        }
+        for (Py_ssize_t i = 0; i < data.len; i++)
+            lengths[i] = (uint8_t)sweep_length(r, bytes + i, (size_t)(data.len - i));
     }
     PyBuffer_Release(&data);
     return out;
@@ -676,8 +669,8 @@ static PyMethodDef sweep_methods[] = {
      "(instructions decoded by scans, straight runs walked) so far (tests)."},
     {"number", sweep_number_py, METH_VARARGS,
      "The last operand of an operand text as a number (tests)."},
-    {"x86_lengths", sweep_x86_lengths, METH_VARARGS,
-     "x86len.c's instruction length at every offset of the code (tests)."},
+    {"lengths", sweep_lengths, METH_VARARGS,
+     "A SweepRule's length decoder at every offset of the code (tests)."},
     {"scan", sweep_scan, METH_VARARGS,
      "Sweep code, keeping the instructions a SweepRule keeps (decode.py Decoder.scan)."},
 #endif

@@ -10,6 +10,8 @@
 #ifdef SWEEPRULE_CAPSTONE
 
 #include "sweeprule.h"
+#include "s390len.h"
+#include "x86len.h"
 
 #include <string.h>
 
@@ -135,8 +137,10 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
         /* code_mask may be -1 (all bits) or ~1 (ARM): its low 64 bits */
         r->code_mask = PyLong_AsUnsignedLongLongMask(mask);
         const char *name = PyUnicode_AsUTF8(lengths);
-        r->x86_mode = name == NULL ? 0 : strcmp(name, "x86_64") == 0 ? 64
-                      : strcmp(name, "i386") == 0 ? 32 : 0;
+        r->lengths = name == NULL ? LENGTHS_NONE
+                     : strcmp(name, "x86_64") == 0 ? LENGTHS_X86_64
+                     : strcmp(name, "i386") == 0 ? LENGTHS_I386
+                     : strcmp(name, "s390x") == 0 ? LENGTHS_S390X : LENGTHS_NONE;
         ok = !PyErr_Occurred();
     }
     Py_XDECREF(lengths);
@@ -309,3 +313,19 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
 }
 
 #endif /* SWEEPRULE_CAPSTONE */
+
+unsigned sweep_length(const sweep_rule *r, const uint8_t *code, size_t n)
+{
+    int transfer = 1;
+    unsigned len;
+    switch (r->lengths) {
+    case LENGTHS_X86_64:
+    case LENGTHS_I386:
+        len = x86_length(code, n < 15 ? n : 15, r->lengths == LENGTHS_X86_64, &transfer);
+        return transfer ? 0 : len;
+    case LENGTHS_S390X:
+        return s390_length(code, n < 6 ? n : 6);
+    default:
+        return 0;
+    }
+}

@@ -37,8 +37,15 @@ typedef struct {
     unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
     int big;
     uint64_t code_mask;
-    int x86_mode; /* SweepFilter.lengths: 64 ("x86_64"), 32 ("i386"), 0 (none) */
+    int lengths; /* SweepFilter.lengths: a LENGTHS_ value */
 } sweep_rule;
+
+/* the length decoders SweepFilter.lengths names (x86len.h, s390len.h) */
+enum { LENGTHS_NONE = 0, LENGTHS_X86_64, LENGTHS_I386, LENGTHS_S390X };
+
+/* The length of the instruction at code (n bytes) by the rule's length decoder, where it
+ * knows the instruction never to be one the rule keeps; 0 otherwise (capstone's). */
+unsigned sweep_length(const sweep_rule *r, const uint8_t *code, size_t n);
 
 /* SweepKind's values (isa/base.py) */
 enum {
