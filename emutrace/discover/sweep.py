@@ -37,6 +37,7 @@ class SweepRule:
         self.stop_encodings = sweep.stop_encodings
         self.target_encodings = sweep.target_encodings
         self.branch_encodings = sweep.branch_encodings
+        self.jump_encodings = sweep.jump_encodings
         self.relative = sweep.relative
         self.fixed_size = sweep.fixed_size if sweep.encodings else 0
         self.lengths = sweep.lengths  # (sweep.c only: the same instructions, fewer decodes)
@@ -68,9 +69,23 @@ class SweepRule:
             return stops
         if kind == SweepKind.OPERANDS:
             return any(mark in insn.op_str for mark in self.marks)
-        if kind in (SweepKind.TARGET, SweepKind.BRANCH):
+        if kind in (SweepKind.TARGET, SweepKind.BRANCH, SweepKind.JUMP):
             return self._leaves(insn, lo, hi)
         return True
+
+    def jump_target(self, insn: Insn) -> int | None:
+        """The target of insn where the filter says it is an unconditional direct jump and
+        its target is known (recursive descent's walk follows it into the function), else
+        None."""
+        if self.encodings:
+            word = int.from_bytes(insn.raw, "big" if self.big else "little")
+            if not (_matches(self.encodings, insn.size, word)
+                    and _matches(self.target_encodings, insn.size, word)
+                    and _matches(self.jump_encodings, insn.size, word)):
+                return None
+        elif self.kind(insn.mnemonic) != SweepKind.JUMP:
+            return None
+        return self._target(insn)
 
     def branch_target(self, insn: Insn) -> int | None:
         """The target of insn where the filter says it is a conditional direct branch and

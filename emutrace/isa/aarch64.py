@@ -143,13 +143,14 @@ def classify_aarch64(insn: Insn) -> Flow:
 # CBZ/CBNZ (x011010x), TBZ/TBNZ (x011011x), the branches through a register (1101011x: BR,
 # BLR, RET and their authenticated forms).  Among them the ones that jump or branch to the
 # target capstone prints last, never calls: B, B.cond, CBZ/CBNZ, TBZ/TBNZ, all but B
-# conditional.  BRK, HLT and UDF are STOPs.
+# conditional (B: the jump).  BRK, HLT and UDF are STOPs.
 SWEEP_AARCH64 = SweepFilter(
     encodings=((4, 0x7C000000, 0x14000000), (4, 0xFF000000, 0x54000000),
                (4, 0x7C000000, 0x34000000), (4, 0xFE000000, 0xD6000000)),
     target_encodings=((4, 0xFC000000, 0x14000000), (4, 0xFF000010, 0x54000000),
                       (4, 0x7C000000, 0x34000000)),
     branch_encodings=((4, 0xFF000010, 0x54000000), (4, 0x7C000000, 0x34000000)),
+    jump_encodings=((4, 0xFC000000, 0x14000000),),
     stop_encodings=((4, 0xFFE0001F, 0xD4200000), (4, 0xFFE0001F, 0xD4400000),
                     (4, 0xFFFF0000, 0x00000000)),
     fixed_size=4)

@@ -295,6 +295,10 @@ class SweepKind(enum.IntEnum):
     # a TARGET the classifier reads as a conditional BRANCH to it: recursive descent's walk
     # goes on past it and hands the target back (not on delay-slot ISAs)
     BRANCH = 5
+    # a TARGET the classifier reads as an unconditional JUMP to it: recursive descent's walk
+    # follows it when the target is the function's own code (not on delay-slot ISAs; by
+    # encoding: `jump_encodings`)
+    JUMP = 6
 
 
 @dataclass(frozen=True)
@@ -326,6 +330,8 @@ class SweepFilter:
     target_encodings: tuple[tuple[int, int, int], ...] = ()
     # among those: the conditional BRANCHes (as SweepKind.BRANCH)
     branch_encodings: tuple[tuple[int, int, int], ...] = ()
+    # and the unconditional JUMPs (as SweepKind.JUMP; not on delay-slot ISAs)
+    jump_encodings: tuple[tuple[int, int, int], ...] = ()
     # a TARGET's number is its offset from the instruction (capstone's RISC-V text)
     relative: bool = False
     # every instruction is this many bytes (and the alignment past undecodable ones), so an

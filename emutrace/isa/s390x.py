@@ -210,7 +210,9 @@ def sweep_kind_s390x(mnemonic: str) -> SweepKind:
     Jcc and the count/index branches branch to it; the other B… forms (calls, BR, BCR, B<c>R)
     and EXRL read; the rest NONE but opcode 0x00, a STOP (its first two bytes zero, by
     encoding: `stop_encodings`)."""
-    if mnemonic in ("j", "jg", "brc", "brcl"):  # (BRC's mask says whether it is a branch)
+    if mnemonic in ("j", "jg"):  # (BRC/BRCL 15)
+        return SweepKind.JUMP
+    if mnemonic in ("brc", "brcl"):  # (the mask says whether it is a branch)
         return SweepKind.TARGET
     if mnemonic.startswith("j") or mnemonic.startswith(_S390_COND_PREFIX):
         return SweepKind.BRANCH

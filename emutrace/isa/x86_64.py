@@ -166,14 +166,15 @@ def x86_sp_effect(word: int) -> Callable[[Insn], int | None]:
 def sweep_kind_x86(mnemonic: str) -> SweepKind:
     """What classify_x86 may make of a mnemonic, by its last word as it reads it (a prefix:
     `notrack jmp`, `bnd ret`, `rep stosd`, `lock cmpxchg`): JMP to its operand, Jcc/JrCXZ/
-    LOOPcc branch to it (a number, else CLASSIFY: `jmp rax`), CALL and RET read;
+    LOOPcc branch to it (a number, else CLASSIFY: `jmp rax`; JMP unconditionally), CALL
+    and RET read;
     HLT/UD2/INT3/UD1/UD0 STOP; the rest NONE."""
     if " " in mnemonic:
         mnemonic = mnemonic.rsplit(None, 1)[-1]
     if mnemonic in ("call", "ret", "retf"):
         return SweepKind.CLASSIFY
     if mnemonic == "jmp":
-        return SweepKind.TARGET
+        return SweepKind.JUMP
     if mnemonic.startswith("j") or mnemonic in _X86_COND_JUMPS:
         return SweepKind.BRANCH
     return SweepKind.STOP if mnemonic in _X86_STOPS else SweepKind.PLAIN

@@ -440,7 +440,10 @@ typedef cs_insn *(*cs_malloc_fn)(csh);
  * one), or None where the walk stopped at a seen address, where nothing decodes (None kept
  * in cache there, as insn_at does) or where the code ends; at: where it stopped; branches:
  * (address, target) of the conditional direct branches walked past (SweepKind.BRANCH,
- * branch_encodings) that the walk leaves to the descent, in order.  A branch into the
+ * branch_encodings) that the walk leaves to the descent, in order.  An unconditional
+ * direct jump (SweepKind.JUMP, jump_encodings) into the function ends the walk there, its
+ * target followed as a branch's (insn None); one out of it is the instruction kept.  A
+ * branch into the
  * descent's function (entered at entry) whose target lies in data is followed here, as
  * descent.py `branch` does: its target (code_mask applied) pushed on todo, and put in
  * followed unless it is the entry; into the function means not below the entry and, past
@@ -520,6 +523,16 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
             Py_DECREF(key);
             goto done;
         }
+        int local_jump = 0; /* an unconditional jump into the function: followed here */
+        if (keep == 3) {
+            local_jump = walk_follow(r, entry, base, (uint64_t)data.len, target, is_entry,
+                                     todo, followed);
+            if (local_jump < 0) {
+                Py_DECREF(key);
+                goto done;
+            }
+            keep = local_jump ? 0 : 1; /* (a jump out of it: the descent's, a site) */
+        }
         if (keep == 1) {
             Py_DECREF(key);
             Py_DECREF(kept);
@@ -549,6 +562,8 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
             }
         }
         at = next;
+        if (local_jump)
+            break; /* (the straight run ends: its target is on todo) */
     }
     result = Py_BuildValue("(OKO)", kept, at, branches);
 

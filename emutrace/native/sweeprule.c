@@ -115,7 +115,8 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
     ok = ok && sweep_words_read(rule_obj, "encodings", &r->encodings) == 0 &&
          sweep_words_read(rule_obj, "stop_encodings", &r->stops) == 0 &&
          sweep_words_read(rule_obj, "target_encodings", &r->targets) == 0 &&
-         sweep_words_read(rule_obj, "branch_encodings", &r->branches) == 0;
+         sweep_words_read(rule_obj, "branch_encodings", &r->branches) == 0 &&
+         sweep_words_read(rule_obj, "jump_encodings", &r->jumps) == 0;
     if (ok) {
         r->n_marks = (size_t)PyTuple_GET_SIZE(r->marks);
         r->marks_utf8 = r->n_marks ? PyMem_Calloc(r->n_marks, sizeof *r->marks_utf8) : NULL;
@@ -156,8 +157,9 @@ static void sweep_rule_release(sweep_rule *r) {
     Py_CLEAR(r->kinds);
     Py_CLEAR(r->marks);
     PyMem_Free(r->marks_utf8);
-    sweep_words *lists[4] = {&r->encodings, &r->stops, &r->targets, &r->branches};
-    for (int l = 0; l < 4; l++)
+    sweep_words *lists[5] = {&r->encodings, &r->stops, &r->targets, &r->branches,
+                             &r->jumps};
+    for (int l = 0; l < 5; l++)
         PyMem_Free(lists[l]->w);
     *r = (sweep_rule){0};
 }
@@ -290,6 +292,9 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
         if (branch != NULL && sweep_matches(&r->branches, ci, word) &&
             sweep_target(r, ci, branch) == 0)
             return 2;
+        if (branch != NULL && sweep_matches(&r->jumps, ci, word) &&
+            sweep_target(r, ci, branch) == 0)
+            return 3;
         return sweep_target_leaves(r, ci, lo, hi);
     }
     long kind = sweep_kind(r, ci->mnemonic);
@@ -305,9 +310,10 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
                 return 1;
         return 0;
     }
-    if (kind == KIND_BRANCH && branch != NULL && sweep_target(r, ci, branch) == 0)
-        return 2;
-    if (kind == KIND_TARGET || kind == KIND_BRANCH)
+    if ((kind == KIND_BRANCH || kind == KIND_JUMP) && branch != NULL
+        && sweep_target(r, ci, branch) == 0)
+        return kind == KIND_BRANCH ? 2 : 3;
+    if (kind == KIND_TARGET || kind == KIND_BRANCH || kind == KIND_JUMP)
         return sweep_target_leaves(r, ci, lo, hi);
     return 1;
 }

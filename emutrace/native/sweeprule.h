@@ -33,6 +33,7 @@ typedef struct {
     sweep_words stops;     /* STOPs (kept by walk) */
     sweep_words targets;   /* direct JUMP/BRANCHes: TARGET */
     sweep_words branches;  /* among those, the conditional branches: BRANCH */
+    sweep_words jumps;     /* and the unconditional jumps: JUMP */
     int relative; /* a TARGET's number is an offset from the instruction */
     unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
     int big;
@@ -50,7 +51,7 @@ unsigned sweep_length(const sweep_rule *r, const uint8_t *code, size_t n);
 /* SweepKind's values (isa/base.py) */
 enum {
     KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3, KIND_STOP = 4,
-    KIND_BRANCH = 5
+    KIND_BRANCH = 5, KIND_JUMP = 6
 };
 
 /* The last operand of op_str as a number (last_operand_number): 0 and *value, or -1 */
@@ -60,7 +61,8 @@ int sweep_number(const char *op_str, int64_t *value);
 const sweep_rule *sweep_rule_of(PyObject *rule_obj, PyObject *insn_type);
 
 /* 1: the classifier must read the instruction; 0: not; 2 (branch given): a conditional
- * direct branch whose target is in *branch; -1: a Python error (asking rule.kind) */
+ * direct branch whose target is in *branch; 3 (branch given): an unconditional direct jump
+ * whose target is in *branch; -1: a Python error (asking rule.kind) */
 int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi, int stops,
                 int64_t *branch);
 
