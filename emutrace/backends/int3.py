@@ -355,6 +355,9 @@ class Int3Backend:
             handle = self.hook_site(site)
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
+            if self._hook_in_table(handle):  # (counted as the drop a Unicorn hook needs)
+                self.stats["cache_removals"] += 1
+                return
             self._drop_cache(addr, site.size)  # a hook added after translation never fires
             self._armed_now |= self._restart_for(handle)
             return
@@ -383,9 +386,14 @@ class Int3Backend:
     def _restart_for(self, handle: int) -> bool:
         """Must the current block be entered again for the site hook (or virtual breakpoint)
         handle, armed now, to see it?  On a translating engine, for a Unicorn hook: one
-        added after the block was translated never fires in it (the native engine's C
-        table, looked up by its block hook, answers otherwise: int3_native.py)."""
-        return self.cpu.translates_code
+        added after the block was translated never fires in it."""
+        return self.cpu.translates_code and not self._hook_in_table(handle)
+
+    def _hook_in_table(self, handle: int) -> bool:
+        """Is handle a site of a table a block hook looks up (the native engine's C site
+        table: int3_native.py), not a Unicorn hook?  Such a site needs neither the
+        translated code dropped nor the current block restarted."""
+        return False
 
     def _python_site_hook(self, site: Site) -> int:
         return self.cpu.hook_code(self._on_site, site.addr, site.addr)

@@ -405,11 +405,10 @@ class NativeInt3Backend(Int3Backend):
         self._records.drain(data, strings)
 
     # ------------------------------------------------------------ arming
-    def _restart_for(self, handle: int) -> bool:
-        """A site in C's table (a negative handle) needs no restart of the current block:
-        hotpath.c's block hook looks the block's site up after Python's visit, which armed
-        it (`hs_on_block`); a Python hook does."""
-        return handle >= 0 and super()._restart_for(handle)
+    def _hook_in_table(self, handle: int) -> bool:
+        """A site in C's table has a negative handle: hotpath.c's block hook looks a block's
+        site up at every entry, after Python's visit that armed it (`hs_on_block`)."""
+        return handle < 0
 
     def _arm_site(self, site: Site, func: int) -> None:
         strict_c, hooked = self._strict_c, self._hooked
