@@ -188,21 +188,23 @@ def table_symbols(table: list[ElfSymbol], isa: Isa, bias: int) -> tuple[
     """Function symbols and data-in-code ranges of one ELF symbol table, `bias` added."""
     cls = isa.classifiers
     local = cls is not None and cls.local_entry
+    thumb = isa.thumb_bit  # (elsewhere a symbol's value is its entry: no entry_of per symbol)
     funcs: list[FuncSymbol] = []
     marks: list[tuple[int, bool]] = []  # (addr, is data) from $d / $a $t $x mapping symbols
     for sym in table:
         if sym.shndx == SHN_UNDEF:
             continue
-        value = sym.value + bias
         name = sym.name
-        if name in ("$d", "$a", "$t", "$x") or name.startswith(("$d.", "$x.", "$a.", "$t.")):
-            marks.append((value, name.startswith("$d")))
+        if name[:1] == "$" and (name in ("$d", "$a", "$t", "$x")
+                                or name.startswith(("$d.", "$x.", "$a.", "$t."))):
+            marks.append((sym.value + bias, name.startswith("$d")))
             continue
         if sym.type != STT_FUNC or not name:
             continue
-        start, alt = isa.entry_of(value)
+        start, alt = isa.entry_of(sym.value + bias) if thumb else (sym.value + bias, False)
         off = _local_offset(sym.other >> 5) if local else 0
-        funcs.append(FuncSymbol(name, start, sym.size, alt, off, _partition_of(name)))
+        part = _partition_of(name) if ".cold" in name else None
+        funcs.append(FuncSymbol(name, start, sym.size, alt, off, part))
     return funcs, data_ranges(marks)
 
 
