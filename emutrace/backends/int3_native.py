@@ -164,6 +164,12 @@ class NativeInt3Backend(Int3Backend):
         cfg.buffer_events = 4096
         cfg.code_mask = isa.code_mask & ((1 << 64) - 1)  # ARM: a target's bit 0 is its mode
         cfg.fixed_insn = fixed_insn_size(isa)
+        # (block counts read from discovery's size maps: which instruction set runs)
+        cls = isa.classifiers
+        flag = isa.alt_mode_flag
+        cfg.alt_reg, cfg.alt_bit = (cpu.reg_id(flag[0]), flag[1]) if flag else (-1, 0)
+        cfg.align = cls.insn_align if cls is not None else 0
+        cfg.alt_align = cls.alt_insn_align if cls is not None else 0
         self._cfg = cfg
         self._nt = lib.nt_new(cpu.uc._uch, ctypes.byref(cfg))
         self._attention = False  # (nt_new's)
@@ -208,6 +214,13 @@ class NativeInt3Backend(Int3Backend):
         self._writer: NativeWriter | None = None  # `record`, `run`: C writes the records
         if self._hooked is not None:
             self._hooked.bind(self, self._fast)
+        # discovery's size maps lent to C for block counts (exported buffers: each stays
+        # alive and unresized while C may read it)
+        self._lent: list[ctypes.Array[ctypes.c_char]] = []
+        if hasattr(lib, "nt_size_map_add"):
+            for (base, alt), sizes in list(self.decoder.size_maps().items()):
+                self._lend_size_map(base, alt, sizes)
+            self.decoder.on_size_map = self._lend_size_map
 
     def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
         """The session's shadow stack and sink, before the run: when the records go to a
@@ -342,6 +355,28 @@ class NativeInt3Backend(Int3Backend):
             self._on_block(self.cpu.uc, addr, size, None)
 
         self._guarded(body)
+
+    def _lend_size_map(self, base: int, alt: bool, sizes: bytearray) -> None:
+        """A size map of the decoder's (new or already there) to C, which counts a block
+        whose instructions it knows without Python (hotpath.c count_from_map)."""
+        if not self._nt or not sizes:
+            return
+        buffer = (ctypes.c_char * len(sizes)).from_buffer(sizes)
+        if self._lib.nt_size_map_add(self._nt, base, len(sizes), ctypes.addressof(buffer),
+                                     int(alt)) == 0:
+            self._lent.append(buffer)
+
+    def _learned(self) -> None:
+        """The block counts C read from the size maps, into the decoder's (kept for the
+        next run with the file: store.py)."""
+        lib, nt = self._lib, self._nt
+        n = int(lib.nt_learned_count(nt)) if hasattr(lib, "nt_learned_count") else 0
+        self.more_native_stats["c_block_counts"] = n
+        if n:
+            raw = ctypes.string_at(lib.nt_learned_at(nt), n * native.LEARNED.size)
+            counts = self.decoder.block_counts
+            for addr, size, alt, count, _pad in native.LEARNED.iter_unpack(raw):
+                counts.setdefault((addr, size, bool(alt)), count)
 
     def _py_count(self, addr: int, size: int) -> int:
         try:
@@ -480,6 +515,7 @@ class NativeInt3Backend(Int3Backend):
         self._drain()
         for finisher in self.finishers:
             finisher()
+        self._learned()
         lib, nt = self._lib, self._nt
         self.stats["traps"] += int(lib.nt_counter(nt, 0))
         self.stats["simulated"] += int(lib.nt_counter(nt, 1))
@@ -505,7 +541,10 @@ class NativeInt3Backend(Int3Backend):
         for handle in self._c_hooks:
             uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
         self._c_hooks.clear()
+        if self.decoder.on_size_map == self._lend_size_map:
+            self.decoder.on_size_map = None
         lib.nt_free(nt)
+        self._lent.clear()
         if self._hooked is not None:
             self._hooked.free()
         self._nt = None

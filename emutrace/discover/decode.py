@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from emutrace.discover.memo import file_key, kept
@@ -85,6 +86,8 @@ class Decoder:
         # the sizes of the instructions decoded in C, by (range start, alt): a block count
         # reads them rather than decoding again (sweep.c size_map)
         self._size_maps: dict[tuple[int, bool], bytearray] = kept("size_maps", key, dict)
+        # told of each size map made (base, alt, map): the native engine lends them to C
+        self.on_size_map: Callable[[int, bool, bytearray], None] | None = None
         sweep = self.cls.sweep
         self.sweep_rule = None if sweep is None else SweepRule(
             sweep, image.isa.identity.endian, image.isa.code_mask)
@@ -285,7 +288,13 @@ class Decoder:
         found = self._size_maps.get((base, alt))
         if found is None or len(found) != length:
             found = self._size_maps[(base, alt)] = bytearray(length)
+            if self.on_size_map is not None:
+                self.on_size_map(base, alt, found)
         return found
+
+    def size_maps(self) -> dict[tuple[int, bool], bytearray]:
+        """The size maps made so far, by (range start, alt)."""
+        return dict(self._size_maps)
 
     def _count(self, addr: int, size: int, alt: bool) -> int:
         """len(insn_starts(...)), in C where sweep.c is built (no Insn made: a sweep keeps

@@ -10,6 +10,7 @@ removed with its ``uc_hook_del``.
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,14 @@ class Config(ctypes.Structure):
         ("buffer_events", ctypes.c_uint32),
         ("reg_read_batch", ctypes.c_void_p),
         ("code_mask", ctypes.c_uint64), ("bp_uncounted", ctypes.c_uint32),
-        ("fixed_insn", ctypes.c_uint32),
+        ("fixed_insn", ctypes.c_uint32), ("alt_reg", ctypes.c_int32),
+        ("alt_bit", ctypes.c_uint32), ("align", ctypes.c_uint32),
+        ("alt_align", ctypes.c_uint32),
     ]
 
 
+# a block count C read from a size map (nt_learned): addr, size, alt, count, padding
+LEARNED = struct.Struct("=QIIII")
 # one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, entry_sp,
 # regs[8]
 EVENT_FORMAT = f"=IIq5Q{MAX_REGS}Q"  # (time signed: a fallback may take it below 0)
@@ -117,6 +122,8 @@ def load() -> ctypes.CDLL:
         "nt_events_clear": ([vp], None),
         "nt_event_size": ([], u32),
         "nt_set_writer": ([vp, vp], None),
+        "nt_size_map_add": ([vp, u64, u64, vp, u32], ctypes.c_int),
+        "nt_learned_count": ([vp], sz), "nt_learned_at": ([vp], vp),
         # the record writer (ufwrite.c)
         "uw_new": ([u32, u64], vp),
         "uw_free": ([vp], None),

@@ -70,8 +70,28 @@ typedef struct {
     uint32_t fixed_insn;  /* every instruction this many bytes, and the alignment past an
                              undecodable one (aarch64, MIPS, POWER): a block of n bytes
                              holds n / fixed_insn of them (Decoder.insn_starts); 0: ask
-                             Python (py_count) */
+                             Python (py_count) or read the size maps */
+    int32_t alt_reg;      /* the register whose alt_bit says the alternative instruction set
+                             runs (ARM: CPSR.T), -1: none */
+    uint32_t alt_bit;
+    uint32_t align, alt_align;  /* past an undecodable spot, in each instruction set */
 } nt_config;
+
+/* one of discovery's size maps (sweep.c: one byte per code byte, an instruction's size at
+ * its first, 0xFF where nothing decodes, 0 not known), lent by Python (nt_size_map_add) */
+#define NT_SIZE_MAPS 16
+#define NT_UNDECODABLE 0xFF
+typedef struct {
+    uint64_t base, len;
+    const uint8_t *sizes;
+    uint32_t alt;
+} nt_size_map;
+
+/* a block count C read from a size map, for Python's store (nt_learned) */
+typedef struct {
+    uint64_t addr;
+    uint32_t size, alt, count, pad;
+} nt_learned;
 
 /* site ops (what the displaced instruction does) */
 enum { OP_NONE = 0, OP_CALL = 1, OP_RETURN = 2, OP_JUMP = 3 };
@@ -190,6 +210,10 @@ typedef struct {
     ep_state *entry;     /* the entry backend's probes (entryprobe.c), or NULL */
     uint64_t vals[NT_SITE_READS];  /* the last trap's register values (site->reads) */
     void *val_ptrs[NT_SITE_READS]; /* &vals[i], as uc_reg_read_batch takes them */
+    nt_size_map size_maps[NT_SIZE_MAPS];
+    uint32_t n_size_maps;
+    nt_learned *learned;  /* block counts read from the size maps, for Python */
+    size_t n_learned, learned_cap;
 } nt_state;
 
 /* ------------------------------------------------------------------ sites */
@@ -381,8 +405,23 @@ void nt_free(nt_state *s)
     addrmap_free(&s->string_args);
     free(s->string_returns.keys);
     free(s->strings);
+    free(s->learned);
     free(s);
 }
+
+/* a size map of the code at base (len bytes) in instruction set alt, which Python keeps
+ * alive and unresized until nt_free: 0, or -1 when NT_SIZE_MAPS are lent already */
+int nt_size_map_add(nt_state *s, uint64_t base, uint64_t len, const uint8_t *sizes,
+                    uint32_t alt)
+{
+    if (s->n_size_maps >= NT_SIZE_MAPS)
+        return -1;
+    s->size_maps[s->n_size_maps++] = (nt_size_map){base, len, sizes, alt};
+    return 0;
+}
+
+size_t nt_learned_count(const nt_state *s) { return s->n_learned; }
+const nt_learned *nt_learned_at(const nt_state *s) { return s->learned; }
 
 static uint8_t site_read(nt_site *p, int32_t reg)
 {
@@ -1200,12 +1239,47 @@ void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
     s->cfg.py_intr(intno);  /* syscalls, faults, and traps Python finishes */
 }
 
-/* the instruction count of a block seen for the first time: Python's (decoded once, by
- * Decoder.block_count), or its size in fixed-size instructions */
+/* the instructions of the block [addr, addr + size) by a size map, as sweep.c `count`
+ * reads one (past an undecodable spot by the alignment): 1 and *count, or 0 where the map
+ * does not know every one (Python decodes them) */
+static int count_from_map(nt_state *s, uint64_t addr, uint32_t size, uint32_t *count)
+{
+    uint32_t alt = s->cfg.alt_reg >= 0 && (rd(s, s->cfg.alt_reg) & s->cfg.alt_bit) != 0;
+    for (uint32_t i = 0; i < s->n_size_maps; i++) {
+        const nt_size_map *m = &s->size_maps[i];
+        if (m->alt != alt || addr < m->base || addr - m->base >= m->len)
+            continue;
+        uint32_t align = alt ? s->cfg.alt_align : s->cfg.align, n = 0;
+        for (uint64_t at = addr; at < addr + size; n++) {
+            uint8_t v = at - m->base < m->len ? m->sizes[at - m->base] : 0;
+            if (v == 0 || align == 0)
+                return 0;
+            at += v == NT_UNDECODABLE ? align : v;
+        }
+        if (s->n_learned == s->learned_cap) {  /* (out of memory: only not learned) */
+            size_t cap = s->learned_cap ? 2 * s->learned_cap : 1024;
+            nt_learned *t = realloc(s->learned, cap * sizeof *t);
+            if (t) {
+                s->learned = t;
+                s->learned_cap = cap;
+            }
+        }
+        if (s->n_learned < s->learned_cap)
+            s->learned[s->n_learned++] = (nt_learned){addr, size, alt, n, 0};
+        *count = n;
+        return 1;
+    }
+    return 0;
+}
+
+/* the instruction count of a block seen for the first time: its size in fixed-size
+ * instructions, or read from discovery's size maps, or Python's (Decoder.block_count) */
 static uint32_t block_count_of(nt_state *s, uint64_t addr, uint32_t size)
 {
-    uint32_t n = s->cfg.fixed_insn;
-    return n ? (size + n - 1) / n : s->cfg.py_count(addr, size);
+    uint32_t n = s->cfg.fixed_insn, count;
+    if (n)
+        return (size + n - 1) / n;
+    return count_from_map(s, addr, size, &count) ? count : s->cfg.py_count(addr, size);
 }
 
 static void count_block(nt_state *s, uint64_t addr, uint32_t size)
