@@ -73,30 +73,28 @@ class SweepRule:
             return self._leaves(insn, lo, hi)
         return True
 
+    def branch_target(self, insn: Insn) -> int | None:
+        """The target of insn where the filter says it is a conditional direct branch and
+        its target is known (recursive descent's walk goes on past it), else None."""
+        return self._walked_target(insn, self.branch_encodings, SweepKind.BRANCH)
+
     def jump_target(self, insn: Insn) -> int | None:
         """The target of insn where the filter says it is an unconditional direct jump and
         its target is known (recursive descent's walk follows it into the function), else
         None."""
-        if self.encodings:
-            word = int.from_bytes(insn.raw, "big" if self.big else "little")
-            if not (_matches(self.encodings, insn.size, word)
-                    and _matches(self.target_encodings, insn.size, word)
-                    and _matches(self.jump_encodings, insn.size, word)):
-                return None
-        elif self.kind(insn.mnemonic) != SweepKind.JUMP:
-            return None
-        return self._target(insn)
+        return self._walked_target(insn, self.jump_encodings, SweepKind.JUMP)
 
-    def branch_target(self, insn: Insn) -> int | None:
-        """The target of insn where the filter says it is a conditional direct branch and
-        its target is known (recursive descent's walk goes on past it), else None."""
+    def _walked_target(self, insn: Insn, encodings: tuple[tuple[int, int, int], ...],
+                       kind: SweepKind) -> int | None:
+        """insn's known direct target where the filter says it is of that kind: by
+        encoding, among `encodings` (and the targets); by mnemonic, of that kind."""
         if self.encodings:
             word = int.from_bytes(insn.raw, "big" if self.big else "little")
             if not (_matches(self.encodings, insn.size, word)
                     and _matches(self.target_encodings, insn.size, word)
-                    and _matches(self.branch_encodings, insn.size, word)):
+                    and _matches(encodings, insn.size, word)):
                 return None
-        elif self.kind(insn.mnemonic) != SweepKind.BRANCH:
+        elif self.kind(insn.mnemonic) != kind:
             return None
         return self._target(insn)
 

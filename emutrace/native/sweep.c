@@ -196,6 +196,53 @@ static PyObject *sweep_stretch(PyObject *self, PyObject *args) {
 }
 
 
+/* What a scan's one-at-a-time paths share (the fixed-size words, a length decoder's) */
+typedef struct {
+    cs_disasm_fn disasm;
+    cs_free_fn free_insns;
+    unsigned long long handle;
+    const size_map *map;
+    PyObject *cache, *flag, *kept;
+    PyTypeObject *type;
+    const sweep_rule *r;
+    uint64_t lo, hi;
+    cs_insn last;
+    int have_last, failed;
+} scan_state;
+
+/* capstone's decode of the one instruction at `at` (code, n bytes): its size noted, and it
+ * kept when `ask` and the rule keeps it (by its text too), and the scan's last; 0 where
+ * nothing decodes (noted, None kept in the cache there) */
+static unsigned scan_one(scan_state *c, const uint8_t *code, size_t n, uint64_t at, int ask)
+{
+    cs_insn *one = NULL;
+    size_t got = c->disasm((csh)c->handle, code, n, at, 1, &one);
+    sweep_scan_decoded += got;
+    if (got == 0) {
+        size_note(c->map, at, SIZE_UNDECODABLE);
+        c->failed |= sweep_undecodable(c->cache, at, c->flag) < 0;
+        c->have_last = 0;
+        if (one != NULL)
+            c->free_insns(one, got);
+        return 0;
+    }
+    size_note(c->map, at, one->size);
+    int keep = ask ? sweep_keeps(c->r, one, c->lo, c->hi, 0, NULL) : 0;
+    if (keep > 0) {
+        PyObject *held = sweep_held(c->type, one, c->cache, c->flag);
+        if (held == NULL || PyList_Append(c->kept, held) < 0)
+            c->failed = 1;
+        Py_XDECREF(held);
+    }
+    c->failed |= keep < 0;
+    c->last = *one;
+    c->have_last = 1;
+    unsigned size = one->size;
+    c->free_insns(one, got);
+    return size;
+}
+
+
 /* scan(disasm, free, handle, data, base, addr, stop, count, align, alt, cache, insn_type,
  *      rule, lo, hi, sizes) -> (kept, next, last)
  *
@@ -236,18 +283,19 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
     kept = PyList_New(0);
     if (kept == NULL)
         goto done;
-    cs_insn last;
-    int have_last = 0, failed = 0;
+    scan_state c = {.disasm = disasm, .free_insns = free_insns, .handle = handle, .map = &map,
+                    .cache = cache, .flag = flag, .kept = kept, .type = type, .r = r,
+                    .lo = lo, .hi = hi};
     uint64_t at = addr;
     if (r->fixed_size != 0 && r->fixed_size == align) {
         /* fixed-size words and an encoding filter: a word the filter leaves out is never
          * decoded (the sweep goes on one word further whether it decodes or not, and its
          * size is the word's either way), only the kept ones and the last (which says
          * whether the sweep ended on an instruction) */
-        for (; at < stop && !failed; at += align) {
+        for (; at < stop && !c.failed; at += align) {
             uint64_t off = at - base;
             if (off + align > (uint64_t)data.len) { /* past the code: nothing decodes */
-                have_last = 0;
+                c.have_last = 0;
                 continue;
             }
             cs_insn word; /* (no text: a TARGET check below reads none, keeps it) */
@@ -257,36 +305,14 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             memcpy(word.bytes, bytes + off, align);
             int keep = sweep_keeps(r, &word, 0, 0, 0, NULL); /* (by encoding: no text read) */
             if (keep < 0) {
-                failed = 1;
+                c.failed = 1;
                 break;
             }
             if (!keep && at + align < stop) {
                 size_note(&map, at, align);
                 continue;
             }
-            cs_insn *one = NULL;
-            size_t got = disasm((csh)handle, bytes + off, align, at, 1, &one);
-            sweep_scan_decoded += got;
-            if (got == 0) {
-                size_note(&map, at, SIZE_UNDECODABLE);
-                failed = sweep_undecodable(cache, at, flag) < 0;
-                have_last = 0;
-                if (one != NULL)
-                    free_insns(one, got);
-                continue;
-            }
-            size_note(&map, at, one->size);
-            keep = keep ? sweep_keeps(r, one, lo, hi, 0, NULL) : 0; /* (a TARGET's text) */
-            if (keep > 0) {
-                PyObject *held = sweep_held(type, one, cache, flag);
-                if (held == NULL || PyList_Append(kept, held) < 0)
-                    failed = 1;
-                Py_XDECREF(held);
-            }
-            failed |= keep < 0;
-            last = *one;
-            have_last = 1;
-            free_insns(one, got);
+            scan_one(&c, bytes + off, align, at, keep); /* (a TARGET's text) */
         }
     }
     if (r->lengths != LENGTHS_NONE) {
@@ -294,7 +320,7 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
          * out is passed over by its length, undecoded, unless it is the last (which says
          * whether the sweep ended on an instruction); capstone decodes the others, one at a
          * time */
-        for (; at < stop && !failed;) {
+        while (at < stop && !c.failed) {
             uint64_t off = at - base;
             uint64_t want = stop - at + 16;
             uint64_t left = off < (uint64_t)data.len ? data.len - off : 0;
@@ -304,35 +330,17 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
                 at += len;
                 continue;
             }
-            cs_insn *one = NULL;
-            size_t got = left > 0 ? disasm((csh)handle, bytes + off, want < left ? want : left,
-                                           at, 1, &one) : 0;
-            sweep_scan_decoded += got;
-            if (got == 0) {
+            unsigned size = left > 0 ? scan_one(&c, bytes + off, want < left ? want : left,
+                                                at, 1) : 0;
+            if (size == 0 && left == 0) {  /* (past the code: nothing decodes) */
                 size_note(&map, at, SIZE_UNDECODABLE);
-                failed = sweep_undecodable(cache, at, flag) < 0;
-                have_last = 0;
-                if (one != NULL)
-                    free_insns(one, got);
-                at += align;
-                continue;
+                c.failed |= sweep_undecodable(cache, at, flag) < 0;
+                c.have_last = 0;
             }
-            size_note(&map, at, one->size);
-            int keep = sweep_keeps(r, one, lo, hi, 0, NULL);
-            if (keep > 0) {
-                PyObject *held = sweep_held(type, one, cache, flag);
-                if (held == NULL || PyList_Append(kept, held) < 0)
-                    failed = 1;
-                Py_XDECREF(held);
-            }
-            failed |= keep < 0;
-            last = *one;
-            have_last = 1;
-            at += one->size;
-            free_insns(one, got);
+            at += size ? size : align;
         }
     }
-    while (at < stop && !failed) {
+    while (at < stop && !c.failed) {
         uint64_t off = at - base;
         uint64_t want = stop - at + 16, left = off < (uint64_t)data.len ? data.len - off : 0;
         cs_insn *insns = NULL;
@@ -340,11 +348,11 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
                                        (size_t)(count < 0 ? 0 : count), &insns) : 0;
         sweep_scan_decoded += got;
         if (got == 0) { /* nothing decodes at `at`: kept as such (Decoder._decode_stretch) */
-            failed = sweep_undecodable(cache, at, flag) < 0;
+            c.failed = sweep_undecodable(cache, at, flag) < 0;
             size_note(&map, at, SIZE_UNDECODABLE);
             if (insns != NULL)
                 free_insns(insns, got);
-            have_last = 0;
+            c.have_last = 0;
             at += align;
             continue;
         }
@@ -354,18 +362,18 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
             size_note(&map, ci->address, ci->size);
             int keep = sweep_keeps(r, ci, lo, hi, 0, NULL);
             if (keep < 0) {
-                failed = 1;
+                c.failed = 1;
                 break;
             }
             if (keep) {
                 PyObject *held = sweep_held(type, ci, cache, flag);
-                failed = held == NULL || PyList_Append(kept, held) < 0;
+                c.failed = held == NULL || PyList_Append(kept, held) < 0;
                 Py_XDECREF(held);
-                if (failed)
+                if (c.failed)
                     break;
             }
-            last = *ci;
-            have_last = 1;
+            c.last = *ci;
+            c.have_last = 1;
             at = ci->address + ci->size;
             if (at >= stop) {
                 ended = 1;
@@ -378,13 +386,13 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
         if (ended)
             break;
     }
-    if (failed)
+    if (c.failed)
         goto done;
     PyObject *last_obj = Py_None;
     Py_INCREF(last_obj);
-    if (have_last) {
+    if (c.have_last) {
         Py_DECREF(last_obj);
-        last_obj = sweep_held(type, &last, cache, flag);
+        last_obj = sweep_held(type, &c.last, cache, flag);
         if (last_obj == NULL)
             goto done;
     }
