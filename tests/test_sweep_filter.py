@@ -41,7 +41,7 @@ def test_what_the_filter_leaves_out_makes_no_site(isa: str, program: str) -> Non
     assert rule is not None, f"{isa}: no SweepFilter declared"
     code_address = discovery.image.isa.code_address
     swept = left_out = 0
-    branches = jumps = 0
+    branches = jumps = calls = 0
     for sym in table.funcs:
         lo, hi = sym.start, extent(sym, table, decoder)
         for insn in decoder.linear(lo, hi, sym.alt):
@@ -53,6 +53,14 @@ def test_what_the_filter_leaves_out_makes_no_site(isa: str, program: str) -> Non
                 assert flow.kind is FlowKind.BRANCH and flow.conditional, insn
                 assert flow.target is not None and executes is None, insn
                 assert code_address(flow.target) == code_address(target), insn
+            target = rule.call_target(insn)
+            if target is not None:  # (descent's walk goes on past it, hands it back)
+                calls += 1
+                flow, executes = resolve(decoder, insn)
+                assert flow.kind is FlowKind.CALL and executes is None, insn
+                assert flow.target is not None, insn
+                assert code_address(flow.target) == code_address(target), insn
+                assert rule.keeps(insn, lo, hi), insn  # (a sweep keeps every call)
             target = rule.jump_target(insn)
             if target is not None:  # (descent's walk follows it into the function)
                 jumps += 1
@@ -78,6 +86,8 @@ def test_what_the_filter_leaves_out_makes_no_site(isa: str, program: str) -> Non
     assert (branches > 1000) is walks and (branches == 0 or not delay_slot), branches
     # so are unconditional direct jumps, where the ISA has them (not ARM, MIPS)
     assert (jumps > 100) is walks and (jumps == 0 or not delay_slot), jumps
+    # and direct calls
+    assert (calls > 100) is walks and (calls == 0 or not delay_slot), calls
     memo._memo.clear()
 
 

@@ -61,9 +61,10 @@ def descend(decoder: Decoder, entry: int, alt: bool,
 
     # straight-line code walked in C up to the next instruction the ISA's SweepFilter keeps
     # (decode.Decoder.walker: the others fall through or stop, and need only their sizes;
-    # conditional direct branches into the function are followed there, by `branch`'s rule,
-    # the others come back with their targets); not where the ISA reads literals or IT
-    # blocks from every instruction (ARM)
+    # conditional direct branches and jumps into the function are followed there, by
+    # `branch`'s rule, the other branches come back with their targets, direct calls walked
+    # past come back for their sites); not where the ISA reads literals or IT blocks from
+    # every instruction (ARM)
     walk = decoder.walker(alt) if literal is None and predicates is None else None
     while todo and len(seen) < MAX_INSNS:
         addr = todo.pop()
@@ -72,10 +73,14 @@ def descend(decoder: Decoder, entry: int, alt: bool,
             walked = walk(addr, seen, entry, is_function_entry, todo, followed) \
                 if walk is not None else None
             if walked is not None:
-                insn, addr, branches = walked
-                assert not (branches and decoder.cls.delay_slot)  # (tests/test_sweep_filter)
+                insn, addr, branches, calls = walked
+                assert not ((branches or calls) and decoder.cls.delay_slot)  # (test_sweep_filter)
                 for at, goes_to in branches:
                     branch(at, goes_to)
+                for call in calls:  # (a direct call's site: what the loop below makes)
+                    site = site_for(decoder, call, inside, classify(call))
+                    if site is not None:
+                        sites[call.addr] = site
                 if addr in seen:  # (into code seen already)
                     break
             else:

@@ -38,6 +38,7 @@ class SweepRule:
         self.target_encodings = sweep.target_encodings
         self.branch_encodings = sweep.branch_encodings
         self.jump_encodings = sweep.jump_encodings
+        self.call_encodings = sweep.call_encodings
         self.relative = sweep.relative
         self.fixed_size = sweep.fixed_size if sweep.encodings else 0
         self.lengths = sweep.lengths  # (sweep.c only: the same instructions, fewer decodes)
@@ -83,6 +84,18 @@ class SweepRule:
         its target is known (recursive descent's walk follows it into the function), else
         None."""
         return self._walked_target(insn, self.jump_encodings, SweepKind.JUMP)
+
+    def call_target(self, insn: Insn) -> int | None:
+        """The target of insn where the filter says it is a direct call and its target is
+        known (recursive descent's walk goes on past it), else None."""
+        if self.encodings:
+            word = int.from_bytes(insn.raw, "big" if self.big else "little")
+            if not (_matches(self.encodings, insn.size, word)
+                    and _matches(self.call_encodings, insn.size, word)):
+                return None
+        elif self.kind(insn.mnemonic) != SweepKind.CALL:
+            return None
+        return self._target(insn)
 
     def _walked_target(self, insn: Insn, encodings: tuple[tuple[int, int, int], ...],
                        kind: SweepKind) -> int | None:

@@ -151,6 +151,7 @@ SWEEP_AARCH64 = SweepFilter(
                       (4, 0x7C000000, 0x34000000)),
     branch_encodings=((4, 0xFF000010, 0x54000000), (4, 0x7C000000, 0x34000000)),
     jump_encodings=((4, 0xFC000000, 0x14000000),),
+    call_encodings=((4, 0xFC000000, 0x94000000),),  # BL
     stop_encodings=((4, 0xFFE0001F, 0xD4200000), (4, 0xFFE0001F, 0xD4400000),
                     (4, 0xFFFF0000, 0x00000000)),
     fixed_size=4)

@@ -299,6 +299,10 @@ class SweepKind(enum.IntEnum):
     # follows it when the target is the function's own code (not on delay-slot ISAs; by
     # encoding: `jump_encodings`)
     JUMP = 6
+    # a direct CALL to its last operand (a number), which falls through: recursive descent's
+    # walk goes on past it and hands it back (by encoding: `call_encodings`); any other
+    # operand: CLASSIFY
+    CALL = 7
 
 
 @dataclass(frozen=True)
@@ -332,6 +336,8 @@ class SweepFilter:
     branch_encodings: tuple[tuple[int, int, int], ...] = ()
     # and the unconditional JUMPs (as SweepKind.JUMP; not on delay-slot ISAs)
     jump_encodings: tuple[tuple[int, int, int], ...] = ()
+    # among `encodings`: the direct calls (as SweepKind.CALL; not on delay-slot ISAs)
+    call_encodings: tuple[tuple[int, int, int], ...] = ()
     # a TARGET's number is its offset from the instruction (capstone's RISC-V text)
     relative: bool = False
     # every instruction is this many bytes (and the alignment past undecodable ones), so an

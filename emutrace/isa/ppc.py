@@ -173,6 +173,7 @@ SWEEP_PPC = SweepFilter(encodings=tuple((4, 0xFC000000, op << 26) for op in (16,
                         branch_encodings=((4, 0xFC000001 | 1 << 25, 16 << 26),
                                           (4, 0xFC000001 | 1 << 23, 16 << 26)),
                         jump_encodings=((4, 0xFC000001, 18 << 26),),  # b, ba
+                        call_encodings=((4, 0xFC000003, 18 << 26 | 1),),  # bl
                         stop_encodings=((4, 0xFFFFFFFF, 0x7FE00008),), fixed_size=4)
 
 

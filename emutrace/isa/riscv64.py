@@ -222,6 +222,7 @@ SWEEP_RISCV = SweepFilter(encodings=(
                       (2, 0xE003, 0xA001), (2, 0xE003, 0xC001), (2, 0xE003, 0xE001)),
     branch_encodings=((4, 0x7F, 0x63), (2, 0xE003, 0xC001), (2, 0xE003, 0xE001)),
     jump_encodings=((4, 0xFFF, 0x06F), (2, 0xE003, 0xA001)),  # JAL x0 (J), C.J
+    call_encodings=((4, 0xFFF, 0x0EF),),  # JAL ra
     relative=True,
     stop_encodings=((4, 0xFFFFFFFF, 0x00100073), (4, 0xFFFFFFFF, 0xC0001073),
                     (2, 0xFFFF, 0)))

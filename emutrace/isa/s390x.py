@@ -216,6 +216,8 @@ def sweep_kind_s390x(mnemonic: str) -> SweepKind:
         return SweepKind.TARGET
     if mnemonic.startswith("j") or mnemonic.startswith(_S390_COND_PREFIX):
         return SweepKind.BRANCH
+    if mnemonic in ("brasl", "bras"):  # (relative: their target is a number)
+        return SweepKind.CALL
     if mnemonic.startswith(("b", "exrl")):
         return SweepKind.CLASSIFY
     return SweepKind.PLAIN

@@ -167,11 +167,13 @@ def sweep_kind_x86(mnemonic: str) -> SweepKind:
     """What classify_x86 may make of a mnemonic, by its last word as it reads it (a prefix:
     `notrack jmp`, `bnd ret`, `rep stosd`, `lock cmpxchg`): JMP to its operand, Jcc/JrCXZ/
     LOOPcc branch to it (a number, else CLASSIFY: `jmp rax`; JMP unconditionally), CALL
-    and RET read;
+    calls it (the same), RET read;
     HLT/UD2/INT3/UD1/UD0 STOP; the rest NONE."""
     if " " in mnemonic:
         mnemonic = mnemonic.rsplit(None, 1)[-1]
-    if mnemonic in ("call", "ret", "retf"):
+    if mnemonic == "call":
+        return SweepKind.CALL
+    if mnemonic in ("ret", "retf"):
         return SweepKind.CLASSIFY
     if mnemonic == "jmp":
         return SweepKind.JUMP

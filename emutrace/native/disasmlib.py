@@ -21,9 +21,10 @@ TEXT_BYTES = MAX_INSNS * (32 + 160)
 
 Lite = tuple[int, int, str, str]  # (address, size, mnemonic, op_str), as disasm_lite's
 # a descent's straight-run walker (Sweeper.walker): (addr, seen, entry, is_entry, todo,
-# followed) -> (instruction stopped at, where, branches left to the descent) or None
+# followed) -> (instruction stopped at, where, branches left to the descent, direct calls
+# walked past) or None
 Walker = Callable[[int, dict[int, int], int, Callable[[int], bool], list[int], set[int]],
-                  tuple[Any, int, list[tuple[int, int]]] | None]
+                  tuple[Any, int, list[tuple[int, int]], list[Any]] | None]
 
 
 def _capstone_library() -> Path | None:
@@ -132,13 +133,13 @@ class Sweeper:
         (None: seen, or nothing decodes), where it stopped and the (address, target) of the
         conditional branches it left to the descent; None outside code (range_of: the code
         range holding an address).  sizes(base, length, alt): the size map of a range, which
-        the walk fills."""
+        the walk fills.  The direct calls walked past come back too, in order."""
         walk = functools.partial(self._module.walk, *self._one)
         maps: dict[int, bytearray] = {}  # each range's size map, asked for once
 
         def walker(addr: int, seen: dict[int, int], entry: int,
                    is_entry: Callable[[int], bool], todo: list[int], followed: set[int]
-                   ) -> tuple[Any, int, list[tuple[int, int]]] | None:
+                   ) -> tuple[Any, int, list[tuple[int, int]], list[Any]] | None:
             found = range_of(addr)
             if found is None:
                 return None

@@ -437,7 +437,7 @@ static int walk_follow(const sweep_rule *r, uint64_t entry, uint64_t base, uint6
 typedef cs_insn *(*cs_malloc_fn)(csh);
 
 /* walk(iter, malloc, free, handle, data, base, addr, alt, cache, insn_type, rule, sizes,
- *      seen, entry, is_entry, todo, followed) -> (insn, at, branches)
+ *      seen, entry, is_entry, todo, followed) -> (insn, at, branches, calls)
  *
  * Recursive descent's straight run in C (discover/descent.py; the Python loop there is the
  * reference): from addr in data (the code at base), one instruction at a time
@@ -450,8 +450,9 @@ typedef cs_insn *(*cs_malloc_fn)(csh);
  * (address, target) of the conditional direct branches walked past (SweepKind.BRANCH,
  * branch_encodings) that the walk leaves to the descent, in order.  An unconditional
  * direct jump (SweepKind.JUMP, jump_encodings) into the function ends the walk there, its
- * target followed as a branch's (insn None); one out of it is the instruction kept.  A
- * branch into the
+ * target followed as a branch's (insn None); one out of it is the instruction kept.
+ * calls: the direct calls walked past (SweepKind.CALL, call_encodings), as insn_type
+ * tuples kept in cache, in order: the descent makes their sites.  A branch into the
  * descent's function (entered at entry) whose target lies in data is followed here, as
  * descent.py `branch` does: its target (code_mask applied) pushed on todo, and put in
  * followed unless it is the entry; into the function means not below the entry and, past
@@ -477,10 +478,11 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
     cs_disasm_iter_fn disasm_iter = (cs_disasm_iter_fn)(uintptr_t)iter_addr;
     cs_malloc_fn insn_malloc = (cs_malloc_fn)(uintptr_t)malloc_addr;
     cs_free_fn free_insns = (cs_free_fn)(uintptr_t)free_addr;
-    PyObject *result = NULL, *kept = Py_None, *branches = PyList_New(0);
+    PyObject *result = NULL, *kept = Py_None, *branches = PyList_New(0), *calls = NULL;
     cs_insn *ci = NULL;
     Py_INCREF(kept);
-    const sweep_rule *r = branches == NULL ? NULL : sweep_rule_of(rule_obj, insn_type);
+    calls = branches == NULL ? NULL : PyList_New(0);
+    const sweep_rule *r = calls == NULL ? NULL : sweep_rule_of(rule_obj, insn_type);
     if (r == NULL)
         goto done;
     ci = insn_malloc((csh)handle);
@@ -549,6 +551,15 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
                 goto done;
             break;
         }
+        if (keep == 4) { /* a direct call: walked past, handed back (the descent's site) */
+            PyObject *held = sweep_held(type, ci, cache, flag);
+            int bad = held == NULL || PyList_Append(calls, held) < 0;
+            Py_XDECREF(held);
+            if (bad) {
+                Py_DECREF(key);
+                goto done;
+            }
+        }
         PyObject *size = PyLong_FromLong(ci->size);
         int bad = size == NULL || PyDict_SetItem(seen, key, size) < 0;
         Py_XDECREF(size);
@@ -573,13 +584,14 @@ static PyObject *sweep_walk(PyObject *self, PyObject *args) {
         if (local_jump)
             break; /* (the straight run ends: its target is on todo) */
     }
-    result = Py_BuildValue("(OKO)", kept, at, branches);
+    result = Py_BuildValue("(OKOO)", kept, at, branches, calls);
 
 done:
     if (ci != NULL)
         free_insns(ci, 1);
     Py_XDECREF(kept);
     Py_XDECREF(branches);
+    Py_XDECREF(calls);
     PyBuffer_Release(&data);
     PyBuffer_Release(&sizes_map);
     return result;

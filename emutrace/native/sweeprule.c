@@ -116,7 +116,8 @@ static int sweep_rule_read(PyObject *rule_obj, sweep_rule *r) {
          sweep_words_read(rule_obj, "stop_encodings", &r->stops) == 0 &&
          sweep_words_read(rule_obj, "target_encodings", &r->targets) == 0 &&
          sweep_words_read(rule_obj, "branch_encodings", &r->branches) == 0 &&
-         sweep_words_read(rule_obj, "jump_encodings", &r->jumps) == 0;
+         sweep_words_read(rule_obj, "jump_encodings", &r->jumps) == 0 &&
+         sweep_words_read(rule_obj, "call_encodings", &r->calls) == 0;
     if (ok) {
         r->n_marks = (size_t)PyTuple_GET_SIZE(r->marks);
         r->marks_utf8 = r->n_marks ? PyMem_Calloc(r->n_marks, sizeof *r->marks_utf8) : NULL;
@@ -157,9 +158,9 @@ static void sweep_rule_release(sweep_rule *r) {
     Py_CLEAR(r->kinds);
     Py_CLEAR(r->marks);
     PyMem_Free(r->marks_utf8);
-    sweep_words *lists[5] = {&r->encodings, &r->stops, &r->targets, &r->branches,
-                             &r->jumps};
-    for (int l = 0; l < 5; l++)
+    sweep_words *lists[6] = {&r->encodings, &r->stops, &r->targets, &r->branches,
+                             &r->jumps, &r->calls};
+    for (int l = 0; l < 6; l++)
         PyMem_Free(lists[l]->w);
     *r = (sweep_rule){0};
 }
@@ -288,7 +289,8 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
         if (!sweep_matches(&r->encodings, ci, word))
             return 0;
         if (!sweep_matches(&r->targets, ci, word))
-            return 1;
+            return branch != NULL && sweep_matches(&r->calls, ci, word) &&
+                   sweep_target(r, ci, branch) == 0 ? 4 : 1;
         if (branch != NULL && sweep_matches(&r->branches, ci, word) &&
             sweep_target(r, ci, branch) == 0)
             return 2;
@@ -310,9 +312,9 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
                 return 1;
         return 0;
     }
-    if ((kind == KIND_BRANCH || kind == KIND_JUMP) && branch != NULL
+    if ((kind == KIND_BRANCH || kind == KIND_JUMP || kind == KIND_CALL) && branch != NULL
         && sweep_target(r, ci, branch) == 0)
-        return kind == KIND_BRANCH ? 2 : 3;
+        return kind == KIND_BRANCH ? 2 : kind == KIND_JUMP ? 3 : 4;
     if (kind == KIND_TARGET || kind == KIND_BRANCH || kind == KIND_JUMP)
         return sweep_target_leaves(r, ci, lo, hi);
     return 1;

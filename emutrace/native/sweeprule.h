@@ -34,6 +34,7 @@ typedef struct {
     sweep_words targets;   /* direct JUMP/BRANCHes: TARGET */
     sweep_words branches;  /* among those, the conditional branches: BRANCH */
     sweep_words jumps;     /* and the unconditional jumps: JUMP */
+    sweep_words calls;     /* among `encodings`, the direct calls: CALL */
     int relative; /* a TARGET's number is an offset from the instruction */
     unsigned fixed_size; /* every instruction this size, an encoding filter: scan by words */
     int big;
@@ -51,7 +52,7 @@ unsigned sweep_length(const sweep_rule *r, const uint8_t *code, size_t n);
 /* SweepKind's values (isa/base.py) */
 enum {
     KIND_PLAIN = 0, KIND_TARGET = 1, KIND_CLASSIFY = 2, KIND_OPERANDS = 3, KIND_STOP = 4,
-    KIND_BRANCH = 5, KIND_JUMP = 6
+    KIND_BRANCH = 5, KIND_JUMP = 6, KIND_CALL = 7
 };
 
 /* The last operand of op_str as a number (last_operand_number): 0 and *value, or -1 */
@@ -62,7 +63,8 @@ const sweep_rule *sweep_rule_of(PyObject *rule_obj, PyObject *insn_type);
 
 /* 1: the classifier must read the instruction; 0: not; 2 (branch given): a conditional
  * direct branch whose target is in *branch; 3 (branch given): an unconditional direct jump
- * whose target is in *branch; -1: a Python error (asking rule.kind) */
+ * whose target is in *branch; 4 (branch given): a direct call whose target is in *branch;
+ * -1: a Python error (asking rule.kind) */
 int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi, int stops,
                 int64_t *branch);
 
