@@ -59,6 +59,7 @@ SIGNATURES = {
     "hs_set_probe": ([_vp, _vp], None),
     "hs_returns_set": ([_vp, ctypes.c_char_p, _u64, _u64], None),  # (host-order u64s)
     "hs_counter": ([_vp, _u32], _u64),
+    "hs_counts_preload": ([_vp, ctypes.c_char_p, ctypes.c_size_t], None),
     "hs_on_block": ([_vp, _u64, _u32, _vp], None),
     "hs_span_new": ([_vp, _u64], _vp),
     "hs_on_span": ([_vp, _u64, _u32, _vp], None),

@@ -221,6 +221,7 @@ class NativeInt3Backend(Int3Backend):
             for (base, alt), sizes in list(self.decoder.size_maps().items()):
                 self._lend_size_map(base, alt, sizes)
             self.decoder.on_size_map = self._lend_size_map
+        self._preload_counts()
 
     def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
         """The session's shadow stack and sink, before the run: when the records go to a
@@ -366,6 +367,29 @@ class NativeInt3Backend(Int3Backend):
                                      int(alt)) == 0:
             self._lent.append(buffer)
 
+    def _preload_counts(self) -> None:
+        """The block counts the decoder knows already (a program's store: a later run), to
+        C's block tables at once: no block of them is asked of Python.  C's tables are keyed
+        by address and size; on an ISA with two instruction sets only the blocks known in one
+        of them go."""
+        lib = self._lib
+        if not hasattr(lib, "nt_counts_preload"):
+            return
+        counts = self.decoder.block_counts
+        modes: dict[tuple[int, int], int] = {}
+        for addr, size, _alt in counts:
+            modes[(addr, size)] = modes.get((addr, size), 0) + 1
+        rows = b"".join(native.LEARNED.pack(addr, size, int(alt), count, 0)
+                        for (addr, size, alt), count in counts.items()
+                        if modes[(addr, size)] == 1)
+        n = len(rows) // native.LEARNED.size
+        if not n:
+            return
+        if lib.nt_counts_preload(self._nt, rows, n) != 0:
+            raise MemoryError("native hot path: out of memory")
+        if self._hooked is not None:
+            self._hooked.lib.hs_counts_preload(self._hooked.ns, rows, n)
+
     def _learned(self) -> None:
         """The block counts C read from the size maps, into the decoder's (kept for the
         next run with the file: store.py)."""
@@ -379,6 +403,8 @@ class NativeInt3Backend(Int3Backend):
                 counts.setdefault((addr, size, bool(alt)), count)
 
     def _py_count(self, addr: int, size: int) -> int:
+        self.more_native_stats["python_counts"] = \
+            self.more_native_stats.get("python_counts", 0) + 1
         try:
             key = (addr, size)
             count = self.block_sizes.get(key)

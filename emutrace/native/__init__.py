@@ -124,6 +124,7 @@ def load() -> ctypes.CDLL:
         "nt_set_writer": ([vp, vp], None),
         "nt_size_map_add": ([vp, u64, u64, vp, u32], ctypes.c_int),
         "nt_learned_count": ([vp], sz), "nt_learned_at": ([vp], vp),
+        "nt_counts_preload": ([vp, ctypes.c_char_p, sz], ctypes.c_int),
         # the record writer (ufwrite.c)
         "uw_new": ([u32, u64], vp),
         "uw_free": ([vp], None),

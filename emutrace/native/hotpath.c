@@ -421,6 +421,7 @@ int nt_size_map_add(nt_state *s, uint64_t base, uint64_t len, const uint8_t *siz
 }
 
 size_t nt_learned_count(const nt_state *s) { return s->n_learned; }
+
 const nt_learned *nt_learned_at(const nt_state *s) { return s->learned; }
 
 static uint8_t site_read(nt_site *p, int32_t reg)
@@ -606,6 +607,17 @@ int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
     b->key = addr;
     b->size = size;
     b->count = count;
+    return 0;
+}
+
+/* block counts known before the run (a program's store: Python's table of an earlier run),
+ * n rows as nt_learned gives them, into the block table: such a block is never asked of
+ * Python; 0, or -1 when out of memory (the rest are Python's to count) */
+int nt_counts_preload(nt_state *s, const nt_learned *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (nt_block_set(s, rows[i].addr, rows[i].size, rows[i].count) != 0)
+            return -1;
     return 0;
 }
 
@@ -1608,6 +1620,18 @@ static hs_block *hs_block_get(hs_state *h, uint64_t addr, uint32_t size)
         h->blocks_used++;
     }
     return b->addr == addr ? b : NULL;
+}
+
+/* nt_counts_preload for the site table's block hook, which keeps its own block table */
+void hs_counts_preload(hs_state *h, const nt_learned *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        hs_block *b = hs_block_get(h, rows[i].addr, rows[i].size);
+        if (b) {
+            b->count = rows[i].count;
+            b->counted = 1;
+        }
+    }
 }
 
 /* the armed site the block [addr, addr + size) (its entry b, or NULL) holds, or NULL (and,
