@@ -54,6 +54,7 @@ class ArgReader:
         # per function: the addresses its open calls will return a struct at (a frame left
         # by longjmp leaves one behind; bounded by _SRET_DEPTH)
         self._sret: dict[int, list[int]] = {}
+        self._stack: list[int] | None = None  # the call being read's stack words
 
     # ------------------------------------------------------------ arguments
     def read(self, func: int) -> tuple[Value, ...]:
@@ -63,6 +64,12 @@ class ArgReader:
             return ()
         sp = None
         out = []
+        self._stack = None  # (the stack words of this call, read at once: `_slot`)
+        deepest = max((max(loc.ids) if isinstance(loc, Slots) and loc.ids else
+                       loc.slot if isinstance(loc, ByRef) else -1) for loc in locs)
+        if deepest >= len(self.regs):
+            sp = self.cpu.reg_read(self.sp)
+            self._stack = self._stack_words(sp, deepest + 1 - len(self.regs))
         for loc in locs:
             if loc.ctype is SRET:  # where the struct result will be: read at the return
                 reg = loc.reg if isinstance(loc, Fpr) else None
@@ -94,9 +101,27 @@ class ArgReader:
                 out.append(Value("struct", 8 * loc.ctype.size, 0, "{?}"))
         return tuple(out)
 
+    def _stack_words(self, sp: int, n: int) -> list[int] | None:
+        """The first n stack argument words at a call with stack pointer sp, in one read;
+        None where that read faults, or the words come from a snapshot of them (each word
+        is then read alone: `_slot`)."""
+        mem_read = getattr(self.cpu, "mem_read", None)  # (native_args.Snapshot: words only)
+        if mem_read is None:
+            return None
+        try:
+            data = mem_read(sp + self.offset, n * self.word)
+        except (UcError, MemoryFault):
+            return None
+        order = self.cpu.byteorder
+        return [int.from_bytes(data[k:k + self.word], order)
+                for k in range(0, len(data), self.word)]
+
     def _slot(self, i: int, sp: int | None) -> int:
         if i < len(self.regs):
             return self.cpu.reg_read(self.regs[i])
+        stack = self._stack
+        if stack is not None and i - len(self.regs) < len(stack):
+            return stack[i - len(self.regs)]
         assert sp is not None
         try:
             return self.cpu.read_word(sp + self.offset + (i - len(self.regs)) * self.word)
