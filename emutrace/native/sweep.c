@@ -330,13 +330,9 @@ static PyObject *sweep_scan(PyObject *self, PyObject *args) {
                 at += len;
                 continue;
             }
-            unsigned size = left > 0 ? scan_one(&c, bytes + off, want < left ? want : left,
-                                                at, 1) : 0;
-            if (size == 0 && left == 0) {  /* (past the code: nothing decodes) */
-                size_note(&map, at, SIZE_UNDECODABLE);
-                c.failed |= sweep_undecodable(cache, at, flag) < 0;
-                c.have_last = 0;
-            }
+            /* (past the code: no bytes, nothing decodes) */
+            unsigned size = scan_one(&c, left > 0 ? bytes + off : bytes,
+                                     (size_t)(want < left ? want : left), at, 1);
             at += size ? size : align;
         }
     }

@@ -324,13 +324,10 @@ int sweep_keeps(const sweep_rule *r, const cs_insn *ci, uint64_t lo, uint64_t hi
 
 unsigned sweep_length(const sweep_rule *r, const uint8_t *code, size_t n)
 {
-    int transfer = 1;
-    unsigned len;
     switch (r->lengths) {
     case LENGTHS_X86_64:
     case LENGTHS_I386:
-        len = x86_length(code, n < 15 ? n : 15, r->lengths == LENGTHS_X86_64, &transfer);
-        return transfer ? 0 : len;
+        return x86_length(code, n < 15 ? n : 15, r->lengths == LENGTHS_X86_64);
     case LENGTHS_S390X:
         return s390_length(code, n < 6 ? n : 6);
     default:

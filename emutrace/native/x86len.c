@@ -123,12 +123,11 @@ static int group_ok(uint8_t op, uint8_t modrm)
     }
 }
 
-unsigned x86_length(const uint8_t *code, size_t n, int mode64, int *transfer)
+unsigned x86_length(const uint8_t *code, size_t n, int mode64)
 {
     size_t i = 0;
     int opsize = 0, rep = 0, rex_w = 0;
     uint8_t mandatory = 0; /* the last of 66/F2/F3: the 0F map's mandatory prefix */
-    *transfer = 1;
     for (;; i++) { /* legacy prefixes (Intel SDM vol. 2, 2.1.1) */
         if (i >= n || i >= 4)
             return 0;
@@ -165,8 +164,7 @@ unsigned x86_length(const uint8_t *code, size_t n, int mode64, int *transfer)
         uint8_t op2 = code[i++];
         if (op2 == 0x1E && mandatory == 0xF3 && i < n
             && (code[i] == 0xFA || code[i] == 0xFB) && opsize == 0) {
-            *transfer = 0; /* ENDBR64/ENDBR32 */
-            return (unsigned)i + 1;
+            return (unsigned)i + 1; /* ENDBR64/ENDBR32 */
         }
         flags = 0;
         for (size_t k = 0; k < sizeof TWO / sizeof TWO[0]; k++)
@@ -210,6 +208,5 @@ unsigned x86_length(const uint8_t *code, size_t n, int mode64, int *transfer)
         len += rex_w ? 8 : opsize ? 2 : 4;
     if (len > n || len > 15)
         return 0;
-    *transfer = 0;
     return len;
 }

@@ -11,9 +11,9 @@
 #include <stdint.h>
 
 /* The length of the instruction at code (n bytes available) in 64-bit mode (mode64) or
- * 32-bit mode, 0 where not known here.  *transfer: 1 when its opcode may be one the
- * classifier reads (CALL, JMP, Jcc, JrCXZ, LOOPcc, RET, RETF, HLT, INT3, UD0/1/2: Intel SDM
- * vol. 2), 0 when it never is one whatever its prefixes. */
-unsigned x86_length(const uint8_t *code, size_t n, int mode64, int *transfer);
+ * 32-bit mode, where it is one of those known here, which are never one the classifier reads
+ * (CALL, JMP, Jcc, JrCXZ, LOOPcc, RET, RETF, HLT, INT3, UD0/1/2: Intel SDM vol. 2) whatever
+ * their prefixes; 0 otherwise (capstone's). */
+unsigned x86_length(const uint8_t *code, size_t n, int mode64);
 
 #endif
