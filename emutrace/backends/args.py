@@ -54,7 +54,6 @@ class ArgReader:
         # per function: the addresses its open calls will return a struct at (a frame left
         # by longjmp leaves one behind; bounded by _SRET_DEPTH)
         self._sret: dict[int, list[int]] = {}
-        self._stack: list[int] | None = None  # the call being read's stack words
 
     # ------------------------------------------------------------ arguments
     def read(self, func: int) -> tuple[Value, ...]:
@@ -64,12 +63,12 @@ class ArgReader:
             return ()
         sp = None
         out = []
-        self._stack = None  # (the stack words of this call, read at once: `_slot`)
+        stack = None  # (the stack words of this call, read at once, sp with them: `_slot`)
         deepest = max((max(loc.ids) if isinstance(loc, Slots) and loc.ids else
                        loc.slot if isinstance(loc, ByRef) else -1) for loc in locs)
         if deepest >= len(self.regs):
             sp = self.cpu.reg_read(self.sp)
-            self._stack = self._stack_words(sp, deepest + 1 - len(self.regs))
+            stack = self._stack_words(sp, deepest + 1 - len(self.regs))
         for loc in locs:
             if loc.ctype is SRET:  # where the struct result will be: read at the return
                 reg = loc.reg if isinstance(loc, Fpr) else None
@@ -77,25 +76,19 @@ class ArgReader:
                     addr = self.cpu.reg_read(reg)
                 else:
                     assert isinstance(loc, Slots)
-                    if sp is None and loc.ids[-1] >= len(self.regs):
-                        sp = self.cpu.reg_read(self.sp)
-                    addr = self._slot(loc.ids[0], sp)
+                    addr = self._slot(loc.ids[0], sp, stack)
                 pending = self._sret.setdefault(func, [])
                 pending.append(addr)
                 if len(pending) > _SRET_DEPTH:
                     del pending[0]
                 continue
             if isinstance(loc, Slots):
-                if sp is None and loc.ids[-1] >= len(self.regs):
-                    sp = self.cpu.reg_read(self.sp)
-                words = [self._slot(i, sp) for i in loc.ids]
+                words = [self._slot(i, sp, stack) for i in loc.ids]
                 out.append(self._from_words(words, loc.ctype))
             elif isinstance(loc, Fpr):
                 out.append(self._fp(loc.reg, loc.high, loc.ctype))
             elif isinstance(loc, ByRef):
-                if sp is None and loc.slot >= len(self.regs):
-                    sp = self.cpu.reg_read(self.sp)
-                out.append(self._struct_at(self._slot(loc.slot, sp), loc.ctype))
+                out.append(self._struct_at(self._slot(loc.slot, sp, stack), loc.ctype))
             else:
                 assert isinstance(loc, Unknown)
                 out.append(Value("struct", 8 * loc.ctype.size, 0, "{?}"))
@@ -116,10 +109,11 @@ class ArgReader:
         return [int.from_bytes(data[k:k + self.word], order)
                 for k in range(0, len(data), self.word)]
 
-    def _slot(self, i: int, sp: int | None) -> int:
+    def _slot(self, i: int, sp: int | None, stack: list[int] | None = None) -> int:
+        """Argument word i: a register, else a stack word (from `stack`, the call's stack
+        words read at once, where it has it)."""
         if i < len(self.regs):
             return self.cpu.reg_read(self.regs[i])
-        stack = self._stack
         if stack is not None and i - len(self.regs) < len(stack):
             return stack[i - len(self.regs)]
         assert sp is not None
