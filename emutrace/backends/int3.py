@@ -429,11 +429,9 @@ class Int3Backend:
             self.sites.disarm(func)
 
     def _code_range(self, addr: int) -> tuple[int, int]:
-        """The range a patch site's guard covers: the executable file data holding it."""
-        for base, data in self.decoder.code_ranges():
-            if base <= addr < base + len(data):
-                return base, base + len(data)
-        return addr & ~0xFFF, (addr & ~0xFFF) + 0x1000
+        """The range a patch site's guard covers: the executable file data holding it (else
+        its page)."""
+        return self.decoder.code_range(addr) or (addr & ~0xFFF, (addr & ~0xFFF) + 0x1000)
 
     def _code_written(self, lo: int, hi: int) -> None:
         """The guest is about to store into [lo, hi) of guarded code: every function it

@@ -132,10 +132,15 @@ class Decoder:
     def in_code(self, addr: int) -> bool:
         return self._range(addr) is not None
 
+    def code_range(self, addr: int) -> tuple[int, int] | None:
+        """[start, end) of the executable file data containing addr, if any."""
+        found = self._range(addr)
+        return None if found is None else (found[0], found[0] + len(found[1]))
+
     def code_end(self, addr: int) -> int:
         """End of the executable file data containing addr (addr itself if none)."""
-        found = self._range(addr)
-        return addr if found is None else found[0] + len(found[1])
+        found = self.code_range(addr)
+        return addr if found is None else found[1]
 
     def insn_at(self, addr: int, alt: bool = False) -> Insn | None:
         """The instruction at addr, or None where nothing valid decodes."""
