@@ -272,7 +272,7 @@ def test_hwbp_native_shared_and_python_sites_equal_python(
 
 def test_auto_engine_is_native_where_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default engine: native for every backend when the library is built (hwbp too:
-    faster natively on every ISA, bench/results/native-hwbp-s14.md), and python (no error)
+    faster natively on every ISA, bench/results/native-hwbp.md), and python (no error)
     when the library is missing."""
     hello = str(bin_path("x86_64", "hello_fs"))
     for backend in NATIVE_BACKENDS:

@@ -49,7 +49,7 @@ def backend_settings() -> list[tuple[Setting[Any], str]]:
 
 # backends with a native hot path (`--engine native`, emutrace/native); `auto` runs each of
 # them natively (hwbp too since its stepped spans, range slots and shared sites are C's:
-# bench/results/native-hwbp-s14.md, faster natively on every ISA)
+# bench/results/native-hwbp.md, faster natively on every ISA)
 NATIVE_BACKENDS = ("int3", "hwbp", "step", "bts", "btf", "entry")
 # auto (the default): native where the backend has a native path and the library is built
 ENGINES = ("auto", "python", "native")
