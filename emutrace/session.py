@@ -126,14 +126,14 @@ def may_create_threads(image: Image) -> bool:
 
 
 def chosen_engine(engine: str, backend: str, image: Image) -> str:
-    """The engine a run uses: `auto` is the native hot path where the backend has one that
-    pays (NATIVE_BACKENDS: every one), the library is built and the program cannot
-    create threads (traces are byte-identical
-    either way: tests/test_native_engine.py), else the Python reference."""
+    """The engine a run uses: `auto` is the native hot path where the backend has one
+    (NATIVE_BACKENDS: every one) and the library is built — for every program: static or
+    dynamic, with threads, forks and execs (traces are byte-identical either way:
+    tests/test_native_engine.py, tests/test_native_threads.py) — else the Python
+    reference."""
     if engine != "auto":
         return engine
-    native_ok = backend in NATIVE_BACKENDS and not may_create_threads(image)
-    return "native" if native_ok and native.available(backend) else "python"
+    return "native" if backend in NATIVE_BACKENDS and native.available(backend) else "python"
 
 
 def open_image(program: str, arch: str | None) -> Image:
@@ -249,6 +249,11 @@ class Process:
             self.sink.write(self.shadow.feed(ev))
 
         def thread_switched(tid: int) -> None:
+            # what a native engine buffered belongs to the thread that stops: onto its
+            # shadow stack before the session's current one changes
+            flush = getattr(self.backend, "flush_events", None)
+            if flush is not None:
+                flush()
             shadow = self.shadows.get(tid)
             if shadow is None:  # a new thread: its records carry its number (threads.py:
                 # the n-th thread created, tid = pid + n; the main thread is 0), the same
@@ -350,7 +355,7 @@ class Process:
         # the native engine writes a recording's common records itself (int3_native.py)
         attach = getattr(self.backend, "attach_writer", None)
         if attach is not None:
-            attach(self.shadow, lambda: self.sink)
+            attach(lambda: self.shadow, lambda: self.sink)
         try:
             entry = self.entry
             while True:

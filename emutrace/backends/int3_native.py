@@ -47,7 +47,6 @@ from emutrace.backends.strict_native import StrictInC
 from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.errors import Unsupported
 from emutrace.isa.base import Isa
 from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
@@ -116,13 +115,23 @@ class NativeInt3Backend(Int3Backend):
     cpu: UnicornCpu  # the C hooks run inside this Unicorn instance
     # hook delivery: C's site table watches the site hooks (entry's keeps Python's hooks)
     site_table_in_c = True
+    _shadow_now: Callable[[], ShadowStack]  # the running thread's (attach_writer)
 
     def switch_thread(self, tid: int) -> None:
-        """The C side keeps one thread's transfer state: threads are traced by the
-        Python engine only (an error, exit 69, rather than a trace that mixes threads)."""
-        raise Unsupported("--engine native: tracing a program with threads is not "
-                          "supported yet; use --engine python (the default, auto, does for "
-                          "programs that can create threads)")
+        """Another guest thread gets the CPU (between two runs of the CPU: C is idle).  What
+        C did is the stopping thread's (drained first); the reference swaps the state of a
+        thread of control; C is then handed the incoming thread's (its chain to strict.c,
+        its shadow stack and tail frames to the writer, its return addresses to the site
+        table).  A transfer C's site table left pending is for a site that has not run: the
+        CPU stops only at an instruction's start, after the block hook that would resolve a
+        transfer that ran (threads.py), so the block is looked at again when it resumes."""
+        self._drain()
+        if self._hooked is not None:
+            self._hooked.cancel()
+        super().switch_thread(tid)
+        if self._writer is not None:
+            self._writer.switch_thread(self._shadow_now())
+        self._refresh()
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
@@ -223,11 +232,13 @@ class NativeInt3Backend(Int3Backend):
             self.decoder.on_size_map = self._lend_size_map
         self._preload_counts()
 
-    def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
-        """The session's shadow stack and sink, before the run: when the records go to a
-        uftrace directory or `run`'s spill file, C keeps the shadow stack's common case and
-        writes them itself (backends/native_writer.py); otherwise every event is drained to
-        Python."""
+    def attach_writer(self, shadow_now: Callable[[], ShadowStack],
+                      sink_now: Callable[[], RecordSink]) -> None:
+        """The session's shadow stack (the running thread's) and sink, before the run: when
+        the records go to a uftrace directory or `run`'s spill file, C keeps the shadow
+        stack's common case and writes them itself (backends/native_writer.py); otherwise
+        every event is drained to Python."""
+        self._shadow_now = shadow_now
         sink = sink_now()
         packed = packed_sink_of(sink)
         # (an ISA whose sites C does not lower gives C no event to take, unless its site
@@ -242,7 +253,7 @@ class NativeInt3Backend(Int3Backend):
                 or self._writer is not None):
             return
         self._drain()
-        self._writer = NativeWriter(self._lib, self._nt, shadow, self.tails, sink_now,
+        self._writer = NativeWriter(self._lib, self._nt, shadow_now(), self.tails, sink_now,
                                     packed)
         self._records.writer = self._writer
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections.abc import Callable
-from typing import Protocol, cast
+from typing import Protocol, TypeVar, cast
 
 from emutrace.backends.tails import TailRule
 from emutrace.backends.watched import WatchedList
@@ -58,6 +58,7 @@ _STRING_FORMS = {"text": 1, "copy": 2}
 # ufwrite.h UW_DEEP_*: what the sink does with records deeper than uftrace's depth field
 _DEEP_MODES = {"count": 1, "depth": 2}
 _MASK64 = (1 << 64) - 1
+T = TypeVar("T")
 BUFFER_BYTES = 1 << 16  # C's record buffer (the sink flushes at the same size)
 
 class PackedSink(Protocol):
@@ -107,19 +108,33 @@ class NativeWriter:
         self._u = lib.uw_new(BUFFER_BYTES, tails.mask & _MASK64)
         if not self._u:
             raise MemoryError("native record writer: out of memory")
-        self._frames: WatchedList[Frame] = WatchedList(shadow.frames)
-        self._codes: WatchedList[int] = WatchedList(tails.frames)
-        self._rets: WatchedList[int | None] = WatchedList(tails.return_addrs)
-        shadow.frames, tails.frames, tails.return_addrs = (self._frames, self._codes,
-                                                           self._rets)
-        self._frames.low = self._codes.low = self._rets.low = 0  # all of it, the first time
+        self._watch(shadow)
         self._taught_calls: set[int] = set()
         self._taught_returns: set[tuple[int, int]] = set()  # (site, function)
         self.written = 0  # records C wrote (stats)
-        self._c_lens = (-1, -1)  # C's stack depths as of the last exchange
         self._on = False  # C may take events
         lib.uw_set_deep(self._u, _DEEP_MODES[packed.deep_records])
         self._attach(self._u)
+        self.push()
+
+    def _watch(self, shadow: ShadowStack) -> None:
+        """The stacks C mirrors: shadow's frames and the tail rule's lists, watched; C's
+        copies are replaced whole at the next push."""
+        tails = self.tails
+        self.shadow = shadow
+        self._frames = _watched(shadow.frames)
+        self._codes = _watched(tails.frames)
+        self._rets = _watched(tails.return_addrs)
+        shadow.frames, tails.frames, tails.return_addrs = (self._frames, self._codes,
+                                                           self._rets)
+        self._frames.low = self._codes.low = self._rets.low = 0
+        self._c_lens = (-1, -1)
+
+    def switch_thread(self, shadow: ShadowStack) -> None:
+        """Another guest thread runs (after the backend swapped the tail rule's lists for
+        its): its shadow stack and lists become the ones C mirrors, from the bottom."""
+        self.pull()
+        self._watch(shadow)
         self.push()
 
     # ------------------------------------------------------------ the exchange
@@ -182,7 +197,7 @@ class NativeWriter:
             rets.clean()
         self._c_lens = (len(frames), len(codes))
         on = (self.shadow.grows_down and not self.shadow.exceptions
-              and self._sink_now() is self._wrapper)
+              and self.shadow.tid == 0 and self._sink_now() is self._wrapper)
         if on != self._on:
             lib.uw_set_enabled(u, int(on))
             self._on = on
@@ -261,6 +276,11 @@ class NativeWriter:
             self._attach(None)
             self._lib.uw_free(self._u)
             self._u = None
+
+
+def _watched(items: list[T]) -> WatchedList[T]:
+    """items as a WatchedList (itself, when it is one: a thread's lists come back)."""
+    return items if isinstance(items, WatchedList) else WatchedList(items)
 
 
 def _c_writes(v: object) -> bool:

@@ -70,6 +70,7 @@ _SE_CALL, _SE_RETURN = 1, 2
 class NativeStepBackend(StepBackend):
     name = "step"
     cpu: UnicornCpu  # the C hook runs inside this Unicorn instance
+    _shadow_now: Callable[[], ShadowStack]  # the running thread's (attach_writer)
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
@@ -128,12 +129,16 @@ class NativeStepBackend(StepBackend):
         self._arg_plans: dict[int, object] = {}
         self._ret_plans: dict[int, object] = {}
         self._writer: NativeWriter | None = None  # `record`, `run`: C writes the records
+        # the transfer C waited to resolve when each thread stopped (its six words)
+        self._c_pending: dict[int, ctypes.Array[ctypes.c_uint64] | None] = {}
 
-    def attach_writer(self, shadow: ShadowStack, sink_now: Callable[[], RecordSink]) -> None:
-        """The session's shadow stack and sink, before the run: when the records go to a
-        uftrace directory or `run`'s spill file, C keeps the shadow stack's common case and
-        writes them itself (backends/native_writer.py); otherwise every record is drained to
-        Python."""
+    def attach_writer(self, shadow_now: Callable[[], ShadowStack],
+                      sink_now: Callable[[], RecordSink]) -> None:
+        """The session's shadow stack (the running thread's) and sink, before the run: when
+        the records go to a uftrace directory or `run`'s spill file, C keeps the shadow
+        stack's common case and writes them itself (backends/native_writer.py); otherwise
+        every record is drained to Python."""
+        self._shadow_now = shadow_now
         sink = sink_now()
         packed = packed_sink_of(sink)
         if packed is None or not self._st \
@@ -141,7 +146,7 @@ class NativeStepBackend(StepBackend):
             return
         self._drain()
         lib, st = self._lib, self._st
-        self._writer = NativeWriter(lib, None, shadow, self.tails, sink_now, packed,
+        self._writer = NativeWriter(lib, None, shadow_now(), self.tails, sink_now, packed,
                                     attach=lambda u: lib.st_set_writer(st, u))
 
     # ------------------------------------------------------------ shared state
@@ -159,10 +164,21 @@ class NativeStepBackend(StepBackend):
             self._final_time = value
 
     def switch_thread(self, tid: int) -> None:
-        """C keeps one thread's pending transfer (as the native int3 engine)."""
-        raise Unsupported("--engine native: tracing a program with threads is not "
-                          "supported yet; use --engine python (the default, auto, does for "
-                          "programs that can create threads)")
+        """Another guest thread gets the CPU (C is idle between two runs of the CPU): what
+        C did is the stopping thread's (drained first); the transfer C waits to resolve is
+        kept with that thread (the CPU may stop right after a call ran, before its target's
+        first instruction: the run's instruction count stops ahead of this hook), the
+        reference swaps the rest, and C gets the incoming thread's transfer and stacks."""
+        self._drain()
+        pending = (ctypes.c_uint64 * 6)()
+        self._c_pending[self._tid] = pending if self._lib.st_take_pending(self._st, pending) \
+            else None
+        super().switch_thread(tid)
+        incoming = self._c_pending.pop(tid, None)
+        if incoming is not None:
+            self._lib.st_put_pending(self._st, incoming)
+        if self._writer is not None:
+            self._writer.switch_thread(self._shadow_now())
 
     # ------------------------------------------------------------ callbacks from C
     def _py_flow(self, addr: int, size: int) -> int:

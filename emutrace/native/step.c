@@ -225,6 +225,19 @@ int st_take_pending(st_state *s, uint64_t *out)
     return 1;
 }
 
+/* the pending transfer again, as st_take_pending gave it (another guest thread ran in
+ * between: step_native.py switch_thread) */
+void st_put_pending(st_state *s, const uint64_t *in)
+{
+    s->pending.flow = (uint32_t)in[0];
+    s->pending.site = in[1];
+    s->pending.fallthrough = in[2];
+    s->pending.time = in[3];
+    s->pending.sp = in[4];
+    s->pending.countdown = (uint32_t)in[5];
+    s->has_pending = 1;
+}
+
 /* `emutrace record`: calls and returns C finishes go to this writer first (NULL: none) */
 void st_set_writer(st_state *s, uw_state *writer) { s->writer = writer; }
 

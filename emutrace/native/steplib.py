@@ -50,6 +50,7 @@ def load() -> ctypes.CDLL:
         "st_set_time": ([vp, u64], None),
         "st_clear_pending": ([vp], None),
         "st_take_pending": ([vp, ctypes.POINTER(u64)], ctypes.c_int),
+        "st_put_pending": ([vp, ctypes.POINTER(u64)], None),
         "st_counter": ([vp, u32], u64),
         "st_events": ([vp], vp),
         "st_events_count": ([vp], u32),
