@@ -571,6 +571,8 @@ class NativeInt3Backend(Int3Backend):
                                             if self._strict_c is not None else 0),
                              **self.more_native_stats}
         if self._writer is not None:
+            self.native_stats["c_records_other_threads"] = sum(
+                n for tid, n in self._writer.written.items() if tid != 0)
             self._writer.close()
         self._final_time = self.time
         # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds

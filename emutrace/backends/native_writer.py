@@ -68,13 +68,15 @@ class PackedSink(Protocol):
     `uftrace_args.pack_one` writes) or "copy" (the spill file's: the word and the copy).
     `deep_records`: what becomes of a record deeper than uftrace's depth field holds
     (MAX_STACK) — "count" (not written; an entry counted: `write_packed`'s not_recorded) or
-    "depth" (written with its depth after it)."""
+    "depth" (written with its depth after it).  `any_thread`: it takes C's records of
+    every guest thread (`write_packed`'s thread), not only the main thread's."""
 
     string_form: str
     deep_records: str
+    any_thread: bool
 
     def write_packed(self, data: bytes, records: int, last_time: int,
-                     not_recorded: int = 0) -> None: ...
+                     not_recorded: int = 0, thread: int = 0) -> None: ...
 
     def plan_values(self, func: int, values: list[Value], retval: bool) -> bool | None:
         """C's records of `func` (its entries; with `retval` its exits) whose values are
@@ -111,7 +113,7 @@ class NativeWriter:
         self._watch(shadow)
         self._taught_calls: set[int] = set()
         self._taught_returns: set[tuple[int, int]] = set()  # (site, function)
-        self.written = 0  # records C wrote (stats)
+        self.written: dict[int, int] = {}  # records C wrote, per thread (stats)
         self._on = False  # C may take events
         lib.uw_set_deep(self._u, _DEEP_MODES[packed.deep_records])
         self._attach(self._u)
@@ -147,8 +149,9 @@ class NativeWriter:
             last = int(lib.uw_last_time(u))
             lib.uw_bytes_clear(u)
             if self._sink_now() is self._wrapper:
-                self.written += n
-                self.packed.write_packed(data, int(n), last, int(deep))
+                tid = self.shadow.tid
+                self.written[tid] = self.written.get(tid, 0) + int(n)
+                self.packed.write_packed(data, int(n), last, int(deep), tid)
         if not lib.uw_changed(u):
             return  # (Python may have changed them since: `push` hands that to C)
         assert self._frames.low >= len(self._frames) and self._codes.low >= len(self._codes) \
@@ -197,7 +200,8 @@ class NativeWriter:
             rets.clean()
         self._c_lens = (len(frames), len(codes))
         on = (self.shadow.grows_down and not self.shadow.exceptions
-              and self.shadow.tid == 0 and self._sink_now() is self._wrapper)
+              and (self.shadow.tid == 0 or self.packed.any_thread)
+              and self._sink_now() is self._wrapper)
         if on != self._on:
             lib.uw_set_enabled(u, int(on))
             self._on = on

@@ -14,8 +14,8 @@ records C finished itself, as 16-byte uftrace records (`uftrace_write.pack_recor
 values after them: `pack_values`) that reach the sink in blocks (`write_packed`), between
 Python's records: the file holds both kinds of segment, in order, and reading turns C's
 bytes back into the `Entry`/`Exit` records Python would have made.  What a packed record
-does not hold is known: it is the main thread's (the native engine traces no threads), was
-entered by a call, is no unwound exit, and an exit's duration is its time less its entry's
+does not hold is known: it is the main thread's (C writes no other thread's here: `any_thread`),
+was entered by a call, is no unwound exit, and an exit's duration is its time less its entry's
 (kept per depth while reading); C writes the values of a function's records only in the one
 layout of kinds and widths `plan_values` has accepted for it (else Python writes them), so
 they read back as the `Value`s Python had.  A `char *` value (kind str or buf) is written as
@@ -61,6 +61,7 @@ class SpillSink:
     # deeper than uftrace's 10-bit depth field with its depth in the word after it
     string_form = "copy"
     deep_records = "depth"
+    any_thread = False  # C's records of the main thread only (`_read` times its exits)
 
     def __init__(self, directory: str | None = None) -> None:
         self._file = tempfile.TemporaryFile(dir=directory, buffering=0)  # noqa: SIM115
@@ -98,7 +99,7 @@ class SpillSink:
                 assert isinstance(part, list)
 
     def write_packed(self, data: bytes, records: int, last_time: int,
-                     not_recorded: int = 0) -> None:
+                     not_recorded: int = 0, thread: int = 0) -> None:
         """C's records (backends/native_writer.py PackedSink), after everything written so
         far: the main thread's, values laid out as `plan_values` accepted (not_recorded: 0,
         this sink keeps every record)."""
@@ -173,6 +174,16 @@ class SpillSink:
                     yield own(rec)
             else:
                 yield from _unpack(part, self._args, self._rets, times, entry, exit_, value)
+
+    def segments(self) -> Iterator[list[Record] | bytes | bytearray]:
+        """What was written, in order, one segment in memory at a time: lists of Python's
+        records, and C's record bytes (read as `_unpack` reads them, values per `layouts`;
+        native/replaytext.c formats them without making records)."""
+        return self._parts()
+
+    def layouts(self) -> tuple[dict[int, Layout], dict[int, Layout]]:
+        """The layouts of the values C wrote: per function, its entries' and its exits'."""
+        return dict(self._args), dict(self._rets)
 
     def _parts(self) -> Iterator[list[Record] | bytes | bytearray]:
         fd = self._file.fileno()

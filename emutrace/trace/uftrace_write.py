@@ -146,6 +146,7 @@ class UftraceDirSink:
     # counts the entries deeper than MAX_STACK as `write` does
     string_form = "text"
     deep_records = "count"
+    any_thread = True  # C's records of every thread (each to its task's file)
 
     def __init__(self, path: str, exe: str, cmdline: list[str],
                  functions: list[tuple[int, int, str]], mappings: list[Mapping],
@@ -228,15 +229,19 @@ class UftraceDirSink:
         return bool(values) and name is not None and table.get(name) == sig
 
     def write_packed(self, data: bytes, records: int, last_time: int,
-                     not_recorded: int = 0) -> None:
-        """Records of the main thread packed elsewhere, exactly as `write` packs them (the
-        native writer, backends/native_writer.py: depth below MAX_STACK, no unwound exit,
-        values as `args`/`rets` describe), following everything written so far;
-        not_recorded: the entries deeper than MAX_STACK it left out, as `write` does."""
+                     not_recorded: int = 0, thread: int = 0) -> None:
+        """Records of one thread (`Record.tid`) packed elsewhere, exactly as `write` packs
+        them (the native writer, backends/native_writer.py: depth below MAX_STACK, no
+        unwound exit, values as `args`/`rets` describe), following everything written so
+        far; not_recorded: the entries deeper than MAX_STACK it left out, as `write`
+        does."""
         self.not_recorded += not_recorded
         if not records:
             return
-        stream = self._tasks[TID]
+        try:
+            stream = self._stream(task_of(thread))
+        except OSError as e:
+            self._fail(e)
         stream.buf += data
         stream.index += records
         self.count += records
