@@ -22,7 +22,6 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 
 from emutrace.backends import BackendOptions, TrapAware, create
-from emutrace.backends.settings import settings_of
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
@@ -30,6 +29,7 @@ from emutrace.errors import Unsupported, UsageError
 from emutrace.isa import all_isas
 from emutrace.isa.base import Cap
 from emutrace.machine.linux.sandbox import Sandbox
+from emutrace.mechanisms.settings import settings_of
 from emutrace.native import ploop
 from emutrace.native.ploop import PtraceLoop
 from emutrace.session import (

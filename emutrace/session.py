@@ -11,14 +11,12 @@ from dataclasses import dataclass, field, replace
 
 from emutrace import native
 from emutrace.backends import (
-    BACKENDS,
     NATIVE_BACKENDS,
     Backend,
     BackendOptions,
     TrapAware,
     create,
 )
-from emutrace.backends.settings import BackendSettings, settings_of
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
@@ -35,6 +33,8 @@ from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layo
 from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.machine.linux.threads import Deadlock
+from emutrace.mechanisms import BACKENDS
+from emutrace.mechanisms.settings import BackendSettings, settings_of
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
 from emutrace.trace.events import Event, Record
@@ -45,7 +45,7 @@ from emutrace.trace.uftrace_write import ListSink, RecordSink
 @dataclass(frozen=True)
 class RunConfig(BackendSettings):
     """One run; the backend's settings (cleanup, hw_slots, ...) are inherited keyword-only
-    fields, spelled once in backends/settings.py."""
+    fields, spelled once in mechanisms/settings.py."""
 
     program: str
     args: Sequence[str] = ()

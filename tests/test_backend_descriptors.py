@@ -1,4 +1,4 @@
-"""Backend descriptors (backends/settings.py): every backend module exports one, and the
+"""Backend descriptors (mechanisms/settings.py): every backend module exports one, and the
 four places that once spelled each option themselves — argparse (`run`), `RunConfig`,
 `BackendSpec` (bench) and `BackendOptions` — read it, so they agree by construction.
 These tests check that they do: every setting parses on each path to the same value, a bad
@@ -13,19 +13,20 @@ from typing import Any
 
 import pytest
 
-from emutrace.backends import (
-    BACKENDS,
-    BackendOptions,
-    all_descriptors,
-    backend_settings,
-    descriptor,
-)
-from emutrace.backends.settings import BTS_BUFFER, CLEANUP, HW_SLOTS, BackendSettings, settings_of
+from emutrace.backends import BackendOptions
 from emutrace.benchgrid.spec import BackendSpec, parse_spec
 from emutrace.cli.main import UsageExit, build_parser
 from emutrace.cost import COUNTED, MAIN_EVENT
 from emutrace.errors import UsageError
 from emutrace.machine.board.machine import BoardConfig
+from emutrace.mechanisms import BACKENDS, all_descriptors, backend_settings, descriptor
+from emutrace.mechanisms.settings import (
+    BTS_BUFFER,
+    CLEANUP,
+    HW_SLOTS,
+    BackendSettings,
+    settings_of,
+)
 from emutrace.session import Process, RunConfig
 
 from .conftest import bin_path

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from emutrace.backends import BACKENDS
 from emutrace.benchgrid.runner import Cell, Row, check
 from emutrace.benchgrid.spec import ALL_SPECS, NONE_SPEC, expand, parse_spec
 from emutrace.cli.main import main
 from emutrace.isa import by_name
 from emutrace.isa.base import Cap
+from emutrace.mechanisms import BACKENDS
 from emutrace.trace.events import Call
 
 from .conftest import BUSYBOX, ISAS, TESTBINS

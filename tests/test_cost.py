@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from emutrace.backends import BACKENDS
 from emutrace.cost import COUNTED, ISAS, SETTINGS, cost_table, predict, price
 from emutrace.cost.markdown import cost_table_markdown
 from emutrace.isa import MODULES
+from emutrace.mechanisms import BACKENDS
 
 
 def test_int3_vm_by_hand() -> None:

@@ -38,12 +38,13 @@ from pathlib import Path
 import pytest
 
 from emutrace import native
-from emutrace.backends import BACKENDS, NATIVE_BACKENDS, hooked_sites
+from emutrace.backends import NATIVE_BACKENDS, hooked_sites
 from emutrace.backends.int3 import Int3Backend
-from emutrace.backends.settings import Descriptor
 from emutrace.cli.main import main
 from emutrace.errors import EXIT_UNSUPPORTED, UsageError
 from emutrace.isa import by_name
+from emutrace.mechanisms import BACKENDS
+from emutrace.mechanisms.settings import Descriptor
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record
 

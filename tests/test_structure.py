@@ -11,23 +11,31 @@ dependency; a pure module that names an emulator's type knows the emulator).
 The layers, bottom first (DESIGN.md §2 as the code stands):
 
 * leaves: the error type, the guest's environment, ELF tables read with `struct`, the Debian
-  root builder — each imports at most the error type;
-* isa: one frozen description per ISA;
-* native: ctypes bindings of the package's one C library (hot paths, the ptrace loop, the
-  disassembler); they hand the library layouts and calls, and know no backend;
-* elf: the program image (pyelftools);
-* discover: functions, sites, symbols, modules, prototypes;
+  root builder, checked quantities (durations, counts, sizes) — each imports at most the
+  error type;
+* isa (one frozen description per ISA) and mechanisms (what is known of each tracing
+  mechanism without running it: descriptors, settings, the registry by name);
+* the loader and layouts of the package's one C library (native/__init__.py) and its
+  disassembler binding (native/disasmlib.py), which discovery decodes with;
+* elf and discover: the program image and what is found in it.  They are one layer: an
+  Image carries the module map that discovery builds from Images (elf.py names ModuleMap
+  as a type only);
 * trace and cost: events, shadow stack, sinks and viewers; prices and predictions — two
-  pure peers that import neither each other's layer nor anything above;
+  pure peers;
+* native: the bindings of the library's engines (hot paths, ptrace loop, step, strict,
+  branch, replay text), which turn C records into trace events;
 * target: execution engines (Unicorn, ptrace) behind one protocol;
 * backends: the mechanisms, written against the target protocol;
-* machine: the Linux user-mode layer and the boards, over targets and backends;
-* session: the wirings of a traced run (Unicorn user mode, native process);
+* machine: the Linux user-mode layer and the boards' devices, over targets and backends;
+* session: the wirings of a traced run (Linux user mode, native process, board);
 * benchgrid: the benchmark grid, which runs sessions;
 * cli: one module per subcommand, at the top.
 
-Pure layers (isa, elf, discover, trace, cost) import, of this package, only each other, the
-leaves and the disassembler binding (native/disasmlib.py: capstone's C library, a
+A module may import its own layer and those below it; within a layer only the cycle rule
+applies.
+
+Pure layers (isa, mechanisms, elf, discover, trace, cost) import, of this package, only each
+other, the leaves and the disassembler binding (native/disasmlib.py: capstone's C library, a
 disassembler, not an emulator).  Of outside packages they import no emulator (unicorn,
 qiling) and not ctypes, through which the native engines and ptrace are loaded; capstone
 and keystone (a disassembler and an assembler) and pyelftools are allowed.
@@ -46,24 +54,24 @@ ROOT = Path(__file__).resolve().parent.parent
 # bottom first; "P.*" covers the package P and all under it, a bare name one module
 LAYERS = Layers((
     ("emutrace", "emutrace.errors", "emutrace.environment", "emutrace.elf_tables",
-     "emutrace.rootfs"),
-    ("emutrace.isa.*",),
-    ("emutrace.native.*",),
-    ("emutrace.elf",),
-    ("emutrace.discover.*",),
+     "emutrace.rootfs", "emutrace.quantities"),
+    ("emutrace.isa.*", "emutrace.mechanisms.*"),
+    ("emutrace.native", "emutrace.native.disasmlib"),
+    ("emutrace.elf", "emutrace.discover.*"),
     ("emutrace.trace.*", "emutrace.cost.*"),
+    ("emutrace.native.*",),
     ("emutrace.target.*",),
     ("emutrace.backends.*",),
     ("emutrace.machine.*",),
-    ("emutrace.session", "emutrace.native_session"),
+    ("emutrace.session", "emutrace.native_session", "emutrace.board_session"),
     ("emutrace.benchgrid.*",),
     ("emutrace.cli.*", "emutrace.__main__"),
 ))
 
-PURE = ("emutrace.isa.*", "emutrace.elf", "emutrace.discover.*", "emutrace.trace.*",
-        "emutrace.cost.*")
+PURE = ("emutrace.isa.*", "emutrace.mechanisms.*", "emutrace.elf", "emutrace.discover.*",
+        "emutrace.trace.*", "emutrace.cost.*")
 PURE_MAY_IMPORT = ("emutrace", "emutrace.errors", "emutrace.environment", "emutrace.elf_tables",
-                   "emutrace.rootfs", "emutrace.native.disasmlib")
+                   "emutrace.rootfs", "emutrace.quantities", "emutrace.native.disasmlib")
 EMULATORS = ("unicorn.*", "qiling.*", "ctypes.*")
 
 

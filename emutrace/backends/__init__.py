@@ -2,8 +2,9 @@
 :mod:`emutrace.trace.events` to a sink; the shadow stack and the formatters are shared.
 
 Every backend module has a ``create(image, cpu, hooks, emit, options)`` function and a
-``DESCRIPTOR`` (backends/descriptors.py: its one line, settings, counters, main event); this
-registry names them.  ``none`` is no backend at all (the program just runs).
+``DESCRIPTOR`` (emutrace/mechanisms/descriptors.py: its one line, settings, counters, main
+event); `create` loads the module the registry (emutrace/mechanisms) names.  ``none`` is no
+backend at all (the program just runs).
 """
 
 from __future__ import annotations
@@ -11,41 +12,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from emutrace.backends import descriptors
-from emutrace.backends.settings import BackendSettings, Descriptor, Setting
+from emutrace.mechanisms import BACKENDS
+from emutrace.mechanisms.settings import BackendSettings
 
 if TYPE_CHECKING:
     from emutrace.discover.callabi import CallTypes
     from emutrace.elf import Image
     from emutrace.target.protocol import Target, TrapHooks
     from emutrace.trace.events import Event, SignalDelivery
-
-# name → its descriptor (backends/descriptors.py); the backend is the module of that name
-# under emutrace.backends (a dict: tests register a fake one)
-BACKENDS: dict[str, Descriptor] = {d.name: d for d in (
-    descriptors.INT3, descriptors.HWBP, descriptors.BTS, descriptors.BTF, descriptors.ENTRY,
-    descriptors.STEP)}
-
-
-def descriptor(name: str) -> Descriptor:
-    return BACKENDS[name]
-
-
-def all_descriptors() -> list[Descriptor]:
-    return list(BACKENDS.values())
-
-
-def backend_settings() -> list[tuple[Setting[Any], str]]:
-    """Every registered backend's settings, each once, with the backends that read it
-    ("int3" or "int3, hwbp"), in registry order: the command line's options."""
-    owners: dict[str, tuple[Setting[Any], list[str]]] = {}
-    for d in all_descriptors():
-        for s in d.settings:
-            owners.setdefault(s.name, (s, []))[1].append(d.name)
-    return [(s, ", ".join(names)) for s, names in owners.values()]
-
 
 # backends with a native hot path (`--engine native`, emutrace/native); `auto` runs each of
 # them natively (hwbp too since its stepped spans, range slots and shared sites are C's:
@@ -57,7 +33,7 @@ ENGINES = ("auto", "python", "native")
 
 @dataclass(frozen=True)
 class BackendOptions(BackendSettings):
-    """What a backend is created with: the settings (backends/settings.py) and these."""
+    """What a backend is created with: the settings (mechanisms/settings.py) and these."""
 
     # prototypes and -A counts for typed arguments (None: the image's, no -A)
     call_types: CallTypes | None = None

@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from emutrace.backends import BackendOptions, descriptors
+from emutrace.backends import BackendOptions
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
 from emutrace.backends.btf_native import NativeBtfBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
+from emutrace.mechanisms import descriptors
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 

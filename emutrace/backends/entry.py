@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends import BackendOptions, descriptors
+from emutrace.backends import BackendOptions
 from emutrace.backends.args import call_push_size
 from emutrace.backends.int3 import Int3Backend, Pending
 from emutrace.backends.watched import WatchedList
@@ -46,6 +46,7 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
+from emutrace.mechanisms import descriptors
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Call, Event, SignalDelivery, TailCall, Trap
 

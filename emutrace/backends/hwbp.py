@@ -42,10 +42,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from emutrace.backends import BackendOptions, descriptors
+from emutrace.backends import BackendOptions
 from emutrace.backends.int3 import Armed, Int3Backend
 from emutrace.discover import Function, Site
 from emutrace.elf import Image
+from emutrace.mechanisms import descriptors
 from emutrace.target.protocol import CodeHook, Target, TrapHooks
 from emutrace.trace.events import Event
 

@@ -42,11 +42,12 @@ from collections.abc import Callable
 
 from unicorn.unicorn_const import UC_HOOK_CODE
 
-from emutrace.backends import BackendOptions, descriptors
+from emutrace.backends import BackendOptions
 from emutrace.backends.hwbp import SlotDelivery
 from emutrace.backends.int3_native import NativeInt3Backend
 from emutrace.discover import Function, Site
 from emutrace.elf import Image
+from emutrace.mechanisms import descriptors
 from emutrace.native import strictlib
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from emutrace.backends import BackendOptions, descriptors
+from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.codeguard import CodeGuard
 from emutrace.backends.tails import TailRule
@@ -41,6 +41,7 @@ from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Cap, Flow, FlowKind, Insn
+from emutrace.mechanisms import descriptors
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import (
     Call,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import unicorn
 
-from emutrace.backends import BackendOptions, descriptors
+from emutrace.backends import BackendOptions
 from emutrace.backends.args import ArgReader
 from emutrace.backends.tails import TailRule
 from emutrace.discover.callabi import CallTypes
@@ -22,6 +22,7 @@ from emutrace.discover.decode import Decoder
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
+from emutrace.mechanisms import descriptors
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import (
     Call,

@@ -8,10 +8,10 @@ import io
 import time
 from dataclasses import dataclass
 
-from emutrace.backends.settings import settings_of
 from emutrace.benchgrid.spec import BackendSpec, Program
 from emutrace.errors import UsageError
 from emutrace.machine.board.machine import BoardConfig, BoardMachine
+from emutrace.mechanisms.settings import settings_of
 from emutrace.session import RunResult
 
 

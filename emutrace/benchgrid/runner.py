@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from emutrace.backends.settings import settings_of
 from emutrace.benchgrid.board import BoardRun, run_on_board
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import NONE_SPEC, BackendSpec, Program
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
 from emutrace.isa import by_name
+from emutrace.mechanisms.settings import settings_of
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.agreement import agreement_text, entries_only
 from emutrace.trace.events import Entry, Record

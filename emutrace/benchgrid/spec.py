@@ -2,7 +2,7 @@
 and checked before anything runs (a bad argument is a `UsageError`: one line, exit 64).
 
 A backend spec is a registered backend name with an optional setting after a colon, read by
-the backend's descriptor (backends/settings.py): ``int3:strict`` (cleanup policy),
+the backend's descriptor (mechanisms/settings.py): ``int3:strict`` (cleanup policy),
 ``hwbp:N`` (N breakpoint slots), ``bts:N`` (records per buffer), ``BACKEND:record`` (the
 backend's trace written to a uftrace data directory as `emutrace record` writes it: record
 throughput and bytes per record), ``int3:native``, ``step:native``, ``bts:native`` and
@@ -18,10 +18,11 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from emutrace.backends import BACKENDS, NATIVE_BACKENDS, descriptor
-from emutrace.backends.settings import BackendSettings
+from emutrace.backends import NATIVE_BACKENDS
 from emutrace.errors import UsageError
 from emutrace.isa import MODULES, UnknownIsa, by_name
+from emutrace.mechanisms import BACKENDS, descriptor
+from emutrace.mechanisms.settings import BackendSettings
 
 ALL_SPECS = ("int3", "int3:strict", "hwbp", "hwbp:1", "bts", "btf", "entry", "step")
 BASELINE = "none"

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from emutrace import quantities
 from emutrace.benchgrid.spec import (
     ALL_SPECS,
     expand,
@@ -41,7 +42,6 @@ from emutrace.benchgrid.spec import (
     parse_backends,
     parse_template,
 )
-from emutrace.cli import options
 from emutrace.cli.bench_native import CALIBRATION, CALIBRATION_SIZES
 from emutrace.cost import DEFAULT_NS_PER_INSN
 from emutrace.errors import UsageError
@@ -70,17 +70,17 @@ class BenchCommand:
                             "(N slots), bts, bts:N (buffer records), bts:native, btf, "
                             "btf:native, entry, step, step:native; all = "
                             f"{','.join(ALL_SPECS)}; `none` always runs as the baseline")
-        p.add_argument("--repeat", type=options.positive_count, default=1, metavar="N",
+        p.add_argument("--repeat", type=quantities.positive_count, default=1, metavar="N",
                        help="rounds; each round runs every cell of a row in turn, times are "
                             "medians (default 1)")
         p.add_argument("--out", default="bench-out", metavar="DIR",
                        help="directory for results.{csv,json,md} and plots (default "
                             "bench-out/)")
-        p.add_argument("--timeout", type=options.seconds, default=0.0, metavar="S",
+        p.add_argument("--timeout", type=quantities.seconds, default=0.0, metavar="S",
                        help="stop a run after S seconds (it then disagrees with `none`)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
                        help="directory the guest may write in (default: the current one)")
-        p.add_argument("--ns-per-insn", type=options.positive_float,
+        p.add_argument("--ns-per-insn", type=quantities.positive_float,
                        default=DEFAULT_NS_PER_INSN, metavar="NS",
                        help="cost model: untraced native time per instruction "
                             f"(default {DEFAULT_NS_PER_INSN})")

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
-from emutrace.cli import options
+from emutrace import quantities
 from emutrace.cli.viewing import add_data_option, open_data
 from emutrace.errors import UsageError
 from emutrace.trace.events import Entry, Record
@@ -32,7 +32,7 @@ class DumpCommand:
         how.add_argument("--flame-graph", action="store_true",
                          help="folded stacks (flamegraph.pl): calls per call path, or self "
                               "time with --sample-time")
-        p.add_argument("--sample-time", type=options.positive_count, default=0,
+        p.add_argument("--sample-time", type=quantities.positive_count, default=0,
                        metavar="INSNS",
                        help="--flame-graph counts self time in samples of INSNS guest "
                             "instructions instead of calls")

@@ -9,13 +9,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
-from emutrace.backends import (
-    BACKENDS,
-    ENGINES,
-    NATIVE_BACKENDS,
-    all_descriptors,
-    backend_settings,
-)
+from emutrace import quantities
+from emutrace.backends import ENGINES, NATIVE_BACKENDS
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.run_machine import add_machine_options, run_machine
@@ -24,6 +19,7 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
+from emutrace.mechanisms import BACKENDS, all_descriptors, backend_settings
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.events import Record
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
@@ -75,11 +71,11 @@ class RunCommand:
                        help="directory the guest may create or change files in (repeatable; "
                             "default: the current directory, unless it is /, $HOME or "
                             "holds the root: then nothing)")
-        p.add_argument("--max-insns", type=options.count, default=0, metavar="N",
+        p.add_argument("--max-insns", type=quantities.count, default=0, metavar="N",
                        help=f"stop after N guest instructions (exit {EXIT_MAX_INSNS})")
-        p.add_argument("--timeout", type=options.seconds, default=0.0, metavar="S",
+        p.add_argument("--timeout", type=quantities.seconds, default=0.0, metavar="S",
                        help=f"stop after S seconds of wall time (exit {EXIT_TIMEOUT})")
-        p.add_argument("--max-memory", type=options.size, default=DEFAULT_MAX_MEMORY,
+        p.add_argument("--max-memory", type=quantities.size, default=DEFAULT_MAX_MEMORY,
                        metavar="SIZE", help="guest memory cap, e.g. 512M or 8G; mmap and brk "
                        "beyond it fail with ENOMEM (default 4G)")
         p.add_argument("--env", action="append", default=[], type=options.env_assignment,

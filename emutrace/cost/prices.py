@@ -36,10 +36,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emutrace.backends import all_descriptors
 from emutrace.cost import anchors as a
 from emutrace.cost.anchors import REF, Anchor
 from emutrace.isa import MODULES, by_name
+from emutrace.mechanisms import all_descriptors
 
 ISAS = MODULES
 VM_ISA = "x86_64"  # the ISA of this project's measured VM (anchors.py)

@@ -18,8 +18,7 @@ import unicorn
 from elftools.elf.elffile import ELFFile
 from unicorn import unicorn_const as ucc
 
-from emutrace.backends import BACKENDS, Backend, BackendOptions, TrapAware, create
-from emutrace.backends.settings import BackendSettings, settings_of
+from emutrace.backends import Backend, BackendOptions, TrapAware, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
@@ -37,6 +36,8 @@ from emutrace.machine.board import devices
 from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
+from emutrace.mechanisms import BACKENDS
+from emutrace.mechanisms.settings import BackendSettings, settings_of
 from emutrace.session import RunResult
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import (
@@ -53,7 +54,7 @@ from emutrace.trace.uftrace_write import ListSink, RecordSink
 
 @dataclass(frozen=True)
 class BoardConfig(BackendSettings):
-    """A board run; the backend's settings are inherited (backends/settings.py)."""
+    """A board run; the backend's settings are inherited (mechanisms/settings.py)."""
 
     board: str
     image: str

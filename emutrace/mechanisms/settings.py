@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Generic, TypeVar
 
-from emutrace.cli.options import positive_count
+from emutrace.quantities import positive_count
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""The descriptor of every backend (backends/settings.py: name, one line, settings,
+"""The descriptor of every backend (mechanisms/settings.py: name, one line, settings,
 counters, main event).  Each backend module exports its own as ``DESCRIPTOR``; they are
 written here, in a module that imports no emulator, because the command line, the bench
 specs and the cost model read them without loading any backend (tests/test_cost.py: the
@@ -7,7 +7,7 @@ cost model imports neither Unicorn nor Capstone).
 
 from __future__ import annotations
 
-from emutrace.backends.settings import BTS_BUFFER, CLEANUP, HW_SLOTS, Descriptor
+from emutrace.mechanisms.settings import BTS_BUFFER, CLEANUP, HW_SLOTS, Descriptor
 
 INT3 = Descriptor(
     "int3", "lazy call-site breakpoints (fctrace), real breakpoint bytes",
