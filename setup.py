@@ -1,7 +1,7 @@
 """Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`; branch.c for
-`bts` and `btf`; ploop.c, the native target's ptrace loop; disasm.c, discovery's decoding), a
-plain C library that emutrace loads with ctypes, and of sweep.c, discovery's sweep loop, a
-CPython extension; everything else is in pyproject.toml.
+`bts` and `btf`; ploop.c, the native target's ptrace loop; disasm.c, discovery's decoding;
+replaytext.c, `run`'s text trace), a plain C library that emutrace loads with ctypes, and of
+sweep.c, discovery's sweep loop, a CPython extension; everything else is in pyproject.toml.
 
 It is compiled against the headers the unicorn and capstone wheels ship (unicorn/include,
 capstone/include) and links neither library: the functions it calls are handed in from the
@@ -31,7 +31,8 @@ setup(ext_modules=[Extension(
     sources=["emutrace/native/hotpath.c", "emutrace/native/ufwrite.c",
              "emutrace/native/step.c", "emutrace/native/ploop.c",
              "emutrace/native/branch.c", "emutrace/native/strict.c",
-             "emutrace/native/entryprobe.c", "emutrace/native/disasm.c"],
+             "emutrace/native/entryprobe.c", "emutrace/native/disasm.c",
+             "emutrace/native/replaytext.c"],
     include_dirs=wheel_include("unicorn") + wheel_include("capstone"),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,

@@ -6,7 +6,7 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn, TextIO
 
 from emutrace import quantities
@@ -20,6 +20,7 @@ from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.mechanisms import BACKENDS, all_descriptors, backend_settings
+from emutrace.native.replaytext import write_replay
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.events import Record
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
@@ -259,19 +260,26 @@ def write_trace(result: RunResult, args: argparse.Namespace,
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
                             arg_counts=args.arg_counts)  # the backend read the rest
-    # line by line: a trace of depth d is O(d^2) text (uftrace's indentation), and building
-    # it as one string made emutrace's memory grow with the square of the depth
-    lines = iter_replay_lines(result.records if records is None else records, name, options)
+    source = result.records if records is None else records
     if args.output_file is not None:
         try:
             with args.output_file as out:
-                out.writelines(line + "\n" for line in lines)
+                write_lines(source, name, options, out)
         except OSError as e:  # disk full, I/O error: the lines written so far stay in FILE
             raise OutputError(f"-o {args.output}: cannot write the trace "
                               f"({e.strerror or e}); it is cut short") from None
     else:
-        sys.stderr.writelines(line + "\n" for line in lines)
+        write_lines(source, name, options, sys.stderr)
         sys.stderr.flush()
+
+
+def write_lines(records: Iterable[Record], name: Callable[[int], str], options: ReplayOptions,
+                out: TextIO) -> None:
+    """The text trace into `out`: formatted in C where it can be (native/replaytext.py,
+    the same bytes), else by the reference, line by line (a trace of depth d is O(d^2) text,
+    uftrace's indentation: built as one string, emutrace's memory grew with its square)."""
+    if not write_replay(records, name, options, out):
+        out.writelines(line + "\n" for line in iter_replay_lines(records, name, options))
 
 
 def open_output(path: str) -> TextIO:
