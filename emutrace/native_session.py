@@ -28,10 +28,10 @@ from emutrace.elf import Image, load_image
 from emutrace.errors import Unsupported, UsageError
 from emutrace.isa import all_isas
 from emutrace.isa.base import Cap
-from emutrace.machine.linux.sandbox import Sandbox
 from emutrace.mechanisms.settings import settings_of
 from emutrace.native import ploop
 from emutrace.native.ploop import PtraceLoop
+from emutrace.sandbox import Sandbox
 from emutrace.session import (
     THREAD_CREATORS,
     RunConfig,

@@ -30,11 +30,11 @@ from emutrace.machine.linux import handlers  # noqa: F401 (registers every syste
 from emutrace.machine.linux.kernel import FileDesc, GuestExec, GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
-from emutrace.machine.linux.sandbox import Sandbox, SandboxError
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.machine.linux.threads import Deadlock
 from emutrace.mechanisms import BACKENDS
 from emutrace.mechanisms.settings import BackendSettings, settings_of
+from emutrace.sandbox import Sandbox, SandboxError
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
 from emutrace.trace.events import Event, Record

@@ -2,7 +2,7 @@
 checks give a native run the file sandbox of emulation (tests/test_confinement.py runs the
 common tests against both targets; these are the native mechanism's own).
 
-Oracles: the sandbox's documented rules (machine/linux/sandbox.py) and the host file system
+Oracles: the sandbox's documented rules (emutrace/sandbox.py) and the host file system
 after the run (nothing created, changed or removed outside the allowed directory); the same
 program's stdout under emulation; for the BPF program, an interpreter written here from
 <linux/filter.h> run against the filter's declared policy; the kernel's own mount table."""

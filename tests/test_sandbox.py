@@ -1,4 +1,4 @@
-"""Tests for emutrace.machine.linux.sandbox (guest path resolution and write policy)."""
+"""Tests for emutrace.sandbox (guest path resolution and write policy)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from emutrace.machine.linux.sandbox import MAXSYMLINKS, Sandbox, SandboxError
+from emutrace.sandbox import MAXSYMLINKS, Sandbox, SandboxError
 
 # --------------------------------------------------------------------------- fixtures
 

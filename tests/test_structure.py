@@ -11,7 +11,8 @@ dependency; a pure module that names an emulator's type knows the emulator).
 The layers, bottom first (DESIGN.md §2 as the code stands):
 
 * leaves: the error type, the guest's environment, ELF tables read with `struct`, the Debian
-  root builder, checked quantities (durations, counts, sizes) — each imports at most the
+  root builder, checked quantities (durations, counts, sizes), the guest path sandbox (both
+  the Linux layer and the native target's confinement apply it) — each imports at most the
   error type;
 * isa (one frozen description per ISA) and mechanisms (what is known of each tracing
   mechanism without running it: descriptors, settings, the registry by name);
@@ -54,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # bottom first; "P.*" covers the package P and all under it, a bare name one module
 LAYERS = Layers((
     ("emutrace", "emutrace.errors", "emutrace.environment", "emutrace.elf_tables",
-     "emutrace.rootfs", "emutrace.quantities"),
+     "emutrace.rootfs", "emutrace.quantities", "emutrace.sandbox"),
     ("emutrace.isa.*", "emutrace.mechanisms.*"),
     ("emutrace.native", "emutrace.native.disasmlib"),
     ("emutrace.elf", "emutrace.discover.*"),

@@ -2,7 +2,7 @@
 under emulation (emutrace/native_session.py).
 
 A native run is confined like an emulated one: the same file sandbox (--root,
---allow-write, machine/linux/sandbox.py), applied by a seccomp filter whose checked calls
+--allow-write, emutrace/sandbox.py), applied by a seccomp filter whose checked calls
 stop for the tracer (target/seccomp_filter.py, target/ptrace_confine.py).  `--unconfined`
 is the explicit opt-out (the program then runs with the user's rights, seeing their files;
 --root and --allow-write have nothing to apply to and are refused with it).

@@ -1,6 +1,6 @@
 """Confinement of a native run: the tracer's side of the seccomp filter
 (target/seccomp_filter.py).  At each PTRACE_EVENT_SECCOMP stop the call is checked with the
-emulation's `Sandbox` rules (machine/linux/sandbox.py) and then either
+emulation's `Sandbox` rules (emutrace/sandbox.py) and then either
 
 * runs on the *resolved host path*: the path the tracer resolved (symlinks already
   followed by the sandbox, `..` and the root applied) is written into a scratch mapping
@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable
 
 from emutrace.isa.abi import load_abi
-from emutrace.machine.linux.sandbox import Sandbox, SandboxError
+from emutrace.sandbox import Sandbox, SandboxError
 from emutrace.target.confine_checks import AT_FDCWD, CHECKS, Call, Refused
 from emutrace.target.confine_processes import PROCESS_CHECKS
 from emutrace.target.ptrace import (

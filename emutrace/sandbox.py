@@ -1,4 +1,5 @@
-"""Guest path resolution and file-access policy.
+"""Guest path resolution and file-access policy, for the emulated Linux layer
+(machine/linux/) and the native target's confinement (target/ptrace_confine.py) alike.
 
 Guest programs are untrusted.  Every path a guest syscall names goes through
 :meth:`Sandbox.resolve`, which decides which *host* path it means and whether
