@@ -24,6 +24,7 @@ from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import Slots
 from emutrace.discover.prototypes import CType
 from emutrace.isa.base import CONDITION_TESTS, FlowKind, Isa
+from emutrace.native import EVENT, SiteOp
 from emutrace.target.protocol import Target
 from emutrace.trace.events import Call, Event, Return, TailCall
 from emutrace.trace.values import Value
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
     from emutrace.backends.int3 import Int3Backend, Pending
     from emutrace.backends.native_writer import NativeWriter
 
-# a site as the C tables take it after its address: op, target, after, src_reg, link_reg,
-# release, fast, conditional, condition test, condition register, its bits a, b, c,
-# clear_low, guard test, guard register, its bits a, b
-SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
-               int, int]
 # what hotpath.c's nt_site_extra adds where a code address's bit 0 selects the instruction
 # set (ARM): the next instruction's mode bits, the target test and its bits a, b, the guard's
 # mask ("mask_zero"), the registers popped below a return's target (ids)
@@ -44,7 +40,6 @@ SiteExtra = tuple[int, int, int, int, int, tuple[int, ...]]
 _PLAIN = (0, 0, 0, 0, 0, ())  # no extra: every ISA without a thumb bit
 _SITE_KIND = {FlowKind.CALL: SiteKind.CALL, FlowKind.RETURN: SiteKind.RETURN,
               FlowKind.JUMP: SiteKind.TAIL}
-EVENT = struct.Struct(native.EVENT_FORMAT)
 _COPY = struct.Struct("=BH")  # a string copy's word index and length (hotpath.c string_put)
 
 

@@ -54,11 +54,17 @@ LEARNED = struct.Struct("=QIIII")
 # one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, entry_sp,
 # regs[8]
 EVENT_FORMAT = f"=IIq5Q{MAX_REGS}Q"  # (time signed: a fallback may take it below 0)
+EVENT = struct.Struct(EVENT_FORMAT)
 EV_CALL, EV_RETURN, EV_TAIL = 1, 2, 3  # EV_TAIL: a jump to a function entry (hotpath.c)
 # nregs >> STRINGS_SHIFT: the event's string copies in the string area (hotpath.c
 # nt_strings: per copy a u8 word index, a u16 length or STRING_NONE, the bytes)
 STRINGS_SHIFT, STRING_NONE = 8, 0xFFFF
 OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3
+# a site as the C tables (hotpath.c, ploop.c) take it after its address: op, target, after,
+# src_reg, link_reg, release, fast, conditional, condition test, condition register, its
+# bits a, b, c, clear_low, guard test, guard register, its bits a, b
+SiteOp = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int,
+               int, int]
 
 Signatures = Mapping[str, tuple[Any, Any]]  # C function -> (argtypes, restype)
 

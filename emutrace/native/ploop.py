@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 
 from emutrace import native
-from emutrace.backends.fastpath import EVENT, SiteOp
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Isa
+from emutrace.native import EVENT, SiteOp
 
 PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
 PEND_PYTHON, PEND_NONE, PEND_JUMP = 0, 1, 2  # pl_pending.state
