@@ -15,10 +15,10 @@ import pytest
 
 from emutrace.backends import BackendOptions
 from emutrace.benchgrid.spec import BackendSpec, parse_spec
+from emutrace.board_session import BoardConfig
 from emutrace.cli.main import UsageExit, build_parser
 from emutrace.cost import COUNTED, MAIN_EVENT
 from emutrace.errors import UsageError
-from emutrace.machine.board.machine import BoardConfig
 from emutrace.mechanisms import BACKENDS, all_descriptors, backend_settings, descriptor
 from emutrace.mechanisms.settings import (
     BTS_BUFFER,

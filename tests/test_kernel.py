@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.board_session import BoardConfig, BoardMachine
 from emutrace.cli.main import main
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
 from emutrace.isa import all_isas, by_name
 from emutrace.isa.base import Cap, Isa
 from emutrace.isa.kernel import kernel_support
-from emutrace.machine.board.machine import BoardConfig, BoardMachine
 from emutrace.machine.board.presets import BOARDS
 from emutrace.session import RunResult
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, parse_instr_record

@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass
 
 from emutrace.benchgrid.spec import BackendSpec, Program
+from emutrace.board_session import BoardConfig, BoardMachine
 from emutrace.errors import UsageError
-from emutrace.machine.board.machine import BoardConfig, BoardMachine
 from emutrace.mechanisms.settings import settings_of
 from emutrace.session import RunResult
 

@@ -195,8 +195,8 @@ class BenchCommand:
 def board_run(args: argparse.Namespace) -> BoardRun | None:
     """The board options, checked before anything runs; None without --machine."""
     from emutrace.benchgrid.board import BoardRun
+    from emutrace.board_session import board_named
     from emutrace.cli.run_machine import unescape
-    from emutrace.machine.board.machine import board_named
 
     if not args.machine:
         if args.bios or args.dtb or args.until or args.input or args.input_after:

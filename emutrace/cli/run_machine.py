@@ -2,7 +2,7 @@
 and the run; `run.py` hands over when --machine is given).
 
 Every `emutrace run` imports this module for its options, and few of them have --machine:
-the board (machine/board/, a fifth of a run's import time) is imported only by the
+the board (board_session.py, machine/board/: a fifth of a run's import time) is imported only by the
 functions that load one."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.errors import UsageError
 
 if TYPE_CHECKING:
-    from emutrace.machine.board.machine import BoardMachine
+    from emutrace.board_session import BoardMachine
 
 
 def add_machine_options(p: argparse.ArgumentParser) -> None:
@@ -59,8 +59,8 @@ def unescape(text: str, option: str) -> bytes:
 def board_machine(args: argparse.Namespace) -> BoardMachine:
     """The board and image of the command line, loaded (every bad value a usage error
     before anything runs); `run` and `record` share it."""
+    from emutrace.board_session import BoardConfig, BoardMachine
     from emutrace.cli.run import parse_arg_specs, settings_from
-    from emutrace.machine.board.machine import BoardConfig, BoardMachine
 
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "

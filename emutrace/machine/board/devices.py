@@ -3,8 +3,8 @@ device (sifive_test), a timer (CLINT), fw_cfg and constant regions (probed devic
 are absent).
 
 A model is pure: `read(offset, size) -> int` and `write(offset, size, value)`, with the
-console and the power-off request handed in (`Console`, `PowerOff`); `machine.py` maps it
-with Unicorn's mmio_map."""
+console and the power-off request handed in (`Console`, `PowerOff`); the board's run
+(emutrace/board_session.py) maps it with Unicorn's mmio_map."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""A board built and run: the CPU with the ISA's bare-metal reset, RAM and MMIO devices from
-the board's data, the image loaded the way QEMU loads it (an ELF at its physical addresses
-and started at its entry, anything else as raw firmware at the board's -bios address), the
-trap-entry layer of the ISA (`isa/kernel_<isa>.py`) behind the exception hook, and a run
-loop that ends on power-off, on `--until` text, on idle, or on the usual budgets."""
+"""A board built and run, the board's wiring of a traced run beside session.py and
+native_session.py (the board's data and devices are machine/board/): the CPU with the ISA's
+bare-metal reset, RAM and MMIO devices from the board's data, the image loaded the way QEMU
+loads it (an ELF at its physical addresses and started at its entry, anything else as raw
+firmware at the board's -bios address), the trap-entry layer of the ISA
+(`isa/kernel_<isa>.py`) behind the exception hook, and a run loop that ends on power-off, on
+`--until` text, on idle, or on the usual budgets."""
 
 from __future__ import annotations
 
