@@ -39,7 +39,7 @@ import pytest
 
 from emutrace import native
 from emutrace.backends import NATIVE_BACKENDS, hooked_sites
-from emutrace.backends.int3 import Int3Backend
+from emutrace.backends.int3_python import Int3Backend
 from emutrace.cli.main import main
 from emutrace.errors import EXIT_UNSUPPORTED, UsageError
 from emutrace.isa import by_name

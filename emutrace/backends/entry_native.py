@@ -41,7 +41,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends import hooked_sites
-from emutrace.backends.entry import EntryBackend
+from emutrace.backends.entry_python import EntryBackend
 from emutrace.backends.int3_native import NativeInt3Backend
 from emutrace.discover import Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends.entry import EntryBackend
+from emutrace.backends.entry_python import EntryBackend
 from emutrace.backends.fastpath import FastSites, RecordDrain
 from emutrace.backends.watched import WatchedList
 from emutrace.discover import Site, SiteKind

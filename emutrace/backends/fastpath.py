@@ -30,7 +30,7 @@ from emutrace.trace.events import Call, Event, Return, TailCall
 from emutrace.trace.values import Value
 
 if TYPE_CHECKING:
-    from emutrace.backends.int3 import Int3Backend, Pending
+    from emutrace.backends.int3_python import Int3Backend, Pending
     from emutrace.backends.native_writer import NativeWriter
 
 # what hotpath.c's nt_site_extra adds where a code address's bit 0 selects the instruction

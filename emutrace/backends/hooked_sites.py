@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from emutrace import native
-from emutrace.backends.int3 import Pending
+from emutrace.backends.int3_python import Pending
 from emutrace.discover import Site, SiteKind
 from emutrace.isa.base import VIRTUAL_LOOKBEHIND, FlowKind, Insn, Isa
 

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from unicorn.unicorn_const import UC_HOOK_CODE
 
 from emutrace.backends import BackendOptions
-from emutrace.backends.hwbp import SlotDelivery
+from emutrace.backends.hwbp_slots import SlotDelivery
 from emutrace.backends.int3_native import NativeInt3Backend
 from emutrace.discover import Function, Site
 from emutrace.elf import Image

@@ -23,8 +23,8 @@ loop would have them (tests/test_native_loop.py)."""
 from __future__ import annotations
 
 from emutrace.backends.fastpath import FastSites, RecordDrain
-from emutrace.backends.hwbp import SlotDelivery, slot_ranges
-from emutrace.backends.int3 import Int3Backend
+from emutrace.backends.hwbp_slots import SlotDelivery, slot_ranges
+from emutrace.backends.int3_python import Int3Backend
 from emutrace.discover import Function
 from emutrace.native.ploop import HW_CHAIN, HW_SLOTS, PtraceLoop
 from emutrace.target.ptrace import PtraceTarget

@@ -41,7 +41,7 @@ from emutrace import native
 from emutrace.backends import hooked_sites
 from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteExtra, SiteOp
 from emutrace.backends.hooked_sites import HookedSites
-from emutrace.backends.int3 import Int3Backend, Pending
+from emutrace.backends.int3_python import Int3Backend, Pending
 from emutrace.backends.native_writer import NativeWriter, packed_sink_of
 from emutrace.backends.strict_native import StrictInC
 from emutrace.discover import Function, Site

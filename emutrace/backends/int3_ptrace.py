@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from emutrace.backends.fastpath import FastSites, RecordDrain
-from emutrace.backends.int3 import Int3Backend, Pending
+from emutrace.backends.int3_python import Int3Backend, Pending
 from emutrace.backends.strict_ptrace import StrictSites
 from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes

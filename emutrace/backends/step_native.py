@@ -43,7 +43,7 @@ from emutrace.backends.native_args import (
     return_fast,
 )
 from emutrace.backends.native_writer import NativeWriter, packed_sink_of
-from emutrace.backends.step import Pending, StepBackend
+from emutrace.backends.step_python import Pending, StepBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.memo import kept
 from emutrace.discover.prototypes import CType

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends.step import Pending as StepPending
-from emutrace.backends.step import StepBackend
+from emutrace.backends.step_python import Pending as StepPending
+from emutrace.backends.step_python import StepBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind

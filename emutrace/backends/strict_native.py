@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from unicorn import Uc
 from unicorn.unicorn_py3.unicorn import uclib
 
-from emutrace.backends.int3 import Armed
+from emutrace.backends.int3_python import Armed
 from emutrace.discover import Function, Site
 from emutrace.native import strictlib
 

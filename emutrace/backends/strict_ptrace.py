@@ -30,7 +30,7 @@ from emutrace.target.ptrace import PtraceTarget
 
 if TYPE_CHECKING:
     from emutrace.backends.fastpath import FastSites
-    from emutrace.backends.int3 import Int3Backend, Pending
+    from emutrace.backends.int3_python import Int3Backend, Pending
 
 
 class _Written:
