@@ -1,4 +1,4 @@
-/* emutrace native hot path: the entry backend's probes under emulation (backends/entry.py,
+/* emutrace native hot path: the entry backend's probes under emulation (backends/entry_python.py,
  * the Python reference; backends/entry_native.py binds this).
  *
  * A probe is a breakpoint on a function's first instruction.  At its trap C applies the
@@ -6,7 +6,7 @@
  * sp: Intel SDM vol. 2, CALL) and the sp before the call (entry sp plus what the call
  * pushed) against the innermost open frame: the same frame and the same function records
  * nothing (a loop back to its own entry), any other frame is a call (hotpath.c writes its
- * record).  Then the displaced instruction is stepped over as int3.py's fall-back does it
+ * record).  Then the displaced instruction is stepped over as int3_python.py's fall-back does it
  * (uprobes' step-over): the program's bytes back (uc_mem_write, uc_ctl_remove_cache), the
  * block run again from the probe (EP_COUNT: counted as the reference counts it), and at the
  * next block the breakpoint written back and that block restarted so that it holds the
@@ -257,7 +257,7 @@ static void changed_from(ep_state *e, size_t k)
 }
 
 /* counters: 0 probe traps C finished, 1 of them stepped over (all of them), 2 bytes
- * written back and forth (patches, as int3.py counts a fall-back's) */
+ * written back and forth (patches, as int3_python.py counts a fall-back's) */
 uint64_t ep_counter(const ep_state *e, uint32_t which)
 {
     return which == 0 ? e->traps : which == 1 ? e->stepovers : which == 2 ? e->patches : 0;
@@ -287,14 +287,14 @@ static void drop_code(ep_state *e, uint64_t addr, uint32_t len)
     e->ctl(e->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), addr, addr + len);
 }
 
-/* entry.py `_entered`'s frame rule at probe p (at addr), with the registers of the probed
+/* entry_python.py `_entered`'s frame rule at probe p (at addr), with the registers of the probed
  * instruction: EP_CALL (a new frame, *out its record), EP_STEP (the same frame: nothing
  * recorded) or EP_PYTHON (nothing changed) */
 static int frame_rule(ep_state *e, const ep_probe *p, uint64_t addr, ep_call *out)
 {
     uint64_t mask = e->word == 8 ? ~0ULL : 0xffffffffULL;
     if ((p->func == e->process_entry && e->depth == 0) || p->func == e->handler_entry)
-        return EP_PYTHON;  /* nothing called it: no call (entry.py _entered) */
+        return EP_PYTHON;  /* nothing called it: no call (entry_python.py _entered) */
     uint64_t sp = 0, ra = 0;
     e->reg_read(e->uc, e->sp_reg, &sp);
     sp &= mask;
@@ -340,7 +340,8 @@ int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
     int kind = frame_rule(e, p, addr, out);
     if (kind == EP_PYTHON)
         return kind;
-    /* the step-over (int3.py _on_trap's fall-back): the program's bytes back, run from here */
+    /* the step-over (int3_python.py _on_trap's fall-back): the program's bytes back, run from
+     * here */
     e->mem_write(e->uc, addr, p->orig, p->len);
     e->patches++;
     drop_code(e, addr, p->len);
@@ -381,7 +382,7 @@ int ep_block(ep_state *e, uint64_t addr, uint32_t attention)
     e->mem_write(e->uc, at, p->bp, p->len);
     e->patches++;
     drop_code(e, at, p->len);
-    /* this block was translated before the probe was back: run it again (int3.py
+    /* this block was translated before the probe was back: run it again (int3_python.py
      * _on_block's restart), in the instruction set it runs in */
     uint64_t pc = addr;
     if (e->mode_reg >= 0) {

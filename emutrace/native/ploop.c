@@ -482,7 +482,7 @@ static int simulate(pl_state *s, const pl_site *site)
 }
 
 /* ------------------------------------------------------------ debug registers (`hwbp`) */
-/* The hwbp backend (backends/hwbp.py: int3's algorithm under strict cleanup, delivered by
+/* The hwbp backend (backends/hwbp_slots.py: int3's algorithm under strict cleanup, delivered by
  * DR0-DR3) at a TRAP_HWBKPT stop: the CPU faulted before the site's instruction, and the
  * kernel set EFLAGS.RF so that it runs on resume (Intel SDM vol. 3 §18.3.1.1).  C finishes
  * the hit when it can make the backend's whole decision: a call to the start of a function
@@ -734,7 +734,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
 }
 
 /* ------------------------------------------------------------ single-stepping (`step`) */
-/* The transfer the step backend has waiting for the next instruction (backends/step.py
+/* The transfer the step backend has waiting for the next instruction (backends/step_python.py
  * `pending`), as far as C may hold it: */
 enum { PEND_PYTHON = 0, PEND_NONE = 1, PEND_JUMP = 2 };
 typedef struct {
@@ -817,7 +817,7 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
 }
 
 /* ------------------------------------------------------------ int3 strict cleanup (pl_strict_*) */
-/* `--cleanup strict` (backends/int3.py `_transfer`, fctrace's rule): only the current
+/* `--cleanup strict` (backends/int3_python.py `_transfer`, fctrace's rule): only the current
  * function is armed.  At a call from F (the owner of the site) to G: F's sites disarmed
  * unless G is F, G pushed on the call chain, G's sites armed unless G is armed; at a
  * return: the chain popped to the innermost function holding the return's target (the
@@ -1095,7 +1095,7 @@ static int pl_strict_commit(pl_state *s, const pl_strict_plan *p)
 }
 
 /* ------------------------------------------------------------ entry probes (pl_entry_*) */
-/* The entry backend (backends/entry.py): a probe on a function's first instruction.  At its
+/* The entry backend (backends/entry_python.py): a probe on a function's first instruction.  At its
  * trap C decides call or not by the frame rule of EntryBackend._entered (the return address
  * at SP and the SP before the call against the innermost open frame) and appends the
  * call's record; then it steps over the displaced instruction as the Python backend does

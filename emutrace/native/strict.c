@@ -1,4 +1,4 @@
-/* emutrace native hot path: strict cleanup of the int3 backend (backends/int3.py, fctrace's
+/* emutrace native hot path: strict cleanup of the int3 backend (backends/int3_python.py, fctrace's
  * rule: a function carries breakpoints only while it is the current one).
  *
  * The Python backend stays the owner of the algorithm: it discovers a function, arms it the
@@ -6,7 +6,7 @@
  * are, which functions are armed, the call chain).  From then on a call into a function C
  * knows, or a return to the chain's next function, is switched here: the function left is
  * disarmed (its original bytes written back, the translated code of each site dropped with
- * uc_ctl_remove_cache, as int3.py `_disarm_site` does), the chain pushed or popped, the
+ * uc_ctl_remove_cache, as int3_python.py `_disarm_site` does), the chain pushed or popped, the
  * function entered armed (breakpoint bytes written, code dropped).  Each function armed or
  * disarmed is noted in a journal that Python replays when it next runs, and Python takes the
  * chain's changed frames (backends/strict_native.py): its dictionaries, code guard, counters
@@ -14,14 +14,14 @@
  *
  * Site hooks (hook delivery: mips, mipsel, riscv64, whose breakpoint traps Unicorn does not
  * deliver usably) switch the same way with nothing written: the site's hook stays installed
- * and arming it is a table write, as int3.py keeps an idle hook (`idle_hooks`), so C flips
+ * and arming it is a table write, as int3_python.py keeps an idle hook (`idle_hooks`), so C flips
  * the site's `active` bit in hotpath.c's hooked-site table (hs_site_active, through
  * ns_bind_hooked)
  * and drops no translated code (the block hook reads the table at run time).
  *
  * hwbp (backends/hwbp_native.py) is the same algorithm delivered by N hardware slots per
  * function: with slot accounting on (ns_set_slots) every function armed here counts what
- * hwbp.py `SlotDelivery.arm` counts — the slots its free sites take (`slot_ranges`: one per
+ * hwbp_slots.py `SlotDelivery.arm` counts — the slots its free sites take (`slot_ranges`: one per
  * site, or one stepped span when an address-slot function has more sites than slots, or at
  * most N ranges), a fall-back, and the most slots programmed at once — and a function
  * disarmed frees its slots.  Its hooks stay Python's or hotpath.c's site table's, idle.
@@ -93,7 +93,7 @@ struct ns_state {
     uint64_t switches;  /* calls and returns switched here */
     ns_entry journal[NS_JOURNAL];  /* the switches Python has not replayed yet */
     uint32_t n_journal;
-    uint64_t j_patches, j_removals;  /* what those switches count (int3.py stats) */
+    uint64_t j_patches, j_removals;  /* what those switches count (int3_python.py stats) */
     /* hwbp's slot accounting (ns_set_slots; slots 0: off) */
     uint32_t slots;
     uint8_t slot_ranges;  /* 1: range slots (s390x PER), 0: address slots */
@@ -216,7 +216,7 @@ int ns_site_bytes(ns_state *ns, uint64_t addr, uint32_t len, const uint8_t *bp, 
     return 0;
 }
 
-/* a site delivered by a hook Python installed and keeps (int3.py idle_hooks): C may arm it
+/* a site delivered by a hook Python installed and keeps (int3_python.py idle_hooks): C may arm it
  * again with a table write */
 int ns_site_hooked(ns_state *ns, uint64_t addr)
 {
@@ -238,7 +238,7 @@ int ns_site_armed(ns_state *ns, uint64_t addr, uint32_t on, uint64_t owner)
     return 0;
 }
 
-/* a function's extent and sites (int3.py Function: start, end, sites) */
+/* a function's extent and sites (int3_python.py Function: start, end, sites) */
 int ns_func_sites(ns_state *ns, uint64_t start, uint64_t end, uint32_t n, const uint64_t *addrs)
 {
     uint32_t f = func_index(ns, start);
@@ -323,7 +323,7 @@ void ns_journal_clear(ns_state *ns)
     ns->j_patches = ns->j_removals = 0;
     ns->j_slot_writes = ns->j_fallbacks = ns->j_max_slots = 0;
 }
-/* since the journal was last cleared: sites written (int3.py "patches": a breakpoint or the
+/* since the journal was last cleared: sites written (int3_python.py "patches": a breakpoint or the
  * original bytes, or a site hook armed or idled) and translated code dropped
  * ("cache_removals": patch sites only) */
 uint64_t ns_journal_patches(const ns_state *ns) { return ns->j_patches; }
@@ -342,7 +342,7 @@ void ns_sites_state(const ns_state *ns, uint32_t n, const uint64_t *addrs, uint6
 }
 uint64_t ns_switches(const ns_state *ns) { return ns->switches; }
 
-/* hwbp: count slots as hwbp.py SlotDelivery does, `slots` of them, ranges (1) or addresses */
+/* hwbp: count slots as hwbp_slots.py SlotDelivery does, `slots` of them, ranges (1) or addresses */
 void ns_set_slots(ns_state *ns, uint32_t slots, uint32_t ranges)
 {
     ns->slots = slots;
@@ -432,7 +432,7 @@ static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t 
         ns->active(ns->table, s->addr, on);
 }
 
-/* int3.py _disarm: the sites that are the function's own get their original bytes back
+/* int3_python.py _disarm: the sites that are the function's own get their original bytes back
  * (a site hook goes idle) */
 static void disarm(ns_state *ns, uint64_t start)
 {
@@ -451,7 +451,7 @@ static void disarm(ns_state *ns, uint64_t start)
     }
 }
 
-/* hwbp.py SlotDelivery.arm: the slots the function's n_free free sites take (`slot_ranges`:
+/* hwbp_slots.py SlotDelivery.arm: the slots the function's n_free free sites take (`slot_ranges`:
  * one per site; more sites than address slots, one stepped span, a fall-back; range slots,
  * at most `slots` ranges cut at the widest gaps) */
 static void count_slots(ns_state *ns, ns_func *fn, uint32_t n_free)
@@ -468,7 +468,7 @@ static void count_slots(ns_state *ns, ns_func *fn, uint32_t n_free)
         ns->j_max_slots = ns->in_use;
 }
 
-/* int3.py _arm: a function not armed gets breakpoints on every site not armed already
+/* int3_python.py _arm: a function not armed gets breakpoints on every site not armed already
  * (an idle site hook is armed again) */
 static void arm(ns_state *ns, ns_func *fn)
 {
@@ -509,7 +509,7 @@ int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target)
     return owner != NULL && callee != NULL && can_arm(ns, callee);
 }
 
-/* int3.py _transfer, CALL under strict: the caller disarmed unless it is the callee, the
+/* int3_python.py _transfer, CALL under strict: the caller disarmed unless it is the callee, the
  * callee pushed and armed */
 void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target)
 {
@@ -524,7 +524,7 @@ void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target)
     ns->switches++;
 }
 
-/* int3.py _caller: the frame a return goes back to (the innermost one whose extent holds
+/* int3_python.py _caller: the frame a return goes back to (the innermost one whose extent holds
  * the target after the returning one is popped); 0: the chain would be empty */
 static size_t caller_depth(const ns_state *ns, uint64_t target)
 {
@@ -546,7 +546,7 @@ int ns_return_ok(const ns_state *ns, uint64_t site, uint64_t target)
     return owner_of(ns, site) != NULL && caller != NULL && can_arm(ns, caller);
 }
 
-/* int3.py _transfer, RETURN under strict: the chain popped to the caller, the returning
+/* int3_python.py _transfer, RETURN under strict: the chain popped to the caller, the returning
  * function disarmed unless it is the caller, the caller armed */
 void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
 {
@@ -564,7 +564,7 @@ void ns_return_commit(ns_state *ns, uint64_t site, uint64_t target)
 
 /* a site of fn whose bytes a switch writes lies in [lo, hi): the block running now, which is
  * translated already, so they would take effect only at its next translation (the
- * reference restarts the block: int3.py `_armed_now`) */
+ * reference restarts the block: int3_python.py `_armed_now`) */
 static int writes_in(const ns_state *ns, const ns_func *fn, uint64_t lo, uint64_t hi)
 {
     if (lo >= hi)
@@ -577,7 +577,7 @@ static int writes_in(const ns_state *ns, const ns_func *fn, uint64_t lo, uint64_
     return 0;
 }
 
-/* int3.py _transfer, a jump into another function that records nothing, under strict: the
+/* int3_python.py _transfer, a jump into another function that records nothing, under strict: the
  * chain's innermost frame becomes the function entered, the function left is disarmed and
  * the one entered armed.  1: switched; 0: declined, nothing changed (Python's) */
 int ns_jump(ns_state *ns, uint64_t site, uint64_t target, uint64_t lo, uint64_t hi)

@@ -65,4 +65,4 @@ class ModuleWatch:
                 added = True
         self.refreshes += 1
         if added:  # backends that probe modules when they appear look at the next block
-            self.target.want_blocks()  # (backends/entry.py `_on_block`)
+            self.target.want_blocks()  # (backends/entry_python.py `_on_block`)
