@@ -80,7 +80,7 @@ def test_every_option_parses_the_same_on_every_path(setting: Any, text: str, val
                                                     spec: str) -> None:
     args = run_args(setting.flag, text)
     assert getattr(args, setting.name) == value
-    from emutrace.cli.run import settings_from
+    from emutrace.cli.options import settings_from
 
     config = RunConfig("prog", **settings_from(args))
     assert getattr(config, setting.name) == value

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from emutrace.cli.run import STACK_SHOWN, bounded_names
+from emutrace.cli.run_report import STACK_SHOWN, bounded_names
 
 from .conftest import ENV, REPO, bin_path
 

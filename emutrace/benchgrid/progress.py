@@ -3,6 +3,12 @@ line per run, so a log shows every cell as it finishes."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -39,3 +45,14 @@ class Reporter:
             self.bar.update(self.task, advance=runs, description=escape(what))
         else:
             self.console.print(f"[{self.done}/{self.total}] {escape(what)}: {escape(result)}")
+
+
+@contextmanager
+def progress_stream() -> Iterator[TextIO]:
+    """Our own copy of stderr: the runs point fd 2 at /dev/null while the guest runs."""
+    sys.stderr.flush()
+    stream = os.fdopen(os.dup(2), "w", buffering=1)
+    try:
+        yield stream
+    finally:
+        stream.close()

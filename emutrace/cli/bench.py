@@ -29,10 +29,8 @@ import datetime
 import os
 import shlex
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from emutrace import quantities
 from emutrace.benchgrid.spec import (
@@ -126,7 +124,7 @@ class BenchCommand:
 
         from emutrace.benchgrid import plots, report, results
         from emutrace.benchgrid.machine import git_revision, machine_description
-        from emutrace.benchgrid.progress import Reporter
+        from emutrace.benchgrid.progress import Reporter, progress_stream
         from emutrace.benchgrid.runner import run_row
 
         for template in args.programs:
@@ -227,14 +225,3 @@ def command_line(args: argparse.Namespace) -> str:
         if getattr(args, option):
             words += [f"--{option.replace('_', '-')}", getattr(args, option)]
     return shlex.join([*words, *args.programs])
-
-
-@contextmanager
-def progress_stream() -> Iterator[TextIO]:
-    """Our own copy of stderr: the runs point fd 2 at /dev/null while the guest runs."""
-    sys.stderr.flush()
-    stream = os.fdopen(os.dup(2), "w", buffering=1)
-    try:
-        yield stream
-    finally:
-        stream.close()

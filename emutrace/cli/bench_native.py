@@ -106,8 +106,8 @@ def run_native_bench(args: argparse.Namespace, command: str) -> int:
         round_times,
         run_native_rows,
     )
+    from emutrace.benchgrid.progress import progress_stream
     from emutrace.benchgrid.spec import expand
-    from emutrace.cli.bench import progress_stream
     from emutrace.cost.check import check
     from emutrace.target import native_probe
 

@@ -1,11 +1,15 @@
-"""Option groups and checked option types the subcommands share: uftrace's display filters
-and the guest's environment.  Numbers (`--timeout`, `--max-insns`, `--max-memory`) are
-checked by emutrace/quantities.py, which the backend settings use too."""
+"""Option groups and checked option types the subcommands share: uftrace's display filters,
+the guest's environment, `-A` argument counts, the backend settings.  Numbers (`--timeout`,
+`--max-insns`, `--max-memory`) are checked by emutrace/quantities.py, which the backend
+settings use too."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from emutrace.errors import UsageError
+from emutrace.mechanisms import backend_settings
 from emutrace.quantities import count
 
 
@@ -31,3 +35,20 @@ def env_name(text: str) -> str:
     if not text or "=" in text or "\0" in text:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a variable name")
     return text
+
+
+def parse_arg_specs(specs: list[str]) -> dict[str, int]:
+    """`-A FUNC@argN`: show N arguments of FUNC (uftrace's spelling of an argument)."""
+    out = {}
+    for spec in specs:
+        func, _, arg = spec.partition("@")
+        if not func or not arg.startswith("arg") or not arg[3:].isdigit():
+            raise UsageError(f"-A {spec}: expected FUNC@argN, e.g. -A combine9@arg9")
+        out[func] = int(arg[3:])
+    return out
+
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The backend settings parsed from the command line (their options: backend_settings),
+    as keyword arguments for RunConfig or BoardConfig."""
+    return {setting.name: getattr(args, setting.name) for setting, _ in backend_settings()}

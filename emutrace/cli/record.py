@@ -9,7 +9,8 @@ import shutil
 import sys
 
 from emutrace.cli.progress import with_progress
-from emutrace.cli.run import RunCommand, end_child, report
+from emutrace.cli.run import RunCommand, end_child
+from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 from emutrace.session import Process
 from emutrace.trace.uftrace_write import ListSink, sink_for_image

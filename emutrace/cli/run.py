@@ -7,17 +7,20 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn, TextIO
 
 from emutrace import quantities
 from emutrace.backends import ENGINES, NATIVE_BACKENDS
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
+from emutrace.cli.options import parse_arg_specs, settings_from
+from emutrace.cli.output import open_output
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.cli.run_native import add_native_options, run_native
+from emutrace.cli.run_report import report
 from emutrace.discover.symbols import read_symbols
 from emutrace.environment import user_environment, with_changes
-from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
+from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.mechanisms import BACKENDS, all_descriptors, backend_settings
 from emutrace.native.replaytext import write_replay
@@ -28,12 +31,6 @@ from emutrace.trace.spill import SpillSink
 
 BACKEND_CHOICES = (*BACKENDS, "none")
 
-
-
-def settings_from(args: argparse.Namespace) -> dict[str, Any]:
-    """The backend settings parsed from the command line (their options: backend_settings),
-    as keyword arguments for RunConfig or BoardConfig."""
-    return {setting.name: getattr(args, setting.name) for setting, _ in backend_settings()}
 
 class RunCommand:
     name = "run"
@@ -106,7 +103,7 @@ class RunCommand:
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.machine:
-            return run_machine(args)
+            return run_machine(args, write_trace)
         if args.target == "native":
             return run_native(self, args)
         process = Process(self.config(args))  # loaded, not yet run
@@ -195,53 +192,6 @@ def end_child(result: RunResult) -> NoReturn:
     os._exit(128 + sig)  # a signal whose host action is not to end the process
 
 
-def report(result: RunResult) -> None:
-    """One line on stderr for any end that is not the guest's own exit."""
-    stop = result.stop
-    if stop.kind in ("exit", "exec"):  # the guest's own exit or execve: nothing to report
-        return
-    where = f"pc {stop.pc:#x} ({result.image.symbolize(stop.pc)})"
-    if stop.kind == "timeout":
-        print(f"emutrace: --timeout reached at {where}", file=sys.stderr)
-    elif stop.kind == "max_insns":
-        print(f"emutrace: --max-insns budget exhausted at {where}", file=sys.stderr)
-    elif stop.kind == "deadlock":
-        print(f"emutrace: deadlock: every thread waits and none can wake another "
-              f"({stop.detail})", file=sys.stderr)
-    elif stop.kind == "interrupted":
-        print(f"emutrace: interrupted at {where}", file=sys.stderr)
-    else:
-        detail = f": {stop.detail}" if stop.detail else ""
-        print(f"emutrace: guest killed by {stop.signal} at {where}{detail}", file=sys.stderr)
-    if result.open_frames:  # the shadow call stack (tracing backends), outermost first
-        names = " > ".join(bounded_names(
-            [result.image.symbolize(f).split("+")[0] for f in result.open_frames]))
-        print(f"emutrace: call stack: {names}", file=sys.stderr)
-
-
-STACK_SHOWN = 8  # outermost and innermost frames named in the crash report's call stack
-
-
-def bounded_names(names: list[str]) -> list[str]:
-    """At most 2 * STACK_SHOWN names; the middle ones become one `... N frames ...`, so
-    the line stays short at any depth."""
-    if len(names) <= 2 * STACK_SHOWN:
-        return names
-    hidden = len(names) - 2 * STACK_SHOWN
-    return [*names[:STACK_SHOWN], f"... {hidden} frames ...", *names[-STACK_SHOWN:]]
-
-
-def parse_arg_specs(specs: list[str]) -> dict[str, int]:
-    """`-A FUNC@argN`: show N arguments of FUNC (uftrace's spelling of an argument)."""
-    out = {}
-    for spec in specs:
-        func, _, arg = spec.partition("@")
-        if not func or not arg.startswith("arg") or not arg[3:].isdigit():
-            raise UsageError(f"-A {spec}: expected FUNC@argN, e.g. -A combine9@arg9")
-        out[func] = int(arg[3:])
-    return out
-
-
 def write_trace(result: RunResult, args: argparse.Namespace,
                 records: Iterable[Record] | None = None) -> None:
     symbols = read_symbols(result.image)
@@ -280,15 +230,3 @@ def write_lines(records: Iterable[Record], name: Callable[[int], str], options: 
     uftrace's indentation: built as one string, emutrace's memory grew with its square)."""
     if not write_replay(records, name, options, out):
         out.writelines(line + "\n" for line in iter_replay_lines(records, name, options))
-
-
-def open_output(path: str) -> TextIO:
-    """Open emutrace's own output file for writing, before the program runs: not through a
-    symlink in its last component (O_NOFOLLOW), never a directory; any failure is a usage
-    error naming the file."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as e:
-        raise UsageError(f"-o {path}: {e.strerror or e}") from None
-    return os.fdopen(fd, "w")

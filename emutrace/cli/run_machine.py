@@ -13,10 +13,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from emutrace.cli.deferred import stop_signals_deferred
+from emutrace.cli.options import parse_arg_specs, settings_from
+from emutrace.cli.output import open_output
+from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 
 if TYPE_CHECKING:
     from emutrace.board_session import BoardMachine
+    from emutrace.session import RunResult
 
 
 def add_machine_options(p: argparse.ArgumentParser) -> None:
@@ -60,7 +64,6 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     """The board and image of the command line, loaded (every bad value a usage error
     before anything runs); `run` and `record` share it."""
     from emutrace.board_session import BoardConfig, BoardMachine
-    from emutrace.cli.run import parse_arg_specs, settings_from
 
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "
@@ -83,7 +86,6 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
 def record_machine(args: argparse.Namespace, prepare_dir: Callable[[str], str]) -> int:
     """`record --machine`: the board's run streamed into a uftrace data directory."""
     from emutrace.cli.progress import with_progress
-    from emutrace.cli.run import report
     from emutrace.trace.uftrace_write import sink_for_image
 
     machine = board_machine(args)
@@ -100,9 +102,9 @@ def record_machine(args: argparse.Namespace, prepare_dir: Callable[[str], str]) 
     return result.exit_code
 
 
-def run_machine(args: argparse.Namespace) -> int:
-    from emutrace.cli.run import open_output, report, write_trace
-
+def run_machine(args: argparse.Namespace,
+                write_trace: Callable[[RunResult, argparse.Namespace], None]) -> int:
+    """`run --machine`: the board's run, its trace written by `write_trace` (run's)."""
     machine = board_machine(args)
     args.output_file = open_output(args.output) if args.output and \
         args.backend != "none" else None

@@ -17,6 +17,7 @@ import argparse
 import sys
 from typing import Protocol
 
+from emutrace.cli.output import open_output
 from emutrace.errors import UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import RunConfig, RunResult
@@ -64,7 +65,6 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
     if refused:
         raise UsageError(f"--target native: {', '.join(refused)} work(s) under emulation "
                          f"only")
-    from emutrace.cli.run import open_output  # (run.py imports this module)
     from emutrace.native_session import NativeProcess
 
     config = command.config(args)
