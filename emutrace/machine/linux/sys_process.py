@@ -1,4 +1,4 @@
-"""Processes: fork/vfork/clone, wait4/waitpid, kill between guest processes, execve.
+"""Processes: fork/vfork/clone/clone3, wait4/waitpid, kill between guest processes, execve.
 
 One guest process is one host process.  `fork` (and `vfork`, and `clone` without CLONE_VM,
 or with CLONE_VM|CLONE_VFORK as posix_spawn uses it) is a host `fork()` of the emulator
@@ -42,6 +42,7 @@ from emutrace.target.unicorn_run import STOP_SIGNALS, WAKE
 
 K = LinuxKernel
 CSIGNAL = 0xFF  # the exit signal in clone's flags (include/uapi/linux/sched.h)
+CLONE_ARGS_SIZE_VER0 = 64  # struct clone_args up to `tls` (include/uapi/linux/sched.h)
 BINPRM_BUF_SIZE = 256  # bytes of a file execve looks at for "#!" (include/linux/binfmts.h)
 MAX_INTERPRETERS = 4  # fs/exec.c: a fifth nested interpreter is ELOOP
 ARG_MAX_WORDS = 1 << 17  # argv/envp entries read at most (MAX_ARG_STRINGS is 0x7FFFFFFF)
@@ -103,6 +104,26 @@ def sys_clone(k: K, a: tuple[int, ...]) -> int:
         return clone_thread(k, named["flags"], named["stack"], named["ptid"], named["ctid"],
                             named["tls"])
     return fork_process(k, named["flags"], named["stack"], named["ptid"], named["ctid"])
+
+
+@syscall("clone3")
+def sys_clone3(k: K, a: tuple[int, ...]) -> int:
+    """clone3(struct clone_args *, size): the same as clone; the stack is given as base
+    and size (the kernel starts the stack pointer at their sum: the stack grows down on
+    every ISA emutrace runs)."""
+    size = a[1]
+    if size < CLONE_ARGS_SIZE_VER0 or size > 4096:
+        raise GuestError("EINVAL")
+    blob = k.read(a[0], CLONE_ARGS_SIZE_VER0)
+    (flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls) = (
+        int.from_bytes(blob[i:i + 8], k.endian) for i in range(0, 64, 8))
+    if (stack == 0) != (stack_size == 0) or exit_signal > 64:
+        raise GuestError("EINVAL")
+    top = stack + stack_size if stack else 0
+    c = k.abi.constants
+    if flags & c["CLONE_THREAD"]:
+        return clone_thread(k, flags, top, parent_tid, child_tid, tls)
+    return fork_process(k, flags | exit_signal, top, parent_tid, child_tid)
 
 
 @syscall("fork")

@@ -37,8 +37,7 @@ from emutrace.isa.base import GuestError
 from emutrace.isa.sigframe import sigframe
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ
-from emutrace.machine.linux.sys_sigframe import restore_ucontext, write_ucontext
-from emutrace.machine.linux.sys_signal import (
+from emutrace.machine.linux.sigsets import (
     SIG_DFL,
     SIG_IGN,
     SigAction,
@@ -46,6 +45,7 @@ from emutrace.machine.linux.sys_signal import (
     sigset_from,
     sigset_size,
 )
+from emutrace.machine.linux.sys_sigframe import restore_ucontext, write_ucontext
 from emutrace.machine.linux.table import syscall
 from emutrace.target.unicorn_run import STOP_SIGNALS
 from emutrace.trace.events import SignalDelivery

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from emutrace.isa.sigframe import SigFrame
 from emutrace.machine.linux.kernel import LinuxKernel
-from emutrace.machine.linux.sys_signal import sigset_bytes, sigset_from, sigset_size
+from emutrace.machine.linux.sigsets import sigset_bytes, sigset_from, sigset_size
 
 if TYPE_CHECKING:
     from emutrace.machine.linux.sys_sigdeliver import Frame

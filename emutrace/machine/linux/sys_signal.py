@@ -6,45 +6,25 @@ read from the ABI's struct sigaction sa_mask)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import LinuxKernel
+from emutrace.machine.linux.sigsets import (
+    SIG_DFL,
+    SIG_IGN,
+    SigAction,
+    sigset_bytes,
+    sigset_from,
+    sigset_size,
+)
+from emutrace.machine.linux.sys_sigdeliver import action_changed
 from emutrace.machine.linux.table import syscall
 
 K = LinuxKernel
-SIG_DFL, SIG_IGN = 0, 1  # include/uapi/asm-generic/signal-defs.h (the same on MIPS)
-
-
-def sigset_size(k: K) -> int:
-    layout = k.abi.structs.get("sigaction")
-    if layout is None or "sa_mask" not in layout.fields:
-        return 8
-    return layout.fields["sa_mask"][1]
-
-
-def sigset_from(k: K, blob: bytes) -> int:
-    """A sigset_t: an array of unsigned longs, signal n at bit (n-1) % bits of word
-    (n-1) // bits, each word in the ISA's byte order (asm-generic/signal.h)."""
-    return sum(w << (8 * k.word * i) for i, w in enumerate(k.unpack_words(blob)))
-
-
-def sigset_bytes(k: K, value: int, size: int) -> bytes:
-    bits = 8 * k.word
-    return k.pack_words(*((value >> (bits * i)) & k.mask for i in range(size // k.word)))
 
 
 def _check_size(k: K, size: int) -> None:
     if size != sigset_size(k):
         raise GuestError("EINVAL")
-
-
-@dataclass
-class SigAction:
-    handler: int = SIG_DFL
-    flags: int = 0
-    mask: int = 0
-    restorer: int = 0
 
 
 def _layout(k: K) -> dict[str, tuple[int, int]]:
@@ -96,7 +76,6 @@ def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
             k.sig_ignored.add(sig)
         else:
             k.sig_ignored.discard(sig)
-        from emutrace.machine.linux.sys_sigdeliver import action_changed
         action_changed(k, sig)
     return 0
 

@@ -1,7 +1,8 @@
-"""Threads and futexes: clone(CLONE_VM|CLONE_THREAD) and clone3, gettid,
-set_tid_address, sched_yield, exit of one thread, and futex(2) in full (wait, wake,
-requeue, cmp_requeue, wake_op, the bitset variants; private and shared alike, since one
-process's threads share one memory; timeouts on the scheduler's clock).  The scheduler
+"""Threads and futexes: the thread a clone or clone3 with CLONE_THREAD makes (the calls are
+sys_process.py's, which tells a thread from a process), gettid, set_tid_address,
+sched_yield, exit of one thread, and futex(2) in full (wait, wake, requeue, cmp_requeue,
+wake_op, the bitset variants; private and shared alike, since one process's threads share
+one memory; timeouts on the scheduler's clock).  The scheduler
 is threads.py; the PI futexes (priority inheritance) are not served: ENOSYS."""
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET = 9, 10
 FUTEX_PRIVATE_FLAG, FUTEX_CLOCK_REALTIME = 128, 256
 FUTEX_BITSET_MATCH_ANY = 0xFFFFFFFF
 FUTEX_OP_OPARG_SHIFT = 8  # in a wake_op's op field: the operand is 1 << oparg
-CLONE_ARGS_SIZE_VER0 = 64  # struct clone_args up to `tls` (include/uapi/linux/sched.h)
 
 
 # ---------------------------------------------------------------- threads
@@ -70,28 +70,6 @@ def clone_thread(k: K, flags: int, stack: int, ptid: int, ctid: int, tls: int) -
     if flags & c["CLONE_CHILD_CLEARTID"]:
         thread.clear_child_tid = ctid
     return thread.tid
-
-
-@syscall("clone3")
-def sys_clone3(k: K, a: tuple[int, ...]) -> int:
-    """clone3(struct clone_args *, size): the same as clone; the stack is given as base
-    and size (the kernel starts the stack pointer at their sum: the stack grows down on
-    every ISA emutrace runs)."""
-    from emutrace.machine.linux.sys_process import fork_process
-
-    size = a[1]
-    if size < CLONE_ARGS_SIZE_VER0 or size > 4096:
-        raise GuestError("EINVAL")
-    blob = k.read(a[0], CLONE_ARGS_SIZE_VER0)
-    (flags, _pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls) = (
-        int.from_bytes(blob[i:i + 8], k.endian) for i in range(0, 64, 8))
-    if (stack == 0) != (stack_size == 0) or exit_signal > 64:
-        raise GuestError("EINVAL")
-    top = stack + stack_size if stack else 0
-    c = k.abi.constants
-    if flags & c["CLONE_THREAD"]:
-        return clone_thread(k, flags, top, parent_tid, child_tid, tls)
-    return fork_process(k, flags | exit_signal, top, parent_tid, child_tid)
 
 
 @syscall("gettid")
