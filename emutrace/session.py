@@ -281,6 +281,10 @@ class Process:
                                  f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
                                  f"--engine python")
             self.engine = chosen_engine(config.engine, config.backend, self.image)
+            if config.engine == "auto" and self.engine == "python":  # never a silent slow run
+                self.kernel.warn(f"emutrace: tracing on the Python reference engine (tens "
+                                 f"of times slower): "
+                                 f"{native.unavailable_reason(config.backend)}")
             options = BackendOptions(**settings_of(config), call_types=types,
                                      engine=self.engine)
             self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,

@@ -27,7 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from emutrace import native
 from emutrace.elf import load_image
+from emutrace.errors import Unsupported
 from emutrace.session import Process, RunConfig
 from emutrace.trace.canonical import canonical_text
 from emutrace.trace.events import Entry, Exit, Record
@@ -119,3 +121,17 @@ def test_auto_is_native_for_dynamic_programs() -> None:
                                 root=str(sysroot("aarch64")), backend="int3", env={}),
                       warn=lambda _m: None)
     assert process.engine == "native"
+
+
+def test_auto_without_the_library_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the native library `auto` traces on the reference, and says so in one line
+    (never a silent slow run)."""
+    def missing() -> None:
+        raise Unsupported("the native library is not built")
+
+    monkeypatch.setattr(native, "load", missing)
+    said: list[str] = []
+    process = Process(RunConfig(str(bin_path("x86_64", "fib")), ["5"], backend="int3",
+                                env={}), warn=said.append)
+    assert process.engine == "python"
+    assert len(said) == 1 and "Python reference" in said[0] and "not built" in said[0]

@@ -167,8 +167,16 @@ ENTRY_POINTS = {"int3": "nt_new", "step": "st_new", "bts": "bb_new", "btf": "bb_
 
 
 def available(backend: str = "int3") -> bool:
+    return unavailable_reason(backend) is None
+
+
+def unavailable_reason(backend: str = "int3") -> str | None:
+    """Why backend's native path cannot run here (None: it can)."""
     try:
         lib = load()
-    except Unsupported:
-        return False
-    return hasattr(lib, ENTRY_POINTS.get(backend, "nt_new"))
+    except Unsupported as e:
+        return str(e)
+    entry = ENTRY_POINTS.get(backend, "nt_new")
+    if not hasattr(lib, entry):
+        return f"the native library predates {backend}'s C path ({entry}); rebuild it"
+    return None
