@@ -8,17 +8,18 @@ the Python reference (backends/step.py).
   stop and open frames.  On fib, C finished almost every transfer.
 * A second run of the same file in the process starts with C's flow table filled by the
   first (`_preload`): no address goes to Python, and the run is still the reference's.
-* `auto` picks the native step engine for a program without threads, the reference for one
-  that can create threads; `--engine native` on a threaded program is one line, exit 69.
+* `auto` picks the native step engine for every program, threaded ones too
+  (tests/test_native_threads.py holds those to the reference).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from emutrace.cli.main import main
 from emutrace.discover.memo import file_key, forget
-from emutrace.errors import EXIT_UNSUPPORTED
 from emutrace.session import Process, RunConfig
 
 from .conftest import ISAS, bin_path
@@ -78,12 +79,14 @@ def test_auto_engine_for_step() -> None:
     threads = str(bin_path("x86_64", "threads"))
     assert Process(RunConfig(hello, [], backend="step"), warn=lambda m: None).engine == "native"
     assert Process(RunConfig(threads, [], backend="step"),
-                   warn=lambda m: None).engine == "python"
+                   warn=lambda m: None).engine == "native"
 
 
-def test_native_step_with_threads_is_unsupported(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["run", "--engine", "native", "--backend", "step", "-o", "/dev/null",
+def test_native_step_traces_threads(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "trace"
+    code = main(["run", "--engine", "native", "--backend", "step", "-o", str(out),
                  str(bin_path("x86_64", "threads"))])
-    err = capsys.readouterr().err
-    assert code == EXIT_UNSUPPORTED
-    assert err.count("\n") == 1 and "threads" in err
+    assert code == 0, capsys.readouterr().err
+    text = out.read_text()
+    assert [line for line in text.splitlines() if line.startswith("# thread")] == [
+        f"# thread {n}" for n in range(4)]
