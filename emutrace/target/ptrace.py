@@ -128,6 +128,13 @@ def ptrace(request: int, pid: int, addr: int = 0, data: int | ctypes.c_void_p = 
     return result
 
 
+def event_message(pid: int) -> int:
+    """PTRACE_GETEVENTMSG: at a fork event, the new child's pid."""
+    msg = ctypes.c_ulong()
+    ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
+    return int(msg.value)
+
+
 def ptrace_refusal() -> str | None:
     """Why ptrace cannot work here before trying (Yama's ptrace_scope 3: no attach at
     all, Documentation/admin-guide/LSM/Yama.rst), or None."""

@@ -25,6 +25,7 @@ from emutrace.target.ptrace import (
     PTRACE_EVENT_SECCOMP,
     PTRACE_EVENT_VFORK,
     WALL,
+    event_message,
     ptrace,
 )
 
@@ -50,9 +51,7 @@ class Children:
 
     def adopt(self, pid: int, scratch: int | None) -> None:
         """A new child, stopped at its first stop: confined from here, resumed."""
-        from emutrace.target.ptrace_confine import Confinement
-
-        child = Confinement(self.first.sandbox, pid, self.first.warn, family=self.first)
+        child = self.first.confine_child(pid)
         child.scratch = scratch
         self.live[pid] = child
         self.followed += 1
@@ -90,8 +89,6 @@ class Children:
             pass  # killed meanwhile (SIGKILL ends even a stopped tracee): its exit comes next
 
     def _event(self, child: Confinement, event: int) -> None:
-        from emutrace.target.ptrace_confine import event_message
-
         if event == PTRACE_EVENT_SECCOMP:
             child.on_seccomp()
         elif event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):

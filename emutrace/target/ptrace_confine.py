@@ -46,11 +46,12 @@ from emutrace.target.ptrace import (
     PTRACE_EVENT_FORK,
     PTRACE_EVENT_SECCOMP,
     PTRACE_EVENT_VFORK,
-    PTRACE_GETEVENTMSG,
     USER_REGS,
     WALL,
+    event_message,
     ptrace,
 )
+from emutrace.target.ptrace_children import Children
 from emutrace.target.seccomp_filter import REFUSED, TRACE_DATA_REFUSE
 
 PTRACE_SYSCALL = 24  # <linux/ptrace.h>
@@ -77,8 +78,6 @@ class Confinement:
                  family: Confinement | None = None) -> None:
         """`family`: the confinement of the run's first process, whose forked children
         this one's process is one of (they share the warnings and the children)."""
-        from emutrace.target.ptrace_children import Children  # (it builds Confinements)
-
         self.sandbox = sandbox
         self.pid = pid
         self.warn = warn or _stderr
@@ -92,6 +91,11 @@ class Confinement:
         self.slot = {name: i for i, name in enumerate(USER_REGS)}
         self.stops = 0  # checked calls (bench: what confinement costs)
         self._mem: int | None = None
+
+    def confine_child(self, pid: int) -> Confinement:
+        """The confinement of a child this run's processes forked: the same sandbox and
+        warnings, in this (the first process's) family."""
+        return Confinement(self.sandbox, pid, self.warn, family=self)
 
     def warn_once(self, message: str) -> None:
         if message not in self.warned:
@@ -330,13 +334,6 @@ class Confinement:
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def event_message(pid: int) -> int:
-    """PTRACE_GETEVENTMSG: at a fork event, the new child's pid."""
-    msg = ctypes.c_ulong()
-    ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
-    return int(msg.value)
 
 
 def run_exec(confinement: Confinement) -> tuple[bool, int]:

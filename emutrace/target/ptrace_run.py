@@ -66,12 +66,12 @@ from emutrace.target.ptrace import (
     PTRACE_EVENT_SECCOMP,
     PTRACE_EVENT_VFORK,
     PTRACE_EVENT_VFORK_DONE,
-    PTRACE_GETEVENTMSG,
     PTRACE_SINGLEBLOCK,
     PTRACE_SINGLESTEP,
     PTRACE_SYSCALL,
     PtraceError,
     PtraceTarget,
+    event_message,
     kill,
     ptrace,
 )
@@ -342,9 +342,7 @@ def _event(target: PtraceTarget, event: int, confinement: Confinement | None) ->
         target.flush()  # (no register cache across the check's own requests)
         confinement.on_seccomp()
     elif event in (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK):
-        msg = ctypes.c_ulong()
-        ptrace(PTRACE_GETEVENTMSG, pid, 0, ctypes.c_void_p(ctypes.addressof(msg)))
-        child, shares = int(msg.value), event == PTRACE_EVENT_VFORK
+        child, shares = event_message(pid), event == PTRACE_EVENT_VFORK
         if confinement is None:
             target.release_child(child, shares_memory=shares)
         else:  # still confined: traced for its checked calls (target/ptrace_children.py)
