@@ -261,16 +261,19 @@ def _covered(patterns: Iterable[str], name: str) -> bool:
 @dataclass(frozen=True)
 class Layers:
     """A layer order, bottom first.  Each layer is a tuple of patterns (see `covers`); a
-    module belongs to the layer of the longest pattern that covers it.  A module may
-    import its own layer and the layers below it."""
+    module belongs to the layer of the most specific pattern that covers it (the longest
+    name; a bare name before "P.*" of the same P).  A module may import its own layer and
+    the layers below it."""
     order: tuple[tuple[str, ...], ...]
 
     def of(self, module: str) -> int | None:
-        best: tuple[int, int] | None = None
+        best: tuple[tuple[int, bool], int] | None = None
         for level, layer in enumerate(self.order):
             for pattern in layer:
-                if covers(pattern, module) and (best is None or len(pattern) > best[0]):
-                    best = (len(pattern), level)
+                exact = not pattern.endswith(".*")
+                rank = (len(pattern.removesuffix(".*")), exact)
+                if covers(pattern, module) and (best is None or rank > best[0]):
+                    best = (rank, level)
         return None if best is None else best[1]
 
     def name(self, level: int) -> str:

@@ -161,6 +161,12 @@ def test_checker_reports_an_emulator_and_an_impure_module_in_a_pure_layer() -> N
                      "pkg.mid.a:3 -> unicorn: a pure layer imports an emulator"]
 
 
+def test_checker_places_a_module_by_its_most_specific_pattern() -> None:
+    layers = Layers((("pkg", "pkg.mid", "pkg.mid.a"), ("pkg.mid.*",)))
+    assert [layers.of(m) for m in ("pkg", "pkg.mid", "pkg.mid.a", "pkg.mid.b")] == [0, 0, 0, 1]
+    assert layers.of("pkg.low") is None
+
+
 def test_checker_places_every_module() -> None:
     graph = _made_up(low="", mid__init="", mid__a="", top="", other="")
     assert unplaced(graph, MADE_UP_LAYERS) == ["pkg.other"]
