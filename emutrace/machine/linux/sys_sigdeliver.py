@@ -28,8 +28,7 @@ from __future__ import annotations
 import os
 import signal as host_signal
 import weakref
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from unicorn.unicorn_const import UC_HOOK_BLOCK
 
@@ -45,7 +44,7 @@ from emutrace.machine.linux.sigsets import (
     sigset_from,
     sigset_size,
 )
-from emutrace.machine.linux.sys_sigframe import restore_ucontext, write_ucontext
+from emutrace.machine.linux.sys_sigframe import Frame, restore_ucontext, write_ucontext
 from emutrace.machine.linux.table import syscall
 from emutrace.target.unicorn_run import STOP_SIGNALS
 from emutrace.trace.events import SignalDelivery
@@ -60,17 +59,6 @@ MAX_FRAMES = 64
 DEFAULT_IGNORED = frozenset({"SIGCHLD", "SIGCLD", "SIGURG", "SIGWINCH", "SIGCONT"})
 # ... and to stop the process (signal(7)): stop_self
 DEFAULT_STOP = frozenset({"SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU"})
-
-
-@dataclass
-class Frame:
-    context: Any  # unicorn UcContext
-    mask: int
-    ucontext: int = 0  # its guest address (0: no SigFrame for the ISA)
-    # what was written into the ucontext (slot name → value; "ss_sp"... for uc_stack): a
-    # value the handler changed there is what rt_sigreturn takes back
-    written: dict[str, int] = field(default_factory=dict)
-    pc_bias: int = 0  # the PC saved in `context` lies this far before the resume address
 
 
 def _bit(sig: int) -> int:

@@ -9,18 +9,29 @@ always are (kernel restore_sigcontext, restore_altstack)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Any
 
 from emutrace.isa.sigframe import SigFrame
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.sigsets import sigset_bytes, sigset_from, sigset_size
 
-if TYPE_CHECKING:
-    from emutrace.machine.linux.sys_sigdeliver import Frame
-
 K = LinuxKernel
 SS_ONSTACK, SS_DISABLE = 1, 2  # include/uapi/linux/signal.h (every ISA)
 STACK_FIELDS = ("ss_sp", "ss_flags", "ss_size")
+
+
+@dataclass
+class Frame:
+    """A delivered signal's frame: what rt_sigreturn restores."""
+
+    context: Any  # unicorn UcContext
+    mask: int
+    ucontext: int = 0  # its guest address (0: no SigFrame for the ISA)
+    # what was written into the ucontext (slot name → value; "ss_sp"... for uc_stack): a
+    # value the handler changed there is what rt_sigreturn takes back
+    written: dict[str, int] = field(default_factory=dict)
+    pc_bias: int = 0  # the PC saved in `context` lies this far before the resume address
 
 
 def altstack_flags(k: K, sp: int) -> int:
