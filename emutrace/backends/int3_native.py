@@ -39,7 +39,7 @@ from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends import hooked_sites
-from emutrace.backends.fastpath import EVENT, FastSites, RecordDrain, SiteExtra, SiteOp
+from emutrace.backends.fastpath import FastSites, RecordDrain, SiteExtra
 from emutrace.backends.hooked_sites import HookedSites
 from emutrace.backends.int3_python import Int3Backend, Pending
 from emutrace.backends.native_writer import NativeWriter, packed_sink_of
@@ -48,6 +48,7 @@ from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Isa
+from emutrace.native import EVENT, SiteOp
 from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
