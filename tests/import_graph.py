@@ -23,7 +23,7 @@ count it like any other import (a type from a higher layer is an upward dependen
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,10 +101,9 @@ def _absolute(module: str, source: Source, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports_of(module: str, source: Source, known: Iterable[str] = ()) -> list[Import]:
-    """What `module` imports, as dotted names; `known` (the package's modules) decides
-    whether ``from P import M`` names the module P.M."""
-    modules = set(known)
+def imports_of(module: str, source: Source, modules: Collection[str] = ()) -> list[Import]:
+    """What `module` imports, as dotted names; `modules` (the package's) decides whether
+    ``from P import M`` names the module P.M."""
     found: list[Import] = []
     tree = ast.parse(source.text, filename=module)
     for node, typing_only in _statements(tree):
@@ -124,12 +123,11 @@ def imports_of(module: str, source: Source, known: Iterable[str] = ()) -> list[I
     return found
 
 
-def owner(name: str, modules: Iterable[str]) -> str | None:
+def owner(name: str, modules: Collection[str]) -> str | None:
     """The module of the package that an imported dotted name lands in (the longest known
     prefix), or None for a name outside the package."""
-    known = set(modules)
     while name:
-        if name in known:
+        if name in modules:
             return name
         name = name.rpartition(".")[0]
     return None
@@ -144,17 +142,18 @@ class Graph:
 
     @classmethod
     def of(cls, sources: Mapping[str, Source]) -> Graph:
+        modules = frozenset(sources)
         internal: list[Import] = []
         external: list[Import] = []
         for module, source in sorted(sources.items()):
-            for imp in imports_of(module, source, sources):
-                target = owner(imp.imported, sources)
+            for imp in imports_of(module, source, modules):
+                target = owner(imp.imported, modules)
                 if target is None:
                     external.append(imp)
                 elif target != module:
                     internal.append(Import(module, target, imp.line, imp.typing_only))
         # `from M import a, b` is one import of M on its line
-        return cls(frozenset(sources), tuple(dict.fromkeys(internal)),
+        return cls(modules, tuple(dict.fromkeys(internal)),
                    tuple(dict.fromkeys(external)))
 
 
@@ -283,6 +282,12 @@ class Layers:
 def unplaced(graph: Graph, layers: Layers) -> list[str]:
     """Modules that no layer covers: every module has a declared place."""
     return sorted(m for m in graph.modules if layers.of(m) is None)
+
+
+def unused(graph: Graph, layers: Layers) -> list[str]:
+    """Patterns that cover no module: a layer table that names what is gone."""
+    return [p for layer in layers.order for p in layer
+            if not any(covers(p, m) for m in graph.modules)]
 
 
 def upward(graph: Graph, layers: Layers) -> list[str]:

@@ -48,7 +48,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.import_graph import Graph, Layers, Source, cycles, impure, read_package, unplaced, upward
+from tests.import_graph import (
+    Graph,
+    Layers,
+    Source,
+    cycles,
+    impure,
+    read_package,
+    unplaced,
+    unused,
+    upward,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,6 +93,8 @@ def graph() -> Graph:
 
 def test_every_module_has_a_layer(graph: Graph) -> None:
     assert unplaced(graph, LAYERS) == [], "give each new package or module a layer in LAYERS"
+    assert unused(graph, LAYERS) == [], "LAYERS names a module that is gone"
+    assert unused(graph, Layers((PURE, PURE_MAY_IMPORT))) == []
 
 
 def test_no_import_cycle(graph: Graph) -> None:
@@ -170,3 +182,4 @@ def test_checker_places_a_module_by_its_most_specific_pattern() -> None:
 def test_checker_places_every_module() -> None:
     graph = _made_up(low="", mid__init="", mid__a="", top="", other="")
     assert unplaced(graph, MADE_UP_LAYERS) == ["pkg.other"]
+    assert unused(graph, Layers((("pkg.low", "pkg.gone", "pkg.mid.*"),))) == ["pkg.gone"]
