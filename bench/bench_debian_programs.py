@@ -1,0 +1,184 @@
+"""Debian's own programs traced with the default engine: `emutrace record` and
+`emutrace run -o FILE` against the untraced run (`run --backend none`), side by side.
+
+    python bench/bench_debian_programs.py [--isa aarch64,arm,ppc64le,s390x,i386]
+                                          [--programs sort,sed,...] [--repeat N]
+                                          [--out bench/results/debian-programs.md]
+
+Each ISA's root is made by `emutrace rootfs` from Debian's packages (PACKAGES) into
+.cache/bench-roots/<isa> the first time (a set-up step: the only network use, Debian's
+archive through apt), with the inputs written into it: a 1 MB text (make_sort_input.py's
+generator, 56,000 lines), a 3 MB one for the threaded sort, a small SQL script.  Every
+command runs from inside the root with relative paths (as tests/test_debian_programs.py
+does), as a whole `python -m emutrace` process timed from outside (start-up, loading and
+writing the trace included); the variants of one cell run interleaved (none, record, run,
+none, …) and each time is the median of --repeat.  The guest's stdout of every variant is
+compared with the untraced run's (a difference is marked in the table).
+
+Targets: record <= 3x untraced, run -o <= 5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, machine_info
+from make_sort_input import lines
+
+ISAS = ("aarch64", "arm", "ppc64le", "s390x", "i386")
+PACKAGES = ("coreutils", "sed", "gzip", "python3-minimal", "sqlite3", "file", "dash")
+ROOTS = ROOT / ".cache" / "bench-roots"
+DEBS = ROOT / ".cache" / "bench-debs"
+SQL = """create table t(n integer, s text);
+with recursive c(x) as (select 1 union all select x + 1 from c where x < 2000)
+insert into t select x, printf('row %d', x) from c;
+create index t_s on t(s);
+select count(*), sum(n), max(s) from t where n % 3 = 0;
+"""
+# name -> (argv inside the root, environment additions)
+PROGRAMS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "sort": (("./usr/bin/sort", "bench-input.txt"), {}),
+    "sed": (("./bin/sed", "s/a/b/g", "bench-input.txt"), {}),
+    "gzip": (("./bin/gzip", "-c", "bench-input.txt"), {}),
+    "python3": (("./usr/bin/python3", "-c", "print(1)"), {}),
+    "sqlite3": (("./usr/bin/sqlite3", ":memory:", ".read bench.sql"), {}),
+    "file": (("./usr/bin/file", "usr/bin/sort", "bin/sed", "bench-input.txt", "bench.sql"),
+             {}),
+    # four threads: GNU sort sorts a large input with nproc threads (nproc honours
+    # OMP_NUM_THREADS)
+    "sort-4-threads": (("./usr/bin/sort", "--parallel=4", "-S", "256M", "bench-big.txt"),
+                       {"OMP_NUM_THREADS": "4"}),
+    # fork and exec: the shell forks twice and execs sort and gzip in a pipe
+    "dash-pipe": (("./bin/dash", "-c", "./usr/bin/sort bench-input.txt | ./bin/gzip -c"), {}),
+}
+VARIANTS = ("none", "record", "run")
+
+
+def ensure_root(isa: str) -> Path:
+    root = ROOTS / isa
+    marker = root / ".emutrace-rootfs"
+    have = marker.read_text() if marker.exists() else ""
+    if not all(f"{p}:" in have for p in PACKAGES):
+        subprocess.run([sys.executable, "-m", "emutrace", "rootfs", "--arch", isa,
+                        "-o", str(root), "--cache", str(DEBS / isa), *PACKAGES], check=True)
+    inputs = {"bench-input.txt": lines(56_000, seed=7), "bench-big.txt": lines(160_000, seed=7)}
+    for name, text in inputs.items():
+        path = root / name
+        if not path.exists():
+            path.write_text("\n".join(text) + "\n")
+    (root / "bench.sql").write_text(SQL)
+    return root
+
+
+def command(variant: str, argv: tuple[str, ...], env: dict[str, str],
+            scratch: Path) -> list[str]:
+    base = [sys.executable, "-m", "emutrace"]
+    envs = [f"--env={k}={v}" for k, v in env.items()]
+    if variant == "none":
+        return [*base, "run", "--backend", "none", "--root", ".", *envs, *argv]
+    if variant == "record":
+        return [*base, "record", "-d", str(scratch / "rec.d"), "--root", ".", *envs, *argv]
+    return [*base, "run", "-o", str(scratch / "trace.txt"), "--root", ".", *envs, *argv]
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, int, bytes]:
+    """(wall seconds, exit status, stdout)."""
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL,
+                          timeout=1800)
+    wall = time.perf_counter() - start
+    return wall, done.returncode, done.stdout
+
+
+def trace_bytes(scratch: Path) -> int:
+    return sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file())
+
+
+def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
+    root = ensure_root(isa)
+    argv, env = PROGRAMS[name]
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    same, codes, sizes = True, {}, {}
+    reference: bytes | None = None
+    for _ in range(repeat):
+        for variant in VARIANTS:
+            scratch = Path(tempfile.mkdtemp(prefix="emutrace-bench-"))
+            try:
+                wall, code, out = timed(command(variant, argv, env, scratch), root)
+                sizes[variant] = trace_bytes(scratch)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            times[variant].append(wall)
+            codes[variant] = code
+            if reference is None:
+                reference = out
+            same = same and out == reference
+    med = {v: statistics.median(t) for v, t in times.items()}
+    return {"isa": isa, "program": name, "seconds": med, "times": times,
+            "record_x": med["record"] / med["none"], "run_x": med["run"] / med["none"],
+            "codes": codes, "same_stdout": same, "trace_bytes": sizes}
+
+
+def markdown(rows: list[dict[str, object]], info: dict[str, object]) -> str:
+    out = ["# Debian programs: record and run -o against the untraced run", "",
+           f"Command: `{info['command']}`  ",
+           f"Date: {info['date']}; load at start {info['loadavg_at_start']}; "
+           f"emutrace {info['emutrace_git']}; unicorn {info['unicorn']}.", "",
+           "Targets: record <= 3x untraced, run -o <= 5x.  Times are medians of whole "
+           "processes (wall seconds).", "",
+           "| ISA | program | untraced s | record s | run -o s | record × | run -o × "
+           "| trace MB (run -o) | exit | stdout same | targets |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        sec = r["seconds"]
+        assert isinstance(sec, dict)
+        rec_x, run_x = float(r["record_x"]), float(r["run_x"])  # type: ignore[arg-type]
+        sizes = r["trace_bytes"]
+        assert isinstance(sizes, dict)
+        codes = r["codes"]
+        assert isinstance(codes, dict)
+        ok = rec_x <= 3 and run_x <= 5 and r["same_stdout"] and len(set(codes.values())) == 1
+        out.append(f"| {r['isa']} | {r['program']} | {sec['none']:.2f} | {sec['record']:.2f} "
+                   f"| {sec['run']:.2f} | {rec_x:.2f} | {run_x:.2f} "
+                   f"| {sizes['run'] / 1e6:.0f} | {codes['none']} "
+                   f"| {'yes' if r['same_stdout'] else 'NO'} | {'met' if ok else 'MISSED'} |")
+    worst_rec = max(float(r["record_x"]) for r in rows)  # type: ignore[arg-type]
+    worst_run = max(float(r["run_x"]) for r in rows)  # type: ignore[arg-type]
+    out += ["", f"Worst: record {worst_rec:.2f}×, run -o {worst_run:.2f}×.", ""]
+    return "\n".join(out)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--isa", default=",".join(ISAS))
+    p.add_argument("--programs", default=",".join(PROGRAMS))
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--out", default=str(ROOT / "bench" / "results" / "debian-programs.md"))
+    args = p.parse_args()
+    info = machine_info("python bench/bench_debian_programs.py " + " ".join(sys.argv[1:]))
+    rows = []
+    for isa in args.isa.split(","):
+        for name in args.programs.split(","):
+            row = measure(isa, name, args.repeat)
+            rows.append(row)
+            print(f"{isa} {name}: record {row['record_x']:.2f}x, run -o {row['run_x']:.2f}x",
+                  flush=True)
+    Path(args.out).write_text(markdown(rows, info))
+    Path(args.out).with_suffix(".json").write_text(json.dumps(
+        {"machine": info, "rows": rows}, indent=1, default=str))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    sys.exit(main())
