@@ -324,6 +324,10 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 66 and err.count("\n") == 1
     status, _, _ = _main(capsys, "run", "--machine", "virt-arm64", kernel("aarch64"), "arg")
     assert status == 64
+    # the boards trace on the Python engine only: the native one is refused, not faked
+    status, _, err = _main(capsys, "run", "--machine", "virt-arm64", "--engine", "native",
+                           kernel("aarch64"))
+    assert status == 64 and "no native engine" in err and err.count("\n") == 1
     status, _, err = _main(capsys, "run", "--machine", "virt-arm", "--bios", kernel("arm"),
                            kernel("arm"))
     assert status == 64 and "no kernel address" in err
@@ -809,3 +813,4 @@ def test_power_traps_and_hypercalls() -> None:
     assert kernel_ppc.SITES.emulate(booke, 0x100).kind == "off"  # type: ignore[arg-type, union-attr]
     booke.regs["r3"] = 0x40000000  # DBCR0[IDM], no reset
     assert kernel_ppc.SITES.emulate(booke, 0x100) is None  # type: ignore[arg-type]
+
