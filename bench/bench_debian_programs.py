@@ -11,7 +11,8 @@ archive through apt), with the inputs written into it: a 1 MB text (make_sort_in
 generator, 56,000 lines), a 3 MB one for the threaded sort, a small SQL script.  Every
 command runs from inside the root with relative paths (as tests/test_debian_programs.py
 does), as a whole `python -m emutrace` process timed from outside (start-up, loading and
-writing the trace included); the variants of one cell run interleaved (none, record, run,
+writing the trace included; CPU seconds of the process and its children, and wall
+seconds); the variants of one cell run interleaved (none, record, run,
 none, …) and each time is the median of --repeat.  The guest's stdout of every variant is
 compared with the untraced run's (a difference is marked in the table).
 
@@ -90,13 +91,18 @@ def command(variant: str, argv: tuple[str, ...], env: dict[str, str],
     return [*base, "run", "-o", str(scratch / "trace.txt"), "--root", ".", *envs, *argv]
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, int, bytes]:
-    """(wall seconds, exit status, stdout)."""
-    start = time.perf_counter()
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL,
-                          timeout=1800)
-    wall = time.perf_counter() - start
-    return wall, done.returncode, done.stdout
+def timed(cmd: list[str], cwd: Path) -> tuple[float, float, int, bytes]:
+    """(wall seconds, CPU seconds (user + system of the process and its children), exit
+    status, stdout)."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return wall, usage.ru_utime + usage.ru_stime, proc.returncode, out.read()
 
 
 def trace_bytes(scratch: Path) -> int:
@@ -107,23 +113,25 @@ def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
     root = ensure_root(isa)
     argv, env = PROGRAMS[name]
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    walls: dict[str, list[float]] = {v: [] for v in VARIANTS}
     same, codes, sizes = True, {}, {}
     reference: bytes | None = None
     for _ in range(repeat):
         for variant in VARIANTS:
             scratch = Path(tempfile.mkdtemp(prefix="emutrace-bench-"))
             try:
-                wall, code, out = timed(command(variant, argv, env, scratch), root)
+                wall, cpu, code, out = timed(command(variant, argv, env, scratch), root)
                 sizes[variant] = trace_bytes(scratch)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-            times[variant].append(wall)
+            times[variant].append(cpu)
+            walls[variant].append(wall)
             codes[variant] = code
             if reference is None:
                 reference = out
             same = same and out == reference
     med = {v: statistics.median(t) for v, t in times.items()}
-    return {"isa": isa, "program": name, "seconds": med, "times": times,
+    return {"isa": isa, "program": name, "seconds": med, "times": times, "walls": walls,
             "record_x": med["record"] / med["none"], "run_x": med["run"] / med["none"],
             "codes": codes, "same_stdout": same, "trace_bytes": sizes}
 
@@ -134,8 +142,10 @@ def markdown(rows: list[dict[str, object]], info: dict[str, object]) -> str:
            f"Date: {info['date']}; load at start {info['loadavg_at_start']}; "
            f"emutrace {info['emutrace_git']}; unicorn {info['unicorn']}.", "",
            "Targets: record <= 3x untraced, run -o <= 5x.  Times are medians of whole "
-           "processes (wall seconds).", "",
-           "| ISA | program | untraced s | record s | run -o s | record × | run -o × "
+           "processes' CPU seconds (user + system, the process and its children: the "
+           "machine is shared, and CPU time moves less with its load than wall time; the "
+           "wall times are in the JSON).", "",
+           "| ISA | program | untraced CPU s | record CPU s | run -o CPU s | record × | run -o × "
            "| trace MB (run -o) | exit | stdout same | targets |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
