@@ -23,6 +23,7 @@ from pathlib import Path
 
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import expand, parse_arches
+from emutrace.cli.viewing import shown_names
 from emutrace.discover.prototypes import read_prototypes
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, UsageError
@@ -66,8 +67,10 @@ def _regex(text: str | None, option: str) -> re.Pattern[str] | None:
 
 
 def _load_recording(path: str) -> tuple[Iterable[Record], Callable[[int], str], str]:
-    """(records, symbolize, ISA name) of a data directory written by `emutrace record`."""
-    return load_recording(path)
+    """(records, symbolize, ISA name) of a data directory written by `emutrace record`, its
+    names safe to print (control characters escaped)."""
+    records, symbolize, isa = load_recording(path)
+    return records, shown_names(symbolize), isa
 
 
 class DiffCommand:

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from emutrace.cli import options
+from emutrace.cli.viewing import shown_names
 from emutrace.isa import by_name
 from emutrace.trace.events import Entry
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
@@ -66,7 +67,8 @@ class ReplayCommand:
                             "everything when the recording has no SYM)")
 
     def __call__(self, args: argparse.Namespace) -> int:
-        records, symbolize, isa = load_recording(args.data)
+        records, raw_names, isa = load_recording(args.data)
+        symbolize = shown_names(raw_names)
         if args.tid is not None and TID not in args.tid:
             # uftrace prints nothing for tasks the recording does not have
             print(f"emutrace: {args.data}: no task {','.join(map(str, sorted(args.tid)))} "

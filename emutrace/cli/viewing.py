@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from emutrace.isa import by_name
 from emutrace.trace.events import Record
+from emutrace.trace.uftrace_names import printable
 from emutrace.trace.uftrace_read import load_recording, recorded_program
 
 DEFAULT_DIR = "uftrace.data"
@@ -30,6 +31,11 @@ def add_data_option(p: argparse.ArgumentParser) -> None:
 def open_data(path: str) -> Recording:
     """DIR opened for reading; a bad directory is one EmutraceError naming the file."""
     records, symbolize, isa = load_recording(path, as_uftrace=True)
-    program = os.path.basename(recorded_program(path) or "") or "program"
+    program = printable(os.path.basename(recorded_program(path) or "") or "program")
     bits = 8 * by_name(isa).identity.word_size if isa else 64
-    return Recording(records, symbolize, program, bits)
+    return Recording(records, shown_names(symbolize), program, bits)
+
+
+def shown_names(symbolize: Callable[[int], str]) -> Callable[[int], str]:
+    """`symbolize` whose names are safe on a terminal (control characters escaped)."""
+    return lambda addr: printable(symbolize(addr))

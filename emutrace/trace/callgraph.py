@@ -9,6 +9,10 @@ guest instructions.  Memory grows with the distinct call paths, not the trace's 
   (backtraces) that led to those calls, newest first as uftrace lists them.
 * A node's children are in first-seen order; a node with more than one child indents its
   children one level (`+-`), a single child stays in its parent's column.
+* Past `MAX_INDENT` levels of indentation a line draws only the innermost ones, after
+  `[+K]` (K levels left out): a line stays short however deep the tree, so the output grows
+  with the nodes, not with nodes times depth.  The walk keeps its own stack: no depth is
+  too deep for it.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ def call_graph(records: Iterable[Record], symbolize: Callable[[int], str],
 
 
 _WIDTH = 13  # the time column
+MAX_INDENT = 64  # tree levels drawn before a line's indentation is cut short
 
 
 def graph_lines(graph: Graph, func: str | None) -> list[str]:
@@ -102,34 +107,45 @@ def graph_lines(graph: Graph, func: str | None) -> list[str]:
     mask: dict[int, bool] = {}
 
     def indent(depth: int, line: bool) -> str:
-        last = max((i for i in range(depth) if line and mask.get(i)), default=-1)
-        out = []
-        for i in range(depth):
+        # past MAX_INDENT levels only the innermost MAX_INDENT are drawn, after `[+K]`
+        # (uftrace draws them all: a line as long as the tree is deep, and output growing
+        # with depth times nodes)
+        first = max(0, depth - MAX_INDENT)
+        last = max((i for i in range(first, depth) if line and mask.get(i)), default=-1)
+        out = [f"[+{first}]"] if first else []
+        for i in range(first, depth):
             if not line or i < last:
                 out.append(" | " if mask.get(i) else "   ")
             else:
                 out.append(" +-" if i == last else "---")
         return "".join(out)
 
-    def visit(node: Node, parent: Node | None, depth: int, needs_line: bool) -> None:
+    # a depth-first walk with its own stack (a recording may nest deeper than Python's
+    # recursion limit): ("node", node, depth, needs_line, is_last_of_several),
+    # ("gap", depth) between siblings, ("done", depth) after a node's children
+    todo: list[tuple[str, Node | None, int, bool, bool]] = [("node", root, 0, False, False)]
+    while todo:
+        what, node, depth, needs_line, last_of_several = todo.pop()
+        if what == "gap":
+            lines.append(f"{'':>{_WIDTH}} : {indent(depth, False)}")
+            continue
+        if what == "done":
+            mask[depth] = False
+            continue
+        assert node is not None
         lines.append(f"{node.total:>{_WIDTH}} : {indent(depth, needs_line)}"
                      f"({node.calls}) {node.name}")
-        orig = depth
         many = len(node.children) > 1
         if many:
             mask[depth] = True
-            depth += 1
-        # the last of several siblings clears its parent's bar
-        if (parent is not None and len(parent.children) > 1 and orig > 0
-                and list(parent.children.values())[-1] is node):
-            mask[orig - 1] = False
+        if last_of_several and depth > 0:  # the last of several siblings clears the bar
+            mask[depth - 1] = False
+        inner = depth + 1 if many else depth
+        todo.append(("done", None, depth, False, False))
         children = list(node.children.values())
-        for i, child in enumerate(children):
-            visit(child, node, depth, many)
+        for i in range(len(children) - 1, -1, -1):
             if i != len(children) - 1:
-                lines.append(f"{'':>{_WIDTH}} : {indent(depth, False)}")
-        mask[orig] = False
-
-    visit(root, None, 0, False)
+                todo.append(("gap", None, inner, False, False))
+            todo.append(("node", children[i], inner, many, many and i == len(children) - 1))
     lines.append("")
     return lines

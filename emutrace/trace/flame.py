@@ -11,13 +11,33 @@ depth-first order (children in first-seen order).
 
 Flame-graph tools (Brendan Gregg's flamegraph.pl, speedscope, Perfetto) read this.  Memory
 grows with the distinct call paths, not the trace's length.
+
+Output bounded by the input.  Each line repeats its whole call path, so a deep recording
+of many distinct paths (a recursion 1,000 levels deep, or long names, under calls that
+differ) gave output quadratic in the recording (a 640 KB recording: over 1 GB).  So:
+
+* a call path of more than `MAX_FRAMES` frames is written as its outermost `OUTER` frames,
+  one frame `[+K]` standing for the K frames left out, and its innermost frames (the
+  leaf, whose self time the line counts, is always there); paths that become equal this way
+  are separate lines, which flame-graph tools add up;
+* a name longer than `MAX_NAME` characters is cut there and ends in `...`;
+* with that, a line is at most about MAX_FRAMES × MAX_NAME characters, and the whole
+  output may not pass `BUDGET_BASE` + `BUDGET_PER_RECORD` × the records read: a recording
+  whose folded stacks would be longer is refused (65) before a line is written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
+from emutrace.errors import EXIT_BAD_ELF, EmutraceError
 from emutrace.trace.events import Entry, Exit, Record
+
+MAX_FRAMES = 64  # frames of a line
+OUTER = 8  # of them, the outermost kept when a path is longer
+MAX_NAME = 512  # characters of a name
+BUDGET_BASE = 16 << 20  # bytes of output any recording may give
+BUDGET_PER_RECORD = 1024  # and per record read (64 bytes of output per byte of `.dat`)
 
 
 def folded_stacks(records: Iterable[Record], symbolize: Callable[[int], str],
@@ -30,8 +50,12 @@ def folded_stacks(records: Iterable[Record], symbolize: Callable[[int], str],
     calls: list[int] = []
     time: list[int] = []
     child_time: list[int] = []
+    depths: list[int] = []
+    outer: list[int] = []  # each node's ancestor at depth OUTER - 1 (itself if shallower)
     stack: list[int] = []  # node of each open frame
+    read = 0
     for rec in records:
+        read += 1
         if isinstance(rec, Entry):
             parent = stack[-1] if stack else -1
             name = symbolize(rec.func)
@@ -39,7 +63,9 @@ def folded_stacks(records: Iterable[Record], symbolize: Callable[[int], str],
             if node is None:
                 node = ids[(parent, name)] = len(names)
                 parents.append(parent)
-                names.append(name)
+                names.append(name if len(name) <= MAX_NAME else name[:MAX_NAME] + "...")
+                depths.append(depths[parent] + 1 if parent >= 0 else 0)
+                outer.append(node if depths[node] < OUTER else outer[parent])
                 calls.append(0)
                 time.append(0)
                 child_time.append(0)
@@ -55,16 +81,37 @@ def folded_stacks(records: Iterable[Record], symbolize: Callable[[int], str],
                                           if sample_time else rec.duration)
 
     def path(node: int) -> str:
-        parts = []
-        while node >= 0:
-            parts.append(names[node])
-            node = parents[node]
+        parts: list[str] = []
+        inner = node
+        while inner >= 0 and (depths[inner] >= OUTER or depths[node] < MAX_FRAMES):
+            if len(parts) == MAX_FRAMES - OUTER - 1 and depths[node] >= MAX_FRAMES:
+                parts.append(f"[+{depths[inner] - OUTER + 1}]")
+                inner = outer[node]
+                break
+            parts.append(names[inner])
+            inner = parents[inner]
+        while inner >= 0:
+            parts.append(names[inner])
+            inner = parents[inner]
         return ";".join(reversed(parts))
 
-    todo = list(reversed(top))
-    while todo:
-        node = todo.pop()
-        n = (time[node] - child_time[node]) // sample_time if sample_time else calls[node]
-        if n > 0:
-            yield f"{path(node)} {n}"
-        todo.extend(reversed(children[node]))
+    def counts() -> Iterator[tuple[int, int]]:
+        todo = list(reversed(top))
+        while todo:
+            node = todo.pop()
+            n = (time[node] - child_time[node]) // sample_time if sample_time else calls[node]
+            if n > 0:
+                yield node, n
+            todo.extend(reversed(children[node]))
+
+    budget = BUDGET_BASE + BUDGET_PER_RECORD * read
+    size = 0
+    for node, n in counts():
+        size += len(path(node)) + len(str(n)) + 2
+        if size > budget:
+            raise EmutraceError(
+                f"the flame graph would pass {budget} bytes ({BUDGET_BASE >> 20} MiB and "
+                f"{BUDGET_PER_RECORD} bytes per record of the recording): too many distinct "
+                f"deep call paths with long names", EXIT_BAD_ELF)
+    for node, n in counts():
+        yield f"{path(node)} {n}"

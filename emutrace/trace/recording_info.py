@@ -8,36 +8,31 @@ import os
 from collections.abc import Iterable
 
 from emutrace.trace.events import Entry, Record
-from emutrace.trace.uftrace_write import EMUTRACE_FILE, MAX_STACK, TID
+from emutrace.trace.recording_files import file_size
+from emutrace.trace.uftrace_names import printable
+from emutrace.trace.uftrace_read import info_text, sidecar_text
+from emutrace.trace.uftrace_write import MAX_STACK, TID
 
 
 def info_fields(path: str) -> dict[str, str]:
     """The `key:value` text lines after the 40-byte header of uftrace's `info` file
-    (cmds/info.c); `taskinfo:nr_tid=N` is kept as `taskinfo.nr_tid`."""
-    try:
-        with open(os.path.join(path, "info"), "rb") as f:
-            text = f.read()[40:].decode(errors="replace")
-    except OSError:
-        return {}
+    (cmds/info.c); `taskinfo:nr_tid=N` is kept as `taskinfo.nr_tid`.  Values are shown
+    escaped (`printable`): they come from the recording."""
     fields: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in (info_text(path) or "").splitlines():
         key, sep, value = line.partition(":")
         if key == "taskinfo" and "=" in value:
             sub, _, value = value.partition("=")
             key = f"taskinfo.{sub}"
         if sep:
-            fields[key] = value
+            fields[key] = printable(value)
     return fields
 
 
 def sidecar_fields(path: str) -> dict[str, str]:
     """`emutrace.txt`'s `key:value` lines (empty when uftrace wrote the directory)."""
-    try:
-        with open(os.path.join(path, EMUTRACE_FILE)) as f:
-            return dict((k, v) for k, _, v in (line.partition(":") for line in
-                                               f.read().splitlines()))
-    except OSError:
-        return {}
+    return dict((k, v) for k, _, v in (line.partition(":") for line in
+                                       sidecar_text(path).splitlines()))
 
 
 def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
@@ -51,12 +46,12 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
         if isinstance(rec, Entry):
             calls += 1
             functions.add(rec.func)
-    size = os.path.getsize(os.path.join(path, f"{TID}.dat"))
+    size = file_size(os.path.join(path, f"{TID}.dat"))
     status = fields.get("exit_status")
     if status is None:
         state = ("cut short: the recorder was killed (or is still running); open calls end "
                  "at the last record")
-    elif not status.isdigit():
+    elif not status.isdecimal() or len(status) > 20:
         state = f"complete, exit status {status}"
     elif int(status) & 0x7F:  # a wait(2) status (uftrace_write.wait_status)
         state = f"complete, ended by signal {int(status) & 0x7F} (exit status " \
@@ -77,7 +72,8 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
         f"time:        guest instructions; the last record at {last}; uftrace's time column "
         f"shows 1 instruction as 1 ns",
     ]
-    deep = int(extra.get("not_recorded_deep", "0") or 0)
+    deep_text = extra.get("not_recorded_deep", "0").strip()
+    deep = int(deep_text) if deep_text.isdecimal() and len(deep_text) < 20 else 0
     if deep:
         lines.append(f"not recorded: {deep} calls deeper than {MAX_STACK} levels "
                      f"(uftrace's depth limit)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from emutrace.trace.uftrace_names import SYM_END
+from emutrace.trace.uftrace_names import SYM_END, printable
 
 if TYPE_CHECKING:
     from emutrace.discover.modules import Module, ModuleMap
@@ -71,7 +71,7 @@ def sym_text(modules: ModuleMap, module: Module) -> str:
     order, with the sentinel after its last function."""
     base = base_of(module)
     funcs = module_functions(modules, module)
-    lines = [f"{start - base:016x} T {name}\n" for start, _end, name in funcs]
+    lines = [f"{start - base:016x} T {printable(name)}\n" for start, _end, name in funcs]
     if funcs:
         lines.append(f"{max(end for _s, end, _n in funcs) - base:016x} T {SYM_END}\n")
     return (f"# symbols: {len(lines)}\n# path name: {os.path.abspath(module.path)}\n"

@@ -28,3 +28,27 @@ def uftrace_symbolizer(symbols: Iterable[tuple[int, str]]) -> Callable[[int], st
         return labels[i]
 
     return symbolize
+
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def printable(name: str) -> str:
+    """`name` safe to print on a terminal and to write as one line of a text file: a
+    control character (or any other character Python does not call printable: a line
+    separator, a bidi control) is shown escaped, `\\n`, `\\t`, `\\r`, else `\\xNN` /
+    `\\uNNNN`.  A name without one is returned unchanged (nearly every name).  The `.sym`
+    writer keeps names in this form, and the viewers show every name through it."""
+    if name.isprintable():
+        return name
+    out = []
+    for c in name:
+        if c.isprintable():
+            out.append(c)
+        elif c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+    return "".join(out)

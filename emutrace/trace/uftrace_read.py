@@ -6,9 +6,15 @@ the `sid-*.map` whose first line starts the image, `<exe>.sym` with addresses re
 it, `emutrace.txt` naming the ISA and `emutrace-exits.txt` naming the exits that were not
 returns.
 
-Every problem is one `EmutraceError` naming the file: a missing directory exits 66; a
-missing `info` or `.dat`, a `.dat` cut mid-record, a record without uftrace's magic, values
-without a spec, a map or symbol file that does not parse exit 65.  A recording that was
+A recording is untrusted input: every file is opened as `trace/recording_files.py` says
+(regular files only, never through a link, never blocking, a size cap per kind; the `.dat`
+is streamed), and every field is checked before it is used.  Every problem is one
+`EmutraceError` naming the file: a missing directory exits 66; a missing `info` or `.dat`,
+a `.dat` cut mid-record, a record without uftrace's magic, values without a spec or with a
+spec not understood, an unknown ISA, a map or symbol file that does not parse exit 65.
+Names are returned as the `.sym` file holds them (the writer escapes control characters,
+`uftrace_names.printable`); the viewers print them through `printable` again, so a
+hand-made file cannot put a control character on the terminal either.  A recording that was
 never closed (killed: `info` has no exit status) may end mid-record: that record is left
 out and the open calls are closed at the last record.  Nothing in the directory is ever
 changed.
@@ -19,13 +25,24 @@ from __future__ import annotations
 import bisect
 import glob
 import os
+import re
 import struct
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
-from emutrace.errors import EXIT_BAD_ELF, EXIT_NO_INPUT, EmutraceError
+from emutrace.errors import EXIT_NO_INPUT, EmutraceError
+from emutrace.isa import UnknownIsa, by_name
 from emutrace.trace.events import Entry, Exit, Record
+from emutrace.trace.recording_files import (
+    CAPS,
+    LINE_CAP,
+    bad_file,
+    open_stream,
+    read_capped,
+    read_text,
+)
 from emutrace.trace.uftrace_args import parse_spec_line, unpack_values
-from emutrace.trace.uftrace_names import uftrace_symbolizer
+from emutrace.trace.uftrace_names import SYM_END, printable
 from emutrace.trace.uftrace_write import (
     EMUTRACE_FILE,
     EXITS_FILE,
@@ -34,11 +51,9 @@ from emutrace.trace.uftrace_write import (
     TYPE_ENTRY,
     TYPE_EXIT,
 )
-from emutrace.trace.values import Value
+from emutrace.trace.values import KINDS, Value
 
-
-def _bad(path: str, problem: str) -> EmutraceError:
-    return EmutraceError(f"{path}: {problem}", EXIT_BAD_ELF)
+_bad = bad_file
 
 
 READ_AHEAD = 1 << 20  # bytes kept ahead of the parser (one record's values: < 1 MiB)
@@ -57,13 +72,17 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
     notes = _exit_notes(exits)
     note = next(notes, None)
     index = -1
+    f = open_stream(dat)
+    if f is None:
+        raise _bad(dat, "missing")
     if complete and not (args or rets):
-        size = os.path.getsize(dat)
+        size = os.fstat(f.fileno()).st_size
         if size % 16:
+            f.close()
             raise _bad(dat, f"cut mid-record ({size} bytes is not a multiple of 16)")
     open_times: list[tuple[int, int]] = []  # (func, entry time) per open frame
     time = 0
-    with open(dat, "rb") as f:
+    with f:
         data = b""
         pos = 0
         offset = 0  # file offset of data[0]
@@ -99,6 +118,7 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                     if not complete:
                         break
                     raise _bad(dat, f"cut mid-record at offset {offset + pos - 16}") from None
+                values = _shown(values)
             if kind == TYPE_ENTRY:
                 open_times.append((addr, time))
                 yield Entry(time, depth, addr, values)
@@ -119,94 +139,161 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                    at_exit=True)
 
 
+def _shown(values: tuple[Value, ...]) -> tuple[Value, ...]:
+    """`values` with the text of an enum or struct (shown as it is, not quoted) made
+    printable: a string read from the recording must not reach the terminal raw."""
+    if all(v.text is None or v.text.isprintable() for v in values):
+        return values
+    return tuple(v if v.text is None else replace(v, text=printable(v.text)) for v in values)
+
+
 def _exit_notes(path: str | None) -> Iterator[tuple[int, str]]:
     """(record index, "u" or "x") from `EXITS_FILE`, streamed; nothing when it is missing
     (a directory uftrace wrote) or where a line is damaged (the flags are only notes)."""
-    if path is None or not os.path.isfile(path):
+    f = open_stream(path) if path is not None else None
+    if f is None:
         return
-    with open(path) as f:
-        for line in f:
-            index, _, flag = line.strip().partition(" ")
-            if not index.isdigit() or flag not in ("u", "x"):
+    with f:
+        while True:
+            line = f.readline(LINE_CAP)
+            index, _, flag = line.strip().partition(b" ")
+            if not index.isdigit() or flag not in (b"u", b"x"):
                 return
-            yield int(index), flag
+            yield int(index), flag.decode()
 
 
-def _layouts(path: str) -> tuple[Layouts, Layouts, bool]:
-    """The value specs in `info` (argspec/retspec), with the kinds `emutrace.txt` lists,
-    and whether the recording was closed (`info` holds its exit status)."""
-    try:
-        with open(os.path.join(path, "info"), "rb") as f:
-            text = f.read()[40:].decode(errors="replace")
-    except OSError:
-        return {}, {}, True
+def _key_values(text: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
         fields[key] = value
-    extra: dict[str, str] = {}
-    try:
-        with open(os.path.join(path, EMUTRACE_FILE)) as sidecar:
-            for line in sidecar.read().splitlines():
-                key, _, value = line.partition(":")
-                extra[key] = value
-    except OSError:
-        pass
+    return fields
+
+
+def info_text(path: str) -> str | None:
+    """The text after the 40-byte header of `path`'s `info`, None if there is none."""
+    data = read_capped(os.path.join(path, "info"), "info")
+    return None if data is None else data[40:].decode(errors="backslashreplace")
+
+
+def sidecar_text(path: str) -> str:
+    """`emutrace.txt` (empty when the directory was written by uftrace itself)."""
+    data = read_capped(os.path.join(path, EMUTRACE_FILE), "emutrace.txt")
+    return "" if data is None else data.decode(errors="backslashreplace")
+
+
+# what a value spec may say: uftrace's letters with the sizes `uftrace_args` writes
+_SPEC = re.compile(r"[cs]|[diuxp](8|16|32|64)|f(32|64)")
+
+
+def _checked(table: Layouts, path: str) -> Layouts:
+    for name, (specs, kinds) in table.items():
+        for i, spec in enumerate(specs):
+            kind = kinds[i] if i < len(kinds) else ""
+            if (not _SPEC.fullmatch(spec) or (kind and kind not in KINDS)
+                    or (kind == "float") != (spec[0] == "f") and spec[0] != "s"):
+                raise _bad(path, f"value spec {spec!r} ({kind or 'no kind'}) of "
+                                 f"{printable(name)} not understood")
+    return table
+
+
+def _layouts(path: str, info: str) -> tuple[Layouts, Layouts, bool]:
+    """The value specs in `info` (argspec/retspec), with the kinds `emutrace.txt` lists,
+    and whether the recording was closed (`info` holds its exit status)."""
+    fields = _key_values(info)
+    extra = _key_values(sidecar_text(path))
 
     def table(spec_key: str, kind_key: str, retval: bool) -> Layouts:
         specs = parse_spec_line(fields.get(spec_key, ""), retval)
         kinds = parse_spec_line(extra.get(kind_key, ""), retval)
-        return {name: (s, kinds.get(name, ())) for name, s in specs.items()}
+        return _checked({name: (s, kinds.get(name, ())) for name, s in specs.items()},
+                        os.path.join(path, "info"))
 
     return (table("argspec", "argkinds", False), table("retspec", "retkinds", True),
             "exit_status" in fields)
 
 
-def _symbols(directory: str, as_uftrace: bool = False) -> Callable[[int], str]:
+MAX_SYMBOLS = 1 << 21  # names read from the `.sym` files of one recording, together
+_HEX64 = re.compile(r"[0-9a-fA-F]{1,16}")
+
+
+def _address(text: str, path: str, number: int) -> int:
+    if not _HEX64.fullmatch(text):
+        raise _bad(path, f"line {number}: {printable(text[:40])!r} is not an address")
+    return int(text, 16)
+
+
+def _bases(directory: str) -> tuple[int, dict[str, int]]:
+    """The program's base (the first map line's start) and each mapped path's base."""
     maps = sorted(glob.glob(os.path.join(directory, "sid-*.map")))
     if not maps:
         raise _bad(os.path.join(directory, "sid-*.map"), "missing")
+    text = read_text(maps[0], "map")
+    if not text or not text.strip():
+        raise _bad(maps[0], "empty (not a memory map)")
     bases: dict[str, int] = {}  # mapped path -> its first line's start (the module base)
-    try:
-        with open(maps[0]) as f:
-            for number, line in enumerate(f):
-                fields = line.split()
-                start = int(line.split("-", 1)[0], 16)
-                if number == 0:
-                    base = start
-                if len(fields) >= 6:
-                    bases.setdefault(fields[5], start)
-    except (ValueError, UnicodeDecodeError, IndexError) as e:
-        raise _bad(maps[0], f"not a memory map ({e})") from None
+    base = 0
+    for number, line in enumerate(text.splitlines()):
+        fields = line.split()
+        if not fields:
+            continue
+        start = _address(fields[0].split("-", 1)[0], maps[0], number + 1)
+        if number == 0:
+            base = start
+        if len(fields) >= 6:
+            bases.setdefault(fields[5], start)
+    return base, bases
+
+
+def _symbol_table(directory: str) -> tuple[list[int], list[str]]:
+    """(starts, names) of every `.sym` file, ordered by address; of several names at one
+    address only the first in its file (the one `run` shows and uftrace takes)."""
+    base, bases = _bases(directory)
+    budget = [CAPS["sym"]]
     starts: list[int] = []
     names: list[str] = []
-    for sym in glob.glob(os.path.join(directory, "*.sym")):
+    for sym in sorted(glob.glob(os.path.join(directory, "*.sym"))):
+        text = read_text(sym, "sym", budget)
         sym_base = base  # the program's, unless `# path name:` names another module
-        try:
-            with open(sym) as f:
-                for line in f:
-                    if line.startswith("# path name:"):
-                        sym_base = bases.get(line.split(":", 1)[1].strip(), base)
-                    if line.startswith("#") or not line.strip():
-                        continue
-                    addr, _kind, name = line.split(maxsplit=2)
-                    starts.append(sym_base + int(addr, 16))
-                    names.append(name.strip())
-        except (ValueError, UnicodeDecodeError):
-            raise _bad(sym, "not a uftrace symbol file") from None
-    if as_uftrace:
-        return uftrace_symbolizer(zip(starts, names, strict=True))
-    order = sorted(range(len(starts)), key=starts.__getitem__)
-    starts = [starts[i] for i in order]
-    names = [names[i] for i in order]
+        for number, line in enumerate((text or "").splitlines()):
+            if line.startswith("# path name:"):
+                sym_base = bases.get(line.split(":", 1)[1].strip(), base)
+            if line.startswith("#") or not line.strip():
+                continue
+            fields = line.split(maxsplit=2)
+            if len(fields) < 2:
+                raise _bad(sym, f"line {number + 1}: not `address kind name`")
+            starts.append(sym_base + _address(fields[0], sym, number + 1))
+            names.append(fields[2].strip() if len(fields) == 3 else "")
+            if len(starts) > MAX_SYMBOLS:
+                raise _bad(sym, f"more than {MAX_SYMBOLS} symbols in the .sym files")
+    order = sorted(range(len(starts)), key=starts.__getitem__)  # stable: the first name first
+    kept_starts: list[int] = []
+    kept_names: list[str] = []
+    for i in order:
+        if not kept_starts or kept_starts[-1] != starts[i]:
+            kept_starts.append(starts[i])
+            kept_names.append(names[i])
+    return kept_starts, kept_names
 
-    def symbolize(addr: int) -> str:
-        # of several names at one address the first in the file (the one `run` shows and
-        # uftrace takes; the sort above is stable)
+
+def _symbolizers(directory: str) -> tuple[Callable[[int], str], Callable[[int], str]]:
+    """(exact, as_uftrace): names by a symbol's exact start, else the hex address (the
+    replay and diff of calls); names as uftrace gives them (the viewers compared with
+    uftrace's: an address inside a symbol takes its name, trace/uftrace_names.py)."""
+    starts, names = _symbol_table(directory)
+
+    def exact(addr: int) -> str:
         i = bisect.bisect_left(starts, addr)
         return names[i] if i < len(starts) and starts[i] == addr else f"{addr:#x}"
 
-    return symbolize
+    def as_uftrace(addr: int) -> str:
+        i = bisect.bisect_right(starts, addr) - 1
+        if i < 0 or names[i] == SYM_END:
+            return f"<{addr:x}>"
+        return names[i]
+
+    return exact, as_uftrace
 
 
 def load_recording(path: str, as_uftrace: bool = False
@@ -216,34 +303,32 @@ def load_recording(path: str, as_uftrace: bool = False
     otherwise only a symbol's exact start has its name (the replay and diff of calls)."""
     if not os.path.isdir(path):
         raise EmutraceError(f"{path}: no such data directory", EXIT_NO_INPUT)
-    if not os.path.isfile(os.path.join(path, "info")):
+    info = info_text(path)
+    if info is None:
         raise _bad(os.path.join(path, "info"), "missing (not a complete uftrace data directory)")
     dat = os.path.join(path, f"{TID}.dat")
-    if not os.path.isfile(dat):
+    stream = open_stream(dat)
+    if stream is None:
         raise _bad(dat, "missing")
-    isa = ""
-    try:
-        with open(os.path.join(path, EMUTRACE_FILE)) as f:
-            for line in f:
-                key, _, value = line.strip().partition(":")
-                if key == "isa":
-                    isa = value
-    except OSError:
-        pass  # a directory uftrace wrote itself: no ISA named
-    symbolize = _symbols(path, as_uftrace)
-    name_of = symbolize if as_uftrace else _symbols(path, True)
-    args, rets, complete = _layouts(path)
-    records = _records(dat, name_of, args, rets, complete, os.path.join(path, EXITS_FILE))
-    return records, symbolize, isa
+    stream.close()  # it is opened again (the same careful way) when the records are read
+    isa = _key_values(sidecar_text(path)).get("isa", "").strip()
+    if isa:
+        try:
+            isa = by_name(isa).name
+        except UnknownIsa:
+            raise _bad(os.path.join(path, EMUTRACE_FILE),
+                       f"unknown ISA {printable(isa[:40])!r}") from None
+    exact, uftrace_names = _symbolizers(path)
+    args, rets, complete = _layouts(path, info)
+    records = _records(dat, uftrace_names, args, rets, complete,
+                       os.path.join(path, EXITS_FILE))
+    return records, uftrace_names if as_uftrace else exact, isa
 
 
 def recorded_program(path: str) -> str | None:
     """The host path of the program a data directory recorded (`exename:` in `info`)."""
-    try:
-        with open(os.path.join(path, "info"), "rb") as f:
-            for line in f.read().split(b"\n"):
-                if b"exename:" in line:
-                    return line.split(b"exename:", 1)[1].decode(errors="replace")
-    except OSError:
-        return None
+    info = info_text(path)
+    for line in (info or "").split("\n"):
+        if "exename:" in line:
+            return line.split("exename:", 1)[1]
     return None

@@ -50,7 +50,7 @@ from emutrace.trace.uftrace_modules import (
     sym_file_name,
     sym_text,
 )
-from emutrace.trace.uftrace_names import SYM_END, uftrace_symbolizer
+from emutrace.trace.uftrace_names import SYM_END, printable, uftrace_symbolizer
 from emutrace.trace.values import Value, as_value
 
 if TYPE_CHECKING:
@@ -362,8 +362,10 @@ class UftraceDirSink:
         self._write_info(exit_status)
 
     def _sym_lines(self) -> list[tuple[int, str]]:
-        """(address, name) of the `.sym` file in its order, the sentinel last."""
-        lines = [(start, name) for start, _end, name in self.functions]
+        """(address, name) of the `.sym` file in its order, the sentinel last.  A name is
+        written as `printable` shows it (a newline as `\\n`, an escape as `\\x1b`): one line
+        per symbol, which our reader and uftrace read back as that text."""
+        lines = [(start, printable(name)) for start, _end, name in self.functions]
         if self.functions:
             lines.append((max(e for _s, e, _n in self.functions), SYM_END))
         return lines
