@@ -24,6 +24,7 @@ import stat
 from typing import BinaryIO
 
 from emutrace.errors import EXIT_BAD_ELF, EmutraceError
+from emutrace.trace.uftrace_names import printable
 
 MIB = 1 << 20
 # the most bytes read whole from a file of each kind; `.sym` files count together (a
@@ -39,8 +40,9 @@ LINE_CAP = 4096  # the longest line of a streamed text file (emutrace-exits.txt)
 
 
 def bad_file(path: str, problem: str) -> EmutraceError:
-    """The one-line refusal of a damaged file of a recording (exit 65)."""
-    return EmutraceError(f"{path}: {problem}", EXIT_BAD_ELF)
+    """The one-line refusal of a damaged file of a recording (exit 65), control characters
+    (from the path, or from a name quoted out of the file) escaped."""
+    return EmutraceError(printable(f"{path}: {problem}"), EXIT_BAD_ELF)
 
 
 def _open_regular(path: str) -> int | None:

@@ -19,7 +19,7 @@ def info_fields(path: str) -> dict[str, str]:
     (cmds/info.c); `taskinfo:nr_tid=N` is kept as `taskinfo.nr_tid`.  Values are shown
     escaped (`printable`): they come from the recording."""
     fields: dict[str, str] = {}
-    for line in (info_text(path) or "").splitlines():
+    for line in (info_text(path) or "").split("\n"):
         key, sep, value = line.partition(":")
         if key == "taskinfo" and "=" in value:
             sub, _, value = value.partition("=")
@@ -32,7 +32,7 @@ def info_fields(path: str) -> dict[str, str]:
 def sidecar_fields(path: str) -> dict[str, str]:
     """`emutrace.txt`'s `key:value` lines (empty when uftrace wrote the directory)."""
     return dict((k, v) for k, _, v in (line.partition(":") for line in
-                                       sidecar_text(path).splitlines()))
+                                       sidecar_text(path).split("\n")))
 
 
 def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:

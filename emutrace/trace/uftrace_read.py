@@ -164,7 +164,7 @@ def _exit_notes(path: str | None) -> Iterator[tuple[int, str]]:
 
 def _key_values(text: str) -> dict[str, str]:
     fields: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         key, _, value = line.partition(":")
         fields[key] = value
     return fields
@@ -233,7 +233,7 @@ def _bases(directory: str) -> tuple[int, dict[str, int]]:
         raise _bad(maps[0], "empty (not a memory map)")
     bases: dict[str, int] = {}  # mapped path -> its first line's start (the module base)
     base = 0
-    for number, line in enumerate(text.splitlines()):
+    for number, line in enumerate(text.split("\n")):
         fields = line.split()
         if not fields:
             continue
@@ -255,7 +255,7 @@ def _symbol_table(directory: str) -> tuple[list[int], list[str]]:
     for sym in sorted(glob.glob(os.path.join(directory, "*.sym"))):
         text = read_text(sym, "sym", budget)
         sym_base = base  # the program's, unless `# path name:` names another module
-        for number, line in enumerate((text or "").splitlines()):
+        for number, line in enumerate((text or "").split("\n")):
             if line.startswith("# path name:"):
                 sym_base = bases.get(line.split(":", 1)[1].strip(), base)
             if line.startswith("#") or not line.strip():
