@@ -1,7 +1,7 @@
 """emutrace's fuzz harness (issue 10): bad input must end in one line and a documented exit
 code, never a traceback, an internal error (70), a hang past the budget or a crash of Python.
 
-Two kinds of cases, both cheap enough for 10^5 runs:
+Three kinds of cases, each cheap enough for 10^5 runs:
 
 * ``syscalls``: one loaded x86_64 process (in-process, no emulation); each case is a system
   call number the ABI table knows and six arguments drawn from the values that break
@@ -16,6 +16,12 @@ Two kinds of cases, both cheap enough for 10^5 runs:
   strict`.  The exit code must not be 70 and stderr must hold no traceback, at most one
   `emutrace:` line of emutrace's own per run; the child must not die of a signal.
 
+* ``recordings``: a real recording (`emutrace record` of `calls qsort`) with 1..4 edits —
+  bytes changed, files cut, grown, removed or swapped for a FIFO, a link to /dev/zero, a
+  directory or a sparse file past its cap, hostile lines, records nesting thousands deep —
+  through every viewer and `diff` in a forked child under a time and memory budget: exit 0,
+  1 (diff), 65 or 66 with at most one line on stderr (tools/fuzz_recordings.py).
+
 The generators are shared with tests/test_fuzz.py (hypothesis drives them there, a short
 slice in CI); this script runs the long campaign and prints the counts:
 
@@ -23,6 +29,8 @@ slice in CI); this script runs the long campaign and prints the counts:
     python tools/fuzz.py syscalls --cases 100000 --seed 1
     python tools/fuzz.py elf --cases 2000 --seed 1
     python tools/fuzz.py elf --seed 5 --case 1432 --keep /tmp/m   # one case, its mutant kept
+    python tools/fuzz.py recordings --cases 100000 --seed 1 --jobs 2
+    python tools/fuzz.py recordings --seed 1 --case 77 --keep /tmp/rec  # the mutant directory
 
 Exit status: 0 when every case held, 1 when any finding (each printed with its seed).
 """
@@ -57,6 +65,7 @@ def program_of(isa: str) -> Path:
     return REPO / "testbins" / isa / "hello_fs"
 
 HANG_SECONDS = 5.0  # a case taking longer is a hang
+RECORDING_SECONDS = 30.0  # CPU for every viewer over one mutated recording (deep ones: ~6 s)
 RUN_SECONDS = 3  # the --timeout each mutant runs with
 GUEST_MEMORY = 256 << 20  # --max-memory of each mutant
 CHILD_MEMORY = 3 << 30  # address space a forked child may add: emutrace's memory stays bounded
@@ -449,6 +458,8 @@ def run_slice(kind: str, seed: int, backends: tuple[str, ...], isa: str,
               indices: range, keep: Path | None) -> int:
     findings = 0
     started = time.monotonic()
+    if kind == "recordings":
+        return recordings_slice(seed, indices, keep)
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         target = SyscallTarget(scratch, isa) if kind == "syscalls" else None
@@ -481,9 +492,36 @@ def run_slice(kind: str, seed: int, backends: tuple[str, ...], isa: str,
     return findings
 
 
+def recordings_slice(seed: int, indices: range, keep: Path | None) -> int:
+    """The ``recordings`` cases of `indices`, each in a forked child (`isolated`)."""
+    from tools import fuzz_recordings as fr
+
+    findings = 0
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        base = fr.record_base(scratch / "base")
+        fr.check_viewers(base, base, scratch)  # warm: every viewer imported once, here
+        gc.collect()
+        gc.freeze()
+        for n, i in enumerate(indices, 1):
+            data = fr.mutant(base, keep or scratch / "case", random.Random(f"{seed}:{i}"))
+            if keep is not None:
+                print(f"case {i}: {keep}")
+            try:
+                isolated(lambda d=data: fr.check_viewers(d, base, scratch), RECORDING_SECONDS)
+            except Finding as e:
+                findings += 1
+                print(f"finding (seed {seed}, case {i}): {e}", flush=True)
+            if n % 1_000 == 0:
+                print(f"recordings: case {i}, {n} cases here, {findings} findings, "
+                      f"{time.monotonic() - started:.0f} s", flush=True)
+    return findings
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=("syscalls", "elf"))
+    parser.add_argument("kind", choices=("syscalls", "elf", "recordings"))
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backends", default=",".join(BACKENDS),
@@ -492,7 +530,8 @@ def main() -> int:
     parser.add_argument("--case", type=int, help="run only this case of the seed")
     parser.add_argument("--isa", default="x86_64",
                         help="the ISA whose hello_fs is loaded or mutated (default x86_64)")
-    parser.add_argument("--keep", type=Path, help="elf: write each mutant to this file")
+    parser.add_argument("--keep", type=Path, help="elf: write each mutant to this file; "
+                        "recordings: make each mutant directory here")
     parser.add_argument("--first", type=int, default=0,
                         help="the first case index (split one seed's campaign in parts)")
     parser.add_argument("--jobs", type=int, default=1,
