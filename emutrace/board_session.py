@@ -20,7 +20,7 @@ import unicorn
 from elftools.elf.elffile import ELFFile
 from unicorn import unicorn_const as ucc
 
-from emutrace.backends import Backend, BackendOptions, TrapAware, create
+from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
@@ -49,9 +49,7 @@ from emutrace.target.unicorn_run import (
     Stop,
     interruptible,
 )
-from emutrace.trace.events import Event, Record
-from emutrace.trace.shadow import ShadowStack
-from emutrace.trace.uftrace_write import ListSink, RecordSink
+from emutrace.tracer import TracedRun, Tracer
 
 
 @dataclass(frozen=True)
@@ -176,7 +174,7 @@ class BoardHooks(HookSet):
         self.guard(handle)
 
 
-class BoardMachine:
+class BoardMachine(TracedRun):
     """One board with an image loaded, ready to run (the kernel-image twin of
     session.Process)."""
 
@@ -256,30 +254,24 @@ class BoardMachine:
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
         self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
-        self.shadow = ShadowStack()
-        self.records: list[Record] = []
-        self.sink: RecordSink = ListSink(self.records)
-        self.backend: Backend | None = None
-
-        def emit(ev: Event) -> None:
-            self.sink.write(self.shadow.feed(ev))
-
+        self.tracer = Tracer()  # one hart, one thread
         if config.backend in BACKENDS:
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
             options = BackendOptions(**settings_of(config), call_types=types)
-            self.backend = create(config.backend, self.image, cpu, self.hooks, emit, options)
+            backend = create(config.backend, self.image, cpu, self.hooks, self.tracer.emit,
+                             options)
+            self.tracer.backend = backend
             if self.payload_entry is not None:
                 # the firmware enters its payload by an exception return (mret), no call:
                 # its entry function is armed up front, as the firmware's own
-                self.backend.start(self.payload_entry)
-            self.backend.start(self.entry)
+                backend.start(self.payload_entry)
+            backend.start(self.entry)
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}")
         # exception frames need the exception returns: an ISA that does not name them
         # (KernelSupport.returns) keeps the handler's calls under the interrupted frame
-        self.trap_aware = self.backend if isinstance(self.backend, TrapAware) \
-            and support.returns else None
+        self.trap_aware = self.tracer.trap_aware if support.returns else None
         # --reloc: the first block run in the copy arms its code (it is entered by a
         # return or jump into the copy, which arms nothing); the hook then goes
         self._copy_hook = 0
@@ -576,6 +568,7 @@ class BoardMachine:
         cpu = self.cpu
         sentinel = (1 << (8 * cpu.word)) - 16
         pc = self.entry
+        self.tracer.start()
         with interruptible(cpu, self.config.timeout) as watch:
             while True:
                 stop = self._start_once(pc, sentinel)
@@ -588,12 +581,6 @@ class BoardMachine:
                 pc = cpu.pc
         self.console.flush()
         self.reloc_hint = self._copy_at(cpu.pc)
-        stats: dict[str, int] = {}
-        frames = [f.func for f in self.shadow.frames]
-        insns = None
-        if self.backend is not None:
-            insns = self.backend.finish()
-            self.sink.write(self.shadow.close_all(insns))
-            stats = dict(self.backend.stats)
+        end = self.tracer.finish()
         return RunResult(stop, self.image, sum(self.traps.values()), dict(self.traps),
-                         self.records, stats, frames, insns)
+                         end.records, end.stats, end.open_frames, end.insns)

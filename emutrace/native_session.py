@@ -21,7 +21,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from emutrace.backends import BackendOptions, TrapAware, create
+from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
@@ -46,8 +46,7 @@ from emutrace.target.ptrace_confine import Confinement
 from emutrace.target.ptrace_run import NativeTrapHooks, run
 from emutrace.target.ptrace_signals import HandlerWatch
 from emutrace.target.seccomp_filter import packed_program
-from emutrace.trace.events import Event, Record
-from emutrace.trace.shadow import ShadowStack
+from emutrace.tracer import TracedRun, Tracer
 
 NATIVE_CAPABILITY = Cap.NATIVE_TARGET
 NATIVE_BTS_CAPABILITY = Cap.NATIVE_BTS  # isa/native_pmu.py: read from this host's PMUs
@@ -169,7 +168,7 @@ def native_modules(pid: int, image: Image, bias: int, launch: Launch) -> ModuleM
     return modules
 
 
-class NativeProcess:
+class NativeProcess(TracedRun):
     """An x86 program started on the host, stopped at its first instruction (ld.so's, for a
     dynamic program), with its backend armed; `run()` runs it to its end."""
 
@@ -216,9 +215,7 @@ class NativeProcess:
                 self.target.c_loop = PtraceLoop(self.image.isa, self.target.reg_id,
                                                 self.target.mem_fd)
             self.hooks = NativeTrapHooks()
-            self.shadow = ShadowStack()
-            self.records: list[Record] = []
-            self.backend = None
+            self.tracer = Tracer()  # one thread: the tracee's threads are refused
             self.types: CallTypes | None = None
             if config.backend != "none":
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
@@ -228,12 +225,14 @@ class NativeProcess:
                 options = BackendOptions(**settings_of(config), call_types=types,
                                          engine=engine)
                 self.types = types
-                self.backend = create(config.backend, self.image, self.target, self.hooks,
-                                      self._emit, options)
-                self.backend.start(self.target.pc)  # the program's entry, or ld.so's
-                if isinstance(self.backend, TrapAware):  # signal handlers as trap frames
-                    self.hooks.signals = HandlerWatch(self.target, self.backend.trap_entered,
-                                                      self.backend.trap_returned)
+                backend = create(config.backend, self.image, self.target, self.hooks,
+                                 self.tracer.emit, options)
+                self.tracer.backend = backend
+                backend.start(self.target.pc)  # the program's entry, or ld.so's
+                aware = self.tracer.trap_aware
+                if aware is not None:  # signal handlers as trap frames
+                    self.hooks.signals = HandlerWatch(self.target, aware.trap_entered,
+                                                      aware.trap_returned)
         except BaseException:
             kill(self.pid)
             raise
@@ -251,10 +250,8 @@ class NativeProcess:
         if self.types is not None:
             self.types.bias = module.bias
 
-    def _emit(self, ev: Event) -> None:
-        self.records.extend(self.shadow.feed(ev))
-
     def run(self) -> RunResult:
+        self.tracer.start()
         try:
             stop = run(self.target, self.hooks, self.config.timeout, self.confinement)
         except OSError as e:  # a ptrace request refused in the middle of the run
@@ -267,11 +264,6 @@ class NativeProcess:
                 self.confinement.close()
             if self.target.c_loop is not None:
                 self.target.c_loop.close()
-        frames = [f.func for f in self.shadow.frames]
-        insns, stats = None, {}
-        if self.backend is not None:
-            insns = self.backend.finish()
-            self.records.extend(self.shadow.close_all(insns))
-            stats = dict(self.backend.stats)
-        return RunResult(stop, self.image, records=self.records, backend_stats=stats,
-                         open_frames=frames, guest_insns=insns)
+        end = self.tracer.finish()
+        return RunResult(stop, self.image, records=end.records, backend_stats=end.stats,
+                         open_frames=end.open_frames, guest_insns=end.insns)

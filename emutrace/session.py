@@ -10,13 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from emutrace import native
-from emutrace.backends import (
-    NATIVE_BACKENDS,
-    Backend,
-    BackendOptions,
-    TrapAware,
-    create,
-)
+from emutrace.backends import NATIVE_BACKENDS, BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
@@ -37,9 +31,8 @@ from emutrace.mechanisms.settings import BackendSettings, settings_of
 from emutrace.sandbox import Sandbox, SandboxError
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
-from emutrace.trace.events import Event, Record
-from emutrace.trace.shadow import ShadowStack
-from emutrace.trace.uftrace_write import ListSink, RecordSink
+from emutrace.trace.events import Record
+from emutrace.tracer import TracedRun, Tracer
 
 
 @dataclass(frozen=True)
@@ -176,7 +169,7 @@ def open_interpreter(image: Image, sandbox: Sandbox, root: str) -> Image:
     return interp
 
 
-class Process:
+class Process(TracedRun):
     """A program loaded into a fresh emulated CPU with its Linux layer, ready to run."""
 
     def __init__(self, config: RunConfig, warn: Callable[[str], None] | None = None,
@@ -235,41 +228,14 @@ class Process:
         if isa.compat_syscalls is not None:  # x86_64's int $0x80 runs i386 system calls
             compat = self.kernel.compat_entry(by_name(isa.compat_syscalls.isa)).on_syscall
         self.hooks = HookSet(self.cpu, self.kernel.on_syscall, compat)
-        self.shadow = ShadowStack()  # the main thread's
-        # one shadow stack per guest thread, by tid
-        self.shadows: dict[int, ShadowStack] = {self.kernel.threads.tid: self.shadow}
-        self.records: list[Record] = []
-        # where records go as they are made; replace before run() to stream them elsewhere
-        # (trace.uftrace_write.UftraceDirSink: bounded memory, `records` stays empty)
-        self.sink: RecordSink = ListSink(self.records)
-        self.backend: Backend | None = None
+        # shadow stacks per guest thread, by tid; a new thread's records carry its number
+        # (threads.py: the n-th thread created, tid = pid + n; the main thread is 0), the
+        # same in every rerun, where the pid is not
+        self.tracer = Tracer(self.kernel.threads.tid)
         self.engine = "python"
-
-        def emit(ev: Event) -> None:
-            self.sink.write(self.shadow.feed(ev))
-
-        def thread_switched(tid: int) -> None:
-            # what a native engine buffered belongs to the thread that stops: onto its
-            # shadow stack before the session's current one changes
-            flush = getattr(self.backend, "flush_events", None)
-            if flush is not None:
-                flush()
-            shadow = self.shadows.get(tid)
-            if shadow is None:  # a new thread: its records carry its number (threads.py:
-                # the n-th thread created, tid = pid + n; the main thread is 0), the same
-                # in every rerun, where the pid is not
-                shadow = self.shadows[tid] = ShadowStack(
-                    tid=tid - self.kernel.threads.main_tid)
-            self.shadow = shadow
-            switch = getattr(self.backend, "switch_thread", None)
-            if self.backend is not None:
-                if switch is None:
-                    raise Unsupported(f"backend {config.backend}: tracing a program with "
-                                      f"threads is not supported (int3, hwbp, entry, step "
-                                      f"trace threads; or --backend none)")
-                switch(tid)
-
-        self.kernel.threads.on_switch.append(thread_switched)
+        threads = self.kernel.threads
+        threads.on_switch.append(
+            lambda tid: self.tracer.thread_switched(tid, tid - threads.main_tid))
 
         if config.backend in BACKENDS:
             # values per function: its prototype (DWARF, else the libc table), -A, else
@@ -287,12 +253,14 @@ class Process:
                                  f"{native.unavailable_reason(config.backend)}")
             options = BackendOptions(**settings_of(config), call_types=types,
                                      engine=self.engine)
-            self.backend = create(config.backend, self.image, self.cpu, self.hooks, emit,
-                                  options)
-            self.backend.start(self.entry)
-            if isinstance(self.backend, TrapAware):  # signal handlers as trap frames
-                self.kernel.on_handler_entered = self.backend.trap_entered
-                self.kernel.on_handler_returned = self.backend.trap_returned
+            backend = create(config.backend, self.image, self.cpu, self.hooks,
+                             self.tracer.emit, options)
+            self.tracer.backend = backend
+            backend.start(self.entry)
+            aware = self.tracer.trap_aware
+            if aware is not None:  # signal handlers as trap frames
+                self.kernel.on_handler_entered = aware.trap_entered
+                self.kernel.on_handler_returned = aware.trap_returned
         elif config.backend != "none":
             known = ", ".join(["none", *BACKENDS])
             raise UsageError(f"unknown backend {config.backend!r}; known: {known}")
@@ -356,10 +324,7 @@ class Process:
             assert isinstance(e, GuestKilled)
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
-        # the native engine writes a recording's common records itself (int3_native.py)
-        attach = getattr(self.backend, "attach_writer", None)
-        if attach is not None:
-            attach(lambda: self.shadow, lambda: self.sink)
+        self.tracer.start()
         try:
             entry = self.entry
             while True:
@@ -377,19 +342,7 @@ class Process:
                 entry = resume
         finally:
             self.kernel.close_all()
-        stats: dict[str, int] = {}
-        # a backend that buffers events (the native engine) hands them over first
-        flush = getattr(self.backend, "flush_events", None)
-        if flush is not None:
-            flush()
-        main = self.shadows.get(self.kernel.threads.main_tid, self.shadow)
-        frames = [f.func for f in main.frames]
-        insns = None
-        if self.backend is not None:
-            insns = self.backend.finish()
-            for _tid, shadow in sorted(self.shadows.items()):  # threads still running too
-                self.sink.write(shadow.close_all(insns))
-            stats = dict(self.backend.stats)
+        end = self.tracer.finish(self.kernel.threads.main_tid)
         return RunResult(stop, self.image, self.kernel.stats.count,
-                         dict(self.kernel.stats.by_name), self.records, stats, frames, insns,
-                         next_process, self.kernel.guest_parent)
+                         dict(self.kernel.stats.by_name), end.records, end.stats,
+                         end.open_frames, end.insns, next_process, self.kernel.guest_parent)

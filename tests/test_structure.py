@@ -27,6 +27,8 @@ The layers, bottom first (DESIGN.md §2 as the code stands):
   branch, replay text), which turn C records into trace events;
 * target: execution engines (Unicorn, ptrace) behind one protocol;
 * backends: the mechanisms, written against the target protocol;
+* tracer: the tracer of a traced run (shadow stacks, record sink, the backend's end), which
+  the three wirings share; it knows the backend protocol, no target, machine or wiring;
 * machine: the Linux user-mode layer and the boards' devices, over targets and backends;
 * session: the wirings of a traced run (Linux user mode, native process, board);
 * benchgrid: the benchmark grid, which runs sessions;
@@ -73,6 +75,7 @@ LAYERS = Layers((
     ("emutrace.native.*",),
     ("emutrace.target.*",),
     ("emutrace.backends.*",),
+    ("emutrace.tracer",),
     ("emutrace.machine.*",),
     ("emutrace.session", "emutrace.native_session", "emutrace.board_session"),
     ("emutrace.benchgrid.*",),
