@@ -144,6 +144,31 @@ def test_huge_sym_is_refused_naming_the_cap(hostile: Callable[[str], Path]) -> N
     assert b"larger than the 64 MiB" in proc.stderr
 
 
+def test_a_million_symbols_in_bounded_memory(base: Path, tmp_path: Path) -> None:
+    """A `.sym` of 2^20 symbols (the most a recording may name: about 30 MiB) is read within
+    the 1 GiB address-space limit; one more symbol is refused."""
+    data = fr.copy_recording(base, tmp_path / "rec")
+    sym = data / SYM
+    have = sum(1 for ln in sym.read_text().splitlines() if not ln.startswith("#"))
+    extra = (1 << 20) - have
+    with open(sym, "a") as f:
+        f.writelines(f"{0x200000 + 16 * i:016x} T fn_{i:08d}\n" for i in range(extra))
+    _check(run_viewer(["report", "-d", str(data)]), True, "report, 2^20 symbols")
+    with open(sym, "a") as f:
+        f.write(f"{0x200000 + 16 * extra:016x} T one_more\n")
+    proc = run_viewer(["report", "-d", str(data)])
+    assert proc.returncode == 65 and b"more than 1048576 symbols" in proc.stderr
+
+
+def test_nesting_past_any_recording_is_refused(base: Path, tmp_path: Path) -> None:
+    """2^16 open calls (a recording holds 1,024 levels) end in exit 65, not in a stack
+    growing with the file."""
+    data = fr.copy_recording(base, tmp_path / "rec")
+    fr.deep_recursion(data, (1 << 16) + 1, fanout=1)
+    proc = run_viewer(["report", "-d", str(data)])
+    assert proc.returncode == 65 and b"nested more than 65536 deep" in proc.stderr
+
+
 def test_fifo_is_refused_not_waited_on(hostile: Callable[[str], Path]) -> None:
     proc = run_viewer(["info", "-d", str(hostile("fifo-info"))])
     assert proc.returncode == 65 and b"not a regular file (a FIFO)" in proc.stderr

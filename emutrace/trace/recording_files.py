@@ -102,14 +102,10 @@ def _too_big(path: str, kind: str, budget: list[int] | None) -> EmutraceError:
 
 
 def read_text(path: str, kind: str, budget: list[int] | None = None) -> str | None:
-    """`read_capped` as text: UTF-8, a byte that is not UTF-8 refused (65)."""
+    """`read_capped` as text: UTF-8, a byte that is not UTF-8 kept as the text `\\xNN` (a
+    name with such a byte is shown that way, as `printable` shows a control character)."""
     data = read_capped(path, kind, budget)
-    if data is None:
-        return None
-    try:
-        return data.decode()
-    except UnicodeDecodeError as e:
-        raise bad_file(path, f"not UTF-8 text (byte {e.start})") from None
+    return None if data is None else data.decode(errors="backslashreplace")
 
 
 def open_stream(path: str) -> BinaryIO | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import glob
+import io
 import os
 import re
 import struct
@@ -47,6 +48,7 @@ from emutrace.trace.uftrace_write import (
     EMUTRACE_FILE,
     EXITS_FILE,
     MAGIC,
+    MAX_STACK,
     TID,
     TYPE_ENTRY,
     TYPE_EXIT,
@@ -56,6 +58,9 @@ from emutrace.trace.values import KINDS, Value
 _bad = bad_file
 
 
+# open calls a recording may nest: the recorder writes MAX_STACK levels; far more is a
+# hand-made file, refused before the stacks of the reader and the viewers grow without end
+MAX_OPEN_CALLS = 1 << 16
 READ_AHEAD = 1 << 20  # bytes kept ahead of the parser (one record's values: < 1 MiB)
 Layouts = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]  # name -> (specs, kinds)
 
@@ -120,6 +125,9 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                     raise _bad(dat, f"cut mid-record at offset {offset + pos - 16}") from None
                 values = _shown(values)
             if kind == TYPE_ENTRY:
+                if len(open_times) >= MAX_OPEN_CALLS:
+                    raise _bad(dat, f"calls nested more than {MAX_OPEN_CALLS} deep at offset "
+                                    f"{offset + pos - 16} (a recording holds {MAX_STACK})")
                 open_times.append((addr, time))
                 yield Entry(time, depth, addr, values)
             else:
@@ -213,7 +221,7 @@ def _layouts(path: str, info: str) -> tuple[Layouts, Layouts, bool]:
             "exit_status" in fields)
 
 
-MAX_SYMBOLS = 1 << 21  # names read from the `.sym` files of one recording, together
+MAX_SYMBOLS = 1 << 20  # names read from the `.sym` files of one recording, together
 _HEX64 = re.compile(r"[0-9a-fA-F]{1,16}")
 
 
@@ -255,10 +263,10 @@ def _symbol_table(directory: str) -> tuple[list[int], list[str]]:
     for sym in sorted(glob.glob(os.path.join(directory, "*.sym"))):
         text = read_text(sym, "sym", budget)
         sym_base = base  # the program's, unless `# path name:` names another module
-        for number, line in enumerate((text or "").split("\n")):
+        for number, line in enumerate(io.StringIO(text or "", newline="\n")):
             if line.startswith("# path name:"):
                 sym_base = bases.get(line.split(":", 1)[1].strip(), base)
-            if line.startswith("#") or not line.strip():
+            if line.startswith("#") or line.isspace():
                 continue
             fields = line.split(maxsplit=2)
             if len(fields) < 2:
@@ -267,6 +275,8 @@ def _symbol_table(directory: str) -> tuple[list[int], list[str]]:
             names.append(fields[2].strip() if len(fields) == 3 else "")
             if len(starts) > MAX_SYMBOLS:
                 raise _bad(sym, f"more than {MAX_SYMBOLS} symbols in the .sym files")
+    if all(starts[i] < starts[i + 1] for i in range(len(starts) - 1)):
+        return starts, names  # one file in address order, as the recorder writes it
     order = sorted(range(len(starts)), key=starts.__getitem__)  # stable: the first name first
     kept_starts: list[int] = []
     kept_names: list[str] = []
