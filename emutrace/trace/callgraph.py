@@ -12,7 +12,8 @@ guest instructions.  Memory grows with the distinct call paths, not the trace's 
 * Past `MAX_INDENT` levels of indentation a line draws only the innermost ones, after
   `[+K]` (K levels left out): a line stays short however deep the tree, so the output grows
   with the nodes, not with nodes times depth.  The walk keeps its own stack: no depth is
-  too deep for it.
+  too deep for it.  A backtrace of more than `MAX_BACKTRACE` frames shows its outermost
+  `OUTER` and its innermost frames around one line naming those left out.
 """
 
 from __future__ import annotations
@@ -33,15 +34,43 @@ class Node:
 
 @dataclass
 class Backtrace:
-    path: tuple[tuple[str, int], ...]  # (name, address) from the outermost frame to FUNC
+    frame: int  # FUNC's frame in `Graph.frames`: its path is the one that led to FUNC
     hits: int = 0
     time: int = 0
 
 
 @dataclass
+class Frames:
+    """The call paths seen, as a tree of frames (each path shares its callers' frames, so
+    memory grows with the distinct paths, not with paths times depth)."""
+    parents: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    addrs: list[int] = field(default_factory=list)
+    ids: dict[tuple[int, int], int] = field(default_factory=dict)  # (parent, addr) -> frame
+
+    def frame(self, parent: int, name: str, addr: int) -> int:
+        frame = self.ids.get((parent, addr))
+        if frame is None:
+            frame = self.ids[(parent, addr)] = len(self.names)
+            self.parents.append(parent)
+            self.names.append(name)
+            self.addrs.append(addr)
+        return frame
+
+    def path(self, frame: int) -> list[tuple[str, int]]:
+        """(name, address) from the outermost frame to `frame`."""
+        out = []
+        while frame >= 0:
+            out.append((self.names[frame], self.addrs[frame]))
+            frame = self.parents[frame]
+        return out[::-1]
+
+
+@dataclass
 class Graph:
     root: Node
-    backtraces: dict[tuple[int, ...], Backtrace] = field(default_factory=dict)
+    backtraces: dict[int, Backtrace] = field(default_factory=dict)  # by FUNC's frame
+    frames: Frames = field(default_factory=Frames)
 
 
 def call_graph(records: Iterable[Record], symbolize: Callable[[int], str],
@@ -49,7 +78,7 @@ def call_graph(records: Iterable[Record], symbolize: Callable[[int], str],
     """The graph under every outermost call of `func`, or under the whole program."""
     root = Node(func if func is not None else program, calls=1 if func is None else 0)
     graph = Graph(root)
-    path: list[tuple[str, int]] = []  # (name, address) of the open frames
+    path: list[int] = []  # the frame of each open call (with `func` only: backtraces)
     nodes: list[Node | None] = []  # each open frame's graph node (None: outside the graph)
     traces: list[Backtrace | None] = []  # the backtrace a root call of FUNC counts in
     for rec in records:
@@ -58,21 +87,22 @@ def call_graph(records: Iterable[Record], symbolize: Callable[[int], str],
             parent = nodes[-1] if nodes else (root if func is None else None)
             trace = None
             node: Node | None = None
+            if func is not None:
+                path.append(graph.frames.frame(path[-1] if path else -1, name, rec.func))
             if parent is not None:
                 node = parent.children.get(name)
                 if node is None:
                     node = parent.children[name] = Node(name)
             elif name == func:
                 node = root
-                key = (*(a for _n, a in path), rec.func)
-                trace = graph.backtraces.get(key)
+                trace = graph.backtraces.get(path[-1])
                 if trace is None:
-                    trace = graph.backtraces[key] = Backtrace((*path, (name, rec.func)))
-            path.append((name, rec.func))
+                    trace = graph.backtraces[path[-1]] = Backtrace(path[-1])
             nodes.append(node)
             traces.append(trace)
         elif isinstance(rec, Exit) and nodes:
-            path.pop()
+            if path:
+                path.pop()
             node = nodes.pop()
             trace = traces.pop()
             if node is None:
@@ -87,8 +117,22 @@ def call_graph(records: Iterable[Record], symbolize: Callable[[int], str],
     return graph
 
 
+def backtrace_lines(graph: Graph, trace: Backtrace) -> list[str]:
+    """A backtrace's frames, `[j] name (address)`; a path of more than MAX_BACKTRACE
+    frames shows its outermost and innermost ones around a line naming those left out."""
+    path = graph.frames.path(trace.frame)
+    lines = [f"   [{j}] {name} ({addr:#x})" for j, (name, addr) in enumerate(path)
+             if len(path) <= MAX_BACKTRACE or j < OUTER or j >= len(path) - (MAX_BACKTRACE - OUTER)]
+    if len(path) > MAX_BACKTRACE:
+        lines.insert(OUTER, f"   [{OUTER}..{len(path) - (MAX_BACKTRACE - OUTER) - 1}] "
+                            f"({len(path) - MAX_BACKTRACE} frames not shown)")
+    return lines
+
+
 _WIDTH = 13  # the time column
 MAX_INDENT = 64  # tree levels drawn before a line's indentation is cut short
+MAX_BACKTRACE = 64  # frames of a backtrace shown; of a longer one the outermost OUTER
+OUTER = 8  # and the innermost MAX_BACKTRACE - OUTER
 
 
 def graph_lines(graph: Graph, func: str | None) -> list[str]:
@@ -100,7 +144,7 @@ def graph_lines(graph: Graph, func: str | None) -> list[str]:
         lines.append("=============== BACKTRACE ===============")
         for i, bt in enumerate(reversed(graph.backtraces.values())):
             lines.append(f" backtrace #{i}: hit {bt.hits}, time {bt.time} insns")
-            lines += [f"   [{j}] {name} ({addr:#x})" for j, (name, addr) in enumerate(bt.path)]
+            lines += backtrace_lines(graph, bt)
             lines.append("")
     lines.append("========== FUNCTION CALL GRAPH ==========")
     lines.append(f"# {'TOTAL [insns]':>{_WIDTH - 2}}   FUNCTION")
