@@ -231,3 +231,22 @@ def test_fuzz_slice(base: Path, tmp_path: Path) -> None:
         data = fr.mutant(base, tmp_path / f"m{i}", rng)
         fuzz.isolated(lambda d=data: fr.check_viewers(d, base, tmp_path),
                       budget=60.0, wall=120.0)
+
+
+def test_flame_graph_budget_refuses_before_writing() -> None:
+    """Many distinct paths under a chain at the frame limit, every name at the name limit:
+    each line would be ~32 KB, far past the budget, so nothing is written and the error is
+    one line (65)."""
+    from emutrace.errors import EmutraceError
+    from emutrace.trace import flame
+
+    records: list[Entry | Exit] = []
+    chain = flame.MAX_FRAMES - 1
+    records += [Entry(d, d, d + 1) for d in range(chain)]
+    for leaf in range(20_000):
+        records += [Entry(0, chain, 10_000 + leaf), Exit(1, chain, 10_000 + leaf, None, 1)]
+    records += [Exit(9, d, d + 1, None, 9) for d in reversed(range(chain))]
+    lines = flame.folded_stacks(records, lambda a: f"{a:x}".rjust(flame.MAX_NAME + 50, "n"))
+    with pytest.raises(EmutraceError) as e:
+        next(lines)
+    assert e.value.exit_code == 65 and "would pass" in e.value.message

@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -73,6 +74,19 @@ def _load_recording(path: str) -> tuple[Iterable[Record], Callable[[int], str], 
     return records, shown_names(symbolize), isa
 
 
+PROGRAM_CAP = 1 << 30  # the largest program file whose DWARF `diff` reads for its functions
+
+
+def _a_program(path: str) -> bool:
+    """The program a recording names (`exename:`, any text): read only when it is a
+    regular file of a program's size (not a FIFO, a device, /proc/kcore)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and 0 < st.st_size <= PROGRAM_CAP
+
+
 class DiffCommand:
     name = "diff"
     help = "compare the call traces of one program built for several ISAs (or recordings)"
@@ -117,7 +131,7 @@ class DiffCommand:
                 records, symbolize, _isa = _load_recording(path)
                 # the program's own functions, when the recorded program is still there
                 exe = recorded_program(path)
-                own = frozenset(read_prototypes(exe).own) if exe and os.path.isfile(exe) \
+                own = frozenset(read_prototypes(exe).own) if exe and _a_program(exe) \
                     else frozenset()
                 select = Selection(own, keep, drop, args.all_functions)
                 traces[path] = normalise(records, symbolize, select, args.start,
