@@ -362,7 +362,7 @@ static int flush_pending(rt_state *s)
     s->pending = 0;
     const char *tail = ENTRY_TAIL[s->pending_mark];
     return line(s, "", 0, s->pending_depth, s->texts.p + s->pending_text, s->pending_len,
-                tail, strlen(tail), "", 0, "", 0, "", 0);
+                tail, s->pending_mark ? strlen(tail) : 2, "", 0, "", 0, "", 0);
 }
 
 /* one entry: format.py _replay's entry branch (values: the n values' texts, rendered on
@@ -477,12 +477,13 @@ static int exit_(rt_state *s, rt_func *f, __int128 duration, const char *ret, si
     if (s->pending && s->pending_depth == fr->line_depth) {  /* a leaf: one line */
         s->pending = 0;
         const char *tail = LEAF_TAIL[s->pending_mark][note];
+        size_t tail_len = s->pending_mark || note ? strlen(tail) : 0;
         if (ret)
             r = line(s, d, dur_len, fr->line_depth, text, fr->text_len, " = ", 3, ret, ret_len,
-                     ";", 1, tail, strlen(tail));
+                     ";", 1, tail, tail_len);
         else
             r = line(s, d, dur_len, fr->line_depth, text, fr->text_len, ";", 1, tail,
-                     strlen(tail), "", 0, "", 0);
+                     tail_len, "", 0, "", 0);
     } else {
         if (flush_pending(s))
             return RT_NOMEM;
@@ -513,10 +514,24 @@ typedef struct {
 static inline uint64_t le(const uint8_t *p, unsigned size)  /* size bytes, little-endian */
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (size == 8) {
+    switch (size) {
+    case 8: {
         uint64_t v;
         memcpy(&v, p, 8);
         return v;
+    }
+    case 4: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case 2: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case 1:
+        return p[0];
     }
 #endif
     uint64_t v = 0;
