@@ -33,17 +33,18 @@ def uftrace_symbolizer(symbols: Iterable[tuple[int, str]]) -> Callable[[int], st
 _ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
-def printable(name: str) -> str:
+def printable(name: str, keep: str = "") -> str:
     """`name` safe to print on a terminal and to write as one line of a text file: a
     control character (or any other character Python does not call printable: a line
     separator, a bidi control) is shown escaped, `\\n`, `\\t`, `\\r`, else `\\xNN` /
     `\\uNNNN`.  A name without one is returned unchanged (nearly every name).  The `.sym`
-    writer keeps names in this form, and the viewers show every name through it."""
+    writer keeps names in this form, and the viewers show every name through it.  `keep`:
+    characters left as they are (a tab in a value's text, which `run` prints as a tab)."""
     if name.isprintable():
         return name
     out = []
     for c in name:
-        if c.isprintable():
+        if c.isprintable() or c in keep:
             out.append(c)
         elif c in _ESCAPES:
             out.append(_ESCAPES[c])

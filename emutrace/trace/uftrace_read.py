@@ -148,11 +148,16 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
 
 
 def _shown(values: tuple[Value, ...]) -> tuple[Value, ...]:
-    """`values` with the text of an enum or struct (shown as it is, not quoted) made
-    printable: a string read from the recording must not reach the terminal raw."""
-    if all(v.text is None or v.text.isprintable() for v in values):
+    """`values` with the text of an enum or a struct (shown as it is, not quoted like a
+    string's) made printable: text read from the recording must not reach the terminal
+    raw.  A tab stays a tab, as `run` shows it."""
+    if all(v.text is None or v.text.isprintable() or v.kind in QUOTED for v in values):
         return values
-    return tuple(v if v.text is None else replace(v, text=printable(v.text)) for v in values)
+    return tuple(v if v.text is None or v.kind in QUOTED
+                 else replace(v, text=printable(v.text, keep="\t")) for v in values)
+
+
+QUOTED = ("str", "buf")  # kinds shown as C literals (values.quote_c escapes them itself)
 
 
 def _exit_notes(path: str | None) -> Iterator[tuple[int, str]]:
