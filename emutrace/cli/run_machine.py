@@ -9,18 +9,27 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.options import parse_arg_specs, settings_from
 from emutrace.cli.output import open_output
 from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
+from emutrace.trace.spill import SpillSink
 
 if TYPE_CHECKING:
     from emutrace.board_session import BoardMachine
     from emutrace.session import RunResult
+    from emutrace.trace.events import Record
+
+
+class WriteTrace(Protocol):
+    """run's `write_trace`: the text trace of a result, from `records`."""
+
+    def __call__(self, result: RunResult, args: argparse.Namespace,
+                 records: Iterable[Record] | None = None) -> None: ...
 
 
 def add_machine_options(p: argparse.ArgumentParser) -> None:
@@ -105,16 +114,19 @@ def record_machine(args: argparse.Namespace, prepare_dir: Callable[[str], str]) 
     return result.exit_code
 
 
-def run_machine(args: argparse.Namespace,
-                write_trace: Callable[[RunResult, argparse.Namespace], None]) -> int:
+def run_machine(args: argparse.Namespace, write_trace: WriteTrace) -> int:
     """`run --machine`: the board's run, its trace written by `write_trace` (run's)."""
     machine = board_machine(args)
-    args.output_file = open_output(args.output) if args.output and \
-        args.backend != "none" else None
+    tracing = args.backend != "none"
+    args.output_file = open_output(args.output) if args.output and tracing else None
+    # the records go to a temporary file as they are made, not a list (as `run`'s)
+    trace = SpillSink() if tracing else None
+    if trace is not None:
+        machine.sink = trace
     result = machine.run()
     with stop_signals_deferred() as late:
-        if args.backend != "none":
-            write_trace(result, args)
+        if trace is not None:
+            write_trace(result, args, trace)
         report(result)
         if machine.reloc_hint is not None and args.backend != "none":
             print(f"emutrace: the run ended in a copy of the image {machine.reloc_hint:#x} "

@@ -21,6 +21,7 @@ from emutrace.cli.output import open_output
 from emutrace.errors import UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import RunConfig, RunResult
+from emutrace.trace.spill import SpillSink
 
 TARGETS = ("emulation", "native")
 
@@ -28,7 +29,8 @@ TARGETS = ("emulation", "native")
 class RunLike(Protocol):
     def config(self, args: argparse.Namespace) -> RunConfig: ...
 
-    def finish(self, result: RunResult, args: argparse.Namespace) -> int: ...
+    def finish(self, result: RunResult, args: argparse.Namespace,
+               trace: SpillSink | None = None) -> int: ...
 
 
 def add_native_options(p: argparse.ArgumentParser) -> None:
@@ -71,8 +73,13 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
     tracing = args.backend != "none"
     args.output_file = open_output(args.output) if args.output and tracing else None
     process = NativeProcess(config, unconfined=args.unconfined)  # stopped at its start
+    # the records go to a temporary file as they are made, not a list (cli/run.py's
+    # spill_trace): memory stays bounded whatever the trace's length
+    trace = SpillSink() if tracing else None
+    if trace is not None:
+        process.sink = trace
     result = process.run()
-    code = command.finish(result, args)
+    code = command.finish(result, args, trace)
     report_degraded(result, getattr(process.backend, "degraded_at", None))
     target = process.target
     if target.untraced_children:
