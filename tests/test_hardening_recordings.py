@@ -161,12 +161,12 @@ def test_a_million_symbols_in_bounded_memory(base: Path, tmp_path: Path) -> None
 
 
 def test_nesting_past_any_recording_is_refused(base: Path, tmp_path: Path) -> None:
-    """2^16 open calls (a recording holds 1,024 levels) end in exit 65, not in a stack
-    growing with the file."""
+    """More than 8,192 open calls (a recording holds 1,024 levels) end in exit 65, not in
+    stacks and indentation growing with the file."""
     data = fr.copy_recording(base, tmp_path / "rec")
-    fr.deep_recursion(data, (1 << 16) + 1, fanout=1)
+    fr.deep_recursion(data, 8193, fanout=1)
     proc = run_viewer(["report", "-d", str(data)])
-    assert proc.returncode == 65 and b"nested more than 65536 deep" in proc.stderr
+    assert proc.returncode == 65 and b"nested more than 8192 deep" in proc.stderr
 
 
 def test_fifo_is_refused_not_waited_on(hostile: Callable[[str], Path]) -> None:

@@ -28,10 +28,9 @@ from emutrace.trace.uftrace_names import printable
 
 MIB = 1 << 20
 # the most bytes read whole from a file of each kind; `.sym` files count together (a
-# dynamic program has one per library), as do the maps
+# dynamic program has one per library).  (`task.txt` is for uftrace: no viewer reads it.)
 CAPS = {
     "info": 4 * MIB,  # header, command line, argument specs (one line per traced function)
-    "task.txt": 4 * MIB,  # one line per task
     "emutrace.txt": 4 * MIB,  # the ISA and the value kinds (as long as the specs)
     "map": 4 * MIB,  # one line per module; /proc/PID/maps of a big program is < 1 MiB
     "sym": 64 * MIB,  # one line per function: about a million functions

@@ -58,9 +58,10 @@ from emutrace.trace.values import KINDS, Value
 _bad = bad_file
 
 
-# open calls a recording may nest: the recorder writes MAX_STACK levels; far more is a
-# hand-made file, refused before the stacks of the reader and the viewers grow without end
-MAX_OPEN_CALLS = 1 << 16
+# open calls a recording may nest: the recorder writes MAX_STACK levels (1,024); eight
+# times that is a hand-made file, refused before the stacks of the reader and the viewers
+# grow with it (and before a text replay indents lines by tens of kilobytes)
+MAX_OPEN_CALLS = 8 * MAX_STACK
 READ_AHEAD = 1 << 20  # bytes kept ahead of the parser (one record's values: < 1 MiB)
 Layouts = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]  # name -> (specs, kinds)
 
