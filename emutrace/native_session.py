@@ -187,6 +187,9 @@ class NativeProcess(TracedRun):
                 *(os.fsencode(a) for a in config.args)]
         in_guest = sandbox is not None and config.root != "/"
         explicit = image.interpreter is not None and not os.path.exists(image.interpreter)
+        # a PIE that the root's ld.so maps: its run-time addresses come once ld.so has
+        # mapped it (`_program_mapped`), not at the start
+        self.addresses_known = not (explicit and image.kind == "dyn")
         launch = launch_of(image, config.root, argv, program_for_ld_so(
             config, sandbox) if in_guest and explicit else config.program, in_guest)
         envp = [os.fsencode(f"{k}={v}") for k, v in env.items()]
@@ -250,6 +253,17 @@ class NativeProcess(TracedRun):
         if self.types is not None:
             self.types.bias = module.bias
 
+    def close(self) -> None:
+        """The tracee killed (when it still runs) and the tracer's resources released: after
+        the run, or instead of it."""
+        kill(self.pid)
+        self.target.close()
+        if self.confinement is not None:
+            self.confinement.children.end()
+            self.confinement.close()
+        if self.target.c_loop is not None:
+            self.target.c_loop.close()
+
     def run(self) -> RunResult:
         self.tracer.start()
         try:
@@ -257,13 +271,7 @@ class NativeProcess(TracedRun):
         except OSError as e:  # a ptrace request refused in the middle of the run
             raise PtraceError(f"--target native: {e.strerror or e}") from None
         finally:
-            kill(self.pid)
-            self.target.close()
-            if self.confinement is not None:
-                self.confinement.children.end()
-                self.confinement.close()
-            if self.target.c_loop is not None:
-                self.target.c_loop.close()
+            self.close()
         end = self.tracer.finish()
         return RunResult(stop, self.image, records=end.records, backend_stats=end.stats,
                          open_frames=end.open_frames, guest_insns=end.insns)

@@ -1,5 +1,6 @@
-"""`emutrace record`: run a program under emulation and stream its call trace into a uftrace
-data directory (Debian's `uftrace replay/report/graph/info/dump -d DIR` read it)."""
+"""`emutrace record`: run a program under emulation (natively with `--target native`, a
+kernel image with `--machine`) and stream its call trace into a uftrace data directory
+(Debian's `uftrace replay/report/graph/info/dump -d DIR` read it)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ class RecordCommand(RunCommand):
             from emutrace.cli.run_machine import record_machine
 
             return record_machine(args, prepare_dir)
+        if args.target == "native":  # on this host under ptrace (`run --target native`)
+            from emutrace.cli.run_native import record_native
+
+            return record_native(self, args, prepare_dir)
         process = Process(self.config(args))
         path = prepare_dir(args.data)
         sink = with_progress(sink_for_image(path, process.image, [args.program, *args.args]),

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from emutrace.cli.output import open_output
+from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.session import RunConfig, RunResult
 from emutrace.trace.spill import SpillSink
+
+if TYPE_CHECKING:
+    from emutrace.native_session import NativeProcess
 
 TARGETS = ("emulation", "native")
 
@@ -59,7 +64,9 @@ def refused_options(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def run_native(command: RunLike, args: argparse.Namespace) -> int:
+def native_config(command: RunLike, args: argparse.Namespace) -> RunConfig:
+    """The native run's configuration; every refusal a usage error before anything
+    starts (`run` and `record` share it)."""
     if args.unconfined and (args.root != "/" or args.allow_write):
         raise UsageError("--unconfined: --root and --allow-write confine a run; they do not "
                          "go with --unconfined")
@@ -67,9 +74,13 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
     if refused:
         raise UsageError(f"--target native: {', '.join(refused)} work(s) under emulation "
                          f"only")
+    return command.config(args)
+
+
+def run_native(command: RunLike, args: argparse.Namespace) -> int:
     from emutrace.native_session import NativeProcess
 
-    config = command.config(args)
+    config = native_config(command, args)
     tracing = args.backend != "none"
     args.output_file = open_output(args.output) if args.output and tracing else None
     process = NativeProcess(config, unconfined=args.unconfined)  # stopped at its start
@@ -80,6 +91,44 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
         process.sink = trace
     result = process.run()
     code = command.finish(result, args, trace)
+    report_native(process, result)
+    return code
+
+
+def record_native(command: RunLike, args: argparse.Namespace,
+                  prepare_dir: Callable[[str], str]) -> int:
+    """`record --target native`: the native run streamed into a uftrace data directory."""
+    from emutrace.cli.progress import with_progress
+    from emutrace.native_session import NativeProcess
+    from emutrace.trace.uftrace_write import sink_for_image
+
+    config = native_config(command, args)
+    process = NativeProcess(config, unconfined=args.unconfined)  # stopped at its start
+    try:
+        if not process.addresses_known:
+            raise UsageError(f"record --target native: {args.program} is a PIE that the "
+                             f"root's ld.so loads, at an address known only once it has run; "
+                             f"run it with `run --target native` or record it emulated")
+        path = prepare_dir(args.data)
+    except BaseException:
+        process.close()
+        raise
+    sink = with_progress(sink_for_image(path, process.image, [args.program, *args.args]),
+                         sys.stderr)
+    process.sink = sink
+    status = 0
+    try:
+        result = process.run()
+        status = result.exit_code
+    finally:
+        sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+    report(result)
+    report_native(process, result)
+    return result.exit_code
+
+
+def report_native(process: NativeProcess, result: RunResult) -> None:
+    """What the native run left out or changed, said after its report."""
     report_degraded(result, getattr(process.backend, "degraded_at", None))
     target = process.target
     if target.untraced_children:
@@ -91,7 +140,6 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
         how = "not traced (still confined)" if process.confinement else "untraced"
         print(f"emutrace: native: the program called execve; the new image ran {how}",
               file=sys.stderr)
-    return code
 
 
 def report_degraded(result: RunResult, at: int | None) -> None:
