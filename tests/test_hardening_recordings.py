@@ -250,3 +250,10 @@ def test_flame_graph_budget_refuses_before_writing() -> None:
     with pytest.raises(EmutraceError) as e:
         next(lines)
     assert e.value.exit_code == 65 and "would pass" in e.value.message
+
+
+def test_a_directory_named_like_a_pattern(base: Path, tmp_path: Path) -> None:
+    """The `.sym` and map files are found in a directory whose name holds `[`, `*`, `?`."""
+    data = fr.copy_recording(base, tmp_path / "rec[1]*?")
+    proc = run_viewer(["report", "-d", str(data)])
+    assert proc.returncode == 0 and b"main" in proc.stdout, proc.stderr

@@ -239,7 +239,7 @@ def _address(text: str, path: str, number: int) -> int:
 
 def _bases(directory: str) -> tuple[int, dict[str, int]]:
     """The program's base (the first map line's start) and each mapped path's base."""
-    maps = sorted(glob.glob(os.path.join(directory, "sid-*.map")))
+    maps = sorted(glob.glob(os.path.join(glob.escape(directory), "sid-*.map")))
     if not maps:
         raise _bad(os.path.join(directory, "sid-*.map"), "missing")
     text = read_text(maps[0], "map")
@@ -266,7 +266,7 @@ def _symbol_table(directory: str) -> tuple[list[int], list[str]]:
     budget = [CAPS["sym"]]
     starts: list[int] = []
     names: list[str] = []
-    for sym in sorted(glob.glob(os.path.join(directory, "*.sym"))):
+    for sym in sorted(glob.glob(os.path.join(glob.escape(directory), "*.sym"))):
         text = read_text(sym, "sym", budget)
         sym_base = base  # the program's, unless `# path name:` names another module
         for number, line in enumerate(io.StringIO(text or "", newline="\n")):
