@@ -31,7 +31,8 @@ class DumpCommand:
                          help="Perfetto TrackEvent protobuf (binary: use -o FILE or a pipe)")
         how.add_argument("--flame-graph", action="store_true",
                          help="folded stacks (flamegraph.pl): calls per call path, or self "
-                              "time with --sample-time")
+                              "time with --sample-time (a path past 64 frames is cut in "
+                              "the middle, a name past 512 characters at its end)")
         p.add_argument("--sample-time", type=quantities.positive_count, default=0,
                        metavar="INSNS",
                        help="--flame-graph counts self time in samples of INSNS guest "

@@ -1,5 +1,6 @@
 """What the viewers of a data directory share (`report`, `graph`, `dump`, `info -d`): the
-`-d DIR` option and opening the recording (trace/uftrace_read.py)."""
+`-d DIR` option and opening the recording (trace/uftrace_read.py: the directory is untrusted
+input), with every name shown escaped (`shown_names`)."""
 
 from __future__ import annotations
 
