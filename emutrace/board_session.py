@@ -568,7 +568,7 @@ class BoardMachine(TracedRun):
         cpu = self.cpu
         sentinel = (1 << (8 * cpu.word)) - 16
         pc = self.entry
-        self.tracer.start()
+        self.tracer.before_run()
         with interruptible(cpu, self.config.timeout) as watch:
             while True:
                 stop = self._start_once(pc, sentinel)

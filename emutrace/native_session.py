@@ -265,7 +265,7 @@ class NativeProcess(TracedRun):
             self.target.c_loop.close()
 
     def run(self) -> RunResult:
-        self.tracer.start()
+        self.tracer.before_run()
         try:
             stop = run(self.target, self.hooks, self.config.timeout, self.confinement)
         except OSError as e:  # a ptrace request refused in the middle of the run

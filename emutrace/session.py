@@ -324,7 +324,7 @@ class Process(TracedRun):
             assert isinstance(e, GuestKilled)
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
-        self.tracer.start()
+        self.tracer.before_run()
         try:
             entry = self.entry
             while True:

@@ -87,7 +87,7 @@ class Tracer:
         if flush is not None:
             flush()
 
-    def start(self) -> None:
+    def before_run(self) -> None:
         """Just before the run: a backend with its own record writer (the native engine's)
         takes the records it can write into the sink itself."""
         attach = getattr(self.backend, "attach_writer", None)

@@ -321,7 +321,7 @@ class NativeBtfBackend(SignalFrames):
         """Nothing to arm: every taken branch traps."""
 
     def flush_events(self) -> None:
-        """Hand the buffered events to the shadow stack (the session asks at the end of the
+        """Hand the buffered events to the shadow stack (the tracer asks at the end of the
         run, before it reads the open frames)."""
         self._on_flush(False)
 

@@ -18,7 +18,7 @@ watches those of hook delivery and of code found by descent, on every ISA), fall
 syscalls and faults, and every block while the Python state needs one (a restart, a
 pending transfer, a re-arm).
 
-For `emutrace record` and `emutrace run` the session attaches the record writer (`attach_writer`,
+For `emutrace record` and `emutrace run` the tracer attaches the record writer (`attach_writer`,
 backends/native_writer.py): a call or return C finished then normally never reaches Python
 at all — C keeps the shadow stack's common case and writes the uftrace record itself.
 
@@ -235,7 +235,7 @@ class NativeInt3Backend(Int3Backend):
 
     def attach_writer(self, shadow_now: Callable[[], ShadowStack],
                       sink_now: Callable[[], RecordSink]) -> None:
-        """The session's shadow stack (the running thread's) and sink, before the run: when
+        """The tracer's shadow stack (the running thread's) and sink, before the run: when
         the records go to a uftrace directory or `run`'s spill file, C keeps the shadow
         stack's common case and writes them itself (backends/native_writer.py); otherwise
         every event is drained to Python."""
@@ -542,7 +542,7 @@ class NativeInt3Backend(Int3Backend):
 
     # ------------------------------------------------------------ end
     def flush_events(self) -> None:
-        """Hand the buffered events to the shadow stack (the session asks at the end of the
+        """Hand the buffered events to the shadow stack (the tracer asks at the end of the
         run, before it reads the open frames)."""
         if self._nt:
             self._drain()

@@ -208,7 +208,7 @@ class NativeWriter:
 
     # ------------------------------------------------------------ events Python writes
     def emit(self, ev: Event) -> list[Record]:
-        """The session's emit (shadow stack, then the sink), returning the records."""
+        """The tracer's emit (shadow stack, then the sink), returning the records."""
         out = self.shadow.feed(ev)
         self._sink_now().write(out)
         return out

@@ -11,7 +11,7 @@ address up in its flow table; Python is entered only
 * to drain the buffer of records C wrote for the transfers it finished (`_drain`: the same
   `_resolve` rules, in order, over a register snapshot read by an `ArgReader`).
 
-For `emutrace record` and `emutrace run` the session attaches the record writer (`attach_writer`,
+For `emutrace record` and `emutrace run` the tracer attaches the record writer (`attach_writer`,
 backends/native_writer.py, as int3_native's): a call or return C finished then normally never
 reaches Python — C keeps the shadow stack's common case and writes the uftrace record itself.
 
@@ -134,7 +134,7 @@ class NativeStepBackend(StepBackend):
 
     def attach_writer(self, shadow_now: Callable[[], ShadowStack],
                       sink_now: Callable[[], RecordSink]) -> None:
-        """The session's shadow stack (the running thread's) and sink, before the run: when
+        """The tracer's shadow stack (the running thread's) and sink, before the run: when
         the records go to a uftrace directory or `run`'s spill file, C keeps the shadow
         stack's common case and writes them itself (backends/native_writer.py); otherwise
         every record is drained to Python."""
@@ -391,7 +391,7 @@ class NativeStepBackend(StepBackend):
             self._writer.push()
 
     def flush_events(self) -> None:
-        """Hand the buffered events to the shadow stack (the session asks at the end of the
+        """Hand the buffered events to the shadow stack (the tracer asks at the end of the
         run, before it reads the open frames)."""
         if self._st:
             self._drain()
