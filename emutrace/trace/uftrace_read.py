@@ -196,16 +196,16 @@ def sidecar_text(path: str) -> str:
     return "" if data is None else data.decode(errors="backslashreplace")
 
 
-# what a value spec may say: uftrace's letters with the sizes `uftrace_args` writes
-_SPEC = re.compile(r"[cs]|[diuxp](8|16|32|64)|f(32|64)")
+# what a value spec may say: `c`, `s`, or a letter and a size in bits, a whole number of
+# bytes up to 16 (uftrace's `f80` for a long double included)
+_SPEC = re.compile(r"[cs]|[a-z](8|16|24|32|40|48|56|64|80|96|128)")
 
 
 def _checked(table: Layouts, path: str) -> Layouts:
     for name, (specs, kinds) in table.items():
         for i, spec in enumerate(specs):
             kind = kinds[i] if i < len(kinds) else ""
-            if (not _SPEC.fullmatch(spec) or (kind and kind not in KINDS)
-                    or (kind == "float") != (spec[0] == "f") and spec[0] != "s"):
+            if not _SPEC.fullmatch(spec) or (kind and kind not in KINDS):
                 raise _bad(path, f"value spec {spec!r} ({kind or 'no kind'}) of "
                                  f"{printable(name)} not understood")
     return table
