@@ -5,16 +5,14 @@ kernel image with `--machine`) and stream its call trace into a uftrace data dir
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
 
-from emutrace.cli.progress import with_progress
+from emutrace.cli.recording import prepare_dir, recorded
 from emutrace.cli.run import RunCommand, end_child
 from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 from emutrace.session import Process
-from emutrace.trace.uftrace_write import ListSink, sink_for_image
+from emutrace.trace.uftrace_write import ListSink
 
 
 class RecordCommand(RunCommand):
@@ -33,30 +31,19 @@ class RecordCommand(RunCommand):
         if args.machine:  # a kernel image on a board (`run --machine`)
             from emutrace.cli.run_machine import record_machine
 
-            return record_machine(args, prepare_dir)
+            return record_machine(args)
         if args.target == "native":  # on this host under ptrace (`run --target native`)
             from emutrace.cli.run_native import record_native
 
-            return record_native(self, args, prepare_dir)
+            return record_native(self, args)
         process = Process(self.config(args))
         path = prepare_dir(args.data)
-        sink = with_progress(sink_for_image(path, process.image, [args.program, *args.args]),
-                             sys.stderr)
-        process.sink = sink
-        status = 0
         # a forked child's events are not recorded (one data directory, one task: the
         # parent's); the child drops them and leaves the directory to its parent
-        child_of = None  # a user program's kernel (a board has no processes)
-        if isinstance(process, Process):
-            child_of = process.kernel
-            child_of.fork_listeners.append(
-                lambda pid: setattr(process, "sink", ListSink([])))
-        try:
-            result = process.run()
-            status = result.exit_code
-        finally:
-            if child_of is None or child_of.guest_parent is None:
-                sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+        kernel = process.kernel
+        kernel.fork_listeners.append(lambda pid: setattr(process, "sink", ListSink([])))
+        result = recorded(process, path, [args.program, *args.args],
+                          closes=lambda: kernel.guest_parent is None)
         while result.next_process is not None:  # execve: the new image runs, not recorded
             print(f"emutrace: record: {result.next_process.config.guest_path} (execve) is not "
                   f"recorded", file=sys.stderr)
@@ -66,20 +53,3 @@ class RecordCommand(RunCommand):
         report(result)
         return result.exit_code
 
-
-def prepare_dir(path: str) -> str:
-    """Create DIR empty before the program runs; an existing one becomes DIR.old (uftrace's
-    rule; an older DIR.old is replaced)."""
-    if os.path.lexists(path):
-        old = path.rstrip("/") + ".old"
-        if os.path.isdir(old) and not os.path.islink(old):
-            shutil.rmtree(old)
-        try:
-            os.replace(path, old)
-        except OSError as e:
-            raise UsageError(f"-d {path}: cannot rename to {old}: {e.strerror}") from e
-    try:
-        os.mkdir(path)
-    except OSError as e:
-        raise UsageError(f"-d {path}: {e.strerror}") from e
-    return path

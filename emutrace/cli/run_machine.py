@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from emutrace.cli.deferred import stop_signals_deferred
@@ -95,21 +95,12 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     return BoardMachine(config)
 
 
-def record_machine(args: argparse.Namespace, prepare_dir: Callable[[str], str]) -> int:
+def record_machine(args: argparse.Namespace) -> int:
     """`record --machine`: the board's run streamed into a uftrace data directory."""
-    from emutrace.cli.progress import with_progress
-    from emutrace.trace.uftrace_write import sink_for_image
+    from emutrace.cli.recording import prepare_dir, recorded
 
     machine = board_machine(args)
-    path = prepare_dir(args.data)
-    sink = with_progress(sink_for_image(path, machine.image, [args.program]), sys.stderr)
-    machine.sink = sink
-    status = 0
-    try:
-        result = machine.run()
-        status = result.exit_code
-    finally:
-        sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+    result = recorded(machine, prepare_dir(args.data), [args.program])
     report(result)
     return result.exit_code
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from emutrace.cli.output import open_output
@@ -95,12 +94,10 @@ def run_native(command: RunLike, args: argparse.Namespace) -> int:
     return code
 
 
-def record_native(command: RunLike, args: argparse.Namespace,
-                  prepare_dir: Callable[[str], str]) -> int:
+def record_native(command: RunLike, args: argparse.Namespace) -> int:
     """`record --target native`: the native run streamed into a uftrace data directory."""
-    from emutrace.cli.progress import with_progress
+    from emutrace.cli.recording import prepare_dir, recorded
     from emutrace.native_session import NativeProcess
-    from emutrace.trace.uftrace_write import sink_for_image
 
     config = native_config(command, args)
     process = NativeProcess(config, unconfined=args.unconfined)  # stopped at its start
@@ -113,15 +110,7 @@ def record_native(command: RunLike, args: argparse.Namespace,
     except BaseException:
         process.close()
         raise
-    sink = with_progress(sink_for_image(path, process.image, [args.program, *args.args]),
-                         sys.stderr)
-    process.sink = sink
-    status = 0
-    try:
-        result = process.run()
-        status = result.exit_code
-    finally:
-        sink.close(status)  # every stop, an internal error too, leaves a readable DIR
+    result = recorded(process, path, [args.program, *args.args])
     report(result)
     report_native(process, result)
     return result.exit_code
