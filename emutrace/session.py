@@ -1,5 +1,7 @@
-"""Wiring: image → CPU → address space → Linux kernel → run.  The CLI's `run` and the tests
-use this; later the tracing backends plug in between the CPU and the run."""
+"""The emulated Linux program's wiring: image → CPU → address space → Linux kernel → backend
+→ run, the backend's events through the tracer (tracer.py: shadow stacks, sink, the end)
+that the native process and the boards wire the same way.  The CLI's `run` and `record`
+and the tests use this."""
 
 from __future__ import annotations
 
