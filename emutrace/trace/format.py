@@ -47,6 +47,10 @@ Filters (uftrace semantics; names are matched exactly):
 
 Names come from the caller's `symbolize(addr) -> str`.  The output is a pure function of
 the records and the options.
+
+This module is the reference: `emutrace run` writes the same bytes with native/replaytext.c
+(native/replaytext.py says when it does), and tests/test_run_text_native.py compares the
+two, so a change to the layout here needs the same change there.
 """
 
 from __future__ import annotations
