@@ -130,9 +130,19 @@ def replace_with_directory(path: Path) -> None:
 
 
 def grow_sparse(path: Path, size: int) -> None:
-    """`path` made `size` bytes long without writing them (a hole): past any cap, cheaply."""
-    with open(path, "ab") as f:
-        f.truncate(size)
+    """`path` made `size` bytes long without writing them (a hole): past any cap, cheaply.
+    Never through a link (an earlier edit may have made one to a file outside)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _regular(path: Path) -> bool:
+    """A regular file of the copy itself (not a link out of it, a FIFO, a directory, a file
+    an earlier edit made unreadable)."""
+    return not path.is_symlink() and path.is_file() and os.access(path, os.R_OK | os.W_OK)
 
 
 def _remove(path: Path) -> None:
@@ -167,7 +177,7 @@ def control_names(data: Path) -> None:
 
 # ---------------------------------------------------------------- mutations
 def _files(data: Path) -> list[Path]:
-    return sorted(p for p in data.iterdir() if p.is_file() and not p.is_symlink())
+    return sorted(p for p in data.iterdir() if _regular(p))
 
 
 def _flip(data: Path, rng: random.Random) -> None:
@@ -222,7 +232,7 @@ def _line(data: Path, rng: random.Random) -> None:
     }
     name = rng.choice(sorted(choices))
     path = data / name
-    if not path.is_file() or path.is_symlink():
+    if not _regular(path):
         return
     text = rng.choice(choices[name]) + "\n"
     blob = path.read_bytes()
@@ -238,7 +248,7 @@ def _records(data: Path, rng: random.Random) -> None:
     """Records appended, dropped or reordered in the `.dat`: unbalanced exits, deep nesting,
     huge times, unknown addresses."""
     path = data / DAT
-    if not path.is_file() or path.is_symlink():
+    if not _regular(path):
         return
     blob = bytearray(path.read_bytes())
     n = len(blob) // 16
@@ -273,6 +283,8 @@ def _replace(data: Path, rng: random.Random) -> None:
              f"{PROGRAM.name}.sym", "sid-0123456789abcdef.map", "extra.sym"]
     path = data / rng.choice(names)
     how = rng.randrange(6)
+    if how in (4, 5) and not _regular(path):  # grown or made unreadable: only our own files
+        how = 3
     if how == 0:
         replace_with_fifo(path)
     elif how == 1:
@@ -284,8 +296,10 @@ def _replace(data: Path, rng: random.Random) -> None:
         _remove(path)
     elif how == 4 and path.name != DAT:
         grow_sparse(path, 65 << 20 if path.suffix == ".sym" else 5 << 20)
-    else:
-        os.chmod(path, 0) if path.is_file() and os.getuid() != 0 else _remove(path)
+    elif os.getuid() != 0:
+        os.chmod(path, 0)
+    else:  # root reads a file of mode 0 all the same
+        _remove(path)
 
 
 EDITS: tuple[Callable[[Path, random.Random], None], ...] = (
