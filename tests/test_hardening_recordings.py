@@ -230,7 +230,7 @@ def test_fuzz_slice(base: Path, tmp_path: Path) -> None:
         rng = random.Random(f"ci:{i}")
         data = fr.mutant(base, tmp_path / f"m{i}", rng)
         fuzz.isolated(lambda d=data: fr.check_viewers(d, base, tmp_path),
-                      budget=60.0, wall=120.0)
+                      budget=60.0, wall=120.0, memory=fuzz.RECORDING_MEMORY)
 
 
 def test_flame_graph_budget_refuses_before_writing() -> None:

@@ -66,6 +66,7 @@ def program_of(isa: str) -> Path:
 
 HANG_SECONDS = 5.0  # a case taking longer is a hang
 RECORDING_SECONDS = 30.0  # CPU for every viewer over one mutated recording (deep ones: ~6 s)
+RECORDING_MEMORY = 1 << 30  # address space the viewers may add (the caps keep them far below)
 RUN_SECONDS = 3  # the --timeout each mutant runs with
 GUEST_MEMORY = 256 << 20  # --max-memory of each mutant
 CHILD_MEMORY = 3 << 30  # address space a forked child may add: emutrace's memory stays bounded
@@ -216,13 +217,15 @@ def warm_up(base: bytes, scratch: Path, backends: tuple[str, ...]) -> None:
     gc.freeze()  # the warm heap: never scanned again (each case's gc.collect stays cheap)
 
 
-def isolated(fn: Callable[[], None], budget: float, wall: float | None = None) -> None:
+def isolated(fn: Callable[[], None], budget: float, wall: float | None = None,
+             memory: int = CHILD_MEMORY) -> None:
     """Run one case in a forked child: a crash of Python (a signal), a hang past the budget
     and a finding all come back as a Finding; the campaign itself never dies.
 
     The budget is the child's CPU time (user + system): on a shared, loaded machine wall
     time measures the other jobs.  A child still running after ``wall`` seconds of wall
-    time (default 4 × budget) is killed and reported as a hang all the same."""
+    time (default 4 × budget) is killed and reported as a hang all the same.  ``memory``:
+    the address space the child may add to what it inherits (MemoryError is a finding)."""
     wall = 4 * budget if wall is None else wall
     r, w = os.pipe()
     pid = os.fork()
@@ -230,7 +233,7 @@ def isolated(fn: Callable[[], None], budget: float, wall: float | None = None) -
         os.close(r)
         # on top of what the child inherits (a parent holding several Unicorn instances
         # already has gigabytes of address space reserved: their code buffers)
-        limit = inherited_address_space() + CHILD_MEMORY
+        limit = inherited_address_space() + memory
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         try:
             fn()
@@ -509,7 +512,8 @@ def recordings_slice(seed: int, indices: range, keep: Path | None) -> int:
             if keep is not None:
                 print(f"case {i}: {keep}")
             try:
-                isolated(lambda d=data: fr.check_viewers(d, base, scratch), RECORDING_SECONDS)
+                isolated(lambda d=data: fr.check_viewers(d, base, scratch), RECORDING_SECONDS,
+                         memory=RECORDING_MEMORY)
             except Finding as e:
                 findings += 1
                 print(f"finding (seed {seed}, case {i}): {e}", flush=True)
