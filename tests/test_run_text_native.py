@@ -488,10 +488,15 @@ def reference_written(records: Iterable[Record], name: Callable[[int], str],
     return raw.getvalue()
 
 
-def test_where_c_declines_the_reference_writes() -> None:
+def test_where_c_declines_the_reference_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     sink, name, bits = spilled("x86_64", "typed", ())
     opts = ReplayOptions(word_bits=bits)
     want = python_text(sink, name, opts)
+    with monkeypatch.context() as m:  # no library (not built, or not loadable)
+        m.setattr(replaytext, "load", lambda: None)
+        plain = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+        assert not write_replay(sink, name, opts, plain)
+        assert reference_written(sink, name, opts, plain) == want
     latin = io.TextIOWrapper(io.BytesIO(), encoding="latin-1")
     assert not write_replay(sink, name, opts, latin)  # not UTF-8
     assert reference_written(sink, name, opts, latin) == want

@@ -55,7 +55,7 @@ def load() -> ctypes.CDLL | None:
     global _ready
     try:
         lib = native.load()
-    except Unsupported:
+    except (Unsupported, OSError):  # not built, stale, or not loadable: the reference writes
         return None
     if _ready:
         return lib
