@@ -29,7 +29,7 @@ from emutrace import native
 from emutrace.errors import Unsupported
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.format import HEADER, ReplayOptions, format_value
-from emutrace.trace.spill import Layout, SpillSink
+from emutrace.trace.spill import Layout, PackedRecords, SpillSink
 
 # replaytext.c's statuses
 _DONE, _FULL, _NAME = 0, 1, 2
@@ -174,15 +174,15 @@ class _Text:
         self._drain()
 
     def _feed(self, records: SpillSink | list[Record], tid: int | None) -> None:
-        """One section's records (`tid`'s, or all of them); C's bytes are the main
-        thread's."""
-        parts: Iterable[list[Record] | bytes | bytearray]
+        """One section's records (`tid`'s, or all of them); each segment of C's bytes is
+        one thread's."""
+        parts: Iterable[list[Record] | PackedRecords]
         parts = records.segments() if isinstance(records, SpillSink) else \
             (records[i:i + _ROWS_PER_BLOCK] for i in range(0, len(records), _ROWS_PER_BLOCK))
         for part in parts:
             if isinstance(part, list):
                 self._run(self.lib.rt_rows, self._encode(part, tid))
-            elif not tid:
+            elif tid is None or part.tid == tid:
                 self._run(self.lib.rt_packed, bytes(part))
         self._check(self.lib.rt_finish(self.state))
 

@@ -13,15 +13,15 @@ The native engine's record writer (backends/native_writer.py, native/ufwrite.c) 
 records C finished itself, as 16-byte uftrace records (`uftrace_write.pack_record`, the
 values after them: `pack_values`) that reach the sink in blocks (`write_packed`), between
 Python's records: the file holds both kinds of segment, in order, and reading turns C's
-bytes back into the `Entry`/`Exit` records Python would have made.  What a packed record
-does not hold is known: it is the main thread's (C writes no other thread's here: `any_thread`),
-was entered by a call, is no unwound exit, and an exit's duration is its time less its entry's
-(kept per depth while reading); C writes the values of a function's records only in the one
-layout of kinds and widths `plan_values` has accepted for it (else Python writes them), so
-they read back as the `Value`s Python had.  A `char *` value (kind str or buf) is written as
-the file's own "copy" form, not uftrace's text (`pack_copy`: its word, then the bytes the
-hot path copied, or none for NULL and unreadable memory): it reads back as the very `Value`
-— word and text — Python made.
+bytes back into the `Entry`/`Exit` records Python would have made. What a packed record does
+not hold is known: its thread is its segment's (each segment of C's bytes holds one thread's
+records), it was entered by a call, is no unwound exit, and an exit's duration is its time
+less its entry's (kept per thread and depth while reading); C writes the values of a
+function's records only in the one layout of kinds and widths `plan_values` has accepted for
+it (else Python writes them), so they read back as the `Value`s Python had. A `char *` value
+(kind str or buf) is written as the file's own "copy" form, not uftrace's text (`pack_copy`:
+its word, then the bytes the hot path copied, or none for NULL and unreadable memory): it
+reads back as the very `Value` — word and text — Python made.
 
 A forked child (`run` follows a guest fork with a host fork) shares the file's descriptor
 and offset with its parent: `for_child` gives the child a file of its own with the records
@@ -59,21 +59,40 @@ T = TypeVar("T")
 Layout = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]
 
 
+class PackedRecords(bytes):
+    """C's record bytes of one thread (`tid`), as the spill file hands a segment out."""
+
+    def __new__(cls, data: bytes | bytearray, tid: int) -> PackedRecords:
+        self = super().__new__(cls, data)
+        self.tid = tid
+        return self
+
+    tid: int
+
+
+class _HeldPacked(bytearray):
+    """C's record bytes of one thread (`tid`) not on file yet."""
+
+    def __init__(self, data: bytes, tid: int) -> None:
+        super().__init__(data)
+        self.tid = tid
+
+
 class SpillSink:
     # (backends/native_writer.py PackedSink) C writes a `char *` as `pack_copy`, and a record
     # deeper than uftrace's 10-bit depth field with its depth in the word after it
     string_form = "copy"
     deep_records = "depth"
-    any_thread = False  # C's records of the main thread only (`_read` times its exits)
+    any_thread = True  # C's records of every thread, each segment naming its thread
 
     def __init__(self, directory: str | None = None) -> None:
         self._file = tempfile.TemporaryFile(dir=directory, buffering=0)  # noqa: SIM115
-        # (packed, offset, length) of each segment on file: a pickled chunk of records, or
-        # C's record bytes
-        self._segments: list[tuple[bool, int, int]] = []
+        # (thread, offset, length) of each segment on file: a pickled chunk of records
+        # (thread None), or C's record bytes of one thread
+        self._segments: list[tuple[int | None, int, int]] = []
         self._size = 0  # bytes written to the file
         # what is not on file yet, in order: lists of Python's records, C's record bytes
-        self._held: list[list[Record] | bytearray] = []
+        self._held: list[list[Record] | _HeldPacked] = []
         self._held_records = 0
         self._held_bytes = 0
         self.count = 0  # records written, held ones included
@@ -103,16 +122,17 @@ class SpillSink:
 
     def write_packed(self, data: bytes, records: int, last_time: int,
                      not_recorded: int = 0, thread: int = 0) -> None:
-        """C's records (backends/native_writer.py PackedSink), after everything written so
-        far: the main thread's, values laid out as `plan_values` accepted (not_recorded: 0,
-        this sink keeps every record)."""
+        """C's records of one thread (backends/native_writer.py PackedSink), after
+        everything written so far, values laid out as `plan_values` accepted (not_recorded:
+        0, this sink keeps every record)."""
         held = self._held
-        if held and isinstance(held[-1], bytearray):
-            held[-1] += data
+        last = held[-1] if held else None
+        if isinstance(last, _HeldPacked) and last.tid == thread:
+            last += data
         else:
-            held.append(bytearray(data))
+            held.append(_HeldPacked(data, thread))
         self._packed = True
-        self.tids.add(0)
+        self.tids.add(thread)
         self.count += records
         self._held_bytes += len(data)
         if self._held_bytes >= HELD_BYTES and self._writable:
@@ -168,37 +188,39 @@ class SpillSink:
                 assert isinstance(part, list)
                 yield from map(own, part)
             return
-        times: list[int] = []  # the main thread's entry time per depth (C's exits need it)
+        # per thread, the entry time per depth (C's exits need it)
+        times: dict[int, list[int]] = {}
         for part in self._parts():
             if isinstance(part, list):
                 for rec in part:
-                    if rec.tid == 0 and isinstance(rec, Entry):
-                        _keep_time(times, rec.depth, rec.time)
+                    if isinstance(rec, Entry):
+                        _keep_time(times.setdefault(rec.tid, []), rec.depth, rec.time)
                     yield own(rec)
             else:
-                yield from _unpack(part, self._args, self._rets, times, entry, exit_, value)
+                yield from _unpack(part, self._args, self._rets,
+                                   times.setdefault(part.tid, []), entry, exit_, value)
 
-    def segments(self) -> Iterator[list[Record] | bytes | bytearray]:
+    def segments(self) -> Iterator[list[Record] | PackedRecords]:
         """What was written, in order, one segment in memory at a time: lists of Python's
-        records, and C's record bytes (read as `_unpack` reads them, values per `layouts`;
-        native/replaytext.c formats them without making records)."""
+        records, and C's record bytes of one thread (read as `_unpack` reads them, values
+        per `layouts`; native/replaytext.c formats them without making records)."""
         return self._parts()
 
     def layouts(self) -> tuple[dict[int, Layout], dict[int, Layout]]:
         """The layouts of the values C wrote: per function, its entries' and its exits'."""
         return dict(self._args), dict(self._rets)
 
-    def _parts(self) -> Iterator[list[Record] | bytes | bytearray]:
+    def _parts(self) -> Iterator[list[Record] | PackedRecords]:
         fd = self._file.fileno()
-        for packed, offset, length in list(self._segments):
+        for thread, offset, length in list(self._segments):
             data = _read(fd, offset, length)
-            if packed:
-                yield data
+            if thread is not None:
+                yield PackedRecords(data, thread)
             else:
                 chunk: list[Record] = pickle.loads(data)  # noqa: S301
                 yield chunk
         for part in list(self._held):
-            yield list(part) if isinstance(part, list) else bytes(part)
+            yield list(part) if isinstance(part, list) else PackedRecords(part, part.tid)
 
     def of_thread(self, tid: int) -> Iterator[Record]:
         return (rec for rec in self if rec.tid == tid)
@@ -228,7 +250,8 @@ class SpillSink:
             except OSError:  # what was written stays; a cut segment lies beyond _size
                 self._writable = False
                 return
-            self._segments.append((not isinstance(part, list), self._size, len(data)))
+            self._segments.append((None if isinstance(part, list) else part.tid, self._size,
+                                   len(data)))
             self._size += len(data)
             if isinstance(part, list):
                 self._held_records -= len(part[:CHUNK])
@@ -265,22 +288,25 @@ def _keep_time(times: list[int], depth: int, time: int) -> None:
     times[depth] = time
 
 
-def _entry_row(time: int, depth: int, func: int, args: tuple[object, ...]) -> Row:
+def _entry_row(time: int, depth: int, func: int, args: tuple[object, ...], tid: int = 0) -> Row:
     return (False, func, args, "call")
 
 
-def _exit_row(time: int, depth: int, func: int, retval: object, duration: int) -> Row:
+def _exit_row(time: int, depth: int, func: int, retval: object, duration: int,
+              tid: int = 0) -> Row:
     return (True, func, retval, duration, False, False)
 
 
-def _unpack(data: bytes | bytearray, args: dict[int, Layout], rets: dict[int, Layout],
+def _unpack(data: PackedRecords, args: dict[int, Layout], rets: dict[int, Layout],
             times: list[int], entry: Callable[..., T], exit_: Callable[..., T],
             value: Callable[..., object]) -> Iterator[T]:
-    """C's records back into Python's (`uftrace_write.pack_record`; the values after a
-    record whose `more` bit is set, per `pack_values`: each padded to 4, all to 8; strings
-    per `pack_copy`), made by `entry(time, depth, func, args)` and `exit_(time, depth, func,
-    retval, duration)`, each value by `value(kind, bits, raw)` (a string's:
-    `value(kind, bits, raw, text)`)."""
+    """C's records of one thread back into Python's (`uftrace_write.pack_record`; the
+    values after a record whose `more` bit is set, per `pack_values`: each padded to 4, all
+    to 8; strings per `pack_copy`), made by `entry(time, depth, func, args, tid=)` and
+    `exit_(time, depth, func, retval, duration, tid=)`, each value by `value(kind, bits,
+    raw)` (a string's: `value(kind, bits, raw, text)`); times: the thread's entry time per
+    depth."""
+    tid = data.tid
     pos, end, unpack = 0, len(data), _RECORD.unpack_from
     while pos < end:
         time, word = unpack(data, pos)
@@ -302,12 +328,13 @@ def _unpack(data: bytes | bytearray, args: dict[int, Layout], rets: dict[int, La
                 values = tuple(map(value, layout[0], layout[1], form.unpack_from(data, pos)))
                 pos += form.size
         if is_exit:
-            yield exit_(time, depth, func, values[0] if values else None, time - times[depth])
+            yield exit_(time, depth, func, values[0] if values else None, time - times[depth],
+                        tid=tid)
         else:
             if depth >= len(times):
                 times.extend([0] * (depth + 1 - len(times)))
             times[depth] = time
-            yield entry(time, depth, func, values)
+            yield entry(time, depth, func, values, tid=tid)
 
 
 _FORMS: dict[Layout, struct.Struct] = {}  # a layout's values as one struct (`_form`)
