@@ -8,7 +8,8 @@
 Each ISA's root is made by `emutrace rootfs` from Debian's packages (PACKAGES) into
 .cache/bench-roots/<isa> the first time (a set-up step: the only network use, Debian's
 archive through apt), with the inputs written into it: a 1 MB text (make_sort_input.py's
-generator, 56,000 lines), a 3 MB one for the threaded sort, a small SQL script.  Every
+generator, 56,000 lines), a 5.5 MB one for the threaded sort (300,000 lines: GNU sort
+splits so large an input among its threads), a small SQL script.  Every
 command runs from inside the root with relative paths (as tests/test_debian_programs.py
 does), as a whole `python -m emutrace` process timed from outside (start-up, loading and
 writing the trace included; CPU seconds of the process and its children, and wall
@@ -71,7 +72,7 @@ def ensure_root(isa: str) -> Path:
     if not all(f"{p}:" in have for p in PACKAGES):
         subprocess.run([sys.executable, "-m", "emutrace", "rootfs", "--arch", isa,
                         "-o", str(root), "--cache", str(DEBS / isa), *PACKAGES], check=True)
-    inputs = {"bench-input.txt": lines(56_000, seed=7), "bench-big.txt": lines(160_000, seed=7)}
+    inputs = {"bench-input.txt": lines(56_000, seed=7), "bench-big.txt": lines(300_000, seed=7)}
     for name, text in inputs.items():
         path = root / name
         if not path.exists():
@@ -114,7 +115,7 @@ def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
     argv, env = PROGRAMS[name]
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     walls: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    same, codes, sizes = True, {}, {}
+    same, codes, sizes, threads = True, {}, {}, 0
     reference: bytes | None = None
     for _ in range(repeat):
         for variant in VARIANTS:
@@ -122,6 +123,9 @@ def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
             try:
                 wall, cpu, code, out = timed(command(variant, argv, env, scratch), root)
                 sizes[variant] = trace_bytes(scratch)
+                tasks = scratch / "rec.d" / "task.txt"
+                if tasks.exists():  # the threads the recording holds
+                    threads = tasks.read_text().count("TASK ")
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             times[variant].append(cpu)
@@ -133,7 +137,7 @@ def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
     med = {v: statistics.median(t) for v, t in times.items()}
     return {"isa": isa, "program": name, "seconds": med, "times": times, "walls": walls,
             "record_x": med["record"] / med["none"], "run_x": med["run"] / med["none"],
-            "codes": codes, "same_stdout": same, "trace_bytes": sizes}
+            "codes": codes, "same_stdout": same, "trace_bytes": sizes, "threads": threads}
 
 
 def markdown(rows: list[dict[str, object]], info: dict[str, object]) -> str:
@@ -145,9 +149,9 @@ def markdown(rows: list[dict[str, object]], info: dict[str, object]) -> str:
            "processes' CPU seconds (user + system, the process and its children: the "
            "machine is shared, and CPU time moves less with its load than wall time; the "
            "wall times are in the JSON).", "",
-           "| ISA | program | untraced CPU s | record CPU s | run -o CPU s | record × | run -o × "
-           "| trace MB (run -o) | exit | stdout same | targets |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| ISA | program | threads | untraced CPU s | record CPU s | run -o CPU s | record × "
+           "| run -o × | trace MB (run -o) | exit | stdout same | targets |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sec = r["seconds"]
         assert isinstance(sec, dict)
@@ -157,7 +161,8 @@ def markdown(rows: list[dict[str, object]], info: dict[str, object]) -> str:
         codes = r["codes"]
         assert isinstance(codes, dict)
         ok = rec_x <= 3 and run_x <= 5 and r["same_stdout"] and len(set(codes.values())) == 1
-        out.append(f"| {r['isa']} | {r['program']} | {sec['none']:.2f} | {sec['record']:.2f} "
+        out.append(f"| {r['isa']} | {r['program']} | {r['threads']} | {sec['none']:.2f} "
+                   f"| {sec['record']:.2f} "
                    f"| {sec['run']:.2f} | {rec_x:.2f} | {run_x:.2f} "
                    f"| {sizes['run'] / 1e6:.0f} | {codes['none']} "
                    f"| {'yes' if r['same_stdout'] else 'NO'} | {'met' if ok else 'MISSED'} |")
