@@ -148,6 +148,9 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                    at_exit=True)
 
 
+QUOTED = ("str", "buf")  # kinds shown as C literals (values.quote_c escapes them itself)
+
+
 def _shown(values: tuple[Value, ...]) -> tuple[Value, ...]:
     """`values` with the text of an enum or a struct (shown as it is, not quoted like a
     string's) made printable: text read from the recording must not reach the terminal
@@ -157,8 +160,6 @@ def _shown(values: tuple[Value, ...]) -> tuple[Value, ...]:
     return tuple(v if v.text is None or v.kind in QUOTED
                  else replace(v, text=printable(v.text, keep="\t")) for v in values)
 
-
-QUOTED = ("str", "buf")  # kinds shown as C literals (values.quote_c escapes them itself)
 
 
 def _exit_notes(path: str | None) -> Iterator[tuple[int, str]]:
