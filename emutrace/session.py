@@ -61,6 +61,9 @@ class RunConfig(BackendSettings):
     # a guest fork forks this host process (the CLI: its child ends in os._exit); False in
     # embedded runs, where fork is EAGAIN (kernel.host_fork)
     host_fork: bool = False
+    # the images the program execve()s are traced as it is (False: they run untraced, as
+    # `record` runs them: its directory holds the first image's records)
+    trace_execs: bool = True
     # after an execve: the guest's own argv[0], environment entries and path of the program
     # (None: PROGRAM, `env`, PROGRAM's guest path)
     argv0: str | None = None
@@ -303,7 +306,8 @@ class Process(TracedRun):
         config = replace(self.config, program=host,
                          args=[os.fsdecode(a) for a in argv[1:]], arch=None,
                          argv0=os.fsdecode(argv[0]) if argv else "", raw_env=envp,
-                         guest_path=guest)
+                         guest_path=guest,
+                         backend=self.config.backend if self.config.trace_execs else "none")
         kept = {n: d for n, d in k.fds.items() if not d.cloexec}
         return Process(config, self.warn, Inherited(
             self.sandbox, kept, k.children, k.guest_parent, set(k.sig_ignored), k.sig_mask))

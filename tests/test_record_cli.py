@@ -8,9 +8,12 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from .conftest import bin_path
+from emutrace.session import Process, RunConfig
+
+from .conftest import BUSYBOX, bin_path
 
 
 def emutrace(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -103,3 +106,25 @@ def test_run_memory_is_bounded(tmp_path: Path) -> None:
     lines = (tmp_path / "trace.txt").read_text().count("fib(")
     assert lines > 50_000
     assert 0 < peak_kib < 70_000
+
+
+def test_record_runs_what_the_program_execs_untraced(tmp_path: Path) -> None:
+    """`record`'s directory holds the first image: what it execve()s runs untraced (it was
+    traced into records nobody kept), with the program's output unchanged."""
+    busybox = str(BUSYBOX / "x86_64" / "busybox")
+    config = RunConfig(busybox, ["sh", "-c", f"exec {busybox} echo hi"], backend="int3",
+                       env={}, trace_execs=False)
+    process = Process(config, warn=lambda _m: None)
+    result = process.run()
+    assert result.stop.kind == "exec" and process.backend is not None
+    after = result.next_process
+    assert after is not None and after.config.backend == "none" and after.backend is None
+    assert after.run().exit_code == 0
+    # the default: an exec'd image is traced as its program was
+    traced = Process(replace(config, trace_execs=True), warn=lambda _m: None).run()
+    assert traced.next_process is not None and traced.next_process.backend is not None
+    done = subprocess.run([sys.executable, "-m", "emutrace", "record", "-d",
+                           str(tmp_path / "d"), busybox, "sh", "-c", f"exec {busybox} echo hi"],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == b"hi\n"
+    assert b"(execve) runs untraced" in done.stderr

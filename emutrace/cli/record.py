@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from emutrace.cli.recording import prepare_dir, recorded
 from emutrace.cli.run import RunCommand, end_child
 from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 from emutrace.session import Process
-from emutrace.trace.uftrace_write import ListSink
+from emutrace.trace.uftrace_write import DroppingSink
 
 
 class RecordCommand(RunCommand):
@@ -36,17 +37,18 @@ class RecordCommand(RunCommand):
             from emutrace.cli.run_native import record_native
 
             return record_native(self, args)
-        process = Process(self.config(args))
+        # what a program execve()s runs untraced: the directory holds one image
+        process = Process(replace(self.config(args), trace_execs=False))
         path = prepare_dir(args.data)
         # a forked child's events are not recorded (one data directory, one task: the
         # parent's); the child drops them and leaves the directory to its parent
         kernel = process.kernel
-        kernel.fork_listeners.append(lambda pid: setattr(process, "sink", ListSink([])))
+        kernel.fork_listeners.append(lambda pid: setattr(process, "sink", DroppingSink()))
         result = recorded(process, path, [args.program, *args.args],
                           closes=lambda: kernel.guest_parent is None)
         while result.next_process is not None:  # execve: the new image runs, not recorded
-            print(f"emutrace: record: {result.next_process.config.guest_path} (execve) is not "
-                  f"recorded", file=sys.stderr)
+            print(f"emutrace: record: {result.next_process.config.guest_path} (execve) runs "
+                  f"untraced", file=sys.stderr)
             result = result.next_process.run()
         if result.guest_parent is not None:
             end_child(result)

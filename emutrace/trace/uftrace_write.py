@@ -105,6 +105,17 @@ class RecordSink(Protocol):
     def close(self, exit_status: int = 0) -> None: ...
 
 
+class DroppingSink:
+    """Records dropped as they come (a forked child of `record`, whose directory is its
+    parent's)."""
+
+    def write(self, records: Iterable[Record]) -> None:
+        pass
+
+    def close(self, exit_status: int = 0) -> None:
+        pass
+
+
 @dataclass
 class ListSink:
     """Records kept in a list (today's behaviour)."""
