@@ -310,9 +310,13 @@ class FastSites:
         ns_jump) after recording the jump as lazy does when the target is an entry.  owner:
         the function whose site it is (was, when strict cleanup has just disarmed it)."""
         b = self.b
-        if owner is None or (b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode):
-            return  # (a switch of instruction set: _transfer decodes the code reached anew)
+        if owner is None:
+            return
+        switched = b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode
         func = b._function(target)
+        if switched and (func is None or func.start == owner
+                         or code not in b.tails.entries):
+            return  # (a switch of instruction set into code no entry names: Python's)
         if func is None or func.start == owner:
             self.table.inside_add(site.addr, target)
             return
