@@ -40,6 +40,7 @@ from .conftest import ISAS, bin_path
 from .test_debian_programs import DEBIAN_ISAS, RUN_ENV, root_of
 from .test_dynamic import sysroot
 from .test_native_engine import _stdout_to_devnull
+from .test_native_threads import assert_same_records
 
 READS_TSC = ("x86_64", "i386")  # ld.so's start-up reads rdtsc: values differ run to run
 EVERY_ISA = (("int3", "lazy"), ("step", "lazy"))
@@ -68,9 +69,7 @@ def _check(isa: str, backend: str, cleanup: str) -> None:
     want = _records(isa, backend, cleanup, "python")
     got = _records(isa, backend, cleanup, "native")
     assert len(want) > 1000  # ld.so's start-up, libc, the program
-    assert len(got) == len(want)
-    for n, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert g == w, (n, g, w)
+    assert_same_records(got, want)
 
 
 @pytest.mark.parametrize("isa", ISAS)

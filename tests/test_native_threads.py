@@ -82,6 +82,11 @@ def _check_spilled(isa: str, backend: str, cleanup: str) -> None:
     got, got_code = _spilled(isa, backend, cleanup, "native")
     assert want_code == got_code == 0
     assert {r.tid for r in want} == {0, 1, 2, 3}, "four threads traced"
+    assert_same_records(got, want)
+
+
+def assert_same_records(got: list[Record], want: list[Record]) -> None:
+    """The same records in the same order; the first difference named by its index."""
     assert len(got) == len(want)
     for n, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g == w, (n, g, w)
