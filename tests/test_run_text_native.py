@@ -24,12 +24,10 @@ reference, trace/format.py `iter_replay_lines`: the same bytes.
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -51,6 +49,7 @@ from emutrace.trace.uftrace_write import pack_record
 from emutrace.trace.values import Value
 
 from .conftest import ENV, ISAS, bin_path
+from .test_native_engine import _stdout_to_devnull
 
 pytestmark = pytest.mark.skipif(replaytext.load() is None,
                                 reason="the native library is not built")
@@ -84,18 +83,6 @@ def assert_same(records: Iterable[Record], name: Callable[[int], str],
     return got
 
 
-@contextmanager
-def stdout_to_devnull() -> Iterator[None]:
-    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(null)
-
-
 @cache
 def spilled(isa: str, program: str, args: tuple[str, ...]
             ) -> tuple[SpillSink, Callable[[int], str], int]:
@@ -105,7 +92,7 @@ def spilled(isa: str, program: str, args: tuple[str, ...]
                       warn=lambda m: None)
     sink = SpillSink()
     process.sink = sink
-    with stdout_to_devnull():
+    with _stdout_to_devnull():
         result = process.run()
     name = read_symbols(result.image).namer(result.image.isa.code_mask)
     return sink, name, 8 * by_name(isa).identity.word_size
