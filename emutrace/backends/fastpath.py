@@ -315,8 +315,8 @@ class FastSites:
         switched = b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode
         func = b._function(target)
         if switched and (func is None or func.start == owner
-                         or code not in b.tails.entries):
-            return  # (a switch of instruction set into code no entry names: Python's)
+                         or func.start not in b.armed_funcs):
+            return  # (a switch of instruction set into code not armed yet: Python's)
         if func is None or func.start == owner:
             self.table.inside_add(site.addr, target)
             return
