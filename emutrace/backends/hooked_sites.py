@@ -68,6 +68,9 @@ SIGNATURES = {
 # below them (deeper unwinding in C alone) are handed to Python
 RETURNS_SENT = 64
 _NO_RETURN = (1 << 64) - 1  # a frame without a return address (TailRule: None)
+# hotpath.c hs_site.finish: Python resolves the transfer; C may; C may unless the target is
+# the running call's return address (FINISH_UNLESS_RETURN)
+_NOT_C, _C, _C_UNLESS_RETURN = 0, 1, 2
 _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
@@ -211,9 +214,12 @@ class HookedSites:
         sp_delta = self._sp_delta(site, insn)
         if sp_delta is None or site.executes is not None:
             return False
-        # (C compares the next block's address, Thumb or not: no mode bit to simulate)
-        finish = not (site.maybe_return or site.alt_link
-                      or (site.conditional and site.kind is SiteKind.CALL))
+        # (C compares the next block's address, Thumb or not: no mode bit to simulate); a
+        # jump that may be a return, C's where it knows the return address is elsewhere
+        finish = _NOT_C if (site.alt_link or (site.conditional and site.kind is SiteKind.CALL)
+                            or (site.maybe_return and site.kind is not SiteKind.TAIL)) \
+            else _C_UNLESS_RETURN if site.maybe_return else _C
+
         fast = site.kind is SiteKind.RETURN and self.fast._return_fast(site)
         if fast:
             self.fast.tell_string_return(site)
@@ -221,7 +227,7 @@ class HookedSites:
         taken_only = (not virtual and site.conditional and self._when_taken is not None
                       and insn is not None and self._when_taken(insn))
         self.lib.hs_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
-                             int(site.conditional), int(finish), int(fast),
+                             int(site.conditional), finish, int(fast),
                              int(site.delay_slot), int(taken_only), int(virtual))
         self.sites[site.addr] = site
         self.fast.hooked.add(site.addr)

@@ -1361,6 +1361,10 @@ typedef struct {
     py_probe_fn py_probe;  /* (entry under hook delivery; else NULL) */
 } hs_config;
 
+/* hs_site.finish: 0 Python resolves the transfer; 1 C may; FINISH_UNLESS_RETURN C may when
+ * the target is not the running call's return address */
+#define FINISH_UNLESS_RETURN 2
+
 typedef struct {
     uint64_t addr;      /* 0: empty */
     uint64_t after;     /* the fall-through, past any delay slot */
@@ -1574,6 +1578,17 @@ static int hs_returns_to(const hs_state *h, uint64_t target)
            && h->rets[h->n_rets - 1] == target;
 }
 
+/* target is known not to be the running call's return address (tails.py `returns_to`
+ * false): the innermost one C holds differs, or C knows there is none */
+static int hs_returns_elsewhere(const hs_state *h, uint64_t target)
+{
+    if (h->rets_mark != h->nt->simulated)
+        return 0;
+    if (h->n_rets > h->rets_from)
+        return h->rets[h->n_rets - 1] != target;
+    return h->n_rets == 0;
+}
+
 /* C finished p's call or return: the tail rule's stack as Python's drain will leave it */
 static void hs_rets_apply(hs_state *h, const hs_site *p)
 {
@@ -1702,6 +1717,10 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
     uint8_t stack[8 * NT_MAX_REGS];
     uint64_t regs[NT_MAX_REGS] = {0};
     if (!p->finish)
+        return 0;
+    /* FINISH_UNLESS_RETURN: a jump that may be a return (s390x `br %r1`, RISC-V `jr t0`) is
+     * one when it goes to the running call's return address (TailRule.taken): Python's */
+    if (p->finish == FINISH_UNLESS_RETURN && !hs_returns_elsewhere(h, target))
         return 0;
     if (p->op == OP_JUMP)  /* not taken, or a jump Python found records nothing, or one to
                               another armed function's entry (recorded) */
