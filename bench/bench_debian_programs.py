@@ -187,9 +187,10 @@ def main() -> int:
             rows.append(row)
             print(f"{isa} {name}: record {row['record_x']:.2f}x, run -o {row['run_x']:.2f}x",
                   flush=True)
-    Path(args.out).write_text(markdown(rows, info))
-    Path(args.out).with_suffix(".json").write_text(json.dumps(
-        {"machine": info, "rows": rows}, indent=1, default=str))
+            # after every row: a run cut short keeps the rows it measured
+            Path(args.out).write_text(markdown(rows, info))
+            Path(args.out).with_suffix(".json").write_text(json.dumps(
+                {"machine": info, "rows": rows}, indent=1, default=str))
     print(f"wrote {args.out}")
     return 0
 
