@@ -123,7 +123,7 @@ def may_create_threads(image: Image) -> bool:
                                                 for s in image.symbols)
 
 
-def chosen_engine(engine: str, backend: str, image: Image) -> str:
+def chosen_engine(engine: str, backend: str) -> str:
     """The engine a run uses: `auto` is the native hot path where the backend has one
     (NATIVE_BACKENDS: every one) and the library is built — for every program: static or
     dynamic, with threads, forks and execs (traces are byte-identical either way:
@@ -251,7 +251,7 @@ class Process(TracedRun):
                 raise UsageError(f"--engine native: backend {config.backend} has no native "
                                  f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
                                  f"--engine python")
-            self.engine = chosen_engine(config.engine, config.backend, self.image)
+            self.engine = chosen_engine(config.engine, config.backend)
             if config.engine == "auto" and self.engine == "python":  # never a silent slow run
                 self.kernel.warn(f"emutrace: tracing on the Python reference engine (tens "
                                  f"of times slower): "
