@@ -14,8 +14,8 @@ to the reference:
   the same calls and returns (canonical traces of the recordings) on the seven Debian ISAs;
   their values carry the host's pid and free memory, which no two runs share.
 
-tests/test_dynamic_trace.py and tests/test_debian_programs.py hold the default engine —
-now the native one — to oracles that owe nothing to emutrace (the program's own
+tests/test_dynamic_trace.py and tests/test_debian_programs.py hold the default engine (the
+native one) to oracles that owe nothing to emutrace (the program's own
 -finstrument-functions record under qemu-user, qemu-user's output)."""
 
 from __future__ import annotations

@@ -314,9 +314,8 @@ class FastSites:
             return
         switched = b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode
         func = b._function(target)
-        if switched and (func is None or func.start == owner
-                         or func.start not in b.armed_funcs):
-            return  # (a switch of instruction set into code not armed yet: Python's)
+        if switched and (func is None or func.start == owner):
+            return  # (a switch of instruction set inside or out of every function: Python's)
         if func is None or func.start == owner:
             self.table.inside_add(site.addr, target)
             return
