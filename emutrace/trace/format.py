@@ -29,6 +29,9 @@ Layout (uftrace-replay(1), `-f duration`, with `-A`/`-R` style arguments and ret
 * Frames that did not return by their own return instruction have no return value and say
   so: `} /* name (unwound) */`, `} /* name (at exit) */`, or as leaves
   `name(args); /* unwound */`.
+* A recording's several tasks (`iter_task_lines`, `emutrace replay`): their records in time
+  order, each line with its task's id after the duration (`[     2]`, uftrace's TID
+  column), each task nested on its own.
 * A frame the kernel entered rather than a call says so on its first line: a signal
   handler `name(args) { /* signal handler */` (a leaf: `name(args); /* signal handler */`,
   `/* signal handler, unwound */` when it was left by siglongjmp), an exception vector
@@ -64,6 +67,7 @@ from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.values import Value, as_value, render
 
 HEADER = "# DURATION [insns]   FUNCTION"
+TASK_HEADER = "# DURATION [insns]      TID   FUNCTION"  # several tasks (iter_task_lines)
 MAX_INDENT = 256  # levels of indentation shown; deeper lines say their depth
 _DURATION_WIDTH = 18  # len("# DURATION [insns]"); the function text starts after " | "
 
@@ -84,6 +88,8 @@ class ReplayOptions:
     default_args: int | None = None
     # `-t N`: hide frames that ran fewer than N instructions (trace/time_filter.py)
     time_filter: int | None = None
+    # a recording's task ids (`iter_task_lines`): `Record.tid` indexes them
+    task_ids: tuple[int, ...] = ()
 
 
 def format_value(value: int | Value | str, bits: int = 64) -> str:
@@ -112,30 +118,37 @@ class _Frame:
 class _Writer:
     """Emits lines; holds back a shown entry until it is known whether it is a leaf."""
 
-    def __init__(self) -> None:
+    def __init__(self, task_ids: tuple[int, ...] = ()) -> None:
         self.lines: list[str] = []
         # (depth, call_text, mark) of a held entry; mark: how the kernel entered it, or None
         self.pending: tuple[int, str, str | None] | None = None
+        self.task_ids = task_ids  # with tasks: a TID column, `task` the current line's
+        self.task = self.pending_task = 0
 
-    def _line(self, duration: str, depth: int, text: str) -> None:
+    def _line(self, duration: str, depth: int, text: str, task: int | None = None) -> None:
         if depth > MAX_INDENT:
             text = f"[depth {depth}] {text}"
             depth = MAX_INDENT
-        self.lines.append(f"{duration:>{_DURATION_WIDTH}} | {'  ' * depth}{text}")
+        column = f" [{self.task_ids[self.task if task is None else task]:>6}]" \
+            if self.task_ids else ""
+        self.lines.append(f"{duration:>{_DURATION_WIDTH}}{column} | {'  ' * depth}{text}")
 
     def flush(self) -> None:
         if self.pending is not None:
             depth, call_text, mark = self.pending
             self.pending = None
-            self._line("", depth, call_text + " {" + (f" /* {mark} */" if mark else ""))
+            self._line("", depth, call_text + " {" + (f" /* {mark} */" if mark else ""),
+                       self.pending_task)
 
     def entry(self, depth: int, call_text: str, mark: str | None = None) -> None:
         self.flush()
         self.pending = (depth, call_text, mark)
+        self.pending_task = self.task
 
     def exit(self, depth: int, call_text: str, name: str, duration: int, ret: str | None,
              note: str | None) -> None:
-        if self.pending is not None and self.pending[0] == depth:
+        if self.pending is not None and self.pending[0] == depth \
+                and self.pending_task == self.task:
             mark = self.pending[2]
             self.pending = None
             if mark is not None:
@@ -186,6 +199,17 @@ def iter_replay_lines(records: Iterable[Record], symbolize: Callable[[int], str]
     yield from _replay(records, symbolize, opts)
 
 
+def iter_task_lines(tagged: Iterable[tuple[Record, bool]], symbolize: Callable[[int], str],
+                    opts: ReplayOptions) -> Iterator[str]:
+    """The lines of a recording's tasks read together, as uftrace's replay shows them:
+    `tagged` is (record, shown by the time filter) in time order, each task's records
+    nested on their own (`Record.tid` indexes `opts.task_ids`), every line with its task's
+    id after the duration (`[   tid]`); an entry is a leaf line only when the next record
+    is its exit, so another task's record in between opens it as `name() {`."""
+    yield from _lines(((row_of(rec), keep, rec.tid) for rec, keep in tagged), symbolize,
+                      opts)
+
+
 def _threads(records: Iterable[Record]) -> Iterator[tuple[int, Iterable[Record]]] | None:
     """Each thread's records in thread order, or None for one thread (or a one-pass
     stream).  A list is split in one pass; a sink that knows its threads (trace/spill.py)
@@ -204,26 +228,37 @@ def _threads(records: Iterable[Record]) -> Iterator[tuple[int, Iterable[Record]]
 
 def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
             opts: ReplayOptions) -> Iterator[str]:
+    tagged: Iterable[tuple[Row, bool, int]]
+    if opts.time_filter is not None and opts.time_filter > 0:
+        tagged = ((row_of(rec), keep, 0)
+                  for rec, keep in time_tagged(records, opts.time_filter))
+    else:  # (the spill file reads C's records straight into rows)
+        rows = records.rows() if isinstance(records, SpillSink) else map(row_of, records)
+        tagged = ((row, True, 0) for row in rows)
+    yield from _lines(tagged, symbolize, opts)
+
+
+def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], str],
+           opts: ReplayOptions) -> Iterator[str]:
+    """(row, shown by the time filter, task) -> lines; each task nests on its own."""
     filters, notrace = frozenset(opts.filters), frozenset(opts.notrace)
     started = opts.start is None
-    stack: list[_Frame] = []
-    out = _Writer()
+    stacks: dict[int, list[_Frame]] = {}
+    stack: list[_Frame] = stacks.setdefault(0, [])
+    out = _Writer(opts.task_ids)
     lines = out.lines
     if opts.header:
-        lines.append(HEADER)
+        lines.append(TASK_HEADER if opts.task_ids else HEADER)
     names: dict[int, str] = {}  # symbolize's answers (a trace names few functions often)
     bits, show_args, show_retval = opts.word_bits, opts.show_args, opts.show_retval
     arg_counts, default_args, max_depth = opts.arg_counts, opts.default_args, opts.depth
-    tagged: Iterable[tuple[Row, bool]]
-    if opts.time_filter is not None and opts.time_filter > 0:
-        tagged = ((row_of(rec), keep) for rec, keep in time_tagged(records, opts.time_filter))
-    else:  # (the spill file reads C's records straight into rows)
-        rows = records.rows() if isinstance(records, SpillSink) else map(row_of, records)
-        tagged = ((row, True) for row in rows)
-    for row, long_enough in tagged:
+    for row, long_enough, task in tagged:
         if lines:
             yield from lines
             lines.clear()
+        if task != out.task:
+            out.task = task
+            stack = stacks.setdefault(task, [])
         func = row[1]
         name = names.get(func)
         if name is None:
