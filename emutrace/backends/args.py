@@ -17,6 +17,7 @@ where `stack_args_offset` is measured.
 from __future__ import annotations
 
 import struct
+from fractions import Fraction
 
 from unicorn import UcError
 
@@ -281,8 +282,10 @@ def _float_value(double_bits: int, size: int) -> Value:
 
 def _x87_to_double(reg: object) -> int:
     """x87 80-bit extended (Intel SDM vol. 1 §4.2.2: sign+15-bit exponent, 64-bit
-    significand with explicit integer bit) as the bits of the nearest double.  Unicorn
-    hands the register as (significand, sign|exponent) or as one integer."""
+    significand with explicit integer bit) as the bits of the double C's conversion gives
+    (round to nearest): a value beyond the double range is ±inf, one below it ±0 or a
+    subnormal, as `(double)x` prints in the program itself.  Unicorn hands the register as
+    (significand, sign|exponent) or as one integer."""
     if isinstance(reg, tuple):
         mant, se = int(reg[0]), int(reg[1])
     else:
@@ -291,8 +294,15 @@ def _x87_to_double(reg: object) -> int:
     sign, exp = se >> 15, se & 0x7FFF
     if exp == 0x7FFF:
         value = float("nan") if mant << 1 & (1 << 64) - 1 else float("inf")
+    elif mant.bit_length() + exp - 16383 - 63 > 1024:  # 2^1024 and above: past DBL_MAX
+        value = float("inf")
     else:
-        value = mant * 2.0 ** (exp - 16383 - 63) if mant else 0.0
+        # exact in binary, then one rounding to 53 bits: Fraction → float rounds to nearest
+        # (subnormals too), where mant * 2.0**e would round twice or overflow
+        try:
+            value = float(Fraction(mant) * Fraction(2) ** (exp - 16383 - 63))
+        except OverflowError:  # just below 2^1024, rounded up to it
+            value = float("inf")
     return int.from_bytes(struct.pack("<d", -value if sign else value), "little")
 
 
