@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
 from emutrace import quantities
-from emutrace.cli.viewing import add_data_option, open_data
+from emutrace.cli.viewing import add_data_option, add_task_option, open_data, shown_names
 from emutrace.errors import UsageError
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.flame import folded_stacks
 from emutrace.trace.timeline import Track, chrome_json, write_perfetto
+from emutrace.trace.uftrace_read import load_tasks
 
 
 class DumpCommand:
@@ -24,6 +25,7 @@ class DumpCommand:
 
     def configure(self, p: argparse.ArgumentParser) -> None:
         add_data_option(p)
+        add_task_option(p)
         how = p.add_mutually_exclusive_group()
         how.add_argument("--chrome", action="store_true",
                          help="Chrome trace JSON (opens in Perfetto UI and chrome://tracing)")
@@ -46,8 +48,8 @@ class DumpCommand:
             raise UsageError("--sample-time only applies to --flame-graph")
         if args.perfetto and not args.output and sys.stdout.isatty():
             raise UsageError("--perfetto writes binary data: use -o FILE or a pipe")
-        records, symbolize, program, bits = open_data(args.data)
-        track = Track(program, bits, not args.no_args)
+        records, symbolize, program, bits, tasks = open_data(args.data, args.tid)
+        track = Track(program, bits, not args.no_args, tasks)
         out = open_output(args.output)
         try:
             if args.perfetto:
@@ -58,7 +60,8 @@ class DumpCommand:
                 _write_text(out, (line + "\n" for line in
                                   folded_stacks(records, symbolize, args.sample_time)))
             else:
-                _write_text(out, raw_lines(records, symbolize))
+                streams, raw_names, _isa = load_tasks(args.data, True, args.tid)
+                _write_text(out, raw_lines(streams, shown_names(raw_names)))
             out.flush()
         finally:
             if out is not sys.stdout.buffer:
@@ -81,8 +84,13 @@ def _write_text(out: IO[bytes], pieces: Iterable[str]) -> None:
         out.write(piece.encode())
 
 
-def raw_lines(records: Iterable[Record], symbolize: Callable[[int], str]) -> Iterator[str]:
-    """One line per record: time (guest instructions), kind, depth, function, address."""
-    for r in records:
-        kind = "entry" if isinstance(r, Entry) else "exit "
-        yield f"{r.time:>12} [{kind}] {symbolize(r.func)}({r.func:x}) depth: {r.depth}\n"
+def raw_lines(tasks: Iterable[tuple[int, Iterable[Record]]],
+              symbolize: Callable[[int], str]) -> Iterator[str]:
+    """One line per record: time (guest instructions), task id, kind, function, address,
+    depth; as uftrace's plain `dump`, task after task, each after `reading <tid>.dat`."""
+    for task, records in tasks:
+        yield f"reading {task}.dat\n"
+        for r in records:
+            kind = "entry" if isinstance(r, Entry) else "exit "
+            yield (f"{r.time:>12} {task:>6}: [{kind}] {symbolize(r.func)}({r.func:x}) "
+                   f"depth: {r.depth}\n")

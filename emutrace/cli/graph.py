@@ -1,11 +1,12 @@
 """`emutrace graph -d DIR [FUNC]`: a recording's calls merged by call path, under FUNC or the
-whole program, in uftrace's `graph` layout (times in guest instructions)."""
+whole program, in uftrace's `graph` layout (times in guest instructions); every task's calls
+(or those of `--tid`) in one graph, as uftrace's."""
 
 from __future__ import annotations
 
 import argparse
 
-from emutrace.cli.viewing import add_data_option, open_data
+from emutrace.cli.viewing import add_data_option, add_task_option, open_data
 from emutrace.trace.callgraph import call_graph, graph_lines
 
 
@@ -15,11 +16,12 @@ class GraphCommand:
 
     def configure(self, p: argparse.ArgumentParser) -> None:
         add_data_option(p)
+        add_task_option(p)
         p.add_argument("func", nargs="?", metavar="FUNC",
                        help="the function whose calls are merged (default: the program)")
 
     def __call__(self, args: argparse.Namespace) -> int:
-        records, symbolize, program, _bits = open_data(args.data)
+        records, symbolize, program, *_rest = open_data(args.data, args.tid)
         graph = call_graph(records, symbolize, args.func, program)
         for line in graph_lines(graph, args.func):
             print(line)

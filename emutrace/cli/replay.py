@@ -9,12 +9,17 @@ import argparse
 import sys
 
 from emutrace.cli import options
-from emutrace.cli.viewing import shown_names
+from emutrace.cli.viewing import add_task_option, shown_names
 from emutrace.isa import by_name
-from emutrace.trace.events import Entry
-from emutrace.trace.format import ReplayOptions, iter_replay_lines
-from emutrace.trace.uftrace_read import load_recording
-from emutrace.trace.uftrace_write import TID
+from emutrace.trace.events import Entry, Record
+from emutrace.trace.format import ReplayOptions, iter_replay_lines, iter_task_lines
+from emutrace.trace.time_filter import time_tagged
+from emutrace.trace.uftrace_read import (
+    in_time_order,
+    load_recording,
+    load_tasks,
+    recording_tasks,
+)
 
 # uftrace's time units (utils/utils.c parse_time); a recording's timestamp is one guest
 # instruction where uftrace expects a nanosecond (README "Recording")
@@ -35,17 +40,6 @@ def time_threshold(text: str) -> int:
     return int(value)
 
 
-def task_ids(text: str) -> frozenset[int]:
-    """`--tid TID[,TID...]`, as uftrace spells it."""
-    try:
-        tids = frozenset(int(t) for t in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected TID[,TID...]") from None
-    if any(t <= 0 for t in tids):
-        raise argparse.ArgumentTypeError(f"{text!r}: a task id is a positive number")
-    return tids
-
-
 class ReplayCommand:
     name = "replay"
     help = "print the call graph of a recording made by `emutrace record`"
@@ -57,8 +51,7 @@ class ReplayCommand:
         p.add_argument("-t", "--time-filter", type=time_threshold, metavar="N",
                        help="hide functions that ran fewer than N instructions, with what "
                             "they called (uftrace's units also work: 1us = 1000)")
-        p.add_argument("--tid", type=task_ids, metavar="TID[,TID...]",
-                       help=f"only these tasks (a recording has one task today: {TID})")
+        add_task_option(p)
         p.add_argument("--no-args", action="store_true",
                        help="show neither arguments nor return values (as uftrace's)")
         p.add_argument("--no-retval", action="store_true", help="do not show return values")
@@ -67,22 +60,30 @@ class ReplayCommand:
                             "everything when the recording has no SYM)")
 
     def __call__(self, args: argparse.Namespace) -> int:
-        records, raw_names, isa = load_recording(args.data)
+        streams, raw_names, isa = load_tasks(args.data, tids=args.tid)
+        if not streams:
+            return 0  # uftrace prints nothing for tasks the recording does not have
         symbolize = shown_names(raw_names)
-        if args.tid is not None and TID not in args.tid:
-            # uftrace prints nothing for tasks the recording does not have
-            print(f"emutrace: {args.data}: no task {','.join(map(str, sorted(args.tid)))} "
-                  f"(its task: {TID})", file=sys.stderr)
-            return 0
         # the records stream (memory does not grow with the recording); a first pass reads
         # only up to SYM's first entry (the whole file when SYM is never entered)
-        probe, _symbolize, _isa = load_recording(args.data)
+        probe, _symbolize, _isa = load_recording(args.data, tids=args.tid)
         entered = any(isinstance(r, Entry) and symbolize(r.func) == args.start for r in probe)
         start = args.start if entered else None
+        tasks = recording_tasks(args.data)
         opts = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
                              depth=args.depth, start=start, time_filter=args.time_filter,
                              show_args=not args.no_args,
                              show_retval=not (args.no_args or args.no_retval),
-                             word_bits=8 * by_name(isa).identity.word_size if isa else 64)
-        sys.stdout.writelines(line + "\n" for line in iter_replay_lines(records, symbolize, opts))
+                             word_bits=8 * by_name(isa).identity.word_size if isa else 64,
+                             task_ids=tasks if len(tasks) > 1 else ())
+        if len(tasks) == 1:
+            lines = iter_replay_lines(streams[0][1], symbolize, opts)
+        else:  # each task's time filter apart, then the tasks in time order
+            tagged = [time_tagged(records, args.time_filter) for _task, records in streams]
+            lines = iter_task_lines(in_time_order(tagged, _time), symbolize, opts)
+        sys.stdout.writelines(line + "\n" for line in lines)
         return 0
+
+
+def _time(tagged: tuple[Record, bool]) -> int:
+    return tagged[0].time

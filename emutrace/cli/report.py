@@ -1,11 +1,12 @@
 """`emutrace report -d DIR`: per function of a recording, calls and the guest instructions
-spent in it (total and self), as uftrace's `report`."""
+spent in it (total and self), over every task (or those of `--tid`), as uftrace's
+`report`."""
 
 from __future__ import annotations
 
 import argparse
 
-from emutrace.cli.viewing import add_data_option, open_data
+from emutrace.cli.viewing import add_data_option, add_task_option, open_data
 from emutrace.errors import UsageError
 from emutrace.trace.report import SORT_KEYS, function_stats, report_lines, sort_stats
 
@@ -19,6 +20,7 @@ class ReportCommand:
         p.add_argument("-s", "--sort", metavar="KEY[,KEY...]",
                        help=f"sort by these keys, first one first ({', '.join(SORT_KEYS)}; "
                             "default total, or total_avg/self_avg with --avg-total/--avg-self)")
+        add_task_option(p)
         avg = p.add_mutually_exclusive_group()
         avg.add_argument("--avg-total", action="store_true",
                          help="show average, min and max total time per call")
@@ -32,7 +34,7 @@ class ReportCommand:
         bad = [k for k in keys if k not in SORT_KEYS]
         if bad or not keys:
             raise UsageError(f"-s {args.sort}: sort keys are {', '.join(SORT_KEYS)}")
-        records, symbolize, _program, _bits = open_data(args.data)
+        records, symbolize, *_rest = open_data(args.data, args.tid)
         stats = function_stats(records, symbolize)
         for line in report_lines(sort_stats(stats, keys), avg):
             print(line)

@@ -1,27 +1,29 @@
-"""What the viewers of a data directory share (`report`, `graph`, `dump`, `info -d`): the
-`-d DIR` option and opening the recording (trace/uftrace_read.py: the directory is untrusted
-input), with every name shown escaped (`shown_names`)."""
+"""What the viewers of a data directory share (`replay`, `report`, `graph`, `dump`,
+`info -d`): the `-d DIR` and `--tid` options and opening the recording
+(trace/uftrace_read.py: the directory is untrusted input; every task is read unless
+`--tid` chooses some), with every name shown escaped (`shown_names`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import NamedTuple
 
 from emutrace.isa import by_name
 from emutrace.trace.events import Record
 from emutrace.trace.uftrace_names import printable
-from emutrace.trace.uftrace_read import load_recording, recorded_program
+from emutrace.trace.uftrace_read import load_recording, recorded_program, recording_tasks
 
 DEFAULT_DIR = "uftrace.data"
 
 
 class Recording(NamedTuple):
-    records: Iterator[Record]  # read as they are consumed
+    records: Iterator[Record]  # read as they are consumed; every chosen task, in time order
     symbolize: Callable[[int], str]
     program: str  # the recorded program's file name
     word_bits: int  # the guest's word width (64 when the directory does not name its ISA)
+    tasks: tuple[int, ...]  # the recording's task ids: `Record.tid` indexes them
 
 
 def add_data_option(p: argparse.ArgumentParser) -> None:
@@ -29,12 +31,29 @@ def add_data_option(p: argparse.ArgumentParser) -> None:
                    help=f"data directory written by `emutrace record` (default {DEFAULT_DIR})")
 
 
-def open_data(path: str) -> Recording:
+def task_ids(text: str) -> frozenset[int]:
+    """`--tid TID[,TID...]`, as uftrace spells it."""
+    try:
+        tids = frozenset(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected TID[,TID...]") from None
+    if any(t <= 0 for t in tids):
+        raise argparse.ArgumentTypeError(f"{text!r}: a task id is a positive number")
+    return tids
+
+
+def add_task_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tid", type=task_ids, metavar="TID[,TID...]",
+                   help="only these tasks (threads; `emutrace info -d DIR` lists them); a "
+                        "task the recording does not have shows nothing, as in uftrace")
+
+
+def open_data(path: str, tids: Collection[int] | None = None) -> Recording:
     """DIR opened for reading; a bad directory is one EmutraceError naming the file."""
-    records, symbolize, isa = load_recording(path, as_uftrace=True)
+    records, symbolize, isa = load_recording(path, as_uftrace=True, tids=tids)
     program = printable(os.path.basename(recorded_program(path) or "") or "program")
     bits = 8 * by_name(isa).identity.word_size if isa else 64
-    return Recording(records, shown_names(symbolize), program, bits)
+    return Recording(records, shown_names(symbolize), program, bits, recording_tasks(path))
 
 
 def shown_names(symbolize: Callable[[int], str]) -> Callable[[int], str]:

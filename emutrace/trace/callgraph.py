@@ -75,13 +75,21 @@ class Graph:
 
 def call_graph(records: Iterable[Record], symbolize: Callable[[int], str],
                func: str | None, program: str) -> Graph:
-    """The graph under every outermost call of `func`, or under the whole program."""
+    """The graph under every outermost call of `func`, or under the whole program.  Several
+    tasks' records (in time order, as uftrace reads them) make one graph: the program's
+    root holds each task's outermost calls, its time their sum."""
     root = Node(func if func is not None else program, calls=1 if func is None else 0)
     graph = Graph(root)
+    tasks: dict[int, tuple[list[int], list[Node | None], list[Backtrace | None]]] = {}
+    task = -1
+    # of the current record's task (each task's calls nest on their own, `Record.tid`):
     path: list[int] = []  # the frame of each open call (with `func` only: backtraces)
     nodes: list[Node | None] = []  # each open frame's graph node (None: outside the graph)
     traces: list[Backtrace | None] = []  # the backtrace a root call of FUNC counts in
     for rec in records:
+        if rec.tid != task:
+            task = rec.tid
+            path, nodes, traces = tasks.setdefault(task, ([], [], []))
         if isinstance(rec, Entry):
             name = symbolize(rec.func)
             parent = nodes[-1] if nodes else (root if func is None else None)

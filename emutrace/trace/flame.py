@@ -52,10 +52,15 @@ def folded_stacks(records: Iterable[Record], symbolize: Callable[[int], str],
     child_time: list[int] = []
     depths: list[int] = []
     outer: list[int] = []  # each node's ancestor at depth OUTER - 1 (itself if shallower)
-    stack: list[int] = []  # node of each open frame
+    stacks: dict[int, list[int]] = {}  # per task (Record.tid): each task nests on its own
+    task = 0
+    stack: list[int] = stacks.setdefault(task, [])  # node of each open frame of `task`
     read = 0
     for rec in records:
         read += 1
+        if rec.tid != task:
+            task = rec.tid
+            stack = stacks.setdefault(task, [])
         if isinstance(rec, Entry):
             parent = stack[-1] if stack else -1
             name = symbolize(rec.func)

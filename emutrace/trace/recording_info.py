@@ -1,6 +1,6 @@
 """What `emutrace info -d DIR` says about a recording (pure: no emulator): the program and
 its command line, the guest ISA, how it ended, the tasks, and counts read from the records
-themselves (every record is read, so a damaged `.dat` is reported as `replay` reports it)."""
+of every task (every record is read, so a damaged `.dat` is reported as `replay` reports it)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.recording_files import file_size
 from emutrace.trace.uftrace_names import printable
-from emutrace.trace.uftrace_read import info_text, sidecar_text
-from emutrace.trace.uftrace_write import MAX_STACK, TID
+from emutrace.trace.uftrace_read import info_text, recording_tasks, sidecar_text
+from emutrace.trace.uftrace_write import MAX_STACK
 
 
 def info_fields(path: str) -> dict[str, str]:
@@ -46,7 +46,8 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
         if isinstance(rec, Entry):
             calls += 1
             functions.add(rec.func)
-    size = file_size(os.path.join(path, f"{TID}.dat"))
+    tasks = recording_tasks(path)
+    size = sum(file_size(os.path.join(path, f"{task}.dat")) for task in tasks)
     status = fields.get("exit_status")
     if status is None:
         state = ("cut short: the recorder was killed (or is still running); open calls end "
@@ -67,8 +68,8 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
         f"tasks:       {fields.get('taskinfo.nr_tid', '?')} "
         f"(tids {fields.get('taskinfo.tids', '?')})",
         f"calls:       {calls} to {len(functions)} functions",
-        f"data:        {size} bytes in {TID}.dat ({size / max(calls, 1):.1f} bytes per call: "
-        f"two 16-byte records and the values)",
+        f"data:        {size} bytes in {_dat_files(tasks)} ({size / max(calls, 1):.1f} bytes "
+        f"per call: two 16-byte records and the values)",
         f"time:        guest instructions; the last record at {last}; uftrace's time column "
         f"shows 1 instruction as 1 ns",
     ]
@@ -78,3 +79,9 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
         lines.append(f"not recorded: {deep} calls deeper than {MAX_STACK} levels "
                      f"(uftrace's depth limit)")
     return lines
+
+
+def _dat_files(tasks: tuple[int, ...]) -> str:
+    if len(tasks) == 1:
+        return f"{tasks[0]}.dat"
+    return f"{len(tasks)} task files ({tasks[0]}.dat ... {tasks[-1]}.dat)"

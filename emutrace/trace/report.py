@@ -71,11 +71,18 @@ class FuncStats:
 
 def function_stats(records: Iterable[Record], symbolize: Callable[[int], str]
                    ) -> list[FuncStats]:
-    """One `FuncStats` per function that returned (or was closed) in `records`."""
+    """One `FuncStats` per function that returned (or was closed) in `records`: the
+    records of one task, or of several in any interleaving (each task's calls nest on
+    their own, `Record.tid`; the totals are over every task, as uftrace's)."""
     stats: dict[str, FuncStats] = {}
-    open_count: dict[int, int] = {}  # open frames per address (recursion)
-    stack: list[list] = []  # [address, time of its callees] per open frame
+    tasks: dict[int, tuple[dict[int, int], list[list]]] = {}
+    task = -1
+    open_count: dict[int, int] = {}  # open frames per address (recursion), of `task`
+    stack: list[list] = []  # [address, time of its callees] per open frame, of `task`
     for rec in records:
+        if rec.tid != task:
+            task = rec.tid
+            open_count, stack = tasks.setdefault(task, ({}, []))
         if isinstance(rec, Entry):
             open_count[rec.func] = open_count.get(rec.func, 0) + 1
             stack.append([rec.func, 0])

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import bisect
 import glob
+import heapq
 import io
 import os
 import re
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
+from typing import TypeVar
 
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError
 from emutrace.isa import UnknownIsa, by_name
@@ -46,16 +48,17 @@ from emutrace.trace.uftrace_args import parse_spec_line, unpack_values
 from emutrace.trace.uftrace_names import SYM_END, printable
 from emutrace.trace.uftrace_write import (
     EMUTRACE_FILE,
-    EXITS_FILE,
     MAGIC,
     MAX_STACK,
     TID,
     TYPE_ENTRY,
     TYPE_EXIT,
+    exits_file,
 )
 from emutrace.trace.values import KINDS, Value
 
 _bad = bad_file
+T = TypeVar("T")
 
 
 # open calls a recording may nest: the recorder writes MAX_STACK levels (1,024); eight
@@ -68,13 +71,16 @@ Layouts = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]  # name -> (specs, 
 
 def _records(dat: str, name_of: Callable[[int], str] | None = None,
              args: Layouts | None = None, rets: Layouts | None = None,
-             complete: bool = True, exits: str | None = None) -> Iterator[Record]:
-    """The records of `dat`; with `args`/`rets` (the recording's value specs) the values
-    after a record whose `more` bit is set are read too.  Frames still open when the file
-    ends (a recorder killed mid-run) are closed at the last record's time, `at_exit`.
+             complete: bool = True, exits: str | None = None, thread: int = 0,
+             chunk: int = 4 * READ_AHEAD) -> Iterator[Record]:
+    """The records of `dat`, each with `tid` = `thread`; with `args`/`rets` (the
+    recording's value specs) the values after a record whose `more` bit is set are read
+    too.  Frames still open when the file ends (a recorder killed mid-run) are closed at
+    the last record's time, `at_exit`.
     `complete` False (the recorder never closed the directory: `info` has no exit status):
     a record cut by the end of the file is the kill's, and is left out, not an error.
-    `exits`: the file naming the exits that were not returns (`EXITS_FILE`)."""
+    `exits`: the file naming the exits that were not returns (`EXITS_FILE`).  `chunk`:
+    bytes read at a time (less when many tasks are read side by side)."""
     notes = _exit_notes(exits)
     note = next(notes, None)
     index = -1
@@ -94,7 +100,7 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
         offset = 0  # file offset of data[0]
         while True:
             if len(data) - pos < READ_AHEAD:  # a record with its values is far smaller
-                data = data[pos:] + f.read(4 * READ_AHEAD)
+                data = data[pos:] + f.read(chunk)
                 offset += pos
                 pos = 0
                 if not data:
@@ -130,7 +136,7 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                     raise _bad(dat, f"calls nested more than {MAX_OPEN_CALLS} deep at offset "
                                     f"{offset + pos - 16} (a recording holds {MAX_STACK})")
                 open_times.append((addr, time))
-                yield Entry(time, depth, addr, values)
+                yield Entry(time, depth, addr, values, thread)
             else:
                 if not open_times:
                     raise _bad(dat, "an exit record without its entry")
@@ -141,11 +147,11 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                         flag = note[1]
                     note = next(notes, None)
                 yield Exit(time, depth, addr, values[0] if values else None, time - start,
-                           unwound=bool(flag), at_exit=flag == "x")
+                           unwound=bool(flag), at_exit=flag == "x", tid=thread)
     while open_times:
         func, start = open_times.pop()
         yield Exit(time, len(open_times), func, None, time - start, unwound=True,
-                   at_exit=True)
+                   at_exit=True, tid=thread)
 
 
 QUOTED = ("str", "buf")  # kinds shown as C literals (values.quote_c escapes them itself)
@@ -313,21 +319,74 @@ def _symbolizers(directory: str) -> tuple[Callable[[int], str], Callable[[int], 
     return exact, as_uftrace
 
 
-def load_recording(path: str, as_uftrace: bool = False
+MAX_TASKS = 256  # tasks read side by side (two open files each); more: select with --tid
+
+
+def recording_tasks(path: str) -> tuple[int, ...]:
+    """The recording's task ids in the order `info` lists them (`taskinfo:tids`, uftrace's
+    order: the main task first, then by creation), or the main task alone when `info`
+    lists none.  Each is a positive number, listed once."""
+    listed = ""
+    for line in (info_text(path) or "").split("\n"):
+        if line.startswith("taskinfo:tids="):
+            listed = line.split("=", 1)[1].strip()
+    if not listed:
+        return (TID,)
+    tids: list[int] = []
+    for field in listed.split(","):
+        if not field.isdecimal() or len(field) > 9 or int(field) <= 0:
+            raise _bad(os.path.join(path, "info"),
+                       f"task id {printable(field[:40])!r} is not a positive number")
+        if int(field) not in tids:
+            tids.append(int(field))
+    return tuple(tids)
+
+
+def load_recording(path: str, as_uftrace: bool = False, tids: Collection[int] | None = None
                    ) -> tuple[Iterator[Record], Callable[[int], str], str]:
     """(records, symbolize, ISA name) of a data directory written by `emutrace record`.
     `as_uftrace`: name addresses as uftrace does (the viewers compared with uftrace's);
-    otherwise only a symbol's exact start has its name (the replay and diff of calls)."""
+    otherwise only a symbol's exact start has its name (the replay and diff of calls).
+
+    Records of every task (`recording_tasks`), or of those in `tids` (ids the recording
+    does not have select nothing, as uftrace's `--tid`), merged in time order as uftrace
+    reads them (`in_time_order`).  A record's `tid` is its task's index in
+    `recording_tasks` (0 the main task, n the n-th thread created in a recording of
+    emutrace's)."""
+    streams, symbolize, isa = load_tasks(path, as_uftrace, tids)
+    return in_time_order([s for _task, s in streams], _time), symbolize, isa
+
+
+def in_time_order(streams: list[Iterator[T]], time: Callable[[T], int]) -> Iterator[T]:
+    """The items of several tasks' streams (each in time order) in time order, as uftrace
+    reads tasks: the earliest first, of two at the same time the one of the stream given
+    first."""
+    if len(streams) == 1:
+        return streams[0]
+    return heapq.merge(*streams, key=time) if streams else iter(())
+
+
+def load_tasks(path: str, as_uftrace: bool = False, tids: Collection[int] | None = None
+               ) -> tuple[list[tuple[int, Iterator[Record]]], Callable[[int], str], str]:
+    """As `load_recording`, each chosen task's records apart: [(task id, records)] in the
+    order of `recording_tasks`."""
     if not os.path.isdir(path):
         raise EmutraceError(f"{path}: no such data directory", EXIT_NO_INPUT)
     info = info_text(path)
     if info is None:
         raise _bad(os.path.join(path, "info"), "missing (not a complete uftrace data directory)")
-    dat = os.path.join(path, f"{TID}.dat")
-    stream = open_stream(dat)
-    if stream is None:
-        raise _bad(dat, "missing")
-    stream.close()  # it is opened again (the same careful way) when the records are read
+    tasks = recording_tasks(path)
+    chosen = [(i, t) for i, t in enumerate(tasks) if tids is None or t in tids]
+    if len(chosen) > MAX_TASKS:
+        raise _bad(os.path.join(path, "info"),
+                   f"{len(chosen)} tasks; viewers read at most {MAX_TASKS} side by side "
+                   f"(choose some with --tid)")
+    for _i, task in chosen:
+        dat = os.path.join(path, f"{task}.dat")
+        stream = open_stream(dat)
+        if stream is None:
+            raise _bad(dat, "missing")
+        stream.close()  # it is opened again (the same careful way) when the records are read
     isa = _key_values(sidecar_text(path)).get("isa", "").strip()
     if isa:
         try:
@@ -337,9 +396,15 @@ def load_recording(path: str, as_uftrace: bool = False
                        f"unknown ISA {printable(isa[:40])!r}") from None
     exact, uftrace_names = _symbolizers(path)
     args, rets, complete = _layouts(path, info)
-    records = _records(dat, uftrace_names, args, rets, complete,
-                       os.path.join(path, EXITS_FILE))
-    return records, uftrace_names if as_uftrace else exact, isa
+    chunk = 4 * READ_AHEAD if len(chosen) <= 1 else READ_AHEAD
+    streams = [(task, _records(os.path.join(path, f"{task}.dat"), uftrace_names, args, rets,
+                               complete, os.path.join(path, exits_file(task)), index, chunk))
+               for index, task in chosen]
+    return streams, uftrace_names if as_uftrace else exact, isa
+
+
+def _time(rec: Record) -> int:
+    return rec.time
 
 
 def recorded_program(path: str) -> str | None:
