@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from emutrace.discover.demangle import demangled
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.prototypes import (
     VOID,
@@ -247,9 +248,20 @@ class CallTypes:
             return sym.start + sym.local_offset, got
         return sym.start, self.at(sym.start)
 
+    def count_of(self, name: str | None) -> int | None:
+        """`-A FUNC@argN`'s N for the symbol `name`: FUNC names it as it is, or (a C++
+        function) by its simple or full demangled name (discover/demangle.py)."""
+        if name is None or not self.counts:
+            return None
+        got = self.counts.get(name)
+        for mode in ("simple", "full"):
+            if got is None and name.startswith("_Z"):
+                got = self.counts.get(demangled(name, mode))
+        return got
+
     def _resolve(self, addr: int) -> FunctionValues:
         proto, name = self.prototype(addr)
-        want = self.counts.get(name) if name is not None else None
+        want = self.count_of(name)
         if proto is None:
             n = self.default if want is None else want
             return FunctionValues(plan_call(self.isa, (self._word,) * n), self._word)

@@ -162,6 +162,69 @@ class _TypeReader:
         return CType("hex", size, name)  # arrays, function types: raw words
 
 
+# a concrete DIE's DW_AT_specification / DW_AT_abstract_origin chain, followed this far
+# (GCC writes at most two links: an out-of-line constructor's instance -> its abstract
+# DIE -> the declaration in the class)
+_ORIGIN_LINKS = 4
+
+
+@dataclass
+class _Described:
+    """What a DIE says of itself, completed by the DIEs it refers to (DWARF 5 §2.13.2
+    DW_AT_specification, §3.3.8.3 DW_AT_abstract_origin): a C++ member function or a
+    function in a namespace defined outside its declaration has its name, linkage name and
+    return type on the declaration, an out-of-line instance of an inlinable function (a
+    constructor's C1/C2) on its abstract origin."""
+
+    plain_name: str = ""
+    linkage_name: str = ""
+    type: DIE | None = None
+    children: list[DIE] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The name the symbol table has: the linkage name (C++'s mangled name) when
+        there is one, else the plain name (C, `extern "C"`, `main`)."""
+        return self.linkage_name or self.plain_name
+
+    @classmethod
+    def of(cls, die: DIE, step: Callable[[], None]) -> _Described:
+        out = cls()
+        seen: set[int] = set()
+        at: DIE | None = die
+        for _ in range(_ORIGIN_LINKS):
+            if at is None or at.offset in seen:
+                break
+            seen.add(at.offset)
+            step()
+            out.plain_name = out.plain_name or _text(at, "DW_AT_name")
+            out.linkage_name = out.linkage_name or _text(at, "DW_AT_linkage_name") \
+                or _text(at, "DW_AT_MIPS_linkage_name")
+            if out.type is None and "DW_AT_type" in at.attributes:
+                out.type = at.get_DIE_from_attribute("DW_AT_type")
+            at = _origin(at)
+        return out
+
+
+def _origin(die: DIE) -> DIE | None:
+    for attr in ("DW_AT_abstract_origin", "DW_AT_specification"):
+        if attr in die.attributes:
+            return die.get_DIE_from_attribute(attr)
+    return None
+
+
+def _described(die: DIE, step: Callable[[], None]) -> _Described:
+    """A defined function's description; its parameters are the concrete DIE's children,
+    or, where it lists none, its origin's (the declaration's parameters carry the types)."""
+    out = _Described.of(die, step)
+    out.children = list(die.iter_children())
+    if not any(c.tag == "DW_TAG_formal_parameter" for c in out.children):
+        origin = _origin(die)
+        if origin is not None:
+            out.children = list(origin.iter_children())
+    return out
+
+
 _warned: set[str] = set()
 
 
@@ -208,18 +271,20 @@ def read_prototypes(path: str, warn: Callable[[str], None] = warn_stderr) -> Pro
                     step()
                     if die.tag != "DW_TAG_subprogram" or "DW_AT_low_pc" not in die.attributes:
                         continue
-                    name = _text(die, "DW_AT_name")
+                    described = _described(die, step)
+                    name = described.name
                     if not name:
                         continue
                     params, names, variadic = [], [], False
-                    for child in die.iter_children():
+                    for child in described.children:
                         step()
                         if child.tag == "DW_TAG_formal_parameter":
-                            params.append(types.of(types._target(child)))
-                            names.append(_text(child, "DW_AT_name"))
+                            param = _Described.of(child, step)
+                            params.append(types.of(param.type))
+                            names.append(param.plain_name)
                         elif child.tag == "DW_TAG_unspecified_parameters":
                             variadic = True
-                    proto = Prototype(tuple(params), types.of(types._target(die)), variadic,
+                    proto = Prototype(tuple(params), types.of(described.type), variadic,
                                       tuple(names))
                     out.by_addr[die.attributes["DW_AT_low_pc"].value] = proto
                     out.by_name.setdefault(name, proto)
