@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from emutrace.discover.demangle import DEFAULT, MODES
 from emutrace.errors import UsageError
 from emutrace.mechanisms import backend_settings
 from emutrace.quantities import count
@@ -21,6 +22,15 @@ def add_filter_options(g: argparse._ActionsContainer) -> None:
     g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
                    help="hide FUNC and what it calls (repeatable)")
     g.add_argument("-D", "--depth", type=count, metavar="N", help="show N levels at most")
+
+
+def add_demangle_option(g: argparse._ActionsContainer) -> None:
+    """uftrace's `--demangle`, for every command that shows function names
+    (discover/demangle.py)."""
+    g.add_argument("--demangle", choices=MODES, default=DEFAULT,
+                   help="how C++ names are shown and matched by -F/-N/-A/--start: simple "
+                        "(the qualified name alone: geo::Shape::area; the default), full "
+                        "(c++filt's: geo::Shape::area() const) or no (as mangled)")
 
 
 def env_assignment(text: str) -> str:

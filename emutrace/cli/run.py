@@ -18,7 +18,8 @@ from emutrace.cli.output import open_output
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.cli.run_native import add_native_options, run_native
 from emutrace.cli.run_report import report
-from emutrace.discover.symbols import read_symbols
+from emutrace.discover.demangle import demangled, demangling, filter_names, shown_by
+from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
@@ -54,6 +55,7 @@ class RunCommand:
         g.add_argument("-o", "--output", metavar="FILE",
                        help="write the call trace to FILE (default: stderr)")
         options.add_filter_options(g)
+        options.add_demangle_option(g)
         g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
                        help="show the first N arguments of FUNC (default: its prototype from "
                             "DWARF or the libc table, else 4 integer words; repeatable)")
@@ -195,7 +197,8 @@ def end_child(result: RunResult) -> NoReturn:
 def write_trace(result: RunResult, args: argparse.Namespace,
                 records: Iterable[Record] | None = None) -> None:
     symbols = read_symbols(result.image)
-    name = symbols.namer(result.image.isa.code_mask)
+    mode = args.demangle
+    name = demangling(symbols.namer(result.image.isa.code_mask), mode)
     modules = result.image.modules
 
     def shown(spec: str) -> str:
@@ -203,13 +206,13 @@ def write_trace(result: RunResult, args: argparse.Namespace,
         trace shows for it (`malloc`, or `libc:malloc` where two modules define one)."""
         return (modules.resolve_name(spec) or spec) if modules is not None else spec
 
-    start_name = shown(args.start)
-    start = start_name if symbols.by_name(start_name) is not None else None
-    options = ReplayOptions(filters=tuple(map(shown, args.filter)),
-                            notrace=tuple(map(shown, args.notrace)),
+    start = shown_start(symbols, shown(args.start), mode)
+    options = ReplayOptions(filters=filter_names(map(shown, args.filter), mode),
+                            notrace=filter_names(map(shown, args.notrace), mode),
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
-                            arg_counts=args.arg_counts)  # the backend read the rest
+                            arg_counts={demangled(f, mode): n for f, n in
+                                        args.arg_counts.items()})  # the backend read the rest
     source = result.records if records is None else records
     if args.output_file is not None:
         try:
@@ -221,6 +224,15 @@ def write_trace(result: RunResult, args: argparse.Namespace,
     else:
         write_lines(source, name, options, sys.stderr)
         sys.stderr.flush()
+
+
+def shown_start(symbols: SymbolTable, start: str, mode: str) -> str | None:
+    """`--start SYM` as the trace shows it, or None where no function has that name
+    (everything is shown)."""
+    if symbols.by_name(start) is not None:
+        return demangled(start, mode)
+    show = shown_by(mode)
+    return start if any(show(f.name) == start for f in symbols.funcs) else None
 
 
 def write_lines(records: Iterable[Record], name: Callable[[int], str], options: ReplayOptions,
