@@ -48,21 +48,28 @@ intermediate components; its final component is a symlink only when
 
 Special files
 -------------
-* ``/dev/null``, ``/dev/zero``, ``/dev/urandom``, ``/dev/random``: no
-  special mapping.  With the root ``/`` they are the host ones because every
-  guest path is the same host path.  With another root they resolve *inside
-  that root* like any other path (so ``ROOT/dev/null`` must exist there, e.g.
-  as a bind mount or device node, or the guest gets ``ENOENT``).
+* Trees the syscall layer serves itself (:meth:`Sandbox.mount`: the emulated Linux
+  layer mounts its ``/dev`` and ``/proc`` there, machine/linux/devfs.py and procfs.py)
+  take the place of whatever the root holds under that top-level name.  The walk goes
+  into them like into a directory: their links are followed by their text (``/proc/self``
+  -> ``<pid>``, ``/dev/stdin`` -> ``/proc/self/fd/0``), ``..`` leaves them, and a symlink
+  of the root that points into them (Debian's ``/etc/mtab`` -> ``../proc/self/mounts``)
+  reaches them.  :meth:`Sandbox.lookup` returns such an object as a :class:`Virtual`
+  (the node and its canonical guest path); :meth:`Sandbox.resolve`, for callers that
+  need a host path, refuses it (``EACCES``).  A descriptor link (``/proc/self/fd/N``,
+  kind ``"fd"``) is returned itself when it is the followed final component (the caller
+  reopens the descriptor, as Linux's magic links do) and followed by its text when it is
+  an intermediate one.  Nothing in a served tree is writable except the nodes that say
+  so (the devices: ``writable``), and only for data writes (not ``metadata``, not
+  ``follow_final=False``).  Without mounts (the native target's confinement) ``/dev`` and
+  ``/proc`` resolve inside the root like any other path.
 * Writing to the null device is always allowed: a ``write=True`` lookup whose
   followed final object is the character device with the host ``/dev/null``'s
   device number passes the write check wherever it is, unless
   ``metadata=True`` (chmod/chown/utimes) or ``follow_final=False``
   (unlink/rename).
-* ``/proc`` is not special-cased here: ``/proc/...`` resolves like any path
-  (with the root ``/``, ``/proc/self`` is therefore the *emutrace* process).
-  ``/proc/self/exe``, ``/proc/self/fd`` and the like must be special-cased by
-  the syscall layer before calling :meth:`Sandbox.resolve`.  Magic links met
-  during a walk are resolved by their text, which is always safe.
+* Magic links met during a walk of the root (``/proc`` of the host root without
+  mounts) are resolved by their text, which is always safe.
 
 Guidance for the syscall layer
 ------------------------------
@@ -107,7 +114,9 @@ import errno as _errno
 import os
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
     "MAXSYMLINKS",
@@ -117,6 +126,8 @@ __all__ = [
     "HostPath",
     "Sandbox",
     "SandboxError",
+    "Virtual",
+    "VirtualNode",
 ]
 
 MAXSYMLINKS = 40
@@ -153,6 +164,33 @@ def default_writable(cwd: str | None, root: Path) -> Path | None:
     if home and here == Path(os.path.realpath(home)):
         return None
     return here
+
+
+class VirtualNode(Protocol):
+    """An object of a tree the syscall layer serves itself (a mount: /dev, /proc).
+
+    ``kind`` is ``"dir"``, ``"file"``, ``"link"``, ``"device"`` or ``"fd"`` (a link to an
+    open descriptor).  A directory answers :meth:`child`; a link (and an fd link) its
+    text with :meth:`target`.  ``writable``: data may be written to it (a device)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def writable(self) -> bool: ...
+
+    def child(self, name: bytes) -> VirtualNode | None: ...
+
+    def target(self) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Virtual:
+    """The result of :meth:`Sandbox.lookup` for an object of a mounted tree: the node and
+    its canonical guest path (``b"/proc/1234/maps"``)."""
+
+    node: VirtualNode
+    guest_path: bytes
 
 
 class SandboxError(Exception):
@@ -264,6 +302,7 @@ class Sandbox:
                 dirs.append(default)
         self.explicit_writable = bool(writable)
         self.writable = tuple(dirs)
+        self.mounts: dict[bytes, VirtualNode] = {}  # top-level name -> served tree
 
         try:
             null_st = os.stat("/dev/null")
@@ -310,7 +349,14 @@ class Sandbox:
         :class:`SandboxError` (``ENOENT``, ``ENOTDIR``, ``EACCES``...).
         """
         pathb = path if isinstance(path, bytes) else os.fsencode(path)
-        host = self.resolve(pathb, base=base)
+        host = self.lookup(pathb, base=base)
+        if isinstance(host, Virtual):
+            if host.node.kind != "dir":
+                raise SandboxError(
+                    "ENOTDIR", f"{_PREFIX}{_show(pathb)}: not a directory", guest_path=pathb
+                )
+            self._cwd = host.guest_path
+            return
         try:
             st = os.stat(host)
         except FileNotFoundError:
@@ -332,6 +378,22 @@ class Sandbox:
                 guest_path=pathb,
             )
         self._cwd = os.fsencode(self.to_guest(host))
+
+    def mount(self, name: bytes, tree: VirtualNode) -> None:
+        """Serve the top-level directory ``/name`` of the guest from ``tree`` (a
+        ``"dir"`` node) instead of the root's; a later mount of the name replaces it."""
+        if not name or b"/" in name or name in (b".", b".."):
+            raise ValueError(f"mount point {name!r} is not one top-level name")
+        self.mounts[name] = tree
+
+    def _virtual_at(self, stack: Sequence[bytes]) -> VirtualNode | None:
+        """The served directory at a canonical guest path, or None (a host one)."""
+        if not stack or stack[0] not in self.mounts:
+            return None
+        node: VirtualNode | None = self.mounts[stack[0]]
+        for name in stack[1:]:
+            node = node.child(name) if node is not None else None
+        return node
 
     # -- mapping ---------------------------------------------------------------
 
@@ -392,6 +454,29 @@ class Sandbox:
         create: bool = False,
         metadata: bool = False,
     ) -> Path:
+        """:meth:`lookup` for a caller that needs a host path: an object of a mounted tree
+        is ``EACCES`` (it cannot be created, removed, executed or renamed)."""
+        found = self.lookup(path, base=base, follow_final=follow_final, write=write,
+                            create=create, metadata=metadata)
+        if isinstance(found, Virtual):
+            pathb = path if isinstance(path, bytes) else os.fsencode(path)
+            raise SandboxError(
+                "EACCES",
+                f"{_PREFIX}{_show(pathb)}: served by emutrace, not a file of the root",
+                guest_path=pathb,
+            )
+        return found
+
+    def lookup(
+        self,
+        path: GuestPath,
+        *,
+        base: GuestPath | None = None,
+        follow_final: bool = True,
+        write: bool = False,
+        create: bool = False,
+        metadata: bool = False,
+    ) -> Path | Virtual:
         """Map a guest path to the host path it means, enforcing the policy.
 
         ``path`` is the guest path as given; a relative one is taken from
@@ -411,7 +496,8 @@ class Sandbox:
         changes metadata (chmod, chown, utimes); the null-device exemption
         then does not apply.
 
-        Returns the host path; raises :class:`SandboxError`.
+        Returns the host path, or a :class:`Virtual` for an object of a mounted tree;
+        raises :class:`SandboxError`.
         """
         pathb = path if isinstance(path, bytes) else os.fsencode(path)
         if not pathb:
@@ -448,6 +534,8 @@ class Sandbox:
         links: list[tuple[bytes, bytes]] = []  # (guest path of link, its target)
         missing = False
         final_st: os.stat_result | None = None
+        vdir: VirtualNode | None = None  # the directory reached, when it is a served one
+        final_v: VirtualNode | None = None
 
         while pending:
             name, origin = pending.pop()
@@ -456,6 +544,7 @@ class Sandbox:
             if name == b"..":
                 if stack:
                     stack.pop()
+                    vdir = self._virtual_at(stack)
                 elif not self._clamp_dotdot:
                     raise self._escape(pathb, links, origin)
                 continue
@@ -466,6 +555,48 @@ class Sandbox:
                     guest_path=pathb,
                 )
             is_last = not pending
+            if vdir is not None or (not stack and name in self.mounts):
+                node = self.mounts[name] if vdir is None else vdir.child(name)
+                if node is None:
+                    raise SandboxError(
+                        "ENOENT",
+                        f"{_PREFIX}{_show(pathb)}: no such file or directory "
+                        f"({_show(_join([*stack, name]))} does not exist)",
+                        guest_path=pathb,
+                    )
+                followed = not is_last or follow_final or must_dir
+                if node.kind == "fd" and is_last and followed and not must_dir:
+                    stack.append(name)
+                    final_v = node  # the descriptor itself (a magic link)
+                    break
+                if node.kind in ("link", "fd") and followed:
+                    target = node.target()
+                    if len(links) >= MAXSYMLINKS or not target:
+                        raise SandboxError(
+                            "ELOOP" if target else "ENOENT",
+                            f"{_PREFIX}{_show(pathb)}: link {_show(_join([*stack, name]))} "
+                            "cannot be followed",
+                            guest_path=pathb,
+                        )
+                    links.append((_join([*stack, name]), target))
+                    if target.startswith(b"/"):
+                        stack, vdir = [], None
+                    index = len(links) - 1
+                    pending.extend((c, index) for c in reversed(target.split(b"/")) if c)
+                    continue
+                if not is_last and node.kind != "dir":
+                    raise SandboxError(
+                        "ENOTDIR",
+                        f"{_PREFIX}{_show(pathb)}: not a directory "
+                        f"({_show(_join([*stack, name]))} is not a directory)",
+                        guest_path=pathb,
+                    )
+                stack.append(name)
+                if node.kind == "dir":
+                    vdir = node
+                if is_last:
+                    final_v = node
+                continue
             host = self._host([*stack, name])
             try:
                 st = os.lstat(host)
@@ -505,7 +636,7 @@ class Sandbox:
                 if is_last and target.endswith(b"/"):
                     must_dir = True
                 if target.startswith(b"/"):
-                    stack = []  # absolute targets are interpreted inside the root
+                    stack, vdir = [], None  # absolute targets are interpreted inside the root
                 index = len(links) - 1
                 pending.extend((c, index) for c in reversed(target.split(b"/")) if c)
                 continue
@@ -521,6 +652,11 @@ class Sandbox:
             if is_last:
                 final_st = st
 
+        if final_v is None and vdir is not None:
+            final_v = vdir  # the walk ended on a served directory (".." or ".")
+        if final_v is not None:
+            return self._virtual_final(pathb, stack, final_v, must_dir, write, follow_final,
+                                       metadata)
         hostb = self._host(stack)
         if not missing and final_st is None:
             # The walk ended on the root, "." or "..": a directory already walked through.
@@ -557,6 +693,24 @@ class Sandbox:
                 denied=True,
             )
         return result
+
+    def _virtual_final(self, pathb: bytes, stack: Sequence[bytes], node: VirtualNode,
+                       must_dir: bool, write: bool, follow_final: bool,
+                       metadata: bool) -> Virtual:
+        if must_dir and node.kind != "dir":
+            raise SandboxError(
+                "ENOTDIR",
+                f"{_PREFIX}{_show(pathb)}: not a directory (trailing slash)",
+                guest_path=pathb,
+            )
+        if write and not (node.writable and follow_final and not metadata):
+            # like a read-only file of Linux's /proc or a non-root user's /dev: EACCES
+            raise SandboxError(
+                "EACCES",
+                f"{_PREFIX}{_show(pathb)}: served by emutrace, not writable",
+                guest_path=pathb,
+            )
+        return Virtual(node, _join(stack))
 
     def _write_allowed(
         self, host: Path, st: os.stat_result | None, follow_final: bool, metadata: bool

@@ -26,6 +26,7 @@ from emutrace.machine.linux import handlers  # noqa: F401 (registers every syste
 from emutrace.machine.linux.kernel import FileDesc, GuestExec, GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
+from emutrace.machine.linux.procfs import note_image
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.machine.linux.threads import Deadlock
 from emutrace.mechanisms import BACKENDS
@@ -207,6 +208,9 @@ class Process(TracedRun):
         self.kernel = LinuxKernel(self.cpu, isa, abi, self.space, self.sandbox,
                                   exe, warn or (lambda m: print(m, file=sys.stderr)))
         self.kernel.host_fork = config.host_fork
+        note_image(self.kernel, self.image, self.bias, exe)  # /proc/self/maps names them
+        if self.interp is not None and self.image.interpreter is not None:
+            note_image(self.kernel, self.interp, interp_bias, self.image.interpreter)
         if inherit is not None:
             self._inherit(inherit)
         self.kernel.exec_hook = self._exec_image
@@ -215,6 +219,7 @@ class Process(TracedRun):
                 *(os.fsencode(a) for a in config.args)]
         envp = list(config.raw_env) if config.raw_env is not None else [
             os.fsencode(f"{k}={v}") for k, v in env.items()]
+        self.kernel.proc_args = (argv, envp)  # /proc/self/cmdline, environ
         sp = build_stack(self.image, self.space, self.bias, argv, envp,
                          config.guest_path or config.program,
                          self.kernel.random_bytes(16), abi.constants, interp_bias)

@@ -24,8 +24,10 @@ from unicorn import UcError
 
 from emutrace.isa.abi import Abi, StructLayout, load_abi
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
+from emutrace.machine.linux.devfs import dev_tree
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.pipe_write import blocking_pipe, write_pipe
+from emutrace.machine.linux.procfs import proc_tree
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.machine.linux.threads import Scheduler, WouldBlock
 from emutrace.sandbox import Sandbox, SandboxError
@@ -82,6 +84,9 @@ class FileDesc:
     cloexec: bool = False
     dir_entries: list[tuple[bytes, int, int]] | None = None  # getdents64 snapshot
     dir_pos: int = 0
+    # an object of /dev or /proc (vfs.Node) that emutrace serves: its reads and writes
+    # (a device), stat and directory listing come from it; host_fd is then a stand-in
+    node: Any = None
 
 
 @dataclass
@@ -149,6 +154,13 @@ class LinuxKernel:
         # told of every file mapping made executable (host path, address, file offset):
         # how a tracer learns the modules ld.so maps (discover.modules); None: nobody asks
         self.on_exec_map: Callable[[str, int, int], object] | None = None
+        # what /proc/self tells (procfs.py): argv and envp (set by the session), and the
+        # mappings' names: (start, end, file offset, guest path or "") in mapping order
+        self.proc_args: tuple[list[bytes], list[bytes]] = ([], [])
+        self.file_maps: list[tuple[int, int, int, str]] = []
+        # the guest's /dev and /proc are emutrace's, whatever the root holds
+        sandbox.mount(b"dev", dev_tree(self.random_bytes))
+        sandbox.mount(b"proc", proc_tree(self))
 
     def _build_dispatch(self) -> dict[int, tuple[str, Callable[..., int]]]:
         table: dict[int, tuple[str, Callable[..., int]]] = {}

@@ -17,7 +17,7 @@ def _dup(k: K, old: int, new: int | None, cloexec: bool, lowest: int = 0) -> int
     desc = k.fd(old)
     if new is not None and new < 0:
         raise GuestError("EBADF")
-    copy = FileDesc(os.dup(desc.host_fd), desc.guest_path, cloexec)
+    copy = FileDesc(os.dup(desc.host_fd), desc.guest_path, cloexec, node=desc.node)
     if new is None:
         return k.new_fd(copy, lowest)
     if new in k.fds:

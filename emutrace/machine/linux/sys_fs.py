@@ -9,7 +9,10 @@ from typing import Any
 
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import MAX_RW_COUNT, FileDesc, LinuxKernel
+from emutrace.machine.linux.served_io import open_served, read_fd, served_stat, write_fd
 from emutrace.machine.linux.table import syscall
+from emutrace.machine.linux.vfs import DT_OF_KIND, inode
+from emutrace.sandbox import Virtual
 
 # open(2) flags we translate from the guest's numbering to the host's, by name
 OPEN_FLAGS = ("O_CREAT", "O_EXCL", "O_NOCTTY", "O_TRUNC", "O_APPEND", "O_NONBLOCK",
@@ -47,8 +50,12 @@ def _openat(k: K, dirfd: int, path_addr: int, flags: int, mode: int) -> int:
     c = k.abi.constants
     writes = flags & 3 != 0 or flags & (c["O_CREAT"] | c["O_TRUNC"] | c["O_APPEND"])
     excl = flags & c["O_CREAT"] and flags & c["O_EXCL"]
-    host = _resolve(k, dirfd, path_addr, write=bool(writes), create=bool(flags & c["O_CREAT"]),
-                    follow_final=not (flags & c["O_NOFOLLOW"] or excl))
+    found = k.sandbox.lookup(k.string(path_addr), base=_base(k, dirfd), write=bool(writes),
+                             create=bool(flags & c["O_CREAT"]),
+                             follow_final=not (flags & c["O_NOFOLLOW"] or excl))
+    if isinstance(found, Virtual):
+        return k.new_fd(open_served(k, found, flags))
+    host = str(found)
     hfd = os.open(host, _host_open_flags(k, flags) | os.O_CLOEXEC, mode & GUEST_MODE_BITS)
     try:
         guest = k.sandbox.to_guest(host)
@@ -85,12 +92,12 @@ def sys_close(k: K, a: tuple[int, ...]) -> int:
 # ---------------------------------------------------------------- read / write
 @syscall("read")
 def sys_read(k: K, a: tuple[int, ...]) -> int:
-    return k.from_host(k.fd(a[0]).host_fd, a[1], a[2])
+    return read_fd(k, k.fd(a[0]), a[1], a[2])
 
 
 @syscall("write")
 def sys_write(k: K, a: tuple[int, ...]) -> int:
-    return k.to_host(k.fd(a[0]).host_fd, a[1], a[2])
+    return write_fd(k, k.fd(a[0]), a[1], a[2])
 
 
 UIO_MAXIOV = 1024  # include/uapi/linux/uio.h: more iovecs is EINVAL
@@ -105,11 +112,11 @@ def _iovecs(k: K, addr: int, count: int) -> list[tuple[int, int]]:
 
 @syscall("readv")
 def sys_readv(k: K, a: tuple[int, ...]) -> int:
-    total, host_fd = 0, k.fd(a[0]).host_fd
+    total, desc = 0, k.fd(a[0])
     for base, length in _iovecs(k, a[1], a[2]):
         length = min(length, MAX_RW_COUNT - total)  # the kernel's cap on the sum
         try:
-            got = k.from_host(host_fd, base, length)
+            got = read_fd(k, desc, base, length)
         except GuestError:
             if total:
                 break
@@ -122,13 +129,13 @@ def sys_readv(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("writev")
 def sys_writev(k: K, a: tuple[int, ...]) -> int:
-    total, host_fd = 0, k.fd(a[0]).host_fd
+    total, desc = 0, k.fd(a[0])
     for base, length in _iovecs(k, a[1], a[2]):
         length = min(length, MAX_RW_COUNT - total)  # the kernel's cap on the sum
         if not length:
             continue
         try:
-            put = k.to_host(host_fd, base, length)
+            put = write_fd(k, desc, base, length)
         except GuestError:
             if total:
                 break
@@ -142,13 +149,13 @@ def sys_writev(k: K, a: tuple[int, ...]) -> int:
 @syscall("pread64")
 def sys_pread64(k: K, a: tuple[int, ...]) -> int:
     offset, _ = k.arg64(a, 3)
-    return k.from_host(k.fd(a[0]).host_fd, a[1], a[2], offset)
+    return read_fd(k, k.fd(a[0]), a[1], a[2], offset)
 
 
 @syscall("pwrite64")
 def sys_pwrite64(k: K, a: tuple[int, ...]) -> int:
     offset, _ = k.arg64(a, 3)
-    return k.to_host(k.fd(a[0]).host_fd, a[1], a[2], offset)
+    return write_fd(k, k.fd(a[0]), a[1], a[2], offset)
 
 
 @syscall("lseek")
@@ -195,10 +202,18 @@ def _stat_at(k: K, dirfd: int, path_addr: int, flags: int) -> os.stat_result:
     c = k.abi.constants
     path = k.string(path_addr)
     if not path and flags & c.get("AT_EMPTY_PATH", 0x1000):
-        return os.fstat(k.fd(dirfd).host_fd)
+        return _fstat(k, k.fd(dirfd))
     follow = not flags & c["AT_SYMLINK_NOFOLLOW"]
-    host = str(k.sandbox.resolve(path, base=_base(k, dirfd), follow_final=follow))
-    return os.stat(host, follow_symlinks=follow)
+    found = k.sandbox.lookup(path, base=_base(k, dirfd), follow_final=follow)
+    if isinstance(found, Virtual):
+        return served_stat(k, found)
+    return os.stat(str(found), follow_symlinks=follow)
+
+
+def _fstat(k: K, desc: FileDesc) -> os.stat_result:
+    if desc.node is not None:
+        return served_stat(k, Virtual(desc.node, os.fsencode(desc.guest_path)))
+    return os.fstat(desc.host_fd)
 
 
 def _put_stat(k: K, layout: str, addr: int, s: os.stat_result) -> int:
@@ -208,12 +223,12 @@ def _put_stat(k: K, layout: str, addr: int, s: os.stat_result) -> int:
 
 @syscall("fstat")
 def sys_fstat(k: K, a: tuple[int, ...]) -> int:
-    return _put_stat(k, "stat", a[1], os.fstat(k.fd(a[0]).host_fd))
+    return _put_stat(k, "stat", a[1], _fstat(k, k.fd(a[0])))
 
 
 @syscall("fstat64")
 def sys_fstat64(k: K, a: tuple[int, ...]) -> int:
-    return _put_stat(k, "stat64", a[1], os.fstat(k.fd(a[0]).host_fd))
+    return _put_stat(k, "stat64", a[1], _fstat(k, k.fd(a[0])))
 
 
 @syscall("newfstatat")
@@ -264,6 +279,8 @@ def sys_statx(k: K, a: tuple[int, ...]) -> int:
 @syscall("getdents64")
 def sys_getdents64(k: K, a: tuple[int, ...]) -> int:
     desc = k.fd(a[0])
+    if desc.dir_entries is None and desc.node is not None:
+        desc.dir_entries = _served_entries(desc)
     if desc.dir_entries is None:
         host = str(k.sandbox.resolve(desc.guest_path))
         entries = [(b".", os.stat(host).st_ino, 4), (b"..", os.stat(host + "/..").st_ino, 4)]
@@ -292,6 +309,19 @@ def sys_getdents64(k: K, a: tuple[int, ...]) -> int:
     return len(out)
 
 
+def _served_entries(desc: FileDesc) -> list[tuple[bytes, int, int]]:
+    """A served directory's listing: ".", ".." and its entries (ENOTDIR for another
+    object, as getdents of a file gives)."""
+    if desc.node.kind != "dir":
+        raise GuestError("ENOTDIR")
+    here = os.fsencode(desc.guest_path)
+    parent = os.path.dirname(here.rstrip(b"/")) or b"/"
+    out = [(b".", inode(here), 4), (b"..", inode(parent), 4)]
+    for name, child in desc.node.entries().items():
+        out.append((name, inode(here + b"/" + name), DT_OF_KIND[child.kind]))
+    return out
+
+
 @syscall("getcwd")
 def sys_getcwd(k: K, a: tuple[int, ...]) -> int:
     cwd = os.fsencode(k.sandbox.guest_cwd) + b"\0"
@@ -315,11 +345,13 @@ def sys_fchdir(k: K, a: tuple[int, ...]) -> int:
 
 def _readlink(k: K, dirfd: int, path_addr: int, buf: int, size: int) -> int:
     path = k.string(path_addr)
-    if path in PROC_SELF_EXE:
-        target = os.fsencode(k.exe_guest_path)
+    found = k.sandbox.lookup(path, base=_base(k, dirfd), follow_final=False)
+    if isinstance(found, Virtual):
+        if found.node.kind not in ("link", "fd"):
+            raise GuestError("EINVAL")  # readlink(2): not a symbolic link
+        target = found.node.target()
     else:
-        host = str(k.sandbox.resolve(path, base=_base(k, dirfd), follow_final=False))
-        target = os.readlink(os.fsencode(host))
+        target = os.readlink(os.fsencode(str(found)))
     k.write(buf, target[:size])
     return min(len(target), size)
 
@@ -335,8 +367,15 @@ def sys_readlink(k: K, a: tuple[int, ...]) -> int:
 
 
 def _access(k: K, dirfd: int, path_addr: int, mode: int, flags: int) -> int:
-    host = _resolve(k, dirfd, path_addr, write=bool(mode & os.W_OK),
-                    follow_final=not flags & k.const("AT_SYMLINK_NOFOLLOW"))
+    found = k.sandbox.lookup(k.string(path_addr), base=_base(k, dirfd),
+                             write=bool(mode & os.W_OK),
+                             follow_final=not flags & k.const("AT_SYMLINK_NOFOLLOW"))
+    if isinstance(found, Virtual):
+        # served objects: readable; searchable directories; nothing executable
+        if mode & os.X_OK and found.node.kind != "dir":
+            raise GuestError("EACCES")
+        return 0
+    host = str(found)
     if not os.path.lexists(host):
         raise GuestError("ENOENT")
     if not os.access(host, mode):

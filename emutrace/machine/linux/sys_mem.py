@@ -9,6 +9,7 @@ from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
 from emutrace.machine.linux.memory import MMAP_MIN_ADDR, page_up
+from emutrace.machine.linux.procfs import note_mapping
 from emutrace.machine.linux.table import syscall
 
 K = LinuxKernel
@@ -45,9 +46,9 @@ def _mmap(k: K, addr: int, length: int, prot: int, flags: int, fd: int, offset: 
         if found is None:
             raise GuestError("ENOMEM")
         where = found
-    host_fd = None
+    host_fd, name = None, ""
     if not flags & c["MAP_ANONYMOUS"]:
-        host_fd = k.fd(fd).host_fd
+        host_fd, name = k.fd(fd).host_fd, k.fd(fd).guest_path
         # mm/mmap.c: a shared writable mapping needs a descriptor open for writing
         # (and every file mapping one open for reading): else EACCES
         shared = flags & c["MAP_TYPE"] in (c["MAP_SHARED"], c["MAP_SHARED_VALIDATE"])
@@ -55,6 +56,7 @@ def _mmap(k: K, addr: int, length: int, prot: int, flags: int, fd: int, offset: 
         if access == os.O_WRONLY or (shared and prot & c["PROT_WRITE"] and access != os.O_RDWR):
             raise GuestError("EACCES")
     k.space.map(where, size, _perms(k, prot))  # within --max-memory, else ENOMEM
+    note_mapping(k, where, where + size, offset if host_fd is not None else 0, name)
     if host_fd is not None:
         # file-backed: a private copy of the file's bytes, read page-bounded chunks
         # (MAP_SHARED writes are not written back: documented limitation)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.table import Handler, syscall
+from emutrace.sandbox import Virtual
 
 K = LinuxKernel
 XATTR_SIZE_MAX = 65536  # include/uapi/linux/limits.h
@@ -21,6 +22,7 @@ GUEST_NAMESPACE = b"user."
 XATTR_CREATE, XATTR_REPLACE = 1, 2  # include/uapi/linux/xattr.h (every ISA)
 
 Target = int | str  # a host descriptor or a host path
+SERVED = -1  # the Target of an object of /dev or /proc: it has no extended attributes
 
 
 def _name(k: K, addr: int) -> bytes:
@@ -39,18 +41,24 @@ def _target(k: K, kind: str, first: int, write: bool) -> tuple[Target, bool]:
             raise GuestError("EACCES")
         return desc.host_fd, True
     follow = kind == ""
-    host = k.sandbox.resolve(k.string(first), follow_final=follow, write=write, metadata=True)
-    return str(host), follow
+    found = k.sandbox.lookup(k.string(first), follow_final=follow, write=write, metadata=True)
+    if isinstance(found, Virtual):
+        return SERVED, follow
+    return str(found), follow
 
 
 def _get(k: K, kind: str, a: tuple[int, ...]) -> int:
     where, follow = _target(k, kind, a[0], False)
+    if where == SERVED:
+        raise GuestError("ENODATA")
     value = os.getxattr(where, _name(k, a[1]), follow_symlinks=follow)
     return _reply(k, value, a[2], a[3])
 
 
 def _list(k: K, kind: str, a: tuple[int, ...]) -> int:
     where, follow = _target(k, kind, a[0], False)
+    if where == SERVED:
+        return 0
     names = os.listxattr(where, follow_symlinks=follow)
     return _reply(k, b"".join(os.fsencode(n) + b"\0" for n in names), a[1], a[2])
 

@@ -1,0 +1,70 @@
+"""The guest's /dev, served by emutrace whatever the root holds (vfs.py's shapes).
+
+The memory devices of mem(4)'s family, emulated in Python (Documentation/admin-guide/
+devices.txt numbers them):
+
+* /dev/null (1,3), null(4): reads give end of file, writes take everything;
+* /dev/zero (1,5), zero(4): reads give zero bytes, writes take everything;
+* /dev/full (1,7), full(4): reads give zero bytes, writes fail with ENOSPC;
+* /dev/random (1,8) and /dev/urandom (1,9), random(4): reads give bytes of the run's random
+  source, the one getrandom(2) and AT_RANDOM draw from (deterministic, so a rerun is the
+  same run); writes are taken (Linux mixes them into the pool);
+* /dev/tty (5,0), tty(4): the controlling terminal: one of emutrace's own standard
+  descriptors when it is the terminal controlling emutrace (the user's), which the open
+  then duplicates; without one the open is ENXIO, as Linux answers a process that has no
+  controlling terminal.
+
+And the links of a Linux /dev: fd -> /proc/self/fd, stdin/stdout/stderr -> /proc/self/fd/0,
+1, 2 (so they lead to procfs.py's descriptor links).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from emutrace.isa.base import GuestError
+from emutrace.machine.linux.vfs import Device, Dir, Node, fixed_link
+
+ENOSPC_WRITE = "ENOSPC"
+
+
+def _full_write(data: bytes) -> int:
+    raise GuestError(ENOSPC_WRITE)  # full(4): "writes ... fail with the error ENOSPC"
+
+
+def user_terminal() -> int | None:
+    """The first of emutrace's own standard descriptors that is its controlling terminal
+    (tcgetpgrp(3) fails on a terminal that is not), or None."""
+    for n in (0, 1, 2):
+        try:
+            if os.isatty(n):
+                os.tcgetpgrp(n)
+                return n
+        except OSError:
+            continue
+    return None
+
+
+def _open_terminal() -> int:
+    terminal = user_terminal()
+    if terminal is None:
+        raise GuestError("ENXIO")
+    return os.dup(terminal)
+
+
+def dev_tree(random_bytes: Callable[[int], bytes]) -> Dir:
+    """The /dev directory; `random_bytes(n)` is the run's random source."""
+    fixed: dict[bytes, Node] = {
+        b"null": Device(rdev=os.makedev(1, 3)),
+        b"zero": Device(rdev=os.makedev(1, 5), read=bytes),
+        b"full": Device(rdev=os.makedev(1, 7), read=bytes, write=_full_write),
+        b"random": Device(rdev=os.makedev(1, 8), read=random_bytes),
+        b"urandom": Device(rdev=os.makedev(1, 9), read=random_bytes),
+        b"fd": fixed_link(b"/proc/self/fd"),
+        b"stdin": fixed_link(b"/proc/self/fd/0"),
+        b"stdout": fixed_link(b"/proc/self/fd/1"),
+        b"stderr": fixed_link(b"/proc/self/fd/2"),
+        b"tty": Device(rdev=os.makedev(5, 0), host_fd=_open_terminal),
+    }
+    return Dir(entries=lambda: fixed, perms=0o755)
