@@ -17,8 +17,9 @@ arguments) on each side.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from emutrace.trace.events import Entry, Exit, Record
 from emutrace.trace.values import Value, as_value, format_auto, render
@@ -26,7 +27,7 @@ from emutrace.trace.values import Value, as_value, format_auto, render
 
 @dataclass(frozen=True)
 class Token:
-    kind: str  # "call", "return", "exit"
+    kind: str  # "call", "return", "thread" (a thread's tokens follow), "exit"
     depth: int
     name: str
     values: tuple[str, ...]  # call: the arguments; return: () or (value,); exit: (status,)
@@ -59,44 +60,108 @@ def normal(value: Value | int, bits: int = 64, values: bool = True) -> str:
     return render(v)
 
 
+_PART = re.compile(r"\.(?:cold(?:\.\d+)?|part\.\d+)$")
+
+
+def function_of(name: str) -> str:
+    """The function a GCC part belongs to: `f` for `f.cold`, `f.cold.1`, `f.part.0` (and
+    `f.part.0.cold`); any other name is its own function."""
+    while True:
+        m = _PART.search(name)
+        if m is None or m.start() == 0:
+            return name
+        name = name[:m.start()]
+
+
+@dataclass
+class _Thread:
+    """One thread's tokens as they are made (`normalise`)."""
+
+    started: bool
+    tokens: list[Token] = field(default_factory=list)
+    paths: list[tuple[Frame, ...]] = field(default_factory=list)
+    stack: list[Frame | None] = field(default_factory=list)  # per open record frame
+    shown: list[Frame] = field(default_factory=list)
+    last_exit: Exit | None = None  # the thread's previous record, when it was an exit
+    reopen: Frame | None = None  # the frame that exit returned from (a part may go on)
+
+
+_PART_OF_OPEN = Frame("", ())  # a part frame inside its own function's frame: no tokens
+
+
 def normalise(records: Iterable[Record], symbolize: Callable[[int], str],
               keep: Callable[[str], bool], start: str | None = "main",
               exit_status: int | None = None, values: bool = True,
-              bits: int = 64) -> Trace:
+              bits: int = 64, returns: Mapping[str, bool] | None = None) -> Trace:
     """The compared tokens of one trace.  Nothing before the first entry of `start` counts
-    (None: everything)."""
-    tokens: list[Token] = []
-    paths: list[tuple[Frame, ...]] = []
-    stack: list[Frame | None] = []  # per open record frame: its compared Frame, or None
-    shown: list[Frame] = []
-    started = start is None
+    (None: everything).
+
+    * Threads compare apart: each thread's tokens (`Record.tid`: 0 the main thread, n the
+      n-th created), thread after thread, each thread but the main one after a `thread`
+      token; so two runs whose threads interleave differently compare equal.  A thread
+      created after `start` was entered (by any thread) counts from its first record.
+    * A GCC part (`f.cold`, `f.part.N`: `function_of`) is its function: entered from f's
+      own frame it adds nothing (its calls are f's), entered right after f returned it
+      goes on with f's frame (f's return is the part's), entered elsewhere it is a call
+      of f.
+    * `returns`: function name -> whether its prototype returns a value (DWARF; names not
+      in it are unknown).  A function whose prototype is `void` returns no value; so does a
+      function whose frame closed with the frame it tail-called (same time: the callee's
+      value is in the register), unless its prototype says it returns one."""
+    known = returns or {}
+    threads: dict[int, _Thread] = {}
+    started_any = start is None
     for rec in records:
+        t = threads.get(rec.tid)
+        if t is None:
+            t = threads[rec.tid] = _Thread(started_any)
         if isinstance(rec, Entry):
-            name = symbolize(rec.func)
-            if not started and name == start:
-                started = True
-            if started and keep(name):
+            full = symbolize(rec.func)
+            name = function_of(full)
+            if not t.started and full == start:
+                t.started = started_any = True
+            frame: Frame | None = None
+            if name != full and t.stack and t.stack[-1] is not None \
+                    and t.stack[-1].name == name:
+                frame = _PART_OF_OPEN
+            elif name != full and t.reopen is not None and t.reopen.name == name:
+                frame = t.reopen  # f returned and its part goes on: take the return back
+                t.tokens.pop()
+                t.paths.pop()
+                t.shown.append(frame)
+            elif t.started and keep(name):
                 args = tuple(normal(a, bits, values) for a in rec.args) if values else ()
                 frame = Frame(name, args)
-                tokens.append(Token("call", len(shown), name, args))
-                shown.append(frame)
-                paths.append(tuple(shown))
-                stack.append(frame)
-            else:
-                stack.append(None)
+                t.tokens.append(Token("call", len(t.shown), name, args))
+                t.shown.append(frame)
+                t.paths.append(tuple(t.shown))
+            t.stack.append(frame)
+            t.last_exit = t.reopen = None
         elif isinstance(rec, Exit):
-            if not stack:
+            previous, t.last_exit, t.reopen = t.last_exit, rec, None
+            if not t.stack:
                 continue
-            top = stack.pop()
-            if top is None:
+            top = t.stack.pop()
+            if top is None or top is _PART_OF_OPEN:
                 continue
-            frame = top
             ret: tuple[str, ...] = ()
-            if values and rec.retval is not None and not rec.unwound:
+            tail = (previous is not None and previous.time == rec.time
+                    and previous.depth == rec.depth + 1)
+            has_value = known.get(top.name, None if tail else True)
+            if values and rec.retval is not None and not rec.unwound and has_value:
                 ret = (normal(rec.retval, bits),)
-            paths.append(tuple(shown))
-            shown.pop()
-            tokens.append(Token("return", len(shown), frame.name, ret))
+            t.paths.append(tuple(t.shown))
+            t.shown.pop()
+            t.tokens.append(Token("return", len(t.shown), top.name, ret))
+            t.reopen = top
+    tokens: list[Token] = []
+    paths: list[tuple[Frame, ...]] = []
+    for tid in sorted(threads):
+        if tid:
+            tokens.append(Token("thread", 0, f"thread {tid}", ()))
+            paths.append(())
+        tokens += threads[tid].tokens
+        paths += threads[tid].paths
     if exit_status is not None:
         tokens.append(Token("exit", 0, "exit", (str(exit_status),)))
         paths.append(())
@@ -134,6 +199,8 @@ def describe(trace: Trace, index: int) -> str:
     tok = trace.tokens[index]
     if tok.kind == "exit":
         return f"exit {tok.values[0]}"
+    if tok.kind == "thread":
+        return f"{tok.name} begins"
     path = trace.paths[index]
     frames = [f"{f.name}({', '.join(f.args)})" for f in path]
     if tok.kind == "call":
