@@ -65,11 +65,13 @@ class RunConfig(BackendSettings):
     # the images the program execve()s are traced as it is (False: they run untraced, as
     # `record` runs them: its directory holds the first image's records)
     trace_execs: bool = True
-    # after an execve: the guest's own argv[0], environment entries and path of the program
-    # (None: PROGRAM, `env`, PROGRAM's guest path)
+    # after an execve: the guest's own argv[0], environment entries, /proc/self/exe (an
+    # absolute guest path) and AT_EXECFN (the path execve was given) (None: PROGRAM, `env`,
+    # PROGRAM's guest path, PROGRAM)
     argv0: str | None = None
     raw_env: Sequence[bytes] | None = None
     guest_path: str | None = None
+    execfn: str | None = None
 
 
 @dataclass
@@ -221,7 +223,7 @@ class Process(TracedRun):
             os.fsencode(f"{k}={v}") for k, v in env.items()]
         self.kernel.proc_args = (argv, envp)  # /proc/self/cmdline, environ
         sp = build_stack(self.image, self.space, self.bias, argv, envp,
-                         config.guest_path or config.program,
+                         config.execfn or config.program,
                          self.kernel.random_bytes(16), abi.constants, interp_bias)
         regs = isa.registers
         modules = self._modules(interp_bias) if config.backend != "none" else None
@@ -304,14 +306,14 @@ class Process(TracedRun):
         k.sig_ignored, k.sig_mask = inherit.sig_ignored, inherit.sig_mask
 
     def _exec_image(self, host: str, argv: list[bytes], envp: list[bytes],
-                    guest: str) -> Process:
+                    guest: str, execfn: str) -> Process:
         """execve's new image (the kernel's exec hook): loaded now, so that a failure is
         the guest's errno and the old image goes on; it runs when this one has ended."""
         k = self.kernel
         config = replace(self.config, program=host,
                          args=[os.fsdecode(a) for a in argv[1:]], arch=None,
                          argv0=os.fsdecode(argv[0]) if argv else "", raw_env=envp,
-                         guest_path=guest,
+                         guest_path=guest, execfn=execfn,
                          backend=self.config.backend if self.config.trace_execs else "none")
         kept = {n: d for n, d in k.fds.items() if not d.cloexec}
         return Process(config, self.warn, Inherited(

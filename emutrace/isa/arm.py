@@ -514,6 +514,8 @@ ISA = Isa(
     debug_hardware=DEBUG_HARDWARE,
     native_tracing=NATIVE_TRACING,
     reset=RESET,
+    # arch/arm/kernel/elf.c arm_elf_read_implies_exec: EXSTACK_DEFAULT → 1
+    exec_stack_by_default=True,
     hwcap=HWCAP,
     hwcap2=0,
     platform="v7l",

@@ -677,6 +677,10 @@ class Isa:
     compat_syscalls: CompatSyscalls | None = None
     # statfs64/fstatfs64 buffer sizes the kernel takes besides sizeof(struct statfs64)
     statfs64_size_aliases: tuple[int, ...] = ()
+    # a program without PT_GNU_STACK gets an executable stack (fs/binfmt_elf.c: the arch's
+    # elf_read_implies_exec(…, EXSTACK_DEFAULT) sets READ_IMPLIES_EXEC, and the stack's
+    # VM_STACK_DEFAULT_FLAGS then carry VM_EXEC); PT_GNU_STACK's PF_X decides otherwise
+    exec_stack_by_default: bool = False
 
     @property
     def name(self) -> str:

@@ -26,6 +26,7 @@ from emutrace.isa.base import (
 )
 from emutrace.isa.native_pmu import native_bts_reason
 from emutrace.isa.x86_64 import (
+    FPU_RESET,
     SWEEP_X86,
     classify_x86,
     x86_lowering,
@@ -206,7 +207,9 @@ ISA = Isa(
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
     native_tracing=NATIVE_TRACING,
-    reset=(),
+    reset=FPU_RESET,  # Linux's initial x87 control word and MXCSR (isa/x86_64.py)
+    # arch/x86/include/asm/elf.h elf_read_implies_exec: mmap_is_ia32() && EXSTACK_DEFAULT
+    exec_stack_by_default=True,
     hwcap=0,  # CPUID.1:EDX on x86; glibc reads CPUID itself
     hwcap2=0,
     platform="i686",

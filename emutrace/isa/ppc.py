@@ -319,6 +319,9 @@ ISA = Isa(
     debug_hardware=DEBUG_HARDWARE,
     native_tracing=NATIVE_TRACING,
     reset=RESET,
+    # arch/powerpc/include/asm/elf.h elf_read_implies_exec: a 32-bit task with
+    # EXSTACK_DEFAULT (the 64-bit ABI's stack is never executable by default)
+    exec_stack_by_default=True,
     hwcap=HWCAP,
     hwcap2=0,
     platform="ppc",

@@ -27,6 +27,7 @@ from emutrace.isa.base import (
     NativeOp,
     NativeTracing,
     Plt,
+    RegFixup,
     Registers,
     Simulator,
     SweepFilter,
@@ -337,6 +338,19 @@ C_VALUES = CValues(char_signed=True,
 EXCEPTION_SIGNALS = {0: "SIGFPE", 6: "SIGILL", 12: "SIGSEGV", 13: "SIGSEGV", 16: "SIGFPE",
                      19: "SIGFPE"}
 
+# The FPU state Linux gives a new program (execve resets it; fork and clone copy the
+# caller's): arch/x86/kernel/fpu/core.c fpstate_init_fx sets the x87 control word to 0x37f
+# (every exception masked, 64-bit precision, round to nearest) and MXCSR to MXCSR_DEFAULT
+# 0x1f80 (arch/x86/include/asm/fpu/types.h: every SSE exception masked, round to nearest).
+# Unicorn's reset leaves both 0 (precision control 00: single precision).  The same on
+# i386 (fpstate_init_fx there too; fsave-only CPUs are not modelled).
+X87_CONTROL_WORD = 0x37F
+MXCSR_DEFAULT = 0x1F80
+FPU_RESET = (
+    RegFixup("fpcw", X87_CONTROL_WORD, "Linux's initial x87 control word", combine="set"),
+    RegFixup("mxcsr", MXCSR_DEFAULT, "Linux's initial MXCSR", combine="set"),
+)
+
 ISA = Isa(
     # x86-64 psABI §A.2 / BFD elf_x86_64_lazy_plt: PLT0 and stubs of 16 bytes; IBT stubs in .plt.sec
     plt=Plt(header=16, entry=16, sec_entry=16, lazy_offset=6),
@@ -350,7 +364,7 @@ ISA = Isa(
     breakpoints=BREAKPOINTS,
     debug_hardware=DEBUG_HARDWARE,
     native_tracing=NATIVE_TRACING,
-    reset=(),  # the reset state (long mode, SSE on) already runs Linux user code
+    reset=FPU_RESET,  # long mode and SSE are on at Unicorn's reset; the FPU state is not
     hwcap=0,  # AT_HWCAP is CPUID.1:EDX on x86; glibc reads CPUID itself, 0 is safe
     hwcap2=0,
     platform="x86_64",

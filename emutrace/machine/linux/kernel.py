@@ -146,8 +146,10 @@ class LinuxKernel:
         # test, the bench) must never return into that program in a second process
         self.host_fork = False
         # builds the image of an execve (set by the session): (host path, argv, envp,
-        # guest path) -> the new image, or raises GuestError / EmutraceError
-        self.exec_hook: Callable[[str, list[bytes], list[bytes], str], object] | None = None
+        # /proc/self/exe's guest path, AT_EXECFN) -> the new image, or raises GuestError /
+        # EmutraceError
+        self.exec_hook: Callable[[str, list[bytes], list[bytes], str, str], object] | None \
+            = None
         self._warned: set[str] = set()
         self.threads = Scheduler(self, os.getpid())  # the process's threads (threads.py)
         self._dispatch = self._build_dispatch()

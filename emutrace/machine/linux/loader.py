@@ -17,6 +17,7 @@ from emutrace.isa.base import Endian
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory, page_down, page_up
 
 UC_PROT_READ, UC_PROT_WRITE, UC_PROT_EXEC = 1, 2, 4
+PT_GNU_STACK = 0x6474E551  # include/uapi/linux/elf.h
 
 
 def segment_perms(flags: int) -> int:
@@ -110,15 +111,45 @@ def phdr_address(image: Image, bias: int) -> int:
     return 0
 
 
+def gnu_stack_flags(image: Image) -> int | None:
+    """p_flags of the program's PT_GNU_STACK header, None without one (read from the file:
+    the program headers need not lie in a loaded segment)."""
+    word = image.isa.identity.word_size
+    order = image.isa.identity.endian
+    # Elf32_Phdr: p_flags is the last of 8 words (offset 24); Elf64_Phdr: the second (4)
+    flags_at = 4 if word == 8 else 24
+    with open(image.path, "rb") as f:
+        f.seek(image.phoff)
+        table = f.read(image.phnum * image.phentsize)
+    for at in range(0, len(table) - image.phentsize + 1, image.phentsize):
+        if int.from_bytes(table[at:at + 4], order) == PT_GNU_STACK:
+            return int.from_bytes(table[at + flags_at:at + flags_at + 4], order)
+    return None
+
+
+def stack_executable(image: Image) -> bool:
+    """fs/binfmt_elf.c load_elf_binary: PT_GNU_STACK with PF_X is EXSTACK_ENABLE_X, without
+    it EXSTACK_DISABLE_X, and setup_arg_pages maps the stack with or without VM_EXEC
+    accordingly; with no PT_GNU_STACK (EXSTACK_DEFAULT) the ISA's rule decides
+    (`Isa.exec_stack_by_default`: its elf_read_implies_exec).  The program's header
+    counts, never its interpreter's."""
+    flags = gnu_stack_flags(image)
+    if flags is None:
+        return image.isa.exec_stack_by_default
+    return bool(flags & PF_X)
+
+
 class StackBuilder:
     """Writes strings downward from the stack top and returns their addresses."""
 
-    def __init__(self, space: AddressSpace, word: int, byteorder: Endian) -> None:
+    def __init__(self, space: AddressSpace, word: int, byteorder: Endian,
+                 executable: bool = False) -> None:
         self.space = space
         self.word = word
         self.byteorder = byteorder
         layout = space.layout
-        space.map(layout.stack_top - layout.stack_size, layout.stack_size, 3)
+        perms = UC_PROT_READ | UC_PROT_WRITE | (UC_PROT_EXEC if executable else 0)
+        space.map(layout.stack_top - layout.stack_size, layout.stack_size, perms)
         self.sp = layout.stack_top - 16
 
     def push_bytes(self, data: bytes) -> int:
@@ -138,7 +169,7 @@ def build_stack(image: Image, space: AddressSpace, bias: int, argv: list[bytes],
     `interp_bias`: AT_BASE, where the interpreter (ld.so) was loaded (0: none)."""
     isa = image.isa
     word = isa.identity.word_size
-    st = StackBuilder(space, word, isa.identity.endian)
+    st = StackBuilder(space, word, isa.identity.endian, stack_executable(image))
     execfn_addr = st.push_bytes(os.fsencode(execfn) + b"\0")
     env_addrs = [st.push_bytes(e + b"\0") for e in reversed(envp)][::-1]
     arg_addrs = [st.push_bytes(a + b"\0") for a in reversed(argv)][::-1]

@@ -372,6 +372,14 @@ def _executable(k: K, guest: bytes) -> str:
     return host
 
 
+def exe_link(k: K, host: str) -> str:
+    """What the new image's /proc/self/exe names: the file itself as the guest sees it,
+    absolute with every symlink resolved (the kernel's d_path of the opened file,
+    fs/proc/base.c proc_exe_link), whatever relative path execve was given.  Static glibc
+    asserts it is absolute before main (_dl_get_origin)."""
+    return k.sandbox.to_guest(host)  # host: the sandbox's resolved, canonical path
+
+
 def _shebang(head: bytes) -> tuple[bytes, bytes | None] | None:
     """(interpreter, optional argument) of a "#!" line (fs/binfmt_script.c: the rest of
     the line after the interpreter's name is one argument, blanks trimmed)."""
@@ -391,6 +399,9 @@ def sys_execve(k: K, a: tuple[int, ...]) -> int:
     argv, envp = _strings(k, a[1]), _strings(k, a[2])
     # /proc/self/exe is the guest's program, not emutrace (busybox runs its applets so)
     guest = os.fsencode(k.exe_guest_path) if path in PROC_SELF_EXE else path
+    # AT_EXECFN: the path exactly as given (fs/exec.c copies bprm->filename to the new
+    # stack and binfmt_elf points AT_EXECFN at it), relative or a script's own
+    execfn = os.fsdecode(path)
     for _ in range(MAX_INTERPRETERS + 1):
         host = _executable(k, guest)
         with open(host, "rb") as f:
@@ -408,7 +419,7 @@ def sys_execve(k: K, a: tuple[int, ...]) -> int:
     if k.exec_hook is None:
         raise GuestError("ENOSYS")
     try:
-        image = k.exec_hook(host, argv, envp, os.fsdecode(guest))
+        image = k.exec_hook(host, argv, envp, exe_link(k, host), execfn)
     except EmutraceError as e:  # an ELF of no ISA emutrace runs, a missing interpreter
         k.warn_once(f"exec:{host}", f"emutrace: execve {os.fsdecode(guest)}: {e}")
         raise GuestError("ENOEXEC") from None
