@@ -7,6 +7,13 @@ into DIR.  No maintainer scripts run (none is needed for programs to find
 their libraries: Debian 12's libc6 ships `/lib/ld-linux-*.so.*` and `/lib/<triple>/`
 itself).  Cached: a package already unpacked (DIR/.emutrace-rootfs lists them) is skipped.
 
+Besides the packages, the root gets the directories a system has that no package ships:
+`/tmp` (mode 1777), the home directory of $HOME (e.g. `/root`), and `/dev` and `/proc`
+(empty: emutrace serves their contents itself, machine/linux/devfs.py and procfs.py; the
+empty directories make them appear in a listing of `/` and give qemu-user's `-L` the same
+tree).  A run under the root may write in its /tmp and that home without `--allow-write`
+(sandbox.scratch_dirs); anything else needs `--allow-write DIR`.
+
 The host's apt must know the architecture (`dpkg --add-architecture ARCH; apt-get
 update`); Debian 12 has no mips, riscv64 or powerpc port (their cross sysroots
 `/usr/<triple>` from `libc6-<arch>-cross` are roots too).
@@ -123,6 +130,23 @@ def build_root(root: Path, arch: str, packages: Iterable[str],
     if todo:
         relative_links(root)
     return todo
+
+
+def system_dirs(root: Path, home: str | None = None) -> list[Path]:
+    """Make the directories of a system that no package ships (see the module's text);
+    returns the scratch ones (/tmp, the home directory).  `home` defaults to $HOME."""
+    home = (home if home is not None else os.environ.get("HOME", "/root")).strip("/")
+    for name in ("dev", "proc"):
+        (root / name).mkdir(mode=0o755, exist_ok=True)
+    tmp = root / "tmp"
+    tmp.mkdir(exist_ok=True)
+    tmp.chmod(0o1777)  # hier(7): world-writable, sticky
+    made = [tmp]
+    if home:
+        where = root / home
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        made.append(where)
+    return made
 
 
 def relative_links(root: Path) -> int:

@@ -11,7 +11,8 @@ the access is allowed.  The policy (``--root`` / ``--allow-write``):
   inside* one of the ``--allow-write DIR`` directories (repeatable; default:
   the current working directory of the emutrace process, if that lies under
   the root and is safe to give away - otherwise nothing is writable; see
-  :func:`default_writable`).  A writable directory itself can
+  :func:`default_writable`; and in a root made by ``emutrace rootfs``, its
+  ``/tmp`` and the home directory it made: :func:`scratch_dirs`).  A writable directory itself can
   not be removed, renamed or chmod-ed; everything below it can.
 * Anything else fails with ``EACCES`` and a one-line warning
   (:class:`SandboxError` with ``denied=True``).
@@ -166,6 +167,27 @@ def default_writable(cwd: str | None, root: Path) -> Path | None:
     return here
 
 
+ROOTFS_MARKER = ".emutrace-rootfs"  # rootfs.MARKER (a leaf module imports no other leaf)
+
+
+def scratch_dirs(root: Path, home: str | None) -> list[Path]:
+    """The scratch directories of a root made by `emutrace rootfs` (it holds
+    ROOTFS_MARKER): its /tmp and the guest's home, ROOT/$HOME, when they are directories
+    strictly inside the root (after symlinks: a link out of the root gives nothing).  The
+    guest may write there without --allow-write, as programs expect of /tmp (sort's
+    temporary files) and $HOME; nothing outside the root is given away."""
+    if root == Path("/") or not (root / ROOTFS_MARKER).is_file():
+        return []
+    out = []
+    for rel in ("tmp", (home or "").strip("/")):
+        if not rel:
+            continue
+        where = Path(os.path.realpath(root / rel))
+        if where.is_dir() and where != root and where.is_relative_to(root) and where not in out:
+            out.append(where)
+    return out
+
+
 class VirtualNode(Protocol):
     """An object of a tree the syscall layer serves itself (a mount: /dev, /proc).
 
@@ -250,7 +272,9 @@ class Sandbox:
     resolved (``realpath``) here.  Every writable directory must be an
     existing directory under the root (else :class:`ValueError`).  An empty
     ``writable`` means the policy default: the host current directory if it
-    lies under the root, otherwise no writable directory at all.
+    lies under the root and is safe to give away (:func:`default_writable`), and
+    the scratch directories of a root made by ``emutrace rootfs``
+    (:func:`scratch_dirs`); else no writable directory at all.
     ``guest_cwd`` is a *guest* path (default: the host current directory
     translated into guest terms if it lies under the root, else ``/``); it
     must name an existing directory (else :class:`ValueError`).
@@ -300,6 +324,7 @@ class Sandbox:
             default = default_writable(host_cwd, self.root)
             if default is not None:
                 dirs.append(default)
+            dirs += [d for d in scratch_dirs(self.root, os.environ.get("HOME")) if d not in dirs]
         self.explicit_writable = bool(writable)
         self.writable = tuple(dirs)
         self.mounts: dict[bytes, VirtualNode] = {}  # top-level name -> served tree

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from emutrace.errors import UsageError
 from emutrace.isa import UnknownIsa, by_name
-from emutrace.rootfs import build_root
+from emutrace.rootfs import build_root, system_dirs
 
 
 class RootfsCommand:
@@ -41,6 +41,11 @@ class RootfsCommand:
         if cache is not None and cache.exists() and not cache.is_dir():
             raise UsageError(f"--cache {cache}: not a directory")
         added = build_root(root, arch, args.packages or ["libc6"], cache=cache)
+        scratch = system_dirs(root)
         print(f"emutrace: rootfs {root} ({arch}): {len(added)} packages unpacked"
               + (f": {' '.join(added)}" if added else ", all present"), file=sys.stderr)
+        guest = " and ".join("/" + str(d.relative_to(root)) for d in scratch)
+        print(f"emutrace: run with --root {root}: the guest may write in {guest} (and the "
+              "current directory when it lies in the root); give it any other directory "
+              f"with --allow-write DIR, e.g. --allow-write {root}/var", file=sys.stderr)
         return 0

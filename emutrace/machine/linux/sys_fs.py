@@ -289,6 +289,10 @@ def sys_getdents64(k: K, a: tuple[int, ...]) -> int:
                 mode = e.stat(follow_symlinks=False).st_mode
                 dtype = next((t for test, t in DT_TYPES if test(mode)), 0)
                 entries.append((e.name, e.inode(), dtype))
+        if desc.guest_path == "/":  # the served trees are there whatever the root holds
+            names = {name for name, _, _ in entries}
+            entries += [(name, inode(b"/" + name), 4) for name in k.sandbox.mounts
+                        if name not in names]
         desc.dir_entries = entries
     layout = k.abi.structs["linux_dirent64"]
     name_off = layout.fields["d_name"][0]
