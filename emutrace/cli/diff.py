@@ -24,7 +24,9 @@ from pathlib import Path
 
 from emutrace.benchgrid.machine import guest_stdio_silenced
 from emutrace.benchgrid.spec import expand, parse_arches
+from emutrace.cli import options
 from emutrace.cli.viewing import shown_names
+from emutrace.discover.demangle import demangled, demangling, filter_names
 from emutrace.discover.prototypes import read_prototypes
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, UsageError
@@ -67,11 +69,17 @@ def _regex(text: str | None, option: str) -> re.Pattern[str] | None:
         raise UsageError(f"{option} {text!r}: {e}") from None
 
 
-def _load_recording(path: str) -> tuple[Iterable[Record], Callable[[int], str], str]:
+def _load_recording(path: str, demangle: str) -> tuple[Iterable[Record], Callable[[int], str],
+                                                     str]:
     """(records, symbolize, ISA name) of a data directory written by `emutrace record`, its
-    names safe to print (control characters escaped)."""
+    names demangled by `demangle` and safe to print (control characters escaped)."""
     records, symbolize, isa = load_recording(path)
-    return records, shown_names(symbolize), isa
+    return records, shown_names(symbolize, demangle), isa
+
+
+def _own(path: str, demangle: str) -> frozenset[str]:
+    """The program's own functions (`Selection.own`) as the trace shows them."""
+    return frozenset(filter_names(read_prototypes(path).own, demangle))
 
 
 PROGRAM_CAP = 1 << 30  # the largest program file whose DWARF `diff` reads for its functions
@@ -110,6 +118,7 @@ class DiffCommand:
                        help="compare names and nesting only, not argument or return values")
         p.add_argument("--start", default="main", metavar="SYM",
                        help="compare nothing before SYM is first entered (default: main)")
+        options.add_demangle_option(p)
         p.add_argument("--max-insns", type=int, default=0, metavar="N",
                        help="stop each run after N guest instructions")
         p.add_argument("--timeout", type=float, default=0.0, metavar="S",
@@ -128,13 +137,13 @@ class DiffCommand:
             if len(args.what) < 2:
                 raise UsageError("diff: give two or more recordings, or one program template")
             for path in args.what:
-                records, symbolize, _isa = _load_recording(path)
+                records, symbolize, _isa = _load_recording(path, args.demangle)
                 # the program's own functions, when the recorded program is still there
                 exe = recorded_program(path)
-                own = frozenset(read_prototypes(exe).own) if exe and _a_program(exe) \
-                    else frozenset()
+                own = _own(exe, args.demangle) if exe and _a_program(exe) else frozenset()
                 select = Selection(own, keep, drop, args.all_functions)
-                traces[path] = normalise(records, symbolize, select, args.start,
+                traces[path] = normalise(records, symbolize, select,
+                                         demangled(args.start, args.demangle),
                                          values=values)
         else:
             template = args.what[0] if len(args.what) == 1 else shlex.join(args.what)
@@ -157,11 +166,12 @@ class DiffCommand:
                            max_insns=args.max_insns, timeout=args.timeout)
         with guest_stdio_silenced():
             result = Process(config, warn=lambda m: None).run()
-        name = read_symbols(result.image).namer(result.image.isa.code_mask)
-
-        own = frozenset(read_prototypes(result.image.path).own)
+        name = demangling(read_symbols(result.image).namer(result.image.isa.code_mask),
+                          args.demangle)
+        own = _own(result.image.path, args.demangle)
         select = Selection(own, keep, drop, args.all_functions)
-        return normalise(result.records, name, select, args.start, result.exit_code, values,
+        return normalise(result.records, name, select, demangled(args.start, args.demangle),
+                         result.exit_code, values,
                          8 * result.image.isa.identity.word_size)
 
 

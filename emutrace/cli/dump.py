@@ -48,7 +48,7 @@ class DumpCommand:
             raise UsageError("--sample-time only applies to --flame-graph")
         if args.perfetto and not args.output and sys.stdout.isatty():
             raise UsageError("--perfetto writes binary data: use -o FILE or a pipe")
-        records, symbolize, program, bits, tasks = open_data(args.data, args.tid)
+        records, symbolize, program, bits, tasks = open_data(args.data, args.tid, args.demangle)
         track = Track(program, bits, not args.no_args, tasks)
         out = open_output(args.output)
         try:
@@ -61,7 +61,7 @@ class DumpCommand:
                                   folded_stacks(records, symbolize, args.sample_time)))
             else:
                 streams, raw_names, _isa = load_tasks(args.data, True, args.tid)
-                _write_text(out, raw_lines(streams, shown_names(raw_names)))
+                _write_text(out, raw_lines(streams, shown_names(raw_names, args.demangle)))
             out.flush()
         finally:
             if out is not sys.stdout.buffer:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from emutrace.cli.viewing import add_data_option, add_task_option, open_data
+from emutrace.discover.demangle import demangled
 from emutrace.trace.callgraph import call_graph, graph_lines
 
 
@@ -21,8 +22,9 @@ class GraphCommand:
                        help="the function whose calls are merged (default: the program)")
 
     def __call__(self, args: argparse.Namespace) -> int:
-        records, symbolize, program, *_rest = open_data(args.data, args.tid)
-        graph = call_graph(records, symbolize, args.func, program)
-        for line in graph_lines(graph, args.func):
+        records, symbolize, program, *_rest = open_data(args.data, args.tid, args.demangle)
+        func = demangled(args.func, args.demangle) if args.func else None  # as -F names it
+        graph = call_graph(records, symbolize, func, program)
+        for line in graph_lines(graph, func):
             print(line)
         return 0

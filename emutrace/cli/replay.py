@@ -10,6 +10,7 @@ import sys
 
 from emutrace.cli import options
 from emutrace.cli.viewing import add_task_option, shown_names
+from emutrace.discover.demangle import demangled, filter_names
 from emutrace.isa import by_name
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.format import ReplayOptions, iter_replay_lines, iter_task_lines
@@ -48,6 +49,7 @@ class ReplayCommand:
         p.add_argument("-d", "--data", default="uftrace.data", metavar="DIR",
                        help="data directory (default uftrace.data)")
         options.add_filter_options(p)
+        options.add_demangle_option(p)
         p.add_argument("-t", "--time-filter", type=time_threshold, metavar="N",
                        help="hide functions that ran fewer than N instructions, with what "
                             "they called (uftrace's units also work: 1us = 1000)")
@@ -63,14 +65,16 @@ class ReplayCommand:
         streams, raw_names, isa = load_tasks(args.data, tids=args.tid)
         if not streams:
             return 0  # uftrace prints nothing for tasks the recording does not have
-        symbolize = shown_names(raw_names)
+        symbolize = shown_names(raw_names, args.demangle)
         # the records stream (memory does not grow with the recording); a first pass reads
         # only up to SYM's first entry (the whole file when SYM is never entered)
         probe, _symbolize, _isa = load_recording(args.data, tids=args.tid)
-        entered = any(isinstance(r, Entry) and symbolize(r.func) == args.start for r in probe)
-        start = args.start if entered else None
+        start = demangled(args.start, args.demangle)
+        entered = any(isinstance(r, Entry) and symbolize(r.func) == start for r in probe)
+        start = start if entered else None
         tasks = recording_tasks(args.data)
-        opts = ReplayOptions(filters=tuple(args.filter), notrace=tuple(args.notrace),
+        opts = ReplayOptions(filters=filter_names(args.filter, args.demangle),
+                             notrace=filter_names(args.notrace, args.demangle),
                              depth=args.depth, start=start, time_filter=args.time_filter,
                              show_args=not args.no_args,
                              show_retval=not (args.no_args or args.no_retval),

@@ -34,7 +34,7 @@ class ReportCommand:
         bad = [k for k in keys if k not in SORT_KEYS]
         if bad or not keys:
             raise UsageError(f"-s {args.sort}: sort keys are {', '.join(SORT_KEYS)}")
-        records, symbolize, *_rest = open_data(args.data, args.tid)
+        records, symbolize, *_rest = open_data(args.data, args.tid, args.demangle)
         stats = function_stats(records, symbolize)
         for line in report_lines(sort_stats(stats, keys), avg):
             print(line)

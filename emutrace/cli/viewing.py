@@ -10,6 +10,8 @@ import os
 from collections.abc import Callable, Collection, Iterator
 from typing import NamedTuple
 
+from emutrace.cli.options import add_demangle_option
+from emutrace.discover.demangle import DEFAULT, demangling
 from emutrace.isa import by_name
 from emutrace.trace.events import Record
 from emutrace.trace.uftrace_names import printable
@@ -29,6 +31,7 @@ class Recording(NamedTuple):
 def add_data_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--data", default=DEFAULT_DIR, metavar="DIR",
                    help=f"data directory written by `emutrace record` (default {DEFAULT_DIR})")
+    add_demangle_option(p)
 
 
 def task_ids(text: str) -> frozenset[int]:
@@ -48,14 +51,21 @@ def add_task_option(p: argparse.ArgumentParser) -> None:
                         "task the recording does not have shows nothing, as in uftrace")
 
 
-def open_data(path: str, tids: Collection[int] | None = None) -> Recording:
-    """DIR opened for reading; a bad directory is one EmutraceError naming the file."""
+def open_data(path: str, tids: Collection[int] | None = None,
+              demangle: str = DEFAULT) -> Recording:
+    """DIR opened for reading; a bad directory is one EmutraceError naming the file.
+    Names are shown by `--demangle`'s mode."""
     records, symbolize, isa = load_recording(path, as_uftrace=True, tids=tids)
     program = printable(os.path.basename(recorded_program(path) or "") or "program")
     bits = 8 * by_name(isa).identity.word_size if isa else 64
-    return Recording(records, shown_names(symbolize), program, bits, recording_tasks(path))
+    return Recording(records, shown_names(symbolize, demangle), program, bits,
+                     recording_tasks(path))
 
 
-def shown_names(symbolize: Callable[[int], str]) -> Callable[[int], str]:
-    """`symbolize` whose names are safe on a terminal (control characters escaped)."""
-    return lambda addr: printable(symbolize(addr))
+def shown_names(symbolize: Callable[[int], str],
+                demangle: str = DEFAULT) -> Callable[[int], str]:
+    """`symbolize` whose names are demangled by `demangle`'s mode (discover/demangle.py;
+    the recording keeps them mangled) and safe on a terminal (control characters
+    escaped)."""
+    named = demangling(symbolize, demangle)
+    return lambda addr: printable(named(addr))
