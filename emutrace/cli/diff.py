@@ -77,9 +77,14 @@ def _load_recording(path: str, demangle: str) -> tuple[Iterable[Record], Callabl
     return records, shown_names(symbolize, demangle), isa
 
 
-def _own(path: str, demangle: str) -> frozenset[str]:
-    """The program's own functions (`Selection.own`) as the trace shows them."""
-    return frozenset(filter_names(read_prototypes(path).own, demangle))
+def _types(path: str, demangle: str) -> tuple[frozenset[str], dict[str, bool]]:
+    """The program's own functions (`Selection.own`) and whether each function with a
+    DWARF prototype returns a value (not `void`: `normalise`'s `returns`), by name as the
+    trace shows it."""
+    types = read_prototypes(path)
+    returns = {demangled(name, demangle): proto.ret.kind != "void"
+               for name, proto in types.by_name.items()}
+    return frozenset(filter_names(types.own, demangle)), returns
 
 
 PROGRAM_CAP = 1 << 30  # the largest program file whose DWARF `diff` reads for its functions
@@ -104,7 +109,9 @@ class DiffCommand:
                     "Compared by default: the program's own functions (DWARF compile units "
                     "not under a system path; without DWARF every named function), entered "
                     "under --start, with their nesting, arguments and return values "
-                    "(integers by value, pointers as 'ptr').")
+                    "(integers by value, pointers as 'ptr'); each thread apart, threads "
+                    "matched by their order of creation; a GCC part (f.cold, f.part.N) "
+                    "as its function f; a void function's return without a value.")
         p.add_argument("--arch", default="all", metavar="all|ISA,...",
                        help="ISAs to run the template for (default all)")
         p.add_argument("--keep", metavar="REGEX",
@@ -140,11 +147,12 @@ class DiffCommand:
                 records, symbolize, _isa = _load_recording(path, args.demangle)
                 # the program's own functions, when the recorded program is still there
                 exe = recorded_program(path)
-                own = _own(exe, args.demangle) if exe and _a_program(exe) else frozenset()
+                own, returns = _types(exe, args.demangle) if exe and _a_program(exe) \
+                    else (frozenset(), {})
                 select = Selection(own, keep, drop, args.all_functions)
                 traces[path] = normalise(records, symbolize, select,
                                          demangled(args.start, args.demangle),
-                                         values=values)
+                                         values=values, returns=returns)
         else:
             template = args.what[0] if len(args.what) == 1 else shlex.join(args.what)
             if "{isa}" not in template:
@@ -168,11 +176,11 @@ class DiffCommand:
             result = Process(config, warn=lambda m: None).run()
         name = demangling(read_symbols(result.image).namer(result.image.isa.code_mask),
                           args.demangle)
-        own = _own(result.image.path, args.demangle)
+        own, returns = _types(result.image.path, args.demangle)
         select = Selection(own, keep, drop, args.all_functions)
         return normalise(result.records, name, select, demangled(args.start, args.demangle),
                          result.exit_code, values,
-                         8 * result.image.isa.identity.word_size)
+                         8 * result.image.isa.identity.word_size, returns)
 
 
 def report(traces: dict[str, Trace], out: object) -> int:
