@@ -1,0 +1,111 @@
+"""A root that works like a system: Debian's perl, python3, dash and bash, from the roots
+`emutrace rootfs` makes (scripts/setup.sh: .cache/system-roots/<isa> with perl-base,
+python3-minimal, dash, bash, coreutils), use /dev (null, zero, full, urandom, /dev/fd) and
+/proc, and run background jobs (`&` + `wait`), with stdout, stderr and exit status equal
+to `qemu-<isa>-static -L ROOT` running the same program (qemu-user hands the guest the
+host's /dev and /proc; emutrace serves its own, machine/linux/devfs.py and procfs.py).
+
+The programs print only what does not depend on the host (no pids, no listings of
+/proc/self/fd, which under qemu hold qemu's own descriptors) and exec nothing (qemu-user
+without binfmt_misc cannot run a foreign program a guest execs): the shells' jobs are
+subshells and builtins.  A root that is not built is a skip that says how to build it; a
+program an ISA cannot run is a strict xfail read from the ISA's capability table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emutrace.isa import by_name
+from emutrace.isa.base import Cap
+from tests.conftest import ENV, REPO, qemu_binary
+
+DEBIAN_ISAS = ("x86_64", "i386", "aarch64", "arm", "mipsel", "ppc64le", "s390x")
+ROOTS = REPO / ".cache" / "system-roots"
+PACKAGES = ("perl-base", "python3-minimal", "dash", "bash", "coreutils")
+# the C locale: the roots ship no locales, and the host's LANG would make perl warn
+RUN_ENV = {**ENV, "LC_ALL": "C", "LANG": "C", "TZ": "UTC0"}
+
+JOBS = ("echo a & wait; (exit 3) & wait $!; echo \"status $?\"; true & wait; "
+        "{ echo b; echo c; } & wait; read x < /dev/null; echo \"read $?\"; "
+        "echo z > /dev/null; echo \"null $?\"; echo done")
+PERL = (
+    'print 1; print "\\n";'
+    'open(my $n, "<", "/dev/null") or die "null: $!"; print eof($n) ? "eof\\n" : "data\\n";'
+    'open(my $z, "<", "/dev/zero") or die; read($z, my $b, 4); print unpack("H*", $b), "\\n";'
+    'open(my $r, "<", "/dev/urandom") or die; print read($r, $b, 16), "\\n";'
+    'print -c "/dev/null" ? "chr\\n" : "not\\n";'
+    'open(my $f, ">", "/dev/full") or die; print $f "x"; close($f) or print "full: $!\\n";'
+    'open(my $m, "<", "/proc/self/maps") or die "maps: $!"; my @m = <$m>;'
+    'print scalar(grep { m{/usr/bin/perl} } @m) > 0 ? "maps name perl\\n" : "no\\n";'
+    'my $pid = fork; if (!$pid) { print "child\\n"; exit 7 } waitpid($pid, 0);'
+    'print "child status ", $? >> 8, "\\n";'
+)
+PYTHON = (
+    "import errno, os\n"
+    "print(os.path.exists('/dev/null'), os.path.isdir('/proc/self/fd'))\n"
+    "print(len(os.urandom(8)), open('/dev/zero', 'rb').read(3))\n"
+    "print(open('/dev/null', 'rb').read())\n"
+    "try:\n    with open('/dev/full', 'w') as f: f.write('x')\n"
+    "except OSError as e:\n    print('full', errno.errorcode[e.errno])\n"
+    "print(open('/proc/self/cmdline', 'rb').read().split(b'\\0')[1:2])\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n    os._exit(5)\n"
+    "print('child', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+)
+PROGRAMS = {  # name -> argv inside the root
+    "perl": ("./usr/bin/perl", "-e", PERL),
+    "python3": ("./usr/bin/python3", "-S", "-c", PYTHON),
+    "dash": ("./bin/dash", "-c", JOBS),
+    "bash": ("./bin/bash", "-c", JOBS + "; read l < <(echo procsub); echo \"$l\"; "
+             "x=$(echo cs); echo \"$x\"; read y < /dev/stdin; echo \"stdin $?\""),
+}
+# python3 is the slow one (its start-up runs ~10^8 guest instructions): on three ISAs
+PYTHON_ISAS = ("x86_64", "aarch64", "arm")
+GAPS: dict[str, Cap] = {}  # program -> the capability it needs, where an ISA lacks it
+
+
+def root_of(isa: str) -> Path:
+    root = ROOTS / isa
+    if not (root / ".emutrace-rootfs").exists():
+        pytest.skip(f"{root} is not built: run scripts/setup.sh (emutrace rootfs --arch "
+                    f"{isa} -o {root} {' '.join(PACKAGES)})")
+    return root
+
+
+def qemu(isa: str, argv: tuple[str, ...]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([qemu_binary(isa), "-L", ".", *argv], cwd=root_of(isa),
+                          capture_output=True, timeout=300, env=RUN_ENV, stdin=subprocess.DEVNULL)
+
+
+def emutrace(isa: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                           "--root", ".", *args], cwd=root_of(isa), capture_output=True,
+                          timeout=600, env=RUN_ENV, stdin=subprocess.DEVNULL)
+
+
+def gap(isa: str, program: str) -> list[pytest.MarkDecorator]:
+    need = GAPS.get(program)
+    cap = by_name(isa).capabilities.get(need) if need is not None else None
+    if cap is None or cap.works:
+        return []
+    return [pytest.mark.xfail(reason=cap.reason, strict=True)]
+
+
+def cells() -> list:  # type: ignore[type-arg]
+    return [pytest.param(isa, name, id=f"{isa}-{name}", marks=gap(isa, name))
+            for isa in DEBIAN_ISAS for name in PROGRAMS
+            if name != "python3" or isa in PYTHON_ISAS]
+
+
+@pytest.mark.parametrize(("isa", "program"), cells())
+def test_system_program_like_qemu(isa: str, program: str) -> None:
+    argv = PROGRAMS[program]
+    want = qemu(isa, argv)
+    assert want.returncode == 0 and want.stdout, want.stderr
+    got = emutrace(isa, *argv)
+    assert (got.stdout.decode(), got.stderr.decode(), got.returncode) == (
+        want.stdout.decode(), want.stderr.decode(), want.returncode)
