@@ -114,5 +114,21 @@ for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do
   fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
+# Roots that work like a system (tests/test_system_root.py): Debian's perl, python3, dash
+# and bash per Debian ISA in .cache/system-roots/<isa> (one after another: they share the
+# .deb directories above).  `emutrace rootfs` also makes their /tmp, home, /dev and /proc.
+system_programs="perl-base python3-minimal dash bash coreutils"
+for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do
+  root=".cache/system-roots/$isa"
+  complete=1
+  for pkg in $system_programs; do
+    grep -q "^$pkg:" "$root/.emutrace-rootfs" 2>/dev/null || complete=0
+  done
+  if [ "$complete" = 0 ]; then
+    # shellcheck disable=SC2086
+    python3 -m emutrace rootfs --arch "$isa" -o "$root" --cache ".cache/rootfs-debs/$isa" \
+      $system_programs
+  fi
+done
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion
