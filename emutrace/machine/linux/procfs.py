@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 PAGE = 0x1000
 PAGE_KIB = 4
+MAX_MAP_RECORDS = 4096  # past this many, note_mapping forgets what is no longer mapped
 START = time.time()  # the process's start, for stat's starttime and the files' times
 MOUNTS = (  # /proc/self/mounts (fstab(5) fields): what the guest's tree is made of
     ("rootfs", "/", "rootfs", "rw"),
@@ -121,6 +122,8 @@ def note_mapping(k: LinuxKernel, start: int, end: int, offset: int, name: str) -
     anonymous memory) for /proc/self/maps; older records the new one covers go."""
     k.file_maps[:] = [m for m in k.file_maps if not (start <= m[0] and m[1] <= end)]
     k.file_maps.append((start, end, offset, name))
+    if len(k.file_maps) > MAX_MAP_RECORDS:  # records of places unmapped since: dropped
+        k.file_maps[:] = [m for m in k.file_maps if k.space.mapped(m[0], m[1])]
 
 
 def note_image(k: LinuxKernel, image: Image, bias: int, name: str) -> None:

@@ -2,7 +2,9 @@
 values are the host's for the file the sandbox resolves (as qemu-user passes them through:
 `ls`, `find`, `sed -i` and `df` ask), written in the guest's layout of `struct statfs` /
 `struct statfs64` from the ABI tables.  The host is asked through its C library's
-`statfs64` / `fstatfs64` (Python's os.statvfs has no `f_type`)."""
+`statfs64` / `fstatfs64` (Python's os.statvfs has no `f_type`).  The trees emutrace serves
+answer as Linux's do: /proc is a proc file system, /dev a devtmpfs (tmpfs's magic), with
+no blocks and no files counted."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.table import syscall
+from emutrace.sandbox import Virtual
 
 K = LinuxKernel
 COUNTS = ("f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree")
@@ -48,6 +51,33 @@ def _host_statfs(where: str | int) -> HostStatfs:
     return out
 
 
+# include/uapi/linux/magic.h
+SERVED_MAGIC = {"proc": 0x9FA0, "dev": 0x01021994}  # PROC_SUPER_MAGIC, TMPFS_MAGIC
+NAME_MAX = 255
+
+
+def _served_statfs(guest_path: str) -> HostStatfs:
+    out = HostStatfs()
+    out.f_type = SERVED_MAGIC.get(guest_path.strip("/").split("/")[0], SERVED_MAGIC["dev"])
+    out.f_bsize = out.f_frsize = 4096
+    out.f_namelen = NAME_MAX
+    return out
+
+
+def _statfs_path(k: K, addr: int) -> HostStatfs:
+    found = k.sandbox.lookup(k.string(addr))
+    if isinstance(found, Virtual):
+        return _served_statfs(os.fsdecode(found.guest_path))
+    return _host_statfs(str(found))
+
+
+def _statfs_fd(k: K, fd: int) -> HostStatfs:
+    desc = k.fd(fd)
+    if desc.node is not None:
+        return _served_statfs(desc.guest_path)
+    return _host_statfs(desc.host_fd)
+
+
 def _put(k: K, layout: str, addr: int, s: HostStatfs) -> int:
     fields = k.abi.structs[layout].fields
     values = {name: getattr(s, name) & ((1 << 64) - 1) for name in SCALARS}
@@ -72,21 +102,21 @@ def _sized(k: K, layout: str, size: int) -> None:
 
 @syscall("statfs")
 def sys_statfs(k: K, a: tuple[int, ...]) -> int:
-    return _put(k, "statfs", a[1], _host_statfs(str(k.sandbox.resolve(k.string(a[0])))))
+    return _put(k, "statfs", a[1], _statfs_path(k, a[0]))
 
 
 @syscall("fstatfs")
 def sys_fstatfs(k: K, a: tuple[int, ...]) -> int:
-    return _put(k, "statfs", a[1], _host_statfs(k.fd(a[0]).host_fd))
+    return _put(k, "statfs", a[1], _statfs_fd(k, a[0]))
 
 
 @syscall("statfs64")
 def sys_statfs64(k: K, a: tuple[int, ...]) -> int:
     _sized(k, "statfs64", a[1])
-    return _put(k, "statfs64", a[2], _host_statfs(str(k.sandbox.resolve(k.string(a[0])))))
+    return _put(k, "statfs64", a[2], _statfs_path(k, a[0]))
 
 
 @syscall("fstatfs64")
 def sys_fstatfs64(k: K, a: tuple[int, ...]) -> int:
     _sized(k, "statfs64", a[1])
-    return _put(k, "statfs64", a[2], _host_statfs(k.fd(a[0]).host_fd))
+    return _put(k, "statfs64", a[2], _statfs_fd(k, a[0]))
