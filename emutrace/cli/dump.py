@@ -48,6 +48,18 @@ class DumpCommand:
             raise UsageError("--sample-time only applies to --flame-graph")
         if args.perfetto and not args.output and sys.stdout.isatty():
             raise UsageError("--perfetto writes binary data: use -o FILE or a pipe")
+        if not (args.perfetto or args.chrome or args.flame_graph):
+            # task after task (one task's files open at a time: any number of tasks)
+            streams, raw_names, _isa = load_tasks(args.data, True, args.tid,
+                                                  side_by_side=False)
+            out = open_output(args.output)
+            try:
+                _write_text(out, raw_lines(streams, shown_names(raw_names, args.demangle)))
+                out.flush()
+            finally:
+                if out is not sys.stdout.buffer:
+                    out.close()
+            return 0
         records, symbolize, program, bits, tasks = open_data(args.data, args.tid, args.demangle)
         track = Track(program, bits, not args.no_args, tasks)
         out = open_output(args.output)
@@ -56,12 +68,9 @@ class DumpCommand:
                 write_perfetto(records, symbolize, track, out)
             elif args.chrome:
                 _write_text(out, chrome_json(records, symbolize, track))
-            elif args.flame_graph:
+            else:
                 _write_text(out, (line + "\n" for line in
                                   folded_stacks(records, symbolize, args.sample_time)))
-            else:
-                streams, raw_names, _isa = load_tasks(args.data, True, args.tid)
-                _write_text(out, raw_lines(streams, shown_names(raw_names, args.demangle)))
             out.flush()
         finally:
             if out is not sys.stdout.buffer:

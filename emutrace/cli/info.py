@@ -4,6 +4,7 @@ straight from the ISA modules; `emutrace info -d DIR`: what a recording holds.""
 from __future__ import annotations
 
 import argparse
+from itertools import chain
 
 from emutrace.isa import all_isas
 from emutrace.isa.base import CAPABILITIES
@@ -33,9 +34,11 @@ class InfoCommand:
             return 0
         if args.data is not None:
             from emutrace.trace.recording_info import describe
-            from emutrace.trace.uftrace_read import load_recording
+            from emutrace.trace.uftrace_read import load_tasks
 
-            records, _symbolize, isa = load_recording(args.data)
+            # the tasks one after another (counts need no time order; any number of tasks)
+            streams, _symbolize, isa = load_tasks(args.data, side_by_side=False)
+            records = chain.from_iterable(records for _task, records in streams)
             print("\n".join(describe(args.data, isa, records)))
             return 0
         print(render_matrix())

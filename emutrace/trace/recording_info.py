@@ -42,7 +42,7 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
     functions: set[int] = set()
     last = 0
     for rec in records:
-        last = rec.time
+        last = max(last, rec.time)  # the tasks may come one after another
         if isinstance(rec, Entry):
             calls += 1
             functions.add(rec.func)

@@ -366,10 +366,13 @@ def in_time_order(streams: list[Iterator[T]], time: Callable[[T], int]) -> Itera
     return heapq.merge(*streams, key=time) if streams else iter(())
 
 
-def load_tasks(path: str, as_uftrace: bool = False, tids: Collection[int] | None = None
+def load_tasks(path: str, as_uftrace: bool = False, tids: Collection[int] | None = None,
+               side_by_side: bool = True
                ) -> tuple[list[tuple[int, Iterator[Record]]], Callable[[int], str], str]:
     """As `load_recording`, each chosen task's records apart: [(task id, records)] in the
-    order of `recording_tasks`."""
+    order of `recording_tasks`.  A task's files are opened when its records are first
+    read; `side_by_side` (the records will be read together, `in_time_order`): at most
+    MAX_TASKS tasks."""
     if not os.path.isdir(path):
         raise EmutraceError(f"{path}: no such data directory", EXIT_NO_INPUT)
     info = info_text(path)
@@ -377,7 +380,7 @@ def load_tasks(path: str, as_uftrace: bool = False, tids: Collection[int] | None
         raise _bad(os.path.join(path, "info"), "missing (not a complete uftrace data directory)")
     tasks = recording_tasks(path)
     chosen = [(i, t) for i, t in enumerate(tasks) if tids is None or t in tids]
-    if len(chosen) > MAX_TASKS:
+    if side_by_side and len(chosen) > MAX_TASKS:
         raise _bad(os.path.join(path, "info"),
                    f"{len(chosen)} tasks; viewers read at most {MAX_TASKS} side by side "
                    f"(choose some with --tid)")
