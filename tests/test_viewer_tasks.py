@@ -225,3 +225,32 @@ def test_perfetto_has_one_thread_per_task(data: Path, tmp_path: Path) -> None:
         else:
             got.append(("E", tid, names.pop(), p.timestamp))
     assert got == chrome_events(uftrace("dump", "--chrome", "-d", data))
+
+
+def test_bad_task_lists_are_one_line(recordings: Callable[[str], Path], tmp_path: Path) -> None:
+    """A recording is untrusted input: a task id that is not a number, a listed task
+    without its file, more tasks than the viewers read side by side — one line, exit 65
+    (the raw dump and `info -d` read tasks one at a time, any number)."""
+    import shutil
+
+    def with_tids(name: str, tids: str) -> Path:
+        out = tmp_path / name
+        shutil.copytree(recordings("x86_64"), out)
+        info = (out / "info").read_bytes()
+        (out / "info").write_bytes(info.replace(b"taskinfo:tids=1,2,3,4",
+                                                f"taskinfo:tids={tids}".encode()))
+        return out
+
+    for data, message in [(with_tids("x", "1,x"), "task id 'x' is not a positive number"),
+                          (with_tids("gone", "1,2,7"), "7.dat: missing")]:
+        proc = run_emutrace("report", "-d", data)
+        assert proc.returncode == 65 and message in proc.stderr.decode(), proc.stderr
+        assert proc.stderr.decode().count("\n") == 1
+    many = with_tids("many", ",".join(map(str, range(1, 301))))
+    for n in range(5, 301):
+        (many / f"{n}.dat").write_bytes(b"")
+    proc = run_emutrace("graph", "-d", many)
+    assert proc.returncode == 65 and "--tid" in proc.stderr.decode()
+    assert "start_thread" in emutrace("graph", "-d", many, "--tid", "1,2")
+    assert emutrace("dump", "-d", many).count("reading ") == 300
+    assert emutrace("info", "-d", many).splitlines()[5].split()[1] == "300"

@@ -65,8 +65,7 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
         f"command:     {fields.get('cmdline', '?')}",
         f"ISA:         {isa or '? (no emutrace.txt: not recorded by emutrace)'}",
         f"state:       {state}",
-        f"tasks:       {fields.get('taskinfo.nr_tid', '?')} "
-        f"(tids {fields.get('taskinfo.tids', '?')})",
+        f"tasks:       {len(tasks)} (tids {_listed(tasks)})",
         f"calls:       {calls} to {len(functions)} functions",
         f"data:        {size} bytes in {_dat_files(tasks)} ({size / max(calls, 1):.1f} bytes "
         f"per call: two 16-byte records and the values)",
@@ -85,3 +84,8 @@ def _dat_files(tasks: tuple[int, ...]) -> str:
     if len(tasks) == 1:
         return f"{tasks[0]}.dat"
     return f"{len(tasks)} task files ({tasks[0]}.dat ... {tasks[-1]}.dat)"
+
+
+def _listed(tasks: tuple[int, ...]) -> str:
+    shown = ",".join(map(str, tasks[:16]))
+    return shown if len(tasks) <= 16 else f"{shown},... ({len(tasks) - 16} more)"
