@@ -1,7 +1,9 @@
 """`emutrace replay -d DIR`: the call graph of a recording, in the layout `emutrace run`
-prints (trace/format.py), with uftrace's filter options.  It streams: memory stays bounded
-whatever the recording's length; a file damaged in the middle is reported (one line, 65)
-after the lines before the damage."""
+prints (trace/format.py), with uftrace's filter options.  A recording of several tasks
+(threads) is shown as uftrace's replay shows it: every task (or those of `--tid`), their
+lines in time order with a TID column.  It streams: memory stays bounded whatever the
+recording's length; a file damaged in the middle is reported (one line, 65) after the lines
+before the damage."""
 
 from __future__ import annotations
 
