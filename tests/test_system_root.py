@@ -109,3 +109,19 @@ def test_system_program_like_qemu(isa: str, program: str) -> None:
     got = emutrace(isa, *argv)
     assert (got.stdout.decode(), got.stderr.decode(), got.returncode) == (
         want.stdout.decode(), want.stderr.decode(), want.returncode)
+
+
+@pytest.mark.parametrize("isa", ("x86_64", "s390x"))
+def test_root_tmp_is_writable_and_files_copy(isa: str) -> None:
+    """A root made by `emutrace rootfs` has a /tmp the guest may write without
+    --allow-write; coreutils' cp copies into it with copy_file_range (the copy equals the
+    original), and cat of a /proc file falls back to read/write without a warning."""
+    root = root_of(isa)
+    copy = root / "tmp" / f"copied-{isa}"
+    copy.unlink(missing_ok=True)
+    got = emutrace(isa, "./bin/cp", "etc/debian_version", f"tmp/{copy.name}")
+    assert (got.returncode, got.stderr) == (0, b"")
+    assert copy.read_bytes() == (root / "etc" / "debian_version").read_bytes()
+    copy.unlink()
+    shown = emutrace(isa, "./bin/cat", "/proc/sys/kernel/ostype")
+    assert (shown.returncode, shown.stdout, shown.stderr) == (0, b"Linux\n", b"")

@@ -186,6 +186,35 @@ def sys_sendfile(k: K, a: tuple[int, ...]) -> int:
     raise GuestError("ENOSYS")  # callers (busybox cat, coreutils) fall back to read/write
 
 
+@syscall("copy_file_range")
+def sys_copy_file_range(k: K, a: tuple[int, ...]) -> int:
+    """copy_file_range(2) between two host files: the host's call, with the guest's loff_t
+    offsets when given (read and written back in the guest's byte order).  An object
+    emutrace serves (/dev, /proc) is EINVAL, as Linux answers for anything but regular
+    files; callers (coreutils cat, cp) then read and write."""
+    if a[5]:
+        raise GuestError("EINVAL")  # no flags are defined
+    src, dst = k.fd(a[0]), k.fd(a[2])
+    if src.node is not None or dst.node is not None:
+        raise GuestError("EINVAL")
+    offsets = [_loff(k, a[1]), _loff(k, a[3])]
+    if any(off is not None and off < 0 for off in offsets):
+        raise GuestError("EINVAL")
+    done = os.copy_file_range(src.host_fd, dst.host_fd, min(a[4], MAX_RW_COUNT),
+                              offsets[0], offsets[1])
+    for addr, off in ((a[1], offsets[0]), (a[3], offsets[1])):
+        if off is not None:
+            k.write(addr, (off + done).to_bytes(8, k.endian, signed=True))
+    return done
+
+
+def _loff(k: K, addr: int) -> int | None:
+    """A loff_t the guest points at, or None for a NULL pointer (the file's position)."""
+    if not addr:
+        return None
+    return int.from_bytes(k.read(addr, 8), k.endian, signed=True)
+
+
 # ---------------------------------------------------------------- stat family
 def _stat_values(s: os.stat_result) -> dict[str, int]:
     out = {"st_dev": s.st_dev, "st_ino": s.st_ino, "__st_ino": s.st_ino, "st_mode": s.st_mode,
