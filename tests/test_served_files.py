@@ -13,10 +13,12 @@ how the sandbox's walk reaches it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
@@ -259,3 +261,27 @@ def test_machine_files(guest: tuple[str, dict[str, bytes]]) -> None:
     assert {fields[1] for fields in mounts} >= {"/", "/proc", "/dev"}
     assert re.fullmatch(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
                         rb"[0-9a-f]{12}\n", s["uuid"])
+
+
+def test_dev_tty_is_the_users_terminal() -> None:
+    """/dev/tty is emutrace's controlling terminal when it has one (a pty here, made the
+    session's terminal): what the guest writes there reaches the terminal; without one
+    the open is ENXIO (tests/test_realcalls.py)."""
+    master, slave = os.openpty()
+
+    def controlling_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    try:
+        got = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                              str(BUSYBOX / "x86_64" / "busybox"), "sh", "-c",
+                              "echo to-the-terminal > /dev/tty; echo rc $?"],
+                             stdin=slave, capture_output=True, env=ENV, timeout=120,
+                             preexec_fn=controlling_terminal)
+        seen = os.read(master, 4096)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert (got.returncode, got.stdout) == (0, b"rc 0\n"), got.stderr
+    assert b"to-the-terminal" in seen
