@@ -71,9 +71,9 @@ class ReplayCommand:
         # the records stream (memory does not grow with the recording); a first pass reads
         # only up to SYM's first entry (the whole file when SYM is never entered)
         probe, _symbolize, _isa = load_recording(args.data, tids=args.tid)
-        start = demangled(args.start, args.demangle)
-        entered = any(isinstance(r, Entry) and symbolize(r.func) == start for r in probe)
-        start = start if entered else None
+        sym = demangled(args.start, args.demangle)
+        entered = any(isinstance(r, Entry) and symbolize(r.func) == sym for r in probe)
+        start = sym if entered else None
         tasks = recording_tasks(args.data)
         opts = ReplayOptions(filters=filter_names(args.filter, args.demangle),
                              notrace=filter_names(args.notrace, args.demangle),
