@@ -182,7 +182,7 @@ def load_segments(program: Path) -> list[tuple[int, int, str]]:
 def test_proc_self_maps(guest: tuple[str, dict[str, bytes]]) -> None:
     """Every line parses as proc(5)'s format; the lines are sorted and disjoint; the
     program's executable PT_LOAD is an r-x mapping named after the program at the page of
-    its address; [stack] is there."""
+    its address, with the file's device and inode; [stack] is there."""
     isa, s = guest
     program = str(BUSYBOX / isa / "busybox")
     rows = []
@@ -190,6 +190,10 @@ def test_proc_self_maps(guest: tuple[str, dict[str, bytes]]) -> None:
         m = MAPS_LINE.fullmatch(line)
         assert m is not None, line
         rows.append((int(m[1], 16), int(m[2], 16), m[3], m[7]))
+        if m[7] == program:  # the file's device and inode, as the host's stat gives them
+            st = os.stat(program)
+            assert (m[5], int(m[6])) == (
+                f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}", st.st_ino)
     assert all(lo < hi for lo, hi, _, _ in rows)
     assert all(a[1] <= b[0] for a, b in zip(rows, rows[1:], strict=False))
     text = next(vaddr for vaddr, _, flags in load_segments(Path(program)) if "E" in flags)

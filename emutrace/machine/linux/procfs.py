@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
 from emutrace.machine.linux.vfs import (
+    STARTED,
     Dir,
     FdLink,
     File,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 PAGE = 0x1000
 PAGE_KIB = 4
 MAX_MAP_RECORDS = 4096  # past this many, note_mapping forgets what is no longer mapped
-START = time.time()  # the process's start, for stat's starttime and the files' times
 MOUNTS = (  # /proc/self/mounts (fstab(5) fields): what the guest's tree is made of
     ("rootfs", "/", "rootfs", "rw"),
     ("proc", "/proc", "proc", "ro,nosuid,nodev,noexec,relatime"),
@@ -110,9 +110,9 @@ def maps_text(k: LinuxKernel) -> str:
     width = 25 + 6 * k.word  # fs/proc/task_mmu.c: the name starts after this column
     out = []
     for lo, hi, rwx, offset, name in rows:
-        inode = _inode_of(k, name) if name.startswith("/") else 0
-        dev = "fe:00" if inode else "00:00"
-        line = f"{lo:08x}-{hi:08x} {rwx}p {offset:08x} {dev} {inode} "
+        dev, inode = _file_id(k, name) if name.startswith("/") else (0, 0)
+        line = (f"{lo:08x}-{hi:08x} {rwx}p {offset:08x} "
+                f"{os.major(dev):02x}:{os.minor(dev):02x} {inode} ")
         out.append((line.ljust(width) + name if name else line) + "\n")
     return "".join(out)
 
@@ -134,12 +134,17 @@ def note_image(k: LinuxKernel, image: Image, bias: int, name: str) -> None:
         note_mapping(k, lo, hi, seg.offset & ~(PAGE - 1), name)
 
 
-def _inode_of(k: LinuxKernel, guest: str) -> int:
+def _file_id(k: LinuxKernel, guest: str) -> tuple[int, int]:
+    """(st_dev, st_ino) of a mapped file, as maps shows them; (0, 0) for one removed
+    since it was mapped."""
     try:
         found = k.sandbox.lookup(guest)
-        return os.stat(found).st_ino if isinstance(found, os.PathLike) else 0
-    except (OSError, SandboxError):  # a file removed since it was mapped
-        return 0
+        if isinstance(found, os.PathLike):
+            st = os.stat(found)
+            return st.st_dev, st.st_ino
+    except (OSError, SandboxError):
+        pass
+    return 0, 0
 
 
 def _comm(k: LinuxKernel) -> str:
@@ -192,8 +197,8 @@ def status_text(k: LinuxKernel, tid: int) -> str:
 
 def stat_text(k: LinuxKernel, tid: int) -> str:
     """/proc/self/stat: the 52 fields of proc(5), "pid (comm) state ppid pgrp ..."."""
-    ticks = int((time.time() - START) * 100)
-    boot = time.clock_gettime(time.CLOCK_BOOTTIME) - (time.time() - START)
+    ticks = int((time.time() - STARTED) * 100)
+    boot = time.clock_gettime(time.CLOCK_BOOTTIME) - (time.time() - STARTED)
     caught = {s for s in k.sig_actions if s not in k.sig_ignored}
     sig = int(_sigset_hex(k.sig_pending), 16)
     try:
