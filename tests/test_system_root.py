@@ -125,3 +125,19 @@ def test_root_tmp_is_writable_and_files_copy(isa: str) -> None:
     copy.unlink()
     shown = emutrace(isa, "./bin/cat", "/proc/sys/kernel/ostype")
     assert (shown.returncode, shown.stdout, shown.stderr) == (0, b"Linux\n", b"")
+
+
+def test_rootfs_says_how_to_allow_writes() -> None:
+    """`emutrace rootfs` over a built root (nothing to unpack) makes its /tmp (1777), home,
+    /dev and /proc and ends with how to give the guest write access."""
+    root = root_of("aarch64")
+    got = subprocess.run([sys.executable, "-m", "emutrace", "rootfs", "--arch", "aarch64",
+                          "-o", str(root), "--cache", str(REPO / ".cache" / "rootfs-debs" /
+                                                          "aarch64"), *PACKAGES],
+                         capture_output=True, timeout=300, env={**ENV, "HOME": "/root"})
+    assert got.returncode == 0, got.stderr
+    first, last = got.stderr.decode().splitlines()
+    assert first.endswith("0 packages unpacked, all present")
+    assert "may write in /tmp and /root" in last and "--allow-write DIR" in last
+    assert (root / "tmp").stat().st_mode & 0o7777 == 0o1777
+    assert all((root / d).is_dir() for d in ("root", "dev", "proc"))
