@@ -422,24 +422,31 @@ static int entry(rt_state *s, rt_func *f, __int128 time, uint64_t rec_depth, int
         if (reserve(t, f->name_len + 1))
             return RT_NOMEM;
         put(t, s->names.p + f->name, f->name_len);
-        t->p[t->len++] = '(';
+        uint32_t shown_n = 0;
         if (s->show_args) {
             int64_t count = f->args >= 0 ? f->args : s->default_args;
-            uint32_t shown_n = count >= 0 && (uint64_t)count < n ? (uint32_t)count : n;
-            for (uint32_t i = 0; i < shown_n; i++) {
-                int r = text(s, ctx, i);
-                if (r)
-                    return r;
-                if (reserve(t, s->scratch.len + 2))
-                    return RT_NOMEM;
-                if (i)
-                    put(t, ", ", 2);
-                put(t, s->scratch.p, s->scratch.len);
-            }
+            shown_n = count >= 0 && (uint64_t)count < n ? (uint32_t)count : n;
+        }
+        /* uftrace's rule: a name ending in its parameter list (--demangle=full) takes no
+           "()" when no value is shown */
+        int parens = shown_n > 0 || f->name_len == 0
+                     || s->names.p[f->name + f->name_len - 1] != ')';
+        if (parens)
+            t->p[t->len++] = '(';
+        for (uint32_t i = 0; i < shown_n; i++) {
+            int r = text(s, ctx, i);
+            if (r)
+                return r;
+            if (reserve(t, s->scratch.len + 2))
+                return RT_NOMEM;
+            if (i)
+                put(t, ", ", 2);
+            put(t, s->scratch.p, s->scratch.len);
         }
         if (reserve(t, 1))
             return RT_NOMEM;
-        t->p[t->len++] = ')';
+        if (parens)
+            t->p[t->len++] = ')';
         fr->text_len = t->len - fr->text;
         if (flush_pending(s))
             return RT_NOMEM;

@@ -283,7 +283,9 @@ def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], s
                 values = row[2] if count is None else row[2][:count]
                 args = ", ".join([format_value(a, bits) for a in values]) \
                     if show_args else ""
-                call_text = f"{name}({args})"
+                # uftrace's rule: a name ending in its parameter list (--demangle=full)
+                # takes no "()" when no value is shown
+                call_text = name if not args and name.endswith(")") else f"{name}({args})"
                 out.entry(depth, call_text, _ENTERED_MARKS.get(row[3]))
             stack.append(_Frame(shown, in_filter, hidden, depth + 1 if shown else depth,
                                 depth, call_text))
