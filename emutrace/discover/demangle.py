@@ -1,8 +1,10 @@
 """C++ names as the viewers show them, by uftrace's `--demangle=full|simple|no` (pure: the
 demangling itself is the C++ runtime's `__cxa_demangle`, through the `cxxfilt` package).
 
-* `full`: the C++ runtime's demangling (what `c++filt` prints): `geo::level2(int)`,
-  `int geo::biggest<int>(int, int)`, `geo::Rect::~Rect() [clone .cold]`.
+* `full`: the C++ runtime's demangling (what `c++filt -i` prints; plain `c++filt` spells
+  the standard abbreviations out, `std::basic_string<char, ...>` for `std::string`):
+  `geo::level2(int)`, `int geo::biggest<int>(int, int)`,
+  `geo::Rect::~Rect() [clone .cold]`.
 * `simple` (uftrace's default): the qualified name alone, without parameters, template
   arguments, return type or the compiler's clone suffix: `geo::level2`, `geo::biggest`,
   `geo::Rect::~Rect`, `operator new`.  uftrace computes it with a parser of its own
