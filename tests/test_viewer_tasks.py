@@ -254,3 +254,21 @@ def test_bad_task_lists_are_one_line(recordings: Callable[[str], Path], tmp_path
     assert "start_thread" in emutrace("graph", "-d", many, "--tid", "1,2")
     assert emutrace("dump", "-d", many).count("reading ") == 300
     assert emutrace("info", "-d", many).splitlines()[5].split()[1] == "300"
+
+
+def test_a_program_that_forks_and_waits_in_threads(tmp_path: Path) -> None:
+    """`threadwait` (threads that block in wait4, a forked child): `record` writes one task
+    per thread of the first process (a forked child is not recorded, docs "Processes");
+    replay, report and graph of all six tasks equal uftrace's."""
+    data = tmp_path / "d"
+    proc = run_emutrace("record", "-d", data, bin_path("x86_64", "threadwait"))
+    assert proc.returncode == 0, proc.stderr.decode()[-500:]
+    assert len(list(data.glob("*.dat"))) == 6
+    opts = ("-F", "main", "-F", "start_thread")
+    assert same_replay(emutrace("replay", "-d", data, *opts),
+                       uftrace("replay", "--no-pager", "-d", data, *opts)) > 100
+    ours = report_rows(emutrace("report", "-d", data), ours=True)
+    theirs = report_rows(uftrace("report", "-d", data), ours=False)
+    assert [(n, c) for n, _t, c in ours] == [(n, c) for n, _t, c in theirs]
+    assert [text for _t, text in graph_lines(emutrace("graph", "-d", data), ours=True)] == \
+        [text for _t, text in graph_lines(uftrace("graph", "-d", data), ours=False)]
