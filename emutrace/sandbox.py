@@ -411,13 +411,22 @@ class Sandbox:
             raise ValueError(f"mount point {name!r} is not one top-level name")
         self.mounts[name] = tree
 
-    def _virtual_at(self, stack: Sequence[bytes]) -> VirtualNode | None:
-        """The served directory at a canonical guest path, or None (a host one)."""
+    def _virtual_at(self, stack: Sequence[bytes], pathb: bytes) -> VirtualNode | None:
+        """The served directory at a canonical guest path, or None (a host one).  A path
+        under a mount whose directory is gone (a /proc/<pid> after a fork) is ENOENT: it
+        never falls through to the root's files of that name."""
         if not stack or stack[0] not in self.mounts:
             return None
         node: VirtualNode | None = self.mounts[stack[0]]
         for name in stack[1:]:
             node = node.child(name) if node is not None else None
+        if node is None or node.kind != "dir":
+            raise SandboxError(
+                "ENOENT",
+                f"{_PREFIX}{_show(pathb)}: no such file or directory "
+                f"({_show(_join(stack))} is gone)",
+                guest_path=pathb,
+            )
         return node
 
     # -- mapping ---------------------------------------------------------------
@@ -569,7 +578,7 @@ class Sandbox:
             if name == b"..":
                 if stack:
                     stack.pop()
-                    vdir = self._virtual_at(stack)
+                    vdir = self._virtual_at(stack, pathb)
                 elif not self._clamp_dotdot:
                     raise self._escape(pathb, links, origin)
                 continue

@@ -93,6 +93,16 @@ def test_chdir_into_a_served_directory(root: Path) -> None:
     found = sb.lookup("mounts")
     assert isinstance(found, Virtual) and found.guest_path == b"/proc/42/mounts"
     assert sb.lookup("../../etc") == root / "etc"
+    # a directory that is gone (the pid of a parent, after a fork) is ENOENT, never the
+    # root's file of that name
+    (root / "proc" / "42" / "fd").mkdir(parents=True)
+    (root / "proc" / "42" / "mounts").write_text("the root's own file")
+    sb.chdir("/proc/42/fd")
+    sb.mounts[b"proc"] = fixed_dir({b"self": fixed_link(b"43")})
+    for path in ("..", "../fd", "mounts"):
+        with pytest.raises(SandboxError) as e:
+            sb.lookup(path)
+        assert e.value.errno_name == "ENOENT", path
 
 
 def test_rootfs_scratch_directories(tmp_path: Path) -> None:
