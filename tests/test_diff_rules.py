@@ -107,6 +107,10 @@ def test_function_of_a_part() -> None:
     # main.cold reached after main's frame ended (a tracer that saw a tail jump)
     [(">", "main", 0, None), ("<", "main", 2, 5), (">", "main.cold", 2, None),
      (">", "report", 3, None), ("<", "report", 5, 2), ("<", "main.cold", 7, 0)],
+    # main.cold calls a further part of main (main.part.0): both are main's
+    [(">", "main", 0, None), (">", "main.cold", 1, None), (">", "main.part.0", 2, None),
+     (">", "report", 3, None), ("<", "report", 5, 2), ("<", "main.part.0", 6, 0),
+     ("<", "main.cold", 6, 0), ("<", "main", 7, 0)],
     # foo's head inlined into main, its body foo.part.0 called from there
     [(">", "main", 0, None), (">", "foo.part.0", 1, None), (">", "report", 3, None),
      ("<", "report", 5, 2), ("<", "foo.part.0", 6, 0), ("<", "main", 7, 0)],

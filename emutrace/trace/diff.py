@@ -89,6 +89,14 @@ class _Thread:
 _PART_OF_OPEN = Frame("", ())  # a part frame inside its own function's frame: no tokens
 
 
+def _owner(stack: list[Frame | None]) -> str | None:
+    """The name of the compared frame a new record frame opens in (parts look through)."""
+    for frame in reversed(stack):
+        if frame is not _PART_OF_OPEN:
+            return None if frame is None else frame.name
+    return None
+
+
 def normalise(records: Iterable[Record], symbolize: Callable[[int], str],
               keep: Callable[[str], bool], start: str | None = "main",
               exit_status: int | None = None, values: bool = True,
@@ -121,8 +129,7 @@ def normalise(records: Iterable[Record], symbolize: Callable[[int], str],
             if not t.started and full == start:
                 t.started = started_any = True
             frame: Frame | None = None
-            if name != full and t.stack and t.stack[-1] is not None \
-                    and t.stack[-1].name == name:
+            if name != full and _owner(t.stack) == name:
                 frame = _PART_OF_OPEN
             elif name != full and t.reopen is not None and t.reopen.name == name:
                 frame = t.reopen  # f returned and its part goes on: take the return back
