@@ -299,3 +299,24 @@ def test_dev_tty_is_the_users_terminal() -> None:
         os.close(master)
     assert (got.returncode, got.stdout) == (0, b"rc 0\n"), got.stderr
     assert b"to-the-terminal" in seen
+
+
+def test_descriptor_links_reopen_as_linux(tmp_path: Path) -> None:
+    """Opening /proc/self/fd/N or /dev/fd/N opens the descriptor's file anew: `>`
+    truncates it, `>>` appends, `<` reads from its start.  The oracle: the same x86_64
+    busybox run natively on this host's kernel, in a directory of its own."""
+    script = ("echo first > log; exec 3>>log; echo second >&3; echo third > /proc/self/fd/3; "
+              "cat log; echo app >> /dev/fd/3; cat < /dev/fd/3 2>&1; exec 4<log; "
+              "read a < /proc/self/fd/4; read b <&4; echo \"$a $b\"; cat /dev/stdin")
+    busybox = str(BUSYBOX / "x86_64" / "busybox")
+    runs = []
+    for prefix in ([], [sys.executable, "-m", "emutrace", "run", "--backend", "none"]):
+        here = tmp_path / str(len(runs))
+        here.mkdir()
+        runs.append(subprocess.run([*prefix, busybox, "sh", "-c", script], cwd=here,
+                                   input=b"piped\n", env=ENV, capture_output=True,
+                                   timeout=120))
+    native, emulated = runs
+    assert native.returncode == 0 and b"app" in native.stdout, native.stderr
+    assert (emulated.stdout, emulated.stderr, emulated.returncode) == (
+        native.stdout, native.stderr, native.returncode)

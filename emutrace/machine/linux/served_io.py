@@ -13,7 +13,9 @@ served object it is a stand-in made here, never a host /dev or /proc file:
   user's terminal;
 * a descriptor link (/proc/self/fd/N, /dev/stdin): the same file again: a pipe, socket
   or terminal as another descriptor of it, a regular file opened anew (its own offset,
-  as Linux reopens it), never with more access than the descriptor has.
+  `O_TRUNC` and `O_APPEND` honoured, as Linux reopens it), with access the descriptor
+  does not have only where the sandbox allows it (reading under the root, writing in an
+  --allow-write directory).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
+from pathlib import Path
 
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import IO_CHUNK, FileDesc, LinuxKernel, rw_count
@@ -62,7 +65,11 @@ def open_served(k: K, found: Virtual, flags: int) -> FileDesc:
     if isinstance(node, File):
         return FileDesc(_memory_file(node.content()), path, cloexec, node=node)
     if isinstance(node, FdLink):
-        return _reopen(k, node.number, access, cloexec)
+        extra = 0  # what a new open of a regular file honours (`> /dev/stdout` truncates)
+        for name in ("O_TRUNC", "O_APPEND"):
+            if flags & c[name] and access:
+                extra |= getattr(os, name)
+        return _reopen(k, node.number, access, extra, cloexec)
     if not isinstance(node, Device):  # O_NOFOLLOW of a link: ELOOP, as Linux answers
         raise GuestError("ELOOP")
     if node.host_fd is not None:
@@ -70,25 +77,32 @@ def open_served(k: K, found: Virtual, flags: int) -> FileDesc:
     return FileDesc(_memory_file(b""), path, cloexec, node=node)
 
 
-def _reopen(k: K, number: int, access: int, cloexec: bool) -> FileDesc:
+def _reopen(k: K, number: int, access: int, extra: int, cloexec: bool) -> FileDesc:
     desc = k.fds.get(number)
     if desc is None:
         raise GuestError("ENOENT")  # closed between the lookup and now
+    if isinstance(desc.node, File):  # a /proc file opened anew: computed anew
+        return FileDesc(_memory_file(desc.node.content()), desc.guest_path, cloexec,
+                        node=desc.node)
     if desc.node is not None:
         return FileDesc(os.dup(desc.host_fd), desc.guest_path, cloexec, node=desc.node)
+    if not stat.S_ISREG(os.fstat(desc.host_fd).st_mode):
+        return FileDesc(os.dup(desc.host_fd), desc.guest_path, cloexec)
+    # a new open file description of the same file, through emutrace's own descriptor's
+    # magic link (the host kernel's, for emutrace's process; nothing of the host's /proc
+    # reaches the guest).  Linux checks the file's permissions, not the descriptor's
+    # mode; the sandbox adds its rule: access the descriptor does not have needs the
+    # file to be readable under the root, or writable by --allow-write
+    magic = f"/proc/self/fd/{desc.host_fd}"
     have = fcntl.fcntl(desc.host_fd, fcntl.F_GETFL) & os.O_ACCMODE
-    wants_read = access in (os.O_RDONLY, os.O_RDWR)
-    wants_write = access in (os.O_WRONLY, os.O_RDWR)
-    if (wants_read and have == os.O_WRONLY) or (wants_write and have == os.O_RDONLY):
+    host = os.readlink(magic)
+    if access in (os.O_RDONLY, os.O_RDWR) and have == os.O_WRONLY and not (
+            host.startswith("/") and Path(host).is_relative_to(k.sandbox.root)):
         raise GuestError("EACCES")
-    if stat.S_ISREG(os.fstat(desc.host_fd).st_mode):
-        # a new open file description of the same file: emutrace's own descriptor's
-        # magic link (the host kernel's, for emutrace's process; nothing of the host's
-        # /proc reaches the guest)
-        fd = os.open(f"/proc/self/fd/{desc.host_fd}", access | os.O_CLOEXEC)
-    else:
-        fd = os.dup(desc.host_fd)
-    return FileDesc(fd, desc.guest_path, cloexec)
+    if access in (os.O_WRONLY, os.O_RDWR) and have == os.O_RDONLY and not (
+            host.startswith("/") and k.sandbox.is_writable(host)):
+        raise GuestError("EACCES")
+    return FileDesc(os.open(magic, access | extra | os.O_CLOEXEC), desc.guest_path, cloexec)
 
 
 def served_stat(k: K, found: Virtual) -> os.stat_result:
