@@ -11,7 +11,8 @@ installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx
 # * qemu-user-static (the oracle of Linux programs) and Debian's uftrace (reads our traces);
 # * the cross compilers: tests compile against each ISA's glibc headers at run time
 #   (test_sigframe: the signal-frame layout against ucontext_t; test_hardening_selfmod builds
-#   its program) and `make testbins` rebuilds the committed programs with them;
+#   its program) and `make testbins` rebuilds the committed programs with them (g++ for
+#   the C++ program testbins/src/cxx.cpp);
 # * the cross sysroots (/usr/<triple>): the roots of the dynamic-binary tests (issue 15; the
 #   x86_64 programs use the host's own /);
 # * the cross binutils (issue 15): objdump's @plt names are the oracle of PLT naming,
@@ -34,6 +35,9 @@ with_recommends="qemu-user-static uftrace
   gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
   gcc-mipsel-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc-linux-gnu gcc-powerpc64le-linux-gnu
   gcc-s390x-linux-gnu
+  g++-i686-linux-gnu g++-aarch64-linux-gnu g++-arm-linux-gnueabihf g++-mips-linux-gnu
+  g++-mipsel-linux-gnu g++-riscv64-linux-gnu g++-powerpc-linux-gnu g++-powerpc64le-linux-gnu
+  g++-s390x-linux-gnu
   libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
   libc6-riscv64-cross libc6-powerpc-cross libc6-ppc64el-cross libc6-s390x-cross
   binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
