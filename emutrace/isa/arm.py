@@ -535,6 +535,7 @@ ISA = Isa(
         Cap.PLT_NAMES: Capability(True),
         Cap.SW_BREAKPOINT: Capability(True),
         Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.CPU_TIMERS: Capability(True),  # ITIMER_PROF/VIRTUAL (cpu_timers.py)
         Cap.BUSYBOX: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(

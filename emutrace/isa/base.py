@@ -567,6 +567,7 @@ class Cap(enum.Enum):
     # --- ISA-specific keys (`emutrace info` lists only their gaps)
     SIGNAL_HANDLERS = "signal_handlers"  # guest signal handlers run (sys_sigdeliver.py)
     THREAD_PREEMPTION = "thread_preemption"  # the instruction count can end a stretch
+    CPU_TIMERS = "cpu_timers"  # ITIMER_PROF/ITIMER_VIRTUAL expire (in guest instructions)
     HIDDEN_BREAKPOINTS = "hidden_breakpoints"  # guest loads see the original bytes
     NATIVE_TARGET = "native_target"  # `run --target native` on this host
     NATIVE_BTS = "native_bts"  # native bts: a branch-trace PMU here (isa/native_pmu.py)

@@ -338,6 +338,7 @@ ISA = Isa(
         Cap.PLT_NAMES: Capability(True),
         Cap.SW_BREAKPOINT: Capability(True),
         Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.CPU_TIMERS: Capability(True),  # ITIMER_PROF/VIRTUAL (cpu_timers.py)
         Cap.BUSYBOX: Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),

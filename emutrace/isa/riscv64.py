@@ -276,6 +276,7 @@ ISA = Isa(
         Cap.PLT_NAMES: Capability(True),
         Cap.SW_BREAKPOINT: Capability(False, BREAKPOINTS[0].reason),
         Cap.THREAD_PREEMPTION: Capability(True),
+        Cap.CPU_TIMERS: Capability(True),  # ITIMER_PROF/VIRTUAL (cpu_timers.py)
         Cap.BUSYBOX: Capability(False, "Debian 12 ships no riscv64 busybox-static (not a "
                                      "release architecture)"),
         Cap.OPTIMISED_CODE: Capability(True),

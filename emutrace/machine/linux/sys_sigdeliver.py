@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 from unicorn.unicorn_const import UC_HOOK_BLOCK
 
-from emutrace.isa.base import GuestError
+from emutrace.isa.base import Cap, GuestError
 from emutrace.isa.sigframe import sigframe
+from emutrace.machine.linux.cpu_timers import CpuTimer
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ
 from emutrace.machine.linux.sigsets import (
@@ -394,12 +395,66 @@ def _put_itimer(k: K, addr: int, interval: float, value: float) -> None:
     k.write(addr, bytes(blob))
 
 
+def _cpu_timer(k: K, which: int) -> CpuTimer | None:
+    """ITIMER_VIRTUAL's or ITIMER_PROF's timer (cpu_timers.py: guest-instruction time),
+    None for ITIMER_REAL; EINVAL for anything else (kernel/time/itimer.c)."""
+    c = k.abi.constants
+    if which == c.get("ITIMER_REAL", 0):
+        return None
+    for name, timer in k.threads.cpu_timers.timers.items():
+        if which == c.get(name):
+            return timer
+    raise GuestError("EINVAL")
+
+
+def _timer_expired(k: K, names: list[str]) -> None:
+    """CPU-time timers expired at the end of a stretch (outside any hook): their signals
+    become pending and one is delivered right here, before the next instruction."""
+    for name in names:
+        k.sig_pending.add(k.const(name))
+    sig = _deliverable(k, k.sig_mask)
+    if sig is None:
+        return  # blocked: delivered when the mask allows, at a system call's return
+    act = k.sig_actions.get(sig, SigAction())
+    if act.handler == SIG_DFL:
+        deliver_pending(k)  # the default action (SIGPROF, SIGVTALRM: terminate)
+        return
+    k.sig_pending.discard(sig)
+    _run_handler(k, sig, act, in_hook=False)
+
+
+def _set_cpu_timer(k: K, timer: CpuTimer, new: int, old: int) -> int:
+    interval, value = _itimer_seconds(k, new) if new else (0.0, 0.0)
+    before = (timer.interval, timer.value)
+    _install(k)
+    k.threads.cpu_timers.on_expiry = lambda names: _timer_expired(k, names)
+    timer.value = round(value * 1e9)
+    timer.interval = round(interval * 1e9) if timer.value else 0
+    if timer.value and k.threads.timers_work:
+        k.cpu.uc.emu_stop()  # the stretch running now ends, the next counts to the expiry
+        k.threads.requantum = True
+    elif timer.value:
+        k.warn_once("cpu_timers", f"emutrace: {timer.signal}'s timer never expires on "
+                    f"{k.isa.name}: {k.isa.capability(Cap.CPU_TIMERS).reason}")
+    if old:
+        _put_itimer(k, old, before[0] / 1e9, _up_to_usec(before[1]))
+    return 0
+
+
+def _up_to_usec(ns: int) -> float:
+    """Nanoseconds left as the seconds setitimer/getitimer report: whole microseconds,
+    rounded up so that a running timer never shows 0 (it is disarmed only at 0)."""
+    return -(-ns // 1000) / 1e6
+
+
 @syscall("setitimer")
 def sys_setitimer(k: K, a: tuple[int, ...]) -> int:
-    """ITIMER_REAL only (glibc's alarm() on the ISAs without an alarm call): the host's
-    timer, its SIGALRM queued for the guest."""
-    if k.int32(a[0]) != k.abi.constants.get("ITIMER_REAL", 0):
-        raise GuestError("EINVAL")
+    """ITIMER_REAL: the host's timer, its SIGALRM queued for the guest (glibc's alarm() on
+    the ISAs without an alarm call).  ITIMER_VIRTUAL and ITIMER_PROF: in guest-instruction
+    time (cpu_timers.py)."""
+    timer = _cpu_timer(k, k.int32(a[0]))
+    if timer is not None:
+        return _set_cpu_timer(k, timer, a[1], a[2])
     interval, value = _itimer_seconds(k, a[1]) if a[1] else (0.0, 0.0)
     sig = k.const("SIGALRM")
     _install(k)
@@ -413,8 +468,10 @@ def sys_setitimer(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("getitimer")
 def sys_getitimer(k: K, a: tuple[int, ...]) -> int:
-    if k.int32(a[0]) != k.abi.constants.get("ITIMER_REAL", 0):
-        raise GuestError("EINVAL")
+    timer = _cpu_timer(k, k.int32(a[0]))
+    if timer is not None:
+        _put_itimer(k, a[1], timer.interval / 1e9, _up_to_usec(timer.value))
+        return 0
     value, interval = host_signal.getitimer(host_signal.ITIMER_REAL)
     _put_itimer(k, a[1], interval, value)
     return 0

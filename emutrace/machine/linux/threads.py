@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from emutrace.isa.base import Cap
+from emutrace.machine.linux.cpu_timers import CpuTimers
 
 if TYPE_CHECKING:
     from emutrace.machine.linux.kernel import LinuxKernel
@@ -126,6 +127,11 @@ class Scheduler:
         self.switches = 0
         self._seq = 0
         self.budget: int | None = None  # --max-insns left, counted in whole quanta
+        # ITIMER_VIRTUAL and ITIMER_PROF: they end stretches where they expire
+        self.cpu_timers = CpuTimers()
+        self.timers_work = kernel.isa.capability(Cap.CPU_TIMERS).works
+        self.timed_stretch = False  # the stretch running was counted (quantum or timer)
+        self.ran = 0  # instructions of the current thread's quantum run so far
         self.timed_out = False  # set while a "host" wait's call is made after its timeout
         # told the new current thread's tid at every switch (tracing keeps one shadow
         # stack per thread)
@@ -150,6 +156,7 @@ class Scheduler:
         me.tid = self.main_tid = pid
         self.threads = {pid: me}
         self.created = 0
+        self.cpu_timers.disarm_all()  # the child does not inherit timers (fork(2))
 
     # ------------------------------------------------------------ thread life
     def create(self, context: Any, start: list[Callable[[], None]]) -> GuestThread:
@@ -228,13 +235,18 @@ class Scheduler:
 
     # ------------------------------------------------------------ the run loop's side
     def count(self, max_insns: int) -> int:
-        """emu_start's instruction count for the next stretch (no quantum where the
-        ISA's capability table says the count cannot end a stretch cleanly: MIPS)."""
-        if not self.active or not self.preempts:
+        """emu_start's instruction count for the next stretch: what is left of the
+        thread's quantum, or until the next CPU-time timer expires, or of --max-insns,
+        whichever is least (no quantum nor timer where the ISA's capability table says the
+        count cannot end a stretch cleanly: MIPS)."""
+        quantum = QUANTUM - self.ran if self.active and self.preempts else 0
+        due = self.cpu_timers.next_due() if self.timers_work else None
+        self.timed_stretch = bool(quantum or due)
+        if not self.timed_stretch:
             return max_insns
         if max_insns and self.budget is None:
             self.budget = max_insns
-        return QUANTUM if self.budget is None else min(QUANTUM, self.budget)
+        return min(n for n in (quantum, due, self.budget) if n)
 
     def switching(self) -> bool:
         return self.switch_pending or self.requantum
@@ -247,7 +259,7 @@ class Scheduler:
             return self.k.isa.mode_address(pc, self.k.cpu.in_alt_mode())
         self.requantum = False
         expired = count > 0 and pc != sentinel and not self.switch_pending
-        if not self.switch_pending and not (expired and self.active):
+        if not self.switch_pending and not (expired and self.timed_stretch):
             return None  # single thread: the budget ran out, or the program left its code
         if expired:
             self.clock += count
@@ -255,7 +267,13 @@ class Scheduler:
                 self.budget -= count
                 if self.budget <= 0:
                     return None
+            self.ran = self.ran + count if self.active else 0
+            self.cpu_timers.advance(count)  # a timer's signal is delivered here
+            if not self.active or self.ran < QUANTUM:  # the same thread goes on
+                cpu = self.k.cpu
+                return self.k.isa.mode_address(cpu.pc, cpu.in_alt_mode())
         self.switch_pending = False
+        self.ran = 0
         return self._switch()
 
     def _switch(self) -> int:

@@ -1,0 +1,56 @@
+"""ITIMER_PROF and ITIMER_VIRTUAL (emutrace/machine/linux/cpu_timers.py: in guest-
+instruction time): `proftimer prof|virtual` arms the timer at 10 ms, spins without a
+system call until its handler has run three times, reads the timer back and disarms it
+(testbins/src/proftimer.c).  The oracle is the same program under qemu-user and, for
+x86_64 and i386, natively; where the capability table says the timers cannot expire
+(`cpu_timers`), a strict xfail: the program spins until --timeout."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from emutrace.isa.base import Cap
+from emutrace.machine.linux.cpu_timers import CpuTimers
+
+from .conftest import ENV, bin_path, isa_params, qemu_binary, run_emutrace
+
+NATIVE = ("x86_64", "i386")
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("which", ["prof", "virtual"])
+@pytest.mark.parametrize("isa", isa_params(Cap.CPU_TIMERS))
+def test_cpu_time_timer_signals_a_spinning_program(isa: str, which: str,
+                                                    tmp_path: Path) -> None:
+    path = str(bin_path(isa, "proftimer"))
+    oracles = [subprocess.run([qemu_binary(isa), path, which], env=ENV, capture_output=True,
+                              timeout=120)]
+    if isa in NATIVE:
+        oracles.append(subprocess.run([path, which], env=ENV, capture_output=True,
+                                      timeout=120))
+    for ref in oracles:
+        assert ref.returncode == 0, ref.stderr
+        assert ref.stdout == oracles[0].stdout
+    got = run_emutrace("run", "--timeout", "30", path, which, cwd=tmp_path)
+    assert (got.returncode, got.stdout) == (0, oracles[0].stdout), got.stderr.decode()
+
+
+def test_expiry_reloads_the_interval_or_stops() -> None:
+    """setitimer(2): at expiry a timer reloads its interval, or stops (interval 0); one
+    signal per expiry, to the one listener."""
+    timers = CpuTimers()
+    prof, virtual = timers.timers["ITIMER_PROF"], timers.timers["ITIMER_VIRTUAL"]
+    prof.value, prof.interval = 5, 3
+    virtual.value = 7
+    fired: list[list[str]] = []
+    timers.on_expiry = fired.append
+    assert timers.next_due() == 5
+    timers.advance(5)
+    assert fired == [["SIGPROF"]] and (prof.value, virtual.value) == (3, 2)
+    timers.advance(2)
+    assert fired[1:] == [["SIGVTALRM"]] and (prof.value, virtual.value) == (1, 0)
+    timers.advance(1)
+    assert fired[2:] == [["SIGPROF"]] and prof.value == 3 and timers.next_due() == 3
