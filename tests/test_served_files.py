@@ -149,6 +149,15 @@ echo "== osrelease"; cat /proc/sys/kernel/osrelease
 echo "== overcommit"; cat /proc/sys/vm/overcommit_memory
 echo "== mounts"; cat /proc/mounts
 echo "== uuid"; cat /proc/sys/kernel/random/uuid
+echo "== comm"; read -r c < /proc/self/comm; echo "$c"
+echo "== statm"; read -r m < /proc/self/statm; echo "$m"
+echo "== mountinfo"; while IFS= read -r l; do echo "$l"; done < /proc/self/mountinfo
+echo "== uptime"; read -r u < /proc/uptime; echo "$u"
+echo "== loadavg"; read -r a < /proc/loadavg; echo "$a"
+echo "== procstat"; while IFS= read -r l; do echo "$l"; done < /proc/stat
+echo "== task"; echo /proc/$$/task/*
+echo "== threadself"; cd /proc/thread-self && pwd -P; cd /
+echo "== cwd"; cd /proc/self/fd && pwd -P && cd / && readlink /proc/self/cwd
 echo "== end"
 """
 SHAPE_ISAS = ("x86_64", "s390x", "arm")
@@ -320,3 +329,23 @@ def test_descriptor_links_reopen_as_linux(tmp_path: Path) -> None:
     assert native.returncode == 0 and b"app" in native.stdout, native.stderr
     assert (emulated.stdout, emulated.stderr, emulated.returncode) == (
         native.stdout, native.stderr, native.returncode)
+
+
+def test_more_process_and_machine_files(guest: tuple[str, dict[str, bytes]]) -> None:
+    """comm, statm, mountinfo, task/, thread-self and cwd of the shell itself; uptime,
+    loadavg and stat of the machine (proc(5)'s shapes; the CPU lines per CPU allowed)."""
+    _, s = guest
+    pid = s["pid"].decode()
+    assert s["comm"] == b"busybox\n"
+    assert re.fullmatch(rb"(\d+ ){6}\d+\n", s["statm"])
+    for line in s["mountinfo"].decode().splitlines():
+        fields = line.split()
+        assert re.fullmatch(r"\d+:\d+", fields[2]) and fields.index("-") == 6, line
+    assert re.fullmatch(rb"\d+\.\d\d \d+\.\d\d\n", s["uptime"])
+    assert re.fullmatch(rb"(\d+\.\d\d ){3}\d+/\d+ \d+\n", s["loadavg"])
+    cpus = [line for line in s["procstat"].decode().splitlines() if line.startswith("cpu")]
+    assert len(cpus) == 1 + len(os.sched_getaffinity(0))
+    assert all(len(line.split()) == 11 for line in cpus)
+    assert s["task"].decode() == f"/proc/{pid}/task/{pid}\n"  # the shell's own glob
+    assert s["threadself"].decode() == f"/proc/{pid}/task/{pid}\n"
+    assert s["cwd"].decode().splitlines() == [f"/proc/{pid}/fd", "/"]
