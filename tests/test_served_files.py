@@ -318,7 +318,7 @@ def test_descriptor_links_reopen_as_linux(tmp_path: Path) -> None:
               "cat log; echo app >> /dev/fd/3; cat < /dev/fd/3 2>&1; exec 4<log; "
               "read a < /proc/self/fd/4; read b <&4; echo \"$a $b\"; cat /dev/stdin")
     busybox = str(BUSYBOX / "x86_64" / "busybox")
-    runs = []
+    runs: list[subprocess.CompletedProcess[bytes]] = []
     for prefix in ([], [sys.executable, "-m", "emutrace", "run", "--backend", "none"]):
         here = tmp_path / str(len(runs))
         here.mkdir()
