@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
@@ -143,6 +145,51 @@ def test_filters_name_functions_as_uftrace_does(mode: str, func: str) -> None:
     want = uftrace_lines(data, f"--demangle={mode}", "-F", func)
     assert want
     assert our_lines(data, f"--demangle={mode}", "-F", func) == want
+
+
+# uftrace's simple demangler (utils/demangle.c) spells two things its own way: the standard
+# abbreviations (`Ss` as `std::basic_string<>`, where the C++ runtime writes `std::string`)
+# and an anonymous namespace (its source name `_GLOBAL__N_1`, the runtime's
+# `(anonymous namespace)`); docs/cxx.md names both
+UFTRACE_OWN_SPELLINGS = ("std::basic_string<>", "std::basic_istream", "std::basic_ostream",
+                         "std::basic_iostream", "_GLOBAL__N_")
+
+
+@pytest.mark.parametrize("mode", ["simple", "full"])
+def test_every_cxx_symbol_is_named_as_uftrace_names_it(mode: str, tmp_path: Path) -> None:
+    """A recording that calls each C++ function of the program once (made from a real
+    one: its symbol table and map, records written here), replayed by Debian's uftrace:
+    each line names the function as emutrace's demangling does."""
+    data = tmp_path / "data"
+    shutil.copytree(recorded("x86_64"), data)
+    sym = next(data.glob("*.sym"))
+    base = int(next(data.glob("sid-*.map")).read_text().split("-", 1)[0], 16)
+    first: dict[int, str] = {}  # uftrace names an address by its first symbol
+    for line in sym.read_text().splitlines():
+        m = re.fullmatch(r"([0-9a-f]{16}) [TtWw] (.*)", line)
+        if m:
+            first.setdefault(int(m[1], 16), m[2])
+    funcs = [(addr, name) for addr, name in sorted(first.items()) if name.startswith("_Z")]
+    assert len(funcs) > 500
+    records = bytearray()
+    for time, (addr, _name) in enumerate(funcs):  # entry, exit: uftrace.h's record words
+        for kind in (0, 1):
+            records += struct.pack("<QQ", 2 * time + kind + 1,
+                                   kind | 5 << 3 | (base + addr) << 16)
+    (data / "1.dat").write_bytes(bytes(records))
+    (data / "emutrace-exits.txt").write_text("")
+    got = uftrace_lines(data, f"--demangle={mode}")
+    assert len(got) == len(funcs)
+    want = []
+    for _addr, name in funcs:
+        shown = demangled(name, mode)
+        want.append(f" {shown}{'' if shown.endswith(')') else '()'};")
+    differ = [(w, g) for w, g in zip(want, got, strict=True) if w != g]
+    if mode == "full":
+        assert differ == []
+    else:
+        assert all(any(s in g for s in UFTRACE_OWN_SPELLINGS) for _w, g in differ), differ
+        assert len(differ) < len(funcs) // 3
 
 
 # ---------------------------------------------------------------- -F on C++ names
