@@ -18,6 +18,7 @@ the same host process (same pid), with the descriptors not marked close-on-exec.
 from __future__ import annotations
 
 import os
+import posixpath
 import resource
 import signal as host_signal
 import stat
@@ -372,12 +373,16 @@ def _executable(k: K, guest: bytes) -> str:
     return host
 
 
-def exe_link(k: K, host: str) -> str:
+def exe_link(k: K, host: str, guest: bytes) -> str:
     """What the new image's /proc/self/exe names: the file itself as the guest sees it,
     absolute with every symlink resolved (the kernel's d_path of the opened file,
     fs/proc/base.c proc_exe_link), whatever relative path execve was given.  Static glibc
     asserts it is absolute before main (_dl_get_origin)."""
-    return k.sandbox.to_guest(host)  # host: the sandbox's resolved, canonical path
+    try:
+        return k.sandbox.to_guest(host)  # host: the sandbox's resolved, canonical path
+    except ValueError:  # a file the sandbox serves from elsewhere: its guest path, absolute
+        path = os.fsdecode(guest)
+        return posixpath.normpath(posixpath.join(k.sandbox.guest_cwd, path))
 
 
 def _shebang(head: bytes) -> tuple[bytes, bytes | None] | None:
@@ -419,7 +424,7 @@ def sys_execve(k: K, a: tuple[int, ...]) -> int:
     if k.exec_hook is None:
         raise GuestError("ENOSYS")
     try:
-        image = k.exec_hook(host, argv, envp, exe_link(k, host), execfn)
+        image = k.exec_hook(host, argv, envp, exe_link(k, host, guest), execfn)
     except EmutraceError as e:  # an ELF of no ISA emutrace runs, a missing interpreter
         k.warn_once(f"exec:{host}", f"emutrace: execve {os.fsdecode(guest)}: {e}")
         raise GuestError("ENOEXEC") from None
