@@ -21,7 +21,9 @@ And the links of a Linux /dev: fd -> /proc/self/fd, stdin/stdout/stderr -> /proc
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
+from pathlib import Path
 
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.vfs import Device, Dir, Node, fixed_link
@@ -68,3 +70,23 @@ def dev_tree(random_bytes: Callable[[int], bytes]) -> Dir:
         b"tty": Device(rdev=os.makedev(5, 0), host_fd=_open_terminal),
     }
     return Dir(entries=lambda: fixed, perms=0o755)
+
+
+def inherited_path(root: Path, number: int) -> str:
+    """The guest path of emutrace's own descriptor `number` handed to the guest (its
+    standard input, output, error), as /proc/self/fd/N names it: the file's guest path
+    when it lies in the root, /dev/tty or /dev/null for those devices, else "/" and the
+    file's name (a guest never sees a host path); a pipe or socket is named by procfs."""
+    try:
+        st = os.fstat(number)
+        host = os.readlink(f"/proc/self/fd/{number}")  # emutrace's own descriptor
+    except OSError:
+        return f"/dev/fd/{number}"
+    if stat.S_ISCHR(st.st_mode):
+        if os.isatty(number):
+            return "/dev/tty"
+        if st.st_rdev == os.makedev(1, 3):
+            return "/dev/null"
+    if host.startswith("/") and Path(host).is_relative_to(root):
+        return "/" + str(Path(host).relative_to(root)) if Path(host) != root else "/"
+    return "/" + os.path.basename(host) if host.startswith("/") else f"/dev/fd/{number}"

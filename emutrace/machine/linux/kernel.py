@@ -24,7 +24,7 @@ from unicorn import UcError
 
 from emutrace.isa.abi import Abi, StructLayout, load_abi
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
-from emutrace.machine.linux.devfs import dev_tree
+from emutrace.machine.linux.devfs import dev_tree, inherited_path
 from emutrace.machine.linux.memory import AddressSpace, OutOfMemory
 from emutrace.machine.linux.pipe_write import blocking_pipe, write_pipe
 from emutrace.machine.linux.procfs import proc_tree
@@ -113,7 +113,7 @@ class LinuxKernel:
         self.endian: Endian = isa.identity.endian
         self.rng = random.Random(seed)  # getrandom/AT_RANDOM: deterministic runs
         self.fds: dict[int, FileDesc] = {
-            n: FileDesc(os.dup(n), f"/dev/fd/{n}") for n in (0, 1, 2)
+            n: FileDesc(os.dup(n), inherited_path(sandbox.root, n)) for n in (0, 1, 2)
         }
         self.stats = SyscallStats()
         self.sig_ignored: set[int] = set()  # signals whose disposition is SIG_IGN
