@@ -349,3 +349,17 @@ def test_more_process_and_machine_files(guest: tuple[str, dict[str, bytes]]) -> 
     assert s["task"].decode() == f"/proc/{pid}/task/{pid}\n"  # the shell's own glob
     assert s["threadself"].decode() == f"/proc/{pid}/task/{pid}\n"
     assert s["cwd"].decode().splitlines() == [f"/proc/{pid}/fd", "/"]
+
+
+def test_standard_descriptors_name_their_files(tmp_path: Path) -> None:
+    """The descriptors emutrace hands on are named by their files: realpath of
+    /dev/stdout is the file the output goes to, /dev/stdin the null device."""
+    out = tmp_path / "out.txt"
+    with open(out, "wb") as sink:
+        got = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
+                              str(BUSYBOX / "x86_64" / "busybox"), "sh", "-c",
+                              "realpath /dev/stdout; realpath /dev/stdin"],
+                             stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.PIPE,
+                             env=ENV, timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert out.read_text().splitlines() == [str(out.resolve()), "/dev/null"]
