@@ -23,11 +23,13 @@ from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, EmutraceError, Unsuppo
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
 from emutrace.machine.linux import handlers  # noqa: F401 (registers every system call)
+from emutrace.machine.linux.cpu_timers import CpuTimers
 from emutrace.machine.linux.kernel import FileDesc, GuestExec, GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
 from emutrace.machine.linux.procfs import note_image
 from emutrace.machine.linux.sys_proc import GuestKilled
+from emutrace.machine.linux.sys_sigdeliver import adopt_cpu_timers
 from emutrace.machine.linux.threads import Deadlock
 from emutrace.mechanisms import BACKENDS
 from emutrace.mechanisms.settings import BackendSettings, settings_of
@@ -78,7 +80,7 @@ class RunConfig(BackendSettings):
 class Inherited:
     """What a process keeps across execve (execve(2)): its sandbox view (working
     directory), the descriptors not marked close-on-exec, its children and parent, ignored
-    signals (handlers are reset) and the signal mask."""
+    signals (handlers are reset), the signal mask and the CPU-time interval timers."""
 
     sandbox: Sandbox
     fds: dict[int, FileDesc]
@@ -86,6 +88,7 @@ class Inherited:
     guest_parent: int | None
     sig_ignored: set[int]
     sig_mask: int
+    cpu_timers: CpuTimers | None = None
 
 
 @dataclass
@@ -304,6 +307,8 @@ class Process(TracedRun):
         k.fds = inherit.fds
         k.children, k.guest_parent = inherit.children, inherit.guest_parent
         k.sig_ignored, k.sig_mask = inherit.sig_ignored, inherit.sig_mask
+        if inherit.cpu_timers is not None:
+            adopt_cpu_timers(k, inherit.cpu_timers)
 
     def _exec_image(self, host: str, argv: list[bytes], envp: list[bytes],
                     guest: str, execfn: str) -> Process:
@@ -317,7 +322,8 @@ class Process(TracedRun):
                          backend=self.config.backend if self.config.trace_execs else "none")
         kept = {n: d for n, d in k.fds.items() if not d.cloexec}
         return Process(config, self.warn, Inherited(
-            self.sandbox, kept, k.children, k.guest_parent, set(k.sig_ignored), k.sig_mask))
+            self.sandbox, kept, k.children, k.guest_parent, set(k.sig_ignored), k.sig_mask,
+            k.threads.cpu_timers))
 
     def run(self) -> RunResult:
         next_process: Process | None = None

@@ -15,7 +15,7 @@ import pytest
 from emutrace.isa.base import Cap
 from emutrace.machine.linux.cpu_timers import CpuTimers
 
-from .conftest import ENV, bin_path, isa_params, qemu_binary, run_emutrace
+from .conftest import ENV, ISAS, bin_path, isa_params, qemu_binary, run_emutrace
 
 NATIVE = ("x86_64", "i386")
 
@@ -54,3 +54,18 @@ def test_expiry_reloads_the_interval_or_stops() -> None:
     assert fired[1:] == [["SIGVTALRM"]] and (prof.value, virtual.value) == (1, 0)
     timers.advance(1)
     assert fired[2:] == [["SIGPROF"]] and prof.value == 3 and timers.next_due() == 3
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", ISAS)
+def test_execve_keeps_the_timers(isa: str, tmp_path: Path) -> None:
+    """`proftimer exec` arms both timers at 10 s and execs itself; the new image reads them
+    running, with their interval (execve(2)).  The oracle is the same program run natively
+    on this host (x86_64; qemu-user cannot be one here: its execve of /proc/self/exe is
+    passed to the host kernel, which refuses a foreign ELF without binfmt_misc)."""
+    native = subprocess.run([str(bin_path("x86_64", "proftimer")), "exec"], env=ENV,
+                            capture_output=True, timeout=60)
+    assert native.returncode == 0, native.stderr
+    assert native.stdout.count(b"interval=20000us running=1") == 2
+    got = run_emutrace("run", bin_path(isa, "proftimer"), "exec", cwd=tmp_path)
+    assert (got.returncode, got.stdout) == (0, native.stdout), got.stderr.decode()

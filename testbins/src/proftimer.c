@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t ticks;
 
@@ -15,7 +16,29 @@ static void on_tick(int sig) {
     ticks++;
 }
 
+/* `proftimer exec`: both timers armed at 10 s, then execve of the program itself with
+ * `after`, which reads them: execve(2) keeps the interval timers */
+static int exec_kept(char **argv) {
+    struct itimerval on = {{0, 20000}, {10, 0}}, now;
+    if (strcmp(argv[1], "exec") == 0) {
+        setitimer(ITIMER_PROF, &on, NULL);
+        setitimer(ITIMER_VIRTUAL, &on, NULL);
+        execl("/proc/self/exe", argv[0], "after", (char *)NULL);
+        perror("execl");
+        return 1;
+    }
+    for (int which = ITIMER_VIRTUAL; which <= ITIMER_PROF; which++) {
+        getitimer(which, &now);
+        printf("after exec %s: interval=%ldus running=%d\n",
+               which == ITIMER_PROF ? "prof" : "virtual", (long)now.it_interval.tv_usec,
+               now.it_value.tv_sec > 0 && now.it_value.tv_sec <= 10);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && (strcmp(argv[1], "exec") == 0 || strcmp(argv[1], "after") == 0))
+        return exec_kept(argv);
     int prof = !(argc > 1 && strcmp(argv[1], "virtual") == 0);
     int which = prof ? ITIMER_PROF : ITIMER_VIRTUAL;
     int sig = prof ? SIGPROF : SIGVTALRM;

@@ -12,7 +12,8 @@ that instruction (`on_expiry`), as the kernel delivers it on the next return to 
 
 Only instructions of stretches that run to their count are counted: a stretch a thread
 ends early (it blocks, it exits) is not, so with several threads the timers run slow.  A
-forked child starts with both timers disarmed (fork(2)).  Where the instruction count
+forked child starts with both timers disarmed (fork(2)); the image an execve starts keeps
+them (execve(2): session.Inherited).  Where the instruction count
 cannot end a stretch (MIPS: capability `cpu_timers`), the timers never expire."""
 
 from __future__ import annotations

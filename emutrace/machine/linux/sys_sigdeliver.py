@@ -34,7 +34,7 @@ from unicorn.unicorn_const import UC_HOOK_BLOCK
 
 from emutrace.isa.base import Cap, GuestError
 from emutrace.isa.sigframe import sigframe
-from emutrace.machine.linux.cpu_timers import CpuTimer
+from emutrace.machine.linux.cpu_timers import CpuTimer, CpuTimers
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ
 from emutrace.machine.linux.sigsets import (
@@ -421,6 +421,15 @@ def _timer_expired(k: K, names: list[str]) -> None:
         return
     k.sig_pending.discard(sig)
     _run_handler(k, sig, act, in_hook=False)
+
+
+def adopt_cpu_timers(k: K, timers: CpuTimers) -> None:
+    """execve keeps the interval timers (execve(2)): the new image's process goes on with
+    the old one's ITIMER_VIRTUAL and ITIMER_PROF, their signals now its own."""
+    k.threads.cpu_timers = timers
+    timers.on_expiry = lambda names: _timer_expired(k, names)
+    if timers.running():
+        _install(k)
 
 
 def _set_cpu_timer(k: K, timer: CpuTimer, new: int, old: int) -> int:
