@@ -27,7 +27,7 @@ from emutrace.machine.linux.cpu_timers import CpuTimers
 from emutrace.machine.linux.kernel import FileDesc, GuestExec, GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY, AddressSpace, Layout
-from emutrace.machine.linux.procfs import note_image
+from emutrace.machine.linux.procfs import note_arguments, note_image
 from emutrace.machine.linux.sys_proc import GuestKilled
 from emutrace.machine.linux.sys_sigdeliver import adopt_cpu_timers
 from emutrace.machine.linux.threads import Deadlock
@@ -224,10 +224,10 @@ class Process(TracedRun):
                 *(os.fsencode(a) for a in config.args)]
         envp = list(config.raw_env) if config.raw_env is not None else [
             os.fsencode(f"{k}={v}") for k, v in env.items()]
-        self.kernel.proc_args = (argv, envp)  # /proc/self/cmdline, environ
         sp = build_stack(self.image, self.space, self.bias, argv, envp,
                          config.execfn or config.program,
                          self.kernel.random_bytes(16), abi.constants, interp_bias)
+        note_arguments(self.kernel, sp, argv, envp)  # /proc/self/cmdline, environ
         regs = isa.registers
         modules = self._modules(interp_bias) if config.backend != "none" else None
         self.image = self.image.rebased(self.bias)  # from here on, run-time addresses

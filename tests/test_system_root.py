@@ -13,6 +13,7 @@ program an ISA cannot run is a strict xfail read from the ISA's capability table
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,25 @@ def test_rootfs_says_how_to_allow_writes() -> None:
     assert "may write in /tmp and /root" in last and "--allow-write DIR" in last
     assert (root / "tmp").stat().st_mode & 0o7777 == 0o1777
     assert all((root / d).is_dir() for d in ("root", "dev", "proc"))
+
+
+DOLLAR_ZERO = ('my @before = split /\\0/, do { local $/; open my $f, "<", "/proc/self/cmdline"; '
+               '<$f> }; print scalar(@before), "\\n"; $0 = "renamed"; '
+               'for my $file ("cmdline", "comm") { open my $f, "<", "/proc/self/$file" or die; '
+               'local $/; my $x = <$f>; $x =~ s/\\0/|/g; print "$file: $x\\n" }')
+
+
+@pytest.mark.parametrize("isa", ("x86_64", "aarch64", "s390x"))
+def test_perl_renaming_itself_like_linux(isa: str) -> None:
+    """Perl's `$0 = ...` rewrites its argv in memory and sets the command name with
+    prctl(PR_SET_NAME): /proc/self/cmdline and comm show it as Linux shows it.  The
+    oracle: the host's own Debian perl on the host's kernel (qemu-user's cmdline is made
+    from its own arguments, not the guest's memory)."""
+    host_perl = shutil.which("perl")
+    if host_perl is None:
+        pytest.skip("no perl on this host to be the oracle")
+    want = subprocess.run([host_perl, "-e", DOLLAR_ZERO], capture_output=True, timeout=60,
+                          env=RUN_ENV)
+    assert want.returncode == 0 and b"renamed" in want.stdout, want.stderr
+    got = emutrace(isa, "./usr/bin/perl", "-e", DOLLAR_ZERO)
+    assert (got.stdout, got.stderr, got.returncode) == (want.stdout, want.stderr, 0)

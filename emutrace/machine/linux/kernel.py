@@ -156,9 +156,12 @@ class LinuxKernel:
         # told of every file mapping made executable (host path, address, file offset):
         # how a tracer learns the modules ld.so maps (discover.modules); None: nobody asks
         self.on_exec_map: Callable[[str, int, int], object] | None = None
-        # what /proc/self tells (procfs.py): argv and envp (set by the session), and the
-        # mappings' names: (start, end, file offset, guest path or "") in mapping order
+        # what /proc/self tells (procfs.py): argv and envp and where their strings lie in
+        # guest memory (set by the session), and the mappings' names: (start, end, file
+        # offset, guest path or "") in mapping order
         self.proc_args: tuple[list[bytes], list[bytes]] = ([], [])
+        self.arg_area: tuple[int, int, int, int] | None = None  # arg and env start, end
+        self.comm: bytes | None = None  # prctl(PR_SET_NAME)'s name (None: the program's)
         self.file_maps: list[tuple[int, int, int, str]] = []
         # the guest's /dev and /proc are emutrace's, whatever the root holds
         sandbox.mount(b"dev", dev_tree(self.random_bytes))

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from emutrace.isa.base import GuestError
 from emutrace.machine.linux.loader import UC_PROT_EXEC, UC_PROT_READ, UC_PROT_WRITE
 from emutrace.machine.linux.vfs import (
     STARTED,
@@ -148,8 +149,11 @@ def _file_id(k: LinuxKernel, guest: str) -> tuple[int, int]:
 
 
 def _comm(k: LinuxKernel) -> str:
-    """The command name: the program's file name, at most 15 bytes (TASK_COMM_LEN 16)."""
-    return os.path.basename(k.exe_guest_path)[:15]
+    """The command name: prctl(PR_SET_NAME)'s, else the program's file name, at most 15
+    bytes (TASK_COMM_LEN 16)."""
+    if k.comm is not None:
+        return os.fsdecode(k.comm)
+    return os.fsdecode(os.fsencode(os.path.basename(k.exe_guest_path))[:15])
 
 
 def _sigset_hex(signals: set[int] | int) -> str:
@@ -227,6 +231,49 @@ def _nul_list(items: list[bytes]) -> bytes:
     return b"".join(item + b"\0" for item in items)
 
 
+def note_arguments(k: LinuxKernel, sp: int, argv: list[bytes], envp: list[bytes]) -> None:
+    """Remember the program's arguments and environment and where the initial stack at
+    `sp` (argc, argv[], NULL, envp[], NULL) put their strings: /proc/self/cmdline and
+    environ read that memory, as Linux reads mm->arg_start..arg_end (a program that
+    rewrites its argv, as Perl's `$0 = ...` does, is seen so)."""
+    k.proc_args = (argv, envp)
+    words = k.unpack_words(k.read(sp, k.word * (len(argv) + len(envp) + 3)))
+    args, envs = words[1:1 + len(argv)], words[2 + len(argv):2 + len(argv) + len(envp)]
+    arg_end = args[-1] + len(argv[-1]) + 1 if args else 0
+    env_end = envs[-1] + len(envp[-1]) + 1 if envs else arg_end
+    k.arg_area = (args[0] if args else 0, arg_end, envs[0] if envs else arg_end, env_end)
+
+
+def _guest_bytes(k: LinuxKernel, start: int, end: int) -> bytes:
+    try:
+        return k.read(start, end - start) if end > start else b""
+    except GuestError:  # the program unmapped its stack's top (nothing else reads it)
+        return b""
+
+
+def cmdline_bytes(k: LinuxKernel) -> bytes:
+    """/proc/self/cmdline: the argument strings as they are in memory now.  fs/proc/base.c
+    get_mm_cmdline: when the NUL ending the area was overwritten (setproctitle(3) style,
+    Perl's `$0 = ...`), the title is the string at the area's start, read up to a page
+    (on into the environment's area) and up to its first NUL, that NUL included."""
+    if k.arg_area is None:
+        return _nul_list(k.proc_args[0])
+    arg_start, arg_end, _, env_end = k.arg_area
+    data = _guest_bytes(k, arg_start, arg_end)
+    if data and data[-1] != 0:
+        title = _guest_bytes(k, arg_start, min(env_end, arg_start + PAGE))
+        end = title.find(b"\0")
+        return title if end < 0 else title[:end + 1]
+    return data
+
+
+def environ_bytes(k: LinuxKernel) -> bytes:
+    """/proc/self/environ: the environment strings as they are in memory now."""
+    if k.arg_area is None:
+        return _nul_list(k.proc_args[1])
+    return _guest_bytes(k, k.arg_area[2], k.arg_area[3])
+
+
 def mounts_text() -> str:
     return "".join(f"{dev} {where} {kind} {opts} 0 0\n" for dev, where, kind, opts in MOUNTS)
 
@@ -248,8 +295,8 @@ def _process_dir(k: LinuxKernel, tid: int, with_tasks: bool) -> Dir:
         b"stat": text_file(lambda: stat_text(k, tid)),
         b"statm": text_file(lambda: statm_text(k)),
         b"comm": text_file(lambda: _comm(k) + "\n"),
-        b"cmdline": File(content=lambda: _nul_list(k.proc_args[0])),
-        b"environ": File(content=lambda: _nul_list(k.proc_args[1])),
+        b"cmdline": File(content=lambda: cmdline_bytes(k)),
+        b"environ": File(content=lambda: environ_bytes(k)),
         b"mounts": text_file(mounts_text),
         b"mountinfo": text_file(mountinfo_text),
     }

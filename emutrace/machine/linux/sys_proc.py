@@ -78,9 +78,31 @@ def sys_accept_quietly(k: K, a: tuple[int, ...]) -> int:
     return 0  # fadvise is only advice
 
 
-@syscall("rseq", "prctl")
+@syscall("rseq")
 def sys_not_supported(k: K, a: tuple[int, ...]) -> int:
-    # glibc treats ENOSYS from rseq as "no rseq"; busybox ignores prctl failures
+    raise GuestError("ENOSYS")  # glibc treats ENOSYS from rseq as "no rseq"
+
+
+TASK_COMM_LEN = 16  # include/linux/sched.h: the command name with its NUL
+
+
+@syscall("prctl")
+def sys_prctl(k: K, a: tuple[int, ...]) -> int:
+    """prctl(2) PR_SET_NAME / PR_GET_NAME: the command name /proc/self/comm, status and
+    stat show (at most 15 bytes; Perl's `$0 = ...` sets it); other options are ENOSYS
+    (busybox ignores prctl failures)."""
+    c = k.abi.constants
+    if a[0] == c.get("PR_SET_NAME"):
+        size = k.mapped_length(a[1], TASK_COMM_LEN - 1)
+        if not size:
+            raise GuestError("EFAULT")
+        k.comm = k.read(a[1], size).split(b"\0", 1)[0]
+        return 0
+    if a[0] == c.get("PR_GET_NAME"):
+        name = k.comm if k.comm is not None else os.fsencode(
+            os.path.basename(k.exe_guest_path))[:TASK_COMM_LEN - 1]
+        k.write(a[1], name.ljust(TASK_COMM_LEN, b"\0"))
+        return 0
     raise GuestError("ENOSYS")
 
 
