@@ -8,8 +8,10 @@ demangling itself is the C++ runtime's `__cxa_demangle`, through the `cxxfilt` p
 * `simple` (uftrace's default): the qualified name alone, without parameters, template
   arguments, return type or the compiler's clone suffix: `geo::level2`, `geo::biggest`,
   `geo::Rect::~Rect`, `operator new`.  uftrace computes it with a parser of its own
-  (utils/demangle.c); here it is cut from the full demangling, which gives the same names
-  (tests/test_cxx.py compares with Debian's uftrace).
+  (utils/demangle.c); here it is cut from the full demangling, with uftrace's spellings of
+  the standard abbreviations and of anonymous namespaces (`uftrace_spelling`), which gives
+  the same names (tests/test_cxx.py compares every C++ function of a program with Debian's
+  uftrace).
 * `no`: the symbol as it is (`_ZN3geo6level2Ei`).
 
 Only names that start with `_Z` (the Itanium C++ ABI's prefix of a mangled name) are
@@ -26,6 +28,7 @@ functions (uftrace's rule: utils/filter.c demangles a `_Z` pattern).
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -85,7 +88,45 @@ def simple_name(name: str) -> str | None:
     full = full_name(name)
     if full is None:
         return None
-    return prefix + qualified_name(full)
+    return prefix + uftrace_spelling(name, qualified_name(full))
+
+
+# uftrace's simple demangler (utils/demangle.c) spells the standard abbreviations its own
+# way when they qualify a name: mangled, the runtime's short form, the runtime's long form
+# (in a constructor's or destructor's name), uftrace's
+_ABBREVIATIONS = {
+    "Ss": ("std::string", "std::basic_string", "std::basic_string<>"),
+    "Si": ("std::istream", "std::basic_istream", "std::basic_istream"),
+    "So": ("std::ostream", "std::basic_ostream", "std::basic_ostream"),
+    "Sd": ("std::iostream", "std::basic_iostream", "std::basic_iostream"),
+}
+_QUALIFIED_BY = re.compile(r"_ZN[rVK]*[RO]?(S[sido])")
+_ANONYMOUS = "(anonymous namespace)"
+_ANONYMOUS_SOURCE = re.compile(r"(\d+)_GLOBAL__N_")
+
+
+def uftrace_spelling(mangled: str, simple: str) -> str:
+    """`simple` with uftrace's spellings where they differ from the runtime's: a name
+    qualified by a standard abbreviation (`std::basic_string<>::size`, not
+    `std::string::size`; its constructor `std::basic_string<>::basic_string<>`), and an
+    anonymous namespace by its source name (`_GLOBAL__N_1`, not `(anonymous namespace)`)."""
+    m = _QUALIFIED_BY.match(mangled)
+    if m:
+        short, long, theirs = _ABBREVIATIONS[m[1]]
+        for ours in (short, long):
+            if simple.startswith(ours + "::"):
+                rest = simple[len(ours) + 2:]
+                own, their_own = long.rsplit("::", 1)[1], theirs.rsplit("::", 1)[1]
+                if rest in (own, "~" + own):  # a constructor or destructor
+                    rest = rest.replace(own, their_own)
+                simple = f"{theirs}::{rest}"
+                break
+    if _ANONYMOUS in simple:
+        sources = {mangled[at.end() - 11:at.end() - 11 + int(at[1])]
+                   for at in _ANONYMOUS_SOURCE.finditer(mangled)}
+        if len(sources) == 1:
+            simple = simple.replace(_ANONYMOUS, sources.pop())
+    return simple
 
 
 def demangled(name: str, mode: str) -> str:
