@@ -158,6 +158,7 @@ echo "== procstat"; while IFS= read -r l; do echo "$l"; done < /proc/stat
 echo "== task"; echo /proc/$$/task/*
 echo "== threadself"; cd /proc/thread-self && pwd -P; cd /
 echo "== cwd"; cd /proc/self/fd && pwd -P && cd / && readlink /proc/self/cwd
+echo "== auxv"; od -An -tx1 -v /proc/self/auxv
 echo "== end"
 """
 SHAPE_ISAS = ("x86_64", "s390x", "arm")
@@ -363,3 +364,20 @@ def test_standard_descriptors_name_their_files(tmp_path: Path) -> None:
                              env=ENV, timeout=120)
     assert got.returncode == 0, got.stderr
     assert out.read_text().splitlines() == [str(out.resolve()), "/dev/null"]
+
+
+def test_proc_self_auxv(guest: tuple[str, dict[str, bytes]]) -> None:
+    """auxv: (type, value) word pairs in the guest's byte order ending with AT_NULL;
+    AT_PAGESZ is 4096 and AT_ENTRY the program's entry point (readelf -h)."""
+    isa, s = guest
+    info = subprocess.run(["readelf", "-h", str(BUSYBOX / isa / "busybox")],
+                          capture_output=True, text=True, check=True).stdout
+    entry = int(next(line for line in info.splitlines() if "Entry point" in line).split()[-1],
+                16)
+    word = 8 if "ELF64" in info else 4
+    order = "big" if "big endian" in info else "little"
+    raw = bytes(int(x, 16) for x in s["auxv"].split())
+    values = [int.from_bytes(raw[i:i + word], order) for i in range(0, len(raw), word)]
+    pairs = dict(zip(values[0::2], values[1::2], strict=True))
+    assert values[-2:] == [0, 0] and len(values) % 2 == 0
+    assert pairs[6] == 4096 and pairs[9] == entry  # AT_PAGESZ, AT_ENTRY (elf.h)

@@ -162,6 +162,7 @@ class LinuxKernel:
         self.proc_args: tuple[list[bytes], list[bytes]] = ([], [])
         self.arg_area: tuple[int, int, int, int] | None = None  # arg and env start, end
         self.comm: bytes | None = None  # prctl(PR_SET_NAME)'s name (None: the program's)
+        self.auxv = b""  # the auxiliary vector the program started with (procfs.py)
         self.file_maps: list[tuple[int, int, int, str]] = []
         # the guest's /dev and /proc are emutrace's, whatever the root holds
         sandbox.mount(b"dev", dev_tree(self.random_bytes))

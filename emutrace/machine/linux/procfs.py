@@ -8,7 +8,7 @@ Per process (/proc/<pid>/, also /proc/<pid>/task/<tid>/ per thread): exe, cwd, r
 (links); fd/ (a descriptor link per open descriptor: the file's guest path, or
 ``pipe:[inode]``, ``socket:[inode]``); maps (the guest's mappings from the CPU's page
 table, named after the files mapped, [heap] and [stack]); status, stat, statm, cmdline,
-environ, comm, mounts, mountinfo.  Machine-wide: cpuinfo, meminfo, stat, uptime, loadavg,
+environ, comm, auxv, mounts, mountinfo.  Machine-wide: cpuinfo, meminfo, stat, uptime, loadavg,
 version, filesystems, mounts (-> self/mounts), and sys/kernel/... and sys/vm/... values
 that glibc, Perl and Python read.  Values describe the emulated process (its pid, threads,
 signal dispositions, mappings) or, for the machine, the host's counts (CPUs, memory, load,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 PAGE = 0x1000
 PAGE_KIB = 4
+MAX_AUXV = 64  # more auxiliary vector entries than any Linux passes (AT_VECTOR_SIZE)
 MAX_MAP_RECORDS = 4096  # past this many, note_mapping forgets what is no longer mapped
 MOUNTS = (  # /proc/self/mounts (fstab(5) fields): what the guest's tree is made of
     ("rootfs", "/", "rootfs", "rw"),
@@ -242,6 +243,11 @@ def note_arguments(k: LinuxKernel, sp: int, argv: list[bytes], envp: list[bytes]
     arg_end = args[-1] + len(argv[-1]) + 1 if args else 0
     env_end = envs[-1] + len(envp[-1]) + 1 if envs else arg_end
     k.arg_area = (args[0] if args else 0, arg_end, envs[0] if envs else arg_end, env_end)
+    auxv = sp + k.word * (len(argv) + len(envp) + 3)  # after argc, argv, NULL, envp, NULL
+    room = k.mapped_length(auxv, 2 * k.word * MAX_AUXV) // (2 * k.word)
+    pairs = k.unpack_words(k.read(auxv, 2 * k.word * room))
+    count = next((i + 1 for i in range(room) if pairs[2 * i] == 0), room)
+    k.auxv = k.read(auxv, 2 * k.word * count)  # /proc/self/auxv: the pairs, AT_NULL last
 
 
 def _guest_bytes(k: LinuxKernel, start: int, end: int) -> bytes:
@@ -297,6 +303,7 @@ def _process_dir(k: LinuxKernel, tid: int, with_tasks: bool) -> Dir:
         b"comm": text_file(lambda: _comm(k) + "\n"),
         b"cmdline": File(content=lambda: cmdline_bytes(k)),
         b"environ": File(content=lambda: environ_bytes(k)),
+        b"auxv": File(content=lambda: k.auxv),
         b"mounts": text_file(mounts_text),
         b"mountinfo": text_file(mountinfo_text),
     }
