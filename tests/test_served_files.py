@@ -375,9 +375,10 @@ def test_proc_self_auxv(guest: tuple[str, dict[str, bytes]]) -> None:
     entry = int(next(line for line in info.splitlines() if "Entry point" in line).split()[-1],
                 16)
     word = 8 if "ELF64" in info else 4
-    order = "big" if "big endian" in info else "little"
+    big = "big endian" in info
     raw = bytes(int(x, 16) for x in s["auxv"].split())
-    values = [int.from_bytes(raw[i:i + word], order) for i in range(0, len(raw), word)]
+    values = [int.from_bytes(raw[i:i + word], "big" if big else "little")
+              for i in range(0, len(raw), word)]
     pairs = dict(zip(values[0::2], values[1::2], strict=True))
     assert values[-2:] == [0, 0] and len(values) % 2 == 0
     assert pairs[6] == 4096 and pairs[9] == entry  # AT_PAGESZ, AT_ENTRY (elf.h)
