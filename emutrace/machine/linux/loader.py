@@ -118,6 +118,8 @@ def gnu_stack_flags(image: Image) -> int | None:
     order = image.isa.identity.endian
     # Elf32_Phdr: p_flags is the last of 8 words (offset 24); Elf64_Phdr: the second (4)
     flags_at = 4 if word == 8 else 24
+    if image.phentsize < (56 if word == 8 else 32):  # a malformed header: none read
+        return None
     with open(image.path, "rb") as f:
         f.seek(image.phoff)
         table = f.read(image.phnum * image.phentsize)
