@@ -180,6 +180,7 @@ class _Described:
     linkage_name: str = ""
     type: DIE | None = None
     children: list[DIE] = field(default_factory=list)
+    named_by: DIE | None = None  # the DIE whose DW_AT_name plain_name is
 
     @property
     def name(self) -> str:
@@ -197,13 +198,35 @@ class _Described:
                 break
             seen.add(at.offset)
             step()
-            out.plain_name = out.plain_name or _text(at, "DW_AT_name")
+            if not out.plain_name:
+                out.plain_name = _text(at, "DW_AT_name")
+                out.named_by = at if out.plain_name else None
             out.linkage_name = out.linkage_name or _text(at, "DW_AT_linkage_name") \
                 or _text(at, "DW_AT_MIPS_linkage_name")
             if out.type is None and "DW_AT_type" in at.attributes:
                 out.type = at.get_DIE_from_attribute("DW_AT_type")
             at = _origin(at)
         return out
+
+
+    def qualified_name(self) -> str:
+        """The plain name inside the namespaces and classes its declaration is nested in
+        (`geo::note`): a function with internal linkage has no linkage name in DWARF, and
+        this is how `--demangle=simple` shows its symbol.  The plain name where a scope has
+        no name (an anonymous namespace)."""
+        scopes = []
+        at = self.named_by.get_parent() if self.named_by is not None else None
+        while at is not None and at.tag in _SCOPES:
+            scope = _text(at, "DW_AT_name")
+            if not scope:
+                return self.plain_name
+            scopes.append(scope)
+            at = at.get_parent()
+        return "::".join([*reversed(scopes), self.plain_name])
+
+
+_SCOPES = ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type",
+           "DW_TAG_union_type")
 
 
 def _origin(die: DIE) -> DIE | None:
@@ -289,7 +312,8 @@ def read_prototypes(path: str, warn: Callable[[str], None] = warn_stderr) -> Pro
                     out.by_addr[die.attributes["DW_AT_low_pc"].value] = proto
                     out.by_name.setdefault(name, proto)
                     if own:
-                        out.own.add(name)
+                        out.own.add(name if described.linkage_name
+                                    else described.qualified_name())
     except OSError:
         return ProgramTypes()
     except Exception as e:  # noqa: BLE001 - pyelftools raises anything on garbage
