@@ -289,8 +289,9 @@ def test_machine_files(guest: tuple[str, dict[str, bytes]]) -> None:
 
 def test_dev_tty_is_the_users_terminal() -> None:
     """/dev/tty is emutrace's controlling terminal when it has one (a pty here, made the
-    session's terminal): what the guest writes there reaches the terminal; without one
-    the open is ENXIO (tests/test_realcalls.py)."""
+    session's terminal): what the guest writes there reaches the terminal, and tty(1)
+    (ttyname(3): readlink of /proc/self/fd/0, then stat) names it as the host does, in
+    /dev/pts; without one the open is ENXIO (tests/test_realcalls.py)."""
     master, slave = os.openpty()
 
     def controlling_terminal() -> None:
@@ -300,14 +301,17 @@ def test_dev_tty_is_the_users_terminal() -> None:
     try:
         got = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", "none",
                               str(BUSYBOX / "x86_64" / "busybox"), "sh", "-c",
-                              "echo to-the-terminal > /dev/tty; echo rc $?"],
+                              "echo to-the-terminal > /dev/tty; echo rc $?; tty; "
+                              "ls /dev/pts"],
                              stdin=slave, capture_output=True, env=ENV, timeout=120,
                              preexec_fn=controlling_terminal)
         seen = os.read(master, 4096)
+        name = os.ttyname(slave)  # the oracle of tty(1)
     finally:
         os.close(slave)
         os.close(master)
-    assert (got.returncode, got.stdout) == (0, b"rc 0\n"), got.stderr
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.decode() == f"rc 0\n{name}\n{os.path.basename(name)}\n"
     assert b"to-the-terminal" in seen
 
 

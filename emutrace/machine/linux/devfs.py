@@ -12,7 +12,8 @@ devices.txt numbers them):
 * /dev/tty (5,0), tty(4): the controlling terminal: one of emutrace's own standard
   descriptors when it is the terminal controlling emutrace (the user's), which the open
   then duplicates; without one the open is ENXIO, as Linux answers a process that has no
-  controlling terminal.
+  controlling terminal.  /dev/pts holds that terminal under its own name when it is a
+  pseudo-terminal (stat gives the terminal's own), so ttyname(3) names it.
 
 And the links of a Linux /dev: fd -> /proc/self/fd, stdin/stdout/stderr -> /proc/self/fd/0,
 1, 2 (so they lead to procfs.py's descriptor links).
@@ -69,7 +70,32 @@ def dev_tree(random_bytes: Callable[[int], bytes]) -> Dir:
         b"stderr": fixed_link(b"/proc/self/fd/2"),
         b"tty": Device(rdev=os.makedev(5, 0), host_fd=_open_terminal),
     }
-    return Dir(entries=lambda: fixed, perms=0o755)
+    pts = Dir(entries=_terminal_entries, perms=0o755)
+    return Dir(entries=lambda: {**fixed, b"pts": pts}, perms=0o755)
+
+
+def _terminal_name() -> str | None:
+    """The user's terminal's name under /dev/pts (a pseudo-terminal), or None."""
+    terminal = user_terminal()
+    if terminal is None:
+        return None
+    try:
+        name = os.ttyname(terminal)
+    except OSError:
+        return None
+    return name if name.startswith("/dev/pts/") and name.count("/") == 3 else None
+
+
+def _terminal_entries() -> dict[bytes, Node]:
+    """/dev/pts: the user's own pseudo-terminal only, under its name, standing for it (its
+    stat is the terminal's, so ttyname(3) of a standard descriptor finds it there)."""
+    name = _terminal_name()
+    terminal = user_terminal()
+    if name is None or terminal is None:
+        return {}
+    return {os.fsencode(os.path.basename(name)): Device(
+        rdev=os.fstat(terminal).st_rdev, perms=0o620, host_fd=_open_terminal,
+        host_stat=lambda: os.fstat(terminal))}
 
 
 def inherited_path(root: Path, number: int) -> str:
@@ -84,7 +110,7 @@ def inherited_path(root: Path, number: int) -> str:
         return f"/dev/fd/{number}"
     if stat.S_ISCHR(st.st_mode):
         if os.isatty(number):
-            return "/dev/tty"
+            return (_terminal_name() if number == user_terminal() else None) or "/dev/tty"
         if st.st_rdev == os.makedev(1, 3):
             return "/dev/null"
     if host.startswith("/") and Path(host).is_relative_to(root):

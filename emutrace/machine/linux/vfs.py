@@ -116,7 +116,7 @@ class Device(Node):
     """A character device (`rdev` = makedev(major, minor)) read and written in Python:
     `read(n)` gives at most n bytes, `write(data)` how many it took (or raises GuestError);
     `host_fd()`, when given, opens a host descriptor that stands for the device instead
-    (the user's own terminal)."""
+    (the user's own terminal), and `host_stat()` is then what stat(2) says of it."""
 
     kind: ClassVar[str] = "device"
     type_bits: ClassVar[int] = stat.S_IFCHR
@@ -124,6 +124,7 @@ class Device(Node):
     read: Callable[[int], bytes] = field(default=lambda n: b"")
     write: Callable[[bytes], int] = field(default=len)
     host_fd: Callable[[], int] | None = None
+    host_stat: Callable[[], os.stat_result] | None = None  # the stat(2) it answers, if not its own
     perms: int = 0o666
     writable: bool = True
 
@@ -143,6 +144,8 @@ PROC_DEV = 0x16  # st_dev of the served trees: an anonymous device (major 0), as
 def node_stat(node: Node, guest_path: bytes) -> os.stat_result:
     """stat(2) of a served object: its kind and permissions, owned by the user, size 0
     (as Linux's /proc and device files say), the process's start as its times."""
+    if isinstance(node, Device) and node.host_stat is not None:
+        return node.host_stat()
     ns = int(STARTED * 1e9)
     rdev = node.rdev if isinstance(node, Device) else 0
     nlink = 2 if node.kind == "dir" else 1
