@@ -114,6 +114,7 @@ class CValues:
     fp_pair: tuple[str, ...] = ()  # MIPS FR=0: the register with a double's high word
     fp_retval_high: str | None = None  # MIPS FR=0: the result's high word register
     fp_x87: bool = False  # the FP result is x87 st(0) (80-bit extended)
+    long_double_x87: bool = False  # a `long double` result (only) is x87 st(0)
     # the second integer result register (in memory order: a 64-bit scalar's 2nd word on
     # 32-bit ISAs, a two-word struct's second word)
     retval_hi: str | None = None

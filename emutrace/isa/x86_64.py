@@ -330,7 +330,9 @@ def arch_prctl(cpu: CpuPort, args: tuple[int, ...]) -> int:
 C_VALUES = CValues(char_signed=True,
                    fp_args=("xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7"),
                    fp_retval="xmm0", struct_in_slots=16, struct_large="stack",
-                   retval_hi="rdx", struct_ret_in_regs=16)
+                   retval_hi="rdx", struct_ret_in_regs=16,
+                   # §3.2.3: long double is class X87, returned in %st0
+                   long_double_x87=True)
 
 
 # Intel SDM vol. 3 §6.3.1 vector numbers; arch/x86/kernel/traps.c signals: #DE divide
