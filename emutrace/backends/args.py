@@ -210,7 +210,7 @@ class ArgReader:
 
     def _fp(self, reg: str, high: str | None, t: CType) -> Value:
         cpu, cv = self.cpu, self.cv
-        if cv.fp_x87:
+        if cv.fp_x87 or (cv.long_double_x87 and t.size > 8):
             # st(0) is physical register FP<TOP>, TOP = FPU status word bits 11-13 (Intel
             # SDM vol. 1 §8.1.3); Unicorn's ST0 read drops the exponent, FP<n> has both
             top = (cpu.reg_read("fpsw") >> 11) & 7
