@@ -1,8 +1,8 @@
-"""An i386 function's long double result (x87 %st(0), 80-bit extended) as the trace shows
-it: the double C's conversion gives (round to nearest; beyond the double range ±inf, below
-it 0 or a subnormal), never an internal error.  The oracle is the program's own
-`(double)` conversion, printed by `ldbl` run natively on this x86_64 host and under
-qemu-user (testbins/src/ldbl.c)."""
+"""A function's long double result (x87 %st(0), 80-bit extended: every FP result on i386,
+a long double on x86_64) as the trace shows it: the double C's conversion gives (round to
+nearest; beyond the double range ±inf, below it 0 or a subnormal), never an internal
+error.  The oracle is the program's own `(double)` conversion, printed by `ldbl` run
+natively on this x86_64 host and under qemu-user (testbins/src/ldbl.c)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def own_conversions(stdout: bytes) -> dict[str, str]:
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("engine", ["python", "native"])
-def test_long_double_results_beyond_double(engine: str, tmp_path: Path) -> None:
-    path = bin_path("i386", "ldbl")
+@pytest.mark.parametrize("isa", ["i386", "x86_64"])
+def test_long_double_results_beyond_double(isa: str, engine: str, tmp_path: Path) -> None:
+    path = bin_path(isa, "ldbl")
     native = subprocess.run([str(path)], env=ENV, capture_output=True, timeout=60)
-    ref = subprocess.run([qemu_binary("i386"), str(path)], env=ENV, capture_output=True,
+    ref = subprocess.run([qemu_binary(isa), str(path)], env=ENV, capture_output=True,
                          timeout=60)
     assert native.returncode == ref.returncode == 0
     assert native.stdout == ref.stdout
