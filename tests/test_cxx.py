@@ -137,15 +137,21 @@ def test_replay_names_calls_as_uftrace_does(mode: str) -> None:
     assert our_lines(data, f"--demangle={mode}", "-F", "main", "-D", "3") == want
 
 
-@pytest.mark.parametrize(("mode", "func"), [
-    ("simple", "geo::level2"), ("simple", "_ZN3geo6level2Ei"), ("no", "_ZN3geo6level2Ei"),
-    ("simple", "geo::twice"),  # both overloads: their simple names are one
+@pytest.mark.parametrize(("mode", "filters"), [
+    ("simple", ("-F", "geo::level2")), ("simple", ("-F", "_ZN3geo6level2Ei")),
+    ("no", ("-F", "_ZN3geo6level2Ei")),
+    ("simple", ("-F", "geo::twice")),  # both overloads: their simple names are one
+    ("full", ("-F", "geo::twice(long)")),
+    ("simple", ("-F", "main", "-D", "3", "-N", "geo::level3")),
+    ("full", ("-F", "main", "-D", "3", "-N", "_ZN3geo6level3Ei")),
 ])
-def test_filters_name_functions_as_uftrace_does(mode: str, func: str) -> None:
+def test_filters_name_functions_as_uftrace_does(mode: str, filters: tuple[str, ...]) -> None:
     data = recorded("x86_64")
-    want = uftrace_lines(data, f"--demangle={mode}", "-F", func)
-    assert want
-    assert our_lines(data, f"--demangle={mode}", "-F", func) == want
+    # (uftrace reads a name with `(` as a regular expression: escaped, it is the name)
+    theirs = [re.sub(r"([()])", r"\\\1", f) for f in filters]
+    want = uftrace_lines(data, f"--demangle={mode}", *theirs)
+    assert any("geo::" in line or "_ZN3geo" in line for line in want)
+    assert our_lines(data, f"--demangle={mode}", *filters) == want
 
 
 def uftrace_out(data: Path, *args: str) -> str:
@@ -261,6 +267,9 @@ def test_filter_names_a_function_mangled_or_in_full() -> None:
     full, _ = traced("x86_64", "--demangle=full", "-F", "geo::level2(int)")
     assert re.findall(r"^ +\| geo::level2\(int\)\((-?\d+)\) \{$", full, re.M) == \
         [str(arg) for name, arg in logged_calls(stdout) if name == "geo::level2"]
+    # --start by the shown name
+    start = traced("x86_64", "--start", "geo::level1")[0].splitlines()
+    assert start[1].endswith("| geo::level1(3) {")
     # in full, the simple name is no function's name: nothing is shown
     assert traced("x86_64", "--demangle=full", "-F", "geo::level2")[0].count("\n") == 1
 
