@@ -12,8 +12,8 @@ the access is allowed.  The policy (``--root`` / ``--allow-write``):
   the current working directory of the emutrace process, if that lies under
   the root and is safe to give away - otherwise nothing is writable; see
   :func:`default_writable`; and in a root made by ``emutrace rootfs``, its
-  ``/tmp`` and the home directory it made: :func:`scratch_dirs`).  A writable directory itself can
-  not be removed, renamed or chmod-ed; everything below it can.
+  ``/tmp`` and the home directory it made: :func:`scratch_dirs`).  A writable
+  directory itself can not be removed, renamed or chmod-ed; everything below it can.
 * Anything else fails with ``EACCES`` and a one-line warning
   (:class:`SandboxError` with ``denied=True``).
 * Paths that escape the root with ``..`` or through symlinks are refused
@@ -172,18 +172,20 @@ ROOTFS_MARKER = ".emutrace-rootfs"  # rootfs.MARKER (a leaf module imports no ot
 
 def scratch_dirs(root: Path, home: str | None) -> list[Path]:
     """The scratch directories of a root made by `emutrace rootfs` (it holds
-    ROOTFS_MARKER): its /tmp and the guest's home, ROOT/$HOME, when they are directories
-    strictly inside the root (after symlinks: a link out of the root gives nothing).  The
-    guest may write there without --allow-write, as programs expect of /tmp (sort's
-    temporary files) and $HOME; nothing outside the root is given away."""
+    ROOTFS_MARKER): its /tmp and the guest's home, ROOT/$HOME when $HOME is /root or
+    /home/NAME, when they are directories reached without a symbolic link (a link, out of
+    the root or into it, gives nothing).  The guest may write there without --allow-write, as
+    programs expect of /tmp (sort's temporary files) and $HOME; nothing outside the root
+    is given away, and no system directory of the root (a $HOME of /usr gives no home)."""
     if root == Path("/") or not (root / ROOTFS_MARKER).is_file():
         return []
+    parts = Path(home or "/").parts[1:]
+    homes = [os.path.join(*parts)] if parts in (("root",),) or (
+        len(parts) == 2 and parts[0] == "home" and parts[1] not in (".", "..")) else []
     out = []
-    for rel in ("tmp", (home or "").strip("/")):
-        if not rel:
-            continue
+    for rel in ("tmp", *homes):
         where = Path(os.path.realpath(root / rel))
-        if where.is_dir() and where != root and where.is_relative_to(root) and where not in out:
+        if where == root / rel and where.is_dir():  # no link on the way
             out.append(where)
     return out
 

@@ -120,6 +120,9 @@ def test_rootfs_scratch_directories(tmp_path: Path) -> None:
     assert sb.resolve("/tmp/x", write=True, create=True) == tmp_path / "tmp" / "x"
     with pytest.raises(SandboxError):
         sb.resolve("/etc-x", write=True, create=True)
+    (tmp_path / "usr").mkdir()
+    for home in ("/usr", "/home/../usr", "/tmp/../usr", "/"):  # never a system directory
+        assert scratch_dirs(tmp_path, home) == [tmp_path / "tmp"], home
     (tmp_path / "tmp").rmdir()
     (tmp_path / "tmp").symlink_to("/")  # out of the root: not given away
     assert scratch_dirs(tmp_path, None) == []
