@@ -8,7 +8,8 @@ their libraries: Debian 12's libc6 ships `/lib/ld-linux-*.so.*` and `/lib/<tripl
 itself).  Cached: a package already unpacked (DIR/.emutrace-rootfs lists them) is skipped.
 
 Besides the packages, the root gets the directories a system has that no package ships:
-`/tmp` (mode 1777), the home directory of $HOME (e.g. `/root`), and `/dev` and `/proc`
+`/tmp` (mode 1777), the home directory of $HOME when it is `/root` or `/home/NAME`, and
+`/dev` and `/proc`
 (empty: emutrace serves their contents itself, machine/linux/devfs.py and procfs.py; the
 empty directories make them appear in a listing of `/` and give qemu-user's `-L` the same
 tree).  A run under the root may write in its /tmp and that home without `--allow-write`
@@ -134,16 +135,19 @@ def build_root(root: Path, arch: str, packages: Iterable[str],
 
 def system_dirs(root: Path, home: str | None = None) -> list[Path]:
     """Make the directories of a system that no package ships (see the module's text);
-    returns the scratch ones (/tmp, the home directory).  `home` defaults to $HOME."""
-    home = (home if home is not None else os.environ.get("HOME", "/root")).strip("/")
+    returns the scratch ones (/tmp, the home directory).  `home` defaults to $HOME; a
+    home other than /root or /home/NAME is not made (sandbox.scratch_dirs gives no other
+    one write access)."""
+    parts = Path(home if home is not None else os.environ.get("HOME", "/root")).parts[1:]
     for name in ("dev", "proc"):
         (root / name).mkdir(mode=0o755, exist_ok=True)
     tmp = root / "tmp"
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o1777)  # hier(7): world-writable, sticky
     made = [tmp]
-    if home:
-        where = root / home
+    if parts == ("root",) or (len(parts) == 2 and parts[0] == "home"
+                              and parts[1] not in (".", "..")):
+        where = root.joinpath(*parts)
         where.mkdir(mode=0o700, parents=True, exist_ok=True)
         made.append(where)
     return made

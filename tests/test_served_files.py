@@ -109,6 +109,7 @@ def test_rootfs_scratch_directories(tmp_path: Path) -> None:
     """A root made by `emutrace rootfs` gets /tmp (1777) and the home, writable without
     --allow-write; other roots, and links out of the root, give nothing."""
     assert MARKER == ROOTFS_MARKER
+    assert system_dirs(tmp_path, home="/usr") == [tmp_path / "tmp"]  # no system dir
     made = system_dirs(tmp_path, home="/home/user")
     assert made == [tmp_path / "tmp", tmp_path / "home" / "user"]
     assert (tmp_path / "tmp").stat().st_mode & 0o7777 == 0o1777
