@@ -153,6 +153,9 @@ echo "== osrelease"; cat /proc/sys/kernel/osrelease
 echo "== overcommit"; cat /proc/sys/vm/overcommit_memory
 echo "== mounts"; cat /proc/mounts
 echo "== uuid"; cat /proc/sys/kernel/random/uuid
+r=/proc/sys/kernel/random
+echo "== bootids"; read -r a < $r/boot_id; read -r b < $r/boot_id; [ "$a" = "$b" ] && echo same
+echo "== uuids"; read -r a < $r/uuid; read -r b < $r/uuid; [ "$a" != "$b" ] && echo differ
 echo "== comm"; read -r c < /proc/self/comm; echo "$c"
 echo "== statm"; read -r m < /proc/self/statm; echo "$m"
 echo "== mountinfo"; while IFS= read -r l; do echo "$l"; done < /proc/self/mountinfo
@@ -289,6 +292,7 @@ def test_machine_files(guest: tuple[str, dict[str, bytes]]) -> None:
     assert {fields[1] for fields in mounts} >= {"/", "/proc", "/dev"}
     assert re.fullmatch(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
                         rb"[0-9a-f]{12}\n", s["uuid"])
+    assert (s["bootids"], s["uuids"]) == (b"same\n", b"differ\n")  # random(4)
 
 
 def test_dev_tty_is_the_users_terminal() -> None:

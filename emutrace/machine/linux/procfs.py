@@ -379,7 +379,7 @@ def version_text() -> str:
 def _sys_tree(k: LinuxKernel) -> Dir:
     u = os.uname()
     random = fixed_dir({
-        b"boot_id": text_file(lambda: _uuid(k) + "\n"),
+        b"boot_id": text_file(functools.cache(lambda: _uuid(k) + "\n")),  # one per boot
         b"uuid": text_file(lambda: _uuid(k) + "\n"),
         b"entropy_avail": text_file("256\n"),
         b"poolsize": text_file("256\n"),
