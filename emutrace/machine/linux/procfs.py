@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import stat
 import time
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -47,6 +49,9 @@ PAGE = 0x1000
 PAGE_KIB = 4
 MAX_AUXV = 64  # more auxiliary vector entries than any Linux passes (AT_VECTOR_SIZE)
 MAX_MAP_RECORDS = 4096  # past this many, note_mapping forgets what is no longer mapped
+# /proc/sys/kernel/random/boot_id: one per boot, so the same for every process of a run
+# (and, as the run's random source is, for every run)
+BOOT_ID = str(uuid.UUID(bytes=random.Random(0x626F6F74).randbytes(16), version=4))
 MOUNTS = (  # /proc/self/mounts (fstab(5) fields): what the guest's tree is made of
     ("rootfs", "/", "rootfs", "rw"),
     ("proc", "/proc", "proc", "ro,nosuid,nodev,noexec,relatime"),
@@ -379,7 +384,7 @@ def version_text() -> str:
 def _sys_tree(k: LinuxKernel) -> Dir:
     u = os.uname()
     random = fixed_dir({
-        b"boot_id": text_file(functools.cache(lambda: _uuid(k) + "\n")),  # one per boot
+        b"boot_id": text_file(BOOT_ID + "\n"),
         b"uuid": text_file(lambda: _uuid(k) + "\n"),
         b"entropy_avail": text_file("256\n"),
         b"poolsize": text_file("256\n"),
