@@ -28,7 +28,8 @@ from emutrace.elf import Image, load_image
 from emutrace.errors import Unsupported, UsageError
 from emutrace.isa import all_isas
 from emutrace.isa.base import Cap
-from emutrace.mechanisms.settings import settings_of
+from emutrace.mechanisms import runs_on
+from emutrace.mechanisms.settings import PTRACE_C, PTRACE_PYTHON, settings_of
 from emutrace.native import ploop
 from emutrace.native.ploop import PtraceLoop
 from emutrace.sandbox import Sandbox
@@ -50,15 +51,15 @@ from emutrace.tracer import TracedRun, Tracer
 
 NATIVE_CAPABILITY = Cap.NATIVE_TARGET
 NATIVE_BTS_CAPABILITY = Cap.NATIVE_BTS  # isa/native_pmu.py: read from this host's PMUs
-# backends whose delivery the native target provides (int3: real 0xCC bytes; hwbp: DR0-3;
-# btf: PTRACE_SINGLEBLOCK; entry: eager 0xCC; step: PTRACE_SINGLESTEP); bts: the
-# capability `native_bts` says why not
-NATIVE_TARGET_BACKENDS = ("int3", "hwbp", "btf", "entry", "step")
+# backends whose delivery the native target provides (their recipes' ptrace ports: int3 real
+# 0xCC bytes; hwbp DR0-3; btf PTRACE_SINGLEBLOCK; entry eager 0xCC; step
+# PTRACE_SINGLESTEP); bts: the capability `native_bts` says why not
+NATIVE_TARGET_BACKENDS = runs_on(PTRACE_PYTHON)
 AT_BASE, AT_ENTRY = 7, 9  # <linux/auxvec.h>
-# backends with work finished in the C loop (native/ploop.c): int3's lazy traps, step's
-# quiet instructions, int3 strict's arming and disarming, entry's probes, hwbp's
-# debug-register hits, btf's stops that cross no taken branch; the rest reaches Python
-C_LOOP_BACKENDS = ("int3", "step", "entry", "hwbp", "btf")
+# backends with work finished in the C loop (native/ploop.c; their recipes' ptrace/native
+# port): int3's lazy traps, step's quiet instructions, int3 strict's arming and
+# disarming, entry's probes, hwbp's debug-register hits, btf's stops that cross no taken branch; the rest reaches Python
+C_LOOP_BACKENDS = runs_on(PTRACE_C)
 
 
 def native_isas() -> list[str]:

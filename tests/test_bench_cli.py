@@ -96,22 +96,26 @@ def liar_module() -> types.ModuleType:
     the kind of bug the agreement check exists to catch."""
     from emutrace.backends import step
 
-    def create(image, cpu, hooks, emit, options):  # type: ignore[no-untyped-def]
-        targets: list[int] = []
+    def lying(port):  # type: ignore[no-untyped-def]
+        def create(image, cpu, hooks, emit, options):  # type: ignore[no-untyped-def]
+            targets: list[int] = []
 
-        def lying_emit(ev):  # type: ignore[no-untyped-def]
-            if isinstance(ev, Call):
-                targets.append(ev.target)
-                others = [t for t in targets if t != ev.target]
-                if len(targets) == 20 and others:
-                    ev = replace(ev, target=others[0])
-            emit(ev)
-        return step.create(image, cpu, hooks, lying_emit, options)
+            def lying_emit(ev):  # type: ignore[no-untyped-def]
+                if isinstance(ev, Call):
+                    targets.append(ev.target)
+                    others = [t for t in targets if t != ev.target]
+                    if len(targets) == 20 and others:
+                        ev = replace(ev, target=others[0])
+                emit(ev)
+            return port(image, cpu, hooks, lying_emit, options)
+        return create
 
     name = "emutrace.backends.liar"
     module = types.ModuleType(name)
     module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-    module.create = create  # type: ignore[attr-defined]
+    # the functions step's recipe names for its engine ports (mechanisms/descriptors.py)
+    for port in ("on_reference", "on_hot_path", "on_c_loop"):
+        setattr(module, port, lying(getattr(step, port)))
     return module
 
 

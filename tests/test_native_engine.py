@@ -356,10 +356,10 @@ def test_engine_native_other_backend_is_a_usage_error(monkeypatch: pytest.Monkey
 def _python_traps_by_mode(monkeypatch: pytest.MonkeyPatch,
                           engine: str) -> tuple[Counter[str], tuple]:
     """edge_interwork's run, and per (instruction set, site kind) the traps the Python code
-    finished (Int3Backend._on_trap: every trap on the Python engine; on the native one,
+    finished (Int3Backend.on_trap: every trap on the Python engine; on the native one,
     those C passed on)."""
     seen: Counter[str] = Counter()
-    on_trap = Int3Backend._on_trap
+    on_trap = Int3Backend.on_trap
 
     def counting(self: Int3Backend, intno: int) -> bool:
         armed = self.armed.get(self.cpu.pc)
@@ -367,7 +367,7 @@ def _python_traps_by_mode(monkeypatch: pytest.MonkeyPatch,
             seen[f"{'thumb' if armed.site.alt_mode else 'a32'} {armed.site.kind.name}"] += 1
         return on_trap(self, intno)
 
-    monkeypatch.setattr(Int3Backend, "_on_trap", counting)
+    monkeypatch.setattr(Int3Backend, "on_trap", counting)
     _, result = _run("arm", "edge_interwork", (), engine)
     monkeypatch.undo()
     return seen, result

@@ -29,7 +29,7 @@ from emutrace.trace.uftrace_write import sink_for_image
 
 from .conftest import ISAS, bin_path
 
-# where C steps over the entry probes itself (entry_native.NativeEntryBackend._probes_in_c)
+# where C steps over the entry probes itself (entry_native.EntryProbesInC._probe_in_c)
 C_PROBES = [isa for isa in ISAS if any(b.works for b in by_name(isa).breakpoints)]
 # where C's block hook takes them (hook delivery: hooked_sites.every_site_hooked)
 HOOKED_PROBES = [isa for isa in ISAS if not any(b.works for b in by_name(isa).breakpoints)]

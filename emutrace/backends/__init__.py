@@ -1,10 +1,11 @@
 """Instrumentation mechanisms.  Each backend watches a running CPU and reports raw
 :mod:`emutrace.trace.events` to a sink; the shadow stack and the formatters are shared.
 
-Every backend module has a ``create(image, cpu, hooks, emit, options)`` function and a
-``DESCRIPTOR`` (emutrace/mechanisms/descriptors.py: its one line, settings, counters, main
-event); `create` loads the module the registry (emutrace/mechanisms) names.  ``none`` is no
-backend at all (the program just runs).
+Every backend module (emutrace/backends/<name>.py) has one function per engine port its
+recipe names (emutrace/mechanisms/descriptors.py: `on_reference`, `on_hot_path`,
+`on_c_loop`, each ``(image, cpu, hooks, emit, options)``) and a ``DESCRIPTOR``; `create`
+picks the function of the port the target and the engine make.  ``none`` is no backend at
+all (the program just runs).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from emutrace.mechanisms import BACKENDS
-from emutrace.mechanisms.settings import BackendSettings
+from emutrace.errors import Unsupported
+from emutrace.mechanisms import BACKENDS, runs_on
+from emutrace.mechanisms.settings import UNICORN_C, BackendSettings
 
 if TYPE_CHECKING:
     from emutrace.discover.callabi import CallTypes
@@ -23,10 +25,9 @@ if TYPE_CHECKING:
     from emutrace.target.protocol import Target, TrapHooks
     from emutrace.trace.events import Event, SignalDelivery
 
-# backends with a native hot path (`--engine native`, emutrace/native); `auto` runs each of
-# them natively (hwbp too since its stepped spans, range slots and shared sites are C's:
-# bench/results/native-hwbp.md, faster natively on every ISA)
-NATIVE_BACKENDS = ("int3", "hwbp", "step", "bts", "btf", "entry")
+# backends with a native hot path under emulation (`--engine native`, emutrace/native):
+# their recipes' Unicorn C port; `auto` runs each of them natively
+NATIVE_BACKENDS = runs_on(UNICORN_C)
 # auto (the default): native where the backend has a native path and the library is built
 ENGINES = ("auto", "python", "native")
 
@@ -65,8 +66,21 @@ class TrapAware(Protocol):
     def trap_returned(self, site: int) -> None: ...
 
 
+def port_of(target_kind: str, engine: str) -> str:
+    """The engine port (mechanisms.settings.PORTS) a target of that kind and an engine make."""
+    return f"{target_kind}/{engine}"
+
+
 def create(name: str, image: Image, cpu: Target, hooks: TrapHooks,
            emit: Callable[[Event], None], options: BackendOptions) -> Backend:
-    module = importlib.import_module(f"emutrace.backends.{BACKENDS[name].name}")
-    backend: Backend = module.create(image, cpu, hooks, emit, options)
+    """The mechanism name on cpu with options.engine: the function its recipe names for
+    that port, from its module."""
+    descriptor = BACKENDS[name]
+    port = port_of(cpu.kind, options.engine)
+    factory = descriptor.recipe.factory(port)
+    if factory is None:
+        raise Unsupported(f"backend {name}: no {options.engine} engine on the {cpu.kind} "
+                          f"target")
+    module = importlib.import_module(f"emutrace.backends.{descriptor.name}")
+    backend: Backend = getattr(module, factory)(image, cpu, hooks, emit, options)
     return backend

@@ -57,24 +57,32 @@ class BtfBackend(SignalFrames):
         return self.observer.time
 
 
-def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-           options: BackendOptions) -> BtfBackend | NativeBtfBackend:
-    if cpu.kind == "ptrace":  # real branch traps: PTRACE_SINGLEBLOCK (btf_native.py)
-        from emutrace.native.ploop import PtraceLoop
-        from emutrace.target.ptrace import PtraceTarget
-
-        assert isinstance(cpu, PtraceTarget)
-        loop = cpu.c_loop if options.engine == "native" else None  # C takes quiet stops
-        assert loop is None or isinstance(loop, PtraceLoop)
-        return NativeBtfBackend(image, cpu, emit, options.call_types, loop)
-    if options.engine == "native":  # C finds the taken branches (branch_native.py)
-        from emutrace.backends.branch_native import NativeBtfBackend as HotPathBtf
-        from emutrace.target.unicorn_cpu import UnicornCpu
-        from emutrace.target.unicorn_run import HookSet
-
-        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
-        return cast(BtfBackend, HotPathBtf(image, cpu, hooks, emit, options.call_types))
+def on_reference(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+                 options: BackendOptions) -> BtfBackend:
     return BtfBackend(image, cpu, emit, options.call_types)
+
+
+def on_hot_path(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+                options: BackendOptions) -> BtfBackend:
+    """C finds the taken branches (branch_native.py)."""
+    from emutrace.backends.branch_native import NativeBtfBackend as HotPathBtf
+    from emutrace.target.unicorn_cpu import UnicornCpu
+    from emutrace.target.unicorn_run import HookSet
+
+    return cast(BtfBackend, HotPathBtf(image, cast(UnicornCpu, cpu), cast(HookSet, hooks),
+                                       emit, options.call_types))
+
+
+def on_target(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+              options: BackendOptions) -> NativeBtfBackend:
+    """Real branch traps: PTRACE_SINGLEBLOCK (btf_native.py); the C loop takes the quiet
+    stops when the engine is native."""
+    from emutrace.native.ploop import PtraceLoop
+    from emutrace.target.ptrace import PtraceTarget
+
+    target = cast(PtraceTarget, cpu)
+    loop = cast(PtraceLoop, target.c_loop) if options.engine == "native" else None
+    return NativeBtfBackend(image, target, emit, options.call_types, loop)
 
 
 DESCRIPTOR = descriptors.BTF  # what the CLI, bench and cost model know of it

@@ -78,16 +78,20 @@ class BtsBackend(SignalFrames):
         return self.observer.time
 
 
-def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-           options: BackendOptions) -> BtsBackend:
-    if options.engine == "native":  # C finds the taken branches (branch_native.py)
-        from emutrace.backends.branch_native import NativeBtsBackend
-        from emutrace.target.unicorn_cpu import UnicornCpu
-        from emutrace.target.unicorn_run import HookSet
-
-        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
-        return cast(BtsBackend, NativeBtsBackend(image, cpu, hooks, emit, options.bts_buffer))
+def on_reference(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+                 options: BackendOptions) -> BtsBackend:
     return BtsBackend(image, cpu, emit, options.bts_buffer)
+
+
+def on_hot_path(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+                options: BackendOptions) -> BtsBackend:
+    """C finds the taken branches (branch_native.py)."""
+    from emutrace.backends.branch_native import NativeBtsBackend
+    from emutrace.target.unicorn_cpu import UnicornCpu
+    from emutrace.target.unicorn_run import HookSet
+
+    return cast(BtsBackend, NativeBtsBackend(image, cast(UnicornCpu, cpu),
+                                             cast(HookSet, hooks), emit, options.bts_buffer))
 
 
 DESCRIPTOR = descriptors.BTS  # what the CLI, bench and cost model know of it

@@ -29,6 +29,9 @@ library's when ld.so maps it (the module map's symbol table grows: probed at the
 block, before any of the library's code runs).  What a stripped library's `.dynsym` does not
 name and no direct call reaches (static functions called through pointers) is not probed.
 
+The mechanism is the site tracer of int3_python.py with this placement (`EagerProbes`)
+instead of the lazy one: delivery, simulation, step-over and the engines are the tracer's.
+
 Counters: `probes` set at start-up, `patches` (breakpoint writes at start-up), `traps`
 (probe hits), `stepovers` (displaced instructions re-run in place, each two more writes),
 `simulated` (displaced calls/returns/jumps simulated), `functions` probed.
@@ -49,16 +52,19 @@ from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Call, Event, SignalDelivery, TailCall, Trap
 
 
-class EntryBackend(Int3Backend):
-    name = "entry"
+class EagerProbes:
+    """The placement (site_engine.Placement) of `entry`: every function probed at start-up,
+    entries and returns; calls and tail calls told apart by the frame rule (`entered`)."""
 
-    def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
-                 emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
-        super().__init__(image, cpu, hooks, emit, "lazy", types)
-        self.entry_args = self.args  # int3's reader reads at the callee's entry too
-        self.link = image.isa.registers.link
-        self.push = call_push_size(cpu)
-        self.code_mask = image.isa.code_mask
+    arms_on_entry = False  # everything is armed at start-up: the lazy arming never runs
+
+    def __init__(self, tracer: Int3Backend) -> None:
+        self.t = tracer
+        isa = tracer.image.isa
+        self.entry_args = tracer.args  # the tracer's reader reads at the callee's entry too
+        self.link = isa.registers.link
+        self.push = call_push_size(tracer.cpu)
+        self.code_mask = isa.code_mask
         self.entries: dict[int, Function] = {}  # probed entry address → its function
         # (return address, call sp, function), innermost last; what changed since the
         # native engine last took them is marked (WatchedList)
@@ -66,36 +72,42 @@ class EntryBackend(Int3Backend):
         self.process_entry: int | None = None
         self.handler_entry: int | None = None  # a signal handler's, until its probe fires
         self.generation = -1  # of the symbol table when its functions were last probed
+        # an engine's look before and after probing (entry_native.py: C's own counts)
+        self.before_probing: Callable[[], None] | None = None
+        self.after_probing: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ start-up
     def start(self, entry: int) -> None:
-        symbols = self.discovery.symbols
-        if not symbols.funcs:
-            raise Unsupported(f"{self.image.path}: no symbol table; the entry backend "
+        t = self.t
+        if not t.discovery.symbols.funcs:
+            raise Unsupported(f"{t.image.path}: no symbol table; the entry backend "
                               "probes every function up front and needs the list (use int3)")
-        self._probe_known()
-        entered = self._function_quietly(entry)
+        self.probe_known()
+        entered = t.function_at(entry)
         self.process_entry = entered.start if entered is not None else None
 
-    def _probe_known(self) -> None:
+    def probe_known(self) -> None:
         """Probe every function the symbol table names that is not probed yet: at start-up
         (a static program; a dynamic one's program and ld.so) and again each time a module
-        is mapped (ld.so's mmap of a library, a dlopen: the table grows, `_on_block`)."""
-        symbols = self.discovery.symbols
+        is mapped (ld.so's mmap of a library, a dlopen: the table grows, `block`)."""
+        if self.before_probing is not None:
+            self.before_probing()
+        t = self.t
+        symbols = t.discovery.symbols
         self.generation = symbols.generation
         # (address, reached by a call): symbols first, then what their direct calls reach
         # without a symbol (entries probed) and what their direct jumps reach outside every
         # symbol (ARM glibc's strcmp leaves by a return placed before its symbol: only the
         # returns are probed there, a jump is not a call).  A cold partition (`f.cold`,
         # discover.symbols) likewise: f jumps to it, never calls it, so its returns are
-        # probed and its start is no entry (the frame rule in _entered reads a call's return
-        # address and sp, which in the middle of f are neither)
-        todo = [(self.image.isa.mode_address(s.start, s.alt), s.part_of is None)
+        # probed and its start is no entry (the frame rule in `entered` reads a call's
+        # return address and sp, which in the middle of f are neither)
+        todo = [(t.image.isa.mode_address(s.start, s.alt), s.part_of is None)
                 for s in symbols.funcs]
         while todo:
             addr, called = todo.pop()
-            func = self._function_quietly(addr)
-            if func is None or func.start in self.armed_funcs:
+            func = t.function_at(addr)
+            if func is None or func.start in t.armed_funcs:
                 continue
             self._probe(func, called)
             for site in func.sites:
@@ -105,31 +117,36 @@ class EntryBackend(Int3Backend):
                     todo.append((site.target, True))
                 elif symbols.containing(site.target & self.code_mask) is None:
                     todo.append((site.target, False))
-        self.stats["probes"] = len(self.armed)
-        self.stats["startup_patches"] = self.stats["patches"]
+        t.stats["probes"] = len(t.armed)
+        t.stats["startup_patches"] = t.stats["patches"]
+        if self.after_probing is not None:
+            self.after_probing()
 
-    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
+    def block(self) -> None:
         """A module mapped since the last block (the symbol table grew): its functions are
         probed before any of its code runs (ld.so maps a library, then relocates it, then
         calls into it: its mmap returns to ld.so's code first)."""
-        if self.discovery.symbols.generation != self.generation:
-            self._probe_known()
-        super()._on_block(uc, addr, size, _d)
+        if self.t.discovery.symbols.generation != self.generation:
+            self.probe_known()
 
-    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+    def trap_entered(self, vector: int, signal: SignalDelivery | None) -> None:
         """A signal handler (or exception vector) is entered: its frame, and its entry
         probe's next hit is no call (nothing called it).  Everything is probed already."""
-        if signal is not None and self.pending is not None:
-            pending, self.pending = self.pending, None
-            self._resolve(pending, signal.resume)
-        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
-                       signal.stack if signal is not None else None))
-        self._after_trap = False
+        t = self.t
+        t.engine.enter()
+        if signal is not None and t.pending is not None:
+            pending, t.pending = t.pending, None
+            t.resolve(pending, signal.resume)
+        t.emit(Trap(t.time, vector, t.cpu.reg_read(t.sp_reg),
+                    signal.stack if signal is not None else None))
+        t.after_trap = False
         self.handler_entry = vector & self.code_mask
+        t.engine.leave()
 
     def _probe(self, func: Function, entries: bool) -> None:
-        self.armed_funcs[func.start] = func
-        self.stats["functions"] += 1
+        t = self.t
+        t.armed_funcs[func.start] = func
+        t.stats["functions"] += 1
         # returns, and jumps that return when they go to the call's return address
         # (isa.base.Flow.maybe_return: RISC-V `jr t0`, s390x `br %r4`)
         returns = {s.addr: s for s in func.sites
@@ -138,40 +155,40 @@ class EntryBackend(Int3Backend):
         for addr in sorted(starts):
             self.entries[addr] = func
             if addr not in returns:
-                insn = self.decoder.insn_at(addr, func.alt_mode)
+                insn = t.decoder.insn_at(addr, func.alt_mode)
                 if insn is None:
                     continue
-                self._arm_site(Site(addr, insn.size, SiteKind.ENTRY, alt_mode=func.alt_mode),
-                               func.start)
+                t.arm_site(Site(addr, insn.size, SiteKind.ENTRY, alt_mode=func.alt_mode),
+                           func.start)
         for site in returns.values():
-            if site.addr not in self.armed:  # a shared tail is swept with every entry into it
-                self._arm_site(site, func.start)
+            if site.addr not in t.armed:  # a shared tail is swept with every entry into it
+                t.arm_site(site, func.start)
 
-    def _arm(self, func: Function | None) -> None:
-        """Everything is armed at start-up; the lazy algorithm's arming never runs."""
-
-    def _refresh_stale(self) -> None:
+    def refresh_stale(self) -> None:
         """Entries and returns are probed at start-up; a descent gone stale (a jump that
         became a tail call) changes neither (the entry probe sees where a jump goes)."""
-        self.discovery.stale.clear()
+        self.t.discovery.stale.clear()
 
     # ------------------------------------------------------------ events
-    def _pending(self, site: Site) -> Pending:
+    def pending_at(self, site: Site) -> Pending:
         func = self.entries.get(site.addr)
         if func is not None:
-            self._entered(func, site.addr)
+            self.entered(func, site.addr)
         if site.kind is SiteKind.ENTRY:  # nothing more happens when it executes
-            return Pending(site, self.time, 0, site.addr + site.size)
-        return super()._pending(site)
+            return Pending(site, self.t.time, 0, site.addr + site.size)
+        return self.t.site_pending(site)
 
-    def _entered(self, func: Function, addr: int) -> None:
-        cpu = self.cpu
+    def entered(self, func: Function, addr: int) -> None:
+        """The probe at addr, an entry of func, fired: a call, a tail call or neither, by
+        the frame rule."""
+        t = self.t
+        cpu = t.cpu
         if func.start == self.process_entry and not self.open:
             return  # the kernel started the process here (ELFv2: both entries): no call
         if func.start == self.handler_entry:
             self.handler_entry = None
             return  # the kernel entered a signal handler here (trap_entered): no call
-        sp = cpu.reg_read(self.sp_reg)
+        sp = cpu.reg_read(t.sp_reg)
         ra = (cpu.reg_read(self.link) if self.link else cpu.read_word(sp)) & self.code_mask
         call_sp = sp + self.push
         while self.open and self.open[-1][1] < call_sp:  # frames left without a return
@@ -179,34 +196,47 @@ class EntryBackend(Int3Backend):
         if self.open and self.open[-1][:2] == (ra, call_sp):  # the same frame: a jump
             if self.open[-1][2] == func.start:
                 return  # a loop back to its own entry, or global → local entry
-            if self.tails.is_tail(addr):
+            if t.tails.is_tail(addr):
                 self.open[-1] = (ra, call_sp, func.start)
-                self.emit(TailCall(self.time, ra, addr, sp, self.entry_args.read(func.start)))
+                t.emit(TailCall(t.time, ra, addr, sp, self.entry_args.read(func.start)))
             return
         if self.open and self.open[-1][1] == call_sp:
             self.open.pop()  # a frame at this very level is over (left without a return)
-        self.tails.called(addr, ra)
+        t.tails.called(addr, ra)
         self.open.append((ra, call_sp, func.start))
-        self.emit(Call(self.time, ra, addr, call_sp, ra, self.entry_args.read(func.start)))
+        t.emit(Call(t.time, ra, addr, call_sp, ra, self.entry_args.read(func.start)))
 
-    def _resolve(self, p: Pending, target: int) -> None:
+    def resolving(self, p: Pending, target: int) -> bool:
         if p.site.kind is SiteKind.ENTRY:
-            return
+            return False
+        tails = self.t.tails
         returns = p.site.kind is SiteKind.RETURN or (p.site.maybe_return
-                                                     and self.tails.returns_to(target))
+                                                     and tails.returns_to(target))
         if not returns and p.site.kind is SiteKind.TAIL:
-            return  # a maybe-return jump that jumps: the entry probes see where it goes
+            return False  # a maybe-return jump that jumps: the entry probes see where it goes
         if returns and target != p.fallthrough:
             for i in range(len(self.open) - 1, -1, -1):  # the frame it returns to, and above
                 if self.open[i][0] == target:
                     del self.open[i:]
                     break
-        super()._resolve(p, target)
+        return True
 
-    def finish(self) -> int:
-        s = self.stats
-        self.stats = {"probes": s.get("probes", 0), "patches": s.get("startup_patches", 0),
-                      "traps": s["traps"], "stepovers": s["fallbacks"],
-                      "simulated": s["simulated"], "functions": s["functions"]}
-        return super().finish()
+    def final_stats(self, s: dict[str, int]) -> dict[str, int]:
+        return {"probes": s.get("probes", 0), "patches": s.get("startup_patches", 0),
+                "traps": s["traps"], "stepovers": s["fallbacks"],
+                "simulated": s["simulated"], "functions": s["functions"]}
 
+
+def create_reference(image: Image, cpu: Target, hooks: TrapHooks,
+                     emit: Callable[[Event], None], types: CallTypes | None = None
+                     ) -> Int3Backend:
+    """entry on the Python reference engine: the site tracer with eager placement."""
+    return Int3Backend(image, cpu, hooks, emit, "lazy", types, name="entry",
+                       placement=EagerProbes)
+
+
+def probes_of(tracer: Int3Backend) -> EagerProbes:
+    """The eager placement of an entry tracer."""
+    placement = tracer.placement
+    assert isinstance(placement, EagerProbes)
+    return placement

@@ -166,7 +166,7 @@ class FastSites:
                 or site.delay_slot or site.maybe_return or site.alt_link
                 or (site.conditional and site.kind is SiteKind.CALL)):
             return None
-        insn, flow = b._insn(site)
+        insn, flow = b.site_insn(site)
         op = lower(insn, flow) if flow.kind is not FlowKind.NONE else None
         after = site.addr + site.size
         if op is None or _SITE_KIND[op.kind] is not site.kind or insn.addr + insn.size != after:
@@ -231,9 +231,9 @@ class FastSites:
 
     def call_fast(self, target: int) -> bool:
         """May C record a call to target (its arguments are words C saves)?"""
-        return self._args_fast(target)
+        return self.args_fast(target)
 
-    def _args_fast(self, target: int) -> bool:
+    def args_fast(self, target: int) -> bool:
         """Are the arguments of the function at target all integer words in the argument
         registers or the stack words C saves (no string or struct to read at the event)?"""
         got = self._args_fast_cache.get(target)
@@ -246,7 +246,7 @@ class FastSites:
         return got
 
     def resolve(self, p: Pending, target: int, resolve: Callable[[Pending, int], None]) -> None:
-        """The backend's own `_resolve` (`resolve`), then what C may finish from now on."""
+        """The backend's own `resolve` (`resolve`), then what C may finish from now on."""
         b, site = self.b, p.site
         code = target & b.tails.mask
         new_entry = site.kind is SiteKind.CALL and code not in b.tails.entries
@@ -275,8 +275,8 @@ class FastSites:
         if site.kind is SiteKind.CALL and target not in self._callees:
             # a call C may finish from now on: its function is armed (arming again is a
             # no-op in lazy mode) and its arguments are integer registers
-            func: Function | None = b._function(target)
-            if func is not None and func.start in b.armed_funcs and self._args_fast(target):
+            func: Function | None = b.function_entered(target)
+            if func is not None and func.start in b.armed_funcs and self.args_fast(target):
                 self._callees.add(target)
                 self.tell_string_args(target, target)
                 self.table.callee_add(target)
@@ -289,9 +289,9 @@ class FastSites:
         with that function."""
         assert self.on_callee is not None
         b = self.b
-        func: Function | None = b._function(target)
-        if (func is not None and func.start in b.armed_funcs and b._traceable(func)
-                and self._args_fast(target)):
+        func: Function | None = b.function_entered(target)
+        if (func is not None and func.start in b.armed_funcs and b.traceable(func)
+                and self.args_fast(target)):
             self.on_callee(target, func)
             if target not in self._callees:
                 self._callees.add(target)
@@ -300,7 +300,7 @@ class FastSites:
 
     def _learn_jump(self, site: Site, target: int, code: int, owner: int | None) -> None:
         """A jump that recorded nothing and left nothing to arm does the same next time
-        (int3._resolve): one that stays inside its function or leaves the image, always;
+        (int3.resolve): one that stays inside its function or leaves the image, always;
         one to code that is no function entry, until a call makes it one.  Under lazy
         cleanup, a jump to the entry of another armed function whose arguments C saves is
         one C records next time (where its table can: `TailSiteTable`), for TailRule.is_tail
@@ -313,7 +313,7 @@ class FastSites:
         if owner is None:
             return
         switched = b.image.isa.thumb_bit and b.cpu.in_alt_mode() != site.alt_mode
-        func = b._function(target)
+        func = b.function_entered(target)
         if switched and (func is None or func.start == owner):
             return  # (a switch of instruction set inside or out of every function: Python's)
         if func is None or func.start == owner:
@@ -334,7 +334,7 @@ class FastSites:
                 cast(SwitchJumpTable, self.table).switch_jump_add(site.addr, target)
             else:
                 self.table.inside_add(site.addr, target)
-        elif hasattr(self.table, "tail_add") and self._args_fast(target):
+        elif hasattr(self.table, "tail_add") and self.args_fast(target):
             if b.strict:  # (recorded, then switched as above)
                 assert self.on_callee is not None
                 self.on_callee(target, func)

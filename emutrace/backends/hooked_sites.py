@@ -1,14 +1,14 @@
 """Site hooks on the native hot path: every site under hook delivery (MIPS, RISC-V, whose
 breakpoint traps Unicorn does not deliver usably; isa/mips.py, isa/riscv64.py), and the
-sites of code found by descent on the other ISAs (int3.py `_by_hook`: a wrong guess about
+sites of code found by descent on the other ISAs (int3.py `by_hook`: a wrong guess about
 what is code must never write a breakpoint into data), beside the patched sites.
 
-The reference (`Int3Backend._arm_site`) gives each armed site a bounded Python code hook;
+The reference (`Int3Backend.arm_site`) gives each armed site a bounded Python code hook;
 Unicorn scans bounded code hooks linearly on every hit (../shared/DESIGN.md §5).  Here the
 sites go into one C table read by one C block hook (hotpath.c `hs_on_block`), which replaces
 hotpath.c's block hook: a block holding an armed site leaves its transfer pending, and the
 next block resolves it — in C for the cases `fast_trap` finishes, else by handing the
-reference the `Pending` its site hook would have made, then the block (`_on_block`).
+reference the `Pending` its site hook would have made, then the block (`on_block`).
 
 A site is in C's table when the ISA says what it and its delay slot do to sp
 (`Classifiers.sp_effect`): C reads sp after both ran.  Other sites keep their Python hook.
@@ -31,7 +31,8 @@ from emutrace.isa.base import VIRTUAL_LOOKBEHIND, FlowKind, Insn, Isa
 
 if TYPE_CHECKING:
     from emutrace.backends.fastpath import FastSites
-    from emutrace.backends.int3_native import NativeInt3Backend
+    from emutrace.backends.int3_native import HotPathEngine
+    from emutrace.backends.int3_python import Int3Backend
 
 PY_SITE = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64)
 PY_VISIT = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
@@ -78,7 +79,7 @@ _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
 def wanted(isa: Isa) -> bool:
     """C watches the site hooks — of every site where the ISA has no working breakpoint
     (`every_site_hooked`) or the backend delivers by hooks only (hwbp), elsewhere of the
-    code found by descent (int3.py `_by_hook`), beside the patched sites C's INTR hook
+    code found by descent (int3.py `by_hook`), beside the patched sites C's INTR hook
     finishes — on an ISA that describes sp effects, under either cleanup (strict.c switches
     them under strict)."""
     cls = isa.classifiers
@@ -105,7 +106,8 @@ class HookedSites:
     Made before the backend (its block hook is installed with the backend's hooks), then
     `bind`-ed to it."""
 
-    b: NativeInt3Backend
+    b: Int3Backend
+    engine: HotPathEngine
     fast: FastSites
 
     def __init__(self, isa: Isa, lib: ctypes.CDLL, nt: int) -> None:
@@ -131,8 +133,8 @@ class HookedSites:
         self.sets = 0  # sites `_watch` put in the table (set active there)
         self.block_hook = lib.hs_on_block
 
-    def bind(self, backend: NativeInt3Backend, fast: FastSites) -> None:
-        self.b, self.fast = backend, fast
+    def bind(self, backend: Int3Backend, engine: HotPathEngine, fast: FastSites) -> None:
+        self.b, self.engine, self.fast = backend, engine, fast
         backend.hook_site = self.hook
         if virtual_breakpoints(backend.image.isa) and not backend.strict:
             backend.virtual_patch = self.virtual
@@ -143,7 +145,7 @@ class HookedSites:
         reference's Python hook."""
         self._virtual.discard(site.addr)
         if not self._watch(site):
-            return self.b._python_site_hook(site)
+            return self.b.python_site_hook(site)
         return self.new_handle()
 
     def new_handle(self) -> int:
@@ -185,7 +187,7 @@ class HookedSites:
         lower = b.image.isa.lower
         if lower is None or site.executes is not None:
             return 0
-        insn, flow = b._insn(site)
+        insn, flow = b.site_insn(site)
         if flow.kind is FlowKind.NONE or lower(insn, flow) is None:
             return 0  # (the reference may fall back to running it in place: a real trap)
         check = b.decoder.cls.virtual_site
@@ -295,13 +297,13 @@ class HookedSites:
             b.pending = Pending(site, time, sp,
                                 site.addr + site.size + (b.delay if site.delay_slot else 0))
 
-        b.under_guard(body)
+        self.engine.under_guard(body)
 
     def _py_visit(self, addr: int, size: int) -> int:
         """The reference's block hook; 1 when it restarted the block (not counted)."""
         b = self.b
-        b._py_block(addr, size)
-        return int(b._restarted == addr)
+        self.engine.py_block(addr, size)
+        return int(b.restarted == addr)
 
     # ------------------------------------------------------------ end
     def counters(self) -> tuple[int, int, int]:

@@ -1,6 +1,7 @@
-"""`hwbp` on the Unicorn native hot path (`--engine native`): backends/hwbp.py's algorithm and
-slot policy (`SlotDelivery`, unchanged) on the native int3 backend (backends/int3_native.py)
-with hook delivery, its slots installed through `TableSlots` instead of Python code hooks.
+"""`hwbp` on the Unicorn native hot path (`--engine native`): the site tracer's algorithm and
+hwbp's slot policy (`SlotDelivery`, unchanged) over the hot path engine (int3_native.py
+`HotPathEngine`) with hook delivery, its slots installed through `TableSlots` instead of
+Python code hooks.
 
 What C does:
 * an address slot — one site, one instruction (a function with at most N sites) — is an
@@ -44,7 +45,8 @@ from unicorn.unicorn_const import UC_HOOK_CODE
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.hwbp_slots import SlotDelivery
-from emutrace.backends.int3_native import NativeInt3Backend
+from emutrace.backends.int3_native import HotPathEngine
+from emutrace.backends.int3_python import Int3Backend
 from emutrace.discover import Function, Site
 from emutrace.elf import Image
 from emutrace.mechanisms import descriptors
@@ -63,10 +65,10 @@ class TableSlots:
 
     slots: SlotDelivery
 
-    def __init__(self, backend: NativeInt3Backend) -> None:
-        self.b = backend
-        self.table = backend.hooked_table
-        self.strict = backend.strict_in_c
+    def __init__(self, backend: Int3Backend, engine: HotPathEngine) -> None:
+        self.b, self.engine = backend, engine
+        self.table = engine.hooked_table
+        self.strict = engine.strict_in_c
         self._lib = strictlib.load() if self.strict is not None else None
         # who covers each site address, and how (a function's slots over a site: a table
         # entry, and a C code hook where C counts for it; or a Python hook)
@@ -76,13 +78,13 @@ class TableSlots:
         self._entry_of: dict[int, tuple[int, int]] = {}  # entry handle → (address, owner)
         self._c_hook_of: dict[int, tuple[int, int, int]] = {}  # C hook → (owner, lo, hi)
         self._py_hook_of: dict[int, tuple[int, list[int]]] = {}  # → (owner, its sites)
-        backend.finishers.append(self._finish)
+        engine.finishers.append(self._finish)
         # strict.c's count of switches, read in place, and its value at Python's last look
         self._switches = ctypes.c_uint64.from_address(
             self._lib.ns_switches_at(self.strict.ns)) \
             if self._lib is not None and self.strict is not None else None
         self._seen = -1
-        self.counts = backend.more_native_stats
+        self.counts = engine.more_native_stats
         self.counts.update(python_slot_hits=0, python_stepped=0, slot_entries=0,
                            python_slot_hooks=0, c_slot_hooks=0, c_stepped=0,
                            c_shared_sites=0)
@@ -107,7 +109,7 @@ class TableSlots:
     def remove(self, handle: int) -> None:
         if handle in self._c_hook_of:
             self._c_hook_of.pop(handle)
-            self.b.del_c_hook(handle)  # (its hs_span stays until the table is freed)
+            self.engine.del_c_hook(handle)  # (its hs_span stays until the table is freed)
         elif handle in self._entry_of:
             addr, owner = self._entry_of.pop(handle)
             entries = self._entries[addr]
@@ -191,7 +193,7 @@ class TableSlots:
                 mine.append(handle)
             else:
                 self.slots.slot_hooks[other].append(handle)
-                self.b._armed_now = self.b.cpu.translates_code  # (the block may hold it)
+                self.b.armed_now = self.b.cpu.translates_code  # (the block may hold it)
         return mine
 
     def _c_hook(self, owner: int, lo: int, hi: int) -> int:
@@ -200,8 +202,8 @@ class TableSlots:
         data = self.table.span(owner)
         if not data:
             raise MemoryError("native hot path: out of memory")
-        handle = self.b.add_c_hook(UC_HOOK_CODE, self.table.span_hook, data, lo, hi)
-        self.b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
+        handle = self.engine.add_c_hook(UC_HOOK_CODE, self.table.span_hook, data, lo, hi)
+        self.b.drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
         self._c_hook_of[handle] = (owner, lo, hi)
         self.counts["c_slot_hooks"] += 1
         return handle
@@ -217,7 +219,7 @@ class TableSlots:
     def _hook(self, lo: int, end: int, owner: int) -> int:
         self.counts["python_slot_hooks"] += 1
         handle = self.b.cpu.hook_hw(self._on_slot, lo, end, owner)
-        self.b._drop_cache(lo, end + 1 - lo)  # a hook added after translation never fires
+        self.b.drop_cache(lo, end + 1 - lo)  # a hook added after translation never fires
         return handle
 
     def _py_cover(self, owner: int, lo: int, end: int, inside: list[Site]) -> list[int]:
@@ -243,23 +245,23 @@ class TableSlots:
                 self._py_hook_of[point] = (other, [addr])
                 self._owners[addr].add(other)
                 hooks.append(point)
-                self.b._armed_now = self.b.cpu.translates_code  # (the block may hold it)
+                self.b.armed_now = self.b.cpu.translates_code  # (the block may hold it)
         return [handle]
 
     def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
         """A Python slot hook (a stepped span's is called for every instruction in its
         range): C's switches replayed first when strict.c made any since Python last looked
         (its count read in place, no call), then the reference's handler."""
-        b, stats = self.b, self.b.stats
+        stats = self.b.stats
         if self._switches is not None and self._switches.value != self._seen:
-            b.drain_c()  # (Python's `armed_funcs` and `armed` are C's again)
+            self.engine.drain_c()  # (Python's `armed_funcs` and `armed` are C's again)
             self._seen = self._switches.value
         hits, stepped = stats["hits"], stats["stepped"]
-        self.slots._on_slot(uc, addr, size, owner)
+        self.slots.on_slot(uc, addr, size, owner)
         self.counts["python_stepped"] += stats["stepped"] - stepped
         if stats["hits"] != hits:
             self.counts["python_slot_hits"] += 1
-            b.refresh_c()  # the pending transfer: Python's block hook resolves it
+            self.engine.refresh_c()  # the pending transfer: Python's block hook resolves it
 
     # ------------------------------------------------------------ C → Python
     def _replayed(self, last: dict[int, int]) -> None:
@@ -279,13 +281,15 @@ class TableSlots:
 
 
 def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
-           options: BackendOptions) -> NativeInt3Backend:
-    """hwbp.create's native engine under emulation."""
+           options: BackendOptions) -> Int3Backend:
+    """hwbp.create's native engine under emulation: the site tracer (strict cleanup,
+    hook delivery) over a `HotPathEngine`, its slots `TableSlots`."""
     d = descriptors.HWBP
-    backend = NativeInt3Backend(image, cpu, hooks, emit, "strict", options.call_types,
-                                delivery="hook",
-                                name=d.name, counters=d.counters, hits_counter=d.main_event)
-    port = TableSlots(backend)
+    engine = HotPathEngine(image, cpu, hooks, emit, "strict", delivery="hook",
+                           hits_counter=d.main_event)
+    backend = Int3Backend(image, cpu, hooks, emit, "strict", options.call_types,
+                          delivery="hook", name=d.name, counters=d.counters, engine=engine)
+    port = TableSlots(backend, engine)
     slots = SlotDelivery(backend, options.hw_slots, port)
     port.bind(slots)
     backend.sites = slots

@@ -120,6 +120,6 @@ class CSlots:
         b.chain = chain
         if now != cur and stopped:  # Python's tables and debug registers follow C's
             saved = stats["slot_writes"]
-            b._disarm(cur)
-            b._arm(self.taught[now][0])
+            b.disarm(cur)
+            b.arm(self.taught[now][0])
             stats["slot_writes"] = saved

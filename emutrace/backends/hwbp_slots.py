@@ -100,8 +100,8 @@ class HookSlots:
         b, handles = self.b, []
         for lo, hi in ranges:
             handles.append(b.cpu.hook_hw(self.on_slot, lo, lo if single else hi, func.start))
-            b._drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
-            # (`_drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
+            b.drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
+            # (`drop_cache` takes a size: given the end address, it dropped [lo, 2·lo) —
             # seconds per arming at a dynamic library's addresses)
         return handles
 
@@ -122,7 +122,7 @@ class SlotDelivery:
     """The delivery of N hardware slots (FunctionDelivery): a function's sites are covered by
     at most N slots (`slot_ranges`); a slot is a hook bounded to its range, installed the
     first time the function is armed and then left idle while it is not (see the module
-    docstring).  Every slot hook calls `_on_slot`, which looks the address up in the
+    docstring).  Every slot hook calls `on_slot`, which looks the address up in the
     backend's table of armed sites.  `port`: how the slots are installed (default: code
     hooks, `HookSlots`)."""
 
@@ -132,7 +132,7 @@ class SlotDelivery:
         self.backend = backend
         self.slots = slots if slots is not None else hardware.slots
         self.slot_kind = hardware.kind
-        self.port: SlotPort = port if port is not None else HookSlots(backend, self._on_slot)
+        self.port: SlotPort = port if port is not None else HookSlots(backend, self.on_slot)
         self.slot_hooks: dict[int, list[int]] = {}  # function → its hooks (installed)
         self.hooked: dict[int, Function] = {}  # function → what its hooks were made for
         self.in_use: dict[int, int] = {}  # armed function → slots it programs
@@ -161,7 +161,7 @@ class SlotDelivery:
             func, ranges, self.slot_kind == "address" and not fell_back)
         # (a translating engine restarts the block so that the new hooks are in it; a CPU
         # checks its debug registers at every fetch)
-        b._armed_now = bool(ranges) and b.cpu.translates_code
+        b.armed_now = bool(ranges) and b.cpu.translates_code
 
     def disarm(self, func: Function) -> None:
         b = self.backend
@@ -179,10 +179,10 @@ class SlotDelivery:
 
     def rearm(self, old: Function, new: Function) -> None:
         """Slots cover whole functions: the stale one's slots go to the new extent."""
-        self.backend._disarm(old.start)
-        self.backend._arm(new)
+        self.backend.disarm(old.start)
+        self.backend.arm(new)
 
-    def _on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
+    def on_slot(self, uc: object, addr: int, size: int, owner: int) -> None:
         b = self.backend
         if owner not in b.armed_funcs:
             return  # an idle hook: its function's slots are not programmed now
@@ -191,6 +191,6 @@ class SlotDelivery:
             b.stats["stepped"] += 1  # inside a stepped span or a PER range, not a site
             return
         b.stats["hits"] += 1
-        b.pending = b._pending(armed.site)
+        b.pending = b.pending_at(armed.site)
         b.cpu.want_blocks()  # the transfer is learnt from the block entered next
 

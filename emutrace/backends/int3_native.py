@@ -1,9 +1,11 @@
-"""`int3` on the native hot path (`--engine native`): the algorithm of backends/int3.py, with
-the per-event work in C (emutrace/native/hotpath.c).
+"""The Unicorn hot path as the site tracer's engine (`HotPathEngine`, `--engine native`):
+the algorithm of int3_python.py, with the per-event work in C (emutrace/native/hotpath.c).
+int3, hwbp and entry run on it (a tracer composed with this engine: `create` here,
+hwbp_native.py, entry_native.py); the engine never overrides the tracer, it is told.
 
 What C does without entering Python:
 * the block hook adds each block's instruction count (the count is computed once per block,
-  by `Int3Backend._count`, through a callback, and kept in a C table);
+  by `Int3Backend.block_count`, through a callback, and kept in a C table);
 * a trap at an armed patch site whose displaced instruction the ISA lowers to a
   `NativeOp` (isa/base.py: every ISA with patch delivery, arm's two instruction sets too):
   a call to a target whose function is already armed and whose arguments are integer
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+from typing import Protocol
 
 import unicorn
 from unicorn import unicorn_const as ucc
@@ -52,7 +55,7 @@ from emutrace.native import EVENT, SiteOp
 from emutrace.target.protocol import TrapHooks
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Event, SignalDelivery
+from emutrace.trace.events import Event
 from emutrace.trace.shadow import ShadowStack
 from emutrace.trace.uftrace_write import RecordSink
 
@@ -111,45 +114,35 @@ class _HotpathTable:
                                (ctypes.c_int32 * max(1, len(pops)))(*pops))
 
 
-class NativeInt3Backend(Int3Backend):
-    name = "int3"
-    cpu: UnicornCpu  # the C hooks run inside this Unicorn instance
-    # hook delivery: C's site table watches the site hooks (entry's keeps Python's hooks)
-    site_table_in_c = True
-    _shadow_now: Callable[[], ShadowStack]  # the running thread's (attach_writer)
+class HotPathEngine:
+    """The site tracer's engine (site_engine.SiteEngine) on the Unicorn hot path: C's hooks
+    and tables (hotpath.c; strict.c for strict cleanup, hooked_sites.py for site hooks), the
+    Python reference reached through callbacks for the rest.  Extensions for one mechanism
+    (entry's probes in C: entry_native.py; hwbp's slots: hwbp_native.py) are composed in as
+    `addons` and `finishers`."""
 
-    def switch_thread(self, tid: int) -> None:
-        """Another guest thread gets the CPU (between two runs of the CPU: C is idle).  What
-        C did is the stopping thread's (drained first); the reference swaps the state of a
-        thread of control; C is then handed the incoming thread's (its chain to strict.c,
-        its shadow stack and tail frames to the writer, its return addresses to the site
-        table).  A transfer C's site table left pending is for a site that has not run: the
-        CPU stops only at an instruction's start, after the block hook that would resolve a
-        transfer that ran (threads.py), so the block is looked at again when it resumes."""
-        self._drain()
-        if self._hooked is not None:
-            self._hooked.cancel()
-        super().switch_thread(tid)
-        if self._writer is not None:
-            self._writer.switch_thread(self._shadow_now())
-        self._refresh()
+    cpu: UnicornCpu  # the C hooks run inside this Unicorn instance
+    t: Int3Backend  # the tracer it runs (`attach`)
+    _shadow_now: Callable[[], ShadowStack]  # the running thread's (attach_writer)
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
                  emit: Callable[[Event], None], cleanup: str = "lazy",
-                 types: CallTypes | None = None, delivery: str | None = None,
-                 name: str | None = None, counters: tuple[str, ...] | None = None,
-                 hits_counter: str = "traps") -> None:
-        """delivery, name, counters: as Int3Backend's (hwbp: "hook", its own; its slots are
-        backends/hwbp_native.py's); hits_counter: the counter C's site hits add to."""
+                 delivery: str | None = None, hits_counter: str = "traps",
+                 site_table_in_c: bool = True) -> None:
+        """delivery: the tracer's (hwbp: "hook"); hits_counter: the counter C's site hits
+        add to; site_table_in_c: hook delivery's sites in C's table (entry keeps Python's
+        hooks except where every site is hooked)."""
         lib = native.load()
         isa = image.isa
         regs = isa.registers
         bp = isa.breakpoint_for(alt_mode=False)
+        self.cpu, self.image = cpu, image
         self._lib, self._hooks, self._emit_now = lib, hooks, emit
+        self.native_stats: dict[str, int] = {}
         # ctypes trampolines: kept referenced as long as C may call them
-        self._callbacks = (native.PY_INTR(self._py_intr), native.PY_BLOCK(self._py_block),
+        self._callbacks = (native.PY_INTR(self._py_intr), native.PY_BLOCK(self.py_block),
                            native.PY_COUNT(self._py_count), native.PY_DRAIN(self._py_drain))
-        # (an ISA with more argument registers than C saves gets no fast calls: _args_fast)
+        # (an ISA with more argument registers than C saves gets no fast calls: args_fast)
         self._arg_names = regs.args[:native.MAX_REGS]
         self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
                                            if isa.c_values.retval_hi else [])
@@ -188,49 +181,60 @@ class NativeInt3Backend(Int3Backend):
         self._c_hooks: list[int] = []
         # hook delivery: C's site table and block hook instead of Python site hooks
         # (hwbp's slots on a Thumb ISA stay Python hooks, switched by Python: hwbp_native.py)
-        thumb_slots = isa.thumb_bit and delivery == "hook"
+        self._thumb_slots = isa.thumb_bit and delivery == "hook"
         self._hooked = HookedSites(isa, lib, self._nt) \
-            if self.site_table_in_c and hooked_sites.wanted(isa) and not thumb_slots \
+            if site_table_in_c and hooked_sites.wanted(isa) and not self._thumb_slots \
             else None
+        self._cleanup = cleanup
         self._hits_counter = hits_counter
         # what a composed delivery adds to `native_stats` (hwbp_native.py)
         self.more_native_stats: dict[str, int] = {}
         # a composed delivery's last look at C's tables, before `finish` frees them
         self.finishers: list[Callable[[], None]] = []
+        # a mechanism's own C state beside the tracer's (entry's probes: entry_native.py)
+        self.addons: list[EngineAddon] = []
         self._final_time = 0
+        self._strict_c: StrictInC | None = None
+        self._writer: NativeWriter | None = None  # `record`, `run`: C writes the records
+        self._arming_sets = 0  # the hooked table's count when a site's arming began
+
+    def attach(self, tracer: Int3Backend, hooks: TrapHooks) -> None:
+        """The tracer is set up (nothing armed yet): C's hooks installed, its strict cleanup
+        (strict.c, made before anything is armed, so that it sees every arming), the fast
+        sites, the record drain and the block counts."""
+        self.t = tracer
+        isa, cpu, lib = self.image.isa, self.cpu, self._lib
         # strict cleanup: C switches the armed function where it knows both (strict.c), at
         # the traps of lowered sites or the site hooks of C's table (arm's A32 and Thumb code
-        # too); made before the base class arms anything, so that it sees every arming
-        self._strict_c: StrictInC | None = None
-        if (cleanup == "strict" and not thumb_slots
+        # too)
+        if (self._cleanup == "strict" and not self._thumb_slots
                 and (isa.lower is not None or self._hooked is not None)):
-            self._strict_c = StrictInC(self, self._nt, cpu.uc, isa.code_mask)
+            self._strict_c = StrictInC(tracer, self._nt, cpu.uc, isa.code_mask)
             if self._hooked is not None:
                 self._strict_c.bind_hooked(self._hooked)
-        super().__init__(image, cpu, hooks, self._emit_drained, cleanup, types,
-                         delivery=delivery, name=name, counters=counters)
-        if self.guard is not None:  # a load that hid breakpoints: settle at the next block
-            self.guard.on_hide = lambda: self._attend(True)
-        self._fast = FastSites(self, _HotpathTable(lib, self._nt), cpu.reg_id,
+        self._install(hooks)
+        if tracer.guard is not None:  # a load that hid breakpoints: settle at the next block
+            tracer.guard.on_hide = lambda: self._attend(True)
+        self._fast = FastSites(tracer, _HotpathTable(lib, self._nt), cpu.reg_id,
                                len(self._arg_names) + self._n_stack,
                                on_callee=(self._strict_c.callee if self._strict_c is not None
                                           else None))
-        self._records = RecordDrain(self, cpu, emit, list(self._arg_names), self._ret_names,
-                                    self._n_stack)
+        self._records = RecordDrain(tracer, cpu, self._emit_now, list(self._arg_names),
+                                    self._ret_names, self._n_stack)
         if self._strict_c is not None:
-            if self.guard is not None:  # C's switches replayed before a load or store
-                self.guard.before = self._drain
-            self._strict_c.push_chain(self.chain)
-        self._writer: NativeWriter | None = None  # `record`, `run`: C writes the records
+            if tracer.guard is not None:  # C's switches replayed before a load or store
+                tracer.guard.before = self._drain
+            self._strict_c.push_chain(tracer.chain)
         if self._hooked is not None:
-            self._hooked.bind(self, self._fast)
+            self._hooked.bind(tracer, self, self._fast)
         # discovery's size maps lent to C for block counts (exported buffers: each stays
         # alive and unresized while C may read it)
         self._lent: list[ctypes.Array[ctypes.c_char]] = []
+        decoder = tracer.decoder
         if hasattr(lib, "nt_size_map_add"):
-            for (base, alt), sizes in list(self.decoder.size_maps().items()):
+            for (base, alt), sizes in list(decoder.size_maps().items()):
                 self._lend_size_map(base, alt, sizes)
-            self.decoder.on_size_map = self._lend_size_map
+            decoder.on_size_map = self._lend_size_map
         self._preload_counts()
 
     def attach_writer(self, shadow_now: Callable[[], ShadowStack],
@@ -244,30 +248,44 @@ class NativeInt3Backend(Int3Backend):
         packed = packed_sink_of(sink)
         # (an ISA whose sites C does not lower gives C no event to take, unless its site
         # hooks are C's: hook delivery, or a program whose code descent finds — arm)
-        isa = self.image.isa
+        isa, t = self.image.isa, self.t
         hooked = self._hooked is not None and (hooked_sites.every_site_hooked(isa)
-                                               or not self.discovery.symbols.funcs)
+                                               or not t.discovery.symbols.funcs)
         if (packed is None or not self._nt
-                or (self.strict and self._strict_c is None)
+                or (t.strict and self._strict_c is None)
                 or (isa.lower is None and not hooked)
                 or not hasattr(self._lib, "uw_new")
                 or self._writer is not None):
             return
         self._drain()
-        self._writer = NativeWriter(self._lib, self._nt, shadow_now(), self.tails, sink_now,
+        self._writer = NativeWriter(self._lib, self._nt, shadow_now(), t.tails, sink_now,
                                     packed)
         self._records.writer = self._writer
 
     # ------------------------------------------------------------ composed parts
     @property
     def hooked_table(self) -> HookedSites | None:
-        """C's site table (hook delivery), if this backend has one."""
+        """C's site table (hook delivery), if this engine has one."""
         return self._hooked
 
     @property
     def strict_in_c(self) -> StrictInC | None:
         """strict.c's mirror, if C switches strict cleanup here."""
         return self._strict_c
+
+    @property
+    def fast(self) -> FastSites:
+        """Which armed sites C may finish (fastpath.py)."""
+        return self._fast
+
+    @property
+    def lib(self) -> ctypes.CDLL:
+        return self._lib
+
+    @property
+    def nt(self) -> int:
+        """hotpath.c's state (0 once finished)."""
+        return self._nt or 0
 
     def drain_c(self) -> None:
         """What C did since Python last ran, onto Python's state (a Python hook's first
@@ -279,7 +297,7 @@ class NativeInt3Backend(Int3Backend):
         self._refresh()
 
     # ------------------------------------------------------------ shared state
-    @property  # type: ignore[override]
+    @property
     def time(self) -> int:
         if not self._nt:
             return self._final_time
@@ -291,10 +309,12 @@ class NativeInt3Backend(Int3Backend):
 
     def _needs_blocks(self) -> bool:
         """Does the next block need Python's block hook?"""
-        return (self.pending is not None or bool(self.rearm)
-                or self._armed_now or self._restarted is not None
-                or self._resume_at is not None or self._after_trap
-                or (self.guard is not None and bool(self.guard.hidden)))
+        t = self.t
+        return (t.pending is not None or bool(t.rearm)
+                or t.armed_now or t.restarted is not None
+                or t.resume_at is not None or t.after_trap
+                or (t.guard is not None and bool(t.guard.hidden))
+                or any(a.needs_blocks() for a in self.addons))
 
     def _attend(self, on: bool) -> None:
         """Whether C hands every block to Python's block hook (told only when it changes:
@@ -305,19 +325,57 @@ class NativeInt3Backend(Int3Backend):
 
     def _refresh(self) -> None:
         """Tell C whether the next block needs Python's block hook."""
+        t = self.t
         self._attend(self._needs_blocks())
         if self._strict_c is not None:  # what Python changed of the chain, to C's
-            self._strict_c.push_chain(self.chain)
+            self._strict_c.push_chain(t.chain)
         if self._writer is not None:  # what Python changed, to C's stacks
             self._writer.push()
         if self._hooked is not None and self._hooked.sites:  # which return C may finish
-            self._hooked.returns(self.tails.return_addrs)
+            self._hooked.returns(t.tails.return_addrs)
+        for addon in self.addons:
+            addon.refresh()
+
+    # ------------------------------------------------------------ the tracer's sections
+    def wrap_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        def emit_drained(event: Event) -> None:
+            self._drain()
+            emit(event)
+
+        return emit_drained
+
+    def enter(self) -> None:
+        self._drain()
+
+    def leave(self) -> None:
+        self._refresh()
+
+    def pause(self) -> None:
+        """(Between two runs of the CPU: C is idle.  A transfer C's site table left pending
+        is for a site that has not run: the CPU stops only at an instruction's start, after
+        the block hook that would resolve a transfer that ran, so the block is looked at
+        again when it resumes.)"""
+        self._drain()
+        if self._hooked is not None:
+            self._hooked.cancel()
+
+    def thread_switched(self) -> None:
+        """C is handed the incoming thread's state: its chain to strict.c (`_refresh`), its
+        shadow stack and tail frames to the writer, its return addresses to the site
+        table."""
+        if self._writer is not None:
+            self._writer.switch_thread(self._shadow_now())
+        self._refresh()
+
+    def block_entered(self) -> None:
+        for addon in self.addons:
+            addon.block_entered()
 
     # ------------------------------------------------------------ hooks
     def _install(self, hooks: TrapHooks) -> None:
         assert isinstance(hooks, HookSet)
-        if self.delivery == "patch":
-            hooks.on_trap = self._on_trap
+        if self.t.delivery == "patch":
+            hooks.on_trap = self.t.on_trap
         uc = self.cpu.uc
         uc.hook_del(hooks.intr_hook)  # C's INTR hook passes on what it does not finish
         # (hook delivery: the block hook of C's site table, which counts blocks as well)
@@ -349,7 +407,8 @@ class NativeInt3Backend(Int3Backend):
         it), without a Python section's drain and refresh."""
         self._hooks.guard(body)
 
-    def _guarded(self, body: Callable[[], None]) -> None:
+    def guarded(self, body: Callable[[], None]) -> None:
+        """body as a Python section: under the run's guard, C's state refreshed after."""
         try:
             self._hooks.guard(body)
         finally:
@@ -362,12 +421,13 @@ class NativeInt3Backend(Int3Backend):
         finally:
             self._refresh()
 
-    def _py_block(self, addr: int, size: int) -> None:
+    def py_block(self, addr: int, size: int) -> None:
+        """C hands a block to the reference's block hook."""
         def body() -> None:
             self._drain()
-            self._on_block(self.cpu.uc, addr, size, None)
+            self.t.on_block(self.cpu.uc, addr, size, None)
 
-        self._guarded(body)
+        self.guarded(body)
 
     def _lend_size_map(self, base: int, alt: bool, sizes: bytearray) -> None:
         """A size map of the decoder's (new or already there) to C, which counts a block
@@ -387,7 +447,7 @@ class NativeInt3Backend(Int3Backend):
         lib = self._lib
         if not hasattr(lib, "nt_counts_preload"):
             return
-        counts = self.decoder.block_counts
+        counts = self.t.decoder.block_counts
         modes: dict[tuple[int, int], int] = {}
         for addr, size, _alt in counts:
             modes[(addr, size)] = modes.get((addr, size), 0) + 1
@@ -410,7 +470,7 @@ class NativeInt3Backend(Int3Backend):
         self.more_native_stats["c_block_counts"] = n
         if n:
             raw = ctypes.string_at(lib.nt_learned_at(nt), n * native.LEARNED.size)
-            counts = self.decoder.block_counts
+            counts = self.t.decoder.block_counts
             for addr, size, alt, count, _pad in native.LEARNED.iter_unpack(raw):
                 counts.setdefault((addr, size, bool(alt)), count)
 
@@ -418,10 +478,11 @@ class NativeInt3Backend(Int3Backend):
         self.more_native_stats["python_counts"] = \
             self.more_native_stats.get("python_counts", 0) + 1
         try:
+            t = self.t
             key = (addr, size)
-            count = self.block_sizes.get(key)
+            count = t.block_sizes.get(key)
             if count is None:
-                count = self.block_sizes[key] = self._count(addr, size)
+                count = t.block_sizes[key] = t.block_count(addr, size)
             return count
         except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
             if self._hooks.pending is None:
@@ -430,38 +491,9 @@ class NativeInt3Backend(Int3Backend):
             return 0
 
     def _py_drain(self) -> None:
-        self._guarded(self._drain)
-
-    def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
-        self._drain()
-        super()._on_site(uc, addr, size, _d)
-        self._refresh()
-
-    def start(self, entry: int) -> None:
-        super().start(entry)
-        self._refresh()
-
-    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
-        """(The Linux layer may call it between runs: C's stacks learn the signal frame.
-        A fault in a block left its site unrun: C's pending transfer is dropped.)"""
-        self._drain()
-        if self._hooked is not None:
-            self._hooked.cancel()
-        super().trap_entered(vector, signal)
-        self._refresh()
-
-    def trap_returned(self, site: int) -> None:
-        """(A signal handler's rt_sigreturn: the next block, the interrupted code, is
-        Python's, which re-arms it under strict cleanup.)"""
-        self._drain()
-        super().trap_returned(site)
-        self._refresh()
+        self.guarded(self._drain)
 
     # ------------------------------------------------------------ events
-    def _emit_drained(self, event: Event) -> None:
-        self._drain()
-        self._emit_now(event)
-
     def _drain(self) -> None:
         lib, nt, writer = self._lib, self._nt, self._writer
         if writer is not None:  # C's records and stacks first: they come before these
@@ -469,76 +501,73 @@ class NativeInt3Backend(Int3Backend):
         if self._strict_c is not None:  # the switches C made, on Python's state
             self._strict_c.replay_journal()
         n = lib.nt_events_count(nt)
-        if not n:
-            return
-        data = ctypes.string_at(lib.nt_events(nt), n * EVENT.size)
-        n_strings = lib.nt_strings_len(nt)
-        strings = ctypes.string_at(lib.nt_strings(nt), n_strings) if n_strings else b""
-        lib.nt_events_clear(nt)
-        self._records.drain(data, strings)
+        if n:
+            data = ctypes.string_at(lib.nt_events(nt), n * EVENT.size)
+            n_strings = lib.nt_strings_len(nt)
+            strings = ctypes.string_at(lib.nt_strings(nt), n_strings) if n_strings else b""
+            lib.nt_events_clear(nt)
+            self._records.drain(data, strings)
+        for addon in self.addons:
+            addon.drain()
 
-    # ------------------------------------------------------------ arming
-    def _hook_in_table(self, handle: int) -> bool:
+    # ------------------------------------------------------------ the tracer's changes
+    def hook_in_table(self, handle: int) -> bool:
         """A site in C's table has a negative handle: hotpath.c's block hook looks a block's
         site up at every entry, after Python's visit that armed it (`hs_on_block`)."""
         return handle < 0
 
-    def _arm_site(self, site: Site, func: int) -> None:
-        strict_c, hooked = self._strict_c, self._hooked
-        sets = hooked.sets if hooked is not None else 0
-        super()._arm_site(site, func)
+    def site_arming(self, site: Site) -> None:
+        self._arming_sets = self._hooked.sets if self._hooked is not None else 0
+
+    def site_armed(self, site: Site, func: int) -> None:
+        hooked = self._hooked
         self._fast.armed(site)
-        armed = self.armed.get(site.addr)
+        armed = self.t.armed.get(site.addr)
         if hooked is not None and armed is not None and armed.hook < 0:
             # (C's handles are negative; armed again from idle, or put in the table now)
-            hooked.armed(site, fresh=hooked.sets != sets)
-        if strict_c is not None:
-            strict_c.site_armed(site, func)
+            hooked.armed(site, fresh=hooked.sets != self._arming_sets)
+        if self._strict_c is not None:
+            self._strict_c.site_armed(site, func)
+        for addon in self.addons:
+            addon.site_armed(site, func)
 
-    def _disarm_site(self, addr: int) -> None:
-        strict_c = self._strict_c
-        super()._disarm_site(addr)
+    def site_disarmed(self, addr: int) -> None:
         self._fast.disarmed(addr)
         if self._hooked is not None:
             self._hooked.active(addr, False)
-        if strict_c is not None:
-            strict_c.site_disarmed(addr)
+        if self._strict_c is not None:
+            self._strict_c.site_disarmed(addr)
+        for addon in self.addons:
+            addon.site_disarmed(addr)
 
-    def _take(self, func: Function | None) -> bool:
-        taken = super()._take(func)
-        if taken and self._strict_c is not None and not self._strict_c.replaying:
-            assert func is not None
+    def function_taken(self, func: Function) -> None:
+        if self._strict_c is not None and not self._strict_c.replaying:
             self._strict_c.taken(func)
-        return taken
 
-    def _disarm(self, func_start: int) -> None:
-        was_armed = func_start in self.armed_funcs
-        super()._disarm(func_start)
-        if was_armed and self._strict_c is not None and not self._strict_c.replaying:
-            self._strict_c.dropped(func_start)
+    def function_dropped(self, start: int) -> None:
+        if self._strict_c is not None and not self._strict_c.replaying:
+            self._strict_c.dropped(start)
 
-    def _refresh_stale(self) -> None:
+    def stale_found(self, starts: set[int]) -> None:
         # every function descent made stale is Python's until Python tells C its new sites
         # (`StrictInC.taken`): C would arm one it knows with its old sites when a return
         # reaches it on the chain or a call enters it, where Python descends it again
         if self._strict_c is not None:
-            for start in self.discovery.stale:
+            for start in starts:
                 self._strict_c.forget(start)
-        super()._refresh_stale()
 
-    def _rearm(self, old: Function, new: Function) -> None:
+    def rearming(self, old: Function, new: Function) -> None:
         if self._strict_c is not None:
             self._strict_c.forget(old.start)
             self._strict_c.forget(new.start)
-        super()._rearm(old, new)
 
-    def _code_written(self, lo: int, hi: int) -> None:
+    def code_written(self) -> None:
         if self._strict_c is not None:  # code the guest writes: every switch is Python's
             self._strict_c.disable()
-        super()._code_written(lo, hi)
 
-    def _resolve(self, p: Pending, target: int) -> None:
-        self._fast.resolve(p, target, super()._resolve)
+    def resolve(self, p: Pending, target: int, reference: Callable[[Pending, int], None]
+                ) -> None:
+        self._fast.resolve(p, target, reference)
 
     # ------------------------------------------------------------ end
     def flush_events(self) -> None:
@@ -547,42 +576,47 @@ class NativeInt3Backend(Int3Backend):
         if self._nt:
             self._drain()
 
-    def finish(self) -> int:
+    def finish(self) -> None:
         if not self._nt:  # finished already
-            return self._final_time
+            return
         self._drain()
         for finisher in self.finishers:
             finisher()
         self._learned()
-        lib, nt = self._lib, self._nt
-        self.stats["traps"] += int(lib.nt_counter(nt, 0))
-        self.stats["simulated"] += int(lib.nt_counter(nt, 1))
+        lib, nt, stats = self._lib, self._nt, self.t.stats
+        for addon in self.addons:
+            addon.finish(stats)
+        stats["traps"] += int(lib.nt_counter(nt, 0))
+        stats["simulated"] += int(lib.nt_counter(nt, 1))
         site_hits, site_slow, virtual_hits = self._hooked.counters() if self._hooked \
             else (0, 0, 0)
-        self.stats[self._hits_counter] += site_hits
-        self.stats["simulated"] += virtual_hits  # (the traps the reference simulates)
+        stats[self._hits_counter] += site_hits
+        stats["simulated"] += virtual_hits  # (the traps the reference simulates)
         # how much still went through Python (bench's profile; not a mechanism counter)
-        self.native_stats = {"python_traps": int(lib.nt_counter(nt, 2)) + site_slow,
-                             "python_blocks": int(lib.nt_counter(nt, 3)),
-                             "c_records": int(lib.nt_counter(nt, 4)),
-                             "c_tail_jumps": int(lib.nt_counter(nt, 5)),
-                             "c_strings": int(lib.nt_counter(nt, 6)),
-                             "c_strings_written": int(lib.nt_counter(nt, 7)),
-                             "c_switches": (self._strict_c.switches()
-                                            if self._strict_c is not None else 0),
-                             **self.more_native_stats}
+        self.native_stats.update({
+            "python_traps": int(lib.nt_counter(nt, 2)) + site_slow,
+            "python_blocks": int(lib.nt_counter(nt, 3)),
+            "c_records": int(lib.nt_counter(nt, 4)),
+            "c_tail_jumps": int(lib.nt_counter(nt, 5)),
+            "c_strings": int(lib.nt_counter(nt, 6)),
+            "c_strings_written": int(lib.nt_counter(nt, 7)),
+            "c_switches": (self._strict_c.switches() if self._strict_c is not None else 0),
+            **self.more_native_stats})
         if self._writer is not None:
             self.native_stats["c_records_other_threads"] = sum(
                 n for tid, n in self._writer.written.items() if tid != 0)
             self._writer.close()
+        for addon in self.addons:
+            self.native_stats.update(addon.native_stats())
         self._final_time = self.time
         # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds
         # of processes)
         for handle in self._c_hooks:
             uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
         self._c_hooks.clear()
-        if self.decoder.on_size_map == self._lend_size_map:
-            self.decoder.on_size_map = None
+        decoder = self.t.decoder
+        if decoder.on_size_map == self._lend_size_map:
+            decoder.on_size_map = None
         lib.nt_free(nt)
         self._lent.clear()
         if self._hooked is not None:
@@ -590,5 +624,37 @@ class NativeInt3Backend(Int3Backend):
         self._nt = None
         if self._strict_c is not None:
             self._strict_c.close()
-        super().finish()  # (another mechanism's counters only: hwbp)
-        return self._final_time
+        for addon in self.addons:
+            addon.free()
+
+
+class EngineAddon(Protocol):
+    """A mechanism's own C state beside the hot path's (entry's probes, entry_native.py):
+    told of the tracer's sections and changes as the engine is."""
+
+    def needs_blocks(self) -> bool: ...
+
+    def refresh(self) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def block_entered(self) -> None: ...
+
+    def site_armed(self, site: Site, func: int) -> None: ...
+
+    def site_disarmed(self, addr: int) -> None: ...
+
+    def finish(self, stats: dict[str, int]) -> None:
+        """C's counters into the tracer's stats (before the hot path's own)."""
+        ...
+
+    def native_stats(self) -> dict[str, int]: ...
+
+    def free(self) -> None: ...
+
+
+def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+           cleanup: str = "lazy", types: CallTypes | None = None) -> Int3Backend:
+    """int3 on the Unicorn hot path: the site tracer over a `HotPathEngine`."""
+    engine = HotPathEngine(image, cpu, hooks, emit, cleanup)
+    return Int3Backend(image, cpu, hooks, emit, cleanup, types, engine=engine)

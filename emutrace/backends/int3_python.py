@@ -35,6 +35,7 @@ from typing import Protocol
 
 from emutrace.backends.args import ArgReader
 from emutrace.backends.codeguard import CodeGuard
+from emutrace.backends.site_engine import Placement, ReferenceEngine, SiteEngine
 from emutrace.backends.tails import TailRule
 from emutrace.discover import Discovery, Function, Site, SiteKind
 from emutrace.discover.callabi import CallTypes
@@ -50,6 +51,8 @@ from emutrace.trace.events import (
     Trap,
     TrapReturn,
 )
+from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import RecordSink
 
 
 @dataclass
@@ -91,7 +94,7 @@ class FunctionDelivery(Protocol):
 
 class SiteDelivery:
     """One breakpoint per site — the ISA's breakpoint bytes, or a site hook where traps are
-    broken and for code found by descent (Int3Backend._arm_site) — set and removed one by
+    broken and for code found by descent (Int3Backend.arm_site) — set and removed one by
     one."""
 
     def __init__(self, backend: Int3Backend) -> None:
@@ -101,13 +104,13 @@ class SiteDelivery:
         b = self.backend
         for site in func.sites:
             if site.addr not in b.armed:
-                b._arm_site(site, func.start)
+                b.arm_site(site, func.start)
 
     def disarm(self, func: Function) -> None:
         b = self.backend
         for site in func.sites:
             if site.addr in b.armed and b.armed[site.addr].func == func.start:
-                b._disarm_site(site.addr)
+                b.disarm_site(site.addr)
 
     def rearm(self, old: Function, new: Function) -> None:
         """The new sites armed as well; the old ones stay (the CPU may be in the code the
@@ -131,9 +134,14 @@ class Int3Backend:
                  emit: Callable[[Event], None], cleanup: str = "lazy",
                  types: CallTypes | None = None,
                  delivery: str | None = None, name: str | None = None,
-                 counters: tuple[str, ...] | None = None) -> None:
+                 counters: tuple[str, ...] | None = None, engine: SiteEngine | None = None,
+                 placement: Callable[[Int3Backend], Placement] | None = None) -> None:
         """name and counters: another mechanism on this algorithm (hwbp: its descriptor's;
-        finish() reports only its counters)."""
+        finish() reports only its counters).  engine: where the per-event work runs (the
+        Python reference by default; site_engine.py); placement: when probes are set
+        (lazy by default: entry_python.py's EagerProbes sets them all at start)."""
+        self.engine: SiteEngine = engine or ReferenceEngine()
+        emit = self.engine.wrap_emit(emit)
         if name is not None:
             self.name = name
         self.counters = counters
@@ -174,12 +182,12 @@ class Int3Backend:
         # returns to the trampoline, outside every function).  A handler left by siglongjmp
         # never returns: at most MAX_OPEN_TRAPS are kept, as the Linux layer keeps frames
         self.trap_chains: list[list[Function]] = []
-        self._after_trap = False  # an exception return ran: the next block is current code
-        self._armed_now = False  # set when a site was armed: the current block may hold it
-        self._restarted: int | None = None
-        self._resume_at: int | None = None  # a fallback re-executes the site from here
+        self.after_trap = False  # an exception return ran: the next block is current code
+        self.armed_now = False  # set when a site was armed: the current block may hold it
+        self.restarted: int | None = None
+        self.resume_at: int | None = None  # a fallback re-executes the site from here
         self.idle_hooks: dict[int, int] = {}  # disarmed site → its hook, still installed
-        self.time = 0
+        self._finished = False
         self._tid = 0  # the guest thread running (threads: switch_thread)
         self._thread_state: dict[int, ThreadState] = {}
         # the thread whose execution armed each armed function: a trap of another thread
@@ -195,7 +203,7 @@ class Int3Backend:
         # bytes, as under any debugger)
         # how a site hook is installed (hook delivery): a bounded Python code hook here; the
         # native engine keeps the sites it can watch in a C table instead (int3_native.py)
-        self.hook_site: Callable[[Site], int] = self._python_site_hook
+        self.hook_site: Callable[[Site], int] = self.python_site_hook
         # how a patch site may be delivered without writing its breakpoint: the native
         # engine's C site table takes the sites whose trap the reference simulates
         # (hooked_sites.py `virtual`: a handle, or 0 where the bytes must be written); the
@@ -204,59 +212,90 @@ class Int3Backend:
         self.guard: CodeGuard | None = CodeGuard(
             cpu, self._code_range, self._code_written, hide_reads=hide) \
             if cpu.watches_memory else None
-        self._install(hooks)
+        self.placement: Placement = (placement or LazyPlacement)(self)
+        self.engine.attach(self, hooks)
 
-    def _install(self, hooks: TrapHooks) -> None:
-        """The block hook, and the trap handler for patch delivery (the native engine
-        installs its own: backends/int3_native.py)."""
-        self.cpu.hook_block(self._on_block)
-        if self.delivery == "patch":
-            hooks.on_trap = self._on_trap
+    @property
+    def time(self) -> int:
+        """Guest instructions run (the engine keeps the count: C's, natively)."""
+        return self.engine.time
+
+    @time.setter
+    def time(self, value: int) -> None:
+        self.engine.time = value
+
+    @property
+    def native_stats(self) -> dict[str, int]:
+        """How much of the run the engine's C did (bench's profile; empty for Python)."""
+        return self.engine.native_stats
 
     def start(self, entry: int) -> None:
-        func = self._function(entry)
-        if func is not None and self.strict:
-            self.chain.append(func)
-        self._arm(func)
-        self._refresh_stale()
+        self.placement.start(entry)
+        self.engine.leave()
 
     def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
+        self.placement.trap_entered(vector, signal)
+
+    def trap_returned(self, site: int) -> None:
+        """An exception return at site runs next: the innermost exception frame ends; the
+        code it returns to is armed at the next block (`on_block`)."""
+        self.engine.enter()
+        self.emit(TrapReturn(self.time, site))
+        if self.strict:
+            saved = self.trap_chains.pop() if self.trap_chains else []
+            if self.chain and not (saved and saved[-1].start == self.chain[-1].start):
+                self.disarm(self.chain[-1].start)
+            self.chain = saved
+        self.after_trap = True
+        self.engine.leave()
+
+    def attach_writer(self, shadow_now: Callable[[], ShadowStack],
+                      sink_now: Callable[[], RecordSink]) -> None:
+        """The tracer's shadow stack and sink, before the run (an engine whose C writes
+        the records takes them: int3_native.py)."""
+        self.engine.attach_writer(shadow_now, sink_now)
+
+    def flush_events(self) -> None:
+        """Hand what the engine buffered to the shadow stack (at the end of the run)."""
+        self.engine.flush_events()
+
+    def lazy_start(self, entry: int) -> None:
+        """Lazy placement's start: the function at entry armed (and on the chain)."""
+        func = self.function_entered(entry)
+        if func is not None and self.strict:
+            self.chain.append(func)
+        self.arm(func)
+        self.refresh_stale()
+
+    def lazy_trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
         """An exception entered the guest's vector (kernel images), or a signal handler is
         entered (Linux programs): an exception or signal frame, and the vector's function
         armed as at the entry.  Strict: the interrupted function is no longer the current
         one (disarmed until the exception returns).  A signal delivered between blocks may
         find a transfer not resolved yet: it went to the interrupted code (`resume`)."""
+        self.engine.pause()
         if signal is not None and self.pending is not None:
             pending, self.pending = self.pending, None
-            self._resolve(pending, signal.resume)
+            self.resolve(pending, signal.resume)
         if self.strict:
             self.trap_chains.append(list(self.chain))
             del self.trap_chains[:-MAX_OPEN_TRAPS]
             if self.chain:
-                self._disarm(self.chain[-1].start)
+                self.disarm(self.chain[-1].start)
         self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
                        signal.stack if signal is not None else None))
-        self._after_trap = False
+        self.after_trap = False
         self.start(vector)
-
-    def trap_returned(self, site: int) -> None:
-        """An exception return at site runs next: the innermost exception frame ends; the
-        code it returns to is armed at the next block (`_on_block`)."""
-        self.emit(TrapReturn(self.time, site))
-        if self.strict:
-            saved = self.trap_chains.pop() if self.trap_chains else []
-            if self.chain and not (saved and saved[-1].start == self.chain[-1].start):
-                self._disarm(self.chain[-1].start)
-            self.chain = saved
-        self._after_trap = True
+        self.engine.leave()
 
     def _resume_after_trap(self, addr: int) -> None:
         """The first block after an exception return: the interrupted function (the
         chain's top, in strict mode) or whatever function the handler returned into."""
-        self._after_trap = False
+        self.after_trap = False
         code = self.image.isa.code_address(addr)
-        func = self.chain[-1] if self.chain and code in self.chain[-1] else self._function(addr)
-        if self.strict and self.chain and not self._traceable(func):
+        func = self.chain[-1] if self.chain and code in self.chain[-1] \
+            else self.function_entered(addr)
+        if self.strict and self.chain and not self.traceable(func):
             # code that cannot be traced (natively on i386: the vDSO's __kernel_vsyscall,
             # where a system call's signal returns): as at a call into it, the chain's top
             # called it and stays the current function, armed for its return to come back
@@ -268,15 +307,15 @@ class Int3Backend:
                 self.chain[-1] = func  # the handler switched to other code
             elif not self.chain:
                 self.chain.append(func)
-        self._arm(func)
+        self.arm(func)
 
     # ------------------------------------------------------------ arming
-    def _function(self, addr: int) -> Function | None:
+    def function_entered(self, addr: int) -> Function | None:
         """The function the CPU is entering at addr (in its current instruction set)."""
         # (the CPU is at addr in Thumb state: discovery needs bit 0 set)
-        return self._function_quietly(self.image.isa.mode_address(addr, self.cpu.in_alt_mode()))
+        return self.function_at(self.image.isa.mode_address(addr, self.cpu.in_alt_mode()))
 
-    def _function_quietly(self, addr: int) -> Function | None:
+    def function_at(self, addr: int) -> Function | None:
         """The function at addr (ARM: bit 0 selects Thumb), or None where discovery finds
         none: outside the image (vdso, a jump to data), a symbol over undecodable bytes."""
         try:
@@ -284,7 +323,14 @@ class Int3Backend:
         except Exception:  # noqa: BLE001 - untraced, never a crash of the tracer
             return None
 
-    def _refresh_stale(self) -> None:
+    def refresh_stale(self) -> None:
+        """Functions found by descent that a newly known entry made stale: the engine
+        told, then the placement's rule (`lazy_refresh_stale`)."""
+        if self.discovery.stale:
+            self.engine.stale_found(self.discovery.stale)
+        self.placement.refresh_stale()
+
+    def lazy_refresh_stale(self) -> None:
         """Functions found by descent that a newly known entry made stale (discover/
         descent.py): armed again as descended now, so that a jump they took for their own
         code is a TAIL site, decided by the tail rule as `step` decides it."""
@@ -295,7 +341,7 @@ class Int3Backend:
                 (f for f in self.chain if f.start == start), None)
             if old is None:
                 continue  # neither armed nor on the chain: descended again when reached
-            new = self._function_quietly(old.entry)
+            new = self.function_at(old.entry)
             if new is None:
                 continue
             if start in self.armed_funcs:
@@ -304,9 +350,10 @@ class Int3Backend:
             self.chain = [new if f.start == start else f for f in self.chain]
 
     def _rearm(self, old: Function, new: Function) -> None:
+        self.engine.rearming(old, new)
         self.sites.rearm(old, new)
 
-    def _take(self, func: Function | None) -> bool:
+    def take(self, func: Function | None) -> bool:
         """Enter func in the armed-function table; False if there is none, it is in, or the
         guest wrote over its code (it runs as written, untraced: see codeguard.py)."""
         if func is None or func.start in self.armed_funcs:
@@ -320,21 +367,23 @@ class Int3Backend:
             self.stats["functions"] += 1
         self.armed_funcs[func.start] = func
         self.armed_for[func.start] = self._tid
+        self.engine.function_taken(func)
         return True
 
-    def _traceable(self, func: Function | None) -> bool:
+    def traceable(self, func: Function | None) -> bool:
         """func's code is the file's (discovery decoded it) and the guest has not written
         over it: a descent into memory no file maps (a JIT page) finds no sites."""
         return func is not None and self.decoder.in_code(func.start) and (
             self.guard is None or not self.guard.was_written(func.start, func.end))
 
-    def _arm(self, func: Function | None) -> None:
-        if not self._take(func):
+    def arm(self, func: Function | None) -> None:
+        """func entered: its sites armed (lazy placement; eager probed it at start-up)."""
+        if not self.placement.arms_on_entry or not self.take(func):
             return
         assert func is not None
         self.sites.arm(func)
 
-    def _by_hook(self, func: int) -> bool:
+    def by_hook(self, func: int) -> bool:
         """Site hooks where traps are broken, and for code found by descent (no symbol): a
         wrong guess about what is code must never write a breakpoint into data."""
         known = self.armed_funcs.get(func)
@@ -343,9 +392,15 @@ class Int3Backend:
         return self.delivery == "hook" or known is None or known.name is None or (
             modules is not None and not modules.code_known(func))
 
-    def _arm_site(self, site: Site, func: int) -> None:
+    def arm_site(self, site: Site, func: int) -> None:
+        """One site of the function at func armed (the engine told before and after)."""
+        self.engine.site_arming(site)
+        self._deliver(site, func)
+        self.engine.site_armed(site, func)
+
+    def _deliver(self, site: Site, func: int) -> None:
         cpu, addr = self.cpu, site.addr
-        if self._by_hook(func):
+        if self.by_hook(func):
             handle = self.idle_hooks.pop(addr, 0)
             if handle:  # the site's hook is still installed: arming is a table write
                 self.armed[addr] = Armed(site, func, hook=handle)
@@ -354,11 +409,11 @@ class Int3Backend:
             handle = self.hook_site(site)
             self.armed[addr] = Armed(site, func, hook=handle)
             self.stats["hooks_added"] += 1
-            if self._hook_in_table(handle):  # (counted as the drop a Unicorn hook needs)
+            if self.engine.hook_in_table(handle):  # (counted as the drop a Unicorn hook needs)
                 self.stats["cache_removals"] += 1
                 return
-            self._drop_cache(addr, site.size)  # a hook added after translation never fires
-            self._armed_now |= self._restart_for(handle)
+            self.drop_cache(addr, site.size)  # a hook added after translation never fires
+            self.armed_now |= self._restart_for(handle)
             return
         encoding = self.breakpoint_bytes(site)
         if self.guard is not None and self.guard.was_written(addr, addr + len(encoding)):
@@ -370,32 +425,26 @@ class Int3Backend:
             self.armed[addr] = Armed(site, func, hook=handle, virtual=True)  # (no bytes)
             if self.guard is not None:  # (guest stores still drop it; no bytes to hide)
                 self.guard.cover(addr)
-            self._armed_now |= self._restart_for(handle)
+            self.armed_now |= self._restart_for(handle)
             return
         original = cpu.mem_read(addr, len(encoding))
         cpu.write_code(addr, encoding)
         self.stats["patches"] += 1
-        self._drop_cache(addr, len(encoding))
+        self.drop_cache(addr, len(encoding))
         self.armed[addr] = Armed(site, func, original=original)
         if self.guard is not None:
             self.guard.patched(addr, original, encoding)
         # (a translating engine must restart the block that holds it; a CPU sees it at once)
-        self._armed_now = cpu.translates_code
+        self.armed_now = cpu.translates_code
 
     def _restart_for(self, handle: int) -> bool:
         """Must the current block be entered again for the site hook (or virtual breakpoint)
         handle, armed now, to see it?  On a translating engine, for a Unicorn hook: one
         added after the block was translated never fires in it."""
-        return self.cpu.translates_code and not self._hook_in_table(handle)
+        return self.cpu.translates_code and not self.engine.hook_in_table(handle)
 
-    def _hook_in_table(self, handle: int) -> bool:
-        """Is handle a site of a table a block hook looks up (the native engine's C site
-        table: int3_native.py), not a Unicorn hook?  Such a site needs neither the
-        translated code dropped nor the current block restarted."""
-        return False
-
-    def _python_site_hook(self, site: Site) -> int:
-        return self.cpu.hook_code(self._on_site, site.addr, site.addr)
+    def python_site_hook(self, site: Site) -> int:
+        return self.cpu.hook_code(self.on_site, site.addr, site.addr)
 
     def breakpoint_bytes(self, site: Site) -> bytes:
         """The breakpoint written over a patch site (in its instruction set)."""
@@ -403,7 +452,11 @@ class Int3Backend:
         assert bp is not None
         return bp.encoding
 
-    def _disarm_site(self, addr: int) -> None:
+    def disarm_site(self, addr: int) -> None:
+        self._undeliver(addr)
+        self.engine.site_disarmed(addr)
+
+    def _undeliver(self, addr: int) -> None:
         armed = self.armed.pop(addr)
         if armed.virtual:  # nothing written: the owner's table forgets it (counted as the
             self.stats["patches"] += 1  # bytes put back and their translation dropped)
@@ -420,12 +473,13 @@ class Int3Backend:
         if self.guard is not None:
             self.guard.restored(addr)
         self.stats["patches"] += 1
-        self._drop_cache(addr, len(armed.original))
+        self.drop_cache(addr, len(armed.original))
 
-    def _disarm(self, func_start: int) -> None:
+    def disarm(self, func_start: int) -> None:
         func = self.armed_funcs.pop(func_start, None)
         if func is not None:
             self.sites.disarm(func)
+            self.engine.function_dropped(func_start)
 
     def _code_range(self, addr: int) -> tuple[int, int]:
         """The range a patch site's guard covers: the executable file data holding it (else
@@ -436,6 +490,8 @@ class Int3Backend:
         """The guest is about to store into [lo, hi) of guarded code: every function it
         touches is disarmed (its original bytes back first, so the store lands on them) and
         is never armed again."""
+        self.engine.code_written()
+
         def touched(at: int, size: int) -> bool:
             return at < hi and lo < at + size
 
@@ -444,19 +500,19 @@ class Int3Backend:
         hit.update(a.func for at, a in self.armed.items()
                    if touched(at, len(a.original) or a.site.size))
         for start in hit:
-            self._disarm(start)
+            self.disarm(start)
         for at in [at for at, a in self.armed.items()
                    if touched(at, len(a.original) or a.site.size)]:
-            self._disarm_site(at)  # a site whose function is not armed as a whole
+            self.disarm_site(at)  # a site whose function is not armed as a whole
         for at in [at for at, (site, _f) in self.rearm.items() if touched(at, site.size)]:
             del self.rearm[at]
 
-    def _drop_cache(self, addr: int, size: int) -> None:
+    def drop_cache(self, addr: int, size: int) -> None:
         if self.cpu.drop_code_cache(addr, addr + size):
             self.stats["cache_removals"] += 1
 
     # ------------------------------------------------------------ events
-    def _insn(self, site: Site) -> tuple[Insn, Flow]:
+    def site_insn(self, site: Site) -> tuple[Insn, Flow]:
         got = self.flows.get(site.addr)
         if got is None:
             insn = self.decoder.insn_at(site.addr, site.alt_mode)
@@ -469,12 +525,17 @@ class Int3Backend:
             got = self.flows[site.addr] = (insn, flow)
         return got
 
-    def _pending(self, site: Site) -> Pending:
+    def pending_at(self, site: Site) -> Pending:
+        """The transfer a hit at site starts (the placement's: eager probes read a frame)."""
+        return self.placement.pending_at(site)
+
+    def site_pending(self, site: Site) -> Pending:
+        """The transfer a call, return or jump site starts: resolved at its target."""
         cpu = self.cpu
         return Pending(site, self.time, cpu.reg_read(self.sp_reg),
                        site.addr + site.size + (self.delay if site.delay_slot else 0))
 
-    def _on_trap(self, intno: int) -> bool:
+    def on_trap(self, intno: int) -> bool:
         """A breakpoint (patch delivery).  False: not ours, the run loop reports SIGTRAP."""
         if intno not in self.bp_intnos:
             return False
@@ -491,8 +552,8 @@ class Int3Backend:
         armed = self.armed[addr]
         self.stats["traps"] += 1
         self._count_foreign(armed.func)
-        pending = self._pending(armed.site)
-        insn, flow = self._insn(armed.site)
+        pending = self.pending_at(armed.site)
+        insn, flow = self.site_insn(armed.site)
         target = None
         if (self.simulator is not None and armed.site.executes is None
                 and flow.kind is not FlowKind.NONE):
@@ -500,20 +561,25 @@ class Int3Backend:
         if target is None:  # run the original instruction in place, re-arm afterwards
             self.stats["fallbacks"] += 1
             self.time -= 1  # the breakpoint was counted with its block; the re-run counts it
-            self._disarm_site(addr)
+            self.disarm_site(addr)
             self.rearm[addr] = (armed.site, armed.func)
             self.pending = pending
-            self._resume_at = addr
+            self.resume_at = addr
             cpu.reg_write(self.pc_reg, self.image.isa.mode_address(addr, armed.site.alt_mode))
             cpu.want_blocks()  # the transfer is learnt from the block the CPU enters next
             return True
         self.stats["simulated"] += 1
         cpu.reg_write(self.pc_reg, target)  # ARM: an odd PC selects Thumb state
-        self._resolve(pending, self.image.isa.code_address(target))
+        self.resolve(pending, self.image.isa.code_address(target))
         return True
 
-    def _on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
+    def on_site(self, uc: object, addr: int, size: int, _d: object) -> None:
         """A site hook (hook delivery): the instruction runs next; resolve at the next block."""
+        self.engine.enter()
+        self._site_hit(addr)
+        self.engine.leave()
+
+    def _site_hit(self, addr: int) -> None:
         armed = self.armed.get(addr)
         if armed is None or not armed.hook:
             # idle, or armed since by a breakpoint (the site's function was found by
@@ -522,23 +588,25 @@ class Int3Backend:
             return
         self.stats["traps"] += 1
         self._count_foreign(armed.func)
-        self.pending = self._pending(armed.site)
+        self.pending = self.pending_at(armed.site)
         self.cpu.want_blocks()
 
-    def _on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
+    def on_block(self, uc: object, addr: int, size: int, _d: object) -> None:
+        self.engine.block_entered()
+        self.placement.block()
         if self.guard is not None and self.guard.hidden:
             self.guard.settle()
-        if self._restarted == addr or self._resume_at == addr:
+        if self.restarted == addr or self.resume_at == addr:
             # the second entry of a block we restarted, or the block that re-executes a
             # fallback site: the site has not run yet, nothing to resolve
-            self._restarted = self._resume_at = None
+            self.restarted = self.resume_at = None
             self._count_block(addr, size)
             return
-        self._armed_now = False
+        self.armed_now = False
         if self.rearm:
             for site_addr, (site, func) in self.rearm.items():
                 if func in self.armed_funcs and site_addr not in self.armed:
-                    self._arm_site(site, func)
+                    self.arm_site(site, func)
             self.rearm.clear()
         pending = self.pending
         if pending is not None and not (pending.site.delay_slot and
@@ -546,13 +614,13 @@ class Int3Backend:
             # (a block that starts at the delay slot, split from its branch at a page or
             # block-size limit: the transfer comes after it)
             self.pending = None
-            self._resolve(pending, addr)
-        if self._after_trap:
+            self.resolve(pending, addr)
+        if self.after_trap:
             self._resume_after_trap(addr)
-        if self._armed_now:
+        if self.armed_now:
             # this block was translated before its sites were armed: run it again from its
             # start so that the new breakpoints (or site hooks) are in it
-            self._restarted = addr
+            self.restarted = addr
             self.cpu.reg_write(self.pc_reg,
                               self.image.isa.mode_address(addr, self.cpu.in_alt_mode()))
             return
@@ -562,16 +630,24 @@ class Int3Backend:
         key = (addr, size)
         count = self.block_sizes.get(key)
         if count is None:
-            count = self.block_sizes[key] = self._count(addr, size)
+            count = self.block_sizes[key] = self.block_count(addr, size)
         self.time += count
 
-    def _count(self, addr: int, size: int) -> int:
+    def block_count(self, addr: int, size: int) -> int:
+        """The instructions in the block at addr of size bytes (decoded once)."""
         return self.decoder.block_count(addr, size, self.cpu.in_alt_mode())
 
-    def _resolve(self, p: Pending, target: int) -> None:
+    def resolve(self, p: Pending, target: int) -> None:
+        """The transfer p went to target: the placement's look first, then the engine's
+        resolution around the reference rule (`resolve_here`)."""
+        if self.placement.resolving(p, target):
+            self.engine.resolve(p, target, self.resolve_here)
+
+    def resolve_here(self, p: Pending, target: int) -> None:
+        """The reference rule: the transfer's events and arming."""
         self._transfer(p, target)
         if self.discovery.stale:
-            self._refresh_stale()
+            self.refresh_stale()
 
     def _transfer(self, p: Pending, target: int) -> None:
         site = p.site
@@ -588,27 +664,27 @@ class Int3Backend:
             self.tails.called(target, p.fallthrough)
             self.emit(Call(p.time, site.addr, target, p.sp, p.fallthrough,
                            self.args.read(target), site.alt_link))
-            callee = self._function(target)
-            if not self._traceable(callee):
+            callee = self.function_entered(target)
+            if not self.traceable(callee):
                 # code that cannot be traced (written by the guest, outside the image): its
                 # return is never seen, so the caller stays armed under strict cleanup too,
                 # or every later call would be lost (issue 10 item 22: a call into JIT code)
                 return
             assert callee is not None
-            self._called(current, callee)
+            self.called(current, callee)
         elif kind is SiteKind.RETURN:
             elsewhere = not self.tails.returns_to(target)
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
             if self.strict:
-                self._returned_strict(current, target)
+                self.returned_strict(current, target)
             elif elsewhere:
                 # lazy: a return not to its call's return address may land in code no call
                 # armed — i386's resolver returns (`ret $0xc`) into the function it bound,
                 # an ifunc variant no call ever entered: armed now, or its return is lost
-                self._arm(self._function(target))
+                self.arm(self.function_entered(target))
         else:
-            callee = self._function(target)
+            callee = self.function_entered(target)
             if callee is not None and current is not None and callee.start == current:
                 if not (self.image.isa.thumb_bit and self.cpu.in_alt_mode() != site.alt_mode):
                     return  # a jump inside the function (a jump table)
@@ -624,27 +700,27 @@ class Int3Backend:
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
             # no call, but the code it reaches is now the current code: arm it all the same
             if self.strict:
-                self._disarm(current)
-            self._arm(callee)
+                self.disarm(current)
+            self.arm(callee)
 
-    def _called(self, current: int | None, callee: Function) -> None:
+    def called(self, current: int | None, callee: Function) -> None:
         """A call from the function at current (the site's) entered callee: armed; under
         strict cleanup, pushed on the chain, the caller disarmed (the native engines replay
         this for the calls C switched: strict.c under emulation, the C loop's drain natively,
         backends/strict_ptrace.py)."""
         if self.strict and current is not None and callee.start != current:
-            self._disarm(current)
+            self.disarm(current)
         if self.strict:
             self.chain.append(callee)
-        self._arm(callee)
+        self.arm(callee)
 
-    def _returned_strict(self, current: int | None, target: int) -> None:
+    def returned_strict(self, current: int | None, target: int) -> None:
         """Strict cleanup: a return from the function at current to target: the caller
         (the call chain's) armed, the returning function disarmed unless it is the caller."""
         caller = self._caller(target)
         if current is not None and (caller is None or caller.start != current):
-            self._disarm(current)
-        self._arm(caller)
+            self.disarm(current)
+        self.arm(caller)
 
     def _caller(self, target: int) -> Function | None:
         """The function a return goes back to: the chain's next one, or the one below that
@@ -656,7 +732,7 @@ class Int3Backend:
             self.chain.pop()
         if self.chain:
             return self.chain[-1]
-        func = self._function(target)
+        func = self.function_entered(target)
         if func is not None:
             self.chain.append(func)
         return func
@@ -675,28 +751,67 @@ class Int3Backend:
         armed for the thread that stops is disarmed, the incoming thread's current
         function armed (lazy leaves everything armed: other threads take traps in code
         armed for another thread, bench/bench_threads.py counts them)."""
-        mine = (self.pending, self.chain, self._restarted, self._resume_at,
+        self.engine.pause()
+        mine = (self.pending, self.chain, self.restarted, self.resume_at,
                 self.tails.frames, self.tails.return_addrs, self.trap_chains)
         self._thread_state[self._tid] = mine
         state = self._thread_state.pop(tid, None)
         self._tid = tid
         fresh: ThreadState = (None, [], None, None, [], [], [])
-        (self.pending, chain, self._restarted, self._resume_at, self.tails.frames,
+        (self.pending, chain, self.restarted, self.resume_at, self.tails.frames,
          self.tails.return_addrs, self.trap_chains) = state or fresh
         if self.strict:
             leaving = self.chain[-1] if self.chain else None
             if not chain:  # a new thread: the function it stands in (glibc's clone)
-                func = self._function(self.cpu.pc)
+                func = self.function_entered(self.cpu.pc)
                 if func is not None:
                     chain.append(func)
             if leaving is not None and not (chain and chain[-1].start == leaving.start):
-                self._disarm(leaving.start)
+                self.disarm(leaving.start)
             if chain:
-                self._arm(chain[-1])
+                self.arm(chain[-1])
         self.chain = chain
+        self.engine.thread_switched()
 
     def finish(self) -> int:
-        if self.counters is not None:  # another mechanism's counters only (hwbp)
-            self.stats = {k: self.stats[k] for k in self.counters}
+        """The run ended: the engine's counters in, the placement's and the mechanism's
+        view of them (entry's names; hwbp's counters only); the final time."""
+        if not self._finished:
+            self._finished = True
+            self.engine.finish()
+            self.stats = self.placement.final_stats(self.stats)
+            if self.counters is not None:  # another mechanism's counters only (hwbp)
+                self.stats = {k: self.stats[k] for k in self.counters}
         return self.time
+
+
+class LazyPlacement:
+    """fctrace's placement: a function's sites are armed when it is entered (the tracer's
+    `lazy_*` rules)."""
+
+    arms_on_entry = True
+
+    def __init__(self, tracer: Int3Backend) -> None:
+        self.t = tracer
+
+    def start(self, entry: int) -> None:
+        self.t.lazy_start(entry)
+
+    def trap_entered(self, vector: int, signal: SignalDelivery | None) -> None:
+        self.t.lazy_trap_entered(vector, signal)
+
+    def block(self) -> None:
+        pass
+
+    def refresh_stale(self) -> None:
+        self.t.lazy_refresh_stale()
+
+    def pending_at(self, site: Site) -> Pending:
+        return self.t.site_pending(site)
+
+    def resolving(self, p: Pending, target: int) -> bool:
+        return True
+
+    def final_stats(self, stats: dict[str, int]) -> dict[str, int]:
+        return stats
 

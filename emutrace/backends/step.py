@@ -1,11 +1,12 @@
 """`step`: every instruction observed, the ground truth, and the engine that runs it: Python,
 the reference (step_python.py), the Unicorn hot path in C (step_native.py) or the native
-target's C loop (step_ptrace.py).  The registry (emutrace/mechanisms) names this module; no
-engine imports it."""
+target's C loop (step_ptrace.py), one function per engine port its recipe names
+(mechanisms/descriptors.py).  `backends.create` picks the port; no engine imports it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from emutrace.backends import BackendOptions
 from emutrace.backends.step_python import StepBackend
@@ -15,25 +16,29 @@ from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
-def create(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-           options: BackendOptions) -> StepBackend:
-    c_loop = getattr(cpu, "c_loop", None)
-    if options.engine == "native" and c_loop is not None:  # the native target's C loop
-        from emutrace.backends.step_ptrace import PtraceStepBackend
-        from emutrace.native.ploop import PtraceLoop
-        from emutrace.target.ptrace import PtraceTarget
-
-        assert isinstance(cpu, PtraceTarget) and isinstance(c_loop, PtraceLoop)
-        return PtraceStepBackend(image, cpu, emit, c_loop, options.call_types)
-    if options.engine == "native":
-        from emutrace.target.unicorn_cpu import UnicornCpu
-        from emutrace.target.unicorn_run import HookSet
-
-        assert isinstance(cpu, UnicornCpu) and isinstance(hooks, HookSet)
-        from emutrace.backends.step_native import NativeStepBackend
-
-        return NativeStepBackend(image, cpu, hooks, emit, options.call_types)
+def on_reference(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+                 options: BackendOptions) -> StepBackend:
     return StepBackend(image, cpu, emit, options.call_types)
+
+
+def on_hot_path(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+                options: BackendOptions) -> StepBackend:
+    from emutrace.backends.step_native import NativeStepBackend
+    from emutrace.target.unicorn_cpu import UnicornCpu
+    from emutrace.target.unicorn_run import HookSet
+
+    return NativeStepBackend(image, cast(UnicornCpu, cpu), cast(HookSet, hooks), emit,
+                             options.call_types)
+
+
+def on_c_loop(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+              options: BackendOptions) -> StepBackend:
+    from emutrace.backends.int3_ptrace import loop_of
+    from emutrace.backends.step_ptrace import PtraceStepBackend
+    from emutrace.target.ptrace import PtraceTarget
+
+    target = cast(PtraceTarget, cpu)
+    return PtraceStepBackend(image, target, emit, loop_of(target), options.call_types)
 
 
 DESCRIPTOR = descriptors.STEP  # what the CLI, bench and cost model know of it

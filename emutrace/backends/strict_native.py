@@ -7,16 +7,16 @@ it — the bytes under each patch site (read once, when Python arms the site the
 which sites are armed and for which function, which functions are armed, the call chain —
 so that a later call into a function C knows, or a return to the chain's next function, is
 switched by C: disarm the function left, arm the one entered, write the breakpoint or the
-original bytes and drop the translated code, as `Int3Backend._called` and
-`_returned_strict` do.
+original bytes and drop the translated code, as `Int3Backend.called` and
+`returned_strict` do.
 
 C notes each function it arms or disarms in a journal, counts the sites it writes, and marks
 how far down it changed the chain; when Python next runs (it drains C's buffers before it
 looks at anything), `replay_journal` brings Python's state to C's: the functions the journal
-names armed or not as their last entry says (`_take`, or dropped from `armed_funcs`), their
+names armed or not as their last entry says (`take`, or dropped from `armed_funcs`), their
 sites armed for C's owner or not (`armed`, `idle_hooks`, the guard's list of patched bytes;
 guest memory left alone: C wrote it), the counters advanced by C's counts (one patch per site
-written, one cache removal per patch site, as `_arm_site` and `_disarm_site` count), and the
+written, one cache removal per patch site, as `arm_site` and `disarm_site` count), and the
 chain's changed frames.  C's tables mirror Python's, so that state is what replaying each
 switch in order would leave, and the Python state and counters are the Python engine's at
 every point Python can observe (tests/test_native_engine.py compares traces and counters);
@@ -26,7 +26,7 @@ Site hooks (hook delivery: mips, mipsel, riscv64; backends/hooked_sites.py) swit
 way with nothing written: the reference keeps a disarmed site's hook installed and idle
 (`Int3Backend.idle_hooks`) and arms it again with a table write, so C flips the site in
 hotpath.c's hooked-site table; the replay moves the handle between `idle_hooks` and
-`armed`, and C counts one patch per flip, as `_arm_site`/`_disarm_site` count it (no cache
+`armed`, and C counts one patch per flip, as `arm_site`/`disarm_site` count it (no cache
 removal: the reference drops translated code only when it adds a hook, which stays
 Python's)."""
 
@@ -45,7 +45,7 @@ from emutrace.native import strictlib
 
 if TYPE_CHECKING:
     from emutrace.backends.hooked_sites import HookedSites
-    from emutrace.backends.int3_native import NativeInt3Backend
+    from emutrace.backends.int3_python import Int3Backend
 
 
 def _words(values: list[int]) -> ctypes.Array[ctypes.c_uint64]:
@@ -53,8 +53,8 @@ def _words(values: list[int]) -> ctypes.Array[ctypes.c_uint64]:
 
 
 class StrictInC:
-    def __init__(self, backend: NativeInt3Backend, nt: int, uc: Uc, code_mask: int) -> None:
-        """(Made before the backend's own __init__ has run: it sees every arming.)"""
+    def __init__(self, backend: Int3Backend, nt: int, uc: Uc, code_mask: int) -> None:
+        """(Made before anything is armed: it sees every arming.)"""
         self.b = backend
         self.lib = lib = strictlib.load()
         self.ns = lib.ns_new(uc._uch, ctypes.cast(uclib.uc_mem_write, ctypes.c_void_p),
@@ -136,7 +136,7 @@ class StrictInC:
         """What C changed since Python last ran (the backend's `_drain`), then the chain.
 
         Not switch by switch: C's tables are the Python state's mirror, so the state that
-        replaying each switch (`_arm`, `_disarm`) would leave is C's state now — the
+        replaying each switch (`arm`, `disarm`) would leave is C's state now — the
         functions the journal names armed or not as their last entry says, the sites of
         those functions armed for the owner C has — and the counters are what C counted
         (one patch per site written, one cache removal per patch site)."""
@@ -155,7 +155,7 @@ class StrictInC:
             try:
                 for start, kind in last.items():
                     if kind == strictlib.ARMED:
-                        b._take(self._functions[start])  # (no-op when it is armed)
+                        b.take(self._functions[start])  # (no-op when it is armed)
                     else:
                         b.armed_funcs.pop(start, None)
             finally:
@@ -165,7 +165,7 @@ class StrictInC:
 
     def _take_sites(self, starts: list[int]) -> None:
         """The sites of the functions at starts, armed or not and for whom, as C has them
-        (what `_arm_site`/`_disarm_site` leave, without counting: C counted)."""
+        (what `arm_site`/`disarm_site` leave, without counting: C counted)."""
         b, functions = self.b, self._functions
         pairs = [(start, site) for start in starts for site in functions[start].sites]
         n = len(pairs)
@@ -185,7 +185,7 @@ class StrictInC:
                 self._disarm_as_c(addr)
 
     def _arm_as_c(self, site: Site, func: int) -> None:
-        """`_arm_site`'s state for a site C armed: an idle site hook taken back, or a
+        """`arm_site`'s state for a site C armed: an idle site hook taken back, or a
         breakpoint over the original bytes."""
         b = self.b
         handle = b.idle_hooks.pop(site.addr, 0)
@@ -200,7 +200,7 @@ class StrictInC:
             b.guard.patched(site.addr, original, b.breakpoint_bytes(site))
 
     def _disarm_as_c(self, addr: int) -> None:
-        """`_disarm_site`'s state for a site C disarmed: its hook idle, or its bytes back."""
+        """`disarm_site`'s state for a site C disarmed: its hook idle, or its bytes back."""
         b = self.b
         armed = b.armed.pop(addr)
         if armed.hook:

@@ -14,7 +14,7 @@ finishes when it knows every function involved, so Python tells it:
 * the call chain, whenever Python changed it (`before_resume`).
 
 The records C wrote are drained in order; after each, `replayed` runs the backend's own
-bookkeeping (`_called`, `_returned_strict`) with the patch writes going to `_Written`,
+bookkeeping (`called`, `returned_strict`) with the patch writes going to `_Written`,
 which only keeps the target's record of patched bytes (`PtraceTarget.originals`): the
 armed tables, the call chain and the counters (patches, functions) are the Python path's
 (tests/test_native_loop.py compares them)."""
@@ -58,7 +58,8 @@ class _Written:
 
 
 class StrictSites:
-    """Composed into the ptrace int3 backend when cleanup is strict."""
+    """Strict cleanup in the C loop: composed into the ptrace engine (int3_ptrace.py) when
+    cleanup is strict."""
 
     def __init__(self, backend: Int3Backend, target: PtraceTarget, loop: PtraceLoop,
                  fast: FastSites) -> None:
@@ -73,7 +74,7 @@ class StrictSites:
 
     # ------------------------------------------------------------ told to C
     def taken(self, func: Function) -> None:
-        """The backend entered func in armed_funcs (`_take`, or `_rearm` with a new extent)."""
+        """The backend entered func in armed_funcs (`take`, or `_rearm` with a new extent)."""
         if self.replaying:
             return
         loop = self.loop
@@ -95,7 +96,7 @@ class StrictSites:
 
     def _usable(self, func: Function) -> bool:
         b, points = self.b, self.target.points
-        return (b.delivery == "patch" and not b._by_hook(func.start) and b._traceable(func)
+        return (b.delivery == "patch" and not b.by_hook(func.start) and b.traceable(func)
                 and b.bp is not None and len(b.bp.encoding) == 1
                 and not any(s.addr in points or s.alt_mode for s in func.sites))
 
@@ -104,13 +105,19 @@ class StrictSites:
             self.loop.strict_func_armed(start, False)
 
     def site_armed(self, site: Site, func: int) -> None:
+        """(The engine's `LoopSites`: a site C armed itself is C's already.)"""
+        if self.replaying:
+            return
         armed = self.b.armed.get(site.addr)
-        if not self.replaying and armed is not None and armed.func == func:
+        if armed is not None and armed.func == func:
             self.loop.strict_owner(site.addr, func)
+        self.fast.armed(site)
 
     def site_disarmed(self, addr: int) -> None:
-        if not self.replaying:
-            self.loop.strict_owner(addr, 0)
+        if self.replaying:
+            return
+        self.loop.strict_owner(addr, 0)
+        self.fast.disarmed(addr)
 
     def resolved(self, p: Pending, target: int) -> None:
         """After the backend resolved a transfer: a call C may finish from now on (into an
@@ -118,10 +125,10 @@ class StrictSites:
         if p.site.kind is not SiteKind.CALL:
             return
         b = self.b
-        func = b._function(target)
+        func = b.function_entered(target)
         if (func is not None and b.armed_funcs.get(func.start) is func
                 and self._funcs.get(func.start) is func and self._ok.get(func.start)
-                and self.fast._args_fast(target)):
+                and self.fast.args_fast(target)):
             self.loop.strict_callee(target, func.start)
             self.loop.callee_add(target)
 
@@ -142,10 +149,10 @@ class StrictSites:
         chain = b.chain
         # the common case first, with the same outcome as the general one below: a call or
         # return that stays in the current function, which is armed (recursion): only
-        # the chain changes (`_take` of an armed function is a no-op)
+        # the chain changes (`take` of an armed function is a no-op)
         if current in b.armed_funcs:
             if kind == native.EV_CALL:
-                callee = b._function(target)
+                callee = b.function_entered(target)
                 if callee is not None and callee.start == current:
                     chain.append(callee)
                     return
@@ -156,11 +163,11 @@ class StrictSites:
         self.replaying = True
         try:
             if kind == native.EV_CALL:
-                callee = b._function(target)
+                callee = b.function_entered(target)
                 assert callee is not None
-                b._called(current, callee)
+                b.called(current, callee)
             else:
-                b._returned_strict(current, target)
+                b.returned_strict(current, target)
         finally:
             b.cpu = cpu
             self.replaying = False

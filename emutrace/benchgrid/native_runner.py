@@ -29,10 +29,26 @@ from emutrace.benchgrid.spec import BackendSpec, Program, parse_spec
 from emutrace.cost.calibrate import Sample
 from emutrace.cost.check import NativeCell
 from emutrace.errors import EXIT_UNSUPPORTED, EmutraceError
+from emutrace.mechanisms import BACKENDS, all_descriptors, bench_specs, runs_on
+from emutrace.mechanisms.settings import PTRACE_PYTHON
 from emutrace.native_session import NATIVE_TARGET_BACKENDS, NativeProcess
 from emutrace.session import RunConfig, RunResult
 
-NATIVE_SPECS = ("int3", "int3:strict", "hwbp", "btf", "entry", "step", "bts")
+
+def _native_specs() -> tuple[str, ...]:
+    """The bench columns natively: the mechanisms the native target runs, with the variants
+    that choose a policy ("int3:strict"; a slot count is the CPU's), then those it cannot
+    run (an error cell saying why: bts)."""
+    def policy(spec: str) -> bool:
+        name, _, variant = spec.partition(":")
+        return not variant or any(variant in s.choices for s in BACKENDS[name].settings)
+
+    runs = runs_on(PTRACE_PYTHON)
+    native = tuple(s for s in bench_specs() if policy(s) and s.split(":")[0] in runs)
+    return native + tuple(d.name for d in all_descriptors() if not d.runs_on(PTRACE_PYTHON))
+
+
+NATIVE_SPECS = _native_specs()
 # a cell's time over its rounds: the median, or the least disturbed round (the minimum: on a
 # loaded machine a round waits for a CPU at every ptrace stop, never less than it costs)
 STATISTICS: dict[str, Callable[[list[float]], float]] = {"median": statistics.median,

@@ -21,10 +21,11 @@ from pathlib import Path
 from emutrace.backends import NATIVE_BACKENDS
 from emutrace.errors import UsageError
 from emutrace.isa import MODULES, UnknownIsa, by_name
-from emutrace.mechanisms import BACKENDS, descriptor
+from emutrace.mechanisms import BACKENDS, bench_specs, descriptor
 from emutrace.mechanisms.settings import BackendSettings
 
-ALL_SPECS = ("int3", "int3:strict", "hwbp", "hwbp:1", "bts", "btf", "entry", "step")
+# every mechanism in the registry, and its bench variants ("int3:strict", "hwbp:1")
+ALL_SPECS = bench_specs()
 BASELINE = "none"
 
 

@@ -88,6 +88,40 @@ def settings_of(config: BackendSettings) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in fields(BackendSettings)}
 
 
+# the engine ports a mechanism may have: target kind (the target protocol's `kind`) / engine
+UNICORN_PYTHON, UNICORN_C = "unicorn/python", "unicorn/native"
+PTRACE_PYTHON, PTRACE_C = "ptrace/python", "ptrace/native"
+PORTS = (UNICORN_PYTHON, UNICORN_C, PTRACE_PYTHON, PTRACE_C)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a mechanism is composed.  A site tracer (backends/int3_python.py) has a
+    placement (lazy: a function armed when entered; eager: every function at start-up), a
+    cleanup (lazy or strict: the `--cleanup` setting, or fixed) and a delivery (breakpoint
+    bytes or site hooks, or N hardware slots); an observer sees every instruction, every
+    taken branch as a trap, or a buffer of branch records.  `ports` names, per engine port
+    (PORTS), the function of the mechanism's module (emutrace/backends/<name>.py) that
+    builds it there: a port not named is one the mechanism cannot run on."""
+
+    placement: str | None = None  # site tracer: "lazy" | "eager"
+    cleanup: str | None = None  # site tracer: "lazy or strict" | "strict"
+    delivery: str | None = None  # site tracer: "breakpoints" | "hardware slots"
+    observes: str | None = None  # observer: "every instruction" | "taken branches" | ...
+    ports: tuple[tuple[str, str], ...] = ()  # (port, factory function name)
+
+    def factory(self, port: str) -> str | None:
+        """The function that builds the mechanism on port, or None."""
+        return dict(self.ports).get(port)
+
+    def summary(self) -> str:
+        """One line: what it is composed of."""
+        if self.observes is not None:
+            return f"observer of {self.observes}"
+        return (f"site tracer: {self.placement} placement, {self.cleanup} cleanup, "
+                f"delivered by {self.delivery}")
+
+
 @dataclass(frozen=True)
 class Descriptor:
     """What the rest of emutrace knows of a backend without running it."""
@@ -97,3 +131,10 @@ class Descriptor:
     settings: tuple[Setting[Any], ...]  # the settings it reads
     counters: tuple[str, ...]  # its RunResult.backend_stats keys (the cost model prices them)
     main_event: str  # the counter that says how often its mechanism fired
+    recipe: Recipe = Recipe()  # how it is composed, and the engine ports it runs on
+    # bench columns beyond the plain name: setting values after a colon ("strict": int3's
+    # strict cleanup, "1": hwbp with one slot)
+    bench_variants: tuple[str, ...] = ()
+
+    def runs_on(self, port: str) -> bool:
+        return self.recipe.factory(port) is not None
