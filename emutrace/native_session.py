@@ -58,7 +58,8 @@ NATIVE_TARGET_BACKENDS = runs_on(PTRACE_PYTHON)
 AT_BASE, AT_ENTRY = 7, 9  # <linux/auxvec.h>
 # backends with work finished in the C loop (native/ploop.c; their recipes' ptrace/native
 # port): int3's lazy traps, step's quiet instructions, int3 strict's arming and
-# disarming, entry's probes, hwbp's debug-register hits, btf's stops that cross no taken branch; the rest reaches Python
+# disarming, entry's probes, hwbp's debug-register hits, btf's stops that cross no taken
+# branch; the rest reaches Python
 C_LOOP_BACKENDS = runs_on(PTRACE_C)
 
 
