@@ -305,11 +305,13 @@ def test_member_function_shows_this_and_its_ints(isa: str) -> None:
     assert re.search(r"\| +geo::guarded\(50\) \{$", text, re.M)
 
 
-def test_member_function_natively() -> None:
-    cap = by_name("x86_64").capability(Cap.NATIVE_TARGET)
-    if not cap.works:
-        pytest.xfail(cap.reason)
-    text, stdout = traced("x86_64", "--target", "native")
+@pytest.mark.parametrize("isa", [
+    pytest.param(isa, id=isa, marks=[] if cap.works else
+                 [pytest.mark.xfail(reason=cap.reason, strict=True)])
+    for isa, cap in ((i, by_name(i).capability(Cap.NATIVE_TARGET)) for i in ("x86_64", "i386"))])
+def test_member_function_natively(isa: str) -> None:
+    """The program on this host's CPU (`--target native`): the x86 ISAs."""
+    text, stdout = traced(isa, "--target", "native")
     this, calls = counter_calls(stdout)
     assert member_calls(text) == [(this, *call) for call in calls]
 
