@@ -289,7 +289,11 @@ class Process(TracedRun):
         listed = []
         for spec in config.symbols:
             path, bias = parse_symbols_spec(spec)
-            listed += listed_symbols(path, self.image.isa, self.bias if bias is None else bias)
+            found = listed_symbols(path, self.image.isa, self.bias if bias is None else bias)
+            if not found:  # a stripped file keeping a .symtab of sections and files only
+                raise UsageError(f"--symbols {path}: its .symtab holds no function symbols "
+                                 f"(stripped?): it adds no names")
+            listed += found
         if self.interp is None and not listed and (
                 self.image.symbols or debug_file_of(self.image.path, config.root) is None):
             return None
