@@ -27,6 +27,8 @@ class RecordCommand(RunCommand):
         super().configure(p)
 
     def __call__(self, args: argparse.Namespace) -> int:
+        for option, why in display_options(args):
+            raise UsageError(f"record {option}: {why}")
         if args.backend == "none":
             raise UsageError("record needs a tracing backend (--backend)")
         if args.machine:  # a kernel image on a board (`run --machine`)
@@ -55,3 +57,16 @@ class RecordCommand(RunCommand):
         report(result)
         return result.exit_code
 
+
+def display_options(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """`run`'s options that shape its text trace or its end, which `record` would accept
+    and ignore (it records every call of every thread into -d DIR): each with where it
+    belongs."""
+    viewer = "record keeps every call: give it to `emutrace replay`"
+    given = [("-o", args.output is not None,
+              "record writes a directory, not a file: -d DIR names it"),
+             ("-F", bool(args.filter), viewer), ("-N", bool(args.notrace), viewer),
+             ("-D", args.depth is not None, viewer), ("--start", args.start is not None, viewer),
+             ("--tid", args.tid is not None, viewer),
+             ("--stats", args.stats, "the statistics are `emutrace run --stats`'s")]
+    return [(option, why) for option, on, why in given if on]

@@ -21,7 +21,7 @@ from emutrace.cli.run_report import report
 from emutrace.discover.demangle import demangled, demangling, filter_names, shown_by
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.environment import user_environment, with_changes
-from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError
+from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
 from emutrace.machine.linux.memory import DEFAULT_MAX_MEMORY
 from emutrace.mechanisms import BACKENDS, all_descriptors, backend_settings
 from emutrace.native.replaytext import write_replay
@@ -59,8 +59,12 @@ class RunCommand:
         g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
                        help="show the first N arguments of FUNC (default: its prototype from "
                             "DWARF or the libc table, else 4 integer words; repeatable)")
-        g.add_argument("--start", default="main", metavar="SYM",
+        g.add_argument("--start", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main)")
+        g.add_argument("--tid", type=tid_list, metavar="TID[,TID...]",
+                       help="show only these tasks (threads as the trace numbers them: the "
+                            "main thread 0, then 1, 2... in creation order), as `replay "
+                            "--tid` does")
         g.add_argument("--symbols", action="append", default=[], metavar="FILE[@BIAS]",
                        help="function names from FILE: an ELF with .symtab (a separate debug "
                             "file) or an nm/System.map listing, at BIAS (default: the "
@@ -104,6 +108,11 @@ class RunCommand:
                          symbols=args.symbols, host_fork=True)
 
     def __call__(self, args: argparse.Namespace) -> int:
+        if args.backend == "none":
+            untraced = trace_options(args)
+            if untraced:
+                raise UsageError(f"{', '.join(untraced)}: shape(s) the trace, and --backend "
+                                 f"none traces nothing (choose a tracing --backend)")
         if args.machine:
             return run_machine(args, write_trace)
         if args.target == "native":
@@ -157,6 +166,15 @@ class RunCommand:
         return result.exit_code
 
 
+def trace_options(args: argparse.Namespace) -> list[str]:
+    """The trace's options given on the command line (what `--backend none` would ignore)."""
+    given = [("-o", args.output is not None), ("-F", args.filter), ("-N", args.notrace),
+             ("-D", args.depth is not None), ("-A", args.argument),
+             ("--start", args.start is not None), ("--symbols", args.symbols),
+             ("--tid", args.tid is not None)]
+    return [option for option, on in given if on]
+
+
 def spill_trace(process: Process) -> SpillSink:
     """The run's records go to a temporary file, not a list: memory stays bounded whatever
     the trace's length (trace/spill.py)."""
@@ -206,14 +224,19 @@ def write_trace(result: RunResult, args: argparse.Namespace,
         trace shows for it (`malloc`, or `libc:malloc` where two modules define one)."""
         return (modules.resolve_name(spec) or spec) if modules is not None else spec
 
-    start = shown_start(symbols, shown(args.start), mode)
+    start = shown_start(symbols, shown(args.start or "main"), mode)
     options = ReplayOptions(filters=filter_names(map(shown, args.filter), mode),
                             notrace=filter_names(map(shown, args.notrace), mode),
                             depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
                             arg_counts={demangled(f, mode): n for f, n in
                                         args.arg_counts.items()})  # the backend read the rest
+    if result.guest_parent is None:  # (a forked child's image is its parent's: said once)
+        for warning in unmatched_names(args, symbols, shown, result.image.path):
+            print(f"emutrace: {warning}", file=sys.stderr)
     source = result.records if records is None else records
+    if args.tid is not None:
+        source = only_threads(source, args.tid)
     if args.output_file is not None:
         try:
             with args.output_file as out:
@@ -224,6 +247,49 @@ def write_trace(result: RunResult, args: argparse.Namespace,
     else:
         write_lines(source, name, options, sys.stderr)
         sys.stderr.flush()
+
+
+def unmatched_names(args: argparse.Namespace, symbols: SymbolTable,
+                    shown: Callable[[str], str], program: str) -> list[str]:
+    """A warning for each function pattern of the command line (-F, -N, -A, --start) that
+    names no function of the program: a typo shows a trace filtered by nothing, or hides
+    everything.  A name matches as the trace shows it (`--demangle`'s mode: a C++ name
+    written qualified or mangled) or as its symbol is spelled."""
+    mode = args.demangle
+    show = shown_by(mode)
+    known = {f.name for f in symbols.funcs}
+    known |= {show(name) for name in known}
+
+    def named(spec: str) -> bool:
+        return shown(spec) in known or demangled(shown(spec), mode) in known
+
+    out = [f"{option} {spec}: no function of that name in {program}; it matches nothing"
+           for option, specs in (("-F", args.filter), ("-N", args.notrace),
+                                 ("-A", list(args.arg_counts)))
+           for spec in specs if not named(spec)]
+    if args.start is not None and not named(args.start):
+        out.append(f"--start {args.start}: no function of that name in {program}"
+                   f"{'' if symbols.funcs else ' (it has no symbols)'}; the trace starts at "
+                   f"its entry point")
+    return out
+
+
+def only_threads(records: Iterable[Record], tids: frozenset[int]) -> SpillSink:
+    """`--tid`: the records of these threads only, on a spill file of their own."""
+    kept = SpillSink()
+    kept.write(rec for rec in records if rec.tid in tids)
+    return kept
+
+
+def tid_list(text: str) -> frozenset[int]:
+    """`--tid TID[,TID...]`: threads as `run`'s trace numbers them (0: the main thread)."""
+    try:
+        tids = frozenset(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected TID[,TID...]") from None
+    if any(t < 0 for t in tids):
+        raise argparse.ArgumentTypeError(f"{text!r}: a thread number is 0 or more")
+    return tids
 
 
 def shown_start(symbols: SymbolTable, start: str, mode: str) -> str | None:
