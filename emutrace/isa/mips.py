@@ -256,11 +256,8 @@ ISA = Isa(
             "Unicorn 2.1.4 ends an emu_start whose instruction count runs out with a "
             "bogus UC_ERR_READ_UNMAPPED on MIPS (--max-insns meets it too): threads "
             "switch only at blocking calls, a thread that spins never yields"),
-        Cap.CPU_TIMERS: Capability(
-            False,
-            "ITIMER_PROF and ITIMER_VIRTUAL run in guest instructions, counted by ending "
-            "emu_start at an instruction count, which Unicorn 2.1.4 does not do cleanly on "
-            "MIPS (thread_preemption): the timers never expire"),
+        # ITIMER_PROF/VIRTUAL counted by a block hook here (threads.count_cpu_time)
+        Cap.CPU_TIMERS: Capability(True),
         Cap.BUSYBOX: Capability(False, "Debian 12 has no big-endian mips port"),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),

@@ -11,10 +11,12 @@ earliest timer runs out (Scheduler.count), and the signal is then queued and del
 that instruction (`on_expiry`), as the kernel delivers it on the next return to user mode.
 
 Only instructions of stretches that run to their count are counted: a stretch a thread
-ends early (it blocks, it exits) is not, so with several threads the timers run slow.  A
+ends early (it blocks, it exits) is not, so with several threads the timers run slow.
+Where the instruction count cannot end a stretch (MIPS: capability `thread_preemption`), a
+block hook counts instead, each block's instructions as it is entered, and the signal
+arrives at the end of the block in which its timer expired.  A
 forked child starts with both timers disarmed (fork(2)); the image an execve starts keeps
-them (execve(2): session.Inherited).  Where the instruction count
-cannot end a stretch (MIPS: capability `cpu_timers`), the timers never expire."""
+them (execve(2): session.Inherited)."""
 
 from __future__ import annotations
 
@@ -50,8 +52,15 @@ class CpuTimers:
 
     def advance(self, insns: int) -> None:
         """`insns` guest instructions ran: the timers that expire reload (or stop) and
-        their signals go to `on_expiry`.  Expiries that a single stretch spans collapse
-        into one signal, as a pending signal is not queued twice."""
+        their signals go to `on_expiry`."""
+        fired = self.tick(insns)
+        if fired and self.on_expiry is not None:
+            self.on_expiry(fired)
+
+    def tick(self, insns: int) -> list[str]:
+        """`insns` guest instructions ran: the signals of the timers that expired, which
+        reload (or stop).  Expiries that one count spans collapse into one signal, as a
+        pending signal is not queued twice."""
         fired = []
         for timer in self.timers.values():
             if not timer.value:
@@ -63,8 +72,7 @@ class CpuTimers:
                     timer.value = timer.interval - (-timer.value) % timer.interval
                 else:
                     timer.value = 0
-        if fired and self.on_expiry is not None:
-            self.on_expiry(fired)
+        return fired
 
     def disarm_all(self) -> None:
         for timer in self.timers.values():

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from unicorn.unicorn_const import UC_HOOK_BLOCK
 
-from emutrace.isa.base import Cap, GuestError
+from emutrace.isa.base import GuestError
 from emutrace.isa.sigframe import sigframe
 from emutrace.machine.linux.cpu_timers import CpuTimer, CpuTimers
 from emutrace.machine.linux.kernel import GuestKilled, LinuxKernel
@@ -430,6 +430,8 @@ def adopt_cpu_timers(k: K, timers: CpuTimers) -> None:
     timers.on_expiry = lambda names: _timer_expired(k, names)
     if timers.running():
         _install(k)
+        if not k.threads.preempts:
+            k.threads.count_cpu_time()  # (its block hook; elsewhere the count is set)
 
 
 def _set_cpu_timer(k: K, timer: CpuTimer, new: int, old: int) -> int:
@@ -439,12 +441,8 @@ def _set_cpu_timer(k: K, timer: CpuTimer, new: int, old: int) -> int:
     k.threads.cpu_timers.on_expiry = lambda names: _timer_expired(k, names)
     timer.value = round(value * 1e9)
     timer.interval = round(interval * 1e9) if timer.value else 0
-    if timer.value and k.threads.timers_work:
-        k.cpu.uc.emu_stop()  # the stretch running now ends, the next counts to the expiry
-        k.threads.requantum = True
-    elif timer.value:
-        k.warn_once("cpu_timers", f"emutrace: {timer.signal}'s timer never expires on "
-                    f"{k.isa.name}: {k.isa.capability(Cap.CPU_TIMERS).reason}")
+    if timer.value:
+        k.threads.count_cpu_time()
     if old:
         _put_itimer(k, old, before[0] / 1e9, _up_to_usec(before[1]))
     return 0

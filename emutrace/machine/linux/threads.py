@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from unicorn.unicorn_const import UC_HOOK_BLOCK
+
 from emutrace.isa.base import Cap
 from emutrace.machine.linux.cpu_timers import CpuTimers
 
@@ -129,7 +131,8 @@ class Scheduler:
         self.budget: int | None = None  # --max-insns left, counted in whole quanta
         # ITIMER_VIRTUAL and ITIMER_PROF: they end stretches where they expire
         self.cpu_timers = CpuTimers()
-        self.timers_work = kernel.isa.capability(Cap.CPU_TIMERS).works
+        self.block_counter: int | None = None  # the block hook counting CPU time (MIPS)
+        self.expired: list[str] = []  # timer signals the block hook saw expire
         self.timed_stretch = False  # the stretch running was counted (quantum or timer)
         self.ran = 0  # instructions of the current thread's quantum run so far
         self.timed_out = False  # set while a "host" wait's call is made after its timeout
@@ -240,13 +243,45 @@ class Scheduler:
         whichever is least (no quantum nor timer where the ISA's capability table says the
         count cannot end a stretch cleanly: MIPS)."""
         quantum = QUANTUM - self.ran if self.active and self.preempts else 0
-        due = self.cpu_timers.next_due() if self.timers_work else None
+        due = self.cpu_timers.next_due() if self.preempts else None
         self.timed_stretch = bool(quantum or due)
         if not self.timed_stretch:
             return max_insns
         if max_insns and self.budget is None:
             self.budget = max_insns
         return min(n for n in (quantum, due, self.budget) if n)
+
+    def count_cpu_time(self) -> None:
+        """A CPU-time timer was armed (cpu_timers.py).  The stretch running now ends, so
+        that the next is counted up to the timer's expiry; where the instruction count
+        cannot end a stretch (MIPS: capability thread_preemption), a block hook counts
+        instead: each block's instructions as it is entered (MIPS instructions are all
+        `insn_align` = 4 bytes), and when a timer expires the CPU stops after that block
+        and its signal is delivered there (resume)."""
+        uc = self.k.cpu.uc
+        if self.preempts:
+            self.requantum = True
+            uc.emu_stop()
+            return
+        if self.block_counter is not None:
+            return
+        assert self.k.isa.classifiers is not None
+        size = self.k.isa.classifiers.insn_align
+
+        def on_block(_uc: Any, _addr: int, block_size: int, _data: Any) -> None:
+            if self.expired or not self.cpu_timers.running():
+                return
+            self.expired = self.cpu_timers.tick(block_size // size)
+            if self.expired:
+                self.requantum = True
+                uc.emu_stop()
+        self.block_counter = uc.hook_add(UC_HOOK_BLOCK, on_block)
+
+    def _deliver_expired(self) -> None:
+        """Signals of timers the block hook saw expire, delivered outside the hook."""
+        fired, self.expired = self.expired, []
+        if fired and self.cpu_timers.on_expiry is not None:
+            self.cpu_timers.on_expiry(fired)
 
     def switching(self) -> bool:
         return self.switch_pending or self.requantum
@@ -256,7 +291,9 @@ class Scheduler:
         stretch at (another thread's, or this one's), or None when the run ends here."""
         if self.requantum and not self.switch_pending:
             self.requantum = False  # the same thread goes on, now under the quantum
-            return self.k.isa.mode_address(pc, self.k.cpu.in_alt_mode())
+            self._deliver_expired()  # (a handler's entry is now the PC)
+            cpu = self.k.cpu
+            return self.k.isa.mode_address(cpu.pc, cpu.in_alt_mode())
         self.requantum = False
         expired = count > 0 and pc != sentinel and not self.switch_pending
         if not self.switch_pending and not (expired and self.timed_stretch):
@@ -274,7 +311,12 @@ class Scheduler:
                 return self.k.isa.mode_address(cpu.pc, cpu.in_alt_mode())
         self.switch_pending = False
         self.ran = 0
-        return self._switch()
+        entry = self._switch()
+        if self.expired:  # delivered to the thread that runs now (signals are process-wide)
+            self._deliver_expired()
+            cpu = self.k.cpu
+            entry = self.k.isa.mode_address(cpu.pc, cpu.in_alt_mode())
+        return entry
 
     def _switch(self) -> int:
         uc = self.k.cpu.uc
