@@ -328,3 +328,13 @@ def test_a_bad_mode_is_a_usage_error() -> None:
     done = run_emutrace("replay", "--demangle=mangled", "-d", "nowhere")
     assert done.returncode == 64
     assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["main", "_Z", "_Zgarbage", "_ZN3geo", "x" * 20000,
+                                  "_Z1f" + "P" * 20000 + "i", "_GLOBAL__sub_I_main.c"])
+def test_names_not_demangled_are_shown_as_they_are(name: str) -> None:
+    """C names, and what is not a mangled name the runtime demangles (c++filt leaves
+    them too), or is too long to try: shown as the symbol table has them."""
+    if len(name) < 100:
+        assert cxxfilt([name]) == [name]
+    assert {demangled(name, mode) for mode in ("simple", "full", "no")} == {name}

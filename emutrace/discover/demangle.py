@@ -102,7 +102,7 @@ _ABBREVIATIONS = {
 }
 _QUALIFIED_BY = re.compile(r"_ZN[rVK]*[RO]?(S[sido])")
 _ANONYMOUS = "(anonymous namespace)"
-_ANONYMOUS_SOURCE = re.compile(r"(\d+)_GLOBAL__N_")
+_ANONYMOUS_SOURCE = re.compile(r"(\d+)(_GLOBAL__N_)")  # <length><source name>
 
 
 def uftrace_spelling(mangled: str, simple: str) -> str:
@@ -122,7 +122,7 @@ def uftrace_spelling(mangled: str, simple: str) -> str:
                 simple = f"{theirs}::{rest}"
                 break
     if _ANONYMOUS in simple:
-        sources = {mangled[at.end() - 11:at.end() - 11 + int(at[1])]
+        sources = {mangled[at.start(2):at.start(2) + int(at[1])]
                    for at in _ANONYMOUS_SOURCE.finditer(mangled)}
         if len(sources) == 1:
             simple = simple.replace(_ANONYMOUS, sources.pop())
