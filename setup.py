@@ -1,6 +1,7 @@
 """Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`; branch.c for
 `bts` and `btf`; ploop.c, the native target's ptrace loop; disasm.c, discovery's decoding;
-replaytext.c, `run`'s text trace), a plain C library that emutrace loads with ctypes, and of
+replaytext.c, `run`'s text trace; crashguard.c, a crash inside Unicorn stopping the run
+rather than emutrace), a plain C library that emutrace loads with ctypes, and of
 sweep.c, discovery's sweep loop, a CPython extension; everything else is in pyproject.toml.
 
 It is compiled against the headers the unicorn and capstone wheels ship (unicorn/include,
@@ -32,7 +33,7 @@ setup(ext_modules=[Extension(
              "emutrace/native/step.c", "emutrace/native/ploop.c",
              "emutrace/native/branch.c", "emutrace/native/strict.c",
              "emutrace/native/entryprobe.c", "emutrace/native/disasm.c",
-             "emutrace/native/replaytext.c"],
+             "emutrace/native/replaytext.c", "emutrace/native/crashguard.c"],
     include_dirs=wheel_include("unicorn") + wheel_include("capstone"),
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
     optional=True,

@@ -12,6 +12,7 @@ EXIT_BAD_ELF = 65  # EX_DATAERR: not an ELF file, truncated or garbled ELF
 EXIT_NO_INPUT = 66  # EX_NOINPUT: the program file is missing or unreadable
 EXIT_UNSUPPORTED = 69  # EX_UNAVAILABLE: machine or feature not supported (dynamic binary)
 EXIT_INTERNAL = 70  # EX_SOFTWARE: the emulator failed in a way we did not expect
+EXIT_EMULATOR_CRASH = 71  # the emulator library (Unicorn) crashed: a host fault inside it
 EXIT_IOERR = 74  # EX_IOERR: writing the trace failed (disk full, I/O error)
 EXIT_TIMEOUT = 124  # --timeout elapsed (as timeout(1))
 EXIT_MAX_INSNS = 125  # --max-insns budget exhausted

@@ -19,7 +19,14 @@ from emutrace.discover.modules import ModuleMap
 from emutrace.discover.store import guest_writable
 from emutrace.elf import Image, load_image
 from emutrace.environment import user_environment
-from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, EmutraceError, Unsupported, UsageError
+from emutrace.errors import (
+    EXIT_EMULATOR_CRASH,
+    EXIT_MAX_INSNS,
+    EXIT_TIMEOUT,
+    EmutraceError,
+    Unsupported,
+    UsageError,
+)
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
 from emutrace.machine.linux import handlers  # noqa: F401 (registers every system call)
@@ -33,6 +40,8 @@ from emutrace.machine.linux.sys_sigdeliver import adopt_cpu_timers
 from emutrace.machine.linux.threads import Deadlock
 from emutrace.mechanisms import BACKENDS
 from emutrace.mechanisms.settings import BackendSettings, settings_of
+from emutrace.native import crashguard
+from emutrace.native.crashguard import EmulatorCrash
 from emutrace.sandbox import Sandbox, SandboxError
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet, Stop, run
@@ -113,6 +122,8 @@ class RunResult:
             return EXIT_TIMEOUT
         if self.stop.kind == "max_insns":
             return EXIT_MAX_INSNS
+        if self.stop.kind == "crash":  # the emulator's own crash, not the guest's
+            return EXIT_EMULATOR_CRASH
         sig = getattr(host_signal, self.stop.signal, host_signal.SIGKILL)
         return 128 + int(sig)
 
@@ -348,13 +359,18 @@ class Process(TracedRun):
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
         self.tracer.before_run()
+        crashguard.install()  # a crash inside Unicorn ends the run as a Stop("crash")
         try:
             entry = self.entry
             while True:
-                stop = run(self.cpu, self.hooks, entry, max_insns=self.config.max_insns,
-                           timeout=self.config.timeout,
-                           exits=(GuestExit, GuestKilled, GuestExec, Deadlock), on_exit=on_exit,
-                           threads=self.kernel.threads)
+                try:
+                    stop = run(self.cpu, self.hooks, entry, max_insns=self.config.max_insns,
+                               timeout=self.config.timeout,
+                               exits=(GuestExit, GuestKilled, GuestExec, Deadlock),
+                               on_exit=on_exit, threads=self.kernel.threads)
+                except EmulatorCrash as crash:  # the trace so far is finished and written
+                    stop = Stop("crash", signal=crash.signal, detail=crash.message)
+                    break
                 # a CPU fault the guest handles (a SIGSEGV handler that siglongjmps):
                 # emulation goes on in its handler
                 fault = self.kernel.fault_hook

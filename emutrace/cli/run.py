@@ -149,7 +149,8 @@ class RunCommand:
                     write_trace(result, args, records)
                 except OutputError as e:
                     write_error = e  # after the report: how the guest ended is still said
-            if result.guest_parent is None:  # a child's end is for its parent to report
+            # a child's end is for its parent to report; an emulator crash is emutrace's
+            if result.guest_parent is None or result.stop.kind == "crash":
                 report(result)
         if write_error is not None:
             raise write_error

@@ -23,6 +23,8 @@ def report(result: RunResult) -> None:
     elif stop.kind == "deadlock":
         print(f"emutrace: deadlock: every thread waits and none can wake another "
               f"({stop.detail})", file=sys.stderr)
+    elif stop.kind == "crash":  # emutrace's own failure, not the guest's (native/crashguard.py)
+        print(f"emutrace: {stop.detail}", file=sys.stderr)
     elif stop.kind == "interrupted":
         print(f"emutrace: interrupted at {where}", file=sys.stderr)
     else:
