@@ -19,7 +19,8 @@ deterministic whatever the host's load.  Nothing is preempted while a single thr
 so a program without threads runs exactly as before.
 
 Time: the scheduler keeps its own clock (nanoseconds), which moves by one nanosecond per
-guest instruction of every quantum that runs out, and jumps to the next deadline when
+guest instruction of every counted stretch that runs out (a quantum, or a stretch that ends
+where a CPU-time interval timer expires: cpu_timers.py), and jumps to the next deadline when
 every thread waits: a timed futex wait or a nanosleep ends by that clock (the host sleeps
 the jump, so that a sleep still takes about as long as asked).  Threads waiting for the
 host are waited for there, all in one poll(2) (their descriptors, children's pidfds).
