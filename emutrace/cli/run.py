@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import NoReturn, TextIO
 
 from emutrace import quantities
@@ -29,6 +30,7 @@ from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.events import Record
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.spill import SpillSink
+from emutrace.trace.uftrace_write import DroppingSink
 
 BACKEND_CHOICES = (*BACKENDS, "none")
 
@@ -69,6 +71,11 @@ class RunCommand:
                        help="function names from FILE: an ELF with .symtab (a separate debug "
                             "file) or an nm/System.map listing, at BIAS (default: the "
                             "program's load bias; repeatable)")
+        p.add_argument("--follow-forks", action=argparse.BooleanOptionalAction, default=True,
+                       help="trace the processes the program forks, each into its own trace "
+                            "(-o FILE: FILE.<pid>; the default, as uftrace); "
+                            "--no-follow-forks: only the first process is traced, its "
+                            "children and what they execve run untraced (strace's default)")
         p.add_argument("--root", default="/", metavar="DIR",
                        help="host directory the guest sees as / (default: /)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
@@ -120,17 +127,17 @@ class RunCommand:
         process = Process(self.config(args))  # loaded, not yet run
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name
-        tracing = args.backend != "none"
-        args.output_file = open_output(args.output) if args.output and tracing else None
+        args.traced = args.backend != "none"  # (False in a child --no-follow-forks leaves)
+        args.output_file = open_output(args.output) if args.output and args.traced else None
         while True:  # one pass per image: the program, then what it execve()s
-            trace = spill_trace(process) if tracing else None
+            trace = spill_trace(process) if args.traced else None
             follow_forks(process, args, trace)
             result = process.run()
             code = self.finish(result, args, trace)
             if result.next_process is None:
                 break
             process = result.next_process
-            if args.output and tracing:  # the next image's trace: FILE.exec (FILE.exec.exec…)
+            if args.output and args.traced:  # the next image's trace: FILE.exec (.exec.exec…)
                 args.output = f"{args.output}.exec"
                 args.output_file = open_output(args.output)
         if result.guest_parent is not None:
@@ -144,7 +151,7 @@ class RunCommand:
         records: Sequence[Record] | SpillSink = trace if trace is not None else result.records
         write_error = None
         with stop_signals_deferred() as late:  # a Ctrl-C now must not lose the trace
-            if args.backend != "none":
+            if args.backend != "none" and getattr(args, "traced", True):
                 try:  # before the report: a crash keeps what was recorded
                     write_trace(result, args, records)
                 except OutputError as e:
@@ -187,8 +194,18 @@ def spill_trace(process: Process) -> SpillSink:
 def follow_forks(process: Process, args: argparse.Namespace,
                  trace: SpillSink | None = None) -> None:
     """A forked child writes its own trace: to FILE.<pid> with -o FILE, else to stderr
-    like its parent (each process's whole trace at its end)."""
+    like its parent (each process's whole trace at its end).  With --no-follow-forks it
+    writes none: its records are dropped as they are made and the images it execve()s run
+    without a backend."""
     def in_child(pid: int) -> None:
+        if not args.follow_forks:
+            args.traced = False
+            process.sink = DroppingSink()
+            process.config = replace(process.config, trace_execs=False)
+            if args.output_file is not None:
+                args.output_file.close()  # the parent's file: nothing buffered yet
+                args.output_file = None
+            return
         if trace is not None:
             trace.for_child()
         if args.output_file is not None:
