@@ -101,6 +101,8 @@ def _same_as_oracles(isa: str, path: Path, cwd: Path) -> None:
     for oracle in oracles:
         assert (got.returncode, got.stdout.decode()) == oracle, got.stderr.decode()
     assert oracles[0][0] in (0, 139)
+    if got.returncode == 0:  # nothing to report: the trampoline's cache flush (arm's,
+        assert got.stderr.decode() == ""  # mips's, riscv64's system call) is served
 
 
 # ---------------------------------------------------------------- x87 and SSE state

@@ -2,6 +2,7 @@
 :data:`.table.HANDLERS` as they are imported)."""
 
 from emutrace.machine.linux import (  # noqa: F401
+    sys_cache,
     sys_fd,
     sys_fs,
     sys_mem,
