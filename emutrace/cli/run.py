@@ -16,6 +16,7 @@ from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.options import parse_arg_specs, settings_from
 from emutrace.cli.output import open_output
+from emutrace.cli.program import Program, find_program
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.cli.run_native import add_native_options, run_native
 from emutrace.cli.run_report import report
@@ -106,7 +107,11 @@ class RunCommand:
         """The run's configuration from the command line; every bad value is a usage error
         here, before anything runs."""
         args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
-        return RunConfig(program=args.program, args=args.args, arch=args.arch, root=args.root,
+        program = Program(args.program, list(args.args))
+        if args.target == "emulation":  # (a native run starts the host's file itself)
+            program = find_program(args.program, list(args.args), args.root)
+        return RunConfig(program=program.path, args=program.args, argv0=program.argv0,
+                         execfn=program.execfn, arch=args.arch, root=args.root,
                          allow_write=args.allow_write, max_insns=args.max_insns,
                          timeout=args.timeout, backend=args.backend, **settings_from(args),
                          arg_counts=args.arg_counts, max_memory=args.max_memory,
