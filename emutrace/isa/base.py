@@ -445,16 +445,29 @@ class Condition:
 
 
 @dataclass(frozen=True)
+class MemOperand:
+    """Where a transfer reads its target from memory: the word (the ISA's word size) at
+    base + index * scale + disp, registers by name (None: not used; a PC-relative operand
+    is given as its absolute address in `disp`)."""
+
+    base: str | None = None
+    index: str | None = None
+    scale: int = 1
+    disp: int = 0
+
+
+@dataclass(frozen=True)
 class NativeOp:
     """A displaced call or return in the terms the native hot path executes (emutrace/native):
     the same effect as the ISA's simulator, as data.  CALL: jump to `target` (direct) or to
-    the value of register `reg`, leaving the next instruction's address in register `link`,
-    or pushed as one stack word when `link` is None.  RETURN: jump to the value of register
-    `reg`, or pop the target from the stack when `reg` is None, releasing `release` more
-    bytes.  JUMP: to `target` or the value of `reg` when `cond` holds, else to the next
-    instruction.  Where bit 0 of a code address selects the instruction set (`Isa.thumb_bit`),
-    `target` carries it, a target read from a register or the stack keeps it (interworking),
-    and the next instruction's address gets it from the site's own mode."""
+    the value of register `reg` or the word at `load`, leaving the next instruction's
+    address in register `link`, or pushed as one stack word when `link` is None.  RETURN:
+    jump to the value of register `reg`, or pop the target from the stack when `reg` is
+    None, releasing `release` more bytes.  JUMP: to `target`, the value of `reg` or the
+    word at `load` when `cond` holds, else to the next instruction.  Where bit 0 of a code
+    address selects the instruction set (`Isa.thumb_bit`), `target` carries it, a target
+    read from a register or the stack keeps it (interworking), and the next instruction's
+    address gets it from the site's own mode."""
 
     kind: FlowKind  # CALL, RETURN or JUMP
     target: int | None = None
@@ -471,6 +484,12 @@ class NativeOp:
     # RETURN popping its target: registers loaded first from the words below it, lowest
     # address first (ARM POP {..., pc}); sp moves past all of them
     pops: tuple[str, ...] = ()
+    # CALL/JUMP: the target is the word read at this memory operand (x86 `call [ebx + 0x1c]`,
+    # an i386 PLT stub's `jmp [ebx + 0x44]`), not `target` or `reg`.  C's trap path does
+    # not read memory (fastpath.FastSites leaves such a site to Python); C's site table
+    # needs no simulation (it sees the target's block), so the site is a virtual
+    # breakpoint there (hooked_sites.py `virtual`)
+    load: MemOperand | None = None
 
 
 # the native form of a call/return instruction; None: the hot path leaves it to Python

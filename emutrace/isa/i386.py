@@ -257,5 +257,5 @@ ISA = Isa(
     clone_tls=clone_tls,
     classifiers=CLASSIFIERS,
     simulate=SIMULATE,
-    lower=x86_lowering("eflags"),
+    lower=x86_lowering("eflags", 4),
 )

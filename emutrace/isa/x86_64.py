@@ -24,6 +24,7 @@ from emutrace.isa.base import (
     Insn,
     Isa,
     Lowering,
+    MemOperand,
     NativeOp,
     NativeTracing,
     Plt,
@@ -274,11 +275,55 @@ _NATIVE_CONDITIONS: dict[str, tuple[str, tuple[int, ...]]] = {
 }
 
 
-def x86_lowering(flags: str) -> Lowering:
+def _full_register(name: str, word: int) -> bool:
+    """A general register of the address size (eax..edi on i386, rax..r15 on x86_64): what
+    `_operand` adds up without wrapping; a 16-bit address (`[bx + si]`) is not described."""
+    if word == 4:
+        return name in ("eax", "ebx", "ecx", "edx", "esi", "edi", "ebp", "esp")
+    return name in ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp") or (
+        name[:1] == "r" and name[1:].isdigit())
+
+
+def _memory_operand(insn: Insn, text: str, word: int) -> MemOperand | None:
+    """`_operand`'s memory read as data: a word-sized operand `[base + index*scale + disp]`
+    (`[rip + disp]` as its absolute address); None for anything else (a segment
+    override: the simulator does not simulate it; another size)."""
+    text = text.strip()
+    if ":" in text or "[" not in text or not text.endswith("]"):
+        return None
+    size = next((n for k, n in _SIZES.items() if text.startswith(k)), word)
+    if size != word:
+        return None
+    base = index = None
+    scale, disp = 1, 0
+    inner = text[text.index("[") + 1:-1].replace(" - ", " + -")
+    for term in inner.split(" + "):
+        term = term.strip()
+        if "*" in term:
+            reg, factor = term.split("*")
+            if index is not None or not _full_register(reg, word):
+                return None
+            index, scale = reg, int(factor, 0)
+        elif term in ("rip", "eip"):
+            disp += insn.addr + insn.size
+        elif term.lstrip("-")[:1].isdigit():
+            disp += int(term, 0)
+        elif not _full_register(term, word):
+            return None
+        elif base is None:
+            base = term
+        elif index is None:
+            index = term
+        else:
+            return None
+    return MemOperand(base, index, scale, disp & ((1 << (8 * word)) - 1))
+
+
+def x86_lowering(flags: str, word: int) -> Lowering:
     def lower(insn: Insn, flow: Flow) -> NativeOp | None:
-        """The simulator's CALL/JMP rel or reg, RET [imm16], Jcc and JrCXZ as data for the
-        native hot path (the same effects, Intel SDM vol. 2); memory and segment operands
-        stay with Python."""
+        """The simulator's CALL/JMP rel, reg or memory, RET [imm16], Jcc and JrCXZ as data
+        for the native hot path (the same effects, Intel SDM vol. 2); segment-relative
+        operands stay with Python (the simulator leaves them to the fallback)."""
         m = insn.mnemonic.split()[-1] if insn.mnemonic else ""
         if m in ("call", "jmp"):
             kind = FlowKind.CALL if m == "call" else FlowKind.JUMP
@@ -287,7 +332,8 @@ def x86_lowering(flags: str) -> Lowering:
             op = (flow.indirect or "").strip()
             if op and op.isalnum():  # a register ("rax", "r11", "eax")
                 return NativeOp(kind, reg=op)
-            return None
+            load = _memory_operand(insn, op, word)
+            return NativeOp(kind, load=load) if load is not None else None
         if m == "ret":
             return NativeOp(FlowKind.RETURN, release=int(insn.op_str, 0) if insn.op_str else 0)
         test = _NATIVE_CONDITIONS.get(m)
@@ -402,5 +448,5 @@ ISA = Isa(
     private_syscalls={"arch_prctl": arch_prctl},
     classifiers=CLASSIFIERS,
     simulate=x86_simulator(8, "rsp", "eflags"),
-    lower=x86_lowering("eflags"),
+    lower=x86_lowering("eflags", 8),
 )
