@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -110,7 +111,7 @@ def main(argv: Sequence[str] | None = None, freeze: bool = False) -> int:
     try:
         return int(args.handler(args))
     except EmutraceError as e:
-        print(f"emutrace: {e.message}", file=sys.stderr)
+        say(f"emutrace: {e.message}")
         return e.exit_code
     except KeyboardInterrupt:  # Ctrl-C outside emulation and output: no traceback
         print("emutrace: interrupted", file=sys.stderr)
@@ -123,6 +124,18 @@ def main(argv: Sequence[str] | None = None, freeze: bool = False) -> int:
         print(f"emutrace: internal error: {type(e).__name__}: {e} (rerun with --debug)",
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def say(line: str) -> None:
+    """One line on stderr, where it can still be written: an error about writing the trace
+    to stderr (a full disk) must still end with its exit status, not a second error."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        try:  # what the text layer kept goes nowhere
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+        except OSError:
+            pass
 
 
 def entry() -> None:

@@ -1,11 +1,51 @@
-"""emutrace's own output file (`-o FILE`), opened before the guest runs."""
+"""emutrace's own output: the trace file (`-o FILE`), opened before the guest runs, and the
+trace written to stderr — both through `whole_writes`, where every write is whole or an
+OSError: Python's buffered writer takes a short write (a file reaching RLIMIT_FSIZE, a full
+disk) as success and drops the rest, which cut traces at a 64 KiB boundary without a word."""
 
 from __future__ import annotations
 
+import io
 import os
-from typing import TextIO
+from typing import Any, TextIO
 
 from emutrace.errors import UsageError
+
+BUFFER = 1 << 16
+
+
+class WholeWrites(io.RawIOBase):
+    """A descriptor whose writes are whole or raise (os.write again after a short one,
+    which then reports the error); closing it closes the descriptor only when `owned`."""
+
+    def __init__(self, fd: int, owned: bool) -> None:
+        super().__init__()
+        self.fd, self.owned = fd, owned
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def write(self, data: Any) -> int:  # (a buffer: bytes, bytearray, memoryview)
+        with memoryview(data) as view, view.cast("B") as flat:
+            done = 0
+            while done < len(flat):
+                done += os.write(self.fd, flat[done:])
+            return done
+
+    def close(self) -> None:
+        if not self.closed and self.owned:
+            os.close(self.fd)
+        super().close()
+
+
+def whole_writes(fd: int, owned: bool, encoding: str = "utf-8",
+                 errors: str = "strict") -> TextIO:
+    """A text stream on `fd` whose writes are whole or an OSError (module docstring)."""
+    return io.TextIOWrapper(io.BufferedWriter(WholeWrites(fd, owned), BUFFER),
+                            encoding=encoding, errors=errors)
 
 
 def open_output(path: str) -> TextIO:
@@ -17,4 +57,4 @@ def open_output(path: str) -> TextIO:
         fd = os.open(path, flags, 0o644)
     except OSError as e:
         raise UsageError(f"-o {path}: {e.strerror or e}") from None
-    return os.fdopen(fd, "w")
+    return whole_writes(fd, owned=True)

@@ -15,7 +15,7 @@ from emutrace.backends import ENGINES, NATIVE_BACKENDS
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.options import parse_arg_specs, settings_from
-from emutrace.cli.output import open_output
+from emutrace.cli.output import open_output, whole_writes
 from emutrace.cli.program import Program, find_program
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.cli.run_native import add_native_options, run_native
@@ -267,9 +267,17 @@ def write_trace(result: RunResult, args: argparse.Namespace,
         except OSError as e:  # disk full, I/O error: the lines written so far stay in FILE
             raise OutputError(f"-o {args.output}: cannot write the trace "
                               f"({e.strerror or e}); it is cut short") from None
-    else:
-        write_lines(source, name, options, sys.stderr)
+    else:  # stderr through a stream of its own whose writes are whole (cli/output.py)
         sys.stderr.flush()
+        err = whole_writes(sys.stderr.fileno(), owned=False,
+                           encoding=sys.stderr.encoding or "utf-8",
+                           errors=sys.stderr.errors or "backslashreplace")
+        try:
+            with err:
+                write_lines(source, name, options, err)
+        except OSError as e:  # stderr redirected to a full disk, a file too large
+            raise OutputError(f"cannot write the trace to stderr ({e.strerror or e}); it "
+                              f"is cut short") from None
 
 
 def unmatched_names(args: argparse.Namespace, symbols: SymbolTable,

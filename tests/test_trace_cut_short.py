@@ -1,0 +1,47 @@
+"""A trace cut short always says so: `run`'s trace on stderr redirected to a file that
+cannot grow (RLIMIT_FSIZE; a full disk alike) ends with exit 74, never with the guest's
+status as if the trace were whole (Python's buffered writer took the short write at the
+limit for success and dropped the rest: the file ended at 64 KiB, exit 0, not a word)."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emutrace.errors import EXIT_IOERR
+
+from .conftest import ENV, bin_path
+
+LIMIT = 1 << 16
+
+
+def run_into(err: Path, *argv: str) -> subprocess.CompletedProcess[bytes]:
+    """emutrace ARGV with stderr into `err`, which cannot grow past LIMIT bytes."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
+
+    with err.open("wb") as stderr:
+        return subprocess.run([sys.executable, "-m", "emutrace", *argv], env=ENV,
+                              cwd=err.parent, preexec_fn=limit, stdout=subprocess.PIPE,
+                              stderr=stderr, timeout=300)
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_trace_on_a_stderr_that_cannot_grow_exits_74(engine: str, tmp_path: Path) -> None:
+    err = tmp_path / "err.txt"
+    done = run_into(err, "run", "--backend", "int3", "--engine", engine,
+                    str(bin_path("x86_64", "fib")), "18")
+    assert done.stdout == b"fib(18) = 2584\n"  # the guest ran to its end
+    assert done.returncode == EXIT_IOERR
+    assert err.stat().st_size == LIMIT  # what fitted (the error line could not)
+
+
+def test_whole_trace_on_stderr_exits_with_the_guests_status(tmp_path: Path) -> None:
+    err = tmp_path / "err.txt"
+    done = run_into(err, "run", "--backend", "int3", str(bin_path("x86_64", "fib")), "8")
+    assert done.returncode == 0 and err.stat().st_size < LIMIT
+    assert err.read_text().splitlines()[-1].endswith("} /* exit (at exit) */")
