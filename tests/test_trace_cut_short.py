@@ -45,3 +45,26 @@ def test_whole_trace_on_stderr_exits_with_the_guests_status(tmp_path: Path) -> N
     done = run_into(err, "run", "--backend", "int3", str(bin_path("x86_64", "fib")), "8")
     assert done.returncode == 0 and err.stat().st_size < LIMIT
     assert err.read_text().splitlines()[-1].endswith("} /* exit (at exit) */")
+
+
+REPLACE = """
+import resource, sys
+from emutrace.trace.uftrace_write import _replace
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+try:
+    _replace(sys.argv[1], b"x" * (1 << 17))
+except OSError as e:
+    print("OSError", e.errno)
+"""
+
+
+def test_a_recordings_file_replaced_whole_or_an_error(tmp_path: Path) -> None:
+    """`info`, `task.txt`, the map and the `.sym` files of a recording (uftrace_write's
+    `_replace`): a file past the limit is an error (exit 74 for `record`), never a file cut
+    at the limit and put in place."""
+    target = tmp_path / "mod.sym"
+    target.write_bytes(b"old")
+    done = subprocess.run([sys.executable, "-c", REPLACE, str(target)], env=ENV,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["OSError", "27"], done  # EFBIG
+    assert target.read_bytes() == b"old"  # the old file stays whole

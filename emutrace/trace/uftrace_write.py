@@ -466,10 +466,18 @@ def wait_status(exit_code: int) -> int:
 
 
 def _replace(path: str, data: bytes) -> None:
+    """`path` replaced whole by `data` (a file renamed over it), or an OSError; a short
+    write is written on (a buffered file's write would take it for success and drop the
+    rest of a large `.sym` at a full disk, with no error)."""
     tmp = path + ".tmp"
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
+        with open(tmp, "wb", buffering=0) as f, memoryview(data) as view:
+            done = 0
+            while done < len(view):
+                n = f.write(view[done:])
+                if not n:
+                    raise OSError(errno.EIO, "no progress writing", tmp)
+                done += n
     except OSError:
         os.unlink(tmp)  # the old file stays whole
         raise
