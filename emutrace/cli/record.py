@@ -68,5 +68,7 @@ def display_options(args: argparse.Namespace) -> list[tuple[str, str]]:
              ("-F", bool(args.filter), viewer), ("-N", bool(args.notrace), viewer),
              ("-D", args.depth is not None, viewer), ("--start", args.start is not None, viewer),
              ("--tid", args.tid is not None, viewer),
-             ("--stats", args.stats, "the statistics are `emutrace run --stats`'s")]
+             ("--stats", args.stats, "the statistics are `emutrace run --stats`'s"),
+             ("--follow-forks", args.follow_forks is True,
+              "record keeps the first process's calls only (its directory holds one image)")]
     return [(option, why) for option, on, why in given if on]

@@ -72,7 +72,7 @@ class RunCommand:
                        help="function names from FILE: an ELF with .symtab (a separate debug "
                             "file) or an nm/System.map listing, at BIAS (default: the "
                             "program's load bias; repeatable)")
-        p.add_argument("--follow-forks", action=argparse.BooleanOptionalAction, default=True,
+        p.add_argument("--follow-forks", action=argparse.BooleanOptionalAction,
                        help="trace the processes the program forks, each into its own trace "
                             "(-o FILE: FILE.<pid>; the default, as uftrace); "
                             "--no-follow-forks: only the first process is traced, its "
@@ -203,7 +203,7 @@ def follow_forks(process: Process, args: argparse.Namespace,
     writes none: its records are dropped as they are made and the images it execve()s run
     without a backend."""
     def in_child(pid: int) -> None:
-        if not args.follow_forks:
+        if args.follow_forks is False:  # (None: not given, the default: followed)
             args.traced = False
             process.sink = DroppingSink()
             process.config = replace(process.config, trace_execs=False)

@@ -60,6 +60,8 @@ def refused_options(args: argparse.Namespace) -> list[str]:
         out.append("--symbols")
     if args.stats:
         out.append("--stats")
+    if args.follow_forks is True:  # a native run's children run untraced
+        out.append("--follow-forks")
     return out
 
 
