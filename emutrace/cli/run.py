@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -269,15 +270,22 @@ def write_trace(result: RunResult, args: argparse.Namespace,
                               f"({e.strerror or e}); it is cut short") from None
     else:  # stderr through a stream of its own whose writes are whole (cli/output.py)
         sys.stderr.flush()
-        err = whole_writes(sys.stderr.fileno(), owned=False,
-                           encoding=sys.stderr.encoding or "utf-8",
-                           errors=sys.stderr.errors or "backslashreplace")
         try:
-            with err:
-                write_lines(source, name, options, err)
+            err = whole_writes(sys.stderr.fileno(), owned=False,
+                               encoding=sys.stderr.encoding or "utf-8",
+                               errors=sys.stderr.errors or "backslashreplace")
+        except (OSError, ValueError):  # a stderr without a descriptor (an embedding's)
+            err = sys.stderr
+        try:
+            write_lines(source, name, options, err)
+            err.flush()
         except OSError as e:  # stderr redirected to a full disk, a file too large
             raise OutputError(f"cannot write the trace to stderr ({e.strerror or e}); it "
                               f"is cut short") from None
+        finally:
+            if err is not sys.stderr:
+                with contextlib.suppress(OSError, ValueError):  # (said above, if it failed)
+                    err.close()  # the stream only: descriptor 2 stays open
 
 
 def unmatched_names(args: argparse.Namespace, symbols: SymbolTable,
