@@ -110,3 +110,10 @@ def test_run_tid_shows_only_those_threads() -> None:
 
 def calls(text: str) -> list[str]:
     return re.findall(r"\| +(\w+)\(", text)
+
+
+def test_machine_refuses_fork_following(tmp_path: Path) -> None:
+    """A kernel image forks no host process: the option would do nothing."""
+    done = run_emutrace("run", "--backend", "int3", "--machine", "virt-arm64",
+                        "--no-follow-forks", tmp_path / "image", cwd=tmp_path)
+    assert done.returncode == 64 and b"follow-forks" in done.stderr

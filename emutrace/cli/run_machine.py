@@ -77,6 +77,9 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     if args.args:
         raise UsageError(f"--machine {args.machine}: an image takes no arguments "
                          f"(got {' '.join(args.args)})")
+    if args.follow_forks is not None:
+        raise UsageError("--machine: a kernel image forks no host processes; "
+                         "--follow-forks/--no-follow-forks are for programs")
     if len(args.symbols) > 1:
         raise UsageError("--machine takes one --symbols FILE (a System.map or `nm` listing, "
                          "or an unstripped ELF of the same build)")
