@@ -69,3 +69,21 @@ def test_execve_keeps_the_timers(isa: str, tmp_path: Path) -> None:
     assert native.stdout.count(b"interval=20000us running=1") == 2
     got = run_emutrace("run", bin_path(isa, "proftimer"), "exec", cwd=tmp_path)
     assert (got.returncode, got.stdout) == (0, native.stdout), got.stderr.decode()
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("isa", ISAS)
+def test_fork_child_starts_without_the_timers(isa: str, tmp_path: Path) -> None:
+    """`proftimer fork`: ITIMER_PROF runs in the parent, the forked child's is disarmed
+    (fork(2)), as qemu-user (and the host kernel, natively on x86) shows."""
+    path = str(bin_path(isa, "proftimer"))
+    ref = subprocess.run([qemu_binary(isa), path, "fork"], env=ENV, capture_output=True,
+                         timeout=120)
+    assert ref.returncode == 0, ref.stderr
+    assert ref.stdout == (b"child: interval=0us running=0\n"
+                          b"parent: interval=20000us running=1\n")
+    if isa in NATIVE:
+        assert subprocess.run([path, "fork"], env=ENV, capture_output=True,
+                              timeout=60).stdout == ref.stdout
+    got = run_emutrace("run", path, "fork", cwd=tmp_path)
+    assert (got.returncode, got.stdout) == (0, ref.stdout), got.stderr.decode()

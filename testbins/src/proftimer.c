@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t ticks;
@@ -36,9 +37,28 @@ static int exec_kept(char **argv) {
     return 0;
 }
 
+/* `proftimer fork`: ITIMER_PROF armed at 10 s, then fork: the child's timer is disarmed
+ * (fork(2)), the parent's still runs */
+static int fork_drops(void) {
+    struct itimerval on = {{0, 20000}, {10, 0}}, now;
+    setitimer(ITIMER_PROF, &on, NULL);
+    fflush(stdout);
+    pid_t pid = fork();
+    getitimer(ITIMER_PROF, &now);
+    printf("%s: interval=%ldus running=%d\n", pid == 0 ? "child" : "parent",
+           (long)now.it_interval.tv_usec, now.it_value.tv_sec > 0 || now.it_value.tv_usec > 0);
+    if (pid == 0)
+        return 0;
+    int status;
+    waitpid(pid, &status, 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && (strcmp(argv[1], "exec") == 0 || strcmp(argv[1], "after") == 0))
         return exec_kept(argv);
+    if (argc > 1 && strcmp(argv[1], "fork") == 0)
+        return fork_drops();
     int prof = !(argc > 1 && strcmp(argv[1], "virtual") == 0);
     int which = prof ? ITIMER_PROF : ITIMER_VIRTUAL;
     int sig = prof ? SIGPROF : SIGVTALRM;
