@@ -45,6 +45,15 @@ VARIANTS = {"none": ("none", "lazy"), "lazy": ("int3", "lazy"),
             "strict": ("int3", "strict"), "step": ("step", "lazy")}
 
 
+def engine_name(backend: object) -> str:
+    """The engine a backend ran on (its engine object's class: HotPathEngine, StepHotPath,
+    ReferenceEngine, ...; a backend without one: its own class)."""
+    if backend is None:
+        return "-"
+    engine = getattr(backend, "engine", None)
+    return type(engine if engine is not None else backend).__name__
+
+
 def child(isa: str, variant: str, argv: list[str]) -> None:
     """One timed run; prints its numbers as JSON on the last line."""
     from emutrace.session import Process, RunConfig
@@ -67,7 +76,7 @@ def child(isa: str, variant: str, argv: list[str]) -> None:
             seconds = time.perf_counter() - start
         print(json.dumps({
             "seconds": seconds, "records": sink.count if sink is not None else 0,
-            "engine": type(process.backend).__name__ if process.backend is not None else "-",
+            "engine": engine_name(process.backend),
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "exit": result.exit_code}))
     finally:

@@ -30,9 +30,6 @@ import struct
 from collections.abc import Callable
 from typing import cast
 
-from unicorn import unicorn_const as ucc
-from unicorn.unicorn_py3.unicorn import uclib
-
 from emutrace import native
 from emutrace.backends.args import ArgReader
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
@@ -71,8 +68,9 @@ class NativeBranches:
         self.ret_names = [regs.retval] + ([isa.c_values.retval_hi]
                                           if isa.c_values.retval_hi else [])
         cfg = branchlib.BranchConfig()
-        cfg.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p)
-        cfg.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p)
+        port = self._port = cpu.c_port
+        cfg.reg_read = port.function("reg_read")
+        cfg.mem_read = port.function("mem_read")
         cfg.py_block, cfg.py_flush, cfg.py_live = self._callbacks
         cfg.sp_reg = cpu.reg_id(regs.sp)
         flag = isa.alt_mode_flag  # the Thumb bit, read as UnicornCpu.in_alt_mode does
@@ -92,17 +90,15 @@ class NativeBranches:
         cfg.live, cfg.capacity = int(on_live is not None), capacity
         self.all_args_saved = len(regs.args) <= native.MAX_REGS
         self._symbols_generation = -1
-        self._bb = lib.bb_new(cpu.uc._uch, ctypes.byref(cfg))
+        self._bb = lib.bb_new(port.handle, ctypes.byref(cfg))
         if not self._bb:
             raise MemoryError("native hot path: out of memory")
         cpu.hook_del(observer.hook)  # the reference's Python hook: C's instead
-        handle = ctypes.c_size_t()
-        err = uclib.uc_hook_add(cpu.uc._uch, ctypes.byref(handle), ucc.UC_HOOK_BLOCK,
-                                ctypes.cast(lib.bb_on_block, ctypes.c_void_p),
-                                ctypes.c_void_p(self._bb), 1, 0)
-        if err != ucc.UC_ERR_OK:
-            raise Unsupported(f"--engine native: the branch hook was refused ({err})")
-        self._c_hook = handle.value
+        try:
+            self._c_hook = port.add_hook(
+                "block", ctypes.cast(lib.bb_on_block, ctypes.c_void_p).value or 0, self._bb)
+        except Exception as e:  # noqa: BLE001 - the engine's refusal, said in one line
+            raise Unsupported(f"--engine native: the branch hook was refused ({e})") from None
         self._final_time = 0
 
     # ------------------------------------------------------------ BranchObserver's face
@@ -134,7 +130,7 @@ class NativeBranches:
         except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
             if self.hooks.pending is None:
                 self.hooks.pending = e
-            self.cpu.uc.emu_stop()
+            self._port.stop()
 
     def _py_flush(self, interrupt: int) -> None:
         self.hooks.guard(lambda: self._on_flush(bool(interrupt)))
@@ -186,7 +182,7 @@ class NativeBranches:
         if not self._bb:
             return
         self._final_time = self.time
-        uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(self._c_hook))
+        self._port.del_hook(self._c_hook)
         self.lib.bb_free(self._bb)
         self._bb = None
 

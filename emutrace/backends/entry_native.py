@@ -40,8 +40,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import replace
 
-from unicorn.unicorn_py3.unicorn import uclib
-
 from emutrace import native
 from emutrace.backends import hooked_sites
 from emutrace.backends.entry_python import EagerProbes, probes_of
@@ -96,8 +94,9 @@ class EntryProbesInC:
         self._probes_in_c = tracer.delivery == "patch"
         mode = isa.alt_mode_flag  # (ARM: CPSR.T, which C reads to restart a Thumb block)
         self._ep: int | None = lib.ep_new(
-            cpu.uc._uch, *(ctypes.cast(getattr(uclib, f"uc_{f}"), ctypes.c_void_p)
-                           for f in ("reg_read", "reg_write", "mem_read", "mem_write", "ctl")),
+            engine.port.handle, *(ctypes.c_void_p(engine.port.function(f))
+                                  for f in ("reg_read", "reg_write", "mem_read", "mem_write",
+                                            "ctl")),
             cpu.reg_id(isa.registers.pc), cpu.reg_id(isa.registers.sp),
             cpu.reg_id(probes.link) if probes.link else -1, cpu.word,
             int(cpu.byteorder == "big"), probes.push, probes.code_mask,
@@ -164,7 +163,7 @@ class EntryProbesInC:
                 self._c_probes.discard(addr)
                 self._to_python_hook(addr)
             else:
-                self.t.on_site(self.engine.cpu.uc, addr, 0, None)
+                self.t.on_site(self.engine.port.engine, addr, 0, None)
 
         self.engine.guarded(body)
 

@@ -41,8 +41,6 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 
-from unicorn.unicorn_const import UC_HOOK_CODE
-
 from emutrace.backends import BackendOptions
 from emutrace.backends.hwbp_slots import SlotDelivery
 from emutrace.backends.int3_native import HotPathEngine
@@ -202,7 +200,7 @@ class TableSlots:
         data = self.table.span(owner)
         if not data:
             raise MemoryError("native hot path: out of memory")
-        handle = self.engine.add_c_hook(UC_HOOK_CODE, self.table.span_hook, data, lo, hi)
+        handle = self.engine.add_c_hook("code", self.table.span_hook, data, lo, hi)
         self.b.drop_cache(lo, hi + 1 - lo)  # a hook added after translation never fires
         self._c_hook_of[handle] = (owner, lo, hi)
         self.counts["c_slot_hooks"] += 1

@@ -36,10 +36,6 @@ import ctypes
 from collections.abc import Callable
 from typing import Protocol
 
-import unicorn
-from unicorn import unicorn_const as ucc
-from unicorn.unicorn_py3.unicorn import uclib
-
 from emutrace import native
 from emutrace.backends import hooked_sites
 from emutrace.backends.fastpath import FastSites, RecordDrain, SiteExtra
@@ -146,10 +142,11 @@ class HotPathEngine:
         self._arg_names = regs.args[:native.MAX_REGS]
         self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
                                            if isa.c_values.retval_hi else [])
+        port = self.port = cpu.c_port
         cfg = native.Config()
         for field in ("reg_read", "reg_write", "mem_read", "mem_write", "emu_stop",
                       "reg_read_batch"):
-            setattr(cfg, field, ctypes.cast(getattr(uclib, f"uc_{field}"), ctypes.c_void_p))
+            setattr(cfg, field, port.function(field))
         cfg.py_intr, cfg.py_block, cfg.py_count, cfg.py_drain = self._callbacks
         cfg.pc_reg, cfg.sp_reg = cpu.reg_id(regs.pc), cpu.reg_id(regs.sp)
         cfg.bp_intno = bp.intno if bp is not None else _NO_INTNO
@@ -174,7 +171,7 @@ class HotPathEngine:
         cfg.align = cls.insn_align if cls is not None else 0
         cfg.alt_align = cls.alt_insn_align if cls is not None else 0
         self._cfg = cfg
-        self._nt = lib.nt_new(cpu.uc._uch, ctypes.byref(cfg))
+        self._nt = lib.nt_new(port.handle, ctypes.byref(cfg))
         self._attention = False  # (nt_new's)
         if not self._nt:
             raise MemoryError("native hot path: out of memory")
@@ -209,7 +206,7 @@ class HotPathEngine:
         # too)
         if (self._cleanup == "strict" and not self._thumb_slots
                 and (isa.lower is not None or self._hooked is not None)):
-            self._strict_c = StrictInC(tracer, self._nt, cpu.uc, isa.code_mask)
+            self._strict_c = StrictInC(tracer, self._nt, self.port, isa.code_mask)
             if self._hooked is not None:
                 self._strict_c.bind_hooked(self._hooked)
         self._install(hooks)
@@ -376,31 +373,26 @@ class HotPathEngine:
         assert isinstance(hooks, HookSet)
         if self.t.delivery == "patch":
             hooks.on_trap = self.t.on_trap
-        uc = self.cpu.uc
-        uc.hook_del(hooks.intr_hook)  # C's INTR hook passes on what it does not finish
+        self.cpu.hook_del(hooks.intr_hook)  # C's INTR hook passes on what it does not finish
         # (hook delivery: the block hook of C's site table, which counts blocks as well)
         on_block, block_data = self._lib.nt_on_block, self._nt
         if self._hooked is not None:
             on_block, block_data = self._hooked.block_hook, self._hooked.ns
-        for kind, fn, data in ((ucc.UC_HOOK_INTR, self._lib.nt_on_intr, self._nt),
-                               (ucc.UC_HOOK_BLOCK, on_block, block_data)):
+        for kind, fn, data in (("intr", self._lib.nt_on_intr, self._nt),
+                               ("block", on_block, block_data)):
             self.add_c_hook(kind, ctypes.cast(fn, ctypes.c_void_p).value or 0, data)
 
-    def add_c_hook(self, kind: int, fn: int, data: int, begin: int = 1, end: int = 0) -> int:
-        """A Unicorn hook whose callback is C's (fn, with user data data), deleted at the
-        end of the run before C's tables are freed; its handle."""
-        handle = ctypes.c_size_t()
-        err = uclib.uc_hook_add(self.cpu.uc._uch, ctypes.byref(handle), kind,
-                                ctypes.c_void_p(fn), ctypes.c_void_p(data),
-                                ctypes.c_uint64(begin), ctypes.c_uint64(end))
-        if err != ucc.UC_ERR_OK:
-            raise unicorn.UcError(err)
-        self._c_hooks.append(handle.value)
-        return handle.value
+    def add_c_hook(self, kind: str, fn: int, data: int, begin: int = 1, end: int = 0) -> int:
+        """A hook of the target's (`CPort.add_hook`: "intr", "block", "code") whose
+        callback is C's (fn, with user data data), deleted at the end of the run before C's
+        tables are freed; its handle."""
+        handle = self.port.add_hook(kind, fn, data, begin, end)
+        self._c_hooks.append(handle)
+        return handle
 
     def del_c_hook(self, handle: int) -> None:
         self._c_hooks.remove(handle)
-        uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
+        self.port.del_hook(handle)
 
     def under_guard(self, body: Callable[[], None]) -> None:
         """body under the run's exception guard (an exception stops the run, re-raised by
@@ -417,7 +409,7 @@ class HotPathEngine:
     def _py_intr(self, intno: int) -> None:
         try:
             self._hooks.guard(self._drain)
-            self._hooks.on_intr(self.cpu.uc, intno, None)  # guarded itself
+            self._hooks.on_intr(self.port.engine, intno, None)  # guarded itself
         finally:
             self._refresh()
 
@@ -425,7 +417,7 @@ class HotPathEngine:
         """C hands a block to the reference's block hook."""
         def body() -> None:
             self._drain()
-            self.t.on_block(self.cpu.uc, addr, size, None)
+            self.t.on_block(self.port.engine, addr, size, None)
 
         self.guarded(body)
 
@@ -487,7 +479,7 @@ class HotPathEngine:
         except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
             if self._hooks.pending is None:
                 self._hooks.pending = e
-            self.cpu.uc.emu_stop()
+            self.port.stop()
             return 0
 
     def _py_drain(self) -> None:
@@ -612,7 +604,7 @@ class HotPathEngine:
         # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds
         # of processes)
         for handle in self._c_hooks:
-            uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(handle))
+            self.port.del_hook(handle)
         self._c_hooks.clear()
         decoder = self.t.decoder
         if decoder.on_size_map == self._lend_size_map:

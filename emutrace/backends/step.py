@@ -23,22 +23,22 @@ def on_reference(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Ev
 
 def on_hot_path(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
                 options: BackendOptions) -> StepBackend:
-    from emutrace.backends.step_native import NativeStepBackend
+    from emutrace.backends import step_native
     from emutrace.target.unicorn_cpu import UnicornCpu
     from emutrace.target.unicorn_run import HookSet
 
-    return NativeStepBackend(image, cast(UnicornCpu, cpu), cast(HookSet, hooks), emit,
-                             options.call_types)
+    return step_native.create(image, cast(UnicornCpu, cpu), cast(HookSet, hooks), emit,
+                              options.call_types)
 
 
 def on_c_loop(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
               options: BackendOptions) -> StepBackend:
+    from emutrace.backends import step_ptrace
     from emutrace.backends.int3_ptrace import loop_of
-    from emutrace.backends.step_ptrace import PtraceStepBackend
     from emutrace.target.ptrace import PtraceTarget
 
     target = cast(PtraceTarget, cpu)
-    return PtraceStepBackend(image, target, emit, loop_of(target), options.call_types)
+    return step_ptrace.create(image, target, emit, loop_of(target), options.call_types)
 
 
 DESCRIPTOR = descriptors.STEP  # what the CLI, bench and cost model know of it

@@ -1,15 +1,15 @@
-"""`step` on the native hot path (`--engine native`): the algorithm of backends/step.py,
-with the per-instruction work in C (emutrace/native/step.c).
+"""`step`'s engine on the native hot path (`StepHotPath`, `--engine native`): the backend of
+step_python.py, with the per-instruction work in C (emutrace/native/step.c).
 
 C's code hook counts every instruction, resolves the pending transfer and looks each
 address up in its flow table; Python is entered only
-* to decode an address seen for the first time (`_py_flow`: the reference's `_flow`, packed
+* to decode an address seen for the first time (`_py_flow`: the reference's `flow_of`, packed
   into one word, plus whether a return's value is an integer register);
-* to resolve a transfer C leaves to it (`_py_resolve`: the reference's `_resolve` on the
+* to resolve a transfer C leaves to it (`_py_resolve`: the reference's `resolve` on the
   live CPU): the first call of a target, a `maybe_return` jump, a return into a function's
   entry, values read from memory or float registers;
 * to drain the buffer of records C wrote for the transfers it finished (`_drain`: the same
-  `_resolve` rules, in order, over a register snapshot read by an `ArgReader`).
+  `resolve` rules, in order, over a register snapshot read by an `ArgReader`).
 
 For `emutrace record` and `emutrace run` the tracer attaches the record writer (`attach_writer`,
 backends/native_writer.py, as int3_native's): a call or return C finished then normally never
@@ -26,9 +26,6 @@ import ctypes
 import struct
 from collections.abc import Callable
 from typing import cast
-
-from unicorn import unicorn_const as ucc
-from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace import native
 from emutrace.backends.args import ArgReader
@@ -53,7 +50,7 @@ from emutrace.isa.base import Flow, FlowKind
 from emutrace.native import steplib
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import HookSet
-from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall
+from emutrace.trace.events import Call, Event, Return, TailCall
 from emutrace.trace.shadow import ShadowStack
 from emutrace.trace.uftrace_write import RecordSink
 from emutrace.trace.values import Value
@@ -67,14 +64,19 @@ _EVENT = struct.Struct(native.EVENT_FORMAT)
 _SE_CALL, _SE_RETURN = 1, 2
 
 
-class NativeStepBackend(StepBackend):
-    name = "step"
+class StepHotPath:
+    """step's engine (step_python.StepEngine) on the Unicorn hot path: step.c's code hook
+    classifies and resolves what it can, the backend's reference code the rest."""
+
     cpu: UnicornCpu  # the C hook runs inside this Unicorn instance
+    b: StepBackend  # the backend it runs (`attach`)
     _shadow_now: Callable[[], ShadowStack]  # the running thread's (attach_writer)
 
     def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
-                 emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
+                 emit: Callable[[Event], None]) -> None:
         lib = steplib.load()
+        self.cpu = cpu
+        self.native_stats: dict[str, int] = {}
         isa = image.isa
         regs = isa.registers
         self._lib, self._hooks, self._emit_now = lib, hooks, emit
@@ -86,8 +88,9 @@ class NativeStepBackend(StepBackend):
         self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
                                            if isa.c_values.retval_hi else [])
         cfg = steplib.StepConfig()
-        cfg.reg_read = ctypes.cast(uclib.uc_reg_read, ctypes.c_void_p)
-        cfg.mem_read = ctypes.cast(uclib.uc_mem_read, ctypes.c_void_p)
+        port = self._port = cpu.c_port
+        cfg.reg_read = port.function("reg_read")
+        cfg.mem_read = port.function("mem_read")
         cfg.py_flow, cfg.py_resolve, cfg.py_drain = self._callbacks
         cfg.sp_reg = cpu.reg_id(regs.sp)
         cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
@@ -100,30 +103,32 @@ class NativeStepBackend(StepBackend):
         cfg.ret_reg = cpu.reg_id(self._ret_names[0])
         cfg.ret_hi_reg = cpu.reg_id(self._ret_names[1]) if len(self._ret_names) > 1 else -1
         cfg.buffer_events = 4096
+        self._cfg = cfg
         self._st: int | None = None  # C's state, made once the decoder knows the delay slot
         self._final_time = 0
         self._symbols_generation = -1
         self._fast_checked: set[int] = set()
-        super().__init__(image, cpu, self._emit_drained, types)
-        cfg.delay = self.delay
-        self._st = lib.st_new(cpu.uc._uch, ctypes.byref(cfg))
+
+    def attach(self, backend: StepBackend) -> None:
+        """The backend is set up (its decoder knows the delay slot): C's state and hook."""
+        self.b = b = backend
+        lib, cpu, port, cfg = self._lib, self.cpu, self._port, self._cfg
+        cfg.delay = b.delay
+        self._st = lib.st_new(port.handle, ctypes.byref(cfg))
         if not self._st:
             raise MemoryError("native hot path: out of memory")
         # flow words of this file's instructions as earlier runs in this process decoded
         # them (memo.py; keyed by address << 1 | alternate mode, without the run's
         # _RET_FAST)
-        self._flow_words: dict[int, int] = kept("step_flows", self.decoder.file_key, dict)
+        self._flow_words: dict[int, int] = kept("step_flows", b.decoder.file_key, dict)
         self._preload()
-        cpu.hook_del(self.code_hook)  # the reference's Python hook: C's instead
-        handle = ctypes.c_size_t()
-        err = uclib.uc_hook_add(cpu.uc._uch, ctypes.byref(handle), ucc.UC_HOOK_CODE,
-                                ctypes.cast(lib.st_on_insn, ctypes.c_void_p),
-                                ctypes.c_void_p(self._st), 1, 0)
-        if err != ucc.UC_ERR_OK:
-            raise Unsupported(f"--engine native: the step hook was refused ({err})")
-        self._c_hook = handle.value
+        try:
+            self._c_hook = port.add_hook(
+                "code", ctypes.cast(lib.st_on_insn, ctypes.c_void_p).value or 0, self._st)
+        except Exception as e:  # noqa: BLE001 - the engine's refusal, said in one line
+            raise Unsupported(f"--engine native: the step hook was refused ({e})") from None
         self._snapshot = Snapshot(cpu)
-        self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), self.args.types,
+        self._snap_args = ArgReader(cast(UnicornCpu, self._snapshot), b.args.types,
                                     at_entry=True)
         self._value = self._snap_args.value
         self._arg_plans: dict[int, object] = {}
@@ -146,11 +151,11 @@ class NativeStepBackend(StepBackend):
             return
         self._drain()
         lib, st = self._lib, self._st
-        self._writer = NativeWriter(lib, None, shadow_now(), self.tails, sink_now, packed,
+        self._writer = NativeWriter(lib, None, shadow_now(), self.b.tails, sink_now, packed,
                                     attach=lambda u: lib.st_set_writer(st, u))
 
     # ------------------------------------------------------------ shared state
-    @property  # type: ignore[override]
+    @property
     def time(self) -> int:
         if not self._st:
             return self._final_time
@@ -163,33 +168,48 @@ class NativeStepBackend(StepBackend):
         else:
             self._final_time = value
 
-    def switch_thread(self, tid: int) -> None:
+    def thread_leaving(self, tid: int) -> None:
         """Another guest thread gets the CPU (C is idle between two runs of the CPU): what
         C did is the stopping thread's (drained first); the transfer C waits to resolve is
         kept with that thread (the CPU may stop right after a call ran, before its target's
-        first instruction: the run's instruction count stops ahead of this hook), the
-        reference swaps the rest, and C gets the incoming thread's transfer and stacks."""
+        first instruction: the run's instruction count stops ahead of this hook); the
+        reference swaps the rest."""
         self._drain()
         pending = (ctypes.c_uint64 * 6)()
-        self._c_pending[self._tid] = pending if self._lib.st_take_pending(self._st, pending) \
+        self._c_pending[tid] = pending if self._lib.st_take_pending(self._st, pending) \
             else None
-        super().switch_thread(tid)
+
+    def thread_entered(self, tid: int) -> None:
+        """C gets the incoming thread's transfer and stacks."""
         incoming = self._c_pending.pop(tid, None)
         if incoming is not None:
             self._lib.st_put_pending(self._st, incoming)
         if self._writer is not None:
             self._writer.switch_thread(self._shadow_now())
 
+    def wrap_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        def emit_drained(event: Event) -> None:
+            self._drain()
+            self._emit_now(event)
+
+        return emit_drained
+
+    def flow_decoded(self, addr: int, flow: Flow, length: int) -> None:
+        pass
+
+    def resolved(self) -> None:
+        pass
+
     # ------------------------------------------------------------ callbacks from C
     def _py_flow(self, addr: int, size: int) -> int:
-        """The flow word of the instruction at addr (step.c F_*): the reference's `_flow`
+        """The flow word of the instruction at addr (step.c F_*): the reference's `flow_of`
         (Decoder.flow_at in the instruction set the CPU runs), packed."""
         try:
             self._sync_entries()
             key = addr << 1 | self.cpu.in_alt_mode()
             word = self._flow_words.get(key)
             if word is None:
-                got = self.decoder.flow_at(addr, bool(key & 1))
+                got = self.b.decoder.flow_at(addr, bool(key & 1))
                 if got is None:  # nothing decodes here (not the file's code): not kept
                     word = size
                 else:
@@ -198,7 +218,7 @@ class NativeStepBackend(StepBackend):
         except BaseException as e:  # noqa: BLE001 - re-raised by run(), as a hook's
             if self._hooks.pending is None:
                 self._hooks.pending = e
-            self.cpu.uc.emu_stop()
+            self._port.stop()
             return 0
 
     @staticmethod
@@ -225,7 +245,7 @@ class NativeStepBackend(StepBackend):
         where an instruction set is chosen at run time (ARM/Thumb: C's table is keyed by
         address alone, the first mode seen wins, as the reference's `flows`), nor for a
         dynamic program (no memo: its modules are not one file)."""
-        if self.cls.alt_mode or not self._flow_words:
+        if self.b.cls.alt_mode or not self._flow_words:
             return
         self._sync_entries()  # (as _py_flow does before any new code runs)
         known = [(key >> 1, self._run_flags(key >> 1, word))
@@ -249,7 +269,7 @@ class NativeStepBackend(StepBackend):
         def body() -> None:
             self._drain()
             kind = _KIND_OF[flow >> 16 & 7]
-            self._resolve(Pending(kind, site, fallthrough, time, sp, (), 0,
+            self.b.resolve(Pending(kind, site, fallthrough, time, sp, (), 0,
                                   bool(flow & _CONDITIONAL), bool(flow & _MAYBE_RETURN),
                                   bool(flow & _ALT_LINK)), pc)
             if kind is not FlowKind.RETURN and pc not in self._fast_checked:
@@ -265,11 +285,12 @@ class NativeStepBackend(StepBackend):
     def _sync_entries(self) -> None:
         """C's superset of the tail rule's entries: every symbol entry (again when the
         table grew: a library mapped, before any of its code runs and is decoded)."""
-        symbols = self.tails.symbols
+        tails = self.b.tails
+        symbols = tails.symbols
         if symbols.generation == self._symbols_generation:
             return
         self._symbols_generation = symbols.generation
-        for code in self.tails.entries:
+        for code in tails.entries:
             self._lib.st_entry_add(self._st, code)
         for f in symbols.funcs:
             if f.part_of is None:
@@ -278,17 +299,13 @@ class NativeStepBackend(StepBackend):
 
     # ------------------------------------------------------------ which values C covers
     def _return_fast(self, site: int) -> bool:
-        return return_fast(self.args.types, site)
+        return return_fast(self.b.args.types, site)
 
     def _args_fast(self, target: int) -> bool:
-        return self._all_args_saved and args_fast(self.args.types, target,
+        return self._all_args_saved and args_fast(self.b.args.types, target,
                                                   len(self._arg_names) + self._n_stack)
 
     # ------------------------------------------------------------ events
-    def _emit_drained(self, event: Event) -> None:
-        self._drain()
-        self._emit_now(event)
-
     def _drain(self) -> None:
         lib, st, writer = self._lib, self._st, self._writer
         if writer is not None:  # C's records and stacks first: they come before these
@@ -298,7 +315,7 @@ class NativeStepBackend(StepBackend):
             return
         data = ctypes.string_at(lib.st_events(st), n * _EVENT.size)
         lib.st_events_clear(st)
-        emit, tails = self._emit_now, self.tails
+        emit, tails = self._emit_now, self.b.tails
         called, returned, is_tail = tails.called, tails.returned, tails.is_tail
         args, ret_plans, value = self._args, self._ret_plans, self._value
         calls = returns = tail_calls = 0
@@ -320,7 +337,8 @@ class NativeStepBackend(StepBackend):
                     returned()
                     plan = ret_plans.get(site)
                     if plan is None:
-                        plan = ret_plans[site] = ret_plan(self.args.types, site, self.cpu.word)
+                        plan = ret_plans[site] = ret_plan(self.b.args.types, site,
+                                                          self.cpu.word)
                     if plan is SNAPSHOT:
                         self._snapshot.regs = dict(zip(self._ret_names, regs, strict=False))
                         result = self._snap_args.read_return(site)
@@ -339,7 +357,7 @@ class NativeStepBackend(StepBackend):
                     else:
                         writer.teach_call(tail, self._words(target), writer.emit(tail))
         finally:  # (counted as the reference counts: where the event is made)
-            stats = self.stats
+            stats = self.b.stats
             stats["calls"] += calls
             stats["returns"] += returns
             stats["tail_calls"] += tail_calls
@@ -358,35 +376,33 @@ class NativeStepBackend(StepBackend):
     def _args(self, target: int, entry_sp: int, regs: list[int]) -> tuple[Value, ...]:
         plan = self._arg_plans.get(target)
         if plan is None:
-            plan = self._arg_plans[target] = arg_plan(self.args.types, target)
+            plan = self._arg_plans[target] = arg_plan(self.b.args.types, target)
         if plan is not SNAPSHOT:
             value = self._value
             return tuple(value(regs[i], t) if isinstance(t, CType) else cast(Value, t)
                          for i, t in cast(ArgPlan, plan))
         snap, word, n_args = self._snapshot, self.cpu.word, len(self._arg_names)
         snap.regs = dict(zip(self._arg_names, regs, strict=False))
-        snap.regs[self.sp_reg] = entry_sp
+        snap.regs[self.b.sp_reg] = entry_sp
         snap.words = {entry_sp + self._stack_offset + k * word: regs[n_args + k]
                       for k in range(self._n_stack)}
         return self._snap_args.read(target)
 
     # ------------------------------------------------------------ traps and end
-    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
-        """The reference's, over the transfer C was waiting to resolve (a signal handler
-        entered between blocks resolves it at the interrupted code)."""
+    def trap_entering(self) -> None:
+        """The reference's trap frame comes next, over the transfer C was waiting to
+        resolve (a signal handler entered between blocks resolves it at the interrupted
+        code)."""
         self._drain()
         out = (ctypes.c_uint64 * 6)()
         if self._lib.st_take_pending(self._st, out):
             flow = out[0]
-            self.pending = Pending(_KIND_OF[flow >> 16 & 7], out[1], out[2], out[3], out[4],
-                                   (), out[5], bool(flow & _CONDITIONAL),
-                                   bool(flow & _MAYBE_RETURN), bool(flow & _ALT_LINK))
-        super().trap_entered(vector, signal)
-        if self._writer is not None:  # (C's stacks learn the signal frame: C is disabled)
-            self._writer.push()
+            self.b.pending = Pending(_KIND_OF[flow >> 16 & 7], out[1], out[2], out[3],
+                                     out[4], (), out[5], bool(flow & _CONDITIONAL),
+                                     bool(flow & _MAYBE_RETURN), bool(flow & _ALT_LINK))
 
-    def trap_returned(self, site: int) -> None:
-        super().trap_returned(site)  # (its event is emitted drained)
+    def leave(self) -> None:
+        """(After a trap frame's event: C's stacks learn the signal frame.)"""
         if self._writer is not None:
             self._writer.push()
 
@@ -396,18 +412,17 @@ class NativeStepBackend(StepBackend):
         if self._st:
             self._drain()
 
-    def finish(self) -> int:
+    def finish(self) -> None:
         if not self._st:  # finished already
-            return self._final_time
+            return
         self._drain()
-        lib, st = self._lib, self._st
+        lib, st, stats = self._lib, self._st, self.b.stats
         self._final_time = self.time
-        self.stats["steps"] = self._final_time
         # the calls and returns the writer took: made (written) in C, never seen by Python
         written = [int(lib.st_counter(st, which)) for which in (2, 3, 4)]
-        self.stats["calls"] += written[0]
-        self.stats["returns"] += written[1]
-        self.stats["tail_calls"] += written[2]
+        stats["calls"] += written[0]
+        stats["returns"] += written[1]
+        stats["tail_calls"] += written[2]
         # how much went through Python (bench's profile; not a mechanism counter)
         self.native_stats = {"c_transfers": int(lib.st_counter(st, 0)),
                              "python_transfers": int(lib.st_counter(st, 1)),
@@ -415,7 +430,12 @@ class NativeStepBackend(StepBackend):
                              "python_decodes": int(lib.st_counter(st, 5))}
         if self._writer is not None:
             self._writer.close()
-        uclib.uc_hook_del(self.cpu.uc._uch, ctypes.c_size_t(self._c_hook))
+        self._port.del_hook(self._c_hook)
         lib.st_free(st)
         self._st = None
-        return self._final_time
+
+
+def create(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+           types: CallTypes | None = None) -> StepBackend:
+    """step on the Unicorn hot path: the backend over a `StepHotPath` engine."""
+    return StepBackend(image, cpu, emit, types, engine=StepHotPath(image, cpu, hooks, emit))

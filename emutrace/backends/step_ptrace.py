@@ -1,8 +1,8 @@
-"""`step` on the native target with the C loop (engine native): backends/step.py's
-algorithm unchanged, with the single-steps whose hook C can take done in C
+"""`step`'s engine on the native target with the C loop (`StepLoop`, engine native): the
+backend of step_python.py unchanged, with the single-steps whose hook C can take done in C
 (native/ploop.c `pl_step`) and counted in a batch.
 
-C takes the hook at an instruction when the reference hook (`_on_insn`) would do no more
+C takes the hook at an instruction when the reference hook (`on_insn`) would do no more
 than (a) resolve a waiting jump that records nothing — a conditional one that fell through,
 or one to an address that is not among the tail rule's entries (`TailRule.is_tail` is then
 false and changes nothing); the entries are mirrored in C as they grow (every call target)
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from emutrace.backends.step_python import Pending as StepPending
-from emutrace.backends.step_python import StepBackend
+from emutrace.backends.step_python import ReferenceStep, StepBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind
@@ -25,32 +25,44 @@ from emutrace.native import ploop
 from emutrace.native.ploop import PtraceLoop
 from emutrace.target.ptrace import PtraceTarget
 from emutrace.trace.events import Event
+from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.uftrace_write import RecordSink
 
 QUIET_KINDS = (FlowKind.NONE, FlowKind.STOP)
 CALL_OR_RETURN = (FlowKind.CALL, FlowKind.RETURN)
 
 
-class PtraceStepBackend(StepBackend):
-    def __init__(self, image: Image, target: PtraceTarget, emit: Callable[[Event], None],
-                 loop: PtraceLoop, types: CallTypes | None = None) -> None:
-        super().__init__(image, target, emit, types)
+class StepLoop:
+    """step's engine (step_python.StepEngine) on the native target's C loop: the
+    reference's Python hook (the run loop delivers it), with the quiet single-steps C can
+    take counted there."""
+
+    b: StepBackend
+
+    def __init__(self, loop: PtraceLoop) -> None:
         self._loop = loop
-        self._entries_told: set[int] = set()
-        self._tell_entries()
-        self._time_at_step = 0
-        loop.pending_in = self._pending_in
-        loop.took = self._took
+        self._reference = ReferenceStep()  # (the Python hook and the do-nothing parts)
+        self.time = 0
         self.native_stats: dict[str, int] = {"c_steps": 0}
+        self._entries_told: set[int] = set()
+        self._time_at_step = 0
+
+    def attach(self, backend: StepBackend) -> None:
+        self.b = backend
+        self._reference.attach(backend)
+        self._tell_entries()
+        self._loop.pending_in = self._pending_in
+        self._loop.took = self._took
 
     def _tell_entries(self) -> None:
-        new = self.tails.entries - self._entries_told
+        new = self.b.tails.entries - self._entries_told
         for addr in new:
             self._loop.entry_add(addr)
         self._entries_told |= new
 
     def _pending_in(self, out: ploop.Pending) -> None:
         self._time_at_step = self.time
-        p = self.pending
+        p = self.b.pending
         out.index = ploop.NO_INDEX
         if p is None:
             out.state = ploop.PEND_NONE
@@ -61,25 +73,54 @@ class PtraceStepBackend(StepBackend):
             out.conditional = int(p.conditional)
 
     def _took(self, n: int, got: ploop.Pending) -> None:
+        b = self.b
         if got.state == ploop.PEND_NONE:
-            self.pending = None
+            b.pending = None
         elif got.state == ploop.PEND_JUMP and got.index != ploop.NO_INDEX:
-            self.pending = StepPending(FlowKind.JUMP, got.site, got.fallthrough,
-                                       self._time_at_step + got.index, got.sp, (), 0,
-                                       bool(got.conditional))
+            b.pending = StepPending(FlowKind.JUMP, got.site, got.fallthrough,
+                                    self._time_at_step + got.index, got.sp, (), 0,
+                                    bool(got.conditional))
         self._time_at_step += n
         self.time += n
         self.native_stats["c_steps"] += n
 
-    def _flow(self, addr: int, size: int) -> tuple[Flow, int]:
-        flow, length = super()._flow(addr, size)
+    def flow_decoded(self, addr: int, flow: Flow, length: int) -> None:
         if flow.kind in QUIET_KINDS:
             self._loop.quiet_add(addr)  # its hook from now on: C's count
-        elif not (flow.kind in CALL_OR_RETURN or flow.maybe_return or self.delay):
+        elif not (flow.kind in CALL_OR_RETURN or flow.maybe_return or self.b.delay):
             self._loop.jump_add(addr, addr + length, flow.conditional)
-        return flow, length
 
-    def _resolve(self, p: StepPending, pc: int) -> None:
-        super()._resolve(p, pc)
-        if len(self.tails.entries) != len(self._entries_told):
+    def resolved(self) -> None:
+        if len(self.b.tails.entries) != len(self._entries_told):
             self._tell_entries()  # a call made its target an entry
+
+    def wrap_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        return emit
+
+    def thread_leaving(self, tid: int) -> None:
+        pass
+
+    def thread_entered(self, tid: int) -> None:
+        pass
+
+    def trap_entering(self) -> None:
+        pass
+
+    def leave(self) -> None:
+        pass
+
+    def attach_writer(self, shadow_now: Callable[[], ShadowStack],
+                      sink_now: Callable[[], RecordSink]) -> None:
+        pass
+
+    def flush_events(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def create(image: Image, target: PtraceTarget, emit: Callable[[Event], None],
+           loop: PtraceLoop, types: CallTypes | None = None) -> StepBackend:
+    """step on the native target's C loop: the backend over a `StepLoop` engine."""
+    return StepBackend(image, target, emit, types, engine=StepLoop(loop))

@@ -36,9 +36,6 @@ import ctypes
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from unicorn import Uc
-from unicorn.unicorn_py3.unicorn import uclib
-
 from emutrace.backends.int3_python import Armed
 from emutrace.discover import Function, Site
 from emutrace.native import strictlib
@@ -46,6 +43,7 @@ from emutrace.native import strictlib
 if TYPE_CHECKING:
     from emutrace.backends.hooked_sites import HookedSites
     from emutrace.backends.int3_python import Int3Backend
+    from emutrace.target.protocol import CPort
 
 
 def _words(values: list[int]) -> ctypes.Array[ctypes.c_uint64]:
@@ -53,12 +51,12 @@ def _words(values: list[int]) -> ctypes.Array[ctypes.c_uint64]:
 
 
 class StrictInC:
-    def __init__(self, backend: Int3Backend, nt: int, uc: Uc, code_mask: int) -> None:
+    def __init__(self, backend: Int3Backend, nt: int, port: CPort, code_mask: int) -> None:
         """(Made before anything is armed: it sees every arming.)"""
         self.b = backend
         self.lib = lib = strictlib.load()
-        self.ns = lib.ns_new(uc._uch, ctypes.cast(uclib.uc_mem_write, ctypes.c_void_p),
-                             ctypes.cast(uclib.uc_ctl, ctypes.c_void_p), code_mask)
+        self.ns = lib.ns_new(port.handle, ctypes.c_void_p(port.function("mem_write")),
+                             ctypes.c_void_p(port.function("ctl")), code_mask)
         if not self.ns:
             raise MemoryError("native hot path: out of memory")
         lib.nt_set_strict(nt, self.ns)

@@ -134,6 +134,33 @@ class Target(Protocol):
         ...
 
 
+class CPort(Protocol):
+    """What a C engine (emutrace/native: hotpath.c and its parts) needs of an emulator
+    target: the engine's handle and entry points for C to call, and hooks whose callbacks
+    are C functions.  UnicornCpu has one (`c_port`); a target without one runs the Python
+    reference (a ptrace target's C engine is its own loop: `PtraceTarget.c_loop`)."""
+
+    handle: int  # the engine instance C calls with (Unicorn: the uc_engine pointer)
+    engine: Any  # what the target passes its Python hooks as their first argument
+
+    def function(self, name: str) -> int:
+        """The address of one of the engine's C entry points ("reg_read", "mem_write",
+        "emu_stop", "ctl", ...), for C to call."""
+        ...
+
+    def add_hook(self, kind: str, fn: int, data: int, begin: int = 1, end: int = 0) -> int:
+        """A hook of kind "intr", "block" or "code" (over [begin, end]; begin > end:
+        everywhere) whose callback is the C function at fn with user data data; its
+        handle."""
+        ...
+
+    def del_hook(self, handle: int) -> None: ...
+
+    def stop(self) -> None:
+        """End the run at the next opportunity (from a C callback's Python part)."""
+        ...
+
+
 class TrapHooks(Protocol):
     """Where a backend installs its breakpoint handler: it gets the trap's number (x86:
     3 for int3, 1 for a debug trap) and returns True when the trap was its own."""

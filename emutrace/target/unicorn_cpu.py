@@ -40,6 +40,38 @@ def _const(module: object, name: str) -> int:
         raise KeyError(f"{getattr(module, '__name__', module)} has no constant {name}") from None
 
 
+_C_HOOK_KINDS = {"intr": ucc.UC_HOOK_INTR, "block": ucc.UC_HOOK_BLOCK, "code": ucc.UC_HOOK_CODE}
+
+
+class UnicornCPort:
+    """The target protocol's `CPort` on Unicorn: the uc_engine handle, the entry points of
+    the libunicorn the Python binding loaded (one Unicorn instance, whatever the C library
+    was linked with), and hooks with C callbacks added through that library."""
+
+    def __init__(self, uc: unicorn.Uc) -> None:
+        self.engine = uc
+        uch = uc._uch  # (the binding keeps it as a c_void_p)
+        self.handle = int(uch.value or 0) if uch is not None else 0
+
+    def function(self, name: str) -> int:
+        return int(ctypes.cast(getattr(uclib, f"uc_{name}"), ctypes.c_void_p).value or 0)
+
+    def add_hook(self, kind: str, fn: int, data: int, begin: int = 1, end: int = 0) -> int:
+        handle = ctypes.c_size_t()
+        err = uclib.uc_hook_add(self.engine._uch, ctypes.byref(handle), _C_HOOK_KINDS[kind],
+                                ctypes.c_void_p(fn), ctypes.c_void_p(data),
+                                ctypes.c_uint64(begin), ctypes.c_uint64(end))
+        if err != ucc.UC_ERR_OK:
+            raise unicorn.UcError(err)
+        return int(handle.value)
+
+    def del_hook(self, handle: int) -> None:
+        uclib.uc_hook_del(self.engine._uch, ctypes.c_size_t(handle))
+
+    def stop(self) -> None:
+        self.engine.emu_stop()
+
+
 class UnicornCpu:
     """One emulated CPU with its memory; implements CpuPort and the target protocol
     (target/protocol.py)."""
@@ -74,6 +106,14 @@ class UnicornCpu:
         self._alt_mode = (self.reg_id(flag[0]), flag[1]) if flag is not None else None
         # hook_code_stores' hooks waiting for their range to become writable
         self._store_watches: list[tuple[MemHook, int, int]] = []
+
+    @property
+    def c_port(self) -> UnicornCPort:
+        """What a C engine needs of this CPU (target/protocol.py `CPort`)."""
+        port = self.__dict__.get("_c_port")
+        if port is None or port.engine is not self.uc:
+            port = self.__dict__["_c_port"] = UnicornCPort(self.uc)
+        return port
 
     # ------------------------------------------------------------ registers
     def reg_id(self, name: str) -> int:
