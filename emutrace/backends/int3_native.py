@@ -370,7 +370,8 @@ class HotPathEngine:
 
     # ------------------------------------------------------------ hooks
     def _install(self, hooks: TrapHooks) -> None:
-        assert isinstance(hooks, HookSet)
+        """(hooks is the run's HookSet the engine was made with: `self._hooks`.)"""
+        hooks = self._hooks
         if self.t.delivery == "patch":
             hooks.on_trap = self.t.on_trap
         self.cpu.hook_del(hooks.intr_hook)  # C's INTR hook passes on what it does not finish
