@@ -8,6 +8,7 @@ ARGS; machine/linux/sys_process.py does the same for the guest's own execve)."""
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, UsageError
@@ -71,11 +72,18 @@ def in_root(sandbox: Sandbox, program: str) -> str:
 def shebang(path: str) -> tuple[str, str | None] | None:
     """(interpreter, optional argument) of a `#!` file, None for any other (or one that
     cannot be read: the loader says why)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(BINPRM_BUF_SIZE)
+    try:  # a regular file only: a FIFO would block here (the loader refuses the rest)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, BINPRM_BUF_SIZE, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     if not head.startswith(b"#!"):
         return None
     line = head[2:].split(b"\n", 1)[0].replace(b"\t", b" ").strip(b" ")
