@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             in_emu, top = profile(cmd, profiled, directory)
             total = stats.get("c_transfers", 0) + stats.get("python_transfers", 0)
             in_c = stats.get("c_transfers", 0) / total if total else 0.0
-            rss_none = peak_rss_mib(["run", "--backend", "none", "-o", "/dev/null", *cmd], tmp)
+            rss_none = peak_rss_mib(["run", "--backend", "none", *cmd], tmp)
             rss_record = peak_rss_mib(["record", "--backend", "step", "--engine", "native",
                                        "-d", str(tmp / "rss"), *cmd], tmp)
             shutil.rmtree(tmp / "rss", ignore_errors=True)
