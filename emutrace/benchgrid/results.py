@@ -27,10 +27,16 @@ class Meta:
 
 
 def prediction(cell: Cell, setting: str, ns_per_insn: float) -> Prediction | None:
+    """The cost model's prediction for the cell, or None where it has none (an error, a
+    backend or ISA the price list does not cover: tests/test_cost.py checks that every
+    registered backend's events are priced)."""
     backend = backend_of(cell.spec.label)
     if cell.error or not cell.guest_insns or backend not in COUNTED:
         return None
-    return predict(cell.isa, backend, cell.stats, cell.guest_insns, setting, ns_per_insn)
+    try:
+        return predict(cell.isa, backend, cell.stats, cell.guest_insns, setting, ns_per_insn)
+    except KeyError:  # (predict's "no price for ISA BACKEND SETTING EVENT")
+        return None
 
 
 def main_events(cell: Cell) -> int | None:
