@@ -71,6 +71,10 @@ class Engines:
     ks_mode: tuple[str, ...] = ()
     # our register name → suffix of the Unicorn constant, where they differ (ppc: r3 → 3)
     uc_reg_rename: Mapping[str, str] = field(default_factory=dict)
+    # registers Unicorn gives only as model-specific registers (`msr_read`), by our name:
+    # i386's segment bases (fs_base, gs_base; UC_X86_REG_GS_BASE reads nothing in 32-bit
+    # mode, MSR_GS_BASE gives the hidden base of %gs)
+    uc_msrs: Mapping[str, int] = field(default_factory=dict)
 
     def uc_reg_constant(self, reg: str) -> str:
         return self.uc_reg_prefix + self.uc_reg_rename.get(reg, reg).upper()
@@ -448,12 +452,14 @@ class Condition:
 class MemOperand:
     """Where a transfer reads its target from memory: the word (the ISA's word size) at
     base + index * scale + disp, registers by name (None: not used; a PC-relative operand
-    is given as its absolute address in `disp`)."""
+    is given as its absolute address in `disp`), plus the base of `segment` (x86 fs, gs: the
+    register `<segment>_base`)."""
 
     base: str | None = None
     index: str | None = None
     scale: int = 1
     disp: int = 0
+    segment: str | None = None
 
 
 @dataclass(frozen=True)

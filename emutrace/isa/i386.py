@@ -57,6 +57,10 @@ ENGINES = Engines(
     cs_mode=("CS_MODE_32",),
     ks_arch="KS_ARCH_X86",
     ks_mode=("KS_MODE_32",),
+    # the segment bases as Unicorn gives them in 32-bit mode: MSR_FS_BASE, MSR_GS_BASE
+    # (Intel SDM vol. 4 §2.1; QEMU's x86_64 target keeps the hidden base of a loaded
+    # selector there), read by the simulator of `call gs:[0x10]`
+    uc_msrs={"fs_base": 0xC0000100, "gs_base": 0xC0000101},
 )
 
 # ---------------------------------------------------------------- registers

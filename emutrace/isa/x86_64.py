@@ -207,13 +207,26 @@ _CONDITIONS = {
 }
 
 
+# the segments whose base a user program sets (Linux: TLS in fs on x86_64, gs on i386), read
+# as the register `<segment>_base`; the others are flat (base 0) in user mode
+_BASED_SEGMENTS = ("fs", "gs")
+
+
+def _segment(text: str) -> str | None:
+    """The segment override of a memory operand (`dword ptr gs:[0x10]` → "gs"), or None."""
+    head = text[:text.index("[")]
+    return head.split()[-1].rstrip(":") if ":" in head else None
+
+
 def _operand(cpu: CpuPort, insn: Insn, text: str, word: int) -> int:
-    """Value of a register or memory operand in capstone's Intel syntax."""
+    """Value of a register or memory operand in capstone's Intel syntax (a segment override:
+    fs or gs, whose base is added)."""
     text = text.strip()
     if "[" not in text:
         return cpu.reg_read(text)
     size = next((n for k, n in _SIZES.items() if text.startswith(k)), word)
-    addr = 0
+    segment = _segment(text)
+    addr = cpu.reg_read(f"{segment}_base") if segment is not None else 0
     inner = text[text.index("[") + 1:text.rindex("]")].replace(" - ", " + -")
     for term in inner.split(" + "):
         term = term.strip()
@@ -237,8 +250,10 @@ def x86_simulator(word: int, sp: str, flags: str) -> Simulator:
         m = insn.mnemonic.split()[-1]
         after = insn.addr + insn.size
         if m == "call" or m == "jmp":
-            if flow.target is None and ":" in (flow.indirect or ""):
-                return None  # segment-relative (i386 `call gs:[0x10]`): not simulated
+            indirect = flow.indirect or ""
+            if (flow.target is None and "[" in indirect
+                    and _segment(indirect) not in (None, *_BASED_SEGMENTS)):
+                return None  # (cs, ds, es, ss overrides: not simulated)
             target = flow.target if flow.target is not None else \
                 _operand(cpu, insn, flow.indirect or "", word)
             if m == "call":
@@ -286,10 +301,14 @@ def _full_register(name: str, word: int) -> bool:
 
 def _memory_operand(insn: Insn, text: str, word: int) -> MemOperand | None:
     """`_operand`'s memory read as data: a word-sized operand `[base + index*scale + disp]`
-    (`[rip + disp]` as its absolute address); None for anything else (a segment
-    override: the simulator does not simulate it; another size)."""
+    (`[rip + disp]` as its absolute address), with fs's or gs's base (i386's
+    `call gs:[0x10]`, the system call through the TCB); None for anything else (another
+    segment, another size)."""
     text = text.strip()
-    if ":" in text or "[" not in text or not text.endswith("]"):
+    if "[" not in text or not text.endswith("]"):
+        return None
+    segment = _segment(text)
+    if segment is not None and segment not in _BASED_SEGMENTS:
         return None
     size = next((n for k, n in _SIZES.items() if text.startswith(k)), word)
     if size != word:
@@ -316,14 +335,13 @@ def _memory_operand(insn: Insn, text: str, word: int) -> MemOperand | None:
             index = term
         else:
             return None
-    return MemOperand(base, index, scale, disp & ((1 << (8 * word)) - 1))
+    return MemOperand(base, index, scale, disp & ((1 << (8 * word)) - 1), segment)
 
 
 def x86_lowering(flags: str, word: int) -> Lowering:
     def lower(insn: Insn, flow: Flow) -> NativeOp | None:
         """The simulator's CALL/JMP rel, reg or memory, RET [imm16], Jcc and JrCXZ as data
-        for the native hot path (the same effects, Intel SDM vol. 2); segment-relative
-        operands stay with Python (the simulator leaves them to the fallback)."""
+        for the native hot path (the same effects, Intel SDM vol. 2)."""
         m = insn.mnemonic.split()[-1] if insn.mnemonic else ""
         if m in ("call", "jmp"):
             kind = FlowKind.CALL if m == "call" else FlowKind.JUMP

@@ -129,6 +129,9 @@ class UnicornCpu:
             word = ctypes.c_uint64()
             _checked(uclib.uc_reg_read(self._uch, rid, ctypes.byref(word)))
             return word.value
+        msr = self.isa.engines.uc_msrs.get(name)
+        if msr is not None:  # (i386's segment bases: model-specific registers only)
+            return int(self.uc.msr_read(msr))
         rid = self.reg_id(name)
         value = self.uc.reg_read(rid)
         assert isinstance(value, int)
