@@ -1,4 +1,7 @@
-"""`int3`: the lazy call-site breakpoint algorithm of fctrace.
+"""The site tracer (`Int3Backend`): the lazy call-site breakpoint algorithm of fctrace, which
+`int3`, `hwbp` and `entry` run, composed of a placement (`LazyPlacement` here; entry's
+`EagerProbes`), a cleanup (lazy or strict), a delivery (`SiteDelivery` here; hwbp's
+`SlotDelivery`) and an engine (site_engine.py: the Python reference by default).
 
 Only functions that have run carry breakpoints, on their call sites, returns and jumps that
 may leave them.  When one fires, the event is recorded, the callee is discovered (decoded
@@ -128,6 +131,8 @@ ThreadState = tuple[Pending | None, list[Function], int | None, int | None, list
 
 
 class Int3Backend:
+    """The site tracer (module docstring); `int3` when nothing else is given."""
+
     name = "int3"
 
     def __init__(self, image: Image, cpu: Target, hooks: TrapHooks,
