@@ -17,7 +17,7 @@ from typing import Any
 
 from emutrace.errors import Unsupported
 
-MAX_REGS = 8  # NT_MAX_REGS in hotpath.c
+MAX_REGS = 8  # abi.h NT_MAX_REGS
 
 PY_INTR = ctypes.CFUNCTYPE(None, ctypes.c_uint32)
 PY_BLOCK = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint32)
@@ -26,7 +26,7 @@ PY_DRAIN = ctypes.CFUNCTYPE(None)
 
 
 class Config(ctypes.Structure):
-    """nt_config in hotpath.c (same fields, same order)."""
+    """abi.h nt_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
         ("reg_read", ctypes.c_void_p), ("reg_write", ctypes.c_void_p),
@@ -49,14 +49,14 @@ class Config(ctypes.Structure):
     ]
 
 
-# a block count C read from a size map (nt_learned): addr, size, alt, count, padding
+# a block count C read from a size map (abi.h nt_learned): addr, size, alt, count, padding
 LEARNED = struct.Struct("=QIIII")
-# one event record (nt_event): kind, nregs, time, site, target, sp, fallthrough, entry_sp,
-# regs[8]
+# one event record (abi.h nt_event): kind, nregs or flags, time, site, target, sp,
+# fallthrough, entry_sp, regs[8]
 EVENT_FORMAT = f"=IIq5Q{MAX_REGS}Q"  # (time signed: a fallback may take it below 0)
 EVENT = struct.Struct(EVENT_FORMAT)
-EV_CALL, EV_RETURN, EV_TAIL = 1, 2, 3  # EV_TAIL: a jump to a function entry (hotpath.c)
-# nregs >> STRINGS_SHIFT: the event's string copies in the string area (hotpath.c
+EV_CALL, EV_RETURN, EV_TAIL = 1, 2, 3  # EV_TAIL: a jump to a function entry (abi.h)
+# nregs >> STRINGS_SHIFT: the event's string copies in the string area (abi.h; hotpath.c
 # nt_strings: per copy a u8 word index, a u16 length or STRING_NONE, the bytes)
 STRINGS_SHIFT, STRING_NONE = 8, 0xFFFF
 OP_NONE, OP_CALL, OP_RETURN, OP_JUMP = 0, 1, 2, 3

@@ -29,63 +29,8 @@
 
 #include <unicorn/unicorn.h>
 
+#include "abi.h"
 #include "addrset.h"
-
-typedef uc_err (*bb_reg_read_fn)(uc_engine *, int, void *);
-typedef uc_err (*bb_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
-
-/* Python: the block's facts into out[5] (count, site, index, fall-through, flags) */
-typedef void (*py_block_info_fn)(uint64_t addr, uint32_t size, uint32_t thumb, uint64_t *out);
-/* Python: take the buffered records (interrupt: the BTS threshold was reached) */
-typedef void (*py_flush_fn)(uint32_t interrupt);
-/* Python: decode this taken branch on the live CPU (btf) */
-typedef void (*py_live_fn)(uint64_t site, uint64_t target, uint64_t time, uint32_t thumb);
-
-#define BB_MAX_REGS 8
-
-/* block flags (branch_native.py B_*) */
-#define B_SITE 1u          /* the block ends in a control transfer */
-#define B_CONDITIONAL 2u   /* ... which may fall through */
-#define B_SPLIT 4u         /* ... whose delay slot is the next block (a page boundary) */
-#define B_KIND(f) (((f) >> 8) & 7)  /* the transfer's FlowKind (step.c K_*) */
-#define B_MAYBE_RETURN (1u << 11)
-#define B_RET_FAST (1u << 12)  /* a return whose value the snapshot covers */
-enum { K_NONE = 0, K_CALL = 1, K_RETURN = 2, K_JUMP = 3, K_STOP = 4, K_BRANCH = 5 };
-
-typedef struct {
-    bb_reg_read_fn reg_read;
-    bb_mem_read_fn mem_read;
-    py_block_info_fn py_block;
-    py_flush_fn py_flush;
-    py_live_fn py_live;
-    int32_t sp_reg;
-    int32_t alt_reg;      /* the register whose alt_mask bit says Thumb; -1: none */
-    uint64_t alt_mask;
-    uint32_t word;        /* bytes per stack word */
-    uint32_t big_endian;
-    uint64_t code_mask;   /* TailRule.mask: ~1 where the low bit selects Thumb */
-    uint32_t n_args;      /* integer argument registers in a call's snapshot */
-    uint32_t n_stack;     /* ... then this many stack words */
-    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
-    int32_t arg_regs[BB_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;  /* -1: none */
-    uint32_t buffer_records;  /* records C holds before handing them to Python */
-    uint32_t live;            /* 0: bts (records only), 1: btf (a trap per taken branch) */
-    uint64_t capacity;        /* bts: records that make an interrupt */
-} bb_config;
-
-/* record kinds: what btf buffered (a call, a return, a jump to an entry), or a bts record */
-enum { BR_CALL = 1, BR_RETURN = 2, BR_JUMP = 3, BR_RAW = 4 };
-
-/* one record: the layout of hotpath.c's nt_event (native.EVENT_FORMAT); `flags` bit 0 is
- * the source's instruction set (Thumb) */
-typedef struct {
-    uint32_t kind;
-    uint32_t flags;
-    uint64_t time, site, target, sp, fallthrough;
-    uint64_t entry_sp;
-    uint64_t regs[BB_MAX_REGS];
-} bb_record;
 
 typedef struct {
     uint64_t addr;   /* with size and thumb, the key; flags 0: an empty slot */
@@ -103,7 +48,7 @@ typedef struct {
     size_t blocks_cap, blocks_used;
     addrset fast;     /* btf: call targets whose arguments the snapshot covers */
     addrset entries;  /* btf: a superset of TailRule.entries (step.c's) */
-    bb_record *records;
+    nt_event *records;
     uint32_t n_records;
     /* the branch that ended the last block (BranchObserver.branch and friends) */
     int has_branch, waiting;
@@ -156,10 +101,10 @@ bb_state *bb_new(uc_engine *uc, const bb_config *cfg)
         return NULL;
     s->uc = uc;
     s->cfg = *cfg;
-    if (s->cfg.n_args > BB_MAX_REGS)
-        s->cfg.n_args = BB_MAX_REGS;
-    if (s->cfg.n_stack > BB_MAX_REGS - s->cfg.n_args)
-        s->cfg.n_stack = BB_MAX_REGS - s->cfg.n_args;
+    if (s->cfg.n_args > NT_MAX_REGS)
+        s->cfg.n_args = NT_MAX_REGS;
+    if (s->cfg.n_stack > NT_MAX_REGS - s->cfg.n_args)
+        s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
     if (s->cfg.buffer_records == 0)
         s->cfg.buffer_records = 4096;
     s->blocks_cap = 1 << 12;
@@ -214,10 +159,10 @@ uint64_t bb_counter(const bb_state *s, uint32_t which)
     }
 }
 
-const bb_record *bb_records(const bb_state *s) { return s->records; }
+const nt_event *bb_records(const bb_state *s) { return s->records; }
 uint32_t bb_records_count(const bb_state *s) { return s->n_records; }
 void bb_records_clear(bb_state *s) { s->n_records = 0; }
-uint32_t bb_record_size(void) { return (uint32_t)sizeof(bb_record); }
+uint32_t bb_record_size(void) { return (uint32_t)sizeof(nt_event); }
 
 /* ------------------------------------------------------------------ the hook */
 static inline uint64_t rd(bb_state *s, int reg)
@@ -240,7 +185,7 @@ static uint64_t word_from(const bb_state *s, const uint8_t *b)
 static inline uint64_t sp_now(bb_state *s) { return rd(s, s->cfg.sp_reg); }
 
 /* a free record (the buffer handed to Python first when full), or NULL */
-static bb_record *next_record(bb_state *s)
+static nt_event *next_record(bb_state *s)
 {
     if (s->n_records >= s->cfg.buffer_records) {
         s->cfg.py_flush(0);  /* takes the GIL; the buffer is empty afterwards */
@@ -278,9 +223,9 @@ static int may_be_event(bb_state *s, uint64_t target)
 static void bts_record(bb_state *s, uint64_t target)
 {
     if (may_be_event(s, target)) {
-        bb_record *r = next_record(s);
+        nt_event *r = next_record(s);
         if (r) {
-            r->kind = BR_RAW;
+            r->kind = EV_RAW;
             r->flags = s->branch_thumb;
             r->time = s->branch_time;
             r->site = s->branch.site;
@@ -303,7 +248,7 @@ static int btf_record(bb_state *s, uint64_t target)
 {
     uint32_t flags = s->branch.flags, kind = B_KIND(flags);
     uint64_t code = target & s->cfg.code_mask;
-    uint8_t stack[8 * BB_MAX_REGS];
+    uint8_t stack[8 * NT_MAX_REGS];
     if (flags & B_MAYBE_RETURN)
         return 0;  /* returns_to: the tail rule's frames decide */
     if (kind == K_CALL) {
@@ -332,10 +277,10 @@ static int btf_record(bb_state *s, uint64_t target)
         && s->cfg.mem_read(s->uc, (sp + s->cfg.stack_offset) & mask, stack,
                            (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
         return 0;
-    bb_record *r = next_record(s);
+    nt_event *r = next_record(s);
     if (!r)
         return 0;
-    r->kind = kind == K_CALL ? BR_CALL : kind == K_RETURN ? BR_RETURN : BR_JUMP;
+    r->kind = kind == K_CALL ? EV_CALL : kind == K_RETURN ? EV_RETURN : EV_TAIL;
     r->flags = s->branch_thumb;
     r->time = s->branch_time;
     r->site = s->branch.site;

@@ -14,18 +14,18 @@ PY_FLUSH = ctypes.CFUNCTYPE(None, ctypes.c_uint32)
 PY_LIVE = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                            ctypes.c_uint32)
 
-# block flags (branch.c B_*)
+# block flags (abi.h B_*)
 B_SITE, B_CONDITIONAL, B_SPLIT = 1, 2, 4
 B_KIND_SHIFT = 8
 B_MAYBE_RETURN, B_RET_FAST = 1 << 11, 1 << 12
-# record kinds (branch.c BR_*)
+# record kinds (abi.h EV_*: a call, a return, a jump to an entry, a bts record)
 BR_CALL, BR_RETURN, BR_JUMP, BR_RAW = 1, 2, 3, 4
 # counters (bb_counter)
 TAKEN, INTERRUPTS, FILL, LIVE, BUFFERED = range(5)
 
 
 class BranchConfig(ctypes.Structure):
-    """bb_config in branch.c (same fields, same order)."""
+    """abi.h bb_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
         ("reg_read", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),

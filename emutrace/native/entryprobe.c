@@ -28,13 +28,9 @@
 
 #include <unicorn/unicorn.h>
 
+#include "abi.h"
 #include "addrset.h"
 #include "entryprobe.h"
-
-typedef uc_err (*ep_reg_fn)(uc_engine *, int, void *);
-typedef uc_err (*ep_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
-typedef uc_err (*ep_mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
-typedef uc_err (*ep_ctl_fn)(uc_engine *, uc_control_type, ...);
 
 #define EP_MAX_BP 4  /* the longest breakpoint encoding (codeguard.py MAX_BP) */
 
@@ -47,16 +43,13 @@ typedef struct {
     uint8_t orig[EP_MAX_BP], bp[EP_MAX_BP];
 } ep_probe;
 
-typedef struct {
-    uint64_t ra, call_sp, func;
-} ep_frame;
-
 struct ep_state {
     uc_engine *uc;
-    ep_reg_fn reg_read, reg_write;
-    ep_mem_read_fn mem_read;
-    ep_mem_write_fn mem_write;
-    ep_ctl_fn ctl;
+    nt_reg_read_fn reg_read;
+    nt_reg_write_fn reg_write;
+    nt_mem_read_fn mem_read;
+    nt_mem_write_fn mem_write;
+    nt_ctl_fn ctl;
     int32_t pc_reg, sp_reg, link_reg;  /* link_reg -1: the call pushes the return address */
     int32_t mode_reg;   /* ARM: CPSR, whose mode_bit (T) says Thumb; -1: one instruction set */
     uint64_t mode_bit;
@@ -110,11 +103,11 @@ ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
     if (!e)
         return NULL;
     e->uc = uc;
-    e->reg_read = (ep_reg_fn)reg_read;
-    e->reg_write = (ep_reg_fn)reg_write;
-    e->mem_read = (ep_mem_read_fn)mem_read;
-    e->mem_write = (ep_mem_write_fn)mem_write;
-    e->ctl = (ep_ctl_fn)ctl;
+    e->reg_read = (nt_reg_read_fn)reg_read;
+    e->reg_write = (nt_reg_write_fn)reg_write;
+    e->mem_read = (nt_mem_read_fn)mem_read;
+    e->mem_write = (nt_mem_write_fn)mem_write;
+    e->ctl = (nt_ctl_fn)ctl;
     e->pc_reg = pc_reg;
     e->sp_reg = sp_reg;
     e->link_reg = link_reg;

@@ -21,61 +21,13 @@
 
 #include <unicorn/unicorn.h>
 
+#include "abi.h"
 #include "addrmap.h"
 #include "entryprobe.h"
 #include "strict.h"
 #include "ufwrite.h"
 
-/* the Unicorn entry points, from the binding's own library */
-typedef uc_err (*reg_read_fn)(uc_engine *, int, void *);
-typedef uc_err (*reg_write_fn)(uc_engine *, int, const void *);
-typedef uc_err (*mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
-typedef uc_err (*mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
-typedef uc_err (*emu_stop_fn)(uc_engine *);
-typedef uc_err (*reg_read_batch_fn)(uc_engine *, int *, void **, int);
-
-/* callbacks into Python */
-typedef void (*py_intr_fn)(uint32_t intno);
-typedef void (*py_block_fn)(uint64_t addr, uint32_t size);
-typedef uint32_t (*py_count_fn)(uint64_t addr, uint32_t size);
-typedef void (*py_drain_fn)(void);
-
-#define NT_MAX_REGS 8
 #define NT_SITE_READS (4 + NT_MAX_REGS)  /* sp, guard, condition, source; arguments or values */
-
-typedef struct {
-    reg_read_fn reg_read;
-    reg_write_fn reg_write;
-    mem_read_fn mem_read;
-    mem_write_fn mem_write;
-    emu_stop_fn emu_stop;
-    py_intr_fn py_intr;
-    py_block_fn py_block;
-    py_count_fn py_count;
-    py_drain_fn py_drain;
-    int32_t pc_reg, sp_reg;
-    uint32_t bp_intno;  /* the interrupt a breakpoint raises */
-    uint32_t pc_after;  /* PC seen in the hook minus the breakpoint's address */
-    uint32_t word;      /* bytes per stack word (4 or 8) */
-    uint32_t big_endian;
-    uint32_t n_args;    /* integer argument registers snapshotted at a call */
-    uint32_t n_stack;   /* ... then this many stack words (n_args + n_stack <= 8) */
-    int32_t stack_offset;  /* from the callee's entry sp to its first stack argument */
-    int32_t arg_regs[NT_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;  /* -1: none */
-    uint32_t buffer_events;       /* records held before the buffer is drained */
-    reg_read_batch_fn reg_read_batch;  /* every register a site reads, in one call */
-    uint64_t code_mask;  /* the bits of a target that address code (ARM: ~1; 0 taken as ~0) */
-    uint32_t bp_uncounted;  /* 1: the breakpoint's block count leaves it out (s390x) */
-    uint32_t fixed_insn;  /* every instruction this many bytes, and the alignment past an
-                             undecodable one (aarch64, MIPS, POWER): a block of n bytes
-                             holds n / fixed_insn of them (Decoder.insn_starts); 0: ask
-                             Python (py_count) or read the size maps */
-    int32_t alt_reg;      /* the register whose alt_bit says the alternative instruction set
-                             runs (ARM: CPSR.T), -1: none */
-    uint32_t alt_bit;
-    uint32_t align, alt_align;  /* past an undecodable spot, in each instruction set */
-} nt_config;
 
 /* one of discovery's size maps (sweep.c: one byte per code byte, an instruction's size at
  * its first, 0xFF where nothing decodes, 0 not known), lent by Python (nt_size_map_add) */
@@ -86,22 +38,6 @@ typedef struct {
     const uint8_t *sizes;
     uint32_t alt;
 } nt_size_map;
-
-/* a block count C read from a size map, for Python's store (nt_learned) */
-typedef struct {
-    uint64_t addr;
-    uint32_t size, alt, count, pad;
-} nt_learned;
-
-/* site ops (what the displaced instruction does) */
-enum { OP_NONE = 0, OP_CALL = 1, OP_RETURN = 2, OP_JUMP = 3 };
-
-/* condition tests (isa/base.py CONDITION_TESTS, same order) */
-enum {
-    C_ALWAYS, C_SET, C_CLEAR, C_ANY, C_NONE, C_EQ, C_NE, C_SET_OR_NE, C_CLEAR_AND_EQ,
-    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO, C_BOTH, C_CC_MASK,
-    C_MASK_ZERO  /* guards only (nt_site.gmask): test_holds does not know it */
-};
 
 #define NT_MAX_POPS 14  /* registers a RETURN loads below its target (ARM: r0-r12, lr) */
 
@@ -136,25 +72,6 @@ typedef struct {
     uint8_t n_pops;
     int32_t pops[NT_MAX_POPS];
 } nt_site;
-
-/* event kinds in the buffer (the Python side turns them into trace.events); EV_TAIL: a
- * jump to a function entry, a tail call if TailRule.is_tail says so when it is drained */
-enum { EV_CALL = 1, EV_RETURN = 2, EV_TAIL = 3 };
-
-/* nregs: the words in regs, plus (<< NT_STRINGS_SHIFT) how many string copies the event
- * has in the buffer's string area (nt_strings: u8 word index, u16 length or
- * NT_STRING_NONE, the bytes) */
-#define NT_STRINGS_SHIFT 8
-#define NT_STRING_NONE 0xffff
-#define NT_STRING_LIMIT 64  /* trace/values.py STRING_LIMIT */
-
-typedef struct {
-    uint32_t kind;
-    uint32_t nregs;
-    uint64_t time, site, target, sp, fallthrough;
-    uint64_t entry_sp;  /* CALL: the sp the callee starts with */
-    uint64_t regs[NT_MAX_REGS];
-} nt_event;
 
 typedef struct {
     uint64_t key;   /* addr; 0: empty */
@@ -1347,24 +1264,6 @@ void nt_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
  * arguments, a return whose value is in the return registers, a jump not taken or known to
  * record nothing); everything else is handed to Python as the pending transfer the
  * reference's site hook would have left, with the block, to the reference's block code. */
-typedef void (*py_site_fn)(uint64_t site, uint64_t time, uint64_t sp);
-typedef uint32_t (*py_visit_fn)(uint64_t addr, uint32_t size);  /* 1: block restarted */
-/* entry's hooked probe at addr is Python's: the reference's code hook there runs now
- * (inside 0: the block starts with it), or (inside 1: the probe lies inside the block) it
- * becomes a Python code hook from now on and the block is translated again */
-typedef void (*py_probe_fn)(uint64_t addr, uint32_t inside);
-
-typedef struct {
-    py_site_fn py_site;    /* the reference's pending transfer for this site */
-    py_visit_fn py_visit;  /* the reference's block hook */
-    uint32_t align;        /* instruction alignment: where a site may start in a block */
-    py_probe_fn py_probe;  /* (entry under hook delivery; else NULL) */
-} hs_config;
-
-/* hs_site.finish: 0 Python resolves the transfer; 1 C may; FINISH_UNLESS_RETURN C may when
- * the target is not the running call's return address */
-#define FINISH_UNLESS_RETURN 2
-
 typedef struct {
     uint64_t addr;      /* 0: empty */
     uint64_t after;     /* the fall-through, past any delay slot */

@@ -9,7 +9,7 @@
  * its return address (one word written through /proc/PID/mem) and jumps to a target whose
  * function Python has armed already; a return pops its target (and RET imm16's bytes); a
  * jump goes where Python learnt it records nothing.  A call or return appends one
- * fixed-size record (the layout of hotpath.c's nt_event, drained by backends/fastpath.py)
+ * fixed-size record (abi.h nt_event, drained by backends/fastpath.py)
  * with the registers Python turns into argument or return values.  Under int3's strict
  * cleanup it also writes and removes the breakpoints of the functions a call or return
  * leaves and enters (pl_strict_*); for the entry backend it records at a function-entry
@@ -39,40 +39,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "addrset.h"  /* addr_mix */
 
-#define PL_MAX_REGS 8
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
-
-/* pl_resume's results */
-enum { PL_STOP = 0, PL_FULL = 1, PL_EINTR = 2, PL_ERROR = 3 };
-/* site ops and event kinds (native/__init__.py) */
-enum { OP_NONE = 0, OP_CALL = 1, OP_RETURN = 2, OP_JUMP = 3 };
-enum { EV_CALL = 1, EV_RETURN = 2 };
-/* condition tests (isa/base.py CONDITION_TESTS, same order) */
-enum {
-    C_ALWAYS, C_SET, C_CLEAR, C_ANY, C_NONE, C_EQ, C_NE, C_SET_OR_NE, C_CLEAR_AND_EQ,
-    C_SET_AND_CLEAR, C_CLEAR_OR_SET, C_ZERO, C_NONZERO, C_BOTH, C_CC_MASK
-};
-
-typedef struct {
-    int32_t pc_reg, sp_reg;  /* indices into struct user_regs_struct */
-    uint32_t word;           /* 8 (x86_64) or 4 (i386) */
-    uint32_t n_args, n_stack;
-    int32_t stack_offset;
-    int32_t arg_regs[PL_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;
-    uint32_t buffer_events;
-    uint32_t max_stops;      /* handled stops before returning to Python */
-    int32_t mem_fd;          /* /proc/PID/mem, opened read-write by Python */
-} pl_config;
-
-typedef struct {  /* = hotpath.c nt_event */
-    uint32_t kind, nregs;
-    uint64_t time, site, target, sp, fallthrough, entry_sp;
-    uint64_t regs[PL_MAX_REGS];
-} pl_event;
 
 typedef struct {
     uint64_t addr;  /* 0: empty */
@@ -94,8 +65,6 @@ typedef struct {  /* open addressing, address -> value; key 0 empty */
 
 /* hwbp (pl_hw_*): the functions whose slots C may program, the current one, and the
  * top of the backend's call chain */
-#define PL_HW_SLOTS 4    /* DR0-DR3 */
-#define PL_HW_CHAIN 1024 /* chain entries C holds (the top of Python's chain) */
 typedef struct {
     uint64_t start, end;  /* [start, end): Function.__contains__ */
     uint64_t addr[PL_HW_SLOTS];
@@ -125,7 +94,7 @@ typedef struct {
     pl_map jumps;    /* step: jump address -> its fall-through | conditional << 63 */
     pl_map walk;     /* btf: address -> its walk step (pl_walk_add) */
     pl_hw hw;        /* hwbp: the debug-register slots (pl_hw_*) */
-    pl_event *events;
+    nt_event *events;
     uint32_t n_events;
     uint64_t time, last_pc;
     uint64_t counters[4];  /* traps, simulated, stops returned to Python, resumes */
@@ -368,7 +337,7 @@ uint64_t pl_counter(pl_state *s, uint32_t i) { return i < 4 ? s->counters[i] : 0
 void *pl_events(pl_state *s) { return s->events; }
 uint32_t pl_events_count(pl_state *s) { return s->n_events; }
 void pl_events_clear(pl_state *s) { s->n_events = 0; }
-uint32_t pl_event_size(void) { return sizeof(pl_event); }
+uint32_t pl_event_size(void) { return sizeof(nt_event); }
 
 /* ------------------------------------------------------------ one trap */
 static uint64_t mask_of(const pl_state *s) { return s->cfg.word == 8 ? ~0ULL : 0xffffffffULL; }
@@ -413,7 +382,7 @@ static int read_word(const pl_state *s, uint64_t addr, uint64_t *out)
 static int simulate(pl_state *s, const pl_site *site)
 {
     uint64_t mask = mask_of(s), sp = reg(s, s->cfg.sp_reg), entry_sp = sp, target, top = sp;
-    uint64_t stack[PL_MAX_REGS] = {0};
+    uint64_t stack[NT_MAX_REGS] = {0};
     if (test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
         return 0;
     if (site->op == OP_CALL) {
@@ -456,7 +425,7 @@ static int simulate(pl_state *s, const pl_site *site)
         return 0;
     }
     s->regs[s->cfg.pc_reg] = target;
-    pl_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
+    nt_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
     memset(e, 0, sizeof *e);
     e->time = s->time;
     e->site = site->addr;
@@ -589,7 +558,7 @@ static void hw_program(pl_state *s, int32_t pid, const pl_hw_func *f)
 static void hw_record(pl_state *s, uint32_t kind, const pl_site *site, uint64_t target,
                       uint64_t sp, uint64_t entry_sp, const uint64_t *stack)
 {
-    pl_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
+    nt_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
     memset(e, 0, sizeof *e);
     e->kind = kind;
     e->time = s->time;
@@ -629,7 +598,7 @@ static int hw_finish(pl_state *s, int32_t pid)
         in_cur |= cur->addr[i] == pc;
     if (!in_cur)
         return 0;  /* a slot Python programmed for another function */
-    uint64_t target, stack[PL_MAX_REGS] = {0};
+    uint64_t target, stack[NT_MAX_REGS] = {0};
     if (site->op == OP_CALL) {
         target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
         next = hw_func(hw, target);
@@ -734,15 +703,6 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
 }
 
 /* ------------------------------------------------------------ single-stepping (`step`) */
-/* The transfer the step backend has waiting for the next instruction (backends/step_python.py
- * `pending`), as far as C may hold it: */
-enum { PEND_PYTHON = 0, PEND_NONE = 1, PEND_JUMP = 2 };
-typedef struct {
-    uint32_t state;        /* PEND_PYTHON: one C may not resolve (the next hook is Python's) */
-    uint32_t conditional;  /* PEND_JUMP: may fall through */
-    uint64_t site, fallthrough, sp;
-    uint64_t index;        /* PEND_JUMP taken by C: the hooks C counted before its own */
-} pl_pending;
 
 /* PTRACE_SINGLESTEP the stopped tracee (the Python loop has run its hooks before the
  * instruction at its PC) and keep stepping while C can do what the step backend's hook
@@ -1251,7 +1211,7 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
     } else if (n && e->call_sp[n - 1] == call_sp) {
         n--;  /* a frame at this very level is over */
     }
-    uint64_t stack[PL_MAX_REGS] = {0};
+    uint64_t stack[NT_MAX_REGS] = {0};
     if (record) {
         for (uint32_t i = 0; i < s->cfg.n_stack; i++)
             if (read_word(s, (sp + s->cfg.stack_offset + i * s->cfg.word) & mask_of(s),
@@ -1268,7 +1228,7 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
         e->call_sp[n] = call_sp;
         e->func[n] = func;
         e->n = n + 1;
-        pl_event *ev = &s->events[s->n_events++];
+        nt_event *ev = &s->events[s->n_events++];
         memset(ev, 0, sizeof *ev);
         ev->kind = EV_CALL;
         ev->time = s->time;

@@ -19,17 +19,17 @@ from emutrace.isa.base import Isa
 from emutrace.native import EVENT, SiteOp
 
 PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
-PEND_PYTHON, PEND_NONE, PEND_JUMP = 0, 1, 2  # pl_pending.state
+PEND_PYTHON, PEND_NONE, PEND_JUMP = 0, 1, 2  # abi.h pl_pending.state
 NO_INDEX = 2**64 - 1  # pl_pending.index of a jump whose hook Python ran
 BUFFER_EVENTS = 4096
 MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
-HW_SLOTS, HW_CHAIN = 4, 1024  # ploop.c PL_HW_SLOTS (DR0-DR3), PL_HW_CHAIN
+HW_SLOTS, HW_CHAIN = 4, 1024  # abi.h PL_HW_SLOTS (DR0-DR3), PL_HW_CHAIN
 # pl_counter: traps C finished, of them simulated, stops handed to Python, resumes
 C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES = range(4)
 
 
 class Pending(ctypes.Structure):
-    """pl_pending in ploop.c: the step backend's waiting transfer, as far as C holds it."""
+    """abi.h pl_pending: the step backend's waiting transfer, as far as C holds it."""
 
     _fields_ = [("state", ctypes.c_uint32), ("conditional", ctypes.c_uint32),
                 ("site", ctypes.c_uint64), ("fallthrough", ctypes.c_uint64),
@@ -37,7 +37,7 @@ class Pending(ctypes.Structure):
 
 
 class LoopConfig(ctypes.Structure):
-    """pl_config in ploop.c (same fields, same order)."""
+    """abi.h pl_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
         ("pc_reg", ctypes.c_int32), ("sp_reg", ctypes.c_int32), ("word", ctypes.c_uint32),

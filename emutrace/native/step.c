@@ -32,60 +32,9 @@
 
 #include <unicorn/unicorn.h>
 
+#include "abi.h"
 #include "addrset.h"
 #include "ufwrite.h"
-
-typedef uc_err (*st_reg_read_fn)(uc_engine *, int, void *);
-typedef uc_err (*st_mem_read_fn)(uc_engine *, uint64_t, void *, uint64_t);
-
-/* the flow of an instruction, packed by Python (step_native.py FLOW_*): bits 0-15 its
- * length in bytes, 16-18 its kind, then flags */
-enum { K_NONE = 0, K_CALL = 1, K_RETURN = 2, K_JUMP = 3, K_STOP = 4, K_BRANCH = 5,
-       K_EXECUTE = 6 };  /* isa/base.py FlowKind; every other kind resolves as a jump */
-#define F_KIND(f) (((f) >> 16) & 7)
-#define F_CONDITIONAL (1u << 19)
-#define F_MAYBE_RETURN (1u << 20)
-#define F_ALT_LINK (1u << 21)
-#define F_RET_FAST (1u << 22)  /* a return whose value the snapshot covers */
-#define F_DECODED (1u << 31)   /* set on every entry: 0 is an empty slot's flow */
-
-typedef uint32_t (*py_flow_fn)(uint64_t addr, uint32_t size);
-typedef void (*py_resolve_fn)(uint32_t flow, uint64_t site, uint64_t fallthrough,
-                              uint64_t time, uint64_t sp, uint64_t pc);
-typedef void (*py_drain_fn)(void);
-
-#define ST_MAX_REGS 8
-
-typedef struct {
-    st_reg_read_fn reg_read;
-    st_mem_read_fn mem_read;
-    py_flow_fn py_flow;
-    py_resolve_fn py_resolve;
-    py_drain_fn py_drain;
-    int32_t sp_reg;
-    uint32_t word;        /* bytes per stack word */
-    uint32_t big_endian;
-    uint32_t delay;       /* the ISA has a delay slot: resolve one instruction later */
-    uint64_t code_mask;   /* TailRule.mask: ~1 where the low bit selects Thumb */
-    uint32_t n_args;      /* integer argument registers in a call's snapshot */
-    uint32_t n_stack;     /* ... then this many stack words */
-    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
-    int32_t arg_regs[ST_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;  /* -1: none */
-    uint32_t buffer_events;
-} st_config;
-
-enum { SE_CALL = 1, SE_RETURN = 2, SE_JUMP = 3 };
-
-/* one record: the layout of hotpath.c's nt_event (native.EVENT_FORMAT); `flags` holds the
- * transfer's flow word */
-typedef struct {
-    uint32_t kind;
-    uint32_t flags;
-    uint64_t time, site, target, sp, fallthrough;
-    uint64_t entry_sp;
-    uint64_t regs[ST_MAX_REGS];
-} st_event;
 
 typedef struct {
     uint64_t addr;
@@ -106,7 +55,7 @@ typedef struct {
     uint32_t flows_shift;  /* 64 - log2(flows_cap) */
     addrset fast;     /* call targets whose arguments the snapshot covers */
     addrset entries;  /* a superset of TailRule.entries */
-    st_event *events;
+    nt_event *events;
     uint32_t n_events;
     uint64_t time;
     int has_pending;
@@ -163,10 +112,10 @@ st_state *st_new(uc_engine *uc, const st_config *cfg)
         return NULL;
     s->uc = uc;
     s->cfg = *cfg;
-    if (s->cfg.n_args > ST_MAX_REGS)
-        s->cfg.n_args = ST_MAX_REGS;
-    if (s->cfg.n_stack > ST_MAX_REGS - s->cfg.n_args)
-        s->cfg.n_stack = ST_MAX_REGS - s->cfg.n_args;
+    if (s->cfg.n_args > NT_MAX_REGS)
+        s->cfg.n_args = NT_MAX_REGS;
+    if (s->cfg.n_stack > NT_MAX_REGS - s->cfg.n_args)
+        s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
     if (s->cfg.buffer_events == 0)
         s->cfg.buffer_events = 4096;
     s->flows_cap = 1 << 14;
@@ -257,10 +206,10 @@ uint64_t st_counter(const st_state *s, uint32_t which)
     }
 }
 
-const st_event *st_events(const st_state *s) { return s->events; }
+const nt_event *st_events(const st_state *s) { return s->events; }
 uint32_t st_events_count(const st_state *s) { return s->n_events; }
 void st_events_clear(st_state *s) { s->n_events = 0; }
-uint32_t st_event_size(void) { return (uint32_t)sizeof(st_event); }
+uint32_t st_event_size(void) { return (uint32_t)sizeof(nt_event); }
 
 /* ------------------------------------------------------------------ the hook */
 static inline uint64_t rd(st_state *s, int reg)
@@ -284,7 +233,7 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
 {
     uint32_t kind = F_KIND(p->flow);
     uint64_t code = pc & s->cfg.code_mask;
-    uint8_t stack[8 * ST_MAX_REGS];
+    uint8_t stack[8 * NT_MAX_REGS];
     if (p->flow & F_MAYBE_RETURN)
         return 0;
     if (kind == K_CALL) {
@@ -310,7 +259,7 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
                                (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
             return 0;
     }
-    uint64_t regs[ST_MAX_REGS] = {0};
+    uint64_t regs[NT_MAX_REGS] = {0};
     if (kind == K_RETURN) {
         uint32_t n = 0;
         if (s->cfg.ret_reg >= 0)
@@ -345,8 +294,8 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
         if (s->n_events >= s->cfg.buffer_events)
             return 0;
     }
-    st_event *e = &s->events[s->n_events++];
-    e->kind = kind == K_CALL ? SE_CALL : kind == K_RETURN ? SE_RETURN : SE_JUMP;
+    nt_event *e = &s->events[s->n_events++];
+    e->kind = kind == K_CALL ? EV_CALL : kind == K_RETURN ? EV_RETURN : EV_TAIL;
     e->flags = p->flow;
     e->time = p->time;
     e->site = p->site;

@@ -14,7 +14,7 @@ PY_RESOLVE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_u
 
 
 class StepConfig(ctypes.Structure):
-    """st_config in step.c (same fields, same order)."""
+    """abi.h st_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
         ("reg_read", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),

@@ -34,22 +34,13 @@
 
 #include <unicorn/unicorn.h>
 
+#include "abi.h"
 #include "addrmap.h"
 #include "strict.h"
-
-typedef uc_err (*ns_mem_write_fn)(uc_engine *, uint64_t, const void *, uint64_t);
-typedef uc_err (*ns_ctl_fn)(uc_engine *, uc_control_type, ...);
 
 #define NS_MAX_BP 4     /* the longest breakpoint encoding (codeguard.py MAX_BP) */
 #define NS_NONE UINT32_MAX
 #define NS_JOURNAL 4096  /* switches kept for Python's replay; full: C declines the next */
-
-enum { NS_ARMED = 1, NS_DISARMED = 2 };
-
-typedef struct {
-    uint64_t kind;  /* NS_ARMED, NS_DISARMED */
-    uint64_t start; /* the function */
-} ns_entry;
 
 typedef struct {
     uint64_t addr, owner;  /* owner: start of the function the armed site belongs to */
@@ -66,15 +57,10 @@ typedef struct {
     uint32_t in_use;  /* hwbp: the slots the armed function programs */
 } ns_func;
 
-typedef struct {
-    uint64_t start, end;
-    uint32_t func;  /* index, NS_NONE: a function this table was not told about */
-} ns_frame;
-
 struct ns_state {
     uc_engine *uc;
-    ns_mem_write_fn mem_write;
-    ns_ctl_fn ctl;
+    nt_mem_write_fn mem_write;
+    nt_ctl_fn ctl;
     uint64_t code_mask;
     ns_site *sites;
     size_t n_sites, sites_cap;
@@ -166,8 +152,8 @@ ns_state *ns_new(uc_engine *uc, void *mem_write, void *ctl, uint64_t code_mask)
     if (!ns)
         return NULL;
     ns->uc = uc;
-    ns->mem_write = (ns_mem_write_fn)mem_write;
-    ns->ctl = (ns_ctl_fn)ctl;
+    ns->mem_write = (nt_mem_write_fn)mem_write;
+    ns->ctl = (nt_ctl_fn)ctl;
     ns->code_mask = code_mask;
     return ns;
 }

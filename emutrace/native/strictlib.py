@@ -9,9 +9,9 @@ import struct
 
 from emutrace import native
 
-JOURNAL_ENTRY = struct.Struct("=2Q")  # ns_entry: kind, function start
+JOURNAL_ENTRY = struct.Struct("=2Q")  # abi.h ns_entry: kind, function start
 ARMED, DISARMED = 1, 2
-FRAME = struct.Struct("=2QI4x")  # ns_frame: start, end, function index
+FRAME = struct.Struct("=2QI4x")  # abi.h ns_frame: start, end, function index
 
 _ready = False
 

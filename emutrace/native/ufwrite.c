@@ -33,6 +33,7 @@
  */
 #include "ufwrite.h"
 
+#include "abi.h"
 #include "addrmap.h"
 
 #include <stdlib.h>
@@ -48,19 +49,6 @@
  * word, 2 + the copy, padded */
 #define UW_MAX_VALUE (2 + UW_MAX_TEXT)
 #define UW_MAX_RECORD (16 + 8 + UW_MAX_ITEMS * UW_MAX_VALUE + 8)
-
-/* frame flags (the Python Frame's fields) */
-#define F_RET_KNOWN 1u
-#define F_TAIL 2u
-#define F_CALLED 4u
-
-typedef struct {  /* shadow.py Frame: five words, as Python reads and writes them */
-    uint64_t func, ret, sp, time, flags;
-} uw_frame;
-
-typedef struct {  /* tails.py TailRule: frames[i], return_addrs[i] */
-    uint64_t code, ret, flags;
-} uw_tail;
 
 typedef struct {
     uint64_t func;  /* a return plan: the function whose frame it closes */
