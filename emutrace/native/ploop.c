@@ -41,6 +41,7 @@
 
 #include "abi.h"
 #include "addrset.h"  /* addr_mix */
+#include "cond.h"
 
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
@@ -344,29 +345,16 @@ static uint64_t mask_of(const pl_state *s) { return s->cfg.word == 8 ? ~0ULL : 0
 
 static uint64_t reg(const pl_state *s, int32_t i) { return s->regs[i] & mask_of(s); }
 
-static int test_holds(const pl_state *s, uint8_t test, int32_t r, uint8_t ia, uint8_t ib,
-                      uint8_t ic)
+/* a test of register r (cond.h): EFLAGS bits (Intel SDM vol. 2, Jcc) or a register (JrCXZ);
+ * -1 (Python's) without a register */
+static int reg_test_holds(const pl_state *s, uint8_t test, int32_t r, uint8_t ia, uint8_t ib,
+                          uint8_t ic)
 {
     if (test == C_ALWAYS)
         return 1;
     if (r < 0)
         return -1;
-    uint64_t v = s->regs[r];
-    unsigned a = v >> ia & 1, b = v >> ib & 1, c = v >> ic & 1;
-    uint64_t low = ia >= 64 ? ~0ULL : (1ULL << ia) - 1;
-    switch (test) {  /* EFLAGS bits (Intel SDM vol. 2, Jcc) or a register (JrCXZ) */
-    case C_SET: return a;
-    case C_CLEAR: return !a;
-    case C_ANY: return a || b;
-    case C_NONE: return !a && !b;
-    case C_EQ: return a == b;
-    case C_NE: return a != b;
-    case C_SET_OR_NE: return a || b != c;
-    case C_CLEAR_AND_EQ: return !a && b == c;
-    case C_ZERO: return (v & low) == 0;
-    case C_NONZERO: return (v & low) != 0;
-    default: return -1;  /* no other test on x86: Python's */
-    }
+    return test_holds(test, s->regs[r], ia, ib, ic);
 }
 
 static int read_word(const pl_state *s, uint64_t addr, uint64_t *out)
@@ -383,7 +371,7 @@ static int simulate(pl_state *s, const pl_site *site)
 {
     uint64_t mask = mask_of(s), sp = reg(s, s->cfg.sp_reg), entry_sp = sp, target, top = sp;
     uint64_t stack[NT_MAX_REGS] = {0};
-    if (test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
+    if (reg_test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
         return 0;
     if (site->op == OP_CALL) {
         target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
@@ -410,7 +398,7 @@ static int simulate(pl_state *s, const pl_site *site)
             return 0;
         s->regs[s->cfg.sp_reg] = top;
     } else if (site->op == OP_JUMP) {
-        int taken = test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc);
+        int taken = reg_test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc);
         if (taken < 0)
             return 0;
         target = !taken ? site->after
@@ -591,7 +579,7 @@ static int hw_finish(pl_state *s, int32_t pid)
     const pl_hw_func *cur = hw_func(hw, hw->cur), *next = NULL;
     pl_site *site = site_slot(s->sites, s->sites_cap, pc);
     if (!cur || site->addr != pc || site->op == OP_NONE
-        || test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
+        || reg_test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
         return 0;
     int in_cur = 0;
     for (uint32_t i = 0; i < cur->n; i++)
@@ -621,7 +609,7 @@ static int hw_finish(pl_state *s, int32_t pid)
         hw_record(s, EV_RETURN, site, target, sp, sp, stack);
         hw->depth--;
     } else if (site->op == OP_JUMP && site->conditional) {
-        if (test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc) != 0)
+        if (reg_test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc) != 0)
             return 0;  /* taken: Python's */
         target = site->after;  /* not taken: no transfer, nothing changes */
     } else {
