@@ -41,11 +41,23 @@ typedef struct {
 
 #define B_KNOWN (1u << 31)  /* set on every filled slot */
 
+/* the block table: keyed by (address, size, instruction set) */
+typedef struct {
+    uint64_t addr;
+    uint32_t size, thumb;
+} bb_key;
+#define BB_INDEX(k, cap) \
+    (addr_mix((k).addr ^ ((uint64_t)(k).size << 40) ^ ((uint64_t)(k).thumb << 63)) & ((cap) - 1))
+#define BB_USED(e) ((e)->flags != 0)
+#define BB_MATCH(e, k) ((e)->addr == (k).addr && (e)->size == (k).size && (e)->thumb == (k).thumb)
+#define BB_KEYOF(e) ((bb_key){(e)->addr, (e)->size, (e)->thumb})
+#define BB_SETKEY(e, k) ((e)->addr = (k).addr, (e)->size = (k).size, (e)->thumb = (k).thumb)
+ADDRTAB(bb_blocks, bb_block, bb_key, BB_INDEX, BB_USED, BB_MATCH, BB_KEYOF, BB_SETKEY)
+
 typedef struct {
     uc_engine *uc;
     bb_config cfg;
-    bb_block *blocks;
-    size_t blocks_cap, blocks_used;
+    bb_blocks blocks;
     addrset fast;     /* btf: call targets whose arguments the snapshot covers */
     addrset entries;  /* btf: a superset of TailRule.entries (step.c's) */
     nt_event *records;
@@ -61,38 +73,6 @@ typedef struct {
     uint64_t taken, interrupts, fill, live, buffered;
 } bb_state;
 
-/* ------------------------------------------------------------------ blocks */
-static bb_block *block_slot(bb_block *t, size_t cap, uint64_t addr, uint32_t size,
-                            uint32_t thumb)
-{
-    size_t i = addr_mix(addr ^ ((uint64_t)size << 40) ^ ((uint64_t)thumb << 63)) & (cap - 1);
-    while (t[i].flags != 0 && !(t[i].addr == addr && t[i].size == size && t[i].thumb == thumb))
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static int blocks_put(bb_state *s, const bb_block *b)
-{
-    if (2 * (s->blocks_used + 1) > s->blocks_cap) {
-        size_t cap = s->blocks_cap * 2;
-        bb_block *t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
-        for (size_t i = 0; i < s->blocks_cap; i++)
-            if (s->blocks[i].flags)
-                *block_slot(t, cap, s->blocks[i].addr, s->blocks[i].size,
-                            s->blocks[i].thumb) = s->blocks[i];
-        free(s->blocks);
-        s->blocks = t;
-        s->blocks_cap = cap;
-    }
-    bb_block *p = block_slot(s->blocks, s->blocks_cap, b->addr, b->size, b->thumb);
-    if (p->flags == 0)
-        s->blocks_used++;
-    *p = *b;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ API for Python */
 bb_state *bb_new(uc_engine *uc, const bb_config *cfg)
 {
@@ -107,12 +87,11 @@ bb_state *bb_new(uc_engine *uc, const bb_config *cfg)
         s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
     if (s->cfg.buffer_records == 0)
         s->cfg.buffer_records = 4096;
-    s->blocks_cap = 1 << 12;
-    s->blocks = calloc(s->blocks_cap, sizeof *s->blocks);
+    int blocks = bb_blocks_init(&s->blocks, 1 << 12);
     int sets = addrset_init(&s->fast, 1024) | addrset_init(&s->entries, 1024);
     s->records = calloc(s->cfg.buffer_records, sizeof *s->records);
-    if (!s->blocks || sets != 0 || !s->records) {
-        free(s->blocks); addrset_free(&s->fast); addrset_free(&s->entries);
+    if (blocks != 0 || sets != 0 || !s->records) {
+        bb_blocks_free(&s->blocks); addrset_free(&s->fast); addrset_free(&s->entries);
         free(s->records); free(s);
         return NULL;
     }
@@ -123,7 +102,7 @@ void bb_free(bb_state *s)
 {
     if (!s)
         return;
-    free(s->blocks);
+    bb_blocks_free(&s->blocks);
     addrset_free(&s->fast);
     addrset_free(&s->entries);
     free(s->records);
@@ -326,15 +305,16 @@ void bb_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     uint32_t thumb = s->cfg.alt_reg >= 0 && (rd(s, s->cfg.alt_reg) & s->cfg.alt_mask) != 0;
     /* the block first (Python decodes it once, and refreshes `entries` when it decodes new
      * code: before the branch into it is resolved; decoding has no effect on resolving) */
-    bb_block *b = block_slot(s->blocks, s->blocks_cap, addr, size, thumb);
-    if (b->flags == 0) {
+    bb_block *b = bb_blocks_find(&s->blocks, (bb_key){addr, size, thumb});
+    if (!b) {
         uint64_t out[5] = {0, 0, 0, 0, 0};
         s->cfg.py_block(addr, size, thumb, out);
         bb_block fresh = {addr, size, thumb, (uint32_t)out[0], (uint32_t)out[2],
                           (uint32_t)out[4] | B_KNOWN, out[1], out[3]};
-        if (blocks_put(s, &fresh) != 0)
+        b = bb_blocks_put(&s->blocks, (bb_key){addr, size, thumb});
+        if (!b)
             return;
-        b = block_slot(s->blocks, s->blocks_cap, addr, size, thumb);
+        *b = fresh;
     }
     if (s->waiting) {
         s->waiting = 0;

@@ -29,7 +29,7 @@
 #include <unicorn/unicorn.h>
 
 #include "abi.h"
-#include "addrset.h"
+#include "addrmap.h"
 #include "entryprobe.h"
 
 #define EP_MAX_BP 4  /* the longest breakpoint encoding (codeguard.py MAX_BP) */
@@ -43,6 +43,8 @@ typedef struct {
     uint8_t orig[EP_MAX_BP], bp[EP_MAX_BP];
 } ep_probe;
 
+ADDRTAB_BY_ADDR(ep_probes, ep_probe)
+
 struct ep_state {
     uc_engine *uc;
     nt_reg_read_fn reg_read;
@@ -55,8 +57,7 @@ struct ep_state {
     uint64_t mode_bit;
     uint32_t word, big_endian;
     uint64_t push, code_mask;
-    ep_probe *probes;
-    size_t cap, used;  /* cap: a power of two */
+    ep_probes probes;
     ep_frame *frames;
     size_t depth, frames_cap;
     uint8_t dirty;      /* C changed the frames since Python last read them ... */
@@ -70,29 +71,6 @@ struct ep_state {
     uint64_t traps, stepovers, patches;
     uint64_t hooked_used;  /* hooked probes in the table */
 };
-
-static ep_probe *probe_slot(ep_probe *t, size_t cap, uint64_t addr)
-{
-    size_t i = addr_mix(addr) & (cap - 1);
-    while (t[i].addr && t[i].addr != addr)
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static int probes_grow(ep_state *e)
-{
-    size_t cap = e->cap * 2;
-    ep_probe *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < e->cap; i++)
-        if (e->probes[i].addr)
-            *probe_slot(t, cap, e->probes[i].addr) = e->probes[i];
-    free(e->probes);
-    e->probes = t;
-    e->cap = cap;
-    return 0;
-}
 
 ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
                  void *mem_write, void *ctl, int32_t pc_reg, int32_t sp_reg, int32_t link_reg,
@@ -117,9 +95,7 @@ ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
     e->big_endian = big_endian;
     e->push = push;
     e->code_mask = code_mask;
-    e->cap = 1024;
-    e->probes = calloc(e->cap, sizeof *e->probes);
-    if (!e->probes) {
+    if (ep_probes_init(&e->probes, 1024) != 0) {
         free(e);
         return NULL;
     }
@@ -130,7 +106,7 @@ void ep_free(ep_state *e)
 {
     if (!e)
         return;
-    free(e->probes);
+    ep_probes_free(&e->probes);
     free(e->frames);
     free(e);
 }
@@ -138,11 +114,9 @@ void ep_free(ep_state *e)
 /* the table's row for a probe at addr (new or replaced), or NULL: out of memory */
 static ep_probe *probe_row(ep_state *e, uint64_t addr)
 {
-    if (addr == 0 || (2 * (e->used + 1) > e->cap && probes_grow(e) != 0))
+    ep_probe *p = addr ? ep_probes_put(&e->probes, addr) : NULL;
+    if (!p)
         return NULL;
-    ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    if (!p->addr)
-        e->used++;
     e->hooked_used -= p->hooked;
     return p;
 }
@@ -182,16 +156,16 @@ uint64_t ep_hooked_count(const ep_state *e) { return e->hooked_used; }
 /* is there an active hooked probe at addr? */
 int ep_hooked_at(const ep_state *e, uint64_t addr)
 {
-    const ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    return p->addr == addr && p->hooked && p->active;
+    const ep_probe *p = ep_probes_find(&e->probes, addr);
+    return p && p->hooked && p->active;
 }
 
 /* Python armed (1) or disarmed (0) the probe's breakpoint itself (a hooked probe: 0 when
  * its site became Python's code hook) */
 void ep_probe_active(ep_state *e, uint64_t addr, uint32_t on)
 {
-    ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    if (p->addr == addr)
+    ep_probe *p = ep_probes_find(&e->probes, addr);
+    if (p)
         p->active = (uint8_t)on;
 }
 
@@ -326,8 +300,8 @@ static int frame_rule(ep_state *e, const ep_probe *p, uint64_t addr, ep_call *ou
 
 int ep_trap(ep_state *e, uint64_t addr, ep_call *out)
 {
-    ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    if (p->addr != addr || !p->active || p->hooked || e->hold || e->resume_at || e->rearm
+    ep_probe *p = ep_probes_find(&e->probes, addr);
+    if (!p || !p->active || p->hooked || e->hold || e->resume_at || e->rearm
         || e->restarted || e->handover)
         return EP_PYTHON;
     int kind = frame_rule(e, p, addr, out);
@@ -363,10 +337,10 @@ int ep_block(ep_state *e, uint64_t addr, uint32_t attention)
     }
     if (!e->rearm)
         return EP_GO;
-    ep_probe *p = probe_slot(e->probes, e->cap, e->rearm);
+    ep_probe *p = ep_probes_find(&e->probes, e->rearm);
     uint64_t at = e->rearm;
     e->rearm = 0;
-    if (p->addr != at || !p->active)
+    if (!p || !p->active)
         return EP_GO;  /* Python disarmed it meanwhile: nothing to write back */
     if (attention) {  /* Python's block: the reference's re-arm is Python's too */
         e->handover = at;
@@ -390,8 +364,8 @@ int ep_block(ep_state *e, uint64_t addr, uint32_t attention)
 
 int ep_enter(ep_state *e, uint64_t addr, ep_call *out)
 {
-    ep_probe *p = probe_slot(e->probes, e->cap, addr);
-    if (p->addr != addr || !p->hooked || !p->active)
+    ep_probe *p = ep_probes_find(&e->probes, addr);
+    if (!p || !p->hooked || !p->active)
         return EP_NONE;
     if (e->hold)
         return EP_PYTHON;

@@ -22,7 +22,7 @@
 #include <unicorn/unicorn.h>
 
 #include "abi.h"
-#include "addrmap.h"
+#include "addrset.h"
 #include "cond.h"
 #include "entryprobe.h"
 #include "strict.h"
@@ -74,48 +74,47 @@ typedef struct {
     int32_t pops[NT_MAX_POPS];
 } nt_site;
 
+ADDRTAB_BY_ADDR(nt_sites, nt_site)
+
+/* a translated block's key in the block tables (this one and the site hooks' hs_blocks) */
+typedef struct {
+    uint64_t addr;
+    uint32_t size;
+} block_key;
+#define BLOCK_INDEX(k, cap) (addr_mix((k).addr ^ ((uint64_t)(k).size << 52)) & ((cap) - 1))
+
 typedef struct {
     uint64_t key;   /* addr; 0: empty */
     uint32_t size;
     uint32_t count;
 } nt_block;
 
-typedef struct {
-    uint64_t *keys;  /* 0: empty */
-    size_t cap;      /* power of two */
-    size_t used;
-} nt_set;
-
-typedef struct {
-    uint64_t site, target;  /* site 0: empty */
-} nt_pair;
-
-typedef struct {
-    nt_pair *t;
-    size_t cap;  /* power of two */
-    size_t used;
-} nt_pairs;
+#define NT_BLOCK_USED(e) ((e)->key != 0)
+#define NT_BLOCK_MATCH(e, k) ((e)->key == (k).addr && (e)->size == (k).size)
+#define NT_BLOCK_KEYOF(e) ((block_key){(e)->key, (e)->size})
+#define NT_BLOCK_SETKEY(e, k) ((e)->key = (k).addr, (e)->size = (k).size)
+ADDRTAB(nt_blocks, nt_block, block_key, BLOCK_INDEX, NT_BLOCK_USED, NT_BLOCK_MATCH,
+        NT_BLOCK_KEYOF, NT_BLOCK_SETKEY)
 
 typedef struct {
     uc_engine *uc;
     nt_config cfg;
-    nt_site *sites;
-    size_t sites_cap, sites_used;
-    nt_set callees;  /* call targets whose function is armed and whose arguments C reads */
-    nt_pairs inside; /* (jump site, target) pairs that record nothing (a jump inside its function, or to code that is no function entry) */
-    nt_pairs switch_jumps;  /* strict cleanup: (jump site, target) pairs into another
+    nt_sites sites;
+    addrset callees;  /* call targets whose function is armed and whose arguments C reads */
+    addrpairs inside; /* (jump site, target) pairs that record nothing (a jump inside its
+                         function, or to code that is no function entry) */
+    addrpairs switch_jumps;  /* strict cleanup: (jump site, target) pairs into another
                              * function that record nothing and switch the armed function */
-    nt_pairs tails;  /* (jump site, target) pairs to another armed function's entry whose
+    addrpairs tails;  /* (jump site, target) pairs to another armed function's entry whose
                         arguments C saves: a tail call unless it is the running function */
     addrmap string_args;  /* call targets (and entry probes) -> snapshot words that are
                               `char *` values, copied at the event (copy_string) */
-    nt_set string_returns; /* return sites whose value is a `char *`, copied as well */
+    addrset string_returns; /* return sites whose value is a `char *`, copied as well */
     uint8_t *strings;      /* the copies of the buffered events, in order (string_put) */
     size_t strings_len, strings_cap;
     uint64_t strings_copied;
     uint64_t strings_written;  /* of those, the ones the record writer wrote */
-    nt_block *blocks;
-    size_t blocks_cap, blocks_used;
+    nt_blocks blocks;
     nt_event *events;
     uint32_t n_events;
     uint32_t attention;  /* the Python side wants every block hook */
@@ -134,139 +133,9 @@ typedef struct {
     size_t n_learned, learned_cap;
 } nt_state;
 
-/* ------------------------------------------------------------------ sites */
-static nt_site *site_slot(nt_site *t, size_t cap, uint64_t addr)
-{
-    size_t i = addr_mix(addr) & (cap - 1);
-    while (t[i].addr != 0 && t[i].addr != addr)
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static int sites_grow(nt_state *s)
-{
-    size_t cap = s->sites_cap * 2;
-    nt_site *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < s->sites_cap; i++)
-        if (s->sites[i].addr)
-            *site_slot(t, cap, s->sites[i].addr) = s->sites[i];
-    free(s->sites);
-    s->sites = t;
-    s->sites_cap = cap;
-    return 0;
-}
-
-/* ------------------------------------------------------------------ sets */
-static int set_has(const nt_set *set, uint64_t key)
-{
-    size_t i = addr_mix(key) & (set->cap - 1);
-    while (set->keys[i] != 0) {
-        if (set->keys[i] == key)
-            return 1;
-        i = (i + 1) & (set->cap - 1);
-    }
-    return 0;
-}
-
-static int set_add(nt_set *set, uint64_t key)
-{
-    if (key == 0)
-        return 0;
-    if (2 * (set->used + 1) > set->cap) {
-        size_t cap = set->cap * 2;
-        uint64_t *keys = calloc(cap, sizeof *keys);
-        if (!keys)
-            return -1;
-        for (size_t i = 0; i < set->cap; i++) {
-            uint64_t k = set->keys[i];
-            if (k) {
-                size_t j = addr_mix(k) & (cap - 1);
-                while (keys[j])
-                    j = (j + 1) & (cap - 1);
-                keys[j] = k;
-            }
-        }
-        free(set->keys);
-        set->keys = keys;
-        set->cap = cap;
-    }
-    size_t i = addr_mix(key) & (set->cap - 1);
-    while (set->keys[i] != 0) {
-        if (set->keys[i] == key)
-            return 0;
-        i = (i + 1) & (set->cap - 1);
-    }
-    set->keys[i] = key;
-    set->used++;
-    return 0;
-}
-
-/* ------------------------------------------------------------------ pairs */
-static nt_pair *pair_slot(nt_pair *t, size_t cap, uint64_t site, uint64_t target)
-{
-    size_t i = addr_mix(site ^ addr_mix(target)) & (cap - 1);
-    while (t[i].site != 0 && !(t[i].site == site && t[i].target == target))
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static int pairs_add(nt_pairs *p, uint64_t site, uint64_t target)
-{
-    if (site == 0)
-        return 0;
-    if (2 * (p->used + 1) > p->cap) {
-        size_t cap = p->cap * 2;
-        nt_pair *t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
-        for (size_t i = 0; i < p->cap; i++)
-            if (p->t[i].site)
-                *pair_slot(t, cap, p->t[i].site, p->t[i].target) = p->t[i];
-        free(p->t);
-        p->t = t;
-        p->cap = cap;
-    }
-    nt_pair *slot = pair_slot(p->t, p->cap, site, target);
-    if (slot->site == 0) {
-        slot->site = site;
-        slot->target = target;
-        p->used++;
-    }
-    return 0;
-}
-
-static int pairs_has(const nt_pairs *p, uint64_t site, uint64_t target)
-{
-    return pair_slot(p->t, p->cap, site, target)->site == site;
-}
-
-/* ------------------------------------------------------------------ blocks */
-static nt_block *block_slot(nt_block *t, size_t cap, uint64_t addr, uint32_t size)
-{
-    size_t i = addr_mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
-    while (t[i].key != 0 && !(t[i].key == addr && t[i].size == size))
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static int blocks_grow(nt_state *s)
-{
-    size_t cap = s->blocks_cap * 2;
-    nt_block *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < s->blocks_cap; i++)
-        if (s->blocks[i].key)
-            *block_slot(t, cap, s->blocks[i].key, s->blocks[i].size) = s->blocks[i];
-    free(s->blocks);
-    s->blocks = t;
-    s->blocks_cap = cap;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ API for Python */
+void nt_free(nt_state *s);
+
 nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
 {
     nt_state *s = calloc(1, sizeof *s);
@@ -284,26 +153,13 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
         s->cfg.buffer_events = 4096;
     if (s->cfg.code_mask == 0)
         s->cfg.code_mask = ~0ULL;
-    s->sites_cap = 1024;
-    s->blocks_cap = 4096;
-    s->callees.cap = 1024;
-    s->string_returns.cap = 256;
-    s->string_returns.keys = calloc(s->string_returns.cap, sizeof *s->string_returns.keys);
-    s->sites = calloc(s->sites_cap, sizeof *s->sites);
-    s->blocks = calloc(s->blocks_cap, sizeof *s->blocks);
-    s->callees.keys = calloc(s->callees.cap, sizeof *s->callees.keys);
-    s->inside.cap = 1024;
-    s->inside.t = calloc(s->inside.cap, sizeof *s->inside.t);
-    s->tails.cap = 256;
-    s->tails.t = calloc(s->tails.cap, sizeof *s->tails.t);
-    s->switch_jumps.cap = 256;
-    s->switch_jumps.t = calloc(s->switch_jumps.cap, sizeof *s->switch_jumps.t);
+    int tables = nt_sites_init(&s->sites, 1024) | nt_blocks_init(&s->blocks, 4096)
+                 | addrset_init(&s->callees, 1024) | addrset_init(&s->string_returns, 256)
+                 | addrpairs_init(&s->inside, 1024) | addrpairs_init(&s->tails, 256)
+                 | addrpairs_init(&s->switch_jumps, 256);
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
-    if (!s->sites || !s->blocks || !s->callees.keys || !s->inside.t || !s->tails.t
-        || !s->switch_jumps.t || !s->events || !s->string_returns.keys) {
-        free(s->string_returns.keys);
-        free(s->sites); free(s->blocks); free(s->callees.keys); free(s->inside.t);
-        free(s->tails.t); free(s->switch_jumps.t); free(s->events); free(s);
+    if (tables != 0 || !s->events) {
+        nt_free(s);
         return NULL;
     }
     return s;
@@ -313,15 +169,15 @@ void nt_free(nt_state *s)
 {
     if (!s)
         return;
-    free(s->sites);
-    free(s->blocks);
-    free(s->callees.keys);
-    free(s->inside.t);
-    free(s->tails.t);
-    free(s->switch_jumps.t);
+    nt_sites_free(&s->sites);
+    nt_blocks_free(&s->blocks);
+    addrset_free(&s->callees);
+    addrpairs_free(&s->inside);
+    addrpairs_free(&s->tails);
+    addrpairs_free(&s->switch_jumps);
     free(s->events);
     addrmap_free(&s->string_args);
-    free(s->string_returns.keys);
+    addrset_free(&s->string_returns);
     free(s->strings);
     free(s->learned);
     free(s);
@@ -379,14 +235,9 @@ int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
                 uint32_t cb, uint32_t cc, uint32_t clear_low, uint32_t guard,
                 int32_t guard_reg, uint32_t ga, uint32_t gb)
 {
-    if (addr == 0)
+    nt_site *p = addr ? nt_sites_put(&s->sites, addr) : NULL;
+    if (!p)
         return -1;
-    if (2 * (s->sites_used + 1) > s->sites_cap && sites_grow(s) != 0)
-        return -1;
-    nt_site *p = site_slot(s->sites, s->sites_cap, addr);
-    if (p->addr == 0)
-        s->sites_used++;
-    p->addr = addr;
     p->op = (uint8_t)op;
     p->target = target;
     p->after = after;
@@ -419,8 +270,8 @@ int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
 int nt_site_extra(nt_state *s, uint64_t addr, uint32_t after_bits, uint32_t ttest, uint32_t ta,
                   uint32_t tb, uint64_t gmask, uint32_t n_pops, const int32_t *pops)
 {
-    nt_site *p = site_slot(s->sites, s->sites_cap, addr);
-    if (p->addr != addr || n_pops > NT_MAX_POPS)
+    nt_site *p = nt_sites_find(&s->sites, addr);
+    if (!p || n_pops > NT_MAX_POPS)
         return -1;
     p->after_bits = (uint8_t)after_bits;
     p->ttest = (uint8_t)ttest;
@@ -435,12 +286,15 @@ int nt_site_extra(nt_state *s, uint64_t addr, uint32_t after_bits, uint32_t ttes
 
 void nt_site_active(nt_state *s, uint64_t addr, uint32_t active)
 {
-    nt_site *p = site_slot(s->sites, s->sites_cap, addr);
-    if (p->addr == addr)
+    nt_site *p = nt_sites_find(&s->sites, addr);
+    if (p)
         p->active = (uint8_t)active;
 }
 
-int nt_callee_add(nt_state *s, uint64_t target) { return set_add(&s->callees, target); }
+int nt_callee_add(nt_state *s, uint64_t target)
+{
+    return target ? addrset_add(&s->callees, target) : 0;
+}
 
 /* the string area, made when the first string value is told: room for every word of
  * every event the buffer holds (index, length, STRING_LIMIT + 1 bytes each) */
@@ -459,7 +313,7 @@ int nt_string_args(nt_state *s, uint64_t target, uint32_t mask)
 {
     if (strings_room(s) != 0)
         return -1;
-    return addrmap_put(&s->string_args, target, (int32_t)(mask & ((1u << NT_MAX_REGS) - 1)));
+    return addrmap_set(&s->string_args, target, (int32_t)(mask & ((1u << NT_MAX_REGS) - 1)));
 }
 
 /* a return site whose value is a `char *`: its string is copied at the event */
@@ -467,13 +321,13 @@ int nt_string_return(nt_state *s, uint64_t site)
 {
     if (strings_room(s) != 0)
         return -1;
-    return set_add(&s->string_returns, site);
+    return site ? addrset_add(&s->string_returns, site) : 0;
 }
 
 /* a jump from site to target records nothing and arms nothing (int3.py _resolve) */
 int nt_inside_add(nt_state *s, uint64_t site, uint64_t target)
 {
-    return pairs_add(&s->inside, site, target);
+    return addrpairs_add(&s->inside, site, target);
 }
 
 /* a jump from site to target goes to the entry of another armed function whose arguments C
@@ -481,7 +335,7 @@ int nt_inside_add(nt_state *s, uint64_t site, uint64_t target)
  * does under lazy cleanup (a TailCall when TailRule.is_tail holds; arming is a no-op) */
 int nt_tail_add(nt_state *s, uint64_t site, uint64_t target)
 {
-    return pairs_add(&s->tails, site, target);
+    return addrpairs_add(&s->tails, site, target);
 }
 
 /* strict cleanup: a jump from site to target enters another function that C knows and
@@ -489,41 +343,23 @@ int nt_tail_add(nt_state *s, uint64_t site, uint64_t target)
  * switches the armed function as int3.py _transfer's jump case does (strict.c ns_jump) */
 int nt_switch_jump_add(nt_state *s, uint64_t site, uint64_t target)
 {
-    return pairs_add(&s->switch_jumps, site, target);
-}
-
-/* the table rebuilt without the pairs that go to target */
-static int pairs_drop(nt_pairs *t, uint64_t target)
-{
-    nt_pairs fresh = {calloc(t->cap, sizeof(nt_pair)), t->cap, 0};
-    if (!fresh.t)
-        return -1;
-    for (size_t i = 0; i < t->cap; i++) {
-        nt_pair *p = &t->t[i];
-        if (p->site && p->target != target)
-            pairs_add(&fresh, p->site, p->target);
-    }
-    free(t->t);
-    *t = fresh;
-    return 0;
+    return addrpairs_add(&s->switch_jumps, site, target);
 }
 
 /* forget every pair that goes to target (it became a function entry: a jump there may now
  * be a tail call) */
 int nt_inside_drop(nt_state *s, uint64_t target)
 {
-    return pairs_drop(&s->inside, target) | pairs_drop(&s->switch_jumps, target);
+    addrpairs_drop_target(&s->inside, target);
+    addrpairs_drop_target(&s->switch_jumps, target);
+    return 0;
 }
 
 int nt_block_set(nt_state *s, uint64_t addr, uint32_t size, uint32_t count)
 {
-    if (2 * (s->blocks_used + 1) > s->blocks_cap && blocks_grow(s) != 0)
+    nt_block *b = nt_blocks_put(&s->blocks, (block_key){addr, size});
+    if (!b)
         return -1;
-    nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
-    if (b->key == 0)
-        s->blocks_used++;
-    b->key = addr;
-    b->size = size;
     b->count = count;
     return 0;
 }
@@ -775,7 +611,7 @@ static int offer(nt_state *s, const nt_site *site, uint64_t target, uint64_t sp,
         ev.strings = writer_strings(s, &copies, string_mask(s, target), regs);
     } else if (s->cfg.ret_reg >= 0) {
         regs[0] = s->vals[site->i_ret];
-        ev.strings = writer_strings(s, &copies, set_has(&s->string_returns, site->addr),
+        ev.strings = writer_strings(s, &copies, addrset_has(&s->string_returns, site->addr),
                                     regs);
     }
     if (!uw_take(s->writer, &ev, s->cfg.py_drain))
@@ -822,7 +658,7 @@ static void write_pops(nt_state *s, nt_site *site, const uint8_t *words)
  * is resolved at its start (strict.c declines to write into it) */
 static int switch_jump(nt_state *s, uint64_t site, uint64_t target, uint64_t lo, uint64_t hi)
 {
-    return s->strict && pairs_has(&s->switch_jumps, site, target)
+    return s->strict && addrpairs_has(&s->switch_jumps, site, target)
            && ns_jump(s->strict, site, target, lo, hi);
 }
 
@@ -832,7 +668,7 @@ static int tail_event(nt_state *s, uint64_t site, uint64_t target, uint64_t sp,
     uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
     uint8_t stack[8 * NT_MAX_REGS];
     uint64_t regs[NT_MAX_REGS] = {0};
-    if (!pairs_has(&s->tails, site, target))
+    if (!addrpairs_has(&s->tails, site, target))
         return 0;
     if (s->cfg.n_stack
         && s->cfg.mem_read(s->uc, (entry_sp + s->cfg.stack_offset) & mask, stack,
@@ -923,7 +759,7 @@ static int fast_trap(nt_state *s, nt_site *site)
         target = raw & code;
         /* a call to the next instruction (PC thunk) records nothing; a callee not armed
          * yet needs discovery: both are Python's */
-        if (target == site->after || !set_has(&s->callees, target))
+        if (target == site->after || !addrset_has(&s->callees, target))
             return 0;
         if (site->link_reg < 0)
             entry_sp = (sp - s->cfg.word) & mask;
@@ -1002,7 +838,7 @@ static int fast_trap(nt_state *s, nt_site *site)
         if ((raw & ~code & mask) != site->after_bits)
             return 0;
         if (!((site->conditional && target == site->after)
-              || pairs_has(&s->inside, site->addr, target))
+              || addrpairs_has(&s->inside, site->addr, target))
             && !(taken && switch_jump(s, site->addr, target, 0, 0))
             && !(taken && tail_event(s, site->addr, target, sp, sp, s->time, 0, 0)))
             return 0;
@@ -1055,7 +891,7 @@ static int fast_trap(nt_state *s, nt_site *site)
             e->regs[e->nregs++] = s->vals[site->i_ret];
         if (s->cfg.ret_hi_reg >= 0)
             e->regs[e->nregs++] = s->vals[site->i_ret_hi];
-        if (set_has(&s->string_returns, site->addr))
+        if (addrset_has(&s->string_returns, site->addr))
             event_strings(s, e, 1);
     }
     /* the writer is on but left this event to Python: Python takes it now, so that the
@@ -1131,9 +967,9 @@ void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
     (void)uc;
     if (intno == s->cfg.bp_intno) {
         uint64_t addr = rd(s, s->cfg.pc_reg) - s->cfg.pc_after;
-        nt_site *site = site_slot(s->sites, s->sites_cap, addr);
+        nt_site *site = nt_sites_find(&s->sites, addr);
         s->time += s->cfg.bp_uncounted;  /* (as int3.py `_on_trap` counts the site) */
-        if (site->addr == addr && site->active && site->op != OP_NONE && fast_trap(s, site))
+        if (site && site->active && site->op != OP_NONE && fast_trap(s, site))
             return;
         if (s->entry && !s->attention && entry_trap(s, addr))
             return;  /* (a step-over: the re-run counts the instruction, as in entry.py) */
@@ -1188,8 +1024,8 @@ static uint32_t block_count_of(nt_state *s, uint64_t addr, uint32_t size)
 
 static void count_block(nt_state *s, uint64_t addr, uint32_t size)
 {
-    nt_block *b = block_slot(s->blocks, s->blocks_cap, addr, size);
-    if (b->key == addr && b->size == size) {
+    const nt_block *b = nt_blocks_find(&s->blocks, (block_key){addr, size});
+    if (b) {
         s->time += b->count;
         return;
     }
@@ -1264,13 +1100,19 @@ typedef struct {
     uint32_t counted;
 } hs_block;
 
+ADDRTAB_BY_ADDR(hs_sites, hs_site)
+#define HS_BLOCK_USED(e) ((e)->addr != 0)
+#define HS_BLOCK_MATCH(e, k) ((e)->addr == (k).addr && (e)->size == (k).size)
+#define HS_BLOCK_KEYOF(e) ((block_key){(e)->addr, (e)->size})
+#define HS_BLOCK_SETKEY(e, k) ((e)->addr = (k).addr, (e)->size = (k).size)
+ADDRTAB(hs_blocks, hs_block, block_key, BLOCK_INDEX, HS_BLOCK_USED, HS_BLOCK_MATCH,
+        HS_BLOCK_KEYOF, HS_BLOCK_SETKEY)
+
 typedef struct {
     nt_state *nt;
     hs_config cfg;
-    hs_site *sites;
-    size_t sites_cap, sites_used;
-    hs_block *blocks;
-    size_t blocks_cap, blocks_used;
+    hs_sites sites;
+    hs_blocks blocks;
     uint32_t gen;
     int has_pending;
     hs_site pending;        /* the site whose transfer the running block ends with */
@@ -1297,21 +1139,7 @@ typedef struct hs_span {
     struct hs_span *next;
 } hs_span;
 
-static hs_site *hs_slot(hs_site *t, size_t cap, uint64_t addr)
-{
-    size_t i = addr_mix(addr) & (cap - 1);
-    while (t[i].addr != 0 && t[i].addr != addr)
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static hs_block *hs_block_slot(hs_block *t, size_t cap, uint64_t addr, uint32_t size)
-{
-    size_t i = addr_mix(addr ^ ((uint64_t)size << 52)) & (cap - 1);
-    while (t[i].addr != 0 && !(t[i].addr == addr && t[i].size == size))
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
+void hs_free(hs_state *h);
 
 hs_state *hs_new(nt_state *nt, const hs_config *cfg)
 {
@@ -1323,12 +1151,8 @@ hs_state *hs_new(nt_state *nt, const hs_config *cfg)
     if (h->cfg.align == 0)
         h->cfg.align = 1;
     h->gen = 1;
-    h->sites_cap = 1024;
-    h->blocks_cap = 4096;
-    h->sites = calloc(h->sites_cap, sizeof *h->sites);
-    h->blocks = calloc(h->blocks_cap, sizeof *h->blocks);
-    if (!h->sites || !h->blocks) {
-        free(h->sites); free(h->blocks); free(h);
+    if ((hs_sites_init(&h->sites, 1024) | hs_blocks_init(&h->blocks, 4096)) != 0) {
+        hs_free(h);
         return NULL;
     }
     return h;
@@ -1344,8 +1168,8 @@ void hs_free(hs_state *h)
         h->spans = next;
     }
     free(h->rets);
-    free(h->sites);
-    free(h->blocks);
+    hs_sites_free(&h->sites);
+    hs_blocks_free(&h->blocks);
     free(h);
 }
 
@@ -1353,26 +1177,13 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
                 int64_t sp_delta, uint32_t conditional, uint32_t finish, uint32_t fast,
                 uint32_t delay, uint32_t taken_only, uint32_t virtual_bp)
 {
-    if (addr == 0)
+    size_t known = h->sites.used;
+    hs_site *p = addr ? hs_sites_put(&h->sites, addr) : NULL;
+    if (!p)
         return -1;
-    if (2 * (h->sites_used + 1) > h->sites_cap) {
-        size_t cap = h->sites_cap * 2;
-        hs_site *t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
-        for (size_t i = 0; i < h->sites_cap; i++)
-            if (h->sites[i].addr)
-                *hs_slot(t, cap, h->sites[i].addr) = h->sites[i];
-        free(h->sites);
-        h->sites = t;
-        h->sites_cap = cap;
-    }
-    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
-    uint8_t shared = p->addr == addr && p->shared;  /* (it stays shared) */
-    if (p->addr == 0) {
-        h->sites_used++;
-        h->gen++;  /* blocks look for their site again */
-    }
+    uint8_t shared = p->shared;  /* (it stays shared) */
+    if (h->sites.used != known)
+        h->gen++;  /* a new site: blocks look for their site again */
     *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
                    (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only,
                    (uint8_t)virtual_bp, 0, shared};
@@ -1382,8 +1193,8 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
 /* hwbp: the site at addr is two functions' (hs_site.shared) */
 void hs_site_shared(hs_state *h, uint64_t addr)
 {
-    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
-    if (p->addr == addr)
+    hs_site *p = hs_sites_find(&h->sites, addr);
+    if (p)
         p->shared = 1;
 }
 
@@ -1399,8 +1210,8 @@ void hs_set_probe(hs_state *h, void *py_probe)
 
 void hs_site_active(hs_state *h, uint64_t addr, uint32_t active)
 {
-    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
-    if (p->addr == addr)
+    hs_site *p = hs_sites_find(&h->sites, addr);
+    if (p)
         p->active = (uint8_t)active;
 }
 
@@ -1408,8 +1219,8 @@ void hs_site_active(hs_state *h, uint64_t addr, uint32_t active)
  * `active` bit may still be flipped, to no effect (hs_site_set watches it again) */
 void hs_site_drop(hs_state *h, uint64_t addr)
 {
-    hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
-    if (p->addr == addr)
+    hs_site *p = hs_sites_find(&h->sites, addr);
+    if (p)
         p->dropped = 1;
 }
 
@@ -1487,28 +1298,12 @@ uint64_t hs_counter(const hs_state *h, uint32_t which)
            : which == 3 ? h->stepped : 0;
 }
 
-/* the block [addr, addr + size)'s entry in the block table (made if new), or NULL when the
- * table is full and cannot grow */
+/* the block [addr, addr + size)'s entry in the block table (made if new), or NULL out of
+ * memory */
 static hs_block *hs_block_get(hs_state *h, uint64_t addr, uint32_t size)
 {
-    if (2 * (h->blocks_used + 1) > h->blocks_cap) {
-        size_t cap = h->blocks_cap * 2;
-        hs_block *t = calloc(cap, sizeof *t);
-        if (t) {
-            for (size_t i = 0; i < h->blocks_cap; i++)
-                if (h->blocks[i].addr)
-                    *hs_block_slot(t, cap, h->blocks[i].addr, h->blocks[i].size) = h->blocks[i];
-            free(h->blocks);
-            h->blocks = t;
-            h->blocks_cap = cap;
-        }
-    }
-    hs_block *b = hs_block_slot(h->blocks, h->blocks_cap, addr, size);
-    if (b->addr == 0 && 2 * (h->blocks_used + 1) <= h->blocks_cap) {
-        *b = (hs_block){addr, size, 0, 0, 0, 0, 0};
-        h->blocks_used++;
-    }
-    return b->addr == addr ? b : NULL;
+    hs_block *b = hs_blocks_find(&h->blocks, (block_key){addr, size});
+    return b ? b : hs_blocks_put(&h->blocks, (block_key){addr, size});
 }
 
 /* nt_counts_preload for the site table's block hook, which keeps its own block table */
@@ -1537,8 +1332,8 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
          * offset: the reference's code hook there never fires in this block) */
         uint64_t end = addr + size, inner = 0;
         for (uint64_t a = addr; a < end; a += h->cfg.align) {
-            const hs_site *p = hs_slot(h->sites, h->sites_cap, a);
-            if (p->addr == a && (a + p->size == end || (p->delay && p->after == end))) {
+            const hs_site *p = hs_sites_find(&h->sites, a);
+            if (p && (a + p->size == end || (p->delay && p->after == end))) {
                 at = a;
                 break;
             }
@@ -1558,8 +1353,8 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
     }
     if (!at)
         return NULL;
-    hs_site *p = hs_slot(h->sites, h->sites_cap, at);
-    return p->active && !p->dropped ? p : NULL;
+    hs_site *p = hs_sites_find(&h->sites, at);
+    return p && p->active && !p->dropped ? p : NULL;
 }
 
 /* a call's arguments as the callee sees them at its entry (now): argument registers
@@ -1599,7 +1394,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
     if (p->op == OP_JUMP)  /* not taken, or a jump Python found records nothing, or one to
                               another armed function's entry (recorded) */
         return (p->conditional && target == p->after)
-               || pairs_has(&s->inside, p->addr, target)
+               || addrpairs_has(&s->inside, p->addr, target)
                || switch_jump(s, p->addr, target, target, target + size)
                || tail_event(s, p->addr, target, sp_site, sp_now, h->pending_time, target,
                              target + size);
@@ -1608,7 +1403,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
      * registers do not hold: Python's */
     if (target == p->after)
         return 1;
-    if ((p->op == OP_CALL && !set_has(&s->callees, target))
+    if ((p->op == OP_CALL && !addrset_has(&s->callees, target))
         || (p->op == OP_RETURN && (!p->fast || !hs_returns_to(h, target))))
         return 0;
     /* a call: the words its record holds — all of them unless the writer says it takes
@@ -1640,7 +1435,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
         uw_event ev = {p->op == OP_CALL, h->pending_time, p->addr, target, sp_site, p->after,
                        regs, writer_strings(s, &copies, p->op == OP_CALL
                                             ? string_mask(s, target)
-                                            : set_has(&s->string_returns, p->addr) ? 1u : 0u,
+                                            : addrset_has(&s->string_returns, p->addr) ? 1u : 0u,
                                             regs)};
         if (uw_take(s->writer, &ev, s->cfg.py_drain)) {
             writer_copied(s, &ev);
@@ -1673,7 +1468,7 @@ static int hs_finish(hs_state *h, const hs_site *p, uint64_t target, uint32_t si
     }
     memcpy(e->regs, regs, sizeof regs);
     event_strings(s, e, p->op == OP_CALL ? string_mask(s, target)
-                        : set_has(&s->string_returns, p->addr) ? 1u : 0u);
+                        : addrset_has(&s->string_returns, p->addr) ? 1u : 0u);
     hs_rets_apply(h, p);  /* (before the drain below, whose refresh sends Python's again) */
     if (s->writer && uw_enabled(s->writer))  /* as fast_trap: Python takes it now */
         s->cfg.py_drain();
@@ -1733,7 +1528,7 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     }
     /* one table lookup for the block's count and site (nt's block table is not used) */
     hs_block *b = hs_block_get(h, addr, size);
-    hs_site *site = h->sites_used || (s->entry && ep_hooked_count(s->entry))
+    hs_site *site = h->sites.used || (s->entry && ep_hooked_count(s->entry))
                     ? hs_block_site(h, b, addr, size) : NULL;
     if (b && b->inner_probe && h->cfg.py_probe) {  /* Python's code hooks from now on */
         s->cfg.py_drain();
@@ -1751,7 +1546,7 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         if (h->cfg.py_visit(addr, size))
             return;  /* restarted (sites armed in it): the block is entered again */
         b = hs_block_get(h, addr, size);  /* (Python may have grown the table since) */
-        site = h->sites_used ? hs_block_site(h, b, addr, size) : NULL;
+        site = h->sites.used ? hs_block_site(h, b, addr, size) : NULL;
     } else if (b && b->counted) {
         s->time += b->count;
     } else {
@@ -1803,10 +1598,10 @@ void hs_on_span(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     (void)size;
     if (!ns_func_is_armed(h->nt->strict, span->func))
         return;
-    const hs_site *p = hs_slot(h->sites, h->sites_cap, addr);
-    if (p->addr == addr && p->dropped)
+    const hs_site *p = hs_sites_find(&h->sites, addr);
+    if (p && p->dropped)
         return;
-    if (p->addr == addr && p->active) {
+    if (p && p->active) {
         h->hits += p->shared;
         return;
     }

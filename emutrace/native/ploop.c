@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "abi.h"
-#include "addrset.h"  /* addr_mix */
+#include "addrset.h"
 #include "cond.h"
 
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
@@ -54,15 +54,19 @@ typedef struct {
     uint8_t op, active, fast, conditional, cond, ca, cb, cc, guard, ga, gb;
 } pl_site;
 
-typedef struct {  /* open addressing; key 0 empty, key ~0 deleted (pairs) */
-    uint64_t *a, *b;
-    size_t cap, n;
-} pl_set;
+ADDRTAB_BY_ADDR(pl_sites, pl_site)
 
-typedef struct {  /* open addressing, address -> value; key 0 empty */
-    uint64_t *key, *value;
-    size_t cap, n;
-} pl_map;
+/* address -> a 64-bit value (key 0 is never held: 0 marks an empty slot) */
+typedef struct {
+    uint64_t key, value;
+} pl_map_entry;
+
+#define PL_MAP_USED(e) ((e)->key != 0)
+#define PL_MAP_MATCH(e, k) ((e)->key == (k))
+#define PL_MAP_KEYOF(e) ((e)->key)
+#define PL_MAP_SETKEY(e, k) ((e)->key = (k))
+ADDRTAB(pl_map, pl_map_entry, uint64_t, ADDRTAB_MIX_INDEX, PL_MAP_USED, PL_MAP_MATCH,
+        PL_MAP_KEYOF, PL_MAP_SETKEY)
 
 /* hwbp (pl_hw_*): the functions whose slots C may program, the current one, and the
  * top of the backend's call chain */
@@ -87,11 +91,11 @@ static void hw_free(pl_hw *hw);
 
 typedef struct {
     pl_config cfg;
-    pl_site *sites;
-    size_t sites_cap, n_sites;
-    pl_set callees, inside;
-    pl_set quiet;  /* step: addresses whose instruction the step backend only counts */
-    pl_set entries;  /* step: the tail rule's function entries (TailRule.entries) */
+    pl_sites sites;
+    addrset callees;
+    addrpairs inside;
+    addrset quiet;    /* step: addresses whose instruction the step backend only counts */
+    addrset entries;  /* step: the tail rule's function entries (TailRule.entries) */
     pl_map jumps;    /* step: jump address -> its fall-through | conditional << 63 */
     pl_map walk;     /* btf: address -> its walk step (pl_walk_add) */
     pl_hw hw;        /* hwbp: the debug-register slots (pl_hw_*) */
@@ -114,117 +118,23 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
 static void pl_entry_returned(pl_state *s, uint64_t target);
 
 /* ------------------------------------------------------------ tables */
-static pl_site *site_slot(pl_site *t, size_t cap, uint64_t addr)
-{
-    size_t i = addr_mix(addr) & (cap - 1);
-    while (t[i].addr && t[i].addr != addr)
-        i = (i + 1) & (cap - 1);
-    return &t[i];
-}
-
-static int sites_grow(pl_state *s)
-{
-    size_t cap = s->sites_cap ? s->sites_cap * 2 : 1024;
-    pl_site *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (size_t i = 0; i < s->sites_cap; i++)
-        if (s->sites[i].addr)
-            *site_slot(t, cap, s->sites[i].addr) = s->sites[i];
-    free(s->sites);
-    s->sites = t;
-    s->sites_cap = cap;
-    return 0;
-}
-
-static size_t set_find(const pl_set *set, uint64_t a, uint64_t b)
-{
-    size_t i = addr_mix(a ^ addr_mix(b)) & (set->cap - 1);
-    while (set->a[i] && !(set->a[i] == a && set->b[i] == b))
-        i = (i + 1) & (set->cap - 1);
-    return i;
-}
-
-static int set_add(pl_set *set, uint64_t a, uint64_t b)
-{
-    if ((set->n + 1) * 2 > set->cap) {
-        size_t cap = set->cap ? set->cap * 2 : 256;
-        pl_set bigger = {calloc(cap, 8), calloc(cap, 8), cap, 0};
-        if (!bigger.a || !bigger.b) {
-            free(bigger.a);
-            free(bigger.b);
-            return -1;
-        }
-        for (size_t i = 0; i < set->cap; i++)
-            if (set->a[i] && set->a[i] != ~0ULL) {
-                size_t j = set_find(&bigger, set->a[i], set->b[i]);
-                bigger.a[j] = set->a[i];
-                bigger.b[j] = set->b[i];
-                bigger.n++;
-            }
-        free(set->a);
-        free(set->b);
-        *set = bigger;
-    }
-    size_t i = set_find(set, a, b);
-    if (!set->a[i]) {
-        set->a[i] = a;
-        set->b[i] = b;
-        set->n++;
-    }
-    return 0;
-}
-
-static int set_has(const pl_set *set, uint64_t a, uint64_t b)
-{
-    return set->cap && set->a[set_find(set, a, b)] == a;
-}
-
-static size_t map_find(const pl_map *m, uint64_t key)
-{
-    size_t i = addr_mix(key) & (m->cap - 1);
-    while (m->key[i] && m->key[i] != key)
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
+/* key -> value; 0, or -1 out of memory (key 0: nothing) */
 static int map_put(pl_map *m, uint64_t key, uint64_t value)
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 256;
-        pl_map bigger = {calloc(cap, 8), calloc(cap, 8), cap, 0};
-        if (!bigger.key || !bigger.value) {
-            free(bigger.key);
-            free(bigger.value);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->key[i]) {
-                size_t j = map_find(&bigger, m->key[i]);
-                bigger.key[j] = m->key[i];
-                bigger.value[j] = m->value[i];
-                bigger.n++;
-            }
-        free(m->key);
-        free(m->value);
-        *m = bigger;
-    }
-    size_t i = map_find(m, key);
-    if (!m->key[i])
-        m->n++;
-    m->key[i] = key;
-    m->value[i] = value;
+    pl_map_entry *e = key ? pl_map_put(m, key) : NULL;
+    if (!e)
+        return key ? -1 : 0;
+    e->value = value;
     return 0;
 }
 
+/* 1 and *value, or 0: key not held */
 static int map_get(const pl_map *m, uint64_t key, uint64_t *value)
 {
-    if (!m->cap)
+    const pl_map_entry *e = key ? pl_map_find(m, key) : NULL;
+    if (!e)
         return 0;
-    size_t i = map_find(m, key);
-    if (!m->key[i])
-        return 0;
-    *value = m->value[i];
+    *value = e->value;
     return 1;
 }
 
@@ -238,7 +148,7 @@ pl_state *pl_new(const pl_config *cfg)
     if (s->cfg.buffer_events == 0)
         s->cfg.buffer_events = 4096;
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
-    if (!s->events || sites_grow(s) != 0) {
+    if (!s->events || pl_sites_init(&s->sites, 1024) != 0) {
         free(s->events);
         free(s);
         return NULL;
@@ -250,19 +160,13 @@ void pl_free(pl_state *s)
 {
     if (!s)
         return;
-    free(s->sites);
-    free(s->callees.a);
-    free(s->callees.b);
-    free(s->inside.a);
-    free(s->inside.b);
-    free(s->quiet.a);
-    free(s->quiet.b);
-    free(s->entries.a);
-    free(s->entries.b);
-    free(s->jumps.key);
-    free(s->jumps.value);
-    free(s->walk.key);
-    free(s->walk.value);
+    pl_sites_free(&s->sites);
+    addrset_free(&s->callees);
+    addrpairs_free(&s->inside);
+    addrset_free(&s->quiet);
+    addrset_free(&s->entries);
+    pl_map_free(&s->jumps);
+    pl_map_free(&s->walk);
     hw_free(&s->hw);
     free(s->events);
     pl_strict_free(s->strict);
@@ -278,11 +182,11 @@ int pl_site_set(pl_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
 {
     if (link_reg >= 0)  /* x86 pushes its return address: no link register */
         op = OP_NONE;
-    if ((s->n_sites + 1) * 2 > s->sites_cap && sites_grow(s) != 0)
+    if (addr == 0)
+        return 0;  /* (0 marks an empty slot: no site there) */
+    pl_site *p = pl_sites_put(&s->sites, addr);
+    if (!p)
         return -1;
-    pl_site *p = site_slot(s->sites, s->sites_cap, addr);
-    if (!p->addr)
-        s->n_sites++;
     *p = (pl_site){addr, target, after, ~(uint64_t)clear_low, src_reg, cond_reg, guard_reg,
                    release, (uint8_t)op, 1, (uint8_t)fast, (uint8_t)conditional,
                    (uint8_t)cond, (uint8_t)ca, (uint8_t)cb, (uint8_t)cc, (uint8_t)guard,
@@ -292,31 +196,29 @@ int pl_site_set(pl_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
 
 void pl_site_active(pl_state *s, uint64_t addr, uint32_t on)
 {
-    pl_site *p = site_slot(s->sites, s->sites_cap, addr);
-    if (p->addr == addr)
+    pl_site *p = pl_sites_find(&s->sites, addr);
+    if (p)
         p->active = (uint8_t)on;
 }
 
 int pl_callee_add(pl_state *s, uint64_t target)
 {
-    return set_add(&s->callees, target, 1);
+    return addrset_add(&s->callees, target);
 }
 
 int pl_inside_add(pl_state *s, uint64_t site, uint64_t target)
 {
-    return set_add(&s->inside, site, target);
+    return addrpairs_add(&s->inside, site, target);
 }
 
 void pl_inside_drop(pl_state *s, uint64_t target)
 {
-    for (size_t i = 0; i < s->inside.cap; i++)  /* rare: a jump target became an entry */
-        if (s->inside.a[i] && s->inside.a[i] != ~0ULL && s->inside.b[i] == target)
-            s->inside.a[i] = ~0ULL;  /* deleted: probing continues past it */
+    addrpairs_drop_target(&s->inside, target);  /* (rare: a jump target became an entry) */
 }
 
 int pl_quiet_add(pl_state *s, uint64_t addr)
 {
-    return set_add(&s->quiet, addr, 1);
+    return addrset_add(&s->quiet, addr);
 }
 
 /* a jump the step backend would only remember as pending (no call or return, not
@@ -328,7 +230,7 @@ int pl_jump_add(pl_state *s, uint64_t addr, uint64_t fallthrough, uint32_t condi
 
 int pl_entry_add(pl_state *s, uint64_t addr)
 {
-    return set_add(&s->entries, addr, 1);
+    return addrset_add(&s->entries, addr);
 }
 
 void pl_set_time(pl_state *s, uint64_t time) { s->time = time; }
@@ -377,7 +279,7 @@ static int simulate(pl_state *s, const pl_site *site)
         target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
         /* a call to the next instruction (PC thunk) records nothing; a callee not armed
          * yet needs discovery: both are Python's */
-        if (target == site->after || !set_has(&s->callees, target, 1))
+        if (target == site->after || !addrset_has(&s->callees, target))
             return 0;
         entry_sp = (sp - s->cfg.word) & mask;
         for (uint32_t i = 0; i < s->cfg.n_stack; i++)
@@ -405,7 +307,7 @@ static int simulate(pl_state *s, const pl_site *site)
                  : site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
         /* not taken, or a jump Python found to record nothing: no event */
         if (!((site->conditional && target == site->after)
-              || set_has(&s->inside, site->addr, target)))
+              || addrpairs_has(&s->inside, site->addr, target)))
             return 0;
         s->regs[s->cfg.pc_reg] = target;
         return 1;
@@ -455,8 +357,7 @@ static int simulate(pl_state *s, const pl_site *site)
 
 static void hw_free(pl_hw *hw)
 {
-    free(hw->index.key);
-    free(hw->index.value);
+    pl_map_free(&hw->index);
     free(hw->funcs);
 }
 
@@ -577,8 +478,8 @@ static int hw_finish(pl_state *s, int32_t pid)
         return 0;
     uint64_t mask = mask_of(s), pc = reg(s, s->cfg.pc_reg), sp = reg(s, s->cfg.sp_reg);
     const pl_hw_func *cur = hw_func(hw, hw->cur), *next = NULL;
-    pl_site *site = site_slot(s->sites, s->sites_cap, pc);
-    if (!cur || site->addr != pc || site->op == OP_NONE
+    pl_site *site = pl_sites_find(&s->sites, pc);
+    if (!cur || !site || site->op == OP_NONE
         || reg_test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
         return 0;
     int in_cur = 0;
@@ -668,9 +569,9 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
             if (got == ENTRY_DONE)
                 goto finished;
         }
-        pl_site *site = site_slot(s->sites, s->sites_cap, at);
+        pl_site *site = pl_sites_find(&s->sites, at);
         pl_strict_plan plan = {0};
-        if (site->addr != at || !site->active || site->op == OP_NONE
+        if (!site || !site->active || site->op == OP_NONE
             || (s->strict && !pl_strict_plan_for(s, site, &plan)) || !simulate(s, site))
             break;  /* Python's: discovery, a site C does not know, the guest's own int3 */
         if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
@@ -737,11 +638,11 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
         uint64_t pc = (uint64_t)got & mask_of(s), jump;
         if (pending->state == PEND_JUMP) {  /* the waiting jump, resolved at pc */
             if (!((pending->conditional && pc == pending->fallthrough)
-                  || !set_has(&s->entries, pc, 1)))
+                  || !addrset_has(&s->entries, pc)))
                 break;  /* maybe a tail call: Python's */
             pending->state = PEND_NONE;  /* it recorded nothing */
         }
-        if (set_has(&s->quiet, pc, 1)) {
+        if (addrset_has(&s->quiet, pc)) {
             /* counted */
         } else if (map_get(&s->jumps, pc, &jump)) {
             errno = 0;
@@ -805,12 +706,9 @@ static void pl_strict_free(pl_strict *t)
     free(t->funcs);
     free(t->site_addr);
     free(t->site_orig);
-    free(t->func_of.key);
-    free(t->func_of.value);
-    free(t->owner.key);
-    free(t->owner.value);
-    free(t->callee.key);
-    free(t->callee.value);
+    pl_map_free(&t->func_of);
+    pl_map_free(&t->owner);
+    pl_map_free(&t->callee);
     free(t->chain_start);
     free(t->chain_end);
     free(t);
@@ -1069,10 +967,8 @@ static void pl_entry_free(pl_entry *e)
 {
     if (!e)
         return;
-    free(e->probe.key);
-    free(e->probe.value);
-    free(e->orig.key);
-    free(e->orig.value);
+    pl_map_free(&e->probe);
+    pl_map_free(&e->orig);
     free(e->ra);
     free(e->call_sp);
     free(e->func);

@@ -840,7 +840,7 @@ int rt_function(rt_state *s, uint64_t addr, const char *name, size_t name_len,
             s->funcs_cap = cap;
         }
         int32_t i = (int32_t)s->nfuncs;
-        if (addr ? addrmap_put(&s->index, addr, i) : (s->zero_func = i, 0))
+        if (addr ? addrmap_set(&s->index, addr, i) : (s->zero_func = i, 0))
             return RT_NOMEM;
         f = &s->funcs[s->nfuncs++];
         f->addr = addr;

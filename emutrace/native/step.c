@@ -41,6 +41,18 @@ typedef struct {
     uint32_t flow;  /* 0: empty slot */
 } st_flow;
 
+/* the flow table's home slot of addr: Fibonacci hashing (Knuth, TAOCP vol. 3 §6.4: multiply
+ * by 2^64/phi, keep the top log2(cap) bits), which spreads the dense run of a block's
+ * instruction addresses over the table with one multiply.  Looked up on every instruction,
+ * so it is cheap (splitmix's two multiplies cost more than the probes they save here). */
+#define FLOW_INDEX(k, cap) \
+    ((size_t)(((k) * 0x9e3779b97f4a7c15ULL) >> (__builtin_clzll(cap) + 1)))
+#define FLOW_USED(e) ((e)->flow != 0)
+#define FLOW_MATCH(e, k) ((e)->addr == (k))
+#define FLOW_KEYOF(e) ((e)->addr)
+#define FLOW_SETKEY(e, k) ((e)->addr = (k))
+ADDRTAB(flow_tab, st_flow, uint64_t, FLOW_INDEX, FLOW_USED, FLOW_MATCH, FLOW_KEYOF, FLOW_SETKEY)
+
 typedef struct {
     uint32_t flow;
     uint64_t site, fallthrough, time, sp;
@@ -50,9 +62,7 @@ typedef struct {
 typedef struct {
     uc_engine *uc;
     st_config cfg;
-    st_flow *flows;
-    size_t flows_cap, flows_used;
-    uint32_t flows_shift;  /* 64 - log2(flows_cap) */
+    flow_tab flows;
     addrset fast;     /* call targets whose arguments the snapshot covers */
     addrset entries;  /* a superset of TailRule.entries */
     nt_event *events;
@@ -66,40 +76,11 @@ typedef struct {
     uint64_t written[3];  /* calls, returns, tail calls the writer took */
 } st_state;
 
-/* the flow table's slot of addr: Fibonacci hashing (Knuth, TAOCP vol. 3 §6.4: multiply by
- * 2^64/phi, keep the top bits), which spreads the dense run of a block's instruction
- * addresses over the table with one multiply; linear probing.  Looked up on every
- * instruction, so it is inline and cheap (splitmix's two multiplies cost more than the
- * probes they save here). */
-static inline st_flow *flow_slot(st_flow *t, uint32_t shift, uint64_t addr)
-{
-    size_t mask = ((size_t)1 << (64 - shift)) - 1;
-    size_t i = (size_t)((addr * 0x9e3779b97f4a7c15ULL) >> shift);
-    while (t[i].flow != 0 && t[i].addr != addr)
-        i = (i + 1) & mask;
-    return &t[i];
-}
-
 static int flows_put(st_state *s, uint64_t addr, uint32_t flow)
 {
-    if (2 * (s->flows_used + 1) > s->flows_cap) {
-        size_t cap = s->flows_cap * 2;
-        uint32_t shift = s->flows_shift - 1;
-        st_flow *t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
-        for (size_t i = 0; i < s->flows_cap; i++)
-            if (s->flows[i].flow)
-                *flow_slot(t, shift, s->flows[i].addr) = s->flows[i];
-        free(s->flows);
-        s->flows = t;
-        s->flows_cap = cap;
-        s->flows_shift = shift;
-    }
-    st_flow *p = flow_slot(s->flows, s->flows_shift, addr);
-    if (p->flow == 0)
-        s->flows_used++;
-    p->addr = addr;
+    st_flow *p = flow_tab_put(&s->flows, addr);
+    if (!p)
+        return -1;
     p->flow = flow | F_DECODED;
     return 0;
 }
@@ -118,14 +99,12 @@ st_state *st_new(uc_engine *uc, const st_config *cfg)
         s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
     if (s->cfg.buffer_events == 0)
         s->cfg.buffer_events = 4096;
-    s->flows_cap = 1 << 14;
-    s->flows_shift = 64 - 14;
-    s->flows = calloc(s->flows_cap, sizeof *s->flows);
+    int flows = flow_tab_init(&s->flows, 1 << 14);
     int sets = addrset_init(&s->fast, 1024) | addrset_init(&s->entries, 1024);
     s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
-    if (!s->flows || sets != 0 || !s->events) {
-        free(s->flows); addrset_free(&s->fast); addrset_free(&s->entries); free(s->events);
-        free(s);
+    if (flows != 0 || sets != 0 || !s->events) {
+        flow_tab_free(&s->flows); addrset_free(&s->fast); addrset_free(&s->entries);
+        free(s->events); free(s);
         return NULL;
     }
     return s;
@@ -135,7 +114,7 @@ void st_free(st_state *s)
 {
     if (!s)
         return;
-    free(s->flows);
+    flow_tab_free(&s->flows);
     addrset_free(&s->fast);
     addrset_free(&s->entries);
     free(s->events);
@@ -368,7 +347,8 @@ void st_on_insn(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     uint64_t time = s->time++;
     /* decode first (step.py decodes after resolving; decoding has no effect on the
      * resolution, and Python refreshes `entries` when it decodes new code) */
-    uint32_t flow = flow_slot(s->flows, s->flows_shift, addr)->flow;
+    const st_flow *p = flow_tab_find(&s->flows, addr);
+    uint32_t flow = p ? p->flow : 0;
     if (__builtin_expect(flow == 0, 0))
         flow = decode(s, addr, size);
     if (s->has_pending)

@@ -96,7 +96,7 @@ static uint32_t map_get(const addrmap *m, uint64_t key)
 
 static int map_put(addrmap *m, uint64_t key, uint32_t val)
 {
-    return addrmap_put(m, key + 1, (int32_t)val);
+    return addrmap_set(m, key + 1, (int32_t)val);
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t size)

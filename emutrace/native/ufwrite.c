@@ -83,6 +83,8 @@ struct uw_state {
 };
 
 /* ------------------------------------------------------------------ API for Python */
+void uw_free(uw_state *u);
+
 uw_state *uw_new(uint32_t buf_bytes, uint64_t code_mask)
 {
     uw_state *u = calloc(1, sizeof *u);
@@ -90,21 +92,15 @@ uw_state *uw_new(uint32_t buf_bytes, uint64_t code_mask)
         return NULL;
     u->code_mask = code_mask;
     u->cap = u->tcap = 64;
-    u->callees.cap = u->returns.cap = 256;
     u->plans_cap = 64;
     u->buf_cap = buf_bytes < 4096 ? 4096 : buf_bytes;
     u->frames = calloc(u->cap, sizeof *u->frames);
     u->tails = calloc(u->tcap, sizeof *u->tails);
-    u->callees.keys = calloc(u->callees.cap, sizeof(uint64_t));
-    u->callees.vals = calloc(u->callees.cap, sizeof(int32_t));
-    u->returns.keys = calloc(u->returns.cap, sizeof(uint64_t));
-    u->returns.vals = calloc(u->returns.cap, sizeof(int32_t));
+    int maps = addrmap_init(&u->callees, 256) | addrmap_init(&u->returns, 256);
     u->plans = calloc(u->plans_cap, sizeof *u->plans);
     u->buf = malloc(u->buf_cap);
-    if (!u->frames || !u->tails || !u->callees.keys || !u->callees.vals || !u->returns.keys
-        || !u->returns.vals || !u->plans || !u->buf) {
-        free(u->frames); free(u->tails); free(u->callees.keys); free(u->callees.vals);
-        free(u->returns.keys); free(u->returns.vals); free(u->plans); free(u->buf); free(u);
+    if (!u->frames || !u->tails || maps != 0 || !u->plans || !u->buf) {
+        uw_free(u);
         return NULL;
     }
     return u;
@@ -114,8 +110,8 @@ void uw_free(uw_state *u)
 {
     if (!u)
         return;
-    free(u->frames); free(u->tails); free(u->callees.keys); free(u->callees.vals);
-    free(u->returns.keys); free(u->returns.vals); free(u->plans); free(u->buf); free(u);
+    free(u->frames); free(u->tails); addrmap_free(&u->callees); addrmap_free(&u->returns);
+    free(u->plans); free(u->buf); free(u);
 }
 
 void uw_set_enabled(uw_state *u, uint32_t on) { u->enabled = (int)on; }
@@ -157,7 +153,7 @@ static int add_plan(uw_state *u, addrmap *m, uint64_t key, uint64_t site, uint64
         p->max_bytes += forms[i] == UW_NUMBER ? 8 : UW_MAX_VALUE;
     }
     p->max_bytes += 8;
-    if (addrmap_put(m, key, (int32_t)u->nplans) != 0)
+    if (addrmap_set(m, key, (int32_t)u->nplans) != 0)
         return -1;
     u->nplans++;
     return 0;
