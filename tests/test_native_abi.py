@@ -25,7 +25,10 @@ from typing import Any
 
 import pytest
 
+from emutrace import native
+from emutrace.errors import Unsupported
 from emutrace.isa.base import CONDITION_TESTS, FlowKind
+from emutrace.native import branchlib, disasmlib, ploop, replaytext, steplib, strictlib
 
 NATIVE = Path(__file__).resolve().parent.parent / "emutrace" / "native"
 ABI_H = NATIVE / "abi.h"
@@ -268,3 +271,30 @@ def test_header_parser_reads_fields_unions_and_arrays() -> None:
     assert structs == {"demo": [
         Field(("kind",), False), Field(("nregs", "flags"), False), Field(("time",), False),
         Field(("site",), False), Field(("arg_regs",), True), Field(("bytes",), False)]}
+
+
+def test_one_loader_for_every_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every part of the library comes through native.load: one library object, each part
+    declared on it; without the library each part says why in one line (or, where a Python
+    path takes over, is None)."""
+    if native.unavailable_reason() is not None:
+        pytest.skip(str(native.unavailable_reason()))
+    parts = [native.load, branchlib.load, steplib.load, strictlib.load, ploop.load]
+    libs = {id(load()) for load in parts} | {id(replaytext.load())}
+    assert libs == {id(native.load())}
+    assert all(native._declared[p] is native.load() for p in native._declared)
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_declared", {})
+    monkeypatch.setattr(native, "library_path", lambda: None)
+    disasmlib._load.cache_clear()
+    try:
+        for load in parts:
+            with pytest.raises(Unsupported, match="native library is not built") as e:
+                load()
+            assert "\n" not in str(e.value)
+        assert replaytext.load() is None and disasmlib._load() is None
+        assert not ploop.available()
+        reason = native.unavailable_reason("step")
+        assert reason is not None and "\n" not in reason
+    finally:
+        disasmlib._load.cache_clear()

@@ -1,5 +1,8 @@
-"""The native hot path: ctypes bindings of the C library built from ``hotpath.c`` (setup.py
-compiles it into this package as ``_hotpath*.so``).
+"""The native hot path: ctypes bindings of the C library built from ``hotpath.c`` and the other
+C files of this package (setup.py compiles them into one ``_hotpath*.so``), and its one loader,
+`load(part, signatures)`: the library is loaded once, each part's functions are declared once,
+and a library that is missing, does not load or predates a part is `Unsupported` with a
+one-line reason (`unavailable_reason`).  The layouts shared with C are abi.h's.
 
 The library calls Unicorn through function pointers taken from the ``libunicorn.so.2`` the
 Python binding loaded (``unicorn.unicorn_py3.unicorn.uclib``): one Unicorn instance, whatever
@@ -81,7 +84,57 @@ def declare(lib: ctypes.CDLL, signatures: Signatures, part: str) -> None:
                           f"(`pip install -e .`)") from None
 
 
+_vp, _u32, _u64, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+_sz = ctypes.c_size_t
+# hotpath.c and ufwrite.c, the record writer
+SIGNATURES: Signatures = {
+    "nt_event_size": ([], _u32),
+    "nt_new": ([_vp, ctypes.POINTER(Config)], _vp),
+    "nt_free": ([_vp], None),
+    "nt_site_set": ([_vp, _u64, _u32, _u64, _u64, _i32, _i32, _u32, _u32, _u32, _u32, _i32,
+                     _u32, _u32, _u32, _u32, _u32, _i32, _u32, _u32], ctypes.c_int),
+    "nt_site_extra": ([_vp, _u64, _u32, _u32, _u32, _u32, _u64, _u32,
+                       ctypes.POINTER(_i32)], ctypes.c_int),
+    "nt_inside_add": ([_vp, _u64, _u64], ctypes.c_int),
+    "nt_inside_drop": ([_vp, _u64], ctypes.c_int),
+    "nt_switch_jump_add": ([_vp, _u64, _u64], ctypes.c_int),
+    "nt_tail_add": ([_vp, _u64, _u64], ctypes.c_int),
+    "nt_site_active": ([_vp, _u64, _u32], None),
+    "nt_callee_add": ([_vp, _u64], ctypes.c_int),
+    "nt_string_args": ([_vp, _u64, _u32], ctypes.c_int),
+    "nt_string_return": ([_vp, _u64], ctypes.c_int),
+    "nt_strings": ([_vp], _vp),
+    "nt_strings_len": ([_vp], _u64),
+    "nt_set_attention": ([_vp, _u32], None),
+    "nt_get_time": ([_vp], _u64),
+    "nt_set_time": ([_vp, _u64], None),
+    "nt_counter": ([_vp, _u32], _u64),
+    "nt_events": ([_vp], _vp),
+    "nt_events_count": ([_vp], _u32),
+    "nt_events_clear": ([_vp], None),
+    "nt_set_writer": ([_vp, _vp], None),
+    "nt_size_map_add": ([_vp, _u64, _u64, _vp, _u32], ctypes.c_int),
+    "nt_learned_count": ([_vp], _sz), "nt_learned_at": ([_vp], _vp),
+    "nt_counts_preload": ([_vp, ctypes.c_char_p, _sz], ctypes.c_int),
+    "uw_new": ([_u32, _u64], _vp),
+    "uw_free": ([_vp], None),
+    "uw_set_enabled": ([_vp, _u32], None),
+    "uw_set_deep": ([_vp, _u32], None),
+    "uw_not_recorded": ([_vp], _u64),
+    "uw_callee_plan": ([_vp, _u64, _u32, _u32, _vp, _vp, _vp, _vp], ctypes.c_int),
+    "uw_return_plan": ([_vp, _u64, _u64, _u32, _u32, _u32, _u32, _u32], ctypes.c_int),
+    "uw_frames_count": ([_vp], _sz), "uw_frames_low": ([_vp], _sz), "uw_frames": ([_vp], _vp),
+    "uw_tails_count": ([_vp], _sz), "uw_tails_low": ([_vp], _sz), "uw_tails": ([_vp], _vp),
+    "uw_clean": ([_vp], None), "uw_changed": ([_vp], ctypes.c_int),
+    "uw_frames_set": ([_vp, _sz, ctypes.c_char_p, _sz], ctypes.c_int),
+    "uw_tails_set": ([_vp, _sz, ctypes.c_char_p, _sz], ctypes.c_int),
+    "uw_bytes": ([_vp], _vp), "uw_bytes_len": ([_vp], _sz),
+    "uw_records": ([_vp], _u64), "uw_last_time": ([_vp], _u64),
+    "uw_bytes_clear": ([_vp], None),
+}
+
 _lib: ctypes.CDLL | None = None
+_declared: dict[str, ctypes.CDLL] = {}  # part -> the library its functions were declared on
 
 
 def library_path() -> Path | None:
@@ -89,8 +142,9 @@ def library_path() -> Path | None:
     return next(iter(sorted(here.glob("_hotpath*.so"))), None)
 
 
-def load() -> ctypes.CDLL:
-    """The library, loaded once; Unsupported (exit 69) with what to do when it is not built."""
+def _library() -> ctypes.CDLL:
+    """The library, loaded once; Unsupported (exit 69) with what to do when it is not built,
+    does not load, or was built from another ABI than this emutrace's (abi.h)."""
     global _lib
     if _lib is not None:
         return _lib
@@ -99,64 +153,29 @@ def load() -> ctypes.CDLL:
         raise Unsupported("--engine native: the native library is not built (run "
                           "`pip install -e .` or `python setup.py build_ext --inplace` with a C "
                           "compiler and Python headers); --engine python works without it")
-    lib = ctypes.CDLL(str(path))
-    vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
-    sz = ctypes.c_size_t
-    signatures = {
-        "nt_new": ([vp, ctypes.POINTER(Config)], vp),
-        "nt_free": ([vp], None),
-        "nt_site_set": ([vp, u64, u32, u64, u64, i32, i32, u32, u32, u32, u32, i32, u32, u32,
-                         u32, u32, u32, i32, u32, u32], ctypes.c_int),
-        "nt_site_extra": ([vp, u64, u32, u32, u32, u32, u64, u32,
-                           ctypes.POINTER(i32)], ctypes.c_int),
-        "nt_inside_add": ([vp, u64, u64], ctypes.c_int),
-        "nt_inside_drop": ([vp, u64], ctypes.c_int),
-        "nt_switch_jump_add": ([vp, u64, u64], ctypes.c_int),
-        "nt_tail_add": ([vp, u64, u64], ctypes.c_int),
-        "nt_site_active": ([vp, u64, u32], None),
-        "nt_callee_add": ([vp, u64], ctypes.c_int),
-        "nt_string_args": ([vp, u64, u32], ctypes.c_int),
-        "nt_string_return": ([vp, u64], ctypes.c_int),
-        "nt_strings": ([vp], vp),
-        "nt_strings_len": ([vp], u64),
-        "nt_set_attention": ([vp, u32], None),
-        "nt_get_time": ([vp], u64),
-        "nt_set_time": ([vp, u64], None),
-        "nt_counter": ([vp, u32], u64),
-        "nt_events": ([vp], vp),
-        "nt_events_count": ([vp], u32),
-        "nt_events_clear": ([vp], None),
-        "nt_event_size": ([], u32),
-        "nt_set_writer": ([vp, vp], None),
-        "nt_size_map_add": ([vp, u64, u64, vp, u32], ctypes.c_int),
-        "nt_learned_count": ([vp], sz), "nt_learned_at": ([vp], vp),
-        "nt_counts_preload": ([vp, ctypes.c_char_p, sz], ctypes.c_int),
-        # the record writer (ufwrite.c)
-        "uw_new": ([u32, u64], vp),
-        "uw_free": ([vp], None),
-        "uw_set_enabled": ([vp, u32], None),
-        "uw_set_deep": ([vp, u32], None),
-        "uw_not_recorded": ([vp], u64),
-        "uw_callee_plan": ([vp, u64, u32, u32, vp, vp, vp, vp], ctypes.c_int),
-        "uw_return_plan": ([vp, u64, u64, u32, u32, u32, u32, u32], ctypes.c_int),
-        "uw_frames_count": ([vp], sz), "uw_frames_low": ([vp], sz), "uw_frames": ([vp], vp),
-        "uw_tails_count": ([vp], sz), "uw_tails_low": ([vp], sz), "uw_tails": ([vp], vp),
-        "uw_clean": ([vp], None), "uw_changed": ([vp], ctypes.c_int),
-        "uw_frames_set": ([vp, sz, ctypes.c_char_p, sz], ctypes.c_int),
-        "uw_tails_set": ([vp, sz, ctypes.c_char_p, sz], ctypes.c_int),
-        "uw_bytes": ([vp], vp), "uw_bytes_len": ([vp], sz),
-        "uw_records": ([vp], u64), "uw_last_time": ([vp], u64),
-        "uw_bytes_clear": ([vp], None),
-    }
-    for name, (args, res) in signatures.items():
-        fn = getattr(lib, name, None)
-        if fn is None:  # a library older than this function: `available` says so
-            continue
-        fn.argtypes, fn.restype = args, res
-    if lib.nt_event_size() != ctypes.sizeof(ctypes.c_uint64) * (7 + MAX_REGS):
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        raise Unsupported(f"--engine native: {path.name} does not load ({e}); rebuild it "
+                          f"(`pip install -e .`)") from None
+    declare(lib, {"nt_event_size": SIGNATURES["nt_event_size"]}, "abi.h")
+    if lib.nt_event_size() != EVENT.size:
         raise Unsupported(f"--engine native: {path.name} does not match this emutrace "
                           f"(event size {lib.nt_event_size()}); rebuild it")
     _lib = lib
+    return lib
+
+
+def load(part: str = "hotpath.c", signatures: Signatures = SIGNATURES) -> ctypes.CDLL:
+    """The one way to the library: loaded once, with the functions of one part of it (a C
+    file, named in the error) given their types once; Unsupported (exit 69) with what to do
+    when the library is not built or predates that part.  Each part's module holds its
+    signatures: branchlib.py, steplib.py, strictlib.py, ploop.py, disasmlib.py,
+    replaytext.py; this module hotpath.c's and ufwrite.c's."""
+    lib = _library()
+    if _declared.get(part) is not lib:
+        declare(lib, signatures, part)
+        _declared[part] = lib
     return lib
 
 

@@ -141,7 +141,6 @@ uint64_t bb_counter(const bb_state *s, uint32_t which)
 const nt_event *bb_records(const bb_state *s) { return s->records; }
 uint32_t bb_records_count(const bb_state *s) { return s->n_records; }
 void bb_records_clear(bb_state *s) { s->n_records = 0; }
-uint32_t bb_record_size(void) { return (uint32_t)sizeof(nt_event); }
 
 /* ------------------------------------------------------------------ the hook */
 static inline uint64_t rd(bb_state *s, int reg)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ctypes
 
 from emutrace import native
-from emutrace.errors import Unsupported
 
 PY_BLOCK_INFO = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32,
                                  ctypes.POINTER(ctypes.c_uint64))
@@ -42,34 +41,24 @@ class BranchConfig(ctypes.Structure):
     ]
 
 
-_ready = False
+_vp, _u32, _u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+SIGNATURES: native.Signatures = {
+    "bb_new": ([_vp, ctypes.POINTER(BranchConfig)], _vp),
+    "bb_free": ([_vp], None),
+    "bb_fast_add": ([_vp, _u64], ctypes.c_int),
+    "bb_entry_add": ([_vp, _u64], ctypes.c_int),
+    "bb_get_time": ([_vp], _u64),
+    "bb_set_time": ([_vp, _u64], None),
+    "bb_interrupted": ([_vp], None),
+    "bb_fill_reset": ([_vp], None),
+    "bb_counter": ([_vp, _u32], _u64),
+    "bb_records": ([_vp], _vp),
+    "bb_records_count": ([_vp], _u32),
+    "bb_records_clear": ([_vp], None),
+}
 
 
 def load() -> ctypes.CDLL:
     """The library with the branch functions' signatures set; Unsupported (exit 69) when it
     is not built or predates branch.c."""
-    global _ready
-    lib = native.load()
-    if _ready:
-        return lib
-    vp, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
-    signatures = {
-        "bb_new": ([vp, ctypes.POINTER(BranchConfig)], vp),
-        "bb_free": ([vp], None),
-        "bb_fast_add": ([vp, u64], ctypes.c_int),
-        "bb_entry_add": ([vp, u64], ctypes.c_int),
-        "bb_get_time": ([vp], u64),
-        "bb_set_time": ([vp, u64], None),
-        "bb_interrupted": ([vp], None),
-        "bb_fill_reset": ([vp], None),
-        "bb_counter": ([vp, u32], u64),
-        "bb_records": ([vp], vp),
-        "bb_records_count": ([vp], u32),
-        "bb_records_clear": ([vp], None),
-        "bb_record_size": ([], u32),
-    }
-    native.declare(lib, signatures, "the bts/btf hook")
-    if lib.bb_record_size() != lib.nt_event_size():
-        raise Unsupported("--engine native: branch.c and hotpath.c records differ; rebuild")
-    _ready = True
-    return lib
+    return native.load("branch.c (the bts/btf hook)", SIGNATURES)

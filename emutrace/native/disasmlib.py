@@ -36,30 +36,32 @@ def _capstone_library() -> Path | None:
     return path if path.is_file() else None
 
 
+_vp, _i64, _u64, _sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_size_t
+SIGNATURES: native.Signatures = {
+    "dis_value": ([ctypes.c_char_p, ctypes.POINTER(_i64)], ctypes.c_int),
+    "dis_bind": ([_vp, _vp, _vp, _vp], None),
+    "dis_open": ([_i64, _i64, ctypes.POINTER(_u64)], ctypes.c_int),
+    "dis_close": ([_u64], None),
+    "dis_run": ([_u64, ctypes.c_char_p, _sz, _u64, _sz, _vp, _vp, _sz, _vp, _sz,
+                 ctypes.POINTER(_sz)], _i64),
+}
+
+
 @functools.cache
 def _load() -> ctypes.CDLL | None:
     """The library with capstone's functions handed in (once); None where it cannot decode
     (not built, built without capstone's header, no libcapstone.so in the wheel)."""
+    cs = _capstone()
+    if cs is None:
+        return None
     try:
-        lib = native.load()
+        lib = native.load("disasm.c (discovery's decoding)", SIGNATURES)
     except Unsupported:
         return None
-    cs = _capstone()
-    if cs is None or not hasattr(lib, "dis_run"):
-        return None
-    vp, i64, u64, sz = ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_size_t
-    native.declare(lib, {
-        "dis_value": ([ctypes.c_char_p, ctypes.POINTER(i64)], ctypes.c_int),
-        "dis_bind": ([vp, vp, vp, vp], None),
-        "dis_open": ([i64, i64, ctypes.POINTER(u64)], ctypes.c_int),
-        "dis_close": ([u64], None),
-        "dis_run": ([u64, ctypes.c_char_p, sz, u64, sz, vp, vp, sz, vp, sz,
-                     ctypes.POINTER(sz)], i64),
-    }, "disasm.c")
-    probe = i64()
+    probe = ctypes.c_int64()
     if lib.dis_value(b"CS_ARCH_X86", ctypes.byref(probe)) != 0:
         return None  # built without capstone's header
-    lib.dis_bind(*(ctypes.cast(getattr(cs, f), vp) for f in
+    lib.dis_bind(*(ctypes.cast(getattr(cs, f), _vp) for f in
                    ("cs_open", "cs_disasm", "cs_free", "cs_close")))
     return lib
 

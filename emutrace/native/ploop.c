@@ -240,7 +240,6 @@ uint64_t pl_counter(pl_state *s, uint32_t i) { return i < 4 ? s->counters[i] : 0
 void *pl_events(pl_state *s) { return s->events; }
 uint32_t pl_events_count(pl_state *s) { return s->n_events; }
 void pl_events_clear(pl_state *s) { s->n_events = 0; }
-uint32_t pl_event_size(void) { return sizeof(nt_event); }
 
 /* ------------------------------------------------------------ one trap */
 static uint64_t mask_of(const pl_state *s) { return s->cfg.word == 8 ? ~0ULL : 0xffffffffULL; }

@@ -49,79 +49,65 @@ class LoopConfig(ctypes.Structure):
     ]
 
 
-_ready = False
+_vp, _u32, _u64, _i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
+SIGNATURES: native.Signatures = {
+    "pl_new": ([ctypes.POINTER(LoopConfig)], _vp),
+    "pl_free": ([_vp], None),
+    "pl_site_set": ([_vp, _u64, _u32, _u64, _u64, _i32, _i32, _u32, _u32, _u32, _u32, _i32,
+                     _u32, _u32, _u32, _u32, _u32, _i32, _u32, _u32], ctypes.c_int),
+    "pl_site_active": ([_vp, _u64, _u32], None),
+    "pl_callee_add": ([_vp, _u64], ctypes.c_int),
+    "pl_inside_add": ([_vp, _u64, _u64], ctypes.c_int),
+    "pl_inside_drop": ([_vp, _u64], None),
+    "pl_set_time": ([_vp, ctypes.c_int64], None),
+    "pl_last_pc": ([_vp], _u64),
+    "pl_counter": ([_vp, _u32], _u64),
+    "pl_events": ([_vp], _vp),
+    "pl_events_count": ([_vp], _u32),
+    "pl_events_clear": ([_vp], None),
+    "pl_resume": ([_vp, _i32, _i32, _i32, ctypes.POINTER(_i32)], ctypes.c_int),
+    "pl_quiet_add": ([_vp, _u64], ctypes.c_int),
+    "pl_entry_add": ([_vp, _u64], ctypes.c_int),
+    "pl_jump_add": ([_vp, _u64, _u64, _u32], ctypes.c_int),
+    "pl_step": ([_vp, _i32, _i32, ctypes.POINTER(Pending), ctypes.POINTER(_i32),
+                 ctypes.POINTER(_u64)], ctypes.c_int),
+    "pl_time": ([_vp], ctypes.c_int64),
+    # int3 --cleanup strict (pl_strict_*)
+    "pl_strict_enable": ([_vp], ctypes.c_int),
+    "pl_strict_func": ([_vp, _u64, _u64, _u32, _u32, ctypes.POINTER(_u64), ctypes.c_char_p],
+                       ctypes.c_int),
+    "pl_strict_func_armed": ([_vp, _u64, _u32], None),
+    "pl_strict_owner": ([_vp, _u64, _u64], ctypes.c_int),
+    "pl_strict_callee": ([_vp, _u64, _u64], ctypes.c_int),
+    "pl_strict_chain_set": ([_vp, _u32, ctypes.POINTER(_u64), ctypes.POINTER(_u64)],
+                            ctypes.c_int),
+    # the entry backend's probes (pl_entry_*)
+    "pl_entry_enable": ([_vp, _u64, _u64, _u64], ctypes.c_int),
+    "pl_entry_probe": ([_vp, _u64, _u64, _u32], ctypes.c_int),
+    "pl_entry_probe_active": ([_vp, _u64, _u32], None),
+    "pl_entry_hold": ([_vp, _u32, _u64], None),
+    "pl_entry_frames_set": ([_vp, _u32, ctypes.POINTER(_u64), ctypes.POINTER(_u64),
+                             ctypes.POINTER(_u64)], ctypes.c_int),
+    "pl_entry_frames_get": ([_vp, ctypes.POINTER(_u64), ctypes.POINTER(_u64),
+                             ctypes.POINTER(_u64), _u32], ctypes.c_int64),
+    "pl_entry_stepovers": ([_vp], _u64),
+    "pl_walk_add": ([_vp, _u64, _u32, _u32, _u64], ctypes.c_int),
+    "pl_block": ([_vp, _i32, _i32, _u64, _u32, ctypes.POINTER(_i32), ctypes.POINTER(_u64),
+                  ctypes.POINTER(_u64)], ctypes.c_int),
+    "pl_hw_func_set": ([_vp, _u64, _u64, _u32, _u64, _u64, _u64, _u64, _u32], ctypes.c_int),
+    "pl_hw_func_drop": ([_vp, _u64], None),
+    "pl_hw_begin": ([_vp, _u32, _u64, ctypes.POINTER(_u64), _u32], None),
+    "pl_hw_cur": ([_vp], _u64),
+    "pl_hw_depth": ([_vp], _u32),
+    "pl_hw_chain": ([_vp], _vp),
+    "pl_hw_count": ([_vp, _u32], _u64),
+}
 
 
 def load() -> ctypes.CDLL:
     """The library with the loop's signatures set; Unsupported (exit 69) when it is not built
     or predates ploop.c."""
-    global _ready
-    lib = native.load()
-    if _ready:
-        return lib
-    if not hasattr(lib, "pl_new"):
-        raise Unsupported("--engine native: the native library predates the ptrace loop "
-                          "(ploop.c); rebuild it (python setup.py build_ext --inplace)")
-    vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
-    signatures = {
-        "pl_new": ([ctypes.POINTER(LoopConfig)], vp),
-        "pl_free": ([vp], None),
-        "pl_site_set": ([vp, u64, u32, u64, u64, i32, i32, u32, u32, u32, u32, i32, u32, u32,
-                         u32, u32, u32, i32, u32, u32], ctypes.c_int),
-        "pl_site_active": ([vp, u64, u32], None),
-        "pl_callee_add": ([vp, u64], ctypes.c_int),
-        "pl_inside_add": ([vp, u64, u64], ctypes.c_int),
-        "pl_inside_drop": ([vp, u64], None),
-        "pl_set_time": ([vp, ctypes.c_int64], None),
-        "pl_last_pc": ([vp], u64),
-        "pl_counter": ([vp, u32], u64),
-        "pl_events": ([vp], vp),
-        "pl_events_count": ([vp], u32),
-        "pl_events_clear": ([vp], None),
-        "pl_event_size": ([], u32),
-        "pl_resume": ([vp, i32, i32, i32, ctypes.POINTER(i32)], ctypes.c_int),
-        "pl_quiet_add": ([vp, u64], ctypes.c_int),
-        "pl_entry_add": ([vp, u64], ctypes.c_int),
-        "pl_jump_add": ([vp, u64, u64, u32], ctypes.c_int),
-        "pl_step": ([vp, i32, i32, ctypes.POINTER(Pending), ctypes.POINTER(i32),
-                     ctypes.POINTER(u64)], ctypes.c_int),
-        "pl_time": ([vp], ctypes.c_int64),
-        # int3 --cleanup strict (pl_strict_*)
-        "pl_strict_enable": ([vp], ctypes.c_int),
-        "pl_strict_func": ([vp, u64, u64, u32, u32, ctypes.POINTER(u64), ctypes.c_char_p],
-                           ctypes.c_int),
-        "pl_strict_func_armed": ([vp, u64, u32], None),
-        "pl_strict_owner": ([vp, u64, u64], ctypes.c_int),
-        "pl_strict_callee": ([vp, u64, u64], ctypes.c_int),
-        "pl_strict_chain_set": ([vp, u32, ctypes.POINTER(u64), ctypes.POINTER(u64)],
-                                ctypes.c_int),
-        # the entry backend's probes (pl_entry_*)
-        "pl_entry_enable": ([vp, u64, u64, u64], ctypes.c_int),
-        "pl_entry_probe": ([vp, u64, u64, u32], ctypes.c_int),
-        "pl_entry_probe_active": ([vp, u64, u32], None),
-        "pl_entry_hold": ([vp, u32, u64], None),
-        "pl_entry_frames_set": ([vp, u32, ctypes.POINTER(u64), ctypes.POINTER(u64),
-                                 ctypes.POINTER(u64)], ctypes.c_int),
-        "pl_entry_frames_get": ([vp, ctypes.POINTER(u64), ctypes.POINTER(u64),
-                                 ctypes.POINTER(u64), u32], ctypes.c_int64),
-        "pl_entry_stepovers": ([vp], u64),
-        "pl_walk_add": ([vp, u64, u32, u32, u64], ctypes.c_int),
-        "pl_block": ([vp, i32, i32, u64, u32, ctypes.POINTER(i32), ctypes.POINTER(u64),
-                      ctypes.POINTER(u64)], ctypes.c_int),
-        "pl_hw_func_set": ([vp, u64, u64, u32, u64, u64, u64, u64, u32], ctypes.c_int),
-        "pl_hw_func_drop": ([vp, u64], None),
-        "pl_hw_begin": ([vp, u32, u64, ctypes.POINTER(u64), u32], None),
-        "pl_hw_cur": ([vp], u64),
-        "pl_hw_depth": ([vp], u32),
-        "pl_hw_chain": ([vp], vp),
-        "pl_hw_count": ([vp, u32], u64),
-    }
-    native.declare(lib, signatures, "the ptrace loop")
-    if lib.pl_event_size() != EVENT.size:
-        raise Unsupported("--engine native: the native library's ptrace loop does not match "
-                          "this emutrace; rebuild it")
-    _ready = True
-    return lib
+    return native.load("ploop.c (the ptrace loop)", SIGNATURES)
 
 
 def available() -> bool:

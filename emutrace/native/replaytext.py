@@ -46,38 +46,30 @@ _LEN = struct.Struct("<I")
 _ROWS_PER_BLOCK = 4096  # records of a list encoded at once
 _TEXTS_KEPT = 1 << 12  # value texts remembered while encoding (then forgotten)
 
-_ready = False
+_vp, _u32, _u64, _i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+_sz, _pos, _int = ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int
+SIGNATURES: native.Signatures = {
+    "rt_new": ([], _vp), "rt_free": ([_vp], None),
+    "rt_options": ([_vp, _u32, _u32, _i64, _i64, _u32], None),
+    "rt_section": ([_vp, _u32, _u32], _int),
+    "rt_text": ([_vp, ctypes.c_char_p, _sz], _int),
+    "rt_function": ([_vp, _u64, ctypes.c_char_p, _sz, _u32, _i64], _int),
+    "rt_layout": ([_vp, _u64, _u32, _u32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p],
+                  _int),
+    "rt_packed": ([_vp, ctypes.c_char_p, _sz, _pos], _int),
+    "rt_rows": ([_vp, ctypes.c_char_p, _sz, _pos], _int),
+    "rt_missing": ([_vp], _u64), "rt_finish": ([_vp], _int),
+    "rt_output": ([_vp], _vp), "rt_output_len": ([_vp], _sz), "rt_output_clear": ([_vp], None),
+}
 
 
 def load() -> ctypes.CDLL | None:
     """The library with replaytext.c's functions declared, or None (not built, or built
     before replaytext.c)."""
-    global _ready
     try:
-        lib = native.load()
-    except (Unsupported, OSError):  # not built, stale, or not loadable: the reference writes
+        return native.load("replaytext.c (the text trace in C)", SIGNATURES)
+    except Unsupported:  # not built, stale, or not loadable: the reference writes
         return None
-    if _ready:
-        return lib
-    if not hasattr(lib, "rt_new"):
-        return None
-    vp, u32, u64, i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
-    sz, pos, i = ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int
-    native.declare(lib, {
-        "rt_new": ([], vp), "rt_free": ([vp], None),
-        "rt_options": ([vp, u32, u32, i64, i64, u32], None),
-        "rt_section": ([vp, u32, u32], i),
-        "rt_text": ([vp, ctypes.c_char_p, sz], i),
-        "rt_function": ([vp, u64, ctypes.c_char_p, sz, u32, i64], i),
-        "rt_layout": ([vp, u64, u32, u32, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p],
-                      i),
-        "rt_packed": ([vp, ctypes.c_char_p, sz, pos], i),
-        "rt_rows": ([vp, ctypes.c_char_p, sz, pos], i),
-        "rt_missing": ([vp], u64), "rt_finish": ([vp], i),
-        "rt_output": ([vp], vp), "rt_output_len": ([vp], sz), "rt_output_clear": ([vp], None),
-    }, "the text trace in C")
-    _ready = True
-    return lib
 
 
 def write_replay(records: Iterable[Record], symbolize: Callable[[int], str],

@@ -188,7 +188,6 @@ uint64_t st_counter(const st_state *s, uint32_t which)
 const nt_event *st_events(const st_state *s) { return s->events; }
 uint32_t st_events_count(const st_state *s) { return s->n_events; }
 void st_events_clear(st_state *s) { s->n_events = 0; }
-uint32_t st_event_size(void) { return (uint32_t)sizeof(nt_event); }
 
 /* ------------------------------------------------------------------ the hook */
 static inline uint64_t rd(st_state *s, int reg)

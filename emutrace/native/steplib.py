@@ -6,7 +6,6 @@ from __future__ import annotations
 import ctypes
 
 from emutrace import native
-from emutrace.errors import Unsupported
 
 PY_FLOW = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
 PY_RESOLVE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
@@ -29,37 +28,27 @@ class StepConfig(ctypes.Structure):
     ]
 
 
-_ready = False
+_vp, _u32, _u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+SIGNATURES: native.Signatures = {
+    "st_new": ([_vp, ctypes.POINTER(StepConfig)], _vp),
+    "st_free": ([_vp], None),
+    "st_fast_add": ([_vp, _u64], ctypes.c_int),
+    "st_entry_add": ([_vp, _u64], ctypes.c_int),
+    "st_flows_load": ([_vp, ctypes.POINTER(_u64), ctypes.POINTER(_u32), _u32], ctypes.c_int),
+    "st_get_time": ([_vp], _u64),
+    "st_set_time": ([_vp, _u64], None),
+    "st_clear_pending": ([_vp], None),
+    "st_take_pending": ([_vp, ctypes.POINTER(_u64)], ctypes.c_int),
+    "st_put_pending": ([_vp, ctypes.POINTER(_u64)], None),
+    "st_counter": ([_vp, _u32], _u64),
+    "st_events": ([_vp], _vp),
+    "st_events_count": ([_vp], _u32),
+    "st_events_clear": ([_vp], None),
+    "st_set_writer": ([_vp, _vp], None),
+}
 
 
 def load() -> ctypes.CDLL:
     """The library with the step functions' signatures set; Unsupported (exit 69) when it is
     not built or predates step.c."""
-    global _ready
-    lib = native.load()
-    if _ready:
-        return lib
-    vp, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
-    signatures = {
-        "st_new": ([vp, ctypes.POINTER(StepConfig)], vp),
-        "st_free": ([vp], None),
-        "st_fast_add": ([vp, u64], ctypes.c_int),
-        "st_entry_add": ([vp, u64], ctypes.c_int),
-        "st_flows_load": ([vp, ctypes.POINTER(u64), ctypes.POINTER(u32), u32], ctypes.c_int),
-        "st_get_time": ([vp], u64),
-        "st_set_time": ([vp, u64], None),
-        "st_clear_pending": ([vp], None),
-        "st_take_pending": ([vp, ctypes.POINTER(u64)], ctypes.c_int),
-        "st_put_pending": ([vp, ctypes.POINTER(u64)], None),
-        "st_counter": ([vp, u32], u64),
-        "st_events": ([vp], vp),
-        "st_events_count": ([vp], u32),
-        "st_events_clear": ([vp], None),
-        "st_event_size": ([], u32),
-        "st_set_writer": ([vp, vp], None),
-    }
-    native.declare(lib, signatures, "the step backend")
-    if lib.st_event_size() != lib.nt_event_size():
-        raise Unsupported("--engine native: step.c and hotpath.c records differ; rebuild")
-    _ready = True
-    return lib
+    return native.load("step.c (the step backend)", SIGNATURES)
