@@ -91,6 +91,7 @@ CONSTANTS = [
     ("PEND_JUMP", "emutrace.native.ploop", "PEND_JUMP"),
     ("PL_HW_SLOTS", "emutrace.native.ploop", "HW_SLOTS"),
     ("PL_HW_CHAIN", "emutrace.native.ploop", "HW_CHAIN"),
+    ("CG_CRASHED", "emutrace.native.crashguard", "CG_CRASHED"),
 ]
 
 

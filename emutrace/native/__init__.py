@@ -171,7 +171,7 @@ def load(part: str = "hotpath.c", signatures: Signatures = SIGNATURES) -> ctypes
     file, named in the error) given their types once; Unsupported (exit 69) with what to do
     when the library is not built or predates that part.  Each part's module holds its
     signatures: branchlib.py, steplib.py, strictlib.py, ploop.py, disasmlib.py,
-    replaytext.py; this module hotpath.c's and ufwrite.c's."""
+    replaytext.py, crashguard.py; this module hotpath.c's and ufwrite.c's."""
     lib = _library()
     if _declared.get(part) is not lib:
         declare(lib, signatures, part)

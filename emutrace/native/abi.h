@@ -10,7 +10,7 @@
  *
  * Sections: what every part shares (the event record, site ops, condition tests, event
  * kinds), then each part's own: the Unicorn hooks (hotpath.c, its site-hook table, step.c,
- * branch.c, strict.c, entryprobe.c, ufwrite.c) and the ptrace loop (ploop.c).
+ * branch.c, strict.c, entryprobe.c, ufwrite.c, crashguard.c) and the ptrace loop (ploop.c).
  */
 #ifndef EMUTRACE_ABI_H
 #define EMUTRACE_ABI_H
@@ -265,6 +265,11 @@ typedef struct {  /* shadow.py Frame: five words, as Python reads and writes the
 typedef struct {  /* tails.py TailRule: frames[i], return_addrs[i] (native_writer.py _TAIL) */
     uint64_t code, ret, flags;
 } uw_tail;
+
+/* ---------------------------------------------------------------- crashguard.c */
+
+/* cg_emu_start's result when the emulation crashed: no uc_err value (crashguard.CG_CRASHED) */
+#define CG_CRASHED 0x43524153
 
 /* ================================================================ the ptrace loop (ploop.c) */
 

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define CG_CRASHED 0x43524153 /* no uc_err value: the emulation crashed (above) */
+#include "abi.h" /* CG_CRASHED */
 
 typedef int (*cg_emu_start_fn)(void *uc, uint64_t begin, uint64_t until, uint64_t timeout,
                                size_t count);

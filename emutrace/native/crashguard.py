@@ -16,7 +16,15 @@ from typing import Any
 from emutrace import native
 from emutrace.errors import EXIT_EMULATOR_CRASH, EmutraceError, Unsupported
 
-CG_CRASHED = 0x43524153  # crashguard.c: the emulation crashed
+CG_CRASHED = 0x43524153  # abi.h: the emulation crashed
+
+_vp, _u64 = ctypes.c_void_p, ctypes.c_uint64
+SIGNATURES: native.Signatures = {
+    "cg_install": ([_vp, _vp], ctypes.c_int),
+    "cg_emu_start": ([_vp, _u64, _u64, _u64, ctypes.c_size_t], ctypes.c_int),
+    "cg_crash_signal": ([], ctypes.c_int),
+    "cg_crash_address": ([], _u64),
+}
 
 
 class EmulatorCrash(EmutraceError):
@@ -46,22 +54,14 @@ def install() -> bool:
     if _lib is not None:
         return True
     try:
-        lib = native.load()
-    except Unsupported:
-        return False
-    if not hasattr(lib, "cg_emu_start"):  # a library built before crashguard.c
+        lib = native.load("crashguard.c (emulator crashes)", SIGNATURES)
+    except Unsupported:  # not built, or built before crashguard.c
         return False
     from unicorn.unicorn_py3 import unicorn as binding
 
     uclib: Any = binding.uclib  # (a CDLL whose functions are attributes)
     real = ctypes.cast(uclib.uc_emu_start, ctypes.c_void_p).value
     check = ctypes.cast(ctypes.pythonapi.PyGILState_Check, ctypes.c_void_p).value
-    vp, u64 = ctypes.c_void_p, ctypes.c_uint64
-    lib.cg_install.argtypes, lib.cg_install.restype = [vp, vp], ctypes.c_int
-    lib.cg_emu_start.argtypes = [vp, u64, u64, u64, ctypes.c_size_t]
-    lib.cg_emu_start.restype = ctypes.c_int
-    lib.cg_crash_signal.argtypes, lib.cg_crash_signal.restype = [], ctypes.c_int
-    lib.cg_crash_address.argtypes, lib.cg_crash_address.restype = [], u64
     if lib.cg_install(real, check) != 0:
         return False
     _lib = lib
