@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
@@ -30,7 +31,7 @@ from emutrace.discover.debuginfo import find_debug_file, guest_path
 from emutrace.discover.plt_stubs import linker_stubs
 from emutrace.discover.symbols import FuncSymbol, SymbolTable, table_symbols
 from emutrace.elf import PF_X, Image, load_image
-from emutrace.elf_tables import SymbolTables, read_file_tables
+from emutrace.elf_tables import ElfSymbol, SymbolTables, read_file_tables
 from emutrace.errors import EmutraceError
 from emutrace.isa.base import Isa
 
@@ -74,8 +75,11 @@ def _one_name_per_address(funcs: list[FuncSymbol]) -> list[FuncSymbol]:
     return list(best.values())
 
 
-def plt_symbols(elf: ELFFile, isa: Isa, bias: int) -> list[FuncSymbol]:
-    """`func@plt` for each PLT stub: stub i belongs to the i-th PLT relocation."""
+def plt_symbols(elf: ELFFile, isa: Isa, bias: int,
+                dynsym: list[ElfSymbol] | None = None) -> list[FuncSymbol]:
+    """`func@plt` for each PLT stub: stub i belongs to the i-th PLT relocation.  dynsym:
+    the module's `.dynsym` as elf_tables read it (the relocations' symbols are named from
+    it by index, without pyelftools' per-symbol parse)."""
     plt = isa.plt
     if plt is None:
         return []
@@ -97,11 +101,14 @@ def plt_symbols(elf: ELFFile, isa: Isa, bias: int) -> list[FuncSymbol]:
     by_slot = sec.name == ".plt" and plt.lazy_offset is not None
     if not by_slot and (end - base) != size * relocs.num_relocations():
         return []  # not the layout assumed (ARM Thumb entry stubs, long entries): unnamed
+    names = dynsym if dynsym is not None and symtab is not None \
+        and symtab.name == ".dynsym" and len(dynsym) == symtab.num_symbols() else None
+    words = _GotWords(elf) if by_slot else None
     out = []
-    for i, rel in enumerate(relocs.iter_relocations()):
-        if by_slot:
+    for i, (r_offset, index) in enumerate(_plt_relocations(elf, relocs)):
+        if words is not None:
             assert plt.lazy_offset is not None
-            slot = _word_at(elf, rel["r_offset"])
+            slot = words.at(r_offset)
             start = slot - plt.lazy_offset if slot is not None else -1
             if not base <= start < end or (start - base) % size:
                 continue
@@ -109,23 +116,52 @@ def plt_symbols(elf: ELFFile, isa: Isa, bias: int) -> list[FuncSymbol]:
             start = base + i * size
         if start + size > end:
             continue
-        index = rel["r_info_sym"]
-        name = symtab.get_symbol(index).name if index and symtab is not None else ""
+        if not index or symtab is None:
+            name = ""
+        elif names is not None:
+            name = names[index].name if index < len(names) else ""
+        else:
+            name = symtab.get_symbol(index).name
         if name:  # (IRELATIVE relocations have no symbol: the stub stays unnamed)
             out.append(FuncSymbol(f"{name}@plt", start + bias, size, False, 0))
     return out
 
 
-def _word_at(elf: ELFFile, addr: int) -> int | None:
-    """The address-sized word the file puts at link-time address addr (a GOT slot)."""
-    size = elf.elfclass // 8
-    for seg in elf.iter_segments():
-        if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr \
-                and addr + size <= seg["p_vaddr"] + seg["p_filesz"]:
-            off = addr - seg["p_vaddr"]
-            raw = seg.data()[off:off + size]
-            return int.from_bytes(raw, "little" if elf.little_endian else "big")
-    return None
+def _plt_relocations(elf: ELFFile, relocs: RelocationSection) -> list[tuple[int, int]]:
+    """(r_offset, symbol index) of each relocation of the section, unpacked with `struct`
+    (gABI "Relocation": Elf32_Rel/Rela r_offset, r_info [, r_addend] in 4-byte words,
+    ELF32_R_SYM = r_info >> 8; Elf64 in 8-byte words, ELF64_R_SYM = r_info >> 32)."""
+    wide = elf.elfclass == 64
+    word = "Q" if wide else "I"
+    fmt = ("<" if elf.little_endian else ">") + word * 2
+    entry = relocs["sh_entsize"] or (3 if relocs.is_RELA() else 2) * (8 if wide else 4)
+    data = relocs.data()
+    shift = 32 if wide else 8
+    return [(r_offset, r_info >> shift)
+            for r_offset, r_info in (struct.unpack_from(fmt, data, at)
+                                     for at in range(0, len(data) - entry + 1, entry))]
+
+
+class _GotWords:
+    """The address-sized words the file puts at link-time addresses (GOT slots), its PT_LOAD
+    segments read once."""
+
+    def __init__(self, elf: ELFFile) -> None:
+        self.size = elf.elfclass // 8
+        self.order: Literal["little", "big"] = "little" if elf.little_endian else "big"
+        self.segments = [(seg["p_vaddr"], seg["p_filesz"], seg) for seg in elf.iter_segments()
+                         if seg["p_type"] == "PT_LOAD"]
+        self.data: dict[int, bytes] = {}
+
+    def at(self, addr: int) -> int | None:
+        for i, (vaddr, filesz, seg) in enumerate(self.segments):
+            if vaddr <= addr and addr + self.size <= vaddr + filesz:
+                data = self.data.get(i)
+                if data is None:
+                    data = self.data[i] = seg.data()
+                off = addr - vaddr
+                return int.from_bytes(data[off:off + self.size], self.order)
+        return None
 
 
 def module_symbols(path: str, isa: Isa, bias: int, root: str = "/",
@@ -153,7 +189,7 @@ def module_symbols(path: str, isa: Isa, bias: int, root: str = "/",
             funcs, ranges = table_symbols(tables.symtab, isa, bias)
         if not funcs and tables.dynsym is not None:
             funcs = _one_name_per_address(table_symbols(tables.dynsym, isa, bias)[0])
-        stubs = plt_symbols(elf, isa, bias)
+        stubs = plt_symbols(elf, isa, bias, tables.dynsym)
         funcs += stubs
         if isa.plt is not None and isa.plt.data[1]:
             off, size = isa.plt.data
