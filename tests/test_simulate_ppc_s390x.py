@@ -83,6 +83,9 @@ S390X_CASES: list[tuple[str, str, dict[str, int]]] = [
     ("jg 0x12000", "", {"cc": 0}),
     ("jgne 0x14080", "", {"cc": 3}),
     ("jgne 0x14080", "", {"cc": 0}),
+    # BC (RX: 47, M1 X2, B2 D2): b D2(X2,B2), a jump table's branch to X2 + B2 + D2
+    ("", "47f21008", {"r2": 0x100}),  # b 8(%r2,%r1)
+    ("", "47f01010", {}),  # b 0x10(%r1): X2 = 0, no index
 ]
 
 

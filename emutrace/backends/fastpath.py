@@ -170,8 +170,9 @@ class FastSites:
         op = lower(insn, flow) if flow.kind is not FlowKind.NONE else None
         after = site.addr + site.size
         if (op is None or _SITE_KIND[op.kind] is not site.kind or insn.addr + insn.size != after
-                or op.load is not None):
-            return None  # (a target read from memory: C's trap path reads none, Python's)
+                or op.load is not None or op.effective is not None):
+            return None  # (a target read from memory or added up: C's trap path does
+            # neither, Python's)
         cond = op.cond
         try:
             src = self.reg_id(op.reg) if op.reg is not None else -1

@@ -450,10 +450,9 @@ class Condition:
 
 @dataclass(frozen=True)
 class MemOperand:
-    """Where a transfer reads its target from memory: the word (the ISA's word size) at
-    base + index * scale + disp, registers by name (None: not used; a PC-relative operand
-    is given as its absolute address in `disp`), plus the base of `segment` (x86 fs, gs: the
-    register `<segment>_base`)."""
+    """A memory operand's address: base + index * scale + disp, registers by name (None: not
+    used; a PC-relative operand is given as its absolute address in `disp`), plus the base
+    of `segment` (x86 fs, gs: the register `<segment>_base`)."""
 
     base: str | None = None
     index: str | None = None
@@ -496,6 +495,10 @@ class NativeOp:
     # needs no simulation (it sees the target's block), so the site is a virtual
     # breakpoint there (hooked_sites.py `virtual`)
     load: MemOperand | None = None
+    # CALL/JUMP: the target is this address itself, computed from registers (s390x
+    # `b 0(%r2,%r1)`, BC's D2(X2,B2): a jump table's branch); C's trap path leaves it to
+    # Python as it does `load`
+    effective: MemOperand | None = None
 
 
 # the native form of a call/return instruction; None: the hot path leaves it to Python

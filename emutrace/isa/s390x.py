@@ -20,6 +20,7 @@ from emutrace.isa.base import (
     Identity,
     Insn,
     Isa,
+    MemOperand,
     NativeOp,
     NativeTracing,
     Plt,
@@ -233,8 +234,9 @@ CLASSIFIERS = Classifiers(classify=classify_s390x, insn_align=2, sp_effect=sp_ef
 # The effect of a displaced branch (z/Architecture PoO ch. 7), decoded from the bits: BRASL
 # (C0x5, RIL) / BRAS (A7x5, RI) put the next address in R1 and branch relative (halfwords);
 # BASR (0D, RR) reads R2 before writing R1, R2 = 0 does not branch; BCR (07) / BRC (A7x4) /
-# BRCL (C0x4) branch when mask bit 8 >> CC is set, CC = PSW mask bits 18–19.  Only in the
-# 64-bit addressing mode (PSW EA|BA); BAL/BALR/BAS/BC/BCT* and EXRL are run in place (None).
+# BRCL (C0x4) branch when mask bit 8 >> CC is set, CC = PSW mask bits 18–19; BC (47, RX)
+# likewise to its second operand's address D2 + X2 + B2 (register 0: none).  Only in the
+# 64-bit addressing mode (PSW EA|BA); BAL/BALR/BAS/BCT* and EXRL are run in place (None).
 _PSW_EA_BA = 0x180000000
 _MASK64 = (1 << 64) - 1
 
@@ -265,6 +267,18 @@ def simulate_s390x(cpu: CpuPort, insn: Insn, flow: Flow) -> int | None:
         if pswm & _PSW_EA_BA != _PSW_EA_BA:
             return None
         return cpu.reg_read(f"r{r2}") & _MASK64 if m1 & (8 >> (pswm >> 44 & 3)) else after
+    if op == 0x47 and insn.size == 4:  # bc (b D2(X2,B2): a jump table's branch)
+        m1, x2, b2 = raw[1] >> 4, raw[1] & 15, raw[2] >> 4
+        pswm = cpu.reg_read("pswm")
+        if pswm & _PSW_EA_BA != _PSW_EA_BA:
+            return None
+        if not m1 & (8 >> (pswm >> 44 & 3)):
+            return after
+        target = int.from_bytes(raw[2:4], "big") & 0xFFF
+        for r in (x2, b2):
+            if r:
+                target += cpu.reg_read(f"r{r}")
+        return target & _MASK64
     if op == 0xA7 and insn.size == 4 and raw[1] & 15 in (4, 5):  # brc, bras
         offset = 2 * _signed(int.from_bytes(raw[2:4], "big"), 16)
     elif op == 0xC0 and insn.size == 6 and raw[1] & 15 in (4, 5):  # brcl, brasl
@@ -303,6 +317,11 @@ def lower_s390x(insn: Insn, flow: Flow) -> NativeOp | None:
         kind = FlowKind.RETURN if r2 == 14 else FlowKind.JUMP  # as classify_s390x
         cond = Condition("always") if m1 == 15 else Condition("cc_mask", "pswm", 44, m1)
         return NativeOp(kind, reg=f"r{r2}", cond=cond, guard=_ADDR64)
+    if op == 0x47 and insn.size == 4 and raw[1] >> 4 == 15:  # b D2(X2,B2)
+        x2, b2 = raw[1] & 15, raw[2] >> 4
+        address = MemOperand(base=f"r{b2}" if b2 else None, index=f"r{x2}" if x2 else None,
+                             disp=int.from_bytes(raw[2:4], "big") & 0xFFF)
+        return NativeOp(FlowKind.JUMP, effective=address, guard=_ADDR64)
     if op == 0xA7 and insn.size == 4 and raw[1] & 15 in (4, 5):  # brc, bras
         offset = 2 * _signed(int.from_bytes(raw[2:4], "big"), 16)
     elif op == 0xC0 and insn.size == 6 and raw[1] & 15 in (4, 5):  # brcl, brasl
