@@ -4,6 +4,10 @@
     python bench/bench_debian_programs.py [--isa aarch64,arm,ppc64le,s390x,i386]
                                           [--programs sort,sed,...] [--repeat N]
                                           [--out bench/results/debian-programs.md]
+                                          [--update]
+
+--update keeps the rows of the result file's JSON that this run does not measure (each
+row says which run measured it: its three variants always come from one run, side by side).
 
 Each ISA's root is made by `emutrace rootfs` from Debian's packages (PACKAGES) into
 .cache/bench-roots/<isa> the first time (a set-up step: the only network use, Debian's
@@ -140,11 +144,31 @@ def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
             "codes": codes, "same_stdout": same, "trace_bytes": sizes, "threads": threads}
 
 
-def markdown(rows: list[dict[str, object]], info: dict[str, object]) -> str:
+def _run_line(info: dict[str, object]) -> str:
+    return (f"Date: {info['date']}; load at start {info['loadavg_at_start']}; "
+            f"emutrace {info['emutrace_git']}; unicorn {info['unicorn']}.")
+
+
+def _runs(rows: list[dict[str, object]]) -> list[str]:
+    """The header lines naming the run(s) the rows come from."""
+    runs: dict[str, tuple[dict[str, object], list[str]]] = {}
+    for r in rows:
+        info = r["run"]
+        assert isinstance(info, dict)
+        key = f"{info['date']} {info['command']}"
+        runs.setdefault(key, (info, []))[1].append(f"{r['isa']} {r['program']}")
+    if len(runs) == 1:
+        (info, _names), = runs.values()
+        return [f"Command: `{info['command']}`  ", _run_line(info)]
+    out = ["Rows from more than one run (each row's variants side by side in one run):", ""]
+    for info, names in runs.values():
+        out.append(f"* `{info['command']}`: {', '.join(names)}.  {_run_line(info)}")
+    return out
+
+
+def markdown(rows: list[dict[str, object]]) -> str:
     out = ["# Debian programs: record and run -o against the untraced run", "",
-           f"Command: `{info['command']}`  ",
-           f"Date: {info['date']}; load at start {info['loadavg_at_start']}; "
-           f"emutrace {info['emutrace_git']}; unicorn {info['unicorn']}.", "",
+           *_runs(rows), "",
            "Targets: record <= 3x untraced, run -o <= 5x.  Times are medians of whole "
            "processes' CPU seconds (user + system, the process and its children: the "
            "machine is shared, and CPU time moves less with its load than wall time; the "
@@ -178,19 +202,31 @@ def main() -> int:
     p.add_argument("--programs", default=",".join(PROGRAMS))
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "debian-programs.md"))
+    p.add_argument("--update", action="store_true",
+                   help="keep the rows of --out's JSON this run does not measure")
     args = p.parse_args()
     info = machine_info("python bench/bench_debian_programs.py " + " ".join(sys.argv[1:]))
-    rows = []
+    kept: list[dict[str, object]] = []
+    saved = Path(args.out).with_suffix(".json")
+    if args.update and saved.exists():
+        old = json.loads(saved.read_text())
+        kept = [{**r, "run": r.get("run", old["machine"])} for r in old["rows"]]
+    rows: list[dict[str, object]] = []
+    order = {(isa, name): i for i, (isa, name) in
+             enumerate((isa, name) for isa in ISAS for name in PROGRAMS)}
     for isa in args.isa.split(","):
         for name in args.programs.split(","):
-            row = measure(isa, name, args.repeat)
+            row = {**measure(isa, name, args.repeat), "run": info}
             rows.append(row)
             print(f"{isa} {name}: record {row['record_x']:.2f}x, run -o {row['run_x']:.2f}x",
                   flush=True)
             # after every row: a run cut short keeps the rows it measured
-            Path(args.out).write_text(markdown(rows, info))
-            Path(args.out).with_suffix(".json").write_text(json.dumps(
-                {"machine": info, "rows": rows}, indent=1, default=str))
+            done = {(r["isa"], r["program"]) for r in rows}
+            table = sorted([r for r in kept if (r["isa"], r["program"]) not in done] + rows,
+                           key=lambda r: order.get((str(r["isa"]), str(r["program"])), 0))
+            Path(args.out).write_text(markdown(table))
+            saved.write_text(json.dumps({"machine": info, "rows": table}, indent=1,
+                                        default=str))
     print(f"wrote {args.out}")
     return 0
 
