@@ -109,3 +109,14 @@ def test_unicorn_crashing_on_debians_mipsel_sha256sum(tmp_path: Path) -> None:
     crash_line(done.stderr.decode())
     trace = (tmp_path / "t.txt").read_text()
     assert "sha256_stream" in trace  # the calls before the crash
+    stack = [line for line in done.stderr.decode().splitlines() if "call stack:" in line]
+    assert len(stack) == 1 and "> main > " in stack[0] and "sha256_stream" in stack[0]
+
+
+def test_a_dynamic_programs_fault_names_its_frames(tmp_path: Path) -> None:
+    """The report's PC and call stack are named by every module (they were `??`)."""
+    done = run_emutrace("run", "--backend", "int3", bin_path("x86_64", "calls.dyn"), "crash",
+                        cwd=tmp_path)
+    assert done.returncode == 128 + 11
+    err = done.stderr.decode()
+    assert "(crash_deref)" in err and "main > run_scenario > scenario_crash" in err, err

@@ -4,9 +4,13 @@ timeout, a budget, a deadlock, Ctrl-C, a fatal signal), with the call stack it e
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from emutrace.discover.symbols import read_symbols
+
 if TYPE_CHECKING:
+    from emutrace.elf import Image
     from emutrace.session import RunResult
 
 
@@ -15,7 +19,8 @@ def report(result: RunResult) -> None:
     stop = result.stop
     if stop.kind in ("exit", "exec"):  # the guest's own exit or execve: nothing to report
         return
-    where = f"pc {stop.pc:#x} ({result.image.symbolize(stop.pc)})"
+    symbolize = names_of(result.image)
+    where = f"pc {stop.pc:#x} ({symbolize(stop.pc)})"
     if stop.kind == "timeout":
         print(f"emutrace: --timeout reached at {where}", file=sys.stderr)
     elif stop.kind == "max_insns":
@@ -32,8 +37,16 @@ def report(result: RunResult) -> None:
         print(f"emutrace: guest killed by {stop.signal} at {where}{detail}", file=sys.stderr)
     if result.open_frames:  # the shadow call stack (tracing backends), outermost first
         names = " > ".join(bounded_names(
-            [result.image.symbolize(f).split("+")[0] for f in result.open_frames]))
+            [symbolize(f).split("+")[0] for f in result.open_frames]))
         print(f"emutrace: call stack: {names}", file=sys.stderr)
+
+
+def names_of(image: Image) -> Callable[[int], str]:
+    """How the report names an address: by the program's own symbols, or for a dynamic
+    program (or one named by --symbols) by every module's, as its trace names them."""
+    if image.modules is None:
+        return image.symbolize
+    return read_symbols(image).namer(image.isa.code_mask, offsets=True)
 
 
 STACK_SHOWN = 8  # outermost and innermost frames named in the crash report's call stack
