@@ -117,3 +117,14 @@ def test_machine_refuses_fork_following(tmp_path: Path) -> None:
     done = run_emutrace("run", "--backend", "int3", "--machine", "virt-arm64",
                         "--no-follow-forks", tmp_path / "image", cwd=tmp_path)
     assert done.returncode == 64 and b"follow-forks" in done.stderr
+
+
+def test_replay_patterns_naming_no_function_warn(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    assert run_emutrace("record", "-d", data, FIB, "5", cwd=tmp_path).returncode == 0
+    typo = run_emutrace("replay", "-d", data, "-F", "fibb", "--start", "mian", cwd=tmp_path)
+    assert typo.returncode == 0
+    got = warnings(typo.stderr)
+    assert [line.split(":")[1].strip() for line in got] == ["-F fibb", "--start mian"], got
+    right = run_emutrace("replay", "-d", data, "-F", "fib", "--start", "main", cwd=tmp_path)
+    assert right.returncode == 0 and warnings(right.stderr) == [] and b"fib(" in right.stdout

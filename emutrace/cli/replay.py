@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from emutrace.cli import options
+from emutrace.cli.patterns import unmatched
 from emutrace.cli.viewing import add_task_option, shown_names
 from emutrace.discover.demangle import demangled, filter_names
 from emutrace.isa import by_name
@@ -21,6 +22,7 @@ from emutrace.trace.uftrace_read import (
     in_time_order,
     load_recording,
     load_tasks,
+    recording_names,
     recording_tasks,
 )
 
@@ -59,7 +61,7 @@ class ReplayCommand:
         p.add_argument("--no-args", action="store_true",
                        help="show neither arguments nor return values (as uftrace's)")
         p.add_argument("--no-retval", action="store_true", help="do not show return values")
-        p.add_argument("--start", default="main", metavar="SYM",
+        p.add_argument("--start", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main; "
                             "everything when the recording has no SYM)")
 
@@ -68,10 +70,15 @@ class ReplayCommand:
         if not streams:
             return 0  # uftrace prints nothing for tasks the recording does not have
         symbolize = shown_names(raw_names, args.demangle)
+        given = [*(("-F", f) for f in args.filter), *(("-N", f) for f in args.notrace),
+                 *([("--start", args.start)] if args.start is not None else [])]
+        for warning in unmatched(given, recording_names(args.data), args.demangle,
+                                 f"the recording {args.data}"):
+            print(f"emutrace: {warning}", file=sys.stderr)
         # the records stream (memory does not grow with the recording); a first pass reads
         # only up to SYM's first entry (the whole file when SYM is never entered)
         probe, _symbolize, _isa = load_recording(args.data, tids=args.tid)
-        sym = demangled(args.start, args.demangle)
+        sym = demangled(args.start or "main", args.demangle)
         entered = any(isinstance(r, Entry) and symbolize(r.func) == sym for r in probe)
         start = sym if entered else None
         tasks = recording_tasks(args.data)

@@ -17,6 +17,7 @@ from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.options import parse_arg_specs, settings_from
 from emutrace.cli.output import open_output, whole_writes
+from emutrace.cli.patterns import unmatched
 from emutrace.cli.program import Program, find_program
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.cli.run_native import add_native_options, run_native
@@ -290,27 +291,12 @@ def write_trace(result: RunResult, args: argparse.Namespace,
 
 def unmatched_names(args: argparse.Namespace, symbols: SymbolTable,
                     shown: Callable[[str], str], program: str) -> list[str]:
-    """A warning for each function pattern of the command line (-F, -N, -A, --start) that
-    names no function of the program: a typo shows a trace filtered by nothing, or hides
-    everything.  A name matches as the trace shows it (`--demangle`'s mode: a C++ name
-    written qualified or mangled) or as its symbol is spelled."""
-    mode = args.demangle
-    show = shown_by(mode)
-    known = {f.name for f in symbols.funcs}
-    known |= {show(name) for name in known}
-
-    def named(spec: str) -> bool:
-        return shown(spec) in known or demangled(shown(spec), mode) in known
-
-    out = [f"{option} {spec}: no function of that name in {program}; it matches nothing"
-           for option, specs in (("-F", args.filter), ("-N", args.notrace),
-                                 ("-A", list(args.arg_counts)))
-           for spec in specs if not named(spec)]
-    if args.start is not None and not named(args.start):
-        out.append(f"--start {args.start}: no function of that name in {program}"
-                   f"{'' if symbols.funcs else ' (it has no symbols)'}; the trace starts at "
-                   f"its entry point")
-    return out
+    """A warning for each function pattern of the command line (-F, -N, -A, --start)
+    that names no function of the program (cli/patterns.py)."""
+    given = [*(("-F", f) for f in args.filter), *(("-N", f) for f in args.notrace),
+             *(("-A", f) for f in args.arg_counts),
+             *([("--start", args.start)] if args.start is not None else [])]
+    return unmatched(given, (f.name for f in symbols.funcs), args.demangle, program, shown)
 
 
 def only_threads(records: Iterable[Record], tids: frozenset[int]) -> SpillSink:

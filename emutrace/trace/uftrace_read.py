@@ -322,6 +322,12 @@ def _symbolizers(directory: str) -> tuple[Callable[[int], str], Callable[[int], 
 MAX_TASKS = 256  # tasks read side by side (two open files each); more: select with --tid
 
 
+def recording_names(path: str) -> list[str]:
+    """The function names of every `.sym` file of the recording in `path` (what a
+    viewer's -F, -N and --start can name)."""
+    return _symbol_table(path)[1]
+
+
 def recording_tasks(path: str) -> tuple[int, ...]:
     """The recording's task ids in the order `info` lists them (`taskinfo:tids`, uftrace's
     order: the main task first, then by creation), or the main task alone when `info`
