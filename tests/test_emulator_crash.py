@@ -90,6 +90,8 @@ def test_a_crash_while_recording_keeps_the_recording(tmp_path: Path) -> None:
     entered = [symbolize(r.func) for r in records if isinstance(r, Entry)]
     # main entered, then fib(5), where the crash came before its first instruction ran
     assert entered[-3:] == ["strtoq", "____strtoll_l_internal", "fib"], entered
+    info = run_emutrace("info", "-d", data).stdout.decode()
+    assert "state:       cut short: the emulator (Unicorn) crashed with SIGSEGV" in info, info
 
 
 def test_the_guests_own_fault_is_not_an_emulator_crash(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from emutrace.cli.progress import with_progress
+from emutrace.cli.progress import ProgressSink, with_progress
 from emutrace.errors import UsageError
 from emutrace.trace.uftrace_write import RecordSink, sink_for_image
 
@@ -59,6 +59,9 @@ def recorded(run: Recordable, path: str, cmdline: list[str],
     try:
         result = run.run()
         status = result.exit_code
+        if result.stop.kind == "crash":  # the directory says it is cut short, and why
+            target = sink.sink if isinstance(sink, ProgressSink) else sink
+            target.stopped = f"the emulator (Unicorn) crashed with {result.stop.signal}"
     finally:
         if closes():
             sink.close(status)

@@ -49,7 +49,10 @@ def describe(path: str, isa: str, records: Iterable[Record]) -> list[str]:
     tasks = recording_tasks(path)
     size = sum(file_size(os.path.join(path, f"{task}.dat")) for task in tasks)
     status = fields.get("exit_status")
-    if status is None:
+    stopped = extra.get("stopped", "").strip()
+    if stopped:  # emutrace's own failure ended the run (uftrace_write's `stopped`)
+        state = f"cut short: {stopped}; open calls end at the last record"
+    elif status is None:
         state = ("cut short: the recorder was killed (or is still running); open calls end "
                  "at the last record")
     elif not status.isdecimal() or len(status) > 20:

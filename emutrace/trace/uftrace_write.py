@@ -196,6 +196,9 @@ class UftraceDirSink:
         self._tasks_on_disk = 0  # tasks that task.txt and `info` list
         self._failed = False
         self.records_on_disk = 0
+        # why the run stopped before the program's end, when emutrace failed (an emulator
+        # crash): `emutrace info` says the recording is cut short, and why
+        self.stopped = ""
         try:
             self._stream(TID)
             self._write_task()
@@ -388,7 +391,8 @@ class UftraceDirSink:
             return ";".join(spec_text(n, k, retval) for n, (k, _s) in t.items())
         return (f"isa:{self.isa}\ntime:guest-instructions\n"
                 f"not_recorded_deep:{self.not_recorded}\n"
-                f"argkinds:{kinds(self.args, False)}\nretkinds:{kinds(self.rets, True)}\n")
+                f"argkinds:{kinds(self.args, False)}\nretkinds:{kinds(self.rets, True)}\n"
+                + (f"stopped:{self.stopped}\n" if self.stopped else ""))
 
     def _write_info(self, exit_status: int | None) -> None:
         """`info` (and `emutrace.txt`), replaced whole: a new file renamed over the old, so
