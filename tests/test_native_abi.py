@@ -19,6 +19,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from emutrace import native
+from emutrace.backends import NATIVE_BACKENDS
 from emutrace.errors import Unsupported
 from emutrace.isa.base import CONDITION_TESTS, FlowKind
 from emutrace.native import branchlib, disasmlib, ploop, replaytext, steplib, strictlib
@@ -299,3 +301,40 @@ def test_one_loader_for_every_part(monkeypatch: pytest.MonkeyPatch) -> None:
         assert reason is not None and "\n" not in reason
     finally:
         disasmlib._load.cache_clear()
+
+
+PART_LOADS = {  # a part's module -> how its engine reaches the library
+    "branchlib": "branchlib.load()", "steplib": "steplib.load()",
+    "strictlib": "strictlib.load()", "ploop": "ploop.load()",
+    "replaytext": "replaytext.load()", "disasmlib": "disasmlib._load()",
+}
+
+
+@pytest.mark.parametrize("module", sorted(PART_LOADS))
+def test_a_part_loaded_alone_has_hotpath_typed(module: str) -> None:
+    """A fresh process that reaches the library through one part only (step's engine, say,
+    which also calls the record writer's uw_* functions) finds every hotpath.c and ufwrite.c
+    function typed: an untyped pointer result is an int, cut to 32 bits."""
+    if native.unavailable_reason() is not None:
+        pytest.skip(str(native.unavailable_reason()))
+    code = (f"import ctypes\nfrom emutrace import native\n"
+            f"from emutrace.native import {module}\n"
+            f"lib = {PART_LOADS[module]}\n"
+            f"assert lib is not None\n"
+            f"for name, (args, res) in native.SIGNATURES.items():\n"
+            f"    assert getattr(lib, name).restype == res, name\n"
+            f"    assert getattr(lib, name).argtypes == args, name\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=NATIVE.parent.parent)
+
+
+@pytest.mark.parametrize("backend", NATIVE_BACKENDS)
+def test_each_native_backend_runs_in_a_fresh_process(backend: str) -> None:
+    """`emutrace run --engine native` in a process of its own, where nothing loaded the
+    library before the backend's engine did."""
+    if native.unavailable_reason(backend) is not None:
+        pytest.skip(str(native.unavailable_reason(backend)))
+    hello = NATIVE.parent.parent / "testbins" / "x86_64" / "hello_fs"
+    done = subprocess.run([sys.executable, "-m", "emutrace", "run", "--backend", backend,
+                           "--engine", "native", "-o", "/dev/null", str(hello)],
+                          capture_output=True, cwd=NATIVE.parent.parent, timeout=300)
+    assert done.returncode == 7, done.stderr.decode()[-2000:]

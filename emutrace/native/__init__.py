@@ -158,18 +158,21 @@ def _library() -> ctypes.CDLL:
     except OSError as e:
         raise Unsupported(f"--engine native: {path.name} does not load ({e}); rebuild it "
                           f"(`pip install -e .`)") from None
-    declare(lib, {"nt_event_size": SIGNATURES["nt_event_size"]}, "abi.h")
+    # hotpath.c's and ufwrite.c's functions first: every other part's engine calls them too
+    declare(lib, SIGNATURES, "hotpath.c")
     if lib.nt_event_size() != EVENT.size:
         raise Unsupported(f"--engine native: {path.name} does not match this emutrace "
                           f"(event size {lib.nt_event_size()}); rebuild it")
     _lib = lib
+    _declared["hotpath.c"] = lib
     return lib
 
 
 def load(part: str = "hotpath.c", signatures: Signatures = SIGNATURES) -> ctypes.CDLL:
-    """The one way to the library: loaded once, with the functions of one part of it (a C
-    file, named in the error) given their types once; Unsupported (exit 69) with what to do
-    when the library is not built or predates that part.  Each part's module holds its
+    """The one way to the library: loaded once (with hotpath.c's and ufwrite.c's functions,
+    which every part's engine calls), with the functions of one more part of it (a C file,
+    named in the error) given their types once; Unsupported (exit 69) with what to do when
+    the library is not built or predates that part.  Each part's module holds its
     signatures: branchlib.py, steplib.py, strictlib.py, ploop.py, disasmlib.py,
     replaytext.py, crashguard.py; this module hotpath.c's and ufwrite.c's."""
     lib = _library()
