@@ -15,7 +15,8 @@
  *                      NULL at the end: `for (i = 0; (e = tab_next(t, &i)); i++)`.  After
  *                      tab_remove(t, e) go on from the same i (without i++): slot i then
  *                      holds an entry not visited yet, or none, and every remaining entry
- *                      is visited once (an entry only moves back into the slot removed from)
+ *                      is visited once (entries move back into slot i or later slots, or,
+ *                      where their run wraps past the end, among slots visited already)
  *   tab_free(t)
  * The entry type says which slots are empty (USED false of an all-zero slot: a table is
  * calloc'ed) and how a key is hashed: INDEX(k, cap) is k's home slot, MATCH(e, k) whether
