@@ -603,7 +603,10 @@ class HotPathEngine:
             self.native_stats.update(addon.native_stats())
         self._final_time = self.time
         # the run is over: C's hooks go, then its tables (a bench or a test builds hundreds
-        # of processes)
+        # of processes); the translated code first, which deleting a hook drops block by
+        # block otherwise (UnicornCPort.drop_all_code)
+        if self._c_hooks:
+            self.port.drop_all_code()
         for handle in self._c_hooks:
             self.port.del_hook(handle)
         self._c_hooks.clear()

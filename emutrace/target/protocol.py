@@ -156,6 +156,11 @@ class CPort(Protocol):
 
     def del_hook(self, handle: int) -> None: ...
 
+    def drop_all_code(self) -> None:
+        """Drop every translated block: asked before the hooks go at the end of a run, where
+        deleting a hook would otherwise drop, one by one, every block it was applied to."""
+        ...
+
     def stop(self) -> None:
         """End the run at the next opportunity (from a C callback's Python part)."""
         ...

@@ -25,6 +25,7 @@ PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
 # and wraps its two bounds again at every call (~3 µs), and arming a function drops the
 # translation under each of its sites
 _REMOVE_CACHE = (ucc.UC_CTL_IO_WRITE << 30) | (2 << 26) | ucc.UC_CTL_TB_REMOVE_CACHE
+_FLUSH_TB = (ucc.UC_CTL_IO_WRITE << 30) | ucc.UC_CTL_TB_FLUSH  # (no arguments)
 
 
 def _checked(status: int) -> None:
@@ -67,6 +68,12 @@ class UnicornCPort:
 
     def del_hook(self, handle: int) -> None:
         uclib.uc_hook_del(self.engine._uch, ctypes.c_size_t(handle))
+
+    def drop_all_code(self) -> None:
+        """uc_ctl_flush_tb.  uc_hook_del invalidates each translated region the hook was
+        applied to (uc.c hook_invalidate_region): the block hook of a run of Debian i386
+        `python3 -c` took 1.2 s to delete, 0.02 s flush + 0.14 s after one flush."""
+        _checked(uclib.uc_ctl(self.engine._uch, _FLUSH_TB))
 
     def stop(self) -> None:
         self.engine.emu_stop()
