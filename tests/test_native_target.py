@@ -219,8 +219,8 @@ def test_native_fork_and_exec_run_untraced(shape: str, backend: str, note: str,
     argv = [bb, "sh", "-c", f"{bb} echo a | {bb} cat; exit 3"] if shape == "fork" else \
         [bb, "env", bb, "echo", "hi"]
     direct = subprocess.run(argv, capture_output=True, timeout=60, env=ENV, cwd=tmp_path)
-    r = run_emutrace("run", *NATIVE, "--backend", backend, "-o", tmp_path / "trace", *argv,
-                     cwd=tmp_path)
+    trace = ["-o", tmp_path / "trace"] if backend != "none" else []  # (untraced: no -o)
+    r = run_emutrace("run", *NATIVE, "--backend", backend, *trace, *argv, cwd=tmp_path)
     assert (r.returncode, r.stdout) == (direct.returncode, direct.stdout)
     assert note in r.stderr.decode()
 

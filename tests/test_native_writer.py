@@ -242,7 +242,7 @@ def test_busybox_gzip_recorded_in_c(isa: str, tmp_path: Path) -> None:
         os.close(fd)
     assert status == 0 and want[:2] == b"\x1f\x8b"
     assert out.read_bytes() == want
-    writer = process.backend._writer  # type: ignore[union-attr]
+    writer = process.backend.engine.writer  # type: ignore[union-attr]
     assert writer is not None and sink.count > 10_000, sink.count
     written = sum(writer.written.values())
     assert written >= 0.97 * sink.count, (written, sink.count)

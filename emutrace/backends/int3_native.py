@@ -271,6 +271,11 @@ class HotPathEngine:
         return self._strict_c
 
     @property
+    def writer(self) -> NativeWriter | None:
+        """C's record writer, when `attach_writer` gave C the records."""
+        return self._writer
+
+    @property
     def fast(self) -> FastSites:
         """Which armed sites C may finish (fastpath.py)."""
         return self._fast

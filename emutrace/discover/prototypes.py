@@ -240,12 +240,22 @@ def _described(die: DIE, step: Callable[[], None]) -> _Described:
     """A defined function's description; its parameters are the concrete DIE's children,
     or, where it lists none, its origin's (the declaration's parameters carry the types)."""
     out = _Described.of(die, step)
-    out.children = list(die.iter_children())
+    out.children = _children(die, step)
     if not any(c.tag == "DW_TAG_formal_parameter" for c in out.children):
         origin = _origin(die)
         if origin is not None:
-            out.children = list(origin.iter_children())
+            out.children = _children(origin, step)
     return out
+
+
+def _children(die: DIE, step: Callable[[], None]) -> list[DIE]:
+    """die's children, each a step of the reader's budget (a mutated DW_AT_sibling that
+    points back makes iter_children endless: the budget ends it as unreadable DWARF)."""
+    children = []
+    for child in die.iter_children():
+        step()
+        children.append(child)
+    return children
 
 
 _warned: set[str] = set()
