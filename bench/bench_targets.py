@@ -1,4 +1,4 @@
-"""Issue 9's speed targets for the recorded run, side by side in one run: busybox `gzip -c`
+"""The hot path's speed targets for the recorded run, side by side in one run: busybox `gzip -c`
 of a generated K KB text file (default 200) on every Debian ISA with busybox, recorded
 (`emutrace record`: a uftrace directory) with int3 lazy, int3 strict and step, against the
 untraced run.
@@ -7,7 +7,7 @@ untraced run.
                                   [--variants none,lazy,strict,step] [--out PREFIX]
                                   [--warm-up] [--repeat N]
 
-Targets (issue 9): lazy <= 2x untraced; strict <= 3x lazy; step <= 5x untraced.  Every
+Targets: lazy <= 2x untraced; strict <= 3x lazy; step <= 5x untraced.  Every
 variant runs in a child process of its own (its peak RSS is its own); the `Process` and the
 recording are built untimed, `run()` plus closing the recording is timed.  `--engine auto`
 (the native engine where the backend has one, else Python); the engine a run used is shown.
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="emutrace-targets-"))
     gzip_input = text_file(tmp, args.gzip_kb)
     rows: list[dict[str, object]] = []
-    lines = [f"# Issue 9 targets: busybox `gzip -c` of {args.gzip_kb} KB, recorded", "",
+    lines = [f"# The hot path's targets: busybox `gzip -c` of {args.gzip_kb} KB, recorded", "",
              f"Each cell: the median of {max(args.repeat, 1)} interleaved round(s).", "",
              f"Command: `{command}`  ",
              f"Date: {info['date']}; load average at start: "
