@@ -5,6 +5,7 @@ from emutrace.machine.linux import (  # noqa: F401
     sys_cache,
     sys_fd,
     sys_fs,
+    sys_fsmeta,
     sys_mem,
     sys_mincore,
     sys_poll,
