@@ -336,15 +336,15 @@ class LinuxKernel:
 
     # The one checked way for handlers to reach guest memory: an address the guest has not
     # mapped is EFAULT, as Linux's copy_from_user/copy_to_user give, never a guest SIGSEGV.
-    def string(self, addr: int) -> bytes:
-        """A NUL-terminated path or name; PATH_MAX (4096, with the NUL) or more is
-        ENAMETOOLONG (include/uapi/linux/limits.h)."""
+    def string(self, addr: int, limit: int = PATH_MAX, too_long: str = "ENAMETOOLONG") -> bytes:
+        """A NUL-terminated path or name; `limit` bytes (PATH_MAX: 4096, with the NUL) or
+        more is `too_long` (ENAMETOOLONG: include/uapi/linux/limits.h)."""
         if addr == 0:
             raise GuestError("EFAULT")
         try:
-            return self.cpu.read_cstring(addr, PATH_MAX)
+            return self.cpu.read_cstring(addr, limit)
         except ValueError:
-            raise GuestError("ENAMETOOLONG") from None
+            raise GuestError(too_long) from None
         except UcError:
             raise GuestError("EFAULT") from None
 

@@ -46,7 +46,9 @@ CSIGNAL = 0xFF  # the exit signal in clone's flags (include/uapi/linux/sched.h)
 CLONE_ARGS_SIZE_VER0 = 64  # struct clone_args up to `tls` (include/uapi/linux/sched.h)
 BINPRM_BUF_SIZE = 256  # bytes of a file execve looks at for "#!" (include/linux/binfmts.h)
 MAX_INTERPRETERS = 4  # fs/exec.c: a fifth nested interpreter is ELOOP
-ARG_MAX_WORDS = 1 << 17  # argv/envp entries read at most (MAX_ARG_STRINGS is 0x7FFFFFFF)
+MAX_ARG_STRLEN = 32 * 4096  # one argv/envp string with its NUL (include/uapi/linux/binfmts.h)
+ARG_MAX = 32 * 4096  # the least room for arguments (include/uapi/linux/limits.h)
+STK_LIM = 8 << 20  # the default stack limit (include/uapi/linux/resource.h _STK_LIM)
 
 
 # ---------------------------------------------------------------- fork
@@ -351,18 +353,40 @@ def sys_tgkill(k: K, a: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- execve
-def _strings(k: K, addr: int) -> list[bytes]:
+class ArgSpace:
+    """What execve may copy to the new stack (fs/exec.c bprm_stack_limits and
+    copy_strings): every string shorter than MAX_ARG_STRLEN, and the pointers of argv and
+    envp plus all their strings (the file name's too) within a quarter of the stack limit,
+    at most 3/4 of _STK_LIM and at least ARG_MAX; beyond either, E2BIG."""
+
+    def __init__(self, word: int) -> None:
+        soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+        quarter = STK_LIM if soft == resource.RLIM_INFINITY else soft // 4
+        self.left = max(min(STK_LIM // 4 * 3, quarter), ARG_MAX)
+        self.word = word
+
+    def take(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise GuestError("E2BIG")
+
+    def string(self, k: K, addr: int) -> bytes:
+        text = k.string(addr, MAX_ARG_STRLEN, too_long="E2BIG")
+        self.take(len(text) + 1)
+        return text
+
+
+def _strings(k: K, addr: int, space: ArgSpace) -> list[bytes]:
     """A NULL-terminated array of string pointers (argv, envp)."""
-    out: list[bytes] = []
+    pointers: list[int] = []
     while addr:
         (ptr,) = k.unpack_words(k.read(addr, k.word))
         if ptr == 0:
-            return out
-        out.append(k.string(ptr))
-        if len(out) > ARG_MAX_WORDS:
-            raise GuestError("E2BIG")
+            break
+        space.take(k.word)
+        pointers.append(ptr)
         addr += k.word
-    return out
+    return [space.string(k, ptr) for ptr in pointers]
 
 
 def _executable(k: K, guest: bytes) -> str:
@@ -401,7 +425,9 @@ def _shebang(head: bytes) -> tuple[bytes, bytes | None] | None:
 @syscall("execve")
 def sys_execve(k: K, a: tuple[int, ...]) -> int:
     path = k.string(a[0])
-    argv, envp = _strings(k, a[1]), _strings(k, a[2])
+    space = ArgSpace(k.word)
+    space.take(len(path) + 1)  # the file name is copied to the new stack first
+    argv, envp = _strings(k, a[1], space), _strings(k, a[2], space)
     # /proc/self/exe is the guest's program, not emutrace (busybox runs its applets so)
     guest = os.fsencode(k.exe_guest_path) if path in PROC_SELF_EXE else path
     # AT_EXECFN: the path exactly as given (fs/exec.c copies bprm->filename to the new
