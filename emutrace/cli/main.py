@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn, Protocol, cast
 
+from emutrace import stdio
 from emutrace.errors import EXIT_INTERNAL, EXIT_USAGE, EmutraceError
 
 
@@ -139,4 +140,5 @@ def say(line: str) -> None:
 
 
 def entry() -> None:
+    stdio.hold_closed()  # before anything is opened: see emutrace/stdio.py
     sys.exit(main(freeze=True))

@@ -22,6 +22,7 @@ from typing import Any
 
 from unicorn import UcError
 
+from emutrace import stdio
 from emutrace.isa.abi import Abi, StructLayout, load_abi
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
 from emutrace.machine.linux.devfs import dev_tree, inherited_path
@@ -113,7 +114,8 @@ class LinuxKernel:
         self.endian: Endian = isa.identity.endian
         self.rng = random.Random(seed)  # getrandom/AT_RANDOM: deterministic runs
         self.fds: dict[int, FileDesc] = {
-            n: FileDesc(os.dup(n), inherited_path(sandbox.root, n)) for n in (0, 1, 2)
+            n: FileDesc(os.dup(n), inherited_path(sandbox.root, n))
+            for n in stdio.STANDARD if n not in stdio.CLOSED  # closed at start: closed
         }
         self.stats = SyscallStats()
         self.sig_ignored: set[int] = set()  # signals whose disposition is SIG_IGN
