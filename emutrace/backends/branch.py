@@ -60,7 +60,7 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import NO_FLOW, Flow, FlowKind
 from emutrace.target.protocol import Target
-from emutrace.trace.events import Call, Event, Return, SignalDelivery, TailCall, Trap, TrapReturn
+from emutrace.trace.events import Call, Event, Return, TailCall
 
 
 class BranchRecord(NamedTuple):
@@ -227,28 +227,3 @@ class BranchObserver:
                              flow.conditional, split=dec.delay > 0 and index == last)
         return Block(len(starts), None)
 
-
-class SignalFrames:
-    """What `bts` and `btf` do at a signal handler's entry and its rt_sigreturn (the
-    TrapAware protocol): the branch pending at the interruption is dropped, and `Trap` /
-    `TrapReturn` are emitted in order with the branch events (`before` first: bts decodes
-    its buffer there, as a tracer told of the signal would).  A handler is entered without
-    a branch, so no record shows it."""
-
-    observer: BranchObserver
-    cpu: Target
-    emit: Callable[[Event], None]
-
-    def before(self) -> None:
-        """Events recorded but not emitted yet go out first."""
-
-    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
-        self.before()
-        self.observer.interrupted()
-        sp = self.cpu.reg_read(self.cpu.isa.registers.sp)
-        self.emit(Trap(self.observer.time, vector, sp,
-                       signal.stack if signal is not None else None))
-
-    def trap_returned(self, site: int) -> None:
-        self.before()
-        self.emit(TrapReturn(self.observer.time, site))

@@ -1,5 +1,7 @@
-"""`bts` and `btf` on the native hot path (`--engine native`): the taken branches of
-backends/branch.py found by one C block hook (emutrace/native/branch.c) instead of Python's.
+"""The engines of `bts` and `btf` on the native hot path (`--engine native`: `BtsHotPath`,
+`BtfHotPath`, each a branch_python.BranchEngine under the one `BranchBackend`): the taken
+branches of backends/branch.py found by one C block hook (emutrace/native/branch.c) instead
+of Python's.
 
 `NativeBranches` is the C hook with its tables; it stands in for `BranchObserver` (same
 `time`, same `interrupted`) and asks the reference observer's `block()` for the facts of
@@ -9,9 +11,9 @@ branches are taken is the reference's decision by construction.
 * bts: C counts every taken branch and the BTS interrupt (`--bts-buffer` records since the
   last decode) and buffers the records (from, to, time, sp at the target) the decoder may
   make an event of — not a jump to no function entry (step.c's rule, `entries`); they are
-  decoded by the reference `BranchDecoder`, in order, at the same moments as the reference
-  (interrupt, signal, end).  Counters are C's (records, interrupts, drained) and the
-  decoder's.
+  held by the tracer's `RecordBuffer` and decoded by the reference `BranchDecoder`, in
+  order, at the same moments as the reference (interrupt, signal, end).  Counters are
+  C's (records, interrupts, drained) and the decoder's.
 * btf: every taken branch is one trap (C counts them).  A jump to no function entry is
   nothing and never leaves C; a call, return or jump to an entry whose values a register
   snapshot covers (integer arguments of a target seen before, an integer return value) is
@@ -32,7 +34,8 @@ from typing import cast
 
 from emutrace import native
 from emutrace.backends.args import ArgReader
-from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
+from emutrace.backends.branch import BranchObserver, BranchRecord
+from emutrace.backends.branch_python import BranchBackend, BranchTraps, RecordBuffer
 from emutrace.backends.native_args import Snapshot, args_fast, return_fast
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
@@ -187,98 +190,112 @@ class NativeBranches:
         self._bb = None
 
 
-class NativeBtsBackend(SignalFrames):
-    """bts with C finding the taken branches (stats as bts.BtsBackend's)."""
+class BtsHotPath:
+    """bts's engine (branch_python.BranchEngine) on the Unicorn hot path: C counts the
+    taken branches and the BTS interrupts and buffers the records the decoder may make an
+    event of; the tracer's `RecordBuffer` holds them until they are decoded (stats as the
+    reference's: C's counters)."""
 
-    name = "bts"
+    degraded_at: int | None = None
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
-                 emit: Callable[[Event], None], buffer: int = 4096) -> None:
-        if buffer < 1:
-            raise ValueError(f"bts buffer of {buffer} records: at least 1")
-        self.emit, self.cpu = emit, cpu
-        self.buffer: list[BranchRecord] = []  # handed over by C, not decoded yet
-        self.decoder = BranchDecoder(image, cpu)
-        reference = BranchObserver(cpu, self.decoder, lambda rec: None)
-        self.branches = NativeBranches(cpu, hooks, reference, self._on_flush,
-                                       capacity=buffer)
-        self.observer = cast(BranchObserver, self.branches)  # SignalFrames' time, interrupted
-        self.stats = {"records": 0, "interrupts": 0, "drained": 0, "calls": 0, "returns": 0,
-                      "tail_calls": 0}
+    def __init__(self, cpu: UnicornCpu, hooks: HookSet, capacity: int) -> None:
+        self.cpu, self.hooks, self.capacity = cpu, hooks, capacity
+        self.native_stats: dict[str, int] = {}
+        self.b: BranchBackend
+        self.buffer: RecordBuffer
+        self.branches: NativeBranches
+
+    def attach(self, backend: BranchBackend) -> None:
+        self.b = backend
+        self.buffer = cast(RecordBuffer, backend.delivery)
+        reference = BranchObserver(self.cpu, backend.decoder, lambda rec: None)
+        self.branches = NativeBranches(self.cpu, self.hooks, reference, self._on_flush,
+                                       capacity=self.capacity)
+
+    @property
+    def time(self) -> int:
+        return self.branches.time
 
     def _on_flush(self, interrupt: bool) -> None:
         self._take()
         if interrupt:
-            self._decode()
+            self.buffer.drain()
 
     def _take(self) -> None:
-        self.buffer.extend(BranchRecord(site, target, time, sp, bool(flags & 1))
-                           for _k, flags, time, site, target, sp, *_rest
-                           in self.branches.take())
+        """C's records, handed over (not decoded yet)."""
+        self.buffer.hold([BranchRecord(site, target, time, sp, bool(flags & 1))
+                          for _k, flags, time, site, target, sp, *_rest
+                          in self.branches.take()])
 
-    def _decode(self) -> int:
-        records, self.buffer = self.buffer, []
-        event = self.decoder.event
-        for rec in records:
-            ev = event(rec)
-            if ev is not None:
-                self.emit(ev)
-        return len(records)
-
-    def before(self) -> None:
+    def drain(self) -> None:
         """A signal: its frame goes after the branches recorded so far."""
         self._take()
-        self._decode()
+        self.buffer.drain()
         self.branches.fill_reset()
 
-    def start(self, entry: int) -> None:
-        """Nothing to arm: the hardware records every taken branch."""
+    def interrupted(self) -> None:
+        self.branches.interrupted()
 
-    def finish(self) -> int:
+    def resumed(self) -> None:
+        pass
+
+    def flush_events(self) -> None:
+        """(bts decodes what is left at `finish`, after the open frames are read.)"""
+
+    def finish(self) -> None:
         if self.branches._bb is None:  # finished already
-            return self.branches.time
+            return
         self._take()
-        self._decode()
+        self.buffer.drain()
         # (records since the last interrupt or signal: the reference's list at the end)
-        self.stats["drained"] = self.branches.counter(branchlib.FILL)
-        self.stats["records"] = self.branches.counter(branchlib.TAKEN)
-        self.stats["interrupts"] = self.branches.counter(branchlib.INTERRUPTS)
-        self.stats.update(self.decoder.stats)
-        self.native_stats = {"buffered": self.branches.counter(branchlib.BUFFERED)}
+        stats, counter = self.b.stats, self.branches.counter
+        stats["drained"] = counter(branchlib.FILL)
+        stats["records"] = counter(branchlib.TAKEN)
+        stats["interrupts"] = counter(branchlib.INTERRUPTS)
+        self.native_stats = {"buffered": counter(branchlib.BUFFERED)}
         self.branches.close()
-        return self.branches.time
 
 
-class NativeBtfBackend(SignalFrames):
-    """btf with C finding the taken branches and snapshotting the registers an event reads
-    at the target (stats as btf.BtfBackend's)."""
+class BtfHotPath:
+    """btf's engine (branch_python.BranchEngine) on the Unicorn hot path: C finds the
+    taken branches and snapshots the registers an event reads at the target; the tracer's
+    decoder reads the snapshot, or the live CPU for a branch C leaves to it (stats as the
+    reference's: traps are C's count)."""
 
-    name = "btf"
+    degraded_at: int | None = None
 
-    def __init__(self, image: Image, cpu: UnicornCpu, hooks: HookSet,
-                 emit: Callable[[Event], None], types: CallTypes | None = None) -> None:
-        self.emit, self.cpu = emit, cpu
-        self.decoder = BranchDecoder(image, cpu, types, live=True)
-        assert self.decoder.args is not None
-        self.types = self.decoder.args.types
-        reference = BranchObserver(cpu, self.decoder, lambda rec: None, sideband_sp=False)
-        self.branches = NativeBranches(cpu, hooks, reference, self._on_flush, self._on_live)
-        self.observer = cast(BranchObserver, self.branches)
+    def __init__(self, cpu: UnicornCpu, hooks: HookSet) -> None:
+        self.cpu, self.hooks = cpu, hooks
+        self.native_stats: dict[str, int] = {}
+        self.b: BranchBackend
+        self.branches: NativeBranches
+
+    def attach(self, backend: BranchBackend) -> None:
+        self.b = backend
+        cpu, decoder = self.cpu, backend.decoder
+        assert decoder.args is not None
+        self.types = decoder.args.types
+        reference = BranchObserver(cpu, decoder, lambda rec: None, sideband_sp=False)
+        self.branches = NativeBranches(cpu, self.hooks, reference, self._on_flush,
+                                       self._on_live)
         # the same decoder reading a register snapshot instead of the CPU (shared tail rule,
         # flow cache and counters: a shallow copy)
         self._snapshot = Snapshot(cpu)
-        self._snap_decoder = copy.copy(self.decoder)
+        self._snap_decoder = copy.copy(decoder)
         self._snap_decoder.cpu = cast(UnicornCpu, self._snapshot)
         self._snap_decoder.args = ArgReader(cast(UnicornCpu, self._snapshot), self.types,
                                             at_entry=True)
         self._saved_words = len(self.branches.arg_names) + self.branches.n_stack
         self._fast_checked: set[int] = set()
-        self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
+
+    @property
+    def time(self) -> int:
+        return self.branches.time
 
     def _on_flush(self, _interrupt: bool) -> None:
         """Decode the buffered records in order, each over its snapshot."""
-        snap, dec = self._snapshot, self._snap_decoder
-        sp_name, word = self.decoder.sp_reg, self.cpu.word
+        snap, dec, emit = self._snapshot, self._snap_decoder, self.b.emit
+        sp_name, word = dec.sp_reg, self.cpu.word
         arg_names, ret_names = self.branches.arg_names, self.branches.ret_names
         n_args, n_stack, offset = len(arg_names), self.branches.n_stack, \
             self.branches.stack_offset
@@ -293,15 +310,14 @@ class NativeBtfBackend(SignalFrames):
             snap.regs[sp_name] = sp
             ev = dec.event(BranchRecord(site, target, time, 0, bool(flags & 1)))
             if ev is not None:
-                self.emit(ev)
+                emit(ev)
 
     def _on_live(self, rec: BranchRecord) -> None:
         """A branch C leaves to the reference: decoded now, on the CPU at its target."""
-        ev = self.decoder.event(rec)
-        if ev is not None:
-            self.emit(ev)
+        decoder = self.b.decoder
+        self.b.decode(rec)
         target = rec.target
-        if self.decoder.flow(rec.source, rec.thumb)[0].kind is FlowKind.RETURN:
+        if decoder.flow(rec.source, rec.thumb)[0].kind is FlowKind.RETURN:
             return
         if target not in self._fast_checked:  # C may snapshot branches to it from now on
             self._fast_checked.add(target)
@@ -309,25 +325,40 @@ class NativeBtfBackend(SignalFrames):
                                                           self._saved_words):
                 self.branches.fast_add(target)
 
-    def before(self) -> None:
+    def drain(self) -> None:
         """A signal: its frame goes after the branches decoded so far."""
         self._on_flush(False)
 
-    def start(self, entry: int) -> None:
-        """Nothing to arm: every taken branch traps."""
+    def interrupted(self) -> None:
+        self.branches.interrupted()
+
+    def resumed(self) -> None:
+        pass
 
     def flush_events(self) -> None:
         """Hand the buffered events to the shadow stack (the tracer asks at the end of the
         run, before it reads the open frames)."""
         self._on_flush(False)
 
-    def finish(self) -> int:
+    def finish(self) -> None:
         if self.branches._bb is None:  # finished already
-            return self.branches.time
+            return
         self._on_flush(False)
-        self.stats["traps"] = self.branches.counter(branchlib.TAKEN)
-        self.stats.update(self.decoder.stats)
-        self.native_stats = {"buffered": self.branches.counter(branchlib.BUFFERED),
-                             "live": self.branches.counter(branchlib.LIVE)}
+        counter = self.branches.counter
+        self.b.stats["traps"] = counter(branchlib.TAKEN)
+        self.native_stats = {"buffered": counter(branchlib.BUFFERED),
+                             "live": counter(branchlib.LIVE)}
         self.branches.close()
-        return self.branches.time
+
+
+def create_bts(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+               buffer: int = 4096) -> BranchBackend:
+    """bts on the Unicorn hot path: the tracer over a `BtsHotPath` engine."""
+    return BranchBackend("bts", image, cpu, emit, RecordBuffer(buffer),
+                         BtsHotPath(cpu, hooks, buffer))
+
+
+def create_btf(image: Image, cpu: UnicornCpu, hooks: HookSet, emit: Callable[[Event], None],
+               types: CallTypes | None = None) -> BranchBackend:
+    """btf on the Unicorn hot path: the tracer over a `BtfHotPath` engine."""
+    return BranchBackend("btf", image, cpu, emit, BranchTraps(), BtfHotPath(cpu, hooks), types)

@@ -10,7 +10,10 @@ read as a callee sees them (`ArgReader(at_entry=True)`: on x86 the stack slots s
 higher than at the call site); a return's value is in the return register.  The stack
 pointer before the branch is derived from the one at the target (see `branch`).
 
-Taken branches are those of `branch.BranchObserver` (a block hook stands in for the trap):
+The tracer is branch_python.py's `BranchBackend` with `BranchTraps` (what btf observes)
+over an engine: the reference (`branch.BranchObserver`, a block hook standing in for the
+trap), the Unicorn hot path (branch_native.py `BtfHotPath`) or the native target's block
+steps (btf_native.py `BlockSteps`).  Taken branches are those of `branch.BranchObserver`:
 the trap count is every taken branch, including jumps inside a function, which a real
 tracer would pay for too.  Time is counted per block.
 
@@ -23,66 +26,40 @@ from collections.abc import Callable
 from typing import cast
 
 from emutrace.backends import BackendOptions
-from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord, SignalFrames
-from emutrace.backends.btf_native import NativeBtfBackend
-from emutrace.discover.callabi import CallTypes
+from emutrace.backends.branch_python import BranchBackend, BranchTraps
 from emutrace.elf import Image
 from emutrace.mechanisms import descriptors
 from emutrace.target.protocol import Target, TrapHooks
 from emutrace.trace.events import Event
 
 
-class BtfBackend(SignalFrames):
-    name = "btf"
-
-    def __init__(self, image: Image, cpu: Target, emit: Callable[[Event], None],
-                 types: CallTypes | None = None) -> None:
-        self.emit, self.cpu = emit, cpu
-        self.decoder = BranchDecoder(image, cpu, types, live=True)
-        self.observer = BranchObserver(cpu, self.decoder, self._on_trap, sideband_sp=False)
-        self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0}
-
-    def _on_trap(self, rec: BranchRecord) -> None:
-        """The trap after a taken branch: the CPU is at rec.target."""
-        self.stats["traps"] += 1
-        ev = self.decoder.event(rec)
-        if ev is not None:
-            self.emit(ev)
-
-    def start(self, entry: int) -> None:
-        """Nothing to arm: every taken branch traps."""
-
-    def finish(self) -> int:
-        self.stats.update(self.decoder.stats)
-        return self.observer.time
-
-
 def on_reference(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-                 options: BackendOptions) -> BtfBackend:
-    return BtfBackend(image, cpu, emit, options.call_types)
+                 options: BackendOptions) -> BranchBackend:
+    return BranchBackend("btf", image, cpu, emit, BranchTraps(), types=options.call_types)
 
 
 def on_hot_path(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-                options: BackendOptions) -> BtfBackend:
-    """C finds the taken branches (branch_native.py)."""
-    from emutrace.backends.branch_native import NativeBtfBackend as HotPathBtf
+                options: BackendOptions) -> BranchBackend:
+    """C finds the taken branches (branch_native.py `BtfHotPath`)."""
+    from emutrace.backends.branch_native import create_btf
     from emutrace.target.unicorn_cpu import UnicornCpu
     from emutrace.target.unicorn_run import HookSet
 
-    return cast(BtfBackend, HotPathBtf(image, cast(UnicornCpu, cpu), cast(HookSet, hooks),
-                                       emit, options.call_types))
+    return create_btf(image, cast(UnicornCpu, cpu), cast(HookSet, hooks), emit,
+                      options.call_types)
 
 
 def on_target(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
-              options: BackendOptions) -> NativeBtfBackend:
-    """Real branch traps: PTRACE_SINGLEBLOCK (btf_native.py); the C loop takes the quiet
-    stops when the engine is native."""
+              options: BackendOptions) -> BranchBackend:
+    """Real branch traps: PTRACE_SINGLEBLOCK (btf_native.py `BlockSteps`); the C loop takes
+    the quiet stops when the engine is native."""
+    from emutrace.backends import btf_native
     from emutrace.native.ploop import PtraceLoop
     from emutrace.target.ptrace import PtraceTarget
 
     target = cast(PtraceTarget, cpu)
     loop = cast(PtraceLoop, target.c_loop) if options.engine == "native" else None
-    return NativeBtfBackend(image, target, emit, options.call_types, loop)
+    return btf_native.create(image, target, emit, options.call_types, loop)
 
 
 DESCRIPTOR = descriptors.BTF  # what the CLI, bench and cost model know of it

@@ -1,7 +1,7 @@
-"""`btf` on the native target: the tracee runs by PTRACE_SINGLEBLOCK (x86 DEBUGCTL.BTF with
-EFLAGS.TF: a debug trap after each taken branch, Intel SDM vol. 3 §18.4.3), and each stop
-becomes the `BranchRecord` that `branch.BranchDecoder` turns into an event, as under
-emulation.
+"""`btf`'s engine on the native target (`BlockSteps`): the tracee runs by
+PTRACE_SINGLEBLOCK (x86 DEBUGCTL.BTF with EFLAGS.TF: a debug trap after each taken branch,
+Intel SDM vol. 3 §18.4.3), and each stop becomes the `BranchRecord` that
+`branch.BranchDecoder` turns into an event, as under emulation.
 
 ptrace gives the trap's target (RIP) but not its source (the last-branch record is not
 exposed).  The source is found by walking the instructions from the previous stop: each
@@ -23,10 +23,10 @@ size, and a conditional branch's target), and C hands back the count of stops an
 instructions it took.  C takes a one-instruction stop only once the degradation has been
 seen here, so its detection stays this class's.
 
-Signal handlers (target/ptrace_signals.py): `trap_entered` and `trap_returned` emit the
-handler's frame as branch.py's emulated mixin does; a handler is entered, and left by
-sigreturn, without a branch, so the stop after the sigreturn is no branch's either (no
-walk: the interrupted code resumes).
+Signal handlers (target/ptrace_signals.py): the tracer (branch_python.BranchBackend) emits
+the handler's frame as under emulation; a handler is entered, and left by sigreturn,
+without a branch, so the stop after the sigreturn is no branch's either (`resumed`: no
+walk, the interrupted code resumes).
 
 stats: traps (taken branches), calls, returns, tail_calls, stops, degraded (0 or 1).
 """
@@ -35,34 +35,41 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends.branch import BranchDecoder, BranchRecord
+from emutrace.backends.branch import BranchRecord
+from emutrace.backends.branch_python import BranchBackend, BranchTraps
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind
 from emutrace.native.ploop import PtraceLoop
 from emutrace.target.ptrace import PtraceTarget
-from emutrace.trace.events import Event, SignalDelivery, Trap, TrapReturn
+from emutrace.trace.events import Event
 
 TRAP_TRACE = 2  # <asm-generic/siginfo.h>: the trap flag's (or BTF's) debug trap
 WALK_LIMIT = 1 << 16  # instructions between two stops before the walk gives up
 
 
-class NativeBtfBackend:
-    name = "btf"
+class BlockSteps:
+    """btf's engine (branch_python.BranchEngine) on the native target: each stop of
+    PTRACE_SINGLEBLOCK walked back to the branch that trapped, handed to the tracer's
+    `BranchTraps` (module docstring)."""
 
-    def __init__(self, image: Image, cpu: PtraceTarget, emit: Callable[[Event], None],
-                 types: CallTypes | None = None, loop: PtraceLoop | None = None) -> None:
-        self.cpu, self.emit = cpu, emit
-        self.decoder = BranchDecoder(image, cpu, types, live=True)
+    def __init__(self, cpu: PtraceTarget, loop: PtraceLoop | None = None) -> None:
+        self.cpu = cpu
         self.time = 0
         self.degraded_at: int | None = None
         self._steps: dict[int, tuple[Flow, int, bool]] = {}  # pc → (flow, size, decoded)
         self._resumed = False  # a sigreturn ran: the next stop is the interrupted code's
-        self.stats = {"traps": 0, "calls": 0, "returns": 0, "tail_calls": 0, "stops": 0,
-                      "degraded": 0, "lost": 0}
-        cpu.hook_branch(self._on_stop)
         self._loop = loop
         self.native_stats: dict[str, int] = {}
+        self.b: BranchBackend
+
+    def attach(self, backend: BranchBackend) -> None:
+        self.b = backend
+        self.decoder = backend.decoder
+        self.stats = backend.stats
+        self.stats.update(stops=0, degraded=0, lost=0)
+        self.cpu.hook_branch(self._on_stop)
+        loop = self._loop
         if loop is not None:
             loop.blocks_in = lambda: self.degraded_at is not None
             loop.blocks_took = self._took
@@ -88,11 +95,9 @@ class NativeBtfBackend:
                 self.stats["degraded"] = 1
             self.time += walked
             return
-        self.stats["traps"] += 1
-        ev = self.decoder.event(BranchRecord(source, at, self.time + walked - 1, 0, False))
+        rec = BranchRecord(source, at, self.time + walked - 1, 0, False)
         self.time += walked
-        if ev is not None:
-            self.emit(ev)
+        self.b.delivery.taken(rec)  # (a trap: counted, decoded here)
 
     def _walk(self, pc: int, at: int) -> tuple[int | None, int]:
         """(the taken branch between pc and at, instructions run up to and including it);
@@ -136,19 +141,24 @@ class NativeBtfBackend:
         elif flow.conditional:  # runs on unless the stop is at its target
             self._loop.walk_add(pc, size, True, flow.target or 0)
 
-    def start(self, entry: int) -> None:
-        """Nothing to arm: every taken branch traps."""
+    def drain(self) -> None:
+        """(Every stop is decoded when it comes: nothing is held.)"""
 
-    def trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
-        """A signal handler's frame (the run loop stops at its first instruction)."""
-        sp = self.cpu.reg_read(self.cpu.isa.registers.sp)
-        self.emit(Trap(self.time, vector, sp, signal.stack if signal is not None else None))
+    def interrupted(self) -> None:
+        """(A handler's first instruction is a stop of its own: no branch is pending.)"""
 
-    def trap_returned(self, site: int) -> None:
-        """The handler's sigreturn at site runs next."""
-        self.emit(TrapReturn(self.time, site))
+    def resumed(self) -> None:
+        """The handler's sigreturn runs next: its stop is no branch's (no walk)."""
         self._resumed = True
 
-    def finish(self) -> int:
-        self.stats.update(self.decoder.stats)
-        return self.time
+    def flush_events(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def create(image: Image, cpu: PtraceTarget, emit: Callable[[Event], None],
+           types: CallTypes | None = None, loop: PtraceLoop | None = None) -> BranchBackend:
+    """btf on the native target: the tracer over a `BlockSteps` engine."""
+    return BranchBackend("btf", image, cpu, emit, BranchTraps(), BlockSteps(cpu, loop), types)
