@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from emutrace.trace.uftrace_names import SYM_END, printable
+from emutrace.trace.uftrace_names import printable, sym_entries
 
 if TYPE_CHECKING:
     from emutrace.discover.modules import Module, ModuleMap
@@ -67,12 +67,10 @@ def program_module(modules: ModuleMap, exe: str) -> Module | None:
 
 
 def sym_text(modules: ModuleMap, module: Module) -> str:
-    """The `.sym` file of one module: `%016x T name` relative to its base, in address
-    order, with the sentinel after its last function."""
+    """The `.sym` file of one module: `%016x K name` relative to its base, in address
+    order, with a boundary wherever its named code ends (uftrace_names.sym_entries)."""
     base = base_of(module)
-    funcs = module_functions(modules, module)
-    lines = [f"{start - base:016x} T {printable(name)}\n" for start, _end, name in funcs]
-    if funcs:
-        lines.append(f"{max(end for _s, end, _n in funcs) - base:016x} T {SYM_END}\n")
+    lines = [f"{addr - base:016x} {kind} {printable(name)}\n"
+             for addr, kind, name in sym_entries(module_functions(modules, module))]
     return (f"# symbols: {len(lines)}\n# path name: {os.path.abspath(module.path)}\n"
             + "".join(lines))

@@ -45,7 +45,7 @@ from emutrace.trace.recording_files import (
     read_text,
 )
 from emutrace.trace.uftrace_args import parse_spec_line, unpack_values
-from emutrace.trace.uftrace_names import SYM_END, printable
+from emutrace.trace.uftrace_names import END_NAMES, SYM_END, is_boundary, printable
 from emutrace.trace.uftrace_write import (
     EMUTRACE_FILE,
     MAGIC,
@@ -285,7 +285,9 @@ def _symbol_table(directory: str) -> tuple[list[int], list[str]]:
             if len(fields) < 2:
                 raise _bad(sym, f"line {number + 1}: not `address kind name`")
             starts.append(sym_base + _address(fields[0], sym, number + 1))
-            names.append(fields[2].strip() if len(fields) == 3 else "")
+            name = fields[2].strip() if len(fields) == 3 else ""
+            # a boundary ends the symbol before it and names nothing (uftrace_names)
+            names.append(SYM_END if is_boundary(fields[1], name) else name)
             if len(starts) > MAX_SYMBOLS:
                 raise _bad(sym, f"more than {MAX_SYMBOLS} symbols in the .sym files")
     if all(starts[i] < starts[i + 1] for i in range(len(starts) - 1)):
@@ -308,7 +310,9 @@ def _symbolizers(directory: str) -> tuple[Callable[[int], str], Callable[[int], 
 
     def exact(addr: int) -> str:
         i = bisect.bisect_left(starts, addr)
-        return names[i] if i < len(starts) and starts[i] == addr else f"{addr:#x}"
+        if i < len(starts) and starts[i] == addr and names[i] != SYM_END:
+            return names[i]
+        return f"{addr:#x}"
 
     def as_uftrace(addr: int) -> str:
         i = bisect.bisect_right(starts, addr) - 1
@@ -325,7 +329,7 @@ MAX_TASKS = 256  # tasks read side by side (two open files each); more: select w
 def recording_names(path: str) -> list[str]:
     """The function names of every `.sym` file of the recording in `path` (what a
     viewer's -F, -N and --start can name)."""
-    return _symbol_table(path)[1]
+    return [n for n in _symbol_table(path)[1] if n not in END_NAMES]
 
 
 def recording_tasks(path: str) -> tuple[int, ...]:

@@ -50,7 +50,7 @@ from emutrace.trace.uftrace_modules import (
     sym_file_name,
     sym_text,
 )
-from emutrace.trace.uftrace_names import SYM_END, printable, uftrace_symbolizer
+from emutrace.trace.uftrace_names import printable, sym_entries, uftrace_symbolizer
 from emutrace.trace.values import Value, as_value
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class UftraceDirSink:
         self.size = 0  # bytes written to the .dat so far
         self.not_recorded = 0  # calls deeper than MAX_STACK (entries; their exits too)
         # the names uftrace will give the records' addresses: specs are keyed by them
-        self.name_of = uftrace_symbolizer(self._sym_lines())
+        self.name_of = uftrace_symbolizer((a, n) for a, _k, n in self._sym_lines())
         self.args: dict[str, Signature] = {}
         self.rets: dict[str, Signature] = {}
         self._names: dict[int, str | None] = {}  # address -> _name (cached)
@@ -375,14 +375,13 @@ class UftraceDirSink:
             stream.exits.close()
         self._write_info(exit_status)
 
-    def _sym_lines(self) -> list[tuple[int, str]]:
-        """(address, name) of the `.sym` file in its order, the sentinel last.  A name is
-        written as `printable` shows it (a newline as `\\n`, an escape as `\\x1b`): one line
-        per symbol, which our reader and uftrace read back as that text."""
-        lines = [(start, printable(name)) for start, _end, name in self.functions]
-        if self.functions:
-            lines.append((max(e for _s, e, _n in self.functions), SYM_END))
-        return lines
+    def _sym_lines(self) -> list[tuple[int, str, str]]:
+        """(address, kind, name) of the `.sym` file in its order: each function's start and
+        a boundary where its code ends before the next (uftrace_names.sym_entries).  A
+        name is written as `printable` shows it (a newline as `\\n`, an escape as
+        `\\x1b`): one line per symbol, which our reader and uftrace read back as that
+        text."""
+        return sym_entries((start, end, printable(name)) for start, end, name in self.functions)
 
     def _emutrace_text(self) -> str:
         """What uftrace's files do not say: the ISA, the time unit, the calls left out, and
@@ -455,11 +454,12 @@ class UftraceDirSink:
 
     def _write_sym(self) -> None:
         """`%016x %c %s` lines relative to the image base (SYM_REL_ADDR); uftrace 0.13
-        rejects a size column; a sentinel after the last function closes its range."""
+        rejects a size column: boundary lines (`?`) end what a symbol names."""
         lines = self._sym_lines()
         with open(os.path.join(self.path, f"{os.path.basename(self.exe)}.sym"), "w") as f:
             f.write(f"# symbols: {len(lines)}\n# path name: {self.exe}\n")
-            f.writelines(f"{addr - self.base:016x} T {name}\n" for addr, name in lines)
+            f.writelines(f"{addr - self.base:016x} {kind} {name}\n"
+                         for addr, kind, name in lines)
 
 
 def wait_status(exit_code: int) -> int:
