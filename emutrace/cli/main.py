@@ -35,6 +35,7 @@ class Command(Protocol):
 COMMANDS = {
     "run": ("emutrace.cli.run", "RunCommand"),
     "record": ("emutrace.cli.record", "RecordCommand"),
+    "live": ("emutrace.cli.live", "LiveCommand"),
     "replay": ("emutrace.cli.replay", "ReplayCommand"),
     "report": ("emutrace.cli.report", "ReportCommand"),
     "graph": ("emutrace.cli.graph", "GraphCommand"),
