@@ -31,6 +31,7 @@ def sym_entries(functions: Iterable[tuple[int, int, str]]) -> list[tuple[int, st
     lines: list[tuple[int, str, str]] = []
     reach = None  # the furthest end of the functions written so far
     for start, end, name in funcs:
+        end = max(end, start + 1)  # (an ELFv2 local entry of a symbol of size 0: its byte)
         if reach is not None and reach < start:
             lines.append((reach, BOUNDARY_KIND, FUNC_END))
         lines.append((start, "T", name))
