@@ -15,6 +15,7 @@ from typing import Protocol
 import unicorn
 from unicorn import unicorn_const as ucc
 
+from emutrace.target import host_calls
 from emutrace.target.unicorn_cpu import UnicornCpu
 
 # Unicorn error → the signal Linux would deliver for that fault
@@ -185,10 +186,14 @@ def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[Watch]:
     done = threading.Event()
     deadline = time.monotonic() + timeout if timeout else None
     waited = {*STOP_SIGNALS, WAKE}
+    main = threading.get_ident()
 
     def watch() -> None:
         while True:
-            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if cpu.stop_requested.is_set():  # asked: interrupt a blocked host call until done
+                wait: float | None = host_calls.INTERRUPT_EVERY
+            else:
+                wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             if wait is None:
                 sig: int | None = signal.sigwait(waited)
             else:
@@ -201,12 +206,14 @@ def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[Watch]:
                 state.interrupted = signal.Signals(sig).name
                 cpu.stop_requested.set()
                 cpu.uc.emu_stop()
-            elif sig is None:  # the deadline passed
+            elif sig is None and not cpu.stop_requested.is_set():  # the deadline passed
                 state.timed_out = True
                 cpu.stop_requested.set()
                 cpu.uc.emu_stop()
-                return
+            if cpu.stop_requested.is_set() and host_calls.inside():
+                signal.pthread_kill(main, host_calls.INTERRUPT)  # see target/host_calls.py
 
+    previous = host_calls.install()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -219,6 +226,7 @@ def interruptible(cpu: UnicornCpu, timeout: float = 0.0) -> Iterator[Watch]:
             signal.pthread_kill(watcher.ident, WAKE)
         watcher.join()
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        host_calls.restore(previous)
 
 
 def _watched_stop(watch: Watch, pc: int) -> Stop:
