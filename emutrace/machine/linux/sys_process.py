@@ -280,7 +280,8 @@ def _host_number(k: K, sig: int) -> int:
 def _kill(k: K, pid: int, sig: int) -> int:
     """Signals go to guest processes only: this one, its children, its guest parent (a
     guest must not signal the host's other processes, emutrace may run as root).  A group
-    (0, -pgid) or everybody (-1) means those of them that are in it."""
+    (0, -pgid) or everybody (-1) means those of them that are in it; everybody spares the
+    caller, and is ESRCH when nobody else is there (kernel/signal.c kill_something_info)."""
     if not 0 <= sig <= 64:
         raise GuestError("EINVAL")
     me = os.getpid()
@@ -299,7 +300,11 @@ def _kill(k: K, pid: int, sig: int) -> int:
                if group is None or _group_of(p) == group]
     for p in targets:
         os.kill(p, _host_number(k, sig) if sig else 0)
-    if group is None or group == os.getpgrp():
+    if group is None:
+        if not targets:
+            raise GuestError("ESRCH")
+        return 0
+    if group == os.getpgrp():
         return _signal_self(k, sig)
     if not targets:
         raise GuestError("ESRCH")
