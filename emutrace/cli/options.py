@@ -6,22 +6,75 @@ settings use too."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from emutrace.discover.demangle import DEFAULT, MODES
 from emutrace.errors import UsageError
 from emutrace.mechanisms import backend_settings
 from emutrace.quantities import count
+from emutrace.trace.filters import MATCH_TYPES, Filters, parse_rule
+
+
+class _Spec(argparse.Action):
+    """A filter option's value, kept both under its own name (`args.filter`...) and, with
+    the option, in `args.filter_specs` in command-line order: for one function the later
+    option wins (trace/filters.py)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or ()), values])
+        namespace.filter_specs = [*(getattr(namespace, "filter_specs", None) or ()),
+                                  (self.option_strings[0], values)]
 
 
 def add_filter_options(g: argparse._ActionsContainer) -> None:
-    """uftrace's display filters, spelled once for every command that shows a call graph
-    (`run`, `replay`): -F/--filter, -N/--notrace, -D/--depth."""
-    g.add_argument("-F", "--filter", action="append", default=[], metavar="FUNC",
-                   help="show only FUNC and what it calls (repeatable)")
-    g.add_argument("-N", "--notrace", action="append", default=[], metavar="FUNC",
-                   help="hide FUNC and what it calls (repeatable)")
-    g.add_argument("-D", "--depth", type=count, metavar="N", help="show N levels at most")
+    """uftrace's filters, spelled once for every command that shows a call graph (`run`,
+    `replay`): -F/--filter, -N/--notrace, -T/--trigger, -H/--hide, -C/--caller-filter,
+    -D/--depth, --match, --trace=on|off (trace/filters.py has their meaning)."""
+    g.add_argument("-F", "--filter", action=_Spec, default=[], metavar="FUNC",
+                   help="show only FUNC and what it calls (repeatable; FUNC is a name, a "
+                        "regex when it holds one of .?*+-^$|()[]{}, FUNC@plt its PLT "
+                        "entry; FUNC@depth=N: N levels from it)")
+    g.add_argument("-N", "--notrace", action=_Spec, default=[], metavar="FUNC",
+                   help="hide FUNC and what it calls (repeatable; for one function the "
+                        "later of -F and -N wins)")
+    g.add_argument("-T", "--trigger", action=_Spec, default=[], metavar="FUNC@ACT[,ACT]",
+                   help="actions at FUNC's entry: depth=N, trace_on, trace_off, filter, "
+                        "notrace, hide (repeatable)")
+    g.add_argument("-H", "--hide", action=_Spec, default=[], metavar="FUNC",
+                   help="hide FUNC's own lines, not what it calls (repeatable)")
+    g.add_argument("-C", "--caller-filter", action=_Spec, default=[], metavar="FUNC",
+                   help="show only FUNC and the calls that lead to it (repeatable)")
+    g.add_argument("-D", "--depth", type=depth_count, metavar="N",
+                   help="show N levels at most (from the top, and from each -F match)")
+    g.add_argument("--match", choices=MATCH_TYPES, default="regex",
+                   help="how a pattern with a metacharacter matches: regex (POSIX "
+                        "extended, anywhere in the name; the default) or glob (the whole "
+                        "name)")
+    g.add_argument("--trace", choices=("on", "off"), default="on",
+                   help="tracing at the start: off shows nothing until a -T FUNC@trace_on")
+    g.add_argument("--disable", dest="trace", action="store_const", const="off",
+                   help="as --trace=off (uftrace 0.13's spelling)")
+
+
+def depth_count(text: str) -> int:
+    """-D N: 1 or more (uftrace's limit: below 1024, its depth field)."""
+    n = count(text)
+    if not 0 < n < 1024:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a depth of 1 to 1023")
+    return n
+
+
+def filter_rules(args: argparse.Namespace, shown: Callable[[str], str],
+                 names: Iterable[str] | None) -> Filters:
+    """The command line's filter options as rules (trace/filters.py): each pattern, in
+    command-line order; `shown` turns an exact name into the name the trace shows
+    (demangled; a dynamic program's `lib:func`); `names`, the functions shown, decides
+    whether an -F matched any."""
+    rules = [parse_rule(option, spec, args.match, shown)
+             for option, spec in getattr(args, "filter_specs", None) or ()]
+    return Filters(rules, args.depth, args.trace == "on", names)
 
 
 def add_demangle_option(g: argparse._ActionsContainer) -> None:

@@ -66,6 +66,8 @@ def display_options(args: argparse.Namespace) -> list[tuple[str, str]]:
     given = [("-o", args.output is not None,
               "record writes a directory, not a file: -d DIR names it"),
              ("-F", bool(args.filter), viewer), ("-N", bool(args.notrace), viewer),
+             ("-T", bool(args.trigger), viewer), ("-H", bool(args.hide), viewer),
+             ("-C", bool(args.caller_filter), viewer), ("--trace", args.trace != "on", viewer),
              ("-D", args.depth is not None, viewer), ("--start", args.start is not None, viewer),
              ("--tid", args.tid is not None, viewer),
              ("--stats", args.stats, "the statistics are `emutrace run --stats`'s"),

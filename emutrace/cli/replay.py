@@ -13,9 +13,10 @@ import sys
 from emutrace.cli import options
 from emutrace.cli.patterns import unmatched
 from emutrace.cli.viewing import add_task_option, shown_names
-from emutrace.discover.demangle import demangled, filter_names
+from emutrace.discover.demangle import demangled, shown_by
 from emutrace.isa import by_name
 from emutrace.trace.events import Entry, Record
+from emutrace.trace.filters import caller_kept
 from emutrace.trace.format import ReplayOptions, iter_replay_lines, iter_task_lines
 from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.uftrace_read import (
@@ -70,10 +71,13 @@ class ReplayCommand:
         if not streams:
             return 0  # uftrace prints nothing for tasks the recording does not have
         symbolize = shown_names(raw_names, args.demangle)
-        given = [*(("-F", f) for f in args.filter), *(("-N", f) for f in args.notrace),
+        names = recording_names(args.data)
+        rules = options.filter_rules(args, lambda n: demangled(n, args.demangle),
+                                     map(shown_by(args.demangle), names))
+        given = [*(getattr(args, "filter_specs", None) or ()),
                  *([("--start", args.start)] if args.start is not None else [])]
-        for warning in unmatched(given, recording_names(args.data), args.demangle,
-                                 f"the recording {args.data}"):
+        for warning in unmatched(given, names, args.demangle, f"the recording {args.data}",
+                                 match=args.match):
             print(f"emutrace: {warning}", file=sys.stderr)
         # the records stream (memory does not grow with the recording); a first pass reads
         # only up to SYM's first entry (the whole file when SYM is never entered)
@@ -82,13 +86,15 @@ class ReplayCommand:
         entered = any(isinstance(r, Entry) and symbolize(r.func) == sym for r in probe)
         start = sym if entered else None
         tasks = recording_tasks(args.data)
-        opts = ReplayOptions(filters=filter_names(args.filter, args.demangle),
-                             notrace=filter_names(args.notrace, args.demangle),
-                             depth=args.depth, start=start, time_filter=args.time_filter,
+        opts = ReplayOptions(rules=rules, depth=args.depth, start=start,
+                             time_filter=args.time_filter,
                              show_args=not args.no_args,
                              show_retval=not (args.no_args or args.no_retval),
                              word_bits=8 * by_name(isa).identity.word_size if isa else 64,
                              task_ids=tasks if len(tasks) > 1 else ())
+        if rules.callers:  # -C: each task's records that lead to a match
+            streams = [(task, caller_kept(records, symbolize, rules))
+                       for task, records in streams]
         if len(tasks) == 1:
             lines = iter_replay_lines(streams[0][1], symbolize, opts)
         else:  # each task's time filter apart, then the tasks in time order

@@ -15,14 +15,14 @@ from emutrace import quantities
 from emutrace.backends import ENGINES, NATIVE_BACKENDS
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
-from emutrace.cli.options import parse_arg_specs, settings_from
+from emutrace.cli.options import filter_rules, parse_arg_specs, settings_from
 from emutrace.cli.output import open_output, whole_writes
 from emutrace.cli.patterns import unmatched
 from emutrace.cli.program import Program, find_program
 from emutrace.cli.run_machine import add_machine_options, run_machine
 from emutrace.cli.run_native import add_native_options, run_native
 from emutrace.cli.run_report import report
-from emutrace.discover.demangle import demangled, demangling, filter_names, shown_by
+from emutrace.discover.demangle import demangled, demangling, shown_by
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.environment import user_environment, with_changes
 from emutrace.errors import EXIT_MAX_INSNS, EXIT_TIMEOUT, OutputError, UsageError
@@ -31,6 +31,7 @@ from emutrace.mechanisms import BACKENDS, all_descriptors, backend_settings
 from emutrace.native.replaytext import write_replay
 from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.events import Record
+from emutrace.trace.filters import caller_kept
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.spill import SpillSink
 from emutrace.trace.uftrace_write import DroppingSink
@@ -184,6 +185,7 @@ class RunCommand:
 def trace_options(args: argparse.Namespace) -> list[str]:
     """The trace's options given on the command line (what `--backend none` would ignore)."""
     given = [("-o", args.output is not None), ("-F", args.filter), ("-N", args.notrace),
+             ("-T", args.trigger), ("-H", args.hide), ("-C", args.caller_filter),
              ("-D", args.depth is not None), ("-A", args.argument),
              ("--start", args.start is not None), ("--symbols", args.symbols),
              ("--tid", args.tid is not None)]
@@ -250,9 +252,10 @@ def write_trace(result: RunResult, args: argparse.Namespace,
         return (modules.resolve_name(spec) or spec) if modules is not None else spec
 
     start = shown_start(symbols, shown(args.start or "main"), mode)
-    options = ReplayOptions(filters=filter_names(map(shown, args.filter), mode),
-                            notrace=filter_names(map(shown, args.notrace), mode),
-                            depth=args.depth, start=start,
+    show = shown_by(mode)
+    rules = filter_rules(args, lambda n: demangled(shown(n), mode),
+                         (show(f.name) for f in symbols.funcs))
+    options = ReplayOptions(rules=rules, depth=args.depth, start=start,
                             word_bits=8 * result.image.isa.identity.word_size,
                             arg_counts={demangled(f, mode): n for f, n in
                                         args.arg_counts.items()})  # the backend read the rest
@@ -262,6 +265,10 @@ def write_trace(result: RunResult, args: argparse.Namespace,
     source = result.records if records is None else records
     if args.tid is not None:
         source = only_threads(source, args.tid)
+    if rules.callers:  # -C: the records that lead to a match, on a spill file of their own
+        kept = SpillSink()
+        kept.write(caller_kept(source, name, rules))
+        source = kept
     if args.output_file is not None:
         try:
             with args.output_file as out:
@@ -293,10 +300,11 @@ def unmatched_names(args: argparse.Namespace, symbols: SymbolTable,
                     shown: Callable[[str], str], program: str) -> list[str]:
     """A warning for each function pattern of the command line (-F, -N, -A, --start)
     that names no function of the program (cli/patterns.py)."""
-    given = [*(("-F", f) for f in args.filter), *(("-N", f) for f in args.notrace),
+    given = [*(getattr(args, "filter_specs", None) or ()),
              *(("-A", f) for f in args.arg_counts),
              *([("--start", args.start)] if args.start is not None else [])]
-    return unmatched(given, (f.name for f in symbols.funcs), args.demangle, program, shown)
+    return unmatched(given, (f.name for f in symbols.funcs), args.demangle, program, shown,
+                     args.match)
 
 
 def only_threads(records: Iterable[Record], tids: frozenset[int]) -> SpillSink:

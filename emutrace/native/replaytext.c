@@ -66,6 +66,7 @@ typedef struct {
 typedef struct {
     uint8_t shown, in_filter, hidden;
     uint64_t child_depth, line_depth;
+    int64_t budget;          /* levels its callees may still show (-D), or -1: no limit */
     size_t text, text_len;   /* "name(args)" in the text arena, when shown */
 } rt_frame;
 
@@ -391,16 +392,19 @@ static int entry(rt_state *s, rt_func *f, __int128 time, uint64_t rec_depth, int
         s->started = 1;
     int parent_in_filter = 0, parent_hidden = 0;
     uint64_t depth = 0;
+    int64_t budget = s->max_depth;
     if (s->depth) {
         rt_frame *p = &s->stack[s->depth - 1];
         parent_in_filter = p->in_filter;
         parent_hidden = p->hidden;
         depth = p->child_depth;
+        budget = p->budget;
     }
     int in_filter = parent_in_filter || (f->flags & FN_FILTER);
     int hidden = parent_hidden || (f->flags & FN_NOTRACE);
-    int shown = s->started && (in_filter || !s->have_filters) && !hidden
-                && (s->max_depth < 0 || depth < (uint64_t)s->max_depth);
+    if (f->flags & FN_FILTER)  /* each -F match restarts the -D budget (trace/filters.py) */
+        budget = s->max_depth;
+    int shown = s->started && (in_filter || !s->have_filters) && !hidden && budget != 0;
     if (s->depth == s->stack_cap) {
         size_t cap = s->stack_cap ? 2 * s->stack_cap : 256;
         rt_frame *st = realloc(s->stack, cap * sizeof *st);
@@ -415,6 +419,7 @@ static int entry(rt_state *s, rt_func *f, __int128 time, uint64_t rec_depth, int
     fr->hidden = (uint8_t)hidden;
     fr->child_depth = shown ? depth + 1 : depth;
     fr->line_depth = depth;
+    fr->budget = shown && budget > 0 ? budget - 1 : budget;
     fr->text = s->texts.len;
     fr->text_len = 0;
     if (shown) {

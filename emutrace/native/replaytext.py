@@ -12,7 +12,8 @@ time.
 
 `write_replay` declines (returns False, having written nothing) where C does not do the
 whole job, and the caller formats the reference's way: no native library, `-t` (the time
-filter holds records back: trace/time_filter.py), records that are neither a `SpillSink` nor
+filter holds records back: trace/time_filter.py), filter rules beyond -F/-N modes and -D
+(triggers, -H, -C, --trace=off: trace/filters.py), records that are neither a `SpillSink` nor
 a list, a stream that is not UTF-8 text over a binary buffer, a value layout C cannot read
 (any kind but the integer kinds and `char *` copies C's writer writes).
 """
@@ -28,6 +29,7 @@ from typing import Any, TextIO
 from emutrace import native
 from emutrace.errors import Unsupported
 from emutrace.trace.events import Entry, Record
+from emutrace.trace.filters import IN, OUT
 from emutrace.trace.format import HEADER, ReplayOptions, format_value
 from emutrace.trace.spill import Layout, PackedRecords, SpillSink
 
@@ -79,7 +81,9 @@ def write_replay(records: Iterable[Record], symbolize: Callable[[int], str],
     format them (the module's docstring says when)."""
     binary = getattr(stream, "buffer", None)
     encoding = getattr(stream, "encoding", None)
+    rules = opts.filter_rules()
     if opts.time_filter is not None and opts.time_filter > 0 \
+            or not rules.plain \
             or not isinstance(records, (SpillSink, list)) or binary is None \
             or not isinstance(encoding, str) or codecs.lookup(encoding).name != "utf-8":
         return False
@@ -107,11 +111,11 @@ class _Text:
         self.state = lib.rt_new()
         if not self.state:
             raise MemoryError("the text trace in C: out of memory")
-        self.filters, self.notrace = frozenset(opts.filters), frozenset(opts.notrace)
+        self.rules = opts.filter_rules()
         lib.rt_options(self.state, int(opts.show_args), int(opts.show_retval),
-                       -1 if opts.depth is None else opts.depth,
+                       -1 if self.rules.depth is None else self.rules.depth,
                        -1 if opts.default_args is None else opts.default_args,
-                       int(bool(self.filters)))
+                       int(self.rules.filter_in))
         self.named: set[int] = set()
         self.out: Any = None  # the stream's binary layer
         self.texts: dict[object, bytes] = {}
@@ -124,8 +128,8 @@ class _Text:
     # ------------------------------------------------------------ what C is told
     def name(self, func: int) -> None:
         name = self.symbolize(func)
-        flags = ((_FILTER if name in self.filters else 0)
-                 | (_NOTRACE if name in self.notrace else 0)
+        mode = self.rules.trigger(name).mode
+        flags = ((_FILTER if mode == IN else 0) | (_NOTRACE if mode == OUT else 0)
                  | (_START if name == self.opts.start else 0))
         count = self.opts.arg_counts.get(name, self.opts.default_args)
         data = name.encode("utf-8", self.errors)

@@ -37,12 +37,10 @@ Layout (uftrace-replay(1), `-f duration`, with `-A`/`-R` style arguments and ret
   `/* signal handler, unwound */` when it was left by siglongjmp), an exception vector
   `/* exception */`.
 
-Filters (uftrace semantics; names are matched exactly):
+Filters: uftrace's `-F/-N/-T/-H/-C/-D/--trace` with its semantics (`trace/filters.py`:
+patterns, the later option winning, the depth budget restarting at each `-F` match); a
+`ReplayOptions` holds them as `rules`, or as exact `filters`/`notrace` names and `depth`.
 
-* `filters` (`-F/--filter FUNC`): show only FUNC and what it calls; depth restarts at 0 for
-  the outermost shown FUNC.
-* `notrace` (`-N/--notrace FUNC`): hide FUNC and everything it calls.  Wins over `-F`.
-* `depth` (`-D/--depth N`): show at most N nesting levels of shown frames.
 * `time_filter` (`-t/--time-filter N`): hide frames that ran fewer than N instructions,
   with what they called (`trace/time_filter.py`).
 * `start` (`--start SYM`, default `main`): nothing is shown before the first entry of SYM;
@@ -62,6 +60,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from emutrace.trace.events import Record, Row, row_of
+from emutrace.trace.filters import Filters, FilterState, TraceSwitch
 from emutrace.trace.spill import SpillSink
 from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.values import Value, as_value, render
@@ -90,6 +89,13 @@ class ReplayOptions:
     time_filter: int | None = None
     # a recording's task ids (`iter_task_lines`): `Record.tid` indexes them
     task_ids: tuple[int, ...] = ()
+    # the command line's filter rules (trace/filters.py); None: `filters`, `notrace` and
+    # `depth` as exact names
+    rules: Filters | None = None
+
+    def filter_rules(self) -> Filters:
+        return self.rules if self.rules is not None else \
+            Filters.of_names(self.filters, self.notrace, self.depth)
 
 
 def format_value(value: int | Value | str, bits: int = 64) -> str:
@@ -103,16 +109,6 @@ def format_value(value: int | Value | str, bits: int = 64) -> str:
 
 # how a frame the kernel entered is marked (Entry.entered)
 _ENTERED_MARKS = {"signal": "signal handler", "trap": "exception"}
-
-
-@dataclass(slots=True)
-class _Frame:
-    shown: bool
-    in_filter: bool
-    hidden: bool
-    child_depth: int  # display depth of this frame's children
-    line_depth: int  # display depth of this frame (meaningful when shown)
-    call_text: str  # "name(args)", when shown
 
 
 class _Writer:
@@ -241,24 +237,30 @@ def _replay(records: Iterable[Record], symbolize: Callable[[int], str],
 def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], str],
            opts: ReplayOptions) -> Iterator[str]:
     """(row, shown by the time filter, task) -> lines; each task nests on its own."""
-    filters, notrace = frozenset(opts.filters), frozenset(opts.notrace)
+    rules = opts.filter_rules()
+    switch = TraceSwitch(rules.trace)  # uftrace's tracing switch: one for every task
     started = opts.start is None
-    stacks: dict[int, list[_Frame]] = {}
-    stack: list[_Frame] = stacks.setdefault(0, [])
+    states: dict[int, FilterState] = {}
+    texts: dict[int, list[str]] = {}  # per task, each open frame's "name(args)" (or "")
+    state = states.setdefault(0, FilterState(rules, switch))
+    stack: list[str] = texts.setdefault(0, [])
     out = _Writer(opts.task_ids)
     lines = out.lines
     if opts.header:
         lines.append(TASK_HEADER if opts.task_ids else HEADER)
     names: dict[int, str] = {}  # symbolize's answers (a trace names few functions often)
     bits, show_args, show_retval = opts.word_bits, opts.show_args, opts.show_retval
-    arg_counts, default_args, max_depth = opts.arg_counts, opts.default_args, opts.depth
+    arg_counts, default_args = opts.arg_counts, opts.default_args
     for row, long_enough, task in tagged:
         if lines:
             yield from lines
             lines.clear()
+        if not long_enough:  # (-t: a short frame goes with all it called, as uftrace's)
+            continue
         if task != out.task:
             out.task = task
-            stack = stacks.setdefault(task, [])
+            state = states.get(task) or states.setdefault(task, FilterState(rules, switch))
+            stack = texts.setdefault(task, [])
         func = row[1]
         name = names.get(func)
         if name is None:
@@ -266,19 +268,9 @@ def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], s
         if not row[0]:  # an entry: (False, func, args, entered)
             if not started and name == opts.start:
                 started = True
-            if stack:
-                parent = stack[-1]
-                parent_in_filter, parent_hidden = parent.in_filter, parent.hidden
-                depth = parent.child_depth
-            else:
-                parent_in_filter = parent_hidden = False
-                depth = 0
-            in_filter = parent_in_filter or name in filters
-            hidden = parent_hidden or name in notrace or not long_enough
-            shown = (started and (in_filter or not filters) and not hidden
-                     and (max_depth is None or depth < max_depth))
+            depth = state.enter(name, started)
             call_text = ""
-            if shown:
+            if depth is not None:
                 count = arg_counts.get(name, default_args)
                 values = row[2] if count is None else row[2][:count]
                 args = ", ".join([format_value(a, bits) for a in values]) \
@@ -287,19 +279,21 @@ def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], s
                 # takes no "()" when no value is shown
                 call_text = name if not args and name.endswith(")") else f"{name}({args})"
                 out.entry(depth, call_text, _ENTERED_MARKS.get(row[3]))
-            stack.append(_Frame(shown, in_filter, hidden, depth + 1 if shown else depth,
-                                depth, call_text))
+            elif state.unmerge:
+                out.flush()
+            stack.append(call_text)
         else:  # an exit: (True, func, retval, duration, unwound, at_exit)
             if not stack:
                 raise ValueError(f"exit without entry: {name} {row!r}")
-            frame = stack.pop()
-            if not frame.shown:
+            call_text = stack.pop()
+            depth = state.leave()
+            if depth is None:
                 continue
             note = ("at exit" if row[5] else "unwound") if row[4] else None
             retval = row[2]
             ret = format_value(retval, bits) \
                 if show_retval and retval is not None else None
-            out.exit(frame.line_depth, frame.call_text, name, row[3], ret, note)
+            out.exit(depth, call_text, name, row[3], ret, note)
     out.flush()
     yield from lines
 
