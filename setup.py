@@ -1,5 +1,6 @@
-"""Build of the native hot path (emutrace/native/hotpath.c; step.c for `step`; branch.c for
-`bts` and `btf`; ploop.c, the native target's ptrace loop; disasm.c, discovery's decoding;
+"""Build of the native hot path (emutrace/native/core.c, the tracer core, and its two ports:
+hotpath.c, the Unicorn hooks, and ploop.c, the native target's ptrace loop; step.c for `step`;
+branch.c for `bts` and `btf`; disasm.c, discovery's decoding;
 replaytext.c, `run`'s text trace; crashguard.c, a crash inside Unicorn stopping the run
 rather than emutrace), a plain C library that emutrace loads with ctypes, and of
 sweep.c, discovery's sweep loop, a CPython extension; everything else is in pyproject.toml.
@@ -29,7 +30,7 @@ def wheel_include(package: str) -> list[str]:
 
 setup(ext_modules=[Extension(
     "emutrace.native._hotpath",
-    sources=["emutrace/native/hotpath.c", "emutrace/native/ufwrite.c",
+    sources=["emutrace/native/core.c", "emutrace/native/hotpath.c", "emutrace/native/ufwrite.c",
              "emutrace/native/step.c", "emutrace/native/ploop.c",
              "emutrace/native/branch.c", "emutrace/native/strict.c",
              "emutrace/native/entryprobe.c", "emutrace/native/disasm.c",

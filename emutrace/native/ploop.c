@@ -42,19 +42,10 @@
 #include "abi.h"
 #include "addrset.h"
 #include "cond.h"
+#include "core.h"
 
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
-
-typedef struct {
-    uint64_t addr;  /* 0: empty */
-    uint64_t target, after, reg_mask;
-    int32_t src_reg, cond_reg, guard_reg;
-    uint32_t release;
-    uint8_t op, active, fast, conditional, cond, ca, cb, cc, guard, ga, gb;
-} pl_site;
-
-ADDRTAB_BY_ADDR(pl_sites, pl_site)
 
 /* address -> a 64-bit value (key 0 is never held: 0 marks an empty slot) */
 typedef struct {
@@ -90,20 +81,16 @@ typedef struct {
 static void hw_free(pl_hw *hw);
 
 typedef struct {
+    core_state core;  /* the site table, transfer sets, event buffer, clock (core.h) */
     pl_config cfg;
-    pl_sites sites;
-    addrset callees;
-    addrpairs inside;
     addrset quiet;    /* step: addresses whose instruction the step backend only counts */
     addrset entries;  /* step: the tail rule's function entries (TailRule.entries) */
     pl_map jumps;    /* step: jump address -> its fall-through | conditional << 63 */
     pl_map walk;     /* btf: address -> its walk step (pl_walk_add) */
     pl_hw hw;        /* hwbp: the debug-register slots (pl_hw_*) */
-    nt_event *events;
-    uint32_t n_events;
-    uint64_t time, last_pc;
-    uint64_t counters[4];  /* traps, simulated, stops returned to Python, resumes */
-    unsigned long long regs[PL_NREGS];
+    uint64_t last_pc;
+    uint64_t returned, resumes;  /* stops returned to Python, resumes */
+    unsigned long long regs[PL_NREGS];  /* the stopped tracee's (GETREGS; SETREGS after) */
     struct pl_strict *strict;  /* int3 --cleanup strict: C arms and disarms (pl_strict_*) */
     struct pl_entry *entry;    /* the entry backend's probes (pl_entry_*) */
 } pl_state;
@@ -111,7 +98,7 @@ typedef struct {
 static void pl_strict_free(struct pl_strict *t);
 static void pl_entry_free(struct pl_entry *e);
 typedef struct { int kind; struct pl_func *to; size_t keep; uint64_t from; } pl_strict_plan;
-static int pl_strict_plan_for(pl_state *s, const pl_site *site, pl_strict_plan *p);
+static int pl_strict_plan_for(pl_state *s, const core_site *site, pl_strict_plan *p);
 static int pl_strict_commit(pl_state *s, const pl_strict_plan *p);
 enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 };
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
@@ -138,6 +125,54 @@ static int map_get(const pl_map *m, uint64_t key, uint64_t *value)
     return 1;
 }
 
+/* ------------------------------------------------------------ port operations */
+static uint64_t mask_of(const pl_state *s) { return s->cfg.word == 8 ? ~0ULL : 0xffffffffULL; }
+
+static uint64_t reg(const pl_state *s, int32_t i) { return s->regs[i] & mask_of(s); }
+
+/* registers: from the GETREGS array the loop fetched at the stop */
+static void port_regs_read(void *port, const int32_t *ids, uint64_t *out, uint32_t n)
+{
+    const pl_state *s = port;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = ids[i] >= 0 && (size_t)ids[i] < PL_NREGS ? reg(s, ids[i]) : 0;
+}
+
+/* ... and into it: the loop sets them (SETREGS) after a finished trap */
+static void port_reg_write(void *port, int32_t id, uint64_t value)
+{
+    pl_state *s = port;
+    if (id >= 0 && (size_t)id < PL_NREGS)
+        s->regs[id] = value;
+}
+
+/* memory: /proc/PID/mem, opened read-write by Python (little-endian x86: a word's low
+ * bytes first) */
+static int port_read(void *port, uint64_t addr, void *out, uint64_t len)
+{
+    const pl_state *s = port;
+    return pread(s->cfg.mem_fd, out, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
+static int port_write(void *port, uint64_t addr, const void *in, uint64_t len)
+{
+    const pl_state *s = port;
+    return pwrite(s->cfg.mem_fd, in, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
+/* code is memory to the kernel: the next run of addr sees the bytes written */
+static int port_code_write(void *port, uint64_t addr, const void *in, uint64_t len)
+{
+    return port_write(port, addr, in, len);
+}
+
+/* the buffer is never full at a trap: pl_resume checks room before resuming and stops with
+ * PL_FULL after a trap that filled it */
+static void port_buffer_full(void *port) { (void)port; }
+
+static const core_ops port_ops = {port_regs_read, port_reg_write, port_read, port_write,
+                                  port_code_write, port_buffer_full};
+
 /* ------------------------------------------------------------ life */
 pl_state *pl_new(const pl_config *cfg)
 {
@@ -145,14 +180,17 @@ pl_state *pl_new(const pl_config *cfg)
     if (!s)
         return NULL;
     s->cfg = *cfg;
-    if (s->cfg.buffer_events == 0)
-        s->cfg.buffer_events = 4096;
-    s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
-    if (!s->events || pl_sites_init(&s->sites, 1024) != 0) {
-        free(s->events);
+    /* x86 pushes its return address: a call that links is no form of this port */
+    core_config cc = {cfg->pc_reg, cfg->sp_reg, cfg->word, 0, cfg->n_args, cfg->n_stack,
+                      cfg->stack_offset, {0}, cfg->ret_reg, cfg->ret_hi_reg,
+                      cfg->buffer_events, ~0ULL, 0, NULL};
+    memcpy(cc.arg_regs, cfg->arg_regs, sizeof cc.arg_regs);
+    if (core_init(&s->core, &cc, &port_ops, s) != 0) {
+        core_fini(&s->core);
         free(s);
         return NULL;
     }
+    s->cfg.buffer_events = s->core.cfg.buffer_events;
     return s;
 }
 
@@ -160,60 +198,47 @@ void pl_free(pl_state *s)
 {
     if (!s)
         return;
-    pl_sites_free(&s->sites);
-    addrset_free(&s->callees);
-    addrpairs_free(&s->inside);
+    core_fini(&s->core);
     addrset_free(&s->quiet);
     addrset_free(&s->entries);
     pl_map_free(&s->jumps);
     pl_map_free(&s->walk);
     hw_free(&s->hw);
-    free(s->events);
     pl_strict_free(s->strict);
     pl_entry_free(s->entry);
     free(s);
 }
 
+/* the site table and the transfer sets: core.c's (core_site_set says what each means) */
 int pl_site_set(pl_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64_t after,
                 int32_t src_reg, int32_t link_reg, uint32_t release, uint32_t fast,
                 uint32_t conditional, uint32_t cond, int32_t cond_reg, uint32_t ca,
                 uint32_t cb, uint32_t cc, uint32_t clear_low, uint32_t guard,
                 int32_t guard_reg, uint32_t ga, uint32_t gb)
 {
-    if (link_reg >= 0)  /* x86 pushes its return address: no link register */
-        op = OP_NONE;
-    if (addr == 0)
-        return 0;  /* (0 marks an empty slot: no site there) */
-    pl_site *p = pl_sites_put(&s->sites, addr);
-    if (!p)
-        return -1;
-    *p = (pl_site){addr, target, after, ~(uint64_t)clear_low, src_reg, cond_reg, guard_reg,
-                   release, (uint8_t)op, 1, (uint8_t)fast, (uint8_t)conditional,
-                   (uint8_t)cond, (uint8_t)ca, (uint8_t)cb, (uint8_t)cc, (uint8_t)guard,
-                   (uint8_t)ga, (uint8_t)gb};
-    return 0;
+    return core_site_set(&s->core, addr, op, target, after, src_reg, link_reg, release, fast,
+                         conditional, cond, cond_reg, ca, cb, cc, clear_low, guard, guard_reg,
+                         ga, gb);
 }
 
 void pl_site_active(pl_state *s, uint64_t addr, uint32_t on)
 {
-    pl_site *p = pl_sites_find(&s->sites, addr);
-    if (p)
-        p->active = (uint8_t)on;
+    core_site_active(&s->core, addr, on);
 }
 
 int pl_callee_add(pl_state *s, uint64_t target)
 {
-    return addrset_add(&s->callees, target);
+    return addrset_add(&s->core.callees, target);  /* (target 0 too, as Python tells it) */
 }
 
 int pl_inside_add(pl_state *s, uint64_t site, uint64_t target)
 {
-    return addrpairs_add(&s->inside, site, target);
+    return core_inside_add(&s->core, site, target);
 }
 
 void pl_inside_drop(pl_state *s, uint64_t target)
 {
-    addrpairs_drop_target(&s->inside, target);  /* (rare: a jump target became an entry) */
+    core_inside_drop(&s->core, target);  /* (rare: a jump target became an entry) */
 }
 
 int pl_quiet_add(pl_state *s, uint64_t addr)
@@ -233,19 +258,21 @@ int pl_entry_add(pl_state *s, uint64_t addr)
     return addrset_add(&s->entries, addr);
 }
 
-void pl_set_time(pl_state *s, uint64_t time) { s->time = time; }
-int64_t pl_time(pl_state *s) { return (int64_t)s->time; }
+void pl_set_time(pl_state *s, uint64_t time) { s->core.time = time; }
+int64_t pl_time(pl_state *s) { return (int64_t)s->core.time; }
 uint64_t pl_last_pc(pl_state *s) { return s->last_pc; }
-uint64_t pl_counter(pl_state *s, uint32_t i) { return i < 4 ? s->counters[i] : 0; }
-void *pl_events(pl_state *s) { return s->events; }
-uint32_t pl_events_count(pl_state *s) { return s->n_events; }
-void pl_events_clear(pl_state *s) { s->n_events = 0; }
 
-/* ------------------------------------------------------------ one trap */
-static uint64_t mask_of(const pl_state *s) { return s->cfg.word == 8 ? ~0ULL : 0xffffffffULL; }
+/* counters: 0 traps C finished, 1 of them simulated, 2 stops returned to Python, 3 resumes */
+uint64_t pl_counter(pl_state *s, uint32_t i)
+{
+    uint64_t all[4] = {s->core.traps, s->core.simulated, s->returned, s->resumes};
+    return i < 4 ? all[i] : 0;
+}
+void *pl_events(pl_state *s) { return s->core.events; }
+uint32_t pl_events_count(pl_state *s) { return s->core.n_events; }
+void pl_events_clear(pl_state *s) { core_events_clear(&s->core); }
 
-static uint64_t reg(const pl_state *s, int32_t i) { return s->regs[i] & mask_of(s); }
-
+/* ------------------------------------------------------------ register tests */
 /* a test of register r (cond.h): EFLAGS bits (Intel SDM vol. 2, Jcc) or a register (JrCXZ);
  * -1 (Python's) without a register */
 static int reg_test_holds(const pl_state *s, uint8_t test, int32_t r, uint8_t ia, uint8_t ib,
@@ -265,78 +292,6 @@ static int read_word(const pl_state *s, uint64_t addr, uint64_t *out)
         return -1;
     *out = v;
     return 0;
-}
-
-/* the trap at site finished: registers to set, 1; or 0: Python's (nothing changed) */
-static int simulate(pl_state *s, const pl_site *site)
-{
-    uint64_t mask = mask_of(s), sp = reg(s, s->cfg.sp_reg), entry_sp = sp, target, top = sp;
-    uint64_t stack[NT_MAX_REGS] = {0};
-    if (reg_test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
-        return 0;
-    if (site->op == OP_CALL) {
-        target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
-        /* a call to the next instruction (PC thunk) records nothing; a callee not armed
-         * yet needs discovery: both are Python's */
-        if (target == site->after || !addrset_has(&s->callees, target))
-            return 0;
-        entry_sp = (sp - s->cfg.word) & mask;
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            if (read_word(s, (entry_sp + s->cfg.stack_offset + i * s->cfg.word) & mask,
-                          &stack[i]) != 0)
-                return 0;
-        uint64_t ret = site->after;  /* CALL pushes the return address */
-        if (pwrite(s->cfg.mem_fd, &ret, s->cfg.word, (off_t)entry_sp) != (ssize_t)s->cfg.word)
-            return 0;
-        s->regs[s->cfg.sp_reg] = entry_sp;
-    } else if (site->op == OP_RETURN && site->fast) {
-        if (site->src_reg >= 0 || site->conditional || site->cond != C_ALWAYS)
-            return 0;  /* no such return on x86 */
-        if (read_word(s, sp, &target) != 0)  /* RET pops it, RET imm16 releases more */
-            return 0;
-        top = (sp + s->cfg.word + site->release) & mask;
-        if (target == site->after)  /* a return to the next instruction records nothing */
-            return 0;
-        s->regs[s->cfg.sp_reg] = top;
-    } else if (site->op == OP_JUMP) {
-        int taken = reg_test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc);
-        if (taken < 0)
-            return 0;
-        target = !taken ? site->after
-                 : site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
-        /* not taken, or a jump Python found to record nothing: no event */
-        if (!((site->conditional && target == site->after)
-              || addrpairs_has(&s->inside, site->addr, target)))
-            return 0;
-        s->regs[s->cfg.pc_reg] = target;
-        return 1;
-    } else {
-        return 0;
-    }
-    s->regs[s->cfg.pc_reg] = target;
-    nt_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
-    memset(e, 0, sizeof *e);
-    e->time = s->time;
-    e->site = site->addr;
-    e->target = target;
-    e->sp = sp;
-    e->fallthrough = site->after;
-    e->entry_sp = entry_sp;
-    if (site->op == OP_CALL) {  /* the arguments as the callee sees them at its entry */
-        e->kind = EV_CALL;
-        e->nregs = s->cfg.n_args + s->cfg.n_stack;
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            e->regs[i] = reg(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            e->regs[s->cfg.n_args + i] = stack[i];
-    } else {
-        e->kind = EV_RETURN;
-        if (s->cfg.ret_reg >= 0)
-            e->regs[e->nregs++] = reg(s, s->cfg.ret_reg);
-        if (s->cfg.ret_hi_reg >= 0)
-            e->regs[e->nregs++] = reg(s, s->cfg.ret_hi_reg);
-    }
-    return 1;
 }
 
 /* ------------------------------------------------------------ debug registers (`hwbp`) */
@@ -443,32 +398,6 @@ static void hw_program(pl_state *s, int32_t pid, const pl_hw_func *f)
         poke_dr(pid, 7, enable);
 }
 
-static void hw_record(pl_state *s, uint32_t kind, const pl_site *site, uint64_t target,
-                      uint64_t sp, uint64_t entry_sp, const uint64_t *stack)
-{
-    nt_event *e = &s->events[s->n_events++];  /* room: checked before resuming */
-    memset(e, 0, sizeof *e);
-    e->kind = kind;
-    e->time = s->time;
-    e->site = site->addr;
-    e->target = target;
-    e->sp = sp;
-    e->fallthrough = site->after;
-    e->entry_sp = entry_sp;
-    if (kind == EV_CALL) {
-        e->nregs = s->cfg.n_args + s->cfg.n_stack;
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            e->regs[i] = reg(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            e->regs[s->cfg.n_args + i] = stack[i];
-    } else {
-        if (s->cfg.ret_reg >= 0)
-            e->regs[e->nregs++] = reg(s, s->cfg.ret_reg);
-        if (s->cfg.ret_hi_reg >= 0)
-            e->regs[e->nregs++] = reg(s, s->cfg.ret_hi_reg);
-    }
-}
-
 /* 1: the hit finished (nothing more to do before resuming); 0: Python's, nothing changed */
 static int hw_finish(pl_state *s, int32_t pid)
 {
@@ -477,7 +406,7 @@ static int hw_finish(pl_state *s, int32_t pid)
         return 0;
     uint64_t mask = mask_of(s), pc = reg(s, s->cfg.pc_reg), sp = reg(s, s->cfg.sp_reg);
     const pl_hw_func *cur = hw_func(hw, hw->cur), *next = NULL;
-    pl_site *site = pl_sites_find(&s->sites, pc);
+    core_site *site = core_sites_find(&s->core.sites, pc);
     if (!cur || !site || site->op == OP_NONE
         || reg_test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
         return 0;
@@ -486,18 +415,19 @@ static int hw_finish(pl_state *s, int32_t pid)
         in_cur |= cur->addr[i] == pc;
     if (!in_cur)
         return 0;  /* a slot Python programmed for another function */
-    uint64_t target, stack[NT_MAX_REGS] = {0};
+    uint64_t target, regs[NT_MAX_REGS] = {0};
     if (site->op == OP_CALL) {
         target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
         next = hw_func(hw, target);
         if (target == site->after || !next || !next->calls || hw->depth >= PL_HW_CHAIN)
             return 0;  /* a PC thunk, a callee not taught (discovery), a deep chain */
         uint64_t entry_sp = (sp - s->cfg.word) & mask;  /* after CALL pushes */
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            if (read_word(s, (entry_sp + s->cfg.stack_offset + i * s->cfg.word) & mask,
-                          &stack[i]) != 0)
-                return 0;
-        hw_record(s, EV_CALL, site, target, sp, entry_sp, stack);
+        if (core_call_words(&s->core, entry_sp, regs, 0, s->core.cfg.n_args, 0,
+                            s->core.cfg.n_stack) != 0)
+            return 0;
+        /* (the record's room: checked before resuming) */
+        core_record(&s->core, EV_CALL, s->core.time, site->addr, target, sp, site->after,
+                    entry_sp, regs, s->core.cfg.n_args + s->core.cfg.n_stack, 0);
         hw->chain[hw->depth++] = next->start;
     } else if (site->op == OP_RETURN && site->fast && site->src_reg < 0
                && !site->conditional && site->cond == C_ALWAYS) {
@@ -506,7 +436,13 @@ static int hw_finish(pl_state *s, int32_t pid)
         next = hw_func(hw, hw->chain[hw->depth - 2]);
         if (!next || !(next->start <= target && target < next->end))
             return 0;  /* not to the function below: Python's (_caller walks the chain) */
-        hw_record(s, EV_RETURN, site, target, sp, sp, stack);
+        uint32_t n = 0;
+        if (s->cfg.ret_reg >= 0)
+            regs[n++] = reg(s, s->cfg.ret_reg);
+        if (s->cfg.ret_hi_reg >= 0)
+            regs[n++] = reg(s, s->cfg.ret_hi_reg);
+        core_record(&s->core, EV_RETURN, s->core.time, site->addr, target, sp, site->after,
+                    sp, regs, n, 0);
         hw->depth--;
     } else if (site->op == OP_JUMP && site->conditional) {
         if (reg_test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc) != 0)
@@ -527,10 +463,10 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
 {
     uint32_t handled = 0;
     s->last_pc = 0;
-    if (s->n_events >= s->cfg.buffer_events)
+    if (s->core.n_events >= s->cfg.buffer_events)
         return -ENOSPC;  /* Python drains the buffer before resuming */
     for (;;) {
-        s->counters[3]++;
+        s->resumes++;
         if (ptrace((enum __ptrace_request)request, pid, 0, (void *)(intptr_t)sig) == -1)
             return -errno;
         sig = 0;
@@ -546,7 +482,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
         if (s->hw.on) {  /* hwbp: a debug register's hit, or Python's */
             if (info.si_code != PL_TRAP_HWBKPT || hw_finish(s, pid) != 1)
                 break;
-            if (s->n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
+            if (s->core.n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
                 return PL_FULL;  /* stopped at the site, EFLAGS.RF set: resume runs it */
             continue;
         }
@@ -560,7 +496,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
             if (got == ENTRY_PYTHON)
                 break;
             if (got == ENTRY_STOPPED) {  /* the step-over ended in another stop */
-                s->counters[2]++;
+                s->returned++;
                 return PL_STOP;
             }
             if (got < 0)
@@ -568,10 +504,12 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
             if (got == ENTRY_DONE)
                 goto finished;
         }
-        pl_site *site = pl_sites_find(&s->sites, at);
+        core_site *site = core_sites_find(&s->core.sites, at);
         pl_strict_plan plan = {0};
+        /* the core simulates through the port: the registers in s->regs, the pushed return
+         * address already written to /proc/PID/mem */
         if (!site || !site->active || site->op == OP_NONE
-            || (s->strict && !pl_strict_plan_for(s, site, &plan)) || !simulate(s, site))
+            || (s->strict && !pl_strict_plan_for(s, site, &plan)) || !core_trap(&s->core, site))
             break;  /* Python's: discovery, a site C does not know, the guest's own int3 */
         if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
             return -errno;
@@ -579,14 +517,12 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
             return -EIO;
         if (s->entry && site->op == OP_RETURN)
             pl_entry_returned(s, reg(s, s->cfg.pc_reg));
-        s->counters[0]++;
-        s->counters[1]++;
     finished:
         s->last_pc = reg(s, s->cfg.pc_reg);
-        if (s->n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
+        if (s->core.n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
             return PL_FULL;  /* stopped, its trap finished: resume with no signal */
     }
-    s->counters[2]++;
+    s->returned++;
     return PL_STOP;
 }
 
@@ -613,7 +549,7 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
     *skipped = 0;
     s->last_pc = 0;
     for (;;) {
-        s->counters[3]++;
+        s->resumes++;
         if (ptrace(PTRACE_SINGLESTEP, pid, 0, (void *)(intptr_t)sig) == -1)
             return -errno;
         sig = 0;
@@ -660,7 +596,7 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
         if (++steps >= s->cfg.max_stops)
             return PL_FULL;
     }
-    s->counters[2]++;
+    s->returned++;
     return PL_STOP;
 }
 
@@ -822,7 +758,7 @@ static pl_func *strict_usable(const pl_strict *t, uint64_t start)
 
 /* What the strict rule does at this trap, decided before anything is changed: 0 when it
  * is Python's (a function C does not know, a chain without the caller). */
-static int pl_strict_plan_for(pl_state *s, const pl_site *site, pl_strict_plan *p)
+static int pl_strict_plan_for(pl_state *s, const core_site *site, pl_strict_plan *p)
 {
     const pl_strict *t = s->strict;
     uint64_t owner = 0, target, start;
@@ -1094,12 +1030,11 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
     } else if (n && e->call_sp[n - 1] == call_sp) {
         n--;  /* a frame at this very level is over */
     }
-    uint64_t stack[NT_MAX_REGS] = {0};
-    if (record) {
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            if (read_word(s, (sp + s->cfg.stack_offset + i * s->cfg.word) & mask_of(s),
-                          &stack[i]) != 0)
-                return ENTRY_PYTHON;
+    uint64_t regs[NT_MAX_REGS] = {0};
+    if (record) {  /* the arguments as the callee sees them at its entry (now) */
+        if (core_call_words(&s->core, sp, regs, 0, s->core.cfg.n_args, 0,
+                            s->core.cfg.n_stack) != 0)
+            return ENTRY_PYTHON;
         if (frames_room(e, n + 1) != 0)
             return -ENOMEM;
     }
@@ -1111,24 +1046,13 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
         e->call_sp[n] = call_sp;
         e->func[n] = func;
         e->n = n + 1;
-        nt_event *ev = &s->events[s->n_events++];
-        memset(ev, 0, sizeof *ev);
-        ev->kind = EV_CALL;
-        ev->time = s->time;
-        ev->site = ra;
-        ev->target = at;
-        ev->sp = call_sp;
-        ev->fallthrough = ra;
-        ev->entry_sp = sp;
-        ev->nregs = s->cfg.n_args + s->cfg.n_stack;
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            ev->regs[i] = reg(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            ev->regs[s->cfg.n_args + i] = stack[i];
+        /* (the record's room: checked before resuming) */
+        core_record(&s->core, EV_CALL, s->core.time, ra, at, call_sp, ra, sp, regs,
+                    s->core.cfg.n_args + s->core.cfg.n_stack, 0);
     }
-    s->counters[0]++;
+    s->core.traps++;
     e->stepovers++;
-    s->time--;  /* the fall-back's re-run is counted by its block (Int3Backend._on_trap) */
+    s->core.time--;  /* the fall-back's re-run is counted by its block (Int3Backend._on_trap) */
     uint8_t byte = (uint8_t)orig;
     if (pwrite(s->cfg.mem_fd, &byte, 1, (off_t)at) != 1)
         return -EIO;
@@ -1218,7 +1142,7 @@ int pl_block(pl_state *s, int32_t pid, int32_t sig, uint64_t from, uint32_t degr
     *stops = *walked = 0;
     s->last_pc = 0;
     for (;;) {
-        s->counters[3]++;
+        s->resumes++;
         if (ptrace(PTRACE_SINGLEBLOCK, pid, 0, (void *)(intptr_t)sig) == -1)
             return -errno;
         sig = 0;
@@ -1247,6 +1171,6 @@ int pl_block(pl_state *s, int32_t pid, int32_t sig, uint64_t from, uint32_t degr
         if (++taken >= s->cfg.max_stops)
             return PL_FULL;
     }
-    s->counters[2]++;
+    s->returned++;
     return PL_STOP;
 }

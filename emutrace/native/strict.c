@@ -158,6 +158,9 @@ ns_state *ns_new(uc_engine *uc, void *mem_write, void *ctl, uint64_t code_mask)
     return ns;
 }
 
+/* the uc_ctl this table drops translated code with (hotpath.c's code_write, same library) */
+nt_ctl_fn ns_ctl(const ns_state *ns) { return ns->ctl; }
+
 void ns_free(ns_state *ns)
 {
     if (!ns)

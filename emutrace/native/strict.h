@@ -9,12 +9,16 @@
 
 #include <stdint.h>
 
+#include "abi.h"
+
 typedef struct ns_state ns_state;
 
 /* what strict.c tells hotpath.c's site table: a site armed (1) or disarmed (0) */
 typedef void (*ns_active_fn)(void *table, uint64_t addr, uint32_t active);
 
 void ns_bind(ns_state *ns, void *table, ns_active_fn active);
+/* the uc_ctl the table was handed (hotpath.c's code_write drops translations with it) */
+nt_ctl_fn ns_ctl(const ns_state *ns);
 void ns_bind_hooked(ns_state *ns, void *table, ns_active_fn active);
 int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target);
 void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target);

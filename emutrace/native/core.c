@@ -1,0 +1,704 @@
+/* emutrace native library: the tracer core both ports share (core.h says what a port is).
+ *
+ * Per trap at an armed site (`core_trap`): read the registers the site's plan names (one
+ * port call), simulate the displaced call or return as its lowered op says (uprobes'
+ * simulate-insn: push or link the return address and jump; pop or read the link register;
+ * a jump's condition over flag bits, cond.h), write one fixed-size record (abi.h nt_event)
+ * with the registers Python turns into values, or hand it to the record writer (ufwrite.c),
+ * and leave the registers as after the instruction for the port to resume.  Everything C
+ * cannot finish — a first call (discovery, arming), a form it does not know, a value it does
+ * not hold — is left untouched for Python's reference.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "cond.h"
+
+/* ------------------------------------------------------------------ life */
+int core_init(core_state *c, const core_config *cfg, const core_ops *ops, void *port)
+{
+    memset(c, 0, sizeof *c);
+    c->cfg = *cfg;
+    c->ops = ops;
+    c->port = port;
+    if (c->cfg.n_args > NT_MAX_REGS)
+        c->cfg.n_args = NT_MAX_REGS;
+    if (c->cfg.n_stack > NT_MAX_REGS - c->cfg.n_args)
+        c->cfg.n_stack = NT_MAX_REGS - c->cfg.n_args;
+    if (c->cfg.buffer_events == 0)
+        c->cfg.buffer_events = 4096;
+    if (c->cfg.code_mask == 0)
+        c->cfg.code_mask = ~0ULL;
+    int tables = core_sites_init(&c->sites, 1024) | addrset_init(&c->callees, 1024)
+                 | addrset_init(&c->string_returns, 256) | addrpairs_init(&c->inside, 1024)
+                 | addrpairs_init(&c->tails, 256) | addrpairs_init(&c->switch_jumps, 256);
+    c->events = calloc(c->cfg.buffer_events, sizeof *c->events);
+    return tables != 0 || !c->events ? -1 : 0;
+}
+
+void core_fini(core_state *c)
+{
+    core_sites_free(&c->sites);
+    addrset_free(&c->callees);
+    addrpairs_free(&c->inside);
+    addrpairs_free(&c->tails);
+    addrpairs_free(&c->switch_jumps);
+    addrmap_free(&c->string_args);
+    addrset_free(&c->string_returns);
+    free(c->events);
+    free(c->strings);
+    c->events = NULL;
+    c->strings = NULL;
+}
+
+/* ------------------------------------------------------------------ the site table */
+static uint8_t site_read(core_site *p, int32_t reg)
+{
+    p->reads[p->n_reads] = reg;
+    return p->n_reads++;
+}
+
+/* which registers a trap at p reads (core_site.reads): fixed by its op and tests */
+static void site_plan_reads(const core_config *c, core_site *p)
+{
+    p->n_reads = 0;
+    p->i_guard = p->i_cond = p->i_src = p->i_ret = p->i_ret_hi = 0;
+    site_read(p, c->sp_reg);
+    if (p->guard != C_ALWAYS)
+        p->i_guard = site_read(p, p->guard_reg);
+    if (p->op != OP_CALL && p->cond != C_ALWAYS)
+        p->i_cond = site_read(p, p->cond_reg);
+    if (p->src_reg >= 0)
+        p->i_src = site_read(p, p->src_reg);
+    p->i_val = p->n_reads;
+    if (p->op == OP_CALL) {
+        for (uint32_t i = 0; i < c->n_args; i++)
+            site_read(p, c->arg_regs[i]);
+    } else if (p->op == OP_RETURN) {
+        if (c->ret_reg >= 0)
+            p->i_ret = site_read(p, c->ret_reg);
+        if (c->ret_hi_reg >= 0)
+            p->i_ret_hi = site_read(p, c->ret_hi_reg);
+    }
+}
+
+/* a site C finishes on its own (op OP_CALL, OP_RETURN, OP_JUMP), or OP_NONE: Python's.
+ * A call that writes a link register is Python's on a port that cannot (cfg.links). */
+int core_site_set(core_state *c, uint64_t addr, uint32_t op, uint64_t target, uint64_t after,
+                  int32_t src_reg, int32_t link_reg, uint32_t release, uint32_t fast,
+                  uint32_t conditional, uint32_t cond, int32_t cond_reg, uint32_t ca,
+                  uint32_t cb, uint32_t cc, uint32_t clear_low, uint32_t guard,
+                  int32_t guard_reg, uint32_t ga, uint32_t gb)
+{
+    core_site *p = addr ? core_sites_put(&c->sites, addr) : NULL;
+    if (!p)
+        return addr ? -1 : 0;  /* (0 marks an empty slot: no site there) */
+    if (link_reg >= 0 && !c->cfg.links)
+        op = OP_NONE;
+    p->op = (uint8_t)op;
+    p->target = target;
+    p->after = after;
+    p->src_reg = src_reg;
+    p->link_reg = link_reg;
+    p->release = release;
+    p->fast = (uint8_t)fast;
+    p->conditional = (uint8_t)conditional;
+    p->reg_mask = ~(uint64_t)clear_low;
+    p->guard = (uint8_t)guard;
+    p->guard_reg = guard_reg;
+    p->ga = (uint8_t)ga;
+    p->gb = (uint8_t)gb;
+    p->cond = (uint8_t)cond;
+    p->cond_reg = cond_reg;
+    p->ca = (uint8_t)ca;
+    p->cb = (uint8_t)cb;
+    p->cc = (uint8_t)cc;
+    p->active = 1;
+    p->after_bits = 0;
+    p->ttest = C_ALWAYS;
+    p->ta = p->tb = 0;
+    p->gmask = 0;
+    p->n_pops = 0;
+    site_plan_reads(&c->cfg, p);
+    return 0;
+}
+
+/* what core_site_set leaves at its defaults (core_site: after_bits ... pops), after it */
+int core_site_extra(core_state *c, uint64_t addr, uint32_t after_bits, uint32_t ttest,
+                    uint32_t ta, uint32_t tb, uint64_t gmask, uint32_t n_pops,
+                    const int32_t *pops)
+{
+    core_site *p = core_sites_find(&c->sites, addr);
+    if (!p || n_pops > CORE_MAX_POPS)
+        return -1;
+    p->after_bits = (uint8_t)after_bits;
+    p->ttest = (uint8_t)ttest;
+    p->ta = (uint8_t)ta;
+    p->tb = (uint8_t)tb;
+    p->gmask = gmask;
+    p->n_pops = (uint8_t)n_pops;
+    for (uint32_t i = 0; i < n_pops; i++)
+        p->pops[i] = pops[i];
+    return 0;
+}
+
+void core_site_active(core_state *c, uint64_t addr, uint32_t active)
+{
+    core_site *p = core_sites_find(&c->sites, addr);
+    if (p)
+        p->active = (uint8_t)active;
+}
+
+int core_callee_add(core_state *c, uint64_t target)
+{
+    return target ? addrset_add(&c->callees, target) : 0;
+}
+
+/* a jump from site to target records nothing and arms nothing (int3.py _resolve) */
+int core_inside_add(core_state *c, uint64_t site, uint64_t target)
+{
+    return addrpairs_add(&c->inside, site, target);
+}
+
+/* forget every pair that goes to target (it became a function entry: a jump there may now
+ * be a tail call) */
+void core_inside_drop(core_state *c, uint64_t target)
+{
+    addrpairs_drop_target(&c->inside, target);
+    addrpairs_drop_target(&c->switch_jumps, target);
+}
+
+/* a jump from site to target goes to the entry of another armed function whose arguments C
+ * saves (fastpath.py FastSites._learn_jump): C records it as int3.py _transfer's jump case
+ * does under lazy cleanup (a TailCall when TailRule.is_tail holds; arming is a no-op) */
+int core_tail_add(core_state *c, uint64_t site, uint64_t target)
+{
+    return addrpairs_add(&c->tails, site, target);
+}
+
+/* strict cleanup: a jump from site to target enters another function that C knows and
+ * records nothing (target is no function entry: fastpath.py FastSites._learn_jump), so C
+ * switches the armed function as int3.py _transfer's jump case does (strict.c ns_jump) */
+int core_switch_jump_add(core_state *c, uint64_t site, uint64_t target)
+{
+    return addrpairs_add(&c->switch_jumps, site, target);
+}
+
+/* ------------------------------------------------------------------ the event buffer */
+/* the string area, made when the first string value is told: room for every word of
+ * every event the buffer holds (index, length, STRING_LIMIT + 1 bytes each) */
+static int strings_room(core_state *c)
+{
+    if (c->strings)
+        return 0;
+    c->strings_cap = (size_t)c->cfg.buffer_events * NT_MAX_REGS * (3 + NT_STRING_LIMIT + 1);
+    c->strings = malloc(c->strings_cap);
+    return c->strings ? 0 : -1;
+}
+
+/* the snapshot words (bit i: regs[i]) of a call to target (or of an entry probe at target)
+ * that are `char *` values: their strings are copied at the event */
+int core_string_args(core_state *c, uint64_t target, uint32_t mask)
+{
+    if (strings_room(c) != 0)
+        return -1;
+    return addrmap_set(&c->string_args, target, (int32_t)(mask & ((1u << NT_MAX_REGS) - 1)));
+}
+
+/* a return site whose value is a `char *`: its string is copied at the event */
+int core_string_return(core_state *c, uint64_t site)
+{
+    if (strings_room(c) != 0)
+        return -1;
+    return site ? addrset_add(&c->string_returns, site) : 0;
+}
+
+uint32_t core_string_mask(const core_state *c, uint64_t target)
+{
+    int32_t mask = addrmap_get(&c->string_args, target);
+    return mask > 0 ? (uint32_t)mask : 0;
+}
+
+uint32_t core_string_return_mask(const core_state *c, uint64_t site)
+{
+    return addrset_has(&c->string_returns, site) ? 1u : 0u;
+}
+
+void core_events_clear(core_state *c)
+{
+    c->n_events = 0;
+    c->strings_len = 0;
+}
+
+/* room for one more record: made by the port if it can */
+static int room(core_state *c)
+{
+    if (c->n_events < c->cfg.buffer_events)
+        return 1;
+    c->ops->buffer_full(c->port);  /* (Unicorn: the buffer is empty afterwards) */
+    return c->n_events < c->cfg.buffer_events;
+}
+
+nt_event *core_event(core_state *c)
+{
+    if (!room(c))
+        return NULL;
+    nt_event *e = &c->events[c->n_events++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+void core_hand_over(core_state *c)
+{
+    if (c->writer && uw_enabled(c->writer))
+        c->cfg.drain();
+}
+
+/* ------------------------------------------------------------------ words and strings */
+static uint64_t word_from(const core_state *c, const uint8_t *b)
+{
+    uint64_t v = 0;
+    uint32_t n = c->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        v |= (uint64_t)b[c->cfg.big_endian ? n - 1 - i : i] << (8 * i);
+    return v;
+}
+
+static void word_to(const core_state *c, uint64_t v, uint8_t *b)
+{
+    uint32_t n = c->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        b[c->cfg.big_endian ? n - 1 - i : i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The C string at addr as ArgReader.string reads it (backends/args.py): chunks of at most
+ * STRING_LIMIT + 1 bytes that never cross a page, up to the NUL or STRING_LIMIT + 1 bytes;
+ * NULL, or any chunk unreadable: none.  Its bytes go to out (room for 2 * (STRING_LIMIT +
+ * 1)); the length, or NT_STRING_NONE. */
+static uint32_t string_read(core_state *c, uint64_t addr, uint8_t *out)
+{
+    size_t n = 0;
+    int none = addr == 0;
+    while (!none && n <= NT_STRING_LIMIT) {
+        uint64_t at = addr + n;
+        uint64_t chunk = 0x1000 - (at & 0xfff);
+        if (chunk > NT_STRING_LIMIT + 1)
+            chunk = NT_STRING_LIMIT + 1;
+        if (c->ops->mem_read(c->port, at, out + n, chunk) != 0) {
+            none = 1;
+            break;
+        }
+        uint8_t *nul = memchr(out + n, 0, chunk);
+        if (nul) {
+            n = (size_t)(nul - out);
+            break;
+        }
+        n += chunk;
+    }
+    if (n > NT_STRING_LIMIT + 1)
+        n = NT_STRING_LIMIT + 1;
+    return none ? NT_STRING_NONE : (uint32_t)n;
+}
+
+/* word index's string at addr appended to the string area: index, length (NT_STRING_NONE:
+ * none), bytes (the area has room for every word of every event the buffer holds:
+ * strings_room) */
+static void string_put(core_state *c, uint32_t index, uint64_t addr)
+{
+    uint8_t out[2 * (NT_STRING_LIMIT + 1)];
+    uint32_t len = string_read(c, addr, out);
+    uint8_t *p = c->strings + c->strings_len;
+    p[0] = (uint8_t)index;
+    p[1] = (uint8_t)len;
+    p[2] = (uint8_t)(len >> 8);
+    if (len != NT_STRING_NONE)
+        memcpy(p + 3, out, len);
+    c->strings_len += 3 + (len != NT_STRING_NONE ? len : 0);
+    c->strings_copied++;
+}
+
+/* the strings of the event's words in mask (bit i: regs[i], masked to a word), counted in
+ * its nregs */
+static void event_strings(core_state *c, nt_event *e, uint32_t mask)
+{
+    uint64_t word_mask = core_word_mask(c);
+    uint32_t count = 0;
+    if (!mask || !c->strings)
+        return;
+    for (uint32_t i = 0; i < NT_MAX_REGS; i++) {
+        if (mask >> i & 1) {
+            string_put(c, i, e->regs[i] & word_mask);
+            count++;
+        }
+    }
+    e->nregs |= count << NT_STRINGS_SHIFT;
+}
+
+/* the copies of an event's string words in mask for the record writer (uw_event.strings) */
+typedef struct {
+    uw_strings list;
+    uint8_t bytes[NT_MAX_REGS][2 * (NT_STRING_LIMIT + 1)];
+} core_copies;
+
+static const uw_strings *writer_strings(core_state *c, core_copies *cp, uint32_t mask,
+                                        const uint64_t *regs)
+{
+    uint64_t word_mask = core_word_mask(c);
+    if (!mask)
+        return NULL;
+    cp->list.mask = mask;
+    for (uint32_t i = 0; i < NT_MAX_REGS; i++) {
+        if (mask >> i & 1) {
+            cp->list.len[i] = (uint16_t)string_read(c, regs[i] & word_mask, cp->bytes[i]);
+            cp->list.bytes[i] = cp->bytes[i];
+        }
+    }
+    return &cp->list;
+}
+
+/* the record writer took an event: the strings it wrote are copies made */
+static void writer_copied(core_state *c, const uw_event *e)
+{
+    if (e->strings) {
+        uint64_t n = (uint64_t)__builtin_popcount(e->strings->mask);
+        c->strings_copied += n;
+        c->strings_written += n;
+    }
+}
+
+/* ------------------------------------------------------------------ records */
+int core_call_words(core_state *c, uint64_t entry_sp, uint64_t *regs, uint32_t a0, uint32_t a1,
+                    uint32_t w0, uint32_t w1)
+{
+    uint8_t stack[8 * NT_MAX_REGS];
+    uint32_t n = c->cfg.word;
+    if (a1 > a0)
+        c->ops->regs_read(c->port, c->cfg.arg_regs + a0, regs + a0, a1 - a0);
+    if (w1 <= w0)
+        return 0;
+    if (c->ops->mem_read(c->port,
+                         (entry_sp + c->cfg.stack_offset + (uint64_t)w0 * n) & core_word_mask(c),
+                         stack + w0 * n, (uint64_t)(w1 - w0) * n) != 0)
+        return -1;
+    for (uint32_t i = w0; i < w1; i++)
+        regs[c->cfg.n_args + i] = word_from(c, stack + i * n);
+    return 0;
+}
+
+int core_offer(core_state *c, uint32_t call, uint64_t time, uint64_t site, uint64_t target,
+               uint64_t sp, uint64_t after, const uint64_t *regs, uint32_t string_mask)
+{
+    core_copies copies;
+    if (!c->writer || !uw_enabled(c->writer) || c->n_events != 0)
+        return 0;
+    uw_event ev = {(int)call, time, site, target, sp, after, regs,
+                   writer_strings(c, &copies, string_mask, regs)};
+    if (!uw_take(c->writer, &ev, c->cfg.drain))
+        return 0;
+    writer_copied(c, &ev);
+    c->written++;
+    return 1;
+}
+
+nt_event *core_record(core_state *c, uint32_t kind, uint64_t time, uint64_t site,
+                      uint64_t target, uint64_t sp, uint64_t after, uint64_t entry_sp,
+                      const uint64_t *regs, uint32_t nregs, uint32_t string_mask)
+{
+    nt_event *e = core_event(c);
+    if (!e)
+        return NULL;
+    e->kind = kind;
+    e->time = time;
+    e->site = site;
+    e->target = target;
+    e->sp = sp;
+    e->fallthrough = after;
+    e->entry_sp = entry_sp;
+    e->nregs = nregs;
+    memcpy(e->regs, regs, nregs * sizeof *regs);
+    event_strings(c, e, string_mask);
+    return e;
+}
+
+int core_writer_words(core_state *c, uint64_t target, uint64_t sp, uint64_t after,
+                      uint32_t *n_args, uint32_t *n_stack)
+{
+    if (!c->writer || !uw_enabled(c->writer) || c->n_events != 0)
+        return 0;
+    int words = uw_call_words(c->writer, target, sp, after, c->cfg.drain);
+    if (words < 0)
+        return 0;
+    if ((uint32_t)words < *n_args)
+        *n_args = (uint32_t)words;
+    if ((uint32_t)words < c->cfg.n_args + *n_stack)
+        *n_stack = (uint32_t)words > c->cfg.n_args ? words - c->cfg.n_args : 0;
+    return 1;
+}
+
+int core_switch_jump(core_state *c, uint64_t site, uint64_t target, uint64_t lo, uint64_t hi)
+{
+    return c->strict && addrpairs_has(&c->switch_jumps, site, target)
+           && ns_jump(c->strict, site, target, lo, hi);
+}
+
+/* a jump from site to target, learnt to go to another armed function's entry (`tails`),
+ * under lazy cleanup: recorded for TailRule.is_tail to decide — by the writer
+ * (uw_take_tail, which leaves it to Python when the running function is target already),
+ * else as an EV_TAIL record drained in order.  The arguments as the callee sees them, at
+ * entry_sp (a jump moves no sp); sp: at the site.  1 if recorded, 0: Python's */
+int core_tail_event(core_state *c, uint64_t site, uint64_t target, uint64_t sp,
+                    uint64_t entry_sp, uint64_t time, uint64_t lo, uint64_t hi)
+{
+    uint64_t regs[NT_MAX_REGS] = {0};
+    if (!addrpairs_has(&c->tails, site, target))
+        return 0;
+    if (core_call_words(c, entry_sp, regs, 0, 0, 0, c->cfg.n_stack) != 0)
+        return 0;
+    if (c->strict) {  /* strict cleanup: the jump switches the armed function (room first: a
+                         switch made is never handed to Python) */
+        if (!room(c) || !ns_jump(c->strict, site, target, lo, hi))
+            return 0;
+    }
+    c->ops->regs_read(c->port, c->cfg.arg_regs, regs, c->cfg.n_args);
+    uint32_t strings = core_string_mask(c, target);
+    if (c->writer && uw_enabled(c->writer) && c->n_events == 0) {
+        core_copies copies;
+        uw_event ev = {0, time, site, target, sp, 0, regs,
+                       writer_strings(c, &copies, strings, regs)};
+        if (uw_take_tail(c->writer, &ev, c->cfg.drain)) {
+            writer_copied(c, &ev);
+            c->written++;
+            c->tail_jumps++;
+            return 1;
+        }
+    }
+    if (!core_record(c, EV_TAIL, time, site, target, sp, 0, entry_sp, regs,
+                     c->cfg.n_args + c->cfg.n_stack, strings))
+        return 0;
+    c->tail_jumps++;
+    core_hand_over(c);  /* the writer is on but left it to Python: Python takes it now */
+    return 1;
+}
+
+/* ------------------------------------------------------------------ one trap */
+/* the site's registers from..to (site->reads' order) into c->vals: one port call */
+static void site_reads(core_state *c, const core_site *site, uint32_t from, uint32_t to)
+{
+    if (to <= from)
+        return;
+    c->ops->regs_read(c->port, site->reads + from, c->vals + from, to - from);
+}
+
+/* may C finish the site at all (the op's guard)? */
+static int guard_holds(const core_state *c, const core_site *site)
+{
+    uint64_t v = c->vals[site->i_guard];
+    if (site->guard == C_MASK_ZERO)
+        return (v & site->gmask) == 0;
+    return test_holds(site->guard, v, site->ga, site->gb, 0) == 1;
+}
+
+/* does a target read from a register or the stack pass the site's test (interworking)? */
+static int target_ok(const core_site *site, uint64_t raw)
+{
+    return test_holds(site->ttest, raw, site->ta, site->tb, 0) == 1;
+}
+
+static int cond_holds(const core_state *c, const core_site *site)
+{
+    return test_holds(site->cond, c->vals[site->i_cond], site->ca, site->cb, site->cc);
+}
+
+/* a call's snapshot (nt_event.regs): the argument registers, then the stack words (the
+ * first n_args and n_stack of them: those read) */
+static void call_snapshot(const core_state *c, const core_site *site, const uint8_t *stack,
+                          uint32_t n_args, uint32_t n_stack, uint64_t *regs)
+{
+    for (uint32_t i = 0; i < n_args; i++)
+        regs[i] = c->vals[site->i_val + i];
+    for (uint32_t i = 0; i < n_stack; i++)
+        regs[c->cfg.n_args + i] = word_from(c, stack + i * c->cfg.word);
+}
+
+/* the stack words a call's snapshot holds, as the callee will see them (above the pushed
+ * return address), from word `from` on; 0 if they cannot be read */
+static int read_stack_args(core_state *c, uint64_t entry_sp, uint8_t *stack, uint32_t from,
+                           uint32_t to)
+{
+    if (to <= from)
+        return 1;
+    return c->ops->mem_read(c->port,
+                            (entry_sp + c->cfg.stack_offset + from * c->cfg.word)
+                                & core_word_mask(c),
+                            stack + from * c->cfg.word,
+                            (uint64_t)(to - from) * c->cfg.word) == 0;
+}
+
+/* the pops a RETURN made: registers from the words below its target; a popped return
+ * register is the value the return reports (the reference reads it after the simulation) */
+static void write_pops(core_state *c, const core_site *site, const uint8_t *words)
+{
+    for (uint32_t i = 0; i < site->n_pops; i++) {
+        uint64_t v = word_from(c, words + i * c->cfg.word);
+        c->ops->reg_write(c->port, site->pops[i], v);
+        if (site->pops[i] == c->cfg.ret_reg)
+            c->vals[site->i_ret] = v;
+        else if (site->pops[i] == c->cfg.ret_hi_reg)
+            c->vals[site->i_ret_hi] = v;
+    }
+}
+
+int core_trap(core_state *c, core_site *site)
+{
+    const core_ops *ops = c->ops;
+    uint64_t mask = core_word_mask(c);
+    uint64_t code = c->cfg.code_mask & mask;  /* a target's address bits (ARM: no bit 0) */
+    uint64_t resume = site->after | site->after_bits;  /* the next instruction, as PC */
+    /* a call's argument registers wait until it is known how many its record holds */
+    site_reads(c, site, 0, site->op == OP_CALL ? site->i_val : site->n_reads);
+    uint64_t sp = c->vals[0] & mask;
+    uint64_t target, raw, entry_sp = sp;  /* raw: the PC written, target its code address */
+    uint8_t buf[8 * (CORE_MAX_POPS + 1)], stack[8 * NT_MAX_REGS];
+    uint32_t n_stack = c->cfg.n_stack;  /* stack words read into stack */
+    uint32_t n_args = c->cfg.n_args;    /* argument registers read into c->vals */
+    int to_writer = 0;  /* the writer said it takes this call */
+    if (!guard_holds(c, site))
+        return 0;
+    if (site->op == OP_CALL) {
+        raw = site->target;
+        if (site->src_reg >= 0) {
+            raw = c->vals[site->i_src] & mask & site->reg_mask;
+            if (!target_ok(site, raw))
+                return 0;
+        }
+        target = raw & code;
+        /* a call to the next instruction (PC thunk) records nothing; a callee not armed
+         * yet needs discovery: both are Python's */
+        if (target == site->after || !addrset_has(&c->callees, target))
+            return 0;
+        if (site->link_reg < 0)
+            entry_sp = (sp - c->cfg.word) & mask;
+        /* the writer takes the call: read only the stack words its record holds */
+        to_writer = core_writer_words(c, target, sp, site->after, &n_args, &n_stack);
+        site_reads(c, site, site->i_val, site->i_val + n_args);
+        if (!read_stack_args(c, entry_sp, stack, 0, n_stack) || !room(c))
+            return 0;
+        if (c->strict && !ns_call_ok(c->strict, site->addr, target))
+            return 0;
+        if (site->link_reg >= 0) {
+            ops->reg_write(c->port, site->link_reg, resume);
+        } else {  /* the call pushes the return address (Intel SDM vol. 2, CALL) */
+            word_to(c, site->after, buf);
+            if (ops->mem_write(c->port, entry_sp, buf, c->cfg.word) != 0)
+                return 0;
+            ops->reg_write(c->port, c->cfg.sp_reg, entry_sp);
+        }
+    } else if (site->op == OP_RETURN && site->fast) {
+        uint64_t top = sp;
+        int taken = cond_holds(c, site);
+        if (taken < 0 || (!taken && !site->conditional))
+            return 0;
+        if (!taken) {  /* a conditional return falling through records nothing */
+            ops->reg_write(c->port, c->cfg.pc_reg, resume);
+            c->traps++;
+            c->simulated++;
+            return 1;
+        }
+        if (site->src_reg >= 0) {
+            raw = c->vals[site->i_src] & mask & site->reg_mask;
+        } else {  /* the return pops it (RET, RET imm16; ARM POP {..., pc}: after n_pops) */
+            uint32_t words = site->n_pops + 1u;
+            if (ops->mem_read(c->port, sp, buf, (uint64_t)words * c->cfg.word) != 0)
+                return 0;
+            raw = word_from(c, buf + site->n_pops * c->cfg.word);
+            top = (sp + words * c->cfg.word + site->release) & mask;
+        }
+        if (!target_ok(site, raw))
+            return 0;
+        target = raw & code;
+        if (target == site->after)  /* a return to the next instruction records nothing */
+            return 0;
+        if (!room(c))
+            return 0;
+        if (c->strict && !ns_return_ok(c->strict, site->addr, target))
+            return 0;
+        if (site->n_pops)
+            write_pops(c, site, buf);
+        if (top != sp)
+            ops->reg_write(c->port, c->cfg.sp_reg, top);
+    } else if (site->op == OP_JUMP) {
+        int taken = cond_holds(c, site);
+        if (taken < 0)
+            return 0;
+        raw = resume;
+        if (taken && site->src_reg >= 0) {
+            raw = c->vals[site->i_src] & mask & site->reg_mask;
+            if (!target_ok(site, raw))
+                return 0;
+        } else if (taken) {
+            raw = site->target;
+        }
+        target = raw & code;
+        /* not taken, or a jump Python found inside the function (in the site's own
+         * instruction set: a switch is Python's): nothing to record; a jump to another
+         * armed function's entry: recorded first */
+        if ((raw & ~code & mask) != site->after_bits)
+            return 0;
+        if (!((site->conditional && target == site->after)
+              || addrpairs_has(&c->inside, site->addr, target))
+            && !(taken && core_switch_jump(c, site->addr, target, 0, 0))
+            && !(taken && core_tail_event(c, site->addr, target, sp, sp, c->time, 0, 0)))
+            return 0;
+        ops->reg_write(c->port, c->cfg.pc_reg, raw);
+        c->traps++;
+        c->simulated++;
+        return 1;
+    } else {
+        return 0;
+    }
+    ops->reg_write(c->port, c->cfg.pc_reg, raw);
+    c->traps++;
+    c->simulated++;
+    if (c->entry && site->op == OP_RETURN)  /* the open frames it leaves (entry.py) */
+        ep_returned(c->entry, target);
+    if (c->strict) {  /* the function switch of strict cleanup */
+        if (site->op == OP_CALL)
+            ns_call_commit(c->strict, site->addr, target);
+        else
+            ns_return_commit(c->strict, site->addr, target);
+    }
+    uint64_t regs[NT_MAX_REGS] = {0};
+    uint32_t nregs = 0, strings;
+    if (site->op == OP_CALL) {  /* the arguments as the callee sees them at its entry */
+        call_snapshot(c, site, stack, n_args, n_stack, regs);
+        strings = core_string_mask(c, target);
+    } else {
+        if (c->cfg.ret_reg >= 0)
+            regs[nregs++] = c->vals[site->i_ret];
+        if (c->cfg.ret_hi_reg >= 0)
+            regs[nregs++] = c->vals[site->i_ret_hi];
+        strings = core_string_return_mask(c, site->addr);
+    }
+    if (to_writer || site->op != OP_CALL) {  /* (a return: the writer reads one word) */
+        uint64_t one[NT_MAX_REGS] = {c->cfg.ret_reg >= 0 ? regs[0] : 0};
+        int ret_word = site->op != OP_CALL;
+        if (core_offer(c, site->op == OP_CALL, c->time, site->addr, target, sp, site->after,
+                       ret_word ? one : regs,
+                       ret_word && c->cfg.ret_reg < 0 ? 0 : strings))
+            return 1;
+    }
+    /* Python's event holds every argument (the writer, which said it takes the call, only
+     * declines it when out of memory; stack words it cannot read then stay 0) */
+    if (site->op == OP_CALL) {
+        site_reads(c, site, site->i_val + n_args, site->i_val + c->cfg.n_args);
+        if (!read_stack_args(c, entry_sp, stack, n_stack, c->cfg.n_stack))
+            memset(stack + n_stack * c->cfg.word, 0, (c->cfg.n_stack - n_stack) * c->cfg.word);
+        call_snapshot(c, site, stack, c->cfg.n_args, c->cfg.n_stack, regs);
+        nregs = c->cfg.n_args + c->cfg.n_stack;
+    }
+    core_record(c, site->op == OP_CALL ? EV_CALL : EV_RETURN, c->time, site->addr, target, sp,
+                site->after, entry_sp, regs, nregs, strings);  /* (room was made above) */
+    core_hand_over(c);
+    return 1;
+}
