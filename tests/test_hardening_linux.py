@@ -56,3 +56,17 @@ def test_max_memory_caps_a_malloc_loop(tmp_path: Path) -> None:
     assert got.returncode == 0, got.stderr
     mib = int(got.stdout.decode().split()[1])
     assert 32 <= mib < 64  # the image and stack take part of the 64 MiB
+
+
+def test_file_calls_at_the_sandbox_edges_as_native(tmp_path: Path) -> None:
+    """O_TMPFILE named through /proc/self/fd, metadata calls on descriptors, FIFOs by
+    mknod, truncate, fsync, fchmodat(AT_SYMLINK_NOFOLLOW) of a link (machine/linux/
+    sys_fsmeta.py): the same results as the program run natively."""
+    program = bin_path("x86_64", "hard_files")
+    native = subprocess.run([program], cwd=tmp_path, env=ENV, capture_output=True, timeout=60)
+    assert native.returncode == 0, native.stderr
+    assert "linkat fd = 0" in native.stdout.decode()
+    got = run_emutrace("run", "--allow-write", tmp_path, program, cwd=tmp_path)
+    assert (got.returncode, got.stderr.decode()) == (0, "")
+    assert got.stdout.decode() == native.stdout.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -16,7 +16,7 @@ from emutrace.sandbox import Virtual
 
 # open(2) flags we translate from the guest's numbering to the host's, by name
 OPEN_FLAGS = ("O_CREAT", "O_EXCL", "O_NOCTTY", "O_TRUNC", "O_APPEND", "O_NONBLOCK",
-              "O_DIRECTORY", "O_NOFOLLOW", "O_DSYNC", "O_SYNC")
+              "O_DIRECTORY", "O_NOFOLLOW", "O_DSYNC", "O_SYNC", "O_PATH")
 DT_TYPES = ((st_mod.S_ISDIR, 4), (st_mod.S_ISREG, 8), (st_mod.S_ISLNK, 10), (st_mod.S_ISCHR, 2),
             (st_mod.S_ISBLK, 6), (st_mod.S_ISFIFO, 1), (st_mod.S_ISSOCK, 12))
 PROC_SELF_EXE = (b"/proc/self/exe", b"/proc/self/fd/exe")
@@ -46,8 +46,27 @@ def _host_open_flags(k: K, flags: int) -> int:
 
 
 # ---------------------------------------------------------------- open / close
+def _open_tmpfile(k: K, dirfd: int, path_addr: int, flags: int, mode: int) -> int:
+    """open(2) O_TMPFILE: an unnamed file in the directory, so the directory itself must be
+    one the guest may create in (writable, or inside a writable one); O_WRONLY or O_RDWR
+    is required (EINVAL otherwise, as Linux's build_open_flags)."""
+    if flags & 3 == 0:
+        raise GuestError("EINVAL")
+    directory = str(k.sandbox.resolve(k.string(path_addr), base=_base(k, dirfd)))
+    if not k.sandbox.is_writable(os.path.join(directory, ".tmpfile")):
+        raise GuestError("EACCES")
+    host_flags = (flags & 3) | os.O_TMPFILE | os.O_CLOEXEC
+    if flags & k.abi.constants["O_EXCL"]:
+        host_flags |= os.O_EXCL  # never linked into the tree later
+    hfd = os.open(directory, host_flags, mode & GUEST_MODE_BITS)
+    return k.new_fd(FileDesc(hfd, k.sandbox.to_guest(directory) + "/#tmpfile",
+                             cloexec=bool(flags & k.abi.constants["O_CLOEXEC"])))
+
+
 def _openat(k: K, dirfd: int, path_addr: int, flags: int, mode: int) -> int:
     c = k.abi.constants
+    if "O_TMPFILE" in c and flags & c["O_TMPFILE"] == c["O_TMPFILE"]:
+        return _open_tmpfile(k, dirfd, path_addr, flags, mode)
     writes = flags & 3 != 0 or flags & (c["O_CREAT"] | c["O_TRUNC"] | c["O_APPEND"])
     excl = flags & c["O_CREAT"] and flags & c["O_EXCL"]
     found = k.sandbox.lookup(k.string(path_addr), base=_base(k, dirfd), write=bool(writes),

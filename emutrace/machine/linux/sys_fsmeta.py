@@ -11,13 +11,16 @@ import time
 
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.kernel import FileDesc, LinuxKernel
-from emutrace.machine.linux.sys_fs import GUEST_MODE_BITS, _resolve
+from emutrace.machine.linux.sys_fs import GUEST_MODE_BITS, _base, _resolve
 from emutrace.machine.linux.table import syscall
+from emutrace.machine.linux.vfs import FdLink
+from emutrace.sandbox import Virtual
 
 K = LinuxKernel
 # utimensat(2) tv_nsec markers, the same on every Linux ISA (include/uapi/linux/stat.h)
 UTIME_NOW = (1 << 30) - 1
 UTIME_OMIT = (1 << 30) - 2
+DELETED = " (deleted)"  # the end of /proc/self/fd/N's text for a file without a name
 NO_CHANGE = 0xFFFFFFFF  # chown(2): (uid_t)-1 leaves the owner as it is
 
 
@@ -25,14 +28,18 @@ def _flag(k: K, flags: int, name: str) -> bool:
     return bool(flags & k.abi.constants[name])
 
 
-def _writable_desc(k: K, desc: FileDesc) -> str:
-    """The host path of an open file the guest may change (fchmod, fchown, futimens)."""
+def _writable_desc(k: K, desc: FileDesc) -> int:
+    """The host descriptor of an open file the guest may change (fchmod, fchown,
+    futimens): one whose name lies inside a writable directory (a file whose name is gone,
+    " (deleted)" in its link: its directory)."""
     if desc.node is not None:
         raise GuestError("EPERM")  # a served /dev or /proc object: never changed
     host = os.readlink(f"/proc/self/fd/{desc.host_fd}")
+    if host.endswith(DELETED) and os.fstat(desc.host_fd).st_nlink == 0:
+        host = os.path.join(os.path.dirname(host), ".deleted")
     if not k.sandbox.is_writable(host):
         raise GuestError("EPERM")
-    return host
+    return desc.host_fd
 
 
 def _target(k: K, dirfd: int, path_addr: int, flags: int) -> tuple[str | int, bool]:
@@ -48,7 +55,7 @@ def _target(k: K, dirfd: int, path_addr: int, flags: int) -> tuple[str | int, bo
 
 
 # ---------------------------------------------------------------- permissions
-def _chmod(k: K, host: str, mode: int, follow: bool = True) -> int:
+def _chmod(k: K, host: str | int, mode: int, follow: bool = True) -> int:
     if not follow:
         raise GuestError("EOPNOTSUPP")  # fchmodat(AT_SYMLINK_NOFOLLOW): as Linux's links
     os.chmod(host, mode & GUEST_MODE_BITS)
@@ -59,7 +66,7 @@ def _chmod(k: K, host: str, mode: int, follow: bool = True) -> int:
 def sys_fchmodat(k: K, a: tuple[int, ...]) -> int:
     flags = a[3] if len(a) > 3 else 0
     host, follow = _target(k, a[0], a[1], flags)
-    return _chmod(k, str(host), a[2], follow)
+    return _chmod(k, host, a[2], follow)
 
 
 @syscall("chmod")
@@ -73,7 +80,7 @@ def sys_fchmod(k: K, a: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- owners
-def _chown(k: K, host: str, uid: int, gid: int, follow: bool) -> int:
+def _chown(k: K, host: str | int, uid: int, gid: int, follow: bool) -> int:
     """The owner stays the user's: a change to the present owner and group (or -1) is
     accepted, any other is EPERM, as for an unprivileged process (chown(2))."""
     now = os.stat(host, follow_symlinks=follow)
@@ -86,7 +93,7 @@ def _chown(k: K, host: str, uid: int, gid: int, follow: bool) -> int:
 @syscall("fchownat")
 def sys_fchownat(k: K, a: tuple[int, ...]) -> int:
     host, follow = _target(k, a[0], a[1], a[4])
-    return _chown(k, str(host), a[2], a[3], follow)
+    return _chown(k, host, a[2], a[3], follow)
 
 
 @syscall("chown", "chown32")
@@ -106,12 +113,44 @@ def sys_fchown(k: K, a: tuple[int, ...]) -> int:
 
 
 # ---------------------------------------------------------------- links
+def _linked_desc(k: K, desc: FileDesc) -> str:
+    """The host name that links an open file (linkat of /proc/self/fd/N with
+    AT_SYMLINK_FOLLOW, or of the descriptor with AT_EMPTY_PATH: how an O_TMPFILE file gets
+    its name): a file not yet in the tree (the guest made it in a writable directory), or
+    one the guest may write anyway."""
+    if desc.node is not None:
+        raise GuestError("EXDEV")  # an object emutrace serves: not on the host's file system
+    if os.fstat(desc.host_fd).st_nlink:
+        _writable_desc(k, desc)
+    return f"/proc/self/fd/{desc.host_fd}"
+
+
+def _link_open_file(magic: str, new: str) -> None:
+    """linkat(AT_FDCWD, "/proc/self/fd/N", AT_FDCWD, new, AT_SYMLINK_FOLLOW) on the host
+    (os.link without a directory descriptor makes link(2), which does not follow)."""
+    root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+    try:
+        os.link(magic, new, src_dir_fd=root, follow_symlinks=True)
+    finally:
+        os.close(root)
+
+
 @syscall("linkat")
 def sys_linkat(k: K, a: tuple[int, ...]) -> int:
     follow = _flag(k, a[4], "AT_SYMLINK_FOLLOW")
+    new = _resolve(k, a[2], a[3], write=True, create=True, follow_final=False)
+    if not k.string(a[1]) and _flag(k, a[4], "AT_EMPTY_PATH"):
+        _link_open_file(_linked_desc(k, k.fd(a[0])), new)
+        return 0
+    found = k.sandbox.lookup(k.string(a[1]), base=_base(k, a[0]), follow_final=follow,
+                             write=not follow)
+    if isinstance(found, Virtual):
+        if found.node.kind != "fd" or not isinstance(found.node, FdLink):
+            raise GuestError("EXDEV")
+        _link_open_file(_linked_desc(k, k.fd(found.node.number)), new)
+        return 0
     # the old path writable too: a hard link must not make a read-only file writable
     old = _resolve(k, a[0], a[1], write=True, follow_final=follow)
-    new = _resolve(k, a[2], a[3], write=True, create=True, follow_final=False)
     os.link(old, new, follow_symlinks=False)
     return 0
 
@@ -172,7 +211,7 @@ def _pair(k: K, layout: str, addr: int, sub: str) -> list[tuple[int, int]]:
     return out
 
 
-def _set_times(host: str, wanted: list[tuple[int, int]], follow: bool) -> int:
+def _set_times(host: str | int, wanted: list[tuple[int, int]], follow: bool) -> int:
     """utimensat(2)'s rule: UTIME_NOW is the present time, UTIME_OMIT keeps the time."""
     present = os.stat(host, follow_symlinks=follow)
     now = time.time_ns()
@@ -198,7 +237,7 @@ def _utimensat(k: K, a: tuple[int, ...], layout: str) -> int:
     if not a[2]:
         os.utime(host, follow_symlinks=follow)
         return 0
-    return _set_times(str(host), _pair(k, layout, a[2], "tv_nsec"), follow)
+    return _set_times(host, _pair(k, layout, a[2], "tv_nsec"), follow)
 
 
 @syscall("utimensat")
