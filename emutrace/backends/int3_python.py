@@ -1,7 +1,8 @@
 """The site tracer (`Int3Backend`): the lazy call-site breakpoint algorithm of fctrace, which
 `int3`, `hwbp` and `entry` run, composed of a placement (`LazyPlacement` here; entry's
-`EagerProbes`), a cleanup (lazy or strict), a delivery (`SiteDelivery` here; hwbp's
-`SlotDelivery`) and an engine (site_engine.py: the Python reference by default).
+`EagerProbes`), a cleanup (cleanup.py: `LazyCleanup` or `StrictCleanup`), a delivery
+(`SiteDelivery` here; hwbp's `SlotDelivery`) and an engine (site_engine.py: the Python
+reference by default).
 
 Only functions that have run carry breakpoints, on their call sites, returns and jumps that
 may leave them.  When one fires, the event is recorded, the callee is discovered (decoded
@@ -22,9 +23,10 @@ translation block — the "fallbacks" counter says how often.  With hook deliver
 fallbacks, the target is learnt from the next block the CPU enters (a call, return or jump
 always ends a block).
 
-Cleanup: "lazy" leaves breakpoints in place (after warm-up nothing is patched any more);
-"strict" (fctrace's rule) disarms a function as soon as it stops being the current one.  A
-disarmed site hook stays installed, idle, and is re-armed by a table write (both counted as
+Cleanup (cleanup.py): "lazy" leaves breakpoints in place (after warm-up nothing is patched
+any more); "strict" (fctrace's rule) disarms a function as soon as it stops being the
+current one.  The tracer tells the policy each change of the current function.  A disarmed
+site hook stays installed, idle, and is re-armed by a table write (both counted as
 patches): Unicorn's hook_add/hook_del pair costs ~65 µs from Python.
 
 Time: a block hook adds each block's instruction count (decoded once per block).
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from emutrace.backends.args import ArgReader
+from emutrace.backends.cleanup import CLEANUPS, Cleanup
 from emutrace.backends.codeguard import CodeGuard
 from emutrace.backends.site_engine import Placement, ReferenceEngine, SiteEngine
 from emutrace.backends.tails import TailRule
@@ -122,7 +125,6 @@ class SiteDelivery:
         self.arm(new)
 
 
-MAX_OPEN_TRAPS = 64  # handlers left by siglongjmp are forgotten beyond (sys_sigdeliver)
 # what belongs to one thread of control: pending transfer, call chain, restarted block,
 # fallback resume address, the tail rule's frames and return addresses, the chains saved
 # by its open signal handlers
@@ -150,9 +152,11 @@ class Int3Backend:
         if name is not None:
             self.name = name
         self.counters = counters
-        if cleanup not in ("lazy", "strict"):
+        policy = CLEANUPS.get(cleanup)
+        if policy is None:
             raise ValueError(f"cleanup policy {cleanup!r}: lazy or strict")
-        self.image, self.cpu, self.emit, self.strict = image, cpu, emit, cleanup == "strict"
+        self.image, self.cpu, self.emit = image, cpu, emit
+        self.cleanup: Cleanup = policy(self)
         isa = image.isa
         self.discovery = Discovery(image)
         self.tails = TailRule(self.discovery.symbols, isa.code_mask)
@@ -179,13 +183,15 @@ class Int3Backend:
         self.pending: Pending | None = None
         self.rearm: dict[int, tuple[Site, int]] = {}  # restored for a fallback: site, func
         self._seen: set[int] = set()
-        # the functions on the call chain, innermost last: strict mode re-arms the caller
-        # from here (descent from a return address would miss the caller's earlier code)
+        # the functions on the call chain, innermost last (kept by strict cleanup, which
+        # re-arms the caller from here: descent from a return address would miss the
+        # caller's earlier code)
         self.chain: list[Function] = []
         # per open exception or signal handler: the chain when it was taken, which its
         # return restores (a handler's own return may pop below it: a signal handler
         # returns to the trampoline, outside every function).  A handler left by siglongjmp
-        # never returns: at most MAX_OPEN_TRAPS are kept, as the Linux layer keeps frames
+        # never returns: at most cleanup.MAX_OPEN_TRAPS are kept, as the Linux layer keeps
+        # frames
         self.trap_chains: list[list[Function]] = []
         self.after_trap = False  # an exception return ran: the next block is current code
         self.armed_now = False  # set when a site was armed: the current block may hold it
@@ -221,6 +227,12 @@ class Int3Backend:
         self.engine.attach(self, hooks)
 
     @property
+    def strict(self) -> bool:
+        """Strict cleanup: only the current function armed (the engines' C addons and
+        fast paths follow it)."""
+        return self.cleanup.strict
+
+    @property
     def time(self) -> int:
         """Guest instructions run (the engine keeps the count: C's, natively)."""
         return self.engine.time
@@ -246,11 +258,7 @@ class Int3Backend:
         code it returns to is armed at the next block (`on_block`)."""
         self.engine.enter()
         self.emit(TrapReturn(self.time, site))
-        if self.strict:
-            saved = self.trap_chains.pop() if self.trap_chains else []
-            if self.chain and not (saved and saved[-1].start == self.chain[-1].start):
-                self.disarm(self.chain[-1].start)
-            self.chain = saved
+        self.cleanup.trap_returned()
         self.after_trap = True
         self.engine.leave()
 
@@ -267,26 +275,21 @@ class Int3Backend:
     def lazy_start(self, entry: int) -> None:
         """Lazy placement's start: the function at entry armed (and on the chain)."""
         func = self.function_entered(entry)
-        if func is not None and self.strict:
-            self.chain.append(func)
+        self.cleanup.started(func)
         self.arm(func)
         self.refresh_stale()
 
     def lazy_trap_entered(self, vector: int, signal: SignalDelivery | None = None) -> None:
         """An exception entered the guest's vector (kernel images), or a signal handler is
         entered (Linux programs): an exception or signal frame, and the vector's function
-        armed as at the entry.  Strict: the interrupted function is no longer the current
-        one (disarmed until the exception returns).  A signal delivered between blocks may
+        armed as at the entry; the cleanup told first (strict: the interrupted function is
+        no longer the current one).  A signal delivered between blocks may
         find a transfer not resolved yet: it went to the interrupted code (`resume`)."""
         self.engine.pause()
         if signal is not None and self.pending is not None:
             pending, self.pending = self.pending, None
             self.resolve(pending, signal.resume)
-        if self.strict:
-            self.trap_chains.append(list(self.chain))
-            del self.trap_chains[:-MAX_OPEN_TRAPS]
-            if self.chain:
-                self.disarm(self.chain[-1].start)
+        self.cleanup.trap_entered()
         self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
                        signal.stack if signal is not None else None))
         self.after_trap = False
@@ -294,25 +297,12 @@ class Int3Backend:
         self.engine.leave()
 
     def _resume_after_trap(self, addr: int) -> None:
-        """The first block after an exception return: the interrupted function (the
-        chain's top, in strict mode) or whatever function the handler returned into."""
+        """The first block after an exception return: the function the cleanup finds
+        current there, armed."""
         self.after_trap = False
-        code = self.image.isa.code_address(addr)
-        func = self.chain[-1] if self.chain and code in self.chain[-1] \
-            else self.function_entered(addr)
-        if self.strict and self.chain and not self.traceable(func):
-            # code that cannot be traced (natively on i386: the vDSO's __kernel_vsyscall,
-            # where a system call's signal returns): as at a call into it, the chain's top
-            # called it and stays the current function, armed for its return to come back
-            func = self.chain[-1]
-        if func is None:
-            return
-        if self.strict:
-            if self.chain and self.chain[-1].start != func.start:
-                self.chain[-1] = func  # the handler switched to other code
-            elif not self.chain:
-                self.chain.append(func)
-        self.arm(func)
+        func = self.cleanup.resumed(addr)
+        if func is not None:
+            self.arm(func)
 
     # ------------------------------------------------------------ arming
     def function_entered(self, addr: int) -> Function | None:
@@ -351,7 +341,7 @@ class Int3Backend:
                 continue
             if start in self.armed_funcs:
                 self._rearm(old, new)
-            # strict mode arms a caller again from the chain: never the stale extent
+            # strict cleanup arms a caller again from the chain: never the stale extent
             self.chain = [new if f.start == start else f for f in self.chain]
 
     def _rearm(self, old: Function, new: Function) -> None:
@@ -681,13 +671,7 @@ class Int3Backend:
             elsewhere = not self.tails.returns_to(target)
             self.tails.returned()
             self.emit(Return(p.time, site.addr, p.sp, self.args.read_return(site.addr), target))
-            if self.strict:
-                self.returned_strict(current, target)
-            elif elsewhere:
-                # lazy: a return not to its call's return address may land in code no call
-                # armed — i386's resolver returns (`ret $0xc`) into the function it bound,
-                # an ifunc variant no call ever entered: armed now, or its return is lost
-                self.arm(self.function_entered(target))
+            self.returned(current, target, elsewhere)
         else:
             callee = self.function_entered(target)
             if callee is not None and current is not None and callee.start == current:
@@ -700,47 +684,24 @@ class Int3Backend:
                 return  # out of the image
             if self.tails.is_tail(target):
                 self.emit(TailCall(p.time, site.addr, target, p.sp, self.args.read(target)))
-            if self.chain and self.strict:
-                self.chain[-1] = callee
             # a jump into the middle of another function (glibc's mempcpy → memcpy body) is
             # no call, but the code it reaches is now the current code: arm it all the same
-            if self.strict:
-                self.disarm(current)
+            self.cleanup.jumped(current, callee)
             self.arm(callee)
 
     def called(self, current: int | None, callee: Function) -> None:
-        """A call from the function at current (the site's) entered callee: armed; under
-        strict cleanup, pushed on the chain, the caller disarmed (the native engines replay
-        this for the calls C switched: strict.c under emulation, the C loop's drain natively,
-        backends/strict_ptrace.py)."""
-        if self.strict and current is not None and callee.start != current:
-            self.disarm(current)
-        if self.strict:
-            self.chain.append(callee)
+        """A call from the function at current (the site's) entered callee: the cleanup
+        told (strict: pushed on the chain, the caller disarmed), callee armed (the native
+        engines replay this for the calls C switched: strict.c under emulation, the C
+        loop's drain natively, backends/strict_ptrace.py)."""
+        self.cleanup.called(current, callee)
         self.arm(callee)
 
-    def returned_strict(self, current: int | None, target: int) -> None:
-        """Strict cleanup: a return from the function at current to target: the caller
-        (the call chain's) armed, the returning function disarmed unless it is the caller."""
-        caller = self._caller(target)
-        if current is not None and (caller is None or caller.start != current):
-            self.disarm(current)
-        self.arm(caller)
-
-    def _caller(self, target: int) -> Function | None:
-        """The function a return goes back to: the chain's next one, or the one below that
-        contains target after a non-local exit; discovery when the chain knows nothing."""
-        if self.chain:
-            self.chain.pop()
-        code = self.image.isa.code_address(target)
-        while self.chain and code not in self.chain[-1]:
-            self.chain.pop()
-        if self.chain:
-            return self.chain[-1]
-        func = self.function_entered(target)
-        if func is not None:
-            self.chain.append(func)
-        return func
+    def returned(self, current: int | None, target: int, elsewhere: bool = False) -> None:
+        """A return from the function at current went to target (elsewhere: not to its
+        call's return address): the cleanup's rule (strict: the caller armed from the chain,
+        the returning function disarmed; strict_ptrace.py replays it)."""
+        self.cleanup.returned(current, target, elsewhere)
 
     # ------------------------------------------------------------ threads
     def _count_foreign(self, func: int) -> None:
@@ -752,9 +713,9 @@ class Int3Backend:
     def switch_thread(self, tid: int) -> None:
         """Another guest thread gets the CPU (machine/linux/threads.py): the state that
         belongs to a thread of control is swapped — the transfer awaiting resolution,
-        the call chain, the tail rule's frames.  Strict cleanup is per thread: the code
-        armed for the thread that stops is disarmed, the incoming thread's current
-        function armed (lazy leaves everything armed: other threads take traps in code
+        the call chain, the tail rule's frames.  The cleanup told (strict is per thread:
+        the code armed for the thread that stops is disarmed, the incoming thread's current
+        function armed; lazy leaves everything armed: other threads take traps in code
         armed for another thread, bench/bench_threads.py counts them)."""
         self.engine.pause()
         mine = (self.pending, self.chain, self.restarted, self.resume_at,
@@ -765,18 +726,26 @@ class Int3Backend:
         fresh: ThreadState = (None, [], None, None, [], [], [])
         (self.pending, chain, self.restarted, self.resume_at, self.tails.frames,
          self.tails.return_addrs, self.trap_chains) = state or fresh
-        if self.strict:
-            leaving = self.chain[-1] if self.chain else None
-            if not chain:  # a new thread: the function it stands in (glibc's clone)
-                func = self.function_entered(self.cpu.pc)
-                if func is not None:
-                    chain.append(func)
-            if leaving is not None and not (chain and chain[-1].start == leaving.start):
-                self.disarm(leaving.start)
-            if chain:
-                self.arm(chain[-1])
+        self.cleanup.thread_switched(chain)
         self.chain = chain
         self.engine.thread_switched()
+
+    def detach(self) -> None:
+        """(Backend.detach.)  Every armed function dropped and every site disarmed through
+        its delivery (the program's bytes back, site hooks and slots freed), the idle site
+        hooks deleted, then the engine's own hooks (SiteEngine.detach).  With nothing
+        armed no transfer is resolved, so nothing is armed again."""
+        self.engine.enter()  # what C did since Python last ran, onto Python's tables
+        for start in list(self.armed_funcs):
+            self.disarm(start)
+        for addr in list(self.armed):
+            self.disarm_site(addr)
+        for handle in self.idle_hooks.values():
+            if not self.engine.hook_in_table(handle):
+                self.cpu.hook_del(handle)
+        self.idle_hooks.clear()
+        self.pending = None
+        self.engine.detach()
 
     def finish(self) -> int:
         """The run ended: the engine's counters in, the placement's and the mechanism's

@@ -10,8 +10,14 @@ placed: the two parts composed into the one algorithm that int3, hwbp and entry 
   `leave` (Python's changes to C), so that an engine never overrides the algorithm.
 * **Placement** (`Placement`): when probes are set.  Lazy (fctrace: a function's sites are
   armed when it is entered, `int3_python.LazyPlacement`) or eager (every function probed at
-  start-up, entry_python.py `EagerProbes`).  Cleanup (lazy or strict) is the tracer's
-  `strict` flag; delivery (breakpoint bytes, site hooks, hardware slots) its `sites`.
+  start-up, entry_python.py `EagerProbes`).
+* **Cleanup** (cleanup.py `Cleanup`): what happens to probes when a function stops being
+  current — lazy (left in place) or strict (fctrace's rule: only the current function
+  armed), told by the tracer at each change of the current function.  An engine with C for
+  strict cleanup adds it as an addon when the tracer's cleanup is `strict`
+  (strict_native.py, strict_ptrace.py).
+* **Delivery**: breakpoint bytes or site hooks (int3_python.py `SiteDelivery`), hardware
+  slots (hwbp_slots.py `SlotDelivery`): the tracer's `sites`.
 """
 
 from __future__ import annotations
@@ -102,6 +108,11 @@ class SiteEngine(Protocol):
 
     def flush_events(self) -> None: ...
 
+    def detach(self) -> None:
+        """The tracer disarmed every site (Backend.detach): the engine's hooks go, but the
+        one the run's system calls and exceptions pass through."""
+        ...
+
     def finish(self) -> None:
         """The run ended: C's counters into the tracer's stats, C's tables freed."""
         ...
@@ -116,7 +127,7 @@ class ReferenceEngine:
         self.native_stats: dict[str, int] = {}
 
     def attach(self, tracer: Int3Backend, hooks: TrapHooks) -> None:
-        install_python_hooks(tracer, hooks)
+        self._block_hook = (tracer.cpu, install_python_hooks(tracer, hooks))
 
     def wrap_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
         return emit
@@ -174,16 +185,21 @@ class ReferenceEngine:
     def flush_events(self) -> None:
         pass
 
+    def detach(self) -> None:
+        cpu, handle = self._block_hook
+        cpu.hook_del(handle)
+
     def finish(self) -> None:
         pass
 
 
-def install_python_hooks(tracer: Int3Backend, hooks: TrapHooks) -> None:
-    """The tracer's own hooks on the target protocol: the block hook, and the trap handler
-    for patch delivery (site hooks are added as sites are armed)."""
-    tracer.cpu.hook_block(tracer.on_block)
+def install_python_hooks(tracer: Int3Backend, hooks: TrapHooks) -> int:
+    """The tracer's own hooks on the target protocol: the block hook (its handle), and the
+    trap handler for patch delivery (site hooks are added as sites are armed)."""
+    handle = tracer.cpu.hook_block(tracer.on_block)
     if tracer.delivery == "patch":
         hooks.on_trap = tracer.on_trap
+    return handle
 
 
 class Placement(Protocol):

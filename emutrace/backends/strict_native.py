@@ -7,8 +7,8 @@ it — the bytes under each patch site (read once, when Python arms the site the
 which sites are armed and for which function, which functions are armed, the call chain —
 so that a later call into a function C knows, or a return to the chain's next function, is
 switched by C: disarm the function left, arm the one entered, write the breakpoint or the
-original bytes and drop the translated code, as `Int3Backend.called` and
-`returned_strict` do.
+original bytes and drop the translated code, as `Int3Backend.called` and `returned` do
+under strict cleanup (cleanup.py `StrictCleanup`).
 
 C notes each function it arms or disarms in a journal, counts the sites it writes, and marks
 how far down it changed the chain; when Python next runs (it drains C's buffers before it

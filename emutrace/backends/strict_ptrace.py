@@ -14,8 +14,8 @@ finishes when it knows every function involved, so Python tells it:
 * the call chain, whenever Python changed it (`before_resume`).
 
 The records C wrote are drained in order; after each, `replayed` runs the backend's own
-bookkeeping (`called`, `returned_strict`) with the patch writes going to `_Written`,
-which only keeps the target's record of patched bytes (`PtraceTarget.originals`): the
+bookkeeping (`called`, `returned`: the strict cleanup's rule) with the patch writes going
+to `_Written`, which only keeps the target's record of patched bytes (`PtraceTarget.originals`): the
 armed tables, the call chain and the counters (patches, functions) are the Python path's
 (tests/test_native_loop.py compares them)."""
 
@@ -167,7 +167,7 @@ class StrictSites:
                 assert callee is not None
                 b.called(current, callee)
             else:
-                b.returned_strict(current, target)
+                b.returned(current, target)
         finally:
             b.cpu = cpu
             self.replaying = False
