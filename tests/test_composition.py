@@ -10,7 +10,9 @@ target protocol (ARCHITECTURE.md "The tracer"), read from the source with `ast`:
 * no backend tests a target's or hook set's concrete class with `isinstance`: the registry's
   recipe picks the engine port (`backends.create`);
 * every port a recipe names has its function in the mechanism's module, and the
-  "what runs where" tables are the registry's.
+  "what runs where" tables are the registry's;
+* the site tracer calls its cleanup policy (backends/cleanup.py) and tests no `strict`
+  flag of its own.
 """
 
 from __future__ import annotations
@@ -113,3 +115,22 @@ def test_what_runs_where_is_the_registrys() -> None:
     assert C_LOOP_BACKENDS == runs_on(PTRACE_C)
     # bts records branches in a buffer the native target has no delivery for
     assert "bts" not in NATIVE_TARGET_BACKENDS and "bts" in NATIVE_BACKENDS
+
+
+def flag_tests(tree: ast.Module, flag: str) -> list[int]:
+    """Lines where a method reads self.<flag> (a policy's own attribute, self.policy.flag,
+    is not one)."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == flag
+            and isinstance(node.value, ast.Name) and node.value.id == "self"]
+
+
+def test_the_site_tracer_calls_its_cleanup_policy() -> None:
+    tree = _modules()["int3_python"]
+    assert flag_tests(tree, "strict") == [], "call the cleanup policy (cleanup.py)"
+
+
+def test_the_checker_sees_a_flag_test() -> None:
+    tree = ast.parse("class T:\n    def f(self):\n        if self.strict:\n            pass\n"
+                     "    def g(self):\n        return self.cleanup.strict\n")
+    assert flag_tests(tree, "strict") == [3]
