@@ -46,6 +46,7 @@ and keystone (a disassembler and an assembler) and pyelftools are allowed.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,41 @@ PURE_MAY_IMPORT = ("emutrace", "emutrace.errors", "emutrace.environment", "emutr
 EMULATORS = ("unicorn.*", "qiling.*", "ctypes.*")
 
 
+# The emulator is reached through the target protocol (target/protocol.py) only: outside
+# emutrace.target no module imports unicorn or reads a target's `.uc` / `._uch`.  What is
+# left is named here with its reason, so that each one removed is struck and none is added
+# silently.
+EMULATOR_REACH_LEFT = {
+    # the crash guard wraps libunicorn's uc_emu_start in C: it binds the emulator's library
+    # itself, as the C engines do through the target's CPort
+    "emutrace.native.crashguard: imports unicorn.unicorn_py3",
+    # a failed read of guest memory caught as the binding's UcError beside the protocol's
+    # MemoryFault (UnicornCpu raises one error that is both)
+    "emutrace.backends.args: imports unicorn",
+    # the block hook's first argument annotated with the binding's Uc
+    "emutrace.backends.branch: imports unicorn",
+}
+
+
+def emulator_reach(sources: dict[str, Source], inside: str) -> set[str]:
+    """"module: imports X" / "module: .uc" for every module outside the package `inside`
+    that imports the emulator (unicorn) or reads a target's Unicorn handle (.uc, ._uch)."""
+    found = set()
+    for module, source in sources.items():
+        if module == inside or module.startswith(inside + "."):
+            continue
+        for node in ast.walk(ast.parse(source.text)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level \
+                else []
+            for name in names:
+                if name == "unicorn" or name.startswith("unicorn."):
+                    found.add(f"{module}: imports {name}")
+            if isinstance(node, ast.Attribute) and node.attr in ("uc", "_uch"):
+                found.add(f"{module}: .{node.attr}")
+    return found
+
+
 @pytest.fixture(scope="module")
 def graph() -> Graph:
     return Graph.of(read_package(ROOT, "emutrace"))
@@ -113,6 +149,22 @@ def test_no_upward_import(graph: Graph) -> None:
 def test_pure_layers_import_no_emulator(graph: Graph) -> None:
     found = impure(graph, PURE, PURE_MAY_IMPORT, EMULATORS)
     assert not found, "pure layers leaving the pure part:\n" + "\n".join(found)
+
+
+def test_only_the_target_layer_reaches_the_emulator() -> None:
+    found = emulator_reach(read_package(ROOT, "emutrace"), "emutrace.target")
+    assert found - EMULATOR_REACH_LEFT == set(), \
+        "reach the emulator through the target protocol (target/protocol.py)"
+    assert EMULATOR_REACH_LEFT - found == set(), "no longer there: strike it"
+
+
+def test_checker_reports_an_emulator_reached_outside_the_target() -> None:
+    sources = {"pkg.target.cpu": Source("import unicorn\nclass C:\n    uc = None\n"),
+               "pkg.machine.threads": Source("def f(k):\n    k.cpu.uc.emu_stop()\n"),
+               "pkg.board": Source("from unicorn import unicorn_const as ucc\n"),
+               "pkg.clean": Source("def f(cpu):\n    cpu.stop()\n")}
+    assert emulator_reach(sources, "pkg.target") == {"pkg.machine.threads: .uc",
+                                                     "pkg.board: imports unicorn"}
 
 
 # --- the checker itself, on a made-up package ------------------------------------------

@@ -161,9 +161,8 @@ class FakeCpu:
     def __init__(self) -> None:
         self.stops = 0
         self.pc = 0x1000
-        self.uc = self
 
-    def emu_stop(self) -> None:
+    def stop(self) -> None:
         self.stops += 1
 
 

@@ -17,7 +17,8 @@ which the kernel makes coherent)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from emutrace.isa.base import Endian, Isa, RegValue
@@ -30,8 +31,64 @@ BlockHook = CodeHook
 MemHook = Callable[[Any, int, int, int, int, Any], None]
 
 
+# a device's read (offset, size) -> value and write (offset, size, value), offsets from
+# its base (`map_device`)
+DeviceRead = Callable[[int, int], int]
+DeviceWrite = Callable[[int, int, int], None]
+# a port-I/O instruction's handlers (x86 IN/OUT): in (port, size) -> value, out (port,
+# size, value)
+PortIn = Callable[[int, int], int]
+PortOut = Callable[[int, int, int], None]
+
+
 class MemoryFault(Exception):
     """A read or write of target memory that the target refused (unmapped, protected)."""
+
+
+class CpuFault(Exception):
+    """`Target.run` ended on a fault of the guest's: `access` names it ("read_unmapped",
+    "write_prot", "fetch_unmapped", "insn_invalid", "exception", ...) and `signal` is the
+    signal Linux would deliver for it (SIGSEGV, SIGBUS, SIGILL)."""
+
+    def __init__(self, access: str, signal: str, detail: str) -> None:
+        super().__init__(detail)
+        self.access, self.signal, self.detail = access, signal, detail
+
+
+# the event sources and services a target may declare (`Capabilities`)
+EVENT_SOURCES = (
+    "code",  # hook_code: before every instruction of a range
+    "hw",  # hook_hw: a hardware instruction breakpoint or single-stepping
+    "block",  # hook_block: at every block entry
+    "memory_watch",  # hook_mem_read / hook_mem_write / hook_code_stores
+    "invalid_instruction",  # hook_invalid_instruction
+    "port_io",  # hook_port_io: x86 IN/OUT
+)
+SERVICES = (
+    "context",  # context_save / context_restore
+    "memory_regions",  # memory_regions
+    "host_memory",  # map_host_memory
+    "devices",  # map_device, page_size
+    "run",  # run(begin, until, count): the caller drives the CPU
+    "c_port",  # c_port: a C engine's hooks in the target (target/protocol.py CPort)
+)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a target declares: the event sources it delivers and the services it offers
+    (EVENT_SOURCES, SERVICES); for each one it lacks, why (`missing`).  A caller asks
+    `has` before it relies on one, and reports `why_not` when it cannot."""
+
+    missing: Mapping[str, str] = field(default_factory=dict)
+
+    def has(self, name: str) -> bool:
+        if name not in EVENT_SOURCES and name not in SERVICES:
+            raise KeyError(f"no target capability {name!r}")
+        return name not in self.missing
+
+    def why_not(self, name: str) -> str:
+        return self.missing.get(name, "")
 
 
 class Target(Protocol):
@@ -49,6 +106,8 @@ class Target(Protocol):
     # Unicorn's memory hooks; a ptrace target cannot (a real CPU's loads see the
     # breakpoint bytes, as under any debugger; backends/codeguard.py is not installed)
     watches_memory: bool
+    # the event sources and services it has, and why not the others
+    capabilities: Capabilities
 
     # ---------------------------------------------------------- registers
     def reg_read(self, name: str) -> int: ...
@@ -79,6 +138,43 @@ class Target(Protocol):
 
     def reg_id(self, name: str) -> int: ...
 
+    def memory_regions(self) -> list[tuple[int, int, int]]:
+        """The mapped regions as (first address, last address, perms): PERM_R | PERM_W |
+        PERM_X bits (capability "memory_regions")."""
+        ...
+
+    def map_host_memory(self, addr: int, size: int, host_address: int,
+                        perms: int = 7) -> None:
+        """[addr, addr + size) backed by host memory at host_address, which the caller
+        keeps alive (two guest ranges that mirror one physical memory; "host_memory")."""
+        ...
+
+    @property
+    def page_size(self) -> int:
+        """The granule of mappings (a device or RAM starts and ends on it)."""
+        ...
+
+    def map_device(self, base: int, size: int, read: DeviceRead, write: DeviceWrite) -> None:
+        """A device's registers at [base, base + size) (whole pages): the guest's loads
+        and stores there call read and write ("devices")."""
+        ...
+
+    # ---------------------------------------------------------- context
+    def context_save(self) -> Any:
+        """The CPU's registers as an opaque value (a thread switch, a signal frame)
+        ("context")."""
+        ...
+
+    def context_restore(self, context: Any) -> None: ...
+
+    # ---------------------------------------------------------- running
+    def run(self, begin: int, until: int, count: int = 0) -> None:
+        """Run from begin (the ISA's mode address) until the PC reaches until, count
+        instructions have run (0: no limit), or a hook calls `stop`; a guest fault ends it
+        with CpuFault ("run": a target whose run loop is its own has not).  Deadlines are
+        the caller's (target/unicorn_run.py `interruptible` calls `stop`)."""
+        ...
+
     # ---------------------------------------------------------- code and breakpoints
     def write_code(self, addr: int, data: bytes) -> None:
         """Patch code (insert or remove a breakpoint): Unicorn writes its memory; ptrace
@@ -104,9 +200,10 @@ class Target(Protocol):
         single-stepping across the span.  At most the ISA's slot count at a time natively."""
         ...
 
-    def hook_block(self, fn: BlockHook) -> int:
-        """fn at the entry of every block (Unicorn: translation block; ptrace: after each
-        single-step or branch trap the loop takes)."""
+    def hook_block(self, fn: BlockHook, begin: int = 1, end: int = 0) -> int:
+        """fn at the entry of every block that starts in [begin, end] (begin > end:
+        everywhere) (Unicorn: translation block; ptrace: after each single-step or branch
+        trap the loop takes, everywhere only)."""
         ...
 
     def hook_mem_read(self, fn: MemHook, begin: int, end: int) -> int:
@@ -120,6 +217,17 @@ class Target(Protocol):
     def hook_code_stores(self, fn: MemHook, begin: int, end: int) -> None:
         """fn before every store into [begin, end], a range of code, from the first time
         some page of it is writable on (only where `watches_memory`; never removed)."""
+        ...
+
+    def hook_invalid_instruction(self, fn: Callable[[], bool]) -> int:
+        """fn() at an instruction the CPU cannot decode; True when it handled it (the PC
+        moved on), False to let it fault ("invalid_instruction")."""
+        ...
+
+    def hook_port_io(self, port_in: PortIn, port_out: PortOut,
+                     instructions: tuple[str, str]) -> None:
+        """The port-I/O instructions named by the ISA (KernelSupport.port_io: its engine's
+        names of IN and OUT) call port_in and port_out ("port_io")."""
         ...
 
     def hook_del(self, handle: int) -> None: ...

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
-from emutrace.target.protocol import BlockHook, CodeHook, MemHook, MemoryFault
+from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
 
 # <linux/ptrace.h>, <asm/ptrace-abi.h> (x86)
 PTRACE_TRACEME = 0
@@ -329,6 +329,18 @@ class PtraceTarget:
     kind = "ptrace"
     translates_code = False
     watches_memory = False  # loads and stores run on the CPU, unseen
+    capabilities = Capabilities(missing={
+        "memory_watch": "loads and stores run on the CPU, unseen by a debugger",
+        "invalid_instruction": "an undecodable instruction is the host kernel's SIGILL to "
+                               "the tracee, delivered as the process's signal",
+        "port_io": "a user process has no I/O ports",
+        "context": "the tracee's threads are the host kernel's: it saves and switches them",
+        "host_memory": "the tracee's memory is its own address space, mapped by its "
+                       "system calls",
+        "devices": "a user process has no device registers to model",
+        "run": "the run loop is the target's own (target/ptrace_run.py)",
+        "c_port": "the C engine is the target's own loop (PtraceTarget.c_loop)",
+    })
 
     def __init__(self, isa: Isa, pid: int) -> None:
         self.isa = isa
@@ -480,6 +492,17 @@ class PtraceTarget:
 
     def mem_map(self, addr: int, size: int, perms: int = 7) -> None:
         raise Unsupported("native target: the tracee maps its own memory")
+
+    def memory_regions(self) -> list[tuple[int, int, int]]:
+        """The tracee's mappings from /proc/PID/maps (proc(5)): (first, last, perms)."""
+        bits = {"r": 1, "w": 2, "x": 4}  # Unicorn's UC_PROT_* values, as the protocol's
+        regions = []
+        with open(f"/proc/{self.pid}/maps") as maps:
+            for line in maps:
+                span, perms = line.split()[:2]
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                regions.append((lo, hi - 1, sum(bits.get(c, 0) for c in perms[:3])))
+        return regions
 
     def read_word(self, addr: int) -> int:
         return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
@@ -666,7 +689,9 @@ class PtraceTarget:
         if addr in self.points:
             self._poke(addr, INT3)
 
-    def hook_block(self, fn: BlockHook) -> int:
+    def hook_block(self, fn: BlockHook, begin: int = 1, end: int = 0) -> int:
+        if begin <= end:
+            raise Unsupported("native target: a block hook covers every block")
         handle = self._handle()
         self.block_hooks[handle] = fn
         return handle
@@ -700,6 +725,39 @@ class PtraceTarget:
 
     def want_blocks(self) -> None:
         self.blocks_wanted = True
+
+    # ------------------------------------------------------------ what it has not
+    def _lacks(self, name: str) -> Unsupported:
+        return Unsupported(f"native target: {self.capabilities.why_not(name)}")
+
+    def hook_invalid_instruction(self, fn: Callable[[], bool]) -> int:
+        raise self._lacks("invalid_instruction")
+
+    def hook_port_io(self, port_in: Callable[[int, int], int],
+                     port_out: Callable[[int, int, int], None],
+                     instructions: tuple[str, str]) -> None:
+        raise self._lacks("port_io")
+
+    def context_save(self) -> Any:
+        raise self._lacks("context")
+
+    def context_restore(self, context: Any) -> None:
+        raise self._lacks("context")
+
+    def map_host_memory(self, addr: int, size: int, host_address: int,
+                        perms: int = 7) -> None:
+        raise self._lacks("host_memory")
+
+    @property
+    def page_size(self) -> int:
+        return os.sysconf("SC_PAGE_SIZE")
+
+    def map_device(self, base: int, size: int, read: Callable[[int, int], int],
+                   write: Callable[[int, int, int], None]) -> None:
+        raise self._lacks("devices")
+
+    def run(self, begin: int, until: int, count: int = 0) -> None:
+        raise self._lacks("run")
 
     def stop(self) -> None:
         self.stop_requested = True

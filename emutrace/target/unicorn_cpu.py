@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import threading
+from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
@@ -17,7 +18,18 @@ from unicorn import unicorn_const as ucc
 from unicorn.unicorn_py3.unicorn import uclib
 
 from emutrace.isa.base import Endian, Isa, RegValue
-from emutrace.target.protocol import BlockHook, CodeHook, MemHook
+from emutrace.target.protocol import (
+    BlockHook,
+    Capabilities,
+    CodeHook,
+    CpuFault,
+    DeviceRead,
+    DeviceWrite,
+    MemHook,
+    MemoryFault,
+    PortIn,
+    PortOut,
+)
 
 PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
 # uc_ctl's request word for uc_ctl_remove_cache (unicorn.h UC_CTL_WRITE: the op in bits 30-31,
@@ -32,6 +44,33 @@ def _checked(status: int) -> None:
     """A libunicorn call's status, as the binding raises it."""
     if status != ucc.UC_ERR_OK:
         raise unicorn.UcError(status)
+
+
+class UnicornMemoryFault(unicorn.UcError, MemoryFault):
+    """A refused read or write of guest memory: the protocol's MemoryFault, and the
+    binding's UcError (with its errno) for the callers that read the error code."""
+
+
+# Unicorn's error codes → (the protocol's name of the fault, the signal Linux delivers)
+FAULTS = {
+    ucc.UC_ERR_READ_UNMAPPED: ("read_unmapped", "SIGSEGV"),
+    ucc.UC_ERR_WRITE_UNMAPPED: ("write_unmapped", "SIGSEGV"),
+    ucc.UC_ERR_FETCH_UNMAPPED: ("fetch_unmapped", "SIGSEGV"),
+    ucc.UC_ERR_READ_PROT: ("read_prot", "SIGSEGV"),
+    ucc.UC_ERR_WRITE_PROT: ("write_prot", "SIGSEGV"),
+    ucc.UC_ERR_FETCH_PROT: ("fetch_prot", "SIGSEGV"),
+    ucc.UC_ERR_READ_UNALIGNED: ("read_unaligned", "SIGBUS"),
+    ucc.UC_ERR_WRITE_UNALIGNED: ("write_unaligned", "SIGBUS"),
+    ucc.UC_ERR_FETCH_UNALIGNED: ("fetch_unaligned", "SIGBUS"),
+    ucc.UC_ERR_INSN_INVALID: ("insn_invalid", "SIGILL"),
+    ucc.UC_ERR_EXCEPTION: ("exception", "SIGILL"),
+}
+
+
+def cpu_fault(e: unicorn.UcError) -> CpuFault:
+    """The protocol's CpuFault for an error emu_start returned."""
+    access, signal = FAULTS.get(e.errno, ("error", "SIGILL"))
+    return CpuFault(access, signal, str(e))
 
 
 def _const(module: object, name: str) -> int:
@@ -86,6 +125,9 @@ class UnicornCpu:
     kind = "unicorn"
     translates_code = True  # patched code: drop its translation, restart its block
     watches_memory = True  # bounded UC_HOOK_MEM_READ / UC_HOOK_MEM_WRITE
+    # every event source and service of target/protocol.py (port I/O: x86's IN/OUT only,
+    # `hook_port_io` is asked with the ISA's instruction names)
+    capabilities = Capabilities()
 
     def __init__(self, isa: Isa, cpu_model: str | None = None) -> None:
         self.isa = isa
@@ -171,11 +213,16 @@ class UnicornCpu:
         """(uc_mem_read straight into a buffer made here: the binding's mem_read copies
         it into a bytearray first, which is copied again into bytes)"""
         data = ctypes.create_string_buffer(size)
-        _checked(uclib.uc_mem_read(self._uch, addr, data, size))
+        status = uclib.uc_mem_read(self._uch, addr, data, size)
+        if status != ucc.UC_ERR_OK:
+            raise UnicornMemoryFault(status)
         return data.raw
 
     def mem_write(self, addr: int, data: bytes) -> None:
-        self.uc.mem_write(addr, data)
+        try:
+            self.uc.mem_write(addr, data)
+        except unicorn.UcError as e:
+            raise UnicornMemoryFault(e.errno) from None
 
     def mem_map(self, addr: int, size: int, perms: int = 7) -> None:
         self.uc.mem_map(addr, size, perms)
@@ -187,6 +234,29 @@ class UnicornCpu:
     def mem_protect(self, addr: int, size: int, perms: int) -> None:
         self.uc.mem_protect(addr, size, perms)
         self._writable_now(addr, addr + size, perms)
+
+    def memory_regions(self) -> list[tuple[int, int, int]]:
+        return [(int(b), int(e), int(p)) for b, e, p in self.uc.mem_regions()]
+
+    def map_host_memory(self, addr: int, size: int, host_address: int,
+                        perms: int = 7) -> None:
+        """uc_mem_map_ptr: Unicorn reads and writes the caller's buffer."""
+        self.uc.mem_map_ptr(addr, size, perms, host_address)
+        self._writable_now(addr, addr + size, perms)
+
+    @property
+    def page_size(self) -> int:
+        return int(self.uc.ctl_get_page_size())
+
+    def map_device(self, base: int, size: int, read: DeviceRead, write: DeviceWrite) -> None:
+        """uc_mmio_map (whole pages): each load or store there calls read or write."""
+        def on_read(_uc: unicorn.Uc, offset: int, width: int, _d: object) -> int:
+            return read(offset, width)
+
+        def on_write(_uc: unicorn.Uc, offset: int, width: int, value: int, _d: object) -> None:
+            write(offset, width, value)
+
+        self.uc.mmio_map(base, size, on_read, None, on_write, None)
 
     def read_word(self, addr: int) -> int:
         return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
@@ -226,8 +296,27 @@ class UnicornCpu:
         """A hardware slot is modelled by a bounded code hook."""
         return self.hook_code(fn, begin, end, data)
 
-    def hook_block(self, fn: BlockHook) -> int:
-        return int(self.uc.hook_add(ucc.UC_HOOK_BLOCK, fn))
+    def hook_block(self, fn: BlockHook, begin: int = 1, end: int = 0) -> int:
+        return int(self.uc.hook_add(ucc.UC_HOOK_BLOCK, fn, None, begin, end))
+
+    def hook_invalid_instruction(self, fn: Callable[[], bool]) -> int:
+        """UC_HOOK_INSN_INVALID: fn's True lets the run go on at the PC it left."""
+        return int(self.uc.hook_add(ucc.UC_HOOK_INSN_INVALID, lambda _uc, _d: fn()))
+
+    def hook_port_io(self, port_in: PortIn, port_out: PortOut,
+                     instructions: tuple[str, str]) -> None:
+        """UC_HOOK_INSN on the ISA's IN and OUT (their constants in its engine's register
+        module, e.g. UC_X86_INS_IN / UC_X86_INS_OUT)."""
+        consts = importlib.import_module(f"unicorn.{self.isa.engines.uc_reg_module}")
+
+        def on_in(_uc: unicorn.Uc, port: int, size: int, _d: object) -> int:
+            return port_in(port, size)
+
+        def on_out(_uc: unicorn.Uc, port: int, size: int, value: int, _d: object) -> None:
+            port_out(port, size, value)
+
+        self.uc.hook_add(ucc.UC_HOOK_INSN, on_in, None, 1, 0, _const(consts, instructions[0]))
+        self.uc.hook_add(ucc.UC_HOOK_INSN, on_out, None, 1, 0, _const(consts, instructions[1]))
 
     def hook_mem_read(self, fn: MemHook, begin: int, end: int) -> int:
         return int(self.uc.hook_add(ucc.UC_HOOK_MEM_READ, fn, None, begin, end))
@@ -266,6 +355,21 @@ class UnicornCpu:
 
     def stop(self) -> None:
         self.uc.emu_stop()
+
+    # ------------------------------------------------------------ context and running
+    def context_save(self) -> Any:
+        return self.uc.context_save()
+
+    def context_restore(self, context: Any) -> None:
+        self.uc.context_restore(context)
+
+    def run(self, begin: int, until: int, count: int = 0) -> None:
+        """emu_start; an error it returns is a CpuFault (Unicorn's own timeout is not
+        used: target/unicorn_run.py `interruptible`)."""
+        try:
+            self.uc.emu_start(begin, until, count=count)
+        except unicorn.UcError as e:
+            raise cpu_fault(e) from None
 
     # ------------------------------------------------------------ reset
     def apply_reset(self) -> None:

@@ -20,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from unicorn import UcError
-
 from emutrace import stdio
 from emutrace.isa.abi import Abi, StructLayout, load_abi
 from emutrace.isa.base import Endian, GuestError, Isa, SyscallErrors
@@ -32,8 +30,8 @@ from emutrace.machine.linux.procfs import proc_tree
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.machine.linux.threads import Scheduler, WouldBlock
 from emutrace.sandbox import Sandbox, SandboxError
+from emutrace.target.protocol import MemoryFault
 from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import MEMORY_FAULTS
 from emutrace.trace.events import SignalDelivery
 
 PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
@@ -241,13 +239,11 @@ class LinuxKernel:
             return -self.errno("EINVAL")
         except (MemoryError, OutOfMemory):
             return -self.errno("ENOMEM")
-        except UcError as e:
+        except MemoryFault:
             # an ISA-private handler (isa/ imports no emulator, so it reads guest memory
             # through the CpuPort unchecked) given a bad pointer: EFAULT, as copy_from_user
             # gives (fuzz: i386 set_thread_area of an unmapped user_desc)
-            if e.errno in MEMORY_FAULTS:
-                return -self.errno("EFAULT")
-            raise
+            return -self.errno("EFAULT")
 
     def set_result(self, value: int) -> None:
         """Write a system call's result the ISA's way (a woken thread's blocked call)."""
@@ -347,7 +343,7 @@ class LinuxKernel:
             return self.cpu.read_cstring(addr, limit)
         except ValueError:
             raise GuestError(too_long) from None
-        except UcError:
+        except MemoryFault:
             raise GuestError("EFAULT") from None
 
     def mapped_length(self, addr: int, size: int) -> int:
@@ -368,14 +364,14 @@ class LinuxKernel:
             raise GuestError("EFAULT")
         try:
             return self.cpu.mem_read(addr, size)
-        except UcError:
+        except MemoryFault:
             raise GuestError("EFAULT") from None
 
     def write(self, addr: int, data: bytes) -> None:
         if data:
             try:
                 self.cpu.mem_write(addr, data)
-            except UcError:
+            except MemoryFault:
                 raise GuestError("EFAULT") from None
 
     def to_host(self, host_fd: int, addr: int, size: int, offset: int | None = None) -> int:

@@ -88,7 +88,7 @@ def maps_text(k: LinuxKernel) -> str:
     """/proc/self/maps: "start-end perms offset dev inode name" per mapping (proc(5)); the
     mappings are the CPU's, named after the file mapped there (k.file_maps: the latest
     mapping of a place counts), [heap] (the brk area) or [stack]."""
-    regions = sorted((b, e + 1, p) for b, e, p in k.cpu.uc.mem_regions())
+    regions = sorted((b, e + 1, p) for b, e, p in k.cpu.memory_regions())
     names = k.file_maps
     cuts = sorted({x for s, e, _, _ in names for x in (s, e)})
     layout, space = k.space.layout, k.space
@@ -168,7 +168,7 @@ def _sigset_hex(signals: set[int] | int) -> str:
 
 
 def _vm_kib(k: LinuxKernel) -> int:
-    return sum(e + 1 - b for b, e, _ in k.cpu.uc.mem_regions()) // 1024
+    return sum(e + 1 - b for b, e, _ in k.cpu.memory_regions()) // 1024
 
 
 def _ppid(k: LinuxKernel) -> int:

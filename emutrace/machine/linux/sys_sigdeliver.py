@@ -7,7 +7,7 @@ a host handler queues the guest's number), and is delivered when a system call r
 ignore, the default action (terminate, or ignore for SIGCHLD and the like), or the handler.
 
 Running a handler is a call the layer makes for the guest: the CPU context is saved here
-(Unicorn's context_save), the stack pointer moves below the red zone (or to the
+(the target's context_save), the stack pointer moves below the red zone (or to the
 sigaltstack), a siginfo (si_signo, si_addr) and the ISA's ucontext (sys_sigframe.py: the
 interrupted registers, mask and sigaltstack state) are written there, the handler gets
 (signo, &siginfo, &ucontext) in the C ABI's argument registers or stack slots
@@ -29,8 +29,6 @@ import os
 import signal as host_signal
 import weakref
 from dataclasses import dataclass
-
-from unicorn.unicorn_const import UC_HOOK_BLOCK
 
 from emutrace.isa.base import GuestError
 from emutrace.isa.sigframe import sigframe
@@ -197,7 +195,7 @@ def _run_handler(k: K, sig: int, act: SigAction, in_hook: bool = True,
     if watch is not None and sig == k.const("SIGALRM"):
         watch.delivered = True
     bias = k.conv.pc_after_hook if in_hook else 0
-    frame = Frame(cpu.uc.context_save(), restore, pc_bias=bias)
+    frame = Frame(cpu.context_save(), restore, pc_bias=bias)
     resume = cpu.pc + bias  # where the interrupted code goes on
     k.sig_frames.append(frame)
     del k.sig_frames[:-MAX_FRAMES]
@@ -262,7 +260,7 @@ def _sigreturn(k: K) -> bool:
     frame = k.sig_frames.pop()
     if k.on_handler_returned is not None:
         k.on_handler_returned(trap)
-    k.cpu.uc.context_restore(frame.context)
+    k.cpu.context_restore(frame.context)
     sf = sigframe(k.isa)
     if sf is not None and frame.ucontext:
         restore_ucontext(k, sf, frame)
@@ -334,7 +332,7 @@ def _between_blocks(k: K) -> None:
 def _unwatch(k: K) -> None:
     watch = _WATCHES.pop(k, None)
     if watch is not None:
-        k.cpu.uc.hook_del(watch.hook)
+        k.cpu.hook_del(watch.hook)
 
 
 def _timer_armed(k: K, seconds: float) -> None:
@@ -348,8 +346,8 @@ def _timer_armed(k: K, seconds: float) -> None:
         return
     watch = _WATCHES.get(k)
     if watch is None:
-        _WATCHES[k] = TimerWatch(k.cpu.uc.hook_add(UC_HOOK_BLOCK, lambda _uc, _a, _s, _d:
-                                                   _between_blocks(k)))
+        _WATCHES[k] = TimerWatch(k.cpu.hook_block(lambda _engine, _a, _s, _d:
+                                                  _between_blocks(k)))
     else:
         watch.delivered = False
 

@@ -42,8 +42,7 @@ def clone_thread(k: K, flags: int, stack: int, ptid: int, ctid: int, tls: int) -
     # the new thread's context: the caller's registers as they are inside the system-call
     # hook, with its stack and thread pointer written now (i386's user_desc lies on the
     # caller's stack and is gone later), then the caller's own context back
-    uc = cpu.uc
-    caller = uc.context_save()
+    caller = cpu.context_save()
     if stack:
         cpu.reg_write(regs.sp, stack)
     if flags & c["CLONE_SETTLS"]:
@@ -51,8 +50,8 @@ def clone_thread(k: K, flags: int, stack: int, ptid: int, ctid: int, tls: int) -
             isa.clone_tls(cpu, tls)
         elif regs.tls is not None:
             cpu.reg_write(regs.tls, tls)
-    context = uc.context_save()
-    uc.context_restore(caller)
+    context = cpu.context_save()
+    cpu.context_restore(caller)
     # where Unicorn moves the PC past the trap only after the hook (x86_64 `syscall`),
     # the new thread starts that far on
     pc_after = k.conv.pc_after_hook

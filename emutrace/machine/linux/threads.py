@@ -37,8 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from unicorn.unicorn_const import UC_HOOK_BLOCK
-
 from emutrace.isa.base import Cap
 from emutrace.machine.linux.cpu_timers import CpuTimers
 
@@ -176,7 +174,7 @@ class Scheduler:
         # it, so that the caller goes on under the quantum from the next instruction
         if self.preempts and len(self.threads) == 2:
             self.requantum = True
-            self.k.cpu.uc.emu_stop()
+            self.k.cpu.stop()
         return thread
 
     def exit_current(self) -> bool:
@@ -200,7 +198,7 @@ class Scheduler:
     # ------------------------------------------------------------ blocking and waking
     def request_switch(self) -> None:
         self.switch_pending = True
-        self.k.cpu.uc.emu_stop()
+        self.k.cpu.stop()
 
     def block(self, wait: Wait) -> None:
         """The current thread waits (its system call's result is set when it is woken)."""
@@ -259,10 +257,10 @@ class Scheduler:
         instead: each block's instructions as it is entered (MIPS instructions are all
         `insn_align` = 4 bytes), and when a timer expires the CPU stops after that block
         and its signal is delivered there (resume)."""
-        uc = self.k.cpu.uc
+        cpu = self.k.cpu
         if self.preempts:
             self.requantum = True
-            uc.emu_stop()
+            cpu.stop()
             return
         if self.block_counter is not None:
             return
@@ -275,8 +273,8 @@ class Scheduler:
             self.expired = self.cpu_timers.tick(block_size // size)
             if self.expired:
                 self.requantum = True
-                uc.emu_stop()
-        self.block_counter = uc.hook_add(UC_HOOK_BLOCK, on_block)
+                cpu.stop()
+        self.block_counter = cpu.hook_block(on_block)
 
     def _deliver_expired(self) -> None:
         """Signals of timers the block hook saw expire, delivered outside the hook."""
@@ -320,15 +318,15 @@ class Scheduler:
         return entry
 
     def _switch(self) -> int:
-        uc = self.k.cpu.uc
+        cpu = self.k.cpu
         me = self.current
         if not me.exited:
-            me.context = uc.context_save()
+            me.context = cpu.context_save()
         while True:
             nxt = self._pick(me)
             if nxt is not me or me.exited:
                 self.switches += 1
-                uc.context_restore(nxt.context)
+                cpu.context_restore(nxt.context)
                 nxt.context = None
             self.current = nxt
             for apply in nxt.start:
@@ -346,13 +344,12 @@ class Scheduler:
                 break
             # not ready after all (another reader took the data): it waits again
             self.switch_pending = False
-            nxt.context, nxt.result, me = uc.context_save(), None, nxt
+            nxt.context, nxt.result, me = cpu.context_save(), None, nxt
         if nxt.result is not None:
             self.k.set_result(nxt.result)
             nxt.result = None
         for listener in self.on_switch:
             listener(nxt.tid)
-        cpu = self.k.cpu
         return self.k.isa.mode_address(cpu.pc, cpu.in_alt_mode())
 
     def _pick(self, me: GuestThread) -> GuestThread:
