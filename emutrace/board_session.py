@@ -9,16 +9,13 @@ firmware at the board's -bios address), the trap-entry layer of the ISA
 from __future__ import annotations
 
 import ctypes
-import importlib
 import mmap
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
-import unicorn
 from elftools.elf.elffile import ELFFile
-from unicorn import unicorn_const as ucc
 
 from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
@@ -40,10 +37,10 @@ from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
 from emutrace.mechanisms import BACKENDS
 from emutrace.mechanisms.settings import BackendSettings, settings_of
-from emutrace.session import RunResult
+from emutrace.session import RunResult, engine_of_run
+from emutrace.target.protocol import CpuFault, MemoryFault
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import (
-    FAULT_SIGNALS,
     CpuException,
     HookSet,
     Stop,
@@ -70,6 +67,9 @@ class BoardConfig(BackendSettings):
     max_insns: int = 0
     timeout: float = 0.0
     backend: str = "none"
+    # "python" (the reference), "native" (the C hot path, as a Linux run's) or "auto"
+    # (native where the backend has it and the library is built)
+    engine: str = "auto"
     arg_counts: dict[str, int] = field(default_factory=dict)
     default_args: int = DEFAULT_ARGS
     console_out: BinaryIO | None = None  # None: emutrace's stdout
@@ -111,6 +111,32 @@ def with_firmware(image: Image, firmware: Image) -> Image:
                    _starts=[s.addr for s in symbols])
 
 
+@runtime_checkable
+class SiteEngine(Protocol):
+    """What the board tells a site tracer's engine (backends/site_engine.py)."""
+
+    def pause(self) -> None: ...
+
+    def leave(self) -> None: ...
+
+
+@runtime_checkable
+class OnSiteEngine(Protocol):
+    """A backend whose sites an engine watches (int3, hwbp: Int3Backend.engine)."""
+
+    engine: SiteEngine
+
+
+def not_native_at(image: Image) -> str | None:
+    """Why the native engine cannot trace this image, or None: its C tables key sites and
+    blocks by address with 0 as the empty slot (emutrace/native/addrmap.h), so code at
+    address 0 — a raw image at a -bios address of 0 (virt-arm64, virt-arm) — would go
+    unseen there (a Linux program never maps page 0)."""
+    if any(g.flags & PF_X and g.vaddr <= 0 < g.vaddr + g.memsz for g in image.segments):
+        return "the image has code at address 0, which the native engine's tables cannot hold"
+    return None
+
+
 class UntilReached(Exception):
     """The console printed the --until text."""
 
@@ -150,9 +176,9 @@ class BoardHooks(HookSet):
         intno = cpu.isa.syscalls.intno or 0
         super().__init__(cpu, lambda: trap(intno))
         self.trap = trap
-        cpu.uc.hook_add(ucc.UC_HOOK_INSN_INVALID, self._invalid)
+        cpu.hook_invalid_instruction(self._invalid)
 
-    def _invalid(self, _uc: unicorn.Uc, _d: object) -> bool:
+    def _invalid(self) -> bool:
         """An instruction Unicorn cannot run: handled when the ISA's trap layer takes it."""
         if self.pending is not None:
             return False
@@ -162,10 +188,10 @@ class BoardHooks(HookSet):
             return False
         except BaseException as e:  # noqa: BLE001 - re-raised by run()
             self.pending = e
-            self.cpu.uc.emu_stop()
+            self.cpu.stop()
         return True
 
-    def _exception(self, _uc: unicorn.Uc, intno: int, _d: object) -> None:
+    def _exception(self, _engine: Any, intno: int, _d: object) -> None:
         def handle() -> None:
             if self.on_trap is not None and self.on_trap(intno):
                 return
@@ -255,10 +281,15 @@ class BoardMachine(TracedRun):
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
         self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
         self.tracer = Tracer()  # one hart, one thread
+        self.engine = "python"
         if config.backend in BACKENDS:
+            self.engine = engine_of_run(config.engine, config.backend,
+                                        lambda m: print(m, file=sys.stderr),
+                                        not_native_at(self.image))
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
-            options = BackendOptions(**settings_of(config), call_types=types)
+            options = BackendOptions(**settings_of(config), call_types=types,
+                                     engine=self.engine)
             backend = create(config.backend, self.image, cpu, self.hooks, self.tracer.emit,
                              options)
             self.tracer.backend = backend
@@ -281,8 +312,7 @@ class BoardMachine(TracedRun):
                       and g.vaddr - config.reloc in code_starts]
             lo = min(g.vaddr for g in copies)
             hi = max(g.vaddr + g.memsz for g in copies)
-            self._copy_hook = cpu.uc.hook_add(ucc.UC_HOOK_BLOCK, self._in_copy, None, lo,
-                                              hi - 1)
+            self._copy_hook = cpu.hook_block(self._in_copy, lo, hi - 1)
         self.exception_returns = None if self.trap_aware is None else ExceptionReturns(
             cpu, support, [(r.base, r.size) for r in board.ram], self.trap_aware.trap_returned)
         # after the backend's hooks: a firmware call that takes an exception on an
@@ -343,37 +373,39 @@ class BoardMachine(TracedRun):
             if region.size > len(buffer):
                 raise ValueError(f"region {region.name} is larger than what it mirrors")
             address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
-            self.cpu.uc.mem_map_ptr(region.base, region.size, ucc.UC_PROT_ALL, address)
+            self.cpu.map_host_memory(region.base, region.size, address)
 
     def _map_device(self, base: int, size: int, model: devices.Model) -> None:
         """Unicorn maps whole pages: a device that starts inside a page (Malta's COM1 at
         0x1800_03f8) gets its page(s), and accesses beside it read 0 and are ignored."""
-        page = self.cpu.uc.ctl_get_page_size()
+        page = self.cpu.page_size
         skew = base % page
         if skew or size % page:
             model = devices.Window(model, skew, size)
             base, size = base - skew, -(-(skew + size) // page) * page
         hooks = self.hooks
 
-        def fail(uc: unicorn.Uc, e: BaseException) -> None:
+        cpu = self.cpu
+
+        def fail(e: BaseException) -> None:
             if hooks.pending is None:
                 hooks.pending = e
-            uc.emu_stop()
+            cpu.stop()
 
-        def read(uc: unicorn.Uc, offset: int, size: int, _d: object) -> int:
+        def read(offset: int, size: int) -> int:
             try:
                 return model.read(offset, size)
             except BaseException as e:  # noqa: BLE001 - re-raised by run()
-                fail(uc, e)
+                fail(e)
                 return 0
 
-        def write(uc: unicorn.Uc, offset: int, size: int, value: int, _d: object) -> None:
+        def write(offset: int, size: int, value: int) -> None:
             try:
                 model.write(offset, size, value)
             except BaseException as e:  # noqa: BLE001 - re-raised by run()
-                fail(uc, e)
+                fail(e)
 
-        self.cpu.uc.mmio_map(base, size, read, None, write, None)
+        cpu.map_device(base, size, read, write)
 
     def _map_ports(self, ports: list[tuple[int, int, devices.Model]]) -> None:
         """Devices in the I/O port space, through the ISA's IN/OUT instruction hooks."""
@@ -381,8 +413,7 @@ class BoardMachine(TracedRun):
         if names is None:
             raise UsageError(f"machine {self.board.name}: port I/O devices on "
                              f"{self.cpu.isa.name}, which has no port I/O")
-        consts = importlib.import_module(f"unicorn.{self.cpu.isa.engines.uc_reg_module}")
-        hooks = self.hooks
+        hooks, cpu = self.hooks, self.cpu
 
         def find(port: int) -> tuple[int, devices.Model] | None:
             for base, size, model in ports:
@@ -390,7 +421,7 @@ class BoardMachine(TracedRun):
                     return port - base, model
             return None
 
-        def port_in(uc: unicorn.Uc, port: int, size: int, _d: object) -> int:
+        def port_in(port: int, size: int) -> int:
             hit = find(port)
             if hit is None:
                 return (1 << (8 * size)) - 1  # nothing there: the bus floats high
@@ -398,10 +429,10 @@ class BoardMachine(TracedRun):
                 return hit[1].read(hit[0], size)
             except BaseException as e:  # noqa: BLE001 - re-raised by run()
                 hooks.pending = hooks.pending or e
-                uc.emu_stop()
+                cpu.stop()
                 return 0
 
-        def port_out(uc: unicorn.Uc, port: int, size: int, value: int, _d: object) -> None:
+        def port_out(port: int, size: int, value: int) -> None:
             hit = find(port)
             if hit is None:
                 return
@@ -409,11 +440,9 @@ class BoardMachine(TracedRun):
                 hit[1].write(hit[0], size, value)
             except BaseException as e:  # noqa: BLE001 - re-raised by run()
                 hooks.pending = hooks.pending or e
-                uc.emu_stop()
+                cpu.stop()
 
-        uc = self.cpu.uc
-        uc.hook_add(ucc.UC_HOOK_INSN, port_in, None, 1, 0, getattr(consts, names[0]))
-        uc.hook_add(ucc.UC_HOOK_INSN, port_out, None, 1, 0, getattr(consts, names[1]))
+        cpu.hook_port_io(port_in, port_out, names)
 
     def _hook_firmware_calls(self) -> None:
         """A code hook on every firmware-call instruction of the image's code (s390x SERVC,
@@ -423,9 +452,12 @@ class BoardMachine(TracedRun):
         hooks = self.hooks
 
         def hook(call: FirmwareCall) -> None:
-            def emulate(uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
+            def emulate(_engine: Any, addr: int, _size: int, _d: object) -> None:
                 def run() -> None:
                     outcome = call.emulate(self.cpu, addr)
+                    if (outcome is None or outcome.kind == "emulated") \
+                            and self.cpu.pc != addr:
+                        self._left_block()  # (a vector's entry tells the backend itself)
                     if outcome is not None:
                         self._outcome(outcome)
                 hooks.guard(run)
@@ -433,12 +465,22 @@ class BoardMachine(TracedRun):
             for seg in self.image.segments:
                 if seg.flags & PF_X:
                     for offset in call.find(seg.data):
-                        self.cpu.uc.hook_add(ucc.UC_HOOK_CODE, emulate, None,
-                                             seg.vaddr + offset, seg.vaddr + offset)
+                        self.cpu.hook_code(emulate, seg.vaddr + offset, seg.vaddr + offset)
 
         for call in (self.support.firmware_call, self.support.emulated_insns):
             if call is not None:
                 hook(call)
+
+    def _left_block(self) -> None:
+        """An emulated instruction moved the PC from inside the running block: the CPU
+        goes on from there in a new block, and the rest of this one never ran.  An engine
+        that takes a block holding a site as the site's transfer (the native hot path's
+        site table, backends/hooked_sites.py) is told that the CPU stopped between
+        instructions: a transfer it left pending for a site further on is dropped."""
+        backend = self.backend
+        if isinstance(backend, OnSiteEngine) and isinstance(backend.engine, SiteEngine):
+            backend.engine.pause()
+            backend.engine.leave()
 
     # ------------------------------------------------------------ traps
     def _until(self) -> None:
@@ -477,7 +519,7 @@ class BoardMachine(TracedRun):
             try:
                 if self.cpu.mem_read(pc - len(insn), len(insn)) == insn:
                     return True
-            except unicorn.UcError:
+            except MemoryFault:
                 pass
         return False
 
@@ -506,12 +548,13 @@ class BoardMachine(TracedRun):
         cpu, hooks = self.cpu, self.hooks
         try:
             try:
-                cpu.uc.emu_start(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel,
-                                 count=self.config.max_insns)
-            except unicorn.UcError as e:
-                # MIPS: `wait` ends emu_start with a bogus UC_ERR_READ_UNMAPPED, the PC
-                # after it (measured); a fault of the instruction the run started at is real
-                idle = e.errno == ucc.UC_ERR_READ_UNMAPPED and cpu.pc != pc \
+                cpu.run(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel,
+                        count=self.config.max_insns)
+            except CpuFault as e:
+                # MIPS: `wait` ends the run with a bogus unmapped read (Unicorn's
+                # UC_ERR_READ_UNMAPPED), the PC after it (measured); a fault of the
+                # instruction the run started at is real
+                idle = e.access == "read_unmapped" and cpu.pc != pc \
                     and self._idle_at(cpu.pc)
                 if hooks.pending is None and not idle:
                     raise
@@ -524,13 +567,12 @@ class BoardMachine(TracedRun):
         except CpuException as e:
             return Stop("signal", signal="SIGILL", pc=cpu.pc,
                         detail=f"CPU exception {e.intno} (not modelled)")
-        except unicorn.UcError as e:
-            return Stop("signal", signal=FAULT_SIGNALS.get(e.errno, "SIGILL"), pc=cpu.pc,
-                        detail=str(e))
+        except CpuFault as e:
+            return Stop("signal", signal=e.signal, pc=cpu.pc, detail=e.detail)
         if cpu.stop_requested.is_set():
             return Stop("interrupted", pc=cpu.pc)  # refined by run()
         if self._copy_hook and self._copy_entered is not None and self.backend is not None:
-            cpu.uc.hook_del(self._copy_hook)
+            cpu.hook_del(self._copy_hook)
             self._copy_hook = 0
             self.backend.start(self._copy_entered)
             return None
@@ -543,10 +585,10 @@ class BoardMachine(TracedRun):
             return Stop("max_insns", pc=cpu.pc)
         return Stop("signal", signal="SIGSEGV", pc=cpu.pc, detail="emulation left mapped code")
 
-    def _in_copy(self, uc: unicorn.Uc, addr: int, _size: int, _d: object) -> None:
+    def _in_copy(self, _engine: Any, addr: int, _size: int, _d: object) -> None:
         if self._copy_entered is None:
             self._copy_entered = addr
-            uc.emu_stop()  # the run loop arms it and removes this hook (not from inside it)
+            self.cpu.stop()  # the run loop arms it and removes this hook (not from inside it)
 
     def _copy_at(self, pc: int) -> int | None:
         """The run ended at pc in RAM outside the image: the offset of the image's copy

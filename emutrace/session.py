@@ -151,6 +151,24 @@ def chosen_engine(engine: str, backend: str) -> str:
     return "native" if backend in NATIVE_BACKENDS and native.available(backend) else "python"
 
 
+def engine_of_run(engine: str, backend: str, warn: Callable[[str], None],
+                  not_native: str | None = None) -> str:
+    """The engine a traced run (a Linux program or a board) uses: `chosen_engine`, with
+    `--engine native` for a backend without a native path (or a run the native engine
+    cannot take: `not_native` says why) a usage error, and `auto` falling back to the
+    reference said in one line (never a silent slow run)."""
+    if engine == "native" and backend not in NATIVE_BACKENDS:
+        raise UsageError(f"--engine native: backend {backend} has no native path yet "
+                         f"(native: {', '.join(NATIVE_BACKENDS)}); use --engine python")
+    if engine == "native" and not_native is not None:
+        raise UsageError(f"--engine native: {not_native}; use --engine python")
+    chosen = "python" if not_native is not None else chosen_engine(engine, backend)
+    if engine == "auto" and chosen == "python":
+        warn(f"emutrace: tracing on the Python reference engine (tens of times slower): "
+             f"{not_native or native.unavailable_reason(backend)}")
+    return chosen
+
+
 def open_image(program: str, arch: str | None) -> Image:
     image = load_image(program, dynamic=True)
     if arch is not None:
@@ -268,15 +286,7 @@ class Process(TracedRun):
             # DEFAULT_ARGS integer words
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args)
-            if config.engine == "native" and config.backend not in NATIVE_BACKENDS:
-                raise UsageError(f"--engine native: backend {config.backend} has no native "
-                                 f"path yet (native: {', '.join(NATIVE_BACKENDS)}); use "
-                                 f"--engine python")
-            self.engine = chosen_engine(config.engine, config.backend)
-            if config.engine == "auto" and self.engine == "python":  # never a silent slow run
-                self.kernel.warn(f"emutrace: tracing on the Python reference engine (tens "
-                                 f"of times slower): "
-                                 f"{native.unavailable_reason(config.backend)}")
+            self.engine = engine_of_run(config.engine, config.backend, self.kernel.warn)
             options = BackendOptions(**settings_of(config), call_types=types,
                                      engine=self.engine)
             backend = create(config.backend, self.image, self.cpu, self.hooks,

@@ -95,6 +95,7 @@ def render_machines() -> str:
         lines.append("  memory:  " + ", ".join(
             f"{r.name} {r.base:#x}+{r.size >> 20}M" for r in board.ram))
         lines.append(f"  -bios:   a raw image loads at {board.bios_at:#x}")
+        lines.append(f"  engine:  {board.native_engine()}")
         lines.append("  devices: " + ", ".join(
             f"{d.name} {d.base:#x}" + ("" if d.kind == "const" else f" ({d.kind})")
             for d in board.devices))

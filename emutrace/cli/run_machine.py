@@ -83,15 +83,13 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
     if len(args.symbols) > 1:
         raise UsageError("--machine takes one --symbols FILE (a System.map or `nm` listing, "
                          "or an unstripped ELF of the same build)")
-    if args.backend != "none" and args.engine == "native":
-        raise UsageError("--engine native: the boards (--machine) have no native engine yet; "
-                         "--engine python (what auto runs for them) traces them")
     config = BoardConfig(
         board=args.machine, image=args.program, dtb=args.dtb, bios=args.bios,
         symbols=args.symbols[0] if args.symbols else None,
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
         input_after=unescape(args.input_after, "--input-after"),
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
+        engine=args.engine,
         **settings_from(args),
         arg_counts=parse_arg_specs(args.argument), reloc=args.reloc)
     args.arg_counts = config.arg_counts

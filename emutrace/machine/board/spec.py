@@ -51,6 +51,14 @@ class Board:
     # where a raw binary starts, from bios_at (pseries: QEMU starts -bios at 0x100)
     bios_entry: int = 0
 
+    def native_engine(self) -> str:
+        """Which engine `--engine auto` traces this board's images on (`info --machines`):
+        the native hot path, except code at address 0 (board_session.not_native_at)."""
+        if self.bios_at == 0:
+            return ("native; a raw image here (at 0x0) on the Python reference: the native "
+                    "engine's tables cannot hold code at address 0")
+        return "native (the C hot path, as a Linux program's)"
+
     def console(self) -> Device | None:
         """The first UART: the console."""
         return next((d for d in self.devices if d.kind in ("pl011", "ns16550")), None)
