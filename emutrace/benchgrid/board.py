@@ -36,7 +36,7 @@ def run_on_board(run: BoardRun, program: Program, spec: BackendSpec,
                          f"arguments")
     config = BoardConfig(run.board, program.path, dtb=run.dtb, bios=run.bios,
                          until=run.until, typed=run.typed, input_after=run.input_after,
-                         timeout=timeout, backend=spec.backend,
+                         timeout=timeout, backend=spec.backend, engine=spec.engine,
                          **settings_of(spec),
                          console_out=io.BytesIO())
     start = time.perf_counter()
