@@ -1,19 +1,20 @@
-/* emutrace native ptrace loop: the resume-and-wait step of the native target
- * (target/ptrace_run.py) in C, finishing the int3 backend's traps at armed sites itself.
+/* emutrace native ptrace loop: the ptrace port of the tracer core (core.c) — the
+ * resume-and-wait step of the native target (target/ptrace_run.py) in C, finishing the int3
+ * backend's traps at armed sites itself.
  *
  * Loaded with ctypes (emutrace/native/ploop.py).  `pl_resume` resumes a stopped x86_64 or
  * i386 tracee with PTRACE_CONT and waits for it (wait4(2)); at each stop it handles what it
  * can without Python and resumes again.  It handles exactly one kind of stop: an int3 (SIGTRAP,
- * si_code SI_KERNEL) one byte before an active site of its table whose displaced instruction
- * it can simulate (uprobes' simulate-insn, Intel SDM vol. 2 CALL/RET/Jcc): a call pushes
- * its return address (one word written through /proc/PID/mem) and jumps to a target whose
- * function Python has armed already; a return pops its target (and RET imm16's bytes); a
- * jump goes where Python learnt it records nothing.  A call or return appends one
- * fixed-size record (abi.h nt_event, drained by backends/fastpath.py)
- * with the registers Python turns into argument or return values.  Under int3's strict
- * cleanup it also writes and removes the breakpoints of the functions a call or return
- * leaves and enters (pl_strict_*); for the entry backend it records at a function-entry
- * probe and steps over the displaced instruction (pl_entry_*): see their sections below.
+ * si_code SI_KERNEL) one byte before an active site of the core's table, which the core
+ * finishes (core_trap) through this port's operations: registers from and to the GETREGS
+ * array (SETREGS after), memory through /proc/PID/mem (a call's pushed return address, one
+ * word; strict cleanup's INT3 bytes).  The core's rules are the Unicorn port's: a call to a
+ * function Python has armed already, a return (RET imm16's bytes too), a jump Python learnt
+ * records nothing; a call or return appends one fixed-size record (abi.h nt_event, drained
+ * by backends/fastpath.py) with the registers Python turns into argument or return values.
+ * Under int3's strict cleanup the core also switches the armed function with strict.c's
+ * table (pl_strict_*); for the entry backend this loop records at a function-entry probe
+ * and steps over the displaced instruction (pl_entry_*): see their sections below.
  *
  * Three more backends have their own sections below: `step` (pl_step: single-steps whose
  * hook only counts), `hwbp` (hw_finish, pl_hw_*: debug-register hits, the slots moved by C)
@@ -91,15 +92,12 @@ typedef struct {
     uint64_t last_pc;
     uint64_t returned, resumes;  /* stops returned to Python, resumes */
     unsigned long long regs[PL_NREGS];  /* the stopped tracee's (GETREGS; SETREGS after) */
-    struct pl_strict *strict;  /* int3 --cleanup strict: C arms and disarms (pl_strict_*) */
+    ns_state *strict;  /* int3 --cleanup strict: strict.c's table (pl_strict_*), the core's */
     struct pl_entry *entry;    /* the entry backend's probes (pl_entry_*) */
 } pl_state;
 
-static void pl_strict_free(struct pl_strict *t);
 static void pl_entry_free(struct pl_entry *e);
-typedef struct { int kind; struct pl_func *to; size_t keep; uint64_t from; } pl_strict_plan;
-static int pl_strict_plan_for(pl_state *s, const core_site *site, pl_strict_plan *p);
-static int pl_strict_commit(pl_state *s, const pl_strict_plan *p);
+static int strict_return_to_entry(const pl_state *s, const core_site *site);
 enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 };
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
 static void pl_entry_returned(pl_state *s, uint64_t target);
@@ -204,7 +202,7 @@ void pl_free(pl_state *s)
     pl_map_free(&s->jumps);
     pl_map_free(&s->walk);
     hw_free(&s->hw);
-    pl_strict_free(s->strict);
+    ns_free(s->strict);
     pl_entry_free(s->entry);
     free(s);
 }
@@ -505,16 +503,16 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
                 goto finished;
         }
         core_site *site = core_sites_find(&s->core.sites, at);
-        pl_strict_plan plan = {0};
         /* the core simulates through the port: the registers in s->regs, the pushed return
-         * address already written to /proc/PID/mem */
+         * address and strict cleanup's bytes already written to /proc/PID/mem */
         if (!site || !site->active || site->op == OP_NONE
-            || (s->strict && !pl_strict_plan_for(s, site, &plan)) || !core_trap(&s->core, site))
+            || (s->strict && (strict_return_to_entry(s, site) || ns_chain_reserve(s->strict)))
+            || !core_trap(&s->core, site))
             break;  /* Python's: discovery, a site C does not know, the guest's own int3 */
         if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
             return -errno;
-        if (s->strict && pl_strict_commit(s, &plan) != 0)
-            return -EIO;
+        if (s->strict)
+            ns_journal_clear(s->strict);  /* (Python replays from the records) */
         if (s->entry && site->op == OP_RETURN)
             pl_entry_returned(s, reg(s, s->cfg.pc_reg));
     finished:
@@ -602,277 +600,78 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
 
 /* ------------------------------------------------------------ int3 strict cleanup (pl_strict_*) */
 /* `--cleanup strict` (backends/int3_python.py `_transfer`, fctrace's rule): only the current
- * function is armed.  At a call from F (the owner of the site) to G: F's sites disarmed
- * unless G is F, G pushed on the call chain, G's sites armed unless G is armed; at a
- * return: the chain popped to the innermost function holding the return's target (the
- * caller), F disarmed unless it is the caller, the caller armed.  C finishes such a trap
- * when it knows every function involved (Python registers each function it arms, with
- * its sites and the program's byte under each, `ok` when all of them are breakpoints C may
- * write) and the chain has a caller; it writes the bytes itself (one pwrite to
- * /proc/PID/mem per site: x86's INT3 is one byte) and appends the record.  The drain
- * replays the same bookkeeping on Python's tables (backends/int3_ptrace.py), which counts
- * the patches as the Python path does.  Python hands its chain to C before resuming when
- * it changed it (a first call, a signal). */
+ * function is armed.  The rule is strict.c's, the same table the Unicorn port switches with
+ * (core_trap asks ns_call_ok/ns_return_ok before it simulates and commits after), here fed
+ * by the pl_strict_* wrappers below from what Python registers: each function it arms, with
+ * its sites and the program's byte under each (`ok` when all of them are breakpoints C may
+ * write), which function each armed site is armed for, which function a call target
+ * enters, and the chain whenever Python changed it (a first call, a signal).  strict.c
+ * writes the bytes through this port's code_write (one pwrite to /proc/PID/mem per site:
+ * x86's INT3 is one byte).  The drain replays the same bookkeeping on Python's tables from
+ * the records (backends/strict_ptrace.py), which counts the patches as the Python path
+ * does, so strict.c's journal is not read here: it is emptied after every switch. */
 #define PL_INT3 0xCC /* Intel SDM vol. 2, INT3 */
-
-typedef struct pl_func {
-    uint64_t start, end;
-    uint32_t first, n;  /* its sites: site_addr/site_orig[first .. first + n) */
-    uint8_t ok, armed;  /* ok: C may arm and disarm it; armed: in Python's armed_funcs */
-} pl_func;
-
-typedef struct pl_strict {
-    pl_func *funcs;
-    size_t n_funcs, cap_funcs;
-    uint64_t *site_addr;
-    uint8_t *site_orig;
-    size_t n_fsites, cap_fsites;
-    pl_map func_of;  /* start -> index + 1 */
-    pl_map owner;    /* armed site -> the start of the function it is armed for (0: none) */
-    pl_map callee;   /* call target -> the start of the function it enters */
-    uint64_t *chain_start, *chain_end;
-    size_t chain_n, chain_cap;
-} pl_strict;
-
-static void pl_strict_free(pl_strict *t)
-{
-    if (!t)
-        return;
-    free(t->funcs);
-    free(t->site_addr);
-    free(t->site_orig);
-    pl_map_free(&t->func_of);
-    pl_map_free(&t->owner);
-    pl_map_free(&t->callee);
-    free(t->chain_start);
-    free(t->chain_end);
-    free(t);
-}
 
 int pl_strict_enable(pl_state *s)
 {
+    if (s->strict)
+        return 0;
+    s->strict = ns_new(NULL, NULL, NULL, ~0ULL);
     if (!s->strict)
-        s->strict = calloc(1, sizeof *s->strict);
-    return s->strict ? 0 : -1;
+        return -1;
+    ns_bind_code(s->strict, port_code_write, s);
+    ns_bind(s->strict, s, (ns_active_fn)pl_site_active);
+    s->core.strict = s->strict;
+    return 0;
 }
 
 /* a function Python armed (again: its extent or sites may have changed, a stale descent) */
 int pl_strict_func(pl_state *s, uint64_t start, uint64_t end, uint32_t ok, uint32_t n,
                    const uint64_t *addrs, const uint8_t *origs)
 {
-    pl_strict *t = s->strict;
-    if (t->n_fsites + n > t->cap_fsites) {
-        size_t cap = (t->n_fsites + n) * 2 + 256;
-        uint64_t *a = realloc(t->site_addr, cap * sizeof *a);
-        if (!a)
+    static const uint8_t int3 = PL_INT3;
+    for (uint32_t i = 0; i < n; i++)
+        if (ns_site_bytes(s->strict, addrs[i], 1, &int3, &origs[i]) != 0)
             return -1;
-        t->site_addr = a;
-        uint8_t *o = realloc(t->site_orig, cap);
-        if (!o)
-            return -1;
-        t->site_orig = o;
-        t->cap_fsites = cap;
-    }
-    uint64_t index;
-    pl_func *f;
-    if (map_get(&t->func_of, start, &index) && index) {
-        f = &t->funcs[index - 1];
-    } else {
-        if (t->n_funcs == t->cap_funcs) {
-            size_t cap = t->cap_funcs ? t->cap_funcs * 2 : 256;
-            pl_func *more = realloc(t->funcs, cap * sizeof *more);
-            if (!more)
-                return -1;
-            t->funcs = more;
-            t->cap_funcs = cap;
-        }
-        f = &t->funcs[t->n_funcs++];
-        memset(f, 0, sizeof *f);
-        if (map_put(&t->func_of, start, t->n_funcs) != 0)
-            return -1;
-    }
-    f->start = start;
-    f->end = end;
-    f->ok = (uint8_t)ok;
-    f->first = (uint32_t)t->n_fsites;
-    f->n = n;
-    memcpy(t->site_addr + t->n_fsites, addrs, n * sizeof *addrs);
-    memcpy(t->site_orig + t->n_fsites, origs, n);
-    t->n_fsites += n;
+    if (ns_func_sites(s->strict, start, end, n, addrs) != 0)
+        return -1;
+    if (!ok)
+        ns_func_forget(s->strict, start);  /* (told, but its switches are Python's) */
     return 0;
-}
-
-static pl_func *strict_func(const pl_strict *t, uint64_t start)
-{
-    uint64_t index;
-    if (!map_get(&t->func_of, start, &index) || !index)
-        return NULL;
-    return &t->funcs[index - 1];
 }
 
 void pl_strict_func_armed(pl_state *s, uint64_t start, uint32_t on)
 {
-    pl_func *f = strict_func(s->strict, start);
-    if (f)
-        f->armed = (uint8_t)on;
+    ns_func_armed(s->strict, start, on);
 }
 
+/* the site at addr is armed for the function at owner (0: disarmed) */
 int pl_strict_owner(pl_state *s, uint64_t addr, uint64_t owner)
 {
-    return map_put(&s->strict->owner, addr, owner);
+    return ns_site_armed(s->strict, addr, owner != 0, owner);
 }
 
 int pl_strict_callee(pl_state *s, uint64_t target, uint64_t start)
 {
-    return map_put(&s->strict->callee, target, start);
+    return ns_target(s->strict, target, start);
 }
 
 int pl_strict_chain_set(pl_state *s, uint32_t n, const uint64_t *starts, const uint64_t *ends)
 {
-    pl_strict *t = s->strict;
-    if (n > t->chain_cap) {
-        size_t cap = n * 2 + 64;
-        uint64_t *a = realloc(t->chain_start, cap * 8), *b;
-        if (!a)
-            return -1;
-        t->chain_start = a;
-        b = realloc(t->chain_end, cap * 8);
-        if (!b)
-            return -1;
-        t->chain_end = b;
-        t->chain_cap = cap;
-    }
-    memcpy(t->chain_start, starts, n * 8ULL);
-    memcpy(t->chain_end, ends, n * 8ULL);
-    t->chain_n = n;
-    return 0;
+    return ns_chain_set(s->strict, n, starts, ends);
 }
 
-uint32_t pl_strict_chain_count(pl_state *s) { return (uint32_t)s->strict->chain_n; }
+uint32_t pl_strict_chain_count(pl_state *s) { return (uint32_t)ns_chain_depth(s->strict); }
 
-static pl_func *strict_usable(const pl_strict *t, uint64_t start)
+/* a return into a function's entry may be a jump (TailRule.taken): Python's, before the
+ * core asks strict.c */
+static int strict_return_to_entry(const pl_state *s, const core_site *site)
 {
-    pl_func *f = strict_func(t, start);
-    return f && f->ok ? f : NULL;
-}
-
-/* What the strict rule does at this trap, decided before anything is changed: 0 when it
- * is Python's (a function C does not know, a chain without the caller). */
-static int pl_strict_plan_for(pl_state *s, const core_site *site, pl_strict_plan *p)
-{
-    const pl_strict *t = s->strict;
-    uint64_t owner = 0, target, start;
-    if (site->op == OP_JUMP) {  /* (one inside its function or not taken: no change) */
-        p->kind = OP_JUMP;
-        return 1;
-    }
-    if (!map_get(&t->owner, site->addr, &owner) || !owner || !strict_usable(t, owner))
+    uint64_t target;
+    if (site->op != OP_RETURN || site->src_reg >= 0)
         return 0;
-    p->from = owner;
-    if (site->op == OP_CALL) {
-        target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
-        if (!map_get(&t->callee, target, &start) || !start)
-            return 0;
-        p->to = strict_usable(t, start);
-        p->kind = OP_CALL;
-        return p->to != NULL;
-    }
-    if (site->op != OP_RETURN || read_word(s, reg(s, s->cfg.sp_reg), &target) != 0)
-        return 0;
-    if (strict_func(t, target))
-        return 0;  /* a return into a function's entry may be a jump (TailRule.taken) */
-    size_t k = t->chain_n;
-    if (!k)
-        return 0;
-    k--;  /* the returning function's entry; then up to the one holding the target */
-    while (k && !(t->chain_start[k - 1] <= target && target < t->chain_end[k - 1]))
-        k--;
-    if (!k)
-        return 0;  /* the chain is empty: the caller needs discovery */
-    p->to = strict_usable(t, t->chain_start[k - 1]);
-    if (!p->to || p->to->end != t->chain_end[k - 1])
-        return 0;
-    p->keep = k;
-    p->kind = OP_RETURN;
-    return 1;
-}
-
-static int strict_write(const pl_state *s, uint64_t addr, uint8_t byte)
-{
-    return pwrite(s->cfg.mem_fd, &byte, 1, (off_t)addr) == 1 ? 0 : -1;
-}
-
-static int strict_disarm(pl_state *s, uint64_t start)  /* Int3Backend._disarm */
-{
-    pl_strict *t = s->strict;
-    pl_func *f = strict_func(t, start);
-    if (!f || !f->armed)
-        return 0;
-    f->armed = 0;
-    for (uint32_t i = f->first; i < f->first + f->n; i++) {
-        uint64_t addr = t->site_addr[i], owner = 0;
-        if (!map_get(&t->owner, addr, &owner) || owner != start)
-            continue;
-        if (strict_write(s, addr, t->site_orig[i]) != 0 || map_put(&t->owner, addr, 0) != 0)
-            return -1;
-        pl_site_active(s, addr, 0);
-    }
-    return 0;
-}
-
-static int strict_arm(pl_state *s, pl_func *f)  /* Int3Backend._arm */
-{
-    pl_strict *t = s->strict;
-    if (f->armed)
-        return 0;
-    f->armed = 1;
-    for (uint32_t i = f->first; i < f->first + f->n; i++) {
-        uint64_t addr = t->site_addr[i], owner = 0;
-        if (map_get(&t->owner, addr, &owner) && owner)
-            continue;  /* armed for another function */
-        if (strict_write(s, addr, PL_INT3) != 0 || map_put(&t->owner, addr, f->start) != 0)
-            return -1;
-        pl_site_active(s, addr, 1);
-    }
-    return 0;
-}
-
-static int chain_push(pl_strict *t, const pl_func *f)
-{
-    if (t->chain_n == t->chain_cap) {
-        size_t cap = t->chain_cap * 2 + 64;
-        uint64_t *a = realloc(t->chain_start, cap * 8), *b;
-        if (!a)
-            return -1;
-        t->chain_start = a;
-        b = realloc(t->chain_end, cap * 8);
-        if (!b)
-            return -1;
-        t->chain_end = b;
-        t->chain_cap = cap;
-    }
-    t->chain_start[t->chain_n] = f->start;
-    t->chain_end[t->chain_n++] = f->end;
-    return 0;
-}
-
-static int pl_strict_commit(pl_state *s, const pl_strict_plan *p)
-{
-    pl_strict *t = s->strict;
-    if (p->kind == OP_CALL) {
-        if (p->to->start != p->from && strict_disarm(s, p->from) != 0)
-            return -1;
-        if (chain_push(t, p->to) != 0)
-            return -1;
-        return strict_arm(s, p->to);
-    }
-    if (p->kind == OP_RETURN) {
-        t->chain_n = p->keep;
-        if (p->to->start != p->from && strict_disarm(s, p->from) != 0)
-            return -1;
-        return strict_arm(s, p->to);
-    }
-    return 0;
+    return read_word(s, reg(s, s->cfg.sp_reg), &target) != 0
+           || ns_func_told(s->strict, target);
 }
 
 /* ------------------------------------------------------------ entry probes (pl_entry_*) */

@@ -61,6 +61,8 @@ struct ns_state {
     uc_engine *uc;
     nt_mem_write_fn mem_write;
     nt_ctl_fn ctl;
+    ns_code_write_fn code_write;  /* the port's way to write a site's bytes (ns_bind_code) */
+    void *code_port;
     uint64_t code_mask;
     ns_site *sites;
     size_t n_sites, sites_cap;
@@ -146,6 +148,17 @@ static uint32_t func_index(ns_state *ns, uint64_t start)
 }
 
 /* ------------------------------------------------------------------ API for Python */
+/* the Unicorn port's code write: the bytes, then the translated code of the range dropped
+ * (Unicorn does not notice host writes; int3_python.py `_disarm_site`) */
+static int uc_code_write(void *port, uint64_t addr, const void *in, uint64_t len)
+{
+    ns_state *ns = port;
+    if (ns->mem_write(ns->uc, addr, in, len) != UC_ERR_OK)
+        return -1;
+    ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), addr, addr + len);
+    return 0;
+}
+
 ns_state *ns_new(uc_engine *uc, void *mem_write, void *ctl, uint64_t code_mask)
 {
     ns_state *ns = calloc(1, sizeof *ns);
@@ -155,7 +168,16 @@ ns_state *ns_new(uc_engine *uc, void *mem_write, void *ctl, uint64_t code_mask)
     ns->mem_write = (nt_mem_write_fn)mem_write;
     ns->ctl = (nt_ctl_fn)ctl;
     ns->code_mask = code_mask;
+    ns->code_write = uc_code_write;
+    ns->code_port = ns;
     return ns;
+}
+
+/* the port that writes the sites' bytes, when it is not Unicorn's (ploop.c: /proc/PID/mem) */
+void ns_bind_code(ns_state *ns, ns_code_write_fn code_write, void *port)
+{
+    ns->code_write = code_write;
+    ns->code_port = port;
 }
 
 /* the uc_ctl this table drops translated code with (hotpath.c's code_write, same library) */
@@ -261,6 +283,14 @@ int ns_func_armed(ns_state *ns, uint64_t start, uint32_t on)
     return 0;
 }
 
+/* is addr the start of a function the table was told the sites of (ns_func_sites), whether
+ * C may switch it or not? */
+int ns_func_told(const ns_state *ns, uint64_t addr)
+{
+    uint32_t f = map_get(&ns->func_ix, addr);
+    return f != NS_NONE && ns->funcs[f].sites != NULL;
+}
+
 /* the function's extent changed (a stale descent): its traps are Python's from now on */
 void ns_func_forget(ns_state *ns, uint64_t start)
 {
@@ -290,6 +320,14 @@ int ns_chain_set(ns_state *ns, size_t n, const uint64_t *starts, const uint64_t 
     }
     ns->depth = ns->low = n;
     return 0;
+}
+
+/* room for one more frame than the chain holds, so that ns_call_ok does not decline a call
+ * for want of it (the ptrace loop, whose Python side hands its chain over only when it
+ * changed it); 0, or -1 out of memory */
+int ns_chain_reserve(ns_state *ns)
+{
+    return grow((void **)&ns->chain, &ns->chain_cap, ns->depth + 2, sizeof *ns->chain);
 }
 
 /* the chain as C left it: frames from chain_low() up changed since Python last saw it */
@@ -410,9 +448,7 @@ static void write_site(ns_state *ns, ns_site *s, const uint8_t *bytes, uint32_t 
     ns->j_patches++;
     if (!s->hooked) {
         ns->j_removals++;
-        ns->mem_write(ns->uc, s->addr, bytes, s->len);
-        /* Unicorn does not notice host writes: drop the translated code of the range */
-        ns->ctl(ns->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), s->addr, s->addr + s->len);
+        ns->code_write(ns->code_port, s->addr, bytes, s->len);
     }  /* (a site hook: its hook reads the table, nothing was translated with it) */
     s->armed = (uint8_t)on;
     if (s->hooked && ns->hooked_active)

@@ -7,6 +7,7 @@
 #ifndef EMUTRACE_STRICT_H
 #define EMUTRACE_STRICT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "abi.h"
@@ -17,8 +18,30 @@ typedef struct ns_state ns_state;
 typedef void (*ns_active_fn)(void *table, uint64_t addr, uint32_t active);
 
 void ns_bind(ns_state *ns, void *table, ns_active_fn active);
+/* the port that writes the sites' bytes when it is not Unicorn's (the ptrace loop's), with its
+ * first argument (core.h core_ops.code_write) */
+typedef int (*ns_code_write_fn)(void *port, uint64_t addr, const void *in, uint64_t len);
+void ns_bind_code(ns_state *ns, ns_code_write_fn code_write, void *port);
 /* the uc_ctl the table was handed (hotpath.c's code_write drops translations with it) */
 nt_ctl_fn ns_ctl(const ns_state *ns);
+
+/* the table as Python fills it (strictlib.py; the ptrace loop's pl_strict_* wrappers) */
+ns_state *ns_new(uc_engine *uc, void *mem_write, void *ctl, uint64_t code_mask);
+void ns_free(ns_state *ns);
+int ns_site_bytes(ns_state *ns, uint64_t addr, uint32_t len, const uint8_t *bp,
+                  const uint8_t *orig);
+int ns_site_armed(ns_state *ns, uint64_t addr, uint32_t on, uint64_t owner);
+int ns_func_sites(ns_state *ns, uint64_t start, uint64_t end, uint32_t n, const uint64_t *addrs);
+int ns_func_armed(ns_state *ns, uint64_t start, uint32_t on);
+void ns_func_forget(ns_state *ns, uint64_t start);
+int ns_func_told(const ns_state *ns, uint64_t addr);
+int ns_target(ns_state *ns, uint64_t target, uint64_t start);
+int ns_chain_set(ns_state *ns, size_t n, const uint64_t *starts, const uint64_t *ends);
+size_t ns_chain_depth(const ns_state *ns);
+int ns_chain_reserve(ns_state *ns);
+void ns_journal_clear(ns_state *ns);
+
+/* the switches (hotpath.c core.c ploop.c) */
 void ns_bind_hooked(ns_state *ns, void *table, ns_active_fn active);
 int ns_call_ok(const ns_state *ns, uint64_t site, uint64_t target);
 void ns_call_commit(ns_state *ns, uint64_t site, uint64_t target);
