@@ -98,9 +98,11 @@ PORTS = (UNICORN_PYTHON, UNICORN_C, PTRACE_PYTHON, PTRACE_C)
 class Recipe:
     """How a mechanism is composed.  A site tracer (backends/int3_python.py) has a
     placement (lazy: a function armed when entered; eager: every function at start-up), a
-    cleanup (lazy or strict: the `--cleanup` setting, or fixed) and a delivery (breakpoint
-    bytes or site hooks, or N hardware slots); an observer sees every instruction, every
-    taken branch as a trap, or a buffer of branch records.  `ports` names, per engine port
+    cleanup (lazy or strict, backends/cleanup.py's policy of that name: the `--cleanup`
+    setting, or fixed) and a delivery (breakpoint bytes or site hooks, or N hardware
+    slots); an observer sees every instruction (backends/step_python.py), every taken
+    branch as a trap or a buffer of branch records (backends/branch_python.py's
+    `BranchTraps`, `RecordBuffer`).  `ports` names, per engine port
     (PORTS), the function of the mechanism's module (emutrace/backends/<name>.py) that
     builds it there: a port not named is one the mechanism cannot run on."""
 
