@@ -30,6 +30,8 @@ from emutrace.machine.linux.procfs import proc_tree
 from emutrace.machine.linux.table import HANDLERS
 from emutrace.machine.linux.threads import Scheduler, WouldBlock
 from emutrace.sandbox import Sandbox, SandboxError
+from emutrace.target import host_calls
+from emutrace.target.host_calls import HostCallInterrupted
 from emutrace.target.protocol import MemoryFault
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.trace.events import SignalDelivery
@@ -218,8 +220,11 @@ class LinuxKernel:
         return self._run(handler, args)
 
     def _run(self, handler: Callable[..., int], args: tuple[int, ...]) -> int:
+        host_calls.enter()  # a stop may interrupt a blocked host call: target/host_calls.py
         try:
             return int(handler(self, args))
+        except HostCallInterrupted:
+            return -self.errno("EINTR")  # the run ends where the stop was asked for
         except WouldBlock as e:  # another thread runs meanwhile; the call is made again
             resume = e.resume
             again = handler if resume is None else lambda _k, _a: resume()
@@ -244,6 +249,8 @@ class LinuxKernel:
             # through the CpuPort unchecked) given a bad pointer: EFAULT, as copy_from_user
             # gives (fuzz: i386 set_thread_area of an unmapped user_desc)
             return -self.errno("EFAULT")
+        finally:
+            host_calls.leave()
 
     def set_result(self, value: int) -> None:
         """Write a system call's result the ISA's way (a woken thread's blocked call)."""
