@@ -52,6 +52,13 @@ class Backend(Protocol):
         """End of the run: the time (guest instructions) to close open frames at."""
         ...
 
+    def detach(self) -> None:
+        """Untraced from here on (a forked child that is not followed): no probe of the
+        mechanism's left in the program's code and none of its hooks left to run but the
+        one the run's system calls and exceptions pass through; nothing more is emitted.
+        `finish` still ends the run."""
+        ...
+
 
 @runtime_checkable
 class TrapAware(Protocol):

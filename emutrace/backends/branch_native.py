@@ -180,12 +180,19 @@ class NativeBranches:
     def fast_add(self, target: int) -> None:
         self.lib.bb_fast_add(self._bb, target)
 
+    def detach(self) -> None:
+        """C's block hook goes; its tables live on to `close`."""
+        if self._c_hook:
+            self._port.del_hook(self._c_hook)
+            self._c_hook = 0
+
     def close(self) -> None:
         """The run is over: C's hook goes, then its tables."""
         if not self._bb:
             return
         self._final_time = self.time
-        self._port.del_hook(self._c_hook)
+        if self._c_hook:
+            self._port.del_hook(self._c_hook)
         self.lib.bb_free(self._bb)
         self._bb = None
 
@@ -241,6 +248,9 @@ class BtsHotPath:
 
     def flush_events(self) -> None:
         """(bts decodes what is left at `finish`, after the open frames are read.)"""
+
+    def detach(self) -> None:
+        self.branches.detach()
 
     def finish(self) -> None:
         if self.branches._bb is None:  # finished already
@@ -339,6 +349,9 @@ class BtfHotPath:
         """Hand the buffered events to the shadow stack (the tracer asks at the end of the
         run, before it reads the open frames)."""
         self._on_flush(False)
+
+    def detach(self) -> None:
+        self.branches.detach()
 
     def finish(self) -> None:
         if self.branches._bb is None:  # finished already

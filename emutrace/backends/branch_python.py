@@ -149,6 +149,10 @@ class BranchEngine(Protocol):
         """The end of the run, before the open frames are read: buffered events out."""
         ...
 
+    def detach(self) -> None:
+        """The engine's block hook goes (Backend.detach)."""
+        ...
+
     def finish(self) -> None:
         """The run ended: what is held, decoded; the engine's counters into the stats."""
         ...
@@ -186,6 +190,9 @@ class ReferenceBranches:
 
     def flush_events(self) -> None:
         pass
+
+    def detach(self) -> None:
+        self.b.cpu.hook_del(self.observer.hook)
 
     def finish(self) -> None:
         self.b.delivery.finish()
@@ -254,3 +261,7 @@ class BranchBackend:
             self.engine.finish()
             self.stats.update(self.decoder.stats)
         return self.time
+
+    def detach(self) -> None:
+        """(Backend.detach.)  The engine's block hook goes: no branch is seen."""
+        self.engine.detach()

@@ -154,6 +154,9 @@ class BlockSteps:
     def flush_events(self) -> None:
         pass
 
+    def detach(self) -> None:
+        """(A native target's forked children run untraced: no detach is asked.)"""
+
     def finish(self) -> None:
         pass
 

@@ -386,7 +386,9 @@ class HotPathEngine:
             on_block, block_data = self._hooked.block_hook, self._hooked.ns
         for kind, fn, data in (("intr", self._lib.nt_on_intr, self._nt),
                                ("block", on_block, block_data)):
-            self.add_c_hook(kind, ctypes.cast(fn, ctypes.c_void_p).value or 0, data)
+            handle = self.add_c_hook(kind, ctypes.cast(fn, ctypes.c_void_p).value or 0, data)
+            if kind == "intr":
+                self._c_intr_hook = handle
 
     def add_c_hook(self, kind: str, fn: int, data: int, begin: int = 1, end: int = 0) -> int:
         """A hook of the target's (`CPort.add_hook`: "intr", "block", "code") whose
@@ -573,6 +575,14 @@ class HotPathEngine:
         run, before it reads the open frames)."""
         if self._nt:
             self._drain()
+
+    def detach(self) -> None:
+        """(SiteEngine.detach.)  C's block and code hooks go; its INTR hook stays: it hands
+        the run's system calls and exceptions on to Python, as the run's own hook it
+        replaced did, and finds no site armed.  C's tables live on to `finish`."""
+        for handle in [h for h in self._c_hooks if h != self._c_intr_hook]:
+            self.port.del_hook(handle)
+            self._c_hooks.remove(handle)
 
     def finish(self) -> None:
         if not self._nt:  # finished already

@@ -161,6 +161,9 @@ class PtraceLoopEngine:
     def flush_events(self) -> None:
         pass
 
+    def detach(self) -> None:
+        """(A native target's forked children run untraced: no detach is asked.)"""
+
     def finish(self) -> None:
         loop, stats = self.loop, self.t.stats
         stats["traps"] += loop.counter(C_TRAPS)

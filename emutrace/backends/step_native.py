@@ -412,6 +412,12 @@ class StepHotPath:
         if self._st:
             self._drain()
 
+    def detach(self) -> None:
+        """(StepEngine.detach.)  C's instruction hook goes; its tables live on to `finish`."""
+        if self._c_hook:
+            self._port.del_hook(self._c_hook)
+            self._c_hook = 0
+
     def finish(self) -> None:
         if not self._st:  # finished already
             return
@@ -430,7 +436,8 @@ class StepHotPath:
                              "python_decodes": int(lib.st_counter(st, 5))}
         if self._writer is not None:
             self._writer.close()
-        self._port.del_hook(self._c_hook)
+        if self._c_hook:
+            self._port.del_hook(self._c_hook)
         lib.st_free(st)
         self._st = None
 

@@ -116,6 +116,9 @@ class StepLoop:
     def flush_events(self) -> None:
         pass
 
+    def detach(self) -> None:
+        """(A native target's forked children run untraced: no detach is asked.)"""
+
     def finish(self) -> None:
         pass
 

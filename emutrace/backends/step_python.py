@@ -95,6 +95,10 @@ class StepEngine(Protocol):
 
     def flush_events(self) -> None: ...
 
+    def detach(self) -> None:
+        """The engine's instruction hook goes (Backend.detach)."""
+        ...
+
     def finish(self) -> None: ...
 
 
@@ -107,6 +111,12 @@ class ReferenceStep:
 
     def attach(self, backend: StepBackend) -> None:
         backend.code_hook = backend.cpu.hook_code(backend.on_insn)
+        self._backend = backend
+
+    def detach(self) -> None:
+        b = self._backend
+        b.cpu.hook_del(b.code_hook)
+        b.code_hook = 0
 
     def wrap_emit(self, emit: Callable[[Event], None]) -> Callable[[Event], None]:
         return emit
@@ -258,6 +268,11 @@ class StepBackend:
             self.engine.finish()
             self.stats["steps"] = self.time
         return self.time
+
+    def detach(self) -> None:
+        """(Backend.detach.)  The engine's instruction hook goes: nothing is seen."""
+        self.pending = None
+        self.engine.detach()
 
     def start(self, entry: int) -> None:
         """Nothing to arm: the global code hook sees everything."""

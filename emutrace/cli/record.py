@@ -8,12 +8,12 @@ import argparse
 import sys
 from dataclasses import replace
 
+from emutrace.cli.forks import untraced_from_here
 from emutrace.cli.recording import prepare_dir, recorded
 from emutrace.cli.run import RunCommand, end_child
 from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 from emutrace.session import Process
-from emutrace.trace.uftrace_write import DroppingSink
 
 
 class RecordCommand(RunCommand):
@@ -43,9 +43,9 @@ class RecordCommand(RunCommand):
         process = Process(replace(self.config(args), trace_execs=False))
         path = prepare_dir(args.data)
         # a forked child's events are not recorded (one data directory, one task: the
-        # parent's); the child drops them and leaves the directory to its parent
+        # parent's); the child runs untraced and leaves the directory to its parent
         kernel = process.kernel
-        kernel.fork_listeners.append(lambda pid: setattr(process, "sink", DroppingSink()))
+        kernel.fork_listeners.append(lambda pid: untraced_from_here(process))
         result = recorded(process, path, [args.program, *args.args],
                           closes=lambda: kernel.guest_parent is None)
         while result.next_process is not None:  # execve: the new image runs, not recorded

@@ -15,6 +15,7 @@ from emutrace import quantities
 from emutrace.backends import ENGINES, NATIVE_BACKENDS
 from emutrace.cli import options
 from emutrace.cli.deferred import stop_signals_deferred
+from emutrace.cli.forks import untraced_from_here
 from emutrace.cli.options import filter_rules, parse_arg_specs, settings_from
 from emutrace.cli.output import open_output, whole_writes
 from emutrace.cli.patterns import unmatched
@@ -34,7 +35,6 @@ from emutrace.trace.events import Record
 from emutrace.trace.filters import caller_kept
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.spill import SpillSink
-from emutrace.trace.uftrace_write import DroppingSink
 
 BACKEND_CHOICES = (*BACKENDS, "none")
 
@@ -204,12 +204,11 @@ def follow_forks(process: Process, args: argparse.Namespace,
                  trace: SpillSink | None = None) -> None:
     """A forked child writes its own trace: to FILE.<pid> with -o FILE, else to stderr
     like its parent (each process's whole trace at its end).  With --no-follow-forks it
-    writes none: its records are dropped as they are made and the images it execve()s run
-    without a backend."""
+    writes none: it runs on untraced (cli/forks.py), and so do the images it execve()s."""
     def in_child(pid: int) -> None:
         if args.follow_forks is False:  # (None: not given, the default: followed)
             args.traced = False
-            process.sink = DroppingSink()
+            untraced_from_here(process)
             process.config = replace(process.config, trace_execs=False)
             if args.output_file is not None:
                 args.output_file.close()  # the parent's file: nothing buffered yet

@@ -1,0 +1,22 @@
+"""A forked child that is not followed (`run --no-follow-forks`; every child of `record`,
+whose directory holds its parent's process only): it runs on untraced, not traced into
+nothing."""
+
+from __future__ import annotations
+
+from emutrace.session import Process
+from emutrace.trace.uftrace_write import DroppingSink
+
+
+def untraced_from_here(process: Process) -> None:
+    """From this point of the child (its fork returning 0), `process` runs untraced: the
+    backend detached (no breakpoint left in its code, no hook of the mechanism's left to
+    run: backends.Backend.detach), no signal-handler frame reported, and what was recorded
+    before the fork, the parent's, is not the child's to write (its records are dropped).
+    The images it execve()s run without a backend (`trace_execs`, the caller's)."""
+    process.sink = DroppingSink()
+    backend = process.tracer.backend
+    if backend is not None:
+        backend.detach()
+    process.kernel.on_handler_entered = None
+    process.kernel.on_handler_returned = None
