@@ -55,3 +55,15 @@ def test_no_emutrace_file_takes_a_closed_number(tmp_path: Path) -> None:
     assert got.stderr.endswith(b"rc=1\n")
     text = trace.read_bytes()
     assert b"SECRET" not in text and text.startswith(b"# DURATION")
+
+
+@pytest.mark.busybox
+@pytest.mark.parametrize("confine", [(), ("--unconfined",)], ids=["confined", "unconfined"])
+def test_native_target_passes_it_on_closed(confine: tuple[str, ...], tmp_path: Path) -> None:
+    bb = str(busybox("x86_64"))
+    script = SCRIPTS[1]
+    want = _closed(1, [bb, "sh", "-c", script], tmp_path)
+    got = _closed(1, [sys.executable, "-m", "emutrace", "run", "--target", "native",
+                      *confine, "--backend", "none", bb, "sh", "-c", script], tmp_path)
+    assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout,
+                                                        want.stderr)

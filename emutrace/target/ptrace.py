@@ -32,6 +32,7 @@ import signal
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from emutrace import stdio
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
 from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
@@ -177,6 +178,7 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None
                 err = ctypes.get_errno()
                 os.write(write_end, traceme_refusal(err).encode())
                 os._exit(127)
+            stdio.close_for_guest()  # closed when emutrace started: closed for it
             os.execve(path, argv, dict(_split_env(envp)))
         except OSError as e:
             os.write(write_end, f"execve {path}: {e.strerror}".encode())
@@ -234,6 +236,7 @@ def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: by
                 os.write(write_end, f"{failure} (the sandbox of a native run needs seccomp "
                                     f"filters; --unconfined runs without)".encode())
                 os._exit(127)
+            stdio.close_for_guest()  # closed when emutrace started: closed for it
             os.execve(path, argv, dict(_split_env(envp)))
         except OSError as e:
             os.write(write_end, f"execve {path}: {e.strerror}".encode())
