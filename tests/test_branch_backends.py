@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.backends.branch_python import BranchBackend, BranchTraps, RecordBuffer
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import Image
 from emutrace.isa import by_name
@@ -166,3 +167,26 @@ def test_btf_return_values_are_fibonacci_numbers(isa: str) -> None:
     # the compiler may turn one of the two recursive calls into a loop: at least the calls
     # down one path, and the outermost one's value was checked like the others
     assert seen >= n
+
+
+# the engine each emulated port composes the one branch tracer with (branch_python.py)
+ENGINES = {"python": "ReferenceBranches", "native": "BtsHotPath/BtfHotPath"}
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize(("backend", "delivery"), [("bts", RecordBuffer), ("btf", BranchTraps)])
+def test_bts_and_btf_are_one_tracer_on_every_engine(backend: str, delivery: type,
+                                                    engine: str) -> None:
+    """Composed, not subclassed: the same tracer class, what the mechanism observes, and
+    the engine of the port; the run ends as the program says it does (src/hello_fs.c:
+    exit_group(7))."""
+    config = RunConfig(str(TESTBINS / "x86_64" / "hello_fs"), [], backend=backend,
+                       engine=engine)
+    process = Process(config, warn=lambda m: None)
+    result = process.run()
+    assert result.stop.kind == "exit" and result.exit_code == 7
+    tracer = process.backend
+    assert type(tracer) is BranchBackend and tracer.name == backend
+    assert type(tracer.delivery) is delivery
+    names = ENGINES[engine].split("/")
+    assert type(tracer.engine).__name__ == names[0 if backend == "bts" else -1]
