@@ -127,6 +127,21 @@ def test_replay_filters_equal_uftrace(recordings: dict[str, Path], case: str) ->
         assert theirs == []  # -F matched, so nothing outside fib shows, and fib is out
 
 
+@pytest.mark.parametrize("levels", [3, 7])
+def test_max_stack_equals_uftrace_depth_of_the_whole_trace(recordings: dict[str, Path],
+                                                           levels: int) -> None:
+    """`--max-stack N` leaves out calls N levels deep, as a recording made with uftrace's
+    `--max-stack N` would: from the first function, that is uftrace's `-D N`."""
+    data = recordings["calls"]
+    theirs = uftrace_lines(data, "-D", str(levels))
+    assert emutrace_replay(data, "--max-stack", str(levels)) == theirs
+    assert len(theirs) > 10
+    if levels == 7:  # under a filter it counts the true call depth: scenario_recursion
+        # is called 4 deep, so 3 levels of it are kept
+        assert emutrace_replay(data, "--max-stack", "7", "-F", "scenario_recursion") == \
+            uftrace_lines(data, "-F", "scenario_recursion", "-D", "3")
+
+
 def test_options_change_what_is_shown(recordings: dict[str, Path]) -> None:
     """The cases differ from one another: a rule ignored would still fail one of them."""
     data = recordings["calls"]
@@ -164,7 +179,8 @@ def test_bad_patterns_are_one_line_exit_64(recordings: dict[str, Path], option: 
 
 
 def test_bad_option_values_exit_64(recordings: dict[str, Path]) -> None:
-    for opts in (("-D", "0"), ("--match", "fuzzy"), ("--trace", "maybe")):
+    for opts in (("-D", "0"), ("--match", "fuzzy"), ("--trace", "maybe"),
+                 ("--max-stack", "0"), ("-D", "1024")):
         proc = run_emutrace("replay", "-d", recordings["calls"], *opts)
         assert proc.returncode == 64, proc.stderr.decode()
 

@@ -31,7 +31,8 @@ class _Spec(argparse.Action):
 def add_filter_options(g: argparse._ActionsContainer) -> None:
     """uftrace's filters, spelled once for every command that shows a call graph (`run`,
     `replay`): -F/--filter, -N/--notrace, -T/--trigger, -H/--hide, -C/--caller-filter,
-    -D/--depth, --match, --trace=on|off (trace/filters.py has their meaning)."""
+    -D/--depth, --max-stack, --match, --trace=on|off (trace/filters.py has their
+    meaning)."""
     g.add_argument("-F", "--filter", action=_Spec, default=[], metavar="FUNC",
                    help="show only FUNC and what it calls (repeatable; FUNC is a name, a "
                         "regex when it holds one of .?*+-^$|()[]{}, FUNC@plt its PLT "
@@ -48,6 +49,9 @@ def add_filter_options(g: argparse._ActionsContainer) -> None:
                    help="show only FUNC and the calls that lead to it (repeatable)")
     g.add_argument("-D", "--depth", type=depth_count, metavar="N",
                    help="show N levels at most (from the top, and from each -F match)")
+    g.add_argument("--max-stack", type=depth_count, metavar="N",
+                   help="leave out calls N or more levels deep in the call stack, as if "
+                        "not recorded (uftrace's record keeps N levels; 1 to 1023)")
     g.add_argument("--match", choices=MATCH_TYPES, default="regex",
                    help="how a pattern with a metacharacter matches: regex (POSIX "
                         "extended, anywhere in the name; the default) or glob (the whole "
@@ -74,7 +78,7 @@ def filter_rules(args: argparse.Namespace, shown: Callable[[str], str],
     whether an -F matched any."""
     rules = [parse_rule(option, spec, args.match, shown)
              for option, spec in getattr(args, "filter_specs", None) or ()]
-    return Filters(rules, args.depth, args.trace == "on", names)
+    return Filters(rules, args.depth, args.trace == "on", names, args.max_stack)
 
 
 def add_demangle_option(g: argparse._ActionsContainer) -> None:

@@ -186,6 +186,7 @@ def trace_options(args: argparse.Namespace) -> list[str]:
     """The trace's options given on the command line (what `--backend none` would ignore)."""
     given = [("-o", args.output is not None), ("-F", args.filter), ("-N", args.notrace),
              ("-T", args.trigger), ("-H", args.hide), ("-C", args.caller_filter),
+             ("--trace", args.trace != "on"), ("--max-stack", args.max_stack is not None),
              ("-D", args.depth is not None), ("-A", args.argument),
              ("--start", args.start is not None), ("--symbols", args.symbols),
              ("--tid", args.tid is not None)]

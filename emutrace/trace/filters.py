@@ -5,7 +5,9 @@ Patterns (`-F`, `-N`, `-T`, `-H`, `-C`): a pattern holding none of `.?*+-^$|()[]
 function exactly; otherwise it is a POSIX extended regular expression searched anywhere in
 the name (`fi.` matches `__libc_init_first`; anchor it: `^fib$`), or with `--match glob` a
 shell glob over the whole name.  Names are matched as the trace shows them (`--demangle`:
-`geo::level1`); an exact name written mangled is demangled first.  A spec may carry actions
+`geo::level1`); a pattern equal to a name matches it too (`--demangle=full`'s
+`'geo::level2(int)'`); a name written mangled, or a dynamic program's `lib:func`, is turned
+into the name shown first and matched exactly.  A spec may carry actions
 after `@` (`fib@depth=2,hide`); the word `plt` there keeps the PLT entries only, matching
 the pattern against an entry's name without its `@plt` (`-F strcmp@plt` is `strcmp@plt`).
 
@@ -15,8 +17,9 @@ merged trigger says: filter in (`-F`, `@filter`) or out (`-N`, `@notrace`), a de
 (`@depth=N`), hide the function alone (`-H`, `@hide`), turn tracing on or off (`@trace_on`,
 `@trace_off`), a caller filter (`-C`).
 
-Applied per task as a stack (`FilterState`), uftrace's rules in its order: inside a
-filtered-out function nothing is shown; a filtered-in function opens the filter and restarts
+Applied per task as a stack (`FilterState`), uftrace's rules in its order: calls at
+`--max-stack` levels or deeper are as if not recorded; inside a filtered-out function
+nothing is shown; a filtered-in function opens the filter and restarts
 the depth budget at `-D` (so each nested match counts its own `-D` levels); when some `-F`
 matched a function of the program, nothing outside a filtered-in function is shown; a depth
 trigger sets the budget; tracing off (`--trace=off`, `@trace_off`) shows nothing until
@@ -79,8 +82,10 @@ class Pattern:
             if not name.endswith(_PLT):
                 return False
             name = name[:-len(_PLT)]
+        if name == self.text:  # (a name spelled exactly, whatever it holds)
+            return True
         if self.kind == "simple":
-            return name == self.text
+            return False
         if self.kind == "glob":
             return fnmatch.fnmatchcase(name, self.text)
         assert self.regex is not None
@@ -160,20 +165,24 @@ def parse_rule(option: str, spec: str, match: str = "regex",
             trigger = replace(trigger, hide=True)
         else:
             trigger = replace(trigger, trace=word == "trace_on")
-    pattern = compile_pattern(name, match, plt, option)
-    if pattern.kind == "simple":
-        pattern = replace(pattern, text=demangle(pattern.text))
-    return Rule(option, spec, pattern, trigger)
+    exact = demangle(name) if name else name
+    if exact != name:  # a mangled name, a dynamic program's `lib:func`: one function
+        return Rule(option, spec, Pattern(exact, "simple", plt), trigger)
+    return Rule(option, spec, compile_pattern(name, match, plt, option), trigger)
 
 
 class Filters:
     """The rules of one command line, resolved per function name (memoised)."""
 
     def __init__(self, rules: Iterable[Rule] = (), depth: int | None = None,
-                 trace: bool = True, names: Iterable[str] | None = None) -> None:
+                 trace: bool = True, names: Iterable[str] | None = None,
+                 max_stack: int | None = None) -> None:
         self.rules = tuple(rules)
         self.depth = depth  # -D: the budget at the top and at each filtered-in function
         self.trace = trace  # tracing on at the start (--trace=off: False)
+        # --max-stack: calls this deep or deeper are as if not recorded (uftrace's record
+        # keeps max_stack levels of the call stack)
+        self.max_stack = max_stack
         self._memo: dict[str, Trigger] = {}
         # uftrace's filter mode "in": some -F (or @filter) matched a function; a pattern
         # that matches nothing filters nothing (names None: not known, any -F counts)
@@ -205,8 +214,8 @@ class Filters:
     @property
     def plain(self) -> bool:
         """Only what native/replaytext.c applies itself: -F and -N modes and -D, tracing on
-        from the start, no per-function depth, hiding or switching."""
-        return self.trace and not any(
+        from the start, no per-function depth, hiding or switching, no --max-stack."""
+        return self.trace and self.max_stack is None and not any(
             r.trigger.depth is not None or r.trigger.hide or r.trigger.trace is not None
             or r.trigger.caller for r in self.rules)
 
@@ -250,7 +259,8 @@ class FilterState:
         self.saved.append(self.budget)
         flags = 0
         self.flags.append(0)
-        if self.out_count:
+        limit = self.filters.max_stack
+        if self.out_count or (limit is not None and index >= limit):
             self.flags[-1] = _NORECORD
             return None
         trigger = self.filters.trigger(name)
