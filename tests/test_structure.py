@@ -80,7 +80,7 @@ LAYERS = Layers((
     ("emutrace.machine.*",),
     ("emutrace.session", "emutrace.native_session", "emutrace.board_session"),
     ("emutrace.benchgrid.*",),
-    ("emutrace.cli.*", "emutrace.__main__"),
+    ("emutrace.cli.*", "emutrace.matrix.*", "emutrace.__main__"),
 ))
 
 PURE = ("emutrace.isa.*", "emutrace.mechanisms.*", "emutrace.elf", "emutrace.discover.*",

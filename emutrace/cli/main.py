@@ -43,6 +43,7 @@ COMMANDS = {
     "info": ("emutrace.cli.info", "InfoCommand"),
     "bench": ("emutrace.cli.bench", "BenchCommand"),
     "diff": ("emutrace.cli.diff", "DiffCommand"),
+    "ci": ("emutrace.cli.ci", "CiCommand"),
     "rootfs": ("emutrace.cli.rootfs", "RootfsCommand"),
 }
 

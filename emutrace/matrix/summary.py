@@ -1,0 +1,54 @@
+"""The verdicts as Markdown: per backend an ISA × program table, then each failure's first
+divergence and each error."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from emutrace.matrix.verdict import ERROR, FAIL, PASS, Verdict
+
+
+def _mark(v: Verdict) -> str:
+    if v.status == PASS:
+        return "ok"
+    if v.status == ERROR:
+        return "**error**"
+    what = [w for w, bad in (("baseline", v.baseline in ("differs", "missing", "unreadable")),
+                             ("ISAs", v.isas == "differs")) if bad]
+    return f"**FAIL** ({', '.join(what)})"
+
+
+def _cell_text(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def headline(verdicts: Sequence[Verdict]) -> str:
+    count = {s: sum(v.status == s for v in verdicts) for s in (PASS, FAIL, ERROR)}
+    return (f"{len(verdicts)} cells: {count[PASS]} passed, {count[FAIL]} failed, "
+            f"{count[ERROR]} could not run")
+
+
+def summary_markdown(title: str, verdicts: Sequence[Verdict], how: str) -> str:
+    lines = [f"# emutrace ci: {title}", "", f"{headline(verdicts)} ({how}).", ""]
+    backends = list(dict.fromkeys(v.cell.backend for v in verdicts))
+    for backend in backends:
+        mine = [v for v in verdicts if v.cell.backend == backend]
+        isas = list(dict.fromkeys(v.cell.isa for v in mine))
+        programs = list(dict.fromkeys(v.cell.program for v in mine))
+        at = {(v.cell.program, v.cell.isa): v for v in mine}
+        lines += [f"## backend `{backend}`", "",
+                  "| program | " + " | ".join(isas) + " |",
+                  "|---|" + "---|" * len(isas)]
+        for program in programs:
+            marks = [_mark(at[program, isa]) if (program, isa) in at else "—" for isa in isas]
+            lines.append(f"| {_cell_text(program)} | " + " | ".join(marks) + " |")
+        lines.append("")
+    bad = [v for v in verdicts if v.status != PASS]
+    if bad:
+        lines += ["## Failures and errors", ""]
+        for v in bad:
+            lines.append(f"* `{v.cell.key}` (`{' '.join(v.cell.argv)}`): "
+                         f"{'could not run: ' if v.status == ERROR else ''}"
+                         f"{_cell_text(v.message)}")
+        lines.append("")
+    return "\n".join(lines)
