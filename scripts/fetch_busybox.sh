@@ -11,8 +11,11 @@ declare -A isa=([amd64]=x86_64 [i386]=i386 [arm64]=aarch64 [armhf]=arm [mipsel]=
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 native=$(dpkg --print-architecture)
 need_update=0
+# (read once: under pipefail, `dpkg ... | grep -q` fails when grep's early exit cuts dpkg's
+# output short, and a known architecture looked new: a needless apt-get update)
+known=$(dpkg --print-foreign-architectures)
 for a in "${!isa[@]}"; do
-  if [ "$a" != "$native" ] && ! dpkg --print-foreign-architectures | grep -qx "$a"; then
+  if [ "$a" != "$native" ] && ! grep -qx "$a" <<<"$known"; then
     $sudo dpkg --add-architecture "$a"; need_update=1
   fi
 done
