@@ -1,5 +1,5 @@
 """The verdicts as JUnit XML, in the shape pytest's `--junitxml` writes (junit_family
-xunit2) and CI systems read: one `<testsuites>` holding one `<testsuite>`, one `<testcase>`
+xunit2) and CI systems read: one `<testsuites name=...>` holding one `<testsuite>`, one `<testcase>`
 per cell — `classname` "<program>.<backend>", `name` the ISA — with a `<failure>` (a
 difference: the first divergence in its `message`) or an `<error>` (the cell could not run)."""
 
@@ -26,7 +26,7 @@ def junit_xml(verdicts: Sequence[Verdict], seconds: float) -> bytes:
     stamp = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     attrs = {"name": SUITE, "errors": str(errors), "failures": str(failures), "skipped": "0",
              "tests": str(len(verdicts)), "time": f"{seconds:.3f}"}
-    root = ET.Element("testsuites", attrs)
+    root = ET.Element("testsuites", {"name": SUITE})
     suite = ET.SubElement(root, "testsuite",
                           {**attrs, "timestamp": stamp, "hostname": socket.gethostname()})
     for v in verdicts:
