@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(not native.available(), reason="the native libra
 def run_on(engine: str, board: str, image: Path, **options: object
            ) -> tuple[BoardMachine, RunResult, str]:
     out = io.BytesIO()
-    config = BoardConfig(board, str(image), console_out=out, timeout=60,  # type: ignore[arg-type]
+    options.setdefault("timeout", 60)
+    config = BoardConfig(board, str(image), console_out=out,  # type: ignore[arg-type]
                          engine=engine, **options)
     machine = BoardMachine(config)
     result = machine.run()
@@ -155,3 +156,26 @@ def test_code_at_address_zero_runs_on_the_reference(tmp_path: Path) -> None:
     info = run_emutrace("info", "--machines").stdout.decode()
     assert "virt-arm64 (aarch64)" in info and "cannot hold code at address 0" in info
     assert "native (the C hot path" in info  # the boards whose images start elsewhere
+
+
+def test_opensbi_uboot_native_equals_reference(tmp_path: Path) -> None:
+    """Debian's OpenSBI fw_jump with U-Boot S-mode as its payload (`--bios`; both stripped:
+    descent, CSR probes as exception frames), 3 million instructions traced by int3: the
+    native engine's records are the reference's, and its canonical trace step's (the
+    oracle test_kernel.py holds this boot to)."""
+    from .test_kernel import OPENSBI_FW_JUMP, _uboot, qemu_dtb
+
+    if not OPENSBI_FW_JUMP.exists():
+        pytest.fail(f"{OPENSBI_FW_JUMP} missing: run scripts/setup.sh")
+    fw, dtb = _uboot("qemu-riscv64_smode"), qemu_dtb("virt-riscv64", tmp_path)
+    options = {"dtb": str(dtb), "bios": str(OPENSBI_FW_JUMP), "max_insns": 3_000_000,
+               "timeout": 900}  # (bounded by max_insns; a loaded machine)
+    machine, fast, _ = run_on("native", "virt-riscv64", fw, backend="int3", **options)
+    _, ref, _ = run_on("python", "virt-riscv64", fw, backend="int3", **options)
+    _, step, _ = run_on("python", "virt-riscv64", fw, backend="step", **options)
+    assert machine.engine == "native"
+    assert fast.records == ref.records
+    assert len(fast.records) > 40_000
+    assert fast.stop.kind == ref.stop.kind == "max_insns"
+    assert canonical_text(fast.records, hex).replace("<! ", "< ") == \
+        canonical_text(step.records, hex).replace("<! ", "< ")
