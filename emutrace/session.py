@@ -30,6 +30,7 @@ from emutrace.errors import (
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
 from emutrace.machine.linux import handlers  # noqa: F401 (registers every system call)
+from emutrace.machine.linux.child_wait import end_children
 from emutrace.machine.linux.cpu_timers import CpuTimers
 from emutrace.machine.linux.kernel import FileDesc, GuestExec, GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
@@ -369,6 +370,7 @@ class Process(TracedRun):
             return Stop("signal", signal=e.signal_name, pc=self.cpu.pc, detail="raised by guest")
 
         self.tracer.before_run()
+        stop: Stop | None = None
         crashguard.install()  # a crash inside Unicorn ends the run as a Stop("crash")
         try:
             entry = self.entry
@@ -390,6 +392,10 @@ class Process(TracedRun):
                     break
                 entry = resume
         finally:
+            if stop is None or stop.kind in ("interrupted", "timeout"):
+                # no guest process outlives a stopped run (nor one a bug of ours ended)
+                named = stop.signal if stop is not None and stop.signal else "SIGTERM"
+                end_children(self.kernel, getattr(host_signal, named, host_signal.SIGTERM))
             self.kernel.close_all()
         end = self.tracer.finish(self.kernel.threads.main_tid)
         return RunResult(stop, self.image, self.kernel.stats.count,

@@ -13,7 +13,7 @@ from typing import NoReturn, TextIO
 
 from emutrace import quantities
 from emutrace.backends import ENGINES, NATIVE_BACKENDS
-from emutrace.cli import options
+from emutrace.cli import options, syscalls
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.forks import untraced_from_here
 from emutrace.cli.options import filter_rules, parse_arg_specs, settings_from
@@ -35,6 +35,7 @@ from emutrace.trace.events import Record
 from emutrace.trace.filters import caller_kept
 from emutrace.trace.format import ReplayOptions, iter_replay_lines
 from emutrace.trace.spill import SpillSink
+from emutrace.trace.syscall_events import merged
 
 BACKEND_CHOICES = (*BACKENDS, "none")
 
@@ -80,6 +81,7 @@ class RunCommand:
                             "(-o FILE: FILE.<pid>; the default, as uftrace); "
                             "--no-follow-forks: only the first process is traced, its "
                             "children and what they execve run untraced (strace's default)")
+        syscalls.add_option(p)
         p.add_argument("--root", default="/", metavar="DIR",
                        help="host directory the guest sees as / (default: /)")
         p.add_argument("--allow-write", action="append", default=[], metavar="DIR",
@@ -128,6 +130,10 @@ class RunCommand:
             if untraced:
                 raise UsageError(f"{', '.join(untraced)}: shape(s) the trace, and --backend "
                                  f"none traces nothing (choose a tracing --backend)")
+        if args.syscalls and (args.machine or args.target == "native"):
+            raise UsageError("--syscalls: the system calls of an emulated Linux program "
+                             "only (a kernel image makes none of its own; natively, use "
+                             "strace)")
         if args.machine:
             return run_machine(args, write_trace)
         if args.target == "native":
@@ -139,6 +145,9 @@ class RunCommand:
         args.output_file = open_output(args.output) if args.output and args.traced else None
         while True:  # one pass per image: the program, then what it execve()s
             trace = spill_trace(process) if args.traced else None
+            args.syscall_events = []  # this image's (--syscalls)
+            if args.syscalls and args.traced:
+                syscalls.listen(process, args.syscall_events.append)
             follow_forks(process, args, trace)
             result = process.run()
             code = self.finish(result, args, trace)
@@ -189,7 +198,7 @@ def trace_options(args: argparse.Namespace) -> list[str]:
              ("--trace", args.trace != "on"), ("--max-stack", args.max_stack is not None),
              ("-D", args.depth is not None), ("-A", args.argument),
              ("--start", args.start is not None), ("--symbols", args.symbols),
-             ("--tid", args.tid is not None)]
+             ("--tid", args.tid is not None), ("--syscalls", args.syscalls)]
     return [option for option, on in given if on]
 
 
@@ -217,6 +226,7 @@ def follow_forks(process: Process, args: argparse.Namespace,
             return
         if trace is not None:
             trace.for_child()
+        args.syscall_events.clear()  # (the parent's)
         if args.output_file is not None:
             args.output_file.close()  # the parent's file: nothing buffered yet
             args.output = f"{args.output}.{pid}"
@@ -232,9 +242,11 @@ def end_child(result: RunResult) -> NoReturn:
     sys.stderr.flush()
     if result.stop.kind == "exit":
         os._exit(result.stop.status)
-    sig = int(getattr(signal, result.stop.signal, signal.SIGKILL))
-    signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    # a stop without a signal of its own (--timeout, --max-insns): as if killed
+    sig = int(getattr(signal, result.stop.signal or "SIGKILL", signal.SIGKILL))
+    if sig != signal.SIGKILL:  # (SIGKILL's action cannot be set, nor blocked)
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
     os.kill(os.getpid(), sig)
     os._exit(128 + sig)  # a signal whose host action is not to end the process
 
@@ -263,6 +275,9 @@ def write_trace(result: RunResult, args: argparse.Namespace,
         for warning in unmatched_names(args, symbols, shown, result.image.path):
             print(f"emutrace: {warning}", file=sys.stderr)
     source = result.records if records is None else records
+    events = getattr(args, "syscall_events", None)
+    if events:  # --syscalls: each a call of linux:NAME where it was made
+        source, name = merged(source, events, name)
     if args.tid is not None:
         source = only_threads(source, args.tid)
     if rules.callers:  # -C: the records that lead to a match, on a spill file of their own

@@ -96,3 +96,15 @@ def forget_children(k: K) -> None:
         os.close(fd)
     k.pidfds.clear()
     k.children = set()
+
+
+def end_children(k: K, sig: int) -> None:
+    """The run was stopped (--timeout, a stop signal): every guest child not yet reaped
+    gets host signal `sig` too, so no guest process outlives the run (each child's own
+    run stops the same way and passes it on to its children).  An unreaped child's pid
+    cannot have been reused, so nothing else is signalled."""
+    for pid in sorted(k.children):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
