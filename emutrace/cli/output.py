@@ -48,13 +48,39 @@ def whole_writes(fd: int, owned: bool, encoding: str = "utf-8",
                             encoding=encoding, errors=errors)
 
 
+OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def open_output(path: str) -> TextIO:
     """Open emutrace's own output file for writing, before the program runs: not through a
     symlink in its last component (O_NOFOLLOW), never a directory; any failure is a usage
     error naming the file."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, OUTPUT_FLAGS, 0o644)
     except OSError as e:
         raise UsageError(f"-o {path}: {e.strerror or e}") from None
     return whole_writes(fd, owned=True)
+
+
+class OutputPlace:
+    """Where `-o FILE` and the traces that follow it (a forked child's FILE.<pid>, an
+    execve'd image's FILE.exec) are written: FILE's directory is opened once, before the
+    guest runs, and every later file is created in that directory by descriptor
+    (openat, O_NOFOLLOW), never looked up by path again, so a guest that swaps the
+    directory or a path component for a symlink cannot redirect emutrace's files."""
+
+    def __init__(self, path: str) -> None:
+        directory, self.name = os.path.split(path)
+        try:
+            self.dir_fd = os.open(directory or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            raise UsageError(f"-o {path}: {e.strerror or e}") from None
+        self.path = path
+
+    def open(self, path: str) -> TextIO:
+        """`path` (FILE and a suffix: FILE.exec, FILE.1234), created or truncated in FILE's
+        directory."""
+        assert path.startswith(self.path), path
+        fd = os.open(self.name + path[len(self.path):], OUTPUT_FLAGS, 0o644,
+                     dir_fd=self.dir_fd)
+        return whole_writes(fd, owned=True)

@@ -17,7 +17,7 @@ from emutrace.cli import options, syscalls
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.forks import untraced_from_here
 from emutrace.cli.options import filter_rules, parse_arg_specs, settings_from
-from emutrace.cli.output import open_output, whole_writes
+from emutrace.cli.output import OutputPlace, open_output, whole_writes
 from emutrace.cli.patterns import unmatched
 from emutrace.cli.program import Program, find_program
 from emutrace.cli.run_machine import add_machine_options, run_machine
@@ -142,6 +142,7 @@ class RunCommand:
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name
         args.traced = args.backend != "none"  # (False in a child --no-follow-forks leaves)
+        args.output_place = OutputPlace(args.output) if args.output and args.traced else None
         args.output_file = open_output(args.output) if args.output and args.traced else None
         while True:  # one pass per image: the program, then what it execve()s
             trace = spill_trace(process) if args.traced else None
@@ -156,7 +157,7 @@ class RunCommand:
             process = result.next_process
             if args.output and args.traced:  # the next image's trace: FILE.exec (.exec.exec…)
                 args.output = f"{args.output}.exec"
-                args.output_file = open_output(args.output)
+                args.output_file = args.output_place.open(args.output)
         if result.guest_parent is not None:
             end_child(result)
         return code
@@ -230,7 +231,7 @@ def follow_forks(process: Process, args: argparse.Namespace,
         if args.output_file is not None:
             args.output_file.close()  # the parent's file: nothing buffered yet
             args.output = f"{args.output}.{pid}"
-            args.output_file = open_output(args.output)
+            args.output_file = args.output_place.open(args.output)
 
     process.kernel.fork_listeners.append(in_child)
 

@@ -1,0 +1,36 @@
+"""emutrace's own files out of the guest's reach: the traces `run -o FILE` writes after
+the guest started (a forked child's FILE.<pid>, an execve'd image's FILE.exec) are made in
+FILE's directory as opened before the guest ran, so a guest that moves that directory
+away and puts a symlink to another directory in its place redirects nothing.  The host
+file system is the oracle: the other directory stays empty."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ENV
+from .test_busybox import busybox
+
+
+@pytest.mark.busybox
+def test_child_and_exec_traces_stay_in_the_directory_opened_first(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    bb = busybox("x86_64")
+    script = f"mv out moved; ln -s {canary} out; (echo child); exec {bb} echo image"
+    got = subprocess.run([sys.executable, "-m", "emutrace", "run", "-o", "out/t.txt", bb,
+                          "sh", "-c", script], cwd=tmp_path, env=ENV, capture_output=True,
+                         timeout=300)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == b"child\nimage\n"
+    assert list(canary.iterdir()) == []
+    made = sorted(p.name for p in (tmp_path / "moved").iterdir())
+    assert made[0] == "t.txt" and made[-1] == "t.txt.exec"
+    children = [n for n in made if n.removeprefix("t.txt.").isdigit()]
+    assert len(children) >= 3  # mv, ln and the subshell, each a forked guest process
+    assert all((tmp_path / "moved" / n).read_text().startswith("# DURATION") for n in made)
