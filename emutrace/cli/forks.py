@@ -11,8 +11,9 @@ from emutrace.trace.uftrace_write import DroppingSink
 def untraced_from_here(process: Process) -> None:
     """From this point of the child (its fork returning 0), `process` runs untraced: the
     backend detached (no breakpoint left in its code, no hook of the mechanism's left to
-    run: backends.Backend.detach), no signal-handler frame reported, and what was recorded
-    before the fork, the parent's, is not the child's to write (its records are dropped).
+    run: backends.Backend.detach), no signal-handler frame or system call reported, and
+    what was recorded before the fork, the parent's, is not the child's to write (its
+    records are dropped).
     The images it execve()s run without a backend (`trace_execs`, the caller's)."""
     process.sink = DroppingSink()
     backend = process.tracer.backend
@@ -20,3 +21,4 @@ def untraced_from_here(process: Process) -> None:
         backend.detach()
     process.kernel.on_handler_entered = None
     process.kernel.on_handler_returned = None
+    process.kernel.syscall_listeners.clear()  # (--syscalls: the child's are not shown)

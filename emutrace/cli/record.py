@@ -8,6 +8,7 @@ import argparse
 import sys
 from dataclasses import replace
 
+from emutrace.cli import syscalls
 from emutrace.cli.forks import untraced_from_here
 from emutrace.cli.recording import prepare_dir, recorded
 from emutrace.cli.run import RunCommand, end_child
@@ -42,6 +43,9 @@ class RecordCommand(RunCommand):
         # what a program execve()s runs untraced: the directory holds one image
         process = Process(replace(self.config(args), trace_execs=False))
         path = prepare_dir(args.data)
+        extern = syscalls.ExternFile(path) if args.syscalls else None
+        if extern is not None:  # each call's line appended as it is made
+            syscalls.listen(process, extern.keep)
         # a forked child's events are not recorded (one data directory, one task: the
         # parent's); the child runs untraced and leaves the directory to its parent
         kernel = process.kernel
@@ -54,6 +58,8 @@ class RecordCommand(RunCommand):
             result = result.next_process.run()
         if result.guest_parent is not None:
             end_child(result)
+        if extern is not None:
+            extern.close()
         report(result)
         return result.exit_code
 

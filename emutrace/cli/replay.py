@@ -18,6 +18,7 @@ from emutrace.isa import by_name
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.filters import caller_kept
 from emutrace.trace.format import ReplayOptions, iter_replay_lines, iter_task_lines
+from emutrace.trace.syscall_events import merged, recorded_syscalls
 from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.uftrace_read import (
     in_time_order,
@@ -92,6 +93,11 @@ class ReplayCommand:
                              show_retval=not (args.no_args or args.no_retval),
                              word_bits=8 * by_name(isa).identity.word_size if isa else 64,
                              task_ids=tasks if len(tasks) > 1 else ())
+        events = recorded_syscalls(args.data)
+        if events:  # `record --syscalls`: each a call of linux:NAME in the main task
+            first, records = streams[0]
+            records, symbolize = merged(records, events, symbolize)
+            streams = [(first, records), *streams[1:]]
         if rules.callers:  # -C: each task's records that lead to a match
             streams = [(task, caller_kept(records, symbolize, rules))
                        for task, records in streams]

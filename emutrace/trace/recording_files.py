@@ -34,6 +34,7 @@ CAPS = {
     "emutrace.txt": 4 * MIB,  # the ISA and the value kinds (as long as the specs)
     "map": 4 * MIB,  # one line per module; /proc/PID/maps of a big program is < 1 MiB
     "sym": 64 * MIB,  # one line per function: about a million functions
+    "extern": 256 * MIB,  # `--syscalls`: one line per system call (extern.dat)
 }
 LINE_CAP = 4096  # the longest line of a streamed text file (emutrace-exits.txt)
 

@@ -143,6 +143,9 @@ class LinuxKernel:
         self.pidfds: dict[int, int] = {}  # child pid -> its pidfd, while waited for (child_wait.py)
         self.guest_parent: int | None = None  # the parent's pid when it is a guest too
         self.fork_listeners: list[Callable[[int], None]] = []  # run in the child, its pid
+        # told of each system call made (`--syscalls`): its name, arguments and result
+        # (None: it did not return — exit, an execve that runs — or blocked its thread)
+        self.syscall_listeners: list[Callable[[str, tuple[int, ...], int | None], None]] = []
         # fork/vfork/clone fork the host process: only the CLI, whose child ends in
         # os._exit, allows it (RunConfig.host_fork); a run embedded in another program (a
         # test, the bench) must never return into that program in a second process
@@ -202,9 +205,25 @@ class LinuxKernel:
             args += [cpu.read_word(sp + i * self.word) for i in range(conv.stack_args)]
         if conv.pc_advance:
             cpu.reg_write(self.isa.registers.pc, cpu.pc + conv.pc_advance)
-        self._set_result(self.call(nr, tuple(args)))
+        if self.syscall_listeners:
+            self._set_result(self._told(nr, tuple(args)))
+        else:
+            self._set_result(self.call(nr, tuple(args)))
         if self.sig_pending and self.deliver_hook is not None:
             self.deliver_hook()
+
+    def _told(self, nr: int, args: tuple[int, ...]) -> int:
+        """`call`, and each of `syscall_listeners` told of it, after it."""
+        name = self.abi.syscall_names.get(nr, f"#{nr}")
+        try:
+            result = self.call(nr, args)
+        except BaseException:
+            for listener in self.syscall_listeners:
+                listener(name, args, None)
+            raise
+        for listener in self.syscall_listeners:
+            listener(name, args, result)
+        return result
 
     def call(self, nr: int, args: tuple[int, ...]) -> int:
         """Run syscall nr; returns the result, -errno (as a negative int) on failure."""
