@@ -72,7 +72,7 @@ def traces(out: Path) -> dict[str, str]:
 def cluster() -> Iterator[str]:
     """A Dask local cluster of two worker processes (one thread each): its address."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None,
+                                  dashboard_address=":0",
                                   silence_logs=logging.ERROR) as local:
         yield local.scheduler_address
 

@@ -52,7 +52,8 @@ def run_on_dask(cells: Sequence[Cell], task: Task, on_done: OnDone, workers: int
         else:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True,
-                dashboard_address=None, silence_logs=logging.ERROR))
+                dashboard_address=":0",  # its HTTP server on a free port, not 8787
+                silence_logs=logging.ERROR))
             client = stack.enter_context(Client(cluster))
         run = uuid.uuid4().hex[:12]
         cell_of = {}
