@@ -83,6 +83,7 @@ CASES = {
     "regex-alternation": ("calls", "-F", "^(fact|is_odd)$", "-D", "2"),
     "glob": ("calls", "--match", "glob", "-F", "fa?t", "-D", "2"),
     "glob-star": ("calls", "--match", "glob", "-F", "scenario_*", "-D", "2"),
+    "several-in-one": ("calls", "-F", "fact;is_odd", "-D", "2"),
     # a pattern matching nothing filters nothing
     "filter-matching-nothing": ("calls", "-F", "no_such_function", "-D", "3"),
     "depth-alone": ("calls", "-D", "4"),
@@ -167,7 +168,7 @@ def test_run_applies_the_filters_as_uftrace_replays_them(recordings: dict[str, P
 
 @pytest.mark.parametrize(("option", "spec"), [
     ("-F", "("), ("-N", "fib@nonsense"), ("-T", "fib@depth=0"), ("-T", "fib@depth=x"),
-    ("-H", "fib@depth=2"), ("-F", "")])
+    ("-H", "fib@depth=2"), ("-F", ""), ("-T", "fib")])
 def test_bad_patterns_are_one_line_exit_64(recordings: dict[str, Path], option: str,
                                            spec: str) -> None:
     for command in (("replay", "-d", recordings["calls"]),

@@ -75,9 +75,11 @@ def filter_rules(args: argparse.Namespace, shown: Callable[[str], str],
     """The command line's filter options as rules (trace/filters.py): each pattern, in
     command-line order; `shown` turns an exact name into the name the trace shows
     (demangled; a dynamic program's `lib:func`); `names`, the functions shown, decides
-    whether an -F matched any."""
-    rules = [parse_rule(option, spec, args.match, shown)
-             for option, spec in getattr(args, "filter_specs", None) or ()]
+    whether an -F matched any.  A spec may list several, `;` between them (uftrace's
+    `-F 'fib;fact'`)."""
+    rules = [parse_rule(option, one, args.match, shown)
+             for option, spec in getattr(args, "filter_specs", None) or ()
+             for one in spec.split(";")]  # uftrace's list separator
     return Filters(rules, args.depth, args.trace == "on", names, args.max_stack)
 
 

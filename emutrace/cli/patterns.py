@@ -25,9 +25,10 @@ def unmatched(patterns: Iterable[tuple[str, str]], names: Iterable[str], mode: s
     out = []
     for option, spec in patterns:
         if option in OPTION_ACTIONS:
-            pattern = parse_rule(option, spec, match,
-                                 lambda n: demangled(resolve(n), mode)).pattern
-            if any(pattern.matches(name) for name in shown):
+            each = [parse_rule(option, one, match,
+                               lambda n: demangled(resolve(n), mode)).pattern
+                    for one in spec.split(";")]
+            if all(any(p.matches(name) for name in shown) for p in each):
                 continue
         else:
             name = resolve(spec)

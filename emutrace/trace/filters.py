@@ -139,6 +139,8 @@ def parse_rule(option: str, spec: str, match: str = "regex",
     an exact name written mangled into the name shown.  Anything uftrace would ignore or
     take for a module name emutrace cannot honour is a usage error."""
     name, at, actions = spec.partition("@")
+    if option == "-T" and not actions:
+        raise UsageError(f"-T {spec}: expected FUNC@ACTION[,ACTION...], e.g. fib@depth=2")
     trigger, plt = _BASE[option], False
     allowed = OPTION_ACTIONS[option]
     for action in actions.split(",") if at else ():
