@@ -15,7 +15,8 @@ from emutrace.discover.descent import descend
 from emutrace.discover.functions import from_symbol
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.model import Function, Site, SiteKind
-from emutrace.discover.store import Descents, StoredFunctions, stored_functions
+from emutrace.discover.module_store import ModuleStores
+from emutrace.discover.store import Descents, StoredFunctions, cache_dir, stored_functions
 from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.elf import Image
 
@@ -31,14 +32,24 @@ class Discovery:
         # the same file in this process (memo.py) and with later processes through the
         # on-disk store (store.py); descent's depend on what the run saw as well: kept with
         # the answers about function entries they depend on (_descend), shared the same way
+        # on disk too; a dynamic program's (a module map) in one file per module
+        # (module_store.py), unless names come from the command line (--symbols)
+        modules = image.modules
         key = file_key(image.path, image.bias) if use_symbols else None
         self._descents: Descents = kept(
-            "descents", key if image.modules is None else None, dict)  # (modules: not one file)
-        self._from_symbols: StoredFunctions = kept(
-            "functions", key, lambda: stored_functions(image.path, image.bias, self.decoder,
-                                                       self._descents)
-            if use_symbols and image.modules is None and image.tables is not None
-            else StoredFunctions(self.decoder.instructions))
+            "descents", key if modules is None else None, dict)  # (modules: not one file)
+        self._from_symbols: StoredFunctions
+        self._module_stores: ModuleStores | None = None
+        if modules is not None and use_symbols and not modules.listed \
+                and cache_dir() is not None:
+            self._module_stores = ModuleStores(modules, self.decoder, self._descents)
+            self._from_symbols = self._module_stores.functions
+        else:
+            self._from_symbols = kept(
+                "functions", key, lambda: stored_functions(image.path, image.bias,
+                                                           self.decoder, self._descents)
+                if use_symbols and modules is None and image.tables is not None
+                else StoredFunctions(self.decoder.instructions))
         self._by_start: dict[int, Function] = {}
         self._entries: set[int] = set()  # known function entries (code addresses)
         self._descended: dict[tuple[int, bool], Function] = {}
@@ -111,6 +122,8 @@ class Discovery:
         far): a result kept from an earlier descent (this process, or the on-disk store) is
         used when every one of its entry questions has the same answer now — the descent
         would read the same instructions and take the same turns."""
+        if self._module_stores is not None:
+            self._module_stores.descents_at(code, alt)
         for func, answers in self._descents.get((code, alt), ()):
             if all(self._is_entry(target) is known for target, known in answers):
                 return func

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -58,6 +59,7 @@ class Module:
     # ISA keeps no data in code; False (a stripped ARM library: literal pools unmarked)
     # means breakpoint bytes must never be written there (int3 uses site hooks)
     code_known: bool = True
+    debug: str | None = None  # the separate debug file its symbols came from, if one
 
 
 def _alias_rank(name: str) -> tuple[int, int, str]:
@@ -166,12 +168,12 @@ class _GotWords:
 
 def module_symbols(path: str, isa: Isa, bias: int, root: str = "/",
                    tables: SymbolTables | None = None) -> tuple[
-        list[FuncSymbol], list[tuple[int, int]]]:
-    """Function symbols and PLT stubs of one module, at run-time addresses, and the
-    data-in-code ranges of its mapping symbols: its `.symtab`, else the `.symtab` of its
-    separate debug file under the root (discover.debuginfo), else `.dynsym` (aliases
-    folded).  `tables`: the module's symbol tables as its Image read them (else read
-    here)."""
+        list[FuncSymbol], list[tuple[int, int]], str | None]:
+    """Function symbols and PLT stubs of one module, at run-time addresses, the
+    data-in-code ranges of its mapping symbols and the debug file read: its `.symtab`, else
+    the `.symtab` of its separate debug file under the root (discover.debuginfo), else
+    `.dynsym` (aliases folded).  `tables`: the module's symbol tables as its Image read
+    them (else read here)."""
     if tables is None:
         tables = read_file_tables(path)
     with open(path, "rb") as fh:
@@ -194,7 +196,7 @@ def module_symbols(path: str, isa: Isa, bias: int, root: str = "/",
         if isa.plt is not None and isa.plt.data[1]:
             off, size = isa.plt.data
             ranges = ranges + [(s.start + off, s.start + off + size) for s in stubs]
-    return funcs, ranges
+    return funcs, ranges, None if debug is None else str(debug)
 
 
 class ModuleMap:
@@ -208,14 +210,19 @@ class ModuleMap:
         self.code: list[tuple[int, bytes]] = []  # (run-time address, bytes) of PF_X data
         self._starts: list[int] = []
         self._owners: dict[str, list[Module]] = {}  # function name → modules defining it
+        self.listed = False  # names given on the command line (--symbols) are in the table
+        # told of each module added, after its symbols and code (discover/module_store.py)
+        self.on_add: list[Callable[[Module], None]] = []
 
     def add(self, image: Image, bias: int) -> Module:
         """A module `image` (as parsed: link-time addresses) loaded `bias` bytes up."""
         for old in self.modules:
             if old.path == image.path and old.bias == bias:
                 return old
+        debug = None
         try:
-            funcs, ranges = module_symbols(image.path, self.isa, bias, self.root, image.tables)
+            funcs, ranges, debug = module_symbols(image.path, self.isa, bias, self.root,
+                                                  image.tables)
         except Exception:  # noqa: BLE001 - damaged symbol sections: code without names
             funcs, ranges = [], []
         cls = self.isa.classifiers
@@ -223,13 +230,15 @@ class ModuleMap:
         module = Module(short_name(image.path), image.path, bias,
                         min(s.vaddr for s in image.segments) + bias,
                         max(s.vaddr + s.memsz for s in image.segments) + bias,
-                        frozenset(f.name for f in funcs), bool(ranges) or not pools)
+                        frozenset(f.name for f in funcs), bool(ranges) or not pools, debug)
         at = bisect.bisect(self._starts, module.start)
         self._starts.insert(at, module.start)
         self.modules.insert(at, module)
         self.code.extend((s.vaddr + bias, s.data) for s in image.segments if s.flags & PF_X)
         self.table.extend(funcs, ranges)
         self._qualify(module)
+        for told in self.on_add:
+            told(module)
         return module
 
     def _qualify(self, module: Module) -> None:
@@ -256,6 +265,7 @@ class ModuleMap:
 
     def add_listed(self, funcs: list[FuncSymbol]) -> None:
         """Symbols given on the command line (`--symbols`), at run-time addresses."""
+        self.listed = self.listed or bool(funcs)
         self.table.extend(funcs, [])
 
     def code_known(self, addr: int) -> bool:

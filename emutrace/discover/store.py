@@ -143,17 +143,11 @@ def _signatures(*fields: type | tuple[type, ...]) -> frozenset[tuple[type, ...]]
 
 
 _NONE = type(None)
-# addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link
-_SITE = _signatures(int, int, str, (int, _NONE), (str, _NONE), bool, bool, bool, (int, _NONE),
-                    bool, bool)
 # name, start, end, alt, local offset, sites, the instructions at the sites, the addresses
 # at the sites where nothing decodes
 _FUNCTION = _signatures((str, _NONE), int, int, bool, int, list, list, list)
-_INSN = _signatures(int, int, str, str, str, bool)  # addr, size, mnemonic, op_str, code, thumb
 _BLOCK = _signatures(int, int, bool, int)  # addr, size, alt, count
 _DESCENT = _signatures(int, bool, list, list, list)  # entry, alt, function, followed, answers
-_ANSWER = _signatures(int, bool)  # an entry question's target and answer
-_UNDECODABLE = _signatures(int, bool)  # addr, alt
 _INDEX = _signatures(int, int, int)  # a function's start, offset and length in the body
 
 
@@ -165,11 +159,62 @@ def _checked(raw: Any, signatures: frozenset[tuple[type, ...]], what: str) -> An
     return raw
 
 
-def _site(raw: Any) -> Site:
+# A function's sites and instructions are checked a column at a time (the types of each
+# field over all rows, in C): python3's stripped program has ~27,000 sites in its descents.
+# addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link
+_SITE_COLUMNS = tuple(frozenset(c if isinstance(c, tuple) else (c,)) for c in (
+    int, int, str, (int, _NONE), (str, _NONE), bool, bool, bool, (int, _NONE), bool, bool))
+# addr, size, mnemonic, op_str, code, thumb
+_INSN_COLUMNS = tuple(frozenset((c,)) for c in (int, int, str, str, str, bool))
+_PAIR_COLUMNS = (frozenset((int,)), frozenset((bool,)))  # addr and alt; target and answer
+_KINDS = {kind.value: kind for kind in SiteKind}
+_new = tuple.__new__  # (Insn, a named tuple, from its fields without its keyword handling)
+
+
+def _columns(rows: Any, types: tuple[frozenset[type], ...], what: str) -> list[tuple[Any, ...]]:
+    """The columns of rows (a list of lists of len(types) fields), each field's type one of
+    its column's (bool is an int subclass: a number must not be true/false and vice
+    versa); ValueError otherwise."""
+    if type(rows) is not list:
+        raise ValueError(f"not a list of {what}s")
+    if not rows:
+        return [()] * len(types)
+    if set(map(type, rows)) != {list} or set(map(len, rows)) != {len(types)}:
+        raise ValueError(f"not {what}s: {rows!r}")
+    cols = list(zip(*rows, strict=True))
+    for col, allowed in zip(cols, types, strict=True):
+        if not allowed.issuperset(map(type, col)):
+            raise ValueError(f"not {what}s: {rows!r}")
+    return cols
+
+
+def _moved_all(col: tuple[Any, ...], shift: int) -> Any:
+    return [None if a is None else a + shift for a in col] if shift else col
+
+
+def _sites(raw: Any, shift: int = 0) -> tuple[Site, ...]:
+    """The sites of a record whose addresses are `shift` below the run's (a module's
+    record: relative to its load bias)."""
     addr, size, kind, target, indirect, delay, cond, alt, executes, maybe_ret, alt_link = \
-        _checked(raw, _SITE, "site")
-    return Site(addr, size, SiteKind(kind), target, indirect, delay, cond, alt, executes,
-                maybe_ret, alt_link)
+        _columns(raw, _SITE_COLUMNS, "site")
+    kinds = [_KINDS.get(k) for k in kind]
+    if None in kinds:
+        raise ValueError(f"not site kinds: {kind!r}")
+    return tuple(map(Site, _moved_all(addr, shift), size, kinds, _moved_all(target, shift),
+                     indirect, delay, cond, alt, _moved_all(executes, shift), maybe_ret,
+                     alt_link))
+
+
+def _insns(raw: Any, shift: int = 0) -> list[Insn]:
+    addr, size, mnemonic, op_str, code, thumb = _columns(raw, _INSN_COLUMNS, "instruction")
+    return [_new(Insn, fields) for fields in zip(
+        _moved_all(addr, shift), size, mnemonic, op_str, map(bytes.fromhex, code), thumb,
+        strict=True)]
+
+
+def _pairs(raw: Any, what: str) -> list[tuple[Any, ...]]:
+    """A list of [int, bool] pairs as two columns."""
+    return _columns(raw, _PAIR_COLUMNS, what)
 
 
 Insns = dict[tuple[int, bool], "Insn | None"]  # a Decoder's instructions, by (addr, alt)
@@ -179,14 +224,19 @@ Blocks = dict[tuple[int, int, bool], int]  # a Decoder's block counts, by (addr,
 Descents = dict[tuple[int, bool], list[tuple[Function, tuple[tuple[int, bool], ...]]]]
 
 
-def _function(raw: Any, followed: frozenset[int] = frozenset()) -> tuple[Function, Insns]:
-    """The function of a record, and the instructions at its sites."""
+def _function(raw: Any, followed: frozenset[int] = frozenset(), shift: int = 0,
+              with_insns: bool = True) -> tuple[Function, Insns]:
+    """The function of a record, and the instructions at its sites (none unless
+    with_insns); shift: what the record's addresses lie below the run's."""
     name, start, end, alt, local_offset, sites, at_sites, undecodable = \
         _checked(raw, _FUNCTION, "function")
-    func = Function(name, start, end, tuple(_site(s) for s in sites), alt, local_offset,
+    func = Function(name, start + shift, end + shift, _sites(sites, shift), alt, local_offset,
                     followed)
-    found: Insns = dict.fromkeys(_undecodable(a) for a in undecodable)
-    found.update(((i.addr, i.thumb), i) for i in map(_insn, at_sites))
+    if not with_insns:
+        return func, {}
+    addrs, alts = _pairs(undecodable, "address")
+    found: Insns = dict.fromkeys(zip(_moved_all(addrs, shift), alts, strict=True))
+    found.update(((i.addr, i.thumb), i) for i in _insns(at_sites, shift))
     return func, found
 
 
@@ -196,13 +246,9 @@ def _learn(insns: Insns, found: Insns) -> None:
         insns.setdefault(key, insn)
 
 
-def _insn(raw: Any) -> Insn:
-    addr, size, mnemonic, op_str, code, thumb = _checked(raw, _INSN, "instruction")
-    return Insn(addr, size, mnemonic, op_str, bytes.fromhex(code), thumb)
-
-
-def _encode_insn(insn: Insn) -> list[Any]:
-    return [insn.addr, insn.size, insn.mnemonic, insn.op_str, insn.raw.hex(), insn.thumb]
+def _encode_insn(insn: Insn, shift: int = 0) -> list[Any]:
+    return [insn.addr + shift, insn.size, insn.mnemonic, insn.op_str, insn.raw.hex(),
+            insn.thumb]
 
 
 def _read_at(site: Site) -> tuple[int | None, ...]:
@@ -211,19 +257,27 @@ def _read_at(site: Site) -> tuple[int | None, ...]:
     return (site.addr, site.executes, site.addr + site.size if site.delay_slot else None)
 
 
-def _encode(func: Function, insns: Insns) -> list[Any]:
+def _encode(func: Function, insns: Insns, shift: int = 0) -> list[Any]:
     """The record of func, with the instructions at its sites (_read_at) as insns holds
     them: the backends decode them to arm the sites; where nothing decodes is kept too, or
-    capstone is set up again to find that out."""
+    capstone is set up again to find that out.  shift: added to every address (a module's
+    record: minus its load bias)."""
     wanted = dict.fromkeys((addr, site.alt_mode) for site in func.sites
                            for addr in _read_at(site) if addr is not None and
                            (addr, site.alt_mode) in insns)
     found = [insns[key] for key in wanted]
-    return [func.name, func.start, func.end, func.alt_mode, func.local_offset,
-            [[s.addr, s.size, s.kind.value, s.target, s.indirect, s.delay_slot, s.conditional,
-              s.alt_mode, s.executes, s.maybe_return, s.alt_link] for s in func.sites],
-            [_encode_insn(insn) for insn in found if insn is not None],
-            [list(key) for key, insn in zip(wanted, found, strict=True) if insn is None]]
+    # (kind._value_: the member's value without Enum's descriptor, ~40,000 sites a save)
+    return [func.name, func.start + shift, func.end + shift, func.alt_mode, func.local_offset,
+            [[s.addr + shift, s.size, s.kind._value_, _moved(s.target, shift), s.indirect,
+              s.delay_slot, s.conditional, s.alt_mode, _moved(s.executes, shift),
+              s.maybe_return, s.alt_link] for s in func.sites],
+            [_encode_insn(insn, shift) for insn in found if insn is not None],
+            [[addr + shift, alt] for (addr, alt), insn in zip(wanted, found, strict=True)
+             if insn is None]]
+
+
+def _moved(addr: int | None, shift: int) -> int | None:
+    return None if addr is None else addr + shift
 
 
 class StoredFunctions:
@@ -272,32 +326,31 @@ class StoredFunctions:
                   for start, (off, length) in self._unread.items())]
 
 
-def _descent(raw: Any, insns: Insns
+def _descent(raw: Any, insns: Insns, shift: int = 0, with_insns: bool = True
              ) -> tuple[tuple[int, bool], Function, tuple[tuple[int, bool], ...]]:
-    """A descent's (entry, alt), function and answers; its instructions go into insns."""
+    """A descent's (entry, alt), function and answers; its instructions go into insns
+    (with_insns).  shift: what the record's addresses lie below the run's."""
     entry, alt, func, followed, answers = _checked(raw, _DESCENT, "descent")
     if {type(v) for v in followed} - {int}:
         raise ValueError(f"not addresses: {followed!r}")
-    pairs = tuple((target, known) for target, known in
-                  (_checked(a, _ANSWER, "answer") for a in answers))
-    function, found = _function(func, frozenset(followed))
+    targets, known = _pairs(answers, "answer")
+    pairs = tuple(zip(_moved_all(targets, shift), known, strict=True))
+    function, found = _function(func, frozenset(f + shift for f in followed), shift,
+                                with_insns)
     _learn(insns, found)
-    return (entry, alt), function, pairs
+    return (entry + shift, alt), function, pairs
 
 
-def _encode_descents(descents: Descents, insns: Insns) -> list[Any]:
-    return [[entry, alt, _encode(func, insns), sorted(func.followed), [list(a) for a in answers]]
+def _encode_descents(descents: Descents, insns: Insns, shift: int = 0) -> list[Any]:
+    return [[entry + shift, alt, _encode(func, insns, shift),
+             sorted(f + shift for f in func.followed),
+             [[target + shift, known] for target, known in answers]]
             for (entry, alt), found in descents.items() for func, answers in found]
 
 
 def _block(raw: Any) -> tuple[tuple[int, int, bool], int]:
     addr, size, alt, count = _checked(raw, _BLOCK, "block")
     return (addr, size, alt), count
-
-
-def _undecodable(raw: Any) -> tuple[int, bool]:
-    addr, alt = _checked(raw, _UNDECODABLE, "address")
-    return addr, alt
 
 
 Kept = tuple[StoredFunctions, Blocks, Descents]
@@ -356,9 +409,9 @@ def save(where: Path, funcs: StoredFunctions, blocks: Blocks | None = None,
         return
 
 
-def _write(where: Path, data: bytes) -> None:
+def _write(where: Path, data: bytes, keep: int = FILES_KEPT) -> None:
     """data into where atomically (a reader sees the old file or the new one), then the
-    oldest files of its kind beyond FILES_KEPT deleted; OSError on failure."""
+    oldest files of its kind beyond `keep` deleted; OSError on failure."""
     fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
@@ -366,7 +419,7 @@ def _write(where: Path, data: bytes) -> None:
     kind = where.name.split("-", 1)[0]
     files = sorted(where.parent.glob(f"{kind}-*{where.suffix}"),
                    key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in files[FILES_KEPT:]:
+    for old in files[keep:]:
         old.unlink(missing_ok=True)
 
 
