@@ -21,6 +21,12 @@ seconds); the variants of one cell run interleaved (none, record, run,
 none, …) and each time is the median of --repeat.  The guest's stdout of every variant is
 compared with the untraced run's (a difference is marked in the table).
 
+Discovery's on-disk store (discover/store.py, discover/module_store.py): each cell's record
+and run -o variants get a store directory of their own, empty at the start
+(XDG_CACHE_HOME, unset for the guest), so each variant's first run is cold (it decodes what
+it reaches and writes the store) and the later ones are warm; the table gives the median
+(warm with --repeat 3) and the first run's ratio ("cold").
+
 Targets: record <= 3x untraced, run -o <= 5x.
 """
 
@@ -88,7 +94,7 @@ def ensure_root(isa: str) -> Path:
 def command(variant: str, argv: tuple[str, ...], env: dict[str, str],
             scratch: Path) -> list[str]:
     base = [sys.executable, "-m", "emutrace"]
-    envs = [f"--env={k}={v}" for k, v in env.items()]
+    envs = [f"--env={k}={v}" for k, v in env.items()] + ["--unset-env", "XDG_CACHE_HOME"]
     if variant == "none":
         return [*base, "run", "--backend", "none", "--root", ".", *envs, *argv]
     if variant == "record":
@@ -96,13 +102,15 @@ def command(variant: str, argv: tuple[str, ...], env: dict[str, str],
     return [*base, "run", "-o", str(scratch / "trace.txt"), "--root", ".", *envs, *argv]
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, float, int, bytes]:
+def timed(cmd: list[str], cwd: Path, store: Path) -> tuple[float, float, int, bytes]:
     """(wall seconds, CPU seconds (user + system of the process and its children), exit
-    status, stdout)."""
+    status, stdout); store: discovery's store directory (XDG_CACHE_HOME)."""
+    env = {k: v for k, v in os.environ.items() if k != "EMUTRACE_CACHE"}
+    env["XDG_CACHE_HOME"] = str(store)
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, env=env)
         _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -121,11 +129,13 @@ def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
     walls: dict[str, list[float]] = {v: [] for v in VARIANTS}
     same, codes, sizes, threads = True, {}, {}, 0
     reference: bytes | None = None
+    stores = Path(tempfile.mkdtemp(prefix="emutrace-bench-store-"))  # one per variant
     for _ in range(repeat):
         for variant in VARIANTS:
             scratch = Path(tempfile.mkdtemp(prefix="emutrace-bench-"))
             try:
-                wall, cpu, code, out = timed(command(variant, argv, env, scratch), root)
+                wall, cpu, code, out = timed(command(variant, argv, env, scratch), root,
+                                             stores / variant)
                 sizes[variant] = trace_bytes(scratch)
                 tasks = scratch / "rec.d" / "task.txt"
                 if tasks.exists():  # the threads the recording holds
@@ -138,9 +148,12 @@ def measure(isa: str, name: str, repeat: int) -> dict[str, object]:
             if reference is None:
                 reference = out
             same = same and out == reference
+    shutil.rmtree(stores, ignore_errors=True)
     med = {v: statistics.median(t) for v, t in times.items()}
     return {"isa": isa, "program": name, "seconds": med, "times": times, "walls": walls,
             "record_x": med["record"] / med["none"], "run_x": med["run"] / med["none"],
+            "record_cold_x": times["record"][0] / med["none"],
+            "run_cold_x": times["run"][0] / med["none"], "store": "fresh per variant",
             "codes": codes, "same_stdout": same, "trace_bytes": sizes, "threads": threads}
 
 
@@ -173,9 +186,15 @@ def markdown(rows: list[dict[str, object]]) -> str:
            "processes' CPU seconds (user + system, the process and its children: the "
            "machine is shared, and CPU time moves less with its load than wall time; the "
            "wall times are in the JSON).", "",
+           "Discovery store: rows with a \"cold\" ratio ran each traced variant with a store "
+           "of its own, empty at the start: the first run is cold (its ratio: \"cold\"), the "
+           "later ones warm, so the median of 3 is a warm run; rows without one (\"–\") were "
+           "measured when a dynamic program's modules had no store (every run cold).  The "
+           "targets column reads the medians.", "",
            "| ISA | program | threads | untraced CPU s | record CPU s | run -o CPU s | record × "
-           "| run -o × | trace MB (run -o) | exit | stdout same | targets |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| run -o × | record × cold | run -o × cold | trace MB (run -o) | exit "
+           "| stdout same | targets |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         sec = r["seconds"]
         assert isinstance(sec, dict)
@@ -185,9 +204,11 @@ def markdown(rows: list[dict[str, object]]) -> str:
         codes = r["codes"]
         assert isinstance(codes, dict)
         ok = rec_x <= 3 and run_x <= 5 and r["same_stdout"] and len(set(codes.values())) == 1
+        cold = [f"{float(r[k]):.2f}" if k in r else "–"  # type: ignore[arg-type]
+                for k in ("record_cold_x", "run_cold_x")]
         out.append(f"| {r['isa']} | {r['program']} | {r['threads']} | {sec['none']:.2f} "
                    f"| {sec['record']:.2f} "
-                   f"| {sec['run']:.2f} | {rec_x:.2f} | {run_x:.2f} "
+                   f"| {sec['run']:.2f} | {rec_x:.2f} | {run_x:.2f} | {cold[0]} | {cold[1]} "
                    f"| {sizes['run'] / 1e6:.0f} | {codes['none']} "
                    f"| {'yes' if r['same_stdout'] else 'NO'} | {'met' if ok else 'MISSED'} |")
     worst_rec = max(float(r["record_x"]) for r in rows)  # type: ignore[arg-type]
