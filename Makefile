@@ -14,8 +14,10 @@ lint:
 	$(PYTHON) -m ruff check emutrace tests tools bench
 	$(PYTHON) -m mypy emutrace
 
-# Rebuild the committed test binaries (needs the Debian cross compilers).
+# Rebuild the committed test binaries (installs the Debian cross g++ first when missing:
+# scripts/setup_testbins.sh; setup.sh installs only what the tests need).
 testbins:
+	bash scripts/setup_testbins.sh
 	$(MAKE) -C testbins
 
 # Regenerate the per-ISA ABI tables from the Debian cross kernel headers.

@@ -1,33 +1,50 @@
 #!/usr/bin/env bash
 # One-command set-up on a fresh Debian machine: system packages, the Python package with its
-# test dependencies, Debian's busybox-static for the real-program tests; then the bundled
-# example runs (an s390x program on this x86_64 host).
+# test dependencies, Debian's programs and roots for the real-program tests; then the bundled
+# example runs (an s390x program on this x86_64 host).  What only `make testbins` needs (the
+# cross g++) is installed by scripts/setup_testbins.sh, which `make testbins` runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
-# Debian's packages, in one `apt-get update` and two installs (each apt call reloads every
-# package list; one call per group cost minutes on a fresh machine):
+
+# apt's binary cache of the package lists, kept in .cache/apt: Debian's container images
+# turn it off (/etc/apt/apt.conf.d/docker-clean: Dir::Cache::pkgcache ""), and then every
+# apt call parses the lists of all eight architectures again (~6 s of CPU; this set-up makes
+# ~35 calls).  APT_CONFIG is read before apt.conf.d, so ours names a directory of links to
+# the host's apt.conf.d parts plus one last part that sets the cache's file.
+aptdir="$PWD/.cache/apt"
+rm -rf "$aptdir/apt.conf.d"
+mkdir -p "$aptdir/apt.conf.d"
+for part in /etc/apt/apt.conf.d/*; do [ -e "$part" ] && ln -s "$part" "$aptdir/apt.conf.d/"; done
+printf 'Dir::Cache::pkgcache "%s/pkgcache.bin";\n' "$aptdir" > "$aptdir/apt.conf.d/zz-emutrace-pkgcache"
+printf 'Dir::Etc::Parts "%s/apt.conf.d";\n' "$aptdir" > "$aptdir/apt.conf"
+export APT_CONFIG="$aptdir/apt.conf"
+
+# Debian's packages the tests need, in one `apt-get update` and two installs:
 # * qemu-user-static (the oracle of Linux programs) and Debian's uftrace (reads our traces);
-# * the cross compilers: tests compile against each ISA's glibc headers at run time
-#   (test_sigframe: the signal-frame layout against ucontext_t; test_hardening_selfmod builds
-#   its program) and `make testbins` rebuilds the committed programs with them (g++ for
-#   the C++ program testbins/src/cxx.cpp);
-# * the cross sysroots (/usr/<triple>): the roots of the dynamic-binary tests (issue 15; the
-#   x86_64 programs use the host's own /);
-# * the cross binutils (issue 15): objdump's @plt names are the oracle of PLT naming,
+# * the cross C compilers: tests compile against each ISA's glibc headers at run time
+#   (test_sigframe: the signal-frame layout against ucontext_t; test_abi_tables: the ABI
+#   tables regenerated; test_hardening_selfmod and test_hardening_int80 build their programs);
+# * the cross sysroots (/usr/<triple>): the roots of the dynamic-binary tests (the x86_64
+#   programs use the host's own /);
+# * the cross binutils: objdump's @plt names are the oracle of PLT naming,
 #   objcopy/readelf split debug files in tests/test_debuginfo.py;
 # * a C compiler and Python headers when missing: `pip install -e .` compiles
-#   emutrace/native/*.c (issue 9);
+#   emutrace/native/*.c;
 # * without recommends, qemu-system-<arch>: the oracle of the mini-kernels in testbins/kernel
-#   (issue 14: arm/aarch64 in qemu-system-arm, riscv64 in -misc, i386 in -x86, ppc/ppc64le in
-#   -ppc (bamboo, pseries), mips/mipsel in -mips (malta)).
+#   (arm/aarch64 in qemu-system-arm, riscv64 in -misc, i386 in -x86, ppc/ppc64le in -ppc
+#   (bamboo, pseries), mips/mipsel in -mips (malta)).
 # The foreign architectures come first: Debian's programs of the other ISAs (busybox, the
-# shells, the roots of tests/test_debian_programs.py, the arm64 kernel) are fetched below.
+# shells, the roots of tests/test_debian_programs.py and test_system_root.py, the arm64
+# kernel) are fetched below.
 foreign="arm64 armhf i386 mipsel ppc64el s390x"
 update=0
+# (the list read once: under pipefail, `dpkg ... | grep -q` fails when grep's early exit
+# cuts dpkg's output short, and an architecture already known looked new)
+known=$(dpkg --print-foreign-architectures)
 for a in $foreign; do
-  if ! dpkg --print-foreign-architectures | grep -qx "$a"; then
+  if ! grep -qx "$a" <<<"$known"; then
     $sudo dpkg --add-architecture "$a"; update=1
   fi
 done
@@ -35,17 +52,15 @@ with_recommends="qemu-user-static uftrace
   gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
   gcc-mipsel-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc-linux-gnu gcc-powerpc64le-linux-gnu
   gcc-s390x-linux-gnu
-  g++-i686-linux-gnu g++-aarch64-linux-gnu g++-arm-linux-gnueabihf g++-mips-linux-gnu
-  g++-mipsel-linux-gnu g++-riscv64-linux-gnu g++-powerpc-linux-gnu g++-powerpc64le-linux-gnu
-  g++-s390x-linux-gnu
   libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
   libc6-riscv64-cross libc6-powerpc-cross libc6-ppc64el-cross libc6-s390x-cross
   binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
   binutils-mips-linux-gnu binutils-mipsel-linux-gnu binutils-riscv64-linux-gnu
   binutils-powerpc-linux-gnu binutils-powerpc64le-linux-gnu binutils-s390x-linux-gnu"
+has_compiler=1
 if ! command -v gcc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
-  with_recommends="$with_recommends gcc python3-dev"
+  with_recommends="$with_recommends gcc python3-dev"; has_compiler=0
 fi
 without_recommends="qemu-system-arm qemu-system-misc qemu-system-x86 qemu-system-ppc
   qemu-system-mips"
@@ -57,6 +72,18 @@ if [ "$update" = 1 ] || [ "${#missing[@]}" != 0 ] || [ "${#missing_bare[@]}" != 
   # a half-synced mirror index of one suite must not stop us
   $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
 fi
+
+# The package, with its test extras (`pip install -e .` compiles emutrace/native/*.c): beside
+# apt's installs when the compiler is already there (pip needs nothing apt installs then).
+pip_install() {
+  python3 -m pip install -q -e '.[test]'
+  python3 -c 'from emutrace import native; native.load()' ||
+    echo "warning: the native hot path was not built; --engine native is unavailable"
+  python3 -c 'from emutrace.native import disasmlib; assert disasmlib._sweep()' 2>/dev/null ||
+    echo "warning: discovery's sweep in C (emutrace/native/sweep.c) was not built; it runs in Python"
+}
+pip_pid=""
+if [ "$has_compiler" = 1 ]; then pip_install & pip_pid=$!; fi
 if [ "${#missing[@]}" != 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
@@ -64,75 +91,75 @@ if [ "${#missing_bare[@]}" != 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     "${missing_bare[@]}" >/dev/null
 fi
-# ... and Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
-# .cache/firmware once (never committed): tests/test_kernel.py boots them to the prompt.
-firmware=()
-for pkg in u-boot-qemu opensbi; do
-  [ -d ".cache/firmware/$pkg/usr/lib" ] || firmware+=("$pkg")
-done
-if [ "${#firmware[@]}" != 0 ]; then
+if [ -n "$pip_pid" ]; then wait "$pip_pid"; else pip_install; fi
+
+# What is fetched from Debian into .cache (never committed; each part skips what is there),
+# all side by side: each part mostly waits for the mirror, apt or dpkg-deb.  After the
+# installs above: an install changes dpkg's status, which makes every apt call rebuild the
+# binary cache; it is rebuilt once here, before the parallel calls read it.
+apt-cache stats >/dev/null
+jobs_started=()
+start() { "$@" & jobs_started+=("$!:$*"); }
+
+# Debian's U-Boot for QEMU (u-boot-qemu) and OpenSBI (opensbi), unpacked under
+# .cache/firmware: tests/test_kernel.py boots them to the prompt.
+fetch_firmware() {
+  local firmware=() pkg
+  for pkg in u-boot-qemu opensbi; do
+    [ -d ".cache/firmware/$pkg/usr/lib" ] || firmware+=("$pkg")
+  done
+  [ "${#firmware[@]}" = 0 ] && return 0
   mkdir -p .cache/firmware
   ( cd .cache/firmware && for pkg in "${firmware[@]}"; do rm -f "${pkg}"_*.deb; done &&
     apt-get download -qq "${firmware[@]}" &&
     for pkg in "${firmware[@]}"; do dpkg-deb -x "${pkg}"_*.deb "$pkg"; done )
-fi
-# ... and a Linux kernel from Debian (linux-image-*-cloud-arm64): only its vmlinuz, as
+}
+# A Linux kernel from Debian (linux-image-*-cloud-arm64): only its vmlinuz, as
 # .cache/firmware/linux-arm64/vmlinuz (tests/test_kernel.py boots it to the VFS panic).
-if [ ! -f .cache/firmware/linux-arm64/vmlinuz ]; then
+fetch_kernel() {
+  [ -f .cache/firmware/linux-arm64/vmlinuz ] && return 0
+  local pkg tmp
   pkg=$(apt-cache depends linux-image-cloud-arm64:arm64 | awk '/Depends: linux-image-/ {print $2; exit}')
   tmp=$(mktemp -d)
   ( cd "$tmp" && apt-get download "$pkg" 2>/dev/null ) &&
     dpkg-deb --fsys-tarfile "$tmp"/linux-image-*.deb | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*' &&
     mkdir -p .cache/firmware/linux-arm64 && cp "$tmp"/boot/vmlinuz-* .cache/firmware/linux-arm64/vmlinuz
   rm -rf "$tmp"
-fi
-# the package, with its test extras; `pip install -e .` compiles emutrace/native/*.c
-python3 -m pip install -q -e '.[test]'
-python3 -c 'from emutrace import native; native.load()' ||
-  echo "warning: the native hot path was not built; --engine native is unavailable"
-python3 -c 'from emutrace.native import disasmlib; assert disasmlib._sweep()' 2>/dev/null ||
-  echo "warning: discovery's sweep in C (emutrace/native/sweep.c) was not built; it runs in Python"
-bash scripts/fetch_busybox.sh
-# issue 11: Debian's static shells (bash-static, zsh-static, sash) for tests/test_shells.py,
-# into .cache/shells/<isa>/ (cached; needs the foreign architectures fetch_busybox.sh adds)
-bash scripts/fetch_shells.sh
-# Debian's own dynamic programs (issue 15, tests/test_debian_programs.py): a root per Debian
-# ISA made by `emutrace rootfs` into .cache/rootfs/<isa> (coreutils, grep, sed, findutils,
-# diffutils, gawk and their libraries; the .debs, ~90 MB for all seven, are kept in
-# .cache/rootfs-debs/<isa>).  Idempotent: a root whose marker lists every package is left
-# alone.  The seven are made side by side (each mostly waits for apt and dpkg-deb), each
-# with its own .deb directory (two `apt-get download`s of one file must not meet).
-debian_programs="coreutils grep sed findutils diffutils gawk"
-pids=()
-for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do
-  root=".cache/rootfs/$isa"
-  complete=1
-  for pkg in $debian_programs; do
-    grep -q "^$pkg:" "$root/.emutrace-rootfs" 2>/dev/null || complete=0
+}
+# Debian's busybox-static, then its static shells (bash-static, zsh-static, sash) for
+# tests/test_shells.py: .cache/busybox/<isa>/, .cache/shells/<isa>/.
+fetch_programs() { bash scripts/fetch_busybox.sh && bash scripts/fetch_shells.sh; }
+# Per Debian ISA, two roots made by `emutrace rootfs`, one after the other (they share the
+# ISA's .deb directory .cache/rootfs-debs/<isa>: two `apt-get download`s of one file must not
+# meet), the seven ISAs side by side:
+# * .cache/rootfs/<isa>: Debian's own dynamic programs (tests/test_debian_programs.py):
+#   coreutils, grep, sed, findutils, diffutils, gawk and their libraries;
+# * .cache/system-roots/<isa>: roots that work like a system (tests/test_system_root.py):
+#   Debian's perl, python3, dash and bash; `emutrace rootfs` also makes their /tmp, home,
+#   /dev and /proc.
+# A root whose marker lists every package is left alone.
+root_with() {
+  local isa=$1 root=$2 pkg; shift 2
+  for pkg in "$@"; do
+    if ! grep -q "^$pkg:" "$root/.emutrace-rootfs" 2>/dev/null; then
+      python3 -m emutrace rootfs --arch "$isa" -o "$root" --cache ".cache/rootfs-debs/$isa" "$@"
+      return
+    fi
   done
-  if [ "$complete" = 0 ]; then
-    # shellcheck disable=SC2086
-    python3 -m emutrace rootfs --arch "$isa" -o "$root" --cache ".cache/rootfs-debs/$isa" \
-      $debian_programs &
-    pids+=("$!")
-  fi
+}
+roots() {
+  root_with "$1" ".cache/rootfs/$1" coreutils grep sed findutils diffutils gawk &&
+    root_with "$1" ".cache/system-roots/$1" perl-base python3-minimal dash bash coreutils
+}
+start fetch_firmware
+start fetch_kernel
+start fetch_programs
+for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do start roots "$isa"; done
+failed=0
+for job in "${jobs_started[@]}"; do
+  wait "${job%%:*}" || { echo "setup: failed: ${job#*:}" >&2; failed=1; }
 done
-for pid in "${pids[@]}"; do wait "$pid"; done
-# Roots that work like a system (tests/test_system_root.py): Debian's perl, python3, dash
-# and bash per Debian ISA in .cache/system-roots/<isa> (one after another: they share the
-# .deb directories above).  `emutrace rootfs` also makes their /tmp, home, /dev and /proc.
-system_programs="perl-base python3-minimal dash bash coreutils"
-for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do
-  root=".cache/system-roots/$isa"
-  complete=1
-  for pkg in $system_programs; do
-    grep -q "^$pkg:" "$root/.emutrace-rootfs" 2>/dev/null || complete=0
-  done
-  if [ "$complete" = 0 ]; then
-    # shellcheck disable=SC2086
-    python3 -m emutrace rootfs --arch "$isa" -o "$root" --cache ".cache/rootfs-debs/$isa" \
-      $system_programs
-  fi
-done
+[ "$failed" = 0 ]
+
 echo "== bundled example: emutrace run testbins/s390x/calls recursion"
 python3 -m emutrace run testbins/s390x/calls recursion

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# What `make testbins` needs beyond scripts/setup.sh: Debian's cross g++ for the C++ program
+# testbins/src/cxx.cpp (the cross gcc, binutils and libc headers come with setup.sh, which
+# the tests need them for; listed here too so that this alone is enough).  Installs only what
+# is missing.
+set -euo pipefail
+sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+missing=()
+installed g++ || missing+=(g++)  # x86_64-linux-gnu-g++ is the host's
+for triple in i686-linux-gnu aarch64-linux-gnu arm-linux-gnueabihf mips-linux-gnu \
+              mipsel-linux-gnu riscv64-linux-gnu powerpc-linux-gnu powerpc64le-linux-gnu \
+              s390x-linux-gnu; do
+  for tool in gcc g++ binutils; do installed "$tool-$triple" || missing+=("$tool-$triple"); done
+done
+[ "${#missing[@]}" = 0 ] && exit 0
+$sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
