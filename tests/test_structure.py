@@ -98,9 +98,6 @@ EMULATOR_REACH_LEFT = {
     # the crash guard wraps libunicorn's uc_emu_start in C: it binds the emulator's library
     # itself, as the C engines do through the target's CPort
     "emutrace.native.crashguard: imports unicorn.unicorn_py3",
-    # a failed read of guest memory caught as the binding's UcError beside the protocol's
-    # MemoryFault (UnicornCpu raises one error that is both)
-    "emutrace.backends.args: imports unicorn",
     # the block hook's first argument annotated with the binding's Uc
     "emutrace.backends.branch: imports unicorn",
 }

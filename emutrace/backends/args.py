@@ -19,8 +19,6 @@ from __future__ import annotations
 import struct
 from fractions import Fraction
 
-from unicorn import UcError
-
 from emutrace.discover.callabi import (
     AUTO,
     SRET,
@@ -104,7 +102,7 @@ class ArgReader:
             return None
         try:
             data = mem_read(sp + self.offset, n * self.word)
-        except (UcError, MemoryFault):
+        except MemoryFault:
             return None
         order = self.cpu.byteorder
         return [int.from_bytes(data[k:k + self.word], order)
@@ -120,7 +118,7 @@ class ArgReader:
         assert sp is not None
         try:
             return self.cpu.read_word(sp + self.offset + (i - len(self.regs)) * self.word)
-        except (UcError, MemoryFault):
+        except MemoryFault:
             return 0
 
     def _from_words(self, words: list[int], t: CType) -> Value:
@@ -204,7 +202,7 @@ class ArgReader:
                     out += chunk[:nul]
                     break
                 out += chunk
-        except (UcError, MemoryFault):
+        except MemoryFault:
             return None
         return out[:STRING_LIMIT + 1].decode("latin-1")
 
@@ -231,7 +229,7 @@ class ArgReader:
     def _struct_at(self, addr: int, t: CType) -> Value:
         try:
             data = self.cpu.mem_read(addr, t.size)
-        except (UcError, MemoryFault):
+        except MemoryFault:
             return Value("struct", 8 * t.size, addr, None)
         return self.struct_value(data, t)
 
