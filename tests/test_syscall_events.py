@@ -141,9 +141,11 @@ def test_replays_show_the_recorded_calls(tmp_path: Path) -> None:
     assert calls == [s.removesuffix(" = ?") for s in kept]  # (no return: no value)
 
 
-@pytest.mark.parametrize("option", [["--backend", "int3", "--target", "native"],
-                                    ["--backend", "none"]])
-def test_syscalls_refused_where_there_is_no_trace_of_them(option: list[str]) -> None:
-    done = run_emutrace("run", "--syscalls", *option, bin_path("x86_64", "fib"), "5")
+@pytest.mark.parametrize("option", [["run", "--backend", "int3", "--target", "native"],
+                                    ["run", "--backend", "none"],
+                                    ["record", "--target", "native"]])
+def test_syscalls_refused_where_there_is_no_trace_of_them(tmp_path: Path,
+                                                          option: list[str]) -> None:
+    done = run_emutrace(*option, "--syscalls", bin_path("x86_64", "fib"), "5", cwd=tmp_path)
     assert done.returncode == 64, done.stderr.decode()
     assert done.stderr.decode().count("\n") == 1

@@ -32,6 +32,10 @@ class RecordCommand(RunCommand):
             raise UsageError(f"record {option}: {why}")
         if args.backend == "none":
             raise UsageError("record needs a tracing backend (--backend)")
+        if args.syscalls and (args.machine or args.target == "native"):
+            raise UsageError("--syscalls: the system calls of an emulated Linux program "
+                             "only (a kernel image makes none of its own; natively, use "
+                             "strace)")
         if args.machine:  # a kernel image on a board (`run --machine`)
             from emutrace.cli.run_machine import record_machine
 
