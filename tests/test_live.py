@@ -72,3 +72,17 @@ def test_live_help_lists_both_sides() -> None:
                          capture_output=True, text=True, env=ENV).stdout
     for option in ("--keep", "-d DIR", "--backend", "-F FUNC", "--time-filter", "--no-args"):
         assert option in out, option
+
+
+def test_live_with_syscalls_is_record_then_replay(tmp_path: Path) -> None:
+    """A record option (--syscalls) goes to the recording, and the replay shows its calls."""
+    program = bin_path("aarch64", "fib")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    live = emutrace(temp, "live", "--syscalls", "-D", "4", program, "6")
+    data = tmp_path / "data"
+    record = emutrace(temp, "record", "--syscalls", "-d", data, program, "6")
+    replay = emutrace(temp, "replay", "-d", data, "-D", "4")
+    assert live.returncode == record.returncode == replay.returncode == 0
+    assert live.stdout == record.stdout + replay.stdout
+    assert b"linux:exit_group(0);" in live.stdout
