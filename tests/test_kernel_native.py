@@ -133,8 +133,8 @@ def test_auto_runs_boards_natively_or_says_why(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_code_at_address_zero_runs_on_the_reference(tmp_path: Path) -> None:
-    """A raw image at virt-arm64's -bios address 0: the native engine's tables cannot hold
-    code at address 0, so --engine native is a usage error (one line, exit 64) and auto
+    """A raw image started at virt-arm64's -bios address 0: the native engine's tables
+    cannot hold code at address 0, so --engine native is a usage error (one line, exit 64) and auto
     traces on the reference, saying so in one line; its trace is step's (the test_kernel
     oracle of this image), and `info --machines` says which boards it concerns."""
     fw = _raw(tmp_path, STALE)
@@ -148,7 +148,7 @@ def test_code_at_address_zero_runs_on_the_reference(tmp_path: Path) -> None:
     assert done.returncode == 0, err
     assert [line for line in err.splitlines() if "engine" in line] == [
         "emutrace: tracing on the Python reference engine (tens of times slower): the image "
-        "has code at address 0, which the native engine's tables cannot hold"]
+        "starts at address 0, which the native engine's tables cannot hold"]
     machine, result, _ = run_on("auto", "virt-arm64", fw, backend="int3")
     _, step, _ = run_on("python", "virt-arm64", fw, backend="step")
     assert machine.engine == "python"
