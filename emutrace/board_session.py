@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 from elftools.elf.elffile import ELFFile
 
 from emutrace.backends import BackendOptions, create
+from emutrace.discover.argformats import ArgFormats
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import PF_R, PF_X, Image, Segment, load_image
@@ -71,6 +72,7 @@ class BoardConfig(BackendSettings):
     # (native where the backend has it and the library is built)
     engine: str = "auto"
     arg_counts: dict[str, int] = field(default_factory=dict)
+    arg_formats: dict[str, ArgFormats] = field(default_factory=dict)  # -A/-R with formats
     default_args: int = DEFAULT_ARGS
     console_out: BinaryIO | None = None  # None: emutrace's stdout
 
@@ -290,7 +292,7 @@ class BoardMachine(TracedRun):
                                                                    self.payload_entry)
                                                        if e is not None]))
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
-                                        config.default_args)
+                                        config.default_args, dict(config.arg_formats))
             options = BackendOptions(**settings_of(config), call_types=types,
                                      engine=self.engine)
             backend = create(config.backend, self.image, cpu, self.hooks, self.tracer.emit,

@@ -224,7 +224,7 @@ class NativeProcess(TracedRun):
             self.types: CallTypes | None = None
             if config.backend != "none":
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
-                                            config.default_args)
+                                            config.default_args, dict(config.arg_formats))
                 engine = "native" if config.backend in C_LOOP_BACKENDS and \
                     self.engine == "native" else "python"
                 options = BackendOptions(**settings_of(config), call_types=types,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from emutrace import native
 from emutrace.backends import NATIVE_BACKENDS, BackendOptions, create
+from emutrace.discover.argformats import ArgFormats
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.debuginfo import debug_file_of, listed_symbols, parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
@@ -65,6 +66,8 @@ class RunConfig(BackendSettings):
     env: dict[str, str] | None = None  # None: the user's environment (environment.py)
     backend: str = "none"  # "none" (just run) or a tracing backend (backends.BACKENDS)
     arg_counts: dict[str, int] = field(default_factory=dict)  # -A FUNC@argN
+    # -A/-R with uftrace's formats (FUNC@arg1/i32,fparg1/64; FUNC@retval/f64)
+    arg_formats: dict[str, ArgFormats] = field(default_factory=dict)
     default_args: int = DEFAULT_ARGS  # integer words read for a function without prototype
     max_memory: int = DEFAULT_MAX_MEMORY  # guest mappings beyond this are ENOMEM
     # "python" (reference), "native" (C hot path; int3, step) or "auto": native where the
@@ -286,7 +289,7 @@ class Process(TracedRun):
             # values per function: its prototype (DWARF, else the libc table), -A, else
             # DEFAULT_ARGS integer words
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
-                                        config.default_args)
+                                        config.default_args, dict(config.arg_formats))
             self.engine = engine_of_run(config.engine, config.backend, self.kernel.warn)
             options = BackendOptions(**settings_of(config), call_types=types,
                                      engine=self.engine)

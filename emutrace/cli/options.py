@@ -9,6 +9,7 @@ import argparse
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from emutrace.discover.argformats import ArgFormats, parse_formats
 from emutrace.discover.demangle import DEFAULT, MODES
 from emutrace.errors import UsageError
 from emutrace.mechanisms import backend_settings
@@ -107,13 +108,34 @@ def env_name(text: str) -> str:
 
 
 def parse_arg_specs(specs: list[str]) -> dict[str, int]:
-    """`-A FUNC@argN`: show N arguments of FUNC (uftrace's spelling of an argument)."""
+    """`-A FUNC@argN`: show N arguments of FUNC (the first N, typed by its prototype).
+    A spec with formats or several values is `parse_arg_formats`'s."""
     out = {}
     for spec in specs:
         func, _, arg = spec.partition("@")
+        if _with_formats(arg):
+            parse_formats("-A", spec)  # (checked here too: a bad one is refused at once)
+            continue
         if not func or not arg.startswith("arg") or not arg[3:].isdigit():
-            raise UsageError(f"-A {spec}: expected FUNC@argN, e.g. -A combine9@arg9")
+            raise UsageError(f"-A {spec}: expected FUNC@argN, e.g. -A combine9@arg9, or "
+                             f"uftrace's FUNC@arg1/i32,arg2/x64,fparg1/f64")
         out[func] = int(arg[3:])
+    return out
+
+
+def _with_formats(values: str) -> bool:
+    return "/" in values or "," in values or values.startswith(("fparg", "retval"))
+
+
+def parse_arg_formats(specs: list[str], retspecs: list[str]) -> dict[str, ArgFormats]:
+    """`-A FUNC@arg1/i32,arg2/x8,fparg1/f64` and `-R FUNC@retval/f64`: uftrace's formats
+    (discover/argformats.py), merged per function in command-line order."""
+    out: dict[str, ArgFormats] = {}
+    for option, spec in [*(("-A", s) for s in specs), *(("-R", s) for s in retspecs)]:
+        if option == "-A" and not _with_formats(spec.partition("@")[2]):
+            continue  # FUNC@argN: a count (parse_arg_specs)
+        func, formats = parse_formats(option, spec)
+        out[func] = out[func].merged(formats) if func in out else formats
     return out
 
 

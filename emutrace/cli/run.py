@@ -16,7 +16,12 @@ from emutrace.backends import ENGINES, NATIVE_BACKENDS
 from emutrace.cli import options, syscalls
 from emutrace.cli.deferred import stop_signals_deferred
 from emutrace.cli.forks import untraced_from_here
-from emutrace.cli.options import filter_rules, parse_arg_specs, settings_from
+from emutrace.cli.options import (
+    filter_rules,
+    parse_arg_formats,
+    parse_arg_specs,
+    settings_from,
+)
 from emutrace.cli.output import OutputPlace, open_output, whole_writes
 from emutrace.cli.patterns import unmatched
 from emutrace.cli.program import Program, find_program
@@ -65,7 +70,12 @@ class RunCommand:
         options.add_demangle_option(g)
         g.add_argument("-A", "--argument", action="append", default=[], metavar="FUNC@argN",
                        help="show the first N arguments of FUNC (default: its prototype from "
-                            "DWARF or the libc table, else 4 integer words; repeatable)")
+                            "DWARF or the libc table, else 4 integer words; repeatable); "
+                            "uftrace's formats: FUNC@arg1/i32,arg2/x64,arg3/s,fparg1/f64")
+        g.add_argument("-R", "--retval", action="append", default=[],
+                       metavar="FUNC@retval/FMT",
+                       help="FUNC's return value in uftrace's format: i32, u64, x64, c, s, "
+                            "p, f64... (repeatable)")
         g.add_argument("--start", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main)")
         g.add_argument("--tid", type=tid_list, metavar="TID[,TID...]",
@@ -112,6 +122,7 @@ class RunCommand:
         """The run's configuration from the command line; every bad value is a usage error
         here, before anything runs."""
         args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
+        args.arg_formats = parse_arg_formats(args.argument, args.retval)
         program = Program(args.program, list(args.args))
         if args.target == "emulation":  # (a native run starts the host's file itself)
             program = find_program(args.program, list(args.args), args.root)
@@ -119,7 +130,8 @@ class RunCommand:
                          execfn=program.execfn, arch=args.arch, root=args.root,
                          allow_write=args.allow_write, max_insns=args.max_insns,
                          timeout=args.timeout, backend=args.backend, **settings_from(args),
-                         arg_counts=args.arg_counts, max_memory=args.max_memory,
+                         arg_counts=args.arg_counts, arg_formats=args.arg_formats,
+                         max_memory=args.max_memory,
                          engine=args.engine,
                          env=with_changes(user_environment(), args.env, args.unset_env),
                          symbols=args.symbols, host_fork=True)
@@ -197,7 +209,7 @@ def trace_options(args: argparse.Namespace) -> list[str]:
     given = [("-o", args.output is not None), ("-F", args.filter), ("-N", args.notrace),
              ("-T", args.trigger), ("-H", args.hide), ("-C", args.caller_filter),
              ("--trace", args.trace != "on"), ("--max-stack", args.max_stack is not None),
-             ("-D", args.depth is not None), ("-A", args.argument),
+             ("-D", args.depth is not None), ("-A", args.argument), ("-R", args.retval),
              ("--start", args.start is not None), ("--symbols", args.symbols),
              ("--tid", args.tid is not None), ("--syscalls", args.syscalls)]
     return [option for option, on in given if on]
@@ -318,6 +330,7 @@ def unmatched_names(args: argparse.Namespace, symbols: SymbolTable,
     that names no function of the program (cli/patterns.py)."""
     given = [*(getattr(args, "filter_specs", None) or ()),
              *(("-A", f) for f in args.arg_counts),
+             *(("-A", f) for f in getattr(args, "arg_formats", {})),
              *([("--start", args.start)] if args.start is not None else [])]
     return unmatched(given, (f.name for f in symbols.funcs), args.demangle, program, shown,
                      args.match)

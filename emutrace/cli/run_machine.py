@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from emutrace.cli.deferred import stop_signals_deferred
-from emutrace.cli.options import parse_arg_specs, settings_from
+from emutrace.cli.options import parse_arg_formats, parse_arg_specs, settings_from
 from emutrace.cli.output import open_output
 from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
@@ -91,7 +91,8 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
         engine=args.engine,
         **settings_from(args),
-        arg_counts=parse_arg_specs(args.argument), reloc=args.reloc)
+        arg_counts=parse_arg_specs(args.argument),
+        arg_formats=parse_arg_formats(args.argument, args.retval), reloc=args.reloc)
     args.arg_counts = config.arg_counts
     return BoardMachine(config)
 

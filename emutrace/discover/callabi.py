@@ -20,7 +20,9 @@ order (i386: stack words only).  A location is one of:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
+from emutrace.discover.argformats import ArgFormats
 from emutrace.discover.demangle import demangled
 from emutrace.discover.memo import file_key, kept
 from emutrace.discover.prototypes import (
@@ -37,6 +39,7 @@ from emutrace.discover.symbols import SymbolTable, read_symbols
 from emutrace.elf import Image
 from emutrace.isa.base import CValues, Isa
 
+T = TypeVar("T")
 DEFAULT_ARGS = 4  # integer arguments shown for a function without a prototype or -A
 
 
@@ -198,11 +201,13 @@ class CallTypes:
     """Prototypes of one program's functions, resolved once per function address."""
 
     def __init__(self, isa: Isa, path: str, symbols: SymbolTable, bias: int = 0,
-                 counts: dict[str, int] | None = None, default: int = DEFAULT_ARGS) -> None:
+                 counts: dict[str, int] | None = None, default: int = DEFAULT_ARGS,
+                 formats: dict[str, ArgFormats] | None = None) -> None:
         self.isa = isa
         self.symbols = symbols
         self.bias = bias
         self.counts = counts or {}
+        self.formats = formats or {}  # -A/-R with uftrace's formats (discover/argformats.py)
         self.default = default
         self.dwarf = _prototypes(path)
         self.libc = libc_prototypes(isa.identity.word_size, isa.c_values.char_signed)
@@ -213,9 +218,11 @@ class CallTypes:
 
     @classmethod
     def for_image(cls, image: Image, counts: dict[str, int] | None = None,
-                  default: int = DEFAULT_ARGS) -> CallTypes:
+                  default: int = DEFAULT_ARGS,
+                  formats: dict[str, ArgFormats] | None = None) -> CallTypes:
         """The image as loaded (run-time addresses; DWARF's are link addresses)."""
-        return cls(image.isa, image.path, read_symbols(image), image.bias, counts, default)
+        return cls(image.isa, image.path, read_symbols(image), image.bias, counts, default,
+                   formats)
 
     def prototype(self, addr: int) -> tuple[Prototype | None, str | None]:
         name = self.symbols.entry_name(addr)
@@ -251,16 +258,13 @@ class CallTypes:
     def count_of(self, name: str | None) -> int | None:
         """`-A FUNC@argN`'s N for the symbol `name`: FUNC names it as it is, or (a C++
         function) by its simple or full demangled name (discover/demangle.py)."""
-        if name is None or not self.counts:
-            return None
-        got = self.counts.get(name)
-        for mode in ("simple", "full"):
-            if got is None and name.startswith("_Z"):
-                got = self.counts.get(demangled(name, mode))
-        return got
+        return _by_name(self.counts, name)
 
     def _resolve(self, addr: int) -> FunctionValues:
         proto, name = self.prototype(addr)
+        formats = _by_name(self.formats, name)
+        if formats is not None:  # -A/-R with formats: the prototype they make
+            proto = formats.prototype(proto, self.isa.identity.word_size)
         want = self.count_of(name)
         if proto is None:
             n = self.default if want is None else want
@@ -271,6 +275,18 @@ class CallTypes:
         core = proto.variadic and self.isa.c_values.variadic_core_only
         return FunctionValues(plan_call(self.isa, params, proto.variadic, proto.ret),
                               proto.ret, core)
+
+
+def _by_name(table: dict[str, T], name: str | None) -> T | None:
+    """`table`'s entry for the symbol `name`, named as it is or (a C++ function) by its
+    simple or full demangled name."""
+    if name is None or not table:
+        return None
+    got = table.get(name)
+    for mode in ("simple", "full"):
+        if got is None and name.startswith("_Z"):
+            got = table.get(demangled(name, mode))
+    return got
 
 
 __all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc", "Slots",
