@@ -4,8 +4,10 @@ x86_64 Linux host."""
 
 from __future__ import annotations
 
+import resource
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from .conftest import ENV, bin_path, run_emutrace
@@ -70,3 +72,28 @@ def test_file_calls_at_the_sandbox_edges_as_native(tmp_path: Path) -> None:
     assert (got.returncode, got.stderr.decode()) == (0, "")
     assert got.stdout.decode() == native.stdout.decode()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def _few_descriptors() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))  # quick to use up
+
+
+def test_descriptors_used_up_as_native(tmp_path: Path) -> None:
+    """A guest that opens descriptors until EMFILE gets exactly RLIMIT_NOFILE of them (the
+    limit it reads: emutrace's own less a reserve for emutrace's files), and fork, the
+    child's trace file (-o) and a recording still work; the same lines as natively (both
+    started with a limit of 256)."""
+    program = bin_path("x86_64", "hard_fds")
+    native = subprocess.run([program], cwd=tmp_path, env=ENV, capture_output=True, timeout=60,
+                            preexec_fn=_few_descriptors)
+    assert native.returncode == 0, native.stderr
+    assert "open at the limit = -1 EMFILE" in native.stdout.decode()
+    assert "all numbers below the limit used = 1" in native.stdout.decode()
+    for how in (("run", "--backend", "none"), ("run", "--backend", "int3", "-o", "t.txt"),
+                ("record", "-d", "rec")):
+        got = subprocess.run([sys.executable, "-m", "emutrace", *how, program], cwd=tmp_path,
+                             env=ENV, capture_output=True, timeout=300,
+                             preexec_fn=_few_descriptors)
+        assert (got.returncode, got.stderr.decode()) == (0, ""), how
+        assert got.stdout.decode() == native.stdout.decode(), how
+    assert len(list(tmp_path.glob("t.txt.*"))) == 1  # the child's trace

@@ -12,6 +12,7 @@ import dataclasses
 import errno as host_errno
 import os
 import random
+import resource
 import select
 import stat
 import struct
@@ -37,6 +38,17 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.trace.events import SignalDelivery
 
 PATH_MAX = 4096  # include/uapi/linux/limits.h, with the terminating NUL
+
+
+def fd_limit(hard: bool = False) -> int:
+    """The guest's RLIMIT_NOFILE: emutrace's own, less a reserve for emutrace's own files
+    (traces, recordings, a forked child's spill file), so a guest that uses up its
+    descriptors gets EMFILE as on Linux and emutrace still opens what it must."""
+    soft, top = resource.getrlimit(resource.RLIMIT_NOFILE)
+    value = top if hard else soft
+    if value == resource.RLIM_INFINITY:
+        return 1 << 20  # fs.nr_open's default
+    return max(value - max(64, value // 16), 16)
 # fs/read_write.c: one read or write moves at most INT_MAX rounded down to a page
 MAX_RW_COUNT = 0x7FFFF000
 # data moves between guest memory and host files in pieces of this size, so emutrace's own
@@ -466,9 +478,14 @@ class LinuxKernel:
         return desc
 
     def new_fd(self, desc: FileDesc, lowest: int = 0) -> int:
+        """The lowest free number from `lowest` on for `desc`; EMFILE at the guest's limit
+        (`fd_limit`), the host descriptor closed."""
         n = lowest
         while n in self.fds:
             n += 1
+        if n >= fd_limit():
+            os.close(desc.host_fd)
+            raise GuestError("EMFILE")
         self.fds[n] = desc
         return n
 

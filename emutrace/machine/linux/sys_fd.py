@@ -7,7 +7,7 @@ import os
 import shutil
 
 from emutrace.isa.base import GuestError
-from emutrace.machine.linux.kernel import FileDesc, LinuxKernel
+from emutrace.machine.linux.kernel import FileDesc, LinuxKernel, fd_limit
 from emutrace.machine.linux.table import syscall
 
 K = LinuxKernel
@@ -15,8 +15,10 @@ K = LinuxKernel
 
 def _dup(k: K, old: int, new: int | None, cloexec: bool, lowest: int = 0) -> int:
     desc = k.fd(old)
-    if new is not None and new < 0:
-        raise GuestError("EBADF")
+    if new is not None and not 0 <= new < fd_limit():
+        raise GuestError("EBADF")  # dup2(2): beyond RLIMIT_NOFILE
+    if lowest >= fd_limit():
+        raise GuestError("EINVAL")  # fcntl(2) F_DUPFD
     copy = FileDesc(os.dup(desc.host_fd), desc.guest_path, cloexec, node=desc.node)
     if new is None:
         return k.new_fd(copy, lowest)

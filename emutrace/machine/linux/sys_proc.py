@@ -9,7 +9,7 @@ import time
 
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux import sys_sigdeliver, sys_signal  # noqa: F401 (signal calls)
-from emutrace.machine.linux.kernel import GuestExit, GuestKilled, LinuxKernel
+from emutrace.machine.linux.kernel import GuestExit, GuestKilled, LinuxKernel, fd_limit
 from emutrace.machine.linux.table import syscall
 from emutrace.machine.linux.threads import Wait
 
@@ -253,7 +253,10 @@ def _host_resource(k: K, number: int) -> int:
 
 def _limits(k: K, number: int, bits: int) -> tuple[int, int]:
     top = (1 << bits) - 1
-    cur, hi = resource.getrlimit(_host_resource(k, number))
+    host = _host_resource(k, number)
+    if host == resource.RLIMIT_NOFILE:  # what is left after emutrace's reserve
+        return fd_limit(), fd_limit(hard=True)
+    cur, hi = resource.getrlimit(host)
     return (top if cur == resource.RLIM_INFINITY else min(cur, top),
             top if hi == resource.RLIM_INFINITY else min(hi, top))
 
