@@ -34,3 +34,21 @@ def test_child_and_exec_traces_stay_in_the_directory_opened_first(tmp_path: Path
     children = [n for n in made if n.removeprefix("t.txt.").isdigit()]
     assert len(children) >= 3  # mv, ln and the subshell, each a forked guest process
     assert all((tmp_path / "moved" / n).read_text().startswith("# DURATION") for n in made)
+
+
+@pytest.mark.busybox
+def test_a_child_whose_trace_cannot_be_made_ends_with_one_line(tmp_path: Path) -> None:
+    """The guest removes the directory of the traces; a child forked then cannot create
+    FILE.<pid>: it ends before running (exit 74, one line naming it), and never runs on
+    as a second copy of its parent."""
+    (tmp_path / "out").mkdir()
+    bb = busybox("x86_64")
+    script = "rm -rf out; (echo child); echo status=$?"
+    got = subprocess.run([sys.executable, "-m", "emutrace", "run", "-o", "out/t.txt", bb,
+                          "sh", "-c", script], cwd=tmp_path, env=ENV, capture_output=True,
+                         timeout=300)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == b"status=74\n"
+    lines = [ln for ln in got.stderr.decode().splitlines() if "forked child" in ln]
+    assert len(lines) >= 1 and "No such file or directory" in lines[0]
+    assert "Traceback" not in got.stderr.decode()

@@ -22,8 +22,9 @@ import posixpath
 import resource
 import signal as host_signal
 import stat
+import sys
 
-from emutrace.errors import EmutraceError
+from emutrace.errors import EXIT_INTERNAL, EXIT_IOERR, EmutraceError
 from emutrace.isa.base import GuestError
 from emutrace.machine.linux.child_wait import (
     child_event,
@@ -80,8 +81,15 @@ def fork_process(k: K, flags: int, stack: int, ptid: int, ctid: int) -> int:
         k.write(ptid, me.to_bytes(4, k.endian))
     if stack:
         k.cpu.reg_write(k.isa.registers.sp, stack)
-    for listener in k.fork_listeners:
-        listener(me)
+    try:
+        for listener in k.fork_listeners:
+            listener(me)
+    except Exception as e:  # noqa: BLE001 - the child must not run on as its parent
+        # (its trace cannot be set up: a file it cannot open, ...): it ends here, with
+        # one line, before the guest child runs a single instruction
+        sys.stderr.write(f"emutrace: forked child {me}: {e}\n")
+        sys.stderr.flush()
+        os._exit(EXIT_IOERR if isinstance(e, OSError) else EXIT_INTERNAL)
     return 0
 
 
