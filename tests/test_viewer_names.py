@@ -5,9 +5,9 @@ The oracle is independent of emutrace: each call's address as Debian's uftrace 0
 it from the recording (`uftrace dump`), named from the mapped ELF files' own symbol tables
 (pyelftools: `.symtab` where there is one, `.dynsym`, each symbol's st_value and st_size)
 and BFD's synthetic `func@plt` symbols (`objdump -d`).  `emutrace report` must give exactly
-those names and call counts, and `uftrace report` on the same directory the same table
-(the `.sym` files' boundary lines: without them both credited ld.so's internals to
-`_dl_catch_error` and `ls`'s own code to a PLT stub)."""
+those names and call counts, `uftrace report` on the same directory the same table, and
+`emutrace graph` uftrace's call paths (the `.sym` files' boundary lines: without them both
+credited ld.so's internals to `_dl_catch_error` and `ls`'s own code to a PLT stub)."""
 
 from __future__ import annotations
 
@@ -144,3 +144,13 @@ def test_stripped_program_names_by_symbol_tables(tmp_path: Path, isa: str, argv:
     uftrace_table = subprocess.run(["uftrace", "report", "-d", data], capture_output=True,
                                    text=True, check=True).stdout
     assert report_calls(uftrace_table) == reported
+
+    # graph: the same call paths, named alike, as uftrace's graph of the directory
+    def paths(text: str) -> list[str]:
+        return [line.partition(":")[2] for line in text.splitlines()[3:]]
+    graph = run_emutrace("graph", "-d", data)
+    assert graph.returncode == 0, graph.stderr.decode()
+    uftrace_graph = subprocess.run(["uftrace", "graph", "-d", data], capture_output=True,
+                                   text=True, check=True).stdout
+    assert paths(graph.stdout.decode()) == paths(uftrace_graph)
+    assert any("<" in p for p in paths(uftrace_graph))
