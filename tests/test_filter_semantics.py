@@ -143,6 +143,33 @@ def test_max_stack_equals_uftrace_depth_of_the_whole_trace(recordings: dict[str,
             uftrace_lines(data, "-F", "scenario_recursion", "-D", "3")
 
 
+OTHER_ISAS = ("aarch64", "s390x")  # a fixed-width RISC and a big-endian guest
+ACROSS_ISAS = ("nested-depth", "notrace-then-filter", "regex-alternation", "hide",
+               "trigger-depth", "trace-on", "caller-depth")
+
+
+@pytest.fixture(scope="module")
+def isa_recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    made = {}
+    for isa in OTHER_ISAS:
+        out = tmp_path_factory.mktemp("rec") / isa
+        proc = run_emutrace("record", "-d", out, bin_path(isa, "calls"), "recursion")
+        assert proc.returncode == 0, proc.stderr.decode()[-500:]
+        made[isa] = out
+    return made
+
+
+@pytest.mark.parametrize("isa", OTHER_ISAS)
+def test_filters_equal_uftrace_on_other_isas(isa_recordings: dict[str, Path],
+                                            isa: str) -> None:
+    data = isa_recordings[isa]
+    for case in ACROSS_ISAS:
+        _program, *opts = CASES[case]
+        theirs = uftrace_lines(data, *opts)
+        assert emutrace_replay(data, *opts) == theirs, case
+        assert len(theirs) >= 3, (case, theirs)
+
+
 def test_options_change_what_is_shown(recordings: dict[str, Path]) -> None:
     """The cases differ from one another: a rule ignored would still fail one of them."""
     data = recordings["calls"]
