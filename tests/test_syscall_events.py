@@ -149,3 +149,22 @@ def test_syscalls_refused_where_there_is_no_trace_of_them(tmp_path: Path,
     done = run_emutrace(*option, "--syscalls", bin_path("x86_64", "fib"), "5", cwd=tmp_path)
     assert done.returncode == 64, done.stderr.decode()
     assert done.stderr.decode().count("\n") == 1
+
+
+def test_a_threads_calls_are_replayed_in_its_task(tmp_path: Path) -> None:
+    """extern.dat marks a thread's calls (`[thread N]`); emutrace's replay shows each in
+    that thread's task (uftrace's reader shows external data in the task read last)."""
+    data = tmp_path / "data"
+    done = run_emutrace("record", "--syscalls", "-d", data, bin_path("x86_64", "threads"))
+    assert done.returncode == 0, done.stderr.decode()
+    marked: dict[int, int] = {}
+    for line in (data / "extern.dat").read_text().splitlines():
+        m = re.search(r" \[thread (\d+)\]$", line)
+        marked[int(m.group(1)) if m else 0] = marked.get(int(m.group(1)) if m else 0, 0) + 1
+    assert len(marked) == 4  # the main thread and its three
+    replay = run_emutrace("replay", "-d", data, "--start", "_start")
+    assert replay.returncode == 0, replay.stderr.decode()
+    shown: dict[int, int] = {}
+    for task in re.findall(r"\[ *(\d+)\] \| +linux:", replay.stdout.decode()):
+        shown[int(task) - 1] = shown.get(int(task) - 1, 0) + 1  # task 1 + N: thread N
+    assert shown == marked

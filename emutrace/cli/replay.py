@@ -94,10 +94,11 @@ class ReplayCommand:
                              word_bits=8 * by_name(isa).identity.word_size if isa else 64,
                              task_ids=tasks if len(tasks) > 1 else ())
         events = recorded_syscalls(args.data)
-        if events:  # `record --syscalls`: each a call of linux:NAME in the main task
-            first, records = streams[0]
-            records, symbolize = merged(records, events, symbolize)
-            streams = [(first, records), *streams[1:]]
+        if events:  # `record --syscalls`: each a call of linux:NAME in its thread's task
+            merging = [(task, merged(records, events, symbolize, tasks.index(task)))
+                       for task, records in streams]
+            streams = [(task, records) for task, (records, _named) in merging]
+            symbolize = merging[0][1][1]
         if rules.callers:  # -C: each task's records that lead to a match
             streams = [(task, caller_kept(records, symbolize, rules))
                        for task, records in streams]

@@ -37,7 +37,7 @@ ARITY = {
     "pipe": 1, "pipe2": 2, "dup": 1, "dup2": 2, "dup3": 3, "getpid": 0, "getppid": 0,
     "gettid": 0, "getuid": 0, "geteuid": 0, "getgid": 0, "getegid": 0, "getuid32": 0,
     "geteuid32": 0, "getgid32": 0, "getegid32": 0, "clone": 5, "fork": 0, "vfork": 0,
-    "execve": 3, "exit": 1, "exit_group": 1, "wait4": 4, "kill": 2, "uname": 1,
+    "clone3": 2, "execve": 3, "exit": 1, "exit_group": 1, "wait4": 4, "kill": 2, "uname": 1,
     "fcntl": 3, "fcntl64": 3, "getcwd": 2, "chdir": 1, "readlink": 3, "readlinkat": 4,
     "getdents64": 3, "arch_prctl": 2, "set_tid_address": 1, "set_robust_list": 2,
     "rseq": 4, "prlimit64": 4, "getrandom": 3, "clock_gettime": 2, "clock_gettime64": 2,
@@ -89,30 +89,32 @@ def _retval(ev: SyscallEvent) -> Value | int | None:
 def extern_line(ev: SyscallEvent) -> str:
     """One line of uftrace's external data: the time (instructions, as uftrace reads
     nanoseconds) and the event's text."""
-    return f"{ev.time // 10**9}.{ev.time % 10**9:09d} {ev.text()}\n"
+    thread = f" [thread {ev.tid}]" if ev.tid else ""
+    return f"{ev.time // 10**9}.{ev.time % 10**9:09d} {ev.text()}{thread}\n"
 
 
-_LINE = re.compile(rf"(\d+)\.(\d{{9}}) {re.escape(PREFIX)}([\w]+)\((.*)\) = (.*)")
+_LINE = re.compile(rf"(\d+)\.(\d{{9}}) {re.escape(PREFIX)}([\w]+)\((.*)\) = (.*?)"
+                   r"(?: \[thread (\d+)\])?")
 
 
 def parse_extern(text: str) -> list[SyscallEvent]:
     """The events of an `extern.dat` written by `extern_line` (other lines are skipped:
-    uftrace's external data may hold any message).  Thread numbers are not kept there:
-    each event is the main thread's."""
+    uftrace's external data may hold any message); a thread's events end in `[thread N]`
+    (N as Record.tid: the N-th thread created), the main thread's in nothing."""
     events = []
     for line in text.splitlines():
         m = _LINE.fullmatch(line.strip())
         if m is None:
             continue
-        seconds, nanos, name, args, result = m.groups()
+        seconds, nanos, name, args, result, thread = m.groups()
         try:
             values = tuple(int(a, 0) for a in args.split(", ")) if args else ()
             error = result.split()[1] if result.startswith("-1 ") else ""
             value = None if result == "?" else -1 if error else int(result, 0)
         except (ValueError, IndexError):
             continue
-        events.append(SyscallEvent(int(seconds) * 10**9 + int(nanos), 0, name, values,
-                                   value, error))
+        events.append(SyscallEvent(int(seconds) * 10**9 + int(nanos), int(thread or 0),
+                                   name, values, value, error))
     return events
 
 
@@ -124,12 +126,13 @@ def recorded_syscalls(directory: str) -> list[SyscallEvent]:
 
 
 def merged(records: Iterable[Record], events: list[SyscallEvent],
-           symbolize: Callable[[int], str]
+           symbolize: Callable[[int], str], tid: int | None = None
            ) -> tuple[Iterator[Record], Callable[[int], str]]:
-    """The records with each event as a call of `linux:<name>` that takes no time (an
-    Entry with its arguments, an Exit with its result), placed after the records of its
-    thread made up to its time, at the depth its thread is at there; and the symbolizer
-    that names those calls.  `events` in time order."""
+    """The records with each event (of thread `tid` only, when given: one task's records)
+    as a call of `linux:<name>` that takes no time (an Entry with its arguments, an Exit
+    with its result), placed after the records of its thread made up to its time, at the
+    depth its thread is at there; and the symbolizer that names those calls (the same for
+    every `tid`).  `events` in time order."""
     names = {PSEUDO_BASE + i: PREFIX + ev.name for i, ev in enumerate(events)}
 
     def named(addr: int) -> str:
@@ -143,6 +146,9 @@ def merged(records: Iterable[Record], events: list[SyscallEvent],
             nonlocal i
             while i < len(events) and (time is None or events[i].time < time):
                 ev = events[i]
+                if tid is not None and ev.tid != tid:
+                    i += 1
+                    continue
                 d = depth.get(ev.tid, 0)
                 func = PSEUDO_BASE + i
                 yield Entry(ev.time, d, func, ev.args, tid=ev.tid)
