@@ -52,3 +52,24 @@ def test_a_child_whose_trace_cannot_be_made_ends_with_one_line(tmp_path: Path) -
     lines = [ln for ln in got.stderr.decode().splitlines() if "forked child" in ln]
     assert len(lines) >= 1 and "No such file or directory" in lines[0]
     assert "Traceback" not in got.stderr.decode()
+
+
+@pytest.mark.busybox
+def test_a_recording_stays_in_the_directory_opened_first(tmp_path: Path) -> None:
+    """`record`: the files written at the end (info, task.txt, the map, the symbols) go to
+    the directory made before the guest ran, even after the guest renamed it and put a
+    symlink to another directory under its name."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    bb = busybox("x86_64")
+    script = f"mv rec moved; ln -s {canary} rec; (echo child)"
+    got = subprocess.run([sys.executable, "-m", "emutrace", "record", "-d", "rec", bb,
+                          "sh", "-c", script], cwd=tmp_path, env=ENV, capture_output=True,
+                         timeout=300)
+    assert got.returncode == 0, got.stderr
+    assert list(canary.iterdir()) == []
+    made = {p.name for p in (tmp_path / "moved").iterdir()}
+    assert {"info", "task.txt", "busybox.sym", "1.dat"} <= made
+    replay = subprocess.run([sys.executable, "-m", "emutrace", "replay", "-d", "moved"],
+                            cwd=tmp_path, env=ENV, capture_output=True, timeout=120)
+    assert replay.returncode == 0, replay.stderr

@@ -164,6 +164,10 @@ class UftraceDirSink:
                  stack: tuple[int, int], isa: str = "", word_bits: int = 64,
                  modules: ModuleMap | None = None) -> None:
         self.path = path
+        # the directory, opened once before the guest runs: every file of the recording is
+        # made in it by descriptor (openat, O_NOFOLLOW), so a guest that swaps the
+        # directory or plants a symlink in it redirects nothing of emutrace's
+        self.dir_fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         # a dynamic program's modules (ld.so, the libraries): a map line and a `.sym` file
         # each, written again whenever ld.so maps another (uftrace_modules.py)
         self.modules = modules
@@ -212,8 +216,8 @@ class UftraceDirSink:
         stream = self._tasks.get(task)
         if stream is None:
             stream = self._tasks[task] = _TaskStream(
-                open(os.path.join(self.path, f"{task}.dat"), "wb", buffering=0),
-                open(os.path.join(self.path, exits_file(task)), "w"))
+                open(_create(self.dir_fd, f"{task}.dat"), "wb", buffering=0),
+                open(_create(self.dir_fd, exits_file(task)), "w"))
         return stream
 
     def _name(self, func: int) -> str | None:
@@ -418,15 +422,15 @@ class UftraceDirSink:
         # "Ftrace!\0", version 4, header size 40, little-endian data, 64-bit class
         header = struct.pack("<8sIHBBQQH6x", b"Ftrace!\0", 4, 40, 1, 2, features, mask,
                              MAX_STACK)
-        _replace(os.path.join(self.path, "info"), header + text.encode())
-        _replace(os.path.join(self.path, EMUTRACE_FILE), self._emutrace_text().encode())
+        _replace(self.dir_fd, "info", header + text.encode())
+        _replace(self.dir_fd, EMUTRACE_FILE, self._emutrace_text().encode())
         self._specs_on_disk = (len(self.args), len(self.rets))
 
     def _write_task(self) -> None:
         text = f'SESS timestamp=0.000000000 pid={TID} sid={self.SID} exename="{self.exe}"\n'
         for task in sorted(self._tasks) or [TID]:  # every thread is a task of process TID
             text += f"TASK timestamp=0.000000000 tid={task} pid={TID}\n"
-        _replace(os.path.join(self.path, "task.txt"), text.encode())
+        _replace(self.dir_fd, "task.txt", text.encode())
         self._tasks_on_disk = len(self._tasks)
 
     def _write_map(self) -> None:
@@ -446,17 +450,17 @@ class UftraceDirSink:
                     continue
                 own.add(name)
                 text += map_line(module)
-                _replace(os.path.join(self.path, name), sym_text(self.modules, module).encode())
+                _replace(self.dir_fd, name, sym_text(self.modules, module).encode())
             self._modules_written = len(self.modules.modules)
         lo, hi = self.stack
         text += f"{lo:08x}-{hi:08x} rw-p 00000000 00:00 0          [stack]\n"
-        _replace(os.path.join(self.path, f"sid-{self.SID}.map"), text.encode())
+        _replace(self.dir_fd, f"sid-{self.SID}.map", text.encode())
 
     def _write_sym(self) -> None:
         """`%016x %c %s` lines relative to the image base (SYM_REL_ADDR); uftrace 0.13
         rejects a size column: boundary lines (`?`) end what a symbol names."""
         lines = self._sym_lines()
-        with open(os.path.join(self.path, f"{os.path.basename(self.exe)}.sym"), "w") as f:
+        with open(_create(self.dir_fd, f"{os.path.basename(self.exe)}.sym"), "w") as f:
             f.write(f"# symbols: {len(lines)}\n# path name: {self.exe}\n")
             f.writelines(f"{addr - self.base:016x} {kind} {name}\n"
                          for addr, kind, name in lines)
@@ -469,13 +473,20 @@ def wait_status(exit_code: int) -> int:
     return exit_code - 128 if 128 < exit_code < 128 + 65 else (exit_code & 0xFF) << 8
 
 
-def _replace(path: str, data: bytes) -> None:
-    """`path` replaced whole by `data` (a file renamed over it), or an OSError; a short
-    write is written on (a buffered file's write would take it for success and drop the
-    rest of a large `.sym` at a full disk, with no error)."""
-    tmp = path + ".tmp"
+def _create(dir_fd: int, name: str) -> int:
+    """A file of the recording, created or truncated in its directory (not through a
+    symlink)."""
+    return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o644, dir_fd=dir_fd)
+
+
+def _replace(dir_fd: int, name: str, data: bytes) -> None:
+    """File `name` of the directory replaced whole by `data` (a file renamed over it), or an
+    OSError; a short write is written on (a buffered file's write would take it for success
+    and drop the rest of a large `.sym` at a full disk, with no error)."""
+    tmp = name + ".tmp"
     try:
-        with open(tmp, "wb", buffering=0) as f, memoryview(data) as view:
+        with open(_create(dir_fd, tmp), "wb", buffering=0) as f, memoryview(data) as view:
             done = 0
             while done < len(view):
                 n = f.write(view[done:])
@@ -483,9 +494,12 @@ def _replace(path: str, data: bytes) -> None:
                     raise OSError(errno.EIO, "no progress writing", tmp)
                 done += n
     except OSError:
-        os.unlink(tmp)  # the old file stays whole
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)  # the old file stays whole
+        except OSError:
+            pass
         raise
-    os.replace(tmp, path)
+    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSink:
