@@ -170,6 +170,20 @@ def test_filters_equal_uftrace_on_other_isas(isa_recordings: dict[str, Path],
         assert len(theirs) >= 3, (case, theirs)
 
 
+def test_no_libcall_equals_uftrace_hiding_the_plt_entries(tmp_path: Path) -> None:
+    """`--no-libcall` leaves out each PLT entry's own lines: uftrace's `-H` of the names
+    ending in `plt` (its `--no-libcall` knows PLT entries by the symbol type its own
+    recordings give them, which ours do not carry)."""
+    data = tmp_path / "dyn"
+    proc = run_emutrace("record", "-d", data, bin_path("x86_64", "calls.dyn"), "recursion")
+    assert proc.returncode == 0, proc.stderr.decode()[-500:]
+    theirs = uftrace_lines(data, "-F", "main", "-D", "3", "--match", "glob", "-H", "*plt")
+    ours = emutrace_replay(data, "-F", "main", "-D", "3", "--no-libcall")
+    assert ours == theirs
+    assert not any("@plt" in line for line in ours) and len(ours) > 5
+    assert any("@plt" in line for line in emutrace_replay(data, "-F", "main", "-D", "3"))
+
+
 def test_options_change_what_is_shown(recordings: dict[str, Path]) -> None:
     """The cases differ from one another: a rule ignored would still fail one of them."""
     data = recordings["calls"]

@@ -18,7 +18,8 @@ from emutrace.errors import UsageError
 # run's options that shape the text trace: record refuses them, live hands them to replay
 _FOR_REPLAY = {"-F": ("filter", []), "-N": ("notrace", []), "-T": ("trigger", []),
                "-H": ("hide", []), "-C": ("caller_filter", []), "--trace": ("trace", "on"),
-               "--max-stack": ("max_stack", None), "-D": ("depth", None),
+               "--max-stack": ("max_stack", None), "--no-libcall": ("no_libcall", False),
+               "-D": ("depth", None),
                "--start": ("start", None), "--tid": ("tid", None)}
 
 

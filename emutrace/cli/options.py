@@ -14,7 +14,7 @@ from emutrace.discover.demangle import DEFAULT, MODES
 from emutrace.errors import UsageError
 from emutrace.mechanisms import backend_settings
 from emutrace.quantities import count
-from emutrace.trace.filters import MATCH_TYPES, Filters, parse_rule
+from emutrace.trace.filters import MATCH_TYPES, Filters, no_libcall_rule, parse_rule
 
 
 class _Spec(argparse.Action):
@@ -53,6 +53,9 @@ def add_filter_options(g: argparse._ActionsContainer) -> None:
     g.add_argument("--max-stack", type=depth_count, metavar="N",
                    help="leave out calls N or more levels deep in the call stack, as if "
                         "not recorded (uftrace's record keeps N levels; 1 to 1023)")
+    g.add_argument("--no-libcall", action="store_true",
+                   help="leave out the PLT entries' own lines (FUNC@plt), as uftrace's "
+                        "replay leaves out library calls; what they lead to moves up")
     g.add_argument("--match", choices=MATCH_TYPES, default="regex",
                    help="how a pattern with a metacharacter matches: regex (POSIX "
                         "extended, anywhere in the name; the default) or glob (the whole "
@@ -81,6 +84,8 @@ def filter_rules(args: argparse.Namespace, shown: Callable[[str], str],
     rules = [parse_rule(option, one, args.match, shown)
              for option, spec in getattr(args, "filter_specs", None) or ()
              for one in spec.split(";")]  # uftrace's list separator
+    if args.no_libcall:
+        rules.append(no_libcall_rule())
     return Filters(rules, args.depth, args.trace == "on", names, args.max_stack)
 
 

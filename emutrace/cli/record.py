@@ -79,6 +79,7 @@ def display_options(args: argparse.Namespace) -> list[tuple[str, str]]:
              ("-T", bool(args.trigger), viewer), ("-H", bool(args.hide), viewer),
              ("-C", bool(args.caller_filter), viewer), ("--trace", args.trace != "on", viewer),
              ("--max-stack", args.max_stack is not None, viewer),
+             ("--no-libcall", args.no_libcall, viewer),
              ("-D", args.depth is not None, viewer), ("--start", args.start is not None, viewer),
              ("--tid", args.tid is not None, viewer),
              ("--stats", args.stats, "the statistics are `emutrace run --stats`'s"),

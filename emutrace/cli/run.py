@@ -209,6 +209,7 @@ def trace_options(args: argparse.Namespace) -> list[str]:
     given = [("-o", args.output is not None), ("-F", args.filter), ("-N", args.notrace),
              ("-T", args.trigger), ("-H", args.hide), ("-C", args.caller_filter),
              ("--trace", args.trace != "on"), ("--max-stack", args.max_stack is not None),
+             ("--no-libcall", args.no_libcall),
              ("-D", args.depth is not None), ("-A", args.argument), ("-R", args.retval),
              ("--start", args.start is not None), ("--symbols", args.symbols),
              ("--tid", args.tid is not None), ("--syscalls", args.syscalls)]

@@ -222,6 +222,13 @@ class Filters:
             or r.trigger.caller for r in self.rules)
 
 
+def no_libcall_rule() -> Rule:
+    """`--no-libcall`: the PLT entries' own lines left out (uftrace's replay skips a PLT
+    function's records; what the entry leads to shows in its place, as with -H)."""
+    return Rule("--no-libcall", "", Pattern(_PLT, "regex", regex=re.compile(r"@plt$")),
+                Trigger(hide=True))
+
+
 class TraceSwitch:
     """uftrace's `fstack_enabled`: one for every task of a replay."""
 
