@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,13 @@ def test_replay_patterns_naming_no_function_warn(tmp_path: Path) -> None:
     assert [line.split(":")[1].strip() for line in got] == ["-F fibb", "--start mian"], got
     right = run_emutrace("replay", "-d", data, "-F", "fib", "--start", "main", cwd=tmp_path)
     assert right.returncode == 0 and warnings(right.stderr) == [] and b"fib(" in right.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "record"])
+def test_unconfined_without_a_native_target_is_refused(command: str, tmp_path: Path) -> None:
+    """--unconfined names the native target's sandbox; an emulated run is always confined."""
+    done = subprocess.run([sys.executable, "-m", "emutrace", command, "--unconfined",
+                           str(FIB), "5"], cwd=tmp_path, capture_output=True, timeout=60)
+    assert done.returncode == 64 and done.stdout == b""
+    assert done.stderr.decode().count("\n") == 1 and "--target native" in done.stderr.decode()
+    assert not (tmp_path / "uftrace.data").exists()

@@ -12,6 +12,7 @@ from emutrace.cli import syscalls
 from emutrace.cli.forks import untraced_from_here
 from emutrace.cli.recording import prepare_dir, recorded
 from emutrace.cli.run import RunCommand, end_child
+from emutrace.cli.run_native import check_target
 from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 from emutrace.session import Process
@@ -28,6 +29,7 @@ class RecordCommand(RunCommand):
         super().configure(p)
 
     def __call__(self, args: argparse.Namespace) -> int:
+        check_target(args)
         for option, why in display_options(args):
             raise UsageError(f"record {option}: {why}")
         if args.backend == "none":

@@ -26,7 +26,7 @@ from emutrace.cli.output import OutputPlace, open_output, whole_writes
 from emutrace.cli.patterns import unmatched
 from emutrace.cli.program import Program, find_program
 from emutrace.cli.run_machine import add_machine_options, run_machine
-from emutrace.cli.run_native import add_native_options, run_native
+from emutrace.cli.run_native import add_native_options, check_target, run_native
 from emutrace.cli.run_report import report
 from emutrace.discover.demangle import demangled, demangling, shown_by
 from emutrace.discover.symbols import SymbolTable, read_symbols
@@ -137,6 +137,7 @@ class RunCommand:
                          symbols=args.symbols, host_fork=True)
 
     def __call__(self, args: argparse.Namespace) -> int:
+        check_target(args)
         if args.backend == "none":
             untraced = trace_options(args)
             if untraced:

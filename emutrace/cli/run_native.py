@@ -49,6 +49,14 @@ def add_native_options(p: argparse.ArgumentParser) -> None:
                         "and sees and may change your files")
 
 
+def check_target(args: argparse.Namespace) -> None:
+    """--unconfined names a native run's sandbox: without --target native it would be
+    silently ignored (an emulated run is always confined)."""
+    if args.unconfined and args.target != "native":
+        raise UsageError("--unconfined: only with --target native (an emulated program is "
+                         "always confined by --root and --allow-write)")
+
+
 def refused_options(args: argparse.Namespace) -> list[str]:
     """Options given that only emulation implements (silently ignoring them would lie)."""
     out = []
