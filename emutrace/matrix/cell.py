@@ -1,19 +1,21 @@
 """One cell traced in this process, its compared trace made exactly as `emutrace diff` makes
 it (`cli/diff.py`: the program's own functions by DWARF, `trace/diff.py`'s `normalise`).
 
-    python -m emutrace.matrix.cell CELL.pickle OUTCOME.pickle
+    python -m emutrace.matrix.cell --serve
 
-runs one cell in a process of its own (`isolated.py`): the pickled `Cell` in, the pickled
-`Outcome` out.  The run is then the process's main thread, as `--timeout` and the Ctrl-C
+is a *cell process* (`isolated.py`): it reads cells from its stdin and writes their outcomes
+to its stdout, one after another, each a length-prefixed pickle (`frames.py`), until its
+stdin ends.  A traced run is then the process's main thread, as `--timeout` and the Ctrl-C
 watcher need (`target/unicorn_run.py`), and its standard streams, signal mask and forks are
-its own, not those of the process that asked.
+its own, not those of the Dask worker that asked; one process serves many cells, so the
+interpreter's start and emutrace's imports are paid once, not per cell (as in `--workers 0`,
+where this process runs every cell).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import re
 import socket
 import sys
@@ -26,6 +28,7 @@ from emutrace.cli.diff import Selection, _types
 from emutrace.discover.demangle import DEFAULT, demangled, demangling
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EmutraceError
+from emutrace.matrix.frames import read_frame, write_frame
 from emutrace.matrix.outcome import Outcome
 from emutrace.matrix.spec import Cell
 from emutrace.matrix.tracefile import trace_text
@@ -87,18 +90,27 @@ def _trace(cell: Cell) -> Outcome:
     return Outcome.traced(cell, trace_text(trace), calls, result.exit_code, seconds, where())
 
 
-def main(argv: list[str]) -> int:
-    cell_file, outcome_file = argv
-    with open(cell_file, "rb") as f:
-        cell = pickle.load(f)
-    try:
-        outcome = trace_cell(cell)
-    except Exception as e:  # a bug of ours: the cell's error, one line
-        outcome = Outcome.failed(cell, f"internal error: {type(e).__name__}: {e}", where())
-    with open(outcome_file, "wb") as f:
-        pickle.dump(outcome, f, protocol=pickle.HIGHEST_PROTOCOL)
+def serve() -> int:
+    """Cells from stdin, outcomes to stdout, until stdin ends.  The two pipes are moved off
+    descriptors 0 and 1 first (a guest's run points those at /dev/null: `trace_cell`)."""
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    while (cell := read_frame(requests)) is not None:
+        assert isinstance(cell, Cell)
+        try:
+            outcome = trace_cell(cell)
+        except Exception as e:  # a bug of ours: the cell's error, one line
+            outcome = Outcome.failed(cell, f"internal error: {type(e).__name__}: {e}",
+                                     where())
+        write_frame(replies, outcome)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    if sys.argv[1:] != ["--serve"]:
+        sys.exit("usage: python -m emutrace.matrix.cell --serve")
+    sys.exit(serve())
