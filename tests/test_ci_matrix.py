@@ -70,7 +70,8 @@ def traces(out: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A Dask local cluster of two worker processes (one thread each): its address."""
+    """A Dask local cluster of two worker processes (one thread each): its scheduler's
+    address, as `--scheduler` takes it."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=":0",
                                   silence_logs=logging.ERROR) as local:
@@ -123,10 +124,10 @@ def test_in_process_verdicts_follow_the_abi_and_diff(here: Path) -> None:
     assert "| fib | ok | ok | ok |" in summary
 
 
-def test_a_cluster_of_two_workers_gives_the_in_process_result(here: Path,
-                                                              cluster: str) -> None:
+def test_a_local_cluster_of_two_workers_gives_the_in_process_result(here: Path) -> None:
+    """`--workers 2`: the command's own LocalCluster of two worker processes."""
     out = here / "cluster"
-    code = main(["ci", str(here / "m.toml"), "--scheduler", cluster, "-o", str(out)])
+    code = main(["ci", str(here / "m.toml"), "--workers", "2", "-o", str(out)])
     assert code == 1
     assert traces(out / "traces") == traces(here / "here" / "traces")
     assert cases(out / "junit.xml") == cases(here / "here" / "junit.xml")
