@@ -12,8 +12,8 @@ The layers, bottom first (DESIGN.md §2 as the code stands):
 
 * leaves: the error type, the guest's environment, ELF tables read with `struct`, the Debian
   root builder, checked quantities (durations, counts, sizes), the guest path sandbox (both
-  the Linux layer and the native target's confinement apply it) — each imports at most the
-  error type;
+  the Linux layer and the native target's confinement apply it), the standard descriptors
+  held closed at start (stdio) — each imports at most the error type;
 * isa (one frozen description per ISA) and mechanisms (what is known of each tracing
   mechanism without running it: descriptors, settings, the registry by name);
 * the loader and layouts of the package's one C library (native/__init__.py) and its
@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # bottom first; "P.*" covers the package P and all under it, a bare name one module
 LAYERS = Layers((
     ("emutrace", "emutrace.errors", "emutrace.environment", "emutrace.elf_tables",
-     "emutrace.rootfs", "emutrace.quantities", "emutrace.sandbox"),
+     "emutrace.rootfs", "emutrace.quantities", "emutrace.sandbox", "emutrace.stdio"),
     ("emutrace.isa.*", "emutrace.mechanisms.*"),
     ("emutrace.native", "emutrace.native.disasmlib"),
     ("emutrace.elf", "emutrace.discover.*"),
