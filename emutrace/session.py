@@ -93,7 +93,8 @@ class RunConfig(BackendSettings):
 class Inherited:
     """What a process keeps across execve (execve(2)): its sandbox view (working
     directory), the descriptors not marked close-on-exec, its children and parent, ignored
-    signals (handlers are reset), the signal mask and the CPU-time interval timers."""
+    signals (handlers are reset), the signal mask, the CPU-time interval timers and the
+    resource limits it set."""
 
     sandbox: Sandbox
     fds: dict[int, FileDesc]
@@ -102,6 +103,7 @@ class Inherited:
     sig_ignored: set[int]
     sig_mask: int
     cpu_timers: CpuTimers | None = None
+    rlimits: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -336,6 +338,7 @@ class Process(TracedRun):
         k.fds = inherit.fds
         k.children, k.guest_parent = inherit.children, inherit.guest_parent
         k.sig_ignored, k.sig_mask = inherit.sig_ignored, inherit.sig_mask
+        k.rlimits = dict(inherit.rlimits)
         if inherit.cpu_timers is not None:
             adopt_cpu_timers(k, inherit.cpu_timers)
 
@@ -352,7 +355,7 @@ class Process(TracedRun):
         kept = {n: d for n, d in k.fds.items() if not d.cloexec}
         return Process(config, self.warn, Inherited(
             self.sandbox, kept, k.children, k.guest_parent, set(k.sig_ignored), k.sig_mask,
-            k.threads.cpu_timers))
+            k.threads.cpu_timers, dict(k.rlimits)))
 
     def run(self) -> RunResult:
         next_process: Process | None = None

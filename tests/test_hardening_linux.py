@@ -97,3 +97,20 @@ def test_descriptors_used_up_as_native(tmp_path: Path) -> None:
         assert (got.returncode, got.stderr.decode()) == (0, ""), how
         assert got.stdout.decode() == native.stdout.decode(), how
     assert len(list(tmp_path.glob("t.txt.*"))) == 1  # the child's trace
+
+
+def test_file_size_limit_as_native(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE set by the guest: writes cut at it, EFBIG and SIGXFSZ (ignored, caught,
+    then the default action killing the process after an execve that kept the limit);
+    ftruncate past it EFBIG.  emutrace's own process is not limited (the trace of the
+    run is whole)."""
+    program = bin_path("x86_64", "hard_fsize")
+    native = subprocess.run([program], cwd=tmp_path, env=ENV, capture_output=True, timeout=60)
+    assert native.returncode == -signal.SIGXFSZ, native.stderr
+    assert "write 16 under a limit of 10 = 10" in native.stdout.decode()
+    for how in (("--backend", "none"), ("--backend", "int3", "-o", "t.txt")):
+        got = subprocess.run([sys.executable, "-m", "emutrace", "run", *how, program],
+                             cwd=tmp_path, env=ENV, capture_output=True, timeout=300)
+        assert got.returncode == 128 + signal.SIGXFSZ, got.stderr
+        assert got.stdout.decode() == native.stdout.decode()
+    assert (tmp_path / "t.txt.exec").stat().st_size > 10  # the trace is not limited

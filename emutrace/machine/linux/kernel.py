@@ -155,6 +155,9 @@ class LinuxKernel:
         self.pidfds: dict[int, int] = {}  # child pid -> its pidfd, while waited for (child_wait.py)
         self.guest_parent: int | None = None  # the parent's pid when it is a guest too
         self.fork_listeners: list[Callable[[int], None]] = []  # run in the child, its pid
+        # limits the guest set for itself that the Linux layer applies (setrlimit(2); kept
+        # across execve): host resource number -> (soft, hard).  RLIMIT_FSIZE: write_fd
+        self.rlimits: dict[int, tuple[int | None, int | None]] = {}
         # told of each system call made (`--syscalls`): its name, arguments and result
         # (None: it did not return — exit, an execve that runs — or blocked its thread)
         self.syscall_listeners: list[Callable[[str, tuple[int, ...], int | None], None]] = []

@@ -26,6 +26,7 @@ import stat
 from pathlib import Path
 
 from emutrace.isa.base import GuestError
+from emutrace.machine.linux import file_size
 from emutrace.machine.linux.kernel import IO_CHUNK, FileDesc, LinuxKernel, rw_count
 from emutrace.machine.linux.vfs import Device, FdLink, File, Node, node_stat
 from emutrace.sandbox import Virtual
@@ -144,7 +145,8 @@ def write_fd(k: K, desc: FileDesc, addr: int, size: int, offset: int | None = No
     """write(2)/pwrite(2) of a guest descriptor: to a Python device, or the host's."""
     node = desc.node
     if node is None:
-        return k.to_host(desc.host_fd, addr, size, offset)
+        return k.to_host(desc.host_fd, addr, file_size.room(k, desc.host_fd, size, offset),
+                         offset)
     if node.kind != "device":
         raise GuestError("EBADF")  # a /proc file or directory is open read-only
     size = rw_count(size)

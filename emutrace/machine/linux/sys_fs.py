@@ -8,6 +8,7 @@ import stat as st_mod
 from typing import Any
 
 from emutrace.isa.base import GuestError
+from emutrace.machine.linux import file_size
 from emutrace.machine.linux.kernel import MAX_RW_COUNT, FileDesc, LinuxKernel
 from emutrace.machine.linux.served_io import open_served, read_fd, served_stat, write_fd
 from emutrace.machine.linux.table import syscall
@@ -501,6 +502,7 @@ def sys_ftruncate(k: K, a: tuple[int, ...]) -> int:
     length = k.signed(a[1])
     if length < 0:
         raise GuestError("EINVAL")
+    file_size.check_length(k, length)
     os.ftruncate(k.fd(a[0]).host_fd, length)
     return 0
 
@@ -508,5 +510,6 @@ def sys_ftruncate(k: K, a: tuple[int, ...]) -> int:
 @syscall("ftruncate64")
 def sys_ftruncate64(k: K, a: tuple[int, ...]) -> int:
     length, _ = k.arg64(a, 1)
+    file_size.check_length(k, length)
     os.ftruncate(k.fd(a[0]).host_fd, length)
     return 0

@@ -10,6 +10,7 @@ import os
 import time
 
 from emutrace.isa.base import GuestError
+from emutrace.machine.linux import file_size
 from emutrace.machine.linux.kernel import FileDesc, LinuxKernel
 from emutrace.machine.linux.sys_fs import GUEST_MODE_BITS, _base, _resolve
 from emutrace.machine.linux.table import syscall
@@ -269,6 +270,7 @@ def sys_truncate(k: K, a: tuple[int, ...]) -> int:
     length = k.signed(a[1])
     if length < 0:
         raise GuestError("EINVAL")
+    file_size.check_length(k, length)
     os.truncate(_resolve(k, k.const("AT_FDCWD"), a[0], write=True), length)
     return 0
 

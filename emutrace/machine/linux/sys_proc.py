@@ -256,6 +256,9 @@ def _limits(k: K, number: int, bits: int) -> tuple[int, int]:
     host = _host_resource(k, number)
     if host == resource.RLIMIT_NOFILE:  # what is left after emutrace's reserve
         return fd_limit(), fd_limit(hard=True)
+    if host in k.rlimits:  # one the guest set (None: unlimited)
+        soft, hard = k.rlimits[host]
+        return (top if soft is None else min(soft, top), top if hard is None else min(hard, top))
     cur, hi = resource.getrlimit(host)
     return (top if cur == resource.RLIM_INFINITY else min(cur, top),
             top if hi == resource.RLIM_INFINITY else min(hi, top))
@@ -274,9 +277,11 @@ def sys_prlimit64(k: K, a: tuple[int, ...]) -> int:
         cur, hi = (top if v == resource.RLIM_INFINITY else v for v in (cur, hi))
     else:
         cur, hi = _limits(k, a[1], 64)
+    if a[2] and pid in (0, os.getpid()):
+        _set_limit(k, a[1], _read_limit(k, "rlimit64", a[2]), 64)
     if a[3]:
         k.write(a[3], k.struct_bytes("rlimit64", {"rlim_cur": cur, "rlim_max": hi}))
-    return 0  # a new limit (a[2]) is accepted and not applied: the host process is ours
+    return 0
 
 
 @syscall("getrlimit", "ugetrlimit")
@@ -288,6 +293,31 @@ def sys_getrlimit(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("setrlimit")
 def sys_setrlimit(k: K, a: tuple[int, ...]) -> int:
-    _host_resource(k, a[0])
+    _set_limit(k, a[0], _read_limit(k, "rlimit", a[1]), 8 * k.word)
     return 0
+
+
+APPLIED_LIMITS = ("RLIMIT_FSIZE",)  # the limits the Linux layer applies (file_size.py)
+
+
+def _read_limit(k: K, layout: str, addr: int) -> tuple[int, int]:
+    lay = k.abi.structs[layout]
+    blob = k.read(addr, lay.size)
+    (c_off, c_size), (m_off, m_size) = lay.fields["rlim_cur"], lay.fields["rlim_max"]
+    return (int.from_bytes(blob[c_off:c_off + c_size], k.endian),
+            int.from_bytes(blob[m_off:m_off + m_size], k.endian))
+
+
+def _set_limit(k: K, number: int, new: tuple[int, int], bits: int) -> None:
+    """setrlimit(2): soft <= hard (EINVAL).  Applied to the guest where the Linux layer
+    serves the limit (APPLIED_LIMITS); any other is accepted and not applied (the host
+    process is emutrace's)."""
+    host = _host_resource(k, number)
+    cur, hi = new
+    if cur > hi:
+        raise GuestError("EINVAL")
+    if not any(host == getattr(resource, name) for name in APPLIED_LIMITS):
+        return
+    top = (1 << bits) - 1
+    k.rlimits[host] = (None if cur == top else cur, None if hi == top else hi)
 
