@@ -299,6 +299,8 @@ def _symbol_table(directory: str) -> tuple[list[int], list[str]]:
         if not kept_starts or kept_starts[-1] != starts[i]:
             kept_starts.append(starts[i])
             kept_names.append(names[i])
+        elif kept_names[-1] == SYM_END:  # one module's end, another's symbol: the symbol
+            kept_names[-1] = names[i]
     return kept_starts, kept_names
 
 
