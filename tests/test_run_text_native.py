@@ -519,3 +519,21 @@ def _lines_until_error(records: list[Record], opts: ReplayOptions) -> Iterator[s
         yield from iter_replay_lines(records, FUNCS.__getitem__, opts)
     except ValueError:
         return
+
+
+def test_control_characters_in_names_are_escaped_by_both() -> None:
+    """A hostile symbol name (an escape sequence, a newline) prints as \\xNN in both
+    formatters, the same bytes, and no raw control character reaches the output."""
+    sink, name, bits = spilled("x86_64", "calls", ("all",))
+    records = list(sink)
+    evil = {}
+
+    def hostile(func: int) -> str:
+        return evil.setdefault(func, f"\x1b[2J{name(func)}\n\x07")
+
+    opts = ReplayOptions(word_bits=bits, start=None)  # (no function is called "main")
+    text = python_text(records, hostile, opts)
+    assert text == native_text(records, hostile, opts)
+    body = text.decode()
+    assert "\\x1b[2J" in body and "\\x0a\\x07" in body
+    assert not any(ch in body for ch in "\x1b\x07") and "\n\n" not in body

@@ -32,6 +32,7 @@ from emutrace.trace.events import Entry, Record
 from emutrace.trace.filters import IN, OUT
 from emutrace.trace.format import HEADER, ReplayOptions, format_value
 from emutrace.trace.spill import Layout, PackedRecords, SpillSink
+from emutrace.trace.values import shown_name
 
 # replaytext.c's statuses
 _DONE, _FULL, _NAME = 0, 1, 2
@@ -132,7 +133,7 @@ class _Text:
         flags = ((_FILTER if mode == IN else 0) | (_NOTRACE if mode == OUT else 0)
                  | (_START if name == self.opts.start else 0))
         count = self.opts.arg_counts.get(name, self.opts.default_args)
-        data = name.encode("utf-8", self.errors)
+        data = shown_name(name).encode("utf-8", self.errors)  # the text it prints
         self._check(self.lib.rt_function(self.state, func, data, len(data), flags,
                                          -1 if count is None else count))
         self.named.add(func)

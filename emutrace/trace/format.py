@@ -63,7 +63,7 @@ from emutrace.trace.events import Record, Row, row_of
 from emutrace.trace.filters import Filters, FilterState, TraceSwitch
 from emutrace.trace.spill import SpillSink
 from emutrace.trace.time_filter import time_tagged
-from emutrace.trace.values import Value, as_value, render
+from emutrace.trace.values import Value, as_value, render, shown_name
 
 HEADER = "# DURATION [insns]   FUNCTION"
 TASK_HEADER = "# DURATION [insns]      TID   FUNCTION"  # several tasks (iter_task_lines)
@@ -277,7 +277,8 @@ def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], s
                     if show_args else ""
                 # uftrace's rule: a name ending in its parameter list (--demangle=full)
                 # takes no "()" when no value is shown
-                call_text = name if not args and name.endswith(")") else f"{name}({args})"
+                shown = shown_name(name)
+                call_text = shown if not args and shown.endswith(")") else f"{shown}({args})"
                 out.entry(depth, call_text, _ENTERED_MARKS.get(row[3]))
             elif state.unmerge:
                 out.flush()
@@ -293,7 +294,7 @@ def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], s
             retval = row[2]
             ret = format_value(retval, bits) \
                 if show_retval and retval is not None else None
-            out.exit(depth, call_text, name, row[3], ret, note)
+            out.exit(depth, call_text, shown_name(name), row[3], ret, note)
     out.flush()
     yield from lines
 

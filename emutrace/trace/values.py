@@ -78,6 +78,16 @@ def format_auto(raw: int, bits: int = 64) -> str:
     return f"{u:#x}"
 
 
+def shown_name(name: str) -> str:
+    """A function's name as a text trace prints it: control characters (C0, DEL, C1) as
+    \\xNN, so a hostile symbol can neither drive the terminal nor break the line
+    structure; everything else as it is."""
+    if name.isprintable():
+        return name
+    return "".join(f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 else ch
+                   for ch in name)
+
+
 def quote_c(text: str, limit: int = STRING_LIMIT, quote: str = '"') -> str:
     """A C literal of `text`: printable ASCII as is, the rest escaped; longer than `limit`
     characters ends in `...` after the closing quote."""
