@@ -1,8 +1,9 @@
 """`int3`: fctrace's lazy call-site breakpoints — the site tracer (int3_python.py, where the
 algorithm is told) with lazy placement and the `--cleanup` policy, on each engine port its
 recipe names (mechanisms/descriptors.py): the Python reference, the Unicorn hot path in C
-(int3_native.py `HotPathEngine`) or the native target's C loop (int3_ptrace.py
-`PtraceLoopEngine`).  `backends.create` picks the port; no engine imports this module."""
+(int3_native.py `HotPathEngine`), the native target's C loop (int3_ptrace.py
+`PtraceLoopEngine`) or the reference on a GDB remote stub (`on_stub`).  `backends.create`
+picks the port; no engine imports this module."""
 
 from __future__ import annotations
 
@@ -42,6 +43,13 @@ def on_c_loop(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event
     return int3_ptrace.create(image, target, cast(NativeTrapHooks, hooks), emit,
                               int3_ptrace.loop_of(target), options.cleanup,
                               options.call_types)
+
+
+def on_stub(image: Image, cpu: Target, hooks: TrapHooks, emit: Callable[[Event], None],
+            options: BackendOptions) -> Int3Backend:
+    """On a GDB remote stub (target/gdb_remote.py): the reference, its breakpoints placed
+    as the stub's Z0 breakpoints by the target's `write_code` (bytes where it has none)."""
+    return Int3Backend(image, cpu, hooks, emit, options.cleanup, options.call_types)
 
 
 DESCRIPTOR = descriptors.INT3  # what the CLI, bench and cost model know of it

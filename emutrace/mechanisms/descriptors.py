@@ -10,6 +10,7 @@ from __future__ import annotations
 from emutrace.mechanisms.settings import (
     BTS_BUFFER,
     CLEANUP,
+    GDB_PYTHON,
     HW_SLOTS,
     PTRACE_C,
     PTRACE_PYTHON,
@@ -31,7 +32,7 @@ INT3 = Descriptor(
               "functions"),
     main_event="traps",
     recipe=Recipe(placement="lazy", cleanup="lazy or strict", delivery="breakpoints",
-                  ports=_EVERY_PORT),
+                  ports=(*_EVERY_PORT, (GDB_PYTHON, "on_stub"))),
     bench_variants=("strict",))
 
 HWBP = Descriptor(

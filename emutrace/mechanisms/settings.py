@@ -91,7 +91,8 @@ def settings_of(config: BackendSettings) -> dict[str, Any]:
 # the engine ports a mechanism may have: target kind (the target protocol's `kind`) / engine
 UNICORN_PYTHON, UNICORN_C = "unicorn/python", "unicorn/native"
 PTRACE_PYTHON, PTRACE_C = "ptrace/python", "ptrace/native"
-PORTS = (UNICORN_PYTHON, UNICORN_C, PTRACE_PYTHON, PTRACE_C)
+GDB_PYTHON = "gdb/python"  # a GDB remote stub (target/gdb_remote.py): Python only
+PORTS = (UNICORN_PYTHON, UNICORN_C, PTRACE_PYTHON, PTRACE_C, GDB_PYTHON)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,108 @@
+"""The gdb-remote run loop: the program in the stub driven to its end, the target protocol's
+hooks called at the stops it takes (the stub's counterpart of target/ptrace_run.py).
+
+Each turn: the hooks of the instruction the program stands at (block hooks when one was
+wanted, code hooks over a range, hooks on that address), then the trap of a breakpoint the
+backend placed there, else the program resumed — one instruction (``vCont;s``) while a
+range hook is installed, a hook wants the next block entry (`want_blocks`) or a hooked
+instruction must run as itself, otherwise ``vCont;c`` — and its stop reply awaited:
+
+* a SIGTRAP stop at a placed breakpoint stands before its instruction (Z0): the backend's
+  `on_trap` gets the ISA's trap number with the PC `pc_after` past the site, as the trap
+  instruction itself would leave it (x86 int3: one past; AArch64 BRK: at it);
+* a SIGTRAP stop after a step is the step's end; any other stop is the guest's own signal,
+  passed on when it resumes (``vCont;C``: the stub drops a signal resumed without it);
+* ``W`` is the program's exit, ``X`` its death by a signal.
+
+The engine handle passed to hooks is None and the size 0 (the backends decode
+instructions themselves); there is no instruction clock (a backend's time counts what it
+saw)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+from emutrace.target.gdb_remote import GdbRemoteTarget
+from emutrace.target.unicorn_run import Stop
+
+GDB_SIGTRAP = 5  # GDB's signal numbers (include/gdb/signals.def): 1-15 are POSIX's
+
+
+class GdbTrapHooks:
+    """TrapHooks for the gdb target: the backend's breakpoint handler."""
+
+    def __init__(self) -> None:
+        self.on_trap: Callable[[int], bool] | None = None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> Stop:
+    """Run the stopped program to its end (its exit, its death, `stop`, or timeout seconds
+    of waiting for one stop)."""
+    bp = next((b for b in target.isa.breakpoints if b.works), None)
+    pending_signal = 0
+    fresh = True
+    blocks_due = False
+    after_trap = False
+    wait = timeout if timeout > 0 else None
+    pc = target.pc
+    while True:
+        if fresh:
+            fresh = False
+            pc = target.last_pc = target.pc
+            if blocks_due or target.blocks_wanted:
+                again, after_trap = after_trap, False
+                blocks_due = target.blocks_wanted = False
+                for block_hook in list(target.block_hooks.values()):
+                    block_hook(None, pc, 0, None)
+                target.blocks_wanted = target.blocks_wanted or again
+            for fn, begin, end, data in list(target.range_hooks.values()):
+                if begin > end or begin <= pc <= end:
+                    fn(None, pc, 0, data)
+            for fn, data in list(target.point_hooks.get(pc, {}).values()):
+                fn(None, pc, 0, data)
+        if target.stop_requested:
+            return Stop("interrupted", pc=pc)
+        pc = target.pc
+        if pc in target.placed and pc not in target.point_hooks and bp is not None:
+            # the backend's breakpoint: its trap as the instruction would raise it
+            target.reg_write(target.isa.registers.pc, pc + bp.pc_after)
+            if hooks.on_trap is not None and bp.intno is not None and \
+                    hooks.on_trap(bp.intno):
+                fresh = True
+                after_trap = target.blocks_wanted  # (a fallback: both block entries)
+                continue
+            target.reg_write(target.isa.registers.pc, pc)  # not the backend's: run it
+        stepping = bool(target.range_hooks) or target.blocks_wanted
+        blocks_due, target.blocks_wanted = target.blocks_wanted, False
+        over = pc in target.placed  # a hooked instruction runs as itself: step over it
+        if over:
+            target.lift(pc)
+        try:
+            reply = target.resume(stepping or over, pending_signal, wait)
+        except TimeoutError:
+            return Stop("timeout", pc=pc)
+        if over and reply.kind == "signal":
+            target.settle(pc)
+        pending_signal = 0
+        if reply.kind == "exited":
+            return Stop("exit", status=reply.status, pc=pc)
+        if reply.kind == "killed":
+            return Stop("signal", signal=_signal_name(reply.signal), pc=pc)
+        if reply.signal != GDB_SIGTRAP:
+            pending_signal = reply.signal  # the guest's (its handler or default action)
+            if blocks_due:
+                target.blocks_wanted = True  # (the wanted step still comes)
+            continue
+        at = target.pc
+        if stepping or over or at in target.placed or at in target.point_hooks:
+            fresh = True  # a step done, or stopped before a breakpoint's instruction
+            continue
+        pending_signal = GDB_SIGTRAP  # the program's own (its own breakpoint, raise)
