@@ -42,6 +42,9 @@ class RecordCommand(RunCommand):
             from emutrace.cli.run_machine import record_machine
 
             return record_machine(args)
+        if args.target == "gdb":
+            raise UsageError("record --target gdb: not built yet (run --target gdb traces "
+                             "in the stub)")
         if args.target == "native":  # on this host under ptrace (`run --target native`)
             from emutrace.cli.run_native import record_native
 

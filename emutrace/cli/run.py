@@ -124,7 +124,7 @@ class RunCommand:
         args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
         args.arg_formats = parse_arg_formats(args.argument, args.retval)
         program = Program(args.program, list(args.args))
-        if args.target == "emulation":  # (a native run starts the host's file itself)
+        if args.target == "emulation":  # (a native or gdb run starts the file itself)
             program = find_program(args.program, list(args.args), args.root)
         return RunConfig(program=program.path, args=program.args, argv0=program.argv0,
                          execfn=program.execfn, arch=args.arch, root=args.root,
@@ -143,7 +143,7 @@ class RunCommand:
             if untraced:
                 raise UsageError(f"{', '.join(untraced)}: shape(s) the trace, and --backend "
                                  f"none traces nothing (choose a tracing --backend)")
-        if args.syscalls and (args.machine or args.target == "native"):
+        if args.syscalls and (args.machine or args.target != "emulation"):
             raise UsageError("--syscalls: the system calls of an emulated Linux program "
                              "only (a kernel image makes none of its own; natively, use "
                              "strace)")
@@ -151,6 +151,10 @@ class RunCommand:
             return run_machine(args, write_trace)
         if args.target == "native":
             return run_native(self, args)
+        if args.target == "gdb":
+            from emutrace.cli.run_gdb import run_gdb
+
+            return run_gdb(self, args)
         process = Process(self.config(args))  # loaded, not yet run
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name

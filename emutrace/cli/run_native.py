@@ -27,7 +27,7 @@ from emutrace.trace.spill import SpillSink
 if TYPE_CHECKING:
     from emutrace.native_session import NativeProcess
 
-TARGETS = ("emulation", "native")
+TARGETS = ("emulation", "native", "gdb")
 
 
 class RunLike(Protocol):
@@ -43,18 +43,19 @@ def add_native_options(p: argparse.ArgumentParser) -> None:
                    help="where PROGRAM runs: emulation (the default: Unicorn, confined) or "
                         "native (on this host's CPU under ptrace; backends none, int3, hwbp, "
                         "btf, entry, step; confined by --root/--allow-write as under "
-                        "emulation)")
+                        "emulation) or gdb (in qemu-user's gdb stub, any ISA: backends "
+                        "none, int3; static programs; needs --unconfined)")
     g.add_argument("--unconfined", action="store_true",
-                   help="--target native: no sandbox: the program runs with your rights "
-                        "and sees and may change your files")
+                   help="--target native or gdb: no sandbox: the program runs with your "
+                        "rights and sees and may change your files")
 
 
 def check_target(args: argparse.Namespace) -> None:
     """--unconfined names a native run's sandbox: without --target native it would be
     silently ignored (an emulated run is always confined)."""
-    if args.unconfined and args.target != "native":
-        raise UsageError("--unconfined: only with --target native (an emulated program is "
-                         "always confined by --root and --allow-write)")
+    if args.unconfined and args.target == "emulation":
+        raise UsageError("--unconfined: only with --target native or gdb (an emulated "
+                         "program is always confined by --root and --allow-write)")
 
 
 def refused_options(args: argparse.Namespace) -> list[str]:
