@@ -7,8 +7,9 @@ sweep.c, discovery's sweep loop, a CPython extension; everything else is in pypr
 
 It is compiled against the headers the unicorn and capstone wheels ship (unicorn/include,
 capstone/include) and links neither library: the functions it calls are handed in from the
-libraries the wheels ship (for Unicorn: the one its Python binding loaded).  The extension is optional: without a C compiler the package still installs and
-`--engine native` says the library is missing (`--engine python` works).
+libraries the wheels ship (for Unicorn: the one its Python binding loaded).  The extension is
+optional: without a C compiler the package still installs and `--engine native` says the
+library is missing (`--engine python` works).
 """
 
 from __future__ import annotations
@@ -35,8 +36,14 @@ setup(ext_modules=[Extension(
              "emutrace/native/branch.c", "emutrace/native/strict.c",
              "emutrace/native/entryprobe.c", "emutrace/native/disasm.c",
              "emutrace/native/replaytext.c", "emutrace/native/crashguard.c"],
+    # (a header changed: every source is compiled again)
+    depends=[f"emutrace/native/{h}.h" for h in ("abi", "addrmap", "addrset", "cond", "core",
+                                                 "coretrap", "entryprobe", "strict", "ufwrite")],
     include_dirs=wheel_include("unicorn") + wheel_include("capstone"),
-    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default"],
+    # (link-time optimisation: the core's per-event helpers, core.c, inline into each
+    # port's hooks, hotpath.c and ploop.c)
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=default", "-flto"],
+    extra_link_args=["-flto", "-O2"],
     optional=True,
 ), Extension(
     # a CPython extension, not a ctypes library: it makes discovery's Insn tuples

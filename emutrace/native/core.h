@@ -25,7 +25,7 @@
 #include "ufwrite.h"
 
 /* ------------------------------------------------------------------ port operations */
-typedef struct {
+typedef struct core_ops {
     /* registers ids[0..n) into out (n <= CORE_SITE_READS), zero-extended to 64 bits */
     void (*regs_read)(void *port, const int32_t *ids, uint64_t *out, uint32_t n);
     void (*reg_write)(void *port, int32_t id, uint64_t value);
@@ -192,6 +192,32 @@ int core_tail_event(core_state *c, uint64_t site, uint64_t target, uint64_t sp,
 static inline uint64_t core_word_mask(const core_state *c)
 {
     return c->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+}
+
+/* a guest word from its bytes, and back (the ABI's byte order) */
+static inline uint64_t core_word_from(const core_state *c, const uint8_t *b)
+{
+    uint64_t v = 0;
+    uint32_t n = c->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        v |= (uint64_t)b[c->cfg.big_endian ? n - 1 - i : i] << (8 * i);
+    return v;
+}
+
+static inline void core_word_to(const core_state *c, uint64_t v, uint8_t *b)
+{
+    uint32_t n = c->cfg.word;
+    for (uint32_t i = 0; i < n; i++)
+        b[c->cfg.big_endian ? n - 1 - i : i] = (uint8_t)(v >> (8 * i));
+}
+
+/* room for one more record: made by the port if it can */
+static inline int core_room(core_state *c, const core_ops *ops)
+{
+    if (c->n_events < c->cfg.buffer_events)
+        return 1;
+    ops->buffer_full(c->port);  /* (Unicorn: the buffer is empty afterwards) */
+    return c->n_events < c->cfg.buffer_events;
 }
 
 #endif

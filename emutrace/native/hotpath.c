@@ -23,6 +23,7 @@
 
 #include "abi.h"
 #include "core.h"
+#include "coretrap.h"
 #include "entryprobe.h"
 #include "strict.h"
 #include "ufwrite.h"
@@ -78,6 +79,10 @@ static void port_regs_read(void *port, const int32_t *ids, uint64_t *out, uint32
     if (n > CORE_SITE_READS)
         n = CORE_SITE_READS;
     memset(out, 0, n * sizeof *out);  /* 32-bit registers fill the low half */
+    if (n == 1) {  /* (one register: the plain read, cheaper than a batch of one) */
+        s->cfg.reg_read(s->uc, ids[0], out);
+        return;
+    }
     for (uint32_t i = 0; i < n; i++)
         ptrs[i] = &out[i];
     s->cfg.reg_read_batch(s->uc, (int *)ids, ptrs, (int)n);
@@ -339,7 +344,8 @@ void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
         uint64_t addr = rd(s, s->cfg.pc_reg) - s->cfg.pc_after;
         core_site *site = core_sites_find(&s->core.sites, addr);
         s->core.time += s->cfg.bp_uncounted;  /* (as int3.py `_on_trap` counts the site) */
-        if (site && site->active && site->op != OP_NONE && core_trap(&s->core, site))
+        if (site && site->active && site->op != OP_NONE
+            && core_trap_with(&s->core, &port_ops, site))
             return;
         if (s->core.entry && !s->attention && entry_trap(s, addr))
             return;  /* (a step-over: the re-run counts the instruction, as in entry.py) */

@@ -44,6 +44,7 @@
 #include "addrset.h"
 #include "cond.h"
 #include "core.h"
+#include "coretrap.h"
 
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
@@ -507,7 +508,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
          * address and strict cleanup's bytes already written to /proc/PID/mem */
         if (!site || !site->active || site->op == OP_NONE
             || (s->strict && (strict_return_to_entry(s, site) || ns_chain_reserve(s->strict)))
-            || !core_trap(&s->core, site))
+            || !core_trap_with(&s->core, &port_ops, site))
             break;  /* Python's: discovery, a site C does not know, the guest's own int3 */
         if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
             return -errno;
