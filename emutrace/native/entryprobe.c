@@ -30,6 +30,7 @@
 
 #include "abi.h"
 #include "addrmap.h"
+#include "core.h"
 #include "entryprobe.h"
 
 #define EP_MAX_BP 4  /* the longest breakpoint encoding (codeguard.py MAX_BP) */
@@ -70,7 +71,29 @@ struct ep_state {
     uint64_t resume_at, rearm, restarted, handover;
     uint64_t traps, stepovers, patches;
     uint64_t hooked_used;  /* hooked probes in the table */
+    /* where the frame rule reads the stack pointer, link register and return address: the
+     * Unicorn functions above (uc_ops), or the port that runs the program (ep_bind_port) */
+    const core_ops *ops;
+    void *port;
 };
+
+/* the frame rule's reads over the Unicorn functions ep_new was handed */
+static void uc_regs_read(void *port, const int32_t *ids, uint64_t *out, uint32_t n)
+{
+    ep_state *e = port;
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = 0;  /* 32-bit registers fill the low half */
+        e->reg_read(e->uc, ids[i], &out[i]);
+    }
+}
+
+static int uc_read(void *port, uint64_t addr, void *out, uint64_t len)
+{
+    ep_state *e = port;
+    return e->mem_read(e->uc, addr, out, len) == UC_ERR_OK ? 0 : -1;
+}
+
+static const core_ops uc_ops = {.regs_read = uc_regs_read, .mem_read = uc_read};
 
 ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
                  void *mem_write, void *ctl, int32_t pc_reg, int32_t sp_reg, int32_t link_reg,
@@ -95,11 +118,20 @@ ep_state *ep_new(uc_engine *uc, void *reg_read, void *reg_write, void *mem_read,
     e->big_endian = big_endian;
     e->push = push;
     e->code_mask = code_mask;
+    e->ops = &uc_ops;
+    e->port = e;
     if (ep_probes_init(&e->probes, 1024) != 0) {
         free(e);
         return NULL;
     }
     return e;
+}
+
+/* the port whose registers and memory the frame rule reads (the ptrace loop's) */
+void ep_bind_port(ep_state *e, const core_ops *ops, void *port)
+{
+    e->ops = ops;
+    e->port = port;
 }
 
 void ep_free(ep_state *e)
@@ -241,7 +273,7 @@ uint64_t ep_handover(ep_state *e)
 static int read_word(const ep_state *e, uint64_t addr, uint64_t *v)
 {
     uint8_t b[8];
-    if (e->mem_read(e->uc, addr, b, e->word) != UC_ERR_OK)
+    if (e->ops->mem_read(e->port, addr, b, e->word) != 0)
         return 0;
     *v = 0;
     for (uint32_t i = 0; i < e->word; i++)
@@ -263,16 +295,16 @@ static int frame_rule(ep_state *e, const ep_probe *p, uint64_t addr, ep_call *ou
     if ((p->func == e->process_entry && e->depth == 0) || p->func == e->handler_entry)
         return EP_PYTHON;  /* nothing called it: no call (entry_python.py _entered) */
     uint64_t sp = 0, ra = 0;
-    e->reg_read(e->uc, e->sp_reg, &sp);
+    e->ops->regs_read(e->port, &e->sp_reg, &sp, 1);
     sp &= mask;
     if (e->link_reg >= 0) {
-        e->reg_read(e->uc, e->link_reg, &ra);
+        e->ops->regs_read(e->port, &e->link_reg, &ra, 1);
         ra &= mask;
     } else if (!read_word(e, sp, &ra)) {
         return EP_PYTHON;
     }
     ra &= e->code_mask;
-    uint64_t call_sp = sp + e->push;
+    uint64_t call_sp = (sp + e->push) & mask;
     size_t k = e->depth;
     while (k && e->frames[k - 1].call_sp < call_sp)  /* frames left without a return */
         k--;
@@ -295,6 +327,31 @@ static int frame_rule(ep_state *e, const ep_probe *p, uint64_t addr, ep_call *ou
     else if (k != e->depth)
         changed_from(e, k);
     e->depth = k;
+    return kind;
+}
+
+/* is there a probe with a breakpoint (not a hooked one) at addr, active or not? */
+int ep_probe_at(const ep_state *e, uint64_t addr)
+{
+    const ep_probe *p = ep_probes_find(&e->probes, addr);
+    return p && !p->hooked;
+}
+
+/* a probe's trap under a port that steps over by itself (the ptrace loop: the program's
+ * bytes back, one PTRACE_SINGLESTEP, the breakpoint again): the frame rule's answer
+ * (EP_CALL, *out its record; EP_STEP; EP_PYTHON: nothing changed), counted as a trap and
+ * a step-over unless Python's; *orig: the program's byte under the breakpoint */
+int ep_decide(ep_state *e, uint64_t addr, ep_call *out, uint8_t *orig)
+{
+    ep_probe *p = ep_probes_find(&e->probes, addr);
+    if (!p || !p->active || p->hooked || e->hold)
+        return EP_PYTHON;
+    int kind = frame_rule(e, p, addr, out);
+    if (kind == EP_PYTHON)
+        return kind;
+    *orig = p->orig[0];
+    e->traps++;
+    e->stepovers++;
     return kind;
 }
 

@@ -45,6 +45,7 @@
 #include "cond.h"
 #include "core.h"
 #include "coretrap.h"
+#include "entryprobe.h"
 
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
@@ -94,14 +95,14 @@ typedef struct {
     uint64_t returned, resumes;  /* stops returned to Python, resumes */
     unsigned long long regs[PL_NREGS];  /* the stopped tracee's (GETREGS; SETREGS after) */
     ns_state *strict;  /* int3 --cleanup strict: strict.c's table (pl_strict_*), the core's */
-    struct pl_entry *entry;    /* the entry backend's probes (pl_entry_*) */
+    ep_state *entry;  /* the entry backend's probes: entryprobe.c's table (pl_entry_*) */
+    uint64_t entry_process, entry_handler;  /* (ep_set's, kept for each call) */
+    uint32_t entry_hold;
 } pl_state;
 
-static void pl_entry_free(struct pl_entry *e);
 static int strict_return_to_entry(const pl_state *s, const core_site *site);
 enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 };
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
-static void pl_entry_returned(pl_state *s, uint64_t target);
 
 /* ------------------------------------------------------------ tables */
 /* key -> value; 0, or -1 out of memory (key 0: nothing) */
@@ -204,7 +205,7 @@ void pl_free(pl_state *s)
     pl_map_free(&s->walk);
     hw_free(&s->hw);
     ns_free(s->strict);
-    pl_entry_free(s->entry);
+    ep_free(s->entry);
     free(s);
 }
 
@@ -515,7 +516,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
         if (s->strict)
             ns_journal_clear(s->strict);  /* (Python replays from the records) */
         if (s->entry && site->op == OP_RETURN)
-            pl_entry_returned(s, reg(s, s->cfg.pc_reg));
+            ep_returned(s->entry, reg(s, s->cfg.pc_reg));
     finished:
         s->last_pc = reg(s, s->cfg.pc_reg);
         if (s->core.n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
@@ -677,181 +678,110 @@ static int strict_return_to_entry(const pl_state *s, const core_site *site)
 
 /* ------------------------------------------------------------ entry probes (pl_entry_*) */
 /* The entry backend (backends/entry_python.py): a probe on a function's first instruction.  At its
- * trap C decides call or not by the frame rule of EntryBackend._entered (the return address
- * at SP and the SP before the call against the innermost open frame) and appends the
- * call's record; then it steps over the displaced instruction as the Python backend does
- * (a fall-back: the program's byte back, PTRACE_SINGLESTEP, the INT3 written again; uprobes'
- * step-over), counting a trap and a step-over and taking one off the time, as
- * Int3Backend._on_trap does.  Python's: the process entry's first hit, a signal handler's
- * entry, a jump into another function in the same frame (a tail call by the tail rule), a
- * probe whose instruction Python simulates, and every probe while Python has a module to
- * probe first (`hold`).  Returns are the lazy return sites of the table; C also pops the
- * open frames a return leaves (EntryBackend._resolve).  Python reads the frames back when
- * C changed them and hands them to C when it did. */
-typedef struct pl_entry {
-    pl_map probe;  /* probe address -> its function's start */
-    pl_map orig;   /* probe address -> the program's byte | active << 8 */
-    uint64_t *ra, *call_sp, *func;  /* the open frames, innermost last */
-    size_t n, cap;
-    uint64_t process_entry, handler_entry, push, code_mask;
-    uint32_t hold, dirty;
-    uint64_t stepovers;
-} pl_entry;
-
-static void pl_entry_free(pl_entry *e)
-{
-    if (!e)
-        return;
-    pl_map_free(&e->probe);
-    pl_map_free(&e->orig);
-    free(e->ra);
-    free(e->call_sp);
-    free(e->func);
-    free(e);
-}
-
+ * trap C decides call or not by entryprobe.c's frame rule (EntryBackend._entered: the
+ * return address at SP and the SP before the call against the innermost open frame), the
+ * Unicorn port's, reading through this port's operations, and appends the call's record;
+ * then it steps over the displaced instruction as the Python backend does (a fall-back: the
+ * program's byte back, PTRACE_SINGLESTEP, the INT3 written again; uprobes' step-over),
+ * counting a trap and a step-over and taking one off the time, as Int3Backend._on_trap does.
+ * Python's: the process entry's first hit, a signal handler's entry, a jump into another
+ * function in the same frame (a tail call by the tail rule), a probe whose instruction
+ * Python simulates, and every probe while Python has a module to probe first (`hold`).
+ * Returns are the lazy return sites of the table; C also pops the open frames a return
+ * leaves (ep_returned).  Python reads the frames back when C changed them and hands them
+ * to C when it did (the pl_entry_* wrappers over entryprobe.c's table). */
 int pl_entry_enable(pl_state *s, uint64_t process_entry, uint64_t push, uint64_t code_mask)
 {
-    if (!s->entry)
-        s->entry = calloc(1, sizeof *s->entry);
-    if (!s->entry)
-        return -1;
-    s->entry->process_entry = process_entry;
-    s->entry->push = push;
-    s->entry->code_mask = code_mask;
+    if (!s->entry) {
+        s->entry = ep_new(NULL, NULL, NULL, NULL, NULL, NULL, s->cfg.pc_reg, s->cfg.sp_reg, -1,
+                          s->cfg.word, 0, push, code_mask, -1, 0);
+        if (!s->entry)
+            return -1;
+        ep_bind_port(s->entry, &port_ops, s);  /* x86: the return address is at SP */
+    }
+    s->entry_process = process_entry;
+    ep_set(s->entry, s->entry_hold, s->entry_process, s->entry_handler);
     return 0;
 }
 
 int pl_entry_probe(pl_state *s, uint64_t addr, uint64_t func, uint32_t orig)
 {
-    if (map_put(&s->entry->probe, addr, func) != 0)
-        return -1;
-    return map_put(&s->entry->orig, addr, (orig & 0xff) | 0x100);
+    static const uint8_t int3 = PL_INT3;
+    uint8_t byte = (uint8_t)orig;
+    return ep_probe_add(s->entry, addr, func, &byte, &int3, 1, 0);
 }
 
 void pl_entry_probe_active(pl_state *s, uint64_t addr, uint32_t on)
 {
-    uint64_t v;
-    if (map_get(&s->entry->orig, addr, &v))
-        map_put(&s->entry->orig, addr, (v & 0xff) | (on ? 0x100 : 0));
+    ep_probe_active(s->entry, addr, on);
 }
 
 void pl_entry_hold(pl_state *s, uint32_t hold, uint64_t handler_entry)
 {
-    s->entry->hold = hold;
-    s->entry->handler_entry = handler_entry;
-}
-
-static int frames_room(pl_entry *e, size_t n)
-{
-    if (n <= e->cap)
-        return 0;
-    size_t cap = n * 2 + 64;
-    uint64_t *a = realloc(e->ra, cap * 8), *b, *c;
-    if (!a)
-        return -1;
-    e->ra = a;
-    if (!(b = realloc(e->call_sp, cap * 8)))
-        return -1;
-    e->call_sp = b;
-    if (!(c = realloc(e->func, cap * 8)))
-        return -1;
-    e->func = c;
-    e->cap = cap;
-    return 0;
+    s->entry_hold = hold;
+    s->entry_handler = handler_entry;
+    ep_set(s->entry, hold, s->entry_process, handler_entry);
 }
 
 int pl_entry_frames_set(pl_state *s, uint32_t n, const uint64_t *ra, const uint64_t *call_sp,
                         const uint64_t *func)
 {
-    pl_entry *e = s->entry;
-    if (frames_room(e, n) != 0)
+    uint64_t *words = malloc((n ? n : 1) * 3 * sizeof *words);
+    if (!words)
         return -1;
-    memcpy(e->ra, ra, n * 8ULL);
-    memcpy(e->call_sp, call_sp, n * 8ULL);
-    memcpy(e->func, func, n * 8ULL);
-    e->n = n;
-    e->dirty = 0;
-    return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        words[3 * i] = ra[i];
+        words[3 * i + 1] = call_sp[i];
+        words[3 * i + 2] = func[i];
+    }
+    int rc = ep_frames_splice(s->entry, 0, n, words);
+    free(words);
+    return rc;
 }
 
 /* the frames, if C changed them since Python last read or set them: their count, or -1 */
 int64_t pl_entry_frames_get(pl_state *s, uint64_t *ra, uint64_t *call_sp, uint64_t *func,
                             uint32_t room)
 {
-    pl_entry *e = s->entry;
-    if (!e->dirty)
+    ep_state *e = s->entry;
+    if (!ep_dirty(e))
         return -1;
-    if (e->n > room)
-        return (int64_t)e->n;  /* (nothing copied: call again with room) */
-    memcpy(ra, e->ra, e->n * 8);
-    memcpy(call_sp, e->call_sp, e->n * 8);
-    memcpy(func, e->func, e->n * 8);
-    e->dirty = 0;
-    return (int64_t)e->n;
+    uint64_t n = ep_depth(e);
+    if (n > room)
+        return (int64_t)n;  /* (nothing copied: call again with room) */
+    const ep_frame *f = ep_frames(e);
+    for (uint64_t i = 0; i < n; i++) {
+        ra[i] = f[i].ra;
+        call_sp[i] = f[i].call_sp;
+        func[i] = f[i].func;
+    }
+    ep_clean(e);
+    return (int64_t)n;
 }
 
-uint64_t pl_entry_stepovers(pl_state *s) { return s->entry->stepovers; }
-
-static void pl_entry_returned(pl_state *s, uint64_t target)
-{
-    pl_entry *e = s->entry;  /* the frame it returns to, and those above it, end */
-    for (size_t i = e->n; i-- > 0;)
-        if (e->ra[i] == target) {
-            e->n = i;
-            e->dirty = 1;
-            break;
-        }
-}
+uint64_t pl_entry_stepovers(pl_state *s) { return ep_counter(s->entry, 1); }
 
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
 {
-    pl_entry *e = s->entry;
-    uint64_t func, orig, sp, ra;
-    if (!map_get(&e->probe, at, &func))
-        return ENTRY_NOT_PROBE;
-    if (!map_get(&e->orig, at, &orig) || !(orig & 0x100) || e->hold)
-        return ENTRY_PYTHON;
-    if ((func == e->process_entry && e->n == 0) || func == e->handler_entry)
-        return ENTRY_PYTHON;  /* the kernel entered it: no call (EntryBackend._entered) */
-    sp = reg(s, s->cfg.sp_reg);
-    if (read_word(s, sp, &ra) != 0)
-        return ENTRY_PYTHON;
-    ra &= e->code_mask;
-    uint64_t call_sp = (sp + e->push) & mask_of(s);
-    size_t n = e->n;
-    while (n && e->call_sp[n - 1] < call_sp)  /* frames left without a return */
-        n--;
-    int record = 1;
-    if (n && e->ra[n - 1] == ra && e->call_sp[n - 1] == call_sp) {
-        if (e->func[n - 1] != func)
-            return ENTRY_PYTHON;  /* a jump to another function: maybe a tail call */
-        record = 0;  /* a loop back to its own entry */
-    } else if (n && e->call_sp[n - 1] == call_sp) {
-        n--;  /* a frame at this very level is over */
-    }
+    ep_state *e = s->entry;
+    ep_call call;
+    uint8_t orig = 0;
     uint64_t regs[NT_MAX_REGS] = {0};
-    if (record) {  /* the arguments as the callee sees them at its entry (now) */
-        if (core_call_words(&s->core, sp, regs, 0, s->core.cfg.n_args, 0,
-                            s->core.cfg.n_stack) != 0)
-            return ENTRY_PYTHON;
-        if (frames_room(e, n + 1) != 0)
-            return -ENOMEM;
-    }
-    /* decided: the frames, the record, then the step-over */
-    e->n = n;
-    e->dirty = 1;
-    if (record) {
-        e->ra[n] = ra;
-        e->call_sp[n] = call_sp;
-        e->func[n] = func;
-        e->n = n + 1;
-        /* (the record's room: checked before resuming) */
-        core_record(&s->core, EV_CALL, s->core.time, ra, at, call_sp, ra, sp, regs,
-                    s->core.cfg.n_args + s->core.cfg.n_stack, 0);
-    }
+    if (!ep_probe_at(e, at))
+        return ENTRY_NOT_PROBE;
+    /* the arguments as the callee sees them at its entry (now), read before the frame rule
+     * changes anything: a stack word that cannot be read leaves the probe to Python */
+    if (core_call_words(&s->core, reg(s, s->cfg.sp_reg), regs, 0, s->core.cfg.n_args, 0,
+                        s->core.cfg.n_stack) != 0)
+        return ENTRY_PYTHON;
+    int kind = ep_decide(e, at, &call, &orig);
+    if (kind == EP_PYTHON)
+        return ENTRY_PYTHON;
+    /* decided: the record, then the step-over */
+    if (kind == EP_CALL)  /* (the record's room: checked before resuming) */
+        core_record(&s->core, EV_CALL, s->core.time, call.ra, at, call.call_sp, call.ra,
+                    call.entry_sp, regs, s->core.cfg.n_args + s->core.cfg.n_stack, 0);
     s->core.traps++;
-    e->stepovers++;
     s->core.time--;  /* the fall-back's re-run is counted by its block (Int3Backend._on_trap) */
     uint8_t byte = (uint8_t)orig;
     if (pwrite(s->cfg.mem_fd, &byte, 1, (off_t)at) != 1)
