@@ -78,7 +78,8 @@ LAYERS = Layers((
     ("emutrace.backends.*",),
     ("emutrace.tracer",),
     ("emutrace.machine.*",),
-    ("emutrace.session", "emutrace.native_session", "emutrace.board_session"),
+    ("emutrace.session", "emutrace.native_session", "emutrace.gdb_session",
+     "emutrace.board_session"),
     ("emutrace.benchgrid.*",),
     ("emutrace.cli.*", "emutrace.matrix.*", "emutrace.__main__"),
 ))
