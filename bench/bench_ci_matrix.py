@@ -6,8 +6,8 @@
 
 The matrix: `testbins/{isa}/fib N` under int3 on every ISA given (one cell per ISA).  Each
 repeat runs, in turn: every cell in this process (`--workers 0`: no Dask, no cell process),
-then the same cells on the 1-, 2- and 4-worker clusters (each cell in a process of its own on
-a worker, as `emutrace ci` runs them).  The clusters are started once, before timing (their
+then the same cells on the 1-, 2- and 4-worker clusters (each cell in the worker thread's cell
+process, as `emutrace ci` runs them).  The clusters are started once, before timing (their
 start-up is reported apart), so a repeat's variants see the same machine load.  Every variant's
 traces are checked equal to the in-process ones (a difference is an error).
 
@@ -131,9 +131,11 @@ def main() -> int:
         ", ".join(f"{w} workers {startup[w]:.1f} s" for w in WORKERS) + ".  ",
         f"Peak Python allocations of this process while the 2-worker run collects its "
         f"cells (tracemalloc): {peak / 1024:.0f} KiB.", "",
-        "The per-cell difference against in-process is what a cell's own process (the "
-        "interpreter and emutrace's imports) and Dask add, less what parallel workers win "
-        "back; on a 2-core machine, 4 workers cannot beat 2.",
+        "The per-cell difference against in-process is what Dask and the cell processes (an "
+        "interpreter and emutrace's imports per worker, the pipes) add, less what parallel "
+        "workers win back.  The in-process runs share this process with the three clusters' "
+        "schedulers (their event loops take the GIL now and then); on a shared, loaded "
+        "machine more worker processes also take a larger share of its CPUs.",
         "", "Problems: " + ("; ".join(problems) if problems else "none (every variant's "
                                                                   "traces equal)"), ""]
     Path(args.out).write_text("\n".join(lines))
