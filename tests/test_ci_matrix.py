@@ -267,3 +267,13 @@ def test_usage_errors_are_64_and_a_missing_file_66(tmp_path: Path,
     assert main(["ci", str(tmp_path / "none.toml")]) == 66
     err = capfd.readouterr().err
     assert err.count("\n") == 4 and "Traceback" not in err, err
+
+
+def test_a_cell_that_cannot_run_is_a_junit_error_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "m.toml").write_text(
+        "[matrix]\nisas = ['x86_64']\n[[program]]\nname = 'gone'\n"
+        "command = 'testbins/{isa}/no-such-program'\n")
+    assert main(["ci", str(tmp_path / "m.toml"), "--workers", "0", "-o",
+                 str(tmp_path / "o")]) == 2
+    assert cases(tmp_path / "o" / "junit.xml") == {
+        "gone.int3/x86_64": ("error", "testbins/x86_64/no-such-program: no such file")}
