@@ -26,8 +26,9 @@ from .plt_oracles import objdump_plt
 
 REPO = Path(__file__).resolve().parent.parent
 ROOTS = REPO / ".cache" / "rootfs"
-PLT_ENTRY = 16  # bytes of a PLT stub on x86_64 (psABI §7.3) and aarch64 (ELF for Arm64)
+PLT_ENTRY = 16  # bytes of a PLT stub on x86_64, i386 (their psABIs) and aarch64 (ELF for Arm64)
 PROGRAMS = [("x86_64", ["/bin/ls", "-l", "/"]), ("aarch64", ["/bin/ls", "-l", "/"]),
+            ("i386", ["/bin/ls", "-l", "/"]),
             ("x86_64", ["/usr/bin/sort", "/etc/xattr.conf"])]
 
 
@@ -48,7 +49,7 @@ def elf_functions(path: Path, bias: int, isa: str) -> list[tuple[int, int, set[s
                         and sym["st_shndx"] != "SHN_UNDEF" and sym["st_size"] > 0):
                     start = bias + (sym["st_value"] & ~1)
                     by_range.setdefault((start, start + sym["st_size"]), set()).add(sym.name)
-    for addr, name in objdump_plt(isa, path).items():  # a stub is 16 bytes on both ISAs
+    for addr, name in objdump_plt(isa, path).items():  # a stub is PLT_ENTRY bytes
         by_range.setdefault((bias + addr, bias + addr + PLT_ENTRY), set()).add(name)
     return sorted((s, e, names) for (s, e), names in by_range.items())
 
