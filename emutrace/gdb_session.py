@@ -4,8 +4,9 @@ session.Process for the gdb-remote target: QEMU's own Linux layer runs the syste
 with the user's rights (no sandbox: the run is asked for with --unconfined).
 
 What runs there (checked before anything runs; a refusal is a usage error): a static
-program of any ISA whose qemu-user is installed, without threads, with backend none or one
-whose recipe has a gdb port (`runs_on(GDB_PYTHON)`: int3)."""
+program of an ISA whose capability table says `gdb_target` and whose qemu-user is
+installed, without threads, with backend none or one whose recipe has a gdb port
+(`runs_on(GDB_PYTHON)`: int3)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import sys
 from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import CallTypes
 from emutrace.errors import UsageError
+from emutrace.isa.base import Cap
 from emutrace.mechanisms import runs_on
 from emutrace.mechanisms.settings import GDB_PYTHON, settings_of
 from emutrace.session import RunConfig, RunResult, may_create_threads, open_image
@@ -34,6 +36,10 @@ class GdbProcess(TracedRun):
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         image = open_image(config.program, config.arch)
+        gdb = image.isa.capability(Cap.GDB_TARGET)
+        if not gdb.works:
+            raise UsageError(f"--target gdb: {config.program} is a {image.isa.name} program: "
+                             f"{gdb.reason}")
         if image.interpreter is not None:
             raise UsageError(f"--target gdb: {config.program} is dynamically linked; the "
                              f"gdb target runs static programs only so far")

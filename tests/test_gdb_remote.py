@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 
 from emutrace.gdb_session import GdbProcess
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.target import rsp
 from emutrace.trace.canonical import canonical_text, trace_key
 
-from .conftest import bin_path, run_emutrace, run_qemu
+from .conftest import bin_path, isa_params, run_emutrace, run_qemu
 from .test_trace_oracle import namer, own_record
 
 # ------------------------------------------------------------------ the packet codec
@@ -78,6 +79,16 @@ SCENARIOS = ("recursion", "fnptr", "longjmp", "tail")
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("isa", ISAS)
 def test_gdb_trace_equals_own_record_and_unicorn(isa: str, scenario: str) -> None:
+    traced_equal(isa, scenario)
+
+
+@pytest.mark.parametrize("isa", isa_params(Cap.GDB_TARGET))
+def test_gdb_trace_on_every_isa(isa: str) -> None:
+    """One scenario (calls through a pointer) on each ISA the table says the stub runs."""
+    traced_equal(isa, "fnptr")
+
+
+def traced_equal(isa: str, scenario: str) -> None:
     want, program_functions = own_record(isa, scenario)
     plain = str(bin_path(isa, "calls"))
     config = RunConfig(plain, [scenario], backend="int3")

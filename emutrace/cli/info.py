@@ -43,8 +43,31 @@ class InfoCommand:
             return 0
         print(render_matrix())
         print()
+        print(render_engines())
+        print()
         print(render_debug_hardware())
         return 0
+
+
+def render_engines() -> str:
+    """The engines (`run --target`) that run each ISA's programs here: emulation always;
+    native and gdb where the capability table says so and, for gdb, qemu-user for it is
+    installed (target/gdb_remote.py); else why not."""
+    from emutrace.isa.base import Cap
+    from emutrace.target.gdb_remote import qemu_user
+
+    lines = ["Engines (run --target)"]
+    for isa in all_isas():
+        engines = ["emulation"]
+        if isa.capability(Cap.NATIVE_TARGET).works:
+            engines.append("native")
+        gdb = isa.capability(Cap.GDB_TARGET)
+        qemu = qemu_user(isa)
+        engines.append(f"gdb not: {gdb.reason}" if not gdb.works else
+                       f"gdb ({qemu.rsplit('/', 1)[-1]})" if qemu is not None else
+                       f"gdb not: no qemu-{isa.identity.qemu}-static on PATH")
+        lines.append(f"  {isa.name:<10}{', '.join(engines)}")
+    return "\n".join(lines)
 
 
 def render_matrix() -> str:

@@ -289,6 +289,7 @@ ISA = Isa(
     platform="aarch64",
     uname_machine="aarch64",
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         # Debian's linux-image-cloud-arm64 boots to the VFS panic on virt-arm64
         Cap.LINUX_KERNEL: Capability(True),

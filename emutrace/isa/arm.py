@@ -521,6 +521,7 @@ ISA = Isa(
     platform="v7l",
     uname_machine="armv7l",
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(
             False,
             "a bounded UC_HOOK_MEM_READ over code breaks dynamic programs in Unicorn 2.1.4 "

@@ -599,6 +599,7 @@ class Cap(enum.Enum):
     CPU_TIMERS = "cpu_timers"  # ITIMER_PROF/ITIMER_VIRTUAL expire (in guest instructions)
     HIDDEN_BREAKPOINTS = "hidden_breakpoints"  # guest loads see the original bytes
     NATIVE_TARGET = "native_target"  # `run --target native` on this host
+    GDB_TARGET = "gdb_target"  # `run --target gdb`: in qemu-user's gdb stub (gdb_remote.py)
     NATIVE_BTS = "native_bts"  # native bts: a branch-trace PMU here (isa/native_pmu.py)
     NATIVE_DYNAMIC = "native_dynamic"  # dynamic programs natively (the host's ld.so, libc)
     NATIVE_DYNAMIC_STRICT = "native_dynamic_strict"  # ... under int3 --cleanup strict

@@ -219,6 +219,7 @@ ISA = Isa(
     platform="i686",
     uname_machine="i686",
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
         Cap.KERNEL: Capability(True),  # isa/kernel_i386.py, board pc-i386

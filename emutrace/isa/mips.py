@@ -241,6 +241,10 @@ ISA = Isa(
     call_target_regs=("t9",),
     siginfo_code_offset=4,  # __ARCH_HAS_SWAPPED_SIGINFO: si_signo, si_code, si_errno
     capabilities={
+        Cap.GDB_TARGET: Capability(
+            False, "qemu-user's MIPS gdb stub sends no target description "
+            "(qXfer:features:read), and the gdb target learns the register layout only "
+            "from one"),
         Cap.HIDDEN_BREAKPOINTS: Capability(
             False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
         Cap.LINUX_KERNEL: LINUX_NOT_TRIED,

@@ -327,6 +327,7 @@ ISA = Isa(
     platform="ppc",
     uname_machine="ppc",
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         # isa/kernel_ppc.py (SRR0/SRR1/ESR modelled, mfspr/mtspr/rfi emulated), board bamboo
         Cap.LINUX_KERNEL: LINUX_NOT_TRIED,

@@ -192,6 +192,7 @@ ISA = Isa(
     entry_regs=("r12",),  # ELFv2 §2.3.2.1: r12 = address of a global entry point
     call_target_regs=("r12",),
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         # isa/kernel_ppc64le.py (SRR0/SRR1 modelled, mfspr/mtspr/rfid emulated, PAPR
         # hypercalls), board pseries

@@ -265,6 +265,7 @@ ISA = Isa(
     platform="riscv64",
     uname_machine="riscv64",
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(
             False, "nothing to hide: sites are hooked, never patched (EBREAK traps are broken)"),
         Cap.LINUX_KERNEL: LINUX_NOT_TRIED,

@@ -388,6 +388,7 @@ ISA = Isa(
     packed_args={"mmap": 6},
     fault_address_mask=-4096,  # si_addr of a fault: its page (__FAIL_ADDR_MASK)
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
         Cap.KERNEL: Capability(True),  # isa/kernel_s390x.py, board s390-ccw-virtio

@@ -436,6 +436,7 @@ ISA = Isa(
     platform="x86_64",
     uname_machine="x86_64",
     capabilities={
+        Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(True),  # backends/codeguard.py read hook
         Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
         Cap.KERNEL: Capability(True),  # isa/kernel_x86_64.py, board pc-x86_64

@@ -264,9 +264,10 @@ class GdbRemoteTarget:
             raise KeyError(f"gdb target: the stub has no register {name}")
         return slot
 
-    # the ISA's short names that GDB's descriptions spell otherwise (the flags of AArch64:
-    # GDB's cpsr holds NZCV in bits 31-28, as Unicorn's nzcv does)
-    isa_aliases = {"nzcv": "cpsr", "x29": "fp", "x30": "lr"}
+    # the ISA's short names that GDB's descriptions spell otherwise, used where the stub's
+    # layout lacks the name (AArch64 flags: GDB's cpsr holds NZCV in bits 31-28, as
+    # Unicorn's nzcv does; s390x: the PSW's address half is GDB's pswa)
+    isa_aliases = {"nzcv": "cpsr", "x29": "fp", "x30": "lr", "pc": "pswa"}
 
     def reg_read(self, name: str) -> int:
         slot = self._slot(name)
@@ -285,6 +286,14 @@ class GdbRemoteTarget:
 
     def reg_write(self, name: str, value: RegValue) -> None:
         assert isinstance(value, int)
+        flag = self.isa.alt_mode_flag
+        if name == self.isa.registers.pc and self.isa.thumb_bit and flag is not None:
+            # an odd PC selects the alternate instruction set (ARM: interworking, ARM ARM
+            # A2.3.2): the stub's PC is the address, the state is its flag's bit
+            reg, bit = flag
+            state = self.reg_read(reg)
+            self.reg_write(reg, state | bit if value & 1 else state & ~bit)
+            value &= ~1
         slot = self._slot(name)
         self._values[slot.number] = value & ((1 << (8 * slot.size)) - 1)
         self._dirty.add(slot.number)
@@ -297,7 +306,8 @@ class GdbRemoteTarget:
         return self.reg_read(self.isa.registers.pc)
 
     def in_alt_mode(self) -> bool:
-        return False  # (ARM Thumb state would be read from cpsr.T: not yet)
+        flag = self.isa.alt_mode_flag  # (ARM: CPSR.T)
+        return flag is not None and bool(self.reg_read(flag[0]) & flag[1])
 
     def reg_id(self, name: str) -> int:
         slot = self.layout.get(name)
@@ -418,7 +428,8 @@ class GdbRemoteTarget:
         if begin == end:
             self.point_hooks.setdefault(begin, {})[handle] = (fn, data)
             if begin not in self.placed:
-                kind = len(self.isa.breakpoints[0].encoding) if self.isa.breakpoints else 4
+                bp = self.isa.breakpoint_for(alt_mode=False)
+                kind = len(bp.encoding) if bp is not None else self.word
                 if self.conn.request(f"Z0,{begin:x},{kind:x}".encode()) != b"OK":
                     raise StubError(f"gdb stub: no breakpoint at {begin:#x} for a code hook")
                 self.placed[begin] = kind

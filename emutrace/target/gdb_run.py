@@ -46,7 +46,6 @@ def _signal_name(number: int) -> str:
 def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> Stop:
     """Run the stopped program to its end (its exit, its death, `stop`, or timeout seconds
     of waiting for one stop)."""
-    bp = next((b for b in target.isa.breakpoints if b.works), None)
     pending_signal = 0
     fresh = True
     blocks_due = False
@@ -71,7 +70,8 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
         if target.stop_requested:
             return Stop("interrupted", pc=pc)
         pc = target.pc
-        if pc in target.placed and pc not in target.point_hooks and bp is not None:
+        bp = target.isa.breakpoint_for(target.in_alt_mode()) if pc in target.placed else None
+        if bp is not None and pc not in target.point_hooks:
             # the backend's breakpoint: its trap as the instruction would raise it
             target.reg_write(target.isa.registers.pc, pc + bp.pc_after)
             if hooks.on_trap is not None and bp.intno is not None and \
