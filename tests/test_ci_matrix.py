@@ -68,7 +68,7 @@ def traces(out: Path) -> dict[str, str]:
     return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*.trace"))}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster() -> Iterator[str]:
     """A Dask local cluster of two worker processes (one thread each): its scheduler's
     address, as `--scheduler` takes it."""
