@@ -1,8 +1,9 @@
 """The target protocol: what the backends and the run loops need from an execution engine.
 
-Two targets implement it: :class:`~emutrace.target.unicorn_cpu.UnicornCpu` (emulation, the
-default) and :class:`~emutrace.target.ptrace.PtraceTarget` (a native host process under
-ptrace, x86_64 and i386).  A backend is written once against this protocol; the target
+Three targets implement it: :class:`~emutrace.target.unicorn_cpu.UnicornCpu` (emulation, the
+default), :class:`~emutrace.target.ptrace.PtraceTarget` (a native host process under
+ptrace, x86_64 and i386) and :class:`~emutrace.target.gdb_remote.GdbRemoteTarget` (a program
+in a GDB remote stub: qemu-user's).  A backend is written once against this protocol; the target
 decides how its hooks are delivered:
 
 * Unicorn *pushes*: its hooks run inside ``emu_start`` (``target/unicorn_run.py``);
@@ -95,7 +96,7 @@ class Target(Protocol):
     isa: Isa
     word: int
     byteorder: Endian
-    # "unicorn" or "ptrace": which delivery a backend gets for what only hardware or only
+    # "unicorn", "ptrace" or "gdb": which delivery a backend gets for what only hardware or only
     # an emulator can deliver (branch traps: a block hook vs PTRACE_SINGLEBLOCK)
     kind: str
     # True where patched code runs only after its translation is dropped and a block
