@@ -133,3 +133,17 @@ def test_record_gdb_is_refused() -> None:
     got = run_emutrace("record", "--target", "gdb", "--unconfined", "-d", "/tmp/nowhere.data",
                        bin_path("x86_64", "calls"), "recursion")
     assert got.returncode == 64 and b"not built" in got.stderr
+
+
+def test_gdb_timeout_ends_the_run() -> None:
+    got = run_emutrace("run", "--target", "gdb", "--unconfined", "--timeout", "1",
+                       "--backend", "int3", "-o", "/dev/null", bin_path("x86_64", "fib"), "40")
+    assert got.returncode == 124 and b"--timeout reached" in got.stderr
+
+
+def test_info_lists_the_gdb_engine_per_isa() -> None:
+    section = run_emutrace("info").stdout.decode().split("Engines (run --target)\n")[1]
+    lines = {line.split()[0]: line for line in section.split("\n\n")[0].splitlines()}
+    for isa in ISAS:
+        assert f"gdb (qemu-{isa}-static)" in lines[isa]
+    assert "gdb not: qemu-user's MIPS gdb stub" in lines["mips"]

@@ -21,6 +21,7 @@ saw)."""
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 
 from emutrace.target.gdb_remote import GdbRemoteTarget
@@ -45,12 +46,12 @@ def _signal_name(number: int) -> str:
 
 def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> Stop:
     """Run the stopped program to its end (its exit, its death, `stop`, or timeout seconds
-    of waiting for one stop)."""
+    from now: 0 for none)."""
     pending_signal = 0
     fresh = True
     blocks_due = False
     after_trap = False
-    wait = timeout if timeout > 0 else None
+    deadline = time.monotonic() + timeout if timeout > 0 else None
     pc = target.pc
     while True:
         if fresh:
@@ -85,6 +86,7 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
         over = pc in target.placed  # a hooked instruction runs as itself: step over it
         if over:
             target.lift(pc)
+        wait = None if deadline is None else max(0.001, deadline - time.monotonic())
         try:
             reply = target.resume(stepping or over, pending_signal, wait)
         except TimeoutError:
