@@ -6,7 +6,7 @@ with the user's rights (no sandbox: the run is asked for with --unconfined).
 What runs there (checked before anything runs; a refusal is a usage error): a static
 program of an ISA whose capability table says `gdb_target` and whose qemu-user is
 installed, without threads, with backend none or one whose recipe has a gdb port
-(`runs_on(GDB_PYTHON)`: int3)."""
+(`runs_on(GDB_PYTHON)`: int3, hwbp)."""
 
 from __future__ import annotations
 

@@ -88,17 +88,27 @@ def test_gdb_trace_on_every_isa(isa: str) -> None:
     traced_equal(isa, "fnptr")
 
 
-def traced_equal(isa: str, scenario: str) -> None:
+@pytest.mark.parametrize("scenario", ("recursion", "fnptr"))
+@pytest.mark.parametrize("isa", ISAS)
+def test_gdb_hwbp_on_the_stubs_hardware_breakpoints(isa: str, scenario: str) -> None:
+    """hwbp's slots as the stub's Z1 breakpoints: the same trace."""
+    process = traced_equal(isa, scenario, "hwbp")
+    assert process.target.z1 and process.target.z1_placed > 10  # (no fallback to Z0)
+
+
+def traced_equal(isa: str, scenario: str, backend: str = "int3") -> GdbProcess:
     want, program_functions = own_record(isa, scenario)
     plain = str(bin_path(isa, "calls"))
-    config = RunConfig(plain, [scenario], backend="int3")
-    result = GdbProcess(config).run()
+    config = RunConfig(plain, [scenario], backend=backend)
+    process = GdbProcess(config)
+    result = process.run()
     assert result.stop.kind == "exit"
     got = trace_key(canonical_text(result.records, namer(plain), program_functions))
     assert got.count("\n") > 3
     assert got == want
     emulated = Process(config, warn=lambda m: None).run()
     assert got == trace_key(canonical_text(emulated.records, namer(plain), program_functions))
+    return process
 
 
 @pytest.mark.parametrize("isa", ISAS)

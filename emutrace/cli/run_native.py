@@ -43,8 +43,9 @@ def add_native_options(p: argparse.ArgumentParser) -> None:
                    help="where PROGRAM runs: emulation (the default: Unicorn, confined) or "
                         "native (on this host's CPU under ptrace; backends none, int3, hwbp, "
                         "btf, entry, step; confined by --root/--allow-write as under "
-                        "emulation) or gdb (in qemu-user's gdb stub, any ISA: backends "
-                        "none, int3; static programs; needs --unconfined)")
+                        "emulation) or gdb (in qemu-user's gdb stub, the ISAs `emutrace info` "
+                        "names: backends none, int3, hwbp; static programs; needs "
+                        "--unconfined)")
     g.add_argument("--unconfined", action="store_true",
                    help="--target native or gdb: no sandbox: the program runs with your "
                         "rights and sees and may change your files")

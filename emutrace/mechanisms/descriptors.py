@@ -41,7 +41,7 @@ HWBP = Descriptor(
     counters=("hits", "slot_writes", "fallbacks", "stepped", "functions", "max_slots"),
     main_event="hits",
     recipe=Recipe(placement="lazy", cleanup="strict", delivery="hardware slots",
-                  ports=_EVERY_PORT),
+                  ports=(*_EVERY_PORT, (GDB_PYTHON, "on_reference"))),
     bench_variants=("1",))
 
 BTS = Descriptor(

@@ -11,8 +11,9 @@ do.  What is asked of the stub (the GDB manual, appendix E):
   ``g`` once per stop for the registers it carries, ``p n`` for the rest, ``P n=v`` for
   the writes, sent before the program resumes;
 * memory: ``m addr,len`` and ``M addr,len:hex`` (an ``E`` reply is a `MemoryFault`);
-* breakpoints: the ISA's breakpoint encoding written with `write_code` is placed as a
-  software breakpoint ``Z0,addr,kind`` (kind: the encoding's length; the stub keeps the
+* breakpoints: a `hook_hw` on one address is a hardware breakpoint ``Z1`` (``Z0`` where
+  the stub has none); the ISA's breakpoint encoding written with `write_code` is placed
+  as a software breakpoint ``Z0,addr,kind`` (kind: the encoding's length; the stub keeps the
   program's bytes, so loads see them) and the original bytes written back remove it
   (``z0``); a stub without Z0 gets the bytes written with ``M``;
 * running: ``vCont;c`` / ``vCont;s`` (``C``/``S`` with the guest's own signal, which the
@@ -187,6 +188,9 @@ class GdbRemoteTarget:
         self._encodings = {bp.encoding for bp in isa.breakpoints}
         self.z0 = True  # the stub has Z0 (learnt from its first answer)
         self.placed: dict[int, int] = {}  # address → kind of the Z0 placed there
+        self.z1 = True  # the stub has Z1 (hardware breakpoints; learnt as for Z0)
+        self.hw_placed: dict[int, int] = {}  # address → kind of the Z1 placed there
+        self.z1_placed = 0  # Z1 breakpoints placed in the run (hook_hw)
         self.written: dict[int, bytes] = {}  # address → original bytes (a stub without Z0)
         # hooks the run loop calls (target/gdb_run.py)
         self.range_hooks: dict[int, tuple[CodeHook, int, int, Any]] = {}
@@ -395,12 +399,22 @@ class GdbRemoteTarget:
     def drop_code_cache(self, begin: int, end: int) -> bool:
         return False  # the stub keeps what it runs coherent with its breakpoints
 
+    def holds(self, addr: int) -> bool:
+        """A breakpoint of the target's (Z0 or Z1) is placed at addr."""
+        return addr in self.placed or addr in self.hw_placed
+
     def lift(self, addr: int) -> None:
         """The placed breakpoint at addr removed for one step over its instruction."""
-        self.conn.request(f"z0,{addr:x},{self.placed[addr]:x}".encode())
+        if addr in self.hw_placed:
+            self.conn.request(f"z1,{addr:x},{self.hw_placed[addr]:x}".encode())
+        else:
+            self.conn.request(f"z0,{addr:x},{self.placed[addr]:x}".encode())
 
     def settle(self, addr: int) -> None:
-        self.conn.request(f"Z0,{addr:x},{self.placed[addr]:x}".encode())
+        if addr in self.hw_placed:
+            self.conn.request(f"Z1,{addr:x},{self.hw_placed[addr]:x}".encode())
+        else:
+            self.conn.request(f"Z0,{addr:x},{self.placed[addr]:x}".encode())
 
     # ------------------------------------------------------------ running
     def resume(self, step: bool, signal: int = 0, timeout: float | None = None
@@ -427,9 +441,8 @@ class GdbRemoteTarget:
         handle = self._handle()
         if begin == end:
             self.point_hooks.setdefault(begin, {})[handle] = (fn, data)
-            if begin not in self.placed:
-                bp = self.isa.breakpoint_for(alt_mode=False)
-                kind = len(bp.encoding) if bp is not None else self.word
+            if begin not in self.placed and begin not in self.hw_placed:
+                kind = self._point_kind()
                 if self.conn.request(f"Z0,{begin:x},{kind:x}".encode()) != b"OK":
                     raise StubError(f"gdb stub: no breakpoint at {begin:#x} for a code hook")
                 self.placed[begin] = kind
@@ -438,7 +451,32 @@ class GdbRemoteTarget:
         return handle
 
     def hook_hw(self, fn: CodeHook, begin: int, end: int, data: Any = None) -> int:
-        return self.hook_code(fn, begin, end, data)
+        """One address: the stub's hardware breakpoint (Z1; qemu-user keeps it as it keeps
+        Z0), a Z0 where the stub has no Z1; a span: single-stepping across it."""
+        if begin != end or not self.z1:
+            return self.hook_code(fn, begin, end, data)
+        handle = self._handle()
+        self.point_hooks.setdefault(begin, {})[handle] = (fn, data)
+        if begin not in self.placed and begin not in self.hw_placed:
+            kind = self._point_kind()
+            reply = self.conn.request(f"Z1,{begin:x},{kind:x}".encode())
+            if reply == b"OK":
+                self.hw_placed[begin] = kind
+                self.z1_placed += 1
+            elif reply:
+                raise StubError(f"gdb stub: a hardware breakpoint at {begin:#x}: {reply!r}")
+            else:  # an empty reply: no Z1 here; a software breakpoint instead
+                self.z1 = False
+                kind_sw = self.conn.request(f"Z0,{begin:x},{kind:x}".encode())
+                if kind_sw != b"OK":
+                    raise StubError(f"gdb stub: no breakpoint at {begin:#x} for a code hook")
+                self.placed[begin] = kind
+        return handle
+
+    def _point_kind(self) -> int:
+        """A hook breakpoint's kind: the length of the ISA's breakpoint instruction."""
+        bp = self.isa.breakpoint_for(alt_mode=False)
+        return len(bp.encoding) if bp is not None else self.word
 
     def hook_block(self, fn: BlockHook, begin: int = 1, end: int = 0) -> int:
         if begin <= end:
@@ -462,7 +500,11 @@ class GdbRemoteTarget:
         for addr, at in list(self.point_hooks.items()):
             if at.pop(handle, None) is not None and not at:
                 del self.point_hooks[addr]
-                self.write_code(addr, b"")  # its Z0 removed
+                if addr in self.hw_placed:
+                    kind = self.hw_placed.pop(addr)
+                    self.conn.request(f"z1,{addr:x},{kind:x}".encode())
+                else:
+                    self.write_code(addr, b"")  # its Z0 removed
 
     def want_blocks(self) -> None:
         self.blocks_wanted = True

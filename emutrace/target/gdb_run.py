@@ -83,7 +83,7 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
             target.reg_write(target.isa.registers.pc, pc)  # not the backend's: run it
         stepping = bool(target.range_hooks) or target.blocks_wanted
         blocks_due, target.blocks_wanted = target.blocks_wanted, False
-        over = pc in target.placed  # a hooked instruction runs as itself: step over it
+        over = target.holds(pc)  # a hooked instruction runs as itself: step over it
         if over:
             target.lift(pc)
         wait = None if deadline is None else max(0.001, deadline - time.monotonic())
@@ -104,7 +104,7 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
                 target.blocks_wanted = True  # (the wanted step still comes)
             continue
         at = target.pc
-        if stepping or over or at in target.placed or at in target.point_hooks:
+        if stepping or over or target.holds(at):
             fresh = True  # a step done, or stopped before a breakpoint's instruction
             continue
         pending_signal = GDB_SIGTRAP  # the program's own (its own breakpoint, raise)
