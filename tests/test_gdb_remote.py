@@ -5,6 +5,8 @@ trace; the program's output equal to qemu-user's; the refusals."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from emutrace.gdb_session import GdbProcess
@@ -71,6 +73,13 @@ def test_stop_replies_by_hand() -> None:
             rsp.parse_stop(bad)
 
 
+def test_gdb_signal_numbers_by_hand() -> None:
+    # GDB's include/gdb/signals.def: its numbers, not Linux's, past 6
+    assert rsp.signal_name(30) == "SIGUSR1" and rsp.signal_name(10) == "SIGBUS"
+    assert rsp.signal_name(12) == "SIGSYS" and rsp.signal_name(11) == "SIGSEGV"
+    assert rsp.signal_name(200) == "GDB signal 200"
+
+
 # ------------------------------------------------------------------ traces in the stub
 ISAS = ("x86_64", "aarch64")
 SCENARIOS = ("recursion", "fnptr", "longjmp", "tail")
@@ -119,6 +128,18 @@ def test_gdb_run_output_equals_qemu(isa: str) -> None:
                        "-o", "/dev/null", program, "recursion")
     assert got.returncode == want.returncode == 0, got.stderr
     assert got.stdout == want.stdout and b"fact(10) = 3628800" in got.stdout
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_gdb_signals_pass_through_the_stub(isa: str) -> None:
+    """testbins' `signals`: handlers run (the stub's reported signals passed back), and its
+    death by SIGUSR1 is the status qemu-user's own run ends with."""
+    program = bin_path(isa, "signals")
+    want = run_qemu(isa, program)
+    got = run_emutrace("run", "--target", "gdb", "--unconfined", "--backend", "int3",
+                       "-o", "/dev/null", program)
+    assert got.stdout == want.stdout and got.stdout.count(b"\n") > 3
+    assert want.returncode == -signal.SIGUSR1 and got.returncode == 128 + signal.SIGUSR1
 
 
 def test_gdb_exit_status_is_the_programs() -> None:

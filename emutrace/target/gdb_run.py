@@ -20,14 +20,14 @@ saw)."""
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Callable
 
+from emutrace.target import rsp
 from emutrace.target.gdb_remote import GdbRemoteTarget
 from emutrace.target.unicorn_run import Stop
 
-GDB_SIGTRAP = 5  # GDB's signal numbers (include/gdb/signals.def): 1-15 are POSIX's
+GDB_SIGTRAP = 5  # GDB's signal number for SIGTRAP (rsp.GDB_SIGNALS)
 
 
 class GdbTrapHooks:
@@ -35,13 +35,6 @@ class GdbTrapHooks:
 
     def __init__(self) -> None:
         self.on_trap: Callable[[int], bool] | None = None
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"SIG{number}"
 
 
 def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> Stop:
@@ -97,7 +90,7 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
         if reply.kind == "exited":
             return Stop("exit", status=reply.status, pc=pc)
         if reply.kind == "killed":
-            return Stop("signal", signal=_signal_name(reply.signal), pc=pc)
+            return Stop("signal", signal=rsp.signal_name(reply.signal), pc=pc)
         if reply.signal != GDB_SIGTRAP:
             pending_signal = reply.signal  # the guest's (its handler or default action)
             if blocks_due:

@@ -130,6 +130,24 @@ class PacketReader:
             self.packets.append(expand_rle(payload))
 
 
+# GDB's own signal numbers, which stop replies carry and `C`/`S` take (GDB's
+# include/gdb/signals.def; the stub translates them from and to the target's): equal to
+# Linux's for 1-6, 8, 9, 11, 13-15 only
+GDB_SIGNALS = {
+    1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
+    7: "SIGEMT", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGBUS", 11: "SIGSEGV", 12: "SIGSYS",
+    13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 16: "SIGURG", 17: "SIGSTOP", 18: "SIGTSTP",
+    19: "SIGCONT", 20: "SIGCHLD", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGIO", 24: "SIGXCPU",
+    25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGLOST",
+    30: "SIGUSR1", 31: "SIGUSR2", 32: "SIGPWR", 33: "SIGPOLL",
+}
+
+
+def signal_name(number: int) -> str:
+    """The name of GDB's signal number (a real-time signal or an unknown one by number)."""
+    return GDB_SIGNALS.get(number, f"GDB signal {number}")
+
+
 @dataclass
 class StopReply:
     """A stop reply: `kind` "signal" (S or T: `signal` is GDB's signal number; `registers`
