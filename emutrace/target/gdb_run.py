@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from emutrace.target import rsp
 from emutrace.target.gdb_remote import GdbRemoteTarget
+from emutrace.target.pulled import hooks_before
 from emutrace.target.unicorn_run import Stop
 
 GDB_SIGTRAP = 5  # GDB's signal number for SIGTRAP (rsp.GDB_SIGNALS)
@@ -50,17 +51,10 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
         if fresh:
             fresh = False
             pc = target.last_pc = target.pc
-            if blocks_due or target.blocks_wanted:
-                again, after_trap = after_trap, False
-                blocks_due = target.blocks_wanted = False
-                for block_hook in list(target.block_hooks.values()):
-                    block_hook(None, pc, 0, None)
-                target.blocks_wanted = target.blocks_wanted or again
-            for fn, begin, end, data in list(target.range_hooks.values()):
-                if begin > end or begin <= pc <= end:
-                    fn(None, pc, 0, data)
-            for fn, data in list(target.point_hooks.get(pc, {}).values()):
-                fn(None, pc, 0, data)
+            blocks = blocks_due or target.blocks_wanted
+            again, after_trap = after_trap and blocks, after_trap and not blocks
+            blocks_due = False
+            hooks_before(target, pc, blocks, again)
         if target.stop_requested:
             return Stop("interrupted", pc=pc)
         pc = target.pc

@@ -77,6 +77,7 @@ from emutrace.target.ptrace import (
 )
 from emutrace.target.ptrace_confine import Confinement, run_exec
 from emutrace.target.ptrace_signals import SIGNAL_DELIVERED, HandlerWatch
+from emutrace.target.pulled import hooks_before
 from emutrace.target.unicorn_run import Stop
 
 PTRACE_GETSIGINFO = 0x4202  # <linux/ptrace.h>
@@ -179,17 +180,10 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         if fresh:
             fresh = False
             pc = target.last_pc = target.pc
-            if blocks_due or target.blocks_wanted:
-                again, after_trap = after_trap, False
-                blocks_due = target.blocks_wanted = False
-                for block_hook in list(target.block_hooks.values()):
-                    block_hook(None, pc, 0, None)
-                target.blocks_wanted = target.blocks_wanted or again
-            for fn, begin, end, data in list(target.range_hooks.values()):
-                if begin > end or begin <= pc <= end:
-                    fn(None, pc, 0, data)
-            for fn, data in list(target.point_hooks.get(pc, {}).values()):
-                fn(None, pc, 0, data)
+            blocks = blocks_due or target.blocks_wanted
+            again, after_trap = after_trap and blocks, after_trap and not blocks
+            blocks_due = False
+            hooks_before(target, pc, blocks, again)
         if held_signal and not target.blocks_wanted:
             pending_signal, held_signal = held_signal, 0
         if interrupted:
