@@ -40,6 +40,7 @@ from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
 from emutrace.target import rsp
 from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
+from emutrace.target.pulled import WordMemory
 
 MEMORY_CHUNK = 0x400  # bytes per m/M packet (well inside qemu's PacketSize, 4000 hex)
 CONNECT_SECONDS = 10.0
@@ -153,7 +154,7 @@ def start_qemu(isa: Isa, program: str, args: list[str], argv0: str | None,
     return proc, StubConnection(sock)
 
 
-class GdbRemoteTarget:
+class GdbRemoteTarget(WordMemory):
     """One program stopped in a GDB remote stub behind the target protocol."""
 
     kind = "gdb"
@@ -357,23 +358,6 @@ class GdbRemoteTarget:
 
     def memory_regions(self) -> list[tuple[int, int, int]]:
         raise Unsupported("gdb target: the stub's memory map is not read")
-
-    def read_word(self, addr: int) -> int:
-        return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
-
-    def pack_word(self, value: int) -> bytes:
-        return (value & self._mask).to_bytes(self.word, self.byteorder)
-
-    def read_cstring(self, addr: int, limit: int = 4096) -> bytes:
-        out = bytearray()
-        while len(out) < limit:
-            at = addr + len(out)
-            chunk = self.mem_read(at, min(256, 0x1000 - (at & 0xFFF)))
-            nul = chunk.find(b"\0")
-            if nul >= 0:
-                return bytes(out + chunk[:nul])
-            out += chunk
-        raise ValueError("string too long")
 
     # ------------------------------------------------------------ code and breakpoints
     def write_code(self, addr: int, data: bytes) -> None:

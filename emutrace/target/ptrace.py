@@ -36,6 +36,7 @@ from emutrace import stdio
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
 from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
+from emutrace.target.pulled import WordMemory
 
 # <linux/ptrace.h>, <asm/ptrace-abi.h> (x86)
 PTRACE_TRACEME = 0
@@ -326,7 +327,7 @@ def kill(pid: int) -> None:
         pass
 
 
-class PtraceTarget:
+class PtraceTarget(WordMemory):
     """One stopped tracee behind the target protocol."""
 
     kind = "ptrace"
@@ -506,23 +507,6 @@ class PtraceTarget:
                 lo, hi = (int(x, 16) for x in span.split("-"))
                 regions.append((lo, hi - 1, sum(bits.get(c, 0) for c in perms[:3])))
         return regions
-
-    def read_word(self, addr: int) -> int:
-        return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
-
-    def pack_word(self, value: int) -> bytes:
-        return (value & self._mask).to_bytes(self.word, self.byteorder)
-
-    def read_cstring(self, addr: int, limit: int = 4096) -> bytes:
-        out = bytearray()
-        while len(out) < limit:
-            at = addr + len(out)
-            chunk = self.mem_read(at, min(256, 0x1000 - (at & 0xFFF)))
-            nul = chunk.find(b"\0")
-            if nul >= 0:
-                return bytes(out + chunk[:nul])
-            out += chunk
-        raise ValueError("string too long")
 
     # ------------------------------------------------------------ code
     def write_code(self, addr: int, data: bytes) -> None:

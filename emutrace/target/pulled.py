@@ -1,11 +1,16 @@
-"""What the pulled run loops share (target/ptrace_run.py, target/gdb_run.py): the hooks a
-target keeps for its loop to call at a stop, called before the instruction it stands at."""
+"""What the pulled targets share (target/ptrace.py and target/gdb_remote.py, run by
+target/ptrace_run.py and target/gdb_run.py): the hooks a target keeps for its loop to call
+at a stop, called before the instruction it stands at; words and C strings read through
+the target's own `mem_read`."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from emutrace.isa.base import Endian
 from emutrace.target.protocol import BlockHook, CodeHook
+
+STRING_CHUNK = 256  # bytes read at a time for a C string (never across a 4 KiB page)
 
 
 class PulledHooks(Protocol):
@@ -32,3 +37,32 @@ def hooks_before(target: PulledHooks, pc: int, blocks: bool, again: bool) -> Non
             fn(None, pc, 0, data)
     for fn, data in list(target.point_hooks.get(pc, {}).values()):
         fn(None, pc, 0, data)
+
+
+class WordMemory:
+    """`read_word`, `pack_word` and `read_cstring` of the target protocol over the target's
+    `mem_read` (a C string read in chunks that never cross a page: the next page may be
+    unmapped)."""
+
+    word: int
+    byteorder: Endian
+
+    def mem_read(self, addr: int, size: int) -> bytes:
+        raise NotImplementedError
+
+    def read_word(self, addr: int) -> int:
+        return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
+
+    def pack_word(self, value: int) -> bytes:
+        return (value & ((1 << (8 * self.word)) - 1)).to_bytes(self.word, self.byteorder)
+
+    def read_cstring(self, addr: int, limit: int = 4096) -> bytes:
+        out = bytearray()
+        while len(out) < limit:
+            at = addr + len(out)
+            chunk = self.mem_read(at, min(STRING_CHUNK, 0x1000 - (at & 0xFFF)))
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                return bytes(out + chunk[:nul])
+            out += chunk
+        raise ValueError("string too long")
