@@ -11,14 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void show(const char *what, long ret)
-{
-    printf("%s = %ld", what, ret);
-    if (ret < 0)
-        printf(" %s", strerrorname_np(errno));
-    printf("\n");
-    fflush(stdout);
-}
+#include "hard_show.h"
 
 int main(void)
 {

@@ -13,14 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static void show(const char *what, long ret)
-{
-    printf("%s = %ld", what, ret);
-    if (ret < 0)
-        printf(" %s", strerrorname_np(errno));
-    printf("\n");
-    fflush(stdout);
-}
+#include "hard_show.h"
 
 static volatile sig_atomic_t caught;
 
