@@ -16,6 +16,13 @@ from .conftest import ENV
 from .test_busybox import busybox
 
 
+def emutrace_sh(cwd: Path, *options: str, script: str) -> subprocess.CompletedProcess:
+    """`emutrace OPTIONS busybox sh -c SCRIPT` (x86_64) in `cwd`."""
+    return subprocess.run([sys.executable, "-m", "emutrace", *options, busybox("x86_64"),
+                           "sh", "-c", script], cwd=cwd, env=ENV, capture_output=True,
+                          timeout=300)
+
+
 @pytest.mark.busybox
 def test_child_and_exec_traces_stay_in_the_directory_opened_first(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
@@ -23,9 +30,7 @@ def test_child_and_exec_traces_stay_in_the_directory_opened_first(tmp_path: Path
     canary.mkdir()
     bb = busybox("x86_64")
     script = f"mv out moved; ln -s {canary} out; (echo child); exec {bb} echo image"
-    got = subprocess.run([sys.executable, "-m", "emutrace", "run", "-o", "out/t.txt", bb,
-                          "sh", "-c", script], cwd=tmp_path, env=ENV, capture_output=True,
-                         timeout=300)
+    got = emutrace_sh(tmp_path, "run", "-o", "out/t.txt", script=script)
     assert got.returncode == 0, got.stderr
     assert got.stdout == b"child\nimage\n"
     assert list(canary.iterdir()) == []
@@ -42,11 +47,8 @@ def test_a_child_whose_trace_cannot_be_made_ends_with_one_line(tmp_path: Path) -
     FILE.<pid>: it ends before running (exit 74, one line naming it), and never runs on
     as a second copy of its parent."""
     (tmp_path / "out").mkdir()
-    bb = busybox("x86_64")
     script = "rm -rf out; (echo child); echo status=$?"
-    got = subprocess.run([sys.executable, "-m", "emutrace", "run", "-o", "out/t.txt", bb,
-                          "sh", "-c", script], cwd=tmp_path, env=ENV, capture_output=True,
-                         timeout=300)
+    got = emutrace_sh(tmp_path, "run", "-o", "out/t.txt", script=script)
     assert got.returncode == 0, got.stderr
     assert got.stdout == b"status=74\n"
     lines = [ln for ln in got.stderr.decode().splitlines() if "forked child" in ln]
@@ -61,11 +63,8 @@ def test_a_recording_stays_in_the_directory_opened_first(tmp_path: Path) -> None
     symlink to another directory under its name."""
     canary = tmp_path / "canary"
     canary.mkdir()
-    bb = busybox("x86_64")
     script = f"mv rec moved; ln -s {canary} rec; (echo child)"
-    got = subprocess.run([sys.executable, "-m", "emutrace", "record", "-d", "rec", bb,
-                          "sh", "-c", script], cwd=tmp_path, env=ENV, capture_output=True,
-                         timeout=300)
+    got = emutrace_sh(tmp_path, "record", "-d", "rec", script=script)
     assert got.returncode == 0, got.stderr
     assert list(canary.iterdir()) == []
     made = {p.name for p in (tmp_path / "moved").iterdir()}
