@@ -236,6 +236,30 @@ def _origin(die: DIE) -> DIE | None:
     return None
 
 
+def _entry_of(die: DIE, dwarf: Any, cu: Any) -> int | None:
+    """A function's entry address: its DW_AT_low_pc, or for a function in several pieces
+    (DW_AT_ranges: GCC's hot/cold partitioning, f and f.cold) the start of its first range,
+    which GCC writes first (the part the function's symbol names); None for a declaration
+    or inlined-only instance, and for ranges this reader cannot follow."""
+    attrs = die.attributes
+    if "DW_AT_low_pc" in attrs:
+        return int(attrs["DW_AT_low_pc"].value)
+    ranges = attrs.get("DW_AT_ranges")
+    if ranges is None or ranges.form != "DW_FORM_sec_offset":
+        return None
+    lists = dwarf.range_lists()
+    if lists is None:
+        return None
+    base_attr = cu.get_top_DIE().attributes.get("DW_AT_low_pc")
+    base = int(base_attr.value) if base_attr is not None else 0
+    for piece in lists.get_range_list_at_offset(ranges.value, cu=cu):
+        if hasattr(piece, "base_address"):  # a base address selection entry
+            base = int(piece.base_address)
+        elif piece.end_offset > piece.begin_offset:
+            return int(piece.begin_offset) + (0 if piece.is_absolute else base)
+    return None
+
+
 def _described(die: DIE, step: Callable[[], None]) -> _Described:
     """A defined function's description; its parameters are the concrete DIE's children,
     or, where it lists none, its origin's (the declaration's parameters carry the types)."""
@@ -302,7 +326,10 @@ def read_prototypes(path: str, warn: Callable[[str], None] = warn_stderr) -> Pro
                     and (lang is None or lang.value != _ASSEMBLER)
                 for die in cu.iter_DIEs():
                     step()
-                    if die.tag != "DW_TAG_subprogram" or "DW_AT_low_pc" not in die.attributes:
+                    if die.tag != "DW_TAG_subprogram":
+                        continue
+                    entry = _entry_of(die, dwarf, cu)
+                    if entry is None:
                         continue
                     described = _described(die, step)
                     name = described.name
@@ -319,7 +346,7 @@ def read_prototypes(path: str, warn: Callable[[str], None] = warn_stderr) -> Pro
                             variadic = True
                     proto = Prototype(tuple(params), types.of(described.type), variadic,
                                       tuple(names))
-                    out.by_addr[die.attributes["DW_AT_low_pc"].value] = proto
+                    out.by_addr[entry] = proto
                     out.by_name.setdefault(name, proto)
                     if own:
                         out.own.add(name if described.linkage_name
