@@ -48,11 +48,12 @@ def test_whole_trace_on_stderr_exits_with_the_guests_status(tmp_path: Path) -> N
 
 
 REPLACE = """
-import resource, sys
+import os, resource, sys
 from emutrace.trace.uftrace_write import _replace
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+directory = os.open(os.path.dirname(sys.argv[1]), os.O_PATH | os.O_DIRECTORY)
 try:
-    _replace(sys.argv[1], b"x" * (1 << 17))
+    _replace(directory, os.path.basename(sys.argv[1]), b"x" * (1 << 17))
 except OSError as e:
     print("OSError", e.errno)
 """

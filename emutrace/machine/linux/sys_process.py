@@ -186,19 +186,43 @@ def _wait4(k: K, pid: int, status_addr: int, options: int, rusage_addr: int) -> 
     return done
 
 
+def _waited(k: K, pid: int) -> list[int]:
+    """The guest children wait4(pid) may report: this one (pid > 0), those of a process
+    group (0: the caller's, -pgid), or all (-1).  Never another child of the emutrace
+    process (a helper a program embedding emutrace started): ECHILD when none."""
+    if pid > 0:
+        found = [pid] if pid in k.children else []
+    else:
+        group = None if pid == -1 else (os.getpgrp() if pid == 0 else -pid)
+        found = [p for p in sorted(k.children) if group is None or _group_of(p) == group]
+    if not found:
+        raise GuestError("ECHILD")
+    return found
+
+
+def _poll_children(k: K, pid: int, options: int) -> tuple[int, int, resource.struct_rusage]:
+    """One WNOHANG wait4 over the guest children wait4(pid) means."""
+    found = (0, 0, resource.getrusage(resource.RUSAGE_CHILDREN))
+    for child in _waited(k, pid):
+        found = os.wait4(child, options | os.WNOHANG)
+        if found[0]:
+            break
+    return found
+
+
 def _host_wait(k: K, pid: int, options: int) -> tuple[int, int, resource.struct_rusage]:
-    """The host's wait4, polled so that a stop request (Ctrl-C, --timeout) is seen; with
-    other threads, only this one waits (child_wait.py)."""
+    """The host's wait4 on the guest's children, polled so that a stop request (Ctrl-C,
+    --timeout) is seen; with other threads, only this one waits (child_wait.py)."""
     if options & os.WNOHANG:
-        return os.wait4(pid, options)
+        return _poll_children(k, pid, options)
     if k.threads.active:
-        found = os.wait4(pid, options | os.WNOHANG)
+        found = _poll_children(k, pid, options)
         if found[0]:
             return found
         raise child_event(k, *wait4_target(pid), wait4_changes(options))
     pause = 0.0005
     while True:
-        done, status, use = os.wait4(pid, options | os.WNOHANG)
+        done, status, use = _poll_children(k, pid, options)
         if done:
             return done, status, use
         if k.cpu.stop_requested.wait(pause):
@@ -243,7 +267,17 @@ def sys_waitid(k: K, a: tuple[int, ...]) -> int:
     known = os.WNOHANG | os.WEXITED | os.WSTOPPED | os.WCONTINUED | os.WNOWAIT
     if options & ~known or not options & (os.WEXITED | os.WSTOPPED | os.WCONTINUED):
         raise GuestError("EINVAL")
-    result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
+    # (as wait4's: the id type names guest children only, each asked by its pid)
+    as_wait4 = {os.P_ALL: -1, os.P_PID: ident, os.P_PGID: -ident}[kinds[idtype]]
+
+    def poll() -> os.waitid_result | None:
+        for child in _waited(k, as_wait4):
+            found = os.waitid(os.P_PID, child, options | os.WNOHANG)
+            if found is not None:
+                return found
+        return None
+
+    result = poll()
     if result is None and not options & os.WNOHANG and k.threads.active:
         raise child_event(k, kinds[idtype], ident, options)  # only this thread waits
     pause = 0.0005
@@ -251,7 +285,7 @@ def sys_waitid(k: K, a: tuple[int, ...]) -> int:
         if k.cpu.stop_requested.wait(pause):
             raise GuestError("EINTR")
         pause = min(pause * 2, 0.02)
-        result = os.waitid(kinds[idtype], ident, options | os.WNOHANG)
+        result = poll()
     if result is not None and not options & os.WNOWAIT and result.si_code in (
             CLD_EXITED, CLD_KILLED, CLD_DUMPED):
         reaped(k, result.si_pid)
