@@ -1,7 +1,7 @@
 """What the pulled targets share (target/ptrace.py and target/gdb_remote.py, run by
 target/ptrace_run.py and target/gdb_run.py): the hooks a target keeps for its loop to call
 at a stop, called before the instruction it stands at; words and C strings read through
-the target's own `mem_read`."""
+the target's own `mem_read` (which UnicornCpu reads its words and strings with too)."""
 
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ from emutrace.target.protocol import (
     PortIn,
     PortOut,
 )
+from emutrace.target.pulled import WordMemory
 
 PERM_R, PERM_W, PERM_X = ucc.UC_PROT_READ, ucc.UC_PROT_WRITE, ucc.UC_PROT_EXEC
 # uc_ctl's request word for uc_ctl_remove_cache (unicorn.h UC_CTL_WRITE: the op in bits 30-31,
@@ -118,7 +119,7 @@ class UnicornCPort:
         self.engine.emu_stop()
 
 
-class UnicornCpu:
+class UnicornCpu(WordMemory):
     """One emulated CPU with its memory; implements CpuPort and the target protocol
     (target/protocol.py)."""
 
@@ -258,22 +259,6 @@ class UnicornCpu:
 
         self.uc.mmio_map(base, size, on_read, None, on_write, None)
 
-    def read_word(self, addr: int) -> int:
-        return int.from_bytes(self.mem_read(addr, self.word), self.byteorder)
-
-    def pack_word(self, value: int) -> bytes:
-        return (value & ((1 << (8 * self.word)) - 1)).to_bytes(self.word, self.byteorder)
-
-    def read_cstring(self, addr: int, limit: int = 4096) -> bytes:
-        out = bytearray()
-        while len(out) < limit:
-            chunk = self.mem_read(addr + len(out), min(256, 0x1000 - ((addr + len(out)) & 0xFFF)))
-            nul = chunk.find(b"\0")
-            if nul >= 0:
-                out += chunk[:nul]
-                return bytes(out)
-            out += chunk
-        raise ValueError("string too long")
 
     # ------------------------------------------------------------ code and hooks
     def write_code(self, addr: int, data: bytes) -> None:
