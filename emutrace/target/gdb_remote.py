@@ -32,7 +32,6 @@ import socket
 import subprocess
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +39,7 @@ from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
 from emutrace.target import rsp
 from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
-from emutrace.target.pulled import WordMemory
+from emutrace.target.pulled import Lacking, WordMemory
 
 MEMORY_CHUNK = 0x400  # bytes per m/M packet (well inside qemu's PacketSize, 4000 hex)
 CONNECT_SECONDS = 10.0
@@ -154,7 +153,7 @@ def start_qemu(isa: Isa, program: str, args: list[str], argv0: str | None,
     return proc, StubConnection(sock)
 
 
-class GdbRemoteTarget(WordMemory):
+class GdbRemoteTarget(Lacking, WordMemory):
     """One program stopped in a GDB remote stub behind the target protocol."""
 
     kind = "gdb"
@@ -494,37 +493,12 @@ class GdbRemoteTarget(WordMemory):
         self.blocks_wanted = True
 
     # ------------------------------------------------------------ what it has not
-    def _lacks(self, name: str) -> Unsupported:
-        return Unsupported(f"gdb target: {self.capabilities.why_not(name)}")
-
-    def hook_invalid_instruction(self, fn: Callable[[], bool]) -> int:
-        raise self._lacks("invalid_instruction")
-
-    def hook_port_io(self, port_in: Callable[[int, int], int],
-                     port_out: Callable[[int, int, int], None],
-                     instructions: tuple[str, str]) -> None:
-        raise self._lacks("port_io")
-
-    def context_save(self) -> Any:
-        raise self._lacks("context")
-
-    def context_restore(self, context: Any) -> None:
-        raise self._lacks("context")
-
-    def map_host_memory(self, addr: int, size: int, host_address: int,
-                        perms: int = 7) -> None:
-        raise self._lacks("host_memory")
+    # (the services only an emulator gives: pulled.Lacking refuses them)
+    lacking_label = "gdb target"
 
     @property
     def page_size(self) -> int:
         return 0x1000
-
-    def map_device(self, base: int, size: int, read: Callable[[int, int], int],
-                   write: Callable[[int, int, int], None]) -> None:
-        raise self._lacks("devices")
-
-    def run(self, begin: int, until: int, count: int = 0) -> None:
-        raise self._lacks("run")
 
     def stop(self) -> None:
         self.stop_requested = True

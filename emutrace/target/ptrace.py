@@ -36,7 +36,7 @@ from emutrace import stdio
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
 from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
-from emutrace.target.pulled import WordMemory
+from emutrace.target.pulled import Lacking, WordMemory
 
 # <linux/ptrace.h>, <asm/ptrace-abi.h> (x86)
 PTRACE_TRACEME = 0
@@ -327,7 +327,7 @@ def kill(pid: int) -> None:
         pass
 
 
-class PtraceTarget(WordMemory):
+class PtraceTarget(Lacking, WordMemory):
     """One stopped tracee behind the target protocol."""
 
     kind = "ptrace"
@@ -714,37 +714,12 @@ class PtraceTarget(WordMemory):
         self.blocks_wanted = True
 
     # ------------------------------------------------------------ what it has not
-    def _lacks(self, name: str) -> Unsupported:
-        return Unsupported(f"native target: {self.capabilities.why_not(name)}")
-
-    def hook_invalid_instruction(self, fn: Callable[[], bool]) -> int:
-        raise self._lacks("invalid_instruction")
-
-    def hook_port_io(self, port_in: Callable[[int, int], int],
-                     port_out: Callable[[int, int, int], None],
-                     instructions: tuple[str, str]) -> None:
-        raise self._lacks("port_io")
-
-    def context_save(self) -> Any:
-        raise self._lacks("context")
-
-    def context_restore(self, context: Any) -> None:
-        raise self._lacks("context")
-
-    def map_host_memory(self, addr: int, size: int, host_address: int,
-                        perms: int = 7) -> None:
-        raise self._lacks("host_memory")
+    # (the services only an emulator gives: pulled.Lacking refuses them)
+    lacking_label = "native target"
 
     @property
     def page_size(self) -> int:
         return os.sysconf("SC_PAGE_SIZE")
-
-    def map_device(self, base: int, size: int, read: Callable[[int, int], int],
-                   write: Callable[[int, int, int], None]) -> None:
-        raise self._lacks("devices")
-
-    def run(self, begin: int, until: int, count: int = 0) -> None:
-        raise self._lacks("run")
 
     def stop(self) -> None:
         self.stop_requested = True

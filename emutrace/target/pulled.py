@@ -5,10 +5,12 @@ the target's own `mem_read` (which UnicornCpu reads its words and strings with t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian
-from emutrace.target.protocol import BlockHook, CodeHook
+from emutrace.target.protocol import BlockHook, Capabilities, CodeHook
 
 STRING_CHUNK = 256  # bytes read at a time for a C string (never across a 4 KiB page)
 
@@ -66,3 +68,40 @@ class WordMemory:
                 return bytes(out + chunk[:nul])
             out += chunk
         raise ValueError("string too long")
+
+
+class Lacking:
+    """The target protocol's emulator-only services (invalid-instruction and port hooks,
+    contexts, host memory, devices, `run`) refused with the reason the target's
+    `capabilities` give, as `Unsupported` naming the target (`lacking_label`)."""
+
+    lacking_label: str
+    capabilities: Capabilities
+
+    def _lacks(self, name: str) -> Unsupported:
+        return Unsupported(f"{self.lacking_label}: {self.capabilities.why_not(name)}")
+
+    def hook_invalid_instruction(self, fn: Callable[[], bool]) -> int:
+        raise self._lacks("invalid_instruction")
+
+    def hook_port_io(self, port_in: Callable[[int, int], int],
+                     port_out: Callable[[int, int, int], None],
+                     instructions: tuple[str, str]) -> None:
+        raise self._lacks("port_io")
+
+    def context_save(self) -> Any:
+        raise self._lacks("context")
+
+    def context_restore(self, context: Any) -> None:
+        raise self._lacks("context")
+
+    def map_host_memory(self, addr: int, size: int, host_address: int,
+                        perms: int = 7) -> None:
+        raise self._lacks("host_memory")
+
+    def map_device(self, base: int, size: int, read: Callable[[int, int], int],
+                   write: Callable[[int, int, int], None]) -> None:
+        raise self._lacks("devices")
+
+    def run(self, begin: int, until: int, count: int = 0) -> None:
+        raise self._lacks("run")
