@@ -277,3 +277,20 @@ def test_a_cell_that_cannot_run_is_a_junit_error_and_exit_2(tmp_path: Path) -> N
                  str(tmp_path / "o")]) == 2
     assert cases(tmp_path / "o" / "junit.xml") == {
         "gone.int3/x86_64": ("error", "testbins/x86_64/no-such-program: no such file")}
+
+
+def test_without_a_toml_parser_ci_says_which_package_and_69(tmp_path: Path) -> None:
+    """Python 3.10 without tomli (stood in for here by hiding both tomllib and tomli from the
+    import system): `ci` is one line naming the package, exit 69 (docs/exit-codes.md:
+    unsupported); the other subcommands and --help still work."""
+    path = tmp_path / "m.toml"
+    path.write_text("[[program]]\nname='a'\ncommand='t/{isa}'\n")
+    hide = ("import sys; sys.modules['tomllib'] = sys.modules['tomli'] = None; "
+            "from emutrace.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    ci = subprocess.run([sys.executable, "-c", hide, "ci", str(path), "--workers", "0"],
+                        capture_output=True, text=True, timeout=120)
+    assert (ci.returncode, ci.stdout) == (69, ""), ci.stderr
+    assert ci.stderr.count("\n") == 1 and "tomli" in ci.stderr, ci.stderr
+    helped = subprocess.run([sys.executable, "-c", hide, "--help"], capture_output=True,
+                            text=True, timeout=120)
+    assert helped.returncode == 0 and " ci " in helped.stdout, helped.stderr

@@ -18,19 +18,14 @@ program alone.  Commands run with the matrix file's directory as their working d
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the `ci` extra installs tomli there
-    import tomli as tomllib
-
 from emutrace.benchgrid.spec import expand, parse_arches, parse_spec
-from emutrace.errors import EXIT_BAD_ELF, EXIT_NO_INPUT, EmutraceError, UsageError
+from emutrace.errors import EXIT_BAD_ELF, EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.mechanisms.settings import settings_of
 
 EXIT_BAD_MATRIX = EXIT_BAD_ELF  # 65, EX_DATAERR: the matrix file is not what it must be
@@ -190,8 +185,26 @@ def _unknown(path: Path, where: str, table: Mapping[str, Any], known: frozenset[
             raise _bad(path, where, f"unknown key {key!r}; known: {', '.join(sorted(known))}")
 
 
+def toml_reader() -> ModuleType:
+    """The TOML parser: the standard library's tomllib (Python 3.11 on), else the tomli
+    package (a dependency of emutrace on Python 3.10).  Imported only when a matrix file is
+    read, so that every other subcommand (and `--help`) works without it."""
+    try:
+        import tomllib
+        return tomllib
+    except ImportError:
+        pass
+    try:
+        import tomli
+        return tomli
+    except ImportError:
+        raise Unsupported("ci: reading the matrix file needs the package tomli on Python "
+                          "before 3.11 (pip install tomli)") from None
+
+
 def read_matrix(path: Path) -> Matrix:
     """The matrix file at path, checked (see the module docstring)."""
+    tomllib = toml_reader()
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
