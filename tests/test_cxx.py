@@ -18,6 +18,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,25 @@ def own_output(isa: str) -> str:
     return done.stdout.decode()
 
 
+# The module's traces and recordings, kept while its tests read them (the memos below)
+# and removed with the memos when the module is done (a worker may come back to the
+# module later: it then starts a new directory).
+_SCRATCH: list[Path] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _scratch_removed_at_the_end() -> Iterator[None]:
+    _SCRATCH.append(Path(tempfile.mkdtemp(prefix="cxx-")))
+    yield
+    traced.cache_clear()
+    recorded.cache_clear()
+    shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
+
+
 @functools.cache
 def traced(isa: str, *options: str) -> tuple[str, str]:
     """(text trace, the program's stdout) of `emutrace run OPTIONS cxx this`."""
-    out = Path(tempfile.mkdtemp(prefix="cxx-")) / "trace"
+    out = Path(tempfile.mkdtemp(dir=_SCRATCH[-1])) / "trace"
     done = run_emutrace("run", "--backend", "int3", "-o", out, *options,
                         bin_path(isa, PROGRAM), "this")
     assert done.returncode == 0, done.stderr.decode()
@@ -72,7 +88,7 @@ def traced(isa: str, *options: str) -> tuple[str, str]:
 
 @functools.cache
 def recorded(isa: str) -> Path:
-    data = Path(tempfile.mkdtemp(prefix="cxx-rec-")) / "data"
+    data = Path(tempfile.mkdtemp(dir=_SCRATCH[-1])) / "data"
     done = run_emutrace("record", "--backend", "int3", "-d", data, bin_path(isa, PROGRAM))
     assert done.returncode == 0, done.stderr.decode()
     return data
