@@ -175,6 +175,5 @@ def test_gdb_timeout_ends_the_run() -> None:
 def test_info_lists_the_gdb_engine_per_isa() -> None:
     section = run_emutrace("info").stdout.decode().split("Engines (run --target)\n")[1]
     lines = {line.split()[0]: line for line in section.split("\n\n")[0].splitlines()}
-    for isa in ISAS:
+    for isa in (*ISAS, "mips"):  # (MIPS's stub: GDB's own register numbering)
         assert f"gdb (qemu-{isa}-static)" in lines[isa]
-    assert "gdb not: qemu-user's MIPS gdb stub" in lines["mips"]

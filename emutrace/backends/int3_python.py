@@ -610,6 +610,10 @@ class Int3Backend:
             # block-size limit: the transfer comes after it)
             self.pending = None
             self.resolve(pending, addr)
+        elif pending is not None:
+            # a pulled target's single step stops in the delay slot: the transfer's block
+            # entry is the next stop (Unicorn sees that block anyway)
+            self.cpu.want_blocks()
         if self.after_trap:
             self._resume_after_trap(addr)
         if self.armed_now:

@@ -648,6 +648,18 @@ CpuSetup = Callable[[CpuPort], None]
 
 
 @dataclass(frozen=True)
+class GdbRegisters:
+    """A register layout GDB knows without a target description (its <arch>-tdep.c
+    numbering): `names[n]` is register n ('' where the number is unused); the first
+    `in_g` of them fill the ``g`` packet one word each, in order; the others, or all but
+    the first `word_sized` where ``g`` is not one word a register, are read with ``p n``."""
+
+    names: tuple[str, ...]
+    in_g: int
+    word_sized: int
+
+
+@dataclass(frozen=True)
 class Isa:
     identity: Identity
     engines: Engines
@@ -712,6 +724,9 @@ class Isa:
     # elf_read_implies_exec(…, EXSTACK_DEFAULT) sets READ_IMPLIES_EXEC, and the stack's
     # VM_STACK_DEFAULT_FLAGS then carry VM_EXEC); PT_GNU_STACK's PF_X decides otherwise
     exec_stack_by_default: bool = False
+    # GDB's own register numbering (number → name), for a stub that sends no target
+    # description (the gdb target reads the layout from one where it is sent)
+    gdb_registers: GdbRegisters | None = None
 
     @property
     def name(self) -> str:

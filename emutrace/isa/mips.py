@@ -16,6 +16,7 @@ from emutrace.isa.base import (
     Engines,
     Flow,
     FlowKind,
+    GdbRegisters,
     Identity,
     Insn,
     Isa,
@@ -193,6 +194,26 @@ SWEEP_MIPS = SweepFilter(
 CLASSIFIERS = Classifiers(classify=classify_mips, delay_slot=True, sp_effect=sp_effect_mips,
                           sweep=SWEEP_MIPS)
 
+# ---------------------------------------------------------------- gdb numbering
+# GDB's mips-tdep.h numbering, which qemu's MIPS stub (target/mips/gdbstub.c) serves
+# without a target description: $0-$31, then sr (CP0 Status), lo, hi, badvaddr, cause,
+# pc (37), f0-f31 (38-69), fcsr (70), fir (71) and Linux's restart slot (72); each a word
+# of the ELF class (an FPR is 8 bytes under Status.FR=1, where g is longer)
+GPR_NAMES = ("zero", "at", "v0", "v1", "a0", "a1", "a2", "a3",
+             "t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7",
+             "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7",
+             "t8", "t9", "k0", "k1", "gp", "sp", "fp", "ra")
+
+
+def gdb_numbering(gprs: tuple[str, ...]) -> GdbRegisters:
+    names = (*gprs, "sr", "lo", "hi", "badvaddr", "cause", "pc",
+             *(f"f{n}" for n in range(32)), "fcsr", "fir", "restart")
+    return GdbRegisters(names, in_g=len(names), word_sized=38)
+
+
+GDB_REGISTERS = gdb_numbering(GPR_NAMES)
+
+
 # ---------------------------------------------------------------- quirks
 def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
     """set_thread_area(tp): the kernel stores tp in CP0 UserLocal, read by `rdhwr $3,$29`."""
@@ -240,11 +261,10 @@ ISA = Isa(
     # SYSV MIPS psABI 3-38: position-independent code is entered with its address in $25
     call_target_regs=("t9",),
     siginfo_code_offset=4,  # __ARCH_HAS_SWAPPED_SIGINFO: si_signo, si_code, si_errno
+    gdb_registers=GDB_REGISTERS,
     capabilities={
-        Cap.GDB_TARGET: Capability(
-            False, "qemu-user's MIPS gdb stub sends no target description "
-            "(qXfer:features:read), and the gdb target learns the register layout only "
-            "from one"),
+        # qemu-user's MIPS stub sends no target description: GDB's numbering instead
+        Cap.GDB_TARGET: Capability(True),
         Cap.HIDDEN_BREAKPOINTS: Capability(
             False, "nothing to hide: sites are hooked, never patched (BREAK traps are broken)"),
         Cap.LINUX_KERNEL: LINUX_NOT_TRIED,

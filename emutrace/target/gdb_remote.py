@@ -7,7 +7,9 @@ debugger), so any ISA QEMU runs can be traced; any stub that speaks the packets 
 do.  What is asked of the stub (the GDB manual, appendix E):
 
 * registers: the layout from ``qXfer:features:read:target.xml`` (each ``<reg>`` in order,
-  numbered from 0 unless it says ``regnum``; ``xi:include``d files read the same way);
+  numbered from 0 unless it says ``regnum``; ``xi:include``d files read the same way),
+  or, from a stub that sends none (qemu's MIPS stub), GDB's own numbering for the ISA
+  (`Isa.gdb_registers`);
   ``g`` once per stop for the registers it carries, ``p n`` for the rest, ``P n=v`` for
   the writes, sent before the program resumes;
 * memory: ``m addr,len`` and ``M addr,len:hex`` (an ``E`` reply is a `MemoryFault`);
@@ -209,7 +211,7 @@ class GdbRemoteTarget(Lacking, WordMemory):
         features = {f.decode() for f in reply.split(b";")}
         if "QStartNoAckMode+" in features and self.conn.request(b"QStartNoAckMode") == b"OK":
             self.conn.acks = False
-        if "qXfer:features:read+" not in features:
+        if "qXfer:features:read+" not in features and self.isa.gdb_registers is None:
             raise StubError("gdb stub: no qXfer:features:read (its register layout is "
                             "unknown)")
         return features
@@ -226,8 +228,30 @@ class GdbRemoteTarget(Lacking, WordMemory):
                 return out.decode()
 
     def _read_layout(self) -> dict[str, RegSlot]:
-        """Register name → slot, from target.xml and its includes (GDB manual, "Target
-        Description Format": a <reg> without regnum follows the one before)."""
+        """Register name → slot: from the stub's target description, else from GDB's own
+        numbering for the ISA (`Isa.gdb_registers`)."""
+        if "qXfer:features:read+" in self.features:
+            return self._described_layout()
+        return self._numbered_layout()
+
+    def _numbered_layout(self) -> dict[str, RegSlot]:
+        """GDB's fixed numbering: the first `in_g` registers one word each in ``g``; where
+        ``g`` is not exactly that long (MIPS FPRs of 8 bytes on a 32-bit CPU under
+        Status.FR=1) only the first `word_sized` are read from it, the rest with ``p``."""
+        fixed = self.isa.gdb_registers
+        assert fixed is not None
+        g = self._fetch_g()
+        exact = len(g) == fixed.in_g * self.word
+        layout: dict[str, RegSlot] = {}
+        for number, name in enumerate(fixed.names):
+            if name:
+                inside = number < (fixed.in_g if exact else fixed.word_sized)
+                layout[name] = RegSlot(number, self.word, number * self.word if inside else None)
+        return layout
+
+    def _described_layout(self) -> dict[str, RegSlot]:
+        """From target.xml and its includes (GDB manual, "Target Description Format": a
+        <reg> without regnum follows the one before)."""
         regs: list[tuple[str, int, int]] = []  # name, number, size in bytes
         number = 0
 
