@@ -130,20 +130,26 @@ class UnicornCpu(WordMemory):
     # `hook_port_io` is asked with the ISA's instruction names)
     capabilities = Capabilities()
 
-    def __init__(self, isa: Isa, cpu_model: str | None = None) -> None:
+    def __init__(self, isa: Isa, cpu_model: str | None = None,
+                 uc: unicorn.Uc | None = None) -> None:
+        """A new Uc for isa, or `uc`: one made and set up by another layer (Qiling's
+        `ql.uc`, target/qiling_os.py), taken as it is."""
         self.isa = isa
         # set by target/unicorn_run's watcher (Ctrl-C, SIGTERM, SIGHUP, --timeout): a system
         # call that waits (nanosleep) ends early when it is set
         self.stop_requested = threading.Event()
         eng = isa.engines
-        mode = reduce(lambda a, m: a | _const(ucc, m), eng.uc_mode, 0)
-        self.uc = unicorn.Uc(_const(ucc, eng.uc_arch), mode)
-        model = cpu_model or eng.uc_cpu_model  # a board's CPU (UC_CPU_ARM64_A57) over the ISA's
-        if model:
-            regs = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
-            self.uc.ctl_set_cpu_model(_const(regs if hasattr(regs, model) else ucc, model))
-        if eng.uc_tlb_virtual:
-            self.uc.ctl_set_tlb_mode(ucc.UC_TLB_VIRTUAL)  # type: ignore[attr-defined]
+        if uc is not None:
+            self.uc = uc
+        else:
+            mode = reduce(lambda a, m: a | _const(ucc, m), eng.uc_mode, 0)
+            self.uc = unicorn.Uc(_const(ucc, eng.uc_arch), mode)
+            model = cpu_model or eng.uc_cpu_model  # a board's CPU (UC_CPU_ARM64_A57) first
+            if model:
+                regs = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
+                self.uc.ctl_set_cpu_model(_const(regs if hasattr(regs, model) else ucc, model))
+            if eng.uc_tlb_virtual:
+                self.uc.ctl_set_tlb_mode(ucc.UC_TLB_VIRTUAL)  # type: ignore[attr-defined]
         self._regmod = importlib.import_module(f"unicorn.{eng.uc_reg_module}")
         self._reg_ids: dict[str, int] = {}
         # registers the binding reads as a plain 64-bit word (its default class), by name:
