@@ -79,6 +79,7 @@ LAYERS = Layers((
     ("emutrace.tracer",),
     ("emutrace.machine.*",),
     ("emutrace.session", "emutrace.native_session", "emutrace.gdb_session",
+     "emutrace.qiling_session",
      "emutrace.board_session"),
     ("emutrace.benchgrid.*",),
     ("emutrace.cli.*", "emutrace.matrix.*", "emutrace.__main__"),
@@ -106,7 +107,7 @@ EMULATOR_REACH_LEFT = {
 
 def emulator_reach(sources: dict[str, Source], inside: str) -> set[str]:
     """"module: imports X" / "module: .uc" for every module outside the package `inside`
-    that imports the emulator (unicorn) or reads a target's Unicorn handle (.uc, ._uch)."""
+    that imports the emulator (unicorn, qiling) or reads a target's Unicorn handle (.uc, ._uch)."""
     found = set()
     for module, source in sources.items():
         if module == inside or module.startswith(inside + "."):
@@ -116,7 +117,7 @@ def emulator_reach(sources: dict[str, Source], inside: str) -> set[str]:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level \
                 else []
             for name in names:
-                if name == "unicorn" or name.startswith("unicorn."):
+                if name.split(".")[0] in ("unicorn", "qiling"):
                     found.add(f"{module}: imports {name}")
             if isinstance(node, ast.Attribute) and node.attr in ("uc", "_uch"):
                 found.add(f"{module}: .{node.attr}")

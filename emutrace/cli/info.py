@@ -45,20 +45,23 @@ class InfoCommand:
         print()
         print(render_engines())
         print()
+        print(render_qiling())
+        print()
         print(render_debug_hardware())
         return 0
 
 
 def render_engines() -> str:
-    """The engines (`run --target`) that run each ISA's programs here: emulation always;
-    native and gdb where the capability table says so and, for gdb, qemu-user for it is
+    """The engines (`run --target`) that run each ISA's programs here: emulation, native
+    and gdb where the capability table says so and, for gdb, qemu-user for it is
     installed (target/gdb_remote.py); else why not."""
     from emutrace.isa.base import Cap
     from emutrace.target.gdb_remote import qemu_user
 
     lines = ["Engines (run --target)"]
     for isa in all_isas():
-        engines = ["emulation"]
+        emulated = isa.capability(Cap.RUN_STATIC)
+        engines = ["emulation" if emulated.works else f"emulation not: {emulated.reason}"]
         if isa.capability(Cap.NATIVE_TARGET).works:
             engines.append("native")
         gdb = isa.capability(Cap.GDB_TARGET)
@@ -68,6 +71,14 @@ def render_engines() -> str:
                        f"gdb not: no qemu-{isa.identity.qemu}-static on PATH")
         lines.append(f"  {isa.name:<10}{', '.join(engines)}")
     return "\n".join(lines)
+
+
+def render_qiling() -> str:
+    """`run --target qiling`: each Qiling OS × ISA (target/qiling_table.py)."""
+    from emutrace.target.qiling_os import missing_reason
+    from emutrace.target.qiling_table import render
+
+    return render(missing_reason())
 
 
 def render_matrix() -> str:

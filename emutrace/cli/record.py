@@ -45,6 +45,9 @@ class RecordCommand(RunCommand):
         if args.target == "gdb":
             raise UsageError("record --target gdb: not built yet (run --target gdb traces "
                              "in the stub)")
+        if args.target == "qiling":
+            raise UsageError("record --target qiling: not built yet (run --target qiling "
+                             "traces under Qiling)")
         if args.target == "native":  # on this host under ptrace (`run --target native`)
             from emutrace.cli.run_native import record_native
 

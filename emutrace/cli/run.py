@@ -26,7 +26,7 @@ from emutrace.cli.output import OutputPlace, open_output, whole_writes
 from emutrace.cli.patterns import unmatched
 from emutrace.cli.program import Program, find_program
 from emutrace.cli.run_machine import add_machine_options, run_machine
-from emutrace.cli.run_native import add_native_options, check_target, run_native
+from emutrace.cli.run_native import add_native_options, check_target, pick_target, run_native
 from emutrace.cli.run_report import report
 from emutrace.discover.demangle import demangled, demangling, shown_by
 from emutrace.discover.symbols import SymbolTable, read_symbols
@@ -124,7 +124,7 @@ class RunCommand:
         args.arg_counts = parse_arg_specs(args.argument)  # bad -A: refuse before running
         args.arg_formats = parse_arg_formats(args.argument, args.retval)
         program = Program(args.program, list(args.args))
-        if args.target == "emulation":  # (a native or gdb run starts the file itself)
+        if args.target == "emulation":  # (a native, gdb or qiling run starts the file itself)
             program = find_program(args.program, list(args.args), args.root)
         return RunConfig(program=program.path, args=program.args, argv0=program.argv0,
                          execfn=program.execfn, arch=args.arch, root=args.root,
@@ -137,6 +137,7 @@ class RunCommand:
                          symbols=args.symbols, host_fork=True)
 
     def __call__(self, args: argparse.Namespace) -> int:
+        pick_target(args)
         check_target(args)
         if args.backend == "none":
             untraced = trace_options(args)
@@ -155,6 +156,10 @@ class RunCommand:
             from emutrace.cli.run_gdb import run_gdb
 
             return run_gdb(self, args)
+        if args.target == "qiling":
+            from emutrace.cli.run_qiling import run_qiling
+
+            return run_qiling(self, args)
         process = Process(self.config(args))  # loaded, not yet run
         # the trace file is opened before the guest runs and never looked up again: a bad
         # -o is a usage error now, and a guest cannot swap a symlink in under its name

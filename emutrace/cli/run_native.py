@@ -14,6 +14,7 @@ Every `emutrace run` imports this module for its options: the ptrace side
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,7 +28,31 @@ from emutrace.trace.spill import SpillSink
 if TYPE_CHECKING:
     from emutrace.native_session import NativeProcess
 
-TARGETS = ("emulation", "native", "gdb")
+TARGETS = ("emulation", "native", "gdb", "qiling")
+
+
+class DefaultTarget(str):
+    """The --target a command line left unset (equal to "emulation"): `pick_target` may
+    change it to the one engine that runs the program's ISA."""
+
+
+DEFAULT_TARGET = DefaultTarget("emulation")
+
+
+def pick_target(args: argparse.Namespace) -> None:
+    """--target unset: emulation, or gdb where the program is of an ISA that only the gdb
+    target runs (`emutrace info`'s engines; the run still needs --unconfined)."""
+    if args.target is not DEFAULT_TARGET or not os.path.isfile(args.program):
+        return
+    from emutrace.elf import load_image
+    from emutrace.isa.base import Cap
+
+    try:
+        isa = load_image(args.program).isa
+    except Exception:  # not a program we run: the emulated path says why
+        return
+    if not isa.capability(Cap.RUN_STATIC).works and isa.capability(Cap.GDB_TARGET).works:
+        args.target = "gdb"
 
 
 class RunLike(Protocol):
@@ -39,24 +64,26 @@ class RunLike(Protocol):
 
 def add_native_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("native runs (x86_64 and i386 programs on this host)")
-    g.add_argument("--target", choices=TARGETS, default="emulation",
+    g.add_argument("--target", choices=TARGETS, default=DEFAULT_TARGET,
                    help="where PROGRAM runs: emulation (the default: Unicorn, confined) or "
                         "native (on this host's CPU under ptrace; backends none, int3, hwbp, "
                         "btf, entry, step; confined by --root/--allow-write as under "
                         "emulation) or gdb (in qemu-user's gdb stub, the ISAs `emutrace info` "
                         "names: backends none, int3, hwbp; static programs; needs "
+                        "--unconfined) or qiling (loaded and served by Qiling's Linux "
+                        "layer, the ISAs `emutrace info` names; static programs; needs "
                         "--unconfined)")
     g.add_argument("--unconfined", action="store_true",
-                   help="--target native or gdb: no sandbox: the program runs with your "
-                        "rights and sees and may change your files")
+                   help="--target native, gdb or qiling: no sandbox: the program runs "
+                        "with your rights and sees and may change your files")
 
 
 def check_target(args: argparse.Namespace) -> None:
     """--unconfined names a native run's sandbox: without --target native it would be
     silently ignored (an emulated run is always confined)."""
     if args.unconfined and args.target == "emulation":
-        raise UsageError("--unconfined: only with --target native or gdb (an emulated "
-                         "program is always confined by --root and --allow-write)")
+        raise UsageError("--unconfined: only with --target native, gdb or qiling (an "
+                         "emulated program is always confined by --root and --allow-write)")
 
 
 def refused_options(args: argparse.Namespace) -> list[str]:

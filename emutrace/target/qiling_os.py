@@ -1,0 +1,203 @@
+"""Qiling's operating systems as a target: a program whose loader, memory and system
+services are Qiling's (its Linux layer for an ELF, its DOS layer for a .COM), traced through
+the target protocol.  Qiling runs on Unicorn and keeps its engine in `ql.uc`; that `Uc` is
+wrapped in the ordinary `UnicornCpu`, so every backend's Unicorn port runs unchanged and
+Qiling's own hooks (system calls, its interrupt dispatcher) stay installed beside ours.
+
+Coexistence with Qiling's hooks:
+
+* Qiling dispatches every CPU interrupt through one UC_HOOK_INTR of its own
+  (`_hook_intr_cb`) and raises "not handled" for a number nobody registered; the ISA's
+  breakpoint numbers (isa `breakpoints`: x86 3, ARM/AArch64 7, MIPS 18, PPC 6) are
+  registered there as handled-elsewhere, and our own INTR hook (`QilingHooks.intr_hook`,
+  after Qiling's in Unicorn's hook list) hands them to the backend's `on_trap`; the C
+  engine replaces that hook with its own as it replaces `unicorn_run.HookSet`'s;
+* x86_64's SYSCALL is Qiling's UC_HOOK_INSN; ours after it only tells a C engine that a
+  system call ran (`after_insn_syscall`);
+* Qiling's log goes to a logger of its own with no handler: nothing of Qiling's reaches
+  the guest's stdout or stderr, which are the process's own descriptors (Qiling's
+  `PersistentQlFile` over fds 0, 1, 2).
+
+Qiling needs the program inside its root: a static program is copied into an empty
+temporary root (no library, no file of the host); the guest sees it as `/<name>`."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import unicorn
+from unicorn import unicorn_const as ucc
+
+from emutrace.isa.base import Isa
+from emutrace.target.qiling_table import HWCAP_CLEAR
+from emutrace.target.unicorn_cpu import UnicornCpu, cpu_fault
+from emutrace.target.unicorn_run import Stop, interruptible
+
+QILING_LOGGER = "emutrace.qiling"  # Qiling's log: kept, never printed
+AT_NULL, AT_HWCAP = 0, 16  # auxv keys (include/uapi/linux/auxvec.h)
+
+
+def missing_reason() -> str | None:
+    """Why Qiling cannot run here (None: it can)."""
+    if importlib.util.find_spec("qiling") is None:  # (found, not imported: info stays quick)
+        return "qiling is not installed (pip install 'emutrace[qiling]')"
+    return None
+
+
+class QilingHooks:
+    """TrapHooks of a run under Qiling, with what the C engines ask of the run's hook set
+    (`unicorn_run.HookSet`): `guard`, `pending`, `intr_hook`, `on_intr`,
+    `after_insn_syscall`."""
+
+    def __init__(self, ql: Any, cpu: UnicornCpu) -> None:
+        self.cpu = cpu
+        self.pending: BaseException | None = None
+        self.on_trap: Callable[[int], bool] | None = None
+        self.after_insn_syscall: Callable[[], None] | None = None
+        self.trap_numbers = {b.intno for b in cpu.isa.breakpoints
+                             if b.works and b.hook == "intr" and b.intno is not None}
+        for intno in sorted(self.trap_numbers):  # handled by our hook (Qiling: no error)
+            ql.hook_intno(lambda _ql, _intno, *_a: None, intno)
+        self.intr_hook = int(cpu.uc.hook_add(ucc.UC_HOOK_INTR, self.on_intr))
+        conv = cpu.isa.syscalls
+        if conv.hook == "insn":
+            const = getattr(unicorn.x86_const, conv.insn or "")
+            cpu.uc.hook_add(ucc.UC_HOOK_INSN, self._after_syscall, None, 1, 0, const)
+
+    def _after_syscall(self, _uc: unicorn.Uc, _d: object) -> None:
+        if self.after_insn_syscall is not None:
+            self.guard(self.after_insn_syscall)
+
+    def on_intr(self, _uc: unicorn.Uc, intno: int, _d: object) -> None:
+        """A breakpoint's trap to the backend; every other interrupt is Qiling's."""
+        if intno not in self.trap_numbers:
+            return
+
+        def handle() -> None:
+            if self.on_trap is None or not self.on_trap(intno):
+                raise GuestTrap(intno)
+
+        self.guard(handle)
+
+    def guard(self, fn: Callable[[], None]) -> None:
+        """Run a hook body; an exception stops emulation and is kept for `run`."""
+        if self.pending is not None:
+            self.cpu.uc.emu_stop()
+            return
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - turned into the run's Stop
+            self.pending = e
+            self.cpu.uc.emu_stop()
+
+
+class GuestTrap(Exception):
+    """A breakpoint the guest executed itself (no backend's): its own SIGTRAP."""
+
+    def __init__(self, intno: int) -> None:
+        super().__init__(intno)
+        self.intno = intno
+
+
+def _silent_logger() -> logging.Logger:
+    log = logging.getLogger(QILING_LOGGER)
+    log.propagate = False
+    log.handlers[:] = [logging.NullHandler()]
+    log.setLevel(logging.CRITICAL + 1)
+    return log
+
+
+class QilingMachine:
+    """One program loaded by Qiling (its OS chosen by Qiling from the file: ELF → Linux,
+    .COM → DOS), stopped before its first instruction, with `cpu` (a `UnicornCpu` over
+    `ql.uc`) and `hooks` for a backend."""
+
+    def __init__(self, isa: Isa, program: str, args: Sequence[str], argv0: str | None,
+                 env: dict[str, str]) -> None:
+        from qiling import Qiling
+        from qiling.const import QL_VERBOSE
+
+        self.root = tempfile.mkdtemp(prefix="emutrace-qiling-")
+        guest = os.path.join(self.root, os.path.basename(program))
+        shutil.copy2(program, guest)
+        try:
+            self.ql = Qiling([guest, *args], self.root, env=dict(env),
+                             verbose=QL_VERBOSE.DISABLED, log_override=_silent_logger())
+        except BaseException:
+            self.close()
+            raise
+        del argv0  # (Qiling passes its own path of the program as argv[0])
+        self.cpu = UnicornCpu(isa, uc=self.ql.uc)
+        self.hooks = QilingHooks(self.ql, self.cpu)
+        clear = HWCAP_CLEAR.get(isa.name, 0)
+        if clear and self.os_name == "linux":
+            self._clear_hwcap(clear)
+
+    def _clear_hwcap(self, bits: int) -> None:
+        """AT_HWCAP without `bits` (qiling_table.HWCAP_CLEAR): the initial stack's auxv,
+        after argc, argv[] and NULL, envp[] and NULL (the ELF ABI's process stack)."""
+        cpu, word = self.cpu, self.cpu.word
+        at = cpu.reg_read(cpu.isa.registers.sp)
+        at += word * (cpu.read_word(at) + 2)  # argc, argv[], NULL
+        while cpu.read_word(at):  # envp[]
+            at += word
+        at += word
+        while (key := cpu.read_word(at)) != AT_NULL:
+            if key == AT_HWCAP:
+                cpu.mem_write(at + word, cpu.pack_word(cpu.read_word(at + word) & ~bits))
+            at += 2 * word
+
+    @property
+    def os_name(self) -> str:
+        return str(self.ql.os.type.name).lower()
+
+    @property
+    def load_bias(self) -> int:
+        """Where Qiling loaded the program relative to its link addresses (a PIE's base,
+        0 for a fixed-address program)."""
+        return int(getattr(self.ql.loader, "load_address", 0) or 0)
+
+    @property
+    def entry(self) -> int:
+        """The first instruction Qiling runs (ld.so's for a dynamic program)."""
+        return int(self.ql.loader.entry_point)
+
+    def modules(self) -> list[tuple[int, int, str]]:
+        """The images Qiling's loader mapped: (start, end, host path)."""
+        return [(int(i.base), int(i.end), str(i.path))
+                for i in getattr(self.ql.loader, "images", [])]
+
+    def run(self, timeout: float = 0.0) -> Stop:
+        """Run the program to its end under Qiling; every end becomes a `Stop`."""
+        with interruptible(self.cpu, timeout) as watch:
+            try:
+                self.ql.run()
+            except unicorn.UcError as e:
+                if self.hooks.pending is None:
+                    fault = cpu_fault(e)
+                    return Stop("signal", signal=fault.signal, pc=self.cpu.pc,
+                                detail=fault.access)
+            except Exception as e:  # noqa: BLE001 - Qiling's own failure: said in one line
+                if self.hooks.pending is None:
+                    return Stop("crash", pc=self.cpu.pc,
+                                detail=f"Qiling: {type(e).__name__}: {e}")
+        pending = self.hooks.pending
+        if isinstance(pending, GuestTrap):
+            return Stop("signal", signal="SIGTRAP", pc=self.cpu.pc)
+        if pending is not None:
+            raise pending
+        if watch.interrupted:
+            return Stop("interrupted", signal=watch.interrupted, pc=self.cpu.pc)
+        if watch.timed_out:
+            return Stop("timeout", pc=self.cpu.pc)
+        return Stop("exit", status=int(getattr(self.ql.os, "exit_code", 0) or 0) & 0xFF,
+                    pc=self.cpu.pc)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

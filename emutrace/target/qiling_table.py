@@ -1,0 +1,87 @@
+"""What `--target qiling` runs (Qiling 1.4.6 on Unicorn 2.1.4), as data: one row per Qiling
+operating system × ISA and one per backend, each with the reason where it does not work.
+`emutrace info`, the session's refusals and the tests' strict xfails read these rows; no
+Qiling import here (the table is read where Qiling is not installed).
+
+How the rows were found: each committed testbin run under Qiling alone (no emutrace hook),
+then traced (tests/test_qiling.py)."""
+
+from __future__ import annotations
+
+from emutrace.isa.base import Capability
+
+WORKS = Capability(True)
+
+# Qiling's Linux layer, by emutrace's ISA name
+LINUX = {
+    "x86_64": WORKS,
+    "i386": WORKS,
+    "aarch64": WORKS,
+    "arm": WORKS,
+    "mips": WORKS,
+    "mipsel": WORKS,
+    "riscv64": WORKS,
+    "ppc": WORKS,
+    "ppc64le": Capability(False, "Qiling 1.4.6 has no ppc64 architecture (QlErrorArch)"),
+    "s390x": Capability(False, "Qiling 1.4.6 has no s390x architecture (QlErrorArch)"),
+}
+
+# Qiling's other operating systems (its own names) × ISA: why each is not a --target qiling
+# input yet
+OTHER_OS = {
+    ("dos", "8086"): Capability(False, "a .COM runs in 16-bit real mode: emutrace has no "
+                                       "8086 ISA description (its i386 decodes 32-bit code)"),
+    ("mcu", "cortex_m"): Capability(False, "not wired: Qiling's MCU boards need a board "
+                                           "profile and the firmware's vector table"),
+    ("uefi", "x86_64"): Capability(False, "not wired: a PE image (emutrace discovers "
+                                          "functions in ELF images)"),
+    ("windows", "x86_64"): Capability(False, "needs a Windows DLL root (registry, system32), "
+                                             "which cannot be had offline"),
+    ("windows", "i386"): Capability(False, "needs a Windows DLL root (registry, system32), "
+                                           "which cannot be had offline"),
+    ("macos", "x86_64"): Capability(False, "not wired: a Mach-O image"),
+    ("freebsd", "x86_64"): Capability(False, "not tried"),
+}
+
+# backends under Qiling: the reason for each one that is refused
+BACKENDS = {
+    "int3": WORKS,
+    "step": WORKS,
+    "hwbp": WORKS,
+    "entry": WORKS,
+    "bts": WORKS,
+    "btf": WORKS,
+}
+
+# Qiling's auxv claims what its Unicorn CPU lacks: bits cleared from AT_HWCAP before the
+# program starts, by ISA.  AArch64: HWCAP_ATOMICS (bit 8, arch/arm64/include/uapi/asm/
+# hwcap.h) is set, but Qiling's CPU model (Unicorn's default Cortex-A72) has no LSE, so
+# glibc's outline atomics run CASA and the CPU raises an undefined-instruction exception.
+HWCAP_CLEAR = {"aarch64": 1 << 8}
+
+
+def linux_row(isa: str) -> Capability:
+    return LINUX.get(isa, Capability(False, "not in the Qiling table"))
+
+
+def backend_refusal(backend: str) -> str | None:
+    """Why a backend cannot trace under Qiling (None: it can, or it is `none`)."""
+    if backend == "none":
+        return None
+    row = BACKENDS.get(backend, Capability(False, "not in the Qiling table"))
+    return None if row.works else row.reason
+
+
+def render(missing: str | None) -> str:
+    """`emutrace info`'s Qiling section: one row per OS × ISA, `works` or why not (every
+    row's reason is Qiling's absence when it is not installed: `missing`)."""
+    rows = [("linux", isa, cap) for isa, cap in LINUX.items()]
+    rows += [(os_name, isa, cap) for (os_name, isa), cap in OTHER_OS.items()]
+    lines = ["Qiling (run --target qiling)"]
+    for os_name, isa, cap in rows:
+        state = f"not: {missing}" if missing else "works" if cap.works else f"not: {cap.reason}"
+        lines.append(f"  {os_name:<8}{isa:<10}{state}")
+    refused = [f"{name} ({cap.reason})" for name, cap in BACKENDS.items() if not cap.works]
+    lines.append(f"  backends: none, {', '.join(n for n, c in BACKENDS.items() if c.works)}"
+                 + (f"; not: {', '.join(refused)}" if refused else ""))
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""`--target qiling` (target/qiling_os.py, qiling_session.py): the committed testbins loaded
+and served by Qiling's Linux layer, traced through the target protocol, equal to the
+program's own `-finstrument-functions` record (run under qemu-user) and to emutrace's own
+Linux layer's trace of the same program — calls, and the arguments and return values of
+the program's functions (stack addresses aside: the two layers place the stack
+differently); the program's output and status equal qemu-user's; the refusals; `emutrace
+info`'s rows.  Where the Qiling table (target/qiling_table.py) says an ISA does not run, or
+Qiling is not installed, the test is a strict xfail with that reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from emutrace.session import Process, RunConfig
+from emutrace.target.qiling_os import missing_reason
+from emutrace.target.qiling_table import LINUX, linux_row
+from emutrace.trace.canonical import canonical_text, trace_key
+from emutrace.trace.events import Entry, Record
+from emutrace.trace.values import Value
+
+from .conftest import bin_path, run_emutrace, run_qemu
+from .test_trace_oracle import namer, own_record
+
+MISSING = missing_reason()
+
+
+def qiling_isas(isas: Iterable[str] = LINUX) -> list:
+    """Each ISA as a parameter; a strict xfail with the table's reason where Qiling's Linux
+    layer does not run it (or Qiling is not installed)."""
+    out = []
+    for isa in isas:
+        row = linux_row(isa)
+        reason = MISSING or (None if row.works else row.reason)
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        out.append(pytest.param(isa, marks=marks, id=isa))
+    return out
+
+
+def needs_qiling() -> list:
+    return [pytest.mark.xfail(reason=MISSING, strict=True)] if MISSING else []
+
+
+def qiling_run(isa: str, scenario: str, backend: str = "int3", engine: str = "auto"):  # type: ignore[no-untyped-def]
+    from emutrace.qiling_session import QilingProcess
+
+    config = RunConfig(str(bin_path(isa, "calls")), [scenario], backend=backend,
+                       engine=engine)
+    process = QilingProcess(config)
+    regions = process.cpu.memory_regions()
+    result = process.run()
+    assert result.stop.kind == "exit", result.stop
+    return result, regions
+
+
+def stack_of(regions: list[tuple[int, int, int]], sp: int) -> tuple[int, int]:
+    return next((b, e) for b, e, _p in regions if b <= sp <= e)
+
+
+def calls_of(records: list[Record], name, keep: frozenset[str],  # type: ignore[no-untyped-def]
+             stack: tuple[int, int]) -> list[tuple]:
+    """The program's own functions' entries and exits with their values; a value that
+    points into the stack is `stack` (where the layer put the stack is its own choice)."""
+    def value(v: Value | int | None) -> object:
+        raw = v.raw if isinstance(v, Value) else v
+        if isinstance(raw, int) and stack[0] <= raw <= stack[1]:
+            return "stack"
+        return v.text if isinstance(v, Value) and v.text is not None else raw
+
+    out: list[tuple] = []
+    for rec in records:
+        if name(rec.func) not in keep:
+            continue
+        if isinstance(rec, Entry):
+            out.append((">", name(rec.func), tuple(value(a) for a in rec.args)))
+        else:
+            out.append(("<", name(rec.func), value(rec.retval), rec.unwound))
+    return out
+
+
+def equal_to_oracle_and_linux_layer(isa: str, scenario: str) -> None:
+    want, program_functions = own_record(isa, scenario)
+    plain = str(bin_path(isa, "calls"))
+    name = namer(plain)
+    result, regions = qiling_run(isa, scenario)
+    got = trace_key(canonical_text(result.records, name, program_functions))
+    assert got.count("\n") > 3
+    assert got == want
+    process = Process(RunConfig(plain, [scenario], backend="int3"), warn=lambda m: None)
+    sp = process.cpu.reg_read(process.cpu.isa.registers.sp)
+    own_regions = process.cpu.memory_regions()
+    linux = process.run()
+    assert got == trace_key(canonical_text(linux.records, name, program_functions))
+    qiling_sp = next(r.args[1].raw if isinstance(r.args[1], Value) else r.args[1]
+                     for r in result.records if isinstance(r, Entry)
+                     and name(r.func) == "main")  # argv: on the initial stack
+    assert calls_of(result.records, name, program_functions, stack_of(regions, qiling_sp)) \
+        == calls_of(linux.records, name, program_functions, stack_of(own_regions, sp))
+
+
+@pytest.mark.parametrize("isa", qiling_isas())
+def test_qiling_linux_trace_equals_own_record_and_linux_layer(isa: str) -> None:
+    """Calls through a function pointer on every ISA in the table."""
+    equal_to_oracle_and_linux_layer(isa, "fnptr")
+
+
+@pytest.mark.parametrize("scenario", ("recursion", "longjmp", "tail", "varargs", "args9"))
+@pytest.mark.parametrize("isa", qiling_isas(("x86_64", "aarch64")))
+def test_qiling_linux_scenarios(isa: str, scenario: str) -> None:
+    equal_to_oracle_and_linux_layer(isa, scenario)
+
+
+@pytest.mark.parametrize("engine", ("python", "native"))
+@pytest.mark.parametrize("backend", ("int3", "step", "hwbp", "entry", "bts", "btf"))
+@pytest.mark.parametrize("isa", qiling_isas(("x86_64",)))
+def test_qiling_every_backend_and_engine(isa: str, backend: str, engine: str) -> None:
+    """Every backend on both engines over Qiling's Uc (the C engines through the same
+    `UnicornCpu.c_port`): the program's own record."""
+    want, program_functions = own_record(isa, "recursion")
+    result, _ = qiling_run(isa, "recursion", backend, engine)
+    got = trace_key(canonical_text(result.records, namer(str(bin_path(isa, "calls"))),
+                                   program_functions))
+    assert got == want
+
+
+@pytest.mark.parametrize("isa", qiling_isas(("x86_64", "arm")))
+def test_qiling_output_and_status_equal_qemu(isa: str) -> None:
+    program = bin_path(isa, "calls")
+    for scenario in ("recursion", "exit42"):
+        want = run_qemu(isa, program, scenario)
+        got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3",
+                           "-o", "/dev/null", program, scenario)
+        assert got.returncode == want.returncode, got.stderr
+        assert got.stdout == want.stdout and got.stdout
+        assert got.stderr == b""  # nothing of Qiling's log on the guest's stderr
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (("run", "--target", "qiling", bin_path("x86_64", "calls")), b"--unconfined"),
+    (("run", "--target", "qiling", "--unconfined", "--max-insns", "5",
+      bin_path("x86_64", "calls")), b"--max-insns"),
+    (("run", "--target", "qiling", "--unconfined", bin_path("x86_64", "calls.dyn")),
+     b"dynamically linked"),
+    (("run", "--target", "qiling", "--unconfined", bin_path("ppc64le", "calls")),
+     LINUX["ppc64le"].reason.encode()),
+    (("record", "--target", "qiling", "--unconfined", "-d", "/tmp/nowhere.data",
+      bin_path("x86_64", "calls")), b"not built"),
+])
+def test_qiling_refusals_are_usage_errors(argv: tuple, says: bytes) -> None:
+    got = run_emutrace(*argv)
+    assert got.returncode == 64 and says in got.stderr and b"Traceback" not in got.stderr
+    assert got.stderr.count(b"\n") == 1
+
+
+def test_info_lists_qiling_rows() -> None:
+    text = run_emutrace("info").stdout.decode()
+    section = text.split("Qiling (run --target qiling)\n")[1].split("\n\n")[0]
+    rows = {tuple(line.split()[:2]): line for line in section.splitlines()}
+    for isa, row in LINUX.items():
+        line = rows[("linux", isa)]
+        assert (MISSING or row.reason) in line if MISSING or not row.works else "works" in line
+    assert ("dos", "8086") in rows
