@@ -40,6 +40,7 @@ from emutrace.session import (
     may_create_threads,
     open_image,
 )
+from emutrace.target.namespaces import sandbox_layers
 from emutrace.target.native_interp import Launch, launch_of, missing_interpreter_reason, root_for
 from emutrace.target.native_modules import ModuleWatch
 from emutrace.target.ptrace import PtraceError, PtraceTarget, kill, spawn
@@ -201,7 +202,8 @@ class NativeProcess(TracedRun):
             self.pid = spawn(launch.path, launch.argv, envp)
         else:  # the child starts in the guest's current directory
             self.pid = spawn(launch.path, launch.argv, envp, packed_program(),
-                             os.fsdecode(sandbox.resolve(sandbox.guest_cwd)))
+                             os.fsdecode(sandbox.resolve(sandbox.guest_cwd)),
+                             sandbox_layers(sandbox, launch.path))
         self.confinement = None if sandbox is None else Confinement(sandbox, self.pid)
         try:
             bias = 0 if launch.explicit else load_bias(self.pid, image)

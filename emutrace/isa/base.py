@@ -604,6 +604,7 @@ class Cap(enum.Enum):
     NATIVE_DYNAMIC = "native_dynamic"  # dynamic programs natively (the host's ld.so, libc)
     NATIVE_DYNAMIC_STRICT = "native_dynamic_strict"  # ... under int3 --cleanup strict
     NATIVE_SIGNAL_HANDLERS = "native_signal_handlers"  # handlers traced natively
+    NATIVE_SANDBOX = "native_sandbox"  # the kernel sandbox of a confined native run
     OPTIMISED_CODE = "optimised_code"  # -O2/-O3/-Os programs traced like -O0
     STRIPPED_TAIL_CALLS = "stripped_tail_calls"  # tail calls found without symbols
     COLD_PARTITIONS = "cold_partitions"  # GCC's .text.unlikely parts of a function

@@ -25,6 +25,7 @@ from emutrace.isa.base import (
     SyscallConvention,
 )
 from emutrace.isa.native_pmu import native_bts_reason
+from emutrace.isa.native_sandbox import native_sandbox_reason
 from emutrace.isa.x86_64 import (
     FPU_RESET,
     SWEEP_X86,
@@ -227,6 +228,8 @@ ISA = Isa(
         # --target native --backend bts: branch records through perf_event_open
         Cap.NATIVE_BTS: Capability(False, native_bts_reason()),
         Cap.NATIVE_SIGNAL_HANDLERS: NATIVE_SIGNAL_HANDLERS,
+        # namespaces, Landlock, no capabilities (isa/native_sandbox.py, target/namespaces.py)
+        Cap.NATIVE_SANDBOX: Capability(not native_sandbox_reason(), native_sandbox_reason()),
         Cap.NATIVE_DYNAMIC: native_dynamic(),  # through the Debian root's ld.so
         # (a site hook's int3 under the backend's: target/ptrace_run.py steps it as its own)
         Cap.NATIVE_DYNAMIC_STRICT: Capability(True),

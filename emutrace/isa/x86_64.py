@@ -36,6 +36,7 @@ from emutrace.isa.base import (
     SyscallConvention,
 )
 from emutrace.isa.native_pmu import native_bts_reason
+from emutrace.isa.native_sandbox import native_sandbox_reason
 
 # ---------------------------------------------------------------- identity
 IDENTITY = Identity(
@@ -444,6 +445,8 @@ ISA = Isa(
         # --target native --backend bts: branch records through perf_event_open
         Cap.NATIVE_BTS: Capability(False, native_bts_reason()),
         Cap.NATIVE_SIGNAL_HANDLERS: NATIVE_SIGNAL_HANDLERS,
+        # namespaces, Landlock, no capabilities (isa/native_sandbox.py, target/namespaces.py)
+        Cap.NATIVE_SANDBOX: Capability(not native_sandbox_reason(), native_sandbox_reason()),
         # the host's ld.so and libc (target/native_modules.py)
         Cap.NATIVE_DYNAMIC: Capability(True),
         Cap.NATIVE_DYNAMIC_STRICT: Capability(True),

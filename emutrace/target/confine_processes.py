@@ -30,9 +30,39 @@ def guests(c: Confinement) -> set[int]:
 
 def _target(c: Confinement, pid: int) -> None:
     """A call on one process: itself (0), or one of the guest's processes."""
-    if pid == 0 or pid in guests(c):
+    if pid == 0:
         return
+    in_namespace = _namespace_pids(c)  # (the pid is the guest's namespace's)
+    if pid in (guests(c) if in_namespace is None else in_namespace):
+        return
+    # as emulation answers (and behind this check the PID namespace makes the kernel
+    # answer ESRCH for every process outside it)
     raise Refused("EPERM" if _exists(pid) else "ESRCH")
+
+
+def _namespace_pids(c: Confinement) -> dict[int, int] | None:
+    """The guest's processes by their pid in its PID namespace (target/namespaces.py), or
+    None when it has none: the last field of /proc/PID/status `NSpid` (proc(5))."""
+    out: dict[int, int] = {}
+    for host in guests(c):
+        try:
+            with open(f"/proc/{host}/status") as f:
+                fields = next((line.split()[1:] for line in f if line.startswith("NSpid:")),
+                              [])
+        except OSError:
+            continue
+        if len(fields) < 2:
+            return None
+        out[int(fields[-1])] = host
+    return out
+
+
+def _host_pid(c: Confinement, pid: int) -> int:
+    """A pid the guest names, as the host knows it (-1: none of the guest's)."""
+    in_namespace = _namespace_pids(c)
+    if in_namespace is None:
+        return pid
+    return in_namespace.get(pid, -1)
 
 
 def _exists(pid: int) -> bool:
@@ -56,7 +86,7 @@ def _kill(c: Confinement, call: Call) -> None:
     if pid == -1:
         targets = guests(c) - {me}
     else:
-        group = os.getpgid(me) if pid == 0 else -pid
+        group = os.getpgid(me) if pid == 0 else _host_pid(c, -pid)
         targets = {p for p in guests(c) if _group(p) == group}
     for p in sorted(targets):
         try:

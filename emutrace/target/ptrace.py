@@ -35,6 +35,9 @@ from typing import Any, Protocol
 from emutrace import stdio
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
+from emutrace.isa.native_sandbox import native_sandbox_reason
+from emutrace.target import namespaces
+from emutrace.target.namespaces import Layers
 from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
 from emutrace.target.pulled import Lacking, WordMemory
 
@@ -150,7 +153,7 @@ def ptrace_refusal() -> str | None:
 
 
 def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None = None,
-          cwd: str | None = None) -> int:
+          cwd: str | None = None, layers: Layers | None = None) -> int:
     """Fork a child that stops, traced by us, at its first instruction after execve.
     A failure in the child (PTRACE_TRACEME refused: we are traced ourselves, or a
     seccomp/LSM policy) comes back through a pipe as one line: PtraceError.
@@ -158,9 +161,12 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None
     With a `seccomp` filter (target/seccomp_filter.py, the confinement) the child starts
     in `cwd`, stops itself (SIGSTOP) so that the tracer can ask for PTRACE_O_TRACESECCOMP
     first, then installs the filter and makes its execve, which the tracer lets through
-    unchecked (the program may lie outside the sandbox root, as under emulation)."""
+    unchecked (the program may lie outside the sandbox root, as under emulation).  With
+    `layers` it first enters the kernel sandbox (target/namespaces.py): a PID namespace
+    whose reaper `kill` ends with the child, then its mount, user, network, IPC and UTS
+    namespaces, Landlock and no capabilities."""
     if seccomp is not None:
-        return _spawn_confined(path, argv, envp, seccomp, cwd)
+        return _spawn_confined(path, argv, envp, seccomp, cwd, layers)
     reason = ptrace_refusal()
     if reason is not None:
         raise PtraceError(f"--target native: {reason}")
@@ -207,16 +213,25 @@ def spawn(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes | None
 
 
 def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: bytes,
-                    cwd: str | None) -> int:
+                    cwd: str | None, layers: Layers | None) -> int:
     from emutrace.target.seccomp_filter import install  # (it imports nothing of ours)
 
     reason = ptrace_refusal()
     if reason is not None:
         raise PtraceError(f"--target native: {reason}")
-    parent = os.getpid()
+    gaps = native_sandbox_reason() if layers is not None else ""
+    if gaps:
+        raise PtraceError(f"--target native: {gaps} (--unconfined runs without)")
+    pid_ns = namespaces.PidNamespace() if layers is not None else None
+    parent = 0 if pid_ns is not None else os.getpid()  # (our pid is outside its namespace)
     path = os.path.abspath(path)  # (before the child's chdir)
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
+    try:
+        pid = os.fork() if pid_ns is None else pid_ns.fork()
+    except (OSError, namespaces.SandboxRefused) as e:
+        os.close(read_end)
+        os.close(write_end)
+        raise PtraceError(f"--target native: the guest's PID namespace: {e}") from None
     if pid == 0:  # the child: never returns into the tracer's code
         try:
             os.close(read_end)
@@ -232,6 +247,15 @@ def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: by
                 os.write(write_end, traceme_refusal(err).encode())
                 os._exit(127)
             os.kill(os.getpid(), signal.SIGSTOP)  # the tracer sets its options
+            if layers is not None:
+                try:
+                    namespaces.enter(layers)
+                except namespaces.SandboxRefused as e:
+                    os.write(write_end, f"the kernel sandbox: {e} (--unconfined runs "
+                                        f"without)".encode())
+                    os._exit(127)
+                if cwd is not None:
+                    os.chdir(cwd)  # (through the writable directories' new mounts)
             failure = install(seccomp)
             if failure is not None:
                 os.write(write_end, f"{failure} (the sandbox of a native run needs seccomp "
@@ -245,6 +269,8 @@ def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: by
             pass
         os._exit(127)
     os.close(write_end)
+    if pid_ns is not None:
+        _pid_namespaces[pid] = pid_ns
     try:
         _start_confined(pid)
     except PtraceError:
@@ -316,15 +342,23 @@ def _split_env(envp: list[bytes]) -> list[tuple[bytes, bytes]]:
 
 
 def kill(pid: int) -> None:
-    """SIGKILL the tracee and reap it (every exit path of a native run ends here)."""
+    """SIGKILL the tracee and reap it (every exit path of a native run ends here), and
+    with its PID namespace's reaper every process left in that namespace."""
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
-        return
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
         pass
+    else:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    pid_ns = _pid_namespaces.pop(pid, None)
+    if pid_ns is not None:
+        pid_ns.end()
+
+
+_pid_namespaces: dict[int, namespaces.PidNamespace] = {}  # a sandboxed tracee's, by its pid
 
 
 class PtraceTarget(Lacking, WordMemory):

@@ -52,7 +52,7 @@ from emutrace.target.ptrace import (
     ptrace,
 )
 from emutrace.target.ptrace_children import Children
-from emutrace.target.seccomp_filter import REFUSED, TRACE_DATA_REFUSE
+from emutrace.target.seccomp_filter import REFUSED
 
 PTRACE_SYSCALL = 24  # <linux/ptrace.h>
 PTRACE_GET_SYSCALL_INFO = 0x420E
@@ -107,12 +107,15 @@ class Confinement:
         """At a PTRACE_EVENT_SECCOMP stop of `pid`: check the call, then let it run on host
         paths, or skip it."""
         self.stops += 1
-        arch, nr, args, data = self._syscall_info()
+        arch, nr, args, _data = self._syscall_info()
         name = self.names[arch].get(nr, f"syscall {nr}")
         call = Call(arch, name, args)
         result = None
         try:
-            if data == TRACE_DATA_REFUSE:
+            # the verdict comes from our policy, by name, never from the stop's
+            # SECCOMP_RET_DATA: a filter the guest adds that also returns
+            # SECCOMP_RET_TRACE is the one whose data the kernel reports (seccomp(2))
+            if name in REFUSED:
                 errno_name, why = REFUSED.get(name, ("EPERM", "not confinable natively"))
                 raise Refused(errno_name, f"emutrace: native: {name} refused ({why}): "
                                           f"returning {errno_name}")
