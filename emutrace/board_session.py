@@ -33,6 +33,7 @@ from emutrace.isa.kernel import (
     kernel_support,
 )
 from emutrace.machine.board import devices
+from emutrace.machine.board.devicetree import board_dtb
 from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
@@ -56,7 +57,9 @@ class BoardConfig(BackendSettings):
 
     board: str
     image: str
-    dtb: str | None = None
+    dtb: str | None = None  # a device tree blob in place of the one the board makes
+    append: str | None = None  # the kernel command line: /chosen bootargs (-append)
+    initrd: str | None = None  # an initrd (initramfs) at the board's initrd_at (-initrd)
     bios: str | None = None  # firmware that starts first; the image is its payload
     symbols: str | None = None  # function names for the image: System.map, nm, or an ELF
     # the image copies itself this many bytes up (U-Boot's relocation): its code and
@@ -273,12 +276,7 @@ class BoardMachine(TracedRun):
         for path, physical in loads:
             for addr, data in physical:
                 self._load(addr, data, path)
-        dtb_addr = 0
-        if config.dtb is not None:
-            if board.dtb_at is None:
-                raise UsageError(f"--dtb: machine {board.name} takes no device tree")
-            dtb_addr = board.dtb_at
-            self._load(dtb_addr, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
+        dtb_addr = self._load_device_tree()
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
@@ -350,6 +348,34 @@ class BoardMachine(TracedRun):
                       phoff=0,
                       phentsize=0, phnum=0, segments=[segment], interpreter=None)
         return image, [(base, blob)]
+
+    def _load_device_tree(self) -> int:
+        """The device tree: --dtb FILE, else the one the board makes (with --append's
+        command line and --initrd's range, the initrd loaded); its address, 0 if none."""
+        board, config = self.board, self.config
+        if board.dtb_at is None:
+            for option, value in (("--dtb", config.dtb), ("--append", config.append),
+                                  ("--initrd", config.initrd)):
+                if value is not None:
+                    raise UsageError(f"{option}: machine {board.name} takes no device tree")
+            return 0
+        if config.dtb is not None:
+            if config.append is not None or config.initrd is not None:
+                raise UsageError("--append and --initrd go into the device tree the board "
+                                 "makes; with --dtb FILE, FILE's /chosen names them")
+            self._load(board.dtb_at, trim_dtb(_read_file(config.dtb, "--dtb")), config.dtb)
+            return board.dtb_at
+        if board.tree is None:
+            return 0
+        initrd = None
+        if config.initrd is not None:
+            if board.initrd_at is None:
+                raise UsageError(f"--initrd: machine {board.name} has no initrd address")
+            data = _read_file(config.initrd, "--initrd")
+            self._load(board.initrd_at, data, config.initrd)
+            initrd = (board.initrd_at, board.initrd_at + len(data))
+        self._load(board.dtb_at, board_dtb(board, config.append, initrd), "the device tree")
+        return board.dtb_at
 
     def _load(self, addr: int, data: bytes, path: str) -> None:
         if not any(r.base <= addr and addr + len(data) <= r.base + r.size

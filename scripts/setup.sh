@@ -32,6 +32,7 @@ export APT_CONFIG="$aptdir/apt.conf"
 #   objcopy/readelf split debug files in tests/test_debuginfo.py;
 # * a C compiler and Python headers when missing: `pip install -e .` compiles
 #   emutrace/native/*.c;
+# * dtc (device-tree-compiler): `run --machine` compiles the device tree a virt board makes;
 # * without recommends, qemu-system-<arch>: the oracle of the mini-kernels in testbins/kernel
 #   (arm/aarch64 in qemu-system-arm, riscv64 in -misc, i386 in -x86, ppc/ppc64le in -ppc
 #   (bamboo, pseries), mips/mipsel in -mips (malta)).
@@ -48,7 +49,7 @@ for a in $foreign; do
     $sudo dpkg --add-architecture "$a"; update=1
   fi
 done
-with_recommends="qemu-user-static uftrace
+with_recommends="qemu-user-static uftrace device-tree-compiler
   gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
   gcc-mipsel-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc-linux-gnu gcc-powerpc64le-linux-gnu
   gcc-s390x-linux-gnu

@@ -40,8 +40,15 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bios", metavar="FILE",
                    help="firmware started first (loaded as QEMU's -bios); PROGRAM is its "
                         "payload, loaded as QEMU's -kernel (e.g. OpenSBI fw_jump + U-Boot)")
-    g.add_argument("--dtb", metavar="FILE", help="device tree blob placed where the board "
-                                                 "passes it to the image")
+    g.add_argument("--dtb", metavar="FILE",
+                   help="device tree blob passed to the image in place of the one the board "
+                        "makes (as qemu-system's -dtb)")
+    g.add_argument("--append", metavar="ARGS",
+                   help="kernel command line: the device tree's /chosen bootargs (as "
+                        "qemu-system's -append)")
+    g.add_argument("--initrd", metavar="FILE",
+                   help="initrd/initramfs loaded where QEMU loads it, its range in the "
+                        "device tree's /chosen (as qemu-system's -initrd)")
     g.add_argument("--until", metavar="TEXT",
                    help="end the run (exit 0) once the console has printed TEXT "
                         "(\\n, \\r, \\t, \\xNN escapes)")
@@ -84,7 +91,8 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         raise UsageError("--machine takes one --symbols FILE (a System.map or `nm` listing, "
                          "or an unstripped ELF of the same build)")
     config = BoardConfig(
-        board=args.machine, image=args.program, dtb=args.dtb, bios=args.bios,
+        board=args.machine, image=args.program, dtb=args.dtb, append=args.append,
+        initrd=args.initrd, bios=args.bios,
         symbols=args.symbols[0] if args.symbols else None,
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
         input_after=unescape(args.input_after, "--input-after"),

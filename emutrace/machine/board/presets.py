@@ -6,6 +6,7 @@ where PCI means "no device"), writes are ignored."""
 from __future__ import annotations
 
 from emutrace.machine.board.spec import Board, Device, Region
+from emutrace.machine.board.trees import arm_virt, riscv_virt
 
 MiB = 1 << 20
 RAM_SIZE = 128 * MiB  # QEMU's default -m
@@ -23,6 +24,10 @@ _ARM_VIRT_DEVICES = (
     Device("const", "pcie ecam", 0x3F000000, 0x1000000, {"value": 0xFFFFFFFF}),
 )
 
+_ARM_STDOUT = "/pl011@9000000"
+# QEMU's arm_load_kernel: the initrd at the start of RAM + min(RAM / 2, 128 MiB)
+_ARM_INITRD = 0x40000000 + min(RAM_SIZE // 2, 128 * MiB)
+
 VIRT_ARM64 = Board(
     name="virt-arm64",
     isa="aarch64",
@@ -37,6 +42,11 @@ VIRT_ARM64 = Board(
     kernel_at=0x40200000,  # a payload of --bios, a Linux Image: 2 MiB into RAM
     cpu_model="UC_CPU_ARM64_A57",  # Unicorn's default is a Cortex-A72
     qemu=("qemu-system-aarch64", "-M", "virt", "-cpu", "cortex-a57"),
+    tree=arm_virt("arm,cortex-a57", ("arm,armv8-timer", "arm,armv7-timer"),
+                  psci_64bit=True, pmu=True),
+    stdout_path=_ARM_STDOUT,
+    initrd_at=_ARM_INITRD,
+    initrd_cells=1,
 )
 
 VIRT_ARM = Board(
@@ -51,6 +61,10 @@ VIRT_ARM = Board(
     cpu_model="UC_CPU_ARM_CORTEX_A15",
     dtb_at=0x40000000,
     qemu=("qemu-system-arm", "-M", "virt", "-cpu", "cortex-a15"),
+    tree=arm_virt("arm,cortex-a15", ("arm,armv7-timer",), psci_64bit=False, pmu=False),
+    stdout_path=_ARM_STDOUT,
+    initrd_at=_ARM_INITRD,
+    initrd_cells=1,
 )
 
 VIRT_RISCV64 = Board(
@@ -73,6 +87,10 @@ VIRT_RISCV64 = Board(
     dtb_at=0x87E00000,
     kernel_at=0x80200000,  # after the firmware, 2 MiB aligned: OpenSBI fw_jump's FW_JUMP_ADDR
     qemu=("qemu-system-riscv64", "-M", "virt", "-bios", "none"),
+    tree=riscv_virt(),
+    stdout_path="/soc/serial@10000000",
+    # QEMU's riscv_load_initrd: the kernel's entry + min(RAM / 2, 128 MiB)
+    initrd_at=0x80200000 + min(RAM_SIZE // 2, 128 * MiB),
 )
 
 PC_I386 = Board(

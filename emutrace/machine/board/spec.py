@@ -32,6 +32,29 @@ class Device:
 
 
 @dataclass(frozen=True)
+class Ref:
+    """A cell that is another node's phandle, by the node's label (DTS `&label`)."""
+
+    label: str
+
+
+# a device-tree property value (devicetree spec v0.4 §2.2.4): text, a string list, cells
+# (32-bit values or phandle references), or True for an empty property
+Prop = str | tuple[str, ...] | tuple[int | Ref, ...] | bool
+
+
+@dataclass(frozen=True)
+class Node:
+    """A device-tree node as data: `name` with its unit address (`pl011@9000000`), its
+    properties, its children, and a label other nodes refer to it by (Ref)."""
+
+    name: str
+    props: Mapping[str, Prop] = field(default_factory=dict)
+    children: tuple[Node, ...] = ()
+    label: str | None = None
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     isa: str
@@ -50,6 +73,14 @@ class Board:
     qemu: tuple[str, ...] = ()
     # where a raw binary starts, from bios_at (pseries: QEMU starts -bios at 0x100)
     bios_entry: int = 0
+    # the device tree the board makes (as QEMU's virt boards do): the root node without
+    # `memory` and `chosen`, which come from the RAM and the run (machine/board/devicetree.py)
+    tree: Node | None = None
+    stdout_path: str = ""  # the console's node: /chosen stdout-path
+    initrd_at: int | None = None  # where --initrd goes (QEMU's address for the board)
+    # cells of /chosen linux,initrd-start/-end: QEMU's Arm boot code writes one (hw/arm/
+    # boot.c, a 32-bit cell), its RISC-V boot code a u64 (hw/riscv/boot.c)
+    initrd_cells: int = 2
 
     def native_engine(self) -> str:
         """Which engine `--engine auto` traces this board's images on (`info --machines`):
