@@ -30,6 +30,7 @@ from emutrace.errors import (
 )
 from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
+from emutrace.isa.base import Cap
 from emutrace.machine.linux import handlers  # noqa: F401 (registers every system call)
 from emutrace.machine.linux.child_wait import end_children
 from emutrace.machine.linux.cpu_timers import CpuTimers
@@ -224,6 +225,9 @@ class Process(TracedRun):
         self.warn = warn
         self.image = open_image(config.program, config.arch)
         isa = self.image.isa
+        emulated = isa.capability(Cap.RUN_STATIC)
+        if not emulated.works:  # (an ISA only another engine runs: `emutrace info`)
+            raise UsageError(f"{config.program} is a {isa.name} program: {emulated.reason}")
         self.cpu = UnicornCpu(isa)
         self.cpu.apply_reset()
         self.space = AddressSpace(self.cpu, Layout.for_word_size(isa.identity.word_size),

@@ -22,7 +22,8 @@ import pytest
 from emutrace.isa.abi import Abi, StructLayout, known_isas, load_abi
 
 REPO = Path(__file__).resolve().parent.parent
-ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le", "s390x")
+ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le", "s390x",
+        "mips64el")
 COMPILERS = (
     "x86_64-linux-gnu-gcc",
     "i686-linux-gnu-gcc",
@@ -30,12 +31,13 @@ COMPILERS = (
     "arm-linux-gnueabihf-gcc",
     "mips-linux-gnu-gcc",
     "mipsel-linux-gnu-gcc",
+    "mips64el-linux-gnuabi64-gcc",
     "riscv64-linux-gnu-gcc",
     "powerpc-linux-gnu-gcc",
     "powerpc64le-linux-gnu-gcc",
     "s390x-linux-gnu-gcc",
 )
-BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x"}
+BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "mips64el"}
 BIG_ENDIAN = {"mips", "ppc", "s390x"}
 # Genuine aliases: two names for one syscall number.
 SYSCALL_ALIASES: dict[str, set[frozenset[str]]] = {
@@ -246,6 +248,14 @@ GENERIC_TABLE = {  # include/uapi/asm-generic/unistd.h, used by aarch64 and risc
 SYSCALLS["aarch64"] = GENERIC_TABLE
 SYSCALLS["riscv64"] = {**GENERIC_TABLE, "riscv_flush_icache": 259}
 SYSCALLS["mipsel"] = SYSCALLS["mips"]
+# arch/mips/kernel/syscalls/syscall_n64.tbl (5000 + n; the names qemu-user's -strace prints)
+SYSCALLS["mips64el"] = {
+    "read": 5000, "write": 5001, "open": 5002, "close": 5003, "mmap": 5009, "brk": 5012,
+    "rt_sigaction": 5013, "ioctl": 5015, "clone": 5055, "execve": 5057, "exit": 5058,
+    "readlink": 5087, "exit_group": 5205, "set_tid_address": 5212, "set_thread_area": 5242,
+    "openat": 5247, "newfstatat": 5252, "prlimit64": 5297, "getrandom": 5313, "statx": 5326,
+}
+MIPS_ISAS = ("mips", "mipsel", "mips64el")
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -334,7 +344,7 @@ MIPS_ERRNO = {  # arch/mips/include/uapi/asm/errno.h
 @pytest.mark.parametrize("isa", ISAS)
 def test_errno_values(isa: str) -> None:
     abi = load_abi(isa)
-    expected = MIPS_ERRNO if isa in ("mips", "mipsel") else GENERIC_ERRNO
+    expected = MIPS_ERRNO if isa in MIPS_ISAS else GENERIC_ERRNO
     for name, number in expected.items():
         assert abi.errno.get(name) == number, (isa, name)
     assert abi.errno["EWOULDBLOCK"] == abi.errno["EAGAIN"]
@@ -356,7 +366,7 @@ def test_required_constants_present(abi: Abi) -> None:
     x86 = abi.isa in ("x86_64", "i386")
     for name in ("ARCH_SET_FS", "ARCH_GET_FS", "ARCH_SET_GS", "ARCH_GET_GS"):
         assert (name in abi.constants) == x86
-    assert ("SIGSTKFLT" in abi.constants) == (abi.isa not in ("mips", "mipsel"))
+    assert ("SIGSTKFLT" in abi.constants) == (abi.isa not in MIPS_ISAS)
 
 
 def test_libc_sourced_constants_are_listed(abi: Abi) -> None:
@@ -450,7 +460,7 @@ def test_arm_and_generic_open_flags() -> None:
 
 
 def test_mips_constants() -> None:
-    for isa in ("mips", "mipsel"):
+    for isa in MIPS_ISAS:
         c = load_abi(isa).constants
         assert c["MAP_ANONYMOUS"] == 0x800 and c["MAP_NORESERVE"] == 0x400
         assert (c["O_APPEND"], c["O_NONBLOCK"], c["O_CREAT"]) == (0x8, 0x80, 0x100)
@@ -463,7 +473,8 @@ def test_mips_constants() -> None:
             0x667E,
         )
         assert (c["RLIMIT_NOFILE"], c["RLIMIT_AS"]) == (5, 6)
-        assert c["RLIM_INFINITY"] == 0x7FFFFFFF
+        # arch/mips/include/uapi/asm/resource.h: 0x7fffffff under o32 only; n64 ~0UL
+        assert c["RLIM_INFINITY"] == (2**64 - 1 if isa == "mips64el" else 0x7FFFFFFF)
         assert c["SOCK_STREAM"] == 2 and c["SOCK_DGRAM"] == 1
 
 

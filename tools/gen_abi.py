@@ -155,6 +155,7 @@ ISAS: tuple[IsaSpec, ...] = (
     IsaSpec("ppc", "powerpc-linux-gnu-gcc", "powerpc"),
     IsaSpec("ppc64le", "powerpc64le-linux-gnu-gcc", "ppc64el"),
     IsaSpec("s390x", "s390x-linux-gnu-gcc", "s390x"),
+    IsaSpec("mips64el", "mips64el-linux-gnuabi64-gcc", "mips64el", ("-mabi=64",)),
 )
 ISA_BY_NAME = {spec.name: spec for spec in ISAS}
 
@@ -278,6 +279,7 @@ X86_ONLY_CONSTANTS = ("ARCH_SET_FS", "ARCH_GET_FS", "ARCH_SET_GS", "ARCH_GET_GS"
 EXPECTED_MISSING: dict[str, frozenset[str]] = {
     "mips": frozenset({"SIGSTKFLT"}),
     "mipsel": frozenset({"SIGSTKFLT"}),
+    "mips64el": frozenset({"SIGSTKFLT"}),
 }
 
 LIBC_CONSTANTS: tuple[tuple[str, tuple[str, ...]], ...] = (

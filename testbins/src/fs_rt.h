@@ -67,6 +67,28 @@ __asm__(".text\n"
         "  bl fs_entry\n"
         "  udf #0\n"
         ".size _start, .-_start\n");
+#elif defined(__mips__) && defined(__mips64)
+/* n64: the callee derives gp from its own address in $25 (t9), and code lies above
+ * 4 GiB (dla: the full 64-bit address); no argument save area */
+__asm__(".text\n"
+        ".globl _start\n"
+        ".type _start,@function\n"
+        ".set push\n"
+        ".set noreorder\n"
+        ".option pic0\n"
+        "_start:\n"
+        "  move $30, $0\n"
+        "  move $31, $0\n"
+        "  move $4, $29\n"
+        "  li $12, -16\n"
+        "  and $29, $29, $12\n"
+        "  dla $25, fs_entry\n"
+        "  jalr $25\n"
+        "  nop\n"
+        "  break\n"
+        ".option pic2\n"
+        ".set pop\n"
+        ".size _start, .-_start\n");
 #elif defined(__mips__)
 __asm__(".text\n"
         ".globl _start\n"

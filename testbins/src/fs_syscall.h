@@ -88,6 +88,27 @@ static inline long fs_syscall3(long nr, long a, long b, long c)
     return a3 ? -v0 : v0;
 }
 
+#elif defined(__mips__) && defined(__mips64) && _MIPS_SIM == _ABI64
+/* n64 syscall: v0 = nr (5000 + n), args a0 a1 a2; result v0, a3 != 0
+ * means v0 is a positive errno.  The kernel may clobber at, v1, $8-$15,
+ * t8, t9, hi, lo. */
+#define FS_NR_write 5001
+#define FS_NR_exit_group 5205
+static inline long fs_syscall3(long nr, long a, long b, long c)
+{
+    register long v0 __asm__("$2") = nr;
+    register long a0 __asm__("$4") = a;
+    register long a1 __asm__("$5") = b;
+    register long a2 __asm__("$6") = c;
+    register long a3 __asm__("$7");
+    __asm__ volatile(".set push\n\t.set noreorder\n\tsyscall\n\t.set pop"
+                     : "+r"(v0), "=r"(a3)
+                     : "r"(a0), "r"(a1), "r"(a2)
+                     : "$1", "$3", "$8", "$9", "$10", "$11", "$12", "$13",
+                       "$14", "$15", "$24", "$25", "hi", "lo", "memory");
+    return a3 ? -v0 : v0;
+}
+
 #elif defined(__riscv) && __riscv_xlen == 64
 /* ecall: a7 = nr, args a0 a1 a2, result a0. */
 #define FS_NR_write 64

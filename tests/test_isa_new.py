@@ -1,0 +1,135 @@
+"""The ISAs only the gdb-remote target runs (conftest.GDB_ONLY_ISAS: their capability
+table's run_static says why emulation does not): their committed testbins traced through
+qemu-user's gdb stub equal to each program's own `-finstrument-functions` record, their
+output equal to qemu-user's, the n64 argument registers against the compiled program's
+own values, and `--target` chosen for them when not given."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from emutrace.gdb_session import GdbProcess
+from emutrace.isa import by_name
+from emutrace.isa.base import Cap
+from emutrace.session import RunConfig
+from emutrace.trace.canonical import canonical_text, trace_key
+
+from .conftest import GDB_ONLY_ISAS, bin_path, run_emutrace, run_qemu
+from .test_trace_oracle import namer, own_record
+
+SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longjmp", "tail")
+
+
+def traced(isa: str, scenario: str, backend: str = "int3") -> tuple[str, GdbProcess]:
+    plain = str(bin_path(isa, "calls"))
+    process = GdbProcess(RunConfig(plain, [scenario], backend=backend))
+    result = process.run()
+    assert result.stop.kind == "exit"
+    _, program_functions = own_record(isa, scenario)
+    return trace_key(canonical_text(result.records, namer(plain), program_functions)), process
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("isa", GDB_ONLY_ISAS)
+def test_gdb_trace_equals_own_record(isa: str, scenario: str) -> None:
+    want, _ = own_record(isa, scenario)
+    got, _ = traced(isa, scenario)
+    assert got.count("\n") > 3
+    assert got == want
+
+
+@pytest.mark.parametrize("isa", GDB_ONLY_ISAS)
+def test_gdb_hwbp_equals_own_record(isa: str) -> None:
+    want, _ = own_record(isa, "recursion")
+    got, process = traced(isa, "recursion", "hwbp")
+    assert got == want and process.target.z1_placed > 10
+
+
+EXPECTED_COMBINE9 = (11, 22, 33, 44, 55, 66, 77, 88, 99)
+
+
+@pytest.mark.parametrize("isa", GDB_ONLY_ISAS)
+def test_c_abi_arguments_and_return_in_the_stub(isa: str) -> None:
+    """At the entry of the compiled `combine9(11, 22, …, 99)` the declared argument
+    registers, then the stack slots from sp + stack_args_offset, hold the nine values
+    (calls.c's own literals); at its return address the declared result register holds
+    3135, the value the program prints (read in qemu's stub: the conformance suite's
+    check for an ISA that emulation does not run)."""
+    desc = by_name(isa)
+    regs = desc.registers
+    process = GdbProcess(RunConfig(str(bin_path(isa, "calls")), ["args9"], backend="none"))
+    target = process.target
+    entry = next(s.addr for s in process.image.symbols if s.name == "combine9")
+    word = desc.identity.word_size
+    calls: list[tuple[int, ...]] = []
+    returns: list[int] = []
+
+    def signed(v: int) -> int:
+        return v - (1 << 8 * word) if v >> (8 * word - 1) else v
+
+    def on_return(_uc: object, addr: int, _size: int, _d: object) -> None:
+        returns.append(signed(target.reg_read(regs.retval)))
+
+    def on_entry(_uc: object, addr: int, _size: int, _d: object) -> None:
+        sp = target.reg_read(regs.sp)
+        values = [target.reg_read(r) for r in regs.args]
+        for i in range(len(values), 9):
+            values.append(target.read_word(sp + regs.stack_args_offset
+                                           + (i - len(regs.args)) * word))
+        calls.append(tuple(signed(v) for v in values[:9]))
+        if len(calls) == 1:
+            ret = target.reg_read(regs.link)
+            target.hook_code(on_return, ret, ret)
+
+    target.hook_code(on_entry, entry, entry)
+    result = process.run()
+    assert result.stop.kind == "exit" and result.stop.status == 0
+    assert calls[0] == EXPECTED_COMBINE9
+    assert calls[1] == (-1, 2, -3, 4, -5, 6, -7, 8, -9)
+    assert returns[0] == sum(v * (i + 1) for i, v in enumerate(EXPECTED_COMBINE9)) == 3135
+    assert b"3135" in run_qemu(isa, bin_path(isa, "calls"), "args9").stdout
+
+
+@pytest.mark.parametrize(("program", "args"), [("calls", ("recursion",)), ("fib", ("20",)),
+                                               ("hello_fs", ()), ("typed", ())])
+@pytest.mark.parametrize("isa", GDB_ONLY_ISAS)
+def test_run_without_target_equals_qemu(isa: str, program: str, args: tuple[str, ...]) -> None:
+    """No --target: the gdb target, the one engine for the ISA (`emutrace info`)."""
+    path = bin_path(isa, program)
+    want = run_qemu(isa, path, *args)
+    got = run_emutrace("run", "--unconfined", "--backend", "int3", "-o", "/dev/null", path,
+                       *args)
+    assert got.returncode == want.returncode, got.stderr
+    assert got.stdout == want.stdout and got.stdout.count(b"\n") >= 1
+
+
+@pytest.mark.parametrize("isa", GDB_ONLY_ISAS)
+def test_signals_pass_through_the_stub(isa: str) -> None:
+    program = bin_path(isa, "signals")
+    want = run_qemu(isa, program)
+    got = run_emutrace("run", "--unconfined", "--backend", "int3", "-o", "/dev/null", program)
+    assert got.stdout == want.stdout and got.stdout.count(b"\n") > 3
+    assert want.returncode == -signal.SIGUSR1 and got.returncode == 128 + signal.SIGUSR1
+
+
+@pytest.mark.parametrize("isa", GDB_ONLY_ISAS)
+def test_emulation_refuses_with_the_tables_reason(isa: str) -> None:
+    reason = by_name(isa).capability(Cap.RUN_STATIC)
+    assert not reason.works
+    got = run_emutrace("run", "--target", "emulation", bin_path(isa, "calls"), "recursion")
+    assert got.returncode == 64 and b"Traceback" not in got.stderr
+    assert reason.reason.encode() in got.stderr
+    # no --target and no --unconfined: the gdb target chosen, which asks for it
+    got = run_emutrace("run", bin_path(isa, "calls"), "recursion")
+    assert got.returncode == 64 and b"--unconfined" in got.stderr
+
+
+def test_info_lists_the_engines_of_the_new_isas() -> None:
+    section = run_emutrace("info").stdout.decode().split("Engines (run --target)\n")[1]
+    lines = {line.split()[0]: line for line in section.split("\n\n")[0].splitlines()}
+    for isa in GDB_ONLY_ISAS:
+        qemu = by_name(isa).identity.qemu
+        assert f"gdb (qemu-{qemu}-static)" in lines[isa]
+        assert "emulation not: " in lines[isa]
