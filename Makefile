@@ -19,6 +19,7 @@ lint:
 testbins:
 	bash scripts/setup_testbins.sh
 	$(MAKE) -C testbins
+	$(MAKE) -C testbins/uefi
 
 # Regenerate the per-ISA ABI tables from the Debian cross kernel headers.
 abi:

@@ -5,7 +5,8 @@ the system calls (with the user's rights: Qiling's root is an empty temporary di
 but its file calls reach the host, so the run is asked for with --unconfined).
 
 What runs there (checked before anything runs; a refusal is a usage error): a program of
-an OS × ISA the Qiling table says works (target/qiling_table.py, `emutrace info`), static,
+an OS × ISA the Qiling table says works (target/qiling_table.py, `emutrace info`) — a
+static Linux ELF, or a UEFI application (PE) with the ELF it was made from as --symbols —
 with backend none or one the table lists.  Functions are found as for any run: the ELF's
 symbols and descent (discover/), at the addresses Qiling's loader chose."""
 
@@ -16,11 +17,31 @@ import sys
 
 from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import CallTypes
+from emutrace.discover.debuginfo import parse_symbols_spec
+from emutrace.elf import Image, load_image
 from emutrace.errors import Unsupported, UsageError
 from emutrace.mechanisms.settings import settings_of
 from emutrace.session import RunConfig, RunResult, engine_of_run, open_image
-from emutrace.target.qiling_table import backend_refusal, linux_row
+from emutrace.target.qiling_table import PE_MACHINES, backend_refusal, os_row
 from emutrace.tracer import TracedRun, Tracer
+
+PE_HEADER_AT = 0x3C  # e_lfanew: the offset of "PE\0\0" (PE/COFF specification, 2.1)
+
+
+def pe_machine_of(path: str) -> int | None:
+    """The COFF header's Machine of a PE image ("MZ", then "PE\0\0" at e_lfanew), None
+    for any other file (an ELF's checks are `open_image`'s)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head[:2] != b"MZ" or len(head) < PE_HEADER_AT + 4:
+        return None
+    at = int.from_bytes(head[PE_HEADER_AT:PE_HEADER_AT + 4], "little")
+    if head[at:at + 4] != b"PE\0\0":
+        return None
+    return int.from_bytes(head[at + 4:at + 6], "little")
 
 
 class QilingProcess(TracedRun):
@@ -31,16 +52,11 @@ class QilingProcess(TracedRun):
         from emutrace.target.qiling_os import QilingMachine, missing_reason
 
         self.config = config
-        image = open_image(config.program, config.arch)
-        row = linux_row(image.isa.name)
-        if not row.works:
-            raise UsageError(f"--target qiling: {config.program} is a Linux "
-                             f"{image.isa.name} program: {row.reason}")
-        if image.interpreter is not None:
-            raise UsageError(f"--target qiling: {config.program} is dynamically linked; "
-                             f"Qiling's loader would need the program and its libraries in "
-                             f"one root (its ld.so and libc at their guest paths), which "
-                             f"the qiling target does not build yet: static programs only")
+        pe_machine = pe_machine_of(config.program)
+        if pe_machine is None:
+            image, os_name = self._linux_image(config), "linux"
+        else:
+            image, os_name = self._pe_symbols(config, pe_machine), "uefi"
         refusal = backend_refusal(config.backend)
         if refusal is not None:
             raise UsageError(f"--target qiling: backend {config.backend}: {refusal}")
@@ -53,7 +69,10 @@ class QilingProcess(TracedRun):
         self.machine = QilingMachine(image.isa, config.program, list(config.args),
                                      config.argv0, env)
         try:
-            self.image = image.rebased(self.machine.load_bias if image.kind == "dyn" else 0)
+            if self.machine.os_name != os_name:
+                raise UsageError(f"--target qiling: Qiling takes {config.program} for a "
+                                 f"{self.machine.os_name} program, not {os_name}")
+            self.image = image.rebased(self._bias(image, pe_machine is not None))
             self.cpu = self.machine.cpu
             self.hooks = self.machine.hooks
             self.tracer = Tracer()
@@ -72,6 +91,52 @@ class QilingProcess(TracedRun):
         except BaseException:
             self.machine.close()
             raise
+
+    @staticmethod
+    def _linux_image(config: RunConfig) -> Image:
+        image = open_image(config.program, config.arch)
+        row = os_row("linux", image.isa.name)
+        if not row.works:
+            raise UsageError(f"--target qiling: {config.program} is a Linux "
+                             f"{image.isa.name} program: {row.reason}")
+        if image.interpreter is not None:
+            raise UsageError(f"--target qiling: {config.program} is dynamically linked; "
+                             f"Qiling's loader would need the program and its libraries in "
+                             f"one root (its ld.so and libc at their guest paths), which "
+                             f"the qiling target does not build yet: static programs only")
+        if config.symbols:
+            raise UsageError("--target qiling: --symbols names the ELF of a PE image; an "
+                             "ELF program's own symbols are read")
+        return image
+
+    def _pe_symbols(self, config: RunConfig, machine: int) -> Image:
+        """A PE image (a UEFI application): its functions come from the ELF it was made
+        from (gnu-efi links an ELF shared object and objcopy copies it into PE form, at
+        the same relative addresses), named with --symbols ELF[@BIAS]."""
+        isa = PE_MACHINES.get(machine)
+        if isa is None:
+            raise UsageError(f"--target qiling: {config.program}: PE machine {machine:#x} "
+                             f"is not one emutrace describes")
+        row = os_row("uefi", isa)
+        if not row.works:
+            raise UsageError(f"--target qiling: {config.program} is a UEFI {isa} "
+                             f"application: {row.reason}")
+        if len(config.symbols) != 1:
+            raise UsageError(f"--target qiling: {config.program} is a PE image; name the "
+                             f"ELF it was made from (its symbols) with one --symbols ELF")
+        path, self.symbols_bias = parse_symbols_spec(config.symbols[0])
+        image = load_image(path, dynamic=True)
+        if image.isa.name != isa:
+            raise UsageError(f"--symbols {path} is {image.isa.name}, the PE image {isa}")
+        return image
+
+    def _bias(self, image: Image, pe: bool) -> int:
+        """Run-time minus link-time addresses: a PIE's or a PE's load base (Qiling's
+        loader's choice), --symbols' @BIAS where given; 0 for a fixed-address program."""
+        if pe:
+            given = self.symbols_bias
+            return given if given is not None else self.machine.modules()[0][0]
+        return self.machine.load_bias if image.kind == "dyn" else 0
 
     def run(self) -> RunResult:
         self.tracer.before_run()

@@ -78,7 +78,7 @@ fi
 # The package, with its test extras (`pip install -e .` compiles emutrace/native/*.c): beside
 # apt's installs when the compiler is already there (pip needs nothing apt installs then).
 pip_install() {
-  python3 -m pip install -q -e '.[test]'
+  python3 -m pip install -q -e '.[test,qiling]'  # (qiling: `run --target qiling`)
   python3 -c 'from emutrace import native; native.load()' ||
     echo "warning: the native hot path was not built; --engine native is unavailable"
   python3 -c 'from emutrace.native import disasmlib; assert disasmlib._sweep()' 2>/dev/null ||

@@ -3,20 +3,26 @@ and served by Qiling's Linux layer, traced through the target protocol, equal to
 program's own `-finstrument-functions` record (run under qemu-user) and to emutrace's own
 Linux layer's trace of the same program — calls, and the arguments and return values of
 the program's functions (stack addresses aside: the two layers place the stack
-differently); the program's output and status equal qemu-user's; the refusals; `emutrace
-info`'s rows.  Where the Qiling table (target/qiling_table.py) says an ISA does not run, or
-Qiling is not installed, the test is a strict xfail with that reason."""
+differently); the program's output and status equal qemu-user's; a UEFI application
+(testbins/uefi) under Qiling's UEFI layer equal to its own record, read from its memory
+after a run under Qiling alone; the refusals; `emutrace info`'s rows.  Where the Qiling
+table (target/qiling_table.py) says an ISA does not run, or Qiling is not installed, the
+test is a strict xfail with that reason."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
 from emutrace.session import Process, RunConfig
 from emutrace.target.qiling_os import missing_reason
-from emutrace.target.qiling_table import LINUX, linux_row
-from emutrace.trace.canonical import canonical_text, trace_key
+from emutrace.target.qiling_table import LINUX, linux_row, os_row
+from emutrace.trace.canonical import canonical_from_instr, canonical_text, trace_key
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.values import Value
 
@@ -161,3 +167,84 @@ def test_info_lists_qiling_rows() -> None:
         line = rows[("linux", isa)]
         assert (MISSING or row.reason) in line if MISSING or not row.works else "works" in line
     assert ("dos", "8086") in rows
+
+
+# ------------------------------------------------------------------ a UEFI application
+# testbins/uefi: calls.efi (PE32+, gnu-efi) and calls.so, the ELF it was copied from
+UEFI = Path(__file__).parent.parent / "testbins" / "uefi" / "x86_64"
+
+
+def uefi_marks() -> list:
+    row = os_row("uefi", "x86_64")
+    reason = MISSING or (None if row.works else row.reason)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+def uefi_own_record() -> tuple[int, list[tuple[str, int]]]:
+    """The application's own -finstrument-functions record, read from its memory after a
+    run under Qiling alone (no emutrace hook): its load base and [(">" or "<", function)].
+    Symbol values from the ELF with pyelftools; the PE keeps the ELF's relative
+    addresses (objcopy)."""
+    from elftools.elf.elffile import ELFFile
+    from qiling import Qiling
+    from qiling.const import QL_VERBOSE
+
+    with open(UEFI / "calls.so", "rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        syms = {s.name: s["st_value"] for s in symtab.iter_symbols()}
+    with tempfile.TemporaryDirectory() as root:
+        shutil.copy(UEFI / "calls.efi", root)
+        ql = Qiling([os.path.join(root, "calls.efi")], root, verbose=QL_VERBOSE.DISABLED)
+        ql.run()
+        base = ql.loader.images[0].base
+        pairs = int.from_bytes(ql.mem.read(base + syms["instr_len"], 8), "little")
+        raw = bytes(ql.mem.read(base + syms["instr_record"], 16 * pairs))
+    words = [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+    kinds, functions = words[::2], words[1::2]
+    return base, [({1: ">", 2: "<"}[kind], fn)
+                  for kind, fn in zip(kinds, functions, strict=True)]
+
+
+@pytest.mark.parametrize("engine", ("python", "native"))
+@pytest.mark.parametrize("backend", ("int3", "step"))
+@pytest.mark.parametrize("os_isa", [pytest.param("uefi-x86_64", marks=uefi_marks())])
+def test_qiling_uefi_trace_equals_its_own_record(os_isa: str, backend: str,
+                                                 engine: str) -> None:
+    """The UEFI application under Qiling's UEFI layer: every call of its own record, in
+    order and nesting (fact's recursion, apply's calls through a pointer, a chain),
+    and the run's status is EFI_SUCCESS (its results were right)."""
+    from emutrace.qiling_session import QilingProcess
+
+    base, record = uefi_own_record()
+    # efi_main, fact 6 times, apply, twice twice, chain1-3
+    assert sum(kind == ">" for kind, _ in record) == 13
+    config = RunConfig(str(UEFI / "calls.efi"), backend=backend, engine=engine,
+                       symbols=[str(UEFI / "calls.so")])
+    process = QilingProcess(config)
+    result = process.run()
+    assert result.stop.kind == "exit" and result.stop.status == 0
+    name = process.image.symbolize
+    keep = frozenset(name(fn).split("+")[0] for _, fn in record)
+    text = "".join(f"{kind} {fn:#x}\n" for kind, fn in record)
+
+    def short(addr: int) -> str:
+        return name(addr).split("+")[0]
+
+    want = canonical_from_instr(text, short, keep)
+    got = canonical_text(result.records, short, keep)
+    assert got.count("\n") == 26 and got == want
+
+
+def test_qiling_uefi_cli_and_refusals() -> None:
+    efi, elf = UEFI / "calls.efi", UEFI / "calls.so"
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3", efi)
+    assert got.returncode == 64 and b"--symbols" in got.stderr and got.stderr.count(b"\n") == 1
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3",
+                       "--symbols", bin_path("aarch64", "calls"), efi)
+    assert got.returncode == 64 and b"aarch64" in got.stderr
+    if uefi_marks():
+        return
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3",
+                       "--symbols", elf, efi)
+    assert got.returncode == 0, got.stderr
+    assert b"chain3(10)" in got.stderr and b"} = 720; /* fact" in got.stderr

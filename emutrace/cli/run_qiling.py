@@ -22,7 +22,7 @@ def qiling_config_checks(args: argparse.Namespace) -> None:
     if args.root != "/" or args.allow_write:
         raise UsageError("--target qiling: --root and --allow-write confine a run; the "
                          "qiling target has no sandbox")
-    refused = refused_options(args)
+    refused = [o for o in refused_options(args) if o != "--symbols"]  # (a PE's ELF)
     if refused:
         raise UsageError(f"--target qiling: {', '.join(refused)} work(s) under emutrace's "
                          f"own emulation only")

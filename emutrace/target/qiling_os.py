@@ -1,8 +1,9 @@
 """Qiling's operating systems as a target: a program whose loader, memory and system
-services are Qiling's (its Linux layer for an ELF, its DOS layer for a .COM), traced through
-the target protocol.  Qiling runs on Unicorn and keeps its engine in `ql.uc`; that `Uc` is
-wrapped in the ordinary `UnicornCpu`, so every backend's Unicorn port runs unchanged and
-Qiling's own hooks (system calls, its interrupt dispatcher) stay installed beside ours.
+services are Qiling's (its Linux layer for an ELF, its UEFI layer for a PE application),
+traced through the target protocol.  Qiling runs on Unicorn and keeps its engine in
+`ql.uc`; that `Uc` is wrapped in the ordinary `UnicornCpu`, so every backend's Unicorn port
+runs unchanged (the C engines too, through its `c_port`) and Qiling's own hooks (system
+calls, its interrupt dispatcher) stay installed beside ours.
 
 Coexistence with Qiling's hooks:
 
@@ -18,8 +19,8 @@ Coexistence with Qiling's hooks:
   the guest's stdout or stderr, which are the process's own descriptors (Qiling's
   `PersistentQlFile` over fds 0, 1, 2).
 
-Qiling needs the program inside its root: a static program is copied into an empty
-temporary root (no library, no file of the host); the guest sees it as `/<name>`."""
+Qiling needs the program inside its root: the program is copied into an empty temporary
+root (no library, no file of the host); a Linux guest sees it as `/<name>`."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def _silent_logger() -> logging.Logger:
 
 class QilingMachine:
     """One program loaded by Qiling (its OS chosen by Qiling from the file: ELF → Linux,
-    .COM → DOS), stopped before its first instruction, with `cpu` (a `UnicornCpu` over
+    PE application → UEFI), stopped before its first instruction, with `cpu` (a `UnicornCpu` over
     `ql.uc`) and `hooks` for a backend."""
 
     def __init__(self, isa: Isa, program: str, args: Sequence[str], argv0: str | None,
@@ -196,8 +197,16 @@ class QilingMachine:
             return Stop("interrupted", signal=watch.interrupted, pc=self.cpu.pc)
         if watch.timed_out:
             return Stop("timeout", pc=self.cpu.pc)
-        return Stop("exit", status=int(getattr(self.ql.os, "exit_code", 0) or 0) & 0xFF,
-                    pc=self.cpu.pc)
+        return Stop("exit", status=self.exit_status(), pc=self.cpu.pc)
+
+    def exit_status(self) -> int:
+        """Linux: the status exit_group was given.  UEFI: 0 when the application's entry
+        returned EFI_SUCCESS, else the EFI_STATUS's low byte (1 where that is 0): Qiling
+        stops with the entry's return value still in the return register."""
+        if self.os_name == "uefi":
+            status = self.cpu.reg_read(self.cpu.isa.registers.retval)
+            return 0 if status == 0 else (status & 0xFF) or 1
+        return int(getattr(self.ql.os, "exit_code", 0) or 0) & 0xFF
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -33,8 +33,10 @@ OTHER_OS = {
                                        "8086 ISA description (its i386 decodes 32-bit code)"),
     ("mcu", "cortex_m"): Capability(False, "not wired: Qiling's MCU boards need a board "
                                            "profile and the firmware's vector table"),
-    ("uefi", "x86_64"): Capability(False, "not wired: a PE image (emutrace discovers "
-                                          "functions in ELF images)"),
+    # a PE application; its functions from the ELF it was made from (gnu-efi: --symbols)
+    ("uefi", "x86_64"): WORKS,
+    ("uefi", "aarch64"): Capability(False, "not tried: no aarch64 gnu-efi application is "
+                                           "built by testbins/uefi"),
     ("windows", "x86_64"): Capability(False, "needs a Windows DLL root (registry, system32), "
                                              "which cannot be had offline"),
     ("windows", "i386"): Capability(False, "needs a Windows DLL root (registry, system32), "
@@ -42,6 +44,9 @@ OTHER_OS = {
     ("macos", "x86_64"): Capability(False, "not wired: a Mach-O image"),
     ("freebsd", "x86_64"): Capability(False, "not tried"),
 }
+
+# PE32+ IMAGE_FILE_HEADER.Machine (the PE/COFF specification, "Machine Types") → ISA
+PE_MACHINES = {0x8664: "x86_64", 0x14C: "i386", 0xAA64: "aarch64"}
 
 # backends under Qiling: the reason for each one that is refused
 BACKENDS = {
@@ -62,6 +67,13 @@ HWCAP_CLEAR = {"aarch64": 1 << 8}
 
 def linux_row(isa: str) -> Capability:
     return LINUX.get(isa, Capability(False, "not in the Qiling table"))
+
+
+def os_row(os_name: str, isa: str) -> Capability:
+    """The row of Qiling's OS `os_name` (its own name: linux, uefi, dos, ...) for `isa`."""
+    if os_name == "linux":
+        return linux_row(isa)
+    return OTHER_OS.get((os_name, isa), Capability(False, "not in the Qiling table"))
 
 
 def backend_refusal(backend: str) -> str | None:
