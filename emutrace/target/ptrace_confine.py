@@ -52,7 +52,7 @@ from emutrace.target.ptrace import (
     ptrace,
 )
 from emutrace.target.ptrace_children import Children
-from emutrace.target.seccomp_filter import REFUSED
+from emutrace.target.seccomp_filter import REFUSED, Action, verdict
 
 PTRACE_SYSCALL = 24  # <linux/ptrace.h>
 PTRACE_GET_SYSCALL_INFO = 0x420E
@@ -108,14 +108,14 @@ class Confinement:
         paths, or skip it."""
         self.stops += 1
         arch, nr, args, _data = self._syscall_info()
+        action = verdict(arch, nr, args)  # ours, not the stop's data (seccomp_filter.py)
+        if action is Action.ALLOW:
+            return  # stopped by a filter of the guest's own: runs as our filter lets it
         name = self.names[arch].get(nr, f"syscall {nr}")
         call = Call(arch, name, args)
         result = None
         try:
-            # the verdict comes from our policy, by name, never from the stop's
-            # SECCOMP_RET_DATA: a filter the guest adds that also returns
-            # SECCOMP_RET_TRACE is the one whose data the kernel reports (seccomp(2))
-            if name in REFUSED:
+            if action is Action.REFUSE:
                 errno_name, why = REFUSED.get(name, ("EPERM", "not confinable natively"))
                 raise Refused(errno_name, f"emutrace: native: {name} refused ({why}): "
                                           f"returning {errno_name}")

@@ -168,6 +168,23 @@ def policy(arch: str) -> dict[int, Action]:
     return out
 
 
+@functools.cache
+def _cached_policy(arch: str) -> dict[int, Action]:
+    return policy(arch)
+
+
+def verdict(arch: str, nr: int, args: list[int]) -> Action:
+    """What this filter returns for a call, as the BPF program computes it: the tracer
+    acts on this, never on a stop's SECCOMP_RET_DATA (a filter the guest adds that also
+    returns SECCOMP_RET_TRACE is the one whose data the kernel reports: filters run newest
+    first and the first of the highest precedence wins, seccomp(2))."""
+    action = _cached_policy(arch).get(nr, Action.UNAVAILABLE)
+    rule = arg_rules(arch).get(nr)
+    if action is Action.ALLOW and rule is not None and args[rule[0]] & 0xFFFFFFFF in rule[1]:
+        return Action.TRACE
+    return action
+
+
 @dataclass(frozen=True)
 class Insn:
     code: int
