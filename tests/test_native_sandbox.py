@@ -71,8 +71,25 @@ def layout(tmp_path: Path, root: bool) -> tuple[Path, Path, Path, Path]:
     return top, writable, canary, mnt
 
 
+def left_behind(sleeper: int) -> list[int]:
+    """Processes of hard_sandbox still running with this test's sleeper as argument (its
+    CLONE_UNTRACED child)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"hard_sandbox") and argv[1:2] == [str(sleeper).encode()]:
+            out.append(int(entry.name))
+    return out
+
+
 def assert_host_unchanged(canary: Path, sleeper: int, mnt: Path) -> None:
     assert canary.read_bytes() == CANARY
+    assert left_behind(sleeper) == []  # the PID namespace ended with the run
     status = Path(f"/proc/{sleeper}/status").read_text()
     assert re.search(r"^State:\s+S", status, re.M), status  # alive, asleep, not stopped
     assert re.search(r"^TracerPid:\s+0$", status, re.M)
@@ -99,6 +116,7 @@ def test_hostile_guest_native(tmp_path: Path, sleeper: int) -> None:
     assert out["ioctl FIFREEZE"] == "-1 EPERM"  # CAP_SYS_ADMIN, dropped (ioctl_fsfreeze)
     assert "write outside" not in out and "write through handle" not in out
     assert "ioctl FITHAW" not in out
+    assert out["clone untraced"] == "1"
     assert_host_unchanged(canary, sleeper, mnt)
     assert b"Traceback" not in got.stderr
 

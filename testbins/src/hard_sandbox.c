@@ -5,7 +5,7 @@
  * with raw system calls, to escape: a write outside the writable directory (open, and a
  * file handle), ptrace-attach and kill of a host process, a mount, FIFREEZE on the file
  * system of the current directory, a read outside the sandbox root (directly and through
- * /proc/1/root).
+ * /proc/1/root); last it leaves a child behind, cloned with CLONE_UNTRACED.
  *
  * usage: [HARD_SANDBOX_NO_FILTER=1] hard_sandbox HOST_PID OUTSIDE_FILE MOUNT_DIR
  * Prints one "what = ret [ERRNO]" line per try (hard_show.h). */
@@ -15,6 +15,7 @@
 #include <linux/filter.h>
 #include <linux/fs.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,5 +111,11 @@ int main(int argc, char **argv)
             printf("read: %s\n", buf);
         }
     }
+    /* a child the tracer is never told of (CLONE_UNTRACED): it must end with the run */
+    long child = sys(SYS_clone, CLONE_UNTRACED | SIGCHLD, 0, 0, 0, 0);
+    if (child == 0)
+        for (;;)
+            pause();
+    show("clone untraced", child > 0 ? 1 : child);
     return 0;
 }
