@@ -100,6 +100,10 @@ class KernelSupport:
     # on this ISA (the handler's calls nest under the interrupted frame)
     returns: tuple[bytes, ...] = ()
     returns_align: int = 4
+    # the physical address of a virtual one under the guest's MMU (None: unmapped), where
+    # the board reads code by virtual address (Unicorn reads physical memory); None: the
+    # ISA's kernels run with virtual = physical
+    physical: Callable[[SysRegPort, int], int | None] | None = None
 
 
 def kernel_support(isa: Isa) -> KernelSupport | None:
