@@ -27,6 +27,7 @@ from emutrace.trace.events import Entry, Record
 from emutrace.trace.values import Value
 
 from .conftest import bin_path, run_emutrace, run_qemu
+from .test_native_agreement import source_functions
 from .test_trace_oracle import namer, own_record
 
 MISSING = missing_reason()
@@ -55,9 +56,10 @@ def qiling_run(isa: str, scenario: str, backend: str = "int3", engine: str = "au
                        engine=engine)
     process = QilingProcess(config)
     regions = process.cpu.memory_regions()
+    sp = process.cpu.reg_read(process.cpu.isa.registers.sp)
     result = process.run()
     assert result.stop.kind == "exit", result.stop
-    return result, regions
+    return result, stack_of(regions, sp)
 
 
 def stack_of(regions: list[tuple[int, int, int]], sp: int) -> tuple[int, int]:
@@ -89,7 +91,7 @@ def equal_to_oracle_and_linux_layer(isa: str, scenario: str) -> None:
     want, program_functions = own_record(isa, scenario)
     plain = str(bin_path(isa, "calls"))
     name = namer(plain)
-    result, regions = qiling_run(isa, scenario)
+    result, qiling_stack = qiling_run(isa, scenario)
     got = trace_key(canonical_text(result.records, name, program_functions))
     assert got.count("\n") > 3
     assert got == want
@@ -98,10 +100,7 @@ def equal_to_oracle_and_linux_layer(isa: str, scenario: str) -> None:
     own_regions = process.cpu.memory_regions()
     linux = process.run()
     assert got == trace_key(canonical_text(linux.records, name, program_functions))
-    qiling_sp = next(r.args[1].raw if isinstance(r.args[1], Value) else r.args[1]
-                     for r in result.records if isinstance(r, Entry)
-                     and name(r.func) == "main")  # argv: on the initial stack
-    assert calls_of(result.records, name, program_functions, stack_of(regions, qiling_sp)) \
+    assert calls_of(result.records, name, program_functions, qiling_stack) \
         == calls_of(linux.records, name, program_functions, stack_of(own_regions, sp))
 
 
@@ -109,6 +108,35 @@ def equal_to_oracle_and_linux_layer(isa: str, scenario: str) -> None:
 def test_qiling_linux_trace_equals_own_record_and_linux_layer(isa: str) -> None:
     """Calls through a function pointer on every ISA in the table."""
     equal_to_oracle_and_linux_layer(isa, "fnptr")
+
+
+# other testbins with no record of their own: the Linux layers compared with each other
+OTHER_PROGRAMS = (("typed", ()), ("isadep", ()), ("hello_fs", ()))
+
+
+@pytest.mark.parametrize(("program", "args"), OTHER_PROGRAMS, ids=[p for p, _ in OTHER_PROGRAMS])
+@pytest.mark.parametrize("isa", qiling_isas())
+def test_qiling_linux_other_testbins_equal_linux_layer(isa: str, program: str,
+                                                       args: tuple[str, ...]) -> None:
+    """The program's own functions (its source's definitions), with their arguments
+    (typed from DWARF) and return values, as emutrace's own Linux layer traces them."""
+    from emutrace.qiling_session import QilingProcess
+
+    path = str(bin_path(isa, program))
+    keep = frozenset(source_functions(program))
+    name = namer(path)
+    qiling = QilingProcess(RunConfig(path, list(args), backend="int3"))
+    regions = qiling.cpu.memory_regions()
+    qiling_sp = qiling.cpu.reg_read(qiling.cpu.isa.registers.sp)
+    got = qiling.run()
+    linux_process = Process(RunConfig(path, list(args), backend="int3"), warn=lambda m: None)
+    sp = linux_process.cpu.reg_read(linux_process.cpu.isa.registers.sp)
+    own_regions = linux_process.cpu.memory_regions()
+    want = linux_process.run()
+    assert got.stop.kind == want.stop.kind == "exit" and got.stop.status == want.stop.status
+    got_calls = calls_of(got.records, name, keep, stack_of(regions, qiling_sp))
+    assert len(got_calls) > 4
+    assert got_calls == calls_of(want.records, name, keep, stack_of(own_regions, sp))
 
 
 @pytest.mark.parametrize("scenario", ("recursion", "longjmp", "tail", "varargs", "args9"))
