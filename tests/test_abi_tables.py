@@ -23,7 +23,7 @@ from emutrace.isa.abi import Abi, StructLayout, known_isas, load_abi
 
 REPO = Path(__file__).resolve().parent.parent
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le", "s390x",
-        "mips64el")
+        "mips64el", "mips64")
 COMPILERS = (
     "x86_64-linux-gnu-gcc",
     "i686-linux-gnu-gcc",
@@ -32,13 +32,14 @@ COMPILERS = (
     "mips-linux-gnu-gcc",
     "mipsel-linux-gnu-gcc",
     "mips64el-linux-gnuabi64-gcc",
+    "mips64-linux-gnuabi64-gcc",
     "riscv64-linux-gnu-gcc",
     "powerpc-linux-gnu-gcc",
     "powerpc64le-linux-gnu-gcc",
     "s390x-linux-gnu-gcc",
 )
-BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "mips64el"}
-BIG_ENDIAN = {"mips", "ppc", "s390x"}
+BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "mips64el", "mips64"}
+BIG_ENDIAN = {"mips", "ppc", "s390x", "mips64"}
 # Genuine aliases: two names for one syscall number.
 SYSCALL_ALIASES: dict[str, set[frozenset[str]]] = {
     "arm": {frozenset({"arm_sync_file_range", "sync_file_range2"})},
@@ -255,7 +256,8 @@ SYSCALLS["mips64el"] = {
     "readlink": 5087, "exit_group": 5205, "set_tid_address": 5212, "set_thread_area": 5242,
     "openat": 5247, "newfstatat": 5252, "prlimit64": 5297, "getrandom": 5313, "statx": 5326,
 }
-MIPS_ISAS = ("mips", "mipsel", "mips64el")
+SYSCALLS["mips64"] = SYSCALLS["mips64el"]
+MIPS_ISAS = ("mips", "mipsel", "mips64el", "mips64")
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -474,7 +476,7 @@ def test_mips_constants() -> None:
         )
         assert (c["RLIMIT_NOFILE"], c["RLIMIT_AS"]) == (5, 6)
         # arch/mips/include/uapi/asm/resource.h: 0x7fffffff under o32 only; n64 ~0UL
-        assert c["RLIM_INFINITY"] == (2**64 - 1 if isa == "mips64el" else 0x7FFFFFFF)
+        assert c["RLIM_INFINITY"] == (2**64 - 1 if isa in ("mips64el", "mips64") else 0x7FFFFFFF)
         assert c["SOCK_STREAM"] == 2 and c["SOCK_DGRAM"] == 1
 
 

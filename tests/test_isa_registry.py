@@ -14,7 +14,7 @@ from .conftest import GDB_ONLY_ISAS, ISAS, bin_path
 def test_isas_with_unique_names() -> None:
     names = [isa.name for isa in all_isas()]
     assert names == list(MODULES)
-    assert len(set(names)) == len(names) == 11
+    assert len(set(names)) == len(names) == 12
     aliases = [a for isa in all_isas() for a in isa.identity.aliases]
     assert len(aliases) == len(set(aliases)), "an alias names two ISAs"
     assert not set(aliases) & set(names)
@@ -37,7 +37,7 @@ def test_unknown_name_lists_known() -> None:
 
 def test_no_prefix_guessing() -> None:
     # "arm64" is a declared alias; "arm6" or "x86_6" are not names of anything
-    for bad in ("arm6", "x86_6", "mips64", "ppc64", ""):
+    for bad in ("arm6", "x86_6", "mips6", "ppc64", ""):
         with pytest.raises(UnknownIsa):
             by_name(bad)
 

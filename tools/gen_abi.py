@@ -156,6 +156,7 @@ ISAS: tuple[IsaSpec, ...] = (
     IsaSpec("ppc64le", "powerpc64le-linux-gnu-gcc", "ppc64el"),
     IsaSpec("s390x", "s390x-linux-gnu-gcc", "s390x"),
     IsaSpec("mips64el", "mips64el-linux-gnuabi64-gcc", "mips64el", ("-mabi=64",)),
+    IsaSpec("mips64", "mips64-linux-gnuabi64-gcc", "mips64", ("-mabi=64",)),
 )
 ISA_BY_NAME = {spec.name: spec for spec in ISAS}
 
@@ -280,6 +281,7 @@ EXPECTED_MISSING: dict[str, frozenset[str]] = {
     "mips": frozenset({"SIGSTKFLT"}),
     "mipsel": frozenset({"SIGSTKFLT"}),
     "mips64el": frozenset({"SIGSTKFLT"}),
+    "mips64": frozenset({"SIGSTKFLT"}),
 }
 
 LIBC_CONSTANTS: tuple[tuple[str, tuple[str, ...]], ...] = (

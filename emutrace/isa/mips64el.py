@@ -125,13 +125,16 @@ C_VALUES = CValues(char_signed=True, fp_args=tuple(f"f{n}" for n in range(12, 20
 # -0x7ff0(gp); move t7,ra; jalr t9; daddiu t8,zero,DYNSYM_INDEX`
 PLT = Plt(header=0, entry=16, stub_section=".MIPS.stubs")
 
-# Unicorn 2.1.4's MIPS64 CPU runs n64 code (UC_TLB_VIRTUAL) and a freestanding program
-# (testbins hello_fs) to its exit under emutrace's Linux layer, but Debian's static glibc
-# start does not get through: every capability of an emulated run is refused with this
+# Unicorn 2.1.4's MIPS64 CPU reaches n64's addresses (above 4 GiB) only with UC_TLB_VIRTUAL
+# (without it: an address error at PC 0), and a freestanding program (testbins hello_fs)
+# runs to its exit under emutrace's Linux layer; but there a TLB fill at a store inside a
+# translated block restarts the block from its start with the instructions before it
+# already applied (seen: getrandom's `daddiu sp,sp,-48` ran twice, so glibc's stack
+# check in ptmalloc_init fails).  Every capability of an emulated run is refused with this
 NOT_EMULATED = Capability(
-    False, "Unicorn 2.1.4's MIPS64 CPU does not take Debian's static glibc through its "
-    "start under emutrace's Linux layer (__stack_chk_fail in ptmalloc_init, then an "
-    "address error in mmap64): --target gdb runs mips64el programs")
+    False, "Unicorn 2.1.4's MIPS64 CPU needs UC_TLB_VIRTUAL for n64's addresses, and "
+    "there restarts a block after a TLB fill with its earlier instructions already applied "
+    "(Debian's static glibc fails its stack check): --target gdb runs mips64el programs")
 
 # ---------------------------------------------------------------- capabilities
 ISA: Isa = replace(
