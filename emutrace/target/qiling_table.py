@@ -29,10 +29,13 @@ LINUX = {
 # Qiling's other operating systems (its own names) × ISA: why each is not a --target qiling
 # input yet
 OTHER_OS = {
-    ("dos", "8086"): Capability(False, "a .COM runs in 16-bit real mode: emutrace has no "
-                                       "8086 ISA description (its i386 decodes 32-bit code)"),
-    ("mcu", "cortex_m"): Capability(False, "not wired: Qiling's MCU boards need a board "
-                                           "profile and the firmware's vector table"),
+    # Qiling runs it (a .COM named *.DOS_COM: int 21h's output printed, tried), but its code
+    # is 16-bit real mode
+    ("dos", "8086"): Capability(False, "emutrace has no 8086 ISA description (its i386 "
+                                       "decodes 32-bit code); Qiling itself runs the .COM"),
+    ("mcu", "cortex_m"): Capability(False, "Qiling 1.4.6's MCU layer fails beside unicorn "
+                                           "2.1.4: its MultiTaskUnicorn has no `_uch` at "
+                                           "the first mem_map (tried: STM32F411)"),
     # a PE application; its functions from the ELF it was made from (gnu-efi: --symbols)
     ("uefi", "x86_64"): WORKS,
     ("uefi", "aarch64"): Capability(False, "not tried: no aarch64 gnu-efi application is "
