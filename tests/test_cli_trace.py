@@ -3,19 +3,25 @@ stdout and exit status stay exactly as without tracing (checked against qemu-use
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
 from .conftest import ISAS, bin_path, run_emutrace, run_qemu, shell_status
 
+# `emutrace_here` (tests/conftest.py): the command line in this process; the crash test keeps
+# `python -m emutrace` as a command (its exit status is the process's)
+Here = Callable[..., CompletedProcess]
+
 
 @pytest.mark.parametrize("isa", ISAS)
-def test_trace_to_file_keeps_guest_output(isa: str, tmp_path: Path) -> None:
+def test_trace_to_file_keeps_guest_output(isa: str, tmp_path: Path, emutrace_here: Here) -> None:
     calls = bin_path(isa, "calls")
     out = tmp_path / "trace.txt"
-    got = run_emutrace("run", "--backend", "step", "-o", out, "-F", "scenario_recursion",
-                       "-D", "2", calls, "recursion", cwd=tmp_path)
+    got = emutrace_here("run", "--backend", "step", "-o", out, "-F", "scenario_recursion",
+                        "-D", "2", calls, "recursion", cwd=tmp_path)
     want = run_qemu(isa, calls, "recursion", cwd=tmp_path)
     assert (got.stdout, got.stderr, got.returncode) == (want.stdout, b"", 0)
     lines = out.read_text().splitlines()
@@ -44,13 +50,14 @@ def test_crash_reports_the_shadow_call_stack(isa: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("isa", ["x86_64", "mipsel", "ppc64le"])
-def test_two_runs_print_byte_identical_traces(isa: str, tmp_path: Path) -> None:
+def test_two_runs_print_byte_identical_traces(isa: str, tmp_path: Path,
+                                               emutrace_here: Here) -> None:
     """Timestamps are guest instructions: no host time leaks into the trace."""
     calls = bin_path(isa, "calls")
     texts = []
     for n in range(2):
         out = tmp_path / f"t{n}"
-        got = run_emutrace("run", "--backend", "int3", "-o", out, calls, "qsort")
+        got = emutrace_here("run", "--backend", "int3", "-o", out, calls, "qsort", cwd=tmp_path)
         assert got.returncode == 0
         texts.append(out.read_bytes())
     assert texts[0] == texts[1]
@@ -60,13 +67,13 @@ def test_two_runs_print_byte_identical_traces(isa: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("isa", ISAS)
-def test_arguments_per_abi_with_dwarf_counts(isa: str, tmp_path: Path) -> None:
+def test_arguments_per_abi_with_dwarf_counts(isa: str, tmp_path: Path,
+                                             emutrace_here: Here) -> None:
     """combine9(11, 22, …, 99) in calls.c: DWARF says 9 parameters, so all nine are shown,
     read from the ISA's argument registers and then its stack slots; -A limits mixed9."""
     out = tmp_path / "t"
-    got = run_emutrace("run", "--backend", "int3", "-o", out, "-F", "scenario_args9", "-D", "2",
-                       "-A", "mixed9@arg2",
-                       bin_path(isa, "calls"), "args9")
+    got = emutrace_here("run", "--backend", "int3", "-o", out, "-F", "scenario_args9", "-D",
+                        "2", "-A", "mixed9@arg2", bin_path(isa, "calls"), "args9", cwd=tmp_path)
     assert got.returncode == 0
     text = out.read_text()
     assert "combine9(11, 22, 33, 44, 55, 66, 77, 88, 99) = 3135;" in text
@@ -74,9 +81,10 @@ def test_arguments_per_abi_with_dwarf_counts(isa: str, tmp_path: Path) -> None:
     assert "mixed9(1, 2) = " in text
 
 
-def test_bad_argument_spec_is_refused_before_running() -> None:
-    got = run_emutrace("run", "--backend", "int3", "-A", "combine9", bin_path("x86_64", "calls"),
-                       "args9")
+def test_bad_argument_spec_is_refused_before_running(tmp_path: Path, emutrace_here: Here
+                                                     ) -> None:
+    got = emutrace_here("run", "--backend", "int3", "-A", "combine9",
+                        bin_path("x86_64", "calls"), "args9", cwd=tmp_path)
     assert got.returncode == 64 and got.stdout == b""
     assert got.stderr.decode().startswith("emutrace: -A combine9: expected FUNC@argN")
 
