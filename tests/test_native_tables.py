@@ -2,7 +2,8 @@
 against a plain array: a C program compiled with the host's C compiler runs random
 insertions, look-ups and removals on each kind of table — including one whose hash sends
 every key to the last slots, so that runs wrap around the end and removals move entries back
-across it — and checks every answer against the array."""
+across it, and tables keyed by an address field whose key 0 (code at address 0) lives apart
+— and checks every answer against the array."""
 
 from __future__ import annotations
 
@@ -27,8 +28,14 @@ typedef struct { uint64_t key, value; } entry;
 #define SETKEY(e, k) ((e)->key = (k))
 ADDRTAB(tailtab, entry, uint64_t, TAIL_INDEX, USED, MATCH, KEYOF, SETKEY)
 ADDRTAB(mixtab, entry, uint64_t, ADDRTAB_MIX_INDEX, USED, MATCH, KEYOF, SETKEY)
+/* keyed by an `addr`-like field with key 0 apart: ADDRTAB_BY_ADDR's kind, and the same with
+ * the wrapping hash */
+#define APART(k) ((k) == 0)
+ADDRTAB_APART(tailzero, entry, uint64_t, TAIL_INDEX, USED, MATCH, KEYOF, SETKEY, APART)
+ADDRTAB_APART(mixzero, entry, uint64_t, ADDRTAB_MIX_INDEX, USED, MATCH, KEYOF, SETKEY, APART)
 
-#define N 300  /* keys: 1..N (tail, mix), or N addresses with 0 and ~0 (set, map) */
+#define N 300  /* keys: 1..N (tail, mix), 0..N (tailzero, mixzero), or N addresses with 0 and
+                  ~0 (set, map, pairs) */
 static uint64_t rng = 0x2545F4914F6CDD1DULL;
 static uint64_t next(void)
 {
@@ -43,13 +50,13 @@ static int fail(const char *what, long step)
 }
 
 /* put / find / remove / next against values[] (0: absent), for either table type */
-#define CHECK_TABLE(T)                                                                      \
+#define CHECK_TABLE(T, LOW)                                                                 \
     static int check_##T(void)                                                              \
     {                                                                                       \
         T t = {0};                                                                          \
         uint64_t values[N + 1] = {0};                                                       \
         for (long step = 0; step < 200000; step++) {                                        \
-            uint64_t k = 1 + next() % N, r = next() % 8;                                    \
+            uint64_t k = LOW + next() % (N + 1 - LOW), r = next() % 8;                      \
             entry *e = T##_find(&t, k);                                                     \
             if ((e != NULL) != (values[k] != 0) || (e && e->value != values[k]))            \
                 return fail(#T " find", step);                                              \
@@ -70,12 +77,12 @@ static int fail(const char *what, long step)
                         i++;                                                                \
                     }                                                                       \
                 }                                                                           \
-                for (uint64_t j = 1; j <= N; j++)                                           \
+                for (uint64_t j = LOW; j <= N; j++)                                         \
                     if (j % 7 == m && values[j])                                            \
                         return fail(#T " drop missed a key", step);                         \
             }                                                                               \
             size_t used = 0, seen = 0, i = 0;                                               \
-            for (uint64_t j = 1; j <= N; j++)                                               \
+            for (uint64_t j = LOW; j <= N; j++)                                             \
                 used += values[j] != 0;                                                     \
             if (t.used != used)                                                             \
                 return fail(#T " used", step);                                              \
@@ -89,8 +96,10 @@ static int fail(const char *what, long step)
         T##_free(&t);                                                                       \
         return 0;                                                                           \
     }
-CHECK_TABLE(tailtab)
-CHECK_TABLE(mixtab)
+CHECK_TABLE(tailtab, 1)
+CHECK_TABLE(mixtab, 1)
+CHECK_TABLE(tailzero, 0)
+CHECK_TABLE(mixzero, 0)
 
 static int check_set_map_pairs(void)
 {
@@ -111,9 +120,9 @@ static int check_set_map_pairs(void)
         uint64_t k = keys[i], target = keys[j];
         if (addrset_has(&set, k) != (in_set[i] && k != ~0ULL))
             return fail("addrset_has", step);
-        if (addrmap_get(&map, k) != (k ? in_map[i] : -1))
+        if (addrmap_get(&map, k) != (k != ~0ULL ? in_map[i] : -1))
             return fail("addrmap_get", step);
-        if (addrpairs_has(&pairs, k, target) != (k != 0 && in_pairs[i][j]))
+        if (addrpairs_has(&pairs, k, target) != in_pairs[i][j])
             return fail("addrpairs_has", step);
         switch (next() % 4) {
         case 0:
@@ -121,7 +130,7 @@ static int check_set_map_pairs(void)
             in_set[i] = 1;
             break;
         case 1:
-            if (addrmap_set(&map, k, (int32_t)step) != (k ? 0 : -1))
+            if (addrmap_set(&map, k, (int32_t)step) != (k != ~0ULL ? 0 : -1))
                 return fail("addrmap_set", step);
             in_map[i] = (int32_t)step;
             break;
@@ -155,7 +164,8 @@ static int check_set_map_pairs(void)
 
 int main(void)
 {
-    if (check_tailtab() || check_mixtab() || check_set_map_pairs())
+    if (check_tailtab() || check_mixtab() || check_tailzero() || check_mixzero()
+        || check_set_map_pairs())
         return 1;
     printf("ok\n");
     return 0;

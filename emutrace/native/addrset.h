@@ -35,9 +35,9 @@ static inline int addrset_add(addrset *set, uint64_t key)
 
 /* ---------------------------------------------------------------- addrpairs */
 /* A set of (site, target) address pairs (hotpath.c's and ploop.c's jumps that record
- * nothing, and the like); a pair with site 0 is never held. */
+ * nothing, and the like); pairs with site 0 are kept apart (addrmap.h ADDRTAB_APART). */
 typedef struct {
-    uint64_t site, target;  /* site 0: empty */
+    uint64_t site, target;  /* a slot's site 0: empty */
 } addrpair;
 
 #define ADDRPAIR_INDEX(k, cap) (addr_mix((k).site ^ addr_mix((k).target)) & ((cap) - 1))
@@ -45,19 +45,18 @@ typedef struct {
 #define ADDRPAIR_MATCH(e, k) ((e)->site == (k).site && (e)->target == (k).target)
 #define ADDRPAIR_KEYOF(e) (*(e))
 #define ADDRPAIR_SETKEY(e, k) (*(e) = (k))
-ADDRTAB(addrpairs, addrpair, addrpair, ADDRPAIR_INDEX, ADDRPAIR_USED, ADDRPAIR_MATCH,
-        ADDRPAIR_KEYOF, ADDRPAIR_SETKEY)
+#define ADDRPAIR_APART(k) ((k).site == 0)
+ADDRTAB_APART(addrpairs, addrpair, addrpair, ADDRPAIR_INDEX, ADDRPAIR_USED, ADDRPAIR_MATCH,
+              ADDRPAIR_KEYOF, ADDRPAIR_SETKEY, ADDRPAIR_APART)
 
 static inline int addrpairs_has(const addrpairs *p, uint64_t site, uint64_t target)
 {
-    return site != 0 && addrpairs_find(p, (addrpair){site, target}) != NULL;
+    return addrpairs_find(p, (addrpair){site, target}) != NULL;
 }
 
-/* 0 (added, there already, or site 0: nothing), -1 out of memory */
+/* 0 (added, or there already), -1 out of memory */
 static inline int addrpairs_add(addrpairs *p, uint64_t site, uint64_t target)
 {
-    if (site == 0)
-        return 0;
     return addrpairs_put(p, (addrpair){site, target}) ? 0 : -1;
 }
 

@@ -86,9 +86,9 @@ int core_site_set(core_state *c, uint64_t addr, uint32_t op, uint64_t target, ui
                   uint32_t cb, uint32_t cc, uint32_t clear_low, uint32_t guard,
                   int32_t guard_reg, uint32_t ga, uint32_t gb)
 {
-    core_site *p = addr ? core_sites_put(&c->sites, addr) : NULL;
+    core_site *p = core_sites_put(&c->sites, addr);
     if (!p)
-        return addr ? -1 : 0;  /* (0 marks an empty slot: no site there) */
+        return -1;
     if (link_reg >= 0 && !c->cfg.links)
         op = OP_NONE;
     p->op = (uint8_t)op;
@@ -147,7 +147,7 @@ void core_site_active(core_state *c, uint64_t addr, uint32_t active)
 
 int core_callee_add(core_state *c, uint64_t target)
 {
-    return target ? addrset_add(&c->callees, target) : 0;
+    return addrset_add(&c->callees, target);
 }
 
 /* a jump from site to target records nothing and arms nothing (int3.py _resolve) */

@@ -146,7 +146,7 @@ void ep_free(ep_state *e)
 /* the table's row for a probe at addr (new or replaced), or NULL: out of memory */
 static ep_probe *probe_row(ep_state *e, uint64_t addr)
 {
-    ep_probe *p = addr ? ep_probes_put(&e->probes, addr) : NULL;
+    ep_probe *p = ep_probes_put(&e->probes, addr);
     if (!p)
         return NULL;
     e->hooked_used -= p->hooked;

@@ -46,7 +46,7 @@ typedef struct {
 #define BLOCK_INDEX(k, cap) (addr_mix((k).addr ^ ((uint64_t)(k).size << 52)) & ((cap) - 1))
 
 typedef struct {
-    uint64_t key;   /* addr; 0: empty */
+    uint64_t key;   /* addr; a slot's 0: empty (address 0 is kept apart) */
     uint32_t size;
     uint32_t count;
 } nt_block;
@@ -55,8 +55,9 @@ typedef struct {
 #define NT_BLOCK_MATCH(e, k) ((e)->key == (k).addr && (e)->size == (k).size)
 #define NT_BLOCK_KEYOF(e) ((block_key){(e)->key, (e)->size})
 #define NT_BLOCK_SETKEY(e, k) ((e)->key = (k).addr, (e)->size = (k).size)
-ADDRTAB(nt_blocks, nt_block, block_key, BLOCK_INDEX, NT_BLOCK_USED, NT_BLOCK_MATCH,
-        NT_BLOCK_KEYOF, NT_BLOCK_SETKEY)
+#define BLOCK_APART(k) ((k).addr == 0)
+ADDRTAB_APART(nt_blocks, nt_block, block_key, BLOCK_INDEX, NT_BLOCK_USED, NT_BLOCK_MATCH,
+              NT_BLOCK_KEYOF, NT_BLOCK_SETKEY, BLOCK_APART)
 
 typedef struct {
     core_state core;     /* the site table, transfer sets, event buffer, clock (core.h) */
@@ -182,8 +183,6 @@ int nt_site_set(nt_state *s, uint64_t addr, uint32_t op, uint64_t target, uint64
                 uint32_t cb, uint32_t cc, uint32_t clear_low, uint32_t guard,
                 int32_t guard_reg, uint32_t ga, uint32_t gb)
 {
-    if (!addr)
-        return -1;
     return core_site_set(&s->core, addr, op, target, after, src_reg, link_reg, release, fast,
                          conditional, cond, cond_reg, ca, cb, cc, clear_low, guard, guard_reg,
                          ga, gb);
@@ -467,10 +466,10 @@ typedef struct {
 } hs_site;
 
 typedef struct {
-    uint64_t addr;  /* 0: empty */
+    uint64_t addr;  /* a slot's 0: empty (address 0 is kept apart) */
     uint32_t size;
     uint32_t gen;   /* the site table's generation the site below was found in */
-    uint64_t site;  /* the armed site this block holds, 0: none */
+    uint64_t site;  /* the armed site this block holds + 1 (code at address 0), 0: none */
     uint64_t inner_probe;  /* an entry probe inside the block (not at its start), 0: none */
     uint32_t count; /* its instruction count (nt's block table's), once `counted` */
     uint32_t counted;
@@ -481,8 +480,8 @@ ADDRTAB_BY_ADDR(hs_sites, hs_site)
 #define HS_BLOCK_MATCH(e, k) ((e)->addr == (k).addr && (e)->size == (k).size)
 #define HS_BLOCK_KEYOF(e) ((block_key){(e)->addr, (e)->size})
 #define HS_BLOCK_SETKEY(e, k) ((e)->addr = (k).addr, (e)->size = (k).size)
-ADDRTAB(hs_blocks, hs_block, block_key, BLOCK_INDEX, HS_BLOCK_USED, HS_BLOCK_MATCH,
-        HS_BLOCK_KEYOF, HS_BLOCK_SETKEY)
+ADDRTAB_APART(hs_blocks, hs_block, block_key, BLOCK_INDEX, HS_BLOCK_USED, HS_BLOCK_MATCH,
+              HS_BLOCK_KEYOF, HS_BLOCK_SETKEY, BLOCK_APART)
 
 typedef struct {
     nt_state *nt;
@@ -554,7 +553,7 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
                 uint32_t delay, uint32_t taken_only, uint32_t virtual_bp)
 {
     size_t known = h->sites.used;
-    hs_site *p = addr ? hs_sites_put(&h->sites, addr) : NULL;
+    hs_site *p = hs_sites_put(&h->sites, addr);
     if (!p)
         return -1;
     uint8_t shared = p->shared;  /* (it stays shared) */
@@ -698,7 +697,7 @@ void hs_counts_preload(hs_state *h, const nt_learned *rows, size_t n)
  * under entry's hook delivery, the hooked probe inside it in b->inner_probe) */
 static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t size)
 {
-    uint64_t at = 0;
+    uint64_t at = 0;  /* the site + 1, 0: none */
     if (b && b->gen == h->gen) {
         at = b->site;
     } else {
@@ -710,7 +709,7 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
         for (uint64_t a = addr; a < end; a += h->cfg.align) {
             const hs_site *p = hs_sites_find(&h->sites, a);
             if (p && (a + p->size == end || (p->delay && p->after == end))) {
-                at = a;
+                at = a + 1;
                 break;
             }
         }
@@ -729,7 +728,7 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
     }
     if (!at)
         return NULL;
-    hs_site *p = hs_sites_find(&h->sites, at);
+    hs_site *p = hs_sites_find(&h->sites, at - 1);
     return p && p->active && !p->dropped ? p : NULL;
 }
 

@@ -50,7 +50,7 @@
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
 
-/* address -> a 64-bit value (key 0 is never held: 0 marks an empty slot) */
+/* address -> a 64-bit value (a slot's key 0: empty; address 0 is kept apart) */
 typedef struct {
     uint64_t key, value;
 } pl_map_entry;
@@ -59,8 +59,8 @@ typedef struct {
 #define PL_MAP_MATCH(e, k) ((e)->key == (k))
 #define PL_MAP_KEYOF(e) ((e)->key)
 #define PL_MAP_SETKEY(e, k) ((e)->key = (k))
-ADDRTAB(pl_map, pl_map_entry, uint64_t, ADDRTAB_MIX_INDEX, PL_MAP_USED, PL_MAP_MATCH,
-        PL_MAP_KEYOF, PL_MAP_SETKEY)
+ADDRTAB_APART(pl_map, pl_map_entry, uint64_t, ADDRTAB_MIX_INDEX, PL_MAP_USED, PL_MAP_MATCH,
+              PL_MAP_KEYOF, PL_MAP_SETKEY, ADDRTAB_ADDR_APART)
 
 /* hwbp (pl_hw_*): the functions whose slots C may program, the current one, and the
  * top of the backend's call chain */
@@ -105,12 +105,12 @@ enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
 
 /* ------------------------------------------------------------ tables */
-/* key -> value; 0, or -1 out of memory (key 0: nothing) */
+/* key -> value; 0, or -1 out of memory */
 static int map_put(pl_map *m, uint64_t key, uint64_t value)
 {
-    pl_map_entry *e = key ? pl_map_put(m, key) : NULL;
+    pl_map_entry *e = pl_map_put(m, key);
     if (!e)
-        return key ? -1 : 0;
+        return -1;
     e->value = value;
     return 0;
 }
@@ -118,7 +118,7 @@ static int map_put(pl_map *m, uint64_t key, uint64_t value)
 /* 1 and *value, or 0: key not held */
 static int map_get(const pl_map *m, uint64_t key, uint64_t *value)
 {
-    const pl_map_entry *e = key ? pl_map_find(m, key) : NULL;
+    const pl_map_entry *e = pl_map_find(m, key);
     if (!e)
         return 0;
     *value = e->value;

@@ -90,15 +90,15 @@ struct ns_state {
 };
 
 /* ------------------------------------------------------------------ maps */
-/* address -> index, in addrmap.h's maps keyed by the address + 1 (its empty key is 0) */
+/* address -> index (addrmap.h: address 0 too) */
 static uint32_t map_get(const addrmap *m, uint64_t key)
 {
-    return (uint32_t)addrmap_get(m, key + 1);  /* -1: NS_NONE */
+    return (uint32_t)addrmap_get(m, key);  /* -1: NS_NONE */
 }
 
 static int map_put(addrmap *m, uint64_t key, uint32_t val)
 {
-    return addrmap_set(m, key + 1, (int32_t)val);
+    return addrmap_set(m, key, (int32_t)val);
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t size)
