@@ -244,7 +244,11 @@ class BranchBackend:
         engine.drain()
         engine.interrupted()
         sp = self.cpu.reg_read(self.cpu.isa.registers.sp)
-        self.emit(Trap(engine.time, vector, sp, signal.stack if signal is not None else None))
+        entry = self.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
+        reader = self.decoder.args  # (None: bts records no values)
+        args = reader.read(entry) if signal is not None and reader is not None else ()
+        self.emit(Trap(engine.time, entry, sp, signal.stack if signal is not None else None,
+                       args))
 
     def trap_returned(self, site: int) -> None:
         """The handler's rt_sigreturn at site runs next."""

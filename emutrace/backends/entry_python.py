@@ -137,8 +137,10 @@ class EagerProbes:
         if signal is not None and t.pending is not None:
             pending, t.pending = t.pending, None
             t.resolve(pending, signal.resume)
-        t.emit(Trap(t.time, vector, t.cpu.reg_read(t.sp_reg),
-                    signal.stack if signal is not None else None))
+        entry = t.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
+        t.emit(Trap(t.time, entry, t.cpu.reg_read(t.sp_reg),
+                    signal.stack if signal is not None else None,
+                    t.args.read(entry) if signal is not None else ()))
         t.after_trap = False
         self.handler_entry = vector & self.code_mask
         t.engine.leave()

@@ -290,8 +290,10 @@ class Int3Backend:
             pending, self.pending = self.pending, None
             self.resolve(pending, signal.resume)
         self.cleanup.trap_entered()
-        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
-                       signal.stack if signal is not None else None))
+        entry = self.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
+        self.emit(Trap(self.time, entry, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None,
+                       self.args.read(entry) if signal is not None else ()))
         self.after_trap = False
         self.start(vector)
         self.engine.leave()

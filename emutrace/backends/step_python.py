@@ -287,8 +287,10 @@ class StepBackend:
         pending, self.pending = self.pending, None  # a trap ends no call, return or jump
         if signal is not None and pending is not None and not pending.countdown:
             self.resolve(pending, signal.resume)
-        self.emit(Trap(self.time, vector, self.cpu.reg_read(self.sp_reg),
-                       signal.stack if signal is not None else None))
+        entry = self.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
+        self.emit(Trap(self.time, entry, self.cpu.reg_read(self.sp_reg),
+                       signal.stack if signal is not None else None,
+                       self.args.read(entry) if signal is not None else ()))
         self.engine.leave()
 
     def trap_returned(self, site: int) -> None:

@@ -86,6 +86,10 @@ class Trap:
     # interrupted stack pointer, or the sigaltstack); an event whose sp lies outside them
     # was made after the handler was left by a non-local jump (shadow-stack policy 7)
     handler_stack: tuple[int, int] | None = None
+    # a signal handler's arguments, read at its entry as a call's are (the signal number,
+    # and siginfo and ucontext pointers for an SA_SIGINFO handler), as far as its prototype
+    # says; an exception vector has none
+    args: tuple[Value | int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

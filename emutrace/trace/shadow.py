@@ -157,7 +157,7 @@ class ShadowStack:
             self._return(ev, out)
         elif isinstance(ev, Trap):
             self._push(Frame(ev.vector, None, ev.sp, ev.time, exception=True,
-                             handler_stack=ev.handler_stack), (), out)
+                             handler_stack=ev.handler_stack), ev.args, out)
         elif isinstance(ev, TrapReturn):
             self._trap_return(ev, out)
         else:  # pragma: no cover - the Event union is closed

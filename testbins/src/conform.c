@@ -1,0 +1,96 @@
+/* conform: the uftrace conformance program (tests/test_uftrace_conformance.py).  Each
+ * scenario, named by argv[1], is a small call pattern; Debian's uftrace traces a native
+ * -pg build of this file and emutrace the cross builds of every ISA, and the two call
+ * graphs of the program's own functions (main and c_*) must be the same.  Calls are made
+ * one per statement so that every ISA's compiler makes them in the same order. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+int c_leaf(int a, int b) { return a * 3 + b; }
+int c_middle(int n) { return c_leaf(n, 1) + c_leaf(n, 2); }
+int c_fact(int n) { return n <= 1 ? 1 : n * c_fact(n - 1); }
+
+long long c_wide(long long a, unsigned b) { return a * 5 + b; }
+char c_letter(char c, short s) { return (char)(c + s); }
+double c_scale(double x, int z) { return x * 2 + z; }
+float c_halve(float f) { return f / 2; }
+unsigned long c_strlen(const char *s) { return strlen(s); }
+const char *c_pick(int i) { return i ? "yes" : "no"; }
+
+static jmp_buf c_env;
+/* longjmp ends every descent: GCC sees no return from the recursion */
+#pragma GCC diagnostic ignored "-Winfinite-recursion"
+void c_jump_down(int n) {
+  if (n == 0) longjmp(c_env, 7);
+  else c_jump_down(n - 1);
+}
+int c_setjmp_case(void) { int r = setjmp(c_env); if (r == 0) c_jump_down(3); return r; }
+
+static ucontext_t c_main_ctx, c_co_ctx;
+static char c_co_stack[65536];
+void c_co_body(void) { c_leaf(5, 5); swapcontext(&c_co_ctx, &c_main_ctx); c_leaf(6, 6); }
+int c_context_case(void) {
+  getcontext(&c_co_ctx);
+  c_co_ctx.uc_stack.ss_sp = c_co_stack;
+  c_co_ctx.uc_stack.ss_size = sizeof c_co_stack;
+  c_co_ctx.uc_link = &c_main_ctx;
+  makecontext(&c_co_ctx, c_co_body, 0);
+  swapcontext(&c_main_ctx, &c_co_ctx);
+  c_leaf(1, 1);
+  swapcontext(&c_main_ctx, &c_co_ctx);
+  return c_leaf(2, 2);
+}
+
+/* SIGALRM: 14 on every ISA (SIGUSR1 is 16 on MIPS) */
+static volatile int c_signalled;
+void c_on_signal(int sig) { c_signalled = c_leaf(sig, 0); }
+int c_signal_case(void) { signal(SIGALRM, c_on_signal); raise(SIGALRM); return c_signalled; }
+
+int c_child_work(int n) { return c_fact(n); }
+int c_fork_case(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(c_child_work(3) == 6 ? 0 : 1);
+  int status;
+  waitpid(pid, &status, 0);
+  return c_leaf(WEXITSTATUS(status), 0);
+}
+
+void *c_thread_body(void *arg) { return (void *)(long)c_fact((int)(long)arg); }
+int c_thread_case(void) {
+  pthread_t t;
+  void *r;
+  pthread_create(&t, NULL, c_thread_body, (void *)4L);
+  pthread_join(t, &r);
+  return (int)(long)r;
+}
+
+int main(int argc, char **argv) {
+  const char *what = argc > 1 ? argv[1] : "calls";
+  if (!strcmp(what, "calls")) {
+    int m = c_middle(4);
+    int f = c_fact(5);
+    printf("%d %d\n", m, f);
+  }
+  else if (!strcmp(what, "args")) {
+    long long w = c_wide(-3, 9);
+    char l = c_letter('a', 2);
+    double d = c_scale(1.5, 3);
+    float h = c_halve(5.0f);
+    unsigned long n = c_strlen("hello");
+    const char *p = c_pick(1);
+    printf("%lld %c %g %g %lu %s\n", w, l, d, (double)h, n, p);
+  }
+  else if (!strcmp(what, "longjmp")) printf("%d\n", c_setjmp_case());
+  else if (!strcmp(what, "context")) printf("%d\n", c_context_case());
+  else if (!strcmp(what, "signal")) printf("%d\n", c_signal_case());
+  else if (!strcmp(what, "fork")) printf("%d\n", c_fork_case());
+  else if (!strcmp(what, "thread")) printf("%d\n", c_thread_case());
+  else return 2;
+  return 0;
+}
