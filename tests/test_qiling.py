@@ -170,6 +170,27 @@ def test_qiling_output_and_status_equal_qemu(isa: str) -> None:
         assert got.stderr == b""  # nothing of Qiling's log on the guest's stderr
 
 
+@pytest.mark.parametrize("isa", qiling_isas(("x86_64",)))
+def test_qiling_timeout_ends_the_run(isa: str) -> None:
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--timeout", "1",
+                       "--backend", "int3", "-o", "/dev/null", bin_path(isa, "fib"), "40")
+    assert got.returncode == 124 and b"--timeout reached" in got.stderr
+
+
+@pytest.mark.parametrize("isa", qiling_isas(("x86_64",)))
+def test_qiling_own_failure_is_one_line(isa: str) -> None:
+    """realcalls asks Qiling's Linux layer for getpeername on a standard descriptor, which
+    Qiling 1.4.6 does not serve (an AttributeError inside it): one line naming Qiling,
+    exit 71 (the emulator failed, not the guest), no traceback; the program's output up
+    to there passed through."""
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "none",
+                       bin_path(isa, "realcalls"))
+    assert got.returncode == 71 and b"Traceback" not in got.stderr
+    assert got.stderr.startswith(b"emutrace: Qiling: AttributeError") \
+        and got.stderr.count(b"\n") == 1
+    assert got.stdout.startswith(b"sysinfo = ")
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (("run", "--target", "qiling", bin_path("x86_64", "calls")), b"--unconfined"),
     (("run", "--target", "qiling", "--unconfined", "--max-insns", "5",
