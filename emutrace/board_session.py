@@ -132,17 +132,6 @@ class OnSiteEngine(Protocol):
     engine: SiteEngine
 
 
-def not_native_at(entries: list[int]) -> str | None:
-    """Why the native engine cannot trace a run starting at these entries, or None: its C
-    tables key sites and blocks by address with 0 as the empty slot
-    (emutrace/native/addrmap.h), so code run from address 0 — a raw image at a -bios
-    address of 0 (virt-arm64, virt-arm) — goes unseen there (a Linux program never maps
-    page 0; pseries' image lies at 0 but starts at 0x100, its vectors above)."""
-    if 0 in entries:
-        return "the image starts at address 0, which the native engine's tables cannot hold"
-    return None
-
-
 class UntilReached(Exception):
     """The console printed the --until text."""
 
@@ -285,10 +274,7 @@ class BoardMachine(TracedRun):
         self.engine = "python"
         if config.backend in BACKENDS:
             self.engine = engine_of_run(config.engine, config.backend,
-                                        lambda m: print(m, file=sys.stderr),
-                                        not_native_at([e for e in (self.entry,
-                                                                   self.payload_entry)
-                                                       if e is not None]))
+                                        lambda m: print(m, file=sys.stderr))
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args, dict(config.arg_formats))
             options = BackendOptions(**settings_of(config), call_types=types,

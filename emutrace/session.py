@@ -158,21 +158,17 @@ def chosen_engine(engine: str, backend: str) -> str:
     return "native" if backend in NATIVE_BACKENDS and native.available(backend) else "python"
 
 
-def engine_of_run(engine: str, backend: str, warn: Callable[[str], None],
-                  not_native: str | None = None) -> str:
+def engine_of_run(engine: str, backend: str, warn: Callable[[str], None]) -> str:
     """The engine a traced run (a Linux program or a board) uses: `chosen_engine`, with
-    `--engine native` for a backend without a native path (or a run the native engine
-    cannot take: `not_native` says why) a usage error, and `auto` falling back to the
-    reference said in one line (never a silent slow run)."""
+    `--engine native` for a backend without a native path a usage error, and `auto`
+    falling back to the reference said in one line (never a silent slow run)."""
     if engine == "native" and backend not in NATIVE_BACKENDS:
         raise UsageError(f"--engine native: backend {backend} has no native path yet "
                          f"(native: {', '.join(NATIVE_BACKENDS)}); use --engine python")
-    if engine == "native" and not_native is not None:
-        raise UsageError(f"--engine native: {not_native}; use --engine python")
-    chosen = "python" if not_native is not None else chosen_engine(engine, backend)
+    chosen = chosen_engine(engine, backend)
     if engine == "auto" and chosen == "python":
         warn(f"emutrace: tracing on the Python reference engine (tens of times slower): "
-             f"{not_native or native.unavailable_reason(backend)}")
+             f"{native.unavailable_reason(backend)}")
     return chosen
 
 

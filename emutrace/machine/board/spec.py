@@ -84,10 +84,7 @@ class Board:
 
     def native_engine(self) -> str:
         """Which engine `--engine auto` traces this board's images on (`info --machines`):
-        the native hot path, except code at address 0 (board_session.not_native_at)."""
-        if self.bios_at + self.bios_entry == 0:
-            return ("native; a raw image here (started at 0x0) on the Python reference: the "
-                    "native engine's tables cannot hold code at address 0")
+        the native hot path, wherever the image starts (address 0 too)."""
         return "native (the C hot path, as a Linux program's)"
 
     def console(self) -> Device | None:
