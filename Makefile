@@ -20,6 +20,7 @@ testbins:
 	bash scripts/setup_testbins.sh
 	$(MAKE) -C testbins
 	$(MAKE) -C testbins/uefi
+	$(MAKE) -C testbins/dos
 
 # Regenerate the per-ISA ABI tables from the Debian cross kernel headers.
 abi:

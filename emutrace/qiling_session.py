@@ -53,6 +53,9 @@ class QilingProcess(TracedRun):
 
         self.config = config
         pe_machine = pe_machine_of(config.program)
+        if config.program.lower().endswith(".com"):  # (Qiling: a DOS program by its name)
+            raise UsageError(f"--target qiling: {config.program} is a DOS .COM program: "
+                             f"{os_row('dos', '8086').reason}")
         if pe_machine is None:
             image, os_name = self._linux_image(config), "linux"
         else:

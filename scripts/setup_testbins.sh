@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make testbins` needs beyond scripts/setup.sh: Debian's cross g++ for the C++ program
-# testbins/src/cxx.cpp, gnu-efi for testbins/uefi (the cross gcc, binutils and libc headers
+# testbins/src/cxx.cpp, gnu-efi and nasm for testbins/uefi and dos (the cross gcc, binutils and libc headers
 # come with setup.sh, which the tests need them for; listed here too so that this alone is
 # enough).  Installs only what is missing.
 set -euo pipefail
@@ -15,6 +15,7 @@ for triple in i686-linux-gnu aarch64-linux-gnu arm-linux-gnueabihf mips-linux-gn
   for tool in gcc g++ binutils; do installed "$tool-$triple" || missing+=("$tool-$triple"); done
 done
 installed gnu-efi || missing+=(gnu-efi)  # testbins/uefi: a UEFI application
+installed nasm || missing+=(nasm)  # testbins/dos: a DOS .COM program
 [ "${#missing[@]}" = 0 ] && exit 0
 $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null

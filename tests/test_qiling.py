@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -297,3 +299,42 @@ def test_qiling_uefi_cli_and_refusals() -> None:
                        "--symbols", elf, efi)
     assert got.returncode == 0, got.stderr
     assert b"chain3(10)" in got.stderr and b"} = 720; /* fact" in got.stderr
+
+
+# ------------------------------------------------------------------ a DOS .COM program
+# testbins/dos/calls.com (nasm): prints its own count of calls, "calls N"
+DOS = Path(__file__).parent.parent / "testbins" / "dos" / "calls.com"
+DOS_CALLS = {"fact": 5, "apply": 1, "twice": 2, "chain1": 1, "chain2": 1, "chain3": 1}
+
+
+@pytest.mark.parametrize("os_isa", [pytest.param("dos-8086", marks=needs_qiling())])
+def test_dos_program_counts_its_calls_under_qiling_alone(os_isa: str) -> None:
+    """The input: Qiling's DOS layer alone runs it and it prints its count (the oracle a
+    trace would be held to)."""
+    code = (
+        "import shutil, sys, tempfile\n"
+        "from qiling import Qiling\n"
+        "from qiling.const import QL_VERBOSE\n"
+        "root = tempfile.mkdtemp()\n"
+        "shutil.copy(sys.argv[1], root + '/calls.DOS_COM')\n"
+        "Qiling([root + '/calls.DOS_COM'], root, verbose=QL_VERBOSE.DISABLED).run()\n"
+        "shutil.rmtree(root)\n")
+    got = subprocess.run([sys.executable, "-c", code, str(DOS)], capture_output=True,
+                         timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [b"calls", str(sum(DOS_CALLS.values())).encode()]
+
+
+def dos_marks() -> list:
+    row = os_row("dos", "8086")
+    reason = MISSING or (None if row.works else row.reason)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+@pytest.mark.parametrize("os_isa", [pytest.param("dos-8086", marks=dos_marks())])
+def test_dos_trace_counts_equal_the_programs_own(os_isa: str) -> None:
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3", DOS)
+    assert got.returncode == 0, got.stderr
+    text = got.stderr.decode()
+    for function, count in DOS_CALLS.items():
+        assert text.count(f"{function}(") == count
