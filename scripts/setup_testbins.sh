@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What `make testbins` needs beyond scripts/setup.sh: Debian's cross g++ for the C++ program
-# testbins/src/cxx.cpp, gnu-efi and nasm for testbins/uefi and dos (the cross gcc, binutils and libc headers
-# come with setup.sh, which the tests need them for; listed here too so that this alone is
-# enough).  Installs only what is missing.
+# testbins/src/cxx.cpp, gnu-efi and nasm for testbins/uefi and testbins/dos (the cross gcc,
+# binutils and libc headers come with setup.sh, which the tests need them for; listed here
+# too so that this alone is enough).  Installs only what is missing.
 set -euo pipefail
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
