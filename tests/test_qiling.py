@@ -338,3 +338,26 @@ def test_dos_trace_counts_equal_the_programs_own(os_isa: str) -> None:
     text = got.stderr.decode()
     for function, count in DOS_CALLS.items():
         assert text.count(f"{function}(") == count
+
+
+# ------------------------------------------------------------------ MCU boards
+def mcu_marks() -> list:
+    row = os_row("mcu", "cortex_m")
+    reason = MISSING or (None if row.works else row.reason)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+@pytest.mark.parametrize("os_isa", [pytest.param("mcu-cortex_m", marks=mcu_marks())])
+def test_qiling_mcu_board_sets_up(os_isa: str) -> None:
+    """Qiling's STM32F411 board maps its memory and peripherals (the board is set up
+    before the firmware runs: any ELF serves as the image here)."""
+    from qiling import Qiling
+    from qiling.const import QL_ARCH, QL_OS, QL_VERBOSE
+    from qiling.extensions.mcu.stm32f4 import stm32f411
+
+    with tempfile.TemporaryDirectory() as root:
+        firmware = os.path.join(root, "firmware.elf")
+        shutil.copy(bin_path("arm", "hello_fs"), firmware)
+        ql = Qiling([firmware], archtype=QL_ARCH.CORTEX_M, ostype=QL_OS.MCU, env=stm32f411,
+                    verbose=QL_VERBOSE.DISABLED)
+        assert any(begin <= 0x20000000 < end for begin, end, *_ in ql.mem.get_mapinfo())
