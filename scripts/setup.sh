@@ -138,7 +138,8 @@ fetch_programs() { bash scripts/fetch_busybox.sh && bash scripts/fetch_shells.sh
 #   coreutils, grep, sed, findutils, diffutils, gawk and their libraries;
 # * .cache/system-roots/<isa>: roots that work like a system (tests/test_system_root.py):
 #   Debian's perl, python3, dash and bash; `emutrace rootfs` also makes their /tmp, home,
-#   /dev and /proc.
+#   /dev and /proc;
+# * .cache/battery-roots/<isa>: Debian's sqlite3, file and openssl (tests/test_battery.py).
 # A root whose marker lists every package is left alone.
 root_with() {
   local isa=$1 root=$2 pkg; shift 2
@@ -151,7 +152,8 @@ root_with() {
 }
 roots() {
   root_with "$1" ".cache/rootfs/$1" coreutils grep sed findutils diffutils gawk &&
-    root_with "$1" ".cache/system-roots/$1" perl-base python3-minimal dash bash coreutils
+    root_with "$1" ".cache/system-roots/$1" perl-base python3-minimal dash bash coreutils &&
+    root_with "$1" ".cache/battery-roots/$1" sqlite3 file openssl
 }
 start fetch_firmware
 start fetch_kernel
