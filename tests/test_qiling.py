@@ -26,6 +26,7 @@ from emutrace.target.qiling_os import missing_reason
 from emutrace.target.qiling_table import LINUX, linux_row, os_row
 from emutrace.trace.canonical import canonical_from_instr, canonical_text, trace_key
 from emutrace.trace.events import Entry, Record
+from emutrace.trace.uftrace_read import load_recording
 from emutrace.trace.values import Value
 
 from .conftest import bin_path, run_emutrace, run_qemu
@@ -193,6 +194,21 @@ def test_qiling_own_failure_is_one_line(isa: str) -> None:
     assert got.stdout.startswith(b"sysinfo = ")
 
 
+@pytest.mark.parametrize("isa", qiling_isas(("x86_64", "mips")))
+def test_record_qiling_equals_own_record(isa: str, tmp_path: Path) -> None:
+    """`record --target qiling`: the directory read back names the program's calls as its
+    own -finstrument-functions record does."""
+    want, program_functions = own_record(isa, "fnptr")
+    data = tmp_path / "d"
+    done = run_emutrace("record", "--target", "qiling", "--unconfined", "--backend", "int3",
+                        "-d", data, bin_path(isa, "calls"), "fnptr")
+    assert done.returncode == 0, done.stderr
+    records, _name, recorded_isa = load_recording(str(data))
+    assert recorded_isa == isa
+    got = canonical_text(records, namer(str(bin_path(isa, "calls"))), program_functions)
+    assert got.count("\n") > 3 and trace_key(got) == want
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (("run", "--target", "qiling", bin_path("x86_64", "calls")), b"--unconfined"),
     (("run", "--target", "qiling", "--unconfined", "--max-insns", "5",
@@ -201,8 +217,8 @@ def test_qiling_own_failure_is_one_line(isa: str) -> None:
      b"dynamically linked"),
     (("run", "--target", "qiling", "--unconfined", bin_path("ppc64le", "calls")),
      LINUX["ppc64le"].reason.encode()),
-    (("record", "--target", "qiling", "--unconfined", "-d", "/tmp/nowhere.data",
-      bin_path("x86_64", "calls")), b"not built"),
+    (("record", "--target", "qiling", "--unconfined", "--syscalls", "-d",
+      "/tmp/nowhere.data", bin_path("x86_64", "calls")), b"--syscalls"),
 ])
 def test_qiling_refusals_are_usage_errors(argv: tuple, says: bytes) -> None:
     got = run_emutrace(*argv)

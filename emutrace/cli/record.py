@@ -45,9 +45,10 @@ class RecordCommand(RunCommand):
         if args.target == "gdb":
             raise UsageError("record --target gdb: not built yet (run --target gdb traces "
                              "in the stub)")
-        if args.target == "qiling":
-            raise UsageError("record --target qiling: not built yet (run --target qiling "
-                             "traces under Qiling)")
+        if args.target == "qiling":  # loaded and served by Qiling (`run --target qiling`)
+            from emutrace.cli.run_qiling import record_qiling
+
+            return record_qiling(self, args)
         if args.target == "native":  # on this host under ptrace (`run --target native`)
             from emutrace.cli.run_native import record_native
 

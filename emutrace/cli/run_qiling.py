@@ -1,4 +1,4 @@
-"""`emutrace run --target qiling --unconfined`: the program is loaded and served by Qiling's
+"""`emutrace run|record --target qiling --unconfined`: the program is loaded and served by Qiling's
 operating-system layer (emutrace/qiling_session.py) and traced through the same target
 protocol, on Qiling's own Unicorn engine.  Qiling's file calls reach the host with the
 user's rights (its root only locates the program), so the run must say --unconfined.
@@ -10,6 +10,7 @@ import argparse
 
 from emutrace.cli.output import open_output
 from emutrace.cli.run_native import RunLike, refused_options
+from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
 from emutrace.trace.spill import SpillSink
 
@@ -23,6 +24,8 @@ def qiling_config_checks(args: argparse.Namespace) -> None:
         raise UsageError("--target qiling: --root and --allow-write confine a run; the "
                          "qiling target has no sandbox")
     refused = [o for o in refused_options(args) if o != "--symbols"]  # (a PE's ELF)
+    if getattr(args, "syscalls", False):
+        refused.append("--syscalls")
     if refused:
         raise UsageError(f"--target qiling: {', '.join(refused)} work(s) under emutrace's "
                          f"own emulation only")
@@ -41,3 +44,20 @@ def run_qiling(command: RunLike, args: argparse.Namespace) -> int:
         process.sink = trace
     result = process.run()
     return command.finish(result, args, trace)
+
+
+def record_qiling(command: RunLike, args: argparse.Namespace) -> int:
+    """`record --target qiling`: the run streamed into a uftrace data directory."""
+    from emutrace.cli.recording import prepare_dir, recorded
+    from emutrace.qiling_session import QilingProcess
+
+    qiling_config_checks(args)
+    process = QilingProcess(command.config(args))  # loaded, before its first instruction
+    try:
+        path = prepare_dir(args.data)
+    except BaseException:
+        process.machine.close()
+        raise
+    result = recorded(process, path, [args.program, *args.args])
+    report(result)
+    return result.exit_code
