@@ -240,6 +240,8 @@ BAD = [
      "max_insns: expected a int"),
     ("bad regex", "[[program]]\nname='a'\ncommand='t/{isa}'\nkeep='('\n", "bad regex"),
     ("bad name", "[[program]]\nname='../a'\ncommand='t/{isa}'\n", "expected a name"),
+    ("bad directory", "[[program]]\nname='a'\ncommand='t/{isa}'\ndirectory=3\n",
+     "directory: expected a directory name"),
     ("no trace", "[matrix]\nbackends = ['none']\n[[program]]\nname='a'\ncommand='t/{isa}'\n",
      "writes no compared trace"),
 ]

@@ -12,7 +12,9 @@ cells.  A bad file is a `MatrixError`: one line naming the file and the key, exi
     command = "testbins/{isa}/fib 5"           # a command line with {isa}, as `diff` takes
 
 Every key of `[matrix]` but `baselines` may be given again in a `[[program]]` table for that
-program alone.  Commands run with the matrix file's directory as their working directory.
+program alone.  Commands run with the matrix file's directory as their working directory, or
+a program's `directory` (relative to that, `{isa}` replaced: a program that writes files where
+it runs gets a directory per ISA, so that cells running side by side do not share them).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
 }
 _LIST_KEYS = ("isas", "backends")
 MATRIX_KEYS = frozenset({*_OPTION_TYPES, *_LIST_KEYS, "baselines"})
-PROGRAM_KEYS = frozenset({*_OPTION_TYPES, *_LIST_KEYS, "name", "command"})
+PROGRAM_KEYS = frozenset({*_OPTION_TYPES, *_LIST_KEYS, "name", "command", "directory"})
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
@@ -69,7 +71,7 @@ class Cell:
     isa: str
     backend: str  # the backend spec as written: "int3", "int3:strict"
     argv: tuple[str, ...]  # the command for this ISA
-    cwd: str  # where it runs: the matrix file's directory
+    cwd: str  # where it runs: the matrix file's directory, or the program's `directory`
     options: Options
     backend_name: str = "int3"  # the registry name
     engine: str = "auto"  # "native" when the spec names it
@@ -93,6 +95,7 @@ class Program:
     isas: tuple[str, ...]
     backends: tuple[str, ...]
     options: Options
+    directory: str = "."  # the working directory, relative to the matrix file's; {isa}
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,8 @@ class Matrix:
                 for isa in program.isas:
                     out.append(Cell(
                         program.name, isa, backend, expand(program.command, isa).argv,
-                        str(self.directory), program.options, spec.backend,
+                        str(self.directory / program.directory.replace("{isa}", isa)),
+                        program.options, spec.backend,
                         "native" if spec.engine == "native" else "auto", settings_of(spec),
                         dict(env)))
         return out
@@ -242,9 +246,14 @@ def read_matrix(path: Path) -> Matrix:
                                               f"got {name!r}")
         if any(p.name == name for p in programs):
             raise _bad(path, f"{where} name", f"{name!r} named twice")
-        if not isinstance(command, str) or "{isa}" not in command:
-            raise _bad(path, f"{where} command", f"expected a command line with {{isa}}, got "
-                                                 f"{command!r}")
+        directory = table.get("directory", ".")
+        if not isinstance(directory, str) or not directory:
+            raise _bad(path, f"{where} directory", f"expected a directory name, got "
+                                                   f"{directory!r}")
+        # each ISA's program: named by the command or found in the ISA's directory
+        if not isinstance(command, str) or "{isa}" not in command + directory:
+            raise _bad(path, f"{where} command", f"expected a command line with {{isa}} "
+                                                 f"(or a directory with it), got {command!r}")
         try:
             expand(command, isas[0])
         except UsageError as e:
@@ -254,5 +263,5 @@ def read_matrix(path: Path) -> Matrix:
             _isas(path, f"{where} isas", table["isas"]) if "isas" in table else isas,
             _backends(path, f"{where} backends", table["backends"]) if "backends" in table
             else backends,
-            _options(path, where, table, options)))
+            _options(path, where, table, options), directory))
     return Matrix(path, tuple(programs), baselines)
