@@ -1,8 +1,9 @@
 """`--target qiling`: a program whose loader, memory and system services are Qiling's
 (target/qiling_os.py), traced by the same backends through the target protocol.  The
 counterpart of session.Process for Qiling's operating systems: Qiling's Linux layer serves
-the system calls (with the user's rights: Qiling's root is an empty temporary directory,
-but its file calls reach the host, so the run is asked for with --unconfined).
+the system calls.  Its root is an empty temporary directory, where the guest's paths
+resolve, but Qiling is no sandbox (its sockets, signals and process calls act on the host
+with the user's rights), so the run is asked for with --unconfined.
 
 What runs there (checked before anything runs; a refusal is a usage error): a program of
 an OS × ISA the Qiling table says works (target/qiling_table.py, `emutrace info`) — a
@@ -69,8 +70,7 @@ class QilingProcess(TracedRun):
         env = config.env if config.env is not None else dict(os.environ)
         sys.stdout.flush()  # the guest writes to the same descriptors from here
         sys.stderr.flush()
-        self.machine = QilingMachine(image.isa, config.program, list(config.args),
-                                     config.argv0, env)
+        self.machine = QilingMachine(image.isa, config.program, list(config.args), env)
         try:
             if self.machine.os_name != os_name:
                 raise UsageError(f"--target qiling: Qiling takes {config.program} for a "

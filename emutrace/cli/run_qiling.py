@@ -1,8 +1,9 @@
-"""`emutrace run|record --target qiling --unconfined`: the program is loaded and served by Qiling's
-operating-system layer (emutrace/qiling_session.py) and traced through the same target
-protocol, on Qiling's own Unicorn engine.  Qiling's file calls reach the host with the
-user's rights (its root only locates the program), so the run must say --unconfined.
-Options that only emutrace's Linux layer implements are refused, as for a gdb run."""
+"""`emutrace run|record --target qiling --unconfined`: the program is loaded and served by
+Qiling's operating-system layer (emutrace/qiling_session.py) and traced through the same
+target protocol, on Qiling's own Unicorn engine.  Qiling is no sandbox (its sockets,
+signals and process calls act on the host with the user's rights), so the run must say
+--unconfined.  Options that only emutrace's Linux layer implements are refused, as for a
+gdb run."""
 
 from __future__ import annotations
 

@@ -119,8 +119,9 @@ class QilingMachine:
     PE application → UEFI), stopped before its first instruction, with `cpu` (a `UnicornCpu` over
     `ql.uc`) and `hooks` for a backend."""
 
-    def __init__(self, isa: Isa, program: str, args: Sequence[str], argv0: str | None,
+    def __init__(self, isa: Isa, program: str, args: Sequence[str],
                  env: dict[str, str]) -> None:
+        """(The guest's argv[0] is Qiling's host path of its copy of the program.)"""
         from qiling import Qiling
         from qiling.const import QL_VERBOSE
 
@@ -133,7 +134,6 @@ class QilingMachine:
         except BaseException:
             self.close()
             raise
-        del argv0  # (Qiling passes its own path of the program as argv[0])
         self.cpu = UnicornCpu(isa, uc=self.ql.uc)
         self.hooks = QilingHooks(self.ql, self.cpu)
         clear = HWCAP_CLEAR.get(isa.name, 0)
