@@ -204,3 +204,6 @@ def test_refused_without_the_pid_namespace(tmp_path: Path) -> None:
     free = subprocess.run([*base, "--unconfined", str(program)], capture_output=True, env=env,
                           cwd=tmp_path, timeout=120)
     assert free.returncode == 0, free.stderr
+    info = subprocess.run([*base[:base.index("-m") + 2], "info"], capture_output=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert re.search(rb"x86_64 native_sandbox: no: .*no PID namespace", info.stdout)
