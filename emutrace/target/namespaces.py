@@ -56,9 +56,9 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
 MS_STRICTATIME = 1 << 24
-# per-mount flags a bind remount must repeat (mountinfo's field 6, proc(5))
 # the host's sysctls and magic SysRq key: read-only binds over the host's /proc
 PROC_READ_ONLY = (b"/proc/sys", b"/proc/sysrq-trigger")
+# per-mount flags a bind remount must repeat (mountinfo's field 6, proc(5))
 _KEPT = {b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC,
          b"noatime": MS_NOATIME, b"nodiratime": MS_NODIRATIME, b"relatime": MS_RELATIME,
          b"strictatime": MS_STRICTATIME}
