@@ -14,9 +14,10 @@ call with values; a later call whose values have another layout is written witho
 
 Durability: `task.txt`, the map, the `.sym` file and `info` are written when the sink is
 made, so a recorder killed with SIGKILL leaves a directory uftrace reads (every record up to
-the last flush; open calls show as entered).  Records are buffered (64 KiB) and `info` is
+the last flush; open calls show as entered).  Records are buffered (256 KiB) and `info` is
 rewritten (a new file renamed over the old) before a buffer that uses a new spec reaches
-`<tid>.dat`, so the data on disk never has values `info` does not describe.  `close` flushes
+`<tid>.dat`, so the data on disk never has values `info` does not describe (each spec's text
+is made once: a function's spec never changes, the tables only grow).  `close` flushes
 and writes `info` with the exit status.
 
 Threads: one task per guest thread, as uftrace records a threaded program: records of
@@ -31,6 +32,7 @@ written (their entry and exit both), counted in `emutrace.txt` (`not_recorded_de
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import struct
 from collections.abc import Iterable
@@ -68,7 +70,9 @@ FEAT_MAX_STACK = 1 << 6
 INFO_EXE_NAME, INFO_EXIT_STATUS, INFO_CMDLINE, INFO_TASKINFO = 0, 2, 3, 7
 INFO_ARG_SPEC, INFO_PATTERN_TYPE = 10, 12
 MAX_STACK = 1024
-FLUSH_BYTES = 1 << 16
+# a buffer's bytes before it is written: each flush that brings a new spec replaces `info`
+# and `emutrace.txt` (a rename over the old file, which ext4 follows with a write-back)
+FLUSH_BYTES = 1 << 18
 EMUTRACE_FILE = "emutrace.txt"  # what uftrace's files do not say: the guest ISA
 # which exits did not return by their own return instruction: "<record index> u" (unwound)
 # or "<record index> x" (closed at the program's end), in record order; uftrace ignores it
@@ -97,6 +101,25 @@ class _TaskStream:
     notes: list[str] = field(default_factory=list)
     size: int = 0  # bytes of the .dat on disk
     index: int = 0  # records of this task so far (the exits file counts in them)
+
+
+class _SpecTexts:
+    """One table's (`args` or `rets`) `spec_text` of every function, for `info`'s spec line
+    and `emutrace.txt`'s kinds line, made once per function: the table only grows (a
+    function's signature is the one of its first record) and keeps its order."""
+
+    def __init__(self, table: dict[str, Signature], retval: bool) -> None:
+        self.table, self.retval = table, retval
+        self.specs: list[str] = []
+        self.kinds: list[str] = []
+
+    def update(self) -> _SpecTexts:
+        if len(self.specs) < len(self.table):
+            for name, (kinds, specs) in itertools.islice(self.table.items(), len(self.specs),
+                                                         None):
+                self.specs.append(spec_text(name, specs, self.retval))
+                self.kinds.append(spec_text(name, kinds, self.retval))
+        return self
 
 
 class RecordSink(Protocol):
@@ -192,6 +215,8 @@ class UftraceDirSink:
         self.name_of = uftrace_symbolizer((a, n) for a, _k, n in self._sym_lines())
         self.args: dict[str, Signature] = {}
         self.rets: dict[str, Signature] = {}
+        self._arg_texts = _SpecTexts(self.args, False)
+        self._ret_texts = _SpecTexts(self.rets, True)
         self._names: dict[int, str | None] = {}  # address -> _name (cached)
         self._specs: dict[tuple[str, int], str] = {}  # (kind, bits) -> spec_of (cached)
         self._specs_on_disk = (0, 0)  # len(args), len(rets) that `info` describes
@@ -390,11 +415,11 @@ class UftraceDirSink:
     def _emutrace_text(self) -> str:
         """What uftrace's files do not say: the ISA, the time unit, the calls left out, and
         the kinds of the values in the argspec's layout (`name@arg1/char,arg2/uint`)."""
-        def kinds(t: dict[str, Signature], retval: bool) -> str:
-            return ";".join(spec_text(n, k, retval) for n, (k, _s) in t.items())
+        argkinds = ";".join(self._arg_texts.update().kinds)
+        retkinds = ";".join(self._ret_texts.update().kinds)
         return (f"isa:{self.isa}\ntime:guest-instructions\n"
                 f"not_recorded_deep:{self.not_recorded}\n"
-                f"argkinds:{kinds(self.args, False)}\nretkinds:{kinds(self.rets, True)}\n"
+                f"argkinds:{argkinds}\nretkinds:{retkinds}\n"
                 + (f"stopped:{self.stopped}\n" if self.stopped else ""))
 
     def _write_info(self, exit_status: int | None) -> None:
@@ -415,8 +440,8 @@ class UftraceDirSink:
             # cmds/info.c fill_arg_spec / read_arg_spec; glob patterns match names exactly
             mask |= (1 << INFO_ARG_SPEC) | (1 << INFO_PATTERN_TYPE)
             features |= FEAT_ARGUMENT | FEAT_RETVAL
-            argspec = ";".join(spec_text(n, s, False) for n, (_k, s) in self.args.items())
-            retspec = ";".join(spec_text(n, s, True) for n, (_k, s) in self.rets.items())
+            argspec = ";".join(self._arg_texts.update().specs)
+            retspec = ";".join(self._ret_texts.update().specs)
             text += f"argspec:lines=2\nargspec:{argspec}\nretspec:{retspec}\n"
             text += "pattern_type:glob\n"
         # "Ftrace!\0", version 4, header size 40, little-endian data, 64-bit class
