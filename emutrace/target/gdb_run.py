@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from emutrace.target import rsp
 from emutrace.target.gdb_remote import GdbRemoteTarget
-from emutrace.target.pulled import hooks_before
+from emutrace.target.pulled import StopTurns
 from emutrace.target.unicorn_run import Stop
 
 GDB_SIGTRAP = 5  # GDB's signal number for SIGTRAP (rsp.GDB_SIGNALS)
@@ -42,19 +42,12 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
     """Run the stopped program to its end (its exit, its death, `stop`, or timeout seconds
     from now: 0 for none)."""
     pending_signal = 0
-    fresh = True
-    blocks_due = False
-    after_trap = False
+    turns = StopTurns()
     deadline = time.monotonic() + timeout if timeout > 0 else None
     pc = target.pc
     while True:
-        if fresh:
-            fresh = False
-            pc = target.last_pc = target.pc
-            blocks = blocks_due or target.blocks_wanted
-            again, after_trap = after_trap and blocks, after_trap and not blocks
-            blocks_due = False
-            hooks_before(target, pc, blocks, again)
+        if turns.fresh:
+            pc = turns.hooks_at_stop(target)
         if target.stop_requested:
             return Stop("interrupted", pc=pc)
         pc = target.pc
@@ -64,12 +57,11 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
             target.reg_write(target.isa.registers.pc, pc + bp.pc_after)
             if hooks.on_trap is not None and bp.intno is not None and \
                     hooks.on_trap(bp.intno):
-                fresh = True
-                after_trap = target.blocks_wanted  # (a fallback: both block entries)
+                turns.trapped(target)
                 continue
             target.reg_write(target.isa.registers.pc, pc)  # not the backend's: run it
         stepping = bool(target.range_hooks) or target.blocks_wanted
-        blocks_due, target.blocks_wanted = target.blocks_wanted, False
+        turns.resuming(target)
         over = target.holds(pc)  # a hooked instruction runs as itself: step over it
         if over:
             target.lift(pc)
@@ -87,11 +79,11 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
             return Stop("signal", signal=rsp.signal_name(reply.signal), pc=pc)
         if reply.signal != GDB_SIGTRAP:
             pending_signal = reply.signal  # the guest's (its handler or default action)
-            if blocks_due:
+            if turns.blocks_due:
                 target.blocks_wanted = True  # (the wanted step still comes)
             continue
         at = target.pc
         if stepping or over or target.holds(at):
-            fresh = True  # a step done, or stopped before a breakpoint's instruction
+            turns.fresh = True  # a step done, or stopped before a breakpoint's instruction
             continue
         pending_signal = GDB_SIGTRAP  # the program's own (its own breakpoint, raise)

@@ -77,7 +77,7 @@ from emutrace.target.ptrace import (
 )
 from emutrace.target.ptrace_confine import Confinement, run_exec
 from emutrace.target.ptrace_signals import SIGNAL_DELIVERED, HandlerWatch
-from emutrace.target.pulled import hooks_before
+from emutrace.target.pulled import StopTurns
 from emutrace.target.unicorn_run import Stop
 
 PTRACE_GETSIGINFO = 0x4202  # <linux/ptrace.h>
@@ -171,19 +171,12 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
     held_signal = 0  # one that stopped a step a hook wanted: delivered after that step
     # (never a fault the stepped instruction raised itself, si_code > 0: it would fault again
     # at every try; sigaction(2), SEGV_MAPERR and friends)
-    fresh = True  # stopped before an instruction whose hooks have not run
-    blocks_due = False  # the tracee was stepped because a hook wanted the block entry
-    after_trap = False  # a trap handler wanted blocks: the entry it resumes at and the next
+    turns = StopTurns()
     passed_trap = ""  # the last SIGTRAP passed on as the guest's: said if it kills the guest
     pc = target.pc
     while True:
-        if fresh:
-            fresh = False
-            pc = target.last_pc = target.pc
-            blocks = blocks_due or target.blocks_wanted
-            again, after_trap = after_trap and blocks, after_trap and not blocks
-            blocks_due = False
-            hooks_before(target, pc, blocks, again)
+        if turns.fresh:
+            pc = turns.hooks_at_stop(target)
         if held_signal and not target.blocks_wanted:
             pending_signal, held_signal = held_signal, 0
         if interrupted:
@@ -191,7 +184,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         if target.stop_requested:
             return Stop("interrupted", pc=pc)
         stepping = bool(target.range_hooks) or target.blocks_wanted
-        blocks_due, target.blocks_wanted = target.blocks_wanted, False
+        turns.resuming(target)
         lifted = target.lift_point(pc)  # a hooked instruction runs as itself: step it
         # a signal passed on to a handler: a step stops at the handler's first instruction
         to_handler = bool(pending_signal) and hooks.signals is not None and \
@@ -221,7 +214,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 if c_pc:
                     pc = target.last_pc = c_pc
             elif (loop is not None and request == PTRACE_SINGLESTEP and loop.steps_quietly
-                  and not (lifted or blocks_due or target.branch_hooks or target.point_hooks
+                  and not (lifted or turns.blocks_due or target.branch_hooks or target.point_hooks
                            or target.syscall_hooks)
                   and len(target.range_hooks) == 1):
                 # (not while system calls are watched: a dynamic program's modules are
@@ -264,7 +257,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 _syscall_ended(target)
             continue
         if sig != signal.SIGTRAP:
-            if blocks_due and not (sig in FAULT_SIGNALS and _si_code(pid) > 0):
+            if turns.blocks_due and not (sig in FAULT_SIGNALS and _si_code(pid) > 0):
                 # the signal stopped the step a hook wanted before its instruction ran (a
                 # transfer whose target the hook learns from the next block): that step
                 # first, the signal at the next resume (as a system call's return or a
@@ -278,7 +271,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         if to_handler and code == SIGNAL_DELIVERED:  # the handler's frame is set up
             assert hooks.signals is not None
             hooks.signals.entered()
-            fresh = True  # its first instruction comes next
+            turns.fresh = True  # its first instruction comes next
             continue
         if code == SI_KERNEL:  # an int3 ran
             at = target.pc - 1
@@ -289,10 +282,9 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
             under_point = lifted and at == pc
             if at in target.points and not under_point:  # a code hook's: hooks run first
                 target.reg_write(target.isa.registers.pc, at)
-                fresh = True
+                turns.fresh = True
             elif hooks.on_trap is not None and hooks.on_trap(BREAKPOINT_TRAP):
-                fresh = True
-                after_trap = target.blocks_wanted  # (a fallback: both block entries)
+                turns.trapped(target)
             else:
                 pending_signal = signal.SIGTRAP  # the guest's own int3
                 passed_trap = f"its own int3 at {at:#x}"
@@ -302,7 +294,7 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
                 fn(None, target.pc, 0, data)
             continue
         if request in (PTRACE_SINGLESTEP, PTRACE_SINGLEBLOCK) and code in STEP_CODES:
-            fresh = True  # one instruction, or up to a taken branch, done
+            turns.fresh = True  # one instruction, or up to a taken branch, done
             if target.syscall_hooks and target.after_syscall():
                 _syscall_ended(target)  # the step ended at a system call's exit
             for branch_hook in list(target.branch_hooks.values()):

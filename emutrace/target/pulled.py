@@ -22,6 +22,10 @@ class PulledHooks(Protocol):
     block_hooks: dict[int, BlockHook]
     range_hooks: dict[int, tuple[CodeHook, int, int, Any]]
     point_hooks: dict[int, dict[int, tuple[CodeHook, Any]]]
+    last_pc: int  # where the loop last stopped (an interrupted run's report)
+
+    @property
+    def pc(self) -> int: ...
 
 
 def hooks_before(target: PulledHooks, pc: int, blocks: bool, again: bool) -> None:
@@ -39,6 +43,39 @@ def hooks_before(target: PulledHooks, pc: int, blocks: bool, again: bool) -> Non
             fn(None, pc, 0, data)
     for fn, data in list(target.point_hooks.get(pc, {}).values()):
         fn(None, pc, 0, data)
+
+
+class StopTurns:
+    """What a pulled run loop carries from one stop to the next to call `hooks_before` as
+    Unicorn would: whether the program stands before an instruction whose hooks have not
+    run (`fresh`), whether it was resumed for one instruction because a hook wanted the
+    next block entry (`blocks_due`), and whether a trap handler wanted blocks, which then
+    get the entry it resumes at and the next (`after_trap`, as Unicorn delivers both after
+    an interrupt)."""
+
+    def __init__(self) -> None:
+        self.fresh = True
+        self.blocks_due = False
+        self.after_trap = False
+
+    def hooks_at_stop(self, target: PulledHooks) -> int:
+        """At a fresh stop: the hooks of the instruction the program stands at; its pc."""
+        self.fresh = False
+        pc = target.last_pc = target.pc
+        blocks = self.blocks_due or target.blocks_wanted
+        again, self.after_trap = self.after_trap and blocks, self.after_trap and not blocks
+        self.blocks_due = False
+        hooks_before(target, pc, blocks, again)
+        return pc
+
+    def resuming(self, target: PulledHooks) -> None:
+        """Before a resume: a block entry a hook wants is due at the next stop."""
+        self.blocks_due, target.blocks_wanted = target.blocks_wanted, False
+
+    def trapped(self, target: PulledHooks) -> None:
+        """The backend's trap handler took the stop (a fall-back wants both entries)."""
+        self.fresh = True
+        self.after_trap = target.blocks_wanted
 
 
 class WordMemory:
