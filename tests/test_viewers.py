@@ -10,6 +10,7 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -24,8 +25,12 @@ def uftrace(*argv: str | Path) -> str:
                           check=True).stdout
 
 
-def emutrace(*argv: str | Path) -> str:
-    proc = run_emutrace(*argv)
+Here = Callable[..., CompletedProcess]  # tests/conftest.py emutrace_here
+
+
+def emutrace(here: Here, *argv: str | Path) -> str:
+    """A viewer's output, the command line run in this process (`emutrace_here`)."""
+    proc = here(*argv, cwd=Path.cwd())
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
 
@@ -81,8 +86,8 @@ def report_rows(text: str, ours: bool) -> list[tuple[str, list[range], int]]:
 
 # the default key; a second key breaking ties, and `func` (names, ascending) breaking more
 @pytest.mark.parametrize("keys", ["total", "self,call,func"])
-def test_report_equals_uftrace(data: Path, keys: str) -> None:
-    ours = report_rows(emutrace("report", "-d", data, "-s", keys), ours=True)
+def test_report_equals_uftrace(data: Path, keys: str, emutrace_here: Here) -> None:
+    ours = report_rows(emutrace(emutrace_here, "report", "-d", data, "-s", keys), ours=True)
     theirs = report_rows(uftrace("report", "-d", data, "-s", keys), ours=False)
     assert len(ours) > 20
     # the same rows in the same order (uftrace breaks ties by name, as we do)
@@ -93,8 +98,9 @@ def test_report_equals_uftrace(data: Path, keys: str) -> None:
             assert mine.start in shown, (name, mine.start, shown)
 
 
-def test_report_averages_equal_uftrace(data: Path) -> None:
-    ours = emutrace("report", "-d", data, "--avg-self", "-s", "self_max").splitlines()[2:]
+def test_report_averages_equal_uftrace(data: Path, emutrace_here: Here) -> None:
+    ours = emutrace(emutrace_here, "report", "-d", data, "--avg-self", "-s",
+                    "self_max").splitlines()[2:]
     theirs = uftrace("report", "-d", data, "--avg-self", "-s", "self_max").splitlines()[2:]
     assert [line.split()[-1] for line in ours] == [line[38:] for line in theirs]
     for mine, shown in zip(ours, theirs, strict=True):
@@ -123,9 +129,9 @@ def graph_lines(text: str, ours: bool) -> list[tuple[range, str]]:
 
 # the whole program; a recursion; a function reached by 4 call paths (4 backtraces)
 @pytest.mark.parametrize("func", [None, "fib", "malloc"])  # malloc: the alias `run` shows
-def test_graph_equals_uftrace(data: Path, func: str | None) -> None:
+def test_graph_equals_uftrace(data: Path, func: str | None, emutrace_here: Here) -> None:
     extra = [func] if func else []
-    ours = graph_lines(emutrace("graph", "-d", data, *extra), ours=True)
+    ours = graph_lines(emutrace(emutrace_here, "graph", "-d", data, *extra), ours=True)
     theirs = graph_lines(uftrace("graph", "-d", data, *extra), ours=False)
     assert len(ours) == len(theirs) > 5
     if func == "__libc_malloc":
@@ -140,14 +146,15 @@ def chrome_slices(doc: str) -> list[tuple[str, str, int]]:
     return [(e["ph"], e["name"], round(e["ts"] * 1000)) for e in events if e["ph"] in "BE"]
 
 
-def test_chrome_and_perfetto_equal_uftrace_chrome(data: Path, tmp_path: Path) -> None:
+def test_chrome_and_perfetto_equal_uftrace_chrome(data: Path, tmp_path: Path,
+                                                   emutrace_here: Here) -> None:
     want = chrome_slices(uftrace("dump", "--chrome", "-d", data))
     assert len(want) > 100
-    assert chrome_slices(emutrace("dump", "--chrome", "-d", data)) == want
+    assert chrome_slices(emutrace(emutrace_here, "dump", "--chrome", "-d", data)) == want
 
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
 
-    emutrace("dump", "--perfetto", "-d", data, "-o", tmp_path / "t.pb")
+    emutrace(emutrace_here, "dump", "--perfetto", "-d", data, "-o", tmp_path / "t.pb")
     trace = Trace()
     trace.ParseFromString((tmp_path / "t.pb").read_bytes())
     threads = [p.track_descriptor for p in trace.packet if p.HasField("track_descriptor")]
@@ -169,16 +176,18 @@ def test_chrome_and_perfetto_equal_uftrace_chrome(data: Path, tmp_path: Path) ->
 
 # calls per path; self time in samples (a callee's part below 250 counts for its caller)
 @pytest.mark.parametrize("sample", [None, "250"])
-def test_flame_graph_equals_uftrace(data: Path, sample: str | None) -> None:
+def test_flame_graph_equals_uftrace(data: Path, sample: str | None, emutrace_here: Here
+                                    ) -> None:
     ours = ["--sample-time", sample] if sample else []
     theirs = ["--sample-time", f"{sample}ns"] if sample else []
     want = uftrace("dump", "--flame-graph", "-d", data, *theirs)
     assert want.count("\n") > 20 and ";fib;fib " in want
-    assert emutrace("dump", "--flame-graph", "-d", data, *ours) == want
+    assert emutrace(emutrace_here, "dump", "--flame-graph", "-d", data, *ours) == want
 
 
-def test_info_equals_uftrace(data: Path) -> None:
-    ours = dict(line.split(":", 1) for line in emutrace("info", "-d", data).splitlines())
+def test_info_equals_uftrace(data: Path, emutrace_here: Here) -> None:
+    ours = dict(line.split(":", 1)
+                for line in emutrace(emutrace_here, "info", "-d", data).splitlines())
     theirs = {k.strip("# ").strip(): v.strip() for k, _, v in
               (line.partition(" : ") for line in uftrace("info", "-d", data).splitlines())}
     assert ours["command"].strip() == theirs["cmdline"]
@@ -196,7 +205,8 @@ def test_info_equals_uftrace(data: Path) -> None:
     assert f"the last record at {int(''.join(last))};" in ours["time"]
 
 
-def test_viewer_bad_input(recordings: Callable[[str], Path], tmp_path: Path) -> None:
+def test_viewer_bad_input(recordings: Callable[[str], Path], tmp_path: Path,
+                          emutrace_here: Here) -> None:
     data = recordings("x86_64")
     for argv, code, needle in (
             (["report", "-d", tmp_path / "none"], 66, "no such data directory"),
@@ -206,6 +216,6 @@ def test_viewer_bad_input(recordings: Callable[[str], Path], tmp_path: Path) -> 
              "No such file or directory"),
             (["dump", "-d", data, "--sample-time", "5"], 64, "--flame-graph"),
             (["info", "-d", tmp_path], 65, "info: missing")):
-        proc = run_emutrace(*argv)
+        proc = emutrace_here(*argv, cwd=tmp_path)
         err = proc.stderr.decode().strip()
         assert proc.returncode == code and len(err.splitlines()) == 1 and needle in err, err
