@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.isa import all_isas
 from emutrace.session import Process, RunConfig
 from emutrace.target.qiling_os import missing_reason
 from emutrace.target.qiling_table import LINUX, linux_row, os_row
@@ -224,6 +225,11 @@ def test_qiling_refusals_are_usage_errors(argv: tuple, says: bytes) -> None:
     got = run_emutrace(*argv)
     assert got.returncode == 64 and says in got.stderr and b"Traceback" not in got.stderr
     assert got.stderr.count(b"\n") == 1
+
+
+def test_qiling_table_has_a_linux_row_per_isa() -> None:
+    """A new ISA gets its row (tried under Qiling, or why not) with its description."""
+    assert set(LINUX) == {isa.name for isa in all_isas()}
 
 
 def test_info_lists_qiling_rows() -> None:
