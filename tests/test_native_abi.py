@@ -37,6 +37,7 @@ ABI_H = NATIVE / "abi.h"
 
 # C struct -> its Python mirror (module, attribute): a ctypes structure or a struct format
 MIRRORS = [
+    ("nt_abi", "emutrace.native", "CallAbi"),
     ("nt_config", "emutrace.native", "Config"),
     ("nt_event", "emutrace.native", "EVENT"),
     ("nt_learned", "emutrace.native", "LEARNED"),

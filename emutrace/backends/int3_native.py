@@ -130,7 +130,6 @@ class HotPathEngine:
         hooks except where every site is hooked)."""
         lib = native.load()
         isa = image.isa
-        regs = isa.registers
         bp = isa.breakpoint_for(alt_mode=False)
         self.cpu, self.image = cpu, image
         self._lib, self._hooks, self._emit_now = lib, hooks, emit
@@ -139,30 +138,18 @@ class HotPathEngine:
         self._callbacks = (native.PY_INTR(self._py_intr), native.PY_BLOCK(self.py_block),
                            native.PY_COUNT(self._py_count), native.PY_DRAIN(self._py_drain))
         # (an ISA with more argument registers than C saves gets no fast calls: args_fast)
-        self._arg_names = regs.args[:native.MAX_REGS]
-        self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
-                                           if isa.c_values.retval_hi else [])
+        self._arg_names, self._ret_names = native.call_registers(isa)
         port = self.port = cpu.c_port
         cfg = native.Config()
+        cfg.abi = native.call_abi(isa, cpu.reg_id, cpu.word, cpu.byteorder == "big", 4096)
+        self._n_stack = cfg.abi.n_stack
         for field in ("reg_read", "reg_write", "mem_read", "mem_write", "emu_stop",
                       "reg_read_batch"):
             setattr(cfg, field, port.function(field))
         cfg.py_intr, cfg.py_block, cfg.py_count, cfg.py_drain = self._callbacks
-        cfg.pc_reg, cfg.sp_reg = cpu.reg_id(regs.pc), cpu.reg_id(regs.sp)
         cfg.bp_intno = bp.intno if bp is not None else _NO_INTNO
         cfg.pc_after = bp.pc_after if bp is not None else 0
         cfg.bp_uncounted = int(bp is not None and not bp.counted)
-        cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
-        cfg.n_args = len(self._arg_names)
-        # stack words after the argument registers (i386: all of them; x86_64: args 7 and 8)
-        self._n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
-        cfg.stack_offset = regs.stack_args_offset
-        for i, name in enumerate(self._arg_names):
-            cfg.arg_regs[i] = cpu.reg_id(name)
-        cfg.ret_reg = cpu.reg_id(self._ret_names[0])
-        cfg.ret_hi_reg = cpu.reg_id(self._ret_names[1]) if len(self._ret_names) > 1 else -1
-        cfg.buffer_events = 4096
-        cfg.code_mask = isa.code_mask & ((1 << 64) - 1)  # ARM: a target's bit 0 is its mode
         cfg.fixed_insn = fixed_insn_size(isa)
         # (block counts read from discovery's size maps: which instruction set runs)
         cls = isa.classifiers

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from emutrace.errors import Unsupported
+from emutrace.isa.base import Isa
 
 MAX_REGS = 8  # abi.h NT_MAX_REGS
 
@@ -28,24 +29,61 @@ PY_COUNT = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
 PY_DRAIN = ctypes.CFUNCTYPE(None)
 
 
+class CallAbi(ctypes.Structure):
+    """abi.h nt_abi: the calling convention and event buffer of a port's tracer core, the
+    first member of each port's configuration (tests/test_native_abi.py checks the layout)."""
+
+    _fields_ = [
+        ("pc_reg", ctypes.c_int32), ("sp_reg", ctypes.c_int32),
+        ("word", ctypes.c_uint32), ("big_endian", ctypes.c_uint32),
+        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
+        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * MAX_REGS),
+        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
+        ("buffer_events", ctypes.c_uint32), ("code_mask", ctypes.c_uint64),
+    ]
+
+
+def call_registers(isa: Isa) -> tuple[list[str], list[str]]:
+    """The registers C snapshots for isa: the integer argument registers (MAX_REGS at
+    most) and the return value's (its high half too, where the ABI has one)."""
+    regs = isa.registers
+    hi = isa.c_values.retval_hi
+    return list(regs.args[:MAX_REGS]), [regs.retval] + ([hi] if hi else [])
+
+
+def call_abi(isa: Isa, reg_id: Callable[[str], int], word: int, big_endian: bool,
+             buffer_events: int) -> CallAbi:
+    """isa's nt_abi with the port's register ids (reg_id): after the argument registers,
+    stack words up to MAX_REGS (i386: all of them; x86_64: arguments 7 and 8); the code
+    mask is the ISA's (ARM: a target's bit 0 is its mode)."""
+    regs = isa.registers
+    args, rets = call_registers(isa)
+    abi = CallAbi()
+    abi.pc_reg, abi.sp_reg = reg_id(regs.pc), reg_id(regs.sp)
+    abi.word, abi.big_endian = word, int(big_endian)
+    abi.n_args, abi.n_stack = len(args), MAX_REGS - len(args)
+    abi.stack_offset = regs.stack_args_offset
+    for i, name in enumerate(args):
+        abi.arg_regs[i] = reg_id(name)
+    abi.ret_reg = reg_id(rets[0])
+    abi.ret_hi_reg = reg_id(rets[1]) if len(rets) > 1 else -1
+    abi.buffer_events = buffer_events
+    abi.code_mask = isa.code_mask & ((1 << 64) - 1)
+    return abi
+
+
 class Config(ctypes.Structure):
     """abi.h nt_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
+        ("abi", CallAbi),
         ("reg_read", ctypes.c_void_p), ("reg_write", ctypes.c_void_p),
         ("mem_read", ctypes.c_void_p), ("mem_write", ctypes.c_void_p),
         ("emu_stop", ctypes.c_void_p),
         ("py_intr", PY_INTR), ("py_block", PY_BLOCK), ("py_count", PY_COUNT),
         ("py_drain", PY_DRAIN),
-        ("pc_reg", ctypes.c_int32), ("sp_reg", ctypes.c_int32),
         ("bp_intno", ctypes.c_uint32), ("pc_after", ctypes.c_uint32),
-        ("word", ctypes.c_uint32), ("big_endian", ctypes.c_uint32),
-        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
-        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * MAX_REGS),
-        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
-        ("buffer_events", ctypes.c_uint32),
-        ("reg_read_batch", ctypes.c_void_p),
-        ("code_mask", ctypes.c_uint64), ("bp_uncounted", ctypes.c_uint32),
+        ("reg_read_batch", ctypes.c_void_p), ("bp_uncounted", ctypes.c_uint32),
         ("fixed_insn", ctypes.c_uint32), ("alt_reg", ctypes.c_int32),
         ("alt_bit", ctypes.c_uint32), ("align", ctypes.c_uint32),
         ("alt_align", ctypes.c_uint32),

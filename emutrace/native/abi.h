@@ -67,6 +67,21 @@ enum {
 enum { K_NONE = 0, K_CALL = 1, K_RETURN = 2, K_JUMP = 3, K_STOP = 4, K_BRANCH = 5,
        K_EXECUTE = 6 };
 
+/* the calling convention and event buffer of a port's tracer core (core.h core_init), the
+ * first member of each port's configuration (native.CallAbi) */
+typedef struct {
+    int32_t pc_reg, sp_reg;  /* the port's register ids (Unicorn's; user_regs_struct indices) */
+    uint32_t word;        /* bytes per stack word (4 or 8) */
+    uint32_t big_endian;
+    uint32_t n_args;      /* integer argument registers snapshotted at a call */
+    uint32_t n_stack;     /* ... then this many stack words (n_args + n_stack <= 8) */
+    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
+    int32_t arg_regs[NT_MAX_REGS];
+    int32_t ret_reg, ret_hi_reg;  /* -1: none */
+    uint32_t buffer_events;       /* records held before the buffer is drained (0: 4096) */
+    uint64_t code_mask;   /* the bits of a target that address code (ARM: ~1; 0 taken as ~0) */
+} nt_abi;
+
 /* ================================================================ Unicorn hooks */
 
 /* the Unicorn entry points, from the binding's own library */
@@ -88,6 +103,7 @@ typedef void (*py_drain_fn)(void);
 
 /* native.Config */
 typedef struct {
+    nt_abi abi;
     nt_reg_read_fn reg_read;
     nt_reg_write_fn reg_write;
     nt_mem_read_fn mem_read;
@@ -97,19 +113,9 @@ typedef struct {
     py_block_fn py_block;
     py_count_fn py_count;
     py_drain_fn py_drain;
-    int32_t pc_reg, sp_reg;
     uint32_t bp_intno;  /* the interrupt a breakpoint raises */
     uint32_t pc_after;  /* PC seen in the hook minus the breakpoint's address */
-    uint32_t word;      /* bytes per stack word (4 or 8) */
-    uint32_t big_endian;
-    uint32_t n_args;    /* integer argument registers snapshotted at a call */
-    uint32_t n_stack;   /* ... then this many stack words (n_args + n_stack <= 8) */
-    int32_t stack_offset;  /* from the callee's entry sp to its first stack argument */
-    int32_t arg_regs[NT_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;  /* -1: none */
-    uint32_t buffer_events;       /* records held before the buffer is drained */
     nt_reg_read_batch_fn reg_read_batch;  /* every register a site reads, in one call */
-    uint64_t code_mask;  /* the bits of a target that address code (ARM: ~1; 0 taken as ~0) */
     uint32_t bp_uncounted;  /* 1: the breakpoint's block count leaves it out (s390x) */
     uint32_t fixed_insn;  /* every instruction this many bytes, and the alignment past an
                              undecodable one (aarch64, MIPS, POWER): a block of n bytes
@@ -278,13 +284,7 @@ enum { PL_STOP = 0, PL_FULL = 1, PL_EINTR = 2, PL_ERROR = 3 };
 
 /* ploop.LoopConfig */
 typedef struct {
-    int32_t pc_reg, sp_reg;  /* indices into struct user_regs_struct */
-    uint32_t word;           /* 8 (x86_64) or 4 (i386) */
-    uint32_t n_args, n_stack;
-    int32_t stack_offset;
-    int32_t arg_regs[NT_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;
-    uint32_t buffer_events;
+    nt_abi abi;              /* registers: indices into struct user_regs_struct */
     uint32_t max_stops;      /* handled stops before returning to Python */
     int32_t mem_fd;          /* /proc/PID/mem, opened read-write by Python */
 } pl_config;

@@ -11,10 +11,13 @@
 #include "coretrap.h"
 
 /* ------------------------------------------------------------------ life */
-int core_init(core_state *c, const core_config *cfg, const core_ops *ops, void *port)
+int core_init(core_state *c, const nt_abi *abi, uint32_t links, void (*drain)(void),
+              const core_ops *ops, void *port)
 {
     memset(c, 0, sizeof *c);
-    c->cfg = *cfg;
+    c->cfg = *abi;
+    c->links = links;
+    c->drain = drain;
     c->ops = ops;
     c->port = port;
     if (c->cfg.n_args > NT_MAX_REGS)
@@ -55,7 +58,7 @@ static uint8_t site_read(core_site *p, int32_t reg)
 }
 
 /* which registers a trap at p reads (core_site.reads): fixed by its op and tests */
-static void site_plan_reads(const core_config *c, core_site *p)
+static void site_plan_reads(const nt_abi *c, core_site *p)
 {
     p->n_reads = 0;
     p->i_guard = p->i_cond = p->i_src = p->i_ret = p->i_ret_hi = 0;
@@ -79,7 +82,7 @@ static void site_plan_reads(const core_config *c, core_site *p)
 }
 
 /* a site C finishes on its own (op OP_CALL, OP_RETURN, OP_JUMP), or OP_NONE: Python's.
- * A call that writes a link register is Python's on a port that cannot (cfg.links). */
+ * A call that writes a link register is Python's on a port that cannot (links). */
 int core_site_set(core_state *c, uint64_t addr, uint32_t op, uint64_t target, uint64_t after,
                   int32_t src_reg, int32_t link_reg, uint32_t release, uint32_t fast,
                   uint32_t conditional, uint32_t cond, int32_t cond_reg, uint32_t ca,
@@ -89,7 +92,7 @@ int core_site_set(core_state *c, uint64_t addr, uint32_t op, uint64_t target, ui
     core_site *p = core_sites_put(&c->sites, addr);
     if (!p)
         return -1;
-    if (link_reg >= 0 && !c->cfg.links)
+    if (link_reg >= 0 && !c->links)
         op = OP_NONE;
     p->op = (uint8_t)op;
     p->target = target;
@@ -240,7 +243,7 @@ nt_event *core_event(core_state *c)
 void core_hand_over(core_state *c)
 {
     if (c->writer && uw_enabled(c->writer))
-        c->cfg.drain();
+        c->drain();
 }
 
 /* ------------------------------------------------------------------ words and strings */
@@ -366,7 +369,7 @@ int core_offer(core_state *c, uint32_t call, uint64_t time, uint64_t site, uint6
         return 0;
     uw_event ev = {(int)call, time, site, target, sp, after, regs,
                    writer_strings(c, &copies, string_mask, regs)};
-    if (!uw_take(c->writer, &ev, c->cfg.drain))
+    if (!uw_take(c->writer, &ev, c->drain))
         return 0;
     writer_copied(c, &ev);
     c->written++;
@@ -398,7 +401,7 @@ int core_writer_words(core_state *c, uint64_t target, uint64_t sp, uint64_t afte
 {
     if (!c->writer || !uw_enabled(c->writer) || c->n_events != 0)
         return 0;
-    int words = uw_call_words(c->writer, target, sp, after, c->cfg.drain);
+    int words = uw_call_words(c->writer, target, sp, after, c->drain);
     if (words < 0)
         return 0;
     if ((uint32_t)words < *n_args)
@@ -438,7 +441,7 @@ int core_tail_event(core_state *c, uint64_t site, uint64_t target, uint64_t sp,
         core_copies copies;
         uw_event ev = {0, time, site, target, sp, 0, regs,
                        writer_strings(c, &copies, strings, regs)};
-        if (uw_take_tail(c->writer, &ev, c->cfg.drain)) {
+        if (uw_take_tail(c->writer, &ev, c->drain)) {
             writer_copied(c, &ev);
             c->written++;
             c->tail_jumps++;

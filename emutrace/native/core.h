@@ -41,23 +41,6 @@ typedef struct core_ops {
     void (*buffer_full)(void *port);
 } core_ops;
 
-/* ------------------------------------------------------------------ configuration */
-typedef struct {
-    int32_t pc_reg, sp_reg;
-    uint32_t word;        /* bytes per stack word (4 or 8) */
-    uint32_t big_endian;
-    uint32_t n_args;      /* integer argument registers snapshotted at a call */
-    uint32_t n_stack;     /* ... then this many stack words (n_args + n_stack <= 8) */
-    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
-    int32_t arg_regs[NT_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;  /* -1: none */
-    uint32_t buffer_events;
-    uint64_t code_mask;   /* the bits of a target that address code (ARM: ~1) */
-    uint32_t links;       /* the port can finish a call that writes a link register */
-    void (*drain)(void);  /* the record writer's way to hand bytes to Python (uw_take), or
-                             NULL: the port has no writer */
-} core_config;
-
 /* ------------------------------------------------------------------ the site table */
 #define CORE_SITE_READS (4 + NT_MAX_REGS)  /* sp, guard, condition, source; arguments or values */
 #define CORE_MAX_POPS 14  /* registers a RETURN loads below its target (ARM: r0-r12, lr) */
@@ -98,7 +81,10 @@ ADDRTAB_BY_ADDR(core_sites, core_site)
 
 /* ------------------------------------------------------------------ the state */
 typedef struct {
-    core_config cfg;
+    nt_abi cfg;           /* the port's calling convention and buffer (abi.h) */
+    uint32_t links;       /* the port can finish a call that writes a link register */
+    void (*drain)(void);  /* the record writer's way to hand bytes to Python (uw_take), or
+                             NULL: the port has no writer */
     const core_ops *ops;
     void *port;           /* the ops' first argument */
     core_sites sites;
@@ -128,7 +114,10 @@ typedef struct {
     uint64_t vals[CORE_SITE_READS];  /* the last trap's register values (site->reads) */
 } core_state;
 
-int core_init(core_state *c, const core_config *cfg, const core_ops *ops, void *port);
+/* the core of a port with that ABI (its configuration's first member; a buffer_events of 0
+ * is 4096, a code_mask of 0 is ~0), links and drain as core_state's */
+int core_init(core_state *c, const nt_abi *abi, uint32_t links, void (*drain)(void),
+              const core_ops *ops, void *port);
 void core_fini(core_state *c);
 
 /* the site table and the transfer sets (the nt_* and pl_* entry points' bodies) */

@@ -139,11 +139,7 @@ nt_state *nt_new(uc_engine *uc, const nt_config *cfg)
         return NULL;
     s->uc = uc;
     s->cfg = *cfg;
-    core_config cc = {cfg->pc_reg, cfg->sp_reg, cfg->word, cfg->big_endian, cfg->n_args,
-                      cfg->n_stack, cfg->stack_offset, {0}, cfg->ret_reg, cfg->ret_hi_reg,
-                      cfg->buffer_events, cfg->code_mask, 1, cfg->py_drain};
-    memcpy(cc.arg_regs, cfg->arg_regs, sizeof cc.arg_regs);
-    int core = core_init(&s->core, &cc, &port_ops, s);
+    int core = core_init(&s->core, &cfg->abi, 1, cfg->py_drain, &port_ops, s);
     if (core != 0 || nt_blocks_init(&s->blocks, 4096) != 0) {
         nt_free(s);
         return NULL;
@@ -340,7 +336,7 @@ void nt_on_intr(uc_engine *uc, uint32_t intno, void *user_data)
     nt_state *s = user_data;
     (void)uc;
     if (intno == s->cfg.bp_intno) {
-        uint64_t addr = rd(s, s->cfg.pc_reg) - s->cfg.pc_after;
+        uint64_t addr = rd(s, s->core.cfg.pc_reg) - s->cfg.pc_after;
         core_site *site = core_sites_find(&s->core.sites, addr);
         s->core.time += s->cfg.bp_uncounted;  /* (as int3.py `_on_trap` counts the site) */
         if (site && site->active && site->op != OP_NONE
@@ -846,8 +842,8 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     if (h->has_pending && !(h->pending.delay && addr == h->pending.addr + h->pending.size)) {
         /* (a block that starts at the delay slot, split from its branch: the transfer
          * comes after it) */
-        uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
-        uint64_t sp_now = rd(s, s->cfg.sp_reg) & mask;
+        uint64_t mask = s->core.cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+        uint64_t sp_now = rd(s, s->core.cfg.sp_reg) & mask;
         uint64_t sp_site = (sp_now - (uint64_t)h->pending.sp_delta) & mask;
         h->has_pending = 0;
         if (h->pending.taken_only && addr == h->pending.after) {
@@ -872,7 +868,7 @@ void hs_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         h->gen++;
         /* the block was translated without those hooks (Python dropped it): it is entered
          * again, and only then counted and seen by Python's block hook */
-        wr(s, s->cfg.pc_reg, addr);
+        wr(s, s->core.cfg.pc_reg, addr);
         return;
     }
     if (python) {

@@ -126,7 +126,7 @@ static int map_get(const pl_map *m, uint64_t key, uint64_t *value)
 }
 
 /* ------------------------------------------------------------ port operations */
-static uint64_t mask_of(const pl_state *s) { return s->cfg.word == 8 ? ~0ULL : 0xffffffffULL; }
+static uint64_t mask_of(const pl_state *s) { return s->core.cfg.word == 8 ? ~0ULL : 0xffffffffULL; }
 
 static uint64_t reg(const pl_state *s, int32_t i) { return s->regs[i] & mask_of(s); }
 
@@ -181,16 +181,11 @@ pl_state *pl_new(const pl_config *cfg)
         return NULL;
     s->cfg = *cfg;
     /* x86 pushes its return address: a call that links is no form of this port */
-    core_config cc = {cfg->pc_reg, cfg->sp_reg, cfg->word, 0, cfg->n_args, cfg->n_stack,
-                      cfg->stack_offset, {0}, cfg->ret_reg, cfg->ret_hi_reg,
-                      cfg->buffer_events, ~0ULL, 0, NULL};
-    memcpy(cc.arg_regs, cfg->arg_regs, sizeof cc.arg_regs);
-    if (core_init(&s->core, &cc, &port_ops, s) != 0) {
+    if (core_init(&s->core, &cfg->abi, 0, NULL, &port_ops, s) != 0) {
         core_fini(&s->core);
         free(s);
         return NULL;
     }
-    s->cfg.buffer_events = s->core.cfg.buffer_events;
     return s;
 }
 
@@ -288,7 +283,7 @@ static int reg_test_holds(const pl_state *s, uint8_t test, int32_t r, uint8_t ia
 static int read_word(const pl_state *s, uint64_t addr, uint64_t *out)
 {
     uint64_t v = 0;  /* little-endian x86: the low bytes */
-    if (pread(s->cfg.mem_fd, &v, s->cfg.word, (off_t)addr) != (ssize_t)s->cfg.word)
+    if (pread(s->cfg.mem_fd, &v, s->core.cfg.word, (off_t)addr) != (ssize_t)s->core.cfg.word)
         return -1;
     *out = v;
     return 0;
@@ -404,7 +399,7 @@ static int hw_finish(pl_state *s, int32_t pid)
     pl_hw *hw = &s->hw;
     if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
         return 0;
-    uint64_t mask = mask_of(s), pc = reg(s, s->cfg.pc_reg), sp = reg(s, s->cfg.sp_reg);
+    uint64_t mask = mask_of(s), pc = reg(s, s->core.cfg.pc_reg), sp = reg(s, s->core.cfg.sp_reg);
     const pl_hw_func *cur = hw_func(hw, hw->cur), *next = NULL;
     core_site *site = core_sites_find(&s->core.sites, pc);
     if (!cur || !site || site->op == OP_NONE
@@ -421,7 +416,7 @@ static int hw_finish(pl_state *s, int32_t pid)
         next = hw_func(hw, target);
         if (target == site->after || !next || !next->calls || hw->depth >= PL_HW_CHAIN)
             return 0;  /* a PC thunk, a callee not taught (discovery), a deep chain */
-        uint64_t entry_sp = (sp - s->cfg.word) & mask;  /* after CALL pushes */
+        uint64_t entry_sp = (sp - s->core.cfg.word) & mask;  /* after CALL pushes */
         if (core_call_words(&s->core, entry_sp, regs, 0, s->core.cfg.n_args, 0,
                             s->core.cfg.n_stack) != 0)
             return 0;
@@ -437,10 +432,10 @@ static int hw_finish(pl_state *s, int32_t pid)
         if (!next || !(next->start <= target && target < next->end))
             return 0;  /* not to the function below: Python's (_caller walks the chain) */
         uint32_t n = 0;
-        if (s->cfg.ret_reg >= 0)
-            regs[n++] = reg(s, s->cfg.ret_reg);
-        if (s->cfg.ret_hi_reg >= 0)
-            regs[n++] = reg(s, s->cfg.ret_hi_reg);
+        if (s->core.cfg.ret_reg >= 0)
+            regs[n++] = reg(s, s->core.cfg.ret_reg);
+        if (s->core.cfg.ret_hi_reg >= 0)
+            regs[n++] = reg(s, s->core.cfg.ret_hi_reg);
         core_record(&s->core, EV_RETURN, s->core.time, site->addr, target, sp, site->after,
                     sp, regs, n, 0);
         hw->depth--;
@@ -463,7 +458,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
 {
     uint32_t handled = 0;
     s->last_pc = 0;
-    if (s->core.n_events >= s->cfg.buffer_events)
+    if (s->core.n_events >= s->core.cfg.buffer_events)
         return -ENOSPC;  /* Python drains the buffer before resuming */
     for (;;) {
         s->resumes++;
@@ -482,7 +477,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
         if (s->hw.on) {  /* hwbp: a debug register's hit, or Python's */
             if (info.si_code != PL_TRAP_HWBKPT || hw_finish(s, pid) != 1)
                 break;
-            if (s->core.n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
+            if (s->core.n_events >= s->core.cfg.buffer_events || ++handled >= s->cfg.max_stops)
                 return PL_FULL;  /* stopped at the site, EFLAGS.RF set: resume runs it */
             continue;
         }
@@ -490,7 +485,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
             break;  /* a step, a debug register, a SIGTRAP sent by a process */
         if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
             break;
-        uint64_t at = (reg(s, s->cfg.pc_reg) - 1) & mask_of(s);
+        uint64_t at = (reg(s, s->core.cfg.pc_reg) - 1) & mask_of(s);
         if (s->entry) {  /* an entry probe: recorded and stepped over (pl_entry_trap) */
             int got = pl_entry_trap(s, pid, at, status);
             if (got == ENTRY_PYTHON)
@@ -516,10 +511,10 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
         if (s->strict)
             ns_journal_clear(s->strict);  /* (Python replays from the records) */
         if (s->entry && site->op == OP_RETURN)
-            ep_returned(s->entry, reg(s, s->cfg.pc_reg));
+            ep_returned(s->entry, reg(s, s->core.cfg.pc_reg));
     finished:
-        s->last_pc = reg(s, s->cfg.pc_reg);
-        if (s->core.n_events >= s->cfg.buffer_events || ++handled >= s->cfg.max_stops)
+        s->last_pc = reg(s, s->core.cfg.pc_reg);
+        if (s->core.n_events >= s->core.cfg.buffer_events || ++handled >= s->cfg.max_stops)
             return PL_FULL;  /* stopped, its trap finished: resume with no signal */
     }
     s->returned++;
@@ -567,7 +562,7 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
             break;
         errno = 0;
         long got = ptrace(PTRACE_PEEKUSER, pid,
-                          (void *)(s->cfg.pc_reg * sizeof(unsigned long long)), 0);
+                          (void *)(s->core.cfg.pc_reg * sizeof(unsigned long long)), 0);
         if (errno)
             break;
         uint64_t pc = (uint64_t)got & mask_of(s), jump;
@@ -582,7 +577,7 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
         } else if (map_get(&s->jumps, pc, &jump)) {
             errno = 0;
             long sp = ptrace(PTRACE_PEEKUSER, pid,
-                             (void *)(s->cfg.sp_reg * sizeof(unsigned long long)), 0);
+                             (void *)(s->core.cfg.sp_reg * sizeof(unsigned long long)), 0);
             if (errno)
                 break;
             *pending = (pl_pending){PEND_JUMP, (uint32_t)(jump >> 63), pc,
@@ -672,7 +667,7 @@ static int strict_return_to_entry(const pl_state *s, const core_site *site)
     uint64_t target;
     if (site->op != OP_RETURN || site->src_reg >= 0)
         return 0;
-    return read_word(s, reg(s, s->cfg.sp_reg), &target) != 0
+    return read_word(s, reg(s, s->core.cfg.sp_reg), &target) != 0
            || ns_func_told(s->strict, target);
 }
 
@@ -693,8 +688,8 @@ static int strict_return_to_entry(const pl_state *s, const core_site *site)
 int pl_entry_enable(pl_state *s, uint64_t process_entry, uint64_t push, uint64_t code_mask)
 {
     if (!s->entry) {
-        s->entry = ep_new(NULL, NULL, NULL, NULL, NULL, NULL, s->cfg.pc_reg, s->cfg.sp_reg, -1,
-                          s->cfg.word, 0, push, code_mask, -1, 0);
+        s->entry = ep_new(NULL, NULL, NULL, NULL, NULL, NULL, s->core.cfg.pc_reg, s->core.cfg.sp_reg, -1,
+                          s->core.cfg.word, 0, push, code_mask, -1, 0);
         if (!s->entry)
             return -1;
         ep_bind_port(s->entry, &port_ops, s);  /* x86: the return address is at SP */
@@ -771,7 +766,7 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
         return ENTRY_NOT_PROBE;
     /* the arguments as the callee sees them at its entry (now), read before the frame rule
      * changes anything: a stack word that cannot be read leaves the probe to Python */
-    if (core_call_words(&s->core, reg(s, s->cfg.sp_reg), regs, 0, s->core.cfg.n_args, 0,
+    if (core_call_words(&s->core, reg(s, s->core.cfg.sp_reg), regs, 0, s->core.cfg.n_args, 0,
                         s->core.cfg.n_stack) != 0)
         return ENTRY_PYTHON;
     int kind = ep_decide(e, at, &call, &orig);
@@ -786,7 +781,7 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
     uint8_t byte = (uint8_t)orig;
     if (pwrite(s->cfg.mem_fd, &byte, 1, (off_t)at) != 1)
         return -EIO;
-    s->regs[s->cfg.pc_reg] = at;
+    s->regs[s->core.cfg.pc_reg] = at;
     if (ptrace(PTRACE_SETREGS, pid, 0, s->regs) == -1)
         return -errno;
     int st, bad = 0;
@@ -809,11 +804,11 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
         return ENTRY_STOPPED;
     }
     errno = 0;
-    long pc = ptrace(PTRACE_PEEKUSER, pid, (void *)(s->cfg.pc_reg * sizeof(unsigned long long)),
+    long pc = ptrace(PTRACE_PEEKUSER, pid, (void *)(s->core.cfg.pc_reg * sizeof(unsigned long long)),
                      0);
     if (errno)
         return -errno;
-    s->regs[s->cfg.pc_reg] = (unsigned long long)pc;
+    s->regs[s->core.cfg.pc_reg] = (unsigned long long)pc;
     return ENTRY_DONE;
 }
 
@@ -888,7 +883,7 @@ int pl_block(pl_state *s, int32_t pid, int32_t sig, uint64_t from, uint32_t degr
             break;  /* (TRAP_BRKPT after a system call, TRAP_TRACE: ptrace_run.py STEP_CODES) */
         errno = 0;
         long got = ptrace(PTRACE_PEEKUSER, pid,
-                          (void *)(s->cfg.pc_reg * sizeof(unsigned long long)), 0);
+                          (void *)(s->core.cfg.pc_reg * sizeof(unsigned long long)), 0);
         if (errno)
             break;
         uint64_t at = (uint64_t)got & mask_of(s);

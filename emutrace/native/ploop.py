@@ -40,12 +40,7 @@ class LoopConfig(ctypes.Structure):
     """abi.h pl_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
-        ("pc_reg", ctypes.c_int32), ("sp_reg", ctypes.c_int32), ("word", ctypes.c_uint32),
-        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
-        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * native.MAX_REGS),
-        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
-        ("buffer_events", ctypes.c_uint32), ("max_stops", ctypes.c_uint32),
-        ("mem_fd", ctypes.c_int32),
+        ("abi", native.CallAbi), ("max_stops", ctypes.c_uint32), ("mem_fd", ctypes.c_int32),
     ]
 
 
@@ -124,22 +119,11 @@ class PtraceLoop:
 
     def __init__(self, isa: Isa, reg_id: Callable[[str], int], mem_fd: int) -> None:
         lib = self._lib = load()
-        regs = isa.registers
-        self.arg_names = list(regs.args[:native.MAX_REGS])
-        self.ret_names = [regs.retval] + ([isa.c_values.retval_hi]
-                                          if isa.c_values.retval_hi else [])
+        self.arg_names, self.ret_names = native.call_registers(isa)
         cfg = LoopConfig()
-        cfg.pc_reg, cfg.sp_reg = reg_id(regs.pc), reg_id(regs.sp)
-        cfg.word = isa.identity.word_size
-        cfg.n_args = len(self.arg_names)
-        # stack words after the argument registers (i386: all of them; x86_64: args 7 and 8)
-        self.n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
-        cfg.stack_offset = regs.stack_args_offset
-        for i, name in enumerate(self.arg_names):
-            cfg.arg_regs[i] = reg_id(name)
-        cfg.ret_reg = reg_id(self.ret_names[0])
-        cfg.ret_hi_reg = reg_id(self.ret_names[1]) if len(self.ret_names) > 1 else -1
-        cfg.buffer_events, cfg.max_stops, cfg.mem_fd = BUFFER_EVENTS, MAX_STOPS, mem_fd
+        cfg.abi = native.call_abi(isa, reg_id, isa.identity.word_size, False, BUFFER_EVENTS)
+        self.n_stack = cfg.abi.n_stack
+        cfg.max_stops, cfg.mem_fd = MAX_STOPS, mem_fd
         self._pl = lib.pl_new(ctypes.byref(cfg))
         if not self._pl:
             raise MemoryError("native ptrace loop: out of memory")
