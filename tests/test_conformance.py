@@ -108,7 +108,7 @@ def test_declared_instructions_decode(isa: str) -> None:
     expected = {"x86_64": "syscall", "i386": "int 0x80", "aarch64": "svc #0",
                 "arm": "svc #0", "mips": "syscall", "mipsel": "syscall", "riscv64": "ecall",
                 "ppc": "sc", "ppc64le": "sc", "s390x": "svc 0", "mips64el": "syscall",
-                "mips64": "syscall"}[isa]
+                "mips64": "syscall", "m68k": "trap #$0"}[isa]
     assert disasm(desc, desc.syscalls.instruction) == expected
     for bp in desc.breakpoints:
         if bp.insn.startswith("0x"):  # s390x 0x0001 is an invalid opcode on purpose

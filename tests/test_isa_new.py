@@ -44,7 +44,9 @@ def test_gdb_trace_equals_own_record(isa: str, scenario: str) -> None:
 def test_gdb_hwbp_equals_own_record(isa: str) -> None:
     want, _ = own_record(isa, "recursion")
     got, process = traced(isa, "recursion", "hwbp")
-    assert got == want and process.target.z1_placed > 10
+    assert got == want
+    # the stub's Z1 breakpoints where the ISA has breakpoint registers for hwbp to model
+    assert (process.target.z1_placed > 10) == (by_name(isa).debug_hardware.slots > 0)
 
 
 EXPECTED_COMBINE9 = (11, 22, 33, 44, 55, 66, 77, 88, 99)
@@ -80,7 +82,7 @@ def test_c_abi_arguments_and_return_in_the_stub(isa: str) -> None:
                                            + (i - len(regs.args)) * word))
         calls.append(tuple(signed(v) for v in values[:9]))
         if len(calls) == 1:
-            ret = target.reg_read(regs.link)
+            ret = target.reg_read(regs.link) if regs.link else target.read_word(sp)
             target.hook_code(on_return, ret, ret)
 
     target.hook_code(on_entry, entry, entry)

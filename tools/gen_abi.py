@@ -157,6 +157,7 @@ ISAS: tuple[IsaSpec, ...] = (
     IsaSpec("s390x", "s390x-linux-gnu-gcc", "s390x"),
     IsaSpec("mips64el", "mips64el-linux-gnuabi64-gcc", "mips64el", ("-mabi=64",)),
     IsaSpec("mips64", "mips64-linux-gnuabi64-gcc", "mips64", ("-mabi=64",)),
+    IsaSpec("m68k", "m68k-linux-gnu-gcc", "m68k"),
 )
 ISA_BY_NAME = {spec.name: spec for spec in ISAS}
 
@@ -318,6 +319,11 @@ STAT_RENAMES = (
     ("st_mtimensec", "st_mtime_nsec"),
     ("st_ctimensec", "st_ctime_nsec"),
 )
+# stat members a header leaves unnamed (m68k's struct stat: `__unused1`-`__unused3` where
+# the nanoseconds are elsewhere; its stat64 names them)
+STAT_UNNAMED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("m68k", "stat"): ("st_atime_nsec", "st_mtime_nsec", "st_ctime_nsec"),
+}
 STRUCTS: tuple[StructSpec, ...] = (
     StructSpec("stat", "stat", STAT_RENAMES),
     StructSpec("stat64", "stat64", STAT_RENAMES),
@@ -792,7 +798,8 @@ def generate(spec: IsaSpec, notes: list[str] | None = None) -> dict[str, Any]:
             if mask is None or mask[1] * 8 < RT_SIGSET_MIN_BITS:
                 continue
         if st.name in ("stat", "stat64"):
-            missing = [f for f in STAT_FIELDS if f not in fields]
+            missing = [f for f in STAT_FIELDS
+                       if f not in fields and f not in STAT_UNNAMED.get((spec.name, st.name), ())]
             if missing:
                 raise GenError(f"{spec.name}: struct {st.name} lacks {missing}")
         structs[st.name] = entry

@@ -171,6 +171,18 @@ __asm__(".text\n"
         "  brasl %r14, fs_entry\n"
         "  .long 0\n"
         ".size _start, .-_start\n");
+#elif defined(__m68k__)
+/* SysV m68k: the argument on the stack; a6 (the frame pointer) cleared */
+__asm__(".text\n"
+        ".globl _start\n"
+        ".type _start,@function\n"
+        "_start:\n"
+        "  sub.l %a6, %a6\n"
+        "  move.l %sp, %a0\n"
+        "  move.l %a0, -(%sp)\n"
+        "  jsr fs_entry\n"
+        "  illegal\n"
+        ".size _start, .-_start\n");
 #else
 #error "fs_rt.h: unsupported ISA"
 #endif

@@ -160,6 +160,20 @@ static inline long fs_syscall3(long nr, long a, long b, long c)
     return r2;
 }
 
+#elif defined(__m68k__)
+/* trap #0: d0 = nr, args d1 d2 d3, result d0 (arch/m68k/kernel/entry.S). */
+#define FS_NR_write 4
+#define FS_NR_exit_group 247
+static inline long fs_syscall3(long nr, long a, long b, long c)
+{
+    register long d0 __asm__("d0") = nr;
+    register long d1 __asm__("d1") = a;
+    register long d2 __asm__("d2") = b;
+    register long d3 __asm__("d3") = c;
+    __asm__ volatile("trap #0" : "+r"(d0) : "r"(d1), "r"(d2), "r"(d3) : "memory");
+    return d0;
+}
+
 #else
 #error "fs_syscall.h: unsupported ISA"
 #endif

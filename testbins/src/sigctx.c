@@ -61,6 +61,11 @@
 #define UC_PC(u) (u)->uc_mcontext.psw.addr
 #define UC_SP(u) (u)->uc_mcontext.gregs[15]
 #define UC_RET(u) (u)->uc_mcontext.gregs[2]
+#elif defined(__m68k__)
+/* glibc sys/ucontext.h (m68k): gregs d0-d7, a0-a7 (sp), pc, ps */
+#define UC_PC(u) (u)->uc_mcontext.gregs[16]
+#define UC_SP(u) (u)->uc_mcontext.gregs[15]
+#define UC_RET(u) (u)->uc_mcontext.gregs[0]
 #else
 #error "unknown ISA"
 #endif
