@@ -23,12 +23,13 @@ import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 
 from emutrace.discover.debuginfo import find_debug_file, guest_path
+from emutrace.discover.elf_words import LoadedWords, alias_rank
 from emutrace.discover.plt_stubs import linker_stubs
 from emutrace.discover.symbols import FuncSymbol, SymbolTable, table_symbols
 from emutrace.elf import PF_X, Image, load_image
@@ -62,17 +63,13 @@ class Module:
     debug: str | None = None  # the separate debug file its symbols came from, if one
 
 
-def _alias_rank(name: str) -> tuple[int, int, str]:
-    return (len(name) - len(name.lstrip("_")), len(name), name)
-
-
 def _one_name_per_address(funcs: list[FuncSymbol]) -> list[FuncSymbol]:
     """Of aliases (same start and size), the name a user would call."""
     best: dict[tuple[int, int], FuncSymbol] = {}
     for f in funcs:
         key = (f.start, f.size)
         have = best.get(key)
-        if have is None or _alias_rank(f.name) < _alias_rank(have.name):
+        if have is None or alias_rank(f.name) < alias_rank(have.name):
             best[key] = f
     return list(best.values())
 
@@ -105,7 +102,7 @@ def plt_symbols(elf: ELFFile, isa: Isa, bias: int,
         return []  # not the layout assumed (ARM Thumb entry stubs, long entries): unnamed
     names = dynsym if dynsym is not None and symtab is not None \
         and symtab.name == ".dynsym" and len(dynsym) == symtab.num_symbols() else None
-    words = _GotWords(elf) if by_slot else None
+    words = LoadedWords(elf) if by_slot else None
     out = []
     for i, (r_offset, index) in enumerate(_plt_relocations(elf, relocs)):
         if words is not None:
@@ -142,28 +139,6 @@ def _plt_relocations(elf: ELFFile, relocs: RelocationSection) -> list[tuple[int,
     return [(r_offset, r_info >> shift)
             for r_offset, r_info in (struct.unpack_from(fmt, data, at)
                                      for at in range(0, len(data) - entry + 1, entry))]
-
-
-class _GotWords:
-    """The address-sized words the file puts at link-time addresses (GOT slots), its PT_LOAD
-    segments read once."""
-
-    def __init__(self, elf: ELFFile) -> None:
-        self.size = elf.elfclass // 8
-        self.order: Literal["little", "big"] = "little" if elf.little_endian else "big"
-        self.segments = [(seg["p_vaddr"], seg["p_filesz"], seg) for seg in elf.iter_segments()
-                         if seg["p_type"] == "PT_LOAD"]
-        self.data: dict[int, bytes] = {}
-
-    def at(self, addr: int) -> int | None:
-        for i, (vaddr, filesz, seg) in enumerate(self.segments):
-            if vaddr <= addr and addr + self.size <= vaddr + filesz:
-                data = self.data.get(i)
-                if data is None:
-                    data = self.data[i] = seg.data()
-                off = addr - vaddr
-                return int.from_bytes(data[off:off + self.size], self.order)
-        return None
 
 
 def module_symbols(path: str, isa: Isa, bias: int, root: str = "/",

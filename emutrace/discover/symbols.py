@@ -14,6 +14,7 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from emutrace.discover.ifunc_stubs import ifunc_stubs
 from emutrace.discover.memo import file_key, kept
 from emutrace.elf import Image
 from emutrace.elf_tables import SHN_UNDEF, STT_FUNC, ElfSymbol
@@ -180,6 +181,8 @@ def _read_symbols(image: Image) -> SymbolTable:
     bias = image.bias
     code = [(start + bias, end + bias) for start, end in tables.code_sections]
     funcs, ranges = table_symbols(tables.symtab, image.isa, bias)
+    funcs += [FuncSymbol(name, start, size, False, 0)
+              for name, start, size in ifunc_stubs(image.path, tables.symtab, bias)]
     return SymbolTable(funcs, ranges, code)
 
 

@@ -536,6 +536,10 @@ def sink_for_image(path: str, image: Image, cmdline: list[str]) -> UftraceDirSin
     # (uftrace's ranges give the same name either way)
     funcs += [(f.start + f.local_offset, f.start + max(f.size, 1), f.name)
               for f in read_symbols(image).funcs if f.local_offset]
+    # a static program's IFUNC stubs, named by the IFUNC they call (`strcmp@plt`:
+    # discover/ifunc_stubs.py)
+    funcs += [(f.start, f.start + f.size, f.name) for f in read_symbols(image).funcs
+              if f.name.endswith("@plt") and image.modules is None]
     modules = image.modules if image.interpreter else None
     program = program_module(modules, image.path) if modules is not None else None
     if modules is not None and program is not None:  # its PLT slots named too (`puts@plt`)
