@@ -218,17 +218,19 @@ class ModuleMap:
 
     def _qualify(self, module: Module) -> None:
         """Names now defined by two modules become `module:func` in both."""
-        renames: dict[tuple[int, str], str] = {}
+        shared: set[str] = set()
         for name in module.names:
             owners = self._owners.setdefault(name, [])
             owners.append(module)
-            if len(owners) < 2:
-                continue
+            if len(owners) >= 2:
+                shared.add(name)
+        renames: dict[tuple[int, str], str] = {}
+        if shared:  # (one walk over the table for all of them)
             for f in self.table.funcs:
-                if f.name == name:
+                if f.name in shared:
                     owner = self.module_of(f.start)
                     if owner is not None:
-                        renames[(f.start, f.name)] = f"{owner.name}:{name}"
+                        renames[(f.start, f.name)] = f"{owner.name}:{f.name}"
         if renames:
             self.table.rename(renames)
 

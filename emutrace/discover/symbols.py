@@ -87,8 +87,11 @@ class SymbolTable:
     def rename(self, names: dict[tuple[int, str], str]) -> None:
         """New names for functions, keyed by (start, old name): module-qualified
         `lib:func` where two modules define the same name."""
-        self.funcs[:] = [replace(f, name=names.get((f.start, f.name), f.name))
-                         for f in self.funcs]
+        funcs = self.funcs
+        for i, f in enumerate(funcs):  # (only those renamed made again: ~5,000 in libc)
+            name = names.get((f.start, f.name))
+            if name is not None:
+                funcs[i] = replace(f, name=name)
         self._index()
 
     def containing(self, addr: int) -> FuncSymbol | None:
