@@ -25,7 +25,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -119,24 +119,41 @@ def pg_build() -> Path:
 
 
 @functools.cache
-def uftrace_run(scenario: str) -> tuple[list[list[Event]], str]:
-    """(graph, the program's stdout) of uftrace's recording of the scenario."""
+def uftrace_data(scenario: str) -> tuple[Path, str]:
+    """(uftrace's recording of the scenario, the program's stdout)."""
     data = pg_build().parent / f"uftrace.{scenario}"
     done = subprocess.run(["uftrace", "record", "-a", "-d", str(data), str(pg_build()),
                            scenario], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    return data, done.stdout
+
+
+def uftrace_run(scenario: str, *options: str) -> tuple[list[list[Event]], str]:
+    """(graph of `uftrace replay OPTIONS`, the program's stdout) of the scenario."""
+    data, output = uftrace_data(scenario)
     shown = subprocess.run(["uftrace", "replay", "--no-pager", "-d", str(data), "-f", "tid",
-                            "--no-libcall"], capture_output=True, text=True, timeout=120)
-    return graph(shown.stdout), done.stdout
+                            "--no-libcall", *options], capture_output=True, text=True,
+                           timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    return graph(shown.stdout), output
 
 
-def emutrace_run(isa: str, scenario: str, tmp: Path) -> tuple[list[list[Event]], str]:
-    data = tmp / f"{isa}.{scenario}"
-    done = run_emutrace("record", "-d", data, bin_path(isa, "conform"), scenario)
-    assert done.returncode == 0, done.stderr.decode()
-    shown = run_emutrace("replay", "-d", data, "--no-libcall")
+_ours: dict[tuple[str, str], tuple[Path, str]] = {}  # (isa, scenario) → recording, stdout
+
+
+def emutrace_run(isa: str, scenario: str, tmp: Path, *options: str
+                 ) -> tuple[list[list[Event]], str]:
+    """(graph of `emutrace replay OPTIONS`, the program's stdout) of our recording of the
+    scenario on isa (recorded once per module run)."""
+    if (isa, scenario) not in _ours:
+        data = tmp / f"{isa}.{scenario}"
+        done = run_emutrace("record", "-d", data, bin_path(isa, "conform"), scenario)
+        assert done.returncode == 0, done.stderr.decode()
+        _ours[isa, scenario] = data, done.stdout.decode()
+    data, output = _ours[isa, scenario]
+    shown = run_emutrace("replay", "-d", data, "--no-libcall", *options)
     assert shown.returncode == 0, shown.stderr.decode()
-    return graph(shown.stdout.decode()), done.stdout.decode()
+    return graph(shown.stdout.decode()), output
 
 
 # ---------------------------------------------------------------- the rules
@@ -181,9 +198,10 @@ OURS_WRONG = {
 
 
 @pytest.fixture(scope="module")
-def scratch() -> Path:
+def scratch() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="conform-"))
-    yield path  # type: ignore[misc]
+    yield path
+    _ours.clear()
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -216,3 +234,32 @@ def test_double_result_is_the_programs(isa: str, scratch: Path) -> None:
     printed = output.split()[2]  # "%lld %c %g ..."
     results = [values for kind, name, values in ours[0] if kind == "exit" and name == "c_scale"]
     assert results == [(f"{float(printed):.6f}",)]
+
+
+# uftrace's replay filters and triggers over both recordings of one scenario (its names
+# and options: docs/run.md "Tracing"); `--max-stack` is left out, as it counts the frames of
+# the whole call stack, which in a static program include libc's below main
+FILTERS = {
+    "filter": ("calls", "-F", "c_middle"),
+    "notrace": ("calls", "-N", "c_leaf"),
+    "depth": ("calls", "-D", "2"),
+    "filter-depth": ("calls", "-F", "c_fact", "-D", "2"),
+    "trigger-depth": ("calls", "-T", "c_fact@depth=2"),
+    "trigger-trace-off": ("calls", "-T", "c_middle@trace_off"),
+    "hide": ("calls", "-H", "c_middle"),
+    "caller-filter": ("calls", "-C", "c_leaf"),
+    "regex": ("args", "-F", "^c_[sw]"),
+    "handler-filter": ("signal", "-F", "c_on_signal"),
+    "thread-filter": ("thread", "-F", "c_thread_body", "-D", "3"),
+}
+
+
+@pytest.mark.parametrize("case", list(FILTERS))
+@pytest.mark.parametrize("isa", ISAS)
+def test_filtered_call_graph_is_uftraces(isa: str, case: str, scratch: Path) -> None:
+    scenario, *options = FILTERS[case]
+    theirs, _ = uftrace_run(scenario, *options)
+    ours, _ = emutrace_run(isa, scenario, scratch, *options)
+    assert theirs  # the options leave something to compare
+    rule = RULES.get(scenario, ("", lambda tasks: tasks))[1]
+    assert rule(ours) == rule(theirs)
