@@ -7,7 +7,8 @@ with the user's rights), so the run is asked for with --unconfined.
 
 What runs there (checked before anything runs; a refusal is a usage error): a program of
 an OS × ISA the Qiling table says works (target/qiling_table.py, `emutrace info`) — a
-static Linux ELF, or a UEFI application (PE) with the ELF it was made from as --symbols —
+Linux ELF (a dynamic one with its libraries in Qiling's root: --root, default /), or a
+UEFI application (PE) with the ELF it was made from as --symbols —
 with backend none or one the table lists.  Functions are found as for any run: the ELF's
 symbols and descent (discover/), at the addresses Qiling's loader chose."""
 
@@ -15,14 +16,23 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.debuginfo import parse_symbols_spec
+from emutrace.discover.modules import ModuleMap
 from emutrace.elf import Image, load_image
 from emutrace.errors import Unsupported, UsageError
 from emutrace.mechanisms.settings import settings_of
-from emutrace.session import RunConfig, RunResult, engine_of_run, open_image
+from emutrace.sandbox import Sandbox
+from emutrace.session import (
+    RunConfig,
+    RunResult,
+    engine_of_run,
+    open_image,
+    open_interpreter,
+)
 from emutrace.target.qiling_table import PE_MACHINES, backend_refusal, os_row
 from emutrace.tracer import TracedRun, Tracer
 
@@ -70,12 +80,20 @@ class QilingProcess(TracedRun):
         env = config.env if config.env is not None else dict(os.environ)
         sys.stdout.flush()  # the guest writes to the same descriptors from here
         sys.stderr.flush()
-        self.machine = QilingMachine(image.isa, config.program, list(config.args), env)
+        root = self._root_of(config, image) if pe_machine is None else None
+        self.machine = QilingMachine(image.isa, config.program, list(config.args), env, root)
         try:
             if self.machine.os_name != os_name:
                 raise UsageError(f"--target qiling: Qiling takes {config.program} for a "
                                  f"{self.machine.os_name} program, not {os_name}")
-            self.image = image.rebased(self._bias(image, pe_machine is not None))
+            bias = self._bias(image, pe_machine is not None)
+            modules = None
+            if image.interpreter is not None and root is not None and \
+                    config.backend != "none":
+                modules = self._modules(image, bias, root)
+            self.image = image.rebased(bias)
+            if modules is not None:
+                self.image = replace(self.image, modules=modules)
             self.cpu = self.machine.cpu
             self.hooks = self.machine.hooks
             self.tracer = Tracer()
@@ -102,15 +120,31 @@ class QilingProcess(TracedRun):
         if not row.works:
             raise UsageError(f"--target qiling: {config.program} is a Linux "
                              f"{image.isa.name} program: {row.reason}")
-        if image.interpreter is not None:
-            raise UsageError(f"--target qiling: {config.program} is dynamically linked; "
-                             f"Qiling's loader would need the program and its libraries in "
-                             f"one root (its ld.so and libc at their guest paths), which "
-                             f"the qiling target does not build yet: static programs only")
         if config.symbols:
             raise UsageError("--target qiling: --symbols names the ELF of a PE image; an "
                              "ELF program's own symbols are read")
         return image
+
+    @staticmethod
+    def _root_of(config: RunConfig, image: Image) -> str | None:
+        """Qiling's root: --root, or for a dynamic program `/` as for an emulated run (the
+        host's ld.so and libraries: pass --root DIR for another ISA's, e.g. one made by
+        `emutrace rootfs`); None: an empty one (a static program)."""
+        if config.root != "/" or image.interpreter is not None:
+            return os.path.realpath(config.root)
+        return None
+
+    def _modules(self, image: Image, bias: int, root: str) -> ModuleMap:
+        """A dynamic program's module map: the program and ld.so where Qiling's loader
+        put them, then each library as ld.so maps it (`on_exec_map`, Qiling's mmap)."""
+        modules = ModuleMap(image.isa, root)
+        modules.add(image, bias)
+        interp = open_interpreter(image, Sandbox(root, []), root)
+        loaded = self.machine.modules()
+        if len(loaded) > 1:  # (Qiling's loader: the program, then its interpreter)
+            modules.add(interp, loaded[1][0] - min(s.vaddr for s in interp.segments))
+        self.machine.on_exec_map = modules.exec_mapped
+        return modules
 
     def _pe_symbols(self, config: RunConfig, machine: int) -> Image:
         """A PE image (a UEFI application): its functions come from the ELF it was made

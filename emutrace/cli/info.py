@@ -78,7 +78,7 @@ def render_qiling() -> str:
     from emutrace.target.qiling_os import missing_reason
     from emutrace.target.qiling_table import render
 
-    return render(missing_reason())
+    return render([isa.name for isa in all_isas()], missing_reason())
 
 
 def render_matrix() -> str:

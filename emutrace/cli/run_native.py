@@ -70,9 +70,9 @@ def add_native_options(p: argparse.ArgumentParser) -> None:
                         "btf, entry, step; confined by --root/--allow-write as under "
                         "emulation) or gdb (in qemu-user's gdb stub, the ISAs `emutrace info` "
                         "names: backends none, int3, hwbp; static programs; needs "
-                        "--unconfined) or qiling (loaded and served by Qiling's Linux "
-                        "layer, the ISAs `emutrace info` names; static programs; needs "
-                        "--unconfined)")
+                        "--unconfined) or qiling (loaded and served by Qiling's Linux or "
+                        "UEFI layer, the ISAs `emutrace info` names; every backend; "
+                        "needs --unconfined)")
     g.add_argument("--unconfined", action="store_true",
                    help="--target native, gdb or qiling: no sandbox: the program runs "
                         "with your rights and sees and may change your files")

@@ -21,9 +21,10 @@ def qiling_config_checks(args: argparse.Namespace) -> None:
     if not args.unconfined:
         raise UsageError("--target qiling: Qiling's system calls run with your rights, "
                          "unconfined; say so with --unconfined")
-    if args.root != "/" or args.allow_write:
-        raise UsageError("--target qiling: --root and --allow-write confine a run; the "
-                         "qiling target has no sandbox")
+    if args.allow_write:
+        raise UsageError("--target qiling: --allow-write confines a run; the qiling target "
+                         "has no sandbox (--root is Qiling's root: where a dynamic program's "
+                         "libraries are)")
     refused = [o for o in refused_options(args) if o != "--symbols"]  # (a PE's ELF)
     if getattr(args, "syscalls", False):
         refused.append("--syscalls")

@@ -42,6 +42,8 @@ from emutrace.target.unicorn_run import Stop, interruptible
 
 QILING_LOGGER = "emutrace.qiling"  # Qiling's log: kept, never printed
 AT_NULL, AT_HWCAP = 0, 16  # auxv keys (include/uapi/linux/auxvec.h)
+PROT_EXEC = 4  # mmap's prot bit (include/uapi/asm-generic/mman-common.h)
+PAGE = 4096  # mmap2's offset unit (mm/mmap.c: pgoff << PAGE_SHIFT, 4 KiB pages here)
 
 
 def missing_reason() -> str | None:
@@ -120,17 +122,31 @@ class QilingMachine:
     `ql.uc`) and `hooks` for a backend."""
 
     def __init__(self, isa: Isa, program: str, args: Sequence[str],
-                 env: dict[str, str]) -> None:
-        """(The guest's argv[0] is Qiling's host path of its copy of the program.)"""
+                 env: dict[str, str], root: str | None = None) -> None:
+        """Qiling's root: `root` (a dynamic program's libraries; the program is copied into
+        a temporary directory inside it), else an empty temporary directory.  (The guest's
+        argv[0] is Qiling's host path of its copy of the program.)"""
         from qiling import Qiling
-        from qiling.const import QL_VERBOSE
+        from qiling.const import QL_INTERCEPT, QL_VERBOSE
 
-        self.root = tempfile.mkdtemp(prefix="emutrace-qiling-")
-        guest = os.path.join(self.root, os.path.basename(program))
+        # the program's copy: a temporary directory (the root, or one inside the root: in
+        # its /tmp where it has one that can be written, as the host's)
+        inside = None
+        if root is not None:
+            tmp = os.path.join(root, "tmp")
+            inside = tmp if os.path.isdir(tmp) and os.access(tmp, os.W_OK) else root
+        self.copy_dir = tempfile.mkdtemp(prefix=".emutrace-qiling-", dir=inside)
+        self.root = root if root is not None else self.copy_dir
+        guest = os.path.join(self.copy_dir, os.path.basename(program))
         shutil.copy2(program, guest)
+        # a file mapped executable (the Linux layer's mmap): (host path, address, offset)
+        self.on_exec_map: Callable[[str, int, int], object] | None = None
         try:
             self.ql = Qiling([guest, *args], self.root, env=dict(env),
                              verbose=QL_VERBOSE.DISABLED, log_override=_silent_logger())
+            if self.os_name == "linux":
+                self.ql.os.set_syscall("mmap", self._mapped(1), QL_INTERCEPT.EXIT)
+                self.ql.os.set_syscall("mmap2", self._mapped(PAGE), QL_INTERCEPT.EXIT)
         except BaseException:
             self.close()
             raise
@@ -139,6 +155,25 @@ class QilingMachine:
         clear = HWCAP_CLEAR.get(isa.name, 0)
         if clear and self.os_name == "linux":
             self._clear_hwcap(clear)
+
+    def _mapped(self, unit: int) -> Callable[..., None]:
+        """Qiling's hook after mmap (unit 1) or mmap2 (offset in 4 KiB units): a file
+        mapped with PROT_EXEC is told to `on_exec_map` (a library ld.so maps)."""
+        def after(ql: Any, _addr: int, _length: int, prot: int, _flags: int, fd: int,
+                  offset: int, retval: int) -> None:
+            if not prot & PROT_EXEC or self.on_exec_map is None or retval & 0xFFF:
+                return  # (not code, nobody asks, or an error: -errno is not page-aligned)
+            fd = ql.unpacks(ql.pack(fd))  # (a signed descriptor, as Qiling reads it)
+            f = ql.os.fd[fd] if 0 <= fd < len(ql.os.fd) else None
+            if f is None:
+                return
+            name = f.name.decode() if isinstance(f.name, bytes) else str(f.name)
+            self.hooks.guard(lambda: self._tell(name, retval, offset * unit))
+        return after
+
+    def _tell(self, name: str, where: int, offset: int) -> None:
+        assert self.on_exec_map is not None
+        self.on_exec_map(name, where, offset)
 
     def _clear_hwcap(self, bits: int) -> None:
         """AT_HWCAP without `bits` (qiling_table.HWCAP_CLEAR): the initial stack's auxv,
@@ -209,4 +244,4 @@ class QilingMachine:
         return int(getattr(self.ql.os, "exit_code", 0) or 0) & 0xFF
 
     def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.copy_dir, ignore_errors=True)

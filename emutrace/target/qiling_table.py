@@ -26,6 +26,7 @@ LINUX = {
     "s390x": Capability(False, "Qiling 1.4.6 has no s390x architecture (QlErrorArch)"),
     "mips64el": Capability(False, "Qiling 1.4.6 has no MIPS64 architecture (QlErrorArch)"),
     "mips64": Capability(False, "Qiling 1.4.6 has no MIPS64 architecture (QlErrorArch)"),
+    "m68k": Capability(False, "Qiling 1.4.6 has no m68k architecture (QlErrorArch)"),
 }
 
 # Qiling's other operating systems (its own names) × ISA: why each is not a --target qiling
@@ -90,10 +91,11 @@ def backend_refusal(backend: str) -> str | None:
     return None if row.works else row.reason
 
 
-def render(missing: str | None) -> str:
-    """`emutrace info`'s Qiling section: one row per OS × ISA, `works` or why not (every
-    row's reason is Qiling's absence when it is not installed: `missing`)."""
-    rows = [("linux", isa, cap) for isa, cap in LINUX.items()]
+def render(isas: list[str], missing: str | None) -> str:
+    """`emutrace info`'s Qiling section: one row per OS × ISA (Linux: each of `isas`, the
+    registry's), `works` or why not (every row's reason is Qiling's absence when it is not
+    installed: `missing`)."""
+    rows = [("linux", isa, linux_row(isa)) for isa in isas]
     rows += [(os_name, isa, cap) for (os_name, isa), cap in OTHER_OS.items()]
     lines = ["Qiling (run --target qiling)"]
     for os_name, isa, cap in rows:
