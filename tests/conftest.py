@@ -46,9 +46,116 @@ def run_emutrace(*args: str | os.PathLike[str], cwd: Path | None = None,
                  stdin: bytes | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m emutrace ARGS` in a subprocess, with a small fixed environment.  A `run`
     without `--backend` gets `--backend none`: tests about running (not tracing) compare
-    stderr with qemu's, and the default backend would add the trace there."""
-    return subprocess.run([sys.executable, "-m", "emutrace", *cli_argv(args)], cwd=cwd,
-                          input=stdin, capture_output=True, timeout=timeout, env=ENV)
+    stderr with qemu's, and the default backend would add the trace there.  The process is
+    forked from a warm start (tests/warm_start.py) when there is one: the same command in
+    a process of its own, without the interpreter's start and emutrace's imports."""
+    argv = cli_argv(args)
+    command = [sys.executable, "-m", "emutrace", *argv]
+    server = WarmStart.here()
+    if server is not None and server.lock.acquire(blocking=False):
+        try:
+            return server.run(command, argv, cwd, stdin, timeout)
+        finally:
+            server.lock.release()
+    return subprocess.run(command, cwd=cwd, input=stdin, capture_output=True,
+                          timeout=timeout, env=ENV)
+
+
+class WarmStart:
+    """This pytest process's server of tests/warm_start.py: started at the first command,
+    ended with the process.  Commands run one at a time through it; a command asked for
+    while another is running (from a second thread) starts the plain way."""
+
+    _server: WarmStart | None = None
+    DISABLED = os.environ.get("EMUTRACE_TESTS_COLD_START") == "1"  # every command cold
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "warm_start.py"), str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, cwd=REPO, env=ENV)
+        theirs.close()
+
+    @classmethod
+    def here(cls) -> WarmStart | None:
+        if cls.DISABLED:
+            return None
+        server = cls._server
+        if server is None or server.pid != os.getpid() or server.proc.poll() is not None:
+            server = cls._server = cls()
+        return server
+
+    def run(self, command: list[str], argv: list[str], cwd: Path | None, stdin: bytes | None,
+            timeout: float) -> subprocess.CompletedProcess:
+        import json
+        import socket
+        import threading
+        import time
+
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if stdin is not None else (os.open(os.devnull, os.O_RDONLY), -1)
+        try:
+            request = json.dumps({"argv": argv, "cwd": str(cwd or os.getcwd())}).encode()
+            socket.send_fds(self.sock, [request], [in_r, out_w, err_w])
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        if in_w >= 0:
+            threading.Thread(target=_feed, args=(in_w, stdin), daemon=True).start()
+        pid = int(self.sock.recv(64))
+        deadline = time.monotonic() + timeout
+        out, err, timed_out = _drain(out_r, err_r, deadline, pid)
+        code = int(self.sock.recv(64))
+        if timed_out:
+            raise subprocess.TimeoutExpired(command, timeout, output=out, stderr=err)
+        return subprocess.CompletedProcess(command, code, out, err)
+
+
+def _feed(fd: int, data: bytes) -> None:
+    """The command's stdin, written as subprocess does (a pipe, closed at the end)."""
+    try:
+        with open(fd, "wb") as f:
+            f.write(data)
+    except BrokenPipeError:
+        pass
+
+
+def _drain(out_r: int, err_r: int, deadline: float, pid: int) -> tuple[bytes, bytes, bool]:
+    """Read both pipes to their ends; past the deadline, kill the command (SIGKILL, as
+    subprocess.run does at its timeout) and read what is left."""
+    import selectors
+    import signal
+    import time
+
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    timed_out = False
+    with selectors.DefaultSelector() as sel:
+        for fd in chunks:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = None if timed_out else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                timed_out = True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                continue
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, 1 << 16)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+    return b"".join(chunks[out_r]), b"".join(chunks[err_r]), timed_out
 
 
 @pytest.fixture
