@@ -35,6 +35,7 @@ from emutrace.isa.kernel import (
 from emutrace.machine.board import devices
 from emutrace.machine.board.devicetree import board_dtb
 from emutrace.machine.board.exception_returns import ExceptionReturns
+from emutrace.machine.board.gic import Gic
 from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
 from emutrace.mechanisms import BACKENDS
@@ -92,6 +93,8 @@ def relocated(image: Image, offset: int) -> Image:
 
 
 PROBE = 32  # bytes of code compared
+HELD_STEPS = 1  # instructions run between looks at an interrupt the CPU masks (the
+# window an unmask leaves may be one instruction: Linux re-masks right after its idle wfi)
 
 
 def copy_of_image(image: Image, probe: bytes, addr: int) -> int | None:
@@ -252,10 +255,15 @@ class BoardMachine(TracedRun):
         self.hooks = BoardHooks(cpu, self._trap)
         ports: list[tuple[int, int, devices.Model]] = []
         self.timers: list[devices.Clint] = []
+        # interrupt controllers: their CPU input is polled between slices of the run
+        self.controllers: list[Gic] = []
+        self._held = False  # an interrupt signalled while the CPU masks it
         for dev in board.devices:
             model = devices.build(dev.kind, dev.params, self.console)
             if isinstance(model, devices.Clint):
                 self.timers.append(model)
+            if isinstance(model, Gic):
+                self._wire_timer(model, dev.params.get("timer_ppi"))
             if dev.params.get("io"):
                 ports.append((dev.base, dev.size, model))
             else:
@@ -483,10 +491,28 @@ class BoardMachine(TracedRun):
                 if seg.flags & PF_X:
                     for offset in call.find(seg.data):
                         self.cpu.hook_code(emulate, seg.vaddr + offset, seg.vaddr + offset)
+                        self._sites.append((emulate, seg.vaddr + offset))
 
+        self._sites: list[tuple[Callable[[Any, int, int, object], None], int]] = []
         for call in (self.support.firmware_call, self.support.emulated_insns):
             if call is not None:
                 hook(call)
+        self._aliased = self.support.physical is None or not self._sites
+
+    def _alias_sites(self) -> None:
+        """The image runs at virtual addresses once its MMU is on (a raw Linux image: its
+        link address, not where it was loaded): at the first trap taken in the image there,
+        the firmware-call hooks are added at the sites' virtual addresses too (the image
+        mapped linearly, as Linux maps its own text)."""
+        translate = self.support.physical
+        pc = self.cpu.pc
+        at = None if translate is None else translate(self.cpu, pc)
+        if at is None or at == pc or not any(
+                g.vaddr <= at < g.vaddr + g.memsz for g in self.image.segments):
+            return
+        self._aliased = True
+        for emulate, site in self._sites:
+            self.cpu.hook_code(emulate, site + pc - at, site + pc - at)
 
     def _left_block(self) -> None:
         """An emulated instruction moved the PC from inside the running block: the CPU
@@ -499,17 +525,58 @@ class BoardMachine(TracedRun):
             backend.engine.pause()
             backend.engine.leave()
 
+    def _wire_timer(self, gic: Gic, ppi: int | None) -> None:
+        """The CPU's own timer (the ISA's timer_due) as a level line of the controller."""
+        due, cpu = self.support.timer_due, self.cpu
+        if ppi is not None and due is not None:
+            gic.lines[ppi] = lambda: due(cpu) == 0
+        self.controllers.append(gic)
+
+    # ------------------------------------------------------------ interrupts
+    def _signalling(self) -> bool:
+        return any(c.signalling() for c in self.controllers)
+
+    def _take_interrupt(self) -> bool:
+        """The CPU takes the interrupt its controller signals, unless it masks it (then it
+        is held, and taken at a later look once unmasked); False if none is signalled."""
+        take = self.support.timer_interrupt
+        if take is None or not self._signalling():
+            self._held = False
+            return False
+        outcome = take(self.cpu)
+        self._held = outcome is None
+        if outcome is not None:
+            self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
+            self._entered(outcome.vector)
+        return True
+
+    def _controller_woke(self) -> bool:
+        """An idle CPU behind an interrupt controller: wait for its timer line (or take
+        what is signalled now); the CPU wakes even with the interrupt masked (wfi)."""
+        if not self._signalling():
+            due = self.support.timer_due(self.cpu) if self.support.timer_due else None
+            if due is None:
+                return False
+            if self.cpu.stop_requested.wait(due):
+                return True  # stopped while waiting: run() reports the stop
+        return self._take_interrupt() or self._signalling()
+
     # ------------------------------------------------------------ traps
     def _until(self) -> None:
         raise UntilReached()
 
     def _trap(self, intno: int) -> None:
+        if not self._aliased:
+            self._alias_sites()
         outcome = self.support.deliver(self.cpu, intno)
         if outcome is None:
             raise CpuException(intno)
         self._outcome(outcome)
 
     def _outcome(self, outcome: TrapOutcome) -> None:
+        if outcome.kind == "idle":  # a trapped wait-for-interrupt: the run loop waits
+            self.cpu.stop()
+            return
         for byte in outcome.console:
             self.console.put(byte)
         self.traps[outcome.what] = self.traps.get(outcome.what, 0) + 1
@@ -532,9 +599,15 @@ class BoardMachine(TracedRun):
     # ------------------------------------------------------------ running
     def _idle_at(self, pc: int) -> bool:
         """emu_start came back right after a wait-for-interrupt instruction."""
+        translate = self.support.physical
         for insn in self.support.idle:
+            at: int | None = pc - len(insn)
+            if translate is not None and at is not None:
+                at = translate(self.cpu, at)
+            if at is None:
+                continue
             try:
-                if self.cpu.mem_read(pc - len(insn), len(insn)) == insn:
+                if self.cpu.mem_read(at, len(insn)) == insn:
                     return True
             except MemoryFault:
                 pass
@@ -563,10 +636,15 @@ class BoardMachine(TracedRun):
     def _start_once(self, pc: int, sentinel: int) -> Stop | None:
         """One emu_start; a Stop, or None when the guest went idle with input pending."""
         cpu, hooks = self.cpu, self.hooks
+        count = self.config.max_insns
+        # an interrupt held while the CPU masks it is taken when the CPU unmasks it, which
+        # an idle loop does within a few instructions of its wfi: run a few at a time
+        sliced = self._held and not count
+        if sliced:
+            count = HELD_STEPS
         try:
             try:
-                cpu.run(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel,
-                        count=self.config.max_insns)
+                cpu.run(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel, count=count)
             except CpuFault as e:
                 # MIPS: `wait` ends the run with a bogus unmapped read (Unicorn's
                 # UC_ERR_READ_UNMAPPED), the PC after it (measured); a fault of the
@@ -594,10 +672,14 @@ class BoardMachine(TracedRun):
             self.backend.start(self._copy_entered)
             return None
         if self._idle_at(cpu.pc):
-            if self.console.has_input() or self._timer_woke():
+            woke = self._controller_woke() if self.controllers else self._timer_woke()
+            if self.console.has_input() or woke:
                 return None
             return Stop("exit", status=0, pc=cpu.pc, detail="idle (waiting for an "
                         "interrupt with nothing to wake it)")
+        if sliced:  # a step with an interrupt held: taken if the CPU unmasked it
+            self._take_interrupt()
+            return None
         if self.config.max_insns:
             return Stop("max_insns", pc=cpu.pc)
         return Stop("signal", signal="SIGSEGV", pc=cpu.pc, detail="emulation left mapped code")

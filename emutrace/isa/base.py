@@ -90,6 +90,9 @@ class Registers:
     retval: str
     args: tuple[str, ...]  # integer argument registers of the C ABI, in order
     link: str | None = None  # return-address register; None where calls push it (x86)
+    # a return goes to link + this (SPARC: CALL leaves its own address in o7, `ret` jumps
+    # to o7 + 8, past the delay slot)
+    link_offset: int = 0
     tls: str | None = None  # thread-pointer register the loader or a syscall sets
     # argument slots on the stack after the registers: offset of the first from sp at the
     # call, and the slot size (x86_64: 8 bytes above the return address, ...)
@@ -146,6 +149,7 @@ class SyscallErrors(enum.Enum):
     NEGATIVE = "ret = -errno"  # most ISAs
     CR0_SO = "ret = errno, CR0.SO set"  # powerpc (Power ABI, sc)
     A3_FLAG = "ret = errno, a3 = 1"  # mips o32
+    XCC_CARRY = "ret = errno, the carry of %xcc set"  # sparc64 (arch/sparc/kernel/syscalls.S)
 
 
 @dataclass(frozen=True)
@@ -573,7 +577,8 @@ NATIVE_SIGNAL_HANDLERS = Capability(True)
 # the Linux-kernel column of every ISA but aarch64 (the only one tried)
 LINUX_NOT_TRIED = Capability(
     False, "not tried: no Debian Linux kernel of this ISA is booted by the tests (only "
-    "arm64's linux-image-cloud-arm64, which reaches the VFS panic on virt-arm64)")
+    "arm64's linux-image-cloud-arm64, which runs an initramfs command to power-off on "
+    "virt-arm64)")
 
 
 class Cap(enum.Enum):
@@ -652,12 +657,17 @@ CpuSetup = Callable[[CpuPort], None]
 class GdbRegisters:
     """A register layout GDB knows without a target description (its <arch>-tdep.c
     numbering): `names[n]` is register n ('' where the number is unused); the first
-    `in_g` of them fill the ``g`` packet one word each, in order; the others, or all but
-    the first `word_sized` where ``g`` is not one word a register, are read with ``p n``."""
+    `in_g` of them fill the ``g`` packet in order, one word each or `sizes[n]` bytes; the
+    others, or all but the first `word_sized` where ``g`` is not as long as that, are read
+    with ``p n``."""
 
     names: tuple[str, ...]
     in_g: int
     word_sized: int
+    sizes: tuple[int, ...] = ()  # bytes per register where they differ (0: one word)
+    # the register that holds the next instruction's address and its distance from the PC
+    # (SPARC npc, SPARC V9 §5.1.8): a PC written sets it too
+    next_pc: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ class SysRegPort(CpuPort, Protocol):
 class TrapOutcome:
     """What a trap became.  kind: "vector" (the guest's vector runs next, at `vector`),
     "emulated" (done here, e.g. a PSCI call; the PC is past it), "off" (the image powered
-    the machine off with `status`)."""
+    the machine off with `status`), "idle" (a trapped wait-for-interrupt, the PC past it:
+    the board waits for an interrupt as after one that ended emu_start)."""
 
     kind: str
     what: str  # "svc", "ecall", "PSCI SYSTEM_OFF", ...

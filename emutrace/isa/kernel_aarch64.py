@@ -8,15 +8,20 @@ Unicorn 2.1.4 (measured): `svc` → INTR 2 (EXCP_SWI) with PC past it; `hvc`/`sm
 INTR 1 (EXCP_UDEF) with PC on it.  `eret` then works natively.
 """
 
+from emutrace.isa import kernel_aarch64_timer
 from emutrace.isa.kernel import INSN_INVALID, KernelSupport, SysRegPort, TrapOutcome
+from emutrace.isa.kernel_aarch64_aborts import data_abort, instruction_abort
 
-EXCP_UDEF, EXCP_SWI = 1, 2  # QEMU target/arm/cpu.h
+EXCP_UDEF, EXCP_SWI, EXCP_PREFETCH_ABORT, EXCP_DATA_ABORT = 1, 2, 3, 4  # QEMU cpu.h
 EC_UNKNOWN, EC_SVC64 = 0x00, 0x15  # ESR_ELx.EC (D17.2.37)
 IL = 1 << 25  # 32-bit instruction
 PSTATE_DAIF = 0xF << 6
 PSTATE_EL1H = 0b0101  # M[3:0]: EL1, SP_EL1
 NZCV = 0xF << 28
 SPSR_EL1 = (4, 0, 3, 0, 0)  # (CRn, CRm, op0, op1, op2): Unicorn has no named SPSR_EL1
+SYNC, IRQ = 0x000, 0x080  # a vector's offset in its group of four (D1.10.2)
+PSTATE_I = 1 << 7  # IRQs masked
+
 
 # PSCI (Arm DEN0022D §5.1): function ids of the SMC32 calling convention
 PSCI_VERSION, PSCI_SYSTEM_OFF, PSCI_SYSTEM_RESET = 0x84000000, 0x84000008, 0x84000009
@@ -30,6 +35,9 @@ QEMU_PSCI = frozenset({0x84000000, 0x84000001, 0x84000002, 0x84000003, 0x8400000
                        0x84000006, 0x84000008, 0x84000009, 0x8400000A,
                        0xC4000001, 0xC4000003, 0xC4000004})
 
+WFI = 0xD503207F  # C6.2.351
+SCR_RW, SCR_NS = 1 << 10, 1 << 0  # SCR_EL3 (D17.2.117)
+HCR_RW, HCR_TWI = 1 << 31, 1 << 13  # HCR_EL2 (D17.2.48)
 # HVC #imm16 = 0xD4000002 | imm16 << 5, SMC = 0xD4000003 | imm16 << 5 (C6.2.106, C6.2.272)
 HVC_SMC_MASK, HVC, SMC = 0xFFE0001F, 0xD4000002, 0xD4000003
 
@@ -77,17 +85,30 @@ def _insn(cpu: SysRegPort, addr: int) -> int:
     return int.from_bytes(cpu.mem_read(pa, 4), "little")
 
 
-def enter_el1(cpu: SysRegPort, esr: int, elr: int) -> int:
-    """Synchronous exception entry to EL1; returns the vector address.  Modelled: taken from
-    EL1 (either SP) or EL0 while running on SP_EL1's bank (Unicorn's PSTATE write does not
-    swap SP banks, so a kernel that runs EL0 code with its own SP_EL0 is not modelled)."""
+def enter_el1(cpu: SysRegPort, esr: int | None, elr: int, far: int | None = None,
+              kind: int = SYNC) -> int:
+    """Synchronous exception entry to EL1; returns the vector address.  Unicorn's PSTATE
+    write does not swap the SP banks (QEMU's aarch64_save_sp/restore_sp), so it is done
+    here: the SP of the EL left (SP_EL0 from EL0 or EL1t) is saved to its bank and SP_EL1
+    loaded; FAR_EL1 is written for an abort."""
     pstate = cpu.reg_read("pstate")
     el = (pstate >> 2) & 3
-    offset = 0x400 if el == 0 else (0x200 if pstate & 1 else 0x000)
-    cpu.reg_write("cp_reg", (*SPSR_EL1, pstate))
+    on_sp_el0 = el == 0 or not pstate & 1
+    offset = kind + (0x400 if el == 0 else (0x200 if pstate & 1 else 0x000))
     cpu.reg_write("elr_el1", elr)
-    cpu.reg_write("esr_el1", esr)
+    if esr is not None:
+        cpu.reg_write("esr_el1", esr)
+    if far is not None:
+        cpu.reg_write("far_el1", far)
+    if on_sp_el0:
+        cpu.reg_write("sp_el0", cpu.reg_read("sp"))
     cpu.reg_write("pstate", (pstate & NZCV) | PSTATE_DAIF | PSTATE_EL1H)
+    if on_sp_el0:
+        cpu.reg_write("sp", cpu.reg_read("sp_el1"))
+    # last: a CP_REG write makes Unicorn rebuild the cached hflags (its PSTATE write does
+    # not), so the next instruction runs with EL1's MMU index (measured: an EL0 -> EL1
+    # entry otherwise faults fetching the vector)
+    cpu.reg_write("cp_reg", (*SPSR_EL1, pstate))
     vector = cpu.reg_read("vbar_el1") + offset
     cpu.reg_write("pc", vector)
     return vector
@@ -119,20 +140,46 @@ def deliver(cpu: SysRegPort, intno: int) -> TrapOutcome | None:
         return TrapOutcome("vector", "svc", enter_el1(cpu, EC_SVC64 << 26 | IL | imm, pc))
     if intno in (EXCP_UDEF, INSN_INVALID):
         insn = _insn(cpu, pc)
+        if insn == WFI:  # trapped by HCR_EL2.TWI (reset): the CPU waits, not halted
+            cpu.reg_write("pc", pc + 4)
+            return TrapOutcome("idle", "wfi")
         if insn & HVC_SMC_MASK in (HVC, SMC):
             return psci(cpu, pc + 4, "hvc" if insn & HVC_SMC_MASK == HVC else "smc")
         return TrapOutcome("vector", "undefined instruction",
                            enter_el1(cpu, EC_UNKNOWN << 26 | IL, pc))
+    el = (cpu.reg_read("pstate") >> 2) & 3
+    if intno == EXCP_DATA_ABORT:
+        abort = data_abort(cpu, _insn(cpu, pc), pc, el)
+        if abort is not None:
+            return TrapOutcome("vector", "data abort", enter_el1(cpu, abort.esr, pc, abort.far))
+    if intno == EXCP_PREFETCH_ABORT:
+        abort = instruction_abort(cpu, pc, el)
+        if abort is not None:
+            return TrapOutcome("vector", "instruction abort",
+                               enter_el1(cpu, abort.esr, pc, abort.far))
     return None
+
+
+def irq(cpu: SysRegPort) -> TrapOutcome | None:
+    """The IRQ exception (the interrupt controller signals it), taken unless PSTATE.I
+    masks it (None).  The preferred return is the instruction not yet run."""
+    if cpu.reg_read("pstate") & PSTATE_I:
+        return None
+    return TrapOutcome("vector", "IRQ", enter_el1(cpu, None, cpu.pc, kind=IRQ))
 
 
 def reset(cpu: SysRegPort) -> None:
     """Unicorn 2.1.4 starts with SCR_EL3.RW = HCR_EL2.RW = 0, so QEMU's arm_el_is_aa64(EL1)
     is false and a 4-level AArch64 MMU walk aborts (measured; U-Boot and Linux need it):
-    set SCR_EL3 = RW | NS (bits 10, 0) and HCR_EL2.RW (bit 31) as firmware would."""
+    set SCR_EL3 = RW | NS (bits 10, 0) and HCR_EL2.RW (bit 31) as firmware would.  Also
+    HCR_EL2.TWI (bit 13; SCR_EL3.TWI does not trap in Unicorn: measured): a wfi at EL0/1
+    then traps (Unicorn gives EXCP_UDEF with the PC on it) instead of
+    halting Unicorn's CPU, which stays halted through later emu_starts unless QEMU's own
+    interrupt lines (unused here) have work, so a CPU that wakes with IRQs masked (Linux's
+    idle loop) could not go on (measured); the trap is `idle` for the board."""
     # keys (CRn, CRm, op0, op1, op2): SCR_EL3 = (1, 1, 3, 6, 0), HCR_EL2 = (1, 1, 3, 4, 0)
-    cpu.reg_write("cp_reg", (1, 1, 3, 6, 0, (1 << 10) | 1))
-    cpu.reg_write("cp_reg", (1, 1, 3, 4, 0, 1 << 31))
+    cpu.reg_write("cp_reg", (1, 1, 3, 6, 0, SCR_RW | SCR_NS))
+    cpu.reg_write("cp_reg", (1, 1, 3, 4, 0, HCR_RW | HCR_TWI))
 
 
 def is_linux_image(blob: bytes) -> bool:
@@ -147,10 +194,15 @@ KERNEL = KernelSupport(
     idle=(bytes.fromhex("7f2003d5"),),  # WFI = 0xD503207F
     returns=(bytes.fromhex("e0039fd6"),),  # ERET = 0xD69F03E0 (C6.2.83)
     linux_image=is_linux_image,
+    timer_interrupt=irq,
+    timer_due=kernel_aarch64_timer.seconds_to_fire,
+    emulated_insns=kernel_aarch64_timer.ACCESSES,
+    physical=physical,
     modelled="svc and undefined instructions enter VBAR_EL1 (ESR/ELR/SPSR written, DAIF "
              "masked, EL1h); hvc/smc are PSCI calls (SYSTEM_OFF/SYSTEM_RESET end the run, "
              "PSCI_VERSION answers 1.1, MIGRATE_INFO_TYPE and PSCI_FEATURES as QEMU, others "
-             "NOT_SUPPORTED). Not modelled: aborts (Unicorn "
-             "gives no syndrome), IRQ/FIQ (no GIC, no timer interrupt), EL2/EL3, EL0 with its "
-             "own SP_EL0.",
+             "NOT_SUPPORTED); data and instruction aborts with the syndrome and FAR found again "
+             "(kernel_aarch64_aborts.py); IRQ from the board's GIC (the virtual timer, a model: "
+             "kernel_aarch64_timer.py; SGIs); wfi trapped (HCR_EL2.TWI) as idle. Not "
+             "modelled: FIQ, SError, EL2/EL3, alignment and external aborts.",
 )

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import BinaryIO, Protocol
 
+from emutrace.machine.board.gic import Gic
+
 
 class Console:
     """The board's console: what the guest printed (to `out` and kept for --until), and
@@ -323,4 +325,6 @@ def build(kind: str, params: Mapping[str, int], console: Console) -> Model:
         return Const(params.get("value", 0))
     if kind == "soft_reset":
         return SoftReset(params["value"])
+    if kind == "gicv2":
+        return Gic()
     raise ValueError(f"unknown device kind {kind!r}")

@@ -12,8 +12,11 @@ MiB = 1 << 20
 RAM_SIZE = 128 * MiB  # QEMU's default -m
 
 _ARM_VIRT_DEVICES = (
-    # GICv2 distributor, CPU interface, v2m MSI frame, ... up to the GICv3 redistributors
-    Device("const", "gic", 0x08000000, 0x1000000),
+    # GICv2 distributor and CPU interface (gic.py), then the v2m MSI frame, ... up to the
+    # GICv3 redistributors
+    # (the generic timer's virtual timer: PPI 11, interrupt 27)
+    Device("gicv2", "gic", 0x08000000, 0x20000, {"timer_ppi": 27}),
+    Device("const", "gic v2m", 0x08020000, 0x1000000 - 0x20000),
     Device("pl011", "uart0", 0x09000000),
     Device("const", "pl031 rtc", 0x09010000),
     Device("fw_cfg", "fw_cfg", 0x09020000),
