@@ -273,7 +273,7 @@ class BoardMachine(TracedRun):
         for path, physical in loads:
             for addr, data in physical:
                 self._load(addr, data, path)
-        dtb_addr = self._load_device_tree()
+        dtb_addr = self._load_device_tree([(a, len(d)) for _, ph in loads for a, d in ph])
         for reg, value in board.entry_regs.items():
             cpu.reg_write(reg, dtb_addr if value == "dtb" else int(value))
         self.traps: dict[str, int] = {}  # what the trap-entry layer did, by kind
@@ -343,9 +343,10 @@ class BoardMachine(TracedRun):
                       phentsize=0, phnum=0, segments=[segment], interpreter=None)
         return image, [(base, blob)]
 
-    def _load_device_tree(self) -> int:
+    def _load_device_tree(self, loaded: list[tuple[int, int]]) -> int:
         """The device tree: --dtb FILE, else the one the board makes (with --append's
-        command line and --initrd's range, the initrd loaded); its address, 0 if none."""
+        command line and --initrd's range, the initrd loaded); its address, 0 if none.  An
+        image loaded where the board's own tree would go keeps its bytes (no tree)."""
         board, config = self.board, self.config
         if board.dtb_at is None:
             for option, value in (("--dtb", config.dtb), ("--append", config.append),
@@ -368,7 +369,11 @@ class BoardMachine(TracedRun):
             data = _read_file(config.initrd, "--initrd")
             self._load(board.initrd_at, data, config.initrd)
             initrd = (board.initrd_at, board.initrd_at + len(data))
-        self._load(board.dtb_at, board_dtb(board, config.append, initrd), "the device tree")
+        blob = board_dtb(board, config.append, initrd)
+        end = board.dtb_at + len(blob)
+        if any(addr < end and board.dtb_at < addr + size for addr, size in loaded):
+            return 0
+        self._load(board.dtb_at, blob, "the device tree")
         return board.dtb_at
 
     def _load(self, addr: int, data: bytes, path: str) -> None:

@@ -129,6 +129,9 @@ def render_machines() -> str:
         lines.append("  memory:  " + ", ".join(
             f"{r.name} {r.base:#x}+{r.size >> 20}M" for r in board.ram))
         lines.append(f"  -bios:   a raw image loads at {board.bios_at:#x}")
+        if board.tree is not None and board.dtb_at is not None:
+            lines.append(f"  dtb:     the board's own (QEMU's virt tree) at {board.dtb_at:#x}; "
+                         f"--dtb replaces it, --append/--initrd fill /chosen")
         lines.append(f"  engine:  {board.native_engine()}")
         lines.append("  devices: " + ", ".join(
             f"{d.name} {d.base:#x}" + ("" if d.kind == "const" else f" ({d.kind})")
