@@ -67,29 +67,20 @@ class NativeBranches:
         self._callbacks = (branchlib.PY_BLOCK_INFO(self._py_block),
                            branchlib.PY_FLUSH(self._py_flush),
                            branchlib.PY_LIVE(self._py_live))
-        self.arg_names = regs.args[:native.MAX_REGS]
-        self.ret_names = [regs.retval] + ([isa.c_values.retval_hi]
-                                          if isa.c_values.retval_hi else [])
+        self.arg_names, self.ret_names = native.call_registers(isa)
         cfg = branchlib.BranchConfig()
+        # bts: the buffer is the BTS buffer (up to 64 Ki records; a larger one is handed to
+        # Python in parts, kept undecoded until the interrupt)
+        cfg.abi = native.call_abi(isa, cpu.reg_id, cpu.word, cpu.byteorder == "big",
+                                  min(capacity, 1 << 16) if capacity else 4096)
+        cfg.abi.code_mask = (1 << 64) - 2 if isa.thumb_bit else (1 << 64) - 1
+        self.n_stack, self.stack_offset = cfg.abi.n_stack, cfg.abi.stack_offset
         port = self._port = cpu.c_port
         cfg.reg_read = port.function("reg_read")
         cfg.mem_read = port.function("mem_read")
         cfg.py_block, cfg.py_flush, cfg.py_live = self._callbacks
-        cfg.sp_reg = cpu.reg_id(regs.sp)
         flag = isa.alt_mode_flag  # the Thumb bit, read as UnicornCpu.in_alt_mode does
         cfg.alt_reg, cfg.alt_mask = (cpu.reg_id(flag[0]), flag[1]) if flag else (-1, 0)
-        cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
-        cfg.code_mask = (1 << 64) - 2 if isa.thumb_bit else (1 << 64) - 1
-        cfg.n_args = len(self.arg_names)
-        self.n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
-        self.stack_offset = cfg.stack_offset = regs.stack_args_offset
-        for i, name in enumerate(self.arg_names):
-            cfg.arg_regs[i] = cpu.reg_id(name)
-        cfg.ret_reg = cpu.reg_id(self.ret_names[0])
-        cfg.ret_hi_reg = cpu.reg_id(self.ret_names[1]) if len(self.ret_names) > 1 else -1
-        # bts: the buffer is the BTS buffer (up to 64 Ki records; a larger one is handed to
-        # Python in parts, kept undecoded until the interrupt)
-        cfg.buffer_records = min(capacity, 1 << 16) if capacity else 4096
         cfg.live, cfg.capacity = int(on_live is not None), capacity
         self.all_args_saved = len(regs.args) <= native.MAX_REGS
         self._symbols_generation = -1

@@ -83,26 +83,15 @@ class StepHotPath:
         self._callbacks = (steplib.PY_FLOW(self._py_flow),
                            steplib.PY_RESOLVE(self._py_resolve),
                            native.PY_DRAIN(self._py_drain))
-        self._arg_names = regs.args[:native.MAX_REGS]
+        self._arg_names, self._ret_names = native.call_registers(isa)
         self._all_args_saved = len(regs.args) <= native.MAX_REGS
-        self._ret_names = [regs.retval] + ([isa.c_values.retval_hi]
-                                           if isa.c_values.retval_hi else [])
         cfg = steplib.StepConfig()
+        cfg.abi = native.call_abi(isa, cpu.reg_id, cpu.word, cpu.byteorder == "big", 4096)
+        self._n_stack, self._stack_offset = cfg.abi.n_stack, cfg.abi.stack_offset
         port = self._port = cpu.c_port
         cfg.reg_read = port.function("reg_read")
         cfg.mem_read = port.function("mem_read")
         cfg.py_flow, cfg.py_resolve, cfg.py_drain = self._callbacks
-        cfg.sp_reg = cpu.reg_id(regs.sp)
-        cfg.word, cfg.big_endian = cpu.word, int(cpu.byteorder == "big")
-        cfg.code_mask = isa.code_mask & ((1 << 64) - 1)
-        cfg.n_args = len(self._arg_names)
-        self._n_stack = cfg.n_stack = native.MAX_REGS - cfg.n_args
-        self._stack_offset = cfg.stack_offset = regs.stack_args_offset
-        for i, name in enumerate(self._arg_names):
-            cfg.arg_regs[i] = cpu.reg_id(name)
-        cfg.ret_reg = cpu.reg_id(self._ret_names[0])
-        cfg.ret_hi_reg = cpu.reg_id(self._ret_names[1]) if len(self._ret_names) > 1 else -1
-        cfg.buffer_events = 4096
         self._cfg = cfg
         self._st: int | None = None  # C's state, made once the decoder knows the delay slot
         self._final_time = 0

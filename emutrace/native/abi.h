@@ -172,22 +172,13 @@ typedef void (*py_resolve_fn)(uint32_t flow, uint64_t site, uint64_t fallthrough
 
 /* steplib.StepConfig */
 typedef struct {
+    nt_abi abi;           /* (code_mask: TailRule.mask, ~1 where the low bit selects Thumb) */
     nt_reg_read_fn reg_read;
     nt_mem_read_fn mem_read;
     py_flow_fn py_flow;
     py_resolve_fn py_resolve;
     py_drain_fn py_drain;
-    int32_t sp_reg;
-    uint32_t word;        /* bytes per stack word */
-    uint32_t big_endian;
     uint32_t delay;       /* the ISA has a delay slot: resolve one instruction later */
-    uint64_t code_mask;   /* TailRule.mask: ~1 where the low bit selects Thumb */
-    uint32_t n_args;      /* integer argument registers in a call's snapshot */
-    uint32_t n_stack;     /* ... then this many stack words */
-    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
-    int32_t arg_regs[NT_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;  /* -1: none */
-    uint32_t buffer_events;
 } st_config;
 
 /* ---------------------------------------------------------------- branch.c */
@@ -210,23 +201,15 @@ typedef void (*py_live_fn)(uint64_t site, uint64_t target, uint64_t time, uint32
 
 /* branchlib.BranchConfig */
 typedef struct {
+    nt_abi abi;           /* (code_mask: TailRule.mask, ~1 where the low bit selects Thumb;
+                             buffer_events: records C holds before handing them to Python) */
     nt_reg_read_fn reg_read;
     nt_mem_read_fn mem_read;
     py_block_info_fn py_block;
     py_flush_fn py_flush;
     py_live_fn py_live;
-    int32_t sp_reg;
     int32_t alt_reg;      /* the register whose alt_mask bit says Thumb; -1: none */
     uint64_t alt_mask;
-    uint32_t word;        /* bytes per stack word */
-    uint32_t big_endian;
-    uint64_t code_mask;   /* TailRule.mask: ~1 where the low bit selects Thumb */
-    uint32_t n_args;      /* integer argument registers in a call's snapshot */
-    uint32_t n_stack;     /* ... then this many stack words */
-    int32_t stack_offset; /* from the callee's entry sp to its first stack argument */
-    int32_t arg_regs[NT_MAX_REGS];
-    int32_t ret_reg, ret_hi_reg;  /* -1: none */
-    uint32_t buffer_records;  /* records C holds before handing them to Python */
     uint32_t live;            /* 0: bts (records only), 1: btf (a trap per taken branch) */
     uint64_t capacity;        /* bts: records that make an interrupt */
 } bb_config;

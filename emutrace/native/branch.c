@@ -81,15 +81,15 @@ bb_state *bb_new(uc_engine *uc, const bb_config *cfg)
         return NULL;
     s->uc = uc;
     s->cfg = *cfg;
-    if (s->cfg.n_args > NT_MAX_REGS)
-        s->cfg.n_args = NT_MAX_REGS;
-    if (s->cfg.n_stack > NT_MAX_REGS - s->cfg.n_args)
-        s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
-    if (s->cfg.buffer_records == 0)
-        s->cfg.buffer_records = 4096;
+    if (s->cfg.abi.n_args > NT_MAX_REGS)
+        s->cfg.abi.n_args = NT_MAX_REGS;
+    if (s->cfg.abi.n_stack > NT_MAX_REGS - s->cfg.abi.n_args)
+        s->cfg.abi.n_stack = NT_MAX_REGS - s->cfg.abi.n_args;
+    if (s->cfg.abi.buffer_events == 0)
+        s->cfg.abi.buffer_events = 4096;
     int blocks = bb_blocks_init(&s->blocks, 1 << 12);
     int sets = addrset_init(&s->fast, 1024) | addrset_init(&s->entries, 1024);
-    s->records = calloc(s->cfg.buffer_records, sizeof *s->records);
+    s->records = calloc(s->cfg.abi.buffer_events, sizeof *s->records);
     if (blocks != 0 || sets != 0 || !s->records) {
         bb_blocks_free(&s->blocks); addrset_free(&s->fast); addrset_free(&s->entries);
         free(s->records); free(s);
@@ -153,21 +153,21 @@ static inline uint64_t rd(bb_state *s, int reg)
 static uint64_t word_from(const bb_state *s, const uint8_t *b)
 {
     uint64_t v = 0;
-    uint32_t n = s->cfg.word;
+    uint32_t n = s->cfg.abi.word;
     for (uint32_t i = 0; i < n; i++)
-        v |= (uint64_t)b[s->cfg.big_endian ? n - 1 - i : i] << (8 * i);
+        v |= (uint64_t)b[s->cfg.abi.big_endian ? n - 1 - i : i] << (8 * i);
     return v;
 }
 
 /* the stack pointer as the reference reads it (Uc.reg_read: unmasked) */
-static inline uint64_t sp_now(bb_state *s) { return rd(s, s->cfg.sp_reg); }
+static inline uint64_t sp_now(bb_state *s) { return rd(s, s->cfg.abi.sp_reg); }
 
 /* a free record (the buffer handed to Python first when full), or NULL */
 static nt_event *next_record(bb_state *s)
 {
-    if (s->n_records >= s->cfg.buffer_records) {
+    if (s->n_records >= s->cfg.abi.buffer_events) {
         s->cfg.py_flush(0);  /* takes the GIL; the buffer is empty afterwards */
-        if (s->n_records >= s->cfg.buffer_records)
+        if (s->n_records >= s->cfg.abi.buffer_events)
             return NULL;
     }
     return &s->records[s->n_records++];
@@ -185,13 +185,13 @@ static int may_be_event(bb_state *s, uint64_t target)
         return 1;
     if (kind == K_CALL) {
         if (target != s->branch.fallthrough)
-            addrset_add(&s->entries, target & s->cfg.code_mask);
+            addrset_add(&s->entries, target & s->cfg.abi.code_mask);
         return 1;
     }
     if (kind == K_RETURN)
         return 1;
     if (kind == K_JUMP || kind == K_BRANCH)
-        return addrset_has(&s->entries, target & s->cfg.code_mask);
+        return addrset_has(&s->entries, target & s->cfg.abi.code_mask);
     return 0;
 }
 
@@ -225,7 +225,7 @@ static void bts_record(bb_state *s, uint64_t target)
 static int btf_record(bb_state *s, uint64_t target)
 {
     uint32_t flags = s->branch.flags, kind = B_KIND(flags);
-    uint64_t code = target & s->cfg.code_mask;
+    uint64_t code = target & s->cfg.abi.code_mask;
     uint8_t stack[8 * NT_MAX_REGS];
     if (flags & B_MAYBE_RETURN)
         return 0;  /* returns_to: the tail rule's frames decide */
@@ -249,11 +249,11 @@ static int btf_record(bb_state *s, uint64_t target)
     } else {
         return 1;  /* no event for any other kind (BranchDecoder.event) */
     }
-    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint64_t mask = s->cfg.abi.word == 8 ? ~0ULL : 0xffffffffULL;
     uint64_t sp = sp_now(s);
-    if (kind != K_RETURN && s->cfg.n_stack
-        && s->cfg.mem_read(s->uc, (sp + s->cfg.stack_offset) & mask, stack,
-                           (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+    if (kind != K_RETURN && s->cfg.abi.n_stack
+        && s->cfg.mem_read(s->uc, (sp + s->cfg.abi.stack_offset) & mask, stack,
+                           (uint64_t)s->cfg.abi.n_stack * s->cfg.abi.word) != UC_ERR_OK)
         return 0;
     nt_event *r = next_record(s);
     if (!r)
@@ -268,15 +268,15 @@ static int btf_record(bb_state *s, uint64_t target)
     r->entry_sp = sp;
     if (kind == K_RETURN) {
         uint32_t n = 0;
-        if (s->cfg.ret_reg >= 0)
-            r->regs[n++] = rd(s, s->cfg.ret_reg);
-        if (s->cfg.ret_hi_reg >= 0)
-            r->regs[n++] = rd(s, s->cfg.ret_hi_reg);
+        if (s->cfg.abi.ret_reg >= 0)
+            r->regs[n++] = rd(s, s->cfg.abi.ret_reg);
+        if (s->cfg.abi.ret_hi_reg >= 0)
+            r->regs[n++] = rd(s, s->cfg.abi.ret_hi_reg);
     } else {  /* the arguments as the callee sees them at its entry */
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            r->regs[i] = rd(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            r->regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+        for (uint32_t i = 0; i < s->cfg.abi.n_args; i++)
+            r->regs[i] = rd(s, s->cfg.abi.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.abi.n_stack; i++)
+            r->regs[s->cfg.abi.n_args + i] = word_from(s, stack + i * s->cfg.abi.word);
     }
     s->buffered++;
     return 1;

@@ -27,17 +27,11 @@ class BranchConfig(ctypes.Structure):
     """abi.h bb_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
+        ("abi", native.CallAbi),
         ("reg_read", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),
         ("py_block", PY_BLOCK_INFO), ("py_flush", PY_FLUSH), ("py_live", PY_LIVE),
-        ("sp_reg", ctypes.c_int32), ("alt_reg", ctypes.c_int32),
-        ("alt_mask", ctypes.c_uint64),
-        ("word", ctypes.c_uint32), ("big_endian", ctypes.c_uint32),
-        ("code_mask", ctypes.c_uint64),
-        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
-        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * native.MAX_REGS),
-        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
-        ("buffer_records", ctypes.c_uint32), ("live", ctypes.c_uint32),
-        ("capacity", ctypes.c_uint64),
+        ("alt_reg", ctypes.c_int32), ("alt_mask", ctypes.c_uint64),
+        ("live", ctypes.c_uint32), ("capacity", ctypes.c_uint64),
     ]
 
 

@@ -93,15 +93,15 @@ st_state *st_new(uc_engine *uc, const st_config *cfg)
         return NULL;
     s->uc = uc;
     s->cfg = *cfg;
-    if (s->cfg.n_args > NT_MAX_REGS)
-        s->cfg.n_args = NT_MAX_REGS;
-    if (s->cfg.n_stack > NT_MAX_REGS - s->cfg.n_args)
-        s->cfg.n_stack = NT_MAX_REGS - s->cfg.n_args;
-    if (s->cfg.buffer_events == 0)
-        s->cfg.buffer_events = 4096;
+    if (s->cfg.abi.n_args > NT_MAX_REGS)
+        s->cfg.abi.n_args = NT_MAX_REGS;
+    if (s->cfg.abi.n_stack > NT_MAX_REGS - s->cfg.abi.n_args)
+        s->cfg.abi.n_stack = NT_MAX_REGS - s->cfg.abi.n_args;
+    if (s->cfg.abi.buffer_events == 0)
+        s->cfg.abi.buffer_events = 4096;
     int flows = flow_tab_init(&s->flows, 1 << 14);
     int sets = addrset_init(&s->fast, 1024) | addrset_init(&s->entries, 1024);
-    s->events = calloc(s->cfg.buffer_events, sizeof *s->events);
+    s->events = calloc(s->cfg.abi.buffer_events, sizeof *s->events);
     if (flows != 0 || sets != 0 || !s->events) {
         flow_tab_free(&s->flows); addrset_free(&s->fast); addrset_free(&s->entries);
         free(s->events); free(s);
@@ -200,9 +200,9 @@ static inline uint64_t rd(st_state *s, int reg)
 static uint64_t word_from(const st_state *s, const uint8_t *b)
 {
     uint64_t v = 0;
-    uint32_t n = s->cfg.word;
+    uint32_t n = s->cfg.abi.word;
     for (uint32_t i = 0; i < n; i++)
-        v |= (uint64_t)b[s->cfg.big_endian ? n - 1 - i : i] << (8 * i);
+        v |= (uint64_t)b[s->cfg.abi.big_endian ? n - 1 - i : i] << (8 * i);
     return v;
 }
 
@@ -210,7 +210,7 @@ static uint64_t word_from(const st_state *s, const uint8_t *b)
 static int record(st_state *s, const st_pending *p, uint64_t pc)
 {
     uint32_t kind = F_KIND(p->flow);
-    uint64_t code = pc & s->cfg.code_mask;
+    uint64_t code = pc & s->cfg.abi.code_mask;
     uint8_t stack[8 * NT_MAX_REGS];
     if (p->flow & F_MAYBE_RETURN)
         return 0;
@@ -230,25 +230,25 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
     }
     uint64_t sp = 0;
     if (kind != K_RETURN) {
-        uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
-        sp = rd(s, s->cfg.sp_reg) & mask;
-        if (s->cfg.n_stack
-            && s->cfg.mem_read(s->uc, (sp + s->cfg.stack_offset) & mask, stack,
-                               (uint64_t)s->cfg.n_stack * s->cfg.word) != UC_ERR_OK)
+        uint64_t mask = s->cfg.abi.word == 8 ? ~0ULL : 0xffffffffULL;
+        sp = rd(s, s->cfg.abi.sp_reg) & mask;
+        if (s->cfg.abi.n_stack
+            && s->cfg.mem_read(s->uc, (sp + s->cfg.abi.stack_offset) & mask, stack,
+                               (uint64_t)s->cfg.abi.n_stack * s->cfg.abi.word) != UC_ERR_OK)
             return 0;
     }
     uint64_t regs[NT_MAX_REGS] = {0};
     if (kind == K_RETURN) {
         uint32_t n = 0;
-        if (s->cfg.ret_reg >= 0)
-            regs[n++] = rd(s, s->cfg.ret_reg);
-        if (s->cfg.ret_hi_reg >= 0)
-            regs[n++] = rd(s, s->cfg.ret_hi_reg);
+        if (s->cfg.abi.ret_reg >= 0)
+            regs[n++] = rd(s, s->cfg.abi.ret_reg);
+        if (s->cfg.abi.ret_hi_reg >= 0)
+            regs[n++] = rd(s, s->cfg.abi.ret_hi_reg);
     } else {  /* the arguments as the callee sees them at its entry */
-        for (uint32_t i = 0; i < s->cfg.n_args; i++)
-            regs[i] = rd(s, s->cfg.arg_regs[i]);
-        for (uint32_t i = 0; i < s->cfg.n_stack; i++)
-            regs[s->cfg.n_args + i] = word_from(s, stack + i * s->cfg.word);
+        for (uint32_t i = 0; i < s->cfg.abi.n_args; i++)
+            regs[i] = rd(s, s->cfg.abi.arg_regs[i]);
+        for (uint32_t i = 0; i < s->cfg.abi.n_stack; i++)
+            regs[s->cfg.abi.n_args + i] = word_from(s, stack + i * s->cfg.abi.word);
     }
     /* `record`: a call, return or tail call goes to the writer first, when no buffered
      * record has to precede it (a call through an alternate link register unwinds
@@ -267,9 +267,9 @@ static int record(st_state *s, const st_pending *p, uint64_t pc)
             return 1;
         }
     }
-    if (s->n_events >= s->cfg.buffer_events) {
+    if (s->n_events >= s->cfg.abi.buffer_events) {
         s->cfg.py_drain();  /* takes the GIL; the buffer is empty afterwards */
-        if (s->n_events >= s->cfg.buffer_events)
+        if (s->n_events >= s->cfg.abi.buffer_events)
             return 0;
     }
     nt_event *e = &s->events[s->n_events++];
@@ -327,12 +327,12 @@ static __attribute__((noinline)) void resolve(st_state *s, uint64_t addr)
 static __attribute__((noinline)) void make_pending(st_state *s, uint64_t addr, uint32_t flow,
                                                    uint64_t time)
 {
-    uint64_t mask = s->cfg.word == 8 ? ~0ULL : 0xffffffffULL;
+    uint64_t mask = s->cfg.abi.word == 8 ? ~0ULL : 0xffffffffULL;
     s->pending.flow = flow;
     s->pending.site = addr;
     s->pending.fallthrough = addr + (flow & 0xffff) + s->cfg.delay;
     s->pending.time = time;
-    s->pending.sp = rd(s, s->cfg.sp_reg) & mask;
+    s->pending.sp = rd(s, s->cfg.abi.sp_reg) & mask;
     s->pending.countdown = s->cfg.delay ? 1 : 0;
     s->has_pending = 1;
 }

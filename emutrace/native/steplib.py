@@ -16,15 +16,10 @@ class StepConfig(ctypes.Structure):
     """abi.h st_config (tests/test_native_abi.py checks the layout)."""
 
     _fields_ = [
+        ("abi", native.CallAbi),
         ("reg_read", ctypes.c_void_p), ("mem_read", ctypes.c_void_p),
         ("py_flow", PY_FLOW), ("py_resolve", PY_RESOLVE), ("py_drain", native.PY_DRAIN),
-        ("sp_reg", ctypes.c_int32), ("word", ctypes.c_uint32),
-        ("big_endian", ctypes.c_uint32), ("delay", ctypes.c_uint32),
-        ("code_mask", ctypes.c_uint64),
-        ("n_args", ctypes.c_uint32), ("n_stack", ctypes.c_uint32),
-        ("stack_offset", ctypes.c_int32), ("arg_regs", ctypes.c_int32 * native.MAX_REGS),
-        ("ret_reg", ctypes.c_int32), ("ret_hi_reg", ctypes.c_int32),
-        ("buffer_events", ctypes.c_uint32),
+        ("delay", ctypes.c_uint32),
     ]
 
 
