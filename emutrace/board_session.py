@@ -367,6 +367,10 @@ class BoardMachine(TracedRun):
             if board.initrd_at is None:
                 raise UsageError(f"--initrd: machine {board.name} has no initrd address")
             data = _read_file(config.initrd, "--initrd")
+            if board.initrd_at < board.dtb_at < board.initrd_at + len(data):
+                raise UsageError(f"--initrd {config.initrd}: {len(data)} bytes at "
+                                 f"{board.initrd_at:#x} reach the device tree at "
+                                 f"{board.dtb_at:#x}")
             self._load(board.initrd_at, data, config.initrd)
             initrd = (board.initrd_at, board.initrd_at + len(data))
         blob = board_dtb(board, config.append, initrd)

@@ -220,12 +220,16 @@ def test_linux_to_vfs_panic_without_dtb() -> None:
 
 
 def test_device_tree_options_usage(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """--append/--initrd with --dtb, or on a board without a device tree: one line, 64."""
+    """--append/--initrd with --dtb, on a board without a device tree, or an initrd that
+    would reach the device tree: one line, 64."""
     from .test_kernel import kernel
 
     dtb = tmp_path / "x.dtb"
     dtb.write_bytes(board_dtb(BOARDS["virt-arm64"]))
+    big = tmp_path / "big.cpio"
+    big.write_bytes(bytes(0x3E00001))  # from 0x84200000 past virt-riscv64's DTB at 0x87e00000
     for argv in (("--machine", "virt-arm64", "--dtb", dtb, "--append", "x"),
+                 ("--machine", "virt-riscv64", "--initrd", big),
                  ("--machine", "pc-i386", "--initrd", dtb),
                  ("--machine", "malta", "--append", "x")):
         isa = BOARDS[str(argv[1])].isa
