@@ -62,18 +62,18 @@ typedef struct {
 ADDRTAB_APART(pl_map, pl_map_entry, uint64_t, ADDRTAB_MIX_INDEX, PL_MAP_USED, PL_MAP_MATCH,
               PL_MAP_KEYOF, PL_MAP_SETKEY, ADDRTAB_ADDR_APART)
 
-/* hwbp (pl_hw_*): the functions whose slots C may program, the current one, and the
- * top of the backend's call chain */
+/* hwbp (pl_hw_*): a function whose slots C may program, as hw_func reads it from strict.c's
+ * function table (its slot addresses are its sites; a call to it may be finished, with its
+ * arguments, when the table maps the call target start to it) */
 typedef struct {
     uint64_t start, end;  /* [start, end): Function.__contains__ */
     uint64_t addr[PL_HW_SLOTS];
-    uint32_t n, calls;    /* slots; calls: a call to start may be finished (its arguments) */
+    uint32_t n, calls;
 } pl_hw_func;
 
+/* the current function and the top of the backend's call chain */
 typedef struct {
-    pl_map index;         /* function start -> 1 + its place in funcs */
-    pl_hw_func *funcs;
-    size_t n_funcs, cap_funcs;
+    ns_state *funcs;      /* strict.c's function table: the functions Python taught */
     uint32_t on;          /* Python handed over: cur is armed alone, chain is its chain */
     uint64_t cur;         /* the armed function's start */
     uint64_t chain[PL_HW_CHAIN];
@@ -304,18 +304,18 @@ static int read_word(const pl_state *s, uint64_t addr, uint64_t *out)
 #define PL_TRAP_HWBKPT 4 /* <asm-generic/siginfo.h> */
 #define PL_DEBUGREG_OFFSET offsetof(struct user, u_debugreg)
 
-static void hw_free(pl_hw *hw)
-{
-    pl_map_free(&hw->index);
-    free(hw->funcs);
-}
+static void hw_free(pl_hw *hw) { ns_free(hw->funcs); }
 
-static pl_hw_func *hw_func(pl_hw *hw, uint64_t start)
+/* the function at start as Python taught it (*f filled), or NULL */
+static const pl_hw_func *hw_func(const pl_hw *hw, uint64_t start, pl_hw_func *f)
 {
-    uint64_t at;
-    if (!map_get(&hw->index, start, &at) || at == 0)
+    int n = hw->funcs ? ns_func_get(hw->funcs, start, &f->end, f->addr, PL_HW_SLOTS) : -1;
+    if (n < 0 || n > PL_HW_SLOTS)
         return NULL;
-    return &hw->funcs[at - 1];
+    f->start = start;
+    f->n = (uint32_t)n;
+    f->calls = ns_target_func(hw->funcs, start) == (int64_t)start;
+    return f;
 }
 
 /* func's slots as SlotDelivery.arm programs them after a disarm freed all four: DRi = its
@@ -324,30 +324,20 @@ int pl_hw_func_set(pl_state *s, uint64_t start, uint64_t end, uint32_t n, uint64
                    uint64_t a1, uint64_t a2, uint64_t a3, uint32_t calls)
 {
     pl_hw *hw = &s->hw;
+    const uint64_t addrs[PL_HW_SLOTS] = {a0, a1, a2, a3};
     if (n > PL_HW_SLOTS)
         return 0;
-    pl_hw_func *f = hw_func(hw, start);
-    if (!f) {
-        if (hw->n_funcs == hw->cap_funcs) {
-            size_t cap = hw->cap_funcs ? hw->cap_funcs * 2 : 256;
-            pl_hw_func *bigger = realloc(hw->funcs, cap * sizeof *bigger);
-            if (!bigger)
-                return -1;
-            hw->funcs = bigger;
-            hw->cap_funcs = cap;
-        }
-        if (map_put(&hw->index, start, hw->n_funcs + 1) != 0)
-            return -1;
-        f = &hw->funcs[hw->n_funcs++];
-    }
-    *f = (pl_hw_func){start, end, {a0, a1, a2, a3}, n, calls};
-    return 0;
+    if (!hw->funcs && !(hw->funcs = ns_new(NULL, NULL, NULL, ~0ULL)))
+        return -1;
+    if (ns_func_sites(hw->funcs, start, end, n, addrs) != 0)
+        return -1;
+    return calls ? ns_target(hw->funcs, start, start) : ns_target_drop(hw->funcs, start);
 }
 
 void pl_hw_func_drop(pl_state *s, uint64_t start)
 {
-    if (map_get(&s->hw.index, start, &(uint64_t){0}))
-        map_put(&s->hw.index, start, 0);  /* (its slot in funcs stays, unused) */
+    if (s->hw.funcs)
+        ns_func_forget(s->hw.funcs, start);
 }
 
 /* Python's turn is over: cur alone is armed, chain (innermost last) is the top of its
@@ -400,7 +390,8 @@ static int hw_finish(pl_state *s, int32_t pid)
     if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
         return 0;
     uint64_t mask = mask_of(s), pc = reg(s, s->core.cfg.pc_reg), sp = reg(s, s->core.cfg.sp_reg);
-    const pl_hw_func *cur = hw_func(hw, hw->cur), *next = NULL;
+    pl_hw_func cur_view, next_view;
+    const pl_hw_func *cur = hw_func(hw, hw->cur, &cur_view), *next = NULL;
     core_site *site = core_sites_find(&s->core.sites, pc);
     if (!cur || !site || site->op == OP_NONE
         || reg_test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
@@ -413,7 +404,7 @@ static int hw_finish(pl_state *s, int32_t pid)
     uint64_t target, regs[NT_MAX_REGS] = {0};
     if (site->op == OP_CALL) {
         target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
-        next = hw_func(hw, target);
+        next = hw_func(hw, target, &next_view);
         if (target == site->after || !next || !next->calls || hw->depth >= PL_HW_CHAIN)
             return 0;  /* a PC thunk, a callee not taught (discovery), a deep chain */
         uint64_t entry_sp = (sp - s->core.cfg.word) & mask;  /* after CALL pushes */
@@ -428,7 +419,7 @@ static int hw_finish(pl_state *s, int32_t pid)
                && !site->conditional && site->cond == C_ALWAYS) {
         if (read_word(s, sp, &target) != 0 || target == site->after || hw->depth < 2)
             return 0;
-        next = hw_func(hw, hw->chain[hw->depth - 2]);
+        next = hw_func(hw, hw->chain[hw->depth - 2], &next_view);
         if (!next || !(next->start <= target && target < next->end))
             return 0;  /* not to the function below: Python's (_caller walks the chain) */
         uint32_t n = 0;

@@ -291,6 +291,35 @@ int ns_func_told(const ns_state *ns, uint64_t addr)
     return f != NS_NONE && ns->funcs[f].sites != NULL;
 }
 
+/* the function at start as the table was told it (ns_func_sites) and not forgotten: its end
+ * and its first `room` site addresses; its number of sites, or -1 (hwbp's ptrace port reads
+ * a function's slot addresses so, ploop.c hw_func) */
+int ns_func_get(const ns_state *ns, uint64_t start, uint64_t *end, uint64_t *addrs,
+                uint32_t room)
+{
+    uint32_t f = map_get(&ns->func_ix, start);
+    if (f == NS_NONE || !ns->funcs[f].known)
+        return -1;
+    const ns_func *fn = &ns->funcs[f];
+    *end = fn->end;
+    for (uint32_t k = 0; k < fn->n_sites && k < room; k++)
+        addrs[k] = ns->sites[fn->sites[k]].addr;
+    return (int)fn->n_sites;
+}
+
+/* the start of the function a call to target enters (ns_target), or -1 */
+int64_t ns_target_func(const ns_state *ns, uint64_t target)
+{
+    uint32_t f = map_get(&ns->target_ix, target);
+    return f == NS_NONE ? -1 : (int64_t)ns->funcs[f].start;
+}
+
+/* a call to target no longer enters a function the table knows */
+int ns_target_drop(ns_state *ns, uint64_t target)
+{
+    return map_put(&ns->target_ix, target, NS_NONE);
+}
+
 /* the function's extent changed (a stale descent): its traps are Python's from now on */
 void ns_func_forget(ns_state *ns, uint64_t start)
 {

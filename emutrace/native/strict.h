@@ -36,6 +36,10 @@ int ns_func_armed(ns_state *ns, uint64_t start, uint32_t on);
 void ns_func_forget(ns_state *ns, uint64_t start);
 int ns_func_told(const ns_state *ns, uint64_t addr);
 int ns_target(ns_state *ns, uint64_t target, uint64_t start);
+int64_t ns_target_func(const ns_state *ns, uint64_t target);
+int ns_target_drop(ns_state *ns, uint64_t target);
+int ns_func_get(const ns_state *ns, uint64_t start, uint64_t *end, uint64_t *addrs,
+                uint32_t room);
 int ns_chain_set(ns_state *ns, size_t n, const uint64_t *starts, const uint64_t *ends);
 size_t ns_chain_depth(const ns_state *ns);
 int ns_chain_reserve(ns_state *ns);
