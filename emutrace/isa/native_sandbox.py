@@ -1,30 +1,43 @@
 """Whether this host can put a native guest in its kernel sandbox (target/namespaces.py):
 user, mount, PID, network, IPC and UTS namespaces, CAP_SYS_ADMIN for the tracer (it makes
-the PID namespace), and Landlock.  Read without starting a process: the namespace files
-of /proc/self/ns, user.max_user_namespaces, our effective capabilities and the Landlock
-ABI version (landlock_create_ruleset(2) with LANDLOCK_CREATE_RULESET_VERSION).  The x86
-ISAs' `native_sandbox` capability and the native target's refusal read it."""
+the PID namespace), and Landlock.  Read from files, without a system call of its own: the
+namespace files of /proc/self/ns, user.max_user_namespaces, our effective capabilities,
+and for Landlock the kernel's configuration (/proc/config.gz: CONFIG_SECURITY_LANDLOCK,
+and "landlock" among the LSMs enabled at boot, `lsm=` on the command line or CONFIG_LSM).
+Where that configuration is not readable the native target's own probe at start
+(landlock_create_ruleset(2), target/landlock.py) decides.  The x86 ISAs' `native_sandbox`
+capability and the native target's refusal read it."""
 
 from __future__ import annotations
 
-import ctypes
+import functools
+import gzip
 import os
+import re
 
-SYS_LANDLOCK_CREATE_RULESET = 444  # <asm/unistd_64.h>
-LANDLOCK_CREATE_RULESET_VERSION = 1 << 0  # <linux/landlock.h>
 CAP_SYS_ADMIN = 21  # <linux/capability.h>
 NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts")
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.syscall.restype = ctypes.c_long
 
-
-def landlock_abi() -> int:
-    """The Landlock ABI version of this kernel; 0 when it has none (ENOSYS: not built;
-    EOPNOTSUPP: built but not enabled at boot, `lsm=`)."""
-    ret = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
-                        ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
-    return max(int(ret), 0)
+def landlock_configured() -> bool | None:
+    """Landlock built into this kernel and enabled at boot; None: not known here."""
+    try:
+        with gzip.open("/proc/config.gz", "rb") as f:
+            config = f.read()
+    except (OSError, EOFError):
+        return None
+    if b"\nCONFIG_SECURITY_LANDLOCK=y\n" not in config:
+        return False
+    found = re.search(rb'\nCONFIG_LSM="([^"\n]*)"', config)
+    lsms = found.group(1).decode() if found else ""
+    try:
+        with open("/proc/cmdline") as f:
+            for word in f.read().split():
+                if word.startswith("lsm="):
+                    lsms = word[4:]
+    except OSError:
+        pass
+    return "landlock" in lsms.split(",")
 
 
 def missing() -> list[str]:
@@ -39,7 +52,7 @@ def missing() -> list[str]:
         pass
     if not _effective_cap(CAP_SYS_ADMIN):
         out.append("PID namespace (the tracer needs CAP_SYS_ADMIN: run as root)")
-    if landlock_abi() < 1:
+    if landlock_configured() is False:
         out.append("Landlock (not enabled in this kernel)")
     return out
 
@@ -55,6 +68,7 @@ def _effective_cap(cap: int) -> bool:
     return False
 
 
+@functools.cache
 def native_sandbox_reason() -> str:
     """Why a confined native run is refused here ('' when it is not)."""
     gaps = missing()

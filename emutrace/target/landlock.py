@@ -18,10 +18,9 @@ import ctypes
 import os
 import struct
 
-from emutrace.isa.native_sandbox import landlock_abi as abi_version
-
 # <asm/unistd_64.h>
 SYS_LANDLOCK_CREATE_RULESET = 444
+LANDLOCK_CREATE_RULESET_VERSION = 1 << 0  # (flag)
 SYS_LANDLOCK_ADD_RULE = 445
 SYS_LANDLOCK_RESTRICT_SELF = 446
 # <linux/landlock.h>
@@ -51,6 +50,14 @@ _WRITE_V1 = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
+
+
+def abi_version() -> int:
+    """The Landlock ABI version of this kernel; 0 when it has none (ENOSYS: not built;
+    EOPNOTSUPP: built but not enabled at boot, `lsm=`)."""
+    ret = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                        ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    return max(int(ret), 0)
 
 
 def handled(abi: int) -> int:

@@ -31,6 +31,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from emutrace.isa.native_sandbox import native_sandbox_reason
 from emutrace.target import landlock
 
 if TYPE_CHECKING:
@@ -95,6 +96,16 @@ def sandbox_layers(sandbox: Sandbox, program: str) -> Layers:
     """The layers of a confined run: the sandbox's root and writable directories."""
     return Layers(str(sandbox.root), tuple(str(w) for w in sandbox.writable),
                   os.path.realpath(program))
+
+
+def refusal() -> str:
+    """Why a confined native run cannot have its kernel sandbox here ('' when it can): the
+    capability's reason, then this kernel's answer to a Landlock ABI query."""
+    reason = native_sandbox_reason()
+    if not reason and landlock.abi_version() < 1:
+        reason = "this host cannot sandbox a native guest: no Landlock (not enabled in " \
+                 "this kernel)"
+    return reason
 
 
 def _check(ret: int, what: str) -> None:

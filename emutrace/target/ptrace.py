@@ -35,7 +35,6 @@ from typing import Any, Protocol
 from emutrace import stdio
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Endian, Isa, RegValue
-from emutrace.isa.native_sandbox import native_sandbox_reason
 from emutrace.target import namespaces
 from emutrace.target.namespaces import Layers
 from emutrace.target.protocol import BlockHook, Capabilities, CodeHook, MemHook, MemoryFault
@@ -219,7 +218,7 @@ def _spawn_confined(path: str, argv: list[bytes], envp: list[bytes], seccomp: by
     reason = ptrace_refusal()
     if reason is not None:
         raise PtraceError(f"--target native: {reason}")
-    gaps = native_sandbox_reason() if layers is not None else ""
+    gaps = namespaces.refusal() if layers is not None else ""
     if gaps:
         raise PtraceError(f"--target native: {gaps} (--unconfined runs without)")
     pid_ns = namespaces.PidNamespace() if layers is not None else None
