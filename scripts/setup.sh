@@ -53,13 +53,14 @@ with_recommends="qemu-user-static uftrace device-tree-compiler
   gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
   gcc-mipsel-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc-linux-gnu gcc-powerpc64le-linux-gnu
   gcc-s390x-linux-gnu gcc-mips64el-linux-gnuabi64 gcc-mips64-linux-gnuabi64
-  gcc-m68k-linux-gnu
+  gcc-m68k-linux-gnu gcc-sparc64-linux-gnu
   libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
   libc6-riscv64-cross libc6-powerpc-cross libc6-ppc64el-cross libc6-s390x-cross
   binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
   binutils-mips-linux-gnu binutils-mipsel-linux-gnu binutils-riscv64-linux-gnu
   binutils-powerpc-linux-gnu binutils-powerpc64le-linux-gnu binutils-s390x-linux-gnu
-  binutils-mips64el-linux-gnuabi64 binutils-mips64-linux-gnuabi64 binutils-m68k-linux-gnu"
+  binutils-mips64el-linux-gnuabi64 binutils-mips64-linux-gnuabi64 binutils-m68k-linux-gnu
+  binutils-sparc64-linux-gnu"
 has_compiler=1
 if ! command -v gcc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then

@@ -23,7 +23,7 @@ from emutrace.isa.abi import Abi, StructLayout, known_isas, load_abi
 
 REPO = Path(__file__).resolve().parent.parent
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le", "s390x",
-        "mips64el", "mips64", "m68k")
+        "mips64el", "mips64", "m68k", "sparc64")
 COMPILERS = (
     "x86_64-linux-gnu-gcc",
     "i686-linux-gnu-gcc",
@@ -34,13 +34,14 @@ COMPILERS = (
     "mips64el-linux-gnuabi64-gcc",
     "mips64-linux-gnuabi64-gcc",
     "m68k-linux-gnu-gcc",
+    "sparc64-linux-gnu-gcc",
     "riscv64-linux-gnu-gcc",
     "powerpc-linux-gnu-gcc",
     "powerpc64le-linux-gnu-gcc",
     "s390x-linux-gnu-gcc",
 )
-BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "mips64el", "mips64"}
-BIG_ENDIAN = {"mips", "ppc", "s390x", "mips64", "m68k"}
+BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "mips64el", "mips64", "sparc64"}
+BIG_ENDIAN = {"mips", "ppc", "s390x", "mips64", "m68k", "sparc64"}
 # Genuine aliases: two names for one syscall number.
 SYSCALL_ALIASES: dict[str, set[frozenset[str]]] = {
     "arm": {frozenset({"arm_sync_file_range", "sync_file_range2"})},
@@ -261,6 +262,10 @@ SYSCALLS["mips64"] = SYSCALLS["mips64el"]
 # arch/m68k/kernel/syscalls/syscall.tbl
 SYSCALLS["m68k"] = {"exit": 1, "read": 3, "write": 4, "open": 5, "close": 6, "brk": 45,
                     "ioctl": 54, "mmap2": 192, "exit_group": 247}
+# arch/sparc/kernel/syscalls/syscall.tbl (the 64-bit entries)
+SYSCALLS["sparc64"] = {"exit": 1, "read": 3, "write": 4, "open": 5, "close": 6, "brk": 17,
+                       "ioctl": 54, "mmap": 71, "set_tid_address": 166, "exit_group": 188,
+                       "openat": 284, "getrandom": 347}
 MIPS_ISAS = ("mips", "mipsel", "mips64el", "mips64")
 
 
@@ -347,10 +352,17 @@ MIPS_ERRNO = {  # arch/mips/include/uapi/asm/errno.h
 }
 
 
+# arch/sparc/include/uapi/asm/errno.h (SunOS numbers past 34)
+SPARC_ERRNO = {"ENOENT": 2, "EINTR": 4, "EAGAIN": 11, "EINPROGRESS": 36, "EADDRINUSE": 48,
+               "ETIMEDOUT": 60, "ECONNREFUSED": 61, "ENAMETOOLONG": 63, "ENOTEMPTY": 66,
+               "ENOSYS": 90}
+
+
 @pytest.mark.parametrize("isa", ISAS)
 def test_errno_values(isa: str) -> None:
     abi = load_abi(isa)
-    expected = MIPS_ERRNO if isa in MIPS_ISAS else GENERIC_ERRNO
+    expected = MIPS_ERRNO if isa in MIPS_ISAS else SPARC_ERRNO if isa == "sparc64" \
+        else GENERIC_ERRNO
     for name, number in expected.items():
         assert abi.errno.get(name) == number, (isa, name)
     assert abi.errno["EWOULDBLOCK"] == abi.errno["EAGAIN"]
@@ -372,7 +384,7 @@ def test_required_constants_present(abi: Abi) -> None:
     x86 = abi.isa in ("x86_64", "i386")
     for name in ("ARCH_SET_FS", "ARCH_GET_FS", "ARCH_SET_GS", "ARCH_GET_GS"):
         assert (name in abi.constants) == x86
-    assert ("SIGSTKFLT" in abi.constants) == (abi.isa not in MIPS_ISAS)
+    assert ("SIGSTKFLT" in abi.constants) == (abi.isa not in (*MIPS_ISAS, "sparc64"))
 
 
 def test_libc_sourced_constants_are_listed(abi: Abi) -> None:
@@ -529,7 +541,7 @@ def test_expected_structs_present(abi: Abi) -> None:
         "winsize",
     }
     assert always <= set(abi.structs)
-    has_stat64 = abi.isa in ("i386", "arm", "mips", "mipsel", "ppc", "ppc64le", "m68k")
+    has_stat64 = abi.isa in ("i386", "arm", "mips", "mipsel", "ppc", "ppc64le", "m68k", "sparc64")
     assert ("stat64" in abi.structs) == has_stat64
     assert ("user_desc" in abi.structs) == (abi.isa in ("x86_64", "i386"))
     assert ("sigaction" in abi.structs) == (abi.isa not in ("i386", "arm", "m68k"))
@@ -537,7 +549,8 @@ def test_expected_structs_present(abi: Abi) -> None:
 
 # arch/m68k/include/uapi/asm/stat.h: struct stat has `__unused1`-`__unused3` where the
 # nanoseconds would be (its stat64 names them)
-UNNAMED_NSEC = {("m68k", "stat"): {"st_atime_nsec", "st_mtime_nsec", "st_ctime_nsec"}}
+NSEC = {"st_atime_nsec", "st_mtime_nsec", "st_ctime_nsec"}
+UNNAMED_NSEC = {("m68k", "stat"): NSEC, ("sparc64", "stat"): NSEC}  # (sparc64's: none)
 
 
 def test_stat_field_names_normalised(abi: Abi) -> None:

@@ -89,11 +89,12 @@ def test_direct_calls_equal_the_binding(isa: str) -> None:
         assert cpu.reg_read(name) == cpu.uc.reg_read(cpu.reg_id(name)), name
     assert cpu._words  # (read directly: the default class, a 64-bit word)
     base = 0x7000_0000  # (fresh_cpu maps low memory)
-    cpu.mem_map(base, 0x1000)
+    page = cpu.uc.ctl_get_page_size()  # (4 KiB; SPARC64's 8 KiB)
+    cpu.mem_map(base, page)
     cpu.write_code(base + 0x10, b"\x01\x02\x03\x04")
     assert cpu.mem_read(base + 0xe, 8) == b"\x00\x00\x01\x02\x03\x04\x00\x00"
     with pytest.raises(unicorn.UcError) as raised:
-        cpu.mem_read(base + 0x1000, 4)
+        cpu.mem_read(base + page, 4)
     assert raised.value.errno == ucc.UC_ERR_READ_UNMAPPED
     assert cpu.drop_code_cache(base, base + 0x20) is True
     wrong = (ucc.UC_CTL_IO_READ << 30) | (2 << 26) | ucc.UC_CTL_TB_REMOVE_CACHE
@@ -108,7 +109,8 @@ def test_declared_instructions_decode(isa: str) -> None:
     expected = {"x86_64": "syscall", "i386": "int 0x80", "aarch64": "svc #0",
                 "arm": "svc #0", "mips": "syscall", "mipsel": "syscall", "riscv64": "ecall",
                 "ppc": "sc", "ppc64le": "sc", "s390x": "svc 0", "mips64el": "syscall",
-                "mips64": "syscall", "m68k": "trap #$0"}[isa]
+                "mips64": "syscall", "m68k": "trap #$0",
+                "sparc64": "ta %icc, %g0 + 0x6d"}[isa]
     assert disasm(desc, desc.syscalls.instruction) == expected
     for bp in desc.breakpoints:
         if bp.insn.startswith("0x"):  # s390x 0x0001 is an invalid opcode on purpose

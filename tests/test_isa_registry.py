@@ -14,7 +14,7 @@ from .conftest import GDB_ONLY_ISAS, ISAS, bin_path
 def test_isas_with_unique_names() -> None:
     names = [isa.name for isa in all_isas()]
     assert names == list(MODULES)
-    assert len(set(names)) == len(names) == 13
+    assert len(set(names)) == len(names) == 14
     aliases = [a for isa in all_isas() for a in isa.identity.aliases]
     assert len(aliases) == len(set(aliases)), "an alias names two ISAs"
     assert not set(aliases) & set(names)

@@ -158,6 +158,7 @@ ISAS: tuple[IsaSpec, ...] = (
     IsaSpec("mips64el", "mips64el-linux-gnuabi64-gcc", "mips64el", ("-mabi=64",)),
     IsaSpec("mips64", "mips64-linux-gnuabi64-gcc", "mips64", ("-mabi=64",)),
     IsaSpec("m68k", "m68k-linux-gnu-gcc", "m68k"),
+    IsaSpec("sparc64", "sparc64-linux-gnu-gcc", "sparc64"),
 )
 ISA_BY_NAME = {spec.name: spec for spec in ISAS}
 
@@ -283,6 +284,7 @@ EXPECTED_MISSING: dict[str, frozenset[str]] = {
     "mipsel": frozenset({"SIGSTKFLT"}),
     "mips64el": frozenset({"SIGSTKFLT"}),
     "mips64": frozenset({"SIGSTKFLT"}),
+    "sparc64": frozenset({"SIGSTKFLT"}),
 }
 
 LIBC_CONSTANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -319,10 +321,11 @@ STAT_RENAMES = (
     ("st_mtimensec", "st_mtime_nsec"),
     ("st_ctimensec", "st_ctime_nsec"),
 )
-# stat members a header leaves unnamed (m68k's struct stat: `__unused1`-`__unused3` where
-# the nanoseconds are elsewhere; its stat64 names them)
+# stat members a header does not name (m68k's struct stat has `__unused1`-`__unused3`
+# there, sparc64's nothing; their stat64 names them)
 STAT_UNNAMED: dict[tuple[str, str], tuple[str, ...]] = {
     ("m68k", "stat"): ("st_atime_nsec", "st_mtime_nsec", "st_ctime_nsec"),
+    ("sparc64", "stat"): ("st_atime_nsec", "st_mtime_nsec", "st_ctime_nsec"),
 }
 STRUCTS: tuple[StructSpec, ...] = (
     StructSpec("stat", "stat", STAT_RENAMES),

@@ -185,6 +185,8 @@ class GdbRemoteTarget(Lacking, WordMemory):
         self.features = self._handshake()
         self.layout = self._read_layout()
         self._values: dict[int, int] = {}  # register number → value this stop
+        self._read: dict[int, int] = {}  # register number → value the stub gave this stop
+        self.p_packet = True  # the stub takes P (learnt from its first answer; else G)
         self._dirty: set[int] = set()
         # the ISA's breakpoint encodings: written with write_code, they become Z0
         self._encodings = {bp.encoding for bp in isa.breakpoints}
@@ -240,13 +242,17 @@ class GdbRemoteTarget(Lacking, WordMemory):
         Status.FR=1) only the first `word_sized` are read from it, the rest with ``p``."""
         fixed = self.isa.gdb_registers
         assert fixed is not None
+        sizes = [(fixed.sizes[n] if n < len(fixed.sizes) else 0) or self.word
+                 for n in range(len(fixed.names))]
         g = self._fetch_g()
-        exact = len(g) == fixed.in_g * self.word
+        exact = len(g) == sum(sizes[:fixed.in_g])
         layout: dict[str, RegSlot] = {}
+        at = 0
         for number, name in enumerate(fixed.names):
+            inside = number < (fixed.in_g if exact else fixed.word_sized)
             if name:
-                inside = number < (fixed.in_g if exact else fixed.word_sized)
-                layout[name] = RegSlot(number, self.word, number * self.word if inside else None)
+                layout[name] = RegSlot(number, sizes[number], at if inside else None)
+            at += sizes[number]
         return layout
 
     def _described_layout(self) -> dict[str, RegSlot]:
@@ -310,6 +316,7 @@ class GdbRemoteTarget(Lacking, WordMemory):
                     raise KeyError(f"gdb target: register {name}: {reply!r}")
                 raw = bytes.fromhex(reply.decode())
             value = self._values[slot.number] = int.from_bytes(raw, self.byteorder)
+            self._read[slot.number] = value
         return value
 
     def reg_write(self, name: str, value: RegValue) -> None:
@@ -322,6 +329,10 @@ class GdbRemoteTarget(Lacking, WordMemory):
             state = self.reg_read(reg)
             self.reg_write(reg, state | bit if value & 1 else state & ~bit)
             value &= ~1
+        fixed = self.isa.gdb_registers
+        if name == self.isa.registers.pc and fixed is not None and fixed.next_pc is not None \
+                and name in self.layout and fixed.next_pc[0] in self.layout:
+            self.reg_write(fixed.next_pc[0], value + fixed.next_pc[1])
         slot = self._slot(name)
         self._values[slot.number] = value & ((1 << (8 * slot.size)) - 1)
         self._dirty.add(slot.number)
@@ -342,17 +353,38 @@ class GdbRemoteTarget(Lacking, WordMemory):
         return slot.number if slot is not None else -1
 
     def flush(self) -> None:
-        """Before the program resumes: written registers sent (P), this stop's forgotten."""
+        """Before the program resumes: the registers written with a new value sent (P; all
+        of ``g`` with G from a stub without P: qemu answers P only to a debugger that read
+        its target description), this stop's forgotten."""
         slots = {s.number: s for s in self.layout.values()}
-        for number in sorted(self._dirty):
+        changed = [n for n in sorted(self._dirty) if self._values[n] != self._read.get(n)]
+        for number in changed if self.p_packet else ():
             size = slots[number].size
             text = rsp.value_hex(self._values[number], size, self.byteorder)
             reply = self.conn.request(f"P{number:x}={text}".encode())
+            if not reply:
+                self.p_packet = False
+                break
             if reply != b"OK":
                 raise StubError(f"gdb stub: writing register {number}: {reply[:20]!r}")
+        if changed and not self.p_packet:
+            self._write_g([slots[n] for n in changed])
         self._dirty.clear()
         self._values.clear()
+        self._read.clear()
         self._g = None
+
+    def _write_g(self, written: list[RegSlot]) -> None:
+        g = bytearray(self._fetch_g())
+        for slot in written:
+            if slot.offset is None:
+                raise StubError(f"gdb stub: register {slot.number} is outside g and the stub "
+                                f"takes no P")
+            g[slot.offset:slot.offset + slot.size] = \
+                self._values[slot.number].to_bytes(slot.size, self.byteorder)
+        reply = self.conn.request(b"G" + g.hex().encode())
+        if reply != b"OK":
+            raise StubError(f"gdb stub: writing the registers (G): {reply[:20]!r}")
 
     # ------------------------------------------------------------ memory
     def mem_read(self, addr: int, size: int) -> bytes:

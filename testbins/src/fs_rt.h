@@ -183,6 +183,20 @@ __asm__(".text\n"
         "  jsr fs_entry\n"
         "  illegal\n"
         ".size _start, .-_start\n");
+#elif defined(__sparc__) && defined(__arch64__)
+/* 64-bit: argc lies at sp + 2047 (the stack bias) + 128 (the window save area); a frame
+ * of 192 bytes below it for fs_entry's window and argument dump */
+__asm__(".text\n"
+        ".globl _start\n"
+        ".type _start,@function\n"
+        "_start:\n"
+        "  mov %g0, %fp\n"
+        "  add %sp, 2175, %o0\n"
+        "  sub %sp, 192, %sp\n"
+        "  call fs_entry\n"
+        "  nop\n"
+        "  illtrap 0\n"
+        ".size _start, .-_start\n");
 #else
 #error "fs_rt.h: unsupported ISA"
 #endif

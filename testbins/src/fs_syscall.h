@@ -174,6 +174,26 @@ static inline long fs_syscall3(long nr, long a, long b, long c)
     return d0;
 }
 
+#elif defined(__sparc__) && defined(__arch64__)
+/* ta 0x6d: g1 = nr, args o0 o1 o2, result o0; the carry of %xcc set means o0 is a
+ * positive errno (arch/sparc/kernel/syscalls.S). */
+#define FS_NR_write 4
+#define FS_NR_exit_group 188
+static inline long fs_syscall3(long nr, long a, long b, long c)
+{
+    register long g1 __asm__("g1") = nr;
+    register long o0 __asm__("o0") = a;
+    register long o1 __asm__("o1") = b;
+    register long o2 __asm__("o2") = c;
+    __asm__ volatile("ta 0x6d\n\t"
+                     "bcc,pt %%xcc, 1f\n\t"
+                     " nop\n\t"
+                     "sub %%g0, %%o0, %%o0\n"
+                     "1:"
+                     : "+r"(o0) : "r"(g1), "r"(o1), "r"(o2) : "memory", "cc");
+    return o0;
+}
+
 #else
 #error "fs_syscall.h: unsupported ISA"
 #endif
