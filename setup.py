@@ -38,7 +38,8 @@ setup(ext_modules=[Extension(
              "emutrace/native/replaytext.c", "emutrace/native/crashguard.c"],
     # (a header changed: every source is compiled again)
     depends=[f"emutrace/native/{h}.h" for h in ("abi", "addrmap", "addrset", "cond", "core",
-                                                 "coretrap", "entryprobe", "strict", "ufwrite")],
+                                                 "coretrap", "entryprobe", "step", "strict",
+                                                 "ufwrite")],
     include_dirs=wheel_include("unicorn") + wheel_include("capstone"),
     # (link-time optimisation: the core's per-event helpers, core.c, inline into each
     # port's hooks, hotpath.c and ploop.c)

@@ -46,6 +46,7 @@
 #include "core.h"
 #include "coretrap.h"
 #include "entryprobe.h"
+#include "step.h"
 
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
@@ -86,9 +87,11 @@ static void hw_free(pl_hw *hw);
 typedef struct {
     core_state core;  /* the site table, transfer sets, event buffer, clock (core.h) */
     pl_config cfg;
-    addrset quiet;    /* step: addresses whose instruction the step backend only counts */
-    addrset entries;  /* step: the tail rule's function entries (TailRule.entries) */
-    pl_map jumps;    /* step: jump address -> its fall-through | conditional << 63 */
+    /* step: step.c's flow table and entries (made at the first pl_*_add): a quiet
+     * instruction (one the step backend only counts) is a K_NONE flow of length 0 (the
+     * loop is not told it), a jump that records nothing but may be a tail call a K_JUMP
+     * flow with its length and F_CONDITIONAL; the entries are TailRule.entries */
+    st_state *flows;
     pl_map walk;     /* btf: address -> its walk step (pl_walk_add) */
     pl_hw hw;        /* hwbp: the debug-register slots (pl_hw_*) */
     uint64_t last_pc;
@@ -194,9 +197,7 @@ void pl_free(pl_state *s)
     if (!s)
         return;
     core_fini(&s->core);
-    addrset_free(&s->quiet);
-    addrset_free(&s->entries);
-    pl_map_free(&s->jumps);
+    st_free(s->flows);
     pl_map_free(&s->walk);
     hw_free(&s->hw);
     ns_free(s->strict);
@@ -236,21 +237,42 @@ void pl_inside_drop(pl_state *s, uint64_t target)
     core_inside_drop(&s->core, target);  /* (rare: a jump target became an entry) */
 }
 
+/* step.c's flow table for pl_step, made once (no Unicorn: only its tables are used) */
+static st_state *step_flows(pl_state *s)
+{
+    if (!s->flows) {
+        st_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.abi = s->core.cfg;
+        cfg.abi.buffer_events = 1;  /* (its event buffer stays unused here) */
+        s->flows = st_new(NULL, &cfg);
+    }
+    return s->flows;
+}
+
+#define PL_FLOW(len, kind, flags) ((uint32_t)(len) | (uint32_t)(kind) << 16 | (flags))
+
 int pl_quiet_add(pl_state *s, uint64_t addr)
 {
-    return addrset_add(&s->quiet, addr);
+    st_state *t = step_flows(s);
+    return t ? st_flow_add(t, addr, PL_FLOW(0, K_NONE, 0)) : -1;
 }
 
 /* a jump the step backend would only remember as pending (no call or return, not
  * maybe_return): C may take its hook */
 int pl_jump_add(pl_state *s, uint64_t addr, uint64_t fallthrough, uint32_t conditional)
 {
-    return map_put(&s->jumps, addr, fallthrough | (uint64_t)(conditional != 0) << 63);
+    st_state *t = step_flows(s);
+    if (fallthrough - addr == 0 || fallthrough - addr > 0xffff)
+        return 0;  /* no length a flow word holds: the step stays Python's */
+    return t ? st_flow_add(t, addr, PL_FLOW(fallthrough - addr, K_JUMP,
+                                            conditional ? F_CONDITIONAL : 0)) : -1;
 }
 
 int pl_entry_add(pl_state *s, uint64_t addr)
 {
-    return addrset_add(&s->entries, addr);
+    st_state *t = step_flows(s);
+    return t ? st_entry_add(t, addr) : -1;
 }
 
 void pl_set_time(pl_state *s, uint64_t time) { s->core.time = time; }
@@ -520,9 +542,9 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
  * - resolve a waiting jump (no call or return, not `maybe_return`) that records nothing:
  *   a conditional one that fell through, or one to an address that is not among the tail
  *   rule's entries (`TailRule.is_tail` is then false and changes nothing);
- * - then count the instruction: a quiet one (no transfer) and nothing more; a jump of the
- *   `jumps` table, remembered as waiting (its site, fall-through and SP: a jump leaves
- *   the SP as it was, so the SP at the next stop is the SP at the jump).
+ * - then count the instruction: a quiet one (a K_NONE flow of step.c's table) and nothing
+ *   more; a jump (a K_JUMP flow), remembered as waiting (its site, fall-through and SP: a
+ *   jump leaves the SP as it was, so the SP at the next stop is the SP at the jump).
  * *pending is the backend's waiting transfer on entry and C's on return; *skipped counts
  * the hooks C took.  Returns PL_STOP with the wait status of the first stop it does not
  * take (the Python loop takes it as the result of its own step and runs the hooks there),
@@ -556,24 +578,25 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
                           (void *)(s->core.cfg.pc_reg * sizeof(unsigned long long)), 0);
         if (errno)
             break;
-        uint64_t pc = (uint64_t)got & mask_of(s), jump;
+        uint64_t pc = (uint64_t)got & mask_of(s);
         if (pending->state == PEND_JUMP) {  /* the waiting jump, resolved at pc */
             if (!((pending->conditional && pc == pending->fallthrough)
-                  || !addrset_has(&s->entries, pc)))
+                  || !(s->flows && st_entry_has(s->flows, pc))))
                 break;  /* maybe a tail call: Python's */
             pending->state = PEND_NONE;  /* it recorded nothing */
         }
-        if (addrset_has(&s->quiet, pc)) {
+        uint32_t flow = s->flows ? st_flow_at(s->flows, pc) : 0;
+        if (flow && F_KIND(flow) == K_NONE) {
             /* counted */
-        } else if (map_get(&s->jumps, pc, &jump)) {
+        } else if (flow && F_KIND(flow) == K_JUMP) {
             errno = 0;
             long sp = ptrace(PTRACE_PEEKUSER, pid,
                              (void *)(s->core.cfg.sp_reg * sizeof(unsigned long long)), 0);
             if (errno)
                 break;
-            *pending = (pl_pending){PEND_JUMP, (uint32_t)(jump >> 63), pc,
-                                    jump & ~(1ULL << 63), (uint64_t)sp & mask_of(s),
-                                    *skipped};
+            *pending = (pl_pending){PEND_JUMP, (flow & F_CONDITIONAL) != 0, pc,
+                                    (pc + (flow & 0xffff)) & mask_of(s),
+                                    (uint64_t)sp & mask_of(s), *skipped};
         } else {
             break;  /* a call, a return, or code not decoded yet: Python's */
         }

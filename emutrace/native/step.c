@@ -34,6 +34,7 @@
 
 #include "abi.h"
 #include "addrset.h"
+#include "step.h"
 #include "ufwrite.h"
 
 typedef struct {
@@ -59,7 +60,7 @@ typedef struct {
     uint32_t countdown;
 } st_pending;
 
-typedef struct {
+struct st_state {
     uc_engine *uc;
     st_config cfg;
     flow_tab flows;
@@ -74,7 +75,7 @@ typedef struct {
     uint64_t decoded;  /* addresses Python decoded during the run (py_flow) */
     uw_state *writer;  /* the record writer (ufwrite.c), or NULL: every record to Python */
     uint64_t written[3];  /* calls, returns, tail calls the writer took */
-} st_state;
+};
 
 static int flows_put(st_state *s, uint64_t addr, uint32_t flow)
 {
@@ -133,6 +134,14 @@ int st_flows_load(st_state *s, const uint64_t *addrs, const uint32_t *flows, uin
 
 int st_fast_add(st_state *s, uint64_t target) { return addrset_add(&s->fast, target); }
 int st_entry_add(st_state *s, uint64_t code) { return addrset_add(&s->entries, code); }
+int st_entry_has(const st_state *s, uint64_t code) { return addrset_has(&s->entries, code); }
+int st_flow_add(st_state *s, uint64_t addr, uint32_t flow) { return flows_put(s, addr, flow); }
+
+uint32_t st_flow_at(const st_state *s, uint64_t addr)
+{
+    const st_flow *p = flow_tab_find(&s->flows, addr);
+    return p ? p->flow : 0;
+}
 uint64_t st_get_time(const st_state *s) { return s->time; }
 void st_set_time(st_state *s, uint64_t t) { s->time = t; }
 void st_clear_pending(st_state *s) { s->has_pending = 0; }
