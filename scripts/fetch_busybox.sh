@@ -7,7 +7,7 @@ dest=.cache/busybox
 mkdir -p "$dest/debs"
 # Debian architecture → emutrace ISA name
 declare -A isa=([amd64]=x86_64 [i386]=i386 [arm64]=aarch64 [armhf]=arm [mipsel]=mipsel
-                [ppc64el]=ppc64le [s390x]=s390x)
+                [ppc64el]=ppc64le [s390x]=s390x [mips64el]=mips64el)
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 native=$(dpkg --print-architecture)
 need_update=0

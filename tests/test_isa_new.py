@@ -16,7 +16,7 @@ from emutrace.isa.base import Cap
 from emutrace.session import RunConfig
 from emutrace.trace.canonical import canonical_text, trace_key
 
-from .conftest import GDB_ONLY_ISAS, bin_path, run_emutrace, run_qemu
+from .conftest import BUSYBOX, GDB_ONLY_ISAS, bin_path, run_emutrace, run_qemu
 from .test_trace_oracle import namer, own_record
 
 SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longjmp", "tail")
@@ -136,3 +136,23 @@ def test_info_lists_the_engines_of_the_new_isas() -> None:
         qemu = by_name(isa).identity.qemu
         assert f"gdb (qemu-{qemu}-static)" in lines[isa]
         assert "emulation not: " in lines[isa]
+
+
+# the gdb-only ISAs Debian 12 ships busybox-static for (scripts/fetch_busybox.sh)
+DEBIAN_BUSYBOX = [i for i in GDB_ONLY_ISAS if i == "mips64el"]
+APPLETS = [("echo", "hello", "world"), ("seq", "1", "5"), ("expr", "6", "*", "7"),
+           ("basename", "/a/b/c.txt", ".txt"), ("printf", "%d-%s\\n", "42", "x")]
+
+
+@pytest.mark.parametrize("applet", APPLETS, ids=[a[0] for a in APPLETS])
+@pytest.mark.parametrize("isa", DEBIAN_BUSYBOX)
+def test_debian_busybox_on_the_gdb_target(isa: str, applet: tuple[str, ...]) -> None:
+    """Debian's own static busybox, traced in the stub: its output and status qemu-user's."""
+    program = BUSYBOX / isa / "busybox"
+    if not program.exists():
+        pytest.fail(f"{program} missing: run `make setup` (fetches busybox-static with apt)")
+    want = run_qemu(isa, program, *applet)
+    got = run_emutrace("run", "--unconfined", "--backend", "int3", "-o", "/dev/null",
+                       program, *applet)
+    assert got.returncode == want.returncode == 0, got.stderr
+    assert got.stdout == want.stdout and got.stdout
