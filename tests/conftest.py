@@ -81,6 +81,19 @@ class WarmStart:
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, cwd=REPO, env=ENV)
         theirs.close()
+        import atexit
+
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End the server (it ends when its socket closes) and reap it: its commands' CPU
+        time is then this process's children's, as a plain subprocess's is."""
+        self.sock.close()
+        if self.pid == os.getpid():
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
 
     @classmethod
     def here(cls) -> WarmStart | None:
