@@ -20,9 +20,8 @@ import capstone
 from capstone import arm64 as cs_arm64
 
 from emutrace.isa.kernel import SysRegPort
+from emutrace.isa.kernel_aarch64_mmu import OUTPUT_ADDRESS, SCTLR_EL1, TCR_EL1
 
-SCTLR_EL1, TCR_EL1 = (1, 0, 3, 0, 0), (2, 0, 3, 0, 2)
-OUTPUT_ADDRESS = 0x0000_FFFF_FFFF_F000
 PAGE = 0x1000
 TRANSLATION, ACCESS_FLAG, PERMISSION = 0b000100, 0b001000, 0b001100  # + level
 EC_IABT_LOW, EC_IABT_CUR, EC_DABT_LOW, EC_DABT_CUR = 0x20, 0x21, 0x24, 0x25

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 from emutrace.isa.kernel import FirmwareCall, SysRegPort, TrapOutcome
+from emutrace.isa.kernel_aarch64_mmu import physical
 
 CNTFRQ_EL0, CNTVCT_EL0 = (14, 0, 3, 3, 0), (14, 0, 3, 3, 2)  # (CRn, CRm, op0, op1, op2)
 CTL_ENABLE, CTL_IMASK, CTL_ISTATUS = 1, 2, 4
@@ -86,8 +87,6 @@ def _x(cpu: SysRegPort, rt: int) -> int:
 
 def emulate(cpu: SysRegPort, address: int) -> TrapOutcome | None:
     """The access at address, done on the model; the PC then goes past it."""
-    from emutrace.isa.kernel_aarch64 import physical
-
     at = physical(cpu, address)
     if at is None:
         return None
