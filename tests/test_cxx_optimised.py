@@ -39,11 +39,11 @@ def test_functions_in_pieces_have_their_prototypes(isa: str) -> None:
 
 
 # What still differs between ISAs (each a real fault of emutrace's, not of the program):
-# i386 -O2 passes a static function's arguments in registers (GCC's local calling
-# convention), read from the stack here; ppc64le shows geo::note's arguments as unknown;
-# arm's constructors return `this` (the ARM C++ ABI) where DWARF says void.
-@pytest.mark.xfail(strict=True, reason="i386 register arguments of static functions, "
-                   "ppc64le geo::note's values, arm constructors returning this")
+# ppc64le shows geo::note's arguments as unknown; arm's constructors return `this` (the ARM
+# C++ ABI) where DWARF says void.  (i386's static functions, whose arguments GCC passes in
+# registers, are read where DWARF says: tests/test_entry_registers.py.)
+@pytest.mark.xfail(strict=True, reason="ppc64le geo::note's values, arm constructors "
+                   "returning this")
 def test_diff_finds_no_difference_across_isas() -> None:
     got = run_emutrace("diff", "--arch", "all", str(bin_path("{isa}", "cxx.O2")))
     assert got.returncode == 0, got.stdout.decode()[-2000:]

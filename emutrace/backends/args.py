@@ -26,6 +26,7 @@ from emutrace.discover.callabi import (
     ByRef,
     CallTypes,
     Fpr,
+    Reg,
     Slots,
     Unknown,
     has_float,
@@ -86,6 +87,8 @@ class ArgReader:
                 out.append(self._from_words(words, loc.ctype))
             elif isinstance(loc, Fpr):
                 out.append(self._fp(loc.reg, loc.high, loc.ctype))
+            elif isinstance(loc, Reg):
+                out.append(self._from_words([self.cpu.reg_read(loc.reg)], loc.ctype))
             elif isinstance(loc, ByRef):
                 out.append(self._struct_at(self._slot(loc.slot, sp, stack), loc.ctype))
             else:

@@ -12,6 +12,9 @@ order (i386: stack words only).  A location is one of:
   passes in integer slots (i386, later MIPS o32 arguments);
 * `Fpr(reg, high, ctype)` — a floating-point register (`high`: MIPS FR=0's second
   register holding a double's high word);
+* `Reg(reg, ctype)` — an integer value in a register the C ABI would not use for it, as
+  DWARF says (`Prototype.entry_registers`: i386 static functions in GCC's local calling
+  convention);
 * `ByRef(slot, ctype)` — a struct passed as a pointer to a copy: read from memory;
 * `Unknown(ctype)` — a value this reader does not locate (a struct with float members,
   which ABIs pass in FP registers by rules not modelled here).
@@ -61,6 +64,12 @@ class Fpr:
 
 
 @dataclass(frozen=True)
+class Reg:
+    reg: str
+    ctype: CType
+
+
+@dataclass(frozen=True)
 class ByRef:
     slot: int
     ctype: CType
@@ -71,7 +80,7 @@ class Unknown:
     ctype: CType
 
 
-Loc = Slots | Fpr | ByRef | Unknown
+Loc = Slots | Fpr | Reg | ByRef | Unknown
 AUTO = CType("auto", 0, "")  # a word of unknown type
 SRET = CType("sret", 0, "")  # the hidden address of a struct result (not shown)
 
@@ -273,8 +282,27 @@ class CallTypes:
         if want is not None:  # -A: the first N, untyped words past the prototype's
             params = (params + (self._word,) * max(0, want - len(params)))[:want]
         core = proto.variadic and self.isa.c_values.variadic_core_only
-        return FunctionValues(plan_call(self.isa, params, proto.variadic, proto.ret),
-                              proto.ret, core)
+        locs = plan_call(self.isa, params, proto.variadic, proto.ret)
+        if proto.entry_registers and self.isa.registers.dwarf and formats is None:
+            locs = _where_dwarf_says(self.isa, locs, proto.entry_registers)
+        return FunctionValues(locs, proto.ret, core)
+
+
+def _where_dwarf_says(isa: Isa, locs: tuple[Loc, ...], registers: tuple[int, ...]
+                      ) -> tuple[Loc, ...]:
+    """The plan with each one-word integer argument the ABI puts on the stack read from
+    the register DWARF says holds it at the entry instead (the parameters are the plan's
+    locations after a hidden struct-result address)."""
+    names, word, nregs = isa.registers.dwarf, isa.identity.word_size, len(isa.registers.args)
+    shown = [i for i, loc in enumerate(locs) if loc.ctype is not SRET]
+    out = list(locs)
+    for i, reg in zip(shown, registers, strict=False):  # (-A may ask for more)
+        loc = locs[i]
+        if isinstance(loc, Slots) and len(loc.ids) == 1 and loc.ids[0] >= nregs \
+                and 0 <= reg < len(names) and loc.ctype.kind not in ("float", "struct") \
+                and (loc.ctype.size or word) <= word:
+            out[i] = Reg(names[reg], loc.ctype)
+    return tuple(out)
 
 
 def _by_name(table: dict[str, T], name: str | None) -> T | None:
@@ -289,5 +317,5 @@ def _by_name(table: dict[str, T], name: str | None) -> T | None:
     return got
 
 
-__all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc", "Slots",
-           "Unknown", "has_float", "plan_call", "returns_in_memory"]
+__all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc", "Reg",
+           "Slots", "Unknown", "has_float", "plan_call", "returns_in_memory"]

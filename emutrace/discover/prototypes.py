@@ -26,6 +26,7 @@ from importlib import resources
 from typing import Any, TypeVar, cast
 
 from elftools.dwarf.die import DIE
+from elftools.dwarf.locationlists import LocationParser
 from elftools.elf.elffile import ELFFile
 
 
@@ -48,6 +49,11 @@ class Prototype:
     ret: CType  # VOID when the function returns nothing
     variadic: bool = False
     names: tuple[str, ...] = ()  # parameter names where known
+    # per parameter, the DWARF register number holding it at the function's entry (DWARF 5
+    # §2.6.1.1.3 register location descriptions: DW_OP_reg<n>, DW_OP_regx), -1 where DWARF
+    # puts it elsewhere or says nothing: where a compiler passed it in a register its ABI
+    # would not (GCC's local calling convention for i386 static functions: regparm)
+    entry_registers: tuple[int, ...] = ()
 
 
 @dataclass
@@ -260,6 +266,68 @@ def _entry_of(die: DIE, dwarf: Any, cu: Any) -> int | None:
     return None
 
 
+_DW_OP_REG0, _DW_OP_REG31, _DW_OP_REGX = 0x50, 0x6F, 0x90  # DWARF 5 §7.7.1, table 7.9
+
+
+def _entry_registers(die: DIE, entry: int, dwarf: Any, cu: Any,
+                     step: Callable[[], None]) -> tuple[int, ...]:
+    """The register each of the function's parameters is in at its entry (-1: not a
+    register), from the concrete DIE's own parameters' DW_AT_location: a single location
+    description, or the location list's entry that starts at `entry`; () where the DIE
+    lists no parameters of its own (they are its origin's, without locations)."""
+    out = []
+    parser: LocationParser | None = None
+    for child in _children(die, step):
+        if child.tag != "DW_TAG_formal_parameter":
+            continue
+        attr = child.attributes.get("DW_AT_location")
+        expr = None
+        if attr is not None and attr.form == "DW_FORM_exprloc":
+            expr = attr.value
+        elif attr is not None and attr.form in ("DW_FORM_sec_offset", "DW_FORM_loclistx"):
+            lists = dwarf.location_lists() if parser is None else None
+            if lists is not None:
+                parser = LocationParser(lists)
+            if parser is not None:
+                expr = _expression_at(parser.parse_from_attribute(
+                    attr, cu.header["version"], child), entry, cu)
+        out.append(_register_of(expr))
+    return tuple(out)
+
+
+def _expression_at(entries: Any, entry: int, cu: Any) -> list[int] | None:
+    """The location expression of a location list's entry that begins at `entry`."""
+    if not isinstance(entries, list):
+        return None
+    base_attr = cu.get_top_DIE().attributes.get("DW_AT_low_pc")
+    base = int(base_attr.value) if base_attr is not None else 0
+    for piece in entries:
+        if hasattr(piece, "base_address"):
+            base = int(piece.base_address)
+        elif hasattr(piece, "begin_offset"):
+            begin = int(piece.begin_offset) + (0 if getattr(piece, "is_absolute", False)
+                                               else base)
+            if begin == entry:
+                return list(piece.loc_expr)
+    return None
+
+
+def _register_of(expr: list[int] | None) -> int:
+    """n for an expression that is exactly DW_OP_reg<n> or DW_OP_regx n; else -1."""
+    if not expr:
+        return -1
+    if len(expr) == 1 and _DW_OP_REG0 <= expr[0] <= _DW_OP_REG31:
+        return expr[0] - _DW_OP_REG0
+    if expr[0] == _DW_OP_REGX:
+        n, shift = 0, 0
+        for i, byte in enumerate(expr[1:], 1):  # ULEB128
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return n if i == len(expr) - 1 else -1
+    return -1
+
+
 def _described(die: DIE, step: Callable[[], None]) -> _Described:
     """A defined function's description; its parameters are the concrete DIE's children,
     or, where it lists none, its origin's (the declaration's parameters carry the types)."""
@@ -336,6 +404,7 @@ def read_prototypes(path: str, warn: Callable[[str], None] = warn_stderr) -> Pro
                     if not name:
                         continue
                     params, names, variadic = [], [], False
+                    registers = _entry_registers(die, entry, dwarf, cu, step)
                     for child in described.children:
                         step()
                         if child.tag == "DW_TAG_formal_parameter":
@@ -345,7 +414,8 @@ def read_prototypes(path: str, warn: Callable[[str], None] = warn_stderr) -> Pro
                         elif child.tag == "DW_TAG_unspecified_parameters":
                             variadic = True
                     proto = Prototype(tuple(params), types.of(described.type), variadic,
-                                      tuple(names))
+                                      tuple(names),
+                                      registers if len(registers) == len(params) else ())
                     out.by_addr[entry] = proto
                     out.by_name.setdefault(name, proto)
                     if own:
@@ -382,7 +452,7 @@ def encode_types(types: ProgramTypes) -> dict[str, object]:
         if id(p) not in protos:
             protos[id(p)] = len(table)
             table.append([[ctype(t) for t in p.params], ctype(p.ret), p.variadic,
-                          list(p.names)])
+                          list(p.names), list(p.entry_registers)])
         return protos[id(p)]
 
     return {"by_addr": [[addr, index(p)] for addr, p in types.by_addr.items()],
@@ -422,12 +492,13 @@ def decode_types(raw: Any) -> ProgramTypes:
         raise ValueError("not prototypes")
     protos = []
     for p in _of(raw["prototypes"], list):
-        if type(p) is not list or len(p) != 4:
+        if type(p) is not list or len(p) != 5:
             raise ValueError("not a prototype")
-        params, ret, variadic, names = p
+        params, ret, variadic, names, registers = p
         protos.append(Prototype(tuple(_ctype(t) for t in _of(params, list)), _ctype(ret),
                                 _of(variadic, bool),
-                                tuple(_of(n, str) for n in _of(names, list))))
+                                tuple(_of(n, str) for n in _of(names, list)),
+                                tuple(_of(r, int) for r in _of(registers, list))))
     out = ProgramTypes()
     for addr, i in _pairs(raw["by_addr"]):
         out.by_addr[_of(addr, int)] = protos[_of(i, int)]

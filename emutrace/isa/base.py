@@ -98,6 +98,10 @@ class Registers:
     # call, and the slot size (x86_64: 8 bytes above the return address, ...)
     stack_args_offset: int = 0
     general: tuple[str, ...] = ()  # registers the conformance suite round-trips
+    # DWARF register numbers, as names (the psABI's DWARF register mapping), where a
+    # compiler may pass an argument in a register the C ABI does not use for it (DWARF then
+    # says so: discover.prototypes.Prototype.entry_registers); () elsewhere
+    dwarf: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,10 @@ REGISTERS = Registers(
     tls="gs",
     stack_args_offset=4,
     general=("eax", "ebx", "ecx", "edx", "esi", "edi", "ebp"),
+    # i386 psABI, "DWARF Definition": 0-7 are eax, ecx, edx, ebx, esp, ebp, esi, edi.  GCC
+    # passes a static function's first arguments in eax, edx, ecx (its local calling
+    # convention, as regparm(3)) and says where in DW_AT_location
+    dwarf=("eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi"),
 )
 
 # ---------------------------------------------------------------- syscalls
