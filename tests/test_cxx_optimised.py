@@ -38,12 +38,11 @@ def test_functions_in_pieces_have_their_prototypes(isa: str) -> None:
         assert types.by_addr[symbols[name]] is types.by_name[name]
 
 
-# What still differs between ISAs (each a real fault of emutrace's, not of the program):
-# ppc64le shows geo::note's arguments as unknown; arm's constructors return `this` (the ARM
-# C++ ABI) where DWARF says void.  (i386's static functions, whose arguments GCC passes in
-# registers, are read where DWARF says: tests/test_entry_registers.py.)
-@pytest.mark.xfail(strict=True, reason="ppc64le geo::note's values, arm constructors "
-                   "returning this")
+# The same -O2 C++ program gives the same calls and values on every ISA: i386's static
+# functions take their arguments in registers (read where DWARF says:
+# tests/test_entry_registers.py), ppc64le calls them at their local entry (the prototype is
+# the global entry's), and arm's constructors return `this` (compared as returning nothing:
+# `diff`'s rule, docs/diff.md).
 def test_diff_finds_no_difference_across_isas() -> None:
     got = run_emutrace("diff", "--arch", "all", str(bin_path("{isa}", "cxx.O2")))
     assert got.returncode == 0, got.stdout.decode()[-2000:]

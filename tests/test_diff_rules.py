@@ -156,3 +156,17 @@ def test_a_tail_call_lends_no_value_to_its_caller() -> None:
     kept = _tokens(jump, returns={"finish": True})
     assert kept.tokens[4].values == ("12",)  # type: ignore[attr-defined]
     assert first_divergence(kept, _tokens(call, returns={"finish": True})) == 4  # type: ignore
+
+
+def test_constructors_are_compared_as_returning_nothing() -> None:
+    """arm's DWARF says geo::Rect::Rect and ~Rect return a pointer (the Arm C++ ABI returns
+    `this`); every other ISA's says void: diff compares them all as void, and keeps an
+    ordinary member function's result."""
+    from emutrace.cli.diff import _types
+    from emutrace.discover.prototypes import read_prototypes
+
+    arm = read_prototypes(str(bin_path("arm", "cxx")))
+    assert arm.by_name["_ZN3geo4RectC2Eill"].ret.kind == "ptr"  # (what DWARF says there)
+    _own, returns = _types(str(bin_path("arm", "cxx")), "simple")
+    assert returns["geo::Rect::Rect"] is False and returns["geo::Rect::~Rect"] is False
+    assert returns["geo::Rect::area"] is True

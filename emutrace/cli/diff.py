@@ -83,8 +83,17 @@ def _types(path: str, demangle: str) -> tuple[frozenset[str], dict[str, bool]]:
     trace shows it."""
     types = read_prototypes(path)
     returns = {demangled(name, demangle): proto.ret.kind != "void"
+               and not _structor(demangled(name, "simple"))
                for name, proto in types.by_name.items()}
     return frozenset(filter_names(types.own, demangle)), returns
+
+
+def _structor(name: str) -> bool:
+    """A C++ constructor or destructor (`geo::Rect::Rect`, `geo::Rect::~Rect`): compared as
+    returning nothing, as on most ISAs; the Arm C++ ABI (IHI 0041, §3.1.5) has them return
+    `this`, and GCC's DWARF for arm says so."""
+    parts = name.split("::")
+    return len(parts) > 1 and parts[-1].lstrip("~") == parts[-2]
 
 
 PROGRAM_CAP = 1 << 30  # the largest program file whose DWARF `diff` reads for its functions

@@ -236,6 +236,10 @@ class CallTypes:
     def prototype(self, addr: int) -> tuple[Prototype | None, str | None]:
         name = self.symbols.entry_name(addr)
         proto = self.dwarf.by_addr.get(addr - self.bias)
+        if proto is None and name is not None:  # an ELFv2 local entry: DWARF's is global
+            func = self.symbols.containing(addr)
+            if func is not None and func.local_offset and addr == func.start + func.local_offset:
+                proto = self.dwarf.by_addr.get(func.start - self.bias)
         if proto is None and name is not None:  # ELFv2 local entry, or no DWARF here
             proto = self.dwarf.by_name.get(name) or lookup(self.libc, name, self.libc_prefixes)
         return proto, name
