@@ -339,3 +339,25 @@ def test_cxx_call_graph_is_uftraces(isa: str, scratch: Path) -> None:
         assert structors  # (the rule applies to something)
         ours, theirs = (without_values_of(t, structors, exits_only=True) for t in (ours, theirs))
     assert ours == theirs
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "aarch64", "s390x"])
+def test_time_range_is_uftraces(isa: str, scratch: Path) -> None:
+    """`replay -r START~STOP` over our recording, by uftrace 0.13 and by us: the records made
+    from c_middle's entry to c_fact(5)'s (timestamps as `uftrace replay -f time` shows
+    them: our instruction counts, read as nanoseconds)."""
+    emutrace_run(isa, "calls", scratch)
+    data = _ours[isa, "calls"][0]
+    timed = subprocess.run(["uftrace", "replay", "--no-pager", "-d", str(data), "-f", "time"],
+                           capture_output=True, text=True, timeout=120).stdout
+    when = {name: stamp for stamp, name in
+            re.findall(r"^\s*(\d+\.\d+) \|\s+(c_middle|c_fact)\(", timed, re.M)[::-1]}
+    span = f"{when['c_middle']}~{when['c_fact']}"
+    theirs = subprocess.run(["uftrace", "replay", "--no-pager", "-d", str(data), "-r", span,
+                             "-f", "tid", "--no-libcall"], capture_output=True, text=True,
+                            timeout=120).stdout
+    ours = run_emutrace("replay", "-d", data, "-r", span, "--no-libcall")
+    assert ours.returncode == 0, ours.stderr.decode()
+    expected = graph(theirs)
+    assert [e[:2] for e in expected[0]][:2] == [("enter", "c_middle"), ("enter", "c_leaf")]
+    assert graph(ours.stdout.decode()) == expected

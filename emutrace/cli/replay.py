@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable, Iterator
 
 from emutrace.cli import options
 from emutrace.cli.patterns import unmatched
@@ -47,6 +48,23 @@ def time_threshold(text: str) -> int:
     return int(value)
 
 
+def time_range(text: str) -> tuple[int, int | None]:
+    """`-r START~STOP` (either may be left out): instructions, uftrace's units (`1us`), or
+    uftrace's timestamp (`0.000031270`: seconds, read as instruction counts in
+    nanoseconds)."""
+    start, sep, stop = text.partition("~")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected START~STOP (either may be "
+                                         "left out)")
+
+    def at(part: str) -> int:
+        if "." in part and part.replace(".", "", 1).isdigit():
+            seconds, _, fraction = part.partition(".")
+            return int(seconds) * 10**9 + int((fraction + "0" * 9)[:9])
+        return time_threshold(part)
+    return at(start) if start else 0, at(stop) if stop else None
+
+
 class ReplayCommand:
     name = "replay"
     help = "print the call graph of a recording made by `emutrace record`"
@@ -59,6 +77,10 @@ class ReplayCommand:
         p.add_argument("-t", "--time-filter", type=time_threshold, metavar="N",
                        help="hide functions that ran fewer than N instructions, with what "
                             "they called (uftrace's units also work: 1us = 1000)")
+        p.add_argument("-r", "--time-range", type=time_range, metavar="START~STOP",
+                       help="show only the records made from START to STOP (instruction "
+                            "counts, the times `-f time` would show; uftrace's units and "
+                            "timestamps also work); either may be left out")
         add_task_option(p)
         p.add_argument("--no-args", action="store_true",
                        help="show neither arguments nor return values (as uftrace's)")
@@ -85,7 +107,8 @@ class ReplayCommand:
         probe, _symbolize, _isa = load_recording(args.data, tids=args.tid)
         sym = demangled(args.start or "main", args.demangle)
         entered = any(isinstance(r, Entry) and symbolize(r.func) == sym for r in probe)
-        start = sym if entered else None
+        # (-r shows the range's records whatever came before them, as uftrace's replay)
+        start = sym if entered and (args.time_range is None or args.start) else None
         tasks = recording_tasks(args.data)
         opts = ReplayOptions(rules=rules, depth=args.depth, start=start,
                              time_filter=args.time_filter,
@@ -99,6 +122,9 @@ class ReplayCommand:
                        for task, records in streams]
             streams = [(task, records) for task, (records, _named) in merging]
             symbolize = merging[0][1][1]
+        if args.time_range is not None:  # -r: the records made in the range, at their depth
+            streams = [(task, _in_range(records, *args.time_range))
+                       for task, records in streams]
         if rules.callers:  # -C: each task's records that lead to a match
             streams = [(task, caller_kept(records, symbolize, rules))
                        for task, records in streams]
@@ -109,6 +135,23 @@ class ReplayCommand:
             lines = iter_task_lines(in_time_order(tagged, _time), symbolize, opts)
         sys.stdout.writelines(line + "\n" for line in lines)
         return 0
+
+
+def _in_range(records: Iterable[Record], start: int, stop: int | None) -> Iterator[Record]:
+    """One task's records made from start to stop.  An exit whose entry came before start
+    is left out (uftrace's replay shows it, at its depth: a difference README names)."""
+    opened: list[int] = []  # the depths of the entries shown whose exits are to come
+    for rec in records:
+        if stop is not None and rec.time > stop:
+            return
+        if rec.time < start:
+            continue
+        if isinstance(rec, Entry):
+            opened.append(rec.depth)
+            yield rec
+        elif opened and opened[-1] == rec.depth:
+            opened.pop()
+            yield rec
 
 
 def _time(tagged: tuple[Record, bool]) -> int:
