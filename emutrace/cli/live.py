@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from emutrace.cli.record import RecordCommand, display_options
-from emutrace.cli.replay import ReplayCommand, time_threshold
+from emutrace.cli.replay import ReplayCommand, time_range, time_threshold
 from emutrace.errors import UsageError
 
 # run's options that shape the text trace: record refuses them, live hands them to replay
@@ -37,6 +37,8 @@ class LiveCommand(RecordCommand):
         g.add_argument("-t", "--time-filter", type=time_threshold, metavar="N",
                        help="hide functions that ran fewer than N instructions, with what "
                             "they called (as replay's -t)")
+        g.add_argument("-r", "--time-range", type=time_range, metavar="START~STOP",
+                       help="show only the records made from START to STOP (as replay's -r)")
         g.add_argument("--no-args", action="store_true",
                        help="show neither arguments nor return values")
         g.add_argument("--no-retval", action="store_true", help="do not show return values")
