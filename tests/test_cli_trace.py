@@ -96,3 +96,17 @@ def test_parameter_counts_from_dwarf() -> None:
     # from testbins/src/calls.c: combine9 has 9 parameters, fact 1, mixed9 9, main 2
     assert (counts["combine9"], counts["fact"], counts["mixed9"], counts["main"]) == (9, 1, 9, 2)
     assert parameter_counts(str(bin_path("s390x", "calls.stripped"))) == {}
+
+
+def test_uftraces_auto_args_and_estimate_return() -> None:
+    """`-a` is uftrace's spelling of emutrace's default (values shown: the same trace);
+    `-e` has no use (no return address is replaced) and is a usage error."""
+    plain = run_emutrace("run", "--backend", "int3", bin_path("x86_64", "conform"), "calls")
+    auto = run_emutrace("run", "-a", "--backend", "int3", bin_path("x86_64", "conform"),
+                        "calls")
+    assert auto.returncode == plain.returncode == 0
+    assert b"c_leaf(4, 1) = 13;" in plain.stderr
+    assert auto.stderr == plain.stderr
+    refused = run_emutrace("run", "-e", "--backend", "int3", bin_path("x86_64", "fib"))
+    assert refused.returncode == 64 and refused.stderr.count(b"\n") == 1
+    assert b"never replaces a return address" in refused.stderr

@@ -76,6 +76,13 @@ class RunCommand:
                        metavar="FUNC@retval/FMT",
                        help="FUNC's return value in uftrace's format: i32, u64, x64, c, s, "
                             "p, f64... (repeatable)")
+        g.add_argument("-a", "--auto-args", action="store_true",
+                       help="show the arguments and return values of every function with a "
+                            "known prototype (uftrace's -a: emutrace's default, so it "
+                            "changes nothing)")
+        g.add_argument("-e", "--estimate-return", action=_NotNeeded, nargs=0,
+                       help="uftrace's: refused, as emutrace never replaces a return address "
+                            "(every return is seen where it happens)")
         g.add_argument("--start", metavar="SYM",
                        help="show nothing before SYM is first entered (default: main)")
         g.add_argument("--tid", type=tid_list, metavar="TID[,TID...]",
@@ -212,6 +219,15 @@ class RunCommand:
                 print(f"emutrace: {args.backend}: {mech}", file=sys.stderr)
                 print(f"emutrace: {len(records) // 2} calls traced", file=sys.stderr)
         return result.exit_code
+
+
+class _NotNeeded(argparse.Action):
+    """An option of uftrace's that has no use here: a usage error that says why."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        parser.error(f"{option_string}: not needed: emutrace never replaces a return "
+                     "address, so every return is recorded where it happens")
 
 
 def trace_options(args: argparse.Namespace) -> list[str]:
