@@ -23,6 +23,7 @@ import pytest
 from emutrace.isa import by_name
 from emutrace.isa.base import Cap
 from tests.conftest import ENV, REPO, qemu_binary
+from tests.roots import built_root
 from tests.test_debian_programs import imported_functions
 
 ROOTS = REPO / ".cache" / "battery-roots"
@@ -59,11 +60,7 @@ GAPS = {"openssl-dgst": Cap.COREUTILS_DIGESTS}
 
 
 def root_of(isa: str) -> Path:
-    root = ROOTS / isa
-    if not (root / ".emutrace-rootfs").exists():
-        pytest.skip(f"{root} is not built: run scripts/setup.sh (emutrace rootfs --arch "
-                    f"{isa} -o {root} {' '.join(PACKAGES)})")
-    return root
+    return built_root(ROOTS, isa, PACKAGES)
 
 
 def gap(isa: str, program: str) -> list[pytest.MarkDecorator]:

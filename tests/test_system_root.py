@@ -23,6 +23,7 @@ import pytest
 from emutrace.isa import by_name
 from emutrace.isa.base import Cap
 from tests.conftest import ENV, REPO, qemu_binary
+from tests.roots import built_root
 
 DEBIAN_ISAS = ("x86_64", "i386", "aarch64", "arm", "mipsel", "ppc64le", "s390x")
 ROOTS = REPO / ".cache" / "system-roots"
@@ -71,11 +72,7 @@ GAPS: dict[str, Cap] = {}  # program -> the capability it needs, where an ISA la
 
 
 def root_of(isa: str) -> Path:
-    root = ROOTS / isa
-    if not (root / ".emutrace-rootfs").exists():
-        pytest.skip(f"{root} is not built: run scripts/setup.sh (emutrace rootfs --arch "
-                    f"{isa} -o {root} {' '.join(PACKAGES)})")
-    return root
+    return built_root(ROOTS, isa, PACKAGES)
 
 
 def qemu(isa: str, argv: tuple[str, ...]) -> subprocess.CompletedProcess[bytes]:
