@@ -28,6 +28,9 @@ it reaches and writes the store) and the later ones are warm; the table gives th
 (warm with --repeat 3) and the first run's ratio ("cold").
 
 Targets: record <= 3x untraced, run -o <= 5x.
+
+Another checkout (a clean clone of a commit): `PYTHONPATH=CLONE python CLONE/bench/...`.
+The script measures, and writes its results into, the emutrace that Python imports.
 """
 
 from __future__ import annotations
