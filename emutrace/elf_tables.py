@@ -25,8 +25,9 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-SHT_PROGBITS, SHT_SYMTAB, SHT_DYNSYM = 1, 2, 11
-SHF_EXECINSTR = 0x4
+SHT_PROGBITS, SHT_SYMTAB, SHT_RELA, SHT_DYNAMIC, SHT_NOBITS, SHT_REL, SHT_DYNSYM = \
+    1, 2, 4, 6, 8, 9, 11
+SHF_ALLOC, SHF_EXECINSTR = 0x2, 0x4
 SHN_UNDEF, SHN_XINDEX = 0, 0xFFFF
 STT_OBJECT, STT_FUNC = 1, 2
 
@@ -62,6 +63,9 @@ class SymbolTables:
     symtab: list[ElfSymbol] | None
     dynsym: list[ElfSymbol] | None
     code_sections: list[tuple[int, int]]
+    # a static executable's IFUNC stubs: (.plt's address, its size, the (GOT slot, resolver)
+    # of every relocation, all symbol-less IRELATIVE ones); None elsewhere
+    iplt: tuple[int, int, tuple[tuple[int, int], ...]] | None = None
 
 
 NO_TABLES = SymbolTables(None, None, [])
@@ -157,7 +161,54 @@ def read_tables(blob: Blob, elfclass: int, little: bool) -> SymbolTables:
 
     code = sorted((s.addr, s.addr + s.size) for s in sections
                   if s.flags & SHF_EXECINSTR and s.type == SHT_PROGBITS and s.size)
-    return SymbolTables(table(".symtab"), table(".dynsym"), code)
+    plt = by_name.get(".plt")
+    iplt = _irelative(blob, sections, sections[plt], elfclass, little) \
+        if plt is not None else None
+    return SymbolTables(table(".symtab"), table(".dynsym"), code, iplt)
+
+
+def _irelative(blob: Blob, sections: list[Section], plt: Section, elfclass: int,
+               little: bool) -> tuple[int, int, tuple[tuple[int, int], ...]] | None:
+    """A static executable's `.plt` and the relocations that fill its GOT slots (gABI
+    "Relocation": Elf32_Rel/Elf64_Rela; a REL addend is the word at r_offset): None where
+    the file is dynamic (a SHT_DYNAMIC section), `.plt` is not code, or a relocation names
+    a symbol (not an IRELATIVE list)."""
+    if plt.type != SHT_PROGBITS or not plt.flags & SHF_EXECINSTR or \
+            any(s.type == SHT_DYNAMIC for s in sections):
+        return None
+    wide = elfclass == 64
+    order = "<" if little else ">"
+    slots = []
+    for sec in sections:
+        if sec.type not in (SHT_RELA, SHT_REL) or not sec.flags & SHF_ALLOC:
+            continue
+        rela = sec.type == SHT_RELA
+        fmt = order + ("QQq" if rela else "QQ") if wide else order + ("IIi" if rela else "II")
+        size = struct.calcsize(fmt)
+        if sec.offset + sec.size > len(blob):
+            return None
+        for at in range(sec.offset, sec.offset + sec.size - size + 1, size):
+            fields = struct.unpack_from(fmt, blob, at)
+            if fields[1] >> (32 if wide else 8):  # ELF64_R_SYM / ELF32_R_SYM
+                return None
+            addend = fields[2] if rela else _word_at(blob, sections, fields[0], wide, order)
+            if addend is None:
+                return None
+            slots.append((fields[0], addend))
+    return (plt.addr, plt.size, tuple(slots)) if slots else None
+
+
+def _word_at(blob: Blob, sections: list[Section], addr: int, wide: bool,
+             order: str) -> int | None:
+    """The address-sized word the file puts at link-time address addr."""
+    size = 8 if wide else 4
+    for sec in sections:
+        if sec.type != SHT_NOBITS and sec.flags & SHF_ALLOC and \
+                sec.addr <= addr and addr + size <= sec.addr + sec.size:
+            at = sec.offset + addr - sec.addr
+            if at + size <= len(blob):
+                return int(struct.unpack_from(order + ("Q" if wide else "I"), blob, at)[0])
+    return None
 
 
 def read_file_tables(path: str) -> SymbolTables:

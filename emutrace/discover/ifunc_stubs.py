@@ -15,62 +15,32 @@ address.  A layout that does not fit that (a section size that is not a whole nu
 stubs, relocations with a symbol: not a static executable's) names nothing.  `.iplt`
 sections (ARM: a Thumb `bx pc` before each ARM stub) are left unnamed.
 
-Pure: pyelftools only."""
+The relocations are read with the file's other tables (`elf_tables.SymbolTables.iplt`):
+no file is opened here."""
 
 from __future__ import annotations
 
-from elftools.elf.constants import SH_FLAGS
-from elftools.elf.elffile import ELFFile
-from elftools.elf.relocation import RelocationSection
-
-from emutrace.discover.elf_words import LoadedWords, alias_rank
+from emutrace.discover.elf_words import alias_rank
 from emutrace.elf_tables import ElfSymbol
 
 STT_GNU_IFUNC = 10  # gABI: ELF_ST_TYPE, OS-specific range (STT_LOOS)
 
 
-def ifunc_stubs(path: str, symtab: list[ElfSymbol], bias: int) -> list[tuple[str, int, int]]:
-    """(name, start, size) of the named `.plt` stubs of the static executable at path
-    (none for any other file), at run-time addresses."""
+def ifunc_stubs(symtab: list[ElfSymbol], iplt: tuple[int, int, tuple[tuple[int, int], ...]]
+                | None, bias: int) -> list[tuple[str, int, int]]:
+    """(name, start, size) of the named `.plt` stubs of a static executable, at run-time
+    addresses, from the tables its Image read (`SymbolTables.iplt`: none elsewhere)."""
+    if iplt is None:
+        return []
     names: dict[int, str] = {}  # resolver address → the IFUNC's name
     for sym in symtab:
         if sym.type == STT_GNU_IFUNC and sym.shndx and sym.name:
             have = names.get(sym.value)
             if have is None or alias_rank(sym.name) < alias_rank(have):
                 names[sym.value] = sym.name
-    if not names:
+    start, size, slots = iplt
+    if not names or not slots or size % len(slots):
         return []
-    with open(path, "rb") as fh:
-        elf = ELFFile(fh)
-        if any(seg["p_type"] in ("PT_DYNAMIC", "PT_INTERP") for seg in elf.iter_segments()):
-            return []  # a dynamic module: discover.modules.plt_symbols names its stubs
-        stubs = elf.get_section_by_name(".plt")
-        if stubs is None or stubs["sh_type"] != "SHT_PROGBITS" \
-                or not stubs["sh_flags"] & SH_FLAGS.SHF_EXECINSTR:
-            return []
-        slots = _irelative_slots(elf)
-        if slots is None or not slots or stubs["sh_size"] % len(slots):
-            return []
-        size = stubs["sh_size"] // len(slots)
-        start = stubs["sh_addr"] + bias
-    return [(f"{names[resolver]}@plt", start + i * size, size)
+    stride = size // len(slots)
+    return [(f"{names[resolver]}@plt", start + bias + i * stride, stride)
             for i, (_slot, resolver) in enumerate(sorted(slots)) if resolver in names]
-
-
-def _irelative_slots(elf: ELFFile) -> list[tuple[int, int]] | None:
-    """(GOT slot, resolver address) of every allocated relocation; None where one names a
-    symbol (then they are not a static executable's IRELATIVE list).  REL relocations keep
-    their addend in the slot itself (gABI "Relocation": implicit addends)."""
-    words = LoadedWords(elf)
-    out = []
-    for sec in elf.iter_sections():
-        if not isinstance(sec, RelocationSection) or not sec["sh_flags"] & SH_FLAGS.SHF_ALLOC:
-            continue
-        for rel in sec.iter_relocations():
-            if rel["r_info_sym"]:
-                return None
-            addend = rel["r_addend"] if sec.is_RELA() else words.at(rel["r_offset"])
-            if addend is None:
-                return None
-            out.append((rel["r_offset"], addend))
-    return out

@@ -185,7 +185,7 @@ def _read_symbols(image: Image) -> SymbolTable:
     code = [(start + bias, end + bias) for start, end in tables.code_sections]
     funcs, ranges = table_symbols(tables.symtab, image.isa, bias)
     funcs += [FuncSymbol(name, start, size, False, 0)
-              for name, start, size in ifunc_stubs(image.path, tables.symtab, bias)]
+              for name, start, size in ifunc_stubs(tables.symtab, tables.iplt, bias)]
     return SymbolTable(funcs, ranges, code)
 
 
