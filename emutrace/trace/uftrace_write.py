@@ -14,7 +14,7 @@ call with values; a later call whose values have another layout is written witho
 
 Durability: `task.txt`, the map, the `.sym` file and `info` are written when the sink is
 made, so a recorder killed with SIGKILL leaves a directory uftrace reads (every record up to
-the last flush; open calls show as entered).  Records are buffered (256 KiB) and `info` is
+the last flush; open calls show as entered).  Records are buffered (64 KiB) and `info` is
 rewritten (a new file renamed over the old) before a buffer that uses a new spec reaches
 `<tid>.dat`, so the data on disk never has values `info` does not describe (each spec's text
 is made once: a function's spec never changes, the tables only grow).  `close` flushes
@@ -72,7 +72,7 @@ INFO_ARG_SPEC, INFO_PATTERN_TYPE = 10, 12
 MAX_STACK = 1024
 # a buffer's bytes before it is written: each flush that brings a new spec replaces `info`
 # and `emutrace.txt` (a rename over the old file, which ext4 follows with a write-back)
-FLUSH_BYTES = 1 << 18
+FLUSH_BYTES = 1 << 16  # (a full disk keeps every whole buffer written before it)
 EMUTRACE_FILE = "emutrace.txt"  # what uftrace's files do not say: the guest ISA
 # which exits did not return by their own return instruction: "<record index> u" (unwound)
 # or "<record index> x" (closed at the program's end), in record order; uftrace ignores it
