@@ -283,6 +283,15 @@ class BoardMachine(TracedRun):
         if config.backend in BACKENDS:
             self.engine = engine_of_run(config.engine, config.backend,
                                         lambda m: print(m, file=sys.stderr))
+            if config.reloc is not None and self.engine == "native":
+                # the native engine traces code of the image before it copies itself,
+                # which the reference (and step) leave untraced: not yet the same trace
+                why = "--reloc runs on the Python reference engine (the native engine's " \
+                      "trace of a relocating image is not yet the reference's)"
+                if config.engine == "native":
+                    raise UsageError(f"--engine native: {why}")
+                print(f"emutrace: {why}", file=sys.stderr)
+                self.engine = "python"
             types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                         config.default_args, dict(config.arg_formats))
             options = BackendOptions(**settings_of(config), call_types=types,
