@@ -585,6 +585,18 @@ LINUX_NOT_TRIED = Capability(
     "virt-arm64)")
 
 
+NO_KERNEL_BOARD = Capability(False, "no board for kernel images (isa/kernel_*.py)")
+
+
+def gdb_only(not_emulated: Capability) -> dict[Cap, Capability]:
+    """The capability table of an ISA only the gdb target runs: every row emulation would
+    fill says `not_emulated` (its reason), no board, the gdb target yes."""
+    rows = (Cap.RUN_STATIC, Cap.RUN_DYNAMIC, Cap.SW_BREAKPOINT, Cap.BUSYBOX,
+            Cap.TRACE_DYNAMIC, Cap.PLT_NAMES)
+    return {**{row: not_emulated for row in rows}, Cap.KERNEL: NO_KERNEL_BOARD,
+            Cap.LINUX_KERNEL: LINUX_NOT_TRIED, Cap.GDB_TARGET: Capability(True)}
+
+
 class Cap(enum.Enum):
     """The keys of an ISA's capability table (`Isa.capabilities`, `emutrace info`).  Typed:
     a misspelt member is an AttributeError where it is written and a mypy error; a plain

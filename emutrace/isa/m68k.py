@@ -2,10 +2,8 @@
 Linux kernel use it: every argument on the stack, the result in d0."""
 
 from emutrace.isa.base import (
-    LINUX_NOT_TRIED,
     NO_FLOW,
     Breakpoint,
-    Cap,
     Capability,
     Classifiers,
     CValues,
@@ -19,6 +17,7 @@ from emutrace.isa.base import (
     NativeTracing,
     Registers,
     SyscallConvention,
+    gdb_only,
     no_block_step,
     x86_figure_borrowed,
 )
@@ -169,15 +168,5 @@ ISA = Isa(
     uname_machine="m68k",
     c_values=C_VALUES,
     classifiers=CLASSIFIERS,
-    capabilities={
-        Cap.RUN_STATIC: NOT_EMULATED,
-        Cap.RUN_DYNAMIC: NOT_EMULATED,
-        Cap.SW_BREAKPOINT: NOT_EMULATED,
-        Cap.BUSYBOX: NOT_EMULATED,
-        Cap.KERNEL: Capability(False, "no board for kernel images (isa/kernel_*.py)"),
-        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
-        Cap.TRACE_DYNAMIC: NOT_EMULATED,
-        Cap.PLT_NAMES: NOT_EMULATED,
-        Cap.GDB_TARGET: Capability(True),
-    },
+    capabilities=gdb_only(NOT_EMULATED),
 )

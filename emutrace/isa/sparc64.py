@@ -3,10 +3,8 @@ sparc64).  Calls and returns have a delay slot (SPARC V9 manual §6.3.4) and reg
 windows: the caller's o0-o5 are the callee's i0-i5 after its SAVE."""
 
 from emutrace.isa.base import (
-    LINUX_NOT_TRIED,
     NO_FLOW,
     Breakpoint,
-    Cap,
     Capability,
     Classifiers,
     CValues,
@@ -22,6 +20,7 @@ from emutrace.isa.base import (
     Registers,
     SyscallConvention,
     SyscallErrors,
+    gdb_only,
     no_block_step,
     x86_figure_borrowed,
 )
@@ -181,15 +180,5 @@ ISA = Isa(
     c_values=C_VALUES,
     classifiers=CLASSIFIERS,
     gdb_registers=GDB_REGISTERS,
-    capabilities={
-        Cap.RUN_STATIC: NOT_EMULATED,
-        Cap.RUN_DYNAMIC: NOT_EMULATED,
-        Cap.SW_BREAKPOINT: NOT_EMULATED,
-        Cap.BUSYBOX: NOT_EMULATED,
-        Cap.KERNEL: Capability(False, "no board for kernel images (isa/kernel_*.py)"),
-        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
-        Cap.TRACE_DYNAMIC: NOT_EMULATED,
-        Cap.PLT_NAMES: NOT_EMULATED,
-        Cap.GDB_TARGET: Capability(True),
-    },
+    capabilities=gdb_only(NOT_EMULATED),
 )
