@@ -76,6 +76,49 @@ int c_thread_case(void) {
   return (int)(long)r;
 }
 
+/* floats: long double (x87 80-bit on x86, IEEE binary128 on aarch64, riscv64 and s390x, IBM
+ * double-double on ppc and ppc64le, double on arm and mips) and structs with floating-point
+ * members, each followed by an int and a double that must come from the right registers or
+ * stack slots.  Each function prints what it received (%Lf and %f: what uftrace shows). */
+struct c_dd { double a, b; };
+struct c_fff { float a, b, c; };
+struct c_dl { double d; long l; };
+struct c_fi { float f; int i; };
+long double c_ldouble(long double x, int n, double d) {
+  printf("c_ldouble(%Lf, %d, %f)\n", x, n, d);
+  return x * n + d;
+}
+double c_dd_sum(struct c_dd s, int i, double x) {
+  printf("c_dd_sum({%f, %f}, %d, %f)\n", s.a, s.b, i, x);
+  return s.a + s.b + i + x;
+}
+double c_fff_sum(struct c_fff s, int i, double x) {
+  printf("c_fff_sum({%f, %f, %f}, %d, %f)\n", s.a, s.b, s.c, i, x);
+  return s.a + s.b + s.c + i + x;
+}
+double c_dl_sum(struct c_dl s, int i, double x) {
+  printf("c_dl_sum({%f, %ld}, %d, %f)\n", s.d, s.l, i, x);
+  return s.d + s.l + i + x;
+}
+double c_fi_sum(struct c_fi s, int i, double x) {
+  printf("c_fi_sum({%f, %d}, %d, %f)\n", s.f, s.i, i, x);
+  return s.f + s.i + i + x;
+}
+int c_floats_case(void) {
+  /* 2^60 + 1: exact in a 64-bit or 113-bit significand, not in a double's 53 bits */
+  long double q = c_ldouble(1152921504606846977.0L, 3, -0.25);
+  struct c_dd dd = {1.25, -2.5};
+  struct c_fff fff = {0.5f, 1.5f, -2.75f};
+  struct c_dl dl = {3.75, -7};
+  struct c_fi fi = {4.5f, 9};
+  double a = c_dd_sum(dd, 10, 0.125);
+  double b = c_fff_sum(fff, 11, 0.25);
+  double c = c_dl_sum(dl, 12, 0.375);
+  double d = c_fi_sum(fi, 13, 0.5);
+  printf("%Lf %f %f %f %f\n", q, a, b, c, d);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "calls";
   if (!strcmp(what, "calls")) {
@@ -97,6 +140,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(what, "signal")) printf("%d\n", c_signal_case());
   else if (!strcmp(what, "fork")) printf("%d\n", c_fork_case());
   else if (!strcmp(what, "thread")) printf("%d\n", c_thread_case());
+  else if (!strcmp(what, "floats")) c_floats_case();
   else return 2;
   return 0;
 }
