@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
-from elftools.elf.elffile import ELFFile
-
 from emutrace.backends import BackendOptions, create
 from emutrace.discover.argformats import ArgFormats
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
@@ -36,6 +34,7 @@ from emutrace.machine.board import devices
 from emutrace.machine.board.devicetree import board_dtb
 from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.gic import Gic
+from emutrace.machine.board.kernel_elf import physical_segments
 from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
 from emutrace.mechanisms import BACKENDS
@@ -336,13 +335,9 @@ class BoardMachine(TracedRun):
             if image.isa.name != isa:
                 raise UsageError(f"{path} is {image.isa.name}; machine {self.board.name} "
                                  f"is {isa}")
-            with open(path, "rb") as fh:  # p_paddr: load_image keeps p_vaddr only
-                elf = ELFFile(fh)
-                physical = []
-                for seg in elf.iter_segments():
-                    if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]:
-                        data = seg.data() + bytes(seg["p_memsz"] - seg["p_filesz"])
-                        physical.append((seg["p_paddr"], data))
+            # p_paddr (load_image keeps p_vaddr only), checked before anything is allocated
+            physical = physical_segments(path, image.entry, self.board.ram,
+                                         8 * image.isa.identity.word_size, self.board.name)
             return image, physical
         base = raw_at
         segment = Segment(base, len(blob), 0, blob, PF_R | PF_X)
@@ -575,7 +570,7 @@ class BoardMachine(TracedRun):
             due = self.support.timer_due(self.cpu) if self.support.timer_due else None
             if due is None:
                 return False
-            if self.cpu.stop_requested.wait(due):
+            if devices.wait_for_timer(self.cpu.stop_requested, due):
                 return True  # stopped while waiting: run() reports the stop
         return self._take_interrupt() or self._signalling()
 
@@ -642,7 +637,7 @@ class BoardMachine(TracedRun):
             waits += [] if due is None else [due]
         if take is None or not waits:
             return False
-        if self.cpu.stop_requested.wait(min(waits)):
+        if devices.wait_for_timer(self.cpu.stop_requested, min(waits)):
             return True  # stopped while waiting: run() reports the stop
         outcome = take(self.cpu)
         if outcome is None:

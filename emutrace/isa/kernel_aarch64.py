@@ -1,11 +1,14 @@
-"""AArch64 kernel images: synchronous exception entry to EL1, PSCI over hvc/smc.
+"""AArch64 kernel images: synchronous exception entry to EL1, PSCI over hvc.
 
 Arm ARM (DDI 0487) D1.10: an exception taken to EL1 saves PSTATE in SPSR_EL1 and the
 preferred return address in ELR_EL1, writes the syndrome to ESR_EL1 (D17.2.37: EC in bits
 31–26, IL bit 25, ISS), masks DAIF, selects SP_EL1 and jumps to VBAR_EL1 + offset (D1.10.2:
 +0x000 current EL with SP_EL0, +0x200 current EL with SP_ELx, +0x400 lower EL AArch64).
-Unicorn 2.1.4 (measured): `svc` → INTR 2 (EXCP_SWI) with PC past it; `hvc`/`smc` at EL1 →
-INTR 1 (EXCP_UDEF) with PC on it.  `eret` then works natively.
+Unicorn 2.1.4 (measured): `svc` → INTR 2 (EXCP_SWI) with PC past it; `hvc` at EL1 → INTR 1
+(EXCP_UDEF) with PC on it; `smc` at EL1 → INTR 13 (EXCP_SMC) with PC past it.  `eret` then
+works natively.  QEMU's virt without EL2 or EL3 (hw/arm/virt.c) makes hvc the PSCI conduit;
+`smc` with no EL3 is UNDEFINED (Arm ARM C6.2.272), so it enters the EL1 vector as an unknown
+instruction (EC 0, ELR on it), as qemu-system-aarch64 -M virt does.
 """
 
 from emutrace.isa import kernel_aarch64_timer
@@ -14,6 +17,7 @@ from emutrace.isa.kernel_aarch64_aborts import data_abort, instruction_abort
 from emutrace.isa.kernel_aarch64_mmu import physical
 
 EXCP_UDEF, EXCP_SWI, EXCP_PREFETCH_ABORT, EXCP_DATA_ABORT = 1, 2, 3, 4  # QEMU cpu.h
+EXCP_SMC = 13
 EC_UNKNOWN, EC_SVC64 = 0x00, 0x15  # ESR_ELx.EC (D17.2.37)
 IL = 1 << 25  # 32-bit instruction
 PSTATE_DAIF = 0xF << 6
@@ -80,7 +84,7 @@ def enter_el1(cpu: SysRegPort, esr: int | None, elr: int, far: int | None = None
 
 
 def psci(cpu: SysRegPort, next_pc: int, conduit: str) -> TrapOutcome:
-    """The PSCI firmware QEMU's virt machine emulates for hvc/smc calls."""
+    """The PSCI firmware QEMU's virt machine emulates for hvc calls (its conduit)."""
     fid = cpu.reg_read("x0") & 0xFFFFFFFF
     if fid in (PSCI_SYSTEM_OFF, PSCI_SYSTEM_RESET):
         name = "SYSTEM_OFF" if fid == PSCI_SYSTEM_OFF else "SYSTEM_RESET"
@@ -103,13 +107,16 @@ def deliver(cpu: SysRegPort, intno: int) -> TrapOutcome | None:
     if intno == EXCP_SWI:  # svc #imm16: ISS = imm16; preferred return = the next insn
         imm = (_insn(cpu, pc - 4) >> 5) & 0xFFFF
         return TrapOutcome("vector", "svc", enter_el1(cpu, EC_SVC64 << 26 | IL | imm, pc))
+    if intno == EXCP_SMC and _insn(cpu, pc - 4) & HVC_SMC_MASK == SMC:  # UNDEFINED: no EL3
+        return TrapOutcome("vector", "undefined instruction",
+                           enter_el1(cpu, EC_UNKNOWN << 26 | IL, pc - 4))
     if intno in (EXCP_UDEF, INSN_INVALID):
         insn = _insn(cpu, pc)
         if insn == WFI:  # trapped by HCR_EL2.TWI (reset): the CPU waits, not halted
             cpu.reg_write("pc", pc + 4)
             return TrapOutcome("idle", "wfi")
-        if insn & HVC_SMC_MASK in (HVC, SMC):
-            return psci(cpu, pc + 4, "hvc" if insn & HVC_SMC_MASK == HVC else "smc")
+        if insn & HVC_SMC_MASK == HVC:
+            return psci(cpu, pc + 4, "hvc")
         return TrapOutcome("vector", "undefined instruction",
                            enter_el1(cpu, EC_UNKNOWN << 26 | IL, pc))
     el = (cpu.reg_read("pstate") >> 2) & 3
@@ -164,7 +171,7 @@ KERNEL = KernelSupport(
     emulated_insns=kernel_aarch64_timer.ACCESSES,
     physical=physical,
     modelled="svc and undefined instructions enter VBAR_EL1 (ESR/ELR/SPSR written, DAIF "
-             "masked, EL1h); hvc/smc are PSCI calls (SYSTEM_OFF/SYSTEM_RESET end the run, "
+             "masked, EL1h; smc too: no EL3); hvc is PSCI (SYSTEM_OFF/SYSTEM_RESET end the run, "
              "PSCI_VERSION answers 1.1, MIGRATE_INFO_TYPE and PSCI_FEATURES as QEMU, others "
              "NOT_SUPPORTED); data and instruction aborts with the syndrome and FAR found again "
              "(kernel_aarch64_aborts.py); IRQ from the board's GIC (the virtual timer, a model: "

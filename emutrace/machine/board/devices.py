@@ -8,6 +8,7 @@ console and the power-off request handed in (`Console`, `PowerOff`); the board's
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import BinaryIO, Protocol
@@ -185,6 +186,22 @@ class DebugExit:
 
     def write(self, offset: int, size: int, value: int) -> None:
         raise PowerOff(((value << 1) | 1) & 0xFF, f"isa-debug-exit {value:#x}")
+
+
+# one wait of an idle CPU for its timer, at most (threading's waits refuse longer ones)
+LONGEST_WAIT = 86_400.0
+
+
+def wait_for_timer(stop: threading.Event, seconds: float) -> bool:
+    """Wait until a timer `seconds` ahead fires; True if the run was stopped first.  A
+    compare far in the future (a 64-bit mtimecmp or CVAL near 2^64: centuries of ticks) is
+    waited for a day at a time, so the idle CPU waits for --timeout or a stop signal as
+    QEMU's does, instead of a wait too long for the host's clock."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if stop.wait(min(left, LONGEST_WAIT)):
+            return True
+    return stop.is_set()
 
 
 class Clint(Latch):
