@@ -5,28 +5,35 @@
 # examples/ci/zlib/build/<isa>/ (ignored by git: third-party binaries are never committed).
 #
 #   bash scripts/build_ci_demo.sh [--isas "x86_64 arm"] [--regress ISA] [--out DIR]
+#   bash scripts/build_ci_demo.sh --fetch-only
 #
 # --regress ISA: that ISA's programs are built from a copy of zlib with one changed branch
 #   (REGRESSION below), the other ISAs' as Debian ships the source; without it every ISA's
 #   is the unchanged source.  Each ISA's directory records which variant it holds
 #   (.variant) and is rebuilt only when it is not the one asked for.
-# --out DIR: build there instead (the test builds into a temporary directory).
+# --out DIR: build there instead (tests/test_ci_demo.py builds into .cache/ci-demo/test/).
+# --fetch-only: only the source, when it is not there yet (scripts/setup.sh runs this).
 #
 # The source comes once through `apt-get source` (Debian's archive, a deb-src line for the
 # mirror the host already uses, in an apt configuration of our own under .cache/ci-demo/apt:
-# the host's apt state is not touched) into .cache/ci-demo/.
+# the host's apt state is not touched) into .cache/ci-demo/zlib.  The ISAs are the fourteen
+# of testbins/Makefile; static programs need each cross compiler's libc6-dev-<arch>-cross,
+# which its gcc-<triple> recommends (scripts/setup.sh installs them with their recommends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-isas="x86_64 i386 aarch64 arm mips mipsel mips64el riscv64 ppc ppc64le s390x"
+isas="x86_64 i386 aarch64 arm mips mipsel riscv64 ppc ppc64le s390x mips64el mips64 m68k sparc64"
 regress=""
 out="$repo/examples/ci/zlib/build"
+fetch_only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --isas) isas=$2; shift 2 ;;
     --regress) regress=$2; shift 2 ;;
     --out) out=$(realpath -m "$2"); shift 2 ;;
-    *) echo "usage: $0 [--isas \"ISA ...\"] [--regress ISA] [--out DIR]" >&2; exit 64 ;;
+    --fetch-only) fetch_only=1; shift ;;
+    *) echo "usage: $0 [--isas \"ISA ...\"] [--regress ISA] [--out DIR] | --fetch-only" >&2
+       exit 64 ;;
   esac
 done
 
@@ -35,7 +42,8 @@ triple() {
     x86_64) echo x86_64-linux-gnu ;; i386) echo i686-linux-gnu ;;
     aarch64) echo aarch64-linux-gnu ;; arm) echo arm-linux-gnueabihf ;;
     mips) echo mips-linux-gnu ;; mipsel) echo mipsel-linux-gnu ;;
-    mips64el) echo mips64el-linux-gnuabi64 ;;
+    mips64el) echo mips64el-linux-gnuabi64 ;; mips64) echo mips64-linux-gnuabi64 ;;
+    m68k) echo m68k-linux-gnu ;; sparc64) echo sparc64-linux-gnu ;;
     riscv64) echo riscv64-linux-gnu ;; ppc) echo powerpc-linux-gnu ;;
     ppc64le) echo powerpc64le-linux-gnu ;; s390x) echo s390x-linux-gnu ;;
     *) echo "build_ci_demo: unknown ISA $1" >&2; exit 64 ;;
@@ -61,6 +69,7 @@ if [ ! -f "$src/zlib.h" ]; then
   tar -xf "$cache"/download/zlib_*.orig.tar.* -C "$tmp" --strip-components=1
   rm -rf "$src" && mv -T "$tmp" "$src"
 fi
+[ -n "$fetch_only" ] && exit 0
 
 # The changed branch: inflate() hands a block to inflate_fast() only when at least 258
 # bytes of output space are left (the longest match, inflate.c); the regressed copy asks

@@ -157,9 +157,13 @@ roots() {
     root_with "$1" ".cache/system-roots/$1" perl-base python3-minimal dash bash coreutils &&
     root_with "$1" ".cache/battery-roots/$1" sqlite3 file openssl
 }
+# zlib's source from Debian's source package, in .cache/ci-demo/zlib: examples/ci/zlib's
+# programs and tests/test_ci_demo.py's are cross-built from it (scripts/build_ci_demo.sh).
+fetch_zlib() { bash scripts/build_ci_demo.sh --fetch-only; }
 start fetch_firmware
 start fetch_kernel
 start fetch_programs
+start fetch_zlib
 for isa in x86_64 i386 aarch64 arm mipsel ppc64le s390x; do start roots "$isa"; done
 failed=0
 for job in "${jobs_started[@]}"; do
