@@ -1,6 +1,7 @@
 """`hwbp` on the native target with the C loop (engine native): backends/hwbp.py's slot
 policy unchanged, with the debug-register hits whose whole decision C holds finished in C
-(native/ploop.c `hw_finish`).
+(native/ploop.c `hw_finish`, deciding and switching with strict.c's table under slots, the
+Unicorn port's).
 
 C is taught, per function Python arms by address slots (no stepped fall-back): its extent,
 its sites in register order (DRi = the i-th, as `SlotDelivery.arm` programs them after a
@@ -9,10 +10,11 @@ arguments); and each site's lowered instruction (`FastSites`).  Before C resumes
 (`_hand_over`), it is told the one armed function and the top of the call chain — only when
 Python's state is that simple: one function armed by exactly its taught slots, nothing
 pending.  C then finishes a hit at one of its sites when it is a call to a taught function's
-start, a return into the function below the chain's top, or a conditional jump not taken:
-it records the event, pushes or pops its chain, and when the current function changes
-frees the slots and programs the new one's with PTRACE_POKEUSER, counting hits and slot
-writes as `SlotDelivery` counts them.  Every other hit comes back unhandled, as before.
+start, a return to a caller the chain holds (`_caller`'s rule), or a conditional jump not
+taken: it records the event, and strict.c pushes or pops its chain and, when the current
+function changes, frees the slots and has the port program the new one's with
+PTRACE_POKEUSER, counting hits and slot writes as `SlotDelivery` counts them.  Every other
+hit comes back unhandled.
 
 After C (`_take_back`), the records are drained (`RecordDrain`: the Python path's values
 and tail-rule frames), the counters and chain taken over, and if C changed the current
@@ -98,7 +100,7 @@ class CSlots:
         base = max(0, len(b.chain) - HW_CHAIN)
         window = b.chain[base:]
         self._handed = (cur, base, window)
-        self.loop.hw_begin(True, cur, [f.start for f in window])
+        self.loop.hw_begin(True, cur, [(f.start, f.end) for f in window])
 
     def _take_back(self, stopped: bool) -> None:
         """After C: its counters, its chain and its current function become Python's

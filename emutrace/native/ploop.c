@@ -63,22 +63,12 @@ typedef struct {
 ADDRTAB_APART(pl_map, pl_map_entry, uint64_t, ADDRTAB_MIX_INDEX, PL_MAP_USED, PL_MAP_MATCH,
               PL_MAP_KEYOF, PL_MAP_SETKEY, ADDRTAB_ADDR_APART)
 
-/* hwbp (pl_hw_*): a function whose slots C may program, as hw_func reads it from strict.c's
- * function table (its slot addresses are its sites; a call to it may be finished, with its
- * arguments, when the table maps the call target start to it) */
+/* hwbp (pl_hw_*): strict.c's table under slots (the functions Python taught, their slot
+ * addresses as their sites, the chain), the function it has armed, and what C counted */
 typedef struct {
-    uint64_t start, end;  /* [start, end): Function.__contains__ */
-    uint64_t addr[PL_HW_SLOTS];
-    uint32_t n, calls;
-} pl_hw_func;
-
-/* the current function and the top of the backend's call chain */
-typedef struct {
-    ns_state *funcs;      /* strict.c's function table: the functions Python taught */
-    uint32_t on;          /* Python handed over: cur is armed alone, chain is its chain */
-    uint64_t cur;         /* the armed function's start */
-    uint64_t chain[PL_HW_CHAIN];
-    uint32_t depth;
+    ns_state *slots;  /* strict.c's table, its slots programmed through this port */
+    uint32_t on;      /* Python handed over: cur is armed alone, the chain is its chain */
+    uint64_t cur;     /* the function the table has armed (its slots are in DR0-DR3) */
     uint64_t hits, slot_writes;
 } pl_hw;
 
@@ -95,6 +85,7 @@ typedef struct {
     pl_map walk;     /* btf: address -> its walk step (pl_walk_add) */
     pl_hw hw;        /* hwbp: the debug-register slots (pl_hw_*) */
     uint64_t last_pc;
+    int32_t pid;  /* the tracee being resumed (the slots' port writes its debug registers) */
     uint64_t returned, resumes;  /* stops returned to Python, resumes */
     unsigned long long regs[PL_NREGS];  /* the stopped tracee's (GETREGS; SETREGS after) */
     ns_state *strict;  /* int3 --cleanup strict: strict.c's table (pl_strict_*), the core's */
@@ -315,70 +306,17 @@ static int read_word(const pl_state *s, uint64_t addr, uint64_t *out)
 /* The hwbp backend (backends/hwbp_slots.py: int3's algorithm under strict cleanup, delivered by
  * DR0-DR3) at a TRAP_HWBKPT stop: the CPU faulted before the site's instruction, and the
  * kernel set EFLAGS.RF so that it runs on resume (Intel SDM vol. 3 §18.3.1.1).  C finishes
- * the hit when it can make the backend's whole decision: a call to the start of a function
- * Python taught (pl_hw_func), a return to the function below the top of the chain, a
- * conditional jump not taken.  It appends the record (the arguments and return value are in
- * the registers and stack words the callee or caller will see: the instruction has not run
- * and changes neither), pushes or pops the chain, and where the current function changes,
- * frees its slots and programs the new one's, as SlotDelivery.disarm + arm do (DR7's enable
- * bits: Ln for DRn, R/W 00 and LEN 00: an execute breakpoint, §18.2.4).  The instruction
- * itself runs when the tracee resumes, as the Python loop steps it. */
+ * the hit when strict.c's table (the Unicorn port's, under slots: ns_set_slots) decides it:
+ * a call to the start of a function Python taught (pl_hw_func_set), a return to a caller
+ * the chain holds (_caller's rule), a conditional jump not taken.  It appends the record
+ * (the arguments and return value are in the registers and stack words the callee or
+ * caller will see: the instruction has not run and changes neither); strict.c switches the
+ * armed function and programs the one entered through this port (slots_program).  The
+ * instruction itself runs when the tracee resumes, as the Python loop steps it. */
 #define PL_TRAP_HWBKPT 4 /* <asm-generic/siginfo.h> */
 #define PL_DEBUGREG_OFFSET offsetof(struct user, u_debugreg)
 
-static void hw_free(pl_hw *hw) { ns_free(hw->funcs); }
-
-/* the function at start as Python taught it (*f filled), or NULL */
-static const pl_hw_func *hw_func(const pl_hw *hw, uint64_t start, pl_hw_func *f)
-{
-    int n = hw->funcs ? ns_func_get(hw->funcs, start, &f->end, f->addr, PL_HW_SLOTS) : -1;
-    if (n < 0 || n > PL_HW_SLOTS)
-        return NULL;
-    f->start = start;
-    f->n = (uint32_t)n;
-    f->calls = ns_target_func(hw->funcs, start) == (int64_t)start;
-    return f;
-}
-
-/* func's slots as SlotDelivery.arm programs them after a disarm freed all four: DRi = its
- * i-th site (PtraceTarget.hook_hw takes the lowest free register) */
-int pl_hw_func_set(pl_state *s, uint64_t start, uint64_t end, uint32_t n, uint64_t a0,
-                   uint64_t a1, uint64_t a2, uint64_t a3, uint32_t calls)
-{
-    pl_hw *hw = &s->hw;
-    const uint64_t addrs[PL_HW_SLOTS] = {a0, a1, a2, a3};
-    if (n > PL_HW_SLOTS)
-        return 0;
-    if (!hw->funcs && !(hw->funcs = ns_new(NULL, NULL, NULL, ~0ULL)))
-        return -1;
-    if (ns_func_sites(hw->funcs, start, end, n, addrs) != 0)
-        return -1;
-    return calls ? ns_target(hw->funcs, start, start) : ns_target_drop(hw->funcs, start);
-}
-
-void pl_hw_func_drop(pl_state *s, uint64_t start)
-{
-    if (s->hw.funcs)
-        ns_func_forget(s->hw.funcs, start);
-}
-
-/* Python's turn is over: cur alone is armed, chain (innermost last) is the top of its
- * chain.  on = 0: every debug-register stop is Python's. */
-void pl_hw_begin(pl_state *s, uint32_t on, uint64_t cur, const uint64_t *chain,
-                 uint32_t depth)
-{
-    pl_hw *hw = &s->hw;
-    hw->on = on && depth <= PL_HW_CHAIN;
-    hw->cur = cur;
-    hw->depth = hw->on ? depth : 0;
-    memcpy(hw->chain, chain, hw->depth * sizeof *chain);
-    hw->hits = hw->slot_writes = 0;
-}
-
-uint64_t pl_hw_cur(pl_state *s) { return s->hw.cur; }
-uint32_t pl_hw_depth(pl_state *s) { return s->hw.depth; }
-void *pl_hw_chain(pl_state *s) { return s->hw.chain; }
-uint64_t pl_hw_count(pl_state *s, uint32_t i) { return i == 0 ? s->hw.hits : s->hw.slot_writes; }
+static void hw_free(pl_hw *hw) { ns_free(hw->slots); }
 
 static int poke_dr(int32_t pid, int n, uint64_t value)
 {
@@ -386,49 +324,116 @@ static int poke_dr(int32_t pid, int n, uint64_t value)
                   (void *)(uintptr_t)value) == -1 ? -1 : 0;
 }
 
-/* the slots of cur freed, func's programmed: DR7 off, the addresses, DR7 on.  (A request
- * that fails — the tracee killed — is not retried: the resume reports it, and Python's
- * sync reprograms the registers of the function C made current anyway.) */
-static void hw_program(pl_state *s, int32_t pid, const pl_hw_func *f)
+/* the port's slots (strict.c ns_bind_slots): the function strict.c arms gets DR0..DRn-1,
+ * DR7 off first and on after (Ln: local enable of DRn; R/W 00, LEN 00: an execute
+ * breakpoint, Intel SDM vol. 3 §18.2.4).  A request that fails (the tracee killed) is not
+ * retried: the resume reports it, and Python's sync reprograms the registers anyway. */
+static int slots_program(void *port, const uint64_t *addrs, uint32_t n)
 {
+    const pl_state *s = port;
     uint64_t enable = 0;
-    s->hw.cur = f->start;
-    s->hw.slot_writes += f->n;
-    if (poke_dr(pid, 7, 0) != 0)
-        return;
-    for (uint32_t i = 0; i < f->n; i++) {
-        if (poke_dr(pid, (int)i, f->addr[i]) != 0)
-            return;
-        enable |= 1ULL << (2 * i);  /* Li: local enable of DRi */
+    if (poke_dr(s->pid, 7, 0) != 0)
+        return -1;
+    for (uint32_t i = 0; i < n && i < PL_HW_SLOTS; i++) {
+        if (poke_dr(s->pid, (int)i, addrs[i]) != 0)
+            return -1;
+        enable |= 1ULL << (2 * i);
     }
-    if (enable)
-        poke_dr(pid, 7, enable);
+    return enable ? poke_dr(s->pid, 7, enable) : 0;
 }
 
-/* 1: the hit finished (nothing more to do before resuming); 0: Python's, nothing changed */
+/* a function whose slots C may program, as SlotDelivery.arm programs them after a disarm
+ * freed all four: DRi = its i-th site (PtraceTarget.hook_hw takes the lowest free register);
+ * calls: a call to its start may be finished in C (integer-word arguments) */
+int pl_hw_func_set(pl_state *s, uint64_t start, uint64_t end, uint32_t n, uint64_t a0,
+                   uint64_t a1, uint64_t a2, uint64_t a3, uint32_t calls)
+{
+    pl_hw *hw = &s->hw;
+    const uint64_t addrs[PL_HW_SLOTS] = {a0, a1, a2, a3};
+    if (n > PL_HW_SLOTS)
+        return 0;
+    if (!hw->slots) {
+        if (!(hw->slots = ns_new(NULL, NULL, NULL, ~0ULL)))
+            return -1;
+        ns_set_slots(hw->slots, PL_HW_SLOTS, 0);  /* address slots: SlotDelivery's counts */
+        ns_bind_slots(hw->slots, slots_program, s);
+    }
+    for (uint32_t i = 0; i < n; i++)  /* a slot writes no guest memory (as a site hook) */
+        if (ns_site_hooked(hw->slots, addrs[i]) != 0)
+            return -1;
+    if (ns_func_sites(hw->slots, start, end, n, addrs) != 0)
+        return -1;
+    return calls ? ns_target(hw->slots, start, start) : ns_target_drop(hw->slots, start);
+}
+
+void pl_hw_func_drop(pl_state *s, uint64_t start)
+{
+    if (s->hw.slots)
+        ns_func_forget(s->hw.slots, start);
+}
+
+/* the function at start armed (on) or not in strict.c's table, with its sites */
+static void hw_mark(ns_state *ns, uint64_t start, uint32_t on)
+{
+    uint64_t end, addrs[PL_HW_SLOTS];
+    int n = ns_func_get(ns, start, &end, addrs, PL_HW_SLOTS);
+    ns_func_armed(ns, start, on);
+    for (int i = 0; i < n && i < PL_HW_SLOTS; i++)
+        ns_site_armed(ns, addrs[i], on, on ? start : 0);
+}
+
+/* Python's turn is over: cur alone is armed, the chain (innermost last, extents) is the top
+ * of its chain.  on = 0: every debug-register stop is Python's. */
+void pl_hw_begin(pl_state *s, uint32_t on, uint64_t cur, const uint64_t *starts,
+                 const uint64_t *ends, uint32_t depth)
+{
+    pl_hw *hw = &s->hw;
+    hw->hits = hw->slot_writes = 0;
+    hw->on = 0;
+    if (!on || !hw->slots)
+        return;
+    if (hw->cur != cur)
+        hw_mark(hw->slots, hw->cur, 0);
+    hw_mark(hw->slots, cur, 1);
+    hw->cur = cur;
+    hw->on = ns_chain_set(hw->slots, depth, starts, ends) == 0;
+}
+
+uint64_t pl_hw_cur(pl_state *s) { return s->hw.cur; }
+uint32_t pl_hw_depth(pl_state *s) { return s->hw.slots ? (uint32_t)ns_chain_depth(s->hw.slots) : 0; }
+uint64_t pl_hw_count(pl_state *s, uint32_t i) { return i == 0 ? s->hw.hits : s->hw.slot_writes; }
+
+/* the chain's starts, innermost last (room: pl_hw_depth) */
+void pl_hw_chain(pl_state *s, uint64_t *starts, uint32_t room)
+{
+    const ns_frame *f = ns_chain(s->hw.slots);
+    for (uint32_t i = 0; i < room && i < pl_hw_depth(s); i++)
+        starts[i] = f[i].start;
+}
+
+/* 1: the hit finished (nothing more to do before resuming); 0: Python's, nothing changed.
+ * The decision is strict.c's (ns_call_ok/ns_return_ok, then its switch: the function left
+ * disarmed, the one entered armed, its slots programmed through slots_program). */
 static int hw_finish(pl_state *s, int32_t pid)
 {
     pl_hw *hw = &s->hw;
+    ns_state *ns = hw->slots;
     if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
         return 0;
     uint64_t mask = mask_of(s), pc = reg(s, s->core.cfg.pc_reg), sp = reg(s, s->core.cfg.sp_reg);
-    pl_hw_func cur_view, next_view;
-    const pl_hw_func *cur = hw_func(hw, hw->cur, &cur_view), *next = NULL;
+    uint64_t owner = 0;
+    uint8_t armed = 0;
+    ns_sites_state(ns, 1, &pc, &owner, &armed);
     core_site *site = core_sites_find(&s->core.sites, pc);
-    if (!cur || !site || site->op == OP_NONE
+    if (!armed || owner != hw->cur || !site || site->op == OP_NONE
         || reg_test_holds(s, site->guard, site->guard_reg, site->ga, site->gb, 0) != 1)
-        return 0;
-    int in_cur = 0;
-    for (uint32_t i = 0; i < cur->n; i++)
-        in_cur |= cur->addr[i] == pc;
-    if (!in_cur)
-        return 0;  /* a slot Python programmed for another function */
+        return 0;  /* (not armed for the current function: a slot Python programmed) */
     uint64_t target, regs[NT_MAX_REGS] = {0};
     if (site->op == OP_CALL) {
         target = site->src_reg >= 0 ? reg(s, site->src_reg) & site->reg_mask : site->target;
-        next = hw_func(hw, target, &next_view);
-        if (target == site->after || !next || !next->calls || hw->depth >= PL_HW_CHAIN)
-            return 0;  /* a PC thunk, a callee not taught (discovery), a deep chain */
+        if (target == site->after || ns_chain_reserve(ns) != 0
+            || !ns_call_ok(ns, site->addr, target))
+            return 0;  /* a PC thunk, a callee not taught (discovery) */
         uint64_t entry_sp = (sp - s->core.cfg.word) & mask;  /* after CALL pushes */
         if (core_call_words(&s->core, entry_sp, regs, 0, s->core.cfg.n_args, 0,
                             s->core.cfg.n_stack) != 0)
@@ -436,14 +441,12 @@ static int hw_finish(pl_state *s, int32_t pid)
         /* (the record's room: checked before resuming) */
         core_record(&s->core, EV_CALL, s->core.time, site->addr, target, sp, site->after,
                     entry_sp, regs, s->core.cfg.n_args + s->core.cfg.n_stack, 0);
-        hw->chain[hw->depth++] = next->start;
+        ns_call_commit(ns, site->addr, target);
     } else if (site->op == OP_RETURN && site->fast && site->src_reg < 0
                && !site->conditional && site->cond == C_ALWAYS) {
-        if (read_word(s, sp, &target) != 0 || target == site->after || hw->depth < 2)
-            return 0;
-        next = hw_func(hw, hw->chain[hw->depth - 2], &next_view);
-        if (!next || !(next->start <= target && target < next->end))
-            return 0;  /* not to the function below: Python's (_caller walks the chain) */
+        if (read_word(s, sp, &target) != 0 || target == site->after
+            || !ns_return_ok(ns, site->addr, target))
+            return 0;  /* a caller the chain cannot place: Python's (_caller) */
         uint32_t n = 0;
         if (s->core.cfg.ret_reg >= 0)
             regs[n++] = reg(s, s->core.cfg.ret_reg);
@@ -451,7 +454,7 @@ static int hw_finish(pl_state *s, int32_t pid)
             regs[n++] = reg(s, s->core.cfg.ret_hi_reg);
         core_record(&s->core, EV_RETURN, s->core.time, site->addr, target, sp, site->after,
                     sp, regs, n, 0);
-        hw->depth--;
+        ns_return_commit(ns, site->addr, target);
     } else if (site->op == OP_JUMP && site->conditional) {
         if (reg_test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc) != 0)
             return 0;  /* taken: Python's */
@@ -460,9 +463,11 @@ static int hw_finish(pl_state *s, int32_t pid)
         return 0;
     }
     hw->hits++;
+    hw->slot_writes += ns_journal_slot_writes(ns);
+    ns_journal_clear(ns);  /* (Python takes the chain and the current function back) */
+    if (ns_chain_depth(ns))
+        hw->cur = ns_chain(ns)[ns_chain_depth(ns) - 1].start;
     s->last_pc = target;
-    if (next && next->start != hw->cur)
-        hw_program(s, pid, next);
     return 1;
 }
 
@@ -471,6 +476,7 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
 {
     uint32_t handled = 0;
     s->last_pc = 0;
+    s->pid = pid;
     if (s->core.n_events >= s->core.cfg.buffer_events)
         return -ENOSPC;  /* Python drains the buffer before resuming */
     for (;;) {

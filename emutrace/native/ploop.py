@@ -91,10 +91,10 @@ SIGNATURES: native.Signatures = {
                   ctypes.POINTER(_u64)], ctypes.c_int),
     "pl_hw_func_set": ([_vp, _u64, _u64, _u32, _u64, _u64, _u64, _u64, _u32], ctypes.c_int),
     "pl_hw_func_drop": ([_vp, _u64], None),
-    "pl_hw_begin": ([_vp, _u32, _u64, ctypes.POINTER(_u64), _u32], None),
+    "pl_hw_begin": ([_vp, _u32, _u64, ctypes.POINTER(_u64), ctypes.POINTER(_u64), _u32], None),
     "pl_hw_cur": ([_vp], _u64),
     "pl_hw_depth": ([_vp], _u32),
-    "pl_hw_chain": ([_vp], _vp),
+    "pl_hw_chain": ([_vp, ctypes.POINTER(_u64), _u32], None),
     "pl_hw_count": ([_vp, _u32], _u64),
 }
 
@@ -233,17 +233,21 @@ class PtraceLoop:
     def hw_func_drop(self, start: int) -> None:
         self._lib.pl_hw_func_drop(self._pl, start)
 
-    def hw_begin(self, on: bool, cur: int, chain: list[int]) -> None:
-        """Before C resumes: cur is the one armed function, chain the top of the chain."""
-        window = (ctypes.c_uint64 * max(len(chain), 1))(*chain)
-        self._lib.pl_hw_begin(self._pl, int(on), cur, window, len(chain))
+    def hw_begin(self, on: bool, cur: int, chain: list[tuple[int, int]]) -> None:
+        """Before C resumes: cur is the one armed function, chain the top of the chain
+        (each function's extent, innermost last)."""
+        n = len(chain)
+        starts = (ctypes.c_uint64 * max(n, 1))(*(a for a, _b in chain))
+        ends = (ctypes.c_uint64 * max(n, 1))(*(b for _a, b in chain))
+        self._lib.pl_hw_begin(self._pl, int(on), cur, starts, ends, n)
 
     def hw_state(self) -> tuple[int, list[int], int, int]:
         """After C: (the armed function, the chain's top, hits C finished, slot writes)."""
         lib, pl = self._lib, self._pl
         depth = int(lib.pl_hw_depth(pl))
-        chain = list((ctypes.c_uint64 * depth).from_address(lib.pl_hw_chain(pl))) \
-            if depth else []
+        starts = (ctypes.c_uint64 * max(depth, 1))()
+        lib.pl_hw_chain(pl, starts, depth)
+        chain = list(starts[:depth])
         return (int(lib.pl_hw_cur(pl)), chain, int(lib.pl_hw_count(pl, 0)),
                 int(lib.pl_hw_count(pl, 1)))
 

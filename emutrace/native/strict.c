@@ -40,6 +40,7 @@
 
 #define NS_MAX_BP 4     /* the longest breakpoint encoding (codeguard.py MAX_BP) */
 #define NS_NONE UINT32_MAX
+#define NS_MAX_SLOTS 16  /* the most slots a port programs at once (x86: DR0-DR3) */
 #define NS_JOURNAL 4096  /* switches kept for Python's replay; full: C declines the next */
 
 typedef struct {
@@ -87,6 +88,8 @@ struct ns_state {
     uint8_t slot_ranges;  /* 1: range slots (s390x PER), 0: address slots */
     uint64_t in_use;  /* slots programmed now: the armed functions' in_use, summed */
     uint64_t j_slot_writes, j_fallbacks, j_max_slots;  /* since the journal was cleared */
+    ns_slots_fn slots_program;  /* the port's slot programming (ns_bind_slots), or NULL */
+    void *slots_port;
 };
 
 /* ------------------------------------------------------------------ maps */
@@ -178,6 +181,14 @@ void ns_bind_code(ns_state *ns, ns_code_write_fn code_write, void *port)
 {
     ns->code_write = code_write;
     ns->code_port = port;
+}
+
+/* hwbp on a port with real slots (ploop.c: DR0-DR3): a function armed here has its site
+ * addresses programmed through the port, after the function left was disarmed */
+void ns_bind_slots(ns_state *ns, ns_slots_fn program, void *port)
+{
+    ns->slots_program = program;
+    ns->slots_port = port;
 }
 
 /* the uc_ctl this table drops translated code with (hotpath.c's code_write, same library) */
@@ -522,6 +533,20 @@ static void count_slots(ns_state *ns, ns_func *fn, uint32_t n_free)
         ns->j_max_slots = ns->in_use;
 }
 
+/* the port programs the armed function's sites in their order, slot i = site i (as
+ * SlotDelivery.arm programs them after a disarm freed every slot); a failed request is not
+ * retried: the port's next stop reports it */
+static void program_slots(ns_state *ns, const ns_func *fn)
+{
+    uint64_t addrs[NS_MAX_SLOTS];
+    uint32_t n = fn->n_sites < ns->slots ? fn->n_sites : ns->slots;
+    if (n > NS_MAX_SLOTS)
+        n = NS_MAX_SLOTS;
+    for (uint32_t k = 0; k < n; k++)
+        addrs[k] = ns->sites[fn->sites[k]].addr;
+    ns->slots_program(ns->slots_port, addrs, n);
+}
+
 /* int3_python.py _arm: a function not armed gets breakpoints on every site not armed already
  * (an idle site hook is armed again) */
 static void arm(ns_state *ns, ns_func *fn)
@@ -541,6 +566,8 @@ static void arm(ns_state *ns, ns_func *fn)
     }
     if (ns->slots)
         count_slots(ns, fn, n_free);
+    if (ns->slots_program)
+        program_slots(ns, fn);
 }
 
 static int push(ns_state *ns, const ns_func *fn, uint32_t f)
