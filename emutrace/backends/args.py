@@ -26,13 +26,16 @@ from emutrace.discover.callabi import (
     ByRef,
     CallTypes,
     Fpr,
+    Pieces,
     Reg,
     Slots,
     Unknown,
     has_float,
+    is_long_double,
 )
 from emutrace.discover.prototypes import CType
 from emutrace.target.protocol import MemoryFault, Target
+from emutrace.trace.long_double import long_double_value
 from emutrace.trace.values import STRING_LIMIT, Value, quote_c, render
 
 _SRET_DEPTH = 256  # struct-result addresses kept per function (deep recursion, longjmp)
@@ -65,7 +68,9 @@ class ArgReader:
         out = []
         stack = None  # (the stack words of this call, read at once, sp with them: `_slot`)
         deepest = max((max(loc.ids) if isinstance(loc, Slots) and loc.ids else
-                       loc.slot if isinstance(loc, ByRef) else -1) for loc in locs)
+                       loc.slot if isinstance(loc, ByRef) else
+                       max((w for _, _, w in loc.parts if isinstance(w, int)), default=-1)
+                       if isinstance(loc, Pieces) else -1) for loc in locs)
         if deepest >= len(self.regs):
             sp = self.cpu.reg_read(self.sp)
             stack = self._stack_words(sp, deepest + 1 - len(self.regs))
@@ -91,6 +96,8 @@ class ArgReader:
                 out.append(self._from_words([self.cpu.reg_read(loc.reg)], loc.ctype))
             elif isinstance(loc, ByRef):
                 out.append(self._struct_at(self._slot(loc.slot, sp, stack), loc.ctype))
+            elif isinstance(loc, Pieces):
+                out.append(self._pieces(loc, sp, stack))
             else:
                 assert isinstance(loc, Unknown)
                 out.append(Value("struct", 8 * loc.ctype.size, 0, "{?}"))
@@ -125,10 +132,12 @@ class ArgReader:
             return 0
 
     def _from_words(self, words: list[int], t: CType) -> Value:
-        if len(words) == 1 and t.kind != "struct":
+        if len(words) == 1 and t.kind != "struct" and not is_long_double(t):
             return self.value(words[0], t)
         mask = (1 << (8 * self.word)) - 1
         data = b"".join((w & mask).to_bytes(self.word, self.cpu.byteorder) for w in words)
+        if is_long_double(t):
+            return self._long_double(data)
         if t.kind == "struct":
             if self.cv.struct_scalar and len(words) == 1:  # s390x: right-justified
                 data = data[self.word - t.size:]
@@ -142,6 +151,8 @@ class ArgReader:
         t = values.ret
         if t is VOID or t.kind == "void":
             return None
+        if is_long_double(t) and self.cv.long_double != "double" and not values.ret_in_core:
+            return self._long_double_result(func)
         if t.kind == "float" and not values.ret_in_core:
             reg = self.cv.fp_retval
             if reg is not None:
@@ -180,6 +191,8 @@ class ArgReader:
             return Value("enum", bits, raw, name)
         if kind in ("str", "buf"):
             return self.string_value(raw, t, self.string(raw))
+        if is_long_double(t):  # (a struct's member: its bytes as in memory)
+            return self._long_double(raw.to_bytes(t.size, self.cpu.byteorder))
         if kind in ("int", "uint", "char", "uchar", "bool", "ptr", "float", "hex", "oct"):
             return Value(kind, bits, raw)
         return Value("hex", bits, raw)
@@ -209,7 +222,74 @@ class ArgReader:
             return None
         return out[:STRING_LIMIT + 1].decode("latin-1")
 
+    # ------------------------------------------------------------ floating point
+    def _long_double(self, data: bytes) -> Value:
+        """A `long double` from its memory image, in the ISA's format (trace/long_double)."""
+        return long_double_value(data, self.cv.long_double, self.cpu.byteorder)
+
+    def _long_double_result(self, func: int) -> Value:
+        """A `long double` result where CValues.long_double_ret says."""
+        cpu, cv, order = self.cpu, self.cv, self.cpu.byteorder
+        where = cv.long_double_ret
+        if where == "x87":  # st(0) = physical FP<TOP> (Intel SDM vol. 1 §8.1.3)
+            reg = cpu.raw_reg(f"fp{(cpu.reg_read('fpsw') >> 11) & 7}")
+            mant, se = (int(reg[0]), int(reg[1])) if isinstance(reg, tuple) else \
+                (reg & (1 << 64) - 1, (reg >> 64) & 0xFFFF)
+            return self._long_double(mant.to_bytes(8, "little") + se.to_bytes(2, "little"))
+        if where == "fp" and cv.fp_quad:
+            return self._long_double(self._fp_bits(cv.fp_quad[0], 16).to_bytes(16, order))
+        if where == "pair":
+            return self._long_double(b"".join(self._fp_bits(r, 8).to_bytes(8, order)
+                                              for r in cv.fp_args[:2]))
+        if where == "memory":
+            pending = self._sret.get(func)
+            if pending:
+                return self._struct_at(pending.pop(), CType("float", 16, "long double"))
+            return Value("float", 128, 0, "?")
+        words = [cpu.reg_read(self.ret_reg)]  # "core": the integer result registers
+        if cv.retval_hi is not None:
+            words.append(cpu.reg_read(cv.retval_hi))
+        mask = (1 << (8 * self.word)) - 1
+        return self._long_double(b"".join((w & mask).to_bytes(self.word, order)
+                                          for w in words))
+
+    def _fp_bits(self, reg: str, size: int) -> int:
+        """The `size` bytes of a value in an FP register, as that value's bit pattern: a
+        float where CValues.fp_single says (converted from double format on Power)."""
+        raw = self.cpu.raw_reg(reg)
+        assert isinstance(raw, int)
+        if size == 4:
+            if self.cv.fp_single == "high32":
+                return (raw >> 32) & 0xFFFFFFFF
+            if self.cv.fp_single == "double":
+                return _float_value(raw & (1 << 64) - 1, 4).raw
+            return raw & 0xFFFFFFFF
+        return raw & (1 << (8 * size)) - 1
+
+    def _pieces(self, loc: Pieces, sp: int | None, stack: list[int] | None) -> Value:
+        """A value split over registers (callabi.Pieces), put together as in memory."""
+        t, order = loc.ctype, self.cpu.byteorder
+        data = bytearray(max([t.size] + [off + size for off, size, _ in loc.parts]))
+        for off, size, where in loc.parts:
+            if isinstance(where, str):
+                bits = self._fp_bits(where, size)
+            else:  # an integer register: the member's value in its low bytes
+                bits = self._slot(where, sp, stack) & (1 << (8 * size)) - 1
+            data[off:off + size] = bits.to_bytes(size, order)
+        if is_long_double(t):
+            return self._long_double(bytes(data))
+        return self.struct_value(bytes(data[:t.size]), t)
+
     def _fp(self, reg: str, high: str | None, t: CType) -> Value:
+        if is_long_double(t) and self.cv.long_double != "double":  # (AArch64: a q register)
+            return self._long_double(self._fp_bits(reg, t.size).to_bytes(t.size,
+                                                                         self.cpu.byteorder))
+        got = self._fp_scalar(reg, high, t)
+        if is_long_double(t) and got.bits == 64:  # (long double is double: shown as one)
+            return long_double_value(got.raw.to_bytes(8, "little"), "double", "little")
+        return got
+
+    def _fp_scalar(self, reg: str, high: str | None, t: CType) -> Value:
         cpu, cv = self.cpu, self.cv
         if cv.fp_x87 or (cv.long_double_x87 and t.size > 8):
             # st(0) is physical register FP<TOP>, TOP = FPU status word bits 11-13 (Intel
@@ -230,10 +310,13 @@ class ArgReader:
         return Value("float", 64, raw & (1 << 64) - 1)
 
     def _struct_at(self, addr: int, t: CType) -> Value:
+        """A struct (or a `long double`) read from memory at addr."""
         try:
             data = self.cpu.mem_read(addr, t.size)
         except MemoryFault:
-            return Value("struct", 8 * t.size, addr, None)
+            return Value(t.kind, 8 * t.size, addr, None if t.kind == "struct" else "?")
+        if is_long_double(t):
+            return self._long_double(data)
         return self.struct_value(data, t)
 
     def _array(self, data: bytes, t: CType) -> str:

@@ -15,9 +15,16 @@ order (i386: stack words only).  A location is one of:
 * `Reg(reg, ctype)` — an integer value in a register the C ABI would not use for it, as
   DWARF says (`Prototype.entry_registers`: i386 static functions in GCC's local calling
   convention);
-* `ByRef(slot, ctype)` — a struct passed as a pointer to a copy: read from memory;
-* `Unknown(ctype)` — a value this reader does not locate (a struct with float members,
-  which ABIs pass in FP registers by rules not modelled here).
+* `ByRef(slot, ctype)` — a struct (or s390x `long double`) passed as a pointer to a
+  copy: read from memory;
+* `Pieces(parts, ctype)` — a value split over registers: a struct with floating-point
+  members by its ABI's aggregate rule (`CValues.struct_fp`: x86-64 eightbytes, HFAs,
+  RISC-V flattening, s390x single-member structs), an IBM double-double in two FPRs;
+* `Unknown(ctype)` — a value this reader does not locate (a struct with float members on
+  an ISA whose rule is not modelled: `struct_fp` empty).
+
+`long double` goes where `CValues.long_double_args` says; its value is decoded exactly
+from its bytes (trace/long_double.py).
 """
 
 from __future__ import annotations
@@ -80,7 +87,16 @@ class Unknown:
     ctype: CType
 
 
-Loc = Slots | Fpr | Reg | ByRef | Unknown
+@dataclass(frozen=True)
+class Pieces:
+    """A value the ABI splits over registers: per piece (byte offset in the value's memory
+    image, bytes, where) with `where` an FP register's name or an integer slot number."""
+
+    parts: tuple[tuple[int, int, str | int], ...]
+    ctype: CType
+
+
+Loc = Slots | Fpr | Reg | ByRef | Pieces | Unknown
 AUTO = CType("auto", 0, "")  # a word of unknown type
 SRET = CType("sret", 0, "")  # the hidden address of a struct result (not shown)
 
@@ -90,80 +106,275 @@ def has_float(t: CType) -> bool:
                for _, _, m in t.members)
 
 
+def is_long_double(t: CType) -> bool:
+    return t.kind == "float" and t.name == "long double"
+
+
+def leaves(t: CType, at: int = 0) -> list[tuple[int, CType]]:
+    """The scalar members of a struct, nested structs and arrays flattened, as (byte offset,
+    type): what the ABIs' aggregate rules classify."""
+    out: list[tuple[int, CType]] = []
+    for _, off, m in t.members:
+        if m.kind == "struct":
+            out += leaves(m, at + off)
+        elif m.kind == "array":
+            elem = m.members[0][2] if m.members else None
+            if elem is None or elem.size == 0:
+                return [(at + off, m)]  # (not classifiable: an integer-class blob)
+            for k in range(m.size // elem.size):
+                out += leaves(elem, at + off + k * elem.size) if elem.kind == "struct" \
+                    else [(at + off + k * elem.size, elem)]
+        else:
+            out.append((at + off, m))
+    return out
+
+
+def _fp_leaf(t: CType) -> bool:
+    return t.kind == "float" and t.size in (4, 8) and not (is_long_double(t) and t.size > 8)
+
+
+def homogeneous(t: CType, limit: int) -> int:
+    """Members of a homogeneous floating-point aggregate (all float, or all double; at most
+    `limit`), else 0."""
+    parts = leaves(t)
+    if not 0 < len(parts) <= limit or t.is_union:
+        return 0
+    size = parts[0][1].size
+    return len(parts) if all(_fp_leaf(m) and m.size == size for _, m in parts) else 0
+
+
 def plan_call(isa: Isa, params: tuple[CType, ...], variadic: bool = False,
               ret: CType = VOID) -> tuple[Loc, ...]:
     """The location of each parameter, by the ISA's C ABI (see the module docstring); a
     struct result in memory puts its hidden address first (ctype SRET; AArch64: x8)."""
-    cv: CValues = isa.c_values
-    word = isa.identity.word_size
-    nregs = len(isa.registers.args)
-    slot = stack = fp = 0  # next argument register, next stack word
-    singles: set[int] = set()  # ARM VFP: single registers taken (back-filling)
-    seen_int = False
+    plan = _Plan(isa)
+    cv = plan.cv
     out: list[Loc] = []
-
-    def take(size: int, ctype: CType, memory: bool = False) -> Slots:
-        """The next n words: registers while they last (an argument may straddle into
-        the stack, AAPCS C.5 / o32), then stack words; `memory`: on the stack whatever
-        registers are free (x86-64 MEMORY class)."""
-        nonlocal slot, stack
-        n = max(1, -(-size // word))
-        if n == 2 and word == 4 and cv.pair_aligned and ctype.kind != "struct":
-            slot += slot % 2
-            stack += stack % 2
-        ids: list[int] = []
-        if not memory:
-            while slot < nregs and len(ids) < n:
-                ids.append(slot)
-                slot += 1
-            if ids and len(ids) < n and cv.struct_large == "stack":  # x86-64: all or none
-                slot, ids = ids[0], []
-        while len(ids) < n:
-            ids.append(nregs + stack)
-            stack += 1
-        return Slots(tuple(ids), ctype)
-
     core_only = variadic and cv.variadic_core_only
-    if returns_in_memory(cv, ret):  # the hidden address of the struct result comes first
-        out.append(Fpr(cv.sret_reg, None, SRET) if cv.sret_reg else take(word, SRET))
+    if returns_in_memory(cv, ret):  # the hidden address of the result comes first
+        out.append(Fpr(cv.sret_reg, None, SRET) if cv.sret_reg else plan.take(plan.word, SRET))
     for t in params:
-        if t.kind == "float" and not core_only:
-            loc = _fp_register(cv, t, fp, singles, seen_int)
-            if loc is not None:
-                if not cv.fp_single_args:
-                    fp += 1
-                out.append(loc)
-                if cv.fp_shadow:
-                    take(t.size, t)
-                continue
-            out.append(take(t.size, t))
-            continue
-        seen_int = True
-        if t.kind == "struct":
-            if (has_float(t) and cv.fp_args and not cv.fp_leading_only) or t.is_union and \
-                    has_float(t):
-                out.append(Unknown(t))  # floats of a struct travel in FP registers
-                take(t.size, t)
-                continue
-            if cv.struct_scalar:
-                if t.size in (1, 2, 4, 8):
-                    out.append(take(word, t))
-                else:
-                    out.append(ByRef(take(word, t).first, t))
-                continue
-            if t.size <= cv.struct_in_slots:
-                out.append(take(t.size, t))
-            elif cv.struct_large == "ref":
-                out.append(ByRef(take(word, t).first, t))
-            else:
-                out.append(take(t.size, t, memory=True))
-            continue
-        out.append(take(t.size or word, t))
+        if is_long_double(t) and cv.long_double != "double" and not core_only:
+            out.append(plan.long_double(t))
+        elif t.kind == "float" and not core_only:
+            out.append(plan.fp_scalar(t))
+        elif t.kind == "struct":
+            plan.seen_int = True
+            out.append(plan.struct(t))
+        else:
+            plan.seen_int = True
+            out.append(plan.take(t.size or plan.word, t))
     return tuple(out)
 
 
+class _Plan:
+    """The registers and stack words a call's arguments have taken so far."""
+
+    def __init__(self, isa: Isa) -> None:
+        self.cv: CValues = isa.c_values
+        self.word = isa.identity.word_size
+        self.nregs = len(isa.registers.args)
+        self.slot = self.stack = self.fp = 0  # next argument register, stack word, FPR
+        self.singles: set[int] = set()  # ARM VFP: single registers taken (back-filling)
+        self.seen_int = False
+
+    def take(self, size: int, ctype: CType, memory: bool = False, align: int = 0) -> Slots:
+        """The next n words: registers while they last (an argument may straddle into
+        the stack, AAPCS C.5 / o32), then stack words; `memory`: on the stack whatever
+        registers are free (x86-64 MEMORY class); `align`: the argument's alignment in
+        bytes (a doubleword-aligned one starts at an even slot on pair_aligned ISAs)."""
+        cv, word, nregs = self.cv, self.word, self.nregs
+        n = max(1, -(-size // word))
+        if (n == 2 and word == 4 and cv.pair_aligned and ctype.kind != "struct") or \
+                (align > word and cv.pair_aligned):
+            self.slot += self.slot % 2
+            self.stack += self.stack % 2
+        if memory and align > word:
+            self.stack += -self.stack % (align // word)
+        ids: list[int] = []
+        if not memory:
+            while self.slot < nregs and len(ids) < n:
+                ids.append(self.slot)
+                self.slot += 1
+            if ids and len(ids) < n and cv.struct_large == "stack":  # x86-64: all or none
+                self.slot, ids = ids[0], []
+        while len(ids) < n:
+            ids.append(nregs + self.stack)
+            self.stack += 1
+        return Slots(tuple(ids), ctype)
+
+    def fp_scalar(self, t: CType) -> Loc:
+        cv = self.cv
+        loc = _fp_register(cv, t, self.fp, self.singles, self.seen_int)
+        if loc is None:
+            return self.take(t.size, t)
+        if not cv.fp_single_args:
+            self.fp += 1
+        if cv.fp_shadow:
+            self.take(t.size, t)
+        return loc
+
+    def long_double(self, t: CType) -> Loc:
+        """A `long double` where CValues.long_double_args says (the ISA module cites its
+        ABI): one FP register, an FP pair, integer slots, stack words, or by reference."""
+        cv, where = self.cv, self.cv.long_double_args
+        if where == "fp" and cv.fp_quad and self.fp < len(cv.fp_quad):
+            self.fp += 1
+            return Fpr(cv.fp_quad[self.fp - 1], None, t)
+        if where == "pair" and self.fp + 2 <= len(cv.fp_args):
+            self.fp += 2
+            if cv.fp_shadow:
+                self.take(t.size, t)
+            half = t.size // 2
+            return Pieces(((0, half, cv.fp_args[self.fp - 2]),
+                           (half, half, cv.fp_args[self.fp - 1])), t)
+        if where == "ref":
+            return ByRef(self.take(self.word, t).first, t)
+        return self.take(t.size, t, memory=where == "memory", align=cv.long_double_align)
+
+    def struct(self, t: CType) -> Loc:
+        cv = self.cv
+        if has_float(t):
+            rule = STRUCT_RULES.get(cv.struct_fp)
+            if (t.is_union and cv.struct_fp != "eightbytes") or \
+                    (rule is None and cv.fp_args and not cv.fp_leading_only):
+                self.take(t.size, t)
+                return Unknown(t)  # floats of a struct travel by rules not modelled here
+            got = rule(self, t) if rule is not None else None
+            if got is not None:
+                return got
+        if cv.struct_scalar:
+            if t.size in (1, 2, 4, 8):
+                return self.take(self.word, t)
+            return ByRef(self.take(self.word, t).first, t)
+        if t.size <= cv.struct_in_slots:
+            return self.take(t.size, t, align=_alignment(t))
+        if cv.struct_large == "ref":
+            return ByRef(self.take(self.word, t).first, t)
+        return self.take(t.size, t, memory=True)
+
+    # ---------------------------------------------------------- aggregates with floats
+    # Each returns the struct's location, or None: passed as a struct without floats is.
+
+    def core(self, t: CType) -> Loc | None:
+        """i386, MIPS o32, PPC32: a struct is a struct, whatever its members (i386 psABI
+        §2.2.3 on the stack; o32 in a0-a3 then the stack; SysV PPC32 by reference)."""
+        return None
+
+    def eightbytes(self, t: CType) -> Loc | None:
+        """x86-64 psABI §3.2.3: a struct of at most 16 bytes is classified per eightbyte:
+        SSE when every member in it is float or double (the next %xmm, its low bytes),
+        else INTEGER (the next integer register); when the registers for all of them are
+        not free the whole struct is MEMORY (on the stack)."""
+        if t.size > 16:
+            return self.take(t.size, t, memory=True)
+        members = leaves(t)
+        classes = [bool(inside) and all(_fp_leaf(m) for _, m in inside)
+                   for inside in ([(o, m) for o, m in members if o // 8 == k]
+                                  for k in range(-(-t.size // 8)))]
+        sse = sum(classes)
+        if self.fp + sse > len(self.cv.fp_args) or self.slot + len(classes) - sse > self.nregs:
+            return self.take(t.size, t, memory=True)
+        parts: list[tuple[int, int, str | int]] = []
+        for k, is_sse in enumerate(classes):
+            size = min(8, t.size - 8 * k)
+            if is_sse:
+                parts.append((8 * k, size, self.cv.fp_args[self.fp]))
+                self.fp += 1
+            else:
+                parts.append((8 * k, size, self.slot))
+                self.slot += 1
+        return Pieces(tuple(parts), t)
+
+    def hfa(self, t: CType) -> Loc | None:
+        """A homogeneous floating-point aggregate (up to hfa_limit floats, or doubles): one
+        member per FP register, consecutive.  AAPCS64 §6.8.2 C.2/C.3 (v registers; when
+        too few are left, NSRN = 8 and the struct goes on the stack); AAPCS §7.1.2 VFP
+        C.1.cp/C.2.cp (s or d registers, the lowest free run; else every VFP register is
+        marked used and the struct goes on the stack); ELFv2 §2.2.4.1 (up to 8 members
+        in f1-f13, floats in double format, the parameter save area words skipped)."""
+        cv = self.cv
+        n = homogeneous(t, cv.hfa_limit)
+        if not n:
+            return None
+        size = leaves(t)[0][1].size
+        regs = self._vfp_run(n, size) if cv.fp_single_args else (
+            list(cv.fp_args[self.fp:self.fp + n]) if self.fp + n <= len(cv.fp_args) else None)
+        if regs is None:
+            if cv.hfa_to_stack:
+                self.fp = len(cv.fp_args)
+                self.singles.update(range(len(cv.fp_single_args)))
+                return self.take(t.size, t, memory=True, align=_alignment(t))
+            return None
+        if not cv.fp_single_args:
+            self.fp += n
+        if cv.fp_shadow:
+            self.take(t.size, t)
+        return Pieces(tuple((off, m.size, reg) for (off, m), reg in zip(leaves(t), regs,
+                                                                      strict=True)), t)
+
+    def _vfp_run(self, n: int, size: int) -> list[str] | None:
+        """AAPCS VFP: the lowest run of n free s registers (floats) or d registers
+        (doubles, each two s registers), taken; None when there is none."""
+        cv, per = self.cv, size // 4
+        limit = len(cv.fp_single_args) // per
+        for first in range(limit - n + 1):
+            wanted = {s for k in range(first, first + n) for s in range(per * k, per * k + per)}
+            if not wanted & self.singles:
+                self.singles |= wanted
+                names = cv.fp_single_args if per == 1 else cv.fp_args
+                return [names[k] for k in range(first, first + n)]
+        return None
+
+    def flatten(self, t: CType) -> Loc | None:
+        """RISC-V psABI, hardware floating-point calling convention: a struct whose
+        flattened members are one float or double, two of them, or one of them and one
+        integer (each at most XLEN) travels in FP registers (and an integer register) when
+        they are free; else by the integer convention."""
+        members = leaves(t)
+        fps = [m for _, m in members if _fp_leaf(m)]
+        ints = [m for _, m in members if not _fp_leaf(m)]
+        if not fps or len(members) > 2 or any(m.size > self.word or m.kind == "array"
+                                              for m in ints):
+            return None
+        if self.fp + len(fps) > len(self.cv.fp_args) or self.slot + len(ints) > self.nregs:
+            return None
+        parts: list[tuple[int, int, str | int]] = []
+        for off, m in members:
+            if _fp_leaf(m):
+                parts.append((off, m.size, self.cv.fp_args[self.fp]))
+                self.fp += 1
+            else:
+                parts.append((off, m.size, self.slot))
+                self.slot += 1
+        return Pieces(tuple(parts), t)
+
+    def single(self, t: CType) -> Loc | None:
+        """s390x ELF ABI supplement §1.2.2.3: a struct with one member of type float or
+        double (nested structs included) is passed as that member, in an FP register."""
+        members = leaves(t)
+        if len(members) != 1 or not _fp_leaf(members[0][1]) or members[0][1].size != t.size:
+            return None
+        if self.fp >= len(self.cv.fp_args):
+            return None
+        self.fp += 1
+        return Pieces(((0, t.size, self.cv.fp_args[self.fp - 1]),), t)
+
+
+STRUCT_RULES = {"core": _Plan.core, "eightbytes": _Plan.eightbytes, "hfa": _Plan.hfa,
+                "flatten": _Plan.flatten, "single": _Plan.single}
+
+
+def _alignment(t: CType) -> int:
+    """A struct's alignment: its largest scalar member's (at most 8)."""
+    return max((min(m.size, 8) for _, m in leaves(t) if m.kind != "array"), default=1)
+
+
 def returns_in_memory(cv: CValues, ret: CType) -> bool:
-    """A struct result the caller provides memory for (its address a hidden argument)."""
+    """A result the caller provides memory for (its address a hidden argument): a struct
+    too large for the result registers, or a `long double` the ABI returns so (s390x)."""
+    if is_long_double(ret) and cv.long_double != "double":
+        return cv.long_double_ret == "memory"
     return ret.kind == "struct" and ret.size > cv.struct_ret_in_regs
 
 
@@ -321,5 +532,6 @@ def _by_name(table: dict[str, T], name: str | None) -> T | None:
     return got
 
 
-__all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc", "Reg",
-           "Slots", "Unknown", "has_float", "plan_call", "returns_in_memory"]
+__all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc",
+           "Pieces", "Reg", "Slots", "Unknown", "has_float", "homogeneous", "is_long_double",
+           "leaves", "plan_call", "returns_in_memory"]

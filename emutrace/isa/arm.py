@@ -491,12 +491,17 @@ HWCAP |= (1 << 17) | (1 << 18)
 # size goes in r0-r3 then on the stack, its words as in memory.  §6.4.1: a variadic
 # function uses the base standard: floats and doubles (results too) in core registers.
 # §6.5 (result return): a composite up to 4 bytes in r0, larger ones in memory at r0.
+# §7.1.2 (VFP): a homogeneous aggregate of 1-4 floats (or doubles) is a CPRC: the lowest
+# run of free s (d) registers, else (C.2.cp) every VFP register is marked used and it goes
+# on the stack; other structs with floats go in core registers like any struct, starting
+# at an even register when doubleword-aligned (C.3).  long double is double (§8.1.1).
 C_VALUES = CValues(char_signed=False,
                    fp_args=("d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"),
                    fp_single_args=tuple(f"s{i}" for i in range(16)),
                    fp_retval="d0", retval_hi="r1", pair_aligned=True,
                    struct_in_slots=1 << 16, variadic_core_only=True,
-                   struct_ret_in_regs=4)
+                   struct_ret_in_regs=4, struct_fp="hfa", hfa_limit=4,
+                   hfa_to_stack=True)
 
 
 ISA = Isa(

@@ -144,6 +144,26 @@ class CValues:
     # a variadic function takes and returns floats in integer registers (ARM: the base
     # procedure call standard, not the VFP variant)
     variadic_core_only: bool = False
+    # structs with floating-point members: the ABI's rule (discover/callabi.py STRUCT_RULES):
+    # "core" (integer slots or memory like any struct), "eightbytes" (x86-64 SysV
+    # classification), "hfa" (homogeneous FP aggregates of up to hfa_limit members in
+    # consecutive FP registers), "flatten" (RISC-V: one or two FP fields in FP registers),
+    # "single" (s390x: a struct of one float or double travels as it); "" not modelled
+    struct_fp: str = ""
+    hfa_limit: int = 0
+    hfa_to_stack: bool = False  # an HFA that finds too few FP registers: on the stack, and
+    # no later FP argument takes a register (AAPCS64 C.3, AAPCS-VFP C.2.cp)
+    # `long double`: its format ("double", "x87" 80-bit extended, "binary128" IEEE quad,
+    # "ibm128" IBM double-double: a pair of doubles, the larger first), where an argument
+    # travels ("fp": one FP register, `fp_quad` its 128-bit name; "pair": two FP registers;
+    # "slots": integer slots; "memory": stack words whatever registers are free; "ref": a
+    # pointer to a copy) and where the result is ("fp", "pair", "x87": st(0), "core": the
+    # integer result registers, "memory": at a hidden address passed first)
+    long_double: str = "double"
+    long_double_args: str = "fp"
+    long_double_ret: str = "fp"
+    long_double_align: int = 0  # stack alignment of a long double argument (bytes)
+    fp_quad: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- syscalls

@@ -194,9 +194,12 @@ def clone_tls(cpu: CpuPort, tls: int) -> None:
 # SysV i386 psABI 1.1 §2.2: char is signed; every argument on the stack in 4-byte slots
 # (a double in two, a struct in ceil(size/4)); float/double results in x87 %st(0), 64-bit
 # integer results in %edx:%eax; a struct result in memory, its address a hidden first
-# stack argument.
+# stack argument.  Structs with float members are structs like any other (on the stack);
+# long double is the x87 80-bit extended format in 12 bytes (3 stack slots), returned in
+# %st(0).
 C_VALUES = CValues(char_signed=True, fp_retval="st0", fp_x87=True, retval_hi="edx",
-                   struct_in_slots=1 << 16, struct_ret_in_regs=0)
+                   struct_in_slots=1 << 16, struct_ret_in_regs=0, struct_fp="core",
+                   long_double="x87", long_double_args="slots", long_double_ret="x87")
 
 
 # Intel SDM vol. 3 §6.3.1 vector numbers; arch/x86/kernel/traps.c signals: #DE divide

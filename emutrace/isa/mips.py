@@ -229,10 +229,12 @@ def set_thread_area(cpu: CpuPort, args: tuple[int, ...]) -> int:
 # the integer slots; with FR=0 a double fills an even/odd pair ($f12 low word, $f13 high
 # word); results in $f0(/$f1) and v0:v1; 64-bit scalars start at an even slot; a struct's
 # words go in the slots as in memory; a struct result in memory at a hidden first argument.
+# Structs with float members too go in the integer slots (doubleword-aligned ones from an
+# even slot); long double is double (GCC: __LDBL_MANT_DIG__ 53).
 C_VALUES = CValues(char_signed=True, fp_args=("f12", "f14"), fp_pair=("f13", "f15"),
                    fp_retval="f0", fp_retval_high="f1", fp_shadow=True,
                    fp_leading_only=True, retval_hi="v1", pair_aligned=True, struct_ret_in_regs=0,
-                   struct_in_slots=1 << 16)
+                   struct_in_slots=1 << 16, struct_fp="core")
 
 
 # o32 lazy stubs (SYSV MIPS psABI, Global Offset Table; BFD elfxx-mips.c): 16 bytes each in

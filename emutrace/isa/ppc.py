@@ -287,10 +287,14 @@ HWCAP = 0x80000000 | 0x08000000 | 0x04000000
 # float/double in f1-f8 (floats in double format), results in f1; long long in an aligned
 # register pair (r3:r4, r5:r6, ...), results in r3:r4; every struct by reference (a pointer
 # to a caller's copy), struct results in memory at a hidden first argument (GCC's Linux
-# default, -maix-struct-return).
+# default, -maix-struct-return); structs with float members alike.  long double is IBM
+# double-double on Debian powerpc (GCC: __LDBL_MANT_DIG__ 106, __LONG_DOUBLE_IBM128__):
+# two consecutive FPRs (f1:f2 first), the result in f1:f2.
 C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 9)),
                    fp_retval="fpr1", fp_single="double", retval_hi="r4", pair_aligned=True,
-                   struct_in_slots=0, struct_large="ref", struct_ret_in_regs=0)
+                   struct_in_slots=0, struct_large="ref", struct_ret_in_regs=0,
+                   struct_fp="core", long_double="ibm128", long_double_args="pair",
+                   long_double_ret="pair")
 
 
 # GCC's out-of-line register saves (ppc and ppc64le alike, -Os)

@@ -137,10 +137,17 @@ HWCAP2 = 0x80000000
 # in double format), results in f1; every argument also owns a doubleword of the parameter
 # save area, so an FP argument skips a general register; aggregates go in r3-r10 then the
 # save area, their doublewords as in memory; aggregate results up to 16 bytes in r3:r4,
-# larger ones in memory at a hidden first argument.  Homogeneous float aggregates not decoded.
+# larger ones in memory at a hidden first argument.  §2.2.4.1: a homogeneous aggregate of
+# up to 8 floats (or doubles) goes one member per FPR (floats in double format), its save
+# area doublewords skipped; when the FPRs run out, in r3-r10 and the save area.  long double
+# is IBM double-double on Debian ppc64le (GCC 12: __LDBL_MANT_DIG__ 106,
+# __LONG_DOUBLE_IBM128__; not IEEE128): two FPRs (and two save area doublewords), the
+# result in f1:f2.
 C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 14)),
                    fp_retval="fpr1", fp_single="double", fp_shadow=True,
-                   struct_in_slots=1 << 16, retval_hi="r4", struct_ret_in_regs=16)
+                   struct_in_slots=1 << 16, retval_hi="r4", struct_ret_in_regs=16,
+                   struct_fp="hfa", hfa_limit=8, long_double="ibm128",
+                   long_double_args="pair", long_double_ret="pair")
 
 
 # ELFv2 (64-bit ELF V2 ABI §4.2.5): calls go through the linker's call stubs in .text (`std

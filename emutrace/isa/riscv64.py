@@ -243,9 +243,15 @@ HWCAP = sum(1 << (ord(c) - ord("a")) for c in "imafdc")
 # RISC-V ELF psABI (LP64D) §2.2-2.4: char is unsigned; float/double in fa0-fa7 (a float
 # NaN-boxed in the low 32 bits), results in fa0; a struct of up to 2*XLEN bytes in integer
 # registers, larger ones by reference; results alike (a0:a1, else memory at a hidden a0).
+# Hardware floating-point calling convention: a struct whose flattened members are one or
+# two floats/doubles, or one of them and one integer, goes in FP registers (and an integer
+# register) while they are free, else by the integer convention.  long double is IEEE
+# binary128 (__LDBL_MANT_DIG__ 113), wider than FLEN: an integer register pair (low half
+# first), the result in a0:a1.
 C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fa{i}" for i in range(8)),
                    fp_retval="fa0", struct_in_slots=16, struct_large="ref",
-                   retval_hi="a1", struct_ret_in_regs=16)
+                   retval_hi="a1", struct_ret_in_regs=16, struct_fp="flatten",
+                   long_double="binary128", long_double_args="slots", long_double_ret="core")
 
 
 ISA = Isa(

@@ -74,8 +74,8 @@ def spec_of(v: Value) -> str:
         return letter
     if v.kind == "bool":
         return "u8"
-    if letter == "f":
-        return "f32" if v.bits == 32 else "f64"
+    if letter == "f":  # a long double (its %Lf text): as a string, in no uftrace width
+        return "s" if v.text is not None else "f32" if v.bits == 32 else "f64"
     return f"{letter}{_size_bits(v.bits)}"
 
 

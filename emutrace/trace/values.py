@@ -23,8 +23,9 @@ str        a C string literal, bounded and escaped; hex when None   the string r
 buf        a non-const `char *` (maybe a buffer the callee       the string read, or None
            fills): shown as `str`; `emutrace diff` compares it
            as a pointer
-float      the shortest decimal that reads back to the same IEEE    —
-           value of its width (32: float, 64: double)
+float      the shortest decimal that reads back to the same IEEE    a `long double`'s
+           value of its width (32: float, 64: double); a `long     %Lf text
+           double` as uftrace shows it (`trace/long_double.py`)
 oct        octal with a leading 0 (file modes)                      —
 struct     the members as the ABI passed them                       rendered members
 =========  ======================================================  ===========================
@@ -153,8 +154,8 @@ def render(v: Value) -> str:
         if v.text is not None:
             return quote_c(v.text)
         return "0" if v.raw == 0 else f"{v.raw:#x}"
-    if kind == "float":
-        return _shortest(v.raw, bits)
+    if kind == "float":  # (a long double carries its text: trace/long_double.py)
+        return v.text if v.text is not None else _shortest(v.raw, bits)
     if kind == "oct":
         return f"0{v.raw & ((1 << bits) - 1):o}"
     if kind == "struct":
