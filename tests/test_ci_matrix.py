@@ -1,6 +1,6 @@
 """`emutrace ci MATRIX.toml`: the matrix run in this process and on a Dask local cluster of
-two worker processes, a worker killed while it runs a cell, a baseline changed by hand, bad
-matrix files.
+two worker processes, a worker killed while it runs a cell, a baseline changed by hand, a
+cell of target gdb (qemu-user's stub), bad matrix files.
 
 Oracles: which ISAs' `isadep char` traces differ comes from the ABI facts the program's
 branch depends on (char signedness, as the ISA modules declare it) and from `emutrace diff`'s
@@ -244,6 +244,20 @@ BAD = [
      "directory: expected a directory name"),
     ("no trace", "[matrix]\nbackends = ['none']\n[[program]]\nname='a'\ncommand='t/{isa}'\n",
      "writes no compared trace"),
+    ("unknown target", "[matrix]\ntarget = 'qemu'\n[[program]]\nname='a'\ncommand='t/{isa}'\n",
+     "[matrix] target: expected one of emulation, gdb, got 'qemu'"),
+    ("target of an unknown ISA", "[[program]]\nname='a'\ncommand='t/{isa}'\n"
+     "target = { vax = 'gdb' }\n", "target vax: unknown ISA"),
+    ("target not a table", "[matrix]\ntarget = ['gdb']\n[[program]]\nname='a'\n"
+     "command='t/{isa}'\n", "expected a target or a table of ISA = target"),
+    # gdb_session.py's refusals, made before anything runs (GDB_BACKENDS: int3, hwbp)
+    ("gdb without a port", "[matrix]\nisas = ['m68k']\nbackends = ['step']\ntarget = 'gdb'\n"
+     "[[program]]\nname='a'\ncommand='t/{isa}'\n", "m68k: backend 'step' has no gdb-remote"),
+    ("gdb and the native engine", "[matrix]\nisas = ['m68k']\nbackends = ['int3:native']\n"
+     "[[program]]\nname='a'\ncommand='t/{isa}'\ntarget = { m68k = 'gdb' }\n",
+     "(a) target: m68k: backend 'int3:native' has no gdb-remote"),
+    ("gdb counts no instructions", "[matrix]\nisas = ['m68k']\nmax_insns = 1000\n"
+     "target = 'gdb'\n[[program]]\nname='a'\ncommand='t/{isa}'\n", "m68k: max_insns counts"),
 ]
 
 
@@ -267,8 +281,51 @@ def test_usage_errors_are_64_and_a_missing_file_66(tmp_path: Path,
     assert main(["ci", str(path), "--workers", "1", "--scheduler", "tcp://x:1"]) == 64
     assert main(["ci", str(path), "--update-baselines", "--workers", "0"]) == 64
     assert main(["ci", str(tmp_path / "none.toml")]) == 66
+    gdb = tmp_path / "gdb.toml"  # a gdb cell runs unconfined: --unconfined, as `run` asks
+    gdb.write_text("[matrix]\nisas = ['x86_64', 'm68k']\ntarget = { m68k = 'gdb' }\n"
+                   "[[program]]\nname='a'\ncommand='t/{isa}'\n")
+    assert main(["ci", str(gdb), "--workers", "0", "-o", str(tmp_path / "o")]) == 64
     err = capfd.readouterr().err
-    assert err.count("\n") == 4 and "Traceback" not in err, err
+    assert err.count("\n") == 5 and "Traceback" not in err, err
+    assert "target gdb (m68k) run unconfined" in err and "--unconfined" in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_target_is_per_isa_and_per_program(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text("[matrix]\nisas = ['x86_64', 'm68k', 'sparc64']\n"
+                    "target = { m68k = 'gdb', sparc64 = 'gdb' }\n"
+                    "[[program]]\nname='a'\ncommand='t/{isa}'\n"
+                    "[[program]]\nname='b'\ncommand='t/{isa}'\nisas = ['m68k']\n"
+                    "target = 'gdb'\n"
+                    "[[program]]\nname='c'\ncommand='t/{isa}'\ntarget = 'emulation'\n")
+    got = {c.key: c.target for c in read_matrix(path).cells({})}
+    assert got == {"a/int3/x86_64": "emulation", "a/int3/m68k": "gdb", "a/int3/sparc64": "gdb",
+                   "b/int3/m68k": "gdb", "c/int3/x86_64": "emulation",
+                   "c/int3/m68k": "emulation", "c/int3/sparc64": "emulation"}
+
+
+def test_a_gdb_cell_runs_in_qemus_stub_equal_to_unicorns(here: Path) -> None:
+    """m68k's fib 5 in qemu-m68k's gdb stub (Unicorn does not run m68k's Linux programs: its
+    capability table) beside x86_64's on Unicorn: one gdb ISA shows the target's cell (the
+    other three gdb-only ISAs' cells: tests/test_ci_demo.py and bench/results/ci-zlib.md).
+    Its trace ends with the value the program prints (fib(5) = 5) and exit 0, equal to the
+    x86_64 baseline of the run in this process, values included."""
+    root = here / "gdb"
+    root.mkdir()
+    (root / "m.toml").write_text(
+        "[matrix]\nisas = ['x86_64', 'm68k']\ntarget = { m68k = 'gdb' }\n"
+        f"[[program]]\nname = 'fib'\ncommand = '{REPO}/testbins/{{isa}}/fib 5'\n")
+    code = main(["ci", str(root / "m.toml"), "--workers", "0", "--unconfined", "-o",
+                 str(root / "out")])
+    assert code == 0
+    assert cases(root / "out" / "junit.xml") == {"fib.int3/x86_64": ("pass", ""),
+                                                 "fib.int3/m68k": ("pass", "")}
+    traced = (root / "out" / "traces" / "fib" / "int3" / "m68k.trace").read_text()
+    assert traced == (here / "baselines" / "fib" / "int3" / "x86_64.trace").read_text()
+    assert [(t.kind, t.name, t.values) for t in parse_trace(traced).tokens[-3:]] == [
+        ("return", "fib", ("5",)), ("return", "main", ("0",)), ("exit", "exit", ("0",))]
+    assert "| program | x86_64 | m68k (gdb) |" in (root / "out" / "summary.md").read_text()
 
 
 def test_a_cell_that_cannot_run_is_a_junit_error_and_exit_2(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from emutrace.errors import OutputError, UsageError
 from emutrace.matrix.engine import run_here, run_on_dask
 from emutrace.matrix.junit import junit_xml
 from emutrace.matrix.outcome import Outcome
-from emutrace.matrix.spec import Cell, read_matrix
+from emutrace.matrix.spec import GDB, Cell, read_matrix
 from emutrace.matrix.summary import headline, summary_markdown
 from emutrace.matrix.verdict import ERROR, FAIL, TraceStore, verdicts
 
@@ -79,6 +79,9 @@ class CiCommand:
                             "its workers need emutrace and the programs at the same paths")
         p.add_argument("--update-baselines", action="store_true",
                        help="write every traced cell's trace as its baseline")
+        p.add_argument("--unconfined", action="store_true",
+                       help="let the cells of target gdb run: qemu-user runs their system "
+                            "calls with your rights, as `run --target gdb --unconfined`")
 
     def __call__(self, args: argparse.Namespace) -> int:
         if args.workers is not None and args.workers < 0:
@@ -90,13 +93,18 @@ class CiCommand:
         if args.update_baselines and matrix.baselines is None:
             raise UsageError(f"--update-baselines: {args.matrix} names no baselines "
                              "directory ([matrix] baselines)")
+        cells = matrix.cells(user_environment())
+        unconfined = sorted({c.isa for c in cells if c.target == GDB})
+        if unconfined and not args.unconfined:
+            raise UsageError(f"{args.matrix}: the cells of target gdb ({', '.join(unconfined)}) "
+                             "run unconfined (qemu-user runs their system calls with your "
+                             "rights); say so with --unconfined")
         out = Path(args.output)
         store = TraceStore(out / "traces")
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise OutputError(f"{out}: {e.strerror or e}") from None
-        cells = matrix.cells(user_environment())
         outcomes: dict[str, Outcome] = {}
         progress = Progress(len(cells), sys.stderr)
 

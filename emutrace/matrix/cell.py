@@ -1,5 +1,6 @@
 """One cell traced in this process, its compared trace made exactly as `emutrace diff` makes
-it (`cli/diff.py`: the program's own functions by DWARF, `trace/diff.py`'s `normalise`).
+it (`cli/diff.py`: the program's own functions by DWARF, `trace/diff.py`'s `normalise`), the
+run on Unicorn or, for a cell of target gdb, in qemu-user's gdb stub (`gdb_session.py`).
 
     python -m emutrace.matrix.cell --serve
 
@@ -30,9 +31,9 @@ from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EmutraceError
 from emutrace.matrix.frames import read_frame, write_frame
 from emutrace.matrix.outcome import Outcome
-from emutrace.matrix.spec import Cell
+from emutrace.matrix.spec import GDB, Cell
 from emutrace.matrix.tracefile import trace_text
-from emutrace.session import Process, RunConfig
+from emutrace.session import Process, RunConfig, RunResult
 from emutrace.trace.diff import normalise
 
 # how a run may end and still be compared; any other end is the cell's error
@@ -74,7 +75,7 @@ def _trace(cell: Cell) -> Outcome:
                        timeout=opts.timeout, engine=cell.engine, env=dict(cell.env))
     start = time.perf_counter()
     with guest_stdio_silenced():
-        result = Process(config, warn=lambda m: None).run()
+        result = _run(config, cell.target)
     seconds = time.perf_counter() - start
     if result.stop.kind not in _COMPARED_ENDS:
         return Outcome.failed(cell, f"the run ended by {result.stop.kind} (exit status "
@@ -88,6 +89,15 @@ def _trace(cell: Cell) -> Outcome:
                       8 * result.image.isa.identity.word_size, returns)
     calls = sum(1 for t in trace.tokens if t.kind == "call")
     return Outcome.traced(cell, trace_text(trace), calls, result.exit_code, seconds, where())
+
+
+def _run(config: RunConfig, target: str) -> RunResult:
+    """The traced run on the cell's target: Unicorn, or qemu-user's gdb stub (its process
+    shares this one's standard streams, silenced by the caller)."""
+    if target == GDB:
+        from emutrace.gdb_session import GdbProcess
+        return GdbProcess(config).run()
+    return Process(config, warn=lambda m: None).run()
 
 
 def serve() -> int:

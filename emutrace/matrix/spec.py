@@ -2,10 +2,11 @@
 cells.  A bad file is a `MatrixError`: one line naming the file and the key, exit 65.
 
     [matrix]
-    isas = ["x86_64", "aarch64", "riscv64"]   # or "all"
+    isas = ["x86_64", "aarch64", "riscv64", "m68k"]   # or "all"
     backends = ["int3"]                        # `emutrace bench` specs: "int3:strict", "hwbp:2"
     baselines = "baselines"                    # directory, relative to this file
     timeout = 300                              # seconds per cell (0: none)
+    target = { m68k = "gdb" }                  # where an ISA's cells run (default: emulation)
 
     [[program]]
     name = "fib"
@@ -15,6 +16,11 @@ Every key of `[matrix]` but `baselines` may be given again in a `[[program]]` ta
 program alone.  Commands run with the matrix file's directory as their working directory, or
 a program's `directory` (relative to that, `{isa}` replaced: a program that writes files where
 it runs gets a directory per ISA, so that cells running side by side do not share them).
+
+`target` is one target for every ISA ("emulation": Unicorn; "gdb": qemu-user's gdb stub, as
+`run --target gdb`) or a table of ISA = target (the ISAs it does not name: emulation).  A gdb
+cell is refused here as `run --target gdb` refuses its run: by the ISA's capability table, a
+backend without a gdb-remote port, a max_insns (only emulation counts instructions).
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ from typing import Any
 
 from emutrace.benchgrid.spec import expand, parse_arches, parse_spec
 from emutrace.errors import EXIT_BAD_ELF, EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
-from emutrace.mechanisms.settings import settings_of
+from emutrace.isa import by_name
+from emutrace.isa.base import Cap
+from emutrace.mechanisms import runs_on
+from emutrace.mechanisms.settings import GDB_PYTHON, settings_of
 
 EXIT_BAD_MATRIX = EXIT_BAD_ELF  # 65, EX_DATAERR: the matrix file is not what it must be
 
@@ -58,8 +67,13 @@ _OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "keep": (str,), "drop": (str,), "all_functions": (bool,), "compare_isas": (bool,),
 }
 _LIST_KEYS = ("isas", "backends")
-MATRIX_KEYS = frozenset({*_OPTION_TYPES, *_LIST_KEYS, "baselines"})
-PROGRAM_KEYS = frozenset({*_OPTION_TYPES, *_LIST_KEYS, "name", "command", "directory"})
+MATRIX_KEYS = frozenset({*_OPTION_TYPES, *_LIST_KEYS, "target", "baselines"})
+PROGRAM_KEYS = frozenset({*_OPTION_TYPES, *_LIST_KEYS, "target", "name", "command",
+                          "directory"})
+# where a cell runs: Unicorn (session.Process, confined), or qemu-user's gdb stub
+# (gdb_session.GdbProcess: QEMU's Linux layer runs the system calls, unconfined)
+EMULATION, GDB = "emulation", "gdb"
+TARGETS = (EMULATION, GDB)
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
@@ -77,6 +91,7 @@ class Cell:
     engine: str = "auto"  # "native" when the spec names it
     settings: Mapping[str, Any] = field(default_factory=dict)  # the backend's settings
     env: Mapping[str, str] = field(default_factory=dict)  # the guest's environment
+    target: str = EMULATION  # where it runs (TARGETS)
 
     @property
     def key(self) -> str:
@@ -96,6 +111,11 @@ class Program:
     backends: tuple[str, ...]
     options: Options
     directory: str = "."  # the working directory, relative to the matrix file's; {isa}
+    targets: Mapping[str, str] = field(default_factory=dict)  # ISA -> target; others: EMULATION
+    default_target: str = EMULATION
+
+    def target(self, isa: str) -> str:
+        return self.targets.get(isa, self.default_target)
 
 
 @dataclass(frozen=True)
@@ -121,7 +141,7 @@ class Matrix:
                         str(self.directory / program.directory.replace("{isa}", isa)),
                         program.options, spec.backend,
                         "native" if spec.engine == "native" else "auto", settings_of(spec),
-                        dict(env)))
+                        dict(env), program.target(isa)))
         return out
 
 
@@ -183,6 +203,46 @@ def _backends(path: Path, where: str, value: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _targets(path: Path, where: str, value: Any) -> tuple[str, dict[str, str]]:
+    """`target`: one target for every ISA, or a table of ISA = target (the others:
+    emulation); (the default, {ISA: target})."""
+    def known(where: str, word: Any) -> str:
+        if word not in TARGETS:
+            raise _bad(path, where, f"expected one of {', '.join(TARGETS)}, got {word!r}")
+        return str(word)
+    if isinstance(value, str):
+        return known(where, value), {}
+    if not isinstance(value, dict):
+        raise _bad(path, where, f"expected a target or a table of ISA = target, got {value!r}")
+    out = {}
+    for isa, word in value.items():
+        name = _isas(path, f"{where} {isa}", isa)
+        out[name[0]] = known(f"{where} {isa}", word)
+    return EMULATION, out
+
+
+GDB_BACKENDS = runs_on(GDB_PYTHON)
+
+
+def _check_gdb(path: Path, where: str, program: Program) -> None:
+    """The refusals of `run --target gdb` (gdb_session.py, cli/run_gdb.py) for every gdb
+    cell of program, before anything runs."""
+    for isa in program.isas:
+        if program.target(isa) != GDB:
+            continue
+        gdb = by_name(isa).capability(Cap.GDB_TARGET)
+        if not gdb.works:
+            raise _bad(path, where, f"{isa}: {gdb.reason}")
+        for backend in program.backends:
+            spec = parse_spec(backend)
+            if spec.backend not in GDB_BACKENDS or spec.engine == "native":
+                raise _bad(path, where, f"{isa}: backend {backend!r} has no gdb-remote port "
+                                        f"(gdb: {', '.join(GDB_BACKENDS)})")
+        if program.options.max_insns:
+            raise _bad(path, where, f"{isa}: max_insns counts emulated instructions; the gdb "
+                                    f"target does not count them")
+
+
 def _unknown(path: Path, where: str, table: Mapping[str, Any], known: frozenset[str]) -> None:
     for key in table:
         if key not in known:
@@ -226,6 +286,7 @@ def read_matrix(path: Path) -> Matrix:
     options = _options(path, "[matrix]", head, Options())
     isas = _isas(path, "[matrix] isas", head.get("isas", "all"))
     backends = _backends(path, "[matrix] backends", head.get("backends", "int3"))
+    target = _targets(path, "[matrix] target", head.get("target", EMULATION))
     baselines = None
     if "baselines" in head:
         if not isinstance(head["baselines"], str) or not head["baselines"]:
@@ -258,10 +319,14 @@ def read_matrix(path: Path) -> Matrix:
             expand(command, isas[0])
         except UsageError as e:
             raise _bad(path, f"{where} command", e.message) from None
-        programs.append(Program(
+        default_target, targets = _targets(path, f"{where} target", table["target"]) \
+            if "target" in table else target
+        program = Program(
             name, command,
             _isas(path, f"{where} isas", table["isas"]) if "isas" in table else isas,
             _backends(path, f"{where} backends", table["backends"]) if "backends" in table
             else backends,
-            _options(path, where, table, options), directory))
+            _options(path, where, table, options), directory, targets, default_target)
+        _check_gdb(path, f"{where} ({name}) target", program)
+        programs.append(program)
     return Matrix(path, tuple(programs), baselines)
