@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal as host_signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -32,7 +33,7 @@ from emutrace.isa import UnknownIsa, by_name
 from emutrace.isa.abi import load_abi
 from emutrace.isa.base import Cap
 from emutrace.machine.linux import handlers  # noqa: F401 (registers every system call)
-from emutrace.machine.linux.child_wait import end_children
+from emutrace.machine.linux.child_wait import end_children, outlive
 from emutrace.machine.linux.cpu_timers import CpuTimers
 from emutrace.machine.linux.kernel import FileDesc, GuestExec, GuestExit, LinuxKernel
 from emutrace.machine.linux.loader import build_stack, interpreter_bias, load_segments
@@ -47,7 +48,7 @@ from emutrace.native import crashguard
 from emutrace.native.crashguard import EmulatorCrash
 from emutrace.sandbox import Sandbox, SandboxError
 from emutrace.target.unicorn_cpu import UnicornCpu
-from emutrace.target.unicorn_run import HookSet, Stop, run
+from emutrace.target.unicorn_run import STOP_SIGNALS, HookSet, Stop, run
 from emutrace.trace.events import Record
 from emutrace.tracer import TracedRun, Tracer
 
@@ -377,6 +378,8 @@ class Process(TracedRun):
 
         self.tracer.before_run()
         stop: Stop | None = None
+        timeout = self.config.timeout
+        deadline = time.monotonic() + timeout if timeout else None
         crashguard.install()  # a crash inside Unicorn ends the run as a Stop("crash")
         try:
             entry = self.entry
@@ -402,6 +405,14 @@ class Process(TracedRun):
                 # no guest process outlives a stopped run (nor one a bug of ours ended)
                 named = stop.signal if stop is not None and stop.signal else "SIGTERM"
                 end_children(self.kernel, getattr(host_signal, named, host_signal.SIGTERM))
+            elif stop.kind in ("exit", "signal") and self.kernel.children:
+                # its children run on to their own ends (a forked child's own run has no
+                # deadline: the first process's stop reaches it as a signal)
+                ended = outlive(self.kernel, None if self.kernel.guest_parent else deadline,
+                                STOP_SIGNALS)
+                if ended is not None:
+                    stop = Stop("timeout", pc=stop.pc) if ended == "timeout" else \
+                        Stop("interrupted", signal=ended, pc=stop.pc)
             self.kernel.close_all()
         end = self.tracer.finish(self.kernel.threads.main_tid)
         return RunResult(stop, self.image, self.kernel.stats.count,

@@ -3,7 +3,8 @@ a guest touches nothing of the host outside what the user allowed): system calls
 on *another* process — signals, scheduling, limits, NUMA placement — reach only the
 guest's own processes (the run's first process and the children it followed,
 target/ptrace_children.py), as under emulation (machine/linux/sys_process.py `_kill`: a
-guest must not signal the host's other processes, emutrace may run as root).
+guest must not signal the host's other processes, emutrace may run as root); any other pid
+is ESRCH, as in the guest's PID namespace (ptrace and process_vm_* too, `refused_errno`).
 
 A signal to a process group (pid 0 or -pgid) or to everybody (-1) is sent by the tracer to
 each guest process in it (the kernel would reach the user's other processes, emutrace
@@ -35,9 +36,29 @@ def _target(c: Confinement, pid: int) -> None:
     in_namespace = _namespace_pids(c)  # (the pid is the guest's namespace's)
     if pid in (guests(c) if in_namespace is None else in_namespace):
         return
-    # as emulation answers (and behind this check the PID namespace makes the kernel
-    # answer ESRCH for every process outside it)
-    raise Refused("EPERM" if _exists(pid) else "ESRCH")
+    # not there for the guest: the PID namespace holds none but its processes (and
+    # emulation answers the same)
+    raise Refused("ESRCH")
+
+
+# refused calls that name a process (ptrace(2)'s pid is argument 1, except for
+# PTRACE_TRACEME; process_vm_readv/writev's is argument 0)
+PTRACE_TRACEME = 0
+_PID_ARGUMENT = {"ptrace": 1, "process_vm_readv": 0, "process_vm_writev": 0}
+
+
+def refused_errno(c: Confinement, name: str, args: list[int], errno_name: str) -> str:
+    """The errno of a refused call (seccomp_filter.REFUSED): ESRCH when it names a process
+    that is not the guest's (the kernel's answer in the guest's PID namespace), else the
+    refusal's own errno."""
+    at = _PID_ARGUMENT.get(name)
+    if at is None or (name == "ptrace" and args[0] == PTRACE_TRACEME):
+        return errno_name
+    try:
+        _target(c, int32(args[at]))
+    except Refused as e:
+        return e.errno_name
+    return errno_name
 
 
 def _namespace_pids(c: Confinement) -> dict[int, int] | None:
@@ -63,16 +84,6 @@ def _host_pid(c: Confinement, pid: int) -> int:
     if in_namespace is None:
         return pid
     return in_namespace.get(pid, -1)
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _kill(c: Confinement, call: Call) -> None:

@@ -8,8 +8,9 @@ the second layer, which gives emulation's answers and warnings.
   of the new namespace, forks the guest (pid 2: a direct child, so PTRACE_TRACEME makes
   us its tracer; pid 1 would ignore its own default-action signals), then setns(2)es its
   pid_for_children back.  The guest reaches no host process by pid (kill, ptrace,
-  process_vm_*: ESRCH); killing the reaper at the run's end ends every process in the
-  namespace, CLONE_UNTRACED children included (pid_namespaces(7)).  Needs CAP_SYS_ADMIN.
+  process_vm_*: ESRCH) and its /proc is the namespace's own (`enter` mounts it); killing
+  the reaper at the run's end ends every process in the namespace, CLONE_UNTRACED children
+  included (pid_namespaces(7)).  Needs CAP_SYS_ADMIN.
 * **Mount namespace** (`enter`, in the child): every mount made private, each writable
   directory bind-mounted onto itself, then every other mount remounted read-only
   (MS_BIND|MS_REMOUNT|MS_RDONLY, its nosuid/nodev/noexec kept): EROFS for any write
@@ -71,6 +72,7 @@ PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SYS_CAPSET = 126  # <asm/unistd_64.h>
+WAIT_ALL = 0x40000000  # __WALL (<linux/wait.h>): traced children and clones too
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
@@ -144,12 +146,20 @@ class PidNamespace:
         return pid
 
     def end(self) -> None:
+        """SIGKILL to pid 1 kills every process of the namespace; pid 1 is gone once each
+        is reaped, and a process we trace is reaped by us (its tracer), not by pid 1
+        (ptrace(2)): so we reap until pid 1 is reaped."""
         if self.reaper:
             try:
                 os.kill(self.reaper, signal.SIGKILL)
-                os.waitpid(self.reaper, 0)
-            except (ProcessLookupError, ChildProcessError):
+            except ProcessLookupError:
                 pass
+            while True:
+                try:
+                    if os.waitpid(-1, WAIT_ALL)[0] == self.reaper:
+                        break
+                except ChildProcessError:
+                    break
             self.reaper = 0
 
 
@@ -181,6 +191,10 @@ def enter(layers: Layers) -> None:
     layer that failed."""
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
+    # a proc of the guest's PID namespace over the host's: the guest's processes only
+    # (pid_namespaces(7), "/proc and PID namespaces"), as a process in a sandbox sees
+    _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+           "mounting the PID namespace's /proc")
     for w in layers.writable:
         path = os.fsencode(w)
         _check(_libc.mount(path, path, None, MS_BIND | MS_REC, None), f"bind-mounting {w}")

@@ -9,8 +9,9 @@ The run loop waits for its tracee with `Children.wait_for`, which serves the chi
 stops meanwhile (seccomp stops, their own forks and execs, their signals, passed on), so
 a child blocked at a check never waits for the first process's next stop.  A child whose
 first stop (the SIGSTOP of an auto-attached child, ptrace(2) PTRACE_O_TRACEFORK) is seen
-before its parent's fork event is remembered (`early`).  Children still running when the
-run ends are killed: nothing would be left to check their calls."""
+before its parent's fork event is remembered (`early`).  When the first process exits, the
+run goes on until its children have ended too (`outlive`, as Linux lets them run on); a
+--timeout or stop signal kills them with it (`kill`)."""
 
 from __future__ import annotations
 
@@ -97,6 +98,25 @@ class Children:
             self.adopt(grandchild, child.scratch)
         elif event == PTRACE_EVENT_EXEC:
             child.on_exec()
+
+    def outlive(self) -> None:
+        """The first process has exited: its children run on until they end, their calls
+        still checked, as Linux's children outlive a parent that exits (exit(2): they are
+        reparented).  A --timeout or stop signal ends them (`kill`), which ends this."""
+        while self.live:
+            try:
+                got, status = os.waitpid(-1, WALL)
+            except ChildProcessError:
+                break
+            self._serve(got, status)
+
+    def kill(self) -> None:
+        """SIGKILL to every child still followed (the run was stopped); reaped later."""
+        for pid in list(self.live):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def end(self) -> None:
         """The run is over: children still running are killed and reaped."""

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from emutrace.isa.abi import load_abi
 from emutrace.sandbox import Sandbox, SandboxError
 from emutrace.target.confine_checks import AT_FDCWD, CHECKS, Call, Refused
-from emutrace.target.confine_processes import PROCESS_CHECKS
+from emutrace.target.confine_processes import PROCESS_CHECKS, refused_errno
 from emutrace.target.ptrace import (
     PTRACE_CONT,
     PTRACE_EVENT_EXEC,
@@ -117,6 +117,8 @@ class Confinement:
         try:
             if action is Action.REFUSE:
                 errno_name, why = REFUSED.get(name, ("EPERM", "not confinable natively"))
+                if refused_errno(self, name, args, errno_name) == "ESRCH":
+                    raise Refused("ESRCH")  # no such process for the guest: no warning
                 raise Refused(errno_name, f"emutrace: native: {name} refused ({why}): "
                                           f"returning {errno_name}")
             check = CHECKS.get(name) or PROCESS_CHECKS.get(name)

@@ -129,13 +129,19 @@ def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0,
     pid = target.pid
     timed_out = threading.Event()
     timer = None
+
+    def end_guest() -> None:
+        """SIGKILL to the tracee and the children it left running."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if confinement is not None:
+            confinement.children.kill()
     if timeout > 0:
         def expire() -> None:
             timed_out.set()
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            end_guest()
         timer = threading.Timer(timeout, expire)
         timer.daemon = True
         timer.start()
@@ -143,10 +149,7 @@ def run(target: PtraceTarget, hooks: NativeTrapHooks, timeout: float = 0.0,
 
     def on_stop_signal(sig: int, _frame: object) -> None:
         interrupted.append(signal.Signals(sig).name)
-        try:
-            os.kill(pid, signal.SIGKILL)  # waitpid returns; the loop sees `interrupted`
-        except ProcessLookupError:
-            pass
+        end_guest()  # waitpid returns; the loop sees `interrupted`
     old = {}
     if threading.current_thread() is threading.main_thread():
         old = {sig: signal.signal(sig, on_stop_signal) for sig in STOP_SIGNALS}
@@ -234,6 +237,12 @@ def _loop(target: PtraceTarget, hooks: NativeTrapHooks, timed_out: threading.Eve
         elif status == -1:
             _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
+            if confinement is not None:  # its children run on to their own ends
+                confinement.children.outlive()
+                if interrupted:
+                    return Stop("interrupted", signal=interrupted[0], pc=pc)
+                if timed_out.is_set():
+                    return Stop("timeout", pc=pc)
             return Stop("exit", status=os.WEXITSTATUS(status), pc=pc)
         if interrupted:
             return Stop("interrupted", signal=interrupted[0], pc=pc)

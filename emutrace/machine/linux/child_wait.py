@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import select
+import signal
+import time
 
 from emutrace.machine.linux.kernel import LinuxKernel
 from emutrace.machine.linux.threads import WouldBlock
@@ -108,3 +110,40 @@ def end_children(k: K, sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
+
+
+OUTLIVE_POLL = 0.05  # seconds between looks at the children while they outlive the guest
+
+
+def outlive(k: K, deadline: float | None, stops: frozenset[int]) -> str | None:
+    """The guest process has ended (its exit, or a fatal signal): its children run on until
+    they end, as Linux's outlive their parent (exit(2): reparented), and the run ends with
+    the last of them.  The run's --timeout (`deadline`, monotonic) and stop signals
+    (`stops`, taken here with sigtimedwait) still hold: every child then gets the signal
+    (`end_children`: SIGTERM for the timeout) and the stop is returned, "timeout" or the
+    signal's name; None once every child has ended."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        while True:
+            for pid in sorted(k.children):
+                try:
+                    ended = os.waitpid(pid, os.WNOHANG)[0] == pid
+                except ChildProcessError:
+                    ended = True
+                if ended:
+                    reaped(k, pid)
+            if not k.children:
+                return None
+            wait = OUTLIVE_POLL
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    end_children(k, signal.SIGTERM)
+                    return "timeout"
+                wait = min(wait, left)
+            info = signal.sigtimedwait(stops, wait)
+            if info is not None:
+                end_children(k, info.si_signo)
+                return signal.Signals(info.si_signo).name
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

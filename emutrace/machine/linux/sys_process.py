@@ -331,7 +331,9 @@ def _kill(k: K, pid: int, sig: int) -> int:
         return _signal_self(k, sig)
     if pid > 0:
         if not _is_guest(k, pid):
-            raise GuestError("EPERM" if _exists(pid) else "ESRCH")
+            # the host's other processes are not there for the guest (its /proc lists
+            # none of them), as outside a sandbox's PID namespace: ESRCH
+            raise GuestError("ESRCH")
         if sig:
             os.kill(pid, _host_number(k, sig))
         else:
@@ -353,16 +355,6 @@ def _kill(k: K, pid: int, sig: int) -> int:
     return 0
 
 
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _group_of(pid: int) -> int | None:
     try:
         return os.getpgid(pid)
@@ -373,6 +365,20 @@ def _group_of(pid: int) -> int | None:
 @syscall("kill")
 def sys_kill(k: K, a: tuple[int, ...]) -> int:
     return _kill(k, k.int32(a[0]), k.int32(a[1]))
+
+
+PTRACE_TRACEME = 0  # <linux/ptrace.h>
+
+
+@syscall("ptrace")
+def sys_ptrace(k: K, a: tuple[int, ...]) -> int:
+    """Not served: no guest traces another.  A pid that is not one of the guest's
+    processes is not there for it (ESRCH, as the native target's PID namespace answers);
+    PTRACE_TRACEME and the guest's own processes get EPERM (ptrace(2): the process may
+    not be traced)."""
+    if a[0] != PTRACE_TRACEME and not _is_guest(k, k.int32(a[1])):
+        raise GuestError("ESRCH")
+    raise GuestError("EPERM")
 
 
 @syscall("tkill")
