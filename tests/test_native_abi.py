@@ -50,7 +50,6 @@ MIRRORS = [
     ("uw_frame", "emutrace.backends.native_writer", "_FRAME"),
     ("uw_tail", "emutrace.backends.native_writer", "_TAIL"),
     ("pl_config", "emutrace.native.ploop", "LoopConfig"),
-    ("pl_pending", "emutrace.native.ploop", "Pending"),
 ]
 
 # C constant -> its Python name (module, attribute)
@@ -89,9 +88,10 @@ CONSTANTS = [
     ("PL_STOP", "emutrace.native.ploop", "PL_STOP"),
     ("PL_FULL", "emutrace.native.ploop", "PL_FULL"),
     ("PL_EINTR", "emutrace.native.ploop", "PL_EINTR"),
-    ("PEND_PYTHON", "emutrace.native.ploop", "PEND_PYTHON"),
-    ("PEND_NONE", "emutrace.native.ploop", "PEND_NONE"),
-    ("PEND_JUMP", "emutrace.native.ploop", "PEND_JUMP"),
+    ("F_CONDITIONAL", "emutrace.native.steplib", "CONDITIONAL"),
+    ("F_MAYBE_RETURN", "emutrace.native.steplib", "MAYBE_RETURN"),
+    ("F_ALT_LINK", "emutrace.native.steplib", "ALT_LINK"),
+    ("F_RET_FAST", "emutrace.native.steplib", "RET_FAST"),
     ("PL_HW_SLOTS", "emutrace.native.ploop", "HW_SLOTS"),
     ("PL_HW_CHAIN", "emutrace.native.ploop", "HW_CHAIN"),
     ("CG_CRASHED", "emutrace.native.crashguard", "CG_CRASHED"),

@@ -59,7 +59,8 @@ from emutrace.trace.values import Value
 _KIND_CODE = {FlowKind.NONE: 0, FlowKind.CALL: 1, FlowKind.RETURN: 2, FlowKind.JUMP: 3,
               FlowKind.STOP: 4, FlowKind.BRANCH: 5, FlowKind.EXECUTE: 6}
 _KIND_OF = {code: kind for kind, code in _KIND_CODE.items()}
-_CONDITIONAL, _MAYBE_RETURN, _ALT_LINK, _RET_FAST = 1 << 19, 1 << 20, 1 << 21, 1 << 22
+_CONDITIONAL, _MAYBE_RETURN = steplib.CONDITIONAL, steplib.MAYBE_RETURN
+_ALT_LINK, _RET_FAST = steplib.ALT_LINK, steplib.RET_FAST
 _EVENT = struct.Struct(native.EVENT_FORMAT)
 _SE_CALL, _SE_RETURN = 1, 2
 

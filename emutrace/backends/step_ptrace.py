@@ -1,6 +1,7 @@
 """`step`'s engine on the native target with the C loop (`StepLoop`, engine native): the
 backend of step_python.py unchanged, with the single-steps whose hook C can take done in C
-(native/ploop.c `pl_step`) and counted in a batch.
+(native/ploop.c `pl_step`, through step.c's hook body `st_step_quietly` and its pending
+transfer) and counted in a batch.
 
 C takes the hook at an instruction when the reference hook (`on_insn`) would do no more
 than (a) resolve a waiting jump that records nothing — a conditional one that fell through,
@@ -21,7 +22,7 @@ from emutrace.backends.step_python import ReferenceStep, StepBackend
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.isa.base import Flow, FlowKind
-from emutrace.native import ploop
+from emutrace.native import steplib
 from emutrace.native.ploop import PtraceLoop
 from emutrace.target.ptrace import PtraceTarget
 from emutrace.trace.events import Event
@@ -30,6 +31,8 @@ from emutrace.trace.uftrace_write import RecordSink
 
 QUIET_KINDS = (FlowKind.NONE, FlowKind.STOP)
 CALL_OR_RETURN = (FlowKind.CALL, FlowKind.RETURN)
+_K_JUMP = 3  # abi.h K_*: the kinds C tells apart in a waiting transfer
+_KIND_CODE = {FlowKind.CALL: 1, FlowKind.RETURN: 2, FlowKind.JUMP: _K_JUMP}
 
 
 class StepLoop:
@@ -45,7 +48,6 @@ class StepLoop:
         self.time = 0
         self.native_stats: dict[str, int] = {"c_steps": 0}
         self._entries_told: set[int] = set()
-        self._time_at_step = 0
 
     def attach(self, backend: StepBackend) -> None:
         self.b = backend
@@ -53,6 +55,7 @@ class StepLoop:
         self._tell_entries()
         self._loop.pending_in = self._pending_in
         self._loop.took = self._took
+        self._loop.pending_out = self._pending_out
 
     def _tell_entries(self) -> None:
         new = self.b.tails.entries - self._entries_told
@@ -60,29 +63,32 @@ class StepLoop:
             self._loop.entry_add(addr)
         self._entries_told |= new
 
-    def _pending_in(self, out: ploop.Pending) -> None:
-        self._time_at_step = self.time
+    def _pending_in(self) -> tuple[int, list[int] | None]:
+        """The clock, and the waiting transfer as step.c's words (its kind, flags and
+        countdown say whether C may resolve it)."""
         p = self.b.pending
-        out.index = ploop.NO_INDEX
         if p is None:
-            out.state = ploop.PEND_NONE
-        elif p.kind in CALL_OR_RETURN or p.maybe_return or p.countdown:
-            out.state = ploop.PEND_PYTHON
-        else:
-            out.state, out.site, out.fallthrough = ploop.PEND_JUMP, p.site, p.fallthrough
-            out.conditional = int(p.conditional)
+            return self.time, None
+        kind = _KIND_CODE.get(p.kind, _K_JUMP)  # (a branch or execute waits as a jump)
+        flow = kind << steplib.KIND_SHIFT
+        if p.conditional:
+            flow |= steplib.CONDITIONAL
+        if p.maybe_return:
+            flow |= steplib.MAYBE_RETURN
+        return self.time, [flow, p.site, p.fallthrough, p.time, p.sp, p.countdown]
 
-    def _took(self, n: int, got: ploop.Pending) -> None:
-        b = self.b
-        if got.state == ploop.PEND_NONE:
-            b.pending = None
-        elif got.state == ploop.PEND_JUMP and got.index != ploop.NO_INDEX:
-            b.pending = StepPending(FlowKind.JUMP, got.site, got.fallthrough,
-                                    self._time_at_step + got.index, got.sp, (), 0,
-                                    bool(got.conditional))
-        self._time_at_step += n
+    def _took(self, n: int) -> None:
         self.time += n
         self.native_stats["c_steps"] += n
+
+    def _pending_out(self, words: list[int] | None) -> None:
+        """C took hooks: its waiting transfer (a jump, or none) is the backend's."""
+        if words is None:
+            self.b.pending = None
+            return
+        flow, site, fallthrough, time, sp, _countdown = words
+        self.b.pending = StepPending(FlowKind.JUMP, site, fallthrough, time, sp, (), 0,
+                                     bool(flow & steplib.CONDITIONAL))
 
     def flow_decoded(self, addr: int, flow: Flow, length: int) -> None:
         if flow.kind in QUIET_KINDS:

@@ -272,19 +272,9 @@ typedef struct {
     int32_t mem_fd;          /* /proc/PID/mem, opened read-write by Python */
 } pl_config;
 
-/* The transfer the step backend has waiting for the next instruction (backends/step_python.py
- * `pending`), as far as C may hold it (ploop.Pending, PEND_*): */
-enum { PEND_PYTHON = 0, PEND_NONE = 1, PEND_JUMP = 2 };
-typedef struct {
-    uint32_t state;        /* PEND_PYTHON: one C may not resolve (the next hook is Python's) */
-    uint32_t conditional;  /* PEND_JUMP: may fall through */
-    uint64_t site, fallthrough, sp;
-    uint64_t index;        /* PEND_JUMP taken by C: the hooks C counted before its own */
-} pl_pending;
-
-/* hwbp (pl_hw_*): the debug-register slots and the chain entries C holds (ploop.HW_SLOTS,
- * HW_CHAIN) */
+/* hwbp (pl_hw_*): the debug-register slots and the top of Python's chain handed to C
+ * (ploop.HW_SLOTS, HW_CHAIN) */
 #define PL_HW_SLOTS 4    /* DR0-DR3 */
-#define PL_HW_CHAIN 1024 /* chain entries C holds (the top of Python's chain) */
+#define PL_HW_CHAIN 1024 /* chain entries handed over (the top of Python's chain) */
 
 #endif

@@ -541,23 +541,35 @@ int pl_resume(pl_state *s, int32_t pid, int32_t request, int32_t sig, int32_t *s
 }
 
 /* ------------------------------------------------------------ single-stepping (`step`) */
+/* The step backend's waiting transfer and clock are step.c's (st_pending: Python puts its
+ * own before C steps and takes C's after, pl_step_pending_*). */
+int pl_step_pending_put(pl_state *s, uint64_t time, uint32_t has, const uint64_t *words)
+{
+    st_state *t = step_flows(s);
+    if (!t)
+        return -1;
+    st_set_time(t, time);
+    if (has)
+        st_put_pending(t, words);
+    else
+        st_clear_pending(t);
+    return 0;
+}
+
+/* 1 and the pending transfer's words (st_take_pending's), or 0: none */
+int pl_step_pending_take(pl_state *s, uint64_t *words)
+{
+    return s->flows ? st_take_pending(s->flows, words) : 0;
+}
 
 /* PTRACE_SINGLESTEP the stopped tracee (the Python loop has run its hooks before the
- * instruction at its PC) and keep stepping while C can do what the step backend's hook
- * (`_on_insn`) would do at the next instruction:
- * - resolve a waiting jump (no call or return, not `maybe_return`) that records nothing:
- *   a conditional one that fell through, or one to an address that is not among the tail
- *   rule's entries (`TailRule.is_tail` is then false and changes nothing);
- * - then count the instruction: a quiet one (a K_NONE flow of step.c's table) and nothing
- *   more; a jump (a K_JUMP flow), remembered as waiting (its site, fall-through and SP: a
- *   jump leaves the SP as it was, so the SP at the next stop is the SP at the jump).
- * *pending is the backend's waiting transfer on entry and C's on return; *skipped counts
- * the hooks C took.  Returns PL_STOP with the wait status of the first stop it does not
- * take (the Python loop takes it as the result of its own step and runs the hooks there),
- * PL_FULL after max_stops (the tracee stopped before an instruction whose hook C took:
- * step on), PL_EINTR as pl_resume. */
-int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t *status,
-            uint64_t *skipped)
+ * instruction at its PC) and keep stepping while step.c's hook body takes the hook at the
+ * next instruction (st_step_quietly: it would record nothing); *skipped counts the hooks C
+ * took.  Returns PL_STOP with the wait status of the first stop it does not take (the
+ * Python loop takes it as the result of its own step and runs the hooks there), PL_FULL
+ * after max_stops (the tracee stopped before an instruction whose hook C took: step on),
+ * PL_EINTR as pl_resume. */
+int pl_step(pl_state *s, int32_t pid, int32_t sig, int32_t *status, uint64_t *skipped)
 {
     uint32_t steps = 0;
     *skipped = 0;
@@ -571,41 +583,18 @@ int pl_step(pl_state *s, int32_t pid, int32_t sig, pl_pending *pending, int32_t 
         if (waitpid(pid, &st, 0) == -1)
             return errno == EINTR ? PL_EINTR : -errno;
         *status = st;
-        if (pending->state == PEND_PYTHON || !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP
-            || (st >> 16) != 0)
+        if (!s->flows || !WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || (st >> 16) != 0)
             break;
         siginfo_t info;
         /* a step's trap: TRAP_TRACE, or TRAP_BRKPT after a system call (ptrace_run.py) */
         if (ptrace(PTRACE_GETSIGINFO, pid, 0, &info) == -1
             || (info.si_code != 1 && info.si_code != 2))
             break;
-        errno = 0;
-        long got = ptrace(PTRACE_PEEKUSER, pid,
-                          (void *)(s->core.cfg.pc_reg * sizeof(unsigned long long)), 0);
-        if (errno)
+        if (ptrace(PTRACE_GETREGS, pid, 0, s->regs) == -1)
             break;
-        uint64_t pc = (uint64_t)got & mask_of(s);
-        if (pending->state == PEND_JUMP) {  /* the waiting jump, resolved at pc */
-            if (!((pending->conditional && pc == pending->fallthrough)
-                  || !(s->flows && st_entry_has(s->flows, pc))))
-                break;  /* maybe a tail call: Python's */
-            pending->state = PEND_NONE;  /* it recorded nothing */
-        }
-        uint32_t flow = s->flows ? st_flow_at(s->flows, pc) : 0;
-        if (flow && F_KIND(flow) == K_NONE) {
-            /* counted */
-        } else if (flow && F_KIND(flow) == K_JUMP) {
-            errno = 0;
-            long sp = ptrace(PTRACE_PEEKUSER, pid,
-                             (void *)(s->core.cfg.sp_reg * sizeof(unsigned long long)), 0);
-            if (errno)
-                break;
-            *pending = (pl_pending){PEND_JUMP, (flow & F_CONDITIONAL) != 0, pc,
-                                    (pc + (flow & 0xffff)) & mask_of(s),
-                                    (uint64_t)sp & mask_of(s), *skipped};
-        } else {
-            break;  /* a call, a return, or code not decoded yet: Python's */
-        }
+        uint64_t pc = reg(s, s->core.cfg.pc_reg);
+        if (!st_step_quietly(s->flows, pc, reg(s, s->core.cfg.sp_reg)))
+            break;  /* a call, a return, a tail call, code not decoded yet: Python's */
         (*skipped)++;  /* its hook: taken; it runs at the next step */
         s->last_pc = pc;
         if (++steps >= s->cfg.max_stops)

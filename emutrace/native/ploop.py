@@ -16,24 +16,14 @@ from collections.abc import Callable
 from emutrace import native
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Isa
-from emutrace.native import EVENT, SiteOp
+from emutrace.native import EVENT, SiteOp, steplib
 
 PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
-PEND_PYTHON, PEND_NONE, PEND_JUMP = 0, 1, 2  # abi.h pl_pending.state
-NO_INDEX = 2**64 - 1  # pl_pending.index of a jump whose hook Python ran
 BUFFER_EVENTS = 4096
 MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
 HW_SLOTS, HW_CHAIN = 4, 1024  # abi.h PL_HW_SLOTS (DR0-DR3), PL_HW_CHAIN
 # pl_counter: traps C finished, of them simulated, stops handed to Python, resumes
 C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES = range(4)
-
-
-class Pending(ctypes.Structure):
-    """abi.h pl_pending: the step backend's waiting transfer, as far as C holds it."""
-
-    _fields_ = [("state", ctypes.c_uint32), ("conditional", ctypes.c_uint32),
-                ("site", ctypes.c_uint64), ("fallthrough", ctypes.c_uint64),
-                ("sp", ctypes.c_uint64), ("index", ctypes.c_uint64)]
 
 
 class LoopConfig(ctypes.Structure):
@@ -64,8 +54,9 @@ SIGNATURES: native.Signatures = {
     "pl_quiet_add": ([_vp, _u64], ctypes.c_int),
     "pl_entry_add": ([_vp, _u64], ctypes.c_int),
     "pl_jump_add": ([_vp, _u64, _u64, _u32], ctypes.c_int),
-    "pl_step": ([_vp, _i32, _i32, ctypes.POINTER(Pending), ctypes.POINTER(_i32),
-                 ctypes.POINTER(_u64)], ctypes.c_int),
+    "pl_step": ([_vp, _i32, _i32, ctypes.POINTER(_i32), ctypes.POINTER(_u64)], ctypes.c_int),
+    "pl_step_pending_put": ([_vp, _u64, _u32, ctypes.POINTER(_u64)], ctypes.c_int),
+    "pl_step_pending_take": ([_vp, ctypes.POINTER(_u64)], ctypes.c_int),
     "pl_time": ([_vp], ctypes.c_int64),
     # int3 --cleanup strict (pl_strict_*)
     "pl_strict_enable": ([_vp], ctypes.c_int),
@@ -136,12 +127,13 @@ class PtraceLoop:
         # wait4 work) and in the drain (Python): bench's profile of where an event's time
         # goes (bench/bench_native_target.py)
         self.c_seconds = self.drain_seconds = 0.0
-        # `step` (backends/step_ptrace.py): the backend's waiting transfer told to C
-        # (`pending_in` fills a Pending) and C's handed back with the hooks C took
-        # (`took(n, pending)`); pending_in None: every step is Python's
-        self.pending_in: Callable[[Pending], None] | None = None
-        self.took: Callable[[int, Pending], None] = lambda n, p: None
-        self._pending = Pending()
+        # `step` (backends/step_ptrace.py): the backend's clock and waiting transfer told to
+        # C (`pending_in`: the time, and step.c's pending words or None), the hooks C took
+        # (`took(n)`), and C's waiting transfer handed back when C took any
+        # (`pending_out(words or None)`); pending_in None: every step is Python's
+        self.pending_in: Callable[[], tuple[int, list[int] | None]] | None = None
+        self.took: Callable[[int], None] = lambda n: None
+        self.pending_out: Callable[[list[int] | None], None] = lambda words: None
         self._skipped = ctypes.c_uint64()
         # called before each pl_resume and after each drain (strict: the call chain handed
         # to C; entry: its open frames both ways, the time back)
@@ -302,26 +294,32 @@ class PtraceLoop:
         instruction (pl_step): (the wait status of the first stop it does not take, the
         PC of the last one it took or 0)."""
         assert self.pending_in is not None
-        lib, pl, pending = self._lib, self._pl, self._pending
-        last_pc = 0
-        self.pending_in(pending)
-        while True:
-            start = time.thread_time()
-            rc = lib.pl_step(pl, pid, sig, ctypes.byref(pending), ctypes.byref(self._status),
-                             ctypes.byref(self._skipped))
-            self.c_seconds += time.thread_time() - start
-            last_pc = int(lib.pl_last_pc(pl)) or last_pc
-            self.took(int(self._skipped.value), pending)
-            if rc == PL_STOP:
-                return int(self._status.value), last_pc
-            if rc == PL_EINTR:
-                _, status = os.waitpid(pid, 0)
-                return status, last_pc
-            if rc != PL_FULL:
-                raise OSError(-rc, os.strerror(-rc))
-            sig = 0
-            if pending.state == PEND_JUMP:
-                pending.index = NO_INDEX  # (the backend holds it now)
+        lib, pl = self._lib, self._pl
+        now, words = self.pending_in()
+        put = (ctypes.c_uint64 * steplib.PENDING_WORDS)(*(words or ()))
+        self._check(lib.pl_step_pending_put(pl, now, int(words is not None), put))
+        last_pc = taken = 0
+        try:
+            while True:
+                start = time.thread_time()
+                rc = lib.pl_step(pl, pid, sig, ctypes.byref(self._status),
+                                 ctypes.byref(self._skipped))
+                self.c_seconds += time.thread_time() - start
+                last_pc = int(lib.pl_last_pc(pl)) or last_pc
+                taken += int(self._skipped.value)
+                self.took(int(self._skipped.value))
+                if rc == PL_STOP:
+                    return int(self._status.value), last_pc
+                if rc == PL_EINTR:
+                    _, status = os.waitpid(pid, 0)
+                    return status, last_pc
+                if rc != PL_FULL:
+                    raise OSError(-rc, os.strerror(-rc))
+                sig = 0
+        finally:
+            if taken:  # (none taken: the backend's transfer is as it was)
+                out = (ctypes.c_uint64 * steplib.PENDING_WORDS)()
+                self.pending_out(list(out) if lib.pl_step_pending_take(pl, out) else None)
 
     def jump_add(self, addr: int, fallthrough: int, conditional: bool) -> None:
         """A jump whose hook only remembers it as waiting (backends/step_ptrace.py)."""

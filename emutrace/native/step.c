@@ -134,7 +134,6 @@ int st_flows_load(st_state *s, const uint64_t *addrs, const uint32_t *flows, uin
 
 int st_fast_add(st_state *s, uint64_t target) { return addrset_add(&s->fast, target); }
 int st_entry_add(st_state *s, uint64_t code) { return addrset_add(&s->entries, code); }
-int st_entry_has(const st_state *s, uint64_t code) { return addrset_has(&s->entries, code); }
 int st_flow_add(st_state *s, uint64_t addr, uint32_t flow) { return flows_put(s, addr, flow); }
 
 uint32_t st_flow_at(const st_state *s, uint64_t addr)
@@ -331,19 +330,24 @@ static __attribute__((noinline)) void resolve(st_state *s, uint64_t addr)
     }
 }
 
-/* a classified instruction: the transfer waits for the next instruction (after the delay
- * slot); its sp is the one before it runs */
-static __attribute__((noinline)) void make_pending(st_state *s, uint64_t addr, uint32_t flow,
-                                                   uint64_t time)
+/* the instruction at addr, classified by flow, is the pending transfer: it waits for the
+ * next instruction (after the delay slot); sp is the one before it runs */
+static void pending_at(st_state *s, uint64_t addr, uint32_t flow, uint64_t time, uint64_t sp)
 {
-    uint64_t mask = s->cfg.abi.word == 8 ? ~0ULL : 0xffffffffULL;
     s->pending.flow = flow;
     s->pending.site = addr;
     s->pending.fallthrough = addr + (flow & 0xffff) + s->cfg.delay;
     s->pending.time = time;
-    s->pending.sp = rd(s, s->cfg.abi.sp_reg) & mask;
+    s->pending.sp = sp;
     s->pending.countdown = s->cfg.delay ? 1 : 0;
     s->has_pending = 1;
+}
+
+static __attribute__((noinline)) void make_pending(st_state *s, uint64_t addr, uint32_t flow,
+                                                   uint64_t time)
+{
+    uint64_t mask = s->cfg.abi.word == 8 ? ~0ULL : 0xffffffffULL;
+    pending_at(s, addr, flow, time, rd(s, s->cfg.abi.sp_reg) & mask);
 }
 
 /* The hook, on every instruction: kept small (a count, one table look-up, two tests),
@@ -365,4 +369,32 @@ void st_on_insn(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
     if (__builtin_expect(kind == K_NONE || kind == K_STOP, 1))
         return;
     make_pending(s, addr, flow, time);
+}
+
+/* ------------------------------------------------------------------ a port that stops */
+/* The hook's body for a port that hands back to Python where C cannot go on instead of
+ * calling it (ploop.c pl_step: PTRACE_SINGLESTEP), at the instruction at pc, sp: C takes it
+ * only where the reference hook would record nothing.  The pending transfer must be a jump
+ * (no call or return, not maybe_return, no delay slot left) that fell through when
+ * conditional, or lands on no entry (TailRule.is_tail is then false without a side effect);
+ * the instruction must be one the port was taught: quiet (K_NONE, counted) or a jump
+ * (K_JUMP, made pending).  1: taken; 0: Python's, nothing changed. */
+int st_step_quietly(st_state *s, uint64_t pc, uint64_t sp)
+{
+    uint32_t flow = st_flow_at(s, pc), kind = F_KIND(flow);
+    if (!flow || (kind != K_NONE && kind != K_JUMP))
+        return 0;  /* a call, a return, or code not decoded yet */
+    if (s->has_pending) {
+        const st_pending *p = &s->pending;
+        if (F_KIND(p->flow) != K_JUMP || (p->flow & F_MAYBE_RETURN) || p->countdown)
+            return 0;
+        if (!((p->flow & F_CONDITIONAL) && pc == p->fallthrough)
+            && addrset_has(&s->entries, pc & s->cfg.abi.code_mask))
+            return 0;  /* maybe a tail call */
+        s->has_pending = 0;  /* it recorded nothing */
+    }
+    uint64_t time = s->time++;
+    if (kind == K_JUMP)
+        pending_at(s, pc, flow, time, sp);
+    return 1;
 }

@@ -7,6 +7,11 @@ import ctypes
 
 from emutrace import native
 
+# abi.h's flow word: length in bits 0-15, kind (K_*) in 16-18, then flags
+KIND_SHIFT = 16
+CONDITIONAL, MAYBE_RETURN, ALT_LINK, RET_FAST = 1 << 19, 1 << 20, 1 << 21, 1 << 22
+PENDING_WORDS = 6  # st_take_pending/st_put_pending: flow, site, fall-through, time, sp, countdown
+
 PY_FLOW = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint32)
 PY_RESOLVE = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
                               ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64)
