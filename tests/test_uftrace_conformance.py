@@ -191,10 +191,7 @@ NOT_AN_ORACLE = {
 }
 
 # scenarios where ours differs from uftrace's by emutrace's fault (strict xfails)
-OURS_WRONG = {
-    "fork": "record keeps the first process only: the forked child's calls are not in the "
-            "recording (uftrace records every process of the session)",
-}
+OURS_WRONG: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------- the tests
@@ -237,6 +234,58 @@ def test_double_result_is_the_programs(isa: str, scratch: Path) -> None:
     printed = output.split()[2]  # "%lld %c %g ..."
     results = [values for kind, name, values in ours[0] if kind == "exit" and name == "c_scale"]
     assert results == [(f"{float(printed):.6f}",)]
+
+
+# ---------------------------------------------------------------- processes
+# `record` follows a forked child into the same directory as uftrace does: a task of its own
+# (`<pid>.dat`, a FORK line in task.txt), whose file starts inside its parent's frames.
+
+
+def their_fork_lines(data: Path) -> list[str]:
+    """task.txt's lines, each reduced to its kind and the fields that do not vary."""
+    return [re.sub(r" (?:timestamp|pid|ppid|tid|sid)=\S+| exename=.*", "", line)
+            for line in (data / "task.txt").read_text().splitlines()]
+
+
+# two ISAs: a little-endian 64-bit and a big-endian one (the child's records, written by a
+# second host process, are read by uftrace as the parent's); every ISA's graph is compared
+# in test_call_graph_is_uftraces
+@pytest.mark.parametrize("isa", ["x86_64", "s390x"])
+def test_forked_child_in_our_recording_as_uftrace_reads_it(isa: str, scratch: Path) -> None:
+    """uftrace's replay of our recording shows the forked child's task as uftrace's replay
+    of its own recording does; task.txt says the child was forked (uftrace's FORK line)."""
+    emutrace_run(isa, "fork", scratch)
+    ours = _ours[isa, "fork"][0]
+    shown = subprocess.run(["uftrace", "replay", "--no-pager", "-d", str(ours), "-f", "tid",
+                            "--no-libcall"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    theirs = uftrace_run("fork")[0]
+    assert len(theirs) == 2 and theirs[1][0] == ("enter", "c_child_work", (3,))
+    assert graph(shown.stdout) == theirs
+    assert their_fork_lines(ours) == ["SESS", "TASK", "FORK"]
+    assert their_fork_lines(uftrace_data("fork")[0]) == ["SESS", "TASK", "FORK"]
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "arm"])
+def test_forked_child_recorded_alike_by_both_engines(isa: str, scratch: Path) -> None:
+    """The reference engine and the native one record the same child: `emutrace dump` of
+    both recordings is the same but for the child's pid (which fork returns in the parent);
+    report and graph show the child's calls."""
+    dumps = []
+    for engine in ("python", "native"):
+        data = scratch / f"{isa}.fork.{engine}"
+        done = run_emutrace("record", "--engine", engine, "-d", data, bin_path(isa, "conform"),
+                            "fork")
+        assert done.returncode == 0, done.stderr.decode()
+        child = [p.stem for p in data.glob("*.dat") if p.stem != "1"]
+        assert len(child) == 1
+        dump = run_emutrace("dump", "-d", data).stdout.decode()
+        dumps.append(re.sub(rf"\b{child[0]}\b", "CHILD", dump))
+        report = run_emutrace("report", "-d", data).stdout.decode()
+        assert re.search(r"\b1 +c_child_work$", report, re.M), report
+        assert "c_child_work" in run_emutrace("graph", "-d", data).stdout.decode()
+    assert "reading CHILD.dat" in dumps[0]
+    assert dumps[0] == dumps[1]
 
 
 # uftrace's replay filters and triggers over both recordings of one scenario (its names

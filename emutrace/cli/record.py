@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 
 from emutrace.cli import syscalls
-from emutrace.cli.forks import untraced_from_here
+from emutrace.cli.forks import recorded_from_here, untraced_from_here
 from emutrace.cli.recording import prepare_dir, recorded
 from emutrace.cli.run import RunCommand, end_child
 from emutrace.cli.run_native import check_target
@@ -59,12 +59,15 @@ class RecordCommand(RunCommand):
         extern = syscalls.ExternFile(path) if args.syscalls else None
         if extern is not None:  # each call's line appended as it is made
             syscalls.listen(process, extern.keep)
-        # a forked child's events are not recorded (one data directory, one task: the
-        # parent's); the child runs untraced and leaves the directory to its parent
+        # a forked child's events go to the same directory, a task of its own (uftrace's
+        # recording of a forking program); with --no-follow-forks the child runs untraced
         kernel = process.kernel
-        kernel.fork_listeners.append(lambda pid: untraced_from_here(process))
+        kernel.fork_listeners.append(
+            (lambda pid: untraced_from_here(process)) if args.follow_forks is False
+            else (lambda pid: recorded_from_here(process, pid)))
         result = recorded(process, path, [args.program, *args.args],
-                          closes=lambda: kernel.guest_parent is None)
+                          closes=lambda: args.follow_forks is not False
+                          or kernel.guest_parent is None)
         while result.next_process is not None:  # execve: the new image runs, not recorded
             print(f"emutrace: record: {result.next_process.config.guest_path} (execve) runs "
                   f"untraced", file=sys.stderr)
@@ -91,7 +94,5 @@ def display_options(args: argparse.Namespace) -> list[tuple[str, str]]:
              ("--no-libcall", args.no_libcall, viewer),
              ("-D", args.depth is not None, viewer), ("--start", args.start is not None, viewer),
              ("--tid", args.tid is not None, viewer),
-             ("--stats", args.stats, "the statistics are `emutrace run --stats`'s"),
-             ("--follow-forks", args.follow_forks is True,
-              "record keeps the first process's calls only (its directory holds one image)")]
+             ("--stats", args.stats, "the statistics are `emutrace run --stats`'s")]
     return [(option, why) for option, on, why in given if on]

@@ -75,7 +75,8 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
              chunk: int = 4 * READ_AHEAD) -> Iterator[Record]:
     """The records of `dat`, each with `tid` = `thread`; with `args`/`rets` (the
     recording's value specs) the values after a record whose `more` bit is set are read
-    too.  Frames still open when the file ends (a recorder killed mid-run) are closed at
+    too.  An exit before any entry left open (a forked child's return into its parent's
+    frames) is left out.  Frames still open when the file ends (a recorder killed mid-run) are closed at
     the last record's time, `at_exit`.
     `complete` False (the recorder never closed the directory: `info` has no exit status):
     a record cut by the end of the file is the kill's, and is left out, not an error.
@@ -139,7 +140,10 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
                 yield Entry(time, depth, addr, values, thread)
             else:
                 if not open_times:
-                    raise _bad(dat, "an exit record without its entry")
+                    # a return into a frame entered before this task's file began: a
+                    # forked child's into its parent's frames (uftrace writes them too,
+                    # and shows each as a `}` line); the viewers show the task's own calls
+                    continue
                 _func, start = open_times.pop()
                 flag = ""
                 while note is not None and note[0] <= index:

@@ -24,6 +24,19 @@ Threads: one task per guest thread, as uftrace records a threaded program: recor
 thread n (`Record.tid`) go to `<TID + n>.dat`; `task.txt` and `info` list every task (both
 rewritten when a thread's first records are flushed).
 
+Processes: a forked child (one guest process = one host process) writes into the same
+directory, as uftrace records a forking program: `forked` makes the child's copy of the sink
+drop the parent's buffered records and write the child's to `<pid>.dat` (pid: the child's
+pid as the guest sees it; thread n of the child `<pid + n>.dat`), with a `FORK ... pid=
+ppid=` line in `task.txt` (uftrace's line for a task forked without exec).  As in uftrace's
+recording, the child's file starts inside its parent's frames: a return from one of them is
+an exit without its entry (written), and those still open at the child's end are not
+closed in its file (the frames entered before the fork).  Several
+processes then rewrite `task.txt` and `info`: each rewrite is made under a lock on the
+directory (flock) and keeps what the files already list that this process does not know
+(other processes' tasks and lines, the specs of functions only they recorded, the first
+process's exit status).
+
 Depth: a record's depth field has 10 bits and uftrace's readers keep 1024 frames
 (`MAX_STACK`, as `uftrace record`'s default max-stack); calls deeper than that are not
 written (their entry and exit both), counted in `emutrace.txt` (`not_recorded_deep:`).
@@ -32,6 +45,7 @@ written (their entry and exit both), counted in `emutrace.txt` (`not_recorded_de
 from __future__ import annotations
 
 import errno
+import fcntl
 import itertools
 import os
 import struct
@@ -89,6 +103,11 @@ def task_of(thread: int) -> int:
 def exits_file(task: int) -> str:
     """The main task's EXITS_FILE, `emutrace-exits.<task>.txt` for a thread's."""
     return EXITS_FILE if task == TID else f"emutrace-exits.{task}.txt"
+
+
+def timestamp(time: int) -> str:
+    """A time (guest instructions, read as nanoseconds) as task.txt's `SEC.NSEC`."""
+    return f"{time // 10**9}.{time % 10**9:09d}"
 
 
 @dataclass
@@ -225,11 +244,20 @@ class UftraceDirSink:
         self._tasks_on_disk = 0  # tasks that task.txt and `info` list
         self._failed = False
         self.records_on_disk = 0
+        # the task id of this process's main thread: TID in the first process, the pid in
+        # a forked child (`forked`), which also owns no exit status
+        self.task_base = TID
+        self.first_process = True
+        self.fork_time = -1  # in a forked child: the time of its last record before the fork
+        self.fork_thread = 0  # in a forked child: the guest thread that forked (its main)
+        self._task_lines: list[str] = []  # this process's lines of task.txt
         # why the run stopped before the program's end, when emutrace failed (an emulator
         # crash): `emutrace info` says the recording is cut short, and why
         self.stopped = ""
         try:
             self._stream(TID)
+            self._task_lines.append(f'SESS timestamp=0.000000000 pid={TID} sid={self.SID} '
+                                    f'exename="{self.exe}"\n')
             self._write_task()
             self._write_map()
             self._write_sym()
@@ -244,6 +272,37 @@ class UftraceDirSink:
                 open(_create(self.dir_fd, f"{task}.dat"), "wb", buffering=0),
                 open(_create(self.dir_fd, exits_file(task)), "w"))
         return stream
+
+    def forked(self, pid: int, time: int, thread: int = 0) -> None:
+        """In a forked child, at the fork (`pid`: the child's, as the guest sees it; `time`:
+        the fork's; `thread`: the guest thread that forked, the child's only one): what is
+        buffered is the parent's (it writes it), the files open are the parent's; from here
+        the child's records go to `<pid>.dat` (those of a thread n it creates to
+        `<pid + n>.dat`) and `task.txt` says the task was forked from the parent's."""
+        parent = self.task_base
+        for stream in self._tasks.values():
+            stream.buf.clear()
+            stream.notes.clear()
+            stream.dat.close()  # (unbuffered: nothing of the parent's is written here)
+            stream.exits.close()  # (flushed with every note written: nothing pending)
+        self._tasks = {}
+        self._tasks_on_disk = 0
+        self.task_base, self.first_process, self.fork_time = pid, False, time
+        self.fork_thread = thread
+        self._task_lines = [f"FORK timestamp={timestamp(time)} pid={pid} ppid={parent}\n"]
+        try:
+            self._stream(pid)
+            self._write_task()
+        except OSError as e:
+            self._fail(e)
+
+    def _task(self, thread: int) -> int:
+        """The task id of a guest thread's records (`Record.tid`): TID + n in the first
+        process; in a forked child its pid for the thread that forked, pid + n for a thread
+        n it creates."""
+        if thread == self.fork_thread:
+            return self.task_base
+        return self.task_base + thread
 
     def _name(self, func: int) -> str | None:
         """The name uftrace will match a spec against, or None where it cannot: an address
@@ -282,7 +341,7 @@ class UftraceDirSink:
         if not records:
             return
         try:
-            stream = self._stream(task_of(thread))
+            stream = self._stream(self._task(thread))
         except OSError as e:
             self._fail(e)
         stream.buf += data
@@ -314,12 +373,16 @@ class UftraceDirSink:
                 self._write_map()
             except OSError as e:
                 self._fail(e)
-        task, stream = TID, self._tasks[TID]
+        fork_time = self.fork_time
+        thread, stream = self.fork_thread, self._tasks[self.task_base]
         for rec in records:
-            if task_of(rec.tid) != task:
-                task = task_of(rec.tid)
+            if fork_time >= 0 and not isinstance(rec, Entry) and rec.at_exit \
+                    and rec.time - rec.duration <= fork_time:
+                continue  # a forked child's end leaves its parent's frames open, as uftrace
+            if rec.tid != thread:
+                thread = rec.tid
                 try:
-                    stream = self._stream(task)
+                    stream = self._stream(self._task(thread))
                 except OSError as e:
                     self._fail(e)
             buf = stream.buf
@@ -391,7 +454,7 @@ class UftraceDirSink:
                           f"readable") from None
 
     def close(self, exit_status: int = 0) -> None:
-        if self._tasks[TID].dat.closed:
+        if self._tasks[self.task_base].dat.closed:
             return
         self.flush()
         if self.modules is not None:  # names qualified since (`libc:free`): the last word
@@ -412,11 +475,9 @@ class UftraceDirSink:
         text."""
         return sym_entries((start, end, printable(name)) for start, end, name in self.functions)
 
-    def _emutrace_text(self) -> str:
+    def _emutrace_text(self, argkinds: str, retkinds: str) -> str:
         """What uftrace's files do not say: the ISA, the time unit, the calls left out, and
         the kinds of the values in the argspec's layout (`name@arg1/char,arg2/uint`)."""
-        argkinds = ";".join(self._arg_texts.update().kinds)
-        retkinds = ";".join(self._ret_texts.update().kinds)
         return (f"isa:{self.isa}\ntime:guest-instructions\n"
                 f"not_recorded_deep:{self.not_recorded}\n"
                 f"argkinds:{argkinds}\nretkinds:{retkinds}\n"
@@ -424,38 +485,60 @@ class UftraceDirSink:
 
     def _write_info(self, exit_status: int | None) -> None:
         """`info` (and `emutrace.txt`), replaced whole: a new file renamed over the old, so
-        a reader (or a kill) never meets half of one.  `exit_status` None: still running."""
-        mask = (1 << INFO_EXE_NAME) | (1 << INFO_CMDLINE) | (1 << INFO_TASKINFO)
-        features = FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR | FEAT_MAX_STACK
-        cmd = " ".join(self.cmdline).replace("\n", " ")
-        tasks = sorted(self._tasks) or [TID]
-        text = f"exename:{self.exe}\n"
-        if exit_status is not None:
-            mask |= 1 << INFO_EXIT_STATUS
-            text += f"exit_status:{wait_status(exit_status)}\n"
-        text += (f"cmdline:{cmd}\n"
-                 f"taskinfo:lines=2\ntaskinfo:nr_tid={len(tasks)}\n"
-                 f"taskinfo:tids={','.join(map(str, tasks))}\n")
-        if self.args or self.rets:
-            # cmds/info.c fill_arg_spec / read_arg_spec; glob patterns match names exactly
-            mask |= (1 << INFO_ARG_SPEC) | (1 << INFO_PATTERN_TYPE)
-            features |= FEAT_ARGUMENT | FEAT_RETVAL
-            argspec = ";".join(self._arg_texts.update().specs)
-            retspec = ";".join(self._ret_texts.update().specs)
-            text += f"argspec:lines=2\nargspec:{argspec}\nretspec:{retspec}\n"
-            text += "pattern_type:glob\n"
-        # "Ftrace!\0", version 4, header size 40, little-endian data, 64-bit class
-        header = struct.pack("<8sIHBBQQH6x", b"Ftrace!\0", 4, 40, 1, 2, features, mask,
-                             MAX_STACK)
-        _replace(self.dir_fd, "info", header + text.encode())
-        _replace(self.dir_fd, EMUTRACE_FILE, self._emutrace_text().encode())
+        a reader (or a kill) never meets half of one.  `exit_status` None: still running (a
+        forked child's is never written: the first process's, on disk, is kept)."""
+        with _locked(self.dir_fd):
+            disk = _key_lines(_read(self.dir_fd, "info"))
+            side = _key_lines(_read(self.dir_fd, EMUTRACE_FILE))
+            listed = [int(t) for t in disk.get("taskinfo:tids", "").split(",") if t.isdecimal()]
+            own = sorted(self._tasks) or [self.task_base]
+            tasks = (own + [t for t in listed if t not in own] if self.first_process
+                     else listed + [t for t in own if t not in listed])
+            argspec = _merged(self._arg_texts.update().specs, disk.get("argspec", ""))
+            retspec = _merged(self._ret_texts.update().specs, disk.get("retspec", ""))
+            argkinds = _merged(self._arg_texts.kinds, side.get("argkinds", ""))
+            retkinds = _merged(self._ret_texts.kinds, side.get("retkinds", ""))
+            mask = (1 << INFO_EXE_NAME) | (1 << INFO_CMDLINE) | (1 << INFO_TASKINFO)
+            features = FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR | FEAT_MAX_STACK
+            cmd = " ".join(self.cmdline).replace("\n", " ")
+            text = f"exename:{self.exe}\n"
+            status = (str(wait_status(exit_status)) if exit_status is not None else None) \
+                if self.first_process else disk.get("exit_status")
+            if status is not None:
+                mask |= 1 << INFO_EXIT_STATUS
+                text += f"exit_status:{status}\n"
+            text += (f"cmdline:{cmd}\n"
+                     f"taskinfo:lines=2\ntaskinfo:nr_tid={len(tasks)}\n"
+                     f"taskinfo:tids={','.join(map(str, tasks))}\n")
+            if argspec or retspec:
+                # cmds/info.c fill_arg_spec / read_arg_spec; glob patterns match names exactly
+                mask |= (1 << INFO_ARG_SPEC) | (1 << INFO_PATTERN_TYPE)
+                features |= FEAT_ARGUMENT | FEAT_RETVAL
+                text += f"argspec:lines=2\nargspec:{argspec}\nretspec:{retspec}\n"
+                text += "pattern_type:glob\n"
+            # "Ftrace!\0", version 4, header size 40, little-endian data, 64-bit class
+            header = struct.pack("<8sIHBBQQH6x", b"Ftrace!\0", 4, 40, 1, 2, features, mask,
+                                 MAX_STACK)
+            _replace(self.dir_fd, "info", header + text.encode())
+            sidecar = (self._emutrace_text(argkinds, retkinds) if self.first_process or not side
+                       else "".join(f"{k}:{argkinds if k == 'argkinds' else retkinds}\n"
+                                    if k in ("argkinds", "retkinds") else f"{k}:{v}\n"
+                                    for k, v in side.items()))
+            _replace(self.dir_fd, EMUTRACE_FILE, sidecar.encode())
         self._specs_on_disk = (len(self.args), len(self.rets))
 
     def _write_task(self) -> None:
-        text = f'SESS timestamp=0.000000000 pid={TID} sid={self.SID} exename="{self.exe}"\n'
-        for task in sorted(self._tasks) or [TID]:  # every thread is a task of process TID
-            text += f"TASK timestamp=0.000000000 tid={task} pid={TID}\n"
-        _replace(self.dir_fd, "task.txt", text.encode())
+        """This process's lines of `task.txt` (uftrace's SESS and TASK lines; FORK for a
+        forked child's main task), added to what the file already holds."""
+        own = list(self._task_lines)
+        forked_main = None if self.first_process else self.task_base
+        pid = self.task_base
+        own += [f"TASK timestamp=0.000000000 tid={task} pid={pid}\n"
+                for task in sorted(self._tasks) or [pid] if task != forked_main]
+        with _locked(self.dir_fd):
+            old = _read(self.dir_fd, "task.txt").splitlines(keepends=True)
+            text = "".join(old + [line for line in own if line not in old])
+            _replace(self.dir_fd, "task.txt", text.encode())
         self._tasks_on_disk = len(self._tasks)
 
     def _write_map(self) -> None:
@@ -496,6 +579,54 @@ def wait_status(exit_code: int) -> int:
     reads it with WIFEXITED/WTERMSIG): an exit code c < 128 is c << 8; 128 + N, a guest
     killed by signal N (or the recording interrupted by it), is N."""
     return exit_code - 128 if 128 < exit_code < 128 + 65 else (exit_code & 0xFF) << 8
+
+
+class _locked:
+    """The recording's directory locked (flock) against the other processes of the
+    recording rewriting `info` or `task.txt` at the same time."""
+
+    def __init__(self, dir_fd: int) -> None:
+        self.dir_fd = dir_fd
+
+    def __enter__(self) -> None:
+        self.fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.dir_fd)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # (the lock goes with the descriptor)
+
+
+def _read(dir_fd: int, name: str) -> str:
+    """A small file of the recording as text ("" when absent)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return ""
+    with open(fd, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def _key_lines(text: str) -> dict[str, str]:
+    """`key:value` lines (after `info`'s binary header) as a dict; of `argspec:lines=2`
+    and `argspec:SPEC` the spec."""
+    out: dict[str, str] = {}
+    for line in text.split("\n"):
+        key, sep, value = line.partition(":")
+        key = key.rsplit("\0", 1)[-1]  # (the first line follows the header's bytes)
+        if key == "taskinfo":  # taskinfo:tids=1,2
+            sub, _, value = value.partition("=")
+            key = f"taskinfo:{sub}"
+        if sep and not value.startswith("lines="):
+            out[key] = value
+    return out
+
+
+def _merged(own: list[str], listed: str) -> str:
+    """`;`-separated specs (`name@...`): this process's, then those of functions only
+    another process of the recording wrote (`listed`, as the file has them)."""
+    names = {spec.split("@", 1)[0] for spec in own}
+    return ";".join(own + [spec for spec in listed.split(";")
+                           if spec and spec.split("@", 1)[0] not in names])
 
 
 def _create(dir_fd: int, name: str) -> int:
