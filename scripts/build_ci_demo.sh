@@ -4,12 +4,12 @@
 # with Debian's cross compilers for every ISA as static programs, into
 # examples/ci/zlib/build/<isa>/ (ignored by git: third-party binaries are never committed).
 #
-#   bash scripts/build_ci_demo.sh [--isas "x86_64 arm"] [--regress ISA] [--out DIR]
+#   bash scripts/build_ci_demo.sh [--isas "x86_64 arm"] [--regress "ISA ..."] [--out DIR]
 #   bash scripts/build_ci_demo.sh --fetch-only
 #
-# --regress ISA: that ISA's programs are built from a copy of zlib with one changed branch
-#   (REGRESSION below), the other ISAs' as Debian ships the source; without it every ISA's
-#   is the unchanged source.  Each ISA's directory records which variant it holds
+# --regress "ISA ...": those ISAs' programs are built from a copy of zlib with one changed
+#   branch (REGRESSION below), the other ISAs' as Debian ships the source; without it every
+#   ISA's is the unchanged source.  Each ISA's directory records which variant it holds
 #   (.variant) and is rebuilt only when it is not the one asked for.
 # --out DIR: build there instead (tests/test_ci_demo.py builds into .cache/ci-demo/test/).
 # --fetch-only: only the source, when it is not there yet (scripts/setup.sh runs this).
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --regress) regress=$2; shift 2 ;;
     --out) out=$(realpath -m "$2"); shift 2 ;;
     --fetch-only) fetch_only=1; shift ;;
-    *) echo "usage: $0 [--isas \"ISA ...\"] [--regress ISA] [--out DIR] | --fetch-only" >&2
+    *) echo "usage: $0 [--isas \"ISA ...\"] [--regress \"ISA ...\"] [--out DIR] | --fetch-only" >&2
        exit 64 ;;
   esac
 done
@@ -117,7 +117,7 @@ build_isa() {
 
 pids=()
 for isa in $isas; do
-  variant=unchanged; [ "$isa" = "$regress" ] && variant=regressed
+  variant=unchanged; [[ " $regress " == *" $isa "* ]] && variant=regressed
   build_isa "$isa" "$variant" & pids+=($!)
 done
 failed=0
