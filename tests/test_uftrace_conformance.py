@@ -410,3 +410,40 @@ def test_time_range_is_uftraces(isa: str, scratch: Path) -> None:
     expected = graph(theirs)
     assert [e[:2] for e in expected[0]][:2] == [("enter", "c_middle"), ("enter", "c_leaf")]
     assert graph(ours.stdout.decode()) == expected
+
+
+def shown_lines(replay_text: str) -> list[str]:
+    """A replay's call lines as shown (indentation kept), without durations, TID column and
+    uftrace's end-of-replay notes."""
+    return [line.split("| ", 1)[1].rstrip() for line in replay_text.splitlines()
+            if "| " in line and not line.startswith("#")]
+
+
+# two ISAs: a 64-bit little-endian and a 32-bit big-endian one (the range is found from
+# uftrace's own timestamps of each recording; the rule is the replay's, not the ISA's)
+@pytest.mark.parametrize("isa", ["x86_64", "ppc"])
+def test_time_range_shows_exits_of_earlier_frames_at_their_depth(isa: str, scratch: Path
+                                                                 ) -> None:
+    """`replay -r` and `live -r` from c_middle's second c_leaf to c_fact(2)'s entry: the
+    exit of c_middle, entered before the range, is shown, and every line at its depth in
+    the whole recording, as uftrace's replay -r of our recording shows them (durations
+    aside: uftrace measures an exit whose entry it did not read from the range's start,
+    ours is the frame's)."""
+    emutrace_run(isa, "calls", scratch)
+    data = _ours[isa, "calls"][0]
+    timed = subprocess.run(["uftrace", "replay", "--no-pager", "-d", str(data), "-f", "time"],
+                           capture_output=True, text=True, timeout=120).stdout
+    leaves = re.findall(r"^\s*(\d+\.\d+) \|\s+c_leaf\(", timed, re.M)
+    facts = re.findall(r"^\s*(\d+\.\d+) \|\s+c_fact\(", timed, re.M)
+    span = f"{leaves[1]}~{facts[3]}"
+    theirs = shown_lines(subprocess.run(
+        ["uftrace", "replay", "--no-pager", "-d", str(data), "-r", span, "--no-libcall"],
+        capture_output=True, text=True, timeout=120).stdout)
+    assert [line.strip() for line in theirs[:3]] == ["c_leaf(4, 2) = 14;",
+                                                     "} = 27; /* c_middle */", "c_fact(5) {"]
+    ours = run_emutrace("replay", "-d", data, "-r", span, "--no-libcall")
+    assert ours.returncode == 0, ours.stderr.decode()
+    assert shown_lines(ours.stdout.decode()) == theirs
+    live = run_emutrace("live", "-r", span, "--no-libcall", bin_path(isa, "conform"), "calls")
+    assert live.returncode == 0, live.stderr.decode()
+    assert shown_lines(live.stderr.decode() + live.stdout.decode()) == theirs

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from emutrace.cli import options
 from emutrace.cli.patterns import unmatched
@@ -18,7 +19,12 @@ from emutrace.discover.demangle import demangled, shown_by
 from emutrace.isa import by_name
 from emutrace.trace.events import Entry, Record
 from emutrace.trace.filters import caller_kept
-from emutrace.trace.format import ReplayOptions, iter_replay_lines, iter_task_lines
+from emutrace.trace.format import (
+    BEFORE_RANGE,
+    ReplayOptions,
+    iter_replay_lines,
+    iter_task_lines,
+)
 from emutrace.trace.syscall_events import merged, recorded_syscalls
 from emutrace.trace.time_filter import time_tagged
 from emutrace.trace.uftrace_read import (
@@ -138,20 +144,29 @@ class ReplayCommand:
 
 
 def _in_range(records: Iterable[Record], start: int, stop: int | None) -> Iterator[Record]:
-    """One task's records made from start to stop.  An exit whose entry came before start
-    is left out (uftrace's replay shows it, at its depth: a difference README names)."""
-    opened: list[int] = []  # the depths of the entries shown whose exits are to come
+    """One task's records made from start to stop, as uftrace's replay -r shows them: each
+    at its depth in the whole recording, and the exits of the frames entered before start
+    shown too.  The frames open at start come first, as entries the viewer does not show
+    (`format.BEFORE_RANGE`), so that their exits and what the range calls nest at their
+    depth."""
+    before: list[Entry] = []  # the frames open when the range starts
+    records = iter(records)
     for rec in records:
         if stop is not None and rec.time > stop:
             return
         if rec.time < start:
+            if isinstance(rec, Entry):
+                before.append(rec)
+            elif before:
+                before.pop()
             continue
-        if isinstance(rec, Entry):
-            opened.append(rec.depth)
-            yield rec
-        elif opened and opened[-1] == rec.depth:
-            opened.pop()
-            yield rec
+        yield from (replace(entry, entered=BEFORE_RANGE) for entry in before)
+        yield rec
+        break
+    for rec in records:
+        if stop is not None and rec.time > stop:
+            return
+        yield rec
 
 
 def _time(tagged: tuple[Record, bool]) -> int:

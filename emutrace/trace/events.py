@@ -118,7 +118,8 @@ class Entry:
     args: tuple[Value | int, ...] = ()
     tid: int = 0  # the guest thread's number: 0 the main thread, n the n-th one created
     # how the frame was entered: "call" (or a tail call), "signal" (a signal handler the
-    # kernel ran, shadow-stack policy 7), "trap" (an exception vector, policy 6)
+    # kernel ran, shadow-stack policy 7), "trap" (an exception vector, policy 6); a viewer's
+    # "before" (replay -r: entered before the range shown, its line not shown, its exit is)
     entered: str = "call"
 
 

@@ -109,6 +109,7 @@ def format_value(value: int | Value | str, bits: int = 64) -> str:
 
 # how a frame the kernel entered is marked (Entry.entered)
 _ENTERED_MARKS = {"signal": "signal handler", "trap": "exception"}
+BEFORE_RANGE = "before"  # Entry.entered of a frame open when replay -r's range starts
 
 
 class _Writer:
@@ -279,7 +280,10 @@ def _lines(tagged: Iterable[tuple[Row, bool, int]], symbolize: Callable[[int], s
                 # takes no "()" when no value is shown
                 shown = shown_name(name)
                 call_text = shown if not args and shown.endswith(")") else f"{shown}({args})"
-                out.entry(depth, call_text, _ENTERED_MARKS.get(row[3]))
+                if row[3] == BEFORE_RANGE:  # (its exit is shown, at its depth, as uftrace's)
+                    out.flush()
+                else:
+                    out.entry(depth, call_text, _ENTERED_MARKS.get(row[3]))
             elif state.unmerge:
                 out.flush()
             stack.append(call_text)
