@@ -18,8 +18,8 @@ against `traps` (taken branches).  The trace is the same either way.
 
 With the C loop (engine native, `loop`), the stops whose walk crosses no taken branch —
 with BTF degraded, every instruction that is no branch — are taken in C (native/ploop.c
-`pl_block`): each instruction the walk has decoded is taught to C once (`walk_add`: its
-size, and a conditional branch's target), and C hands back the count of stops and
+`pl_block`): each such walk (resumed at, stopped at, instructions) is told to C once as one
+of branch.c's block facts (`quiet_block_add`), and C hands back the count of stops and
 instructions it took.  C takes a one-instruction stop only once the degradation has been
 seen here, so its detection stays this class's.
 
@@ -60,6 +60,7 @@ class BlockSteps:
         self._steps: dict[int, tuple[Flow, int, bool]] = {}  # pc → (flow, size, decoded)
         self._resumed = False  # a sigreturn ran: the next stop is the interrupted code's
         self._loop = loop
+        self._quiet_told: set[tuple[int, int]] = set()  # (resumed at, stopped at) told to C
         self.native_stats: dict[str, int] = {}
         self.b: BranchBackend
 
@@ -93,6 +94,9 @@ class BlockSteps:
             if walked == 1 and code == TRAP_TRACE and self.degraded_at is None:
                 self.degraded_at = before  # a trap after a non-branch instruction
                 self.stats["degraded"] = 1
+            if walked and self._loop is not None and (before, at) not in self._quiet_told:
+                self._quiet_told.add((before, at))  # (C takes it from now on)
+                self._loop.quiet_block_add(before, at, walked)
             self.time += walked
             return
         rec = BranchRecord(source, at, self.time + walked - 1, 0, False)
@@ -119,8 +123,6 @@ class BlockSteps:
                 known = self.decoder.decoder.insn_at(pc, False) is not None
                 flow, size = self.decoder.flow(pc, False)
                 got = self._steps[pc] = (flow, size, known)
-                if known and self._loop is not None:
-                    self._teach(pc, flow, size)
             flow, size, known = got
             if not known:
                 break
@@ -132,14 +134,6 @@ class BlockSteps:
             return pc, n
         self.stats["lost"] += 1
         return None, 0
-
-    def _teach(self, pc: int, flow: Flow, size: int) -> None:
-        """An instruction the walk runs on past, told to C as the walk above treats it."""
-        assert self._loop is not None
-        if flow.kind in (FlowKind.NONE, FlowKind.STOP):
-            self._loop.walk_add(pc, size, False, 0)
-        elif flow.conditional:  # runs on unless the stop is at its target
-            self._loop.walk_add(pc, size, True, flow.target or 0)
 
     def drain(self) -> None:
         """(Every stop is decoded when it comes: nothing is held.)"""

@@ -31,6 +31,7 @@
 
 #include "abi.h"
 #include "addrset.h"
+#include "branch.h"
 
 typedef struct {
     uint64_t addr;   /* with size and thumb, the key; flags 0: an empty slot */
@@ -54,7 +55,7 @@ typedef struct {
 #define BB_SETKEY(e, k) ((e)->addr = (k).addr, (e)->size = (k).size, (e)->thumb = (k).thumb)
 ADDRTAB(bb_blocks, bb_block, bb_key, BB_INDEX, BB_USED, BB_MATCH, BB_KEYOF, BB_SETKEY)
 
-typedef struct {
+struct bb_state {
     uc_engine *uc;
     bb_config cfg;
     bb_blocks blocks;
@@ -71,7 +72,7 @@ typedef struct {
     /* counters: taken branches, interrupts, records since the last decode (bts), branches
      * Python decoded live (btf), records buffered */
     uint64_t taken, interrupts, fill, live, buffered;
-} bb_state;
+};
 
 /* ------------------------------------------------------------------ API for Python */
 bb_state *bb_new(uc_engine *uc, const bb_config *cfg)
@@ -331,4 +332,26 @@ void bb_on_block(uc_engine *uc, uint64_t addr, uint32_t size, void *user_data)
         s->branch_thumb = thumb;
     }
     s->time += b->count;
+}
+
+/* ------------------------------------------------------------------ a port that stops */
+/* ploop.c pl_block (PTRACE_SINGLEBLOCK): a stop's block is the run from where the tracee was
+ * resumed to the stop, which Python walked once (btf_native.py `_walk`); when the walk
+ * crossed no taken branch the backend's hook only counts its instructions, so Python tells
+ * it as a block that ends in no transfer (no B_SITE, as bb_on_block counts one). */
+int bb_quiet_add(bb_state *s, uint64_t addr, uint32_t size, uint32_t count)
+{
+    bb_block *b = bb_blocks_put(&s->blocks, (bb_key){addr, size, 0});
+    if (!b)
+        return -1;
+    *b = (bb_block){addr, size, 0, count, 0, B_KNOWN, 0, addr + size};
+    return 0;
+}
+
+uint32_t bb_block_quietly(const bb_state *s, uint64_t from, uint64_t at)
+{
+    if (at <= from || at - from > UINT32_MAX)
+        return 0;  /* a REP iteration, a branch back: Python's */
+    const bb_block *b = bb_blocks_find(&s->blocks, (bb_key){from, (uint32_t)(at - from), 0});
+    return b && !(b->flags & B_SITE) ? b->count : 0;
 }

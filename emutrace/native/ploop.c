@@ -42,6 +42,7 @@
 
 #include "abi.h"
 #include "addrset.h"
+#include "branch.h"
 #include "cond.h"
 #include "core.h"
 #include "coretrap.h"
@@ -50,18 +51,6 @@
 
 #define PL_NREGS (sizeof(struct user_regs_struct) / sizeof(unsigned long long))
 #define PL_SI_KERNEL 0x80 /* <asm-generic/siginfo.h>: int3's forced SIGTRAP */
-
-/* address -> a 64-bit value (a slot's key 0: empty; address 0 is kept apart) */
-typedef struct {
-    uint64_t key, value;
-} pl_map_entry;
-
-#define PL_MAP_USED(e) ((e)->key != 0)
-#define PL_MAP_MATCH(e, k) ((e)->key == (k))
-#define PL_MAP_KEYOF(e) ((e)->key)
-#define PL_MAP_SETKEY(e, k) ((e)->key = (k))
-ADDRTAB_APART(pl_map, pl_map_entry, uint64_t, ADDRTAB_MIX_INDEX, PL_MAP_USED, PL_MAP_MATCH,
-              PL_MAP_KEYOF, PL_MAP_SETKEY, ADDRTAB_ADDR_APART)
 
 /* hwbp (pl_hw_*): strict.c's table under slots (the functions Python taught, their slot
  * addresses as their sites, the chain), the function it has armed, and what C counted */
@@ -82,7 +71,7 @@ typedef struct {
      * loop is not told it), a jump that records nothing but may be a tail call a K_JUMP
      * flow with its length and F_CONDITIONAL; the entries are TailRule.entries */
     st_state *flows;
-    pl_map walk;     /* btf: address -> its walk step (pl_walk_add) */
+    bb_state *blocks;  /* btf: branch.c's block facts (pl_quiet_block_add) */
     pl_hw hw;        /* hwbp: the debug-register slots (pl_hw_*) */
     uint64_t last_pc;
     int32_t pid;  /* the tracee being resumed (the slots' port writes its debug registers) */
@@ -97,27 +86,6 @@ typedef struct {
 static int strict_return_to_entry(const pl_state *s, const core_site *site);
 enum { ENTRY_NOT_PROBE = 0, ENTRY_PYTHON = 1, ENTRY_DONE = 2, ENTRY_STOPPED = 3 };
 static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status);
-
-/* ------------------------------------------------------------ tables */
-/* key -> value; 0, or -1 out of memory */
-static int map_put(pl_map *m, uint64_t key, uint64_t value)
-{
-    pl_map_entry *e = pl_map_put(m, key);
-    if (!e)
-        return -1;
-    e->value = value;
-    return 0;
-}
-
-/* 1 and *value, or 0: key not held */
-static int map_get(const pl_map *m, uint64_t key, uint64_t *value)
-{
-    const pl_map_entry *e = pl_map_find(m, key);
-    if (!e)
-        return 0;
-    *value = e->value;
-    return 1;
-}
 
 /* ------------------------------------------------------------ port operations */
 static uint64_t mask_of(const pl_state *s) { return s->core.cfg.word == 8 ? ~0ULL : 0xffffffffULL; }
@@ -189,7 +157,7 @@ void pl_free(pl_state *s)
         return;
     core_fini(&s->core);
     st_free(s->flows);
-    pl_map_free(&s->walk);
+    bb_free(s->blocks);
     hw_free(&s->hw);
     ns_free(s->strict);
     ep_free(s->entry);
@@ -822,45 +790,22 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
 }
 
 /* ------------------------------------------------------------ branch steps (`btf`) */
-/* A walk step (backends/btf_native.py `_walk`): an instruction that is no transfer runs on
- * to the next one; a conditional branch runs on unless the stop is at its target (BTF
- * traps only on a taken branch).  Packed as target | conditional << 55 | size << 56 (user
- * addresses of x86_64 and i386 are below 2^47). */
-#define WALK_COND (1ULL << 55)
-#define WALK_SIZE_SHIFT 56
-#define WALK_TARGET ((1ULL << 55) - 1)
-#define WALK_LIMIT (1u << 16) /* btf_native.py WALK_LIMIT */
-
-int pl_walk_add(pl_state *s, uint64_t addr, uint32_t size, uint32_t conditional,
-                uint64_t target)
+/* A stop's block (backends/btf_native.py `_walk`: the run from where the tracee was resumed
+ * to the stop) that crossed no taken branch is told once as one of branch.c's block facts:
+ * the backend's hook would only count its instructions. */
+int pl_quiet_block_add(pl_state *s, uint64_t from, uint64_t at, uint32_t count)
 {
-    if (size == 0 || size > 15 || (target & ~WALK_TARGET))
-        return 0;  /* nothing C could walk: the stop stays Python's */
-    return map_put(&s->walk, addr,
-                   (target & WALK_TARGET) | (conditional ? WALK_COND : 0)
-                       | (uint64_t)size << WALK_SIZE_SHIFT);
-}
-
-/* The instructions run from `from` to the stop at `at`, if every one of them runs on (no
- * taken branch, all taught): the backend's hook would only add them to its clock. 0: a
- * taken branch, code not taught, or a stop where it was resumed: Python's. */
-static uint32_t walk_quietly(const pl_state *s, uint64_t from, uint64_t at)
-{
-    uint64_t pc = from, step;
-    uint32_t n = 0;
-    if (from == at)
-        return 0;  /* a REP iteration or a branch to itself: Python's */
-    while (n < WALK_LIMIT) {
-        if (pc == at && n)
-            return n;
-        if (!map_get(&s->walk, pc, &step))
-            return 0;
-        n++;
-        if ((step & WALK_COND) && (step & WALK_TARGET) == at)
-            return 0;  /* taken: the trapping branch */
-        pc += step >> WALK_SIZE_SHIFT;
+    if (!s->blocks) {
+        bb_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.abi = s->core.cfg;
+        cfg.abi.buffer_events = 1;  /* (its record buffer stays unused here) */
+        if (!(s->blocks = bb_new(NULL, &cfg)))
+            return -1;
     }
-    return 0;
+    if (at <= from || at - from > UINT32_MAX)
+        return 0;  /* nothing C could take: the stop stays Python's */
+    return bb_quiet_add(s->blocks, from, (uint32_t)(at - from), count);
 }
 
 /* PTRACE_SINGLEBLOCK the stopped tracee (resumed at `from`) and keep block-stepping while
@@ -896,7 +841,7 @@ int pl_block(pl_state *s, int32_t pid, int32_t sig, uint64_t from, uint32_t degr
         if (errno)
             break;
         uint64_t at = (uint64_t)got & mask_of(s);
-        uint32_t n = walk_quietly(s, from, at);
+        uint32_t n = s->blocks ? bb_block_quietly(s->blocks, from, at) : 0;
         if (n == 0 || (n == 1 && info.si_code == 2 && !degraded_known))
             break;
         (*stops)++;

@@ -77,7 +77,7 @@ SIGNATURES: native.Signatures = {
     "pl_entry_frames_get": ([_vp, ctypes.POINTER(_u64), ctypes.POINTER(_u64),
                              ctypes.POINTER(_u64), _u32], ctypes.c_int64),
     "pl_entry_stepovers": ([_vp], _u64),
-    "pl_walk_add": ([_vp, _u64, _u32, _u32, _u64], ctypes.c_int),
+    "pl_quiet_block_add": ([_vp, _u64, _u64, _u32], ctypes.c_int),
     "pl_block": ([_vp, _i32, _i32, _u64, _u32, ctypes.POINTER(_i32), ctypes.POINTER(_u64),
                   ctypes.POINTER(_u64)], ctypes.c_int),
     "pl_hw_func_set": ([_vp, _u64, _u64, _u32, _u64, _u64, _u64, _u64, _u32], ctypes.c_int),
@@ -248,11 +248,10 @@ class PtraceLoop:
     def blocks_quietly(self) -> bool:
         return self.blocks_in is not None
 
-    def walk_add(self, addr: int, size: int, conditional: bool, target: int) -> None:
-        """An instruction btf's walk runs on past (no transfer, or a conditional branch
-        taken only to target)."""
-        if self._lib.pl_walk_add(self._pl, addr, size, int(conditional), target) != 0:
-            raise MemoryError("native ptrace loop: out of memory")
+    def quiet_block_add(self, start: int, stop: int, count: int) -> None:
+        """A stop at `stop` after a resume at `start` whose walk crossed no taken branch
+        over `count` instructions (branch.c's block facts)."""
+        self._check(self._lib.pl_quiet_block_add(self._pl, start, stop, count))
 
     def block(self, pid: int, sig: int, start: int) -> tuple[int, int]:
         """PTRACE_SINGLEBLOCK from start, and on while each stop's walk crosses no taken
