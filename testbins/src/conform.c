@@ -104,6 +104,20 @@ double c_fi_sum(struct c_fi s, int i, double x) {
   printf("c_fi_sum({%f, %d}, %d, %f)\n", s.f, s.i, i, x);
   return s.f + s.i + i + x;
 }
+/* FP registers running out: seven doubles before a {double,double} (AArch64: too few v
+ * registers left, the struct and x on the stack; x86-64: the struct in memory, x in
+ * %xmm7; RISC-V: the integer convention); ARM VFP back-filling around a {float,float,float}
+ * (a in s0, b in d1, the struct in s4-s6, y back in s1) */
+double c_late_pair(double a, double b, double c, double d, double e, double f, double g,
+                   struct c_dd s, int i, double x) {
+  printf("c_late_pair(%f, %f, %f, %f, %f, %f, %f, {%f, %f}, %d, %f)\n", a, b, c, d, e, f, g,
+         s.a, s.b, i, x);
+  return a + b + c + d + e + f + g + s.a + s.b + i + x;
+}
+double c_backfill(float a, double b, struct c_fff s, int i, float y) {
+  printf("c_backfill(%f, %f, {%f, %f, %f}, %d, %f)\n", a, b, s.a, s.b, s.c, i, y);
+  return a + b + s.a + s.b + s.c + i + y;
+}
 int c_floats_case(void) {
   /* 2^60 + 1: exact in a 64-bit or 113-bit significand, not in a double's 53 bits */
   long double q = c_ldouble(1152921504606846977.0L, 3, -0.25);
@@ -115,7 +129,9 @@ int c_floats_case(void) {
   double b = c_fff_sum(fff, 11, 0.25);
   double c = c_dl_sum(dl, 12, 0.375);
   double d = c_fi_sum(fi, 13, 0.5);
-  printf("%Lf %f %f %f %f\n", q, a, b, c, d);
+  double e = c_late_pair(1, 2, 3, 4, 5, 6, 7, dd, 14, 0.625);
+  double f = c_backfill(0.75f, 8.5, fff, 15, -1.25f);
+  printf("%Lf %f %f %f %f %f %f\n", q, a, b, c, d, e, f);
   return 0;
 }
 
