@@ -92,7 +92,10 @@ Guidance for the syscall layer
   ``base``.  ``AT_EMPTY_PATH`` must be handled by the caller (an empty path is
   ``ENOENT`` here).
 * ``getcwd``: ``os.fsencode(sandbox.guest_cwd)``; ``chdir``:
-  :meth:`Sandbox.chdir`; ``fchdir``: ``chdir`` with the fd's guest path.
+  :meth:`Sandbox.chdir`; ``fchdir``: ``chdir`` with the fd's guest path.  The current
+  directory is held as a host directory descriptor and a directory descriptor's base is
+  its path *now* (:meth:`Sandbox.guest_path_of`): both follow their directory through a
+  rename, as Linux's do.
 * Print ``str(err)`` when ``err.denied`` is true; other errors (``ENOENT``,
   ``ENOTDIR``, ``ELOOP``...) are ordinary results and should just be returned
   to the guest as ``-errno`` (the message is still informative for tracing).
@@ -338,11 +341,15 @@ class Sandbox:
             self._null_rdev = _NULL_DEVICE
 
         self._cwd: bytes = b"/"
+        # the current directory as a host directory descriptor (None: a served one), so
+        # it follows its directory through renames as Linux's does (a struct path)
+        self._cwd_fd: int | None = None
         if guest_cwd is None:
             if host_cwd is not None:
                 try:
                     self._cwd = os.fsencode(self.to_guest(Path(host_cwd)))
-                except ValueError:
+                    self._hold_cwd(".")
+                except (ValueError, OSError):
                     pass
         else:
             try:
@@ -360,12 +367,43 @@ class Sandbox:
 
     @property
     def guest_cwd(self) -> str:
-        """The guest's current directory (a canonical guest path)."""
-        return os.fsdecode(self._cwd)
+        """The guest's current directory (a canonical guest path), where it is now."""
+        return os.fsdecode(self._current_cwd())
 
     @guest_cwd.setter
     def guest_cwd(self, path: GuestPath) -> None:
         self.chdir(path)
+
+    def _current_cwd(self) -> bytes:
+        self._cwd = self.guest_path_of(self._cwd_fd, self._cwd)
+        return self._cwd
+
+    def _hold_cwd(self, host: HostPath | None) -> None:
+        """Hold the new current directory open (O_PATH), the previous one closed."""
+        fd = None if host is None else \
+            os.open(host, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        if self._cwd_fd is not None:
+            os.close(self._cwd_fd)
+        self._cwd_fd = fd
+
+    def guest_path_of(self, host_fd: int | None, known: bytes) -> bytes:
+        """The guest path of the object a host descriptor holds, as it is named now: a
+        directory renamed since it was opened is found under its new name, as Linux's
+        descriptors and current directory name the object, not the path
+        (/proc/self/fd/N's link, proc(5)).  `known` when the object has no name under the
+        root any more (removed, moved out) or is no file (a pipe)."""
+        if host_fd is None:
+            return known
+        try:
+            host = os.readlink(b"/proc/self/fd/%d" % host_fd)
+        except OSError:
+            return known
+        if not host.startswith(b"/") or host.endswith(b" (deleted)"):
+            return known
+        try:
+            return os.fsencode(self.to_guest(host))
+        except ValueError:
+            return known
 
     def chdir(self, path: GuestPath, *, base: GuestPath | None = None) -> None:
         """Change the guest current directory.
@@ -382,6 +420,7 @@ class Sandbox:
                 raise SandboxError(
                     "ENOTDIR", f"{_PREFIX}{_show(pathb)}: not a directory", guest_path=pathb
                 )
+            self._hold_cwd(None)
             self._cwd = host.guest_path
             return
         try:
@@ -404,6 +443,10 @@ class Sandbox:
                 f"{_PREFIX}{_show(pathb)}: directory not searchable on the host",
                 guest_path=pathb,
             )
+        try:
+            self._hold_cwd(host)
+        except OSError as e:
+            raise self._host_error(e, pathb, host) from None
         self._cwd = os.fsencode(self.to_guest(host))
 
     def mount(self, name: bytes, tree: VirtualNode) -> None:
@@ -559,11 +602,11 @@ class Sandbox:
         pending.extend((c, -1) for c in reversed(stripped.split(b"/")) if c)
         if not pathb.startswith(b"/"):
             if base is None:
-                start = self._cwd
+                start = self._current_cwd()
             else:
                 start = base if isinstance(base, bytes) else os.fsencode(base)
                 if not start.startswith(b"/"):
-                    start = self._cwd + b"/" + start
+                    start = self._current_cwd() + b"/" + start
             pending.extend((c, -1) for c in reversed(start.split(b"/")) if c)
 
         stack: list[bytes] = []

@@ -28,10 +28,17 @@ K = LinuxKernel
 GUEST_MODE_BITS = 0o1777
 
 
-def _base(k: K, dirfd: int) -> str | None:
+def _base(k: K, dirfd: int) -> bytes | None:
     if k.int32(dirfd) == k.const("AT_FDCWD"):
         return None
-    return k.fd(dirfd).guest_path
+    return current_path(k, k.fd(dirfd))
+
+
+def current_path(k: K, desc: FileDesc) -> bytes:
+    """The guest path of a descriptor's object now (a directory renamed since it was opened
+    under its new name, as Linux's descriptors name the object); a served one's own."""
+    known = os.fsencode(desc.guest_path)
+    return known if desc.node is not None else k.sandbox.guest_path_of(desc.host_fd, known)
 
 
 def _resolve(k: K, dirfd: int, path_addr: int, **kw: Any) -> str:
@@ -331,14 +338,15 @@ def sys_getdents64(k: K, a: tuple[int, ...]) -> int:
     if desc.dir_entries is None and desc.node is not None:
         desc.dir_entries = _served_entries(desc)
     if desc.dir_entries is None:
-        host = str(k.sandbox.resolve(desc.guest_path))
+        here = current_path(k, desc)
+        host = str(k.sandbox.resolve(here))
         entries = [(b".", os.stat(host).st_ino, 4), (b"..", os.stat(host + "/..").st_ino, 4)]
         with os.scandir(os.fsencode(host)) as it:
             for e in it:
                 mode = e.stat(follow_symlinks=False).st_mode
                 dtype = next((t for test, t in DT_TYPES if test(mode)), 0)
                 entries.append((e.name, e.inode(), dtype))
-        if desc.guest_path == "/":  # the served trees are there whatever the root holds
+        if here == b"/":  # the served trees are there whatever the root holds
             names = {name for name, _, _ in entries}
             entries += [(name, inode(b"/" + name), 4) for name in k.sandbox.mounts
                         if name not in names]
@@ -392,7 +400,7 @@ def sys_chdir(k: K, a: tuple[int, ...]) -> int:
 
 @syscall("fchdir")
 def sys_fchdir(k: K, a: tuple[int, ...]) -> int:
-    k.sandbox.chdir(k.fd(a[0]).guest_path)
+    k.sandbox.chdir(current_path(k, k.fd(a[0])))
     return 0
 
 
