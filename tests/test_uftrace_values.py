@@ -1,6 +1,7 @@
 """Argument and return values uftrace reads from DWARF, checked on ten ISAs: `long double`
 (x87 80-bit, IEEE binary128, IBM double-double, or double) in and out, and structs with
-floating-point members followed by an int and a double (conform.c's `floats` scenario).
+floating-point members followed by an int and a double (conform.c's `floats` scenario),
+also where the FP registers run out and where ARM VFP back-fills.
 
 Two oracles, both independent of emutrace:
 
@@ -29,7 +30,8 @@ import pytest
 from .conftest import ISAS, bin_path, run_emutrace
 from .test_uftrace_conformance import ENTRY, EXIT, LINE, canon, pg_build, uftrace_data
 
-FUNCTIONS = ("c_ldouble", "c_dd_sum", "c_fff_sum", "c_dl_sum", "c_fi_sum")
+FUNCTIONS = ("c_ldouble", "c_dd_sum", "c_fff_sum", "c_dl_sum", "c_fi_sum", "c_late_pair",
+             "c_backfill")  # (in the order main prints their results)
 PRINTED = re.compile(r"^(c_\w+)\((.*)\)$")
 
 # (function, argument index or "ret") where uftrace 0.13 shows another value than the
@@ -42,6 +44,8 @@ UFTRACE_WRONG = {
                          "(8.875 untraced)",
     ("c_dl_sum", 2): "under uftrace -a c_dl_sum gets x = 0.0 (0.375 untraced)",
     ("c_dl_sum", "ret"): "under uftrace -a c_dl_sum returns 5.0 (9.125 untraced)",
+    ("c_late_pair", "ret"): "under uftrace -a c_late_pair gets a = b = 1.25 and returns "
+                            "40.875 (41.375 untraced)",
 }
 # ISAs whose long double is a double (GCC's __LDBL_MANT_DIG__ 53): c_ldouble's values are
 # the program's own, not x86's 64-bit-significand ones uftrace shows

@@ -207,7 +207,7 @@ class _Plan:
         cv = self.cv
         loc = _fp_register(cv, t, self.fp, self.singles, self.seen_int)
         if loc is None:
-            return self.take(t.size, t)
+            return self.take(t.size, t, memory=cv.fp_overflow_stack)
         if not cv.fp_single_args:
             self.fp += 1
         if cv.fp_shadow:
@@ -230,7 +230,8 @@ class _Plan:
                            (half, half, cv.fp_args[self.fp - 1])), t)
         if where == "ref":
             return ByRef(self.take(self.word, t).first, t)
-        return self.take(t.size, t, memory=where == "memory", align=cv.long_double_align)
+        on_stack = where == "memory" or (where == "fp" and cv.fp_overflow_stack)
+        return self.take(t.size, t, memory=on_stack, align=cv.long_double_align)
 
     def struct(self, t: CType) -> Loc:
         cv = self.cv

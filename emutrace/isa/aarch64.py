@@ -268,13 +268,15 @@ HWCAP_FP, HWCAP_ASIMD = 1 << 0, 1 << 1  # asm/hwcap.h; no CPUID bit: glibc never
 # <= 8, else (C.3) NSRN = 8 and it goes on the stack.  Composite results up to 16 bytes in
 # x0:x1, larger ones in memory at the address the caller passes in x8 (§6.9).  §10.1.1:
 # long double is IEEE binary128 (GCC: __LDBL_MANT_DIG__ 113), a quad in q0-q7, result q0.
+# C.5/C.6: an FP argument once v0-v7 are taken goes on the stack (a quad 16-byte aligned).
 C_VALUES = CValues(char_signed=False,
                    fp_args=("d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"),
                    fp_retval="d0", struct_in_slots=16, struct_large="ref",
                    retval_hi="x1", struct_ret_in_regs=16, sret_reg="x8",
                    struct_fp="hfa", hfa_limit=4, hfa_to_stack=True, long_double="binary128",
                    long_double_args="fp", long_double_ret="fp",
-                   fp_quad=tuple(f"q{i}" for i in range(8)))
+                   fp_quad=tuple(f"q{i}" for i in range(8)), long_double_align=16,
+                   fp_overflow_stack=True)
 
 
 # how far Debian's arm64 kernel gets (emutrace info)

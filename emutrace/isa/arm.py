@@ -495,13 +495,14 @@ HWCAP |= (1 << 17) | (1 << 18)
 # run of free s (d) registers, else (C.2.cp) every VFP register is marked used and it goes
 # on the stack; other structs with floats go in core registers like any struct, starting
 # at an even register when doubleword-aligned (C.3).  long double is double (§8.1.1).
+# C.2.cp: a float or double that finds no VFP register goes on the stack.
 C_VALUES = CValues(char_signed=False,
                    fp_args=("d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7"),
                    fp_single_args=tuple(f"s{i}" for i in range(16)),
                    fp_retval="d0", retval_hi="r1", pair_aligned=True,
                    struct_in_slots=1 << 16, variadic_core_only=True,
                    struct_ret_in_regs=4, struct_fp="hfa", hfa_limit=4,
-                   hfa_to_stack=True)
+                   hfa_to_stack=True, fp_overflow_stack=True)
 
 
 ISA = Isa(

@@ -122,6 +122,9 @@ class CValues:
     fp_single_args: tuple[str, ...] = ()
     fp_shadow: bool = False  # an FP argument also uses the integer slots of its size
     fp_leading_only: bool = False  # FP registers only for FP args before any integer one
+    # an FP argument that finds no FP register free goes on the stack (not in the integer
+    # registers left: those take FP arguments on RISC-V, MIPS and Power)
+    fp_overflow_stack: bool = False
     fp_pair: tuple[str, ...] = ()  # MIPS FR=0: the register with a double's high word
     fp_retval_high: str | None = None  # MIPS FR=0: the result's high word register
     fp_x87: bool = False  # the FP result is x87 st(0) (80-bit extended)

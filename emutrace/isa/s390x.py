@@ -355,11 +355,12 @@ HWCAP = 1 | 2 | 4 | 8 | 16 | 32 | 256 | 512
 # at a hidden first argument (§1.2.4).  §1.2.3: a struct with a single float or double
 # member is passed as that member (an FP register).  long double is IEEE binary128
 # (__LDBL_MANT_DIG__ 113): passed by reference, returned in memory at a hidden first
-# argument (r2), which is not one of the function's arguments.
+# argument (r2), which is not one of the function's arguments.  A float or double past f6
+# goes on the stack (§1.2.3: FP arguments never take general registers).
 C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retval="f0",
                    fp_single="high32", struct_scalar=True, struct_large="ref",
                    struct_ret_in_regs=0, struct_fp="single", long_double="binary128",
-                   long_double_args="ref", long_double_ret="memory")
+                   long_double_args="ref", long_double_ret="memory", fp_overflow_stack=True)
 
 
 def clone_tls(cpu: CpuPort, tls: int) -> None:

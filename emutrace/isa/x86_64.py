@@ -395,14 +395,16 @@ def arch_prctl(cpu: CpuPort, args: tuple[int, ...]) -> int:
 # to 16 bytes is classified per eightbyte, SSE (only float/double members: the next %xmm)
 # or INTEGER (the next general register); when its registers are not all free it is MEMORY.
 # long double: the x87 80-bit extended format (Fig. 3.1), class X87: an argument in memory
-# (16-byte aligned on the stack), the result in %st0.
+# (16-byte aligned on the stack), the result in %st0.  A float or double past %xmm7 goes on
+# the stack (SSE class, no register left).
 C_VALUES = CValues(char_signed=True,
                    fp_args=("xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7"),
                    fp_retval="xmm0", struct_in_slots=16, struct_large="stack",
                    retval_hi="rdx", struct_ret_in_regs=16,
                    # §3.2.3: long double is class X87, returned in %st0
                    long_double_x87=True, struct_fp="eightbytes", long_double="x87",
-                   long_double_args="memory", long_double_ret="x87", long_double_align=16)
+                   long_double_args="memory", long_double_ret="x87", long_double_align=16,
+                   fp_overflow_stack=True)
 
 
 # Intel SDM vol. 3 §6.3.1 vector numbers; arch/x86/kernel/traps.c signals: #DE divide
