@@ -26,7 +26,8 @@ char        i8         signed decimal (`'A'` shows as 65; `c` would print raw by
 uchar       u8         unsigned decimal
 ptr         p<bits>    hex, or `&symbol` when it points at one
 str, buf    s          the string in quotes, `NULL`; an unreadable pointer `"<0x…>"`
-float       f<bits>    printf `%#f` (6 decimals)
+float       f<bits>    printf `%#f` (6 decimals); a `long double` (its `%Lf` text)
+                       is written as `s`, shown in quotes (uftrace has no binary128)
 struct      s          emutrace's rendering of the members, in quotes
 ==========  =========  ==============================================================
 
