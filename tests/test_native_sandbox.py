@@ -99,8 +99,9 @@ def assert_host_unchanged(canary: Path, sleeper: int, mnt: Path) -> None:
 @needs_sandbox
 def test_hostile_guest_native(tmp_path: Path, sleeper: int) -> None:
     """Its own filter installed, every escape fails: the tracer's answers first (as under
-    emulation: EACCES for a write outside, EPERM for what cannot be confined natively, EPERM
-    for a process that is not the guest's), the kernel's for the ioctl it lets through."""
+    emulation: EACCES for a write outside, EPERM for what cannot be confined natively, ESRCH
+    for a process that is not the guest's, as its PID namespace answers), the kernel's for
+    the ioctl it lets through."""
     top, writable, canary, mnt = layout(tmp_path, root=False)
     got = run_emutrace("run", *NATIVE, "--allow-write", writable, PROGRAM, str(sleeper),
                        canary, mnt, cwd=writable)
