@@ -6,7 +6,8 @@ Four formats, as `CValues.long_double` names them per ISA:
   (bias 16383), 64-bit significand with its integer bit explicit; 10 bytes little-endian.
 * ``binary128``: IEEE 754 quadruple: sign, 15-bit exponent (bias 16383), 112-bit fraction.
 * ``ibm128``: IBM double-double (Power ELF ABIs): two doubles in memory order, the one of
-  larger magnitude first; the value is their exact sum.
+  larger magnitude first; the value is their sum, truncated to 106 bits from the first's
+  leading bit as glibc's printf truncates it.
 * ``double``: a C double (ISAs whose `long double` is `double`).
 
 The value is shown as uftrace shows a `long double` and printf's ``%Lf`` prints it: six
@@ -16,6 +17,7 @@ and `nan` signed.
 
 from __future__ import annotations
 
+import math
 import struct
 from decimal import Decimal
 from fractions import Fraction
@@ -46,7 +48,9 @@ def decode(data: bytes, fmt: str, byteorder: str) -> tuple[int, Exact]:
         se = int.from_bytes(data[8:10], "little")
         sign, exp = se >> 15, se & 0x7FFF
         if exp == 0x7FFF:  # SDM Table 4-3: integer bit set, fraction 0 = infinity
-            return sign, "nan" if mant & ((1 << 63) - 1) else "inf"
+            return sign, "inf" if mant == 1 << 63 else "nan"
+        if exp and not mant >> 63:  # an unnormal (SDM §8.2.2: invalid operand): glibc
+            return sign, "nan"  # prints it as nan
         return sign, Fraction(mant) * Fraction(2) ** (max(exp, 1) - BIAS - 63)
     if fmt == "binary128":
         bits = int.from_bytes(data[:16], byteorder)  # type: ignore[arg-type]
@@ -63,7 +67,11 @@ def decode(data: bytes, fmt: str, byteorder: str) -> tuple[int, Exact]:
         if isinstance(lo, str):
             return lo_sign, lo
         total = (-hi if hi_sign else hi) + (-lo if lo_sign else lo)
-        return (1 if total < 0 or (total == 0 and hi_sign) else 0), abs(total)
+        magnitude = abs(total)
+        if hi and lo:  # glibc's printf (ldbl-128ibm) keeps 106 bits from hi's leading one:
+            grid = Fraction(2) ** (math.frexp(float(hi))[1] - 106)  # the sum truncated
+            magnitude = (magnitude // grid) * grid
+        return (1 if total < 0 or (total == 0 and hi_sign) else 0), magnitude
     return _double(data, byteorder)
 
 
