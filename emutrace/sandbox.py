@@ -357,6 +357,11 @@ class Sandbox:
             except SandboxError as e:
                 raise ValueError(f"guest working directory: {e.message}") from None
 
+    def __del__(self) -> None:
+        fd = getattr(self, "_cwd_fd", None)
+        if fd is not None:
+            os.close(fd)
+
     def __repr__(self) -> str:
         return (
             f"Sandbox(root={str(self.root)!r}, writable={[str(w) for w in self.writable]!r}, "
