@@ -118,6 +118,24 @@ double c_backfill(float a, double b, struct c_fff s, int i, float y) {
   printf("c_backfill(%f, %f, {%f, %f, %f}, %d, %f)\n", a, b, s.a, s.b, s.c, i, y);
   return a + b + s.a + s.b + s.c + i + y;
 }
+/* struct results with floating-point members: in FP registers where the ABI says (x86-64
+ * SSE eightbytes, AArch64/ARM VFP/ELFv2 homogeneous aggregates, RISC-V flattening), else
+ * in integer registers or memory; each prints what it returns */
+struct c_dd c_make_dd(double a, int i) {
+  struct c_dd r = {a * i, -a};
+  printf("c_make_dd(%f, %d) = {%f, %f}\n", a, i, r.a, r.b);
+  return r;
+}
+struct c_fff c_make_fff(float a, int i) {
+  struct c_fff r = {a, a * i, -a};
+  printf("c_make_fff(%f, %d) = {%f, %f, %f}\n", a, i, r.a, r.b, r.c);
+  return r;
+}
+struct c_fi c_make_fi(float f, int i) {
+  struct c_fi r = {f * 2, i + 1};
+  printf("c_make_fi(%f, %d) = {%f, %d}\n", f, i, r.f, r.i);
+  return r;
+}
 int c_floats_case(void) {
   /* 2^60 + 1: exact in a 64-bit or 113-bit significand, not in a double's 53 bits */
   long double q = c_ldouble(1152921504606846977.0L, 3, -0.25);
@@ -131,6 +149,10 @@ int c_floats_case(void) {
   double d = c_fi_sum(fi, 13, 0.5);
   double e = c_late_pair(1, 2, 3, 4, 5, 6, 7, dd, 14, 0.625);
   double f = c_backfill(0.75f, 8.5, fff, 15, -1.25f);
+  struct c_dd md = c_make_dd(2.5, 3);
+  struct c_fff mf = c_make_fff(1.5f, 4);
+  struct c_fi mi = c_make_fi(-0.75f, 41);
+  c_sink = (int)(md.a + mf.b + mi.f + mi.i);
   printf("%Lf %f %f %f %f %f %f\n", q, a, b, c, d, e, f);
   return 0;
 }
