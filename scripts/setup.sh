@@ -53,14 +53,14 @@ with_recommends="qemu-user-static uftrace device-tree-compiler
   gcc-i686-linux-gnu gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf gcc-mips-linux-gnu
   gcc-mipsel-linux-gnu gcc-riscv64-linux-gnu gcc-powerpc-linux-gnu gcc-powerpc64le-linux-gnu
   gcc-s390x-linux-gnu gcc-mips64el-linux-gnuabi64 gcc-mips64-linux-gnuabi64
-  gcc-m68k-linux-gnu gcc-sparc64-linux-gnu
+  gcc-m68k-linux-gnu gcc-sparc64-linux-gnu gcc-powerpc64-linux-gnu
   libc6-arm64-cross libc6-armhf-cross libc6-i386-cross libc6-mips-cross libc6-mipsel-cross
   libc6-riscv64-cross libc6-powerpc-cross libc6-ppc64el-cross libc6-s390x-cross
   binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf binutils-i686-linux-gnu
   binutils-mips-linux-gnu binutils-mipsel-linux-gnu binutils-riscv64-linux-gnu
   binutils-powerpc-linux-gnu binutils-powerpc64le-linux-gnu binutils-s390x-linux-gnu
   binutils-mips64el-linux-gnuabi64 binutils-mips64-linux-gnuabi64 binutils-m68k-linux-gnu
-  binutils-sparc64-linux-gnu"
+  binutils-sparc64-linux-gnu binutils-powerpc64-linux-gnu"
 has_compiler=1
 if ! command -v gcc >/dev/null 2>&1 || ! python3 -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
@@ -118,17 +118,30 @@ fetch_firmware() {
     apt-get download -qq "${firmware[@]}" &&
     for pkg in "${firmware[@]}"; do dpkg-deb -x "${pkg}"_*.deb "$pkg"; done )
 }
-# A Linux kernel from Debian (linux-image-*-cloud-arm64): only its vmlinuz, as
-# .cache/firmware/linux-arm64/vmlinuz (tests/test_kernel.py boots it to the VFS panic).
+# A Linux kernel from Debian (linux-image-*-cloud-arm64): its vmlinuz, as
+# .cache/firmware/linux-arm64/vmlinuz (tests/test_linux_boot.py boots it), and the same
+# build's System.map (the names of its functions at their link addresses), which Debian
+# ships in the -dbg package (the linux-image package's own is a stub): extracted from it
+# alone, as .cache/firmware/linux-arm64/System.map.
 fetch_kernel() {
-  [ -f .cache/firmware/linux-arm64/vmlinuz ] && return 0
-  local pkg tmp
-  pkg=$(apt-cache depends linux-image-cloud-arm64:arm64 | awk '/Depends: linux-image-/ {print $2; exit}')
+  local dir=.cache/firmware/linux-arm64 pkg tmp version
+  [ -f $dir/vmlinuz ] && [ -f $dir/System.map ] && return 0
   tmp=$(mktemp -d)
-  ( cd "$tmp" && apt-get download "$pkg" 2>/dev/null ) &&
-    dpkg-deb --fsys-tarfile "$tmp"/linux-image-*.deb | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*' &&
-    mkdir -p .cache/firmware/linux-arm64 && cp "$tmp"/boot/vmlinuz-* .cache/firmware/linux-arm64/vmlinuz
+  if [ ! -f $dir/vmlinuz ]; then
+    pkg=$(apt-cache depends linux-image-cloud-arm64:arm64 | awk '/Depends: linux-image-/ {print $2; exit}')
+    ( cd "$tmp" && apt-get download "$pkg" 2>/dev/null ) &&
+      dpkg-deb --fsys-tarfile "$tmp"/linux-image-*.deb | tar -x -C "$tmp" --wildcards './boot/vmlinuz-*' &&
+      mkdir -p $dir && cp "$tmp"/boot/vmlinuz-* $dir/vmlinuz || { rm -rf "$tmp"; return 1; }
+  fi
+  # the kernel's release as its banner says it ("Linux version 6.1.0-57-cloud-arm64 ...")
+  version=$(grep -a -o -m1 'Linux version [^ ]*' $dir/vmlinuz | awk '{print $3}')
+  ( cd "$tmp" && apt-get download "linux-image-$version-dbg:arm64" 2>/dev/null ) &&
+    dpkg-deb --fsys-tarfile "$tmp"/linux-image-"$version"-dbg_*.deb |
+      tar -x -C "$tmp" --wildcards "./usr/lib/debug/boot/System.map-$version" &&
+    cp "$tmp/usr/lib/debug/boot/System.map-$version" $dir/System.map
+  local status=$?
   rm -rf "$tmp"
+  return $status
 }
 # Debian's busybox-static, then its static shells (bash-static, zsh-static, sash) for
 # tests/test_shells.py: .cache/busybox/<isa>/, .cache/shells/<isa>/.
