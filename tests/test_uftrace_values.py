@@ -1,7 +1,8 @@
 """Argument and return values uftrace reads from DWARF, checked on ten ISAs: `long double`
 (x87 80-bit, IEEE binary128, IBM double-double, or double) in and out, and structs with
 floating-point members followed by an int and a double (conform.c's `floats` scenario),
-also where the FP registers run out and where ARM VFP back-fills.
+also where the FP registers run out and where ARM VFP back-fills, and struct results with
+floating-point members.
 
 Two oracles, both independent of emutrace:
 
@@ -30,9 +31,11 @@ import pytest
 from .conftest import ISAS, bin_path, run_emutrace
 from .test_uftrace_conformance import ENTRY, EXIT, LINE, canon, pg_build, uftrace_data
 
-FUNCTIONS = ("c_ldouble", "c_dd_sum", "c_fff_sum", "c_dl_sum", "c_fi_sum", "c_late_pair",
-             "c_backfill")  # (in the order main prints their results)
-PRINTED = re.compile(r"^(c_\w+)\((.*)\)$")
+RESULTS = ("c_ldouble", "c_dd_sum", "c_fff_sum", "c_dl_sum", "c_fi_sum", "c_late_pair",
+           "c_backfill")  # (in the order main prints their results)
+MAKERS = ("c_make_dd", "c_make_fff", "c_make_fi")  # (each prints the struct it returns)
+FUNCTIONS = RESULTS + MAKERS
+PRINTED = re.compile(r"^(c_\w+)\((.*)\)(?: = (.*))?$")
 
 # (function, argument index or "ret") where uftrace 0.13 shows another value than the
 # untraced program has: `uftrace record -a` clobbers the %xmm registers that carry a struct
@@ -118,12 +121,14 @@ def calls(trace: str) -> dict[str, Call]:
 
 
 def programs(stdout: str) -> dict[str, Call]:
-    """What each function printed it received, and the result main printed."""
+    """What each function printed it received (and a maker, what it returns), and the
+    result main printed."""
     lines = stdout.splitlines()
-    got = {m[1]: tuple(value(v) for v in split(m[2]))
-           for m in map(PRINTED.match, lines) if m is not None}
-    results = [value(v) for v in lines[-1].split()]
-    return {name: (got[name], result) for name, result in zip(FUNCTIONS, results, strict=True)}
+    printed = {m[1]: m for m in map(PRINTED.match, lines) if m is not None}
+    results = dict(zip(RESULTS, (value(v) for v in lines[-1].split()), strict=True))
+    return {name: (tuple(value(v) for v in split(printed[name][2])),
+                   results[name] if name in results else value(printed[name][3]))
+            for name in FUNCTIONS}
 
 
 def exact(call: Call) -> tuple[str, str]:
@@ -199,7 +204,7 @@ def test_float_values_are_uftraces(isa: str, scratch: Path) -> None:
             args = tuple("wrong in uftrace" if (name, i) in UFTRACE_WRONG else
                          STRUCT if isinstance(v, tuple) else v for i, v in enumerate(args))
             out[name] = (args, "wrong in uftrace" if (name, "ret") in UFTRACE_WRONG
-                         else result)
+                         else STRUCT if isinstance(result, tuple) else result)
         if isa in LONG_DOUBLE_IS_DOUBLE:
             del out["c_ldouble"]
         return out

@@ -161,14 +161,16 @@ class ArgReader:
         if t.size > self.word and t.kind != "struct" and self.cv.retval_hi is not None:
             high = self.cpu.reg_read(self.cv.retval_hi)  # (ret, ret_hi) in memory order
             return self._from_words([low, high], t)
+        if values.ret_pieces is not None:  # a struct with FP members, in registers
+            return self._pieces(values.ret_pieces, None, None)
         if t.kind == "struct":
             if t.size > self.cv.struct_ret_in_regs:  # in memory: at the call's hidden address
                 pending = self._sret.get(func)
                 if pending:
                     return self._struct_at(pending.pop(), t)
                 return Value("struct", 8 * t.size, 0, "{...}")
-            if has_float(t):
-                return Value("struct", 8 * t.size, 0, "{...}")  # in FP registers: not read
+            if has_float(t) and not self.cv.struct_fp:  # (the ISA's rule not modelled)
+                return Value("struct", 8 * t.size, 0, "{...}")
             words = [low]
             if t.size > self.word and self.cv.retval_hi is not None:
                 words.append(self.cpu.reg_read(self.cv.retval_hi))
@@ -271,7 +273,9 @@ class ArgReader:
         t, order = loc.ctype, self.cpu.byteorder
         data = bytearray(max([t.size] + [off + size for off, size, _ in loc.parts]))
         for off, size, where in loc.parts:
-            if isinstance(where, str):
+            if where == "":  # (a result: the first integer result register)
+                bits = self.cpu.reg_read(self.ret_reg) & (1 << (8 * size)) - 1
+            elif isinstance(where, str):
                 bits = self._fp_bits(where, size)
             else:  # an integer register: the member's value in its low bytes
                 bits = self._slot(where, sp, stack) & (1 << (8 * size)) - 1

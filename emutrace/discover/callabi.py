@@ -151,8 +151,9 @@ def plan_call(isa: Isa, params: tuple[CType, ...], variadic: bool = False,
     cv = plan.cv
     out: list[Loc] = []
     core_only = variadic and cv.variadic_core_only
-    if returns_in_memory(cv, ret):  # the hidden address of the result comes first
+    if returns_in_memory(cv, ret):  # the hidden address of the result comes first (o32:
         out.append(Fpr(cv.sret_reg, None, SRET) if cv.sret_reg else plan.take(plan.word, SRET))
+        plan.seen_int = True  # an integer first argument: no FP argument registers then)
     for t in params:
         if is_long_double(t) and cv.long_double != "double" and not core_only:
             out.append(plan.long_double(t))
@@ -373,10 +374,48 @@ def _alignment(t: CType) -> int:
 
 def returns_in_memory(cv: CValues, ret: CType) -> bool:
     """A result the caller provides memory for (its address a hidden argument): a struct
-    too large for the result registers, or a `long double` the ABI returns so (s390x)."""
+    too large for the result registers and not one the ABI returns in FP registers, or a
+    `long double` the ABI returns so (s390x)."""
     if is_long_double(ret) and cv.long_double != "double":
         return cv.long_double_ret == "memory"
-    return ret.kind == "struct" and ret.size > cv.struct_ret_in_regs
+    return ret.kind == "struct" and ret.size > cv.struct_ret_in_regs and \
+        result_pieces(cv, ret) is None
+
+
+def result_pieces(cv: CValues, ret: CType) -> Pieces | None:
+    """Where a struct result with floating-point members is, when its ABI returns it in
+    registers by the rule that passes it (None: as any struct).  x86-64 psABI §3.2.3: SSE
+    eightbytes in %xmm0, %xmm1, INTEGER ones in %rax, %rdx; AAPCS64 §6.9, AAPCS §7.1.2
+    (VFP) and ELFv2 §2.2.5: a homogeneous aggregate in the first FP registers (s0-s3 or
+    d0-d3 on ARM); RISC-V: a struct its flattening puts in FP registers comes back in fa0,
+    fa1 (and a0)."""
+    if ret.kind != "struct" or ret.is_union or not has_float(ret):
+        return None
+    members = leaves(ret)
+    # the integer result registers: "" the first (Registers.retval), then retval_hi
+    ints: tuple[str, ...] = ("", cv.retval_hi) if cv.retval_hi else ("",)
+    if cv.struct_fp == "hfa":
+        n = homogeneous(ret, cv.hfa_limit)
+        if not n:
+            return None
+        size = members[0][1].size
+        regs = cv.fp_single_args if cv.fp_single_args and size == 4 else cv.fp_args
+        return Pieces(tuple((off, m.size, reg) for (off, m), reg in zip(members, regs[:n],
+                                                                      strict=True)), ret)
+    if cv.struct_fp == "eightbytes" and ret.size <= 16:
+        classes = [bool(inside) and all(_fp_leaf(m) for _, m in inside)
+                   for inside in ([(o, m) for o, m in members if o // 8 == k]
+                                  for k in range(-(-ret.size // 8)))]
+        fps, cores = iter(cv.fp_args), iter(ints)
+        return Pieces(tuple((8 * k, min(8, ret.size - 8 * k), next(fps) if sse else next(cores))
+                            for k, sse in enumerate(classes)), ret)
+    if cv.struct_fp == "flatten" and len(members) <= 2 and any(_fp_leaf(m) for _, m in members):
+        if any(m.kind == "array" or (not _fp_leaf(m) and m.size > 8) for _, m in members):
+            return None
+        fps, cores = iter(cv.fp_args), iter(ints)
+        return Pieces(tuple((off, m.size, next(fps) if _fp_leaf(m) else next(cores))
+                            for off, m in members), ret)
+    return None
 
 
 def _fp_register(cv: CValues, t: CType, fp: int, singles: set[int],
@@ -409,6 +448,8 @@ class FunctionValues:
     args: tuple[Loc, ...]
     ret: CType  # VOID: nothing to read; AUTO: the result register as a word
     ret_in_core: bool = False  # a float result in the integer result register(s)
+    # a struct result with FP members in registers (register names; "": Registers.retval)
+    ret_pieces: Pieces | None = None
 
 
 def _prototypes(path: str) -> ProgramTypes:
@@ -501,7 +542,8 @@ class CallTypes:
         locs = plan_call(self.isa, params, proto.variadic, proto.ret)
         if proto.entry_registers and self.isa.registers.dwarf and formats is None:
             locs = _where_dwarf_says(self.isa, locs, proto.entry_registers)
-        return FunctionValues(locs, proto.ret, core)
+        return FunctionValues(locs, proto.ret, core, None if core else
+                              result_pieces(self.isa.c_values, proto.ret))
 
 
 def _where_dwarf_says(isa: Isa, locs: tuple[Loc, ...], registers: tuple[int, ...]
@@ -535,4 +577,4 @@ def _by_name(table: dict[str, T], name: str | None) -> T | None:
 
 __all__ = ["AUTO", "SRET", "VOID", "ByRef", "CallTypes", "Fpr", "FunctionValues", "Loc",
            "Pieces", "Reg", "Slots", "Unknown", "has_float", "homogeneous", "is_long_double",
-           "leaves", "plan_call", "returns_in_memory"]
+           "leaves", "plan_call", "result_pieces", "returns_in_memory"]
