@@ -4,7 +4,9 @@ the other ISAs', reported as JUnit XML and a Markdown summary (docs/ci.md).
 
 The work is in `emutrace.matrix` (spec, cells, engine, verdicts, reports).  The cells run on
 Dask: a local cluster of `--workers` processes by default, an existing cluster with
-`--scheduler ADDRESS`, or in this process with `--workers 0`.
+`--scheduler ADDRESS`, or in this process with `--workers 0`.  A cell traces its program on
+Unicorn, or in qemu-user's gdb stub where the matrix's `target` says gdb: that one runs
+unconfined, and only with `--unconfined` (as `run --target gdb` asks).
 
 Exit status: 0 every cell passed; 1 a cell differs (from its baseline or the other ISAs) or
 has no baseline; 2 no difference but a cell could not run; 64 bad usage; 65 a bad matrix
