@@ -188,7 +188,8 @@ class _Plan:
         n = max(1, -(-size // word))
         if (n == 2 and word == 4 and cv.pair_aligned and ctype.kind != "struct") or \
                 (align > word and cv.pair_aligned):
-            self.slot += self.slot % 2
+            if not memory:  # (AAPCS C.3 rounds the core register number only when used)
+                self.slot += self.slot % 2
             self.stack += self.stack % 2
         if memory and align > word:
             self.stack += -self.stack % (align // word)
@@ -268,9 +269,9 @@ class _Plan:
         SSE when every member in it is float or double (the next %xmm, its low bytes),
         else INTEGER (the next integer register); when the registers for all of them are
         not free the whole struct is MEMORY (on the stack)."""
-        if t.size > 16:
-            return self.take(t.size, t, memory=True)
         members = leaves(t)
+        if t.size > 16 or any(is_long_double(m) and m.size > 8 for _, m in members):
+            return self.take(t.size, t, memory=True)  # (a long double member: X87, MEMORY)
         classes = [bool(inside) and all(_fp_leaf(m) for _, m in inside)
                    for inside in ([(o, m) for o, m in members if o // 8 == k]
                                   for k in range(-(-t.size // 8)))]
