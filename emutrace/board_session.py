@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
-from emutrace.backends import BackendOptions, create
+from emutrace.backends import BackendOptions, TrapAware, create
 from emutrace.discover.argformats import ArgFormats
 from emutrace.discover.callabi import DEFAULT_ARGS, CallTypes
 from emutrace.discover.symbol_map import load_symbol_file
@@ -35,6 +35,7 @@ from emutrace.machine.board.devicetree import board_dtb
 from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.gic import Gic
 from emutrace.machine.board.kernel_elf import physical_segments
+from emutrace.machine.board.linked_image import LinkedImage, at_link_address, link_address
 from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
 from emutrace.mechanisms import BACKENDS
@@ -66,6 +67,9 @@ class BoardConfig(BackendSettings):
     # function names are there too (`relocated`)
     reloc: int | None = None
     until: bytes = b""  # end the run (exit 0) once the console has printed this
+    # trace from the first exception entered once the console has printed this (the
+    # backend is made then; before it the board runs untraced)
+    trace_after: bytes = b""
     typed: bytes = b""  # typed into the console as the guest reads it
     input_after: bytes = b""  # ... once the console has printed this
     max_insns: int = 0
@@ -235,6 +239,11 @@ class BoardMachine(TracedRun):
             funcs = [replace(f, addr=f.addr & word)
                      for f in load_symbol_file(config.symbols)]
             self.image = replace(self.image, symbols=funcs, _starts=[f.addr for f in funcs])
+        # a Linux image whose symbols are its link addresses is traced there (MMU on)
+        self.linked: LinkedImage | None = None
+        if image_at == board.kernel_at and config.bios is None and config.symbols:
+            self.image, self.linked = at_link_address(self.image, image_at,
+                                                      link_address(config.symbols))
         code_starts = {g.vaddr for g in self.image.segments if g.flags & PF_X}
         if config.reloc is not None:
             self.image = relocated(self.image, config.reloc)
@@ -279,6 +288,13 @@ class BoardMachine(TracedRun):
         self.reloc_hint: int | None = None  # the run ended in a copy of the image (run)
         self.tracer = Tracer()  # one hart, one thread
         self.engine = "python"
+        self.trap_aware: TrapAware | None = None
+        self.exception_returns: ExceptionReturns | None = None
+        # --trace-after: where the console's transcript is searched for its text next
+        # (None: tracing from the start, or not at all)
+        self._trace_from: int | None = None
+        self._trace_vector: int | None = None  # the exception the trigger stopped at
+        self._in_run = False  # inside emu_start (in a hook)
         if config.backend in BACKENDS:
             self.engine = engine_of_run(config.engine, config.backend,
                                         lambda m: print(m, file=sys.stderr))
@@ -291,39 +307,58 @@ class BoardMachine(TracedRun):
                     raise UsageError(f"--engine native: {why}")
                 print(f"emutrace: {why}", file=sys.stderr)
                 self.engine = "python"
-            types = CallTypes.for_image(self.image, dict(config.arg_counts),
-                                        config.default_args, dict(config.arg_formats))
-            options = BackendOptions(**settings_of(config), call_types=types,
-                                     engine=self.engine)
-            backend = create(config.backend, self.image, cpu, self.hooks, self.tracer.emit,
-                             options)
-            self.tracer.backend = backend
-            if self.payload_entry is not None:
-                # the firmware enters its payload by an exception return (mret), no call:
-                # its entry function is armed up front, as the firmware's own
-                backend.start(self.payload_entry)
-            backend.start(self.entry)
+            # --trace-after: the backend is made at the first exception entered once the
+            # console has printed the text (`_entered`); until then the board runs untraced
+            self._trace_from = 0 if config.trace_after else None
+            if self._trace_from is None:
+                self._make_backend()
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}")
-        # exception frames need the exception returns: an ISA that does not name them
-        # (KernelSupport.returns) keeps the handler's calls under the interrupted frame
-        self.trap_aware = self.tracer.trap_aware if support.returns else None
-        # --reloc: the first block run in the copy arms its code (it is entered by a
-        # return or jump into the copy, which arms nothing); the hook then goes
+        # (--reloc, a linked image: the first block run in the copy, at the link address)
         self._copy_hook = 0
         self._copy_entered: int | None = None
-        if config.reloc is not None and self.backend is not None:
+        if self.backend is not None and config.reloc is not None:
             copies = [g for g in self.image.segments if g.flags & PF_X
                       and g.vaddr - config.reloc in code_starts]
             lo = min(g.vaddr for g in copies)
             hi = max(g.vaddr + g.memsz for g in copies)
             self._copy_hook = cpu.hook_block(self._in_copy, lo, hi - 1)
-        self.exception_returns = None if self.trap_aware is None else ExceptionReturns(
-            cpu, support, [(r.base, r.size) for r in board.ram], self.trap_aware.trap_returned)
+        elif self.backend is not None and self.linked is not None:
+            # the head code jumps to the link address once the MMU is on (no call): the
+            # first block run there is armed as an entry, as a copy's is
+            self._copy_hook = cpu.hook_block(self._in_copy, self.linked.start,
+                                             self.linked.end - 1)
         # after the backend's hooks: a firmware call that takes an exception on an
         # instruction (MIPS: a syscall in this branch's delay slot) comes after `step` has
         # seen the instruction arrive (the call into its function resolved)
         self._hook_firmware_calls()
+
+    def _make_backend(self) -> None:
+        """The tracing backend, its hooks added (at the start, or at --trace-after's
+        trigger), and what it needs from the board: the entries it is started at (none for
+        a linked image, entered at its link address: `_in_copy`), the exception returns."""
+        config, cpu = self.config, self.cpu
+        types = CallTypes.for_image(self.image, dict(config.arg_counts),
+                                    config.default_args, dict(config.arg_formats))
+        options = BackendOptions(**settings_of(config), call_types=types,
+                                 engine=self.engine)
+        backend = create(config.backend, self.image, cpu, self.hooks, self.tracer.emit,
+                         options)
+        self.tracer.backend = backend
+        if self._trace_from is None:
+            if self.payload_entry is not None:
+                # the firmware enters its payload by an exception return (mret), no call:
+                # its entry function is armed up front, as the firmware's own
+                backend.start(self.payload_entry)
+            if self.linked is None:
+                backend.start(self.entry)
+        # exception frames need the exception returns: an ISA that does not name them
+        # (KernelSupport.returns) keeps the handler's calls under the interrupted frame
+        self.trap_aware = self.tracer.trap_aware if self.support.returns else None
+        self.exception_returns = None if self.trap_aware is None else ExceptionReturns(
+            cpu, self.support, [(r.base, r.size) for r in self.board.ram],
+            self.trap_aware.trap_returned,
+            None if self.linked is None else self.linked.physical)
 
     # ------------------------------------------------------------ loading
     def _open_image(self, path: str, blob: bytes, isa: str,
@@ -510,7 +545,9 @@ class BoardMachine(TracedRun):
         for call in (self.support.firmware_call, self.support.emulated_insns):
             if call is not None:
                 hook(call)
-        self._aliased = self.support.physical is None or not self._sites
+        # (a linked image's sites are hooked at its link address already)
+        self._aliased = self.support.physical is None or not self._sites \
+            or self.linked is not None
 
     def _alias_sites(self) -> None:
         """The image runs at virtual addresses once its MMU is on (a raw Linux image: its
@@ -603,11 +640,28 @@ class BoardMachine(TracedRun):
         exception frame, arms the vector and is told of the exception returns near it; the
         others arm the vector's function as at the entry (the handler's calls then nest
         under the interrupted frame)."""
+        if self._trace_from is not None and self._triggered():
+            self._trace_from = None
+            if self._in_run:  # (hooks are added between emu_starts: `_start_once`)
+                self._trace_vector = vector
+                self.cpu.stop()
+                return
+            self._make_backend()
+            self.cpu.c_port.drop_all_code()  # (as in `_start_once`)
         if self.trap_aware is not None and self.exception_returns is not None \
                 and self.exception_returns.near(vector):
             self.trap_aware.trap_entered(vector)
         elif self.backend is not None:
             self.backend.start(vector)
+
+    def _triggered(self) -> bool:
+        """The console has printed --trace-after's text (searched once per byte)."""
+        assert self._trace_from is not None
+        text, transcript = self.config.trace_after, self.console.transcript
+        if transcript.find(text, self._trace_from) >= 0:
+            return True
+        self._trace_from = max(0, len(transcript) - len(text) + 1)
+        return False
 
     # ------------------------------------------------------------ running
     def _idle_at(self, pc: int) -> bool:
@@ -657,7 +711,12 @@ class BoardMachine(TracedRun):
             count = HELD_STEPS
         try:
             try:
-                cpu.run(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel, count=count)
+                self._in_run = True
+                try:
+                    cpu.run(cpu.isa.mode_address(pc, cpu.in_alt_mode()), sentinel,
+                            count=count)
+                finally:
+                    self._in_run = False
             except CpuFault as e:
                 # MIPS: `wait` ends the run with a bogus unmapped read (Unicorn's
                 # UC_ERR_READ_UNMAPPED), the PC after it (measured); a fault of the
@@ -679,6 +738,15 @@ class BoardMachine(TracedRun):
             return Stop("signal", signal=e.signal, pc=cpu.pc, detail=e.detail)
         if cpu.stop_requested.is_set():
             return Stop("interrupted", pc=cpu.pc)  # refined by run()
+        if self._trace_vector is not None:  # --trace-after's trigger: tracing begins at
+            vector, self._trace_vector = self._trace_vector, None  # this exception's vector
+            self._make_backend()
+            # the code translated so far carries none of the backend's hooks (Unicorn
+            # instruments a block when it translates it)
+            cpu.c_port.drop_all_code()
+            self.tracer.before_run()
+            self._entered(vector)
+            return None
         if self._copy_hook and self._copy_entered is not None and self.backend is not None:
             cpu.hook_del(self._copy_hook)
             self._copy_hook = 0

@@ -56,6 +56,10 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
                    help="type TEXT into the console as the guest reads it (escapes as --until)")
     g.add_argument("--input-after", metavar="TEXT", default="",
                    help="offer --input only once the console has printed TEXT (a prompt)")
+    g.add_argument("--trace-after", metavar="TEXT",
+                   help="trace from the first exception or interrupt the image takes once "
+                        "the console has printed TEXT (escapes as --until): what runs "
+                        "before it runs untraced, at --backend none's speed")
     g.add_argument("--reloc", metavar="OFFSET", type=offset,
                    help="the image copies itself OFFSET bytes up and runs there (U-Boot's "
                         "relocation): trace and name that copy too (a run that ends in such "
@@ -95,6 +99,7 @@ def board_machine(args: argparse.Namespace) -> BoardMachine:
         initrd=args.initrd, bios=args.bios,
         symbols=args.symbols[0] if args.symbols else None,
         until=unescape(args.until or "", "--until"), typed=unescape(args.input, "--input"),
+        trace_after=unescape(args.trace_after or "", "--trace-after"),
         input_after=unescape(args.input_after, "--input-after"),
         max_insns=args.max_insns, timeout=args.timeout, backend=args.backend,
         engine=args.engine,
