@@ -173,9 +173,11 @@ def test_c_loop_equals_python_loop_traps(backend: str, cleanup: str, isa: str, p
     loop.  fib 15: the Python loop takes T traps; with the C loop the backend counts the
     same T (the counters are equal), and C finished all but the ones Python must see (a
     first call into a function: discovery; start-up code; the exit path; strict: a function
-    C may not write, a call chain without the caller; entry: the process entry, probes on
-    functions with string arguments) — at least 90% of them.  Counting a trap C did not
-    take as C's is ruled out: the counts are the Python loop's."""
+    C may not write, a call chain without the caller; entry: the process entry) — at
+    least 90% of them.  Counting a trap C did not take as C's is ruled out: the counts are
+    the Python loop's.  typed: C copied the strings of `char *` values at the traps it
+    finished (core.c string_put through the ptrace port), values equal to the Python
+    loop's."""
     _p, want = _run(isa, program, args, "python", backend=backend, cleanup=cleanup)
     process, got = _run(isa, program, args, "native", backend=backend, cleanup=cleanup)
     assert len(want[0]) > 4
@@ -185,6 +187,8 @@ def test_c_loop_equals_python_loop_traps(backend: str, cleanup: str, isa: str, p
     stats = process.backend.native_stats  # type: ignore[union-attr]
     if program in ("fib", "calls"):
         assert stats["c_traps"] > 0
+    if program == "typed":
+        assert stats["c_strings"] > 0
     if program == "fib":
         traps = want[1]["traps"]
         assert traps > 2000

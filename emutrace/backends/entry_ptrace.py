@@ -69,12 +69,13 @@ class EntryProbesInLoop:
         elif site.kind is SiteKind.ENTRY:
             owner = self.probes.entries.get(site.addr)
             _insn, flow = t.site_insn(site)
-            # (a probe on a jump is simulated by Python, not stepped over; arguments that
-            # are strings or buffers are read from memory at the trap: Python's)
+            # (a probe on a jump is simulated by Python, not stepped over; C copies the
+            # strings of `char *` arguments at the trap)
             if (owner is not None and flow.kind is FlowKind.NONE and len(armed.original) == 1
                     and site.addr not in self.engine.target.points
                     and self.engine.fast.args_fast(owner.start)):
                 self._c_probes.add(site.addr)
+                self.engine.fast.tell_string_args(site.addr, owner.start)
                 self.loop.entry_probe(site.addr, owner.start, armed.original[0])
         elif site.addr not in self.probes.entries:
             self.engine.fast.armed(site)

@@ -87,9 +87,9 @@ class SwitchJumpTable(SiteTable, Protocol):
 
 
 class StringTable(SiteTable, Protocol):
-    """A C table that copies `char *` values at the event (hotpath.c nt_string_args,
-    nt_string_return: the strings come with the events, in `nt_strings`); ploop.c does
-    not, so there such values stay Python's."""
+    """A C table that copies `char *` values at the event (core.c core_string_args,
+    core_string_return through either port: the strings come with the events, hotpath.c
+    `nt_strings`, ploop.c `pl_strings`)."""
 
     strings: bool
 

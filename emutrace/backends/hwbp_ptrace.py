@@ -76,8 +76,10 @@ class CSlots:
             return
         for site in sites:
             self.fast.armed(site)
-        self.loop.hw_func_set(func.start, func.end, [lo for lo, _hi in ranges],
-                              self.fast.call_fast(func.start))
+        calls = self.fast.call_fast(func.start)
+        if calls:  # (its `char *` arguments: C copies their strings at the hit)
+            self.fast.tell_string_args(func.start, func.start)
+        self.loop.hw_func_set(func.start, func.end, [lo for lo, _hi in ranges], calls)
         self.taught[func.start] = (func, len(ranges))
 
     def _forget(self, start: int) -> None:

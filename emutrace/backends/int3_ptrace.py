@@ -27,7 +27,14 @@ from emutrace.backends.strict_ptrace import StrictSites
 from emutrace.discover import Function, Site
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
-from emutrace.native.ploop import C_RESUMES, C_RETURNED, C_SIMULATED, C_TRAPS, PtraceLoop
+from emutrace.native.ploop import (
+    C_RESUMES,
+    C_RETURNED,
+    C_SIMULATED,
+    C_STRINGS,
+    C_TRAPS,
+    PtraceLoop,
+)
 from emutrace.target.ptrace import PtraceTarget
 from emutrace.target.ptrace_run import NativeTrapHooks
 from emutrace.trace.events import Event
@@ -173,7 +180,8 @@ class PtraceLoopEngine:
         # where the stops went (bench's profile; not a mechanism counter)
         self.native_stats.update({"c_traps": loop.counter(C_TRAPS),
                                   "python_stops": loop.counter(C_RETURNED),
-                                  "c_resumes": loop.counter(C_RESUMES)})
+                                  "c_resumes": loop.counter(C_RESUMES),
+                                  "c_strings": loop.counter(C_STRINGS)})
 
 
 def loop_of(target: PtraceTarget) -> PtraceLoop:

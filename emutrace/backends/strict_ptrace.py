@@ -130,6 +130,7 @@ class StrictSites:
                 and self._funcs.get(func.start) is func and self._ok.get(func.start)
                 and self.fast.args_fast(target)):
             self.loop.strict_callee(target, func.start)
+            self.fast.tell_string_args(target, target)  # (C copies `char *` values)
             self.loop.callee_add(target)
 
     def before_resume(self) -> None:

@@ -238,13 +238,25 @@ void pl_set_time(pl_state *s, uint64_t time) { s->core.time = time; }
 int64_t pl_time(pl_state *s) { return (int64_t)s->core.time; }
 uint64_t pl_last_pc(pl_state *s) { return s->last_pc; }
 
-/* counters: 0 traps C finished, 1 of them simulated, 2 stops returned to Python, 3 resumes */
+/* counters: 0 traps C finished, 1 of them simulated, 2 stops returned to Python, 3 resumes,
+ * 4 strings copied */
 uint64_t pl_counter(pl_state *s, uint32_t i)
 {
-    uint64_t all[4] = {s->core.traps, s->core.simulated, s->returned, s->resumes};
-    return i < 4 ? all[i] : 0;
+    uint64_t all[5] = {s->core.traps, s->core.simulated, s->returned, s->resumes,
+                       s->core.strings_copied};
+    return i < 5 ? all[i] : 0;
 }
 void *pl_events(pl_state *s) { return s->core.events; }
+/* `char *` values: the core copies their strings at the event (core_string_args: a call
+ * target's or an entry probe's string words; core_string_return: a return site's), through
+ * this port's memory reads; the copies of the buffered events, in order */
+int pl_string_args(pl_state *s, uint64_t target, uint32_t mask)
+{
+    return core_string_args(&s->core, target, mask);
+}
+int pl_string_return(pl_state *s, uint64_t site) { return core_string_return(&s->core, site); }
+const uint8_t *pl_strings(pl_state *s) { return s->core.strings; }
+uint64_t pl_strings_len(pl_state *s) { return s->core.strings_len; }
 uint32_t pl_events_count(pl_state *s) { return s->core.n_events; }
 void pl_events_clear(pl_state *s) { core_events_clear(&s->core); }
 
@@ -408,7 +420,8 @@ static int hw_finish(pl_state *s, int32_t pid)
             return 0;
         /* (the record's room: checked before resuming) */
         core_record(&s->core, EV_CALL, s->core.time, site->addr, target, sp, site->after,
-                    entry_sp, regs, s->core.cfg.n_args + s->core.cfg.n_stack, 0);
+                    entry_sp, regs, s->core.cfg.n_args + s->core.cfg.n_stack,
+                    core_string_mask(&s->core, target));
         ns_call_commit(ns, site->addr, target);
     } else if (site->op == OP_RETURN && site->fast && site->src_reg < 0
                && !site->conditional && site->cond == C_ALWAYS) {
@@ -421,7 +434,7 @@ static int hw_finish(pl_state *s, int32_t pid)
         if (s->core.cfg.ret_hi_reg >= 0)
             regs[n++] = reg(s, s->core.cfg.ret_hi_reg);
         core_record(&s->core, EV_RETURN, s->core.time, site->addr, target, sp, site->after,
-                    sp, regs, n, 0);
+                    sp, regs, n, core_string_return_mask(&s->core, site->addr));
         ns_return_commit(ns, site->addr, target);
     } else if (site->op == OP_JUMP && site->conditional) {
         if (reg_test_holds(s, site->cond, site->cond_reg, site->ca, site->cb, site->cc) != 0)
@@ -752,7 +765,8 @@ static int pl_entry_trap(pl_state *s, int32_t pid, uint64_t at, int32_t *status)
     /* decided: the record, then the step-over */
     if (kind == EP_CALL)  /* (the record's room: checked before resuming) */
         core_record(&s->core, EV_CALL, s->core.time, call.ra, at, call.call_sp, call.ra,
-                    call.entry_sp, regs, s->core.cfg.n_args + s->core.cfg.n_stack, 0);
+                    call.entry_sp, regs, s->core.cfg.n_args + s->core.cfg.n_stack,
+                    core_string_mask(&s->core, at));
     s->core.traps++;
     s->core.time--;  /* the fall-back's re-run is counted by its block (Int3Backend._on_trap) */
     uint8_t byte = (uint8_t)orig;

@@ -22,8 +22,9 @@ PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
 BUFFER_EVENTS = 4096
 MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
 HW_SLOTS, HW_CHAIN = 4, 1024  # abi.h PL_HW_SLOTS (DR0-DR3), PL_HW_CHAIN
-# pl_counter: traps C finished, of them simulated, stops handed to Python, resumes
-C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES = range(4)
+# pl_counter: traps C finished, of them simulated, stops handed to Python, resumes, strings
+# C copied
+C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES, C_STRINGS = range(5)
 
 
 class LoopConfig(ctypes.Structure):
@@ -50,6 +51,10 @@ SIGNATURES: native.Signatures = {
     "pl_events": ([_vp], _vp),
     "pl_events_count": ([_vp], _u32),
     "pl_events_clear": ([_vp], None),
+    "pl_string_args": ([_vp, _u64, _u32], ctypes.c_int),
+    "pl_string_return": ([_vp, _u64], ctypes.c_int),
+    "pl_strings": ([_vp], _vp),
+    "pl_strings_len": ([_vp], _u64),
     "pl_resume": ([_vp, _i32, _i32, _i32, ctypes.POINTER(_i32)], ctypes.c_int),
     "pl_quiet_add": ([_vp, _u64], ctypes.c_int),
     "pl_entry_add": ([_vp, _u64], ctypes.c_int),
@@ -119,10 +124,11 @@ class PtraceLoop:
         if not self._pl:
             raise MemoryError("native ptrace loop: out of memory")
         self._status = ctypes.c_int32()
-        # the records C wrote, handed over at every return from C (the int3 backend's drain)
-        self.on_records: Callable[[bytes], None] | None = None
+        # the records C wrote and the strings it copied for them, handed over at every
+        # return from C (the int3 backend's drain)
+        self.on_records: Callable[[bytes, bytes], None] | None = None
         self.time: Callable[[], int] = lambda: 0  # the backend's clock, stamped on records
-        self.counters = [0, 0, 0, 0]
+        self.counters = [0, 0, 0, 0, 0]
         # CPU seconds of this thread inside pl_resume/pl_step (C and the kernel's ptrace and
         # wait4 work) and in the drain (Python): bench's profile of where an event's time
         # goes (bench/bench_native_target.py)
@@ -153,6 +159,14 @@ class PtraceLoop:
         self._stops, self._walked = ctypes.c_uint64(), ctypes.c_uint64()
 
     # ------------------------------------------------------------ SiteTable
+    strings = True  # C copies `char *` values at the event (fastpath.StringTable)
+
+    def string_args(self, target: int, mask: int) -> None:
+        self._check(self._lib.pl_string_args(self._pl, target, mask))
+
+    def string_return(self, site: int) -> None:
+        self._check(self._lib.pl_string_return(self._pl, site))
+
     def site_set(self, addr: int, op: SiteOp) -> None:
         if self._lib.pl_site_set(self._pl, addr, *op) != 0:
             raise MemoryError("native ptrace loop: out of memory")
@@ -409,15 +423,17 @@ class PtraceLoop:
         if not n:
             return
         data = ctypes.string_at(lib.pl_events(pl), n * EVENT.size)
+        n_strings = int(lib.pl_strings_len(pl))
+        strings = ctypes.string_at(lib.pl_strings(pl), n_strings) if n_strings else b""
         lib.pl_events_clear(pl)
         if self.on_records is not None:
-            self.on_records(data)
+            self.on_records(data, strings)
 
     def close(self) -> None:
         if self._pl and self._entry_on:
             self.entry_stepovers()  # (kept for the backend's finish)
         if self._pl:
-            self.counters = [int(self._lib.pl_counter(self._pl, i)) for i in range(4)]
+            self.counters = [int(self._lib.pl_counter(self._pl, i)) for i in range(5)]
             self._lib.pl_free(self._pl)
             self._pl = None
 
