@@ -35,7 +35,12 @@ from emutrace.machine.board.devicetree import board_dtb
 from emutrace.machine.board.exception_returns import ExceptionReturns
 from emutrace.machine.board.gic import Gic
 from emutrace.machine.board.kernel_elf import physical_segments
-from emutrace.machine.board.linked_image import LinkedImage, at_link_address, link_address
+from emutrace.machine.board.linked_image import (
+    LinkedImage,
+    LinkedMemory,
+    at_link_address,
+    link_addresses,
+)
 from emutrace.machine.board.presets import BOARDS
 from emutrace.machine.board.spec import Board
 from emutrace.mechanisms import BACKENDS
@@ -243,7 +248,7 @@ class BoardMachine(TracedRun):
         self.linked: LinkedImage | None = None
         if image_at == board.kernel_at and config.bios is None and config.symbols:
             self.image, self.linked = at_link_address(self.image, image_at,
-                                                      link_address(config.symbols))
+                                                      *link_addresses(config.symbols))
         code_starts = {g.vaddr for g in self.image.segments if g.flags & PF_X}
         if config.reloc is not None:
             self.image = relocated(self.image, config.reloc)
@@ -342,8 +347,9 @@ class BoardMachine(TracedRun):
                                     config.default_args, dict(config.arg_formats))
         options = BackendOptions(**settings_of(config), call_types=types,
                                  engine=self.engine)
-        backend = create(config.backend, self.image, cpu, self.hooks, self.tracer.emit,
-                         options)
+        backend = create(config.backend, self.image,
+                         cpu if self.linked is None else LinkedMemory(cpu, self.linked),
+                         self.hooks, self.tracer.emit, options)
         self.tracer.backend = backend
         if self._trace_from is None:
             if self.payload_entry is not None:
