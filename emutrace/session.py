@@ -50,6 +50,7 @@ from emutrace.sandbox import Sandbox, SandboxError
 from emutrace.target.unicorn_cpu import UnicornCpu
 from emutrace.target.unicorn_run import STOP_SIGNALS, HookSet, Stop, run
 from emutrace.trace.events import Record
+from emutrace.trace.shadow import STACK_SWITCH
 from emutrace.tracer import TracedRun, Tracer
 
 
@@ -282,7 +283,8 @@ class Process(TracedRun):
         # shadow stacks per guest thread, by tid; a new thread's records carry its number
         # (threads.py: the n-th thread created, tid = pid + n; the main thread is 0), the
         # same in every rerun, where the pid is not
-        self.tracer = Tracer(self.kernel.threads.tid)
+        # swapcontext and coroutines switch stacks within a thread (shadow.py policy 8)
+        self.tracer = Tracer(self.kernel.threads.tid, stack_switch=STACK_SWITCH)
         self.engine = "python"
         threads = self.kernel.threads
         threads.on_switch.append(

@@ -44,9 +44,11 @@ class Tracer:
     """Shadow stacks, the record sink and the backend of one traced run (module docstring).
     A run without a backend keeps the tracer too: it then records nothing."""
 
-    def __init__(self, main_thread: int = 0) -> None:
+    def __init__(self, main_thread: int = 0, stack_switch: int | None = None) -> None:
         self.main_thread = main_thread
-        self.shadow = ShadowStack()  # the running thread's
+        # (shadow.py policy 8: a thread's switches between stacks of its own, or None)
+        self.stack_switch = stack_switch
+        self.shadow = ShadowStack(stack_switch=stack_switch)  # the running thread's
         self.shadows: dict[int, ShadowStack] = {main_thread: self.shadow}
         self.records: list[Record] = []
         self.sink: RecordSink = ListSink(self.records)
@@ -70,7 +72,8 @@ class Tracer:
         self.flush()
         shadow = self.shadows.get(tid)
         if shadow is None:
-            shadow = self.shadows[tid] = ShadowStack(tid=number)
+            shadow = self.shadows[tid] = ShadowStack(tid=number,
+                                                     stack_switch=self.stack_switch)
         self.shadow = shadow
         if self.backend is None:
             return

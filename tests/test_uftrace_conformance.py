@@ -30,6 +30,9 @@ from pathlib import Path
 
 import pytest
 
+from emutrace.isa import by_name
+from emutrace.isa.base import Cap
+
 from .conftest import ISAS, bin_path, run_emutrace
 
 SOURCES = Path(__file__).resolve().parent.parent / "testbins" / "src"
@@ -447,3 +450,117 @@ def test_time_range_shows_exits_of_earlier_frames_at_their_depth(isa: str, scrat
     live = run_emutrace("live", "-r", span, "--no-libcall", bin_path(isa, "conform"), "calls")
     assert live.returncode == 0, live.stderr.decode()
     assert shown_lines(live.stderr.decode() + live.stdout.decode()) == theirs
+
+
+# ---------------------------------------------------------------- contexts
+# uftrace 0.13 stops tracing at the first swapcontext (NOT_AN_ORACLE["context"]); the oracle
+# is the program's own record of its calls: conform.c built natively with
+# -finstrument-functions, each entry logged with its call site (the caller) and each exit
+
+PROFILE_HOOKS = r"""
+#include <stdio.h>
+__attribute__((no_instrument_function)) void __cyg_profile_func_enter(void *f, void *at)
+{ fprintf(stderr, "E %p %p\n", f, at); }
+__attribute__((no_instrument_function)) void __cyg_profile_func_exit(void *f, void *at)
+{ fprintf(stderr, "X %p %p\n", f, at); }
+"""
+
+
+def _function_at(symbols: list[tuple[int, str]], addr: int) -> str:
+    """The function of the native build that holds addr ("" outside every one)."""
+    below = [name for start, name in symbols if start <= addr]
+    return below[-1] if below else ""
+
+
+@functools.cache
+def own_record_of_contexts() -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """([(function, its caller)] of each call the program's own code made to its own
+    functions, in order; {function: returns}) from the program's own record of the
+    `context` scenario."""
+    out = pg_build().parent / "conform.instr"
+    hooks = out.parent / "hooks.c"
+    hooks.write_text(PROFILE_HOOKS)
+    subprocess.run(["gcc", "-finstrument-functions", "-g", "-O1", "-fno-inline",
+                    "-fno-optimize-sibling-calls", "-no-pie", "-pthread", "-o", str(out),
+                    str(SOURCE), str(hooks)], check=True, timeout=120)
+    nm = subprocess.run(["nm", "--defined-only", str(out)], capture_output=True, text=True,
+                        check=True).stdout
+    symbols = sorted((int(a, 16), n) for a, k, n in (line.split()[:3] for line in
+                     nm.splitlines() if len(line.split()) == 3) if k in "Tt")
+    log = subprocess.run([str(out), "context"], capture_output=True, text=True, timeout=60,
+                         check=True).stderr
+    calls, returns = [], {}
+    for kind, func, site in (line.split() for line in log.splitlines()):
+        name = _function_at(symbols, int(func, 16))
+        if kind == "E" and OWN.match(_function_at(symbols, int(site, 16))):
+            calls.append((name, _function_at(symbols, int(site, 16))))
+        elif kind == "X":
+            returns[name] = returns.get(name, 0) + 1
+    return calls, returns
+
+
+def calls_and_returns(trace: str) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """The same from a text trace: each own function's entry (not one resumed) whose frame
+    opens directly in an own function's, with that function, and each own function's exits
+    that were returns (not unwound: a context switched away)."""
+    open_frames: list[str] = []
+    calls, returns = [], {}
+    for line in trace.splitlines():
+        m = LINE.match(line)
+        if m is None or line.startswith("#"):
+            continue
+        text = m["text"].strip()
+        entry, leave = ENTRY.match(text), EXIT.match(text)
+        unwound = "unwound" in text or "at exit" in text
+        if entry is not None:
+            name = entry["name"]
+            caller = open_frames[-1] if open_frames else ""
+            if OWN.match(name) and OWN.match(caller) and "resumed" not in text:
+                calls.append((name, caller))
+            if entry["open"]:
+                open_frames.append(name)
+            elif OWN.match(name) and not unwound and "resumed" not in text:
+                returns[name] = returns.get(name, 0) + 1
+        elif leave is not None:
+            name = open_frames.pop()
+            if OWN.match(name) and not unwound:
+                returns[name] = returns.get(name, 0) + 1
+    return calls, returns
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_context_switches_nest_as_the_programs_own_record(isa: str, scratch: Path,
+                                                         request: pytest.FixtureRequest
+                                                         ) -> None:
+    """After swapcontext/setcontext (conform.c's `context`: a coroutine entered, left,
+    resumed and finished), each call of the program's own functions nests under its real
+    caller and every return is a return: the shadow stack keeps one segment per stack
+    (trace/shadow.py policy 8).  Checked against the program's own record (a native
+    -finstrument-functions build: each entry's call site, each exit)."""
+    gap = by_name(isa).capabilities.get(Cap.UCONTEXT_SYSCALL)
+    if gap is not None and not gap.works:
+        request.applymarker(pytest.mark.xfail(reason=gap.reason, strict=True))
+    expected = own_record_of_contexts()
+    assert ("c_leaf", "c_co_body") in expected[0] and expected[1]["c_co_body"] == 1
+    out = scratch / f"{isa}.context.txt"
+    done = run_emutrace("run", "--backend", "int3", "--no-libcall", "-o", out,
+                        bin_path(isa, "conform"), "context")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == "8\n"
+    assert calls_and_returns(out.read_text()) == expected
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "mips"])
+def test_context_switches_alike_on_both_engines(isa: str, scratch: Path) -> None:
+    """The reference engine and the native one trace the context switches alike (C hands a
+    call on another stack to Python: ufwrite.c UW_STACK_SWITCH).  x86_64 and mips: one
+    returns from swapcontext by its return instruction, the other by a jump."""
+    traces = []
+    for engine in ("python", "native"):
+        out = scratch / f"{isa}.context.{engine}.txt"
+        done = run_emutrace("run", "--backend", "int3", "--engine", engine, "-o", out,
+                            bin_path(isa, "conform"), "context")
+        assert done.returncode == 0, done.stderr.decode()
+        traces.append(out.read_text())
+    assert "/* resumed */" in traces[0]
+    assert traces[0] == traces[1]

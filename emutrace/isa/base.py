@@ -655,6 +655,9 @@ class Cap(enum.Enum):
     ENTRY_SEES_EVERY_CALL = "entry_sees_every_call"  # the entry backend's frame rule
     ENTRY_OUT_OF_LINE_SAVES = "entry_out_of_line_saves"  # -Os register save helpers
     EXRL_RELATIVE_LONG = "exrl_relative_long"  # s390x EXRL of a relative-long instruction
+    # the ISA's own ucontext system call (ppc32's swapcontext: its glibc's getcontext,
+    # setcontext and swapcontext make it), declared by the ISAs whose glibc makes one
+    UCONTEXT_SYSCALL = "ucontext_syscall"
     COREUTILS_DIGESTS = "coreutils_digests"  # Debian's md5sum/sha*sum run
     STEP_CLOCK = "step_clock"  # step's per-instruction clock == the block counts
     # a first run's sweep decodes only the instructions its SweepFilter keeps (fixed-size

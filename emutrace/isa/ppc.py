@@ -345,6 +345,10 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.CPU_TIMERS: Capability(True),  # ITIMER_PROF/VIRTUAL (cpu_timers.py)
         Cap.BUSYBOX: Capability(False, "Debian 12 has no 32-bit powerpc release port"),
+        Cap.UCONTEXT_SYSCALL: Capability(False, "glibc's getcontext, setcontext and "
+                                         "swapcontext make the swapcontext system call "
+                                         "(nr 249), which the Linux layer does not serve: "
+                                         "getcontext fails, makecontext then faults"),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
         Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),

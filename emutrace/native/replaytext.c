@@ -107,15 +107,16 @@ typedef struct rt_state {
 
 /* how the kernel entered a frame (format.py _ENTERED_MARKS) and how a frame ended without
  * its return (an exit's note), and the texts they make */
-enum { MARK_NONE, MARK_SIGNAL, MARK_TRAP };
+enum { MARK_NONE, MARK_SIGNAL, MARK_TRAP, MARK_RESUMED };
 enum { NOTE_NONE, NOTE_UNWOUND, NOTE_AT_EXIT };
 static const char *const ENTRY_TAIL[] = {  /* an entry's own line: "name(args)" + this */
-    " {", " { /* signal handler */", " { /* exception */"};
-static const char *const LEAF_TAIL[3][3] = {  /* [mark][note]: after a leaf's ";" */
+    " {", " { /* signal handler */", " { /* exception */", " { /* resumed */"};
+static const char *const LEAF_TAIL[4][3] = {  /* [mark][note]: after a leaf's ";" */
     {"", " /* unwound */", " /* at exit */"},
     {" /* signal handler */", " /* signal handler, unwound */",
      " /* signal handler, at exit */"},
-    {" /* exception */", " /* exception, unwound */", " /* exception, at exit */"}};
+    {" /* exception */", " /* exception, unwound */", " /* exception, at exit */"},
+    {" /* resumed */", " /* resumed, unwound */", " /* resumed, at exit */"}};
 static const char *const CLOSE_NOTE[] = {"", " (unwound) */", " (at exit) */"};
 
 /* ------------------------------------------------------------------ buffers */
@@ -749,7 +750,7 @@ int rt_rows(rt_state *s, const uint8_t *data, size_t len, size_t *at)
                 note = flags & ROW_AT_EXIT ? NOTE_AT_EXIT : NOTE_UNWOUND;
             r = exit_(s, f, number, ret, ret_len, note);
         } else {
-            r = entry(s, f, number, depth, flags <= MARK_TRAP ? (int)flags : MARK_NONE, n,
+            r = entry(s, f, number, depth, flags <= MARK_RESUMED ? (int)flags : MARK_NONE, n,
                       row_text, &rv);
         }
         if (r)

@@ -42,7 +42,7 @@ _FAILURES = {-1: "out of memory", -2: "exit without entry", -3: "values without 
 KIND_CODES = {"auto": 0, "int": 1, "uint": 2, "hex": 3, "oct": 4, "char": 5, "uchar": 6,
               "bool": 7, "ptr": 8, "str": 9, "buf": 10}
 _FILTER, _NOTRACE, _START = 1, 2, 4  # replaytext.c FN_*
-_MARKS = {"signal": 1, "trap": 2}  # Entry.entered -> replaytext.c MARKS
+_MARKS = {"signal": 1, "trap": 2, "resumed": 3}  # Entry.entered -> replaytext.c MARKS
 _UNWOUND, _AT_EXIT, _RETVAL = 1, 2, 4  # replaytext.c ROW_*
 _HEAD = struct.Struct("<BBHIQq")  # a Python record's head (replaytext.c rt_rows)
 _LEN = struct.Struct("<I")

@@ -7,7 +7,8 @@
  * event only when the Python code would do exactly this:
  *   call at sp S:   no open frame has an sp deeper than or equal to S (nothing to unwind,
  *                   shadow.py policy 3; but for the top frame at S itself when policy 3's
- *                   exception keeps it: no callee yet, another return address), depth <
+ *                   exception keeps it: no callee yet, another return address), S within
+ *                   UW_STACK_SWITCH of the top frame's sp (policy 8), depth <
  *                   MAX_STACK unless the sink says how it keeps deeper records (uw_set_deep:
  *                   a uftrace directory counts them, the spill file writes their depth),
  *                   the callee has a plan whose strings (`char *` values) the event
@@ -43,6 +44,9 @@
 #define UW_MAX_STACK 1024  /* uftrace_write.py MAX_STACK: uftrace's depth field holds less */
 #define UW_MAGIC 5         /* uftrace.h RECORD_MAGIC */
 #define UW_MAGIC_DEEP 6    /* the spill file's record deeper than that: its depth follows */
+/* shadow.py STACK_SWITCH (policy 8): an sp this far below the top frame's is another
+ * stack (swapcontext, a coroutine's): Python's */
+#define UW_STACK_SWITCH 2000000u
 #define UW_STRING_BYTES 65 /* the longest copy (trace/values.py STRING_LIMIT + 1) */
 #define UW_MAX_TEXT (2 * UW_STRING_BYTES)  /* its UTF-8: two bytes per Latin-1 byte */
 /* the bytes of one value at most: a number 8; UW_TEXT 2 + the text, padded; UW_COPY the
@@ -417,7 +421,8 @@ static const uw_plan *call_plan(uw_state *u, uint64_t target, uint64_t sp, uint6
      * (unwound): Python's; so is a record deeper than uftrace keeps unless the sink says
      * what becomes of it */
     if ((top && (top->sp < sp || (inclusive && top->sp == sp
-                                  && !calls_before_frame(top, ret))))
+                                  && !calls_before_frame(top, ret))
+                 || top->sp - sp > UW_STACK_SWITCH))
         || (u->n >= UW_MAX_STACK && u->deep == UW_DEEP_PYTHON))
         return NULL;
     const uw_plan *plan = unrecorded(u, u->n) ? &u->no_values : k >= 0 ? &u->plans[k] : NULL;

@@ -108,7 +108,7 @@ def format_value(value: int | Value | str, bits: int = 64) -> str:
 
 
 # how a frame the kernel entered is marked (Entry.entered)
-_ENTERED_MARKS = {"signal": "signal handler", "trap": "exception"}
+_ENTERED_MARKS = {"signal": "signal handler", "trap": "exception", "resumed": "resumed"}
 BEFORE_RANGE = "before"  # Entry.entered of a frame open when replay -r's range starts
 
 

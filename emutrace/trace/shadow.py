@@ -84,9 +84,32 @@ run), higher when `grows_down=False`.  Below, "deeper than" is in that sense.
    itself as unwound, at that event's time; then rule 3 goes on below it.  The range, not
    the sp rule's ordering, decides, because a sigaltstack may lie anywhere in memory.
 
+8. Context switches (`swapcontext`/`setcontext`, coroutines: a stack of their own in one
+   thread).  With `stack_switch` set (Linux programs: STACK_SWITCH), the shadow stack keeps
+   one *segment* per stack the thread has run on: an event whose sp lies more than
+   `stack_switch` bytes from the running segment's (from its top frame's sp, or the sp it
+   began at while empty) switched stacks — Valgrind's rule (`--max-stackframe`, 2,000,000
+   bytes by default: a larger sp change is a stack switch).  Unless a signal or exception
+   frame is open (policies 6 and 7 own the handler's stack):
+     * to a stack a suspended segment ran on (within `stack_switch` of its top frame's sp):
+       the running segment is suspended — its frames, innermost first, are closed as
+       unwound (they did not return) and kept —, and that segment's frames are entered
+       again above the frame below the running segment (`Entry.entered` "resumed"),
+       so that its calls nest under their own callers and its returns close their frames;
+     * to the stack of the segment below the running one: the running segment is
+       suspended, and the one below runs on;
+     * to any other stack: a new segment begins, nested above the running frame (the
+       frame that switched: `swapcontext`'s); its first frame is its own (a function
+       entered by `makecontext`'s jump, not the switching frame's tail call).
+   A frame entered by a jump onto an empty segment (no call, no return address: the
+   context's function) returns wherever it returns (a return no frame above it matches is
+   its own), also by a jump to a function's entry at its entry's sp (`makecontext` makes
+   it return to `__start_context`'s entry).  A suspended
+   segment that never runs again stays suspended (its exits were written).
+
 Limits: one shadow stack per thread of control (the session keeps one per guest thread);
-a switch to another stack (`swapcontext`, coroutines; a sigaltstack is recognised only as
-a signal handler's, policy 7) is not recognised and will look like an unwind by rule 3.
+without `stack_switch` (kernel images, where the exception frames own the stacks) a switch
+to another stack looks like an unwind by rule 3.
 """
 
 from __future__ import annotations
@@ -107,6 +130,11 @@ from emutrace.trace.events import (
 )
 from emutrace.trace.values import Value
 
+# policy 8: an sp change larger than this is a switch to another stack (Valgrind's
+# --max-stackframe default)
+STACK_SWITCH = 2_000_000
+ENTRY_MARGIN = 16  # (ShadowStack._entry_margin)
+
 
 @dataclass(slots=True)
 class Frame:
@@ -122,13 +150,19 @@ class Frame:
 
 
 class ShadowStack:
-    def __init__(self, grows_down: bool = True, tid: int = 0) -> None:
+    def __init__(self, grows_down: bool = True, tid: int = 0,
+                 stack_switch: int | None = None) -> None:
         self.grows_down = grows_down
         self.tid = tid  # the thread whose calls these are (written into every record)
         self.frames: list[Frame] = []
         self.unmatched_returns = 0
         self.unwound = 0
         self.exceptions: list[int] = []  # the indices of the open exception frames
+        # policy 8: the running segments, each (index of its first frame, the sp it began
+        # at), outermost first (empty: one segment, not yet begun), and the suspended ones
+        self.stack_switch = stack_switch
+        self.segments: list[tuple[int, int]] = []
+        self.suspended: list[list[Frame]] = []
 
     @property
     def depth(self) -> int:
@@ -141,15 +175,24 @@ class ShadowStack:
 
     def feed(self, ev: Event) -> list[Record]:
         out: list[Record] = []
+        if self.stack_switch is not None and isinstance(ev, (Call, TailCall, Return)) \
+                and not self.exceptions:
+            self._switch_stacks(ev.sp, ev.time, out, by_return=isinstance(ev, Return))
         if isinstance(ev, Call):
             self._unwind_by_sp(ev.sp, ev.time, inclusive=not ev.before_frame, out=out,
                                return_addr=ev.return_addr)
             self._push(Frame(ev.target, ev.return_addr, ev.sp, ev.time), ev.args, out)
         elif isinstance(ev, TailCall):
+            self._context_left(ev.sp, ev.time, out)
             self._unwind_by_sp(ev.sp, ev.time, inclusive=False, out=out)
-            if self.frames:
+            if self.frames and len(self.frames) > self._base():
                 top = self.frames[-1]
                 frame = Frame(ev.target, top.return_addr, top.sp, ev.time, tail=True)
+            elif self.segments and len(self.segments) > 1:
+                # a context's function (policy 8), entered by a jump: its sp as a call's,
+                # above the entry's (by more than a return address slot), so that neither
+                # its own calls at its entry sp nor its return finish it by rule 3
+                frame = Frame(ev.target, None, ev.sp + self._entry_margin(), ev.time)
             else:
                 frame = Frame(ev.target, None, ev.sp, ev.time)
             self._push(frame, ev.args, out)
@@ -173,10 +216,88 @@ class ShadowStack:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record]) -> None:
+    def _base(self) -> int:
+        """The index of the running segment's first frame (policy 8)."""
+        return self.segments[-1][0] if self.segments else 0
+
+    def _context_entry(self) -> bool:
+        """Is the top frame a context's function, entered by a jump as the first frame of
+        a segment of its own (policy 8: it returns wherever it returns)?"""
+        return len(self.segments) > 1 and self.frames[-1].return_addr is None \
+            and len(self.frames) - 1 == self.segments[-1][0]
+
+    def _context_left(self, sp: int, time: int, out: list[Record]) -> None:
+        """Policy 8: a jump from a context's function, at the sp it was entered with (within
+        a return address slot: ISAs report a return's sp before or after it pops), to a
+        function's entry is its return (`makecontext` makes the function return to the
+        entry of `__start_context`)."""
+        if self.frames and self._context_entry() and not self._deeper(
+                sp + 2 * self._entry_margin(), self.frames[-1].sp, inclusive=False):
+            self._pop(time, None, out, unwound=False)
+
+    def _entry_margin(self) -> int:
+        """How far above its entry sp a context's function's frame records its sp: 16
+        bytes, more than the return address slot a return pops on any ISA (x86's)."""
+        return ENTRY_MARGIN if self.grows_down else -ENTRY_MARGIN
+
+    def _near(self, sp: int, ref: int) -> bool:
+        assert self.stack_switch is not None
+        return abs(sp - ref) <= self.stack_switch
+
+    def _switch_stacks(self, sp: int, time: int, out: list[Record], by_return: bool) -> None:
+        """Policy 8: the running segment follows the stack sp lies on.  Back on a stack it
+        left, the frame that switched (`swapcontext`, the top one) returns: by the event,
+        when it is a return; already, when the event is a call or jump (a context restored
+        by a jump, MIPS's, reports no return)."""
+        if not self.segments:
+            if not self.frames:
+                return  # (the first segment begins with its first frame)
+            self.segments.append((0, self.frames[0].sp))
+        for k in range(len(self.segments) - 1, -1, -1):  # the running ones, innermost first
+            base, began = self.segments[k]
+            end = self.segments[k + 1][0] if k + 1 < len(self.segments) else len(self.frames)
+            if self._near(sp, self.frames[end - 1].sp if end > base else began):
+                if len(self.segments) > k + 1:
+                    while len(self.segments) > k + 1:  # those above it are suspended
+                        self._suspend(time, out)
+                    self._switcher_returned(by_return, time, out)
+                return
+        for i in range(len(self.suspended) - 1, -1, -1):
+            frames = self.suspended[i]
+            if self._near(sp, frames[-1].sp):  # resumed above the running frame
+                del self.suspended[i]
+                self.segments.append((len(self.frames), frames[0].sp))
+                for frame in frames:
+                    self._push(Frame(frame.func, frame.return_addr, frame.sp, time,
+                                     frame.tail, frame.called), (), out, entered="resumed")
+                self._switcher_returned(by_return, time, out)
+                return
+        self.segments.append((len(self.frames), sp))  # a new stack, nested as well
+
+    def _switcher_returned(self, by_return: bool, time: int, out: list[Record]) -> None:
+        """The running segment's top frame (with the tail chain that closes with it) has
+        returned, unless the event is its return."""
+        if by_return or len(self.frames) <= self._base():
+            return
+        frame = self._pop(time, None, out, unwound=False)
+        while frame.tail and len(self.frames) > self._base():
+            frame = self._pop(time, None, out, unwound=False)
+
+    def _suspend(self, time: int, out: list[Record]) -> None:
+        """The innermost running segment's frames closed (innermost first, unwound) and
+        kept."""
+        base, _began = self.segments.pop()
+        frames = self.frames[base:]
+        while len(self.frames) > base:
+            self._pop(time, None, out, unwound=True)
+        if frames:
+            self.suspended.append(frames)
+
+    def _push(self, frame: Frame, args: tuple[Value | int, ...], out: list[Record],
+              entered: str = "") -> None:
         if self.frames:
             self.frames[-1].called = True
-        entered = "call" if not frame.exception else \
+        entered = entered or "call" if not frame.exception else \
             "trap" if frame.handler_stack is None else "signal"
         out.append(Entry(frame.entry_time, len(self.frames), frame.func, args, self.tid,
                          entered))
@@ -226,11 +347,13 @@ class ShadowStack:
     def _returning_frame(self, target: int) -> int | None:
         """The index of the innermost frame below the top that returns to target, above
         any exception frame (policy 6); None if there is none."""
+        base = self._base() if len(self.segments) > 1 else -1
         for i in range(len(self.frames) - 2, -1, -1):
             if self.frames[i].exception:
                 return None
-            if self.frames[i].return_addr == target:
-                return i
+            if self.frames[i].return_addr == target \
+                    or (i == base and self.frames[i].return_addr is None):
+                return i  # (or a context's function: policy 8, it returns anywhere)
         return None
 
     def _trap_return(self, ev: TrapReturn, out: list[Record]) -> None:
@@ -249,7 +372,8 @@ class ShadowStack:
         if not self.frames or self.frames[-1].exception:
             self.unmatched_returns += 1
             return
-        if ev.target is not None and self.frames[-1].return_addr != ev.target:
+        if ev.target is not None and self.frames[-1].return_addr != ev.target \
+                and not self._context_entry():
             i = self._returning_frame(ev.target)
             if i is None:
                 self.unmatched_returns += 1

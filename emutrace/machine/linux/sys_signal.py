@@ -80,6 +80,29 @@ def sys_rt_sigaction(k: K, a: tuple[int, ...]) -> int:
     return 0
 
 
+@syscall("sigprocmask")
+def sys_sigprocmask(k: K, a: tuple[int, ...]) -> int:
+    """The old sigprocmask(how, set, oldset) of the 32-bit ABIs (i386 glibc's getcontext
+    and swapcontext use it): an `old_sigset_t`, one word, is the first word of the mask;
+    SIG_SETMASK replaces that word only (kernel/signal.c sys_sigprocmask)."""
+    how, new, old = k.int32(a[0]), a[1], a[2]
+    low = (1 << 8 * k.word) - 1
+    if old:
+        k.write(old, k.pack_words(k.sig_mask & low))
+    if new:
+        value = k.unpack_words(k.read(new, k.word))[0]
+        if how == k.const("SIG_BLOCK"):
+            k.sig_mask |= value
+        elif how == k.const("SIG_UNBLOCK"):
+            k.sig_mask &= ~value
+        elif how == k.const("SIG_SETMASK"):
+            k.sig_mask = (k.sig_mask & ~low) | value
+        else:
+            raise GuestError("EINVAL")
+        k.sig_mask &= ~(1 << (k.const("SIGKILL") - 1) | 1 << (k.const("SIGSTOP") - 1))
+    return 0
+
+
 @syscall("rt_sigprocmask")
 def sys_rt_sigprocmask(k: K, a: tuple[int, ...]) -> int:
     how, new, old = k.int32(a[0]), a[1], a[2]
