@@ -13,6 +13,10 @@ Layouts (System V gABI, "Sections" and "Symbol Table"; Elf32_/Elf64_ in <elf.h>)
 Extended numbering (gABI): e_shnum 0 means section 0's sh_size holds the count, e_shstrndx
 SHN_XINDEX means its sh_link holds the index.
 
+64-bit PowerPC ELFv1 (64-bit PowerPC ELF ABI Supplement 1.9 §3.2.5, §4.2.1): a function
+symbol's st_value is the address of its descriptor in `.opd`, whose first doubleword is the
+code address; the tables give that code address as the symbol's value (`_descriptors`).
+
 Damage is a ValueError, as pyelftools' errors were (elf.load_image turns it into the one-line
 "malformed ELF" error); the reference for the numbers is pyelftools itself
 (tests/test_elf_tables.py reads every test program both ways).
@@ -164,7 +168,32 @@ def read_tables(blob: Blob, elfclass: int, little: bool) -> SymbolTables:
     plt = by_name.get(".plt")
     iplt = _irelative(blob, sections, sections[plt], elfclass, little) \
         if plt is not None else None
-    return SymbolTables(table(".symtab"), table(".dynsym"), code, iplt)
+    symtab, dynsym = table(".symtab"), table(".dynsym")
+    opd = by_name.get(".opd")
+    if opd is not None and elfclass == 64 and sections[opd].type == SHT_PROGBITS:
+        symtab, dynsym = (_descriptors(t, blob, sections[opd], code, little)
+                          for t in (symtab, dynsym))
+    return SymbolTables(symtab, dynsym, code, iplt)
+
+
+def _descriptors(table: list[ElfSymbol] | None, blob: Blob, opd: Section,
+                 code: list[tuple[int, int]], little: bool) -> list[ElfSymbol] | None:
+    """ELFv1 function symbols whose value is a descriptor in `opd` given the descriptor's
+    code address (its first doubleword) where that lies in an executable section; a
+    descriptor the file leaves to a relocation (zero there) keeps its symbol as it is."""
+    if table is None:
+        return None
+    order = "<Q" if little else ">Q"
+    out = []
+    for sym in table:
+        at = sym.value - opd.addr
+        if sym.type == STT_FUNC and sym.shndx != SHN_UNDEF and 0 <= at <= opd.size - 8 \
+                and opd.offset + at + 8 <= len(blob):
+            entry = struct.unpack_from(order, blob, opd.offset + at)[0]
+            if any(start <= entry < end for start, end in code):
+                sym = sym._replace(value=entry)
+        out.append(sym)
+    return out
 
 
 def _irelative(blob: Blob, sections: list[Section], plt: Section, elfclass: int,

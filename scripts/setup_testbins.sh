@@ -11,7 +11,8 @@ installed g++ || missing+=(g++)  # x86_64-linux-gnu-g++ is the host's
 for triple in i686-linux-gnu aarch64-linux-gnu arm-linux-gnueabihf mips-linux-gnu \
               mipsel-linux-gnu riscv64-linux-gnu powerpc-linux-gnu powerpc64le-linux-gnu \
               s390x-linux-gnu mips64el-linux-gnuabi64 \
-              mips64-linux-gnuabi64 m68k-linux-gnu sparc64-linux-gnu; do
+              mips64-linux-gnuabi64 m68k-linux-gnu sparc64-linux-gnu \
+              powerpc64-linux-gnu; do
   for tool in gcc g++ binutils; do installed "$tool-$triple" || missing+=("$tool-$triple"); done
 done
 installed gnu-efi || missing+=(gnu-efi)  # testbins/uefi: a UEFI application

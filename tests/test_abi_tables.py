@@ -23,7 +23,7 @@ from emutrace.isa.abi import Abi, StructLayout, known_isas, load_abi
 
 REPO = Path(__file__).resolve().parent.parent
 ISAS = ("x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le", "s390x",
-        "mips64el", "mips64", "m68k", "sparc64")
+        "mips64el", "mips64", "m68k", "sparc64", "ppc64")
 COMPILERS = (
     "x86_64-linux-gnu-gcc",
     "i686-linux-gnu-gcc",
@@ -35,13 +35,15 @@ COMPILERS = (
     "mips64-linux-gnuabi64-gcc",
     "m68k-linux-gnu-gcc",
     "sparc64-linux-gnu-gcc",
+    "powerpc64-linux-gnu-gcc",
     "riscv64-linux-gnu-gcc",
     "powerpc-linux-gnu-gcc",
     "powerpc64le-linux-gnu-gcc",
     "s390x-linux-gnu-gcc",
 )
-BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "mips64el", "mips64", "sparc64"}
-BIG_ENDIAN = {"mips", "ppc", "s390x", "mips64", "m68k", "sparc64"}
+BITS64 = {"x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "mips64el", "mips64", "sparc64",
+          "ppc64"}
+BIG_ENDIAN = {"mips", "ppc", "s390x", "mips64", "m68k", "sparc64", "ppc64"}
 # Genuine aliases: two names for one syscall number.
 SYSCALL_ALIASES: dict[str, set[frozenset[str]]] = {
     "arm": {frozenset({"arm_sync_file_range", "sync_file_range2"})},
@@ -259,6 +261,7 @@ SYSCALLS["mips64el"] = {
     "openat": 5247, "newfstatat": 5252, "prlimit64": 5297, "getrandom": 5313, "statx": 5326,
 }
 SYSCALLS["mips64"] = SYSCALLS["mips64el"]
+SYSCALLS["ppc64"] = SYSCALLS["ppc64le"]  # (one table for both byte orders)
 # arch/m68k/kernel/syscalls/syscall.tbl
 SYSCALLS["m68k"] = {"exit": 1, "read": 3, "write": 4, "open": 5, "close": 6, "brk": 45,
                     "ioctl": 54, "mmap2": 192, "exit_group": 247}
@@ -541,7 +544,8 @@ def test_expected_structs_present(abi: Abi) -> None:
         "winsize",
     }
     assert always <= set(abi.structs)
-    has_stat64 = abi.isa in ("i386", "arm", "mips", "mipsel", "ppc", "ppc64le", "m68k", "sparc64")
+    has_stat64 = abi.isa in ("i386", "arm", "mips", "mipsel", "ppc", "ppc64le", "m68k", "sparc64",
+                             "ppc64")
     assert ("stat64" in abi.structs) == has_stat64
     assert ("user_desc" in abi.structs) == (abi.isa in ("x86_64", "i386"))
     assert ("sigaction" in abi.structs) == (abi.isa not in ("i386", "arm", "m68k"))

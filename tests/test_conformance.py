@@ -110,7 +110,7 @@ def test_declared_instructions_decode(isa: str) -> None:
                 "arm": "svc #0", "mips": "syscall", "mipsel": "syscall", "riscv64": "ecall",
                 "ppc": "sc", "ppc64le": "sc", "s390x": "svc 0", "mips64el": "syscall",
                 "mips64": "syscall", "m68k": "trap #$0",
-                "sparc64": "ta %icc, %g0 + 0x6d"}[isa]
+                "sparc64": "ta %icc, %g0 + 0x6d", "ppc64": "sc"}[isa]
     assert disasm(desc, desc.syscalls.instruction) == expected
     for bp in desc.breakpoints:
         if bp.insn.startswith("0x"):  # s390x 0x0001 is an invalid opcode on purpose

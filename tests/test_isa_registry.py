@@ -14,7 +14,7 @@ from .conftest import GDB_ONLY_ISAS, ISAS, bin_path
 def test_isas_with_unique_names() -> None:
     names = [isa.name for isa in all_isas()]
     assert names == list(MODULES)
-    assert len(set(names)) == len(names) == 14
+    assert len(set(names)) == len(names) == 15
     aliases = [a for isa in all_isas() for a in isa.identity.aliases]
     assert len(aliases) == len(set(aliases)), "an alias names two ISAs"
     assert not set(aliases) & set(names)
@@ -37,7 +37,7 @@ def test_unknown_name_lists_known() -> None:
 
 def test_no_prefix_guessing() -> None:
     # "arm64" is a declared alias; "arm6" or "x86_6" are not names of anything
-    for bad in ("arm6", "x86_6", "mips6", "ppc64", ""):
+    for bad in ("arm6", "x86_6", "mips6", "ppc6", "ppc64l", ""):
         with pytest.raises(UnknownIsa):
             by_name(bad)
 
@@ -52,7 +52,7 @@ def test_from_elf_rejects_unknown_machine() -> None:
     with pytest.raises(UnknownIsa, match="EM_SPARC"):
         from_elf("EM_SPARC", 32, "big")
     with pytest.raises(UnknownIsa):
-        from_elf("EM_PPC64", 64, "big", 1)  # ELFv1 big-endian ppc64 is not supported
+        from_elf("EM_PPC64", 64, "big", 2)  # big-endian ELFv2: neither ppc64 nor ppc64le
 
 
 @pytest.mark.parametrize("isa", MODULES)

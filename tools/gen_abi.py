@@ -159,6 +159,7 @@ ISAS: tuple[IsaSpec, ...] = (
     IsaSpec("mips64", "mips64-linux-gnuabi64-gcc", "mips64", ("-mabi=64",)),
     IsaSpec("m68k", "m68k-linux-gnu-gcc", "m68k"),
     IsaSpec("sparc64", "sparc64-linux-gnu-gcc", "sparc64"),
+    IsaSpec("ppc64", "powerpc64-linux-gnu-gcc", "ppc64"),
 )
 ISA_BY_NAME = {spec.name: spec for spec in ISAS}
 

@@ -300,8 +300,10 @@ class GdbRemoteTarget(Lacking, WordMemory):
 
     # the ISA's short names that GDB's descriptions spell otherwise, used where the stub's
     # layout lacks the name (AArch64 flags: GDB's cpsr holds NZCV in bits 31-28, as
-    # Unicorn's nzcv does; s390x: the PSW's address half is GDB's pswa)
-    isa_aliases = {"nzcv": "cpsr", "x29": "fp", "x30": "lr", "pc": "pswa"}
+    # Unicorn's nzcv does; s390x: the PSW's address half is GDB's pswa; Power's FPRs are
+    # GDB's f0-f31, power-fpu.xml)
+    isa_aliases = {"nzcv": "cpsr", "x29": "fp", "x30": "lr", "pc": "pswa",
+                   **{f"fpr{n}": f"f{n}" for n in range(32)}}
 
     def reg_read(self, name: str) -> int:
         slot = self._slot(name)

@@ -126,6 +126,28 @@ __asm__(".text\n"
         "  call fs_entry\n"
         "  ebreak\n"
         ".size _start, .-_start\n");
+#elif defined(__powerpc64__) && _CALL_ELF != 2
+/* ELFv1: _start is a function descriptor in .opd (code address, TOC, environment); the
+ * kernel reads the entry and r2 from it.  A 112-byte frame: the 48-byte header and the
+ * parameter save area of fs_entry's call */
+__asm__(".section .opd,\"aw\"\n"
+        ".align 3\n"
+        ".globl _start\n"
+        ".type _start,@function\n"
+        "_start:\n"
+        "  .quad .L._start, .TOC.@tocbase, 0\n"
+        ".text\n"
+        ".L._start:\n"
+        "  mr 3, 1\n"
+        "  clrrdi 1, 1, 4\n"
+        "  li 0, 0\n"
+        "  stdu 1, -112(1)\n"
+        "  std 0, 0(1)\n"
+        "  mtlr 0\n"
+        "  bl fs_entry\n"
+        "  nop\n"
+        "  trap\n"
+        ".size _start, .-.L._start\n");
 #elif defined(__powerpc64__)
 __asm__(".text\n"
         ".globl _start\n"
