@@ -52,6 +52,7 @@ SIGNATURES = {
     "hs_free": ([_vp], None),
     "hs_site_set": ([_vp, _u64, _u32, _u32, _u64, _i64, _u32, _u32, _u32, _u32, _u32, _u32],
                     ctypes.c_int),
+    "hs_site_set_rows": ([_vp, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
     "hs_site_active": ([_vp, _u64, _u32], None),
     "hs_site_drop": ([_vp, _u64], None),
     "hs_site_shared": ([_vp, _u64], None),
@@ -72,6 +73,8 @@ _NO_RETURN = (1 << 64) - 1  # a frame without a return address (TailRule: None)
 # hotpath.c hs_site.finish: Python resolves the transfer; C may; C may unless the target is
 # the running call's return address (FINISH_UNLESS_RETURN)
 _NOT_C, _C, _C_UNLESS_RETURN = 0, 1, 2
+_ROW_WORDS = 11  # hotpath.c HS_ROW_WORDS: one site of hs_site_set_rows
+_WORD = (1 << 64) - 1
 _OP = {SiteKind.CALL: native.OP_CALL, SiteKind.RETURN: native.OP_RETURN,
        SiteKind.TAIL: native.OP_JUMP}
 
@@ -131,10 +134,16 @@ class HookedSites:
         self.dropped: set[int] = set()  # in it, but no longer watched (`drop`)
         self._next_handle = -1
         self.sets = 0  # sites `_watch` put in the table (set active there)
+        # the rows of sites set since C last read the table, sent in one call (`flush`)
+        # where nothing but the block hook reads them in between (not under strict
+        # cleanup, whose C flips their `active` bits itself)
+        self._rows: list[int] = []
+        self._batched = False
         self.block_hook = lib.hs_on_block
 
     def bind(self, backend: Int3Backend, engine: HotPathEngine, fast: FastSites) -> None:
         self.b, self.engine, self.fast = backend, engine, fast
+        self._batched = not backend.strict
         backend.hook_site = self.hook
         if virtual_breakpoints(backend.image.isa) and not backend.strict:
             backend.virtual_patch = self.virtual
@@ -158,10 +167,12 @@ class HookedSites:
         hook too, and the ones C hands back go to on_probe(addr, inside) (hotpath.c
         py_probe_fn)."""
         self._probe_callback = callback = PY_PROBE(on_probe)
+        self.flush()
         self.lib.hs_set_probe(self.ns, ctypes.cast(callback, ctypes.c_void_p))
 
     def probes_changed(self) -> None:
         """Probes were added or handed to Python: blocks look for them again."""
+        self.flush()
         self.lib.hs_touch(self.ns)
 
     def watch(self, site: Site) -> bool:
@@ -172,11 +183,13 @@ class HookedSites:
     def drop(self, addr: int) -> None:
         """C no longer watches the site at addr (hwbp: a Python hook delivers it now)."""
         if addr in self.sites:
+            self.flush()
             self.lib.hs_site_drop(self.ns, addr)
             self.dropped.add(addr)
 
     def shared(self, addr: int) -> None:
         """hwbp: the site at addr is two functions' (each one's code hook counts its hits)."""
+        self.flush()
         self.lib.hs_site_shared(self.ns, addr)
 
     def virtual(self, site: Site) -> int:
@@ -228,13 +241,28 @@ class HookedSites:
         after = site.addr + site.size + (b.delay if site.delay_slot else 0)
         taken_only = (not virtual and site.conditional and self._when_taken is not None
                       and insn is not None and self._when_taken(insn))
-        self.lib.hs_site_set(self.ns, site.addr, site.size, _OP[site.kind], after, sp_delta,
-                             int(site.conditional), finish, int(fast),
-                             int(site.delay_slot), int(taken_only), int(virtual))
+        row = (site.addr, site.size, _OP[site.kind], after, sp_delta & _WORD,
+               int(site.conditional), finish, int(fast), int(site.delay_slot),
+               int(taken_only), int(virtual))
+        if self._batched:
+            self._rows.extend(row)
+        else:
+            self.lib.hs_site_set(self.ns, *row[:4], sp_delta, *row[5:])
         self.sites[site.addr] = site
         self.fast.hooked.add(site.addr)
         self.sets += 1
         return True
+
+    def flush(self) -> None:
+        """The sites set since C last read the table, to C (before anything else C reads of
+        it: the end of a Python section, `HotPathEngine._refresh`, and this table's other
+        calls)."""
+        if not self._rows:
+            return
+        rows, self._rows = self._rows, []
+        # (out of memory a site is not set, as with hs_site_set: it is then not watched)
+        self.lib.hs_site_set_rows(self.ns, struct.pack(f"={len(rows)}Q", *rows),
+                                  len(rows) // _ROW_WORDS)
 
     def _sp_delta(self, site: Site, insn: Insn | None) -> int | None:
         b = self.b
@@ -268,6 +296,7 @@ class HookedSites:
     def active(self, addr: int, on: bool) -> None:
         """After the reference disarmed a site (or armed it again)."""
         if addr in self.sites:
+            self.flush()
             self.lib.hs_site_active(self.ns, addr, int(on))
 
     def returns(self, return_addrs: list[int | None]) -> None:
@@ -283,6 +312,7 @@ class HookedSites:
 
     def cancel(self) -> None:
         """A signal is delivered: a block left before its site ran leaves nothing pending."""
+        self.flush()
         self.lib.hs_cancel(self.ns)
 
     # ------------------------------------------------------------ C → Python
@@ -308,6 +338,7 @@ class HookedSites:
     # ------------------------------------------------------------ end
     def counters(self) -> tuple[int, int, int]:
         """(site hits, hits handed to Python, hits of virtual breakpoints among them)."""
+        self.flush()
         return (int(self.lib.hs_counter(self.ns, 0)), int(self.lib.hs_counter(self.ns, 1)),
                 int(self.lib.hs_counter(self.ns, 2)))
 
@@ -316,6 +347,7 @@ class HookedSites:
         """The user data of a code hook of hwbp's over a stepped span or range slot of the
         function at owner (`span_hook`), freed with the table; 0 where C cannot (no
         strict.c: it says which functions are armed)."""
+        self.flush()
         return int(self.lib.hs_span_new(self.ns, owner) or 0)
 
     @property
@@ -328,5 +360,6 @@ class HookedSites:
         return int(self.lib.hs_counter(self.ns, 3))
 
     def free(self) -> None:
+        self._rows = []
         self.lib.hs_free(self.ns)
         self.ns = None

@@ -315,6 +315,8 @@ class HotPathEngine:
     def _refresh(self) -> None:
         """Tell C whether the next block needs Python's block hook."""
         t = self.t
+        if self._hooked is not None:  # the sites Python set, to C's table at once
+            self._hooked.flush()
         self._attend(self._needs_blocks())
         if self._strict_c is not None:  # what Python changed of the chain, to C's
             self._strict_c.push_chain(t.chain)

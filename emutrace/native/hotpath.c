@@ -464,7 +464,8 @@ typedef struct {
 typedef struct {
     uint64_t addr;  /* a slot's 0: empty (address 0 is kept apart) */
     uint32_t size;
-    uint32_t gen;   /* the site table's generation the site below was found in */
+    uint32_t gen;   /* the table's generation the site below was found in (hs_state.gen) */
+    uint32_t site_gen;  /* and the count of sites then (hs_state.site_gen) */
     uint64_t site;  /* the armed site this block holds + 1 (code at address 0), 0: none */
     uint64_t inner_probe;  /* an entry probe inside the block (not at its start), 0: none */
     uint32_t count; /* its instruction count (nt's block table's), once `counted` */
@@ -484,7 +485,13 @@ typedef struct {
     hs_config cfg;
     hs_sites sites;
     hs_blocks blocks;
-    uint32_t gen;
+    /* a block's site is found again when `gen` moved (every block looks again: entry's
+     * probes changed) or when a site was added since whose end is the block's end (the only
+     * sites a block can hold, hs_block_site): `site_gen` counts the sites added, `ends`
+     * holds, per end address (a site's addr + size, and past its delay slot), the count
+     * when the last site ending there was added */
+    uint32_t gen, site_gen;
+    addrmap ends;
     int has_pending;
     hs_site pending;        /* the site whose transfer the running block ends with */
     uint64_t pending_time;
@@ -522,7 +529,8 @@ hs_state *hs_new(nt_state *nt, const hs_config *cfg)
     if (h->cfg.align == 0)
         h->cfg.align = 1;
     h->gen = 1;
-    if ((hs_sites_init(&h->sites, 1024) | hs_blocks_init(&h->blocks, 4096)) != 0) {
+    if ((hs_sites_init(&h->sites, 1024) | hs_blocks_init(&h->blocks, 4096)
+         | addrmap_init(&h->ends, 1024)) != 0) {
         hs_free(h);
         return NULL;
     }
@@ -541,6 +549,7 @@ void hs_free(hs_state *h)
     free(h->rets);
     hs_sites_free(&h->sites);
     hs_blocks_free(&h->blocks);
+    addrmap_free(&h->ends);
     free(h);
 }
 
@@ -553,11 +562,33 @@ int hs_site_set(hs_state *h, uint64_t addr, uint32_t size, uint32_t op, uint64_t
     if (!p)
         return -1;
     uint8_t shared = p->shared;  /* (it stays shared) */
-    if (h->sites.used != known)
-        h->gen++;  /* a new site: blocks look for their site again */
+    if (h->sites.used != known) {
+        /* a new site: the blocks that end where it ends look for their site again */
+        h->site_gen++;
+        if (addrmap_set(&h->ends, addr + size, (int32_t)h->site_gen) != 0
+            || (delay && addrmap_set(&h->ends, after, (int32_t)h->site_gen) != 0)
+            || h->site_gen > INT32_MAX)
+            h->gen++;  /* (out of memory, or too many to count: every block looks again) */
+    }
     *p = (hs_site){addr, after, sp_delta, size, (uint8_t)op, (uint8_t)conditional,
                    (uint8_t)finish, (uint8_t)fast, (uint8_t)delay, 1, (uint8_t)taken_only,
                    (uint8_t)virtual_bp, 0, shared};
+    return 0;
+}
+
+/* hs_site_set for n sites in one call (the sites a Python section armed): row i is
+ * rows[i * HS_ROW_WORDS ...], hs_site_set's arguments after h in their order, each one
+ * word (sp_delta two's complement); 0, or -1 out of memory (the rows before it are set) */
+#define HS_ROW_WORDS 11
+int hs_site_set_rows(hs_state *h, const uint64_t *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *r = rows + i * HS_ROW_WORDS;
+        if (hs_site_set(h, r[0], (uint32_t)r[1], (uint32_t)r[2], r[3], (int64_t)r[4],
+                        (uint32_t)r[5], (uint32_t)r[6], (uint32_t)r[7], (uint32_t)r[8],
+                        (uint32_t)r[9], (uint32_t)r[10]) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -694,7 +725,10 @@ void hs_counts_preload(hs_state *h, const nt_learned *rows, size_t n)
 static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t size)
 {
     uint64_t at = 0;  /* the site + 1, 0: none */
-    if (b && b->gen == h->gen) {
+    if (b && b->gen == h->gen && b->site_gen != h->site_gen
+        && addrmap_get(&h->ends, addr + size) <= (int32_t)b->site_gen)
+        b->site_gen = h->site_gen;  /* (no site added since ends where this block ends) */
+    if (b && b->gen == h->gen && b->site_gen == h->site_gen) {
         at = b->site;
     } else {
         /* the site is the block's last instruction (or its delay slot is): an armed
@@ -720,6 +754,7 @@ static hs_site *hs_block_site(hs_state *h, hs_block *b, uint64_t addr, uint32_t 
             b->site = at;
             b->inner_probe = inner;
             b->gen = h->gen;
+            b->site_gen = h->site_gen;
         }
     }
     if (!at)
