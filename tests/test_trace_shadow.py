@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from emutrace.trace.events import Call, Entry, Event, Exit, Record, Return, TailCall
-from emutrace.trace.shadow import ShadowStack
+from emutrace.trace.shadow import STACK_SWITCH, ShadowStack
 
 WORD = 8
 FRAME = 0x20  # what every modelled function allocates below its return address
@@ -290,3 +290,21 @@ def test_link_register_isa_return_at_the_calls_sp_is_a_normal_return() -> None:
     recs += shadow.feed(Call(3, 0x40, 3, 0x7FF0, 0x44))
     recs += shadow.feed(Call(4, 0x40, 4, 0x7FF0, 0x44))  # 3 never returned (longjmp)
     assert recs[-2:] == [Exit(4, 1, 3, None, 1, unwound=True), Entry(4, 1, 4)]
+
+
+def test_a_frame_deeper_than_the_switch_distance_is_no_context_switch() -> None:
+    """Policy 8: a function whose locals take more than STACK_SWITCH bytes calls far below
+    its own sp; the stack it calls on is its own (left with no frame open), so the records
+    are those of a shadow stack that knows no context switches: nothing unwound, nothing
+    returned early."""
+    top = 0x7F0000000
+    events: list[Event] = [
+        Call(1, 0, 0x10, top, 0x1), Call(2, 0x10, 0x20, top - 16, 0x11),
+        Call(3, 0x20, 0x30, top - 5_000_000, 0x21),  # f's 5 MB of locals below it
+        Return(4, 0x30, top - 5_000_000, target=0x21),
+        Call(5, 0x20, 0x40, top - 100, 0x22),  # its locals gone (a VLA's scope ended)
+        Return(6, 0x40, top - 100, target=0x22),
+        Return(7, 0x20, top - 16, target=0x11), Return(8, 0x10, top, target=0x1)]
+    switching = list(ShadowStack(stack_switch=STACK_SWITCH).process(events))
+    assert switching == list(ShadowStack().process(events))
+    assert not any(isinstance(r, Exit) and r.unwound for r in switching)

@@ -258,9 +258,11 @@ class ShadowStack:
             end = self.segments[k + 1][0] if k + 1 < len(self.segments) else len(self.frames)
             if self._near(sp, self.frames[end - 1].sp if end > base else began):
                 if len(self.segments) > k + 1:
+                    left = len(self.frames) > self.segments[k + 1][0]
                     while len(self.segments) > k + 1:  # those above it are suspended
                         self._suspend(time, out)
-                    self._switcher_returned(by_return, time, out)
+                    if left:  # (a stack left with no frame open was a deep stack frame's)
+                        self._switcher_returned(by_return, time, out)
                 return
         for i in range(len(self.suspended) - 1, -1, -1):
             frames = self.suspended[i]
