@@ -5,7 +5,9 @@ same call trace; show where it does not.
     emutrace diff DIR DIR [DIR...]
 
 The program form runs the template once per ISA (`{isa}` substituted, as `emutrace bench`
-does), in-process with the int3 backend, the guest's stdio silenced.  What is compared:
+does), in-process with the int3 backend, the guest's stdio silenced; an ISA emulation does
+not run goes to the gdb target (qemu-user's stub, gdb_session.py), which needs
+`--unconfined`, and then `--arch all` takes those ISAs too.  What is compared:
 `trace/diff.py` (tokens, value normalisation); which functions: `Selection` below.  Exit 0
 when every trace is equal, 1 when some differ, 64 on bad usage.
 """
@@ -30,6 +32,9 @@ from emutrace.discover.demangle import demangled, demangling, filter_names
 from emutrace.discover.prototypes import read_prototypes
 from emutrace.discover.symbols import read_symbols
 from emutrace.errors import EXIT_NO_INPUT, EmutraceError, UsageError
+from emutrace.gdb_session import GdbProcess
+from emutrace.isa import MODULES, by_name
+from emutrace.isa.base import Cap
 from emutrace.session import Process, RunConfig
 from emutrace.trace.diff import Trace, classes, describe, first_divergence, matrix, normalise
 from emutrace.trace.events import Record
@@ -134,6 +139,9 @@ class DiffCommand:
                        help="compare names and nesting only, not argument or return values")
         p.add_argument("--start", default="main", metavar="SYM",
                        help="compare nothing before SYM is first entered (default: main)")
+        p.add_argument("--unconfined", action="store_true",
+                       help="run the ISAs emulation does not run in qemu-user's gdb stub "
+                            "(with your rights, no sandbox); --arch all then takes them too")
         options.add_demangle_option(p)
         p.add_argument("--max-insns", type=int, default=0, metavar="N",
                        help="stop each run after N guest instructions")
@@ -166,7 +174,7 @@ class DiffCommand:
             template = args.what[0] if len(args.what) == 1 else shlex.join(args.what)
             if "{isa}" not in template:
                 raise UsageError(f"diff: the program template {template!r} has no {{isa}}")
-            arches = parse_arches(args.arch)
+            arches = _arches(args.arch, args.unconfined)
             programs = {isa: expand(template, isa) for isa in arches}
             for isa, prog in programs.items():
                 if prog.missing:
@@ -182,7 +190,10 @@ class DiffCommand:
         config = RunConfig(program=argv[0], args=argv[1:], arch=isa, backend="int3",
                            max_insns=args.max_insns, timeout=args.timeout)
         with guest_stdio_silenced():
-            result = Process(config, warn=lambda m: None).run()
+            if _emulated(isa):
+                result = Process(config, warn=lambda m: None).run()
+            else:
+                result = GdbProcess(config).run()
         name = demangling(read_symbols(result.image).namer(result.image.isa.code_mask),
                           args.demangle)
         own, returns = _types(result.image.path, args.demangle)
@@ -190,6 +201,25 @@ class DiffCommand:
         return normalise(result.records, name, select, demangled(args.start, args.demangle),
                          result.exit_code, values,
                          8 * result.image.isa.identity.word_size, returns)
+
+
+def _emulated(isa: str) -> bool:
+    return by_name(isa).capability(Cap.RUN_STATIC).works
+
+
+def _arches(text: str, unconfined: bool) -> list[str]:
+    """--arch's ISAs: `all` is every ISA emulation runs, and with --unconfined every one
+    the gdb target runs too; an ISA only the gdb target runs asks for --unconfined."""
+    if text.strip() == "all" and unconfined:
+        return [m for m in MODULES if _emulated(m)
+                or by_name(m).capability(Cap.GDB_TARGET).works]
+    arches = parse_arches(text)
+    for isa in arches:
+        if not _emulated(isa) and not unconfined:
+            raise UsageError(f"diff --arch {isa}: {isa} runs in qemu-user's gdb stub only "
+                             f"(emulation: {by_name(isa).capability(Cap.RUN_STATIC).reason}); "
+                             f"say --unconfined")
+    return arches
 
 
 def report(traces: dict[str, Trace], out: object) -> int:
