@@ -224,3 +224,27 @@ def test_recorded_float_values_replay_the_same(isa: str, scratch: Path) -> None:
     shown = run_emutrace("replay", "-d", data, "--no-libcall")
     assert shown.returncode == 0, shown.stderr.decode()
     assert calls(shown.stdout.decode()) == calls(ours(isa, scratch)[0])
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "s390x"])
+def test_long_double_result_format_is_uftraces(isa: str, scratch: Path) -> None:
+    """`-R FUNC@retval/f80` (uftrace's long double format) reads the ISA's long double:
+    x86-64's x87 %st0, s390x's binary128 at the hidden result address; uftrace's own
+    `-R c_ldouble@retval/f80` of the -pg build shows the same text, as the program prints
+    it.  (Two ISAs: the other places are test_float_values_are_the_programs'.)"""
+    data = scratch / "uftrace.f80"
+    recorded = subprocess.run(["uftrace", "record", "-R", "c_ldouble@retval/f80", "-d",
+                               str(data), str(pg_build()), "floats"], capture_output=True,
+                              timeout=120)
+    assert recorded.returncode == 0, recorded.stderr
+    shown = subprocess.run(["uftrace", "replay", "--no-pager", "-d", str(data), "-F",
+                            "c_ldouble", "-D", "1"], capture_output=True, text=True,
+                           timeout=120).stdout
+    theirs = re.findall(r"c_ldouble\(\) = (\S+);", shown)
+    out = scratch / f"{isa}.f80.txt"
+    done = run_emutrace("run", "--backend", "int3", "--no-libcall", "-R",
+                        "c_ldouble@retval/f80", "-o", out, bin_path(isa, "conform"), "floats")
+    assert done.returncode == 0, done.stderr.decode()
+    ours = re.findall(r"\} = (\S+); /\* c_ldouble \*/", out.read_text())
+    printed = exact(programs(done.stdout.decode())["c_ldouble"])[1]
+    assert ours == theirs == [printed]

@@ -6,7 +6,8 @@ A value is `argN` (the N-th integer-class argument), `fpargN` (the N-th floating
 argument) or `retval`, optionally followed by `/FORMAT`: a letter and a width in bits —
 `d` uftrace's "auto" (the default), `i` signed, `u` unsigned, `x` hex, `o` octal, `c` a
 char, `s` a C string, `p` a pointer, `f` a float (fparg's default: `f64`).  The widths:
-8, 16, 32 or 64 (`s`, `p`: the word; `c`: 8).
+8, 16, 32 or 64 (`s`, `p`: the word; `c`: 8); `f80`, uftrace's x87 `long double`, is the
+ISA's `long double` whatever its format (CValues.long_double).
 
 emutrace reads the arguments as the ISA's C ABI places a prototype's parameters, so a
 format becomes a prototype: the integer arguments in order (`arg1`..`argN`; one not named
@@ -27,7 +28,8 @@ _KINDS = {"d": "auto", "i": "int", "u": "uint", "x": "hex", "o": "oct", "c": "ch
           "s": "str", "p": "ptr", "f": "float"}
 _VALUE = re.compile(r"(?P<what>arg|fparg)(?P<n>[1-9][0-9]?)(?:/(?P<fmt>.*))?$|"
                     r"(?P<ret>retval)(?:/(?P<rfmt>.*))?$")
-_FORMAT = re.compile(r"(?P<letter>[diuxocspf])(?P<bits>8|16|32|64)?$")
+_FORMAT = re.compile(r"(?P<letter>[diuxocspf])(?P<bits>8|16|32|64|80)?$")
+LONG_DOUBLE = CType("float", 16, "long double")  # `f80` (callabi sizes it per ISA)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class Format:
     bits: int | None
 
     def ctype(self, word_size: int) -> CType:
+        if self.kind == "float" and self.bits == 80:
+            return LONG_DOUBLE
         size = word_size if self.bits is None else self.bits // 8
         return CType(self.kind, size)
 
@@ -92,12 +96,14 @@ def _format(text: str | None, spec: str, fp: bool) -> Format:
     letter, bits = m["letter"], m["bits"]
     kind = _KINDS[letter]
     if fp and letter not in "fd":
-        raise UsageError(f"{spec}: a floating-point argument takes f (f32, f64)")
+        raise UsageError(f"{spec}: a floating-point argument takes f (f32, f64, f80)")
     if letter == "f" or fp:
         width = int(bits or 64)
-        if width not in (32, 64):
-            raise UsageError(f"{spec}: a float is f32 or f64")
+        if width not in (32, 64, 80):
+            raise UsageError(f"{spec}: a float is f32, f64 or f80 (a long double)")
         return Format("float", width)
+    if bits == "80":
+        raise UsageError(f"{spec}: 80 bits is a long double's width (f80)")
     if letter in "sp":
         if bits is not None:
             raise UsageError(f"{spec}: {letter} takes no width (a pointer is a word)")

@@ -29,7 +29,7 @@ from its bytes (trace/long_double.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from emutrace.discover.argformats import ArgFormats
@@ -531,7 +531,8 @@ class CallTypes:
         proto, name = self.prototype(addr)
         formats = _by_name(self.formats, name)
         if formats is not None:  # -A/-R with formats: the prototype they make
-            proto = formats.prototype(proto, self.isa.identity.word_size)
+            proto = _sized(formats.prototype(proto, self.isa.identity.word_size),
+                           self.isa.c_values)
         want = self.count_of(name)
         if proto is None:
             n = self.default if want is None else want
@@ -562,6 +563,13 @@ def _where_dwarf_says(isa: Isa, locs: tuple[Loc, ...], registers: tuple[int, ...
                 and (loc.ctype.size or word) <= word:
             out[i] = Reg(names[reg], loc.ctype)
     return tuple(out)
+
+
+def _sized(proto: Prototype, cv: CValues) -> Prototype:
+    """A prototype from -A/-R formats with its `long double`s (`f80`) of the ISA's size."""
+    def size(t: CType) -> CType:
+        return CType("float", cv.long_double_size, t.name) if is_long_double(t) else t
+    return replace(proto, params=tuple(size(t) for t in proto.params), ret=size(proto.ret))
 
 
 def _by_name(table: dict[str, T], name: str | None) -> T | None:

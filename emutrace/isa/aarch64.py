@@ -276,7 +276,7 @@ C_VALUES = CValues(char_signed=False,
                    struct_fp="hfa", hfa_limit=4, hfa_to_stack=True, long_double="binary128",
                    long_double_args="fp", long_double_ret="fp",
                    fp_quad=tuple(f"q{i}" for i in range(8)), long_double_align=16,
-                   fp_overflow_stack=True)
+                   fp_overflow_stack=True, long_double_size=16)
 
 
 # how far Debian's arm64 kernel gets (emutrace info)

@@ -163,6 +163,7 @@ class CValues:
     # pointer to a copy) and where the result is ("fp", "pair", "x87": st(0), "core": the
     # integer result registers, "memory": at a hidden address passed first)
     long_double: str = "double"
+    long_double_size: int = 8  # sizeof(long double)
     long_double_args: str = "fp"
     long_double_ret: str = "fp"
     long_double_align: int = 0  # stack alignment of a long double argument (bytes)

@@ -199,7 +199,8 @@ def clone_tls(cpu: CpuPort, tls: int) -> None:
 # %st(0).
 C_VALUES = CValues(char_signed=True, fp_retval="st0", fp_x87=True, retval_hi="edx",
                    struct_in_slots=1 << 16, struct_ret_in_regs=0, struct_fp="core",
-                   long_double="x87", long_double_args="slots", long_double_ret="x87")
+                   long_double="x87", long_double_args="slots", long_double_ret="x87",
+                   long_double_size=12)
 
 
 # Intel SDM vol. 3 §6.3.1 vector numbers; arch/x86/kernel/traps.c signals: #DE divide

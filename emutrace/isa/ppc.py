@@ -294,7 +294,7 @@ C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 
                    fp_retval="fpr1", fp_single="double", retval_hi="r4", pair_aligned=True,
                    struct_in_slots=0, struct_large="ref", struct_ret_in_regs=0,
                    struct_fp="core", long_double="ibm128", long_double_args="pair",
-                   long_double_ret="pair")
+                   long_double_ret="pair", long_double_size=16)
 
 
 # GCC's out-of-line register saves (ppc and ppc64le alike, -Os)

@@ -147,7 +147,7 @@ C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fpr{i}" for i in range(1, 
                    fp_retval="fpr1", fp_single="double", fp_shadow=True,
                    struct_in_slots=1 << 16, retval_hi="r4", struct_ret_in_regs=16,
                    struct_fp="hfa", hfa_limit=8, long_double="ibm128",
-                   long_double_args="pair", long_double_ret="pair")
+                   long_double_args="pair", long_double_ret="pair", long_double_size=16)
 
 
 # ELFv2 (64-bit ELF V2 ABI §4.2.5): calls go through the linker's call stubs in .text (`std

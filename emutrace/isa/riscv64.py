@@ -251,7 +251,8 @@ HWCAP = sum(1 << (ord(c) - ord("a")) for c in "imafdc")
 C_VALUES = CValues(char_signed=False, fp_args=tuple(f"fa{i}" for i in range(8)),
                    fp_retval="fa0", struct_in_slots=16, struct_large="ref",
                    retval_hi="a1", struct_ret_in_regs=16, struct_fp="flatten",
-                   long_double="binary128", long_double_args="slots", long_double_ret="core")
+                   long_double="binary128", long_double_args="slots", long_double_ret="core",
+                   long_double_size=16)
 
 
 ISA = Isa(

@@ -360,7 +360,8 @@ HWCAP = 1 | 2 | 4 | 8 | 16 | 32 | 256 | 512
 C_VALUES = CValues(char_signed=False, fp_args=("f0", "f2", "f4", "f6"), fp_retval="f0",
                    fp_single="high32", struct_scalar=True, struct_large="ref",
                    struct_ret_in_regs=0, struct_fp="single", long_double="binary128",
-                   long_double_args="ref", long_double_ret="memory", fp_overflow_stack=True)
+                   long_double_args="ref", long_double_ret="memory", fp_overflow_stack=True,
+                   long_double_size=16)
 
 
 def clone_tls(cpu: CpuPort, tls: int) -> None:

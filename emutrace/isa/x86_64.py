@@ -404,7 +404,7 @@ C_VALUES = CValues(char_signed=True,
                    # §3.2.3: long double is class X87, returned in %st0
                    long_double_x87=True, struct_fp="eightbytes", long_double="x87",
                    long_double_args="memory", long_double_ret="x87", long_double_align=16,
-                   fp_overflow_stack=True)
+                   fp_overflow_stack=True, long_double_size=16)
 
 
 # Intel SDM vol. 3 §6.3.1 vector numbers; arch/x86/kernel/traps.c signals: #DE divide
