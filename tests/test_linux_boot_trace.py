@@ -246,3 +246,30 @@ def test_exceptions_and_user_code(traces: dict[str, str]) -> None:
     syscalls = subtrees(calls, "el0t_64_sync_handler")
     assert (1, "el0_svc") in syscalls
     assert all(not re.fullmatch(r"0x[0-9a-f]+", n) for _d, n in calls)
+
+
+MINI_KERNEL = Path(__file__).resolve().parent.parent / "testbins" / "kernel" / "aarch64" / "kernel"
+
+
+@pytest.mark.parametrize("backend", ("int3", "step"))
+def test_trace_after_mini_kernel(backend: str, tmp_path: Path) -> None:
+    """--trace-after on the aarch64 mini-kernel (its own record checks its whole trace in
+    test_kernel.py): the text it prints before its `svc` starts the trace at the `svc`'s
+    exception frame; the calls from there on are the whole trace's; a text never printed
+    leaves the trace empty, and the run and its console are the same."""
+    def run(*options: str) -> tuple[str, bytes]:
+        trace = tmp_path / "trace.txt"
+        done = run_emutrace("run", "--machine", "virt-arm64", "--backend", backend, *options,
+                            "-o", trace, MINI_KERNEL)
+        assert done.returncode == 0, done.stderr.decode()
+        return trace.read_text(), done.stdout
+
+    whole, console = run()
+    after, console_after = run("--trace-after", "apply(sub")
+    never, console_never = run("--trace-after", "not printed")
+    assert console == console_after == console_never
+    assert after.splitlines()[1].endswith("| vec_sync_el1h() { /* exception */")
+    names = [name for _depth, name in emutrace_calls(whole)]
+    assert [name for _depth, name in emutrace_calls(after)] == \
+        names[names.index("vec_sync_el1h"):]
+    assert never.splitlines()[1:] == []
