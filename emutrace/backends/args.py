@@ -35,6 +35,7 @@ from emutrace.discover.callabi import (
 )
 from emutrace.discover.prototypes import CType
 from emutrace.target.protocol import MemoryFault, Target
+from emutrace.trace.events import SignalDelivery, Trap
 from emutrace.trace.long_double import long_double_value
 from emutrace.trace.values import STRING_LIMIT, Value, quote_c, render
 
@@ -245,9 +246,10 @@ class ArgReader:
                                               for r in cv.fp_args[:2]))
         if where == "memory":
             pending = self._sret.get(func)
+            size = cv.long_double_size
             if pending:
-                return self._struct_at(pending.pop(), CType("float", 16, "long double"))
-            return Value("float", 128, 0, "?")
+                return self._struct_at(pending.pop(), CType("float", size, "long double"))
+            return Value("float", 8 * size, 0, "?")  # (its call was not seen)
         words = [cpu.reg_read(self.ret_reg)]  # "core": the integer result registers
         if cv.retval_hi is not None:
             words.append(cpu.reg_read(cv.retval_hi))
@@ -355,6 +357,18 @@ class ArgReader:
             parts.append(f".{name}={text}" if name else text)
         return Value("struct", 8 * len(data), int.from_bytes(data, "big") if data else 0,
                      "{" + ", ".join(parts) + "}")
+
+
+def handler_frame(time: int, cpu: Target, vector: int, signal: SignalDelivery | None,
+                  reader: ArgReader | None) -> Trap:
+    """The frame of an exception or signal handler entered at vector: the address of its
+    first instruction (`code_address`: an ARM Thumb handler's vector has bit 0 set), the
+    stack pointer, and for a signal handler the signal's stack and the handler's arguments
+    (none where the backend records no values: reader None)."""
+    entry = cpu.isa.code_address(vector)
+    args = reader.read(entry) if signal is not None and reader is not None else ()
+    return Trap(time, entry, cpu.reg_read(cpu.isa.registers.sp),
+                signal.stack if signal is not None else None, args)
 
 
 def _float_value(double_bits: int, size: int) -> Value:
