@@ -282,8 +282,10 @@ C_VALUES = CValues(char_signed=False,
 # how far Debian's arm64 kernel gets (emutrace info)
 LINUX_ARM64 = (
     "Debian's linux-image-cloud-arm64 boots on virt-arm64 (--initrd, --append) with a "
-    "busybox-static initramfs to its /init's command output and a PSCI SYSTEM_OFF; timer "
-    "interrupts reach the CPU only while it idles (wfi): a busy CPU takes no tick")
+    "busybox-static initramfs to its /init's command output and a PSCI SYSTEM_OFF, and is "
+    "traced at its link address under its System.map's names (--symbols; --trace-after "
+    "to trace only the command); timer interrupts reach the CPU only while it idles "
+    "(wfi): a busy CPU takes no tick")
 
 ISA = Isa(
     # AArch64 ELF ABI / BFD elfNN_aarch64_small_plt0_entry: PLT0 32 bytes, stubs 16

@@ -3,7 +3,6 @@
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
     HARDWARE_FACTS,
-    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -275,7 +274,10 @@ ISA = Isa(
         Cap.GDB_TARGET: Capability(True),  # run --target gdb: qemu-user's stub
         Cap.HIDDEN_BREAKPOINTS: Capability(
             False, "nothing to hide: sites are hooked, never patched (EBREAK traps are broken)"),
-        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.LINUX_KERNEL: Capability(
+            False, "Debian 12 ships no riscv64 kernel (riscv64 is no release architecture of "
+            "bookworm: no linux-image-riscv64); virt-riscv64 boots Debian's OpenSBI and "
+            "U-Boot S-mode"),
         Cap.KERNEL: Capability(True),  # isa/kernel_riscv64.py, machine/board/presets.py
         Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
         Cap.RUN_STATIC: Capability(True),
