@@ -4,7 +4,6 @@ import re
 
 from emutrace.isa.base import (
     CLONE_BACKWARDS,
-    LINUX_NOT_TRIED,
     NO_FLOW,
     SIGNAL_HANDLERS,
     Breakpoint,
@@ -533,7 +532,13 @@ ISA = Isa(
             "a bounded UC_HOOK_MEM_READ over code breaks dynamic programs in Unicorn 2.1.4 "
             "(Debian's sort under int3 misparsed its options); a guest that reads its own code "
             "sees the bkpt bytes where sites are armed"),
-        Cap.LINUX_KERNEL: LINUX_NOT_TRIED,
+        Cap.LINUX_KERNEL: Capability(
+            False, "not wired: Debian's armmp kernel is a zImage, which virt-arm loads only "
+            "as -bios firmware at 0; loaded where QEMU's -kernel puts it (RAM + 0x1_0000, "
+            "r1 = ~0, r2 = the DTB: measured, not yet a board option) it decompresses itself "
+            "and boots to its PSCI probe, where the hvc traps with the MMU on and "
+            "isa/kernel_arm.py reads instructions at physical addresses (no ARMv7 table "
+            "walk); no GIC or CP15 generic timer is modelled on arm"),
         Cap.KERNEL: Capability(True),  # isa/kernel_arm.py, machine/board/presets.py
         Cap.SIGNAL_HANDLERS: SIGNAL_HANDLERS,
         Cap.RUN_STATIC: Capability(True),
