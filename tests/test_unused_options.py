@@ -67,7 +67,7 @@ def test_start_main_in_a_stripped_program_says_so() -> None:
 
 @pytest.mark.parametrize("option", [["-o", "t.txt"], ["-F", "fib"], ["-N", "fib"],
                                     ["-D", "2"], ["--start", "fib"], ["--tid", "0"],
-                                    ["--stats"], ["--follow-forks"]])
+                                    ["--stats"]])
 def test_record_refuses_what_it_would_ignore(option: list[str], tmp_path: Path) -> None:
     done = run_emutrace("record", *option, "-d", tmp_path / "d", FIB, "5", cwd=tmp_path)
     assert done.returncode == 64 and done.stdout == b""
