@@ -95,7 +95,8 @@ class RunCommand:
                             "program's load bias; repeatable)")
         p.add_argument("--follow-forks", action=argparse.BooleanOptionalAction,
                        help="trace the processes the program forks, each into its own trace "
-                            "(-o FILE: FILE.<pid>; the default, as uftrace); "
+                            "(-o FILE: FILE.<pid>; record: a task of DIR; the default, as "
+                            "uftrace); "
                             "--no-follow-forks: only the first process is traced, its "
                             "children and what they execve run untraced (strace's default)")
         syscalls.add_option(p)
