@@ -76,8 +76,8 @@ def _records(dat: str, name_of: Callable[[int], str] | None = None,
     """The records of `dat`, each with `tid` = `thread`; with `args`/`rets` (the
     recording's value specs) the values after a record whose `more` bit is set are read
     too.  An exit before any entry left open (a forked child's return into its parent's
-    frames) is left out.  Frames still open when the file ends (a recorder killed mid-run) are closed at
-    the last record's time, `at_exit`.
+    frames) is left out.  Frames still open when the file ends (a recorder killed mid-run)
+    are closed at the last record's time, `at_exit`.
     `complete` False (the recorder never closed the directory: `info` has no exit status):
     a record cut by the end of the file is the kill's, and is left out, not an error.
     `exits`: the file naming the exits that were not returns (`EXITS_FILE`).  `chunk`:
