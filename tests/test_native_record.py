@@ -57,3 +57,33 @@ def test_record_native_refusals_are_usage_errors(tmp_path: Path) -> None:
                         bin_path("aarch64", "fib"), "5")
     assert done.returncode == 64 and b"--target native" in done.stderr
     assert not data.exists()
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "i386"])
+def test_record_native_c_writer_equals_python_loop(isa: str, tmp_path: Path) -> None:
+    """`record --target native` on the C loop (int3, lazy cleanup): the record writer in C
+    (native/ufwrite.c, bound to the ptrace port) writes the calls and returns C finishes
+    — most of fib's — and the directory reads back the same records (times, addresses,
+    depths, values) as the Python loop's, where Python writes every record.  The traces
+    themselves are held to the program's own `-finstrument-functions` record by
+    tests/test_native_loop.py.  (x86_64 and i386: the ISAs the native target runs.)"""
+    from emutrace.cli.recording import prepare_dir, recorded
+
+    from .test_native_loop import _fixed_random
+
+    path = bin_path(isa, "fib")
+    read: dict[str, list] = {}
+    stats: dict[str, dict[str, int]] = {}
+    for engine in ("python", "native"):
+        with _fixed_random(isa):
+            process = NativeProcess(RunConfig(str(path), ["12"], backend="int3",
+                                              engine=engine, env=dict(ENV)), unconfined=True)
+        with _stdout_to_devnull():
+            result = recorded(process, prepare_dir(str(tmp_path / engine)), [str(path), "12"])
+        assert result.exit_code == 0
+        records, _name, _isa = load_recording(str(tmp_path / engine))
+        read[engine] = list(records)
+        stats[engine] = dict(process.backend.native_stats)  # type: ignore[union-attr]
+    assert len(read["python"]) > 400
+    assert read["native"] == read["python"]
+    assert stats["native"]["c_written"] > 0.5 * len(read["python"]), stats["native"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from emutrace.backends.fastpath import FastSites, RecordDrain
 from emutrace.backends.int3_python import Int3Backend, Pending
+from emutrace.backends.native_writer import NativeWriter, packed_sink_of
 from emutrace.backends.site_engine import install_python_hooks
 from emutrace.backends.strict_ptrace import StrictSites
 from emutrace.discover import Function, Site
@@ -33,6 +34,7 @@ from emutrace.native.ploop import (
     C_SIMULATED,
     C_STRINGS,
     C_TRAPS,
+    C_WRITTEN,
     PtraceLoop,
 )
 from emutrace.target.ptrace import PtraceTarget
@@ -76,6 +78,7 @@ class PtraceLoopEngine:
         self.sites: LoopSites | None = None  # a mechanism's own C sites (None: FastSites)
         self.counters: list[Callable[[dict[str, int]], None]] = []  # C's counts, at finish
         self.on_leave: Callable[[], None] | None = None
+        self.writer: NativeWriter | None = None  # `record`, `run`: C writes the records
 
     def attach(self, tracer: Int3Backend, hooks: TrapHooks) -> None:
         self.t = tracer
@@ -163,7 +166,19 @@ class PtraceLoopEngine:
     # ------------------------------------------------------------ end
     def attach_writer(self, shadow_now: Callable[[], ShadowStack],
                       sink_now: Callable[[], RecordSink]) -> None:
-        pass
+        """`record` and `run` under lazy cleanup: C's record writer takes the calls and
+        returns C finishes (native_writer.py, as on the Unicorn port).  Not under strict
+        cleanup (its replay reads every record), nor for entry or hwbp (their records are
+        not offered to the writer)."""
+        packed = packed_sink_of(sink_now())
+        loop = self.loop
+        if (packed is None or self.writer is not None or not self._learn or self.t.strict
+                or self.sites is not None or loop.hw_in is not None):
+            return
+        self.writer = NativeWriter(loop.lib, None, shadow_now(), self.t.tails, sink_now, packed,
+                                   attach=loop.set_writer)
+        self.records.writer = self.writer
+        loop.writer = self.writer
 
     def flush_events(self) -> None:
         pass
@@ -181,7 +196,11 @@ class PtraceLoopEngine:
         self.native_stats.update({"c_traps": loop.counter(C_TRAPS),
                                   "python_stops": loop.counter(C_RETURNED),
                                   "c_resumes": loop.counter(C_RESUMES),
-                                  "c_strings": loop.counter(C_STRINGS)})
+                                  "c_strings": loop.counter(C_STRINGS),
+                                  "c_written": loop.counter(C_WRITTEN)})
+        if self.writer is not None:
+            loop.writer = None
+            self.writer.close()
 
 
 def loop_of(target: PtraceTarget) -> PtraceLoop:

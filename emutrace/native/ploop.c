@@ -239,12 +239,22 @@ int64_t pl_time(pl_state *s) { return (int64_t)s->core.time; }
 uint64_t pl_last_pc(pl_state *s) { return s->last_pc; }
 
 /* counters: 0 traps C finished, 1 of them simulated, 2 stops returned to Python, 3 resumes,
- * 4 strings copied */
+ * 4 strings copied, 5 events the record writer took */
 uint64_t pl_counter(pl_state *s, uint32_t i)
 {
-    uint64_t all[5] = {s->core.traps, s->core.simulated, s->returned, s->resumes,
-                       s->core.strings_copied};
-    return i < 5 ? all[i] : 0;
+    uint64_t all[6] = {s->core.traps, s->core.simulated, s->returned, s->resumes,
+                       s->core.strings_copied, s->core.written};
+    return i < 6 ? all[i] : 0;
+}
+
+/* `record` and `run` (int3, lazy cleanup): the calls and returns the core finishes are
+ * offered to ufwrite.c's writer first (core_offer), as on the Unicorn port; drain: Python
+ * takes the writer's bytes and the buffered records (a callback that takes the GIL, the
+ * Unicorn port's py_drain).  NULL: every record to Python. */
+void pl_set_writer(pl_state *s, uw_state *writer, void (*drain)(void))
+{
+    s->core.writer = writer;
+    s->core.drain = drain;
 }
 void *pl_events(pl_state *s) { return s->core.events; }
 /* `char *` values: the core copies their strings at the event (core_string_args: a call

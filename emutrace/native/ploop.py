@@ -12,19 +12,23 @@ import ctypes
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from emutrace import native
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Isa
 from emutrace.native import EVENT, SiteOp, steplib
 
+if TYPE_CHECKING:
+    from emutrace.backends.native_writer import NativeWriter
+
 PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
 BUFFER_EVENTS = 4096
 MAX_STOPS = 4096  # stops C finishes before Python runs (its signal handlers: Ctrl-C)
 HW_SLOTS, HW_CHAIN = 4, 1024  # abi.h PL_HW_SLOTS (DR0-DR3), PL_HW_CHAIN
 # pl_counter: traps C finished, of them simulated, stops handed to Python, resumes, strings
-# C copied
-C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES, C_STRINGS = range(5)
+# C copied, events the record writer took
+C_TRAPS, C_SIMULATED, C_RETURNED, C_RESUMES, C_STRINGS, C_WRITTEN = range(6)
 
 
 class LoopConfig(ctypes.Structure):
@@ -51,6 +55,7 @@ SIGNATURES: native.Signatures = {
     "pl_events": ([_vp], _vp),
     "pl_events_count": ([_vp], _u32),
     "pl_events_clear": ([_vp], None),
+    "pl_set_writer": ([_vp, _vp, native.PY_DRAIN], None),
     "pl_string_args": ([_vp, _u64, _u32], ctypes.c_int),
     "pl_string_return": ([_vp, _u64], ctypes.c_int),
     "pl_strings": ([_vp], _vp),
@@ -114,7 +119,7 @@ class PtraceLoop:
     and event buffer.  `reg_id` names registers as indices of `user_regs_struct`."""
 
     def __init__(self, isa: Isa, reg_id: Callable[[str], int], mem_fd: int) -> None:
-        lib = self._lib = load()
+        lib = self._lib = self.lib = load()
         self.arg_names, self.ret_names = native.call_registers(isa)
         cfg = LoopConfig()
         cfg.abi = native.call_abi(isa, reg_id, isa.identity.word_size, False, BUFFER_EVENTS)
@@ -128,7 +133,7 @@ class PtraceLoop:
         # return from C (the int3 backend's drain)
         self.on_records: Callable[[bytes, bytes], None] | None = None
         self.time: Callable[[], int] = lambda: 0  # the backend's clock, stamped on records
-        self.counters = [0, 0, 0, 0, 0]
+        self.counters = [0] * 6
         # CPU seconds of this thread inside pl_resume/pl_step (C and the kernel's ptrace and
         # wait4 work) and in the drain (Python): bench's profile of where an event's time
         # goes (bench/bench_native_target.py)
@@ -157,6 +162,11 @@ class PtraceLoop:
         self.blocks_in: Callable[[], bool] | None = None
         self.blocks_took: Callable[[int, int], None] = lambda stops, walked: None
         self._stops, self._walked = ctypes.c_uint64(), ctypes.c_uint64()
+        # `record`/`run` (backends/int3_ptrace.py): C's record writer (native_writer.py),
+        # pushed before each resume and pulled before the records are drained
+        self.writer: NativeWriter | None = None
+        self._py_drain = native.PY_DRAIN(self._drain_in_c)
+        self._drain_error: BaseException | None = None
 
     # ------------------------------------------------------------ SiteTable
     strings = True  # C copies `char *` values at the event (fastpath.StringTable)
@@ -209,12 +219,17 @@ class PtraceLoop:
         while True:
             if self.before_resume is not None:
                 self.before_resume()
+            if self.writer is not None:
+                self.writer.push()
             lib.pl_set_time(pl, self.time())
             start = time.thread_time()
             rc = lib.pl_resume(pl, pid, request, sig, ctypes.byref(self._status))
             drained = time.thread_time()
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
             self._drain()
+            if self._drain_error is not None:  # (raised in C's drain callback)
+                error, self._drain_error = self._drain_error, None
+                raise error
             if self.after_resume is not None:
                 self.after_resume()
             self.c_seconds += drained - start
@@ -417,8 +432,29 @@ class PtraceLoop:
         if rc != 0:
             raise MemoryError("native ptrace loop: out of memory")
 
+    def set_writer(self, u: int | None) -> None:
+        """C's record writer state (NativeWriter's `attach`), or None at its end."""
+        if self._pl:  # (a loop closed first has no writer left to unbind)
+            self._lib.pl_set_writer(self._pl, u, self._py_drain if u else native.PY_DRAIN())
+
+    def _drain_in_c(self) -> None:
+        """C's drain callback (the writer's bytes full, a record for Python while the
+        writer is on), the Unicorn port's py_drain: C's records to Python, then Python's
+        changes to C's stacks; an exception is kept for `_resume` to raise, never lost in
+        C."""
+        try:
+            self._drain()
+            if self.writer is not None:  # what the drain changed, to C's stacks
+                self.writer.push()
+        except BaseException as e:  # noqa: BLE001 - re-raised by _resume
+            if self._drain_error is None:
+                self._drain_error = e
+            self._lib.pl_set_writer(self._pl, None, native.PY_DRAIN())  # (Python's now)
+
     def _drain(self) -> None:
         lib, pl = self._lib, self._pl
+        if self.writer is not None:  # its records and stacks come before these
+            self.writer.pull()
         n = lib.pl_events_count(pl)
         if not n:
             return
@@ -433,7 +469,7 @@ class PtraceLoop:
         if self._pl and self._entry_on:
             self.entry_stepovers()  # (kept for the backend's finish)
         if self._pl:
-            self.counters = [int(self._lib.pl_counter(self._pl, i)) for i in range(5)]
+            self.counters = [int(self._lib.pl_counter(self._pl, i)) for i in range(6)]
             self._lib.pl_free(self._pl)
             self._pl = None
 
