@@ -24,11 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from emutrace.backends.args import handler_frame
 from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.target.protocol import Target
-from emutrace.trace.events import Event, SignalDelivery, Trap, TrapReturn
+from emutrace.trace.events import Event, SignalDelivery, TrapReturn
 
 DECODER_STATS = ("calls", "returns", "tail_calls")  # BranchDecoder.stats
 
@@ -243,12 +244,8 @@ class BranchBackend:
         engine = self.engine
         engine.drain()
         engine.interrupted()
-        sp = self.cpu.reg_read(self.cpu.isa.registers.sp)
-        entry = self.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
-        reader = self.decoder.args  # (None: bts records no values)
-        args = reader.read(entry) if signal is not None and reader is not None else ()
-        self.emit(Trap(engine.time, entry, sp, signal.stack if signal is not None else None,
-                       args))
+        # (decoder.args None: bts records no values)
+        self.emit(handler_frame(engine.time, self.cpu, vector, signal, self.decoder.args))
 
     def trap_returned(self, site: int) -> None:
         """The handler's rt_sigreturn at site runs next."""

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from emutrace.backends.args import call_push_size
+from emutrace.backends.args import call_push_size, handler_frame
 from emutrace.backends.int3_python import Int3Backend, Pending
 from emutrace.backends.watched import WatchedList
 from emutrace.discover import Function, Site, SiteKind
@@ -49,7 +49,7 @@ from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.errors import Unsupported
 from emutrace.target.protocol import Target, TrapHooks
-from emutrace.trace.events import Call, Event, SignalDelivery, TailCall, Trap
+from emutrace.trace.events import Call, Event, SignalDelivery, TailCall
 
 
 class EagerProbes:
@@ -137,10 +137,7 @@ class EagerProbes:
         if signal is not None and t.pending is not None:
             pending, t.pending = t.pending, None
             t.resolve(pending, signal.resume)
-        entry = t.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
-        t.emit(Trap(t.time, entry, t.cpu.reg_read(t.sp_reg),
-                    signal.stack if signal is not None else None,
-                    t.args.read(entry) if signal is not None else ()))
+        t.emit(handler_frame(t.time, t.cpu, vector, signal, t.args))
         t.after_trap = False
         self.handler_entry = vector & self.code_mask
         t.engine.leave()

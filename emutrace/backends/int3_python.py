@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from emutrace.backends.args import ArgReader
+from emutrace.backends.args import ArgReader, handler_frame
 from emutrace.backends.cleanup import CLEANUPS, Cleanup
 from emutrace.backends.codeguard import CodeGuard
 from emutrace.backends.site_engine import Placement, ReferenceEngine, SiteEngine
@@ -54,7 +54,6 @@ from emutrace.trace.events import (
     Return,
     SignalDelivery,
     TailCall,
-    Trap,
     TrapReturn,
 )
 from emutrace.trace.shadow import ShadowStack
@@ -290,10 +289,7 @@ class Int3Backend:
             pending, self.pending = self.pending, None
             self.resolve(pending, signal.resume)
         self.cleanup.trap_entered()
-        entry = self.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
-        self.emit(Trap(self.time, entry, self.cpu.reg_read(self.sp_reg),
-                       signal.stack if signal is not None else None,
-                       self.args.read(entry) if signal is not None else ()))
+        self.emit(handler_frame(self.time, self.cpu, vector, signal, self.args))
         self.after_trap = False
         self.start(vector)
         self.engine.leave()

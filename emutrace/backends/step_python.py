@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from emutrace.backends.args import ArgReader
+from emutrace.backends.args import ArgReader, handler_frame
 from emutrace.backends.tails import TailRule
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.decode import Decoder
@@ -33,7 +33,6 @@ from emutrace.trace.events import (
     Return,
     SignalDelivery,
     TailCall,
-    Trap,
     TrapReturn,
 )
 from emutrace.trace.values import Value
@@ -287,10 +286,7 @@ class StepBackend:
         pending, self.pending = self.pending, None  # a trap ends no call, return or jump
         if signal is not None and pending is not None and not pending.countdown:
             self.resolve(pending, signal.resume)
-        entry = self.cpu.isa.code_address(vector)  # (a Thumb handler's address: bit 0 set)
-        self.emit(Trap(self.time, entry, self.cpu.reg_read(self.sp_reg),
-                       signal.stack if signal is not None else None,
-                       self.args.read(entry) if signal is not None else ()))
+        self.emit(handler_frame(self.time, self.cpu, vector, signal, self.args))
         self.engine.leave()
 
     def trap_returned(self, site: int) -> None:
