@@ -20,7 +20,8 @@ from emutrace.target.unicorn_cpu import UnicornCpu
 
 from .conftest import bin_path, isa_params
 
-CODE = 0x10000
+# below 64 KiB: x86_16 reads its PC from ip, an offset in segment 0 (isa/x86_16.py)
+CODE = 0x8000
 # every ISA in the registry: the checks against the CPU model run for those that emulation
 # does not run programs of too (their programs: tests/test_isa_new.py)
 ISAS = MODULES
@@ -110,7 +111,8 @@ def test_declared_instructions_decode(isa: str) -> None:
                 "arm": "svc #0", "mips": "syscall", "mipsel": "syscall", "riscv64": "ecall",
                 "ppc": "sc", "ppc64le": "sc", "s390x": "svc 0", "mips64el": "syscall",
                 "mips64": "syscall", "m68k": "trap #$0",
-                "sparc64": "ta %icc, %g0 + 0x6d", "ppc64": "sc"}[isa]
+                "sparc64": "ta %icc, %g0 + 0x6d", "ppc64": "sc",
+                "x86_16": "int 0x21"}[isa]
     assert disasm(desc, desc.syscalls.instruction) == expected
     for bp in desc.breakpoints:
         if bp.insn.startswith("0x"):  # s390x 0x0001 is an invalid opcode on purpose

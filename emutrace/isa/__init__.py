@@ -9,7 +9,7 @@ from emutrace.isa.base import Isa
 
 MODULES = (
     "x86_64", "i386", "aarch64", "arm", "mips", "mipsel", "riscv64", "ppc", "ppc64le", "s390x",
-    "mips64el", "mips64", "m68k", "sparc64", "ppc64",
+    "mips64el", "mips64", "m68k", "sparc64", "ppc64", "x86_16",
 )
 
 
