@@ -171,10 +171,14 @@ class PtraceLoop:
     # ------------------------------------------------------------ SiteTable
     strings = True  # C copies `char *` values at the event (fastpath.StringTable)
 
+    _strings_told = False  # (no string told: no copies to fetch at a drain)
+
     def string_args(self, target: int, mask: int) -> None:
+        self._strings_told = True
         self._check(self._lib.pl_string_args(self._pl, target, mask))
 
     def string_return(self, site: int) -> None:
+        self._strings_told = True
         self._check(self._lib.pl_string_return(self._pl, site))
 
     def site_set(self, addr: int, op: SiteOp) -> None:
@@ -459,7 +463,7 @@ class PtraceLoop:
         if not n:
             return
         data = ctypes.string_at(lib.pl_events(pl), n * EVENT.size)
-        n_strings = int(lib.pl_strings_len(pl))
+        n_strings = int(lib.pl_strings_len(pl)) if self._strings_told else 0
         strings = ctypes.string_at(lib.pl_strings(pl), n_strings) if n_strings else b""
         lib.pl_events_clear(pl)
         if self.on_records is not None:

@@ -24,7 +24,10 @@
  * hwbp_slots.py `SlotDelivery.arm` counts — the slots its free sites take (`slot_ranges`: one per
  * site, or one stepped span when an address-slot function has more sites than slots, or at
  * most N ranges), a fall-back, and the most slots programmed at once — and a function
- * disarmed frees its slots.  Its hooks stay Python's or hotpath.c's site table's, idle.
+ * disarmed frees its slots.  Its hooks stay Python's or hotpath.c's site table's, idle.  On a
+ * port with real slots (ploop.c: DR0-DR3) the function armed here has its site addresses
+ * programmed through the port (ns_bind_slots); the ptrace port decides its hits with this
+ * table's chain and switches too.
  *
  * Anything this table cannot decide (a function or site it was not told about, a return that
  * empties the chain, after the guest wrote over code) is declined: the trap goes to Python.
