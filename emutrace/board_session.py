@@ -300,6 +300,10 @@ class BoardMachine(TracedRun):
         self._trace_from: int | None = None
         self._trace_vector: int | None = None  # the exception the trigger stopped at
         self._in_run = False  # inside emu_start (in a hook)
+        # --reloc, a linked image: the hook on the first block run in the copy, at the link
+        # address (`_in_copy`), and where it ran
+        self._copy_hook = 0
+        self._copy_entered: int | None = None
         if config.backend in BACKENDS:
             self.engine = engine_of_run(config.engine, config.backend,
                                         lambda m: print(m, file=sys.stderr))
@@ -315,24 +319,11 @@ class BoardMachine(TracedRun):
             # --trace-after: the backend is made at the first exception entered once the
             # console has printed the text (`_entered`); until then the board runs untraced
             self._trace_from = 0 if config.trace_after else None
+            self._code_starts = code_starts  # (--reloc: the copies' originals)
             if self._trace_from is None:
                 self._make_backend()
         elif config.backend != "none":
             raise UsageError(f"unknown backend {config.backend!r}")
-        # (--reloc, a linked image: the first block run in the copy, at the link address)
-        self._copy_hook = 0
-        self._copy_entered: int | None = None
-        if self.backend is not None and config.reloc is not None:
-            copies = [g for g in self.image.segments if g.flags & PF_X
-                      and g.vaddr - config.reloc in code_starts]
-            lo = min(g.vaddr for g in copies)
-            hi = max(g.vaddr + g.memsz for g in copies)
-            self._copy_hook = cpu.hook_block(self._in_copy, lo, hi - 1)
-        elif self.backend is not None and self.linked is not None:
-            # the head code jumps to the link address once the MMU is on (no call): the
-            # first block run there is armed as an entry, as a copy's is
-            self._copy_hook = cpu.hook_block(self._in_copy, self.linked.start,
-                                             self.linked.end - 1)
         # after the backend's hooks: a firmware call that takes an exception on an
         # instruction (MIPS: a syscall in this branch's delay slot) comes after `step` has
         # seen the instruction arrive (the call into its function resolved)
@@ -351,13 +342,26 @@ class BoardMachine(TracedRun):
                          cpu if self.linked is None else LinkedMemory(cpu, self.linked),
                          self.hooks, self.tracer.emit, options)
         self.tracer.backend = backend
-        if self._trace_from is None:
+        if not config.trace_after:  # (else it begins at an exception's vector)
             if self.payload_entry is not None:
                 # the firmware enters its payload by an exception return (mret), no call:
                 # its entry function is armed up front, as the firmware's own
                 backend.start(self.payload_entry)
             if self.linked is None:
                 backend.start(self.entry)
+        if config.reloc is not None:
+            # the first block run in the copy arms its code (it is entered by a return or
+            # jump into the copy, which arms nothing); the hook then goes
+            copies = [g for g in self.image.segments if g.flags & PF_X
+                      and g.vaddr - config.reloc in self._code_starts]
+            lo = min(g.vaddr for g in copies)
+            hi = max(g.vaddr + g.memsz for g in copies)
+            self._copy_hook = cpu.hook_block(self._in_copy, lo, hi - 1)
+        elif self.linked is not None and not config.trace_after:
+            # the head code jumps to the link address once the MMU is on (no call): the
+            # first block run there is armed as an entry, as a copy's is
+            self._copy_hook = cpu.hook_block(self._in_copy, self.linked.start,
+                                             self.linked.end - 1)
         # exception frames need the exception returns: an ISA that does not name them
         # (KernelSupport.returns) keeps the handler's calls under the interrupted frame
         self.trap_aware = self.tracer.trap_aware if self.support.returns else None

@@ -120,6 +120,8 @@ def render_debug_hardware() -> str:
 
 def render_machines() -> str:
     """The boards of `run --machine`: memory, devices and the QEMU command they stand for."""
+    from emutrace.isa import by_name
+    from emutrace.isa.kernel import kernel_support
     from emutrace.machine.board.presets import BOARDS
 
     lines = []
@@ -129,6 +131,12 @@ def render_machines() -> str:
         lines.append("  memory:  " + ", ".join(
             f"{r.name} {r.base:#x}+{r.size >> 20}M" for r in board.ram))
         lines.append(f"  -bios:   a raw image loads at {board.bios_at:#x}")
+        support = kernel_support(by_name(board.isa))
+        if board.kernel_at is not None and support is not None \
+                and support.linux_image is not None:
+            lines.append(f"  -kernel: a Linux image the ISA recognises loads at "
+                         f"{board.kernel_at:#x}; with --symbols naming its _text (System.map) "
+                         f"it is traced at its link address")
         if board.tree is not None and board.dtb_at is not None:
             lines.append(f"  dtb:     the board's own (QEMU's virt tree) at {board.dtb_at:#x}; "
                          f"--dtb replaces it, --append/--initrd fill /chosen")
