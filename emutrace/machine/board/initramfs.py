@@ -13,7 +13,7 @@ from dataclasses import dataclass
 NEWC_MAGIC = b"070701"
 TRAILER = "TRAILER!!!"
 # what /init and a command like `cat /proc/version` call by name
-APPLETS = ("sh", "cat", "echo", "mount", "poweroff", "ls", "uname")
+APPLETS = ("sh", "cat", "head", "echo", "mount", "poweroff", "ls", "uname")
 CONSOLE = (5, 1)  # /dev/console: TTYAUX_MAJOR 5, minor 1 (Documentation/admin-guide/devices)
 BEGIN, END = "== command ==", "== done =="  # around the command's output on the console
 
