@@ -2,18 +2,22 @@
 table's run_static says why emulation does not): their committed testbins traced through
 qemu-user's gdb stub equal to each program's own `-finstrument-functions` record, their
 output equal to qemu-user's, the n64 argument registers against the compiled program's
-own values, `--target` chosen for them when not given, and ppc64's ELFv1 function
-descriptors read as binutils reads them."""
+own values, `--target` chosen for them when not given, ppc64's ELFv1 function
+descriptors read as binutils reads them, and what ppc64's emulation gap says of Unicorn's
+CPU."""
 
 from __future__ import annotations
 
 import functools
 import re
 import signal
+import struct
 import subprocess
 
 import pytest
+import unicorn as uc
 from elftools.elf.elffile import ELFFile
+from unicorn import ppc_const
 
 from emutrace.discover.symbols import read_symbols
 from emutrace.elf import load_image
@@ -218,3 +222,71 @@ def test_elfv1_symbols_name_the_code_binutils_shows() -> None:
         assert func.start == objdump[name] and descriptors.get(func.start) != name
         checked += 1
     assert checked == 6
+
+
+def test_unicorn_ppc64_runs_elfv1_big_endian() -> None:
+    """What ppc64's run_static reason claims of Unicorn: its PPC64 CPU (the mode ppc64le
+    uses, without MSR.LE) runs a static ELFv1 glibc program big-endian once started as the
+    kernel starts it (PC and r2 from the entry descriptor: ELFv1 ABI §4.1.1), under a
+    minimal Linux (write, writev, exit_group, brk; mprotect and the rest answered 0 or
+    -ENOSYS): its output is qemu-user's."""
+    path = bin_path("ppc64", "fib")
+    cpu = uc.Uc(uc.UC_ARCH_PPC, uc.UC_MODE_PPC64 | uc.UC_MODE_BIG_ENDIAN)
+    cpu.ctl_set_tlb_mode(uc.UC_TLB_VIRTUAL)
+    with open(path, "rb") as fh:
+        elf = ELFFile(fh)
+        top = 0
+        for seg in elf.iter_segments("PT_LOAD"):
+            low = seg["p_vaddr"] & ~0xFFFF
+            top = (seg["p_vaddr"] + seg["p_memsz"] + 0xFFFF) & ~0xFFFF
+            cpu.mem_map(low, top - low)
+            cpu.mem_write(seg["p_vaddr"], seg.data())
+        entry, phnum = elf.header["e_entry"], elf.header["e_phnum"]
+        phdr = next(elf.iter_segments("PT_LOAD"))["p_vaddr"] + elf.header["e_phoff"]
+    cpu.mem_map(top, 1 << 20)  # the heap brk answers with
+    stack = 0x7FFF0000
+    cpu.mem_map(stack - (1 << 20), 1 << 20)
+    cpu.mem_write(stack - 0x800, str(path).encode() + b"\0" + b"10\0")
+    argv = [stack - 0x800, stack - 0x800 + len(str(path)) + 1]
+    auxv = [3, phdr, 4, 56, 5, phnum, 6, 4096, 9, entry, 25, stack - 0x700, 0, 0]
+    sp = stack - 0x1000
+    cpu.mem_write(sp, b"".join(struct.pack(">Q", w) for w in [2, *argv, 0, 0, *auxv]))
+    code, toc = struct.unpack(">QQ", cpu.mem_read(entry, 16))
+    cpu.reg_write(ppc_const.UC_PPC_REG_1, sp)
+    cpu.reg_write(ppc_const.UC_PPC_REG_2, toc)
+    msr = 1 << 63 | 1 << 25 | 1 << 23 | 1 << 13  # SF (64-bit), VEC, VSX, FP
+    cpu.reg_write(ppc_const.UC_PPC_REG_MSR, cpu.reg_read(ppc_const.UC_PPC_REG_MSR) | msr)
+    out: list[bytes] = []
+    status: list[int] = []
+
+    def syscall(cpu: uc.Uc, intno: int, _data: object) -> None:
+        if intno != 8:  # POWERPC_EXCP_SYSCALL (ppc.SYSCALLS.intno)
+            status.append(-intno)
+            cpu.emu_stop()
+            return
+        nr = cpu.reg_read(ppc_const.UC_PPC_REG_0)
+        a0, a1, a2 = (cpu.reg_read(ppc_const.UC_PPC_REG_3 + i) for i in range(3))
+        result, error = 0, False
+        if nr == 4:  # write
+            out.append(bytes(cpu.mem_read(a1, a2)))
+            result = a2
+        elif nr == 146:  # writev
+            for i in range(a2):
+                base, size = struct.unpack(">QQ", cpu.mem_read(a1 + 16 * i, 16))
+                out.append(bytes(cpu.mem_read(base, size)))
+                result += size
+        elif nr in (1, 234):  # exit, exit_group
+            status.append(a0)
+            cpu.emu_stop()
+        elif nr == 45:  # brk
+            result = a0 or top
+        elif nr not in (125,):  # mprotect: 0; the rest ENOSYS
+            result, error = 38, True
+        cpu.reg_write(ppc_const.UC_PPC_REG_3, result)
+        cr = cpu.reg_read(ppc_const.UC_PPC_REG_CR)  # CR0.SO flags an error (ppc.SYSCALLS.errors)
+        cpu.reg_write(ppc_const.UC_PPC_REG_CR, cr | 1 << 28 if error else cr & ~(1 << 28))
+
+    cpu.hook_add(uc.UC_HOOK_INTR, syscall)
+    cpu.emu_start(code, 0, count=20_000_000)
+    want = run_qemu("ppc64", path, "10")
+    assert status == [0] and b"".join(out) == want.stdout == b"fib(10) = 55\n"
