@@ -22,8 +22,10 @@ from emutrace.backends import BackendOptions, create
 from emutrace.discover.callabi import CallTypes
 from emutrace.discover.debuginfo import parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
-from emutrace.elf import Image, load_image
+from emutrace.discover.symbol_map import load_symbol_file
+from emutrace.elf import Image, Segment, load_image
 from emutrace.errors import Unsupported, UsageError
+from emutrace.isa import by_name
 from emutrace.mechanisms.settings import settings_of
 from emutrace.sandbox import Sandbox
 from emutrace.session import (
@@ -36,6 +38,11 @@ from emutrace.session import (
 from emutrace.target.qiling_table import PE_MACHINES, backend_refusal, os_row
 from emutrace.tracer import TracedRun, Tracer
 
+# a DOS .COM: loaded at offset 0x100 of its segment, after the PSP, in one 64 KiB segment
+# with its stack (MS-DOS Programmer's Reference, "COM programs")
+COM_START = 0x100
+COM_MAX = 0x10000 - COM_START - 2
+PF_X, PF_R = 1, 4  # (ELF p_flags bits, as Image's segments carry them)
 PE_HEADER_AT = 0x3C  # e_lfanew: the offset of "PE\0\0" (PE/COFF specification, 2.1)
 
 
@@ -64,10 +71,10 @@ class QilingProcess(TracedRun):
 
         self.config = config
         pe_machine = pe_machine_of(config.program)
-        if config.program.lower().endswith(".com"):  # (Qiling: a DOS program by its name)
-            raise UsageError(f"--target qiling: {config.program} is a DOS .COM program: "
-                             f"{os_row('dos', '8086').reason}")
-        if pe_machine is None:
+        dos = config.program.lower().endswith(".com")  # (Qiling: a DOS program by its name)
+        if dos:
+            image, os_name = self._dos_image(config), "dos"
+        elif pe_machine is None:
             image, os_name = self._linux_image(config), "linux"
         else:
             image, os_name = self._pe_symbols(config, pe_machine), "uefi"
@@ -80,8 +87,9 @@ class QilingProcess(TracedRun):
         env = config.env if config.env is not None else dict(os.environ)
         sys.stdout.flush()  # the guest writes to the same descriptors from here
         sys.stderr.flush()
-        root = self._root_of(config, image) if pe_machine is None else None
-        self.machine = QilingMachine(image.isa, config.program, list(config.args), env, root)
+        root = self._root_of(config, image) if os_name == "linux" else None
+        self.machine = QilingMachine(image.isa, config.program, list(config.args), env, root,
+                                     dos=dos)
         try:
             if self.machine.os_name != os_name:
                 raise UsageError(f"--target qiling: Qiling takes {config.program} for a "
@@ -112,6 +120,35 @@ class QilingProcess(TracedRun):
         except BaseException:
             self.machine.close()
             raise
+
+    @staticmethod
+    def _dos_image(config: RunConfig) -> Image:
+        """A DOS .COM: its bytes at 0000:0100 (where QilingMachine has Qiling's DOS layer
+        load it; linear addresses, isa/x86_16.py), its functions from --symbols, an
+        nm/System.map listing of their addresses (testbins/dos: from nasm's map)."""
+        row = os_row("dos", "x86_16")
+        if not row.works:
+            raise UsageError(f"--target qiling: {config.program} is a DOS .COM program: "
+                             f"{row.reason}")
+        if len(config.symbols) != 1:
+            raise UsageError(f"--target qiling: {config.program} is a DOS .COM program; "
+                             f"name its functions with one --symbols FILE (an nm listing)")
+        path, bias = parse_symbols_spec(config.symbols[0])
+        try:
+            with open(config.program, "rb") as f:
+                code = f.read(COM_MAX + 1)
+        except OSError as e:
+            raise UsageError(f"{config.program}: {e.strerror or e}") from None
+        if not code or len(code) > COM_MAX:
+            raise UsageError(f"{config.program}: a .COM holds 1 to {COM_MAX} bytes")
+        end = COM_START + len(code)  # (a listing sizes its last function up to the end)
+        symbols = sorted((replace(s, addr=s.addr + (bias or 0), size=s.size or
+                                  max(end - s.addr - (bias or 0), 0))
+                          for s in load_symbol_file(path)), key=lambda s: s.addr)
+        return Image(path=config.program, isa=by_name("x86_16"), kind="exec",
+                     entry=COM_START, phoff=0, phentsize=0, phnum=0,
+                     segments=[Segment(COM_START, len(code), 0, code, PF_R | PF_X)],
+                     interpreter=None, symbols=symbols, _starts=[s.addr for s in symbols])
 
     @staticmethod
     def _linux_image(config: RunConfig) -> Image:

@@ -285,7 +285,7 @@ def test_info_lists_qiling_rows() -> None:
         row = linux_row(isa.name)
         line = rows[("linux", isa.name)]
         assert (MISSING or row.reason) in line if MISSING or not row.works else "works" in line
-    assert ("dos", "8086") in rows
+    assert ("dos", "x86_16") in rows and "works" in rows[("dos", "x86_16")]
 
 
 # ------------------------------------------------------------------ a UEFI application
@@ -370,15 +370,24 @@ def test_qiling_uefi_cli_and_refusals() -> None:
 
 
 # ------------------------------------------------------------------ a DOS .COM program
-# testbins/dos/calls.com (nasm): prints its own count of calls, "calls N"
+# testbins/dos/calls.com (nasm): prints its own count of calls, "calls N"; calls.map names
+# its functions (nasm's map, in nm form).  The counts per function are read from its source
+# (they sum to the count it prints).
 DOS = Path(__file__).parent.parent / "testbins" / "dos" / "calls.com"
+DOS_MAP = DOS.with_name("calls.map")
 DOS_CALLS = {"fact": 5, "apply": 1, "twice": 2, "chain1": 1, "chain2": 1, "chain3": 1}
 
 
-@pytest.mark.parametrize("os_isa", [pytest.param("dos-8086", marks=needs_qiling())])
-def test_dos_program_counts_its_calls_under_qiling_alone(os_isa: str) -> None:
-    """The input: Qiling's DOS layer alone runs it and it prints its count (the oracle a
-    trace would be held to)."""
+def dos_marks() -> list:
+    row = os_row("dos", "x86_16")
+    reason = MISSING or (None if row.works else row.reason)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+@pytest.fixture(scope="module")
+def dos_alone() -> subprocess.CompletedProcess:
+    """The .COM under Qiling's DOS layer alone (its default profile, no emutrace): what
+    it prints, its own count of its calls."""
     code = (
         "import shutil, sys, tempfile\n"
         "from qiling import Qiling\n"
@@ -387,25 +396,43 @@ def test_dos_program_counts_its_calls_under_qiling_alone(os_isa: str) -> None:
         "shutil.copy(sys.argv[1], root + '/calls.DOS_COM')\n"
         "Qiling([root + '/calls.DOS_COM'], root, verbose=QL_VERBOSE.DISABLED).run()\n"
         "shutil.rmtree(root)\n")
-    got = subprocess.run([sys.executable, "-c", code, str(DOS)], capture_output=True,
-                         timeout=120)
+    return subprocess.run([sys.executable, "-c", code, str(DOS)], capture_output=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("os_isa", [pytest.param("dos-x86_16", marks=needs_qiling())])
+def test_dos_program_counts_its_calls_under_qiling_alone(
+        os_isa: str, dos_alone: subprocess.CompletedProcess) -> None:
+    """The input: Qiling's DOS layer alone runs it and it prints its count (the oracle the
+    trace is held to)."""
+    assert dos_alone.returncode == 0, dos_alone.stderr
+    assert dos_alone.stdout.split() == [b"calls", str(sum(DOS_CALLS.values())).encode()]
+
+
+@pytest.mark.parametrize("backend", ("int3", "step", "bts"))
+@pytest.mark.parametrize("os_isa", [pytest.param("dos-x86_16", marks=dos_marks())])
+def test_dos_trace_counts_equal_the_programs_own(
+        os_isa: str, backend: str, dos_alone: subprocess.CompletedProcess) -> None:
+    """The .COM traced under Qiling's DOS layer (x86_16, loaded at 0000:0100): each
+    function's calls as its source makes them, summing to the count the program prints;
+    the console as Qiling alone prints it; status 0 (int 21h AH=4Ch, AL=0).  A breakpoint
+    backend, a stepping one and a branch-record one."""
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", backend,
+                       "--symbols", DOS_MAP, DOS)
     assert got.returncode == 0, got.stderr
-    assert got.stdout.split() == [b"calls", str(sum(DOS_CALLS.values())).encode()]
-
-
-def dos_marks() -> list:
-    row = os_row("dos", "8086")
-    reason = MISSING or (None if row.works else row.reason)
-    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-
-
-@pytest.mark.parametrize("os_isa", [pytest.param("dos-8086", marks=dos_marks())])
-def test_dos_trace_counts_equal_the_programs_own(os_isa: str) -> None:
-    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3", DOS)
-    assert got.returncode == 0, got.stderr
+    assert got.stdout == dos_alone.stdout
+    printed = int(dos_alone.stdout.split()[1])
     text = got.stderr.decode()
-    for function, count in DOS_CALLS.items():
-        assert text.count(f"{function}(") == count
+    counts = {function: text.count(f" {function}(") for function in DOS_CALLS}
+    assert counts == DOS_CALLS and sum(counts.values()) == printed
+    assert text.count(" print_number(") == 1  # (not counted by the program)
+
+
+def test_dos_refusals() -> None:
+    """A .COM needs its functions named (--symbols): one line, exit 64."""
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3", DOS)
+    assert got.returncode == 64 and b"--symbols" in got.stderr
+    assert got.stderr.count(b"\n") == 1 and b"Traceback" not in got.stderr
 
 
 # ------------------------------------------------------------------ MCU boards

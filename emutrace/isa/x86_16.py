@@ -18,7 +18,10 @@ from emutrace.isa.base import (
     Classifiers,
     DebugHardware,
     Engines,
+    Flow,
+    FlowKind,
     Identity,
+    Insn,
     Isa,
     NativeTracing,
     Registers,
@@ -92,7 +95,15 @@ NATIVE_TRACING = NativeTracing(
 # ---------------------------------------------------------------- classifiers
 # The same instructions as x86_64 (SDM vol. 2), decoded with 16-bit operand and address
 # size: `call rel16`, `ret`, `retf`, `iret`, `int n`.
-CLASSIFIERS = Classifiers(classify=classify_x86, insn_align=1, sp_effect=x86_sp_effect(2))
+def classify_x86_16(insn: Insn) -> Flow:
+    """x86's transfers, and `iret` (an interrupt handler's return: it pops IP, CS and
+    FLAGS, SDM vol. 2 IRET) a return.  `int n` is the OS's service, as a system call."""
+    if insn.mnemonic == "iret":
+        return Flow(FlowKind.RETURN)
+    return classify_x86(insn)
+
+
+CLASSIFIERS = Classifiers(classify=classify_x86_16, insn_align=1, sp_effect=x86_sp_effect(2))
 
 # ---------------------------------------------------------------- capabilities
 NO_LINUX = Capability(False, "real-mode code has no Linux ABI: x86_16 runs under Qiling's "

@@ -41,6 +41,11 @@ from emutrace.target.unicorn_cpu import UnicornCpu, cpu_fault
 from emutrace.target.unicorn_run import Stop, interruptible
 
 QILING_LOGGER = "emutrace.qiling"  # Qiling's log: kept, never printed
+# A DOS .COM: Qiling picks its DOS layer by the name's suffix, and loads the program at
+# start_cs:0100 of its profile; segment 0 here, where a linear address is its offset, as
+# x86_16 reads addresses (isa/x86_16.py)
+DOS_COM_SUFFIX = ".DOS_COM"
+DOS_PROFILE = {"COM": {"start_cs": "0"}}
 AT_NULL, AT_HWCAP = 0, 16  # auxv keys (include/uapi/linux/auxvec.h)
 PROT_EXEC = 4  # mmap's prot bit (include/uapi/asm-generic/mman-common.h)
 PAGE = 4096  # mmap2's offset unit (mm/mmap.c: pgoff << PAGE_SHIFT, 4 KiB pages here)
@@ -66,12 +71,23 @@ class QilingHooks:
         self.trap_numbers = {b.intno for b in cpu.isa.breakpoints
                              if b.works and b.hook == "intr" and b.intno is not None}
         for intno in sorted(self.trap_numbers):  # handled by our hook (Qiling: no error)
-            ql.hook_intno(lambda _ql, _intno, *_a: None, intno)
+            self._claim(ql, intno)
         self.intr_hook = int(cpu.uc.hook_add(ucc.UC_HOOK_INTR, self.on_intr))
         conv = cpu.isa.syscalls
         if conv.hook == "insn":
             const = getattr(unicorn.x86_const, conv.insn or "")
             cpu.uc.hook_add(ucc.UC_HOOK_INSN, self._after_syscall, None, 1, 0, const)
+
+    @staticmethod
+    def _claim(ql: Any, intno: int) -> None:
+        """Tell Qiling's interrupt dispatcher that `intno` is handled (by our own INTR
+        hook), ahead of Qiling's own hooks and ending the dispatch there: the DOS layer's
+        hook takes every interrupt and raises for a number it does not serve (int 3)."""
+        from qiling.const import QL_HOOK_BLOCK
+
+        ql.hook_intno(lambda _ql, _intno, *_a: QL_HOOK_BLOCK, intno)
+        hooks = ql._hook[ucc.UC_HOOK_INTR]  # (Qiling's dispatch list: ours moved first)
+        hooks.insert(0, hooks.pop())
 
     def _after_syscall(self, _uc: unicorn.Uc, _d: object) -> None:
         if self.after_insn_syscall is not None:
@@ -122,7 +138,7 @@ class QilingMachine:
     `ql.uc`) and `hooks` for a backend."""
 
     def __init__(self, isa: Isa, program: str, args: Sequence[str],
-                 env: dict[str, str], root: str | None = None) -> None:
+                 env: dict[str, str], root: str | None = None, dos: bool = False) -> None:
         """Qiling's root: `root` (a dynamic program's libraries; the program is copied into
         a temporary directory inside it), else an empty temporary directory.  (The guest's
         argv[0] is Qiling's host path of its copy of the program.)"""
@@ -137,13 +153,17 @@ class QilingMachine:
             inside = tmp if os.path.isdir(tmp) and os.access(tmp, os.W_OK) else root
         self.copy_dir = tempfile.mkdtemp(prefix=".emutrace-qiling-", dir=inside)
         self.root = root if root is not None else self.copy_dir
-        guest = os.path.join(self.copy_dir, os.path.basename(program))
+        name = os.path.basename(program)
+        if dos:  # a DOS .COM (Qiling: by its name)
+            name = os.path.splitext(name)[0] + DOS_COM_SUFFIX
+        guest = os.path.join(self.copy_dir, name)
         shutil.copy2(program, guest)
         # a file mapped executable (the Linux layer's mmap): (host path, address, offset)
         self.on_exec_map: Callable[[str, int, int], object] | None = None
         try:
             self.ql = Qiling([guest, *args], self.root, env=dict(env),
-                             verbose=QL_VERBOSE.DISABLED, log_override=_silent_logger())
+                             verbose=QL_VERBOSE.DISABLED, log_override=_silent_logger(),
+                             profile=DOS_PROFILE if dos else None)
             if self.os_name == "linux":
                 self.ql.os.set_syscall("mmap", self._mapped(1), QL_INTERCEPT.EXIT)
                 self.ql.os.set_syscall("mmap2", self._mapped(PAGE), QL_INTERCEPT.EXIT)
@@ -201,7 +221,10 @@ class QilingMachine:
 
     @property
     def entry(self) -> int:
-        """The first instruction Qiling runs (ld.so's for a dynamic program)."""
+        """The first instruction Qiling runs (ld.so's for a dynamic program; DOS: its
+        loader's start, a linear address)."""
+        if self.os_name == "dos":
+            return int(self.ql.loader.start_address)
         return int(self.ql.loader.entry_point)
 
     def modules(self) -> list[tuple[int, int, str]]:
@@ -238,6 +261,8 @@ class QilingMachine:
         """Linux: the status exit_group was given.  UEFI: 0 when the application's entry
         returned EFI_SUCCESS, else the EFI_STATUS's low byte (1 where that is 0): Qiling
         stops with the entry's return value still in the return register."""
+        if self.os_name == "dos":  # int 21h AH=4Ch's return code, in AL (Qiling stops)
+            return self.cpu.reg_read("al")
         if self.os_name == "uefi":
             status = self.cpu.reg_read(self.cpu.isa.registers.retval)
             return 0 if status == 0 else (status & 0xFF) or 1

@@ -27,15 +27,15 @@ LINUX = {
     "mips64el": Capability(False, "Qiling 1.4.6 has no MIPS64 architecture (QlErrorArch)"),
     "mips64": Capability(False, "Qiling 1.4.6 has no MIPS64 architecture (QlErrorArch)"),
     "m68k": Capability(False, "Qiling 1.4.6 has no m68k architecture (QlErrorArch)"),
+    "x86_16": Capability(False, "real-mode code: no Linux program; Qiling's DOS layer runs "
+                                "it (the dos row)"),
 }
 
 # Qiling's other operating systems (its own names) × ISA: why each is not a --target qiling
 # input yet
 OTHER_OS = {
-    # Qiling runs it (a .COM named *.DOS_COM: int 21h's output printed, tried), but its code
-    # is 16-bit real mode
-    ("dos", "8086"): Capability(False, "emutrace has no 8086 ISA description (its i386 "
-                                       "decodes 32-bit code); Qiling itself runs the .COM"),
+    # a .COM (Qiling: named *.DOS_COM), loaded at 0000:0100; its functions from --symbols
+    ("dos", "x86_16"): WORKS,
     ("mcu", "cortex_m"): Capability(False, "Qiling 1.4.6's MCU layer fails beside unicorn "
                                            "2.1.4: its MultiTaskUnicorn has no `_uch` at "
                                            "the first mem_map (tried: STM32F411)"),

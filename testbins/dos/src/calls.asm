@@ -1,8 +1,12 @@
 ; calls.com - a DOS .COM program (nasm -f bin) for `run --target qiling`: recursion and
 ; calls through a pointer, each function counting its own entries in `calls_made`, which
 ; the program prints at the end ("calls N") with int 21h AH=09h before it exits with
-; int 21h AH=4Ch, status 0.
+; int 21h AH=4Ch, status 0.  Its functions' addresses: the map nasm writes (calls.nmap),
+; whose .text labels the Makefile lists as calls.map (nm form, for --symbols); the data is
+; in .data, so that the map's .text holds code only.
+        [map symbols calls.nmap]
         org 0x100
+        section .text
 
 start:  mov ax, 5
         call fact               ; fact(5): 5 entries
@@ -72,6 +76,9 @@ print_number:
         loop .out
         ret
 
+code_end:                       ; (where the code ends: the last function's extent in the map)
+
+        section .data
 calls_made: dw 0
 label:  db "calls $"
 newline: db 13, 10, "$"
