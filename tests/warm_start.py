@@ -8,7 +8,8 @@ suite run).
 Run as `python tests/warm_start.py FD` with FD one end of an AF_UNIX SOCK_SEQPACKET pair.  A
 request is one message, JSON {"argv": [...], "cwd": "..."}, carrying three descriptors
 (SCM_RIGHTS): the command's stdin, stdout and stderr.  The replies are two messages: the
-child's pid, then its exit status as subprocess reports it (-N: killed by signal N).  The
+child's pid, then its exit status as subprocess reports it (-N: killed by signal N) and the
+CPU seconds it used (user + system, its reaped children's included).  The
 server ends when the other end closes."""
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def serve(sock: socket.socket) -> dict:
         for fd in fds:  # the child holds them: the caller sees EOF when it is done
             os.close(fd)
         sock.send(str(pid).encode())
-        _, status = os.waitpid(pid, 0)
-        sock.send(str(os.waitstatus_to_exitcode(status)).encode())
+        _, status, usage = os.wait4(pid, 0)
+        cpu = usage.ru_utime + usage.ru_stime  # (the child's and its reaped children's)
+        sock.send(f"{os.waitstatus_to_exitcode(status)} {cpu:.6f}".encode())
 
 
 def run_command(request: dict) -> None:
