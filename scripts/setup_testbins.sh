@@ -17,6 +17,7 @@ for triple in i686-linux-gnu aarch64-linux-gnu arm-linux-gnueabihf mips-linux-gn
 done
 installed gnu-efi || missing+=(gnu-efi)  # testbins/uefi: a UEFI application
 installed nasm || missing+=(nasm)  # testbins/dos: a DOS .COM program
+installed gcc-arm-none-eabi || missing+=(gcc-arm-none-eabi)  # testbins/mcu: Cortex-M firmware
 [ "${#missing[@]}" = 0 ] && exit 0
 $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
