@@ -21,6 +21,7 @@ testbins:
 	$(MAKE) -C testbins
 	$(MAKE) -C testbins/uefi
 	$(MAKE) -C testbins/dos
+	$(MAKE) -C testbins/mcu
 
 # Regenerate the per-ISA ABI tables from the Debian cross kernel headers.
 abi:
