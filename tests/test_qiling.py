@@ -436,23 +436,47 @@ def test_dos_refusals() -> None:
 
 
 # ------------------------------------------------------------------ MCU boards
-def mcu_marks() -> list:
-    row = os_row("mcu", "cortex_m")
-    reason = MISSING or (None if row.works else row.reason)
-    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+# testbins/mcu/calls.elf (arm-none-eabi-gcc): prints "calls N R" on USART2 and spins
+MCU = Path(__file__).parent.parent / "testbins" / "mcu" / "calls.elf"
 
 
-@pytest.mark.parametrize("os_isa", [pytest.param("mcu-cortex_m", marks=mcu_marks())])
-def test_qiling_mcu_board_sets_up(os_isa: str) -> None:
-    """Qiling's STM32F411 board maps its memory and peripherals (the board is set up
-    before the firmware runs: any ELF serves as the image here)."""
+def stm32f411(repair: bool):  # type: ignore[no-untyped-def]
+    """Qiling's STM32F411 board with the firmware, USART2 and RCC (Qiling alone)."""
     from qiling import Qiling
     from qiling.const import QL_ARCH, QL_OS, QL_VERBOSE
-    from qiling.extensions.mcu.stm32f4 import stm32f411
+    from qiling.extensions.mcu.stm32f4 import stm32f411 as board
 
-    with tempfile.TemporaryDirectory() as root:
-        firmware = os.path.join(root, "firmware.elf")
-        shutil.copy(bin_path("arm", "hello_fs"), firmware)
-        ql = Qiling([firmware], archtype=QL_ARCH.CORTEX_M, ostype=QL_OS.MCU, env=stm32f411,
-                    verbose=QL_VERBOSE.DISABLED)
-        assert any(begin <= 0x20000000 < end for begin, end, *_ in ql.mem.get_mapinfo())
+    from emutrace.target.qiling_os import repair_cortex_m_engine
+
+    if repair:
+        repair_cortex_m_engine()
+    ql = Qiling([str(MCU)], archtype=QL_ARCH.CORTEX_M, ostype=QL_OS.MCU, env=board,
+                verbose=QL_VERBOSE.DISABLED)
+    ql.hw.create("usart2")
+    ql.hw.create("rcc")
+    return ql
+
+
+@pytest.mark.parametrize("os_isa", [pytest.param("mcu-cortex_m", marks=needs_qiling())])
+def test_qiling_mcu_engine_fails_unrepaired(os_isa: str) -> None:
+    """Qiling 1.4.6's own Cortex-M engine beside unicorn 2.1.4: no `_uch` at the board's
+    first mem_map (a fresh process: the repair is process-wide)."""
+    code = ("import sys\n"
+            "from qiling import Qiling\n"
+            "from qiling.const import QL_ARCH, QL_OS, QL_VERBOSE\n"
+            "from qiling.extensions.mcu.stm32f4 import stm32f411\n"
+            "Qiling([sys.argv[1]], archtype=QL_ARCH.CORTEX_M, ostype=QL_OS.MCU, "
+            "env=stm32f411, verbose=QL_VERBOSE.DISABLED)\n")
+    got = subprocess.run([sys.executable, "-c", code, str(MCU)], capture_output=True,
+                         timeout=120)
+    assert got.returncode != 0
+    assert b"AttributeError: 'UcAArch32' object has no attribute '_uch'" in got.stderr
+
+
+@pytest.mark.parametrize("os_isa", [pytest.param("mcu-cortex_m", marks=needs_qiling())])
+def test_qiling_mcu_firmware_runs_with_the_repaired_engine(os_isa: str) -> None:
+    """With repair_cortex_m_engine the board runs the firmware: its own count of its calls
+    (fact 5, apply 1, twice 2) and fact(5) + twice(twice(3)) on USART2."""
+    ql = stm32f411(True)
+    ql.run(count=3000)
+    assert ql.hw.usart2.recv() == b"calls 08 132\n"

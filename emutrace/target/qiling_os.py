@@ -58,6 +58,39 @@ def missing_reason() -> str | None:
     return None
 
 
+def repair_cortex_m_engine() -> None:
+    """Let Qiling 1.4.6's MCU layer make its engine beside unicorn 2.1.4.  Its Cortex-M
+    engine is `MultiTaskUnicorn(Uc)` (qiling/extensions/multitask.py), but unicorn 2's
+    `Uc.__new__` returns an instance of the architecture's own subclass (`UcAArch32`), not
+    of MultiTaskUnicorn, so Python runs no `__init__` and the engine has no `_uch`: the
+    board's first `mem_map` raises AttributeError (qiling/loader/mcu.py load_env).  Here the
+    Cortex-M architecture's `uc` makes a subclass of MultiTaskUnicorn whose `__new__` is
+    object's, so MultiTaskUnicorn's and Uc's `__init__` run (in this process only; Qiling's
+    files are unchanged).  Idempotent."""
+    from functools import cached_property
+
+    from qiling.arch import cortex_m
+    from qiling.extensions.multitask import MultiTaskUnicorn
+
+    arch = cortex_m.QlArchCORTEX_M
+    if getattr(arch, "_emutrace_engine", False):
+        return
+
+    class CortexMEngine(MultiTaskUnicorn):
+        def __new__(cls, *_args: object, **_kwargs: object) -> CortexMEngine:
+            return object.__new__(cls)
+
+    def engine(_self: object) -> CortexMEngine:
+        # as qiling/arch/cortex_m.py: ARM, M-profile, Thumb; a 10 ms scheduling interval
+        return CortexMEngine(ucc.UC_ARCH_ARM, ucc.UC_MODE_ARM + ucc.UC_MODE_MCLASS +
+                             ucc.UC_MODE_THUMB, 10)
+
+    prop = cached_property(engine)
+    prop.__set_name__(arch, "uc")
+    arch.uc = prop
+    arch._emutrace_engine = True
+
+
 class QilingHooks:
     """TrapHooks of a run under Qiling, with what the C engines ask of the run's hook set
     (`unicorn_run.HookSet`): `guard`, `pending`, `intr_hook`, `on_intr`,

@@ -36,9 +36,13 @@ LINUX = {
 OTHER_OS = {
     # a .COM (Qiling: named *.DOS_COM), loaded at 0000:0100; its functions from --symbols
     ("dos", "x86_16"): WORKS,
-    ("mcu", "cortex_m"): Capability(False, "Qiling 1.4.6's MCU layer fails beside unicorn "
-                                           "2.1.4: its MultiTaskUnicorn has no `_uch` at "
-                                           "the first mem_map (tried: STM32F411)"),
+    # Qiling 1.4.6's own engine fails beside unicorn 2.1.4 (AttributeError: 'UcAArch32'
+    # object has no attribute '_uch', at the board's first mem_map, qiling/loader/mcu.py
+    # load_env); with qiling_os.repair_cortex_m_engine the board runs testbins/mcu
+    ("mcu", "cortex_m"): Capability(False, "not wired: Qiling runs the firmware (testbins/mcu, "
+                                           "its engine repaired: repair_cortex_m_engine), "
+                                           "but --target qiling does not load MCU firmware "
+                                           "yet"),
     # a PE application; its functions from the ELF it was made from (gnu-efi: --symbols)
     ("uefi", "x86_64"): WORKS,
     ("uefi", "aarch64"): Capability(False, "not tried: no aarch64 gnu-efi application is "
