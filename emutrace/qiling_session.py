@@ -62,6 +62,21 @@ def pe_machine_of(path: str) -> int | None:
     return int.from_bytes(head[at + 4:at + 6], "little")
 
 
+# IMAGE_OPTIONAL_HEADER.Subsystem: at offset 68 of the optional header, which follows the
+# 4-byte signature and the 20-byte COFF header (PE/COFF specification, 3.4; "Windows
+# Subsystem": 10-13 are the EFI ones)
+PE_SUBSYSTEM_AT = 4 + 20 + 68
+EFI_SUBSYSTEMS = frozenset({10, 11, 12, 13})
+
+
+def pe_subsystem_of(path: str) -> int:
+    """The Subsystem field of a PE image (`pe_machine_of` said it is one)."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    at = int.from_bytes(head[PE_HEADER_AT:PE_HEADER_AT + 4], "little") + PE_SUBSYSTEM_AT
+    return int.from_bytes(head[at:at + 2], "little")
+
+
 class QilingProcess(TracedRun):
     """A program loaded by Qiling, stopped before its first instruction, with its backend
     armed; `run()` runs it to its end."""
@@ -76,6 +91,10 @@ class QilingProcess(TracedRun):
             image, os_name = self._dos_image(config), "dos"
         elif pe_machine is None:
             image, os_name = self._linux_image(config), "linux"
+        elif pe_subsystem_of(config.program) not in EFI_SUBSYSTEMS:  # a Windows program
+            isa = PE_MACHINES.get(pe_machine, f"machine {pe_machine:#x}")
+            raise Unsupported(f"--target qiling: {config.program} is a Windows {isa} "
+                              f"program: {os_row('windows', isa).reason}")
         else:
             image, os_name = self._pe_symbols(config, pe_machine), "uefi"
         refusal = backend_refusal(config.backend)

@@ -480,3 +480,20 @@ def test_qiling_mcu_firmware_runs_with_the_repaired_engine(os_isa: str) -> None:
     ql = stm32f411(True)
     ql.run(count=3000)
     assert ql.hw.usart2.recv() == b"calls 08 132\n"
+
+
+# ------------------------------------------------------------------ a Windows program
+# testbins/windows/calls.exe (mingw-w64, PE32+ console subsystem)
+WINDOWS = Path(__file__).parent.parent / "testbins" / "windows" / "calls.exe"
+
+
+def test_windows_program_is_refused_naming_what_is_missing() -> None:
+    """No Windows root (registry hives) can be had offline: one line, exit 69 (unsupported),
+    the table's reason; `emutrace info` says the same."""
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3",
+                       WINDOWS)
+    reason = os_row("windows", "x86_64").reason
+    assert got.returncode == 69 and b"registry hive" in got.stderr
+    assert reason.encode() in got.stderr and got.stderr.count(b"\n") == 1
+    info = run_emutrace("info").stdout.decode()
+    assert f"windows x86_64    not: {reason}" in info or MISSING

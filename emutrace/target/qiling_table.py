@@ -31,6 +31,16 @@ LINUX = {
                                 "it (the dos row)"),
 }
 
+# Qiling's Windows layer needs a root with System32's DLLs and the registry's binary hives
+# (qiling/os/windows/registry.py RegHive: Windows/registry/SYSTEM, SOFTWARE, NTUSER.DAT, ...).
+# Debian's Wine packages give the DLLs (libwine: /usr/lib/x86_64-linux-gnu/wine/
+# x86_64-windows) but no hive: Wine keeps its registry as text .reg files.  Tried with
+# those DLLs as System32 and a mingw-w64 program: QlErrorFileNotFound, "Windows registry
+# hive not found".
+WINDOWS_ROOT = ("needs a Windows root with registry hive files (Windows/registry/SYSTEM, "
+                "SOFTWARE, NTUSER.DAT, ...), which no Debian package ships (Wine's DLLs serve "
+                "as System32, but Wine keeps no hive)")
+
 # Qiling's other operating systems (its own names) × ISA: why each is not a --target qiling
 # input yet
 OTHER_OS = {
@@ -47,10 +57,8 @@ OTHER_OS = {
     ("uefi", "x86_64"): WORKS,
     ("uefi", "aarch64"): Capability(False, "not tried: no aarch64 gnu-efi application is "
                                            "built by testbins/uefi"),
-    ("windows", "x86_64"): Capability(False, "needs a Windows DLL root (registry, system32), "
-                                             "which cannot be had offline"),
-    ("windows", "i386"): Capability(False, "needs a Windows DLL root (registry, system32), "
-                                           "which cannot be had offline"),
+    ("windows", "x86_64"): Capability(False, WINDOWS_ROOT),
+    ("windows", "i386"): Capability(False, WINDOWS_ROOT),
     ("macos", "x86_64"): Capability(False, "not wired: a Mach-O image"),
     ("freebsd", "x86_64"): Capability(False, "not tried"),
 }
