@@ -22,6 +22,7 @@ testbins:
 	$(MAKE) -C testbins/uefi
 	$(MAKE) -C testbins/dos
 	$(MAKE) -C testbins/mcu
+	$(MAKE) -C testbins/windows
 
 # Regenerate the per-ISA ABI tables from the Debian cross kernel headers.
 abi:

@@ -18,6 +18,7 @@ done
 installed gnu-efi || missing+=(gnu-efi)  # testbins/uefi: a UEFI application
 installed nasm || missing+=(nasm)  # testbins/dos: a DOS .COM program
 installed gcc-arm-none-eabi || missing+=(gcc-arm-none-eabi)  # testbins/mcu: Cortex-M firmware
+installed gcc-mingw-w64-x86-64 || missing+=(gcc-mingw-w64-x86-64)  # testbins/windows: a PE program
 [ "${#missing[@]}" = 0 ] && exit 0
 $sudo apt-get update -qq || echo "apt-get update reported errors; continuing"
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
