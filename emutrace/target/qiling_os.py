@@ -1,5 +1,6 @@
 """Qiling's operating systems as a target: a program whose loader, memory and system
-services are Qiling's (its Linux layer for an ELF, its UEFI layer for a PE application),
+services are Qiling's (its Linux layer for an ELF, its UEFI layer for a PE application,
+its DOS layer for a .COM),
 traced through the target protocol.  Qiling runs on Unicorn and keeps its engine in
 `ql.uc`; that `Uc` is wrapped in the ordinary `UnicornCpu`, so every backend's Unicorn port
 runs unchanged (the C engines too, through its `c_port`) and Qiling's own hooks (system
