@@ -345,10 +345,12 @@ ISA = Isa(
         Cap.THREAD_PREEMPTION: Capability(True),
         Cap.CPU_TIMERS: Capability(True),  # ITIMER_PROF/VIRTUAL (cpu_timers.py)
         Cap.BUSYBOX: Capability(False, "Debian 12 has no 32-bit powerpc release port"),
-        Cap.UCONTEXT_SYSCALL: Capability(False, "glibc's getcontext, setcontext and "
-                                         "swapcontext make the swapcontext system call "
-                                         "(nr 249), which the Linux layer does not serve: "
-                                         "getcontext fails, makecontext then faults"),
+        # glibc's getcontext, setcontext and swapcontext make the swapcontext system call
+        # (nr 249), served by machine/linux/sys_ucontext.py: programs run as on Linux
+        Cap.UCONTEXT_SYSCALL: Capability(False, "the swapcontext system call loads a "
+                                         "context inside the kernel: no branch enters a "
+                                         "makecontext'd function, so the tracers miss its "
+                                         "frame and its calls until it first switches back"),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
         Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),

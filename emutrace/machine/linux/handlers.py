@@ -16,6 +16,7 @@ from emutrace.machine.linux import (  # noqa: F401
     sys_socket,
     sys_statfs,
     sys_thread,
+    sys_ucontext,
     sys_usage,
     sys_xattr,
 )

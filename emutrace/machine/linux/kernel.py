@@ -145,6 +145,9 @@ class LinuxKernel:
         self.fault_hook: Callable[[str, int | None], int | None] | None = None
         self.sigreturn_hook: Callable[[], bool] | None = None  # True: it was a sigreturn
         self.deliver_hook: Callable[[], None] | None = None  # after every system call
+        # the call just made loaded every register from guest memory (ppc32's
+        # swapcontext into a context, sys_ucontext.py): no result is written over them
+        self.registers_loaded = False
         # a tracer told of signal handlers (the backend's TrapAware methods): a handler is
         # entered (its address, where the interrupted code resumes and the handler's
         # stack), and a handler's return reached rt_sigreturn (at the trampoline)
@@ -292,6 +295,9 @@ class LinuxKernel:
 
     def _set_result(self, value: int) -> None:
         cpu, conv = self.cpu, self.conv
+        if self.registers_loaded:
+            self.registers_loaded = False
+            return
         failed = -4095 <= value < 0
         if conv.errors is SyscallErrors.NEGATIVE or not failed:
             cpu.reg_write(conv.ret, value & self.ret_mask)
