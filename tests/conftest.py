@@ -235,6 +235,17 @@ def run_qemu(isa: str, program: str | os.PathLike[str], *args: str, cwd: Path | 
                           capture_output=True, timeout=timeout, env=ENV)
 
 
+def hard_results(stdout: bytes) -> dict[str, str]:
+    """The lines of the hostile test programs (testbins/src/hard_show.h): what → "ret" or
+    "ret ERRNO"."""
+    out = {}
+    for line in stdout.decode().splitlines():
+        what, sep, rest = line.partition(" = ")
+        if sep:
+            out[what] = rest
+    return out
+
+
 def shell_status(returncode: int) -> int:
     """subprocess reports a killed child as -signal; a shell (and emutrace) as 128+signal."""
     return 128 - returncode if returncode < 0 else returncode

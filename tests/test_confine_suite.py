@@ -29,7 +29,7 @@ import pytest
 from emutrace.isa import by_name
 from emutrace.isa.base import Cap
 
-from .conftest import BUSYBOX, ENV, bin_path, run_emutrace
+from .conftest import BUSYBOX, ENV, bin_path, hard_results, run_emutrace
 
 PROGRAM = bin_path("x86_64", "hard_confine")
 CANARY = b"canary: the host's own bytes\n"
@@ -46,16 +46,6 @@ DIRECTORY_LINES = ("open d", "chdir d", "rename d to e", "openat dirfd after ren
 # the documented rule: a write outside every --allow-write directory
 WRITE_LINES = {"open canary for writing": "-1 EACCES", "truncate canary": "-1 EACCES",
                "rename over canary": "-1 EACCES"}
-
-
-def results(stdout: bytes) -> dict[str, str]:
-    """hard_show.h's lines: what → "ret" or "ret ERRNO"."""
-    out = {}
-    for line in stdout.decode().splitlines():
-        what, sep, rest = line.partition(" = ")
-        if sep:
-            out[what] = rest
-    return out
 
 
 def layout(top: Path) -> tuple[Path, list[Path]]:
@@ -94,7 +84,7 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], byt
     done = subprocess.run([PROGRAM, writable, canaries[0], str(NO_PID)], capture_output=True,
                           cwd=writable, env=ENV, timeout=60)
     assert done.returncode == 0, done.stderr
-    return results(done.stdout), wait_for(writable / "orphan")
+    return hard_results(done.stdout), wait_for(writable / "orphan")
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +99,7 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory, sleeper: int) -> dict[st
                            str(sleeper)], capture_output=True, cwd=writable, env=ENV,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    return results(done.stdout)
+    return hard_results(done.stdout)
 
 
 def native_xfail(target: str) -> None:
@@ -125,7 +115,7 @@ def test_hostile_guest_gets_a_sandboxed_process_answers(
     writable, canaries = layout(tmp_path)
     got = run_emutrace("run", *TARGETS[target], "--allow-write", writable, PROGRAM, writable,
                        canaries[0], str(sleeper), cwd=writable, timeout=120)
-    out = results(got.stdout)
+    out = hard_results(got.stdout)
     assert got.returncode == 0, got.stderr
     for what in PROCESS_LINES:
         assert out[what] == sandboxed[what], (what, out, sandboxed)

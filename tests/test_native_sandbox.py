@@ -26,7 +26,7 @@ import pytest
 from emutrace.isa import by_name
 from emutrace.isa.base import Cap
 
-from .conftest import ENV, bin_path, run_emutrace
+from .conftest import ENV, bin_path, hard_results, run_emutrace
 
 NATIVE = ("--target", "native")
 PROGRAM = bin_path("x86_64", "hard_sandbox")
@@ -46,16 +46,6 @@ def sleeper() -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
-
-
-def results(stdout: bytes) -> dict[str, str]:
-    """hard_show.h's lines: what → "ret" or "ret ERRNO"."""
-    out = {}
-    for line in stdout.decode().splitlines():
-        what, sep, rest = line.partition(" = ")
-        if sep:
-            out[what] = rest
-    return out
 
 
 def layout(tmp_path: Path, root: bool) -> tuple[Path, Path, Path, Path]:
@@ -105,7 +95,7 @@ def test_hostile_guest_native(tmp_path: Path, sleeper: int) -> None:
     top, writable, canary, mnt = layout(tmp_path, root=False)
     got = run_emutrace("run", *NATIVE, "--allow-write", writable, PROGRAM, str(sleeper),
                        canary, mnt, cwd=writable)
-    out = results(got.stdout)
+    out = hard_results(got.stdout)
     assert got.returncode == 0, got.stderr
     assert out["own seccomp filter"] == "0"
     assert out["open outside for writing"] == "-1 EACCES"
@@ -129,7 +119,7 @@ def test_hostile_guest_outside_the_root(tmp_path: Path, sleeper: int) -> None:
     top, writable, canary, mnt = layout(tmp_path, root=True)
     got = run_emutrace("run", *NATIVE, "--root", top, "--allow-write", writable, PROGRAM,
                        str(sleeper), canary, "/mnt", cwd=writable)
-    out = results(got.stdout)
+    out = hard_results(got.stdout)
     assert got.returncode == 0, got.stderr
     assert out["open outside for reading"] == "-1 ENOENT"
     assert out["open /proc/1/root outside"].startswith("-1 ")
@@ -167,7 +157,7 @@ def test_kernel_layer_alone_holds(tmp_path: Path, sleeper: int) -> None:
                           timeout=60)
     assert ours.returncode == 0, ours.stderr
     assert_host_unchanged(canary, sleeper, mnt)
-    out = results(ours.stdout)
+    out = hard_results(ours.stdout)
     assert out["ptrace attach host"] == "-1 ESRCH"  # outside the PID namespace
     assert out["open outside for writing"] == "-1 EROFS"
     assert out["open outside for reading"] == "-1 EACCES"
@@ -181,7 +171,7 @@ def test_kernel_layer_alone_holds(tmp_path: Path, sleeper: int) -> None:
                              "--ambient-caps", "-all", str(PROGRAM), str(sleeper), str(spare),
                              str(mnt)], capture_output=True, env=env, cwd=writable, timeout=60)
     assert theirs.returncode == 0, theirs.stderr
-    oracle = results(theirs.stdout)
+    oracle = hard_results(theirs.stdout)
     for what in KERNEL_LINES:
         assert out[what] == oracle[what], (what, out, oracle)
 
