@@ -40,10 +40,11 @@ from emutrace.session import (
 from emutrace.target.qiling_table import PE_MACHINES, backend_refusal, os_row
 from emutrace.tracer import TracedRun, Tracer
 
-# a DOS .COM: loaded at offset 0x100 of its segment, after the PSP, in one 64 KiB segment
-# with its stack (MS-DOS Programmer's Reference, "COM programs")
-COM_START = 0x100
-COM_MAX = 0x10000 - COM_START - 2
+# Qiling's DOS layer's inputs, by the file's suffix: (where it is loaded, its largest size).
+# A .COM at offset 0x100 of its segment, after the PSP, in one 64 KiB segment with its
+# stack (MS-DOS Programmer's Reference, "COM programs"); a boot sector (MBR) of 512 bytes
+# at 0000:7C00 (the BIOS boot protocol)
+DOS_INPUTS = {".com": (0x100, 0x10000 - 0x100 - 2), ".mbr": (0x7C00, 512)}
 PF_X, PF_R = 1, 4  # (ELF p_flags bits, as Image's segments carry them)
 PE_HEADER_AT = 0x3C  # e_lfanew: the offset of "PE\0\0" (PE/COFF specification, 2.1)
 
@@ -88,7 +89,9 @@ class QilingProcess(TracedRun):
 
         self.config = config
         pe_machine = pe_machine_of(config.program)
-        dos = config.program.lower().endswith(".com")  # (Qiling: a DOS program by its name)
+        dos = os.path.splitext(config.program)[1].lower()  # (Qiling: by its name)
+        if dos not in DOS_INPUTS:
+            dos = ""
         if dos:
             image, os_name = self._dos_image(config), "dos"
         elif pe_machine is None:
@@ -144,31 +147,34 @@ class QilingProcess(TracedRun):
 
     @staticmethod
     def _dos_image(config: RunConfig) -> Image:
-        """A DOS .COM: its bytes at 0000:0100 (where QilingMachine has Qiling's DOS layer
-        load it; linear addresses, isa/x86_16.py), its functions from --symbols, an
-        nm/System.map listing of their addresses (testbins/dos: from nasm's map)."""
-        row = os_row("dos", "x86_16")
+        """A DOS .COM or boot sector: its bytes where Qiling's DOS layer loads it (a .COM
+        at 0000:0100, as QilingMachine asks; linear addresses, isa/x86_16.py), its
+        functions from --symbols, an nm/System.map listing of their addresses
+        (testbins/dos: from nasm's map)."""
+        suffix = os.path.splitext(config.program)[1].lower()
+        start, most = DOS_INPUTS[suffix]
+        row = os_row("mbr" if suffix == ".mbr" else "dos", "x86_16")
         if not row.works:
-            raise UsageError(f"--target qiling: {config.program} is a DOS .COM program: "
+            raise UsageError(f"--target qiling: {config.program} is a DOS {suffix} program: "
                              f"{row.reason}")
         if len(config.symbols) != 1:
-            raise UsageError(f"--target qiling: {config.program} is a DOS .COM program; "
+            raise UsageError(f"--target qiling: {config.program} is a DOS {suffix} program; "
                              f"name its functions with one --symbols FILE (an nm listing)")
         path, bias = parse_symbols_spec(config.symbols[0])
         try:
             with open(config.program, "rb") as f:
-                code = f.read(COM_MAX + 1)
+                code = f.read(most + 1)
         except OSError as e:
             raise UsageError(f"{config.program}: {e.strerror or e}") from None
-        if not code or len(code) > COM_MAX:
-            raise UsageError(f"{config.program}: a .COM holds 1 to {COM_MAX} bytes")
-        end = COM_START + len(code)  # (a listing sizes its last function up to the end)
+        if not code or len(code) > most:
+            raise UsageError(f"{config.program}: a {suffix} holds 1 to {most} bytes")
+        end = start + len(code)  # (a listing sizes its last function up to the end)
         symbols = sorted((replace(s, addr=s.addr + (bias or 0), size=s.size or
                                   max(end - s.addr - (bias or 0), 0))
                           for s in load_symbol_file(path)), key=lambda s: s.addr)
         return Image(path=config.program, isa=by_name("x86_16"), kind="exec",
-                     entry=COM_START, phoff=0, phentsize=0, phnum=0,
-                     segments=[Segment(COM_START, len(code), 0, code, PF_R | PF_X)],
+                     entry=start, phoff=0, phentsize=0, phnum=0,
+                     segments=[Segment(start, len(code), 0, code, PF_R | PF_X)],
                      interpreter=None, symbols=symbols, _starts=[s.addr for s in symbols])
 
     @staticmethod

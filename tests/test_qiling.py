@@ -428,6 +428,37 @@ def test_dos_trace_counts_equal_the_programs_own(
     assert text.count(" print_number(") == 1  # (not counted by the program)
 
 
+# testbins/dos/boot.mbr (nasm): a boot sector that prints its own count of calls ("boot 7")
+MBR = DOS.with_name("boot.mbr")
+
+
+def mbr_marks() -> list:
+    row = os_row("mbr", "x86_16")
+    reason = MISSING or (None if row.works else row.reason)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+@pytest.mark.parametrize("os_isa", [pytest.param("mbr-x86_16", marks=mbr_marks())])
+def test_mbr_counts_its_calls_under_qiling_alone(os_isa: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The boot sector under Qiling's MBR loader alone prints its own count (fact 4,
+    apply 1, twice 2): the oracle a trace of it would be held to."""
+    from qiling import Qiling
+    from qiling.const import QL_VERBOSE
+
+    with tempfile.TemporaryDirectory() as root:
+        shutil.copy(MBR, os.path.join(root, "boot.DOS_MBR"))
+        Qiling([os.path.join(root, "boot.DOS_MBR")], root, verbose=QL_VERBOSE.DISABLED).run()
+    assert capsys.readouterr().out.split() == ["boot", "7"]
+
+
+def test_mbr_is_refused_with_the_tables_reason() -> None:
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3",
+                       "--symbols", MBR.with_name("boot.map"), MBR)
+    assert got.returncode == 64 and got.stderr.count(b"\n") == 1
+    assert os_row("mbr", "x86_16").reason.encode() in got.stderr or MISSING
+
+
 def test_dos_refusals() -> None:
     """A .COM needs its functions named (--symbols): one line, exit 64."""
     got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", "int3", DOS)

@@ -42,10 +42,10 @@ from emutrace.target.unicorn_cpu import UnicornCpu, cpu_fault
 from emutrace.target.unicorn_run import Stop, interruptible
 
 QILING_LOGGER = "emutrace.qiling"  # Qiling's log: kept, never printed
-# A DOS .COM: Qiling picks its DOS layer by the name's suffix, and loads the program at
-# start_cs:0100 of its profile; segment 0 here, where a linear address is its offset, as
-# x86_16 reads addresses (isa/x86_16.py)
-DOS_COM_SUFFIX = ".DOS_COM"
+# Qiling picks its DOS layer by the name's suffix: a program's suffix → Qiling's.  It loads
+# a .COM at start_cs:0100 of its profile (segment 0 here, where a linear address is its
+# offset, as x86_16 reads addresses: isa/x86_16.py), a boot sector at 0000:7C00
+DOS_SUFFIXES = {".com": ".DOS_COM", ".mbr": ".DOS_MBR"}
 DOS_PROFILE = {"COM": {"start_cs": "0"}}
 AT_NULL, AT_HWCAP = 0, 16  # auxv keys (include/uapi/linux/auxvec.h)
 PROT_EXEC = 4  # mmap's prot bit (include/uapi/asm-generic/mman-common.h)
@@ -172,7 +172,7 @@ class QilingMachine:
     `ql.uc`) and `hooks` for a backend."""
 
     def __init__(self, isa: Isa, program: str, args: Sequence[str],
-                 env: dict[str, str], root: str | None = None, dos: bool = False) -> None:
+                 env: dict[str, str], root: str | None = None, dos: str = "") -> None:
         """Qiling's root: `root` (a dynamic program's libraries; the program is copied into
         a temporary directory inside it), else an empty temporary directory.  (The guest's
         argv[0] is Qiling's host path of its copy of the program.)"""
@@ -188,8 +188,8 @@ class QilingMachine:
         self.copy_dir = tempfile.mkdtemp(prefix=".emutrace-qiling-", dir=inside)
         self.root = root if root is not None else self.copy_dir
         name = os.path.basename(program)
-        if dos:  # a DOS .COM (Qiling: by its name)
-            name = os.path.splitext(name)[0] + DOS_COM_SUFFIX
+        if dos:  # a DOS program (`dos`: its suffix; Qiling: by its name)
+            name = os.path.splitext(name)[0] + DOS_SUFFIXES[dos]
         guest = os.path.join(self.copy_dir, name)
         shutil.copy2(program, guest)
         # a file mapped executable (the Linux layer's mmap): (host path, address, offset)

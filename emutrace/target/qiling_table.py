@@ -46,6 +46,11 @@ WINDOWS_ROOT = ("needs a Windows root with registry hive files (Windows/registry
 OTHER_OS = {
     # a .COM (Qiling: named *.DOS_COM), loaded at 0000:0100; its functions from --symbols
     ("dos", "x86_16"): WORKS,
+    # a boot sector (Qiling: named *.DOS_MBR), at 0000:7C00
+    ("mbr", "x86_16"): Capability(False, "Qiling 1.4.6's MBR loader fails before the first "
+                                         "instruction: qiling/loader/dos.py passes the drive "
+                                         "number 0x80 to fs_mapper.has_mapping, which takes a "
+                                         "path (TypeError in qiling/os/path.py)"),
     # Qiling 1.4.6's own engine fails beside unicorn 2.1.4 (AttributeError: 'UcAArch32'
     # object has no attribute '_uch', at the board's first mem_map, qiling/loader/mcu.py
     # load_env); with qiling_os.repair_cortex_m_engine the board runs testbins/mcu
