@@ -1,4 +1,4 @@
-"""What does hiding breakpoint bytes from guest loads cost (issue 10 item 22)?
+"""What does hiding breakpoint bytes from guest loads cost?
 
     python bench/bench_codeguard.py [--isa x86_64,aarch64] [--n 25] [--repeat 3] [--out FILE]
 

@@ -1,4 +1,4 @@
-"""What confinement costs a native run (issue 13 item 3): `--target native` unconfined
+"""What confinement costs a native run: `--target native` unconfined
 against confined (seccomp filter + the tracer's `Sandbox` check at each checked call),
 backend none, ratios side by side in one run.
 

@@ -1,4 +1,4 @@
-"""int3 strict cleanup against lazy on the native engine (issue 9 target: strict ≤ 3× lazy):
+"""int3 strict cleanup against lazy on the native engine (target: strict ≤ 3× lazy):
 fib N, ratios side by side in one run, each variant in a child process of its own.
 
     python bench/bench_native_strict.py [--isa x86_64,aarch64] [--n 24] [--python-n 18]

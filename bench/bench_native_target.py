@@ -1,4 +1,4 @@
-"""`--target native` (issue 13): fib run on this host under ptrace, untraced against each
+"""`--target native`: fib run on this host under ptrace, untraced against each
 native backend, with the cost per mechanism event of the Python run loop and of the C loop
 (native/ploop.c) side by side.
 

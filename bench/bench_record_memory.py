@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peak memory of `emutrace record`, `replay` and `run -o` over a long recording (issue 8:
+"""Peak memory of `emutrace record`, `replay` and `run -o` over a long recording (the target:
 "recording a run of ~10^6 calls keeps peak RSS under a fixed bound").
 
 The test suite checks the bound on 3×10^5 records (tests/test_record_cli.py); this benchmark

@@ -4,7 +4,7 @@
     python bench/bench_startup.py [--tree NAME=DIR ...] [--isa x86_64,arm] [--repeat 3]
                                   [--out FILE]
 
-Issue 9 item 5's target: tracing a small static program costs at most 1.5x the untraced
+The target: tracing a small static program costs at most 1.5x the untraced
 run.  Each run is a fresh `python -m emutrace run ... -o /dev/null` subprocess with
 PYTHONPATH set to the tree (a checkout or `git worktree add` of another revision: before
 and after in one run), bytecode caching on (as an installed package has it: a private

@@ -1,5 +1,5 @@
 """fctrace's claim about other tasks, measured: how many traps threads take in code armed
-for another thread, under lazy and under strict cleanup (issue 11 item 4).
+for another thread, under lazy and under strict cleanup.
 
     python bench/bench_threads.py [--isa x86_64,aarch64|all] [--out bench/results/threads]
 

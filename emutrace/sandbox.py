@@ -155,7 +155,7 @@ _TTY_DEVICE = os.makedev(5, 0)
 
 def default_writable(cwd: str | None, root: Path) -> Path | None:
     """The directory the guest may write in when no --allow-write is given: the current
-    directory — unless giving it away would give too much (issue 10 item 3): a directory
+    directory — unless giving it away would give too much: a directory
     that holds the root (`/` with the default root, or the root itself: the guest's whole
     file system) or the user's $HOME (their dot-files, ssh keys).  Then nothing; the guest's
     first refused write says how to allow it.  Outside the root: nothing, as before."""

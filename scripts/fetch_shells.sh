@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch Debian's static shells (bash-static, zsh-static, sash) for the seven architectures
 # Debian ships them on, through apt (the package registry), into .cache/shells/<isa>/
-# {bash,zsh,sash} — the real-program tests of issue 11.  Idempotent; never committed.
+# {bash,zsh,sash} — the real-program tests.  Idempotent; never committed.
 # Needs the foreign architectures that scripts/fetch_busybox.sh adds (run it first).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -88,7 +88,7 @@ def test_small_grid_writes_consistent_results(tmp_path: Path,
 
 def test_missing_program_is_a_row_of_na(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                         ) -> None:
-    """A missing program is an n/a row and an error exit (issue 10 item 21), and the report
+    """A missing program is an n/a row and an error exit, and the report
     claims no agreement it did not see."""
     from emutrace.cli.bench import EXIT_CELL_ERROR
 

@@ -1,4 +1,4 @@
-"""`emutrace bench --target native` (issue 13 item 4): its usage errors, the arithmetic of the
+"""`emutrace bench --target native`: its usage errors, the arithmetic of the
 cost check and of its report on fixed numbers (hand-computed), and one real run on
 testbins/x86_64/counts, whose events tests/test_counts.py derives by hand.  No timing is
 asserted: times are whatever the machine gave; only what is computed from them is."""

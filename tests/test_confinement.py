@@ -2,7 +2,7 @@
 directories (default: the current directory), reads only under --root, and cannot climb out
 of the root with `..` or symlinks.  Refusals are EACCES plus one warning line.
 
-Every test runs against both targets (issue 13 item 3): under emulation (the Linux layer's
+Every test runs against both targets: under emulation (the Linux layer's
 calls through `Sandbox`) and natively (`--target native`: the seccomp filter and the
 tracer's checks, target/ptrace_confine.py), with a committed x86_64 and i386 `calls` and
 the static x86_64 and i386 busybox.  The oracle is the sandbox's documented rules and the

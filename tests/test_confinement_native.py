@@ -1,4 +1,4 @@
-"""Confinement of `--target native` (issue 13 item 3): the seccomp filter and the tracer's
+"""Confinement of `--target native`: the seccomp filter and the tracer's
 checks give a native run the file sandbox of emulation (tests/test_confinement.py runs the
 common tests against both targets; these are the native mechanism's own).
 

@@ -1,4 +1,4 @@
-"""Debian's own dynamic programs (issue 15) on the seven Debian ISAs, from the roots
+"""Debian's own dynamic programs on the seven Debian ISAs, from the roots
 `emutrace rootfs` makes (scripts/setup.sh: .cache/rootfs/<isa> with coreutils, grep, sed,
 findutils, diffutils, gawk): stdout, stderr and exit status equal to
 `qemu-<isa>-static -L ROOT` with the same root, input and environment; and a traced `sort`

@@ -1,4 +1,4 @@
-"""Symbols from elsewhere (issue 15, item 4): a stripped program is traced by name from its
+"""Symbols from elsewhere: a stripped program is traced by name from its
 separate debug file, found inside the root by build ID or by `.gnu_debuglink` as gdb finds
 it, or from `--symbols` (an nm listing).  The oracle: the shared golden traces
 (tests/golden/, from the programs' own -finstrument-functions records), over the golden's

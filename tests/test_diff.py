@@ -1,4 +1,4 @@
-"""`emutrace diff` (issue 8 item 4).
+"""`emutrace diff`.
 
 Oracles: the ISA partition of testbins/src/isadep.c's behaviour comes from the program's
 own output under qemu-user (which branch it took on each ISA), cross-checked against the

@@ -1,4 +1,4 @@
-"""Dynamic programs (issue 15, first slice): testbins/<isa>/calls.dyn (calls linked
+"""Dynamic programs (first slice): testbins/<isa>/calls.dyn (calls linked
 dynamically against the Debian cross glibc) run with `--root` the cross sysroot give what
 `qemu-<isa>-static -L` the same sysroot gives: stdout, stderr and exit status.  The ld.so
 and libc.so.6 come from the root (PT_INTERP, then the guest's own mmap of files).

@@ -1,4 +1,4 @@
-"""Backends on a dynamic PIE (issue 15): exact call counts and N-version agreement.
+"""Backends on a dynamic PIE: exact call counts and N-version agreement.
 
 `testbins/<isa>/calls.dynpie recursion`, run with `--root` the Debian cross sysroot, traced
 by int3 (lazy and strict cleanup), step, bts, btf and hwbp (strict by design), on x86_64,

@@ -1,4 +1,4 @@
-"""Tracing a dynamic PIE (issue 15): testbins/<isa>/calls.dynpie, linked -pie against the
+"""Tracing a dynamic PIE: testbins/<isa>/calls.dynpie, linked -pie against the
 Debian cross glibc, run with `--root` the cross sysroot.
 
 Oracle: `calls.dynpie.instr` (the same objects, -finstrument-functions, linked the same way)

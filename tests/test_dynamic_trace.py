@@ -1,4 +1,4 @@
-"""Tracing dynamic programs (issue 15): a program linked against the Debian cross glibc,
+"""Tracing dynamic programs: a program linked against the Debian cross glibc,
 run with `--root` the cross sysroot, is traced across its modules.
 
 * Oracle 1, every ISA: `calls.dyn.instr` (the same objects, -finstrument-functions, linked

@@ -1,4 +1,4 @@
-"""Issue 10 item 12: a long nanosleep honours --timeout and Ctrl-C; a 1 GiB getrandom
+"""A long nanosleep honours --timeout and Ctrl-C; a 1 GiB getrandom
 returns promptly (one call's share is bounded, as Linux before 5.18 bounded it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 items 13 and 20 (and issue 11's note): every usage error is one line and exit 64
+"""Every usage error is one line and exit 64
 before the program runs, argparse's own errors and bad numeric options included."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 item 4: /proc/self/exe is a guest path.  A program under the root is seen at its
+"""/proc/self/exe is a guest path.  A program under the root is seen at its
 path inside the root; one outside it (given relative or absolute) at `/` + its basename —
 never a host path, never a relative one (glibc's _dl_get_origin asserts it is absolute)."""
 

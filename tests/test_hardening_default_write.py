@@ -1,7 +1,7 @@
-"""Issue 10 item 3: without --allow-write the current directory is writable only when that
+"""Without --allow-write the current directory is writable only when that
 gives away no more than a scratch directory: run from `/`, from $HOME or from a directory
 holding the root, nothing is writable and the refused write names the way out.  The guest
-(busybox `mkdir`, x86_64) tries, under emulation and natively (issue 13 item 3: the same
+(busybox `mkdir`, x86_64) tries, under emulation and natively (the same
 sandbox); the host file system says what happened."""
 
 from __future__ import annotations

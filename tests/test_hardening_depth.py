@@ -1,4 +1,4 @@
-"""Issue 10 item 15: deep recursion under int3 costs emutrace memory linear in the depth
+"""Deep recursion under int3 costs emutrace memory linear in the depth
 (the trace text, O(d^2) characters of indentation, is streamed, never built whole), and the
 crash report's call stack line stays short at any depth."""
 

@@ -1,4 +1,4 @@
-"""Issue 10 fuzz harness (first part): mutated ELF files and hostile system-call arguments.
+"""The fuzz harness (first part): mutated ELF files and hostile system-call arguments.
 Every case must end as a Stop or an EmutraceError (one line, a documented exit code) —
 never another exception.
 

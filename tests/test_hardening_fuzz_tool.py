@@ -1,4 +1,4 @@
-"""The CI slice of the fuzz harness tools/fuzz.py (issue 10; the long run and its last result
+"""The CI slice of the fuzz harness tools/fuzz.py (the long run and its last result
 are in the README, section "Fuzz harness").  Hypothesis drives the harness's own case
 generators: system calls with hostile arguments in-process, and mutated programs in forked
 children (a crash of Python, a hang past the budget, an internal error or a traceback is a

@@ -1,4 +1,4 @@
-"""Issue 10 items 17, 18: program files are checked for their type before they are opened
+"""Program files are checked for their type before they are opened
 for reading and mapped, not read whole; PT_INTERP garbage is one escaped, short line."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 item 6: `int $0x80` in x86_64 code runs the i386 system call (numbers, ebx ecx
+"""`int $0x80` in x86_64 code runs the i386 system call (numbers, ebx ecx
 edx ... arguments, 32-bit pointers, the result sign-extended into rax), as Linux's IA-32
 compat entry does.  The oracle is the same program run natively on this x86_64 host."""
 

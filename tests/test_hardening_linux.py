@@ -1,4 +1,4 @@
-"""Issue 10 items 6, 8, 9, 10, 11: system calls given hostile arguments and CPU faults end
+"""System calls given hostile arguments and CPU faults end
 as Linux ends them.  The oracle is the same static x86_64 program run natively on this
 x86_64 Linux host."""
 

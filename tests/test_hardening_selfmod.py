@@ -1,4 +1,4 @@
-"""Issue 10 item 22: self-reading and self-modifying code under the mechanisms that patch or
+"""Self-reading and self-modifying code under the mechanisms that patch or
 probe code.  testbins/src/hard_selfmod.c (compiled here, static) checksums code that has
 run, calls a copy of a function that has run, overwrites a function that has run with
 another's code and calls it, then calls an untouched function again.  Its stdout must equal

@@ -1,4 +1,4 @@
-"""Issue 10 item 19: SIGTERM and SIGHUP stop a traced run as Ctrl-C does (the trace is
+"""SIGTERM and SIGHUP stop a traced run as Ctrl-C does (the trace is
 written, exit 128 + N); a stop signal while the output is written is deferred, not a
 KeyboardInterrupt traceback."""
 

@@ -1,4 +1,4 @@
-"""Kernel images on boards (issue 14): the mini-kernels of testbins/kernel print under
+"""Kernel images on boards: the mini-kernels of testbins/kernel print under
 `emutrace run --machine` what they print under qemu-system-<arch> (the oracle), every
 backend's trace equals the `-finstrument-functions` build's own record (taken under
 qemu-system), exception entry and return are neither calls nor returns, and the board's

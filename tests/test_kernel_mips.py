@@ -1,4 +1,4 @@
-"""MIPS kernel images (issue 14): the CP0 exception registers that isa/kernel_mips.py models
+"""MIPS kernel images: the CP0 exception registers that isa/kernel_mips.py models
 (Unicorn exposes none of them) read by a kernel as under qemu-system-mips(el) -M malta,
 and the model's pieces the mini-kernels do not reach, against MIPS32 PRA vol. III."""
 

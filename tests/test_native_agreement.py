@@ -1,4 +1,4 @@
-"""Agreement across targets (issue 13 item 5): the canonical trace of a program run natively
+"""Agreement across targets: the canonical trace of a program run natively
 (`--target native`, ptrace) equals its trace under emulation (Unicorn), for every native
 backend (int3 lazy and strict, hwbp, btf, entry, step), on x86_64 and i386, over the
 committed testbins that run natively.

@@ -1,4 +1,4 @@
-"""`run --target native` on dynamic programs (issue 13 item 1, with issue 15's module map):
+"""`run --target native` on dynamic programs (with the module map):
 `testbins/x86_64/calls.dyn` (linked at a fixed address) and `calls.dynpie` (a PIE) run on
 this host under ptrace with the host's ld.so and libc; ld.so's libraries are learnt from
 /proc/PID/maps after each system call (target/native_modules.py).

@@ -13,7 +13,7 @@
   every ISA a stripped program (code found by descent: site hooks, which C's site table
   watches under lazy cleanup, backends/hooked_sites.py) is traced identically, C finishing
   most site hits.
-* `char *` values (session 12): C copies the string at the event; calls with string
+* `char *` values: C copies the string at the event; calls with string
   arguments and returns of strings are C's, equal to the reference on every ISA under int3
   lazy and strict and entry (`test_strings_copied_by_c_equal_python`).
 * Oracle (x86_64, aarch64, and mips, mipsel, riscv64, whose site hooks C watches): the
@@ -63,7 +63,7 @@ def test_native_library_is_built() -> None:
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
            or hooked_sites.every_site_hooked(by_name(isa))]
 # where strict cleanup's switches are C's (int3_native.StrictInC: a lowering or the site
-# hooks C's table watches: every ISA since session 11, arm's two instruction sets too)
+# hooks C's table watches: every ISA, arm's two instruction sets too)
 STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None
                or hooked_sites.wanted(by_name(isa))]
 
@@ -138,7 +138,7 @@ def test_native_equals_python(isa: str) -> None:
 # strict cleanup (disarm on leaving): on a lowered ISA, and at the site hooks C's table
 # watches (hook delivery; code found by descent), C switches the armed function itself
 # (strict.c) at calls and returns into functions it knows, and Python replays each switch on
-# its own state (arm too, in both instruction sets, since session 11)
+# its own state (arm too, in both instruction sets)
 @pytest.mark.parametrize("isa", sorted({*LOWERED, "arm"}))
 def test_native_equals_python_under_strict_cleanup(isa: str) -> None:
     cells = LOWERED_CELLS if isa in LOWERED else LOWERED_CELLS[:1]

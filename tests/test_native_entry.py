@@ -4,7 +4,7 @@ native/entryprobe.c) against the Python reference (backends/entry.py).
 * Differential, all ten ISAs: identical records (times, addresses, argument and return
   values), counters (probes, patches, traps, stepovers, simulated, functions), instruction
   counts, stop, open frames and exit status for `run`; identical uftrace directories for
-  `record` and records of `run`'s spill file, which C's record writer writes (session 13).
+  `record` and records of `run`'s spill file, which C's record writer writes.
   C takes the entry probes on every ISA — patch delivery (x86_64, i386, aarch64, arm in
   both instruction sets, ppc, ppc64le, s390x: C steps over the displaced instruction) and
   hook delivery (mips, mipsel, riscv64: the block hook sees a block start at a probe); the
@@ -142,8 +142,7 @@ def test_deep_recursion_hands_c_only_the_changed_frames(isa: str) -> None:
     by the part that changed (WatchedList, ep_frames_splice/ep_low), a few frames per event
     (copying them all at every Python section, as before, made mips's run take 25 s: every
     probe there was Python's, 10^8 frames copied).  The same records, counters and open
-    frames as the reference, which holds its frames in Python only (x86_64; arm, whose
-    probes were Python's until session 13)."""
+    frames as the reference, which holds its frames in Python only (x86_64; and arm)."""
     _, want = _run(isa, "calls", ("deep",), "python")
     process, got = _run(isa, "calls", ("deep",), "native")
     assert got == want

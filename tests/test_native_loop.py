@@ -204,7 +204,7 @@ def test_c_loop_equals_python_loop_traps(backend: str, cleanup: str, isa: str, p
 # ~8 s of single steps (BTF is degraded here): btf runs the cells that differ in control
 # flow (direct, indirect and tail calls, longjmp, a crash by signal, descent, PIE, a call
 # through memory, the PC thunk, i386's ISA-dependent code, fib).  hwbp, whose hits C
-# finishes with their values, runs every cell.  (CI time, issue 9.)
+# finishes with their values, runs every cell.  (CI time.)
 VALUES_ONLY = {("x86_64", "calls", ("qsort",)), ("x86_64", "calls", ("args9",)),
                ("x86_64", "calls", ("fnptr",)), ("x86_64", "typed", ()),
                ("i386", "calls", ("recursion",)), ("i386", "calls", ("args9",)),

@@ -1,4 +1,4 @@
-"""`run --target native` when ptrace is refused (issue 13's bad-input rule: "a ptrace failure
+"""`run --target native` when ptrace is refused (the bad-input rule: "a ptrace failure
 (no permission, ptrace_scope, running inside a tracer) is one line with the reason (exit
 69)"), and `--backend bts` natively, refused with the host's reason and a strict xfail read
 from the capability table (`native_bts`: isa/native_pmu.py).

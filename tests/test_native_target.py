@@ -1,4 +1,4 @@
-"""`run --target native` (issue 13): x86 programs run on this host under ptrace, traced by
+"""`run --target native`: x86 programs run on this host under ptrace, traced by
 the same backends through the target protocol.
 
 Oracles: the program's own `-finstrument-functions` record (`calls.instr` run natively on

@@ -44,7 +44,7 @@ from .test_trace_oracle import namer
 LOWERED = [isa for isa in ISAS if by_name(isa).lower is not None
            or hooked_sites.every_site_hooked(by_name(isa))]
 # where strict cleanup's switches are C's (int3_native.StrictInC: a lowering or the site
-# hooks C's table watches: every ISA since session 11, arm's two instruction sets too)
+# hooks C's table watches: every ISA, arm's two instruction sets too)
 STRICT_IN_C = [isa for isa in ISAS if by_name(isa).lower is not None
                or hooked_sites.wanted(by_name(isa))]
 CELLS = (("fib", ("18",)), ("calls", ("tail",)), ("typed", ()),
@@ -207,7 +207,7 @@ def test_native_recording_equals_self_record(isa: str, backend: str, scenario: s
     assert got == want
 
 
-# busybox gzip (issue 9's speed target): the hot path of a stripped third-party program is C's
+# busybox gzip (a speed target): the hot path of a stripped third-party program is C's
 BUSYBOX_ISAS = [pytest.param(isa, marks=[] if by_name(isa).capability(Cap.BUSYBOX).works
                              else [pytest.mark.xfail(reason=by_name(isa).capability(
                                  Cap.BUSYBOX).reason, strict=True)], id=isa)

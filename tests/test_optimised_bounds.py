@@ -6,7 +6,7 @@
   shared-tail and frameless-call work ppc64le gave 111,231 unwound lines of 259,572 on gzip.
   Where a gap remains, the test is a strict xfail read from the ISA's capability table
   (`stripped_tail_calls`).
-* Issue 10 item 14: a symbol whose st_size is absurd (2^40) makes discovery sweep only the
+* A symbol whose st_size is absurd (2^40) makes discovery sweep only the
   executable file data that holds it: the run takes as long and traces the same as with
   the true size.
 """

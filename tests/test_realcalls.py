@@ -1,4 +1,4 @@
-"""Issue 11 item 5: the system calls real programs make (sysinfo, getrusage, times, process
+"""The system calls real programs make (sysinfo, getrusage, times, process
 groups, socket calls on non-sockets, xattrs, TCGETS, /dev/tty, poll/select/ppoll/pselect,
 nanosleep, clock_nanosleep, statx, prlimit64) answer as under qemu-user, on all ten ISAs.
 `realcalls` prints each result with its errno name; it runs in a new session (no

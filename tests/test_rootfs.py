@@ -1,4 +1,4 @@
-"""`emutrace rootfs` (issue 15): a root made from Debian's arm64 packages (coreutils and its
+"""`emutrace rootfs`: a root made from Debian's arm64 packages (coreutils and its
 dependencies; scripts/setup.sh builds it once into .cache/rootfs/aarch64) runs Debian's own
 dynamic programs as `qemu-aarch64-static -L ROOT` runs them, and a traced run names the libc
 functions the program calls through its PLT."""

@@ -1,4 +1,4 @@
-"""`emutrace rootfs` without apt (issue 15): which packages of `apt-cache depends` output
+"""`emutrace rootfs` without apt: which packages of `apt-cache depends` output
 are unpacked, where the downloads go (a cache outside the root), and the root's absolute
 symbolic links made relative (qemu-user's `-L` would follow them out of the root)."""
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 3: each ISA's signal frame in guest memory (emutrace/isa/sigframe.py).
+"""Each ISA's signal frame in guest memory (emutrace/isa/sigframe.py).
 
 * The layout data against each Debian cross gcc's own `ucontext_t` (glibc mirrors the
   kernel's uapi struct): `_Static_assert`s on offsetof, compiled with -fsyntax-only.

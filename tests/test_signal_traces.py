@@ -1,4 +1,4 @@
-"""Issue 11 item 3: what signal handlers run is traced, nested where the signal arrived.
+"""What signal handlers run is traced, nested where the signal arrived.
 
 Program: testbins/<isa>/signals (src/signals.c): handlers run by raise and kill, an
 SA_SIGINFO handler, SIGCHLD handlers while the program waits for its children, SIGALRM

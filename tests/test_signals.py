@@ -1,4 +1,4 @@
-"""Issue 11 item 3: signals reach guest handlers on all ten ISAs, as under qemu-user —
+"""Signals reach guest handlers on all ten ISAs, as under qemu-user —
 `testbins/<isa>/signals` (src/signals.c): a handler run by raise and kill (returning to the
 interrupted code with its locals), SA_SIGINFO's siginfo, blocking and sigpending,
 SA_RESETHAND, sigsuspend woken by SIGCHLD from a forked child, alarm + pause, a child

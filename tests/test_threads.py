@@ -1,4 +1,4 @@
-"""Issue 11 item 4: threads under the deterministic scheduler (machine/linux/threads.py).
+"""Threads under the deterministic scheduler (machine/linux/threads.py).
 
 `threads` (testbins/src/threads.c): three pthreads wait on a condition variable, add
 their share under a mutex (yielding while they hold it, so the others block on its

@@ -1,4 +1,4 @@
-"""Issue 11 items 4-5: a blocking system call blocks only its own thread.
+"""A blocking system call blocks only its own thread.
 
 `threadwait` (testbins/src/threadwait.c): thread A poll()s, then select()s, pipes that
 thread B writes after some computation, then a poll with a 5 ms timeout of a pipe nobody

@@ -48,7 +48,7 @@ BACKENDS = {"step": ("step", "lazy", None), "int3-lazy": ("int3", "lazy", None),
 # grid's time, entry's alone 40 %) for every mechanism on one patch ISA and one hooked ISA,
 # and for step and int3-lazy on all ten; how deep a trace is concerns the shadow stack and
 # the trace's length, which every mechanism shares, not how a mechanism sees a transfer,
-# which the other ten scenarios check on every cell.  (CI time, issue 9: `.ci/run`.)
+# which the other ten scenarios check on every cell.  (CI time: `.ci/run`.)
 DEEP_EVERY_MECHANISM = ("x86_64", "mips")
 DEEP_EVERY_ISA = ("step", "int3-lazy")
 CELLS = [(isa, mechanism, scenario) for isa in ISAS for mechanism in BACKENDS

@@ -1,4 +1,4 @@
-"""Typed arguments and return values (issue 8 item 3).
+"""Typed arguments and return values.
 
 Oracles: testbins/src/typed.c's callees print what they received, run under qemu-user (the
 expected argument values); return values follow from the C source's arithmetic on them;

@@ -1,4 +1,4 @@
-"""emutrace's fuzz harness (issue 10): bad input must end in one line and a documented exit
+"""emutrace's fuzz harness: bad input must end in one line and a documented exit
 code, never a traceback, an internal error (70), a hang past the budget or a crash of Python.
 
 Three kinds of cases, each cheap enough for 10^5 runs:

@@ -1,4 +1,4 @@
-"""Self-reading and self-modifying guest code under patched breakpoints (issue 10 item 22).
+"""Self-reading and self-modifying guest code under patched breakpoints.
 
 A real debugger's breakpoint bytes are visible to the program (it reads `0xCC` where its
 call was) and are clobbered or copied by code that rewrites itself.  Under emulation we do

@@ -1,5 +1,5 @@
-"""`emutrace bench --target native`: the cost model checked against native runs (issue 13
-item 4).  Every program × ISA × mechanism runs natively under ptrace beside the untraced
+"""`emutrace bench --target native`: the cost model checked against native runs.
+Every program × ISA × mechanism runs natively under ptrace beside the untraced
 native run (interleaved rounds, medians) and once under emulation for the counters the
 model predicts from; writes native-cost.{csv,json,md} into --out
 (`emutrace.benchgrid.native_runner`, `.native_report`, `emutrace.cost.check`).

@@ -1,4 +1,4 @@
-"""The cost model checked against native runs (issue 13 item 4): pure arithmetic on what
+"""The cost model checked against native runs: pure arithmetic on what
 `emutrace bench --target native` measured, no emulator, no ptrace.
 
 For one program, ISA and mechanism the bench gives the median untraced and traced native

@@ -595,7 +595,7 @@ class Capability:
     reason: str = ""
 
 
-# Signals reach guest handlers on every ISA (issue 11 item 3, sys_sigdeliver.py): zsh and
+# Signals reach guest handlers on every ISA (sys_sigdeliver.py): zsh and
 # busybox ash wait for their children in a SIGCHLD handler with sigsuspend; and every backend
 # traces a handler's run as the program's own record shows it (tests/test_signal_traces.py)
 SIGNAL_HANDLERS = Capability(True)

@@ -1,6 +1,6 @@
 """Each ISA's signal frame as the guest sees it: where `struct ucontext` keeps the
 interrupted registers, the signal mask and the sigaltstack state that `rt_sigreturn`
-restores (issue 11 item 3).  Pure data; `machine/linux/sys_sigdeliver.py` writes and reads
+restores.  Pure data; `machine/linux/sys_sigdeliver.py` writes and reads
 the frame.
 
 The offsets are the kernel's uapi layouts, which glibc's `ucontext_t` mirrors (measured:

@@ -1,4 +1,4 @@
-/* Instruction decoding for function discovery (issue 9 item 5: a program's first traced run).
+/* Instruction decoding for function discovery (a program's first traced run).
  *
  * Capstone's C library decodes a stretch of code in one call, and the instructions come back
  * as flat arrays (address, size) and one text buffer (mnemonic NUL op_str NUL, instruction

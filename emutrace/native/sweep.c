@@ -1,4 +1,4 @@
-/* Discovery's sweep loop in C (issue 9 item 5: a program's first traced run).
+/* Discovery's sweep loop in C (a program's first traced run).
  *
  * disasm.c decodes a stretch of code with capstone's C library and hands Python flat arrays;
  * Python then made one `Insn` per instruction and kept it in the decoder's table, ~1 µs an

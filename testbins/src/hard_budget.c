@@ -1,4 +1,4 @@
-/* hard_budget MODE - system calls that take long (issue 10 item 12):
+/* hard_budget MODE - system calls that take long:
  * sleep: nanosleep 100 s; sleepmax: nanosleep INT64_MAX s; random: getrandom of 1 GiB
  * (prints the count one call returned). */
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-/* hard_faults MODE - CPU faults as Linux reports them (issue 10 item 6):
+/* hard_faults MODE - CPU faults as Linux reports them:
  * div: integer division by zero (SIGFPE); int80: `int $0x80` from 64-bit code. */
 #include <stdio.h>
 #include <string.h>

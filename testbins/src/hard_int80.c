@@ -1,4 +1,4 @@
-/* hard_int80 - `int $0x80` from 64-bit code runs the i386 system calls (issue 10 item 6).
+/* hard_int80 - `int $0x80` from 64-bit code runs the i386 system calls.
  * Built at test time by tests/test_hardening_int80.py with x86_64-linux-gnu-gcc and run
  * natively on the x86_64 host as the oracle (not a committed binary). */
 #include <stdio.h>

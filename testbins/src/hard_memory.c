@@ -1,4 +1,4 @@
-/* hard_memory - memory and file-mode requests Linux refuses (issue 10 items 2, 5, 7):
+/* hard_memory - memory and file-mode requests Linux refuses:
  * prints each result and errno name; a native run on an x86_64 host with less than 64 GiB
  * of RAM + swap (overcommit heuristic) is the oracle, except the "mode" line (emutrace
  * strips set-user-ID/set-group-ID bits by design).  Needs a writable current directory.

@@ -1,4 +1,4 @@
-/* Issue 10 item 22: a program that reads its own code and rewrites it.  Its stdout is the
+/* A program that reads its own code and rewrites it.  Its stdout is the
  * same natively, under qemu-user and under every emutrace backend: a checksum of code that
  * has run (armed: breakpoints must stay hidden from loads), a copy of a function that has run
  * called from an executable page, and a function that has run overwritten in place (text

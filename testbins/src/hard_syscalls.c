@@ -1,4 +1,4 @@
-/* hard_syscalls - system calls given hostile arguments (issue 10 items 8, 9, 10): prints
+/* hard_syscalls - system calls given hostile arguments: prints
  * each call's result and errno name, so a native run on an x86_64 Linux host is the oracle.
  * Needs a writable current directory (creates and removes hard_syscalls.tmp). */
 #define _GNU_SOURCE

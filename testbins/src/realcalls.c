@@ -1,6 +1,6 @@
 /* realcalls: the system calls real programs (shells, coreutils) make beyond the C start-up,
  * each printed with its result and errno name, so that a run under emutrace can be compared
- * line by line with qemu-user (issue 11, item 5).  Run it in a directory it may write to,
+ * line by line with qemu-user.  Run it in a directory it may write to,
  * with stdin not a terminal and no controlling terminal (a new session). */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* sigctx: what a signal handler sees of the interrupted program through its ucontext, and
- * what it may change there (issue 11 item 3), each step printed for comparison with
+ * what it may change there, each step printed for comparison with
  * qemu-user on every ISA: the interrupted PC and SP, the result register of the
  * interrupted system call changed by the handler, uc_sigmask changed by the handler (the
  * mask after the return), uc_stack, a SIGSEGV handler on a sigaltstack that moves the PC

@@ -1,5 +1,5 @@
 /* signals: signal handlers and process signals, each step printed, for comparison with
- * qemu-user on every ISA (issue 11 item 3): a handler run by raise/kill, SA_SIGINFO's
+ * qemu-user on every ISA: a handler run by raise/kill, SA_SIGINFO's
  * siginfo, blocking and sigpending, SA_RESETHAND, sigsuspend woken by SIGCHLD from a child,
  * alarm + pause, a child killed by SIGPIPE and by kill(), the handler's return to where
  * the program was (locals intact). */

@@ -1,4 +1,4 @@
-/* threads.c - POSIX threads under emutrace's scheduler (issue 11).
+/* threads.c - POSIX threads under emutrace's scheduler.
  *
  * Three workers, created by main, wait on a condition variable until main
  * says go, then each adds its share to a total under a mutex (yielding

@@ -1,4 +1,4 @@
-/* threadwait.c - a blocking system call blocks only its own thread (issue 11).
+/* threadwait.c - a blocking system call blocks only its own thread.
  *
  * 1. Thread A poll()s a pipe that thread B writes after some computation,
  *    then select()s a second pipe that B writes after more computation; then
