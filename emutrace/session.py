@@ -306,6 +306,8 @@ class Process(TracedRun):
             if aware is not None:  # signal handlers as trap frames
                 self.kernel.on_handler_entered = aware.trap_entered
                 self.kernel.on_handler_returned = aware.trap_returned
+            # a context loaded inside a system call (ppc32's swapcontext): int3's placement
+            self.kernel.on_context_loaded = getattr(backend, "context_loaded", None)
         elif config.backend != "none":
             known = ", ".join(["none", *BACKENDS])
             raise UsageError(f"unknown backend {config.backend!r}; known: {known}")

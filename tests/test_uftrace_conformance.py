@@ -550,11 +550,13 @@ def test_context_switches_nest_as_the_programs_own_record(isa: str, scratch: Pat
     assert calls_and_returns(out.read_text()) == expected
 
 
-@pytest.mark.parametrize("isa", ["x86_64", "mips"])
+@pytest.mark.parametrize("isa", ["x86_64", "mips", "ppc"])
 def test_context_switches_alike_on_both_engines(isa: str, scratch: Path) -> None:
     """The reference engine and the native one trace the context switches alike (C hands a
     call on another stack to Python: ufwrite.c UW_STACK_SWITCH).  x86_64 and mips: one
-    returns from swapcontext by its return instruction, the other by a jump."""
+    returns from swapcontext by its return instruction, the other by a jump; ppc: the
+    switch happens inside the swapcontext system call (the Linux layer tells the tracer,
+    sys_ucontext.py)."""
     traces = []
     for engine in ("python", "native"):
         out = scratch / f"{isa}.context.{engine}.txt"
@@ -564,3 +566,14 @@ def test_context_switches_alike_on_both_engines(isa: str, scratch: Path) -> None
         traces.append(out.read_text())
     assert "/* resumed */" in traces[0]
     assert traces[0] == traces[1]
+
+
+def test_context_switches_in_the_system_call_under_step(scratch: Path) -> None:
+    """ppc's switch inside the swapcontext system call, under the step backend too (the
+    Linux layer tells it where a loaded context goes on, as it tells int3): the same
+    program's own record.  ppc only: no other ISA switches contexts in a system call."""
+    out = scratch / "ppc.context.step.txt"
+    done = run_emutrace("run", "--backend", "step", "--no-libcall", "-o", out,
+                        bin_path("ppc", "conform"), "context")
+    assert done.returncode == 0, done.stderr.decode()
+    assert calls_and_returns(out.read_text()) == own_record_of_contexts()

@@ -294,6 +294,24 @@ class Int3Backend:
         self.start(vector)
         self.engine.leave()
 
+    def context_loaded(self, site: int, target: int) -> None:
+        """A system call at site loaded a whole register context (ppc32's swapcontext) and
+        control goes on at target with no branch.  At a function's entry (a context
+        `makecontext` made) that is a jump into it: reported and armed as a jump site's
+        would be (MIPS's setcontext jumps there).  Elsewhere (a saved context resumed after
+        its own system call) the return that runs next is seen as any return."""
+        callee = self.function_at(target)
+        if callee is None or callee.start != target or not self.tails.is_tail(target):
+            return
+        self.engine.pause()
+        here = self.function_at(site)
+        self.emit(TailCall(self.time, site, target, self.cpu.reg_read(self.sp_reg),
+                           self.args.read(target)))
+        if here is not None:
+            self.cleanup.jumped(here.start, callee)
+        self.arm(callee)
+        self.engine.leave()
+
     def _resume_after_trap(self, addr: int) -> None:
         """The first block after an exception return: the function the cleanup finds
         current there, armed."""

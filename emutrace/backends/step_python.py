@@ -289,6 +289,17 @@ class StepBackend:
         self.emit(handler_frame(self.time, self.cpu, vector, signal, self.args))
         self.engine.leave()
 
+    def context_loaded(self, site: int, target: int) -> None:
+        """(Int3Backend.context_loaded.)  A context loaded inside the system call at site
+        goes on at target with no branch: at a function's entry, a jump into it."""
+        if not self.tails.is_tail(target):
+            return
+        self.engine.trap_entering()
+        self.pending = None  # (none is left by a system call)
+        self.emit(TailCall(self.time, site, target, self.cpu.reg_read(self.sp_reg),
+                           self.args.read(target)))
+        self.engine.leave()
+
     def trap_returned(self, site: int) -> None:
         """The exception return at site runs next."""
         self.emit(TrapReturn(self.time, site))

@@ -346,11 +346,9 @@ ISA = Isa(
         Cap.CPU_TIMERS: Capability(True),  # ITIMER_PROF/VIRTUAL (cpu_timers.py)
         Cap.BUSYBOX: Capability(False, "Debian 12 has no 32-bit powerpc release port"),
         # glibc's getcontext, setcontext and swapcontext make the swapcontext system call
-        # (nr 249), served by machine/linux/sys_ucontext.py: programs run as on Linux
-        Cap.UCONTEXT_SYSCALL: Capability(False, "the swapcontext system call loads a "
-                                         "context inside the kernel: no branch enters a "
-                                         "makecontext'd function, so the tracers miss its "
-                                         "frame and its calls until it first switches back"),
+        # (nr 249): machine/linux/sys_ucontext.py serves it and tells the tracer where a
+        # loaded context goes on (a makecontext'd function is entered with no branch)
+        Cap.UCONTEXT_SYSCALL: Capability(True),
         Cap.OPTIMISED_CODE: Capability(True),
         Cap.STEP_CLOCK: Capability(True),
         Cap.SWEEP_DECODES_KEPT_ONLY: Capability(True),

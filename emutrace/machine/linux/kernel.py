@@ -148,6 +148,9 @@ class LinuxKernel:
         # the call just made loaded every register from guest memory (ppc32's
         # swapcontext into a context, sys_ucontext.py): no result is written over them
         self.registers_loaded = False
+        # a tracer told when such a call goes on elsewhere without a branch (the system
+        # call's address, where control goes on): backends' context_loaded
+        self.on_context_loaded: Callable[[int, int], None] | None = None
         # a tracer told of signal handlers (the backend's TrapAware methods): a handler is
         # entered (its address, where the interrupted code resumes and the handler's
         # stack), and a handler's return reached rt_sigreturn (at the trampoline)

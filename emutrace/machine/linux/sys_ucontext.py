@@ -62,8 +62,10 @@ def _save(k: K, sf: SigFrame, uc: int, mcontext_at: int) -> None:
 
 
 def _load(k: K, sf: SigFrame, uc: int, mcontext_at: int) -> None:
-    """do_setcontext: the mask, then restore_user_regs from where uc_regs points."""
+    """do_setcontext: the mask, then restore_user_regs from where uc_regs points; a
+    tracer told where control goes on (`on_context_loaded`)."""
     cpu, e = k.cpu, k.endian
+    site = cpu.pc - len(k.conv.instruction)  # the sc (PC is past it in the hook)
     n = sigset_size(k)
     mask = sigset_from(k, k.read(uc + sf.sigmask, n))
     mctx = int.from_bytes(k.read(uc + sf.pointers[0][0], k.word), e)
@@ -79,6 +81,8 @@ def _load(k: K, sf: SigFrame, uc: int, mcontext_at: int) -> None:
     cpu.reg_write("fpscr", fpscr & 0xFFFFFFFF)  # the low word (mc_fregs[32])
     k.sig_mask = mask & ~((1 << (k.const("SIGKILL") - 1)) | (1 << (k.const("SIGSTOP") - 1)))
     k.registers_loaded = True
+    if k.on_context_loaded is not None:
+        k.on_context_loaded(site, cpu.pc)
 
 
 @syscall("swapcontext")
