@@ -568,12 +568,15 @@ def test_context_switches_alike_on_both_engines(isa: str, scratch: Path) -> None
     assert traces[0] == traces[1]
 
 
-def test_context_switches_in_the_system_call_under_step(scratch: Path) -> None:
-    """ppc's switch inside the swapcontext system call, under the step backend too (the
-    Linux layer tells it where a loaded context goes on, as it tells int3): the same
-    program's own record.  ppc only: no other ISA switches contexts in a system call."""
-    out = scratch / "ppc.context.step.txt"
-    done = run_emutrace("run", "--backend", "step", "--no-libcall", "-o", out,
+@pytest.mark.parametrize("backend", ["step", "entry", "bts"])
+def test_context_switches_in_the_system_call_on_other_backends(backend: str,
+                                                               scratch: Path) -> None:
+    """ppc's switch inside the swapcontext system call under the other mechanisms too (the
+    Linux layer tells each where a loaded context goes on, as it tells int3; hwbp is int3's
+    placement): the same program's own record.  ppc only: no other ISA switches contexts
+    in a system call."""
+    out = scratch / f"ppc.context.{backend}.txt"
+    done = run_emutrace("run", "--backend", backend, "--no-libcall", "-o", out,
                         bin_path("ppc", "conform"), "context")
     assert done.returncode == 0, done.stderr.decode()
     assert calls_and_returns(out.read_text()) == own_record_of_contexts()

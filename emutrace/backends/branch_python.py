@@ -29,7 +29,7 @@ from emutrace.backends.branch import BranchDecoder, BranchObserver, BranchRecord
 from emutrace.discover.callabi import CallTypes
 from emutrace.elf import Image
 from emutrace.target.protocol import Target
-from emutrace.trace.events import Event, SignalDelivery, TrapReturn
+from emutrace.trace.events import Event, SignalDelivery, TailCall, TrapReturn
 
 DECODER_STATS = ("calls", "returns", "tail_calls")  # BranchDecoder.stats
 
@@ -246,6 +246,18 @@ class BranchBackend:
         engine.interrupted()
         # (decoder.args None: bts records no values)
         self.emit(handler_frame(engine.time, self.cpu, vector, signal, self.decoder.args))
+
+    def context_loaded(self, site: int, target: int) -> None:
+        """(Int3Backend.context_loaded.)  A context loaded inside the system call at site
+        goes on at target with no branch: at a function's entry, a jump into it, after the
+        branches taken before it."""
+        decoder = self.decoder
+        if not decoder.tails.is_tail(target):
+            return
+        self.engine.drain()
+        args = decoder.args.read(target) if decoder.args is not None else ()
+        self.emit(TailCall(self.engine.time, site, target,
+                           self.cpu.reg_read(decoder.sp_reg), args))
 
     def trap_returned(self, site: int) -> None:
         """The handler's rt_sigreturn at site runs next."""

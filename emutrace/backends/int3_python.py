@@ -299,7 +299,10 @@ class Int3Backend:
         control goes on at target with no branch.  At a function's entry (a context
         `makecontext` made) that is a jump into it: reported and armed as a jump site's
         would be (MIPS's setcontext jumps there).  Elsewhere (a saved context resumed after
-        its own system call) the return that runs next is seen as any return."""
+        its own system call) the return that runs next is seen as any return.  Eager
+        probes (entry's placement) see the function entered by its own entry probe."""
+        if not self.placement.arms_on_entry:
+            return
         callee = self.function_at(target)
         if callee is None or callee.start != target or not self.tails.is_tail(target):
             return
