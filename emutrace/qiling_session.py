@@ -26,7 +26,7 @@ from emutrace.discover.debuginfo import parse_symbols_spec
 from emutrace.discover.modules import ModuleMap
 from emutrace.discover.symbol_map import load_symbol_file
 from emutrace.elf import Image, Segment, load_image
-from emutrace.errors import Unsupported, UsageError
+from emutrace.errors import EXIT_NO_INPUT, EmutraceError, Unsupported, UsageError
 from emutrace.isa import by_name
 from emutrace.mechanisms.settings import settings_of
 from emutrace.sandbox import Sandbox
@@ -165,7 +165,8 @@ class QilingProcess(TracedRun):
             with open(config.program, "rb") as f:
                 code = f.read(most + 1)
         except OSError as e:
-            raise UsageError(f"{config.program}: {e.strerror or e}") from None
+            raise EmutraceError(f"{config.program}: {e.strerror or e}", EXIT_NO_INPUT) \
+                from None
         if not code or len(code) > most:
             raise UsageError(f"{config.program}: a {suffix} holds 1 to {most} bytes")
         end = start + len(code)  # (a listing sizes its last function up to the end)
