@@ -55,9 +55,10 @@ OTHER_OS = {
     # object has no attribute '_uch', at the board's first mem_map, qiling/loader/mcu.py
     # load_env); with qiling_os.repair_cortex_m_engine the board runs testbins/mcu
     ("mcu", "cortex_m"): Capability(False, "not wired: Qiling runs the firmware (testbins/mcu, "
-                                           "its engine repaired: repair_cortex_m_engine), "
-                                           "but --target qiling does not load MCU firmware "
-                                           "yet"),
+                                           "its engine repaired: repair_cortex_m_engine) and "
+                                           "the backends trace it there, but --target qiling "
+                                           "does not load MCU firmware yet (no board choice, "
+                                           "and firmware never exits: no end of run)"),
     # a PE application; its functions from the ELF it was made from (gnu-efi: --symbols)
     ("uefi", "x86_64"): WORKS,
     ("uefi", "aarch64"): Capability(False, "not tried: no aarch64 gnu-efi application is "
