@@ -1,4 +1,4 @@
-"""The process half of a confined native run (issue 13 item 3, and the project's rule that
+"""The process half of a confined native run (and the project's rule that
 a guest touches nothing of the host outside what the user allowed): system calls that act
 on *another* process — signals, scheduling, limits, NUMA placement — reach only the
 guest's own processes (the run's first process and the children it followed,

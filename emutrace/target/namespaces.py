@@ -1,4 +1,4 @@
-"""The kernel sandbox around a confined native guest (issue 32 item 1): what the guest can
+"""The kernel sandbox around a confined native guest: what the guest can
 touch is bounded by the kernel, whatever system calls or seccomp filters of its own it
 uses; the tracer's seccomp check (target/seccomp_filter.py, target/ptrace_confine.py) is
 the second layer, which gives emulation's answers and warnings.

@@ -1,4 +1,4 @@
-"""The seccomp filter that confines a native run (issue 13 item 3): which system calls the
+"""The seccomp filter that confines a native run: which system calls the
 host kernel runs unchecked, which stop for the tracer's sandbox check, which are refused.
 
 Every system call of the x86_64 and the i386 table (a 64-bit program may also enter the
