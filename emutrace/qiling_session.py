@@ -37,7 +37,13 @@ from emutrace.session import (
     open_image,
     open_interpreter,
 )
-from emutrace.target.qiling_table import PE_MACHINES, backend_refusal, os_row
+from emutrace.target.qiling_table import (
+    MCU_REFUSED,
+    PE_MACHINES,
+    backend_refusal,
+    mcu_board_of,
+    os_row,
+)
 from emutrace.tracer import TracedRun, Tracer
 
 # Qiling's DOS layer's inputs, by the file's suffix: (where it is loaded, its largest size).
@@ -89,13 +95,18 @@ class QilingProcess(TracedRun):
 
         self.config = config
         pe_machine = pe_machine_of(config.program)
+        board = None
         dos = os.path.splitext(config.program)[1].lower()  # (Qiling: by its name)
         if dos not in DOS_INPUTS:
             dos = ""
         if dos:
             image, os_name = self._dos_image(config), "dos"
         elif pe_machine is None:
-            image, os_name = self._linux_image(config), "linux"
+            image = open_image(config.program, config.arch)
+            board = mcu_board_of(image.isa.name, [(g.vaddr, g.memsz) for g in image.segments
+                                                  if g.memsz])
+            os_name = "mcu" if board else "linux"
+            self._elf_checks(config, image, board)
         elif pe_subsystem_of(config.program) not in EFI_SUBSYSTEMS:  # a Windows program
             isa = PE_MACHINES.get(pe_machine, f"machine {pe_machine:#x}")
             raise Unsupported(f"--target qiling: {config.program} is a Windows {isa} "
@@ -103,6 +114,10 @@ class QilingProcess(TracedRun):
         else:
             image, os_name = self._pe_symbols(config, pe_machine), "uefi"
         refusal = backend_refusal(config.backend)
+        if os_name == "mcu":
+            refusal = refusal or MCU_REFUSED.get(config.backend)
+            if config.backend == "int3" and config.engine == "native":
+                refusal = MCU_REFUSED["int3/native"]
         if refusal is not None:
             raise UsageError(f"--target qiling: backend {config.backend}: {refusal}")
         missing = missing_reason()
@@ -113,7 +128,7 @@ class QilingProcess(TracedRun):
         sys.stderr.flush()
         root = self._root_of(config, image) if os_name == "linux" else None
         self.machine = QilingMachine(image.isa, config.program, list(config.args), env, root,
-                                     dos=dos)
+                                     dos=dos, board=board if os_name == "mcu" else None)
         try:
             if self.machine.os_name != os_name:
                 raise UsageError(f"--target qiling: Qiling takes {config.program} for a "
@@ -133,8 +148,9 @@ class QilingProcess(TracedRun):
             if config.backend != "none":
                 types = CallTypes.for_image(self.image, dict(config.arg_counts),
                                             config.default_args, dict(config.arg_formats))
-                self.engine = engine_of_run(config.engine, config.backend,
-                                            lambda m: print(m, file=sys.stderr))
+                self.engine = "python" if os_name == "mcu" and config.backend == "int3" \
+                    else engine_of_run(config.engine, config.backend,
+                                       lambda m: print(m, file=sys.stderr))
                 options = BackendOptions(**settings_of(config), call_types=types,
                                          engine=self.engine)
                 backend = create(config.backend, self.image, self.cpu, self.hooks,
@@ -179,16 +195,28 @@ class QilingProcess(TracedRun):
                      interpreter=None, symbols=symbols, _starts=[s.addr for s in symbols])
 
     @staticmethod
-    def _linux_image(config: RunConfig) -> Image:
-        image = open_image(config.program, config.arch)
-        row = os_row("linux", image.isa.name)
-        if not row.works:
-            raise UsageError(f"--target qiling: {config.program} is a Linux "
-                             f"{image.isa.name} program: {row.reason}")
+    def _elf_checks(config: RunConfig, image: Image, board: str | None) -> None:
+        """A Linux program, or firmware of an MCU board (its segments in the board's
+        memories), which never exits: --max-insns N ends its run, and only its."""
+        if board is not None:
+            row = os_row("mcu", "cortex_m")
+            if not row.works:
+                raise UsageError(f"--target qiling: {config.program} is {board} firmware: "
+                                 f"{row.reason}")
+            if not config.max_insns:
+                raise UsageError(f"--target qiling: {config.program} is {board} firmware, "
+                                 f"which never exits: end its run with --max-insns N")
+        else:
+            row = os_row("linux", image.isa.name)
+            if not row.works:
+                raise UsageError(f"--target qiling: {config.program} is a Linux "
+                                 f"{image.isa.name} program: {row.reason}")
+            if config.max_insns:
+                raise UsageError("--target qiling: --max-insns ends MCU firmware's runs; "
+                                 "other programs' work(s) under emutrace's own emulation only")
         if config.symbols:
             raise UsageError("--target qiling: --symbols names the ELF of a PE image; an "
                              "ELF program's own symbols are read")
-        return image
 
     @staticmethod
     def _root_of(config: RunConfig, image: Image) -> str | None:
@@ -243,7 +271,7 @@ class QilingProcess(TracedRun):
     def run(self) -> RunResult:
         self.tracer.before_run()
         try:
-            stop = self.machine.run(self.config.timeout)
+            stop = self.machine.run(self.config.timeout, self.config.max_insns)
         finally:
             self.machine.close()
         end = self.tracer.finish()

@@ -513,6 +513,41 @@ def test_qiling_mcu_firmware_runs_with_the_repaired_engine(os_isa: str) -> None:
     assert ql.hw.usart2.recv() == b"calls 08 132\n"
 
 
+def mcu_marks() -> list:
+    row = os_row("mcu", "cortex_m")
+    reason = MISSING or (None if row.works else row.reason)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+@pytest.mark.parametrize("backend", ("int3", "step", "hwbp"))
+@pytest.mark.parametrize("os_isa", [pytest.param("mcu-cortex_m", marks=mcu_marks())])
+def test_qiling_mcu_firmware_trace_counts_equal_its_own(os_isa: str, backend: str) -> None:
+    """`run --target qiling` on the firmware (its segments in the STM32F411's flash and
+    SRAM): each function's entries as the firmware counts them itself (fact 5, apply 1,
+    twice 2: the 08 it prints; put once a character), its USART2 output on stdout as
+    under Qiling alone; the run ends at --max-insns (exit 125: firmware never exits)."""
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", "--backend", backend,
+                       "--max-insns", "3000", MCU)
+    assert got.returncode == 125, got.stderr
+    assert got.stdout == b"calls 08 132\n"
+    own = int(got.stdout.split()[1])
+    text = got.stderr.decode()
+    counts = {f: text.count(f" {f}(") for f in ("fact", "apply", "twice", "put")}
+    assert counts == {"fact": 5, "apply": 1, "twice": 2, "put": len(got.stdout)}
+    assert counts["fact"] + counts["apply"] + counts["twice"] == own
+    assert "unwound" not in text
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ((), b"--max-insns N"),
+    (("--backend", "bts", "--max-insns", "9"), b"every block"),
+    (("--backend", "int3", "--engine", "native", "--max-insns", "9"), b"--engine python"),
+])
+def test_qiling_mcu_refusals(extra: tuple[str, ...], says: bytes) -> None:
+    got = run_emutrace("run", "--target", "qiling", "--unconfined", *extra, MCU)
+    assert got.returncode == 64 and says in got.stderr and got.stderr.count(b"\n") == 1
+
+
 # ------------------------------------------------------------------ a Windows program
 # testbins/windows/calls.exe (mingw-w64, PE32+ console subsystem)
 WINDOWS = Path(__file__).parent.parent / "testbins" / "windows" / "calls.exe"
@@ -528,43 +563,3 @@ def test_windows_program_is_refused_naming_what_is_missing() -> None:
     assert reason.encode() in got.stderr and got.stderr.count(b"\n") == 1
     info = run_emutrace("info").stdout.decode()
     assert f"windows x86_64    not: {reason}" in info or MISSING
-
-
-@pytest.mark.parametrize("backend", ("int3", "step"))
-@pytest.mark.parametrize("os_isa", [pytest.param("mcu-cortex_m", marks=needs_qiling())])
-def test_qiling_mcu_firmware_traced_by_the_backends(os_isa: str, backend: str) -> None:
-    """The firmware on the repaired board, traced by a backend over Qiling's engine
-    (`UnicornCpu(uc=ql.uc)`, `QilingHooks`: what QilingMachine does, set up by hand since
-    --target qiling does not load firmware yet): each function's entries as the firmware
-    counts them itself (fact 5, apply 1, twice 2: the 08 it prints; put once a character),
-    its output unchanged.  A breakpoint backend (Thumb BKPT through Qiling's interrupt
-    dispatcher) and a stepping one."""
-    from collections import Counter
-
-    from emutrace.backends import BackendOptions, create
-    from emutrace.discover.callabi import CallTypes
-    from emutrace.mechanisms.settings import settings_of
-    from emutrace.target.qiling_os import QilingHooks
-    from emutrace.target.unicorn_cpu import UnicornCpu
-    from emutrace.tracer import Tracer
-
-    ql = stm32f411(True)
-    image = load_image(str(MCU))
-    cpu = UnicornCpu(image.isa, uc=ql.uc)
-    hooks = QilingHooks(ql, cpu)
-    config = RunConfig(str(MCU), [], backend=backend, engine="python")
-    options = BackendOptions(**settings_of(config), engine="python",
-                             call_types=CallTypes.for_image(image, {}, config.default_args, {}))
-    tracer = Tracer()
-    tracer.backend = create(backend, image, cpu, hooks, tracer.emit, options)
-    tracer.backend.start(image.entry)  # (the reset handler: Thumb, bit 0 set)
-    tracer.before_run()
-    ql.run(count=3000)
-    assert hooks.pending is None
-    records = tracer.finish().records
-    output = ql.hw.usart2.recv()
-    assert output == b"calls 08 132\n"
-    entries = Counter(image.symbolize(r.func) for r in records if isinstance(r, Entry))
-    own = int(output.split()[1])
-    assert entries == {"fact": 5, "apply": 1, "twice": 2, "put": len(output)}
-    assert entries["fact"] + entries["apply"] + entries["twice"] == own

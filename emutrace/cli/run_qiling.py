@@ -25,7 +25,9 @@ def qiling_config_checks(args: argparse.Namespace) -> None:
         raise UsageError("--target qiling: --allow-write confines a run; the qiling target "
                          "has no sandbox (--root is Qiling's root: where a dynamic program's "
                          "libraries are)")
-    refused = [o for o in refused_options(args) if o != "--symbols"]  # (a PE's ELF)
+    # (--symbols: a PE's ELF, a DOS program's listing; --max-insns: MCU firmware's end,
+    # checked by the session, which knows the program)
+    refused = [o for o in refused_options(args) if o not in ("--symbols", "--max-insns")]
     if getattr(args, "syscalls", False):
         refused.append("--syscalls")
     if refused:

@@ -37,7 +37,7 @@ import unicorn
 from unicorn import unicorn_const as ucc
 
 from emutrace.isa.base import Isa
-from emutrace.target.qiling_table import HWCAP_CLEAR
+from emutrace.target.qiling_table import HWCAP_CLEAR, MCU_BOARDS
 from emutrace.target.unicorn_cpu import UnicornCpu, cpu_fault
 from emutrace.target.unicorn_run import Stop, interruptible
 
@@ -47,6 +47,7 @@ QILING_LOGGER = "emutrace.qiling"  # Qiling's log: kept, never printed
 # offset, as x86_16 reads addresses: isa/x86_16.py), a boot sector at 0000:7C00
 DOS_SUFFIXES = {".com": ".DOS_COM", ".mbr": ".DOS_MBR"}
 DOS_PROFILE = {"COM": {"start_cs": "0"}}
+MCU_BOARDS_UARTS = ("usart1", "usart2", "usart6")  # (an MCU board's, where created)
 AT_NULL, AT_HWCAP = 0, 16  # auxv keys (include/uapi/linux/auxvec.h)
 PROT_EXEC = 4  # mmap's prot bit (include/uapi/asm-generic/mman-common.h)
 PAGE = 4096  # mmap2's offset unit (mm/mmap.c: pgoff << PAGE_SHIFT, 4 KiB pages here)
@@ -172,7 +173,8 @@ class QilingMachine:
     `ql.uc`) and `hooks` for a backend."""
 
     def __init__(self, isa: Isa, program: str, args: Sequence[str],
-                 env: dict[str, str], root: str | None = None, dos: str = "") -> None:
+                 env: dict[str, str], root: str | None = None, dos: str = "",
+                 board: str | None = None) -> None:
         """Qiling's root: `root` (a dynamic program's libraries; the program is copied into
         a temporary directory inside it), else an empty temporary directory.  (The guest's
         argv[0] is Qiling's host path of its copy of the program.)"""
@@ -195,9 +197,12 @@ class QilingMachine:
         # a file mapped executable (the Linux layer's mmap): (host path, address, offset)
         self.on_exec_map: Callable[[str, int, int], object] | None = None
         try:
-            self.ql = Qiling([guest, *args], self.root, env=dict(env),
-                             verbose=QL_VERBOSE.DISABLED, log_override=_silent_logger(),
-                             profile=DOS_PROFILE if dos else None)
+            if board is not None:  # MCU firmware: Qiling's board, its peripherals
+                self.ql = self._board(board, guest)
+            else:
+                self.ql = Qiling([guest, *args], self.root, env=dict(env),
+                                 verbose=QL_VERBOSE.DISABLED, log_override=_silent_logger(),
+                                 profile=DOS_PROFILE if dos else None)
             if self.os_name == "linux":
                 self.ql.os.set_syscall("mmap", self._mapped(1), QL_INTERCEPT.EXIT)
                 self.ql.os.set_syscall("mmap2", self._mapped(PAGE), QL_INTERCEPT.EXIT)
@@ -209,6 +214,26 @@ class QilingMachine:
         clear = HWCAP_CLEAR.get(isa.name, 0)
         if clear and self.os_name == "linux":
             self._clear_hwcap(clear)
+
+    @staticmethod
+    def _board(board: str, guest: str) -> Any:
+        """Qiling on an MCU board (qiling.extensions.mcu.<family>.<board>), its engine
+        repaired, with the table's peripherals; the UART's output is written out after the
+        run (`run`)."""
+        import importlib
+
+        from qiling import Qiling
+        from qiling.const import QL_ARCH, QL_OS, QL_VERBOSE
+
+        repair_cortex_m_engine()
+        _isa, module, _memories, peripherals = MCU_BOARDS[board]
+        family = importlib.import_module(module)
+        ql = Qiling([guest], archtype=QL_ARCH.CORTEX_M, ostype=QL_OS.MCU,
+                    env=getattr(family, board), verbose=QL_VERBOSE.DISABLED,
+                    log_override=_silent_logger())
+        for name in peripherals:
+            ql.hw.create(name)
+        return ql
 
     def _mapped(self, unit: int) -> Callable[..., None]:
         """Qiling's hook after mmap (unit 1) or mmap2 (offset in 4 KiB units): a file
@@ -259,6 +284,8 @@ class QilingMachine:
         loader's start, a linear address)."""
         if self.os_name == "dos":
             return int(self.ql.loader.start_address)
+        if self.os_name == "mcu":  # (the reset handler; M-profile code is Thumb only)
+            return self.cpu.isa.mode_address(self.cpu.pc, True)
         return int(self.ql.loader.entry_point)
 
     def modules(self) -> list[tuple[int, int, str]]:
@@ -266,11 +293,16 @@ class QilingMachine:
         return [(int(i.base), int(i.end), str(i.path))
                 for i in getattr(self.ql.loader, "images", [])]
 
-    def run(self, timeout: float = 0.0) -> Stop:
-        """Run the program to its end under Qiling; every end becomes a `Stop`."""
+    def run(self, timeout: float = 0.0, max_insns: int = 0) -> Stop:
+        """Run the program to its end under Qiling (MCU firmware: `max_insns`
+        instructions, then its UART's output to stdout); every end becomes a `Stop`."""
         with interruptible(self.cpu, timeout) as watch:
             try:
-                self.ql.run()
+                if self.os_name == "mcu":
+                    self.ql.run(count=max_insns)
+                    self._uart_out()
+                else:
+                    self.ql.run()
             except unicorn.UcError as e:
                 if self.hooks.pending is None:
                     fault = cpu_fault(e)
@@ -289,7 +321,16 @@ class QilingMachine:
             return Stop("interrupted", signal=watch.interrupted, pc=self.cpu.pc)
         if watch.timed_out:
             return Stop("timeout", pc=self.cpu.pc)
+        if self.os_name == "mcu":
+            return Stop("max_insns", pc=self.cpu.pc)
         return Stop("exit", status=self.exit_status(), pc=self.cpu.pc)
+
+    def _uart_out(self) -> None:
+        """What the firmware sent on the board's UARTs, to stdout."""
+        for name in MCU_BOARDS_UARTS:
+            uart = getattr(self.ql.hw, name, None)
+            if uart is not None:
+                os.write(1, bytes(uart.recv()))
 
     def exit_status(self) -> int:
         """Linux: the status exit_group was given.  UEFI: 0 when the application's entry

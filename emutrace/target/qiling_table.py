@@ -53,12 +53,9 @@ OTHER_OS = {
                                          "path (TypeError in qiling/os/path.py)"),
     # Qiling 1.4.6's own engine fails beside unicorn 2.1.4 (AttributeError: 'UcAArch32'
     # object has no attribute '_uch', at the board's first mem_map, qiling/loader/mcu.py
-    # load_env); with qiling_os.repair_cortex_m_engine the board runs testbins/mcu
-    ("mcu", "cortex_m"): Capability(False, "not wired: Qiling runs the firmware (testbins/mcu, "
-                                           "its engine repaired: repair_cortex_m_engine) and "
-                                           "the backends trace it there, but --target qiling "
-                                           "does not load MCU firmware yet (no board choice, "
-                                           "and firmware never exits: no end of run)"),
+    # load_env): qiling_os.repair_cortex_m_engine mends it.  Firmware is an ELF whose
+    # segments lie in one of MCU_BOARDS' memories; it never exits: --max-insns ends the run
+    ("mcu", "cortex_m"): WORKS,
     # a PE application; its functions from the ELF it was made from (gnu-efi: --symbols)
     ("uefi", "x86_64"): WORKS,
     ("uefi", "aarch64"): Capability(False, "not tried: no aarch64 gnu-efi application is "
@@ -68,6 +65,37 @@ OTHER_OS = {
     ("macos", "x86_64"): Capability(False, "not wired: a Mach-O image"),
     ("freebsd", "x86_64"): Capability(False, "not tried"),
 }
+
+# Qiling's MCU boards wired here: name → ISA, the module of Qiling's that defines it,
+# (start, size) of its flash and SRAM (STM32F411: RM0383 §2.3, 512 KiB flash at
+# 0x0800_0000, 128 KiB SRAM at 0x2000_0000), and the peripherals created for the firmware
+MCU_BOARDS = {
+    "stm32f411": ("arm", "qiling.extensions.mcu.stm32f4",
+                  ((0x0800_0000, 0x8_0000), (0x2000_0000, 0x2_0000)), ("usart2", "rcc")),
+}
+
+
+# backends on MCU firmware (tried on testbins/mcu): int3 (its Python engine), step and hwbp
+# trace it; these do not yet, each with what it does instead
+MCU_REFUSED = {
+    "entry": "on the Cortex-M board its run stops at the reset handler's first instruction",
+    "bts": "on the Cortex-M board it takes every block for a call (frames unwound)",
+    "btf": "on the Cortex-M board it takes every block for a call (frames unwound)",
+    "int3/native": "int3's C engine takes every instruction on the Cortex-M board for a "
+                   "call (frames unwound): use --engine python",
+}
+
+
+def mcu_board_of(isa: str, segments: list[tuple[int, int]]) -> str | None:
+    """The board whose memories hold every (address, size) segment of a program of `isa`
+    (None: not firmware of a board here)."""
+    for name, (board_isa, _module, memories, _peripherals) in MCU_BOARDS.items():
+        if board_isa == isa and segments and all(
+                any(start <= addr and addr + size <= start + length
+                    for start, length in memories) for addr, size in segments):
+            return name
+    return None
+
 
 # PE32+ IMAGE_FILE_HEADER.Machine (the PE/COFF specification, "Machine Types") → ISA
 PE_MACHINES = {0x8664: "x86_64", 0x14C: "i386", 0xAA64: "aarch64"}
