@@ -9,8 +9,9 @@ What runs there (checked before anything runs; a refusal is a usage error): a pr
 an OS × ISA the Qiling table says works (target/qiling_table.py, `emutrace info`) — a
 Linux ELF (a dynamic one with its libraries in Qiling's root: --root, default /), a
 UEFI application (PE) with the ELF it was made from as --symbols, or a DOS .COM (x86_16)
-with an nm listing of its functions as --symbols (a Windows PE is refused: the table says
-what is missing) —
+with an nm listing of its functions as --symbols, or MCU firmware (an ARM ELF inside a
+board's memories, run to --max-insns) (a Windows PE is refused: the table says what is
+missing) —
 with backend none or one the table lists.  Functions are found as for any run: the ELF's
 symbols and descent (discover/), at the addresses Qiling's loader chose."""
 
