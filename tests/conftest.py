@@ -20,9 +20,11 @@ REPO = Path(__file__).resolve().parent.parent
 TESTBINS = REPO / "testbins"
 BUSYBOX = REPO / ".cache" / "busybox"
 # the ISAs emulation runs (every test program runs there); those only the gdb target runs
-# (the capability table's run_static says why) are tested in tests/test_isa_new.py
+# (the capability table's run_static says why) are tested in tests/test_isa_new.py (an ISA
+# with neither, x86_16, runs under Qiling's DOS layer: tests/test_qiling.py)
 ISAS = tuple(m for m in MODULES if by_name(m).capability(Cap.RUN_STATIC).works)
-GDB_ONLY_ISAS = tuple(m for m in MODULES if m not in ISAS)
+GDB_ONLY_ISAS = tuple(m for m in MODULES if m not in ISAS
+                      and by_name(m).capability(Cap.GDB_TARGET).works)
 # PYTHONPATH: `python -m emutrace` in a subprocess runs the code beside these tests (a
 # second checkout or worktree), not whatever checkout is installed in editable mode.
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "HOME": "/nonexistent",

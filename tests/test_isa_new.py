@@ -35,9 +35,6 @@ from emutrace.trace.canonical import (
 from .conftest import BUSYBOX, GDB_ONLY_ISAS, bin_path, run_emutrace, run_qemu
 from .test_trace_oracle import namer
 
-# (x86_16 has no ELF programs and no qemu-user stub: its table says so)
-GDB_ONLY_ISAS = tuple(i for i in GDB_ONLY_ISAS if by_name(i).capability(Cap.GDB_TARGET).works)
-
 SCENARIOS = ("recursion", "fnptr", "qsort", "varargs", "struct", "args9", "longjmp", "tail")
 
 
