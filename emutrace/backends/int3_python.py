@@ -686,7 +686,7 @@ class Int3Backend:
             if not self.traceable(callee):
                 # code that cannot be traced (written by the guest, outside the image): its
                 # return is never seen, so the caller stays armed under strict cleanup too,
-                # or every later call would be lost (issue 10 item 22: a call into JIT code)
+                # or every later call would be lost (a call into JIT code)
                 return
             assert callee is not None
             self.called(current, callee)
