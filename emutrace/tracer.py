@@ -21,7 +21,7 @@ thread switches; the tracer owns the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from emutrace.backends import Backend, TrapAware
 from emutrace.errors import Unsupported
@@ -44,8 +44,15 @@ class Tracer:
     """Shadow stacks, the record sink and the backend of one traced run (module docstring).
     A run without a backend keeps the tracer too: it then records nothing."""
 
-    def __init__(self, main_thread: int = 0, stack_switch: int | None = None) -> None:
+    def __init__(self, main_thread: int = 0, stack_switch: int | None = None,
+                 counts_events: bool = False) -> None:
         self.main_thread = main_thread
+        # a target with no instruction clock (a gdb stub reports no count, and the backends'
+        # clocks count the blocks a target reports): each event's time is its ordinal in the
+        # run instead, so an exit comes after its entry and a duration counts the events
+        # recorded between them, the same for every backend
+        self.counts_events = counts_events
+        self.events = 0
         # (shadow.py policy 8: a thread's switches between stacks of its own, or None)
         self.stack_switch = stack_switch
         self.shadow = ShadowStack(stack_switch=stack_switch)  # the running thread's
@@ -56,6 +63,9 @@ class Tracer:
 
     def emit(self, ev: Event) -> None:
         """The backend's events: through the running thread's shadow stack into the sink."""
+        if self.counts_events:
+            self.events += 1
+            ev = replace(ev, time=self.events)
         self.sink.write(self.shadow.feed(ev))
 
     @property
@@ -107,9 +117,11 @@ class Tracer:
         if self.backend is None:
             return TraceEnd(self.records, {}, frames, None)
         insns = self.backend.finish()
+        end = self.events + 1 if self.counts_events else insns
         for _tid, shadow in sorted(self.shadows.items()):  # threads still running too
-            self.sink.write(shadow.close_all(insns))
-        return TraceEnd(self.records, dict(self.backend.stats), frames, insns)
+            self.sink.write(shadow.close_all(end))
+        return TraceEnd(self.records, dict(self.backend.stats), frames,
+                        None if self.counts_events else insns)  # (no instruction count)
 
 
 class TracedRun:

@@ -81,6 +81,31 @@ def test_gdb_trace_equals_own_record(isa: str, scenario: str) -> None:
     assert got == want
 
 
+@pytest.mark.parametrize(("isa", "backend"), [("m68k", "int3"), ("mips64el", "hwbp")])
+def test_gdb_durations_count_events(isa: str, backend: str) -> None:
+    """A stub reports no instruction count, so a run's clock counts its events
+    (tracer.Tracer counts_events): every duration is positive (an exit after its entry), a
+    call with nothing recorded inside lasts 1 (its return is the next event), and a
+    function lasts longer than any call inside it."""
+    got = run_emutrace("run", "--target", "gdb", "--unconfined", "--backend", backend,
+                       bin_path(isa, "calls"), "recursion")
+    assert got.returncode == 0, got.stderr
+    lines = got.stderr.decode().splitlines()
+    body = [line for line in lines if " | " in line and not line.startswith("#")]
+    durations = [int(line.split("|")[0]) for line in body if line.split("|")[0].strip()]
+    assert durations and min(durations) >= 1
+    assert [int(line.split("|")[0]) for line in body if "strcmp(" in line] == [1, 1]
+    opened: list[int] = []
+    for i, line in enumerate(body):
+        text = line.split("|", 1)[1].rstrip()
+        if text.endswith("{"):
+            opened.append(i)
+        elif text.lstrip().startswith("}"):
+            start = opened.pop()
+            inside = [int(b.split("|")[0]) for b in body[start + 1:i] if b.split("|")[0].strip()]
+            assert int(line.split("|")[0]) > max(inside, default=0), (body[start], line)
+
+
 @pytest.mark.parametrize("isa", [i for i in GDB_ONLY_ISAS if by_name(i).debug_hardware.slots > 1])
 def test_gdb_hwbp_equals_own_record(isa: str) -> None:
     """hwbp's slots (where the ISA has breakpoint registers for it to model) as the stub's
