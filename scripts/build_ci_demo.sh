@@ -16,13 +16,13 @@
 #
 # The source comes once through `apt-get source` (Debian's archive, a deb-src line for the
 # mirror the host already uses, in an apt configuration of our own under .cache/ci-demo/apt:
-# the host's apt state is not touched) into .cache/ci-demo/zlib.  The ISAs are the fourteen
+# the host's apt state is not touched) into .cache/ci-demo/zlib.  The ISAs are the fifteen
 # of testbins/Makefile; static programs need each cross compiler's libc6-dev-<arch>-cross,
 # which its gcc-<triple> recommends (scripts/setup.sh installs them with their recommends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-isas="x86_64 i386 aarch64 arm mips mipsel riscv64 ppc ppc64le s390x mips64el mips64 m68k sparc64"
+isas="x86_64 i386 aarch64 arm mips mipsel riscv64 ppc ppc64le s390x mips64el mips64 m68k sparc64 ppc64"
 regress=""
 out="$repo/examples/ci/zlib/build"
 fetch_only=""
@@ -46,6 +46,7 @@ triple() {
     m68k) echo m68k-linux-gnu ;; sparc64) echo sparc64-linux-gnu ;;
     riscv64) echo riscv64-linux-gnu ;; ppc) echo powerpc-linux-gnu ;;
     ppc64le) echo powerpc64le-linux-gnu ;; s390x) echo s390x-linux-gnu ;;
+    ppc64) echo powerpc64-linux-gnu ;;
     *) echo "build_ci_demo: unknown ISA $1" >&2; exit 64 ;;
   esac
 }

@@ -1,5 +1,5 @@
 """The full run of examples/ci/zlib/matrix.toml and its report: zlib's test programs on
-fourteen ISAs under int3 (ten on Unicorn, four in qemu-user's gdb stub), first as built from
+fifteen ISAs under int3 (ten on Unicorn, five in qemu-user's gdb stub), first as built from
 Debian's source (checked against the committed baselines), then with the programs of the
 ISAs of --regress (one on Unicorn, one on the gdb target) rebuilt from a source with a
 changed branch (the regression of scripts/build_ci_demo.sh), which the matrix must catch in
@@ -142,7 +142,7 @@ def main() -> int:
     head = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
                           capture_output=True, text=True).stdout.strip()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    report = f"""# `emutrace ci` on zlib's own test programs: fourteen ISAs, a regression caught
+    report = f"""# `emutrace ci` on zlib's own test programs: fifteen ISAs, a regression caught
 
 Command: `python scripts/ci_demo.py --regress "{" ".join(regress)}" --workers {args.workers}`
 (from the repository root: it runs `bash scripts/build_ci_demo.sh`, then
@@ -153,11 +153,11 @@ Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"
 
 The programs: zlib 1.2.13's `test/example.c`, `test/infcover.c` and `test/minigzip.c` from
 Debian's source package, built with Debian's cross compilers (gcc 12, `-O2 -g`, static) for
-fourteen ISAs: ten traced on Unicorn, and mips64el, mips64, m68k and sparc64 traced in
+fifteen ISAs: ten traced on Unicorn, and mips64el, mips64, m68k, sparc64 and ppc64 traced in
 qemu-user's gdb stub (`target` in examples/ci/zlib/matrix.toml: their capability tables say
 why Unicorn does not run them).  Compared: names and nesting of zlib's and the programs' own
 functions (DWARF), from `main` on; baselines: examples/ci/zlib/baselines (the unchanged
-build's traces, equal on the fourteen ISAs).
+build's traces, equal on the fifteen ISAs).
 
 ## 1. As Debian ships the source (exit status {clean_status})
 

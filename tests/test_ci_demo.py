@@ -1,11 +1,11 @@
 """`emutrace ci` on a third-party project: zlib's own test programs (Debian's source package,
 fetched by scripts/setup.sh, built by scripts/build_ci_demo.sh with the cross compilers) in
 the committed matrix examples/ci/zlib/matrix.toml, against its committed baselines, on three
-of its fourteen ISAs: x86_64 and riscv64 on Unicorn, m68k in qemu-m68k's gdb stub (one of the
+of its fifteen ISAs: x86_64 and riscv64 on Unicorn, m68k in qemu-m68k's gdb stub (one of the
 four ISAs only the gdb target runs; the full matrix's run and report: bench/results/ci-zlib.md).
 
 Oracles: the unchanged build's traces equal the committed baselines (traces of the full
-matrix's run, one file per ISA, equal across the fourteen ISAs); a rebuild of one ISA's
+matrix's run, one file per ISA, equal across the fifteen ISAs); a rebuild of one ISA's
 programs from a source with one changed branch in inflate() (the script's REGRESSION:
 inflate_fast() only with 4096 bytes of output space, not 258) fails exactly that ISA's
 infcover cell, and the first divergence lies where the source changed: a call inflate() made
