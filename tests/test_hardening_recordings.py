@@ -184,8 +184,7 @@ def test_malformed_info_field(line: str, base: Path, tmp_path: Path) -> None:
         _check(run_viewer([viewer, "-d", str(data)]), True, f"{viewer} with {line}")
 
 
-@pytest.mark.parametrize("edit", ["sym-address", "map-address", "isa", "task", "dat-magic",
-                                  "dat-exit-first"])
+@pytest.mark.parametrize("edit", ["sym-address", "map-address", "isa", "task", "dat-magic"])
 def test_malformed_fields(edit: str, base: Path, tmp_path: Path) -> None:
     data = fr.copy_recording(base, tmp_path / "rec")
     if edit == "sym-address":
@@ -196,14 +195,24 @@ def test_malformed_fields(edit: str, base: Path, tmp_path: Path) -> None:
         (data / "emutrace.txt").write_text("isa:vax\n")
     elif edit == "task":
         (data / "task.txt").write_bytes(b"\x00\xff garbage\n")
-    elif edit == "dat-magic":
+    else:
         blob = bytearray((data / fr.DAT).read_bytes())
         blob[8] = 0xFF
         (data / fr.DAT).write_bytes(bytes(blob))
-    else:
-        (data / fr.DAT).write_bytes(fr.record_words(1, 1, 0, 0x401000))
     for viewer in ("replay", "report", "graph", "dump", "info"):
         _check(run_viewer([viewer, "-d", str(data)]), edit == "task", f"{viewer}: {edit}")
+
+
+def test_a_file_that_starts_with_an_exit_is_read(base: Path, tmp_path: Path) -> None:
+    """A task's file may start inside frames it never entered (a forked child's starts in
+    its parent's, as uftrace writes it): the exit of such a frame is read, not refused, and
+    shows no line (it has no entry)."""
+    data = fr.copy_recording(base, tmp_path / "rec")
+    (data / fr.DAT).write_bytes(fr.record_words(1, 1, 0, 0x401000))
+    for viewer in ("replay", "report", "graph", "dump", "info"):
+        _check(run_viewer([viewer, "-d", str(data)]), True, f"{viewer}: exit first")
+    replay = run_viewer(["replay", "-d", str(data)])
+    assert replay.returncode == 0 and replay.stdout.decode().splitlines()[1:] == []
 
 
 def test_a_name_with_a_newline_reads_back(tmp_path: Path) -> None:

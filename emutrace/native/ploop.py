@@ -12,15 +12,21 @@ import ctypes
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from emutrace import native
 from emutrace.errors import Unsupported
 from emutrace.isa.base import Isa
 from emutrace.native import EVENT, SiteOp, steplib
 
-if TYPE_CHECKING:
-    from emutrace.backends.native_writer import NativeWriter
+
+class WriterExchange(Protocol):
+    """C's record writer as the loop sees it (backends/native_writer.py `NativeWriter`):
+    its records and stacks to Python before a drain, Python's changes back after one."""
+
+    def pull(self) -> None: ...
+
+    def push(self) -> None: ...
 
 PL_STOP, PL_FULL, PL_EINTR = 0, 1, 2  # pl_resume's results (negative: -errno)
 BUFFER_EVENTS = 4096
@@ -164,7 +170,7 @@ class PtraceLoop:
         self._stops, self._walked = ctypes.c_uint64(), ctypes.c_uint64()
         # `record`/`run` (backends/int3_ptrace.py): C's record writer (native_writer.py),
         # pushed before each resume and pulled before the records are drained
-        self.writer: NativeWriter | None = None
+        self.writer: WriterExchange | None = None
         self._py_drain = native.PY_DRAIN(self._drain_in_c)
         self._drain_error: BaseException | None = None
 
