@@ -50,6 +50,10 @@ def run(target: GdbRemoteTarget, hooks: GdbTrapHooks, timeout: float = 0.0) -> S
             pc = turns.hooks_at_stop(target)
         if target.stop_requested:
             return Stop("interrupted", pc=pc)
+        if deadline is not None and time.monotonic() >= deadline:
+            # (checked at every turn: a program that keeps stopping at breakpoints answers
+            # each resume before the wait below could time out)
+            return Stop("timeout", pc=pc)
         pc = target.pc
         bp = target.isa.breakpoint_for(target.in_alt_mode()) if pc in target.placed else None
         if bp is not None and pc not in target.point_hooks:
