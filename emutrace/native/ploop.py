@@ -308,14 +308,23 @@ class PtraceLoop:
             self.c_seconds += time.thread_time() - begin
             last_pc = int(lib.pl_last_pc(pl)) or last_pc
             self.blocks_took(int(self._stops.value), int(self._walked.value))
-            if rc == PL_STOP:
-                return int(self._status.value), last_pc
-            if rc == PL_EINTR:
-                _, status = os.waitpid(pid, 0)
-                return status, last_pc
-            if rc != PL_FULL:
-                raise OSError(-rc, os.strerror(-rc))
+            ended = self._ended(rc, pid, last_pc)
+            if ended is not None:
+                return ended
             sig = 0
+
+    def _ended(self, rc: int, pid: int, last_pc: int) -> tuple[int, int] | None:
+        """What a pulled C loop's return means: its stop (the wait status, PL_STOP; or one
+        waited for here, PL_EINTR) with the last PC it took, None to go on (PL_FULL: its
+        buffer was drained), an OSError for -errno."""
+        if rc == PL_STOP:
+            return int(self._status.value), last_pc
+        if rc == PL_EINTR:
+            _, status = os.waitpid(pid, 0)
+            return status, last_pc
+        if rc != PL_FULL:
+            raise OSError(-rc, os.strerror(-rc))
+        return None
 
     # ------------------------------------------------------------ single-stepping
     @property
@@ -346,13 +355,9 @@ class PtraceLoop:
                 last_pc = int(lib.pl_last_pc(pl)) or last_pc
                 taken += int(self._skipped.value)
                 self.took(int(self._skipped.value))
-                if rc == PL_STOP:
-                    return int(self._status.value), last_pc
-                if rc == PL_EINTR:
-                    _, status = os.waitpid(pid, 0)
-                    return status, last_pc
-                if rc != PL_FULL:
-                    raise OSError(-rc, os.strerror(-rc))
+                ended = self._ended(rc, pid, last_pc)
+                if ended is not None:
+                    return ended
                 sig = 0
         finally:
             if taken:  # (none taken: the backend's transfer is as it was)
