@@ -63,3 +63,20 @@ def test_bench_report_never_claims_unseen_agreement() -> None:
     assert "Only 0 of 2" in agreement_sentence(failing)
     assert agreement_sentence([rec("none", "ok"), rec("int3", "ok")]).startswith("All 1 ")
     assert "nothing was compared" in agreement_sentence([rec("none", "ok")])
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--trace-after", "login:", CALLS, "recursion"],
+    ["run", "--until", "login:", "--append", "quiet", CALLS, "recursion"],
+    ["record", "-d", "unused", "--initrd", CALLS, CALLS, "recursion"],
+], ids=["trace-after", "until-append", "record-initrd"])
+def test_kernel_image_options_without_machine(argv: list[str],
+                                              capfd: pytest.CaptureFixture[str]) -> None:
+    """A kernel-image option (--trace-after, --until, --append, --initrd, ...) without
+    --machine would be ignored: a usage error naming it, before the program runs."""
+    assert main(argv) == EXIT_USAGE
+    out, err = capfd.readouterr()
+    assert out == ""  # (the program printed nothing: it never ran)
+    assert err.count("\n") == 1 and "only with --machine" in err, err
+    assert all(f"--{o}" in err for o in ("trace-after", "until", "append", "initrd")
+               if f"--{o}" in argv)

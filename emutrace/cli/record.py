@@ -12,6 +12,7 @@ from emutrace.cli import syscalls
 from emutrace.cli.forks import recorded_from_here, untraced_from_here
 from emutrace.cli.recording import prepare_dir, recorded
 from emutrace.cli.run import RunCommand, end_child
+from emutrace.cli.run_machine import refuse_board_options
 from emutrace.cli.run_native import check_target
 from emutrace.cli.run_report import report
 from emutrace.errors import UsageError
@@ -30,6 +31,7 @@ class RecordCommand(RunCommand):
 
     def __call__(self, args: argparse.Namespace) -> int:
         check_target(args)
+        refuse_board_options(args)
         for option, why in display_options(args):
             raise UsageError(f"record {option}: {why}")
         if args.backend == "none":

@@ -25,7 +25,7 @@ from emutrace.cli.options import (
 from emutrace.cli.output import OutputPlace, open_output, whole_writes
 from emutrace.cli.patterns import unmatched
 from emutrace.cli.program import Program, find_program
-from emutrace.cli.run_machine import add_machine_options, run_machine
+from emutrace.cli.run_machine import add_machine_options, refuse_board_options, run_machine
 from emutrace.cli.run_native import add_native_options, check_target, pick_target, run_native
 from emutrace.cli.run_report import report
 from emutrace.discover.demangle import demangled, demangling, shown_by
@@ -147,6 +147,7 @@ class RunCommand:
     def __call__(self, args: argparse.Namespace) -> int:
         pick_target(args)
         check_target(args)
+        refuse_board_options(args)
         if args.backend == "none":
             untraced = trace_options(args)
             if untraced:

@@ -66,6 +66,19 @@ def add_machine_options(p: argparse.ArgumentParser) -> None:
                         "a copy prints the OFFSET to give)")
 
 
+BOARD_OPTIONS = ("bios", "dtb", "append", "initrd", "until", "input", "input_after",
+                 "trace_after", "reloc")
+
+
+def refuse_board_options(args: argparse.Namespace) -> None:
+    """The kernel-image options given without --machine: a usage error (they would be
+    ignored)."""
+    given = [f"--{name.replace('_', '-')}" for name in BOARD_OPTIONS
+             if getattr(args, name, None) not in (None, "")]
+    if given and not args.machine:
+        raise UsageError(f"{', '.join(given)}: only with --machine (a kernel image on a board)")
+
+
 def offset(text: str) -> int:
     """A byte offset as C writes it (0x47ef7000, 1048576)."""
     return int(text, 0)
