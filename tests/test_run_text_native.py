@@ -171,10 +171,16 @@ def run_command(tmp: Path, formatter: str, *argv: str) -> tuple[dict[str, str], 
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, err = proc.communicate(timeout=600)
     texts = {p.name: p.read_text() for p in sorted(tmp.glob("t*")) if p.stat().st_size}
-    children = {int(n[2:]) for n in texts if n != "t"}
-    children |= {int(pid) for text in texts.values()
-                 for pid in re.findall(r"_Fork\(.*\) = (\d+);", text) if pid != "0"}
-    pids = {pid: f"PID{k}" for k, pid in enumerate([proc.pid, *sorted(children)])}
+    # the children in the order the program forked them (its trace's _Fork results; sorted
+    # pids would misorder them when the host's pids wrap around between two forks), then
+    # any child only a trace file names
+    forked = [int(pid) for pid in re.findall(r"_Fork\(.*\) = (\d+);", texts.get("t", ""))
+              if pid != "0"]
+    others = {int(n[2:]) for n in texts if n != "t"}
+    others |= {int(pid) for text in texts.values()
+               for pid in re.findall(r"_Fork\(.*\) = (\d+);", text) if pid != "0"}
+    order = [proc.pid, *dict.fromkeys(forked), *sorted(others - set(forked))]
+    pids = {pid: f"PID{k}" for k, pid in enumerate(order)}
 
     def plain(text: str) -> str:
         return re.sub(r"\b(\d+)\b", lambda m: pids.get(int(m.group(1)), m.group(1)), text)
