@@ -194,11 +194,10 @@ def board_run(args: argparse.Namespace) -> BoardRun | None:
     """The board options, checked before anything runs; None without --machine."""
     from emutrace.benchgrid.board import BoardRun
     from emutrace.board_session import board_named
-    from emutrace.cli.run_machine import unescape
+    from emutrace.cli.run_machine import refuse_board_options, unescape
 
+    refuse_board_options(args)
     if not args.machine:
-        if args.bios or args.dtb or args.until or args.input or args.input_after:
-            raise UsageError("--bios, --dtb, --until, --input: only with --machine")
         return None
     board_named(args.machine)  # an unknown board: a usage error now
     if args.arch != "all":
